@@ -1,0 +1,177 @@
+// Run configuration: a YAML file validated with zod. An invalid file fails with the field path and
+// the reason (e.g. `rollout.groupSize: must be >= 1`), never with a stack trace.
+import { readFileSync } from "node:fs";
+import { parse as parseYaml, YAMLParseError } from "yaml";
+import { z } from "zod";
+import { ArborError } from "./errors.js";
+
+const positiveInt = z.number().int().min(1);
+
+/** The tiny llama-architecture policy to create when no model file is given. */
+export const ModelConfigSchema = z
+  .object({
+    /** Path of an existing GGUF policy. When absent, one is created from `init`. */
+    path: z.string().optional(),
+    init: z
+      .object({
+        seed: z.number().int().default(1),
+        nEmbd: positiveInt.default(64),
+        nLayer: positiveInt.default(2),
+        nHead: positiveInt.default(4),
+        nHeadKv: positiveInt.default(4),
+        nFf: positiveInt.default(192),
+        contextLength: z.number().int().min(1024).default(2048),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict();
+
+/** One built-in engine instance started in this process. */
+export const EngineConfigSchema = z
+  .object({
+    name: z.string().min(1),
+    /** Sequences decoded together in one llama.cpp context (continuous batching width). */
+    sequences: positiveInt.default(4),
+    /** Context size per sequence, in tokens. */
+    contextSize: z.number().int().min(256).default(2048),
+    /** Requests that may wait for a free sequence before the engine answers 429. */
+    maxWaiting: z.number().int().min(0).default(256),
+    port: z.number().int().min(0).max(65535).default(0),
+  })
+  .strict();
+
+/** An inference backend the gateway routes to. */
+export const BackendConfigSchema = z
+  .object({
+    name: z.string().min(1),
+    /** `builtin`: an Arbor engine (OpenAI-compatible with token ids). */
+    type: z.enum(["builtin"]),
+    /** Base URL (e.g. http://127.0.0.1:8000/v1). Omit for an engine started in-process with the same name. */
+    url: z.string().url().optional(),
+  })
+  .strict();
+
+export const RunConfigSchema = z
+  .object({
+    name: z.string().min(1).default("run"),
+    seed: z.number().int().default(1),
+    model: ModelConfigSchema.prefault({}),
+    engines: z.array(EngineConfigSchema).default([]),
+    backends: z.array(BackendConfigSchema).default([]),
+    gateway: z
+      .object({
+        host: z.string().default("127.0.0.1"),
+        port: z.number().int().min(0).max(65535).default(0),
+        routing: z.enum(["least-loaded"]).default("least-loaded"),
+        /** Per-call timeout towards a backend, ms. */
+        callTimeoutMs: positiveInt.default(120_000),
+      })
+      .strict()
+      .prefault({}),
+    env: z
+      .object({
+        name: z.enum(["calc"]).default("calc"),
+        tasks: positiveInt.default(8),
+        seed: z.number().int().default(7),
+      })
+      .strict()
+      .prefault({}),
+    rollout: z
+      .object({
+        groupSize: positiveInt.default(4),
+        /** Programs running at once. */
+        concurrency: positiveInt.default(8),
+      })
+      .strict()
+      .prefault({}),
+    agent: z
+      .object({
+        maxTurns: positiveInt.default(4),
+        maxTokensPerCall: positiveInt.default(64),
+        maxTotalTokens: positiveInt.default(512),
+        temperature: z.number().min(0).max(5).default(1),
+      })
+      .strict()
+      .prefault({}),
+    sandbox: z
+      .object({
+        provider: z.enum(["bwrap"]).default("bwrap"),
+        /** Directory under which per-program workspaces are created. */
+        root: z.string().optional(),
+        cpuSeconds: positiveInt.default(5),
+        memoryMb: positiveInt.default(256),
+        wallMs: positiveInt.default(10_000),
+      })
+      .strict()
+      .prefault({}),
+    reward: z
+      .object({ outcome: z.number().default(1) })
+      .strict()
+      .prefault({}),
+    output: z
+      .object({
+        /** Directory for the store, the batch and the model (relative to the working directory). */
+        dir: z.string().default(".arbor/runs/run"),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict()
+  .superRefine((cfg, ctx) => {
+    const engineNames = new Set(cfg.engines.map((e) => e.name));
+    cfg.backends.forEach((b, i) => {
+      if (!b.url && !engineNames.has(b.name)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["backends", i, "url"],
+          message: `backend '${b.name}' has no url and no in-process engine of that name`,
+        });
+      }
+    });
+    if (cfg.engines.length === 0 && cfg.backends.length === 0) {
+      ctx.addIssue({ code: "custom", path: ["engines"], message: "need at least one engine or backend" });
+    }
+  });
+
+export type RunConfig = z.infer<typeof RunConfigSchema>;
+export type EngineConfig = z.infer<typeof EngineConfigSchema>;
+export type BackendConfig = z.infer<typeof BackendConfigSchema>;
+export type ModelConfig = z.infer<typeof ModelConfigSchema>;
+
+/** Format a zod error as `path: reason` lines, one per issue. */
+export function formatZodError(err: z.ZodError): string {
+  return err.issues
+    .map((i) => {
+      const path = i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
+      return `${path.replace(/^\./, "") || "(root)"}: ${i.message}`;
+    })
+    .join("; ");
+}
+
+/** Validate an already-parsed config object. Throws {@link ArborError} naming field and reason. */
+export function parseRunConfig(raw: unknown, source = "config"): RunConfig {
+  const result = RunConfigSchema.safeParse(raw ?? {});
+  if (!result.success) throw new ArborError(`invalid ${source}: ${formatZodError(result.error)}`, "config");
+  return result.data;
+}
+
+/** Load and validate a YAML run config. Relative paths inside stay relative to the working directory. */
+export function loadRunConfig(path: string): RunConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ArborError(`cannot read config ${path}: ${code === "ENOENT" ? "no such file" : String(e)}`, "config");
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (e) {
+    const msg = e instanceof YAMLParseError ? e.message.split("\n")[0] : String(e);
+    throw new ArborError(`invalid config ${path}: YAML syntax: ${msg}`, "config");
+  }
+  const cfg = parseRunConfig(raw, `config ${path}`);
+  return cfg;
+}

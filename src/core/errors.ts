@@ -1,0 +1,20 @@
+// User-facing errors: one line, naming the problem, printed without a stack trace by the CLI.
+
+/** An error whose message is meant for the user as-is (bad config, unreachable backend, ...). */
+export class ArborError extends Error {
+  constructor(
+    message: string,
+    /** Short machine-readable code, e.g. "config", "backend_unreachable". */
+    readonly code: string = "arbor",
+  ) {
+    super(message);
+    this.name = "ArborError";
+  }
+}
+
+/** Raised when a bounded queue or pool is at its limit. */
+export class CapacityError extends ArborError {
+  constructor(what: string, limit: number) {
+    super(`${what} is full (limit ${limit})`, "capacity");
+  }
+}

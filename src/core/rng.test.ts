@@ -1,0 +1,45 @@
+import { describe, expect, it } from "vitest";
+import { Rng } from "./rng.js";
+
+describe("Rng", () => {
+  it("reproduces from its seed and differs across seeds", () => {
+    const a = new Rng(42);
+    const b = new Rng(42);
+    const c = new Rng(43);
+    const xs = Array.from({ length: 5 }, () => a.nextU32());
+    expect(Array.from({ length: 5 }, () => b.nextU32())).toEqual(xs);
+    expect(Array.from({ length: 5 }, () => c.nextU32())).not.toEqual(xs);
+  });
+
+  it("float is in [0,1) with a mean near 0.5; int covers its inclusive range", () => {
+    const r = new Rng(1);
+    let sum = 0;
+    const seen = new Set<number>();
+    for (let i = 0; i < 20000; i++) {
+      const f = r.float();
+      expect(f).toBeGreaterThanOrEqual(0);
+      expect(f).toBeLessThan(1);
+      sum += f;
+      seen.add(r.int(3, 6));
+    }
+    expect(sum / 20000).toBeCloseTo(0.5, 1);
+    expect([...seen].sort()).toEqual([3, 4, 5, 6]);
+  });
+
+  it("categorical follows the weights", () => {
+    const r = new Rng(7);
+    const counts = [0, 0, 0];
+    for (let i = 0; i < 30000; i++) counts[r.categorical([1, 0, 3])]! += 1;
+    expect(counts[1]).toBe(0);
+    expect(counts[2]! / counts[0]!).toBeGreaterThan(2.7);
+    expect(counts[2]! / counts[0]!).toBeLessThan(3.3);
+  });
+
+  it("forks are independent of each other and of later parent use", () => {
+    const r = new Rng(5);
+    const f1 = r.fork("a").nextU32();
+    r.nextU32();
+    expect(r.fork("a").nextU32()).toBe(f1);
+    expect(r.fork("b").nextU32()).not.toBe(f1);
+  });
+});

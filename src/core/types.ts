@@ -1,0 +1,114 @@
+// Shared domain types: the vocabulary every module speaks (programs, calls, trajectories, groups).
+// Token-in/token-out: calls carry the exact token ids and logprobs the engine reported.
+
+/** A policy version: which weights produced a token. Monotonic per run. */
+export interface PolicyVersion {
+  /** Monotonic version number (0 = initial weights). */
+  id: number;
+  /** Where the weights live (a GGUF path for llama.cpp engines). */
+  modelPath: string;
+}
+
+/** Why a program ended. Every program ends in exactly one recorded termination. */
+export type TerminationKind =
+  | "completed" // the agent gave a final answer
+  | "max_turns"
+  | "max_tokens"
+  | "context_overflow"
+  | "tool_crash" // a tool process crashed or was killed by a limit
+  | "agent_error" // the agent loop threw
+  | "engine_error" // the engine or gateway failed the call
+  | "sandbox_error"
+  | "timeout"
+  | "aborted";
+
+export interface Termination {
+  kind: TerminationKind;
+  /** Human-readable detail (error message, limit hit). */
+  detail?: string;
+}
+
+export type ProgramState = "active" | "paused" | "terminated";
+
+/** One agent episode across many LLM calls and tool calls (ThunderAgent's program). */
+export interface Program {
+  id: string;
+  runId: string;
+  taskId: string;
+  groupId: string;
+  /** Index of this sample within its group (0..n-1). */
+  sampleIndex: number;
+  state: ProgramState;
+  createdAt: number;
+  endedAt?: number;
+  termination?: Termination;
+}
+
+export type ChatRole = "system" | "user" | "assistant" | "tool";
+
+export interface ChatMessage {
+  role: ChatRole;
+  content: string;
+  /** For tool messages: the name of the tool that produced the content. */
+  name?: string;
+}
+
+export type FinishReason = "stop" | "length" | "abort" | "error";
+
+/** Timings of one call, in ms of the gateway's clock. */
+export interface CallTimings {
+  start: number;
+  end: number;
+}
+
+/** One LLM call of a program, exactly as the engine computed it. */
+export interface Call {
+  id: string;
+  programId: string;
+  /** Position of the call within the program (0-based). */
+  index: number;
+  messages: ChatMessage[];
+  promptTokenIds: number[];
+  outputTokenIds: number[];
+  /** Logprob of each output token under the behaviour policy (same length as outputTokenIds). */
+  logprobs: number[];
+  outputText: string;
+  finishReason: FinishReason;
+  backend: string;
+  policyVersion: number;
+  timings: CallTimings;
+}
+
+/** A tool invocation made by an agent between calls. */
+export interface ToolEvent {
+  programId: string;
+  /** Index of the call whose output requested the tool. */
+  callIndex: number;
+  tool: string;
+  input: string;
+  output: string;
+  ok: boolean;
+  durationMs: number;
+}
+
+/** Reward of one program: the total and each named component. */
+export interface Reward {
+  total: number;
+  components: Record<string, number>;
+}
+
+/** A program with everything it produced. */
+export interface Trajectory {
+  program: Program;
+  calls: Call[];
+  tools: ToolEvent[];
+  reward?: Reward;
+}
+
+/** n programs sampled for one task; the unit of GRPO advantage normalisation. */
+export interface Group {
+  id: string;
+  runId: string;
+  taskId: string;
+  programIds: string[];
+}
