@@ -112,3 +112,9 @@ export interface Group {
   taskId: string;
   programIds: string[];
 }
+
+/** Where the gateway records every call; implemented by the trajectory store. */
+export interface TraceSink {
+  /** Record one finished call. Must be durable when it returns (nothing lost on a crash after). */
+  recordCall(call: Call): void;
+}

@@ -1,0 +1,53 @@
+// The Sandbox interface: an isolated per-program workspace where tools run. Providers (bwrap now;
+// docker and k8s later) implement it and pass one shared contract suite.
+
+/** Limits applied to every process a sandbox runs. */
+export interface SandboxLimits {
+  /** CPU time per process, seconds (RLIMIT_CPU). */
+  cpuSeconds: number;
+  /** Address-space limit per process, MiB (RLIMIT_AS). */
+  memoryMb: number;
+  /** Wall-clock limit per exec, ms; the process group is killed past it. */
+  wallMs: number;
+}
+
+export interface ExecOptions {
+  /** Data written to the process's standard input. */
+  stdin?: string;
+  /** Working directory inside the sandbox (default: the workspace). */
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Overrides the sandbox's wall-clock limit for this exec. */
+  wallMs?: number;
+}
+
+export interface ExecResult {
+  exitCode: number | null;
+  /** Signal that ended the process (e.g. SIGXCPU, SIGKILL), if any. */
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  /** True when the wall-clock limit killed it. */
+  timedOut: boolean;
+  durationMs: number;
+}
+
+/** One program's sandbox. */
+export interface Sandbox {
+  readonly programId: string;
+  /** Host path of the workspace directory (visible inside as `/workspace`). */
+  readonly hostWorkspace: string;
+  /** Run a command (argv, no shell) inside the sandbox. */
+  exec(argv: string[], opts?: ExecOptions): Promise<ExecResult>;
+  /** Write a file into the workspace (path relative to the workspace). */
+  writeFile(relPath: string, data: string | Uint8Array): Promise<void>;
+  /** Kill every process and remove the workspace. Idempotent. */
+  destroy(): Promise<void>;
+}
+
+export interface SandboxProvider {
+  readonly name: string;
+  create(programId: string): Promise<Sandbox>;
+  /** Destroy every sandbox this provider still holds (called on shutdown and crash paths). */
+  destroyAll(): Promise<void>;
+}
