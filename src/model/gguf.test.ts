@@ -1,0 +1,110 @@
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { Rng } from "../core/rng.js";
+import { tinyConfig } from "./config.js";
+import { configFromGguf, readGguf, writeGguf } from "./gguf.js";
+import { Vocab } from "./vocab.js";
+import { initWeights } from "./weights.js";
+
+const dir = mkdtempSync(join(tmpdir(), "arbor-gguf-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const vocab = new Vocab();
+const config = tinyConfig({ nEmbd: 16, nLayer: 1, nHead: 2, nHeadKv: 1, nFf: 24, contextLength: 1024 });
+
+function write(name: string, seed: number, metadata?: Record<string, string | number>): string {
+  const path = join(dir, name);
+  writeGguf(path, { config, vocab, tensors: initWeights(config, new Rng(seed)), metadata });
+  return path;
+}
+
+describe("GGUF", () => {
+  it("round-trips metadata and tensors bit-exactly", () => {
+    const tensors = initWeights(config, new Rng(3));
+    const path = join(dir, "rt.gguf");
+    writeGguf(path, { config, vocab, tensors, metadata: { "general.name": "t", "arbor.policy_version": 7, "arbor.note": "x", "arbor.lr": 0.5, "arbor.delta": -3 } });
+    expect(readdirSync(dir).filter((f) => f.endsWith(".tmp"))).toEqual([]);
+    const g = readGguf(path);
+    expect(g.version).toBe(3);
+    expect(g.metadata.get("general.architecture")).toBe("llama");
+    expect(g.metadata.get("general.name")).toBe("t");
+    expect(g.metadata.get("arbor.policy_version")).toBe(7);
+    expect(g.metadata.get("arbor.note")).toBe("x");
+    expect(g.metadata.get("arbor.lr")).toBe(0.5);
+    expect(g.metadata.get("arbor.delta")).toBe(-3);
+    expect(g.metadata.get("llama.rope.dimension_count")).toBe(8);
+    expect(g.metadata.get("llama.attention.layer_norm_rms_epsilon")).toBeCloseTo(1e-5, 10);
+    expect(g.metadata.get("tokenizer.ggml.tokens")).toEqual(vocab.pieces);
+    expect(g.metadata.get("tokenizer.ggml.token_type")).toEqual(vocab.types);
+    expect(g.metadata.get("tokenizer.ggml.add_space_prefix")).toBe(false);
+    expect(configFromGguf(g.metadata)).toEqual({ ...config, rmsEps: Math.fround(1e-5) });
+    expect(g.tensors.map((t) => [t.name, t.shape])).toEqual(tensors.map((t) => [t.name, t.shape]));
+    g.tensors.forEach((t, i) => {
+      const want = tensors[i]!.data;
+      expect(Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).equals(Buffer.from(want.buffer, want.byteOffset, want.byteLength))).toBe(true);
+    });
+  });
+
+  it("stores ggml dims reversed and aligns tensor data to 32 bytes", () => {
+    const buf = readFileSync(write("dims.gguf", 1));
+    const name = Buffer.from("blk.0.ffn_down.weight");
+    const at = buf.indexOf(name);
+    expect(buf.readBigUInt64LE(at - 8)).toBe(BigInt(name.length));
+    const p = at + name.length;
+    expect(buf.readUInt32LE(p)).toBe(2);
+    expect([buf.readBigUInt64LE(p + 4), buf.readBigUInt64LE(p + 12)]).toEqual([24n, 16n]); // ggml [n_ff, n_embd]
+    expect(buf.readUInt32LE(p + 20)).toBe(0); // F32
+    expect(Number(buf.readBigUInt64LE(p + 24)) % 32).toBe(0);
+  });
+
+  it("is byte-identical for the same seed and differs for another seed", () => {
+    const a = readFileSync(write("a.gguf", 11));
+    const b = readFileSync(write("b.gguf", 11));
+    const c = readFileSync(write("c.gguf", 12));
+    expect(a.equals(b)).toBe(true);
+    expect(a.length).toBe(c.length);
+    expect(a.equals(c)).toBe(false);
+  });
+
+  it("rejects reserved or invalid metadata and mismatched inputs", () => {
+    expect(() => write("r.gguf", 1, { "llama.block_count": 3 })).toThrow(/llama.block_count: reserved/);
+    expect(() => write("r.gguf", 1, { "arbor.policy_version": -1 })).toThrow(/arbor.policy_version/);
+    const tensors = initWeights(config, new Rng(1));
+    expect(() => writeGguf(join(dir, "r.gguf"), { config: { ...config, nVocab: 10 }, vocab, tensors })).toThrow(/nVocab \(10\)/);
+  });
+
+  it("gives clear errors for bad magic, truncation and non-F32 tensors", () => {
+    const bad = join(dir, "bad.gguf");
+    writeFileSync(bad, Buffer.from("GGMLxxxxxxxxxxxxxxxxxxxxxxxx"));
+    expect(() => readGguf(bad)).toThrow(/not a GGUF file/);
+
+    const full = readFileSync(write("full.gguf", 1));
+    writeFileSync(bad, full.subarray(0, 2000));
+    expect(() => readGguf(bad)).toThrow(/truncated GGUF/);
+    writeFileSync(bad, full.subarray(0, full.length - 4));
+    expect(() => readGguf(bad)).toThrow(/truncated GGUF: tensor output.weight/);
+
+    // One F16 tensor, no metadata.
+    const name = Buffer.from("w");
+    const parts = [
+      Buffer.from("GGUF"), u32(3), u64(1), u64(0),
+      u64(name.length), name, u32(1), u64(4), u32(1), u64(0),
+    ];
+    const head = Buffer.concat(parts);
+    writeFileSync(bad, Buffer.concat([head, Buffer.alloc(64 - head.length), Buffer.alloc(8)]));
+    expect(() => readGguf(bad)).toThrow(/tensor w has ggml type 1; only F32/);
+  });
+});
+
+function u32(v: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(v);
+  return b;
+}
+function u64(v: number): Buffer {
+  const b = Buffer.alloc(8);
+  b.writeBigUInt64LE(BigInt(v));
+  return b;
+}

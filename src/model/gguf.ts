@@ -1,0 +1,396 @@
+// GGUF v3 checkpoint I/O: the file llama.cpp executes. Writes the llama architecture keys, the SPM
+// vocabulary and F32 tensors (layout and exact key types as verified in shared/LLAMACPP.md); reads
+// any GGUF's metadata and F32 tensors back.
+
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { endianness } from "node:os";
+import { validateConfig, type TinyLlamaConfig } from "./config.js";
+import type { Vocab } from "./vocab.js";
+import { checkTensors, numel, type Tensor } from "./weights.js";
+
+export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
+export const GGUF_VERSION = 3;
+const ALIGNMENT = 32;
+const GGML_TYPE_F32 = 0;
+
+/** GGUF metadata value types. */
+export const GgufType = {
+  u8: 0,
+  i8: 1,
+  u16: 2,
+  i16: 3,
+  u32: 4,
+  i32: 5,
+  f32: 6,
+  bool: 7,
+  string: 8,
+  array: 9,
+  u64: 10,
+  i64: 11,
+  f64: 12,
+} as const;
+
+type Scalar =
+  | { type: "u32" | "i32" | "f32" | "f64"; value: number }
+  | { type: "bool"; value: boolean }
+  | { type: "string"; value: string };
+type MetaValue = Scalar | { type: "array"; elem: "string"; value: string[] } | { type: "array"; elem: "f32" | "i32"; value: number[] };
+
+export interface WriteGgufInput {
+  config: TinyLlamaConfig;
+  vocab: Vocab;
+  tensors: Tensor[];
+  /**
+   * Extra keys. `general.name` is a string; `arbor.policy_version` must be a u32. Other numbers are
+   * stored as u32 (non-negative integers), i32 (negative integers) or f64; strings as strings.
+   */
+  metadata?: Record<string, string | number>;
+}
+
+export interface GgufFile {
+  version: number;
+  /** Keys in file order; u64/i64 values are numbers when safe, else bigint; arrays are JS arrays. */
+  metadata: Map<string, unknown>;
+  tensors: Tensor[];
+}
+
+const RESERVED_PREFIXES = ["llama.", "tokenizer.", "general.architecture", "general.alignment"];
+
+/**
+ * Write a llama-architecture GGUF v3 file (F32 tensors). The file is written next to `path` under a
+ * temporary name and renamed into place, so readers never see a partial file.
+ */
+export function writeGguf(path: string, input: WriteGgufInput): void {
+  assertLittleEndian();
+  const { config: cfg, vocab, tensors } = input;
+  validateConfig(cfg);
+  if (vocab.size !== cfg.nVocab) throw new RangeError(`config.nVocab (${cfg.nVocab}) != vocabulary size (${vocab.size})`);
+  checkTensors(cfg, tensors);
+
+  const meta: [string, MetaValue][] = [
+    ["general.architecture", { type: "string", value: "llama" }],
+    ["general.alignment", { type: "u32", value: ALIGNMENT }],
+    ["general.name", { type: "string", value: "arbor-tiny-llama" }],
+    ["llama.vocab_size", { type: "u32", value: cfg.nVocab }],
+    ["llama.context_length", { type: "u32", value: cfg.contextLength }],
+    ["llama.embedding_length", { type: "u32", value: cfg.nEmbd }],
+    ["llama.block_count", { type: "u32", value: cfg.nLayer }],
+    ["llama.feed_forward_length", { type: "u32", value: cfg.nFf }],
+    ["llama.attention.head_count", { type: "u32", value: cfg.nHead }],
+    ["llama.attention.head_count_kv", { type: "u32", value: cfg.nHeadKv }],
+    ["llama.rope.dimension_count", { type: "u32", value: cfg.nEmbd / cfg.nHead }],
+    ["llama.attention.layer_norm_rms_epsilon", { type: "f32", value: cfg.rmsEps }],
+    ["llama.rope.freq_base", { type: "f32", value: cfg.ropeFreqBase }],
+    ["tokenizer.ggml.model", { type: "string", value: "llama" }],
+    ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: vocab.pieces }],
+    ["tokenizer.ggml.scores", { type: "array", elem: "f32", value: vocab.scores }],
+    ["tokenizer.ggml.token_type", { type: "array", elem: "i32", value: vocab.types }],
+    ["tokenizer.ggml.unknown_token_id", { type: "u32", value: vocab.unkId }],
+    ["tokenizer.ggml.bos_token_id", { type: "u32", value: vocab.bosId }],
+    ["tokenizer.ggml.eos_token_id", { type: "u32", value: vocab.eosId }],
+    ["tokenizer.ggml.eot_token_id", { type: "u32", value: vocab.controlId("<|end|>") }],
+    ["tokenizer.ggml.add_space_prefix", { type: "bool", value: false }],
+    ["tokenizer.ggml.add_bos_token", { type: "bool", value: true }],
+    ["tokenizer.ggml.add_eos_token", { type: "bool", value: false }],
+  ];
+  for (const [key, value] of Object.entries(input.metadata ?? {})) {
+    const entry = extraMeta(key, value);
+    const at = meta.findIndex(([k]) => k === key);
+    if (at >= 0) meta[at] = [key, entry];
+    else meta.push([key, entry]);
+  }
+
+  const head = new ByteWriter();
+  head.u32(GGUF_MAGIC);
+  head.u32(GGUF_VERSION);
+  head.u64(tensors.length);
+  head.u64(meta.length);
+  for (const [key, value] of meta) {
+    head.str(key);
+    writeMetaValue(head, value);
+  }
+  let offset = 0;
+  for (const t of tensors) {
+    head.str(t.name);
+    head.u32(t.shape.length);
+    for (let i = t.shape.length - 1; i >= 0; i--) head.u64(t.shape[i] as number); // ggml order: fastest first
+    head.u32(GGML_TYPE_F32);
+    head.u64(offset);
+    offset += alignUp(t.data.byteLength, ALIGNMENT);
+  }
+  const header = head.finish();
+
+  const tmp = `${path}.${process.pid}.tmp`;
+  const fd = openSync(tmp, "w");
+  try {
+    let pos = 0;
+    const put = (buf: Uint8Array): void => {
+      writeSync(fd, buf, 0, buf.byteLength, pos);
+      pos += buf.byteLength;
+    };
+    put(header);
+    put(new Uint8Array(alignUp(pos, ALIGNMENT) - pos));
+    for (const t of tensors) {
+      put(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+      put(new Uint8Array(alignUp(t.data.byteLength, ALIGNMENT) - t.data.byteLength));
+    }
+    fsyncSync(fd);
+    closeSync(fd);
+    renameSync(tmp, path);
+  } catch (err) {
+    try {
+      closeSync(fd);
+    } catch {
+      // already closed
+    }
+    rmSync(tmp, { force: true });
+    throw err;
+  }
+}
+
+/** Read a GGUF file (v2 or v3): all metadata, and its tensors, which must be F32. */
+export function readGguf(path: string): GgufFile {
+  assertLittleEndian();
+  const buf = readFileSync(path);
+  const r = new ByteReader(buf, path);
+  const magic = r.u32();
+  if (magic !== GGUF_MAGIC) {
+    throw new Error(`${path}: not a GGUF file (magic 0x${magic.toString(16).padStart(8, "0")}, want "GGUF")`);
+  }
+  const version = r.u32();
+  if (version !== 2 && version !== 3) throw new Error(`${path}: unsupported GGUF version ${version} (need 2 or 3)`);
+  const nTensors = r.count("tensor count");
+  const nMeta = r.count("metadata count");
+  const metadata = new Map<string, unknown>();
+  for (let i = 0; i < nMeta; i++) {
+    const key = r.str();
+    metadata.set(key, readMetaValue(r, r.u32(), key));
+  }
+  const infos: { name: string; dims: number[]; offset: number }[] = [];
+  for (let i = 0; i < nTensors; i++) {
+    const name = r.str();
+    const nDims = r.u32();
+    if (nDims < 1 || nDims > 4) throw new Error(`${path}: tensor ${name} has ${nDims} dims (ggml allows 1-4)`);
+    const dims: number[] = [];
+    for (let d = 0; d < nDims; d++) dims.push(r.count(`tensor ${name} dim`));
+    const type = r.u32();
+    if (type !== GGML_TYPE_F32) {
+      throw new Error(`${path}: tensor ${name} has ggml type ${type}; only F32 (0) is supported`);
+    }
+    infos.push({ name, dims, offset: r.count(`tensor ${name} offset`) });
+  }
+  const alignment = metadata.get("general.alignment") ?? ALIGNMENT;
+  if (typeof alignment !== "number" || alignment <= 0) throw new Error(`${path}: bad general.alignment ${String(alignment)}`);
+  const dataStart = alignUp(r.pos, alignment);
+  const tensors = infos.map(({ name, dims, offset }) => {
+    const shape = [...dims].reverse();
+    const bytes = numel(shape) * 4;
+    const start = dataStart + offset;
+    if (start + bytes > buf.byteLength) {
+      throw new Error(`${path}: truncated GGUF: tensor ${name} needs bytes ${start}..${start + bytes}, file has ${buf.byteLength}`);
+    }
+    // Copy so the Float32Array is 4-byte aligned and independent of the file buffer.
+    const data = new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + start + bytes));
+    return { name, shape, data };
+  });
+  return { version, metadata, tensors };
+}
+
+/** Recover the model config from a GGUF's llama metadata. */
+export function configFromGguf(metadata: Map<string, unknown>): TinyLlamaConfig {
+  const num = (key: string, fallback?: number): number => {
+    const v = metadata.get(key) ?? fallback;
+    if (typeof v !== "number") throw new Error(`GGUF metadata ${key}: missing or not a number`);
+    return v;
+  };
+  const arch = metadata.get("general.architecture");
+  if (arch !== "llama") throw new Error(`GGUF general.architecture is '${String(arch)}', expected 'llama'`);
+  const tokens = metadata.get("tokenizer.ggml.tokens");
+  const cfg: TinyLlamaConfig = {
+    nVocab: num("llama.vocab_size", Array.isArray(tokens) ? tokens.length : undefined),
+    nEmbd: num("llama.embedding_length"),
+    nLayer: num("llama.block_count"),
+    nHead: num("llama.attention.head_count"),
+    nHeadKv: num("llama.attention.head_count_kv", num("llama.attention.head_count")),
+    nFf: num("llama.feed_forward_length"),
+    contextLength: num("llama.context_length"),
+    rmsEps: num("llama.attention.layer_norm_rms_epsilon"),
+    ropeFreqBase: num("llama.rope.freq_base", 10000),
+  };
+  validateConfig(cfg);
+  return cfg;
+}
+
+function extraMeta(key: string, value: string | number): MetaValue {
+  if (RESERVED_PREFIXES.some((p) => key.startsWith(p))) {
+    throw new RangeError(`metadata ${key}: reserved, it is derived from the config and vocabulary`);
+  }
+  if (key === "arbor.policy_version") {
+    if (!Number.isInteger(value) || (value as number) < 0 || (value as number) > 0xffffffff) {
+      throw new RangeError(`metadata arbor.policy_version: must be an integer in 0..2^32-1 (got ${value})`);
+    }
+    return { type: "u32", value: value as number };
+  }
+  if (typeof value === "string") return { type: "string", value };
+  if (typeof value !== "number" || !Number.isFinite(value)) throw new RangeError(`metadata ${key}: must be a string or a finite number`);
+  if (Number.isInteger(value) && value >= 0 && value <= 0xffffffff) return { type: "u32", value };
+  if (Number.isInteger(value) && value >= -0x80000000 && value < 0) return { type: "i32", value };
+  return { type: "f64", value };
+}
+
+function writeMetaValue(w: ByteWriter, v: MetaValue): void {
+  if (v.type === "array") {
+    w.u32(GgufType.array);
+    w.u32(GgufType[v.elem]);
+    w.u64(v.value.length);
+    if (v.elem === "string") for (const s of v.value) w.str(s);
+    else if (v.elem === "f32") for (const x of v.value) w.f32(x);
+    else for (const x of v.value) w.i32(x);
+    return;
+  }
+  w.u32(GgufType[v.type]);
+  switch (v.type) {
+    case "u32":
+      return w.u32(v.value);
+    case "i32":
+      return w.i32(v.value);
+    case "f32":
+      return w.f32(v.value);
+    case "f64":
+      return w.f64(v.value);
+    case "bool":
+      return w.u8(v.value ? 1 : 0);
+    case "string":
+      return w.str(v.value);
+  }
+}
+
+function readMetaValue(r: ByteReader, type: number, key: string): unknown {
+  switch (type) {
+    case GgufType.u8:
+      return r.take(1).readUInt8(0);
+    case GgufType.i8:
+      return r.take(1).readInt8(0);
+    case GgufType.u16:
+      return r.take(2).readUInt16LE(0);
+    case GgufType.i16:
+      return r.take(2).readInt16LE(0);
+    case GgufType.u32:
+      return r.u32();
+    case GgufType.i32:
+      return r.take(4).readInt32LE(0);
+    case GgufType.f32:
+      return r.take(4).readFloatLE(0);
+    case GgufType.bool:
+      return r.take(1).readUInt8(0) !== 0;
+    case GgufType.string:
+      return r.str();
+    case GgufType.u64:
+      return toNumberIfSafe(r.take(8).readBigUInt64LE(0));
+    case GgufType.i64:
+      return toNumberIfSafe(r.take(8).readBigInt64LE(0));
+    case GgufType.f64:
+      return r.take(8).readDoubleLE(0);
+    case GgufType.array: {
+      const elemType = r.u32();
+      if (elemType === GgufType.array) throw new Error(`${r.path}: metadata ${key}: nested arrays are not supported`);
+      const n = r.count(`metadata ${key} length`);
+      if (n > r.remaining()) throw new Error(`${r.path}: truncated GGUF: metadata ${key} claims ${n} elements`);
+      const out: unknown[] = new Array(n);
+      for (let i = 0; i < n; i++) out[i] = readMetaValue(r, elemType, key);
+      return out;
+    }
+    default:
+      throw new Error(`${r.path}: metadata ${key} has unknown value type ${type}`);
+  }
+}
+
+function toNumberIfSafe(v: bigint): number | bigint {
+  return v <= BigInt(Number.MAX_SAFE_INTEGER) && v >= BigInt(Number.MIN_SAFE_INTEGER) ? Number(v) : v;
+}
+
+function alignUp(n: number, a: number): number {
+  return Math.ceil(n / a) * a;
+}
+
+function assertLittleEndian(): void {
+  if (endianness() !== "LE") throw new Error("GGUF/safetensors I/O needs a little-endian machine");
+}
+
+/** Append-only little-endian byte builder. */
+class ByteWriter {
+  private chunks: Buffer[] = [];
+
+  u8(v: number): void {
+    const b = Buffer.alloc(1);
+    b.writeUInt8(v);
+    this.chunks.push(b);
+  }
+  u32(v: number): void {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(v);
+    this.chunks.push(b);
+  }
+  i32(v: number): void {
+    const b = Buffer.alloc(4);
+    b.writeInt32LE(v);
+    this.chunks.push(b);
+  }
+  u64(v: number): void {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(BigInt(v));
+    this.chunks.push(b);
+  }
+  f32(v: number): void {
+    const b = Buffer.alloc(4);
+    b.writeFloatLE(v);
+    this.chunks.push(b);
+  }
+  f64(v: number): void {
+    const b = Buffer.alloc(8);
+    b.writeDoubleLE(v);
+    this.chunks.push(b);
+  }
+  str(s: string): void {
+    const bytes = Buffer.from(s, "utf8");
+    this.u64(bytes.byteLength);
+    this.chunks.push(bytes);
+  }
+  finish(): Buffer {
+    return Buffer.concat(this.chunks);
+  }
+}
+
+/** Bounds-checked little-endian reader with errors that name the file and offset. */
+class ByteReader {
+  pos = 0;
+  constructor(
+    private readonly buf: Buffer,
+    readonly path: string,
+  ) {}
+
+  take(n: number): Buffer {
+    if (this.pos + n > this.buf.byteLength) {
+      throw new Error(`${this.path}: truncated GGUF: need ${n} bytes at offset ${this.pos}, file has ${this.buf.byteLength}`);
+    }
+    const out = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return out;
+  }
+  remaining(): number {
+    return this.buf.byteLength - this.pos;
+  }
+  u32(): number {
+    return this.take(4).readUInt32LE(0);
+  }
+  /** A u64 that must fit a JS number (counts, lengths, dims, offsets). */
+  count(what: string): number {
+    const v = this.take(8).readBigUInt64LE(0);
+    if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`${this.path}: ${what} ${v} is too large`);
+    return Number(v);
+  }
+  str(): string {
+    const n = this.count("string length");
+    return this.take(n).toString("utf8");
+  }
+}
