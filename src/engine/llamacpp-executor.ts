@@ -1,0 +1,157 @@
+// The llama.cpp executor: one GGUF policy, one context with N sequences, one request per sequence.
+// Each step asks llama.cpp for the temperature-0 next-token distribution of every running
+// sequence; node-llama-cpp gathers the pending steps of all sequences into one decode batch
+// (continuous batching: a new request's prefill joins the running requests' decode steps).
+import type { ControlledEvaluateInputItem, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import { ArborError } from "../core/errors.js";
+import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from "./executor.js";
+import { llamaRuntime } from "./llama-runtime.js";
+import { sampleToken, type SampledToken } from "./sampling.js";
+import { SequencePool } from "./sequence-pool.js";
+
+export interface LlamaCppExecutorOptions {
+  modelPath: string;
+  /** Sequences decoded together in the one context. */
+  sequences: number;
+  /** Context length of each sequence, in tokens. */
+  contextSize: number;
+  /** Requests allowed to wait for a sequence; beyond that `generate` rejects with CapacityError. */
+  maxWaiting: number;
+  /** Tokens that end a generation (included in the output, like vLLM). */
+  stopTokenIds: readonly number[];
+  /**
+   * F32 KV cache without flash attention (default true): logprobs then agree with a plain
+   * forward pass to ~1e-5, which trainer/engine agreement needs. False uses llama.cpp's F16 default.
+   */
+  exactKv?: boolean;
+}
+
+/** Executes requests on node-llama-cpp, `threads: 1` (faster than more threads on small CPUs). */
+export class LlamaCppExecutor implements Executor {
+  readonly vocabSize: number;
+  readonly contextSize: number;
+  readonly sequences: number;
+  private readonly pool: SequencePool<LlamaContextSequence>;
+  private readonly stopIds: ReadonlySet<number>;
+  /** Sequence → KV cells it holds for a running request. */
+  private readonly inUse = new Map<LlamaContextSequence, number>();
+  private closed = false;
+
+  private constructor(
+    private readonly model: LlamaModel,
+    private readonly context: LlamaContext,
+    opts: LlamaCppExecutorOptions,
+  ) {
+    this.vocabSize = [...model.iterateAllTokens()].length;
+    this.contextSize = context.contextSize;
+    this.sequences = opts.sequences;
+    const seqs = Array.from({ length: opts.sequences }, () => context.getSequence());
+    this.pool = new SequencePool(seqs, opts.maxWaiting);
+    this.stopIds = new Set(opts.stopTokenIds);
+    for (const id of this.stopIds) {
+      if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
+        throw new ArborError(`stop token id ${id} is outside the model's vocabulary (size ${this.vocabSize})`, "config");
+      }
+    }
+  }
+
+  /** Load the GGUF at `modelPath` and create the shared context. */
+  static async load(opts: LlamaCppExecutorOptions): Promise<LlamaCppExecutor> {
+    if (!Number.isInteger(opts.sequences) || opts.sequences < 1) throw new ArborError(`sequences must be >= 1, got ${opts.sequences}`, "config");
+    if (!Number.isInteger(opts.contextSize) || opts.contextSize < 2) throw new ArborError(`contextSize must be >= 2, got ${opts.contextSize}`, "config");
+    const llama = await llamaRuntime();
+    let model: LlamaModel;
+    try {
+      model = await llama.loadModel({ modelPath: opts.modelPath });
+    } catch (err) {
+      throw new ArborError(`cannot load model ${opts.modelPath}: ${(err as Error).message}`, "model");
+    }
+    const exact = opts.exactKv ?? true;
+    try {
+      const context = await model.createContext({
+        contextSize: opts.contextSize,
+        sequences: opts.sequences,
+        threads: 1,
+        ...(exact ? { flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" } : {}),
+      });
+      return new LlamaCppExecutor(model, context, opts);
+    } catch (err) {
+      await model.dispose();
+      throw err;
+    }
+  }
+
+  tokenize(text: string): number[] {
+    return this.model.tokenize(text, false);
+  }
+
+  stats(): ExecutorStats {
+    let used = 0;
+    for (const n of this.inUse.values()) used += n;
+    return {
+      running: this.pool.running,
+      waiting: this.pool.waiting,
+      usedTokens: used,
+      totalTokens: this.contextSize * this.sequences,
+    };
+  }
+
+  async generate(req: GenerateRequest): Promise<GenerateResult> {
+    if (this.closed) throw new ArborError("engine is shut down", "closed");
+    const prompt = req.promptTokenIds;
+    if (prompt.length === 0) throw new RangeError("prompt must contain at least one token");
+    if (!Number.isInteger(req.maxTokens) || req.maxTokens < 1) throw new RangeError(`maxTokens must be >= 1, got ${req.maxTokens}`);
+    if (prompt.length + req.maxTokens > this.contextSize) {
+      throw new RangeError(`prompt (${prompt.length} tokens) + max_tokens (${req.maxTokens}) exceeds the context (${this.contextSize})`);
+    }
+    for (const id of prompt) {
+      if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) throw new RangeError(`token id ${id} is outside the vocabulary (size ${this.vocabSize})`);
+    }
+
+    const lease = await this.pool.acquire(req.signal);
+    const seq = lease.item;
+    try {
+      await seq.clearHistory();
+      this.inUse.set(seq, 0);
+      const params = { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs };
+      const tokens: SampledToken[] = [];
+      // The prompt is fed whole (llama.cpp splits it over batches); only its last position needs
+      // the next-token distribution. After that each step feeds the one token just sampled.
+      let input: number[] = [...prompt];
+      for (;;) {
+        if (req.signal?.aborted) return { tokens, finishReason: "abort" };
+        const probs = await this.nextDistribution(seq, input);
+        this.inUse.set(seq, seq.nextTokenIndex);
+        const tok = sampleToken(probs, params, req.rng);
+        tokens.push(tok);
+        if (this.stopIds.has(tok.id)) return { tokens, finishReason: "stop", stopTokenId: tok.id };
+        if (tokens.length >= req.maxTokens) return { tokens, finishReason: "length" };
+        input = [tok.id];
+      }
+    } finally {
+      this.inUse.delete(seq);
+      lease.release();
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.pool.rejectWaiting(new ArborError("engine is shutting down", "closed"));
+    await this.context.dispose();
+    await this.model.dispose();
+  }
+
+  private async nextDistribution(seq: LlamaContextSequence, input: readonly number[]): Promise<Map<number, number>> {
+    const last = input.length - 1;
+    // node-llama-cpp brands token ids; ours were range-checked against the vocabulary.
+    const items = input.map(
+      (id, i): ControlledEvaluateInputItem =>
+        i === last ? [id as Token, { generateNext: { probabilities: true, options: { temperature: 0 } } }] : (id as Token),
+    );
+    const out = await seq.controlledEvaluate(items);
+    const probs = out[last]?.next.probabilities;
+    if (!probs || probs.size === 0) throw new ArborError("llama.cpp returned no next-token distribution", "engine");
+    return probs;
+  }
+}

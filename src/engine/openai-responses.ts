@@ -1,0 +1,83 @@
+// Response bodies in vLLM's shapes (chat: `token_ids` in the choice, `prompt_token_ids` at the top;
+// completions: both in the choice), plus Arbor's `policy_version` on every body.
+import { TokenType, type Vocab } from "../model/vocab.js";
+import type { GenerateResult } from "./executor.js";
+import type { SampledToken, TokenLogprob } from "./sampling.js";
+
+/** JSON has no -Infinity; vLLM reports impossible tokens as -9999. */
+const MIN_LOGPROB = -9999;
+
+function jsonLogprob(lp: number): number {
+  return Number.isFinite(lp) ? lp : MIN_LOGPROB;
+}
+
+/** The raw bytes a token stands for (one byte for byte-fallback tokens, else its UTF-8 text). */
+export function tokenBytes(vocab: Vocab, id: number): number[] {
+  if (vocab.types[id] === TokenType.byte) {
+    const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(vocab.pieces[id] ?? "");
+    if (m) return [parseInt(m[1] as string, 16)];
+  }
+  return [...Buffer.from(vocab.tokenText(id), "utf8")];
+}
+
+/** Output text: the generated tokens decoded, without the stop token that ended them. */
+export function outputText(vocab: Vocab, result: GenerateResult): string {
+  return vocab.decode(contentTokenIds(result));
+}
+
+function contentTokenIds(result: GenerateResult): number[] {
+  const ids = result.tokens.map((t) => t.id);
+  return result.finishReason === "stop" ? ids.slice(0, -1) : ids;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** OpenAI's `usage` block. */
+export function usage(promptTokens: number, completionTokens: number): Usage {
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+}
+
+/** vLLM's `stop_reason`: the stop token id unless the stop was the model's EOS (then null). */
+export function stopReason(vocab: Vocab, result: GenerateResult): number | null {
+  return result.stopTokenId !== undefined && result.stopTokenId !== vocab.eosId ? result.stopTokenId : null;
+}
+
+/** Chat `logprobs.content`: one entry per output token, stop token included. */
+export function chatLogprobs(vocab: Vocab, tokens: readonly SampledToken[]): { content: unknown[] } {
+  const entry = (t: TokenLogprob): { token: string; logprob: number; bytes: number[] } => ({
+    token: vocab.tokenText(t.id),
+    logprob: jsonLogprob(t.logprob),
+    bytes: tokenBytes(vocab, t.id),
+  });
+  return { content: tokens.map((t) => ({ ...entry(t), top_logprobs: t.top.map(entry) })) };
+}
+
+/**
+ * Legacy completions logprobs: `top_logprobs[i]` holds the `n` most likely tokens plus the chosen
+ * one (OpenAI: up to n + 1 entries); `text_offset[i]` is where token i starts in the output text.
+ */
+export function completionLogprobs(
+  vocab: Vocab,
+  result: GenerateResult,
+): { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] } {
+  const content = contentTokenIds(result);
+  const textOffset: number[] = [];
+  for (let i = 0; i < result.tokens.length; i++) {
+    textOffset.push(vocab.decode(content.slice(0, Math.min(i, content.length))).length);
+  }
+  return {
+    tokens: result.tokens.map((t) => vocab.tokenText(t.id)),
+    token_logprobs: result.tokens.map((t) => jsonLogprob(t.logprob)),
+    top_logprobs: result.tokens.map((t) => {
+      const top: Record<string, number> = {};
+      for (const alt of t.top) top[vocab.tokenText(alt.id)] = jsonLogprob(alt.logprob);
+      top[vocab.tokenText(t.id)] = jsonLogprob(t.logprob);
+      return top;
+    }),
+    text_offset: textOffset,
+  };
+}

@@ -1,0 +1,63 @@
+// Request bodies of the OpenAI-compatible endpoints, validated with zod. Fields Arbor does not
+// implement are rejected when set to a non-default value rather than silently ignored.
+import { z } from "zod";
+
+const nonNegInt = z.number().int().min(0);
+const maxTokens = z.number().int().min(1).nullish();
+const temperature = z.number().min(0).max(100).nullish();
+const topP = z.number().gt(0).max(1).nullish();
+const seed = z.number().int().nullish();
+
+// Sampling controls no tiny-policy client needs yet; accepted only at their no-op values.
+const unsupported = {
+  n: z.literal(1, { error: "only n = 1 is supported" }).nullish(),
+  stop: z
+    .union([z.string(), z.array(z.string())])
+    .nullish()
+    .refine((s) => s == null || (Array.isArray(s) && s.length === 0), {
+      error: "stop strings are not supported yet (generation stops on </s> and <|end|>)",
+    }),
+  presence_penalty: z.literal(0, { error: "presence_penalty is not supported (must be 0)" }).nullish(),
+  frequency_penalty: z.literal(0, { error: "frequency_penalty is not supported (must be 0)" }).nullish(),
+};
+
+const textPart = z.object({ type: z.literal("text"), text: z.string() });
+
+export const ChatMessageSchema = z.object({
+  role: z.enum(["system", "user", "assistant", "tool"]),
+  content: z.union([z.string(), z.array(textPart)], { error: "must be a string or an array of text parts" }),
+  name: z.string().optional(),
+});
+
+export const ChatCompletionRequestSchema = z.object({
+  model: z.string().nullish(),
+  messages: z.array(ChatMessageSchema).min(1, { error: "must contain at least one message" }),
+  max_tokens: maxTokens,
+  max_completion_tokens: maxTokens,
+  temperature,
+  top_p: topP,
+  seed,
+  logprobs: z.boolean().nullish(),
+  top_logprobs: nonNegInt.max(20).nullish(),
+  return_token_ids: z.boolean().nullish(),
+  stream: z.boolean().nullish(),
+  ...unsupported,
+});
+export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
+
+export const CompletionRequestSchema = z.object({
+  model: z.string().nullish(),
+  prompt: z.union([z.string(), z.array(nonNegInt).min(1)], {
+    error: "must be a string or a non-empty array of token ids (integers >= 0)",
+  }),
+  max_tokens: maxTokens,
+  temperature,
+  top_p: topP,
+  seed,
+  logprobs: nonNegInt.max(20).nullish(),
+  return_token_ids: z.boolean().nullish(),
+  echo: z.literal(false, { error: "echo is not supported (must be false)" }).nullish(),
+  stream: z.boolean().nullish(),
+  ...unsupported,
+});
+export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { Rng } from "../core/rng.js";
+import { sampleToken } from "./sampling.js";
+
+// A fixed distribution over 5 tokens, listed in a scrambled order (llama.cpp sorts, we must not rely on it).
+const P = new Map<number, number>([
+  [3, 0.1],
+  [0, 0.4],
+  [4, 0.05],
+  [1, 0.3],
+  [2, 0.15],
+]);
+
+function tempered(T: number): Map<number, number> {
+  let z = 0;
+  for (const p of P.values()) z += p ** (1 / T);
+  return new Map([...P].map(([id, p]) => [id, p ** (1 / T) / z]));
+}
+
+describe("sampleToken", () => {
+  it("is greedy at temperature 0 and reports the raw log-probability", () => {
+    const rng = new Rng(1);
+    const t = sampleToken(P, { temperature: 0, topP: 1, topLogprobs: 2 }, rng);
+    expect(t.id).toBe(0);
+    expect(t.logprob).toBeCloseTo(Math.log(0.4), 12);
+    expect(t.top.map((x) => x.id)).toEqual([0, 1]);
+    expect(t.top[1]?.logprob).toBeCloseTo(Math.log(0.3), 12);
+    expect(rng.nextU32()).toBe(new Rng(1).nextU32()); // greedy draws nothing from the stream
+  });
+
+  it("breaks greedy ties towards the lower id", () => {
+    const t = sampleToken(new Map([[7, 0.5], [2, 0.5]]), { temperature: 0, topP: 1, topLogprobs: 0 }, new Rng(1));
+    expect(t.id).toBe(2);
+  });
+
+  it("reports log softmax(log p / T) and samples from it", () => {
+    const T = 0.5;
+    const q = tempered(T);
+    const rng = new Rng(42);
+    const counts = new Map<number, number>();
+    const n = 5000;
+    for (let i = 0; i < n; i++) {
+      const t = sampleToken(P, { temperature: T, topP: 1, topLogprobs: 5 }, rng);
+      expect(t.logprob).toBeCloseTo(Math.log(q.get(t.id) as number), 10);
+      counts.set(t.id, (counts.get(t.id) ?? 0) + 1);
+    }
+    for (const [id, qi] of q) {
+      const freq = (counts.get(id) ?? 0) / n;
+      // 5 standard errors of a binomial proportion.
+      expect(Math.abs(freq - qi)).toBeLessThan(5 * Math.sqrt((qi * (1 - qi)) / n) + 1e-3);
+    }
+  });
+
+  it("keeps the same token stream for the same seed and differs for another", () => {
+    const draw = (seed: number): number[] => {
+      const rng = new Rng(seed);
+      return Array.from({ length: 40 }, () => sampleToken(P, { temperature: 1, topP: 1, topLogprobs: 0 }, rng).id);
+    };
+    expect(draw(5)).toEqual(draw(5));
+    expect(draw(5)).not.toEqual(draw(6));
+  });
+
+  it("restricts sampling to the top-p nucleus but reports the untruncated logprob", () => {
+    const rng = new Rng(3);
+    const seen = new Set<number>();
+    for (let i = 0; i < 2000; i++) {
+      const t = sampleToken(P, { temperature: 1, topP: 0.65, topLogprobs: 0 }, rng);
+      seen.add(t.id);
+      expect(t.logprob).toBeCloseTo(Math.log(P.get(t.id) as number), 10);
+    }
+    // 0.4 + 0.3 >= 0.65: only tokens 0 and 1 are in the nucleus.
+    expect([...seen].sort()).toEqual([0, 1]);
+  });
+
+  it("never samples a zero-probability token", () => {
+    const rng = new Rng(9);
+    const probs = new Map([[0, 1], [1, 0]]);
+    for (let i = 0; i < 200; i++) expect(sampleToken(probs, { temperature: 2, topP: 1, topLogprobs: 0 }, rng).id).toBe(0);
+    expect(sampleToken(probs, { temperature: 0, topP: 1, topLogprobs: 2 }, rng).top[1]?.logprob).toBe(-Infinity);
+  });
+
+  it("rejects bad parameters", () => {
+    const rng = new Rng(1);
+    expect(() => sampleToken(P, { temperature: -1, topP: 1, topLogprobs: 0 }, rng)).toThrow(/temperature/);
+    expect(() => sampleToken(P, { temperature: 1, topP: 0, topLogprobs: 0 }, rng)).toThrow(/top_p/);
+    expect(() => sampleToken(new Map(), { temperature: 1, topP: 1, topLogprobs: 0 }, rng)).toThrow(/empty/);
+  });
+});

@@ -1,0 +1,333 @@
+// The built-in engine's OpenAI-compatible HTTP surface (fastify): chat and text completions with
+// token ids and logprobs in vLLM's shapes, /v1/models, /health and vLLM-named Prometheus metrics.
+// A thin shell: validation and formatting here, token generation in the executor.
+import { randomUUID } from "node:crypto";
+import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
+import type { Clock } from "../core/clock.js";
+import { ArborError, CapacityError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import { Rng } from "../core/rng.js";
+import type { ChatMessage } from "../core/types.js";
+import { renderChat, stopTokenIds } from "../model/chat-template.js";
+import { Vocab } from "../model/vocab.js";
+import { EngineMetrics } from "./engine-metrics.js";
+import type { Executor, GenerateResult } from "./executor.js";
+import { LlamaCppExecutor } from "./llamacpp-executor.js";
+import { fromZodError, HttpError, invalidRequest } from "./openai-errors.js";
+import {
+  ChatCompletionRequestSchema,
+  CompletionRequestSchema,
+  type ChatCompletionRequest,
+  type CompletionRequest,
+} from "./openai-schemas.js";
+import { chatLogprobs, completionLogprobs, outputText, stopReason, usage } from "./openai-responses.js";
+import { AbortedError } from "./sequence-pool.js";
+
+export interface EngineServerOptions {
+  /** Engine name (logs, errors). */
+  name: string;
+  /** GGUF policy to load (llama.cpp executor). */
+  modelPath: string;
+  /** Version of the weights at `modelPath`, reported in every response. */
+  policyVersion: number;
+  /** Sequences decoded together (continuous batching width). */
+  sequences: number;
+  /** Context length of one sequence, in tokens (prompt + output). */
+  contextSize: number;
+  /** Requests that may wait for a sequence before the engine answers 429. */
+  maxWaiting: number;
+  host?: string;
+  /** 0 = an ephemeral port. */
+  port?: number;
+  /** The `model` name clients use (default "arbor-tiny"). */
+  servedModelName?: string;
+  /** Seed of the engine's Rng, which seeds requests that bring no `seed` of their own. */
+  seed?: number;
+  clock?: Clock;
+  /** F32 KV cache for trainer-exact logprobs (default true); see LlamaCppExecutorOptions. */
+  exactKv?: boolean;
+  /** Use this executor instead of loading `modelPath` (it must use Arbor's vocabulary). */
+  executor?: Executor;
+}
+
+export interface EngineServer {
+  app: FastifyInstance;
+  executor: Executor;
+  metrics: EngineMetrics;
+  /** Base URL (`http://host:port`) once listening. */
+  url?: string;
+  /** Stop serving and release the model (an injected executor is left open). */
+  close(): Promise<void>;
+}
+
+export interface ListeningEngineServer extends EngineServer {
+  url: string;
+}
+
+/**
+ * Build the engine: load the policy (once) and wire the routes. The app is not listening; use
+ * `app.inject` or {@link startEngineServer}.
+ */
+export async function createEngineServer(opts: EngineServerOptions): Promise<EngineServer> {
+  const clock = opts.clock ?? realClock;
+  const servedModelName = opts.servedModelName ?? "arbor-tiny";
+  const vocab = new Vocab();
+  const stops = stopTokenIds(vocab);
+  const ownsExecutor = !opts.executor;
+  const executor =
+    opts.executor ??
+    (await LlamaCppExecutor.load({
+      modelPath: opts.modelPath,
+      sequences: opts.sequences,
+      contextSize: opts.contextSize,
+      maxWaiting: opts.maxWaiting,
+      stopTokenIds: stops,
+      exactKv: opts.exactKv,
+    }));
+  try {
+    checkVocabulary(executor, vocab, opts.modelPath);
+  } catch (err) {
+    if (ownsExecutor) await executor.close();
+    throw err;
+  }
+
+  const engineRng = new Rng(opts.seed ?? 0);
+  let requestCounter = 0;
+  const metrics = new EngineMetrics({
+    modelName: servedModelName,
+    stats: () => executor.stats(),
+    // llama.cpp's KV cache is per token cell: one "block" holds one token.
+    blockSize: 1,
+    numGpuBlocks: executor.contextSize * executor.sequences,
+  });
+  let closed = false;
+
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024 });
+  app.addHook("onSend", async (_req, reply, payload) => {
+    reply.header("x-arbor-policy-version", String(opts.policyVersion));
+    return payload;
+  });
+  app.setErrorHandler((err, _req, reply) => sendError(reply, toHttpError(err)));
+  app.setNotFoundHandler((req, reply) =>
+    sendError(reply, new HttpError(404, `no route ${req.method} ${req.url}`, "not_found_error", null, "not_found")),
+  );
+
+  /** Common path of both endpoints: check the budget, generate, count. */
+  const run = async (
+    reply: FastifyReply,
+    prompt: number[],
+    body: { max_tokens: number | null; maxParam: string; promptParam: string; temperature?: number | null; top_p?: number | null; seed?: number | null },
+    topLogprobs: number,
+  ): Promise<GenerateResult> => {
+    const ctx = executor.contextSize;
+    if (prompt.length >= ctx) {
+      throw invalidRequest(body.promptParam, `the prompt has ${prompt.length} tokens, over the context of ${ctx} tokens (max_model_len)`, "context_length_exceeded");
+    }
+    const maxTokens = body.max_tokens ?? ctx - prompt.length;
+    if (prompt.length + maxTokens > ctx) {
+      throw invalidRequest(
+        body.maxParam,
+        `the context is ${ctx} tokens, but ${prompt.length + maxTokens} were requested (${prompt.length} in the prompt, ${maxTokens} to generate); reduce the prompt or ${body.maxParam}`,
+        "context_length_exceeded",
+      );
+    }
+    const rng = body.seed != null ? requestRng(body.seed) : engineRng.fork(`request-${requestCounter++}`);
+    const abort = new AbortController();
+    const onClose = (): void => {
+      if (!reply.raw.writableEnded) abort.abort();
+    };
+    reply.raw.on("close", onClose);
+    const start = clock.now();
+    try {
+      const result = await executor.generate({
+        promptTokenIds: prompt,
+        maxTokens,
+        temperature: body.temperature ?? 1,
+        topP: body.top_p ?? 1,
+        topLogprobs,
+        rng,
+        signal: abort.signal,
+      });
+      metrics.recordFinished({
+        promptTokens: prompt.length,
+        generationTokens: result.tokens.length,
+        finishReason: result.finishReason,
+        latencyMs: clock.now() - start,
+      });
+      return result;
+    } finally {
+      reply.raw.off("close", onClose);
+    }
+  };
+
+  const checkCommon = (body: { model?: string | null; stream?: boolean | null }): void => {
+    if (closed) throw new HttpError(503, "engine is shutting down", "server_error", null, "unavailable");
+    if (body.stream) throw invalidRequest("stream", "streaming is not supported yet (send stream: false)", "unsupported");
+    if (body.model != null && body.model !== servedModelName) {
+      throw new HttpError(404, `The model \`${body.model}\` does not exist (this engine serves \`${servedModelName}\`).`, "invalid_request_error", "model", "model_not_found");
+    }
+  };
+
+  app.post("/v1/chat/completions", async (request, reply) => {
+    const parsed = ChatCompletionRequestSchema.safeParse(request.body);
+    if (!parsed.success) throw fromZodError(parsed.error);
+    const body: ChatCompletionRequest = parsed.data;
+    checkCommon(body);
+    const topLogprobs = body.top_logprobs ?? 0;
+    if (topLogprobs > 0 && !body.logprobs) throw invalidRequest("top_logprobs", "requires logprobs: true");
+    const messages: ChatMessage[] = body.messages.map((m) => ({
+      role: m.role,
+      content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("\n"),
+      ...(m.name !== undefined ? { name: m.name } : {}),
+    }));
+    const prompt = renderChat(messages, (text) => executor.tokenize(text), vocab, { addGenerationPrompt: true });
+    const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
+    const result = await run(reply, prompt, { ...body, max_tokens: body.max_completion_tokens ?? body.max_tokens ?? null, maxParam, promptParam: "messages" }, body.logprobs ? topLogprobs : 0);
+    const choice: Record<string, unknown> = {
+      index: 0,
+      message: { role: "assistant", content: outputText(vocab, result) },
+      logprobs: body.logprobs ? chatLogprobs(vocab, result.tokens) : null,
+      finish_reason: result.finishReason,
+      stop_reason: stopReason(vocab, result),
+    };
+    if (body.return_token_ids) choice.token_ids = result.tokens.map((t) => t.id);
+    return {
+      id: `chatcmpl-${randomUUID().replaceAll("-", "")}`,
+      object: "chat.completion",
+      created: Math.floor(clock.now() / 1000),
+      model: servedModelName,
+      choices: [choice],
+      usage: usage(prompt.length, result.tokens.length),
+      ...(body.return_token_ids ? { prompt_token_ids: prompt } : {}),
+      policy_version: opts.policyVersion,
+    };
+  });
+
+  app.post("/v1/completions", async (request, reply) => {
+    const parsed = CompletionRequestSchema.safeParse(request.body);
+    if (!parsed.success) throw fromZodError(parsed.error);
+    const body: CompletionRequest = parsed.data;
+    checkCommon(body);
+    let prompt: number[];
+    if (typeof body.prompt === "string") {
+      prompt = [vocab.bosId, ...executor.tokenize(body.prompt)];
+    } else {
+      prompt = body.prompt;
+      const bad = prompt.findIndex((id) => id >= executor.vocabSize);
+      if (bad >= 0) throw invalidRequest(`prompt[${bad}]`, `token id ${prompt[bad]} is outside the vocabulary (size ${executor.vocabSize})`);
+    }
+    const topLogprobs = body.logprobs ?? 0;
+    const result = await run(reply, prompt, { ...body, max_tokens: body.max_tokens ?? 16, maxParam: "max_tokens", promptParam: "prompt" }, topLogprobs);
+    return {
+      id: `cmpl-${randomUUID().replaceAll("-", "")}`,
+      object: "text_completion",
+      created: Math.floor(clock.now() / 1000),
+      model: servedModelName,
+      choices: [
+        {
+          index: 0,
+          text: outputText(vocab, result),
+          logprobs: body.logprobs != null ? completionLogprobs(vocab, result) : null,
+          finish_reason: result.finishReason,
+          stop_reason: stopReason(vocab, result),
+          ...(body.return_token_ids ? { token_ids: result.tokens.map((t) => t.id), prompt_token_ids: prompt } : {}),
+        },
+      ],
+      usage: usage(prompt.length, result.tokens.length),
+      policy_version: opts.policyVersion,
+    };
+  });
+
+  app.get("/v1/models", async () => ({
+    object: "list",
+    data: [
+      {
+        id: servedModelName,
+        object: "model",
+        created: Math.floor(clock.now() / 1000),
+        owned_by: "arbor",
+        root: opts.modelPath,
+        parent: null,
+        max_model_len: executor.contextSize,
+        policy_version: opts.policyVersion,
+      },
+    ],
+    policy_version: opts.policyVersion,
+  }));
+
+  app.get("/health", async (_req, reply) => {
+    if (closed) return reply.code(503).send({ status: "shutting_down", policy_version: opts.policyVersion });
+    return { status: "ok", policy_version: opts.policyVersion };
+  });
+
+  app.get("/metrics", async (_req, reply) => {
+    reply.header("content-type", metrics.contentType);
+    return metrics.text();
+  });
+
+  return {
+    app,
+    executor,
+    metrics,
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await app.close();
+      if (ownsExecutor) await executor.close();
+    },
+  };
+}
+
+/** {@link createEngineServer}, then listen on `host:port` (port 0 = ephemeral). */
+export async function startEngineServer(opts: EngineServerOptions): Promise<ListeningEngineServer> {
+  const server = await createEngineServer(opts);
+  try {
+    const host = opts.host ?? "127.0.0.1";
+    await server.app.listen({ host, port: opts.port ?? 0 });
+    const addr = server.app.server.address();
+    const port = typeof addr === "object" && addr ? addr.port : opts.port;
+    const urlHost = host.includes(":") ? `[${host}]` : host;
+    return Object.assign(server, { url: `http://${urlHost}:${port}` });
+  } catch (err) {
+    await server.close();
+    throw new ArborError(`engine ${opts.name}: cannot listen on ${opts.host ?? "127.0.0.1"}:${opts.port ?? 0}: ${(err as Error).message}`, "engine");
+  }
+}
+
+/** A request seed → its own stream; seeds beyond 32 bits are hashed rather than truncated. */
+function requestRng(seed: number): Rng {
+  return seed >= 0 && seed <= 0xffffffff ? new Rng(seed) : new Rng(0).fork(`seed:${seed}`);
+}
+
+/** The engine decodes with Arbor's Vocab (text, stop tokens, chat markers): the GGUF must use it. */
+function checkVocabulary(executor: Executor, vocab: Vocab, modelPath: string): void {
+  const probe = "Arbor vocab check: a+b=c";
+  const ok = executor.vocabSize === vocab.size && sameIds(executor.tokenize(probe), vocab.encode(probe));
+  if (!ok) {
+    throw new ArborError(
+      `model ${modelPath}: its vocabulary (${executor.vocabSize} tokens) is not Arbor's (${vocab.size} tokens); the built-in engine serves Arbor policies only`,
+      "model",
+    );
+  }
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+function toHttpError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  if (err instanceof CapacityError) return new HttpError(429, err.message, "rate_limit_error", null, "rate_limit_exceeded");
+  if (err instanceof AbortedError) return new HttpError(499, err.message, "invalid_request_error", null, "aborted");
+  const e = err as { statusCode?: number; message?: string; code?: string };
+  // fastify's own errors (unparsable JSON, wrong content type, body too large) carry a 4xx status.
+  if (typeof e.statusCode === "number" && e.statusCode >= 400 && e.statusCode < 500) {
+    return new HttpError(e.statusCode, `request body: ${e.message ?? "invalid"}`, "invalid_request_error", null, e.code ?? null);
+  }
+  if (err instanceof RangeError) return invalidRequest(null, err.message);
+  return new HttpError(500, `internal error: ${e.message ?? String(err)}`, "server_error", null, "internal_error");
+}
+
+function sendError(reply: FastifyReply, err: HttpError): FastifyReply {
+  return reply.code(err.status).send(err.body());
+}
