@@ -1,0 +1,117 @@
+// Adapter for Arbor's built-in engine: a vLLM-compatible OpenAI API (token ids, logprobs and
+// policy_version in every answer), reached with the global fetch.
+import type { Clock } from "../core/clock.js";
+import { ArborError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import { BackendProtocolError, BackendUnreachableError, type Backend, type BackendReply } from "./backend.js";
+
+export interface BuiltinBackendOptions {
+  name: string;
+  /** Base URL ending in /v1, e.g. http://127.0.0.1:8000/v1. */
+  url: string;
+  clock?: Clock;
+  /** Limit for health() and models(); inference calls are bounded by the caller's signal. */
+  probeTimeoutMs?: number;
+}
+
+/** Create a {@link Backend} for a built-in (vLLM-compatible) engine. */
+export function createBuiltinBackend(opts: BuiltinBackendOptions): Backend {
+  const name = opts.name;
+  if (!name) throw new ArborError("backend name: must not be empty", "config");
+  const url = normalizeBaseUrl(name, opts.url);
+  const clock = opts.clock ?? realClock;
+  const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
+
+  async function send(method: "GET" | "POST", path: string, body?: object, signal?: AbortSignal): Promise<BackendReply> {
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(url + path, {
+        method,
+        headers: body ? { "content-type": "application/json", accept: "application/json" } : { accept: "application/json" },
+        body: body ? JSON.stringify(body) : undefined,
+        signal,
+      });
+      text = await res.text();
+    } catch (e) {
+      if (signal?.aborted) throw signal.reason ?? e;
+      throw new BackendUnreachableError(name, url, describeNetworkError(e));
+    }
+    try {
+      return { status: res.status, json: JSON.parse(text) };
+    } catch {
+      const snippet = text.slice(0, 200).replace(/\s+/g, " ").trim();
+      if (res.ok) throw new BackendProtocolError(name, url, `answered ${path} with non-JSON: ${snippet}`);
+      // Keep the upstream status; give the client an OpenAI-shaped error it can parse.
+      return {
+        status: res.status,
+        json: {
+          error: {
+            message: `backend '${name}' answered HTTP ${res.status}: ${snippet || "(empty body)"}`,
+            type: "upstream_error",
+            param: null,
+            code: null,
+          },
+        },
+      };
+    }
+  }
+
+  async function probe(): Promise<BackendReply> {
+    const ac = new AbortController();
+    const timer = clock.setTimer(probeTimeoutMs, () =>
+      ac.abort(new BackendUnreachableError(name, url, `no answer within ${probeTimeoutMs} ms`)),
+    );
+    try {
+      return await send("GET", "/models", undefined, ac.signal);
+    } finally {
+      timer.cancel();
+    }
+  }
+
+  return {
+    name,
+    url,
+    chatCompletions: (body, signal) => send("POST", "/chat/completions", body, signal),
+    completions: (body, signal) => send("POST", "/completions", body, signal),
+    async models() {
+      const r = await probe();
+      if (r.status !== 200) throw new BackendProtocolError(name, url, `answered GET /models with HTTP ${r.status}`);
+      return r.json;
+    },
+    async health() {
+      const r = await probe();
+      if (r.status !== 200) {
+        const msg = typeof r.json?.error?.message === "string" ? `: ${r.json.error.message}` : "";
+        throw new ArborError(`backend '${name}' at ${url} is not healthy: HTTP ${r.status}${msg}`, "backend_unhealthy");
+      }
+    },
+  };
+}
+
+function normalizeBaseUrl(name: string, raw: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new ArborError(`backend '${name}' url: not a valid URL: '${raw}'`, "config");
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new ArborError(`backend '${name}' url: must be http or https, got '${u.protocol}'`, "config");
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+/** One line for a fetch failure: undici hides the socket error (ECONNREFUSED...) in `cause`. */
+export function describeNetworkError(e: unknown): string {
+  let err: unknown = e;
+  // fetch wraps the socket error: TypeError("fetch failed", { cause }).
+  while (err instanceof Error && err.cause !== undefined && err.message === "fetch failed") err = err.cause;
+  if (err instanceof AggregateError && err.errors.length > 0 && !err.message) err = err.errors[0];
+  if (err instanceof Error) {
+    const ne = err as NodeJS.ErrnoException;
+    const msg = err.message || (ne.code ? `${ne.syscall ?? "connect"} ${ne.code}` : err.name);
+    return msg.replace(/\s+/g, " ").trim();
+  }
+  return String(err).replace(/\s+/g, " ").trim();
+}

@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest";
+import { prepareRequest } from "./openai-request.js";
+
+describe("prepareRequest", () => {
+  it("chat: forces token ids and logprobs, strips Arbor fields, records text messages", () => {
+    const p = prepareRequest("chat", {
+      model: "m",
+      program_id: "p1",
+      arbor_note: "x",
+      messages: [
+        { role: "developer", content: "rules" },
+        { role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] },
+        { role: "assistant", content: null },
+        { role: "tool", content: "42", name: "calc" },
+      ],
+      max_tokens: 4,
+    });
+    expect(p.upstreamBody).toEqual({
+      model: "m",
+      messages: expect.any(Array),
+      max_tokens: 4,
+      return_token_ids: true,
+      logprobs: true,
+    });
+    expect(p.messages).toEqual([
+      { role: "system", content: "rules" },
+      { role: "user", content: "ab" },
+      { role: "assistant", content: "" },
+      { role: "tool", content: "42", name: "calc" },
+    ]);
+    expect(p.clientWantsLogprobs).toBe(false);
+    expect(p.bodyProgramId).toBe("p1");
+    expect(prepareRequest("chat", { messages: [{ role: "user", content: "x" }], logprobs: true }).clientWantsLogprobs).toBe(true);
+  });
+
+  it("completions: logprobs 0 unless asked; prompt text or token ids", () => {
+    const a = prepareRequest("completions", { prompt: "hello" });
+    expect(a.upstreamBody).toEqual({ prompt: "hello", return_token_ids: true, logprobs: 0 });
+    expect(a.messages).toEqual([{ role: "user", content: "hello" }]);
+    expect(a.clientWantsLogprobs).toBe(false);
+    const b = prepareRequest("completions", { prompt: [[5, 6]], logprobs: 3 });
+    expect(b.upstreamBody.logprobs).toBe(3);
+    expect(b.messages).toEqual([]);
+    expect(b.clientWantsLogprobs).toBe(true);
+    expect(prepareRequest("completions", { prompt: ["one"] }).messages).toEqual([{ role: "user", content: "one" }]);
+  });
+
+  it("names the field and reason for what it cannot serve", () => {
+    const bad: [Parameters<typeof prepareRequest>[0], unknown, string][] = [
+      ["chat", null, "request body must be a JSON object"],
+      ["chat", { messages: [], stream: true }, "stream: streaming is not supported yet"],
+      ["chat", { messages: [] }, "messages: must be a non-empty list"],
+      ["chat", { messages: [{ role: "robot", content: "x" }] }, "messages[0].role: unknown role 'robot'"],
+      ["chat", { messages: [{ role: "user", content: [{ type: "image_url" }] }] }, "messages[0].content[0]: only text parts"],
+      ["chat", { messages: [{ role: "user", content: "x" }], n: 2 }, "n: only n=1 is supported"],
+      ["chat", { messages: [{ role: "user", content: "x" }], logprobs: 1 }, "logprobs: must be a boolean"],
+      ["chat", { messages: [{ role: "user", content: "x" }], program_id: 7 }, "program_id: must be a string"],
+      ["completions", { prompt: ["a", "b"] }, "prompt: batched prompts are not supported"],
+      ["completions", { prompt: [1, -2] }, "prompt: must be a string or a non-empty list of token ids"],
+      ["completions", { prompt: "x", echo: true }, "echo: not supported"],
+      ["completions", { prompt: "x", logprobs: -1 }, "logprobs: must be an integer >= 0"],
+    ];
+    for (const [endpoint, body, msg] of bad) expect(() => prepareRequest(endpoint, body)).toThrow(msg);
+  });
+});

@@ -1,0 +1,113 @@
+// Turns a client's OpenAI request into the upstream request Arbor needs (token ids and logprobs
+// always on, Arbor-only fields stripped) plus what the trace records about the prompt.
+import type { ChatMessage, ChatRole } from "../core/types.js";
+import { InvalidRequestError } from "./http-errors.js";
+
+export type Endpoint = "chat" | "completions";
+
+export interface PreparedRequest {
+  endpoint: Endpoint;
+  upstreamBody: Record<string, unknown>;
+  /** The prompt as messages (completions: one user message, or none for a token-id prompt). */
+  messages: ChatMessage[];
+  /** Whether the client itself asked for logprobs (otherwise they are removed from its answer). */
+  clientWantsLogprobs: boolean;
+  /** `program_id` given in the body (ThunderAgent convention; also how `extra_body` arrives). */
+  bodyProgramId?: string;
+}
+
+const ROLES = new Set<string>(["system", "user", "assistant", "tool"]);
+
+/** Validate a request body and derive the upstream body. Throws {@link InvalidRequestError}. */
+export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedRequest {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    throw new InvalidRequestError(null, "request body must be a JSON object");
+  }
+  const body = raw as Record<string, unknown>;
+  if (body.stream === true) throw new InvalidRequestError("stream", "streaming is not supported yet");
+  if (body.n !== undefined && body.n !== null && body.n !== 1) {
+    throw new InvalidRequestError("n", "only n=1 is supported; send one call per sample (one program each)");
+  }
+  let bodyProgramId: string | undefined;
+  if (body.program_id !== undefined && body.program_id !== null) {
+    if (typeof body.program_id !== "string") throw new InvalidRequestError("program_id", "must be a string");
+    bodyProgramId = body.program_id;
+  }
+  const upstreamBody: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(body)) {
+    if (k === "program_id" || k.startsWith("arbor_")) continue;
+    upstreamBody[k] = v;
+  }
+  upstreamBody.return_token_ids = true;
+
+  if (endpoint === "chat") {
+    const messages = parseMessages(body.messages);
+    if (body.logprobs !== undefined && body.logprobs !== null && typeof body.logprobs !== "boolean") {
+      throw new InvalidRequestError("logprobs", "must be a boolean for chat completions");
+    }
+    // Arbor needs the behaviour policy's logprob of every output token, asked for or not.
+    upstreamBody.logprobs = true;
+    return { endpoint, upstreamBody, messages, clientWantsLogprobs: body.logprobs === true, bodyProgramId };
+  }
+
+  if (body.echo === true) {
+    throw new InvalidRequestError("echo", "not supported (the trace would mix prompt and output tokens)");
+  }
+  if (body.best_of !== undefined && body.best_of !== null && body.best_of !== 1) {
+    throw new InvalidRequestError("best_of", "only best_of=1 is supported");
+  }
+  let clientWantsLogprobs = false;
+  if (body.logprobs === undefined || body.logprobs === null || body.logprobs === false) {
+    upstreamBody.logprobs = 0;
+  } else if (Number.isInteger(body.logprobs) && (body.logprobs as number) >= 0) {
+    clientWantsLogprobs = true;
+  } else {
+    throw new InvalidRequestError("logprobs", "must be an integer >= 0 for completions");
+  }
+  return { endpoint, upstreamBody, messages: promptMessages(body.prompt), clientWantsLogprobs, bodyProgramId };
+}
+
+function parseMessages(raw: unknown): ChatMessage[] {
+  if (!Array.isArray(raw) || raw.length === 0) throw new InvalidRequestError("messages", "must be a non-empty list");
+  return raw.map((m, i): ChatMessage => {
+    const where = `messages[${i}]`;
+    if (typeof m !== "object" || m === null) throw new InvalidRequestError(where, "must be an object");
+    const { role, content, name } = m as Record<string, unknown>;
+    if (typeof role !== "string") throw new InvalidRequestError(`${where}.role`, "must be a string");
+    // OpenAI's newer "developer" role plays the system role.
+    const mapped = role === "developer" ? "system" : role;
+    if (!ROLES.has(mapped)) {
+      throw new InvalidRequestError(`${where}.role`, `unknown role '${role}' (known: system, developer, user, assistant, tool)`);
+    }
+    const msg: ChatMessage = { role: mapped as ChatRole, content: contentText(content, `${where}.content`) };
+    if (typeof name === "string") msg.name = name;
+    return msg;
+  });
+}
+
+function contentText(content: unknown, where: string): string {
+  if (typeof content === "string") return content;
+  // An assistant turn that only made tool calls has null content.
+  if (content === null || content === undefined) return "";
+  if (Array.isArray(content)) {
+    return content
+      .map((part, j) => {
+        const p = part as Record<string, unknown> | null;
+        if (p && p.type === "text" && typeof p.text === "string") return p.text;
+        throw new InvalidRequestError(`${where}[${j}]`, "only text parts are supported");
+      })
+      .join("");
+  }
+  throw new InvalidRequestError(where, "must be a string or a list of text parts");
+}
+
+function promptMessages(prompt: unknown): ChatMessage[] {
+  let p = prompt;
+  if (Array.isArray(p) && p.length === 1 && (typeof p[0] === "string" || Array.isArray(p[0]))) p = p[0];
+  if (typeof p === "string") return [{ role: "user", content: p }];
+  if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t) && t >= 0)) return [];
+  if (Array.isArray(p) && p.length > 1 && p.every((x) => typeof x === "string" || Array.isArray(x))) {
+    throw new InvalidRequestError("prompt", "batched prompts are not supported; send one call per prompt");
+  }
+  throw new InvalidRequestError("prompt", "must be a string or a non-empty list of token ids");
+}

@@ -1,0 +1,221 @@
+// The gateway's HTTP shell (fastify): OpenAI-compatible routes addressed per program, routing to
+// backends, and a token trace of every successful call. Decisions live in the I/O-free ProgramTable
+// and Router; this file only wires requests to them.
+import { randomUUID } from "node:crypto";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import { BackendProtocolError, type Backend, type BackendReply } from "../backends/backend.js";
+import type { Clock } from "../core/clock.js";
+import { ArborError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import type { Call, TraceSink } from "../core/types.js";
+import { checkBackends } from "./check-backends.js";
+import { CallTimeoutError, ClientClosedError, InvalidRequestError, openAiError, toOpenAiError } from "./http-errors.js";
+import { prepareRequest, type Endpoint } from "./openai-request.js";
+import { ProgramTable } from "./program-table.js";
+import { Router } from "./router.js";
+import { createRoutingPolicy } from "./routing-registry.js";
+import { extractTrace, TraceShapeError, withoutLogprobs } from "./trace-extract.js";
+
+/** Header naming the program when the client uses the plain /v1 routes. */
+export const PROGRAM_HEADER = "x-arbor-program";
+
+export interface GatewayOptions {
+  backends: Backend[];
+  sink: TraceSink;
+  clock?: Clock;
+  /** Active programs at most (default 1024). */
+  maxPrograms?: number;
+  /** Limit for one upstream call, ms (default 120000); past it the client gets 504. */
+  callTimeoutMs?: number;
+  /** Routing policy name from routing-registry (default "least-loaded"). */
+  routing?: string;
+  /** Call id generator (default random UUIDs; the simulator passes a seeded one). */
+  newCallId?: () => string;
+  /** Largest accepted request body, bytes (default 32 MiB: agent contexts get long). */
+  bodyLimitBytes?: number;
+}
+
+export interface Gateway {
+  app: FastifyInstance;
+  table: ProgramTable;
+  router: Router;
+  /** Listen and return the base URL, e.g. http://127.0.0.1:41234. */
+  listen(host: string, port: number): Promise<string>;
+  close(): Promise<void>;
+  /** Health-check every backend; throws the first failure as a one-line ArborError. */
+  checkBackends(): Promise<void>;
+}
+
+type ProgramRequest = FastifyRequest<{ Params: { programId?: string } }>;
+
+/** Build the gateway (not yet listening). */
+export function createGateway(opts: GatewayOptions): Gateway {
+  const clock = opts.clock ?? realClock;
+  const callTimeoutMs = opts.callTimeoutMs ?? 120_000;
+  if (!(Number.isInteger(callTimeoutMs) && callTimeoutMs >= 1)) {
+    throw new ArborError(`callTimeoutMs: must be an integer >= 1, got ${callTimeoutMs}`, "config");
+  }
+  const newCallId = opts.newCallId ?? randomUUID;
+  const backends = new Map(opts.backends.map((b) => [b.name, b]));
+  const router = new Router(
+    opts.backends.map((b) => b.name),
+    createRoutingPolicy(opts.routing ?? "least-loaded"),
+  );
+  const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024 });
+  const app = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 32 * 1024 * 1024 });
+
+  app.setErrorHandler((err, _req, reply) => {
+    const fastifyStatus = (err as { statusCode?: number }).statusCode;
+    if (!(err instanceof ArborError) && fastifyStatus !== undefined && fastifyStatus >= 400 && fastifyStatus < 500) {
+      // fastify's own rejections: malformed JSON, body too large, wrong content type.
+      return reply.code(fastifyStatus).send(openAiError(err instanceof Error ? err.message : String(err), "invalid_request"));
+    }
+    const { status, body } = toOpenAiError(err);
+    return reply.code(status).send(body);
+  });
+  app.setNotFoundHandler((req, reply) =>
+    reply
+      .code(404)
+      .send(
+        openAiError(
+          `no route ${req.method} ${req.url}; use /p/<program-id>/v1/chat/completions, /p/<program-id>/v1/completions or /v1/... with header '${PROGRAM_HEADER}'`,
+          "not_found",
+        ),
+      ),
+  );
+
+  function programIdOf(req: ProgramRequest, bodyId: string | undefined): string {
+    const header = req.headers[PROGRAM_HEADER];
+    const given = [
+      ["path", req.params.programId],
+      [`header '${PROGRAM_HEADER}'`, typeof header === "string" ? header : undefined],
+      ["body field program_id", bodyId],
+    ].filter((g): g is [string, string] => g[1] !== undefined && g[1] !== "");
+    const first = given[0];
+    if (!first) {
+      throw new InvalidRequestError(
+        "program_id",
+        `missing program id: call /p/<program-id>/v1/..., or send header '${PROGRAM_HEADER}: <program-id>' (or body field program_id)`,
+      );
+    }
+    const other = given.find((g) => g[1] !== first[1]);
+    if (other) {
+      throw new InvalidRequestError("program_id", `${first[0]} says '${first[1]}' but ${other[0]} says '${other[1]}'`);
+    }
+    return first[1];
+  }
+
+  async function callUpstream(backend: Backend, endpoint: Endpoint, body: object, reply: FastifyReply): Promise<BackendReply> {
+    const ac = new AbortController();
+    const timer = clock.setTimer(callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, callTimeoutMs)));
+    // An agent killed mid-call must not keep the engine generating for nobody.
+    const onClose = (): void => {
+      if (!reply.raw.writableFinished) ac.abort(new ClientClosedError());
+    };
+    reply.raw.once("close", onClose);
+    try {
+      return endpoint === "chat"
+        ? await backend.chatCompletions(body, ac.signal)
+        : await backend.completions(body, ac.signal);
+    } finally {
+      timer.cancel();
+      reply.raw.off("close", onClose);
+    }
+  }
+
+  async function inference(endpoint: Endpoint, req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
+    const start = clock.now();
+    const prepared = prepareRequest(endpoint, req.body);
+    const programId = programIdOf(req, prepared.bodyProgramId);
+    table.open(programId);
+    const index = table.beginCall(programId);
+    let backendName: string | undefined;
+    let recorded = false;
+    try {
+      backendName = router.acquire(programId);
+      table.bind(programId, backendName);
+      const backend = backends.get(backendName) as Backend;
+      const upstream = await callUpstream(backend, endpoint, prepared.upstreamBody, reply);
+      if (upstream.status < 200 || upstream.status >= 300) {
+        return reply.code(upstream.status).send(upstream.json);
+      }
+      let trace;
+      try {
+        trace = extractTrace(endpoint, upstream.json);
+      } catch (e) {
+        if (e instanceof TraceShapeError) throw new BackendProtocolError(backend.name, backend.url, e.message);
+        throw e;
+      }
+      const call: Call = {
+        id: newCallId(),
+        programId,
+        index,
+        messages: prepared.messages,
+        promptTokenIds: trace.promptTokenIds,
+        outputTokenIds: trace.outputTokenIds,
+        logprobs: trace.logprobs,
+        outputText: trace.outputText,
+        finishReason: trace.finishReason,
+        backend: backend.name,
+        policyVersion: trace.policyVersion,
+        timings: { start, end: clock.now() },
+      };
+      try {
+        opts.sink.recordCall(call);
+      } catch (e) {
+        const why = e instanceof Error ? e.message : String(e);
+        throw new ArborError(`could not record call ${index} of program '${programId}': ${why}`, "record_failed");
+      }
+      table.endCall(programId, trace.promptTokenIds.length + trace.outputTokenIds.length);
+      recorded = true;
+      reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(index));
+      return prepared.clientWantsLogprobs ? upstream.json : withoutLogprobs(upstream.json);
+    } finally {
+      if (backendName !== undefined) router.done(backendName);
+      if (!recorded) table.failCall(programId, index);
+    }
+  }
+
+  async function models(): Promise<unknown> {
+    let lastError: unknown;
+    for (const b of opts.backends) {
+      try {
+        return await b.models();
+      } catch (e) {
+        lastError = e;
+      }
+    }
+    throw lastError;
+  }
+
+  for (const prefix of ["/p/:programId/v1", "/v1"]) {
+    app.post(`${prefix}/chat/completions`, (req: ProgramRequest, reply) => inference("chat", req, reply));
+    app.post(`${prefix}/completions`, (req: ProgramRequest, reply) => inference("completions", req, reply));
+    app.get(`${prefix}/models`, () => models());
+  }
+
+  app.get("/health", async () => ({ status: "ok" }));
+  app.get("/programs", async () => ({ programs: table.list() }));
+  app.get("/programs/:id", async (req: FastifyRequest<{ Params: { id: string } }>) => {
+    const entry = table.get(req.params.id);
+    if (!entry) throw new ArborError(`program '${req.params.id}' is not known to the gateway`, "program_unknown");
+    return entry;
+  });
+  app.post("/programs/:id/release", async (req: FastifyRequest<{ Params: { id: string } }>) =>
+    table.release(req.params.id),
+  );
+
+  return {
+    app,
+    table,
+    router,
+    async listen(host, port) {
+      await app.listen({ host, port });
+      const addr = app.server.address();
+      if (!addr || typeof addr === "string") throw new ArborError(`gateway: could not listen on ${host}:${port}`);
+      return `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`;
+    },
+    close: () => app.close(),
+    checkBackends: () => checkBackends(opts.backends),
+  };
+}
