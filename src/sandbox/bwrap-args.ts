@@ -1,0 +1,158 @@
+// Builds the command line that runs one process in a bubblewrap sandbox: setpriv (drop to an
+// unprivileged uid, die with Node) → bwrap (namespaces, read-only system, workspace) → prlimit.
+import { lstatSync, readlinkSync } from "node:fs";
+import { posix } from "node:path";
+
+/** Mount point of the workspace inside the sandbox. */
+export const SANDBOX_WORKSPACE = "/workspace";
+
+/** Host paths of the helper binaries. */
+export interface SandboxBinaries {
+  bwrap: string;
+  setpriv: string;
+  prlimit: string;
+}
+
+export const DEFAULT_BINARIES: SandboxBinaries = {
+  bwrap: "/usr/bin/bwrap",
+  setpriv: "/usr/bin/setpriv",
+  prlimit: "/usr/bin/prlimit",
+};
+
+/** Everything that shapes one sandboxed process. */
+export interface BwrapCommand {
+  binaries: SandboxBinaries;
+  hostWorkspace: string;
+  argv: string[];
+  /** Working directory inside the sandbox; relative paths are taken from the workspace. */
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Uid/gid the sandbox runs as on the host; null keeps the caller's (non-root callers). */
+  uid: number | null;
+  cpuSeconds: number;
+  memoryMb: number;
+  /** RLIMIT_NPROC for the sandbox's uid inside its own user namespace (counts bwrap's init too). */
+  maxProcesses: number;
+  /** RLIMIT_FSIZE: largest file a sandboxed process may write, MiB. */
+  maxFileMb: number;
+  /** Size of the private /tmp tmpfs, MiB. */
+  tmpSizeMb: number;
+  /** File descriptor (in the spawned process) where bwrap writes its info JSON. */
+  infoFd: number;
+}
+
+const BASE_ENV: Record<string, string> = {
+  PATH: "/usr/local/bin:/usr/bin:/bin",
+  HOME: SANDBOX_WORKSPACE,
+  TMPDIR: "/tmp",
+  LANG: "C.UTF-8",
+};
+
+// Only what ordinary tools need: alternatives (awk, which, ...), the loader cache and name databases.
+// The rest of /etc (shadow, ssh keys, service configs) stays invisible.
+const ETC_FILES = [
+  "/etc/alternatives",
+  "/etc/ld.so.cache",
+  "/etc/ld.so.conf",
+  "/etc/ld.so.conf.d",
+  "/etc/passwd",
+  "/etc/group",
+  "/etc/nsswitch.conf",
+  "/etc/hosts",
+  "/etc/localtime",
+];
+
+// Top-level system paths that are symlinks into /usr on merged-/usr hosts and real dirs elsewhere.
+const ROOT_SYSTEM_DIRS = ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"];
+
+let rootLayout: string[] | undefined;
+
+/** bwrap arguments that reproduce the host's /bin, /lib, ... layout (cached: it never changes). */
+function systemDirArgs(): string[] {
+  if (rootLayout) return rootLayout;
+  const args: string[] = [];
+  for (const dir of ROOT_SYSTEM_DIRS) {
+    try {
+      const st = lstatSync(dir);
+      if (st.isSymbolicLink()) args.push("--symlink", readlinkSync(dir), dir);
+      else if (st.isDirectory()) args.push("--ro-bind", dir, dir);
+    } catch {
+      // absent on this host: nothing to mirror
+    }
+  }
+  rootLayout = args;
+  return args;
+}
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** The full argv (argv[0] is setpriv) for one sandboxed process. Throws on invalid input. */
+export function buildBwrapArgv(c: BwrapCommand): string[] {
+  if (c.argv.length === 0) throw new Error("exec: argv must not be empty");
+  for (const a of c.argv) {
+    if (typeof a !== "string" || a.includes("\0")) throw new Error("exec: argv entries must be strings without NUL");
+  }
+  const cwd = c.cwd === undefined ? SANDBOX_WORKSPACE : posix.resolve(SANDBOX_WORKSPACE, c.cwd);
+
+  const setpriv = [c.binaries.setpriv];
+  if (c.uid !== null) setpriv.push(`--reuid=${c.uid}`, `--regid=${c.uid}`, "--clear-groups");
+  // Kill bwrap when Node dies (even by SIGKILL); bwrap's --die-with-parent carries it inward.
+  setpriv.push("--pdeathsig", "KILL", "--");
+
+  const env: Record<string, string> = { ...BASE_ENV, ...(c.env ?? {}) };
+  const envArgs: string[] = [];
+  for (const [k, v] of Object.entries(env)) {
+    if (!ENV_NAME.test(k)) throw new Error(`exec: env name '${k}' is invalid (letters, digits, _)`);
+    if (v.includes("\0")) throw new Error(`exec: env ${k} contains NUL`);
+    envArgs.push("--setenv", k, v);
+  }
+
+  const bwrap = [
+    c.binaries.bwrap,
+    "--unshare-all",
+    "--unshare-user",
+    "--disable-userns",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+    "--hostname",
+    "arbor-sandbox",
+    "--clearenv",
+    ...envArgs,
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    ...systemDirArgs(),
+  ];
+  for (const f of ETC_FILES) bwrap.push("--ro-bind-try", f, f);
+  bwrap.push(
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--size",
+    String(c.tmpSizeMb * 1024 * 1024),
+    "--tmpfs",
+    "/tmp",
+    "--bind",
+    c.hostWorkspace,
+    SANDBOX_WORKSPACE,
+    "--chdir",
+    cwd,
+    "--info-fd",
+    String(c.infoFd),
+    "--",
+  );
+
+  // Soft CPU limit raises SIGXCPU; the hard limit one second later kills a process that ignores it.
+  const prlimit = [
+    c.binaries.prlimit,
+    `--cpu=${c.cpuSeconds}:${c.cpuSeconds + 1}`,
+    `--as=${Math.floor(c.memoryMb * 1024 * 1024)}`,
+    `--nproc=${c.maxProcesses}`,
+    `--fsize=${Math.floor(c.maxFileMb * 1024 * 1024)}`,
+    "--",
+  ];
+  return [...setpriv, ...bwrap, ...prlimit, ...c.argv];
+}
