@@ -1,0 +1,98 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ArborError } from "../core/errors.js";
+import { decodeFloat64s, decodeTokenIds } from "./codec.js";
+import { createStore } from "./registry.js";
+import { SQLITE_SCHEMA_VERSION, SqliteTrajectoryStore } from "./sqlite-store.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "./test-fixtures.js";
+import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-store.contract.js";
+
+describeTrajectoryStoreContract(
+  "sqlite file",
+  () => {
+    const dir = mkdtempSync(join(tmpdir(), "arbor-store-"));
+    const path = join(dir, "nested", "store.sqlite");
+    return { open: () => new SqliteTrajectoryStore(path), dispose: () => rmSync(dir, { recursive: true, force: true }) };
+  },
+  { persistent: true },
+);
+
+describeTrajectoryStoreContract(
+  "sqlite :memory:",
+  () => ({ open: () => new SqliteTrajectoryStore(":memory:"), dispose: () => undefined }),
+  { persistent: false },
+);
+
+describe("SqliteTrajectoryStore on disk", () => {
+  let dir: string;
+  let path: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "arbor-store-"));
+    path = join(dir, "store.sqlite");
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("uses WAL, foreign keys and the exact binary encodings; a recorded call is visible to another connection at once", () => {
+    const store = new SqliteTrajectoryStore(path);
+    store.createRun(fixtureRun());
+    const g = fixtureGroup("g1", "run-1", 1);
+    store.createGroup(g);
+    store.createProgram(fixtureProgram(g, 0));
+    const call = { ...fixtureCall("g1-p0", 0, TRICKY_LOGPROBS), outputTokenIds: TRICKY_LOGPROBS.map((_, i) => 0x7fffffff - i) };
+    store.recordCall(call);
+    const other = new Database(path, { readonly: true });
+    try {
+      expect(other.pragma("journal_mode", { simple: true })).toBe("wal");
+      const row = other.prepare("SELECT output_token_ids, logprobs FROM calls WHERE id = ?").get(call.id) as {
+        output_token_ids: Buffer;
+        logprobs: Buffer;
+      };
+      expect(row.output_token_ids.length).toBe(call.outputTokenIds.length * 4);
+      expect(row.output_token_ids.readInt32LE(0)).toBe(0x7fffffff);
+      expect(decodeTokenIds(row.output_token_ids)).toEqual(call.outputTokenIds);
+      expect(row.logprobs.length).toBe(TRICKY_LOGPROBS.length * 8);
+      expect(row.logprobs.readDoubleLE(0)).toBe(-1e-12);
+      expect(decodeFloat64s(row.logprobs)).toEqual(TRICKY_LOGPROBS);
+      expect(other.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
+    } finally {
+      other.close();
+      store.close();
+    }
+  });
+
+  it("refuses a file with another schema version", () => {
+    new SqliteTrajectoryStore(path).close();
+    const db = new Database(path);
+    db.prepare("UPDATE schema_version SET version = 999").run();
+    db.close();
+    expect(() => new SqliteTrajectoryStore(path)).toThrow(/schema version 999, this build expects 1/);
+  });
+
+  it("refuses a database that is not an Arbor store, and a file that is not a database", () => {
+    const db = new Database(path);
+    db.exec("CREATE TABLE t (x)");
+    db.close();
+    expect(() => new SqliteTrajectoryStore(path)).toThrow(/not an Arbor store/);
+    const junk = join(dir, "junk.sqlite");
+    writeFileSync(junk, "this is not sqlite at all, just some text that is long enough to have a header".repeat(20));
+    expect(() => new SqliteTrajectoryStore(junk)).toThrow(ArborError);
+  });
+});
+
+describe("createStore", () => {
+  it("opens a sqlite store by kind", () => {
+    const s = createStore({ kind: "sqlite", path: ":memory:" });
+    s.createRun(fixtureRun());
+    expect(s.listRuns()).toEqual([fixtureRun()]);
+    s.close();
+  });
+
+  it("names unknown kinds and missing paths", () => {
+    expect(() => createStore({ kind: "redis" })).toThrow("store.kind: unknown store kind 'redis' (known: sqlite)");
+    expect(() => createStore({ kind: "toString" })).toThrow(/unknown store kind/);
+    expect(() => createStore({ kind: "sqlite", path: "" })).toThrow("store.path: required for the sqlite store");
+  });
+});

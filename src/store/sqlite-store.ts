@@ -1,0 +1,559 @@
+// The embedded trajectory store on SQLite (better-sqlite3): WAL journal, foreign keys, a schema
+// version, token ids as Int32 LE blobs and logprobs as float64 LE blobs so nothing is rounded.
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import { ArborError } from "../core/errors.js";
+import type {
+  Call,
+  ChatMessage,
+  FinishReason,
+  Group,
+  Program,
+  ProgramState,
+  Reward,
+  Termination,
+  TerminationKind,
+  ToolEvent,
+  Trajectory,
+} from "../core/types.js";
+import { decodeFloat64s, decodeTokenIds, encodeFloat64s, encodeTokenIds } from "./codec.js";
+import { TERMINATION_KINDS, type NewRun, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
+
+/** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
+export const SQLITE_SCHEMA_VERSION = 1;
+
+const SCHEMA = `
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  config_json TEXT NOT NULL,
+  started_at REAL NOT NULL,
+  ended_at REAL
+);
+CREATE TABLE groups (
+  id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs(id),
+  task_id TEXT NOT NULL,
+  program_ids TEXT NOT NULL
+);
+CREATE INDEX groups_run ON groups(run_id);
+CREATE TABLE programs (
+  id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs(id),
+  group_id TEXT NOT NULL REFERENCES groups(id),
+  task_id TEXT NOT NULL,
+  sample_index INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  ended_at REAL,
+  termination_kind TEXT,
+  termination_detail TEXT
+);
+CREATE INDEX programs_run ON programs(run_id);
+CREATE TABLE calls (
+  id TEXT PRIMARY KEY,
+  program_id TEXT NOT NULL REFERENCES programs(id),
+  idx INTEGER NOT NULL,
+  messages TEXT NOT NULL,
+  prompt_token_ids BLOB NOT NULL,
+  output_token_ids BLOB NOT NULL,
+  logprobs BLOB NOT NULL,
+  output_text TEXT NOT NULL,
+  finish_reason TEXT NOT NULL,
+  backend TEXT NOT NULL,
+  policy_version INTEGER NOT NULL,
+  start_ms REAL NOT NULL,
+  end_ms REAL NOT NULL,
+  UNIQUE (program_id, idx)
+);
+CREATE TABLE tools (
+  program_id TEXT NOT NULL REFERENCES programs(id),
+  call_index INTEGER NOT NULL,
+  tool TEXT NOT NULL,
+  input TEXT NOT NULL,
+  output TEXT NOT NULL,
+  ok INTEGER NOT NULL,
+  duration_ms REAL NOT NULL
+);
+CREATE INDEX tools_program ON tools(program_id);
+CREATE TABLE rewards (
+  program_id TEXT PRIMARY KEY REFERENCES programs(id),
+  total REAL NOT NULL,
+  components TEXT NOT NULL
+);
+`;
+
+export interface SqliteStoreOptions {
+  /** `full` (default) fsyncs every commit, so a recorded call survives power loss; `normal` survives process crashes only. */
+  synchronous?: "full" | "normal";
+}
+
+interface RunRow {
+  id: string;
+  name: string;
+  config_json: string;
+  started_at: number;
+  ended_at: number | null;
+}
+interface GroupRow {
+  id: string;
+  run_id: string;
+  task_id: string;
+  program_ids: string;
+}
+interface ProgramRow {
+  id: string;
+  run_id: string;
+  group_id: string;
+  task_id: string;
+  sample_index: number;
+  state: string;
+  created_at: number;
+  ended_at: number | null;
+  termination_kind: string | null;
+  termination_detail: string | null;
+}
+interface CallRow {
+  id: string;
+  program_id: string;
+  idx: number;
+  messages: string;
+  prompt_token_ids: Buffer;
+  output_token_ids: Buffer;
+  logprobs: Buffer;
+  output_text: string;
+  finish_reason: string;
+  backend: string;
+  policy_version: number;
+  start_ms: number;
+  end_ms: number;
+}
+interface ToolRow {
+  program_id: string;
+  call_index: number;
+  tool: string;
+  input: string;
+  output: string;
+  ok: number;
+  duration_ms: number;
+}
+interface RewardRow {
+  program_id: string;
+  total: number;
+  components: string;
+}
+
+function fail(message: string): never {
+  throw new ArborError(message, "store");
+}
+
+function requireString(v: unknown, field: string): void {
+  if (typeof v !== "string" || v.length === 0) fail(`${field}: must be a non-empty string`);
+}
+
+function requireFinite(v: unknown, field: string): void {
+  if (typeof v !== "number" || !Number.isFinite(v)) fail(`${field}: must be a finite number, got ${String(v)}`);
+}
+
+function requireIndex(v: unknown, field: string): void {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) fail(`${field}: must be an integer >= 0, got ${String(v)}`);
+}
+
+function programFromRow(r: ProgramRow): Program {
+  const p: Program = {
+    id: r.id,
+    runId: r.run_id,
+    taskId: r.task_id,
+    groupId: r.group_id,
+    sampleIndex: r.sample_index,
+    state: r.state as ProgramState,
+    createdAt: r.created_at,
+  };
+  if (r.ended_at !== null) p.endedAt = r.ended_at;
+  if (r.termination_kind !== null) {
+    const t: Termination = { kind: r.termination_kind as TerminationKind };
+    if (r.termination_detail !== null) t.detail = r.termination_detail;
+    p.termination = t;
+  }
+  return p;
+}
+
+function callFromRow(r: CallRow): Call {
+  return {
+    id: r.id,
+    programId: r.program_id,
+    index: r.idx,
+    messages: JSON.parse(r.messages) as ChatMessage[],
+    promptTokenIds: decodeTokenIds(r.prompt_token_ids),
+    outputTokenIds: decodeTokenIds(r.output_token_ids),
+    logprobs: decodeFloat64s(r.logprobs),
+    outputText: r.output_text,
+    finishReason: r.finish_reason as FinishReason,
+    backend: r.backend,
+    policyVersion: r.policy_version,
+    timings: { start: r.start_ms, end: r.end_ms },
+  };
+}
+
+function toolFromRow(r: ToolRow): ToolEvent {
+  return {
+    programId: r.program_id,
+    callIndex: r.call_index,
+    tool: r.tool,
+    input: r.input,
+    output: r.output,
+    ok: r.ok !== 0,
+    durationMs: r.duration_ms,
+  };
+}
+
+function rewardFromRow(r: RewardRow): Reward {
+  return { total: r.total, components: JSON.parse(r.components) as Record<string, number> };
+}
+
+function runFromRow(r: RunRow): RunRecord {
+  const run: RunRecord = { id: r.id, name: r.name, configJson: r.config_json, startedAt: r.started_at };
+  if (r.ended_at !== null) run.endedAt = r.ended_at;
+  return run;
+}
+
+/** A {@link TrajectoryStore} in one SQLite file (or `:memory:`). */
+export class SqliteTrajectoryStore implements TrajectoryStore {
+  private readonly db: Database.Database;
+  private closed = false;
+
+  /**
+   * Open (creating if needed) the store at `path`. Parent directories are created. Throws an
+   * {@link ArborError} if the file is not a SQLite database or has another schema version.
+   */
+  constructor(
+    readonly path: string,
+    options: SqliteStoreOptions = {},
+  ) {
+    if (path !== ":memory:" && path !== "") mkdirSync(dirname(path), { recursive: true });
+    try {
+      this.db = new Database(path);
+    } catch (e) {
+      fail(`cannot open store ${path}: ${(e as Error).message}`);
+    }
+    try {
+      this.db.pragma("journal_mode = WAL");
+      this.db.pragma("foreign_keys = ON");
+      this.db.pragma(`synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`);
+      this.db.pragma("busy_timeout = 5000");
+      this.migrate();
+    } catch (e) {
+      this.db.close();
+      if (e instanceof ArborError) throw e;
+      fail(`cannot open store ${path}: ${(e as Error).message}`);
+    }
+  }
+
+  private migrate(): void {
+    const has = this.db
+      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'")
+      .get();
+    if (!has) {
+      const tables = this.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
+      if (tables.n > 0) fail(`store ${this.path}: database has tables but no schema_version; not an Arbor store`);
+      this.db.transaction(() => {
+        this.db.exec(SCHEMA);
+        this.db.prepare("INSERT INTO schema_version (version) VALUES (?)").run(SQLITE_SCHEMA_VERSION);
+      })();
+      return;
+    }
+    const row = this.db.prepare("SELECT version FROM schema_version").get() as { version: number } | undefined;
+    if (row?.version !== SQLITE_SCHEMA_VERSION) {
+      fail(`store ${this.path}: schema version ${row?.version ?? "missing"}, this build expects ${SQLITE_SCHEMA_VERSION}`);
+    }
+  }
+
+  private live(): Database.Database {
+    if (this.closed) fail(`store ${this.path} is closed`);
+    return this.db;
+  }
+
+  private programRow(id: string): ProgramRow | undefined {
+    return this.live().prepare("SELECT * FROM programs WHERE id = ?").get(id) as ProgramRow | undefined;
+  }
+
+  private requireRun(runId: string, what: string): void {
+    if (!this.live().prepare("SELECT 1 FROM runs WHERE id = ?").get(runId)) fail(`${what}: unknown run '${runId}'`);
+  }
+
+  /** The program, which must exist and not be ended. */
+  private requireActiveProgram(programId: string, what: string): ProgramRow {
+    const p = this.programRow(programId);
+    if (!p) fail(`${what}: unknown program '${programId}'`);
+    if (p.termination_kind !== null) fail(`${what}: program '${programId}' already ended (${p.termination_kind})`);
+    return p;
+  }
+
+  createRun(run: NewRun): void {
+    requireString(run.id, "run.id");
+    requireString(run.name, "run.name");
+    if (typeof run.configJson !== "string") fail("run.configJson: must be a string");
+    requireFinite(run.startedAt, "run.startedAt");
+    const db = this.live();
+    db.transaction(() => {
+      if (db.prepare("SELECT 1 FROM runs WHERE id = ?").get(run.id)) fail(`createRun: run '${run.id}' already exists`);
+      db.prepare("INSERT INTO runs (id, name, config_json, started_at) VALUES (?, ?, ?, ?)").run(
+        run.id,
+        run.name,
+        run.configJson,
+        run.startedAt,
+      );
+    })();
+  }
+
+  finishRun(id: string, endedAt: number): void {
+    requireFinite(endedAt, "endedAt");
+    const db = this.live();
+    db.transaction(() => {
+      const r = db.prepare("SELECT * FROM runs WHERE id = ?").get(id) as RunRow | undefined;
+      if (!r) fail(`finishRun: unknown run '${id}'`);
+      if (r.ended_at !== null) fail(`finishRun: run '${id}' already finished`);
+      db.prepare("UPDATE runs SET ended_at = ? WHERE id = ?").run(endedAt, id);
+    })();
+  }
+
+  getRun(id: string): RunRecord | undefined {
+    const r = this.live().prepare("SELECT * FROM runs WHERE id = ?").get(id) as RunRow | undefined;
+    return r ? runFromRow(r) : undefined;
+  }
+
+  listRuns(): RunRecord[] {
+    return (this.live().prepare("SELECT * FROM runs ORDER BY rowid").all() as RunRow[]).map(runFromRow);
+  }
+
+  createGroup(group: Group): void {
+    requireString(group.id, "group.id");
+    requireString(group.taskId, "group.taskId");
+    if (!Array.isArray(group.programIds)) fail("group.programIds: must be an array");
+    if (new Set(group.programIds).size !== group.programIds.length) fail(`group '${group.id}': duplicate program ids`);
+    const db = this.live();
+    db.transaction(() => {
+      this.requireRun(group.runId, `createGroup '${group.id}'`);
+      if (db.prepare("SELECT 1 FROM groups WHERE id = ?").get(group.id)) fail(`createGroup: group '${group.id}' already exists`);
+      db.prepare("INSERT INTO groups (id, run_id, task_id, program_ids) VALUES (?, ?, ?, ?)").run(
+        group.id,
+        group.runId,
+        group.taskId,
+        JSON.stringify(group.programIds),
+      );
+    })();
+  }
+
+  createProgram(program: Program): void {
+    requireString(program.id, "program.id");
+    requireString(program.taskId, "program.taskId");
+    requireIndex(program.sampleIndex, "program.sampleIndex");
+    requireFinite(program.createdAt, "program.createdAt");
+    const db = this.live();
+    db.transaction(() => {
+      const what = `createProgram '${program.id}'`;
+      this.requireRun(program.runId, what);
+      if (this.programRow(program.id)) fail(`createProgram: program '${program.id}' already exists`);
+      const g = db.prepare("SELECT * FROM groups WHERE id = ?").get(program.groupId) as GroupRow | undefined;
+      if (!g) fail(`${what}: unknown group '${program.groupId}'`);
+      if (g.run_id !== program.runId) fail(`${what}: group '${g.id}' belongs to run '${g.run_id}', not '${program.runId}'`);
+      if (g.task_id !== program.taskId) fail(`${what}: group '${g.id}' is for task '${g.task_id}', not '${program.taskId}'`);
+      const members = JSON.parse(g.program_ids) as string[];
+      if (!members.includes(program.id)) {
+        members.push(program.id);
+        db.prepare("UPDATE groups SET program_ids = ? WHERE id = ?").run(JSON.stringify(members), g.id);
+      }
+      db.prepare(
+        `INSERT INTO programs (id, run_id, group_id, task_id, sample_index, state, created_at, ended_at,
+           termination_kind, termination_detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ).run(
+        program.id,
+        program.runId,
+        program.groupId,
+        program.taskId,
+        program.sampleIndex,
+        program.state,
+        program.createdAt,
+        program.endedAt ?? null,
+        program.termination?.kind ?? null,
+        program.termination?.detail ?? null,
+      );
+    })();
+  }
+
+  recordCall(call: Call): void {
+    requireString(call.id, "call.id");
+    requireIndex(call.index, `call '${call.id}' index`);
+    requireIndex(call.policyVersion, `call '${call.id}' policyVersion`);
+    requireFinite(call.timings?.start, `call '${call.id}' timings.start`);
+    requireFinite(call.timings?.end, `call '${call.id}' timings.end`);
+    if (call.logprobs.length !== call.outputTokenIds.length) {
+      fail(`call '${call.id}': ${call.logprobs.length} logprobs for ${call.outputTokenIds.length} output tokens`);
+    }
+    const prompt = encodeTokenIds(call.promptTokenIds, `call '${call.id}' promptTokenIds`);
+    const output = encodeTokenIds(call.outputTokenIds, `call '${call.id}' outputTokenIds`);
+    const logprobs = encodeFloat64s(call.logprobs, `call '${call.id}' logprobs`);
+    const db = this.live();
+    db.transaction(() => {
+      const what = `recordCall '${call.id}'`;
+      this.requireActiveProgram(call.programId, what);
+      if (db.prepare("SELECT 1 FROM calls WHERE id = ?").get(call.id)) fail(`${what}: duplicate call id`);
+      if (db.prepare("SELECT 1 FROM calls WHERE program_id = ? AND idx = ?").get(call.programId, call.index)) {
+        fail(`${what}: program '${call.programId}' already has a call at index ${call.index}`);
+      }
+      db.prepare(
+        `INSERT INTO calls (id, program_id, idx, messages, prompt_token_ids, output_token_ids, logprobs, output_text,
+           finish_reason, backend, policy_version, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ).run(
+        call.id,
+        call.programId,
+        call.index,
+        JSON.stringify(call.messages),
+        prompt,
+        output,
+        logprobs,
+        call.outputText,
+        call.finishReason,
+        call.backend,
+        call.policyVersion,
+        call.timings.start,
+        call.timings.end,
+      );
+    })();
+  }
+
+  recordTool(event: ToolEvent): void {
+    requireIndex(event.callIndex, "tool.callIndex");
+    requireString(event.tool, "tool.tool");
+    requireFinite(event.durationMs, "tool.durationMs");
+    const db = this.live();
+    db.transaction(() => {
+      this.requireActiveProgram(event.programId, `recordTool '${event.tool}'`);
+      db.prepare(
+        "INSERT INTO tools (program_id, call_index, tool, input, output, ok, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      ).run(event.programId, event.callIndex, event.tool, event.input, event.output, event.ok ? 1 : 0, event.durationMs);
+    })();
+  }
+
+  endProgram(programId: string, termination: Termination, endedAt: number): void {
+    if (!TERMINATION_KINDS.includes(termination?.kind)) fail(`endProgram '${programId}': unknown termination kind '${termination?.kind}'`);
+    requireFinite(endedAt, "endedAt");
+    const db = this.live();
+    db.transaction(() => {
+      this.requireActiveProgram(programId, "endProgram");
+      db.prepare(
+        "UPDATE programs SET state = 'terminated', ended_at = ?, termination_kind = ?, termination_detail = ? WHERE id = ?",
+      ).run(endedAt, termination.kind, termination.detail ?? null, programId);
+    })();
+  }
+
+  setReward(programId: string, reward: Reward): void {
+    requireFinite(reward?.total, `reward of '${programId}' total`);
+    for (const [name, v] of Object.entries(reward.components ?? {})) requireFinite(v, `reward of '${programId}' component '${name}'`);
+    const db = this.live();
+    db.transaction(() => {
+      const p = this.programRow(programId);
+      if (!p) fail(`setReward: unknown program '${programId}'`);
+      if (p.termination_kind === null) fail(`setReward: program '${programId}' has not ended`);
+      if (db.prepare("SELECT 1 FROM rewards WHERE program_id = ?").get(programId)) {
+        fail(`setReward: program '${programId}' already has a reward`);
+      }
+      db.prepare("INSERT INTO rewards (program_id, total, components) VALUES (?, ?, ?)").run(
+        programId,
+        reward.total,
+        JSON.stringify(reward.components ?? {}),
+      );
+    })();
+  }
+
+  getTrajectory(programId: string): Trajectory | undefined {
+    const db = this.live();
+    return db.transaction(() => {
+      const p = this.programRow(programId);
+      if (!p) return undefined;
+      const calls = db.prepare("SELECT * FROM calls WHERE program_id = ? ORDER BY idx").all(programId) as CallRow[];
+      const tools = db.prepare("SELECT * FROM tools WHERE program_id = ? ORDER BY rowid").all(programId) as ToolRow[];
+      const reward = db.prepare("SELECT * FROM rewards WHERE program_id = ?").get(programId) as RewardRow | undefined;
+      const t: Trajectory = { program: programFromRow(p), calls: calls.map(callFromRow), tools: tools.map(toolFromRow) };
+      if (reward) t.reward = rewardFromRow(reward);
+      return t;
+    })();
+  }
+
+  listTrajectories(runId: string): Trajectory[] {
+    const db = this.live();
+    // One read transaction: a consistent snapshot even while a writer is recording calls.
+    return db.transaction(() => {
+      this.requireRun(runId, "listTrajectories");
+      const programs = db.prepare("SELECT * FROM programs WHERE run_id = ? ORDER BY rowid").all(runId) as ProgramRow[];
+      const byId = new Map<string, Trajectory>();
+      for (const p of programs) byId.set(p.id, { program: programFromRow(p), calls: [], tools: [] });
+      const join = "JOIN programs p ON p.id = x.program_id WHERE p.run_id = ?";
+      for (const r of db.prepare(`SELECT x.* FROM calls x ${join} ORDER BY x.program_id, x.idx`).all(runId) as CallRow[]) {
+        byId.get(r.program_id)?.calls.push(callFromRow(r));
+      }
+      for (const r of db.prepare(`SELECT x.* FROM tools x ${join} ORDER BY x.rowid`).all(runId) as ToolRow[]) {
+        byId.get(r.program_id)?.tools.push(toolFromRow(r));
+      }
+      for (const r of db.prepare(`SELECT x.* FROM rewards x ${join}`).all(runId) as RewardRow[]) {
+        const t = byId.get(r.program_id);
+        if (t) t.reward = rewardFromRow(r);
+      }
+      return [...byId.values()];
+    })();
+  }
+
+  listGroups(runId: string): Group[] {
+    const db = this.live();
+    return db.transaction(() => {
+      this.requireRun(runId, "listGroups");
+      const rows = db.prepare("SELECT * FROM groups WHERE run_id = ? ORDER BY rowid").all(runId) as GroupRow[];
+      return rows.map((g) => ({ id: g.id, runId: g.run_id, taskId: g.task_id, programIds: JSON.parse(g.program_ids) as string[] }));
+    })();
+  }
+
+  stats(runId: string): RunStats {
+    const db = this.live();
+    return db.transaction(() => {
+      this.requireRun(runId, "stats");
+      const progs = db
+        .prepare("SELECT count(*) AS n, sum(termination_kind IS NULL) AS open FROM programs WHERE run_id = ?")
+        .get(runId) as { n: number; open: number | null };
+      const calls = db
+        .prepare(
+          `SELECT count(*) AS n, sum(length(c.prompt_token_ids)) / 4 AS prompt, sum(length(c.output_token_ids)) / 4 AS output
+           FROM calls c JOIN programs p ON p.id = c.program_id WHERE p.run_id = ?`,
+        )
+        .get(runId) as { n: number; prompt: number | null; output: number | null };
+      const terminations = Object.fromEntries(TERMINATION_KINDS.map((k) => [k, 0])) as Record<TerminationKind, number>;
+      const kinds = db
+        .prepare(
+          `SELECT termination_kind AS kind, count(*) AS n FROM programs
+           WHERE run_id = ? AND termination_kind IS NOT NULL GROUP BY termination_kind`,
+        )
+        .all(runId) as { kind: TerminationKind; n: number }[];
+      for (const k of kinds) terminations[k.kind] = k.n;
+      const rewards = db
+        .prepare("SELECT count(*) AS n, avg(r.total) AS mean FROM rewards r JOIN programs p ON p.id = r.program_id WHERE p.run_id = ?")
+        .get(runId) as { n: number; mean: number | null };
+      return {
+        programs: progs.n,
+        unfinished: progs.open ?? 0,
+        calls: calls.n,
+        promptTokens: calls.prompt ?? 0,
+        outputTokens: calls.output ?? 0,
+        terminations,
+        rewarded: rewards.n,
+        meanReward: rewards.n > 0 ? rewards.mean : null,
+      };
+    })();
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+}

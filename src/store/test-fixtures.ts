@@ -1,0 +1,49 @@
+// Builders of runs, groups, programs and calls for tests of the store and of its consumers.
+import type { Call, Group, Program } from "../core/types.js";
+import type { NewRun } from "./trajectory-store.js";
+
+/** A run record with fixed timestamps. */
+export function fixtureRun(id = "run-1"): NewRun {
+  return { id, name: `name-${id}`, configJson: JSON.stringify({ seed: 1, run: id }), startedAt: 1000 };
+}
+
+/** A group of `n` programs `${id}-p0..`. */
+export function fixtureGroup(id: string, runId = "run-1", n = 2, taskId = `task-${id}`): Group {
+  return { id, runId, taskId, programIds: Array.from({ length: n }, (_, i) => `${id}-p${i}`) };
+}
+
+/** An active program of `group` at `sampleIndex`. */
+export function fixtureProgram(group: Group, sampleIndex: number): Program {
+  return {
+    id: group.programIds[sampleIndex] ?? `${group.id}-p${sampleIndex}`,
+    runId: group.runId,
+    taskId: group.taskId,
+    groupId: group.id,
+    sampleIndex,
+    state: "active",
+    createdAt: 2000 + sampleIndex,
+  };
+}
+
+/** A call with distinct prompt/output tokens and the given output logprobs (one token per logprob). */
+export function fixtureCall(programId: string, index: number, logprobs: number[], promptLen = 3): Call {
+  const base = index * 100;
+  return {
+    id: `${programId}-c${index}`,
+    programId,
+    index,
+    messages: [
+      { role: "system", content: "sys" },
+      { role: "user", content: `question ${index}` },
+      ...(index > 0 ? [{ role: "tool" as const, content: "42", name: "calc" }] : []),
+    ],
+    promptTokenIds: Array.from({ length: promptLen }, (_, i) => base + i + 1),
+    outputTokenIds: logprobs.map((_, i) => 50_000 + base + i),
+    logprobs,
+    outputText: `answer ${index}`,
+    finishReason: "stop",
+    backend: "builtin-0",
+    policyVersion: 3,
+    timings: { start: 10 + index, end: 20.5 + index },
+  };
+}

@@ -1,0 +1,194 @@
+// The shared contract suite every TrajectoryStore implementation must pass (call it from the
+// implementation's test file with a harness that opens stores over one fresh backing location).
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ArborError } from "../core/errors.js";
+import type { Trajectory } from "../core/types.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "./test-fixtures.js";
+import type { TrajectoryStore } from "./trajectory-store.js";
+
+export interface StoreHarness {
+  /** Open a store over this harness's backing data (every call sees the same data once the previous store is closed). */
+  open(): TrajectoryStore;
+  /** Remove the backing data. */
+  dispose(): void;
+}
+
+/** Values chosen to catch any rounding through text or float32. */
+export const TRICKY_LOGPROBS = [-1e-12, -23.5, 0, -0, -Number.MIN_VALUE, -0.1, -1 / 3, -Infinity, -1.7976931348623157e308];
+
+function expectBitExact(a: number[], b: number[]): void {
+  expect(a.length).toBe(b.length);
+  const ba = Buffer.from(new Float64Array(a).buffer);
+  const bb = Buffer.from(new Float64Array(b).buffer);
+  expect(ba.equals(bb)).toBe(true);
+}
+
+/** Register the contract tests for one implementation. `persistent`: data survives close + reopen. */
+export function describeTrajectoryStoreContract(
+  name: string,
+  makeHarness: () => StoreHarness,
+  opts: { persistent: boolean },
+): void {
+  describe(`TrajectoryStore contract: ${name}`, () => {
+    let harness: StoreHarness;
+    let store: TrajectoryStore;
+
+    beforeEach(() => {
+      harness = makeHarness();
+      store = harness.open();
+    });
+    afterEach(() => {
+      store.close();
+      harness.dispose();
+    });
+
+    /** A run with group g1 (2 programs) and g2 (1 program); p0 of g1 has 3 calls recorded out of order. */
+    function populate(): void {
+      store.createRun(fixtureRun());
+      const g1 = fixtureGroup("g1");
+      const g2 = fixtureGroup("g2", "run-1", 1);
+      store.createGroup(g1);
+      store.createGroup(g2);
+      store.createProgram(fixtureProgram(g1, 0));
+      store.createProgram(fixtureProgram(g1, 1));
+      store.createProgram(fixtureProgram(g2, 0));
+      store.recordCall(fixtureCall("g1-p0", 2, [-0.5]));
+      store.recordCall(fixtureCall("g1-p0", 0, TRICKY_LOGPROBS));
+      store.recordTool({ programId: "g1-p0", callIndex: 0, tool: "calc", input: "6*7", output: "42", ok: true, durationMs: 3 });
+      store.recordCall(fixtureCall("g1-p0", 1, [-2, -3], 0));
+      store.recordTool({ programId: "g1-p0", callIndex: 1, tool: "calc", input: "x", output: "err", ok: false, durationMs: 1.5 });
+      store.recordCall(fixtureCall("g1-p1", 0, [-1e-12, -23.5]));
+      store.endProgram("g1-p0", { kind: "completed" }, 3000);
+      store.endProgram("g1-p1", { kind: "max_turns", detail: "4 turns" }, 3001);
+      store.setReward("g1-p0", { total: 1, components: { outcome: 1, format: -1e-12 } });
+      store.setReward("g1-p1", { total: 0, components: { outcome: 0 } });
+    }
+
+    it("returns calls ordered by index, tools in record order, and the reward", () => {
+      populate();
+      const t = store.getTrajectory("g1-p0");
+      expect(t).toBeDefined();
+      const tr = t as Trajectory;
+      expect(tr.calls.map((c) => c.index)).toEqual([0, 1, 2]);
+      expect(tr.calls[0]).toEqual(fixtureCall("g1-p0", 0, TRICKY_LOGPROBS));
+      expectBitExact(tr.calls[0]?.logprobs ?? [], TRICKY_LOGPROBS);
+      expect(tr.calls[1]?.promptTokenIds).toEqual([]);
+      expect(tr.tools.map((x) => [x.callIndex, x.ok])).toEqual([
+        [0, true],
+        [1, false],
+      ]);
+      expect(tr.program).toMatchObject({ state: "terminated", endedAt: 3000, termination: { kind: "completed" } });
+      expect(tr.program.termination).toEqual({ kind: "completed" });
+      expect(tr.reward).toEqual({ total: 1, components: { outcome: 1, format: -1e-12 } });
+    });
+
+    it("keeps a program with no calls, and groups in creation order with their members", () => {
+      populate();
+      const t = store.getTrajectory("g2-p0");
+      expect(t).toEqual({ program: fixtureProgram(fixtureGroup("g2", "run-1", 1), 0), calls: [], tools: [] });
+      expect(store.getTrajectory("nope")).toBeUndefined();
+      const all = store.listTrajectories("run-1");
+      expect(all.map((x) => x.program.id)).toEqual(["g1-p0", "g1-p1", "g2-p0"]);
+      expect(all[0]?.calls.map((c) => c.index)).toEqual([0, 1, 2]);
+      expect(all[0]).toEqual(store.getTrajectory("g1-p0"));
+      expect(store.listGroups("run-1")).toEqual([fixtureGroup("g1"), fixtureGroup("g2", "run-1", 1)]);
+    });
+
+    it("appends a program to a group created without members", () => {
+      store.createRun(fixtureRun());
+      store.createGroup({ id: "g", runId: "run-1", taskId: "t", programIds: [] });
+      store.createProgram({ id: "a", runId: "run-1", taskId: "t", groupId: "g", sampleIndex: 0, state: "active", createdAt: 1 });
+      expect(store.listGroups("run-1")).toEqual([{ id: "g", runId: "run-1", taskId: "t", programIds: ["a"] }]);
+    });
+
+    it("computes stats", () => {
+      populate();
+      const s = store.stats("run-1");
+      expect(s.programs).toBe(3);
+      expect(s.unfinished).toBe(1);
+      expect(s.calls).toBe(4);
+      expect(s.promptTokens).toBe(3 + 0 + 3 + 3);
+      expect(s.outputTokens).toBe(TRICKY_LOGPROBS.length + 2 + 1 + 2);
+      expect(s.terminations.completed).toBe(1);
+      expect(s.terminations.max_turns).toBe(1);
+      expect(s.terminations.timeout).toBe(0);
+      expect(Object.keys(s.terminations)).toHaveLength(10);
+      expect(s.rewarded).toBe(2);
+      expect(s.meanReward).toBe(0.5);
+    });
+
+    it("reports no mean reward for a run without rewards", () => {
+      store.createRun(fixtureRun("empty"));
+      expect(store.stats("empty")).toMatchObject({ programs: 0, calls: 0, promptTokens: 0, rewarded: 0, meanReward: null });
+    });
+
+    it("throws for unknown ids and broken lifecycle steps, never silently", () => {
+      populate();
+      const err = (fn: () => void, re: RegExp): void => {
+        expect(fn).toThrow(ArborError);
+        expect(fn).toThrow(re);
+      };
+      err(() => store.recordCall(fixtureCall("ghost", 0, [-1])), /unknown program 'ghost'/);
+      err(() => store.recordCall(fixtureCall("g1-p0", 0, [-1])), /already ended/);
+      err(() => store.recordCall({ ...fixtureCall("g2-p0", 0, [-1]), id: "g1-p0-c0" }), /duplicate call id/);
+      store.recordCall(fixtureCall("g2-p0", 0, [-1]));
+      err(() => store.recordCall({ ...fixtureCall("g2-p0", 0, [-1]), id: "other" }), /already has a call at index 0/);
+      err(() => store.recordCall({ ...fixtureCall("g2-p0", 1, [-1]), logprobs: [] }), /0 logprobs for 1 output tokens/);
+      err(() => store.recordCall({ ...fixtureCall("g2-p0", 1, [-1]), outputTokenIds: [1.5] }), /outputTokenIds\[0\]/);
+      err(() => store.recordCall(fixtureCall("g2-p0", 1, [NaN])), /logprobs\[0\]/);
+      const ghostTool = { programId: "ghost", callIndex: 0, tool: "t", input: "", output: "", ok: true, durationMs: 0 };
+      err(() => store.recordTool(ghostTool), /unknown program/);
+      err(() => store.endProgram("ghost", { kind: "completed" }, 1), /unknown program 'ghost'/);
+      err(() => store.endProgram("g1-p0", { kind: "timeout" }, 1), /already ended \(completed\)/);
+      err(() => store.setReward("ghost", { total: 0, components: {} }), /unknown program/);
+      err(() => store.setReward("g2-p0", { total: 0, components: {} }), /has not ended/);
+      err(() => store.setReward("g1-p0", { total: 0, components: {} }), /already has a reward/);
+      err(() => store.createRun(fixtureRun()), /already exists/);
+      err(() => store.createGroup(fixtureGroup("g1")), /already exists/);
+      err(() => store.createGroup(fixtureGroup("gx", "no-run")), /unknown run 'no-run'/);
+      err(() => store.createProgram(fixtureProgram(fixtureGroup("g1"), 0)), /already exists/);
+      err(() => store.createProgram({ ...fixtureProgram(fixtureGroup("g9"), 0) }), /unknown group 'g9'/);
+      err(() => store.createProgram({ ...fixtureProgram(fixtureGroup("g1"), 0), id: "x", taskId: "other" }), /is for task/);
+      err(() => store.listTrajectories("no-run"), /unknown run/);
+      err(() => store.stats("no-run"), /unknown run/);
+      store.finishRun("run-1", 9000);
+      err(() => store.finishRun("run-1", 9001), /already finished/);
+      expect(store.getRun("run-1")).toEqual({ ...fixtureRun(), endedAt: 9000 });
+      // Nothing partial was written by the failed calls.
+      expect(store.getTrajectory("g2-p0")?.calls).toHaveLength(1);
+    });
+
+    it("throws after close", () => {
+      store.close();
+      expect(() => store.listRuns()).toThrow(/closed/);
+      store.close();
+    });
+
+    if (opts.persistent) {
+      it("returns identical trajectories after close and reopen (bit-exact tokens and logprobs)", () => {
+        populate();
+        const before = store.listTrajectories("run-1");
+        const groups = store.listGroups("run-1");
+        const stats = store.stats("run-1");
+        store.close();
+        store = harness.open();
+        const after = store.listTrajectories("run-1");
+        expect(after).toEqual(before);
+        for (let i = 0; i < before.length; i++) {
+          const b = before[i] as Trajectory;
+          const a = after[i] as Trajectory;
+          for (let j = 0; j < b.calls.length; j++) {
+            expectBitExact(a.calls[j]?.logprobs ?? [], b.calls[j]?.logprobs ?? []);
+            expect(a.calls[j]?.outputTokenIds).toEqual(b.calls[j]?.outputTokenIds);
+          }
+        }
+        expectBitExact(after[0]?.calls[0]?.logprobs ?? [], TRICKY_LOGPROBS);
+        expect(Object.is(after[0]?.calls[0]?.logprobs[3], -0)).toBe(true);
+        expect(store.listGroups("run-1")).toEqual(groups);
+        expect(store.stats("run-1")).toEqual(stats);
+        // The reopened store keeps enforcing the lifecycle.
+        expect(() => store.endProgram("g1-p0", { kind: "completed" }, 1)).toThrow(/already ended/);
+      });
+    }
+  });
+}
