@@ -1,0 +1,64 @@
+// The CLI's user-facing failures: one line naming the problem, non-zero exit, no stack trace.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const root = join(import.meta.dirname, "../..");
+
+function arbor(configText: string): { status: number | null; stderr: string; stdout: string } {
+  const dir = mkdtempSync(join(tmpdir(), "arbor-cli-"));
+  const p = join(dir, "c.yaml");
+  writeFileSync(p, configText);
+  const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", p, "--no-progress"], {
+    cwd: dir,
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  return { status: r.status, stderr: r.stderr, stdout: r.stdout };
+}
+
+/** A port on which nothing listens: bind an ephemeral one and close it. */
+async function deadPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+function expectOneLineError(r: { status: number | null; stderr: string }, pattern: RegExp): void {
+  expect(r.status).not.toBe(0);
+  expect(r.status).not.toBeNull();
+  const lines = r.stderr.trim().split("\n");
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(/^arbor: error: /);
+  expect(lines[0]).toMatch(pattern);
+  expect(r.stderr).not.toMatch(/\n\s+at /);
+}
+
+describe("arbor run errors", () => {
+  it("bad config: names the field and the reason", () => {
+    expectOneLineError(arbor("engines: [{name: e0}]\nrollout: {groupSize: -2}\n"), /rollout\.groupSize: .*>=\s*1/);
+  });
+
+  it("unknown backend type: names it and lists the known ones", () => {
+    expectOneLineError(
+      arbor("backends: [{name: b0, type: tgi, url: 'http://127.0.0.1:9/v1'}]\n"),
+      /backends\[0\]\.type: .*builtin/,
+    );
+  });
+
+  it("engine down at start: names the backend and its url", async () => {
+    const port = await deadPort();
+    const r = arbor(`backends: [{name: remote-0, type: builtin, url: 'http://127.0.0.1:${port}/v1'}]\n`);
+    expectOneLineError(r, new RegExp(`backend 'remote-0' at http://127\\.0\\.0\\.1:${port}/v1 is not reachable`));
+  });
+
+  it("missing config file", () => {
+    const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
+    expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);
+  });
+});

@@ -1,0 +1,96 @@
+// End to end on the real stack: tiny policy on llama.cpp engines, gateway, agents, bwrap sandboxes,
+// SQLite store and batch export. Checks that nothing is lost and that every token id in the store
+// and in the exported batch is exactly what an engine produced.
+import { chmodSync, mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { BackendReply } from "../backends/backend.js";
+import { readSamplesJsonl } from "../batch/export-jsonl.js";
+import type { TrainingSample } from "../batch/samples.js";
+import { parseRunConfig } from "../core/config.js";
+import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import { runIteration, type RunSummary } from "./run.js";
+
+const dir = mkdtempSync(join(tmpdir(), "arbor-e2e-"));
+chmodSync(dir, 0o755);
+const replies: { backend: string; reply: BackendReply }[] = [];
+let summary: RunSummary;
+
+beforeAll(async () => {
+  const cfg = parseRunConfig({
+    name: "e2e",
+    seed: 3,
+    engines: [
+      { name: "e0", sequences: 2, contextSize: 1024 },
+      { name: "e1", sequences: 2, contextSize: 1024 },
+    ],
+    env: { name: "calc", tasks: 3, seed: 5 },
+    rollout: { groupSize: 2, concurrency: 4 },
+    agent: { maxTurns: 2, maxTokensPerCall: 24, maxTotalTokens: 48, temperature: 1 },
+    sandbox: { root: join(dir, "sandboxes") },
+    output: { dir: join(dir, "out") },
+  });
+  summary = await runIteration(cfg, { progress: false, onBackendReply: (backend, reply) => replies.push({ backend, reply }) });
+}, 180_000);
+
+function engineTokens(): { backend: string; prompt: number[]; output: number[]; logprobs: number[]; version: number }[] {
+  return replies
+    .filter((r) => r.reply.status === 200)
+    .map(({ backend, reply }) => ({
+      backend,
+      prompt: reply.json.prompt_token_ids as number[],
+      output: reply.json.choices[0].token_ids as number[],
+      logprobs: (reply.json.choices[0].logprobs.content as { logprob: number }[]).map((c) => c.logprob),
+      version: reply.json.policy_version as number,
+    }));
+}
+
+describe("arbor run (end to end)", () => {
+  it("ends every program with one recorded outcome and reward", () => {
+    expect(summary.stats.programs).toBe(6);
+    expect(summary.stats.unfinished).toBe(0);
+    expect(summary.stats.rewarded).toBe(6);
+    expect(Object.values(summary.stats.terminations).reduce((a, b) => a + b, 0)).toBe(6);
+    expect(summary.stats.calls).toBeGreaterThanOrEqual(6);
+  });
+
+  it("stores exactly the engines' token ids and logprobs, and survives reopening the store", () => {
+    const store = new SqliteTrajectoryStore(summary.storePath);
+    try {
+      const calls = store.listTrajectories(summary.runId).flatMap((t) => t.calls);
+      const engine = engineTokens();
+      expect(calls).toHaveLength(engine.length);
+      expect(new Set(engine.map((e) => e.backend))).toEqual(new Set(["e0", "e1"]));
+      for (const c of calls) {
+        const match = engine.filter((e) => e.output.join() === c.outputTokenIds.join() && e.prompt.join() === c.promptTokenIds.join());
+        expect(match.length).toBeGreaterThanOrEqual(1);
+        expect(c.logprobs).toEqual(match[0]!.logprobs);
+        expect(c.policyVersion).toBe(match[0]!.version);
+        expect(c.outputTokenIds.length).toBeGreaterThan(0);
+      }
+    } finally {
+      store.close();
+    }
+  });
+
+  it("exports one sample per call whose token ids equal the engine's", async () => {
+    const samples: TrainingSample[] = await readSamplesJsonl(summary.batchPath);
+    const engine = engineTokens();
+    expect(samples).toHaveLength(engine.length);
+    const unmatched = [...engine];
+    for (const s of samples) {
+      const i = unmatched.findIndex((e) => [...e.prompt, ...e.output].join() === s.tokenIds.join());
+      expect(i).toBeGreaterThanOrEqual(0);
+      const e = unmatched.splice(i, 1)[0]!;
+      expect(s.lossMask).toEqual([...e.prompt.map(() => 0), ...e.output.map(() => 1)]);
+      expect(s.oldLogprobs.slice(e.prompt.length)).toEqual(e.logprobs);
+      expect(Number.isFinite(s.advantage)).toBe(true);
+    }
+    expect(unmatched).toEqual([]);
+  });
+
+  it("leaves no sandbox workspace behind", () => {
+    expect(readdirSync(join(dir, "sandboxes"))).toEqual([]);
+  });
+});

@@ -1,0 +1,220 @@
+// `arbor run <config>`: wires one synchronous rollout iteration end to end — policy, engines,
+// gateway, sandboxes, agents, rewards, store and batch export — and prints a summary.
+import { setMaxListeners } from "node:events";
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import cliProgress from "cli-progress";
+import type { Backend, BackendReply } from "../backends/backend.js";
+import { createBackend } from "../backends/registry.js";
+import { buildSamples } from "../batch/samples.js";
+import { writeSamplesJsonl } from "../batch/export-jsonl.js";
+import { loadRunConfig, type BackendConfig, type RunConfig } from "../core/config.js";
+import { ArborError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
+import { createEnvironment } from "../envs/registry.js";
+import { createGateway } from "../gateway/server.js";
+import { ensurePolicy } from "../model/policy.js";
+import { createRewardFromConfig } from "../reward/registry.js";
+import { runSyncRollout, type ProgramResult } from "../rollout/sync-rollout.js";
+import { bwrapAvailable } from "../sandbox/bwrap.js";
+import { createSandboxProvider } from "../sandbox/registry.js";
+import type { SandboxProvider } from "../sandbox/sandbox.js";
+import { createStore } from "../store/registry.js";
+import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
+
+export interface RunSummary {
+  runId: string;
+  stats: RunStats;
+  storePath: string;
+  batchPath: string;
+  samples: number;
+  elapsedMs: number;
+  /** Output tokens per second of rollout wall time. */
+  tokensPerSecond: number;
+}
+
+export interface RunOptions {
+  /** Draw a progress bar on stderr. */
+  progress: boolean;
+  /** Called after each program ends (tests and custom front ends). */
+  onProgramDone?: (p: ProgramResult) => void;
+  /** Sees every engine reply as the gateway receives it, before the gateway records it (end-to-end checks). */
+  onBackendReply?: (backend: string, reply: BackendReply) => void;
+}
+
+/** CLI entry: load the config, run, print the summary. */
+export async function runCommand(configPath: string, opts: RunOptions): Promise<void> {
+  const cfg = loadRunConfig(configPath);
+  const summary = await runIteration(cfg, opts);
+  printSummary(summary);
+}
+
+/**
+ * Run one rollout iteration described by `cfg`. Everything it starts (engines, gateway, sandboxes,
+ * store) is stopped before it returns or throws; on SIGINT/SIGTERM running programs end as `aborted`.
+ */
+export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<RunSummary> {
+  const clock = realClock;
+  const started = clock.now();
+  if (cfg.sandbox.provider === "bwrap") {
+    const bw = bwrapAvailable();
+    if (!bw.ok) throw new ArborError(bw.message, "sandbox");
+  }
+  const outDir = resolve(cfg.output.dir);
+  mkdirSync(outDir, { recursive: true });
+  const env = createEnvironment(cfg.env.name);
+  const reward = createRewardFromConfig(cfg.reward);
+
+  const engines: ListeningEngineServer[] = [];
+  let store: TrajectoryStore | undefined;
+  let sandboxes: SandboxProvider | undefined;
+  let gateway: ReturnType<typeof createGateway> | undefined;
+  const abort = new AbortController();
+  // Every program's client listens on this one signal.
+  setMaxListeners(0, abort.signal);
+  const onSignal = (sig: NodeJS.Signals): void => abort.abort(new Error(`received ${sig}`));
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  try {
+    const modelPath = cfg.model.path ?? ensurePolicy(resolve(".arbor/models"), cfg.model.init).path;
+    for (const [i, e] of cfg.engines.entries()) {
+      engines.push(
+        await startEngineServer({
+          name: e.name,
+          modelPath,
+          policyVersion: 0,
+          sequences: e.sequences,
+          contextSize: e.contextSize,
+          maxWaiting: e.maxWaiting,
+          host: "127.0.0.1",
+          port: e.port,
+          seed: cfg.seed + i,
+          clock,
+        }),
+      );
+    }
+    const backendCfgs: BackendConfig[] =
+      cfg.backends.length > 0 ? cfg.backends : cfg.engines.map((e) => ({ name: e.name, type: "builtin" }));
+    const backends = backendCfgs.map((b) => {
+      const local = engines.find((e, i) => cfg.engines[i]?.name === b.name);
+      const backend = createBackend(b, local && !b.url ? { url: `${local.url}/v1` } : {});
+      return opts.onBackendReply ? tapBackend(backend, opts.onBackendReply) : backend;
+    });
+
+    const storePath = join(outDir, "store.sqlite");
+    store = createStore({ kind: "sqlite", path: storePath });
+    gateway = createGateway({ backends, sink: store, clock, routing: cfg.gateway.routing, callTimeoutMs: cfg.gateway.callTimeoutMs });
+    await gateway.checkBackends();
+    const gatewayUrl = await gateway.listen(cfg.gateway.host, cfg.gateway.port);
+
+    sandboxes = createSandboxProvider(cfg.sandbox.provider, {
+      root: cfg.sandbox.root,
+      limits: { cpuSeconds: cfg.sandbox.cpuSeconds, memoryMb: cfg.sandbox.memoryMb, wallMs: cfg.sandbox.wallMs },
+      clock,
+    });
+
+    const runId = `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
+    store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: started });
+    const tasks = env.tasks(cfg.env.tasks, cfg.env.seed);
+    const total = tasks.length * cfg.rollout.groupSize;
+    const bar = opts.progress
+      ? new cliProgress.SingleBar(
+          { format: "rollout [{bar}] {value}/{total} programs | mean reward {reward} | {duration}s", hideCursor: true, stream: process.stderr },
+          cliProgress.Presets.shades_classic,
+        )
+      : undefined;
+    bar?.start(total, 0, { reward: "-" });
+    let rewardSum = 0;
+    let done = 0;
+    const rolloutStart = clock.now();
+    try {
+      await runSyncRollout({
+        runId,
+        env,
+        tasks,
+        groupSize: cfg.rollout.groupSize,
+        concurrency: cfg.rollout.concurrency,
+        store,
+        sandboxes,
+        gatewayUrl,
+        model: "arbor-tiny",
+        limits: cfg.agent,
+        temperature: cfg.agent.temperature,
+        reward: (ctx) => reward.compute(ctx),
+        seed: cfg.seed,
+        clock,
+        signal: abort.signal,
+        onProgramDone: (p) => {
+          done++;
+          rewardSum += p.reward.total;
+          bar?.update(done, { reward: (rewardSum / done).toFixed(3) });
+          opts.onProgramDone?.(p);
+        },
+      });
+    } finally {
+      bar?.stop();
+    }
+    const rolloutMs = Math.max(1, clock.now() - rolloutStart);
+    store.finishRun(runId, clock.now());
+    if (abort.signal.aborted) throw new ArborError(`run aborted (${String((abort.signal.reason as Error).message)}); programs recorded as aborted in ${storePath}`, "aborted");
+
+    const samples = buildSamples(store.listTrajectories(runId), store.listGroups(runId));
+    const batchPath = join(outDir, "batch.jsonl");
+    await writeSamplesJsonl(batchPath, samples);
+    const stats = store.stats(runId);
+    return {
+      runId,
+      stats,
+      storePath,
+      batchPath,
+      samples: samples.length,
+      elapsedMs: clock.now() - started,
+      tokensPerSecond: (stats.outputTokens * 1000) / rolloutMs,
+    };
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    await sandboxes?.destroyAll();
+    await gateway?.close();
+    await Promise.allSettled(engines.map((e) => e.close()));
+    store?.close();
+  }
+}
+
+function tapBackend(b: Backend, tap: (backend: string, reply: BackendReply) => void): Backend {
+  const seen = (reply: BackendReply): BackendReply => {
+    tap(b.name, reply);
+    return reply;
+  };
+  return {
+    name: b.name,
+    url: b.url,
+    chatCompletions: async (body, signal) => seen(await b.chatCompletions(body, signal)),
+    completions: async (body, signal) => seen(await b.completions(body, signal)),
+    models: () => b.models(),
+    health: () => b.health(),
+  };
+}
+
+function printSummary(s: RunSummary): void {
+  const t = s.stats;
+  const terminations = Object.entries(t.terminations)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(", ");
+  const rows: [string, string][] = [
+    ["run", s.runId],
+    ["programs", `${t.programs} (${terminations || "none ended"})`],
+    ["calls", String(t.calls)],
+    ["tokens", `${t.promptTokens} prompt, ${t.outputTokens} output`],
+    ["mean reward", t.meanReward === null ? "-" : t.meanReward.toFixed(3)],
+    ["tokens/s", `${s.tokensPerSecond.toFixed(0)} output tokens/s over the rollout`],
+    ["elapsed", `${(s.elapsedMs / 1000).toFixed(1)} s`],
+    ["store", s.storePath],
+    ["batch", `${s.batchPath} (${s.samples} samples)`],
+  ];
+  const w = Math.max(...rows.map(([k]) => k.length));
+  console.log("\nArbor run summary");
+  for (const [k, v] of rows) console.log(`  ${k.padEnd(w)}  ${v}`);
+}

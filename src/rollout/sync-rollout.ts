@@ -1,0 +1,147 @@
+// Synchronous rollout v0: every task gets a group of n programs; programs run through the agent
+// loop against the gateway, each in its own sandbox, bounded by a concurrency limit; each ends
+// with a recorded termination and reward. The iteration returns when every program has ended.
+import OpenAI from "openai";
+import { runToolAgent, type AgentLimits } from "../agents/tool-agent.js";
+import type { Clock } from "../core/clock.js";
+import type { Group, Program, Reward, Termination } from "../core/types.js";
+import type { Environment, Task } from "../envs/env.js";
+import type { RewardContext } from "../reward/reward-fn.js";
+import type { Sandbox, SandboxProvider } from "../sandbox/sandbox.js";
+import type { TrajectoryStore } from "../store/trajectory-store.js";
+import { Semaphore } from "./semaphore.js";
+
+export interface RolloutOptions {
+  runId: string;
+  env: Environment;
+  tasks: Task[];
+  groupSize: number;
+  concurrency: number;
+  store: TrajectoryStore;
+  sandboxes: SandboxProvider;
+  /** Gateway origin, e.g. http://127.0.0.1:8080; programs use `${gatewayUrl}/p/{id}/v1`. */
+  gatewayUrl: string;
+  model: string;
+  limits: AgentLimits;
+  temperature: number;
+  /** Computes a program's reward once it has ended. */
+  reward: (ctx: RewardContext) => Reward;
+  seed: number;
+  clock: Clock;
+  signal?: AbortSignal;
+  /** Called after each program has ended and been rewarded. */
+  onProgramDone?: (p: ProgramResult) => void;
+}
+
+export interface ProgramResult {
+  programId: string;
+  groupId: string;
+  termination: Termination;
+  reward: Reward;
+  calls: number;
+}
+
+/** Run one synchronous rollout iteration; resolves when every program has a recorded outcome. */
+export async function runSyncRollout(o: RolloutOptions): Promise<{ groups: Group[]; results: ProgramResult[] }> {
+  const groups: Group[] = o.tasks.map((task, gi) => ({
+    id: `${o.runId}/g${gi}`,
+    runId: o.runId,
+    taskId: task.id,
+    programIds: Array.from({ length: o.groupSize }, (_, si) => `${o.runId}/g${gi}/s${si}`),
+  }));
+  for (const g of groups) o.store.createGroup(g);
+
+  const sem = new Semaphore(o.concurrency);
+  const results: ProgramResult[] = [];
+  const jobs = groups.flatMap((g, gi) =>
+    g.programIds.map((programId, si) =>
+      sem.with(async () => {
+        const r = await runProgram(o, o.tasks[gi] as Task, g, programId, si);
+        results.push(r);
+        o.onProgramDone?.(r);
+      }),
+    ),
+  );
+  const settled = await Promise.allSettled(jobs);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) throw failed.reason;
+  return { groups, results };
+}
+
+async function runProgram(o: RolloutOptions, task: Task, group: Group, programId: string, sampleIndex: number): Promise<ProgramResult> {
+  const program: Program = {
+    id: programId,
+    runId: o.runId,
+    taskId: task.id,
+    groupId: group.id,
+    sampleIndex,
+    state: "active",
+    createdAt: o.clock.now(),
+  };
+  o.store.createProgram(program);
+
+  let termination: Termination;
+  let finalAnswer = "";
+  let calls = 0;
+  let sandbox: Sandbox | undefined;
+  try {
+    if (o.signal?.aborted) throw new AbortedBeforeStart();
+    sandbox = await o.sandboxes.create(programId);
+    await o.env.setup(task, sandbox);
+    const client = new OpenAI({
+      baseURL: `${o.gatewayUrl}/p/${encodeURIComponent(programId)}/v1`,
+      apiKey: "arbor",
+      // A retried call could be recorded twice by the gateway; failures end the program instead.
+      maxRetries: 0,
+    });
+    const outcome = await runToolAgent({
+      client,
+      model: o.model,
+      programId,
+      messages: task.prompt,
+      tools: o.env.tools(),
+      sandbox,
+      limits: o.limits,
+      temperature: o.temperature,
+      seed: o.seed * 1_000_003 + hashString(programId),
+      clock: o.clock,
+      signal: o.signal,
+    });
+    for (const ev of outcome.tools) o.store.recordTool(ev);
+    termination = outcome.termination;
+    finalAnswer = outcome.finalAnswer;
+    calls = outcome.calls;
+  } catch (e) {
+    termination =
+      e instanceof AbortedBeforeStart
+        ? { kind: "aborted", detail: "run aborted before the program started" }
+        : { kind: sandbox ? "agent_error" : "sandbox_error", detail: e instanceof Error ? e.message : String(e) };
+  } finally {
+    // The sandbox goes whatever happened above (ThunderAgent's hook-based GC).
+    await sandbox?.destroy();
+  }
+
+  o.store.endProgram(programId, termination, o.clock.now());
+  await releaseAtGateway(o.gatewayUrl, programId);
+  const trajectory = o.store.getTrajectory(programId);
+  if (!trajectory) throw new Error(`program ${programId} vanished from the store`);
+  const reward = o.reward({ trajectory, task, env: o.env, finalAnswer });
+  o.store.setReward(programId, reward);
+  return { programId, groupId: group.id, termination, reward, calls };
+}
+
+async function releaseAtGateway(gatewayUrl: string, programId: string): Promise<void> {
+  try {
+    await fetch(`${gatewayUrl}/programs/${encodeURIComponent(programId)}/release`, { method: "POST" });
+  } catch {
+    // The gateway also drops idle programs; a failed release only delays that.
+  }
+}
+
+class AbortedBeforeStart extends Error {}
+
+function hashString(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % 1_000_000;
+}
