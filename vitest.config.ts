@@ -8,5 +8,6 @@ export default defineConfig({
     // Two cores: llama.cpp contexts and bwrap sandboxes are heavy, so keep parallel files bounded.
     maxWorkers: 2,
     pool: "forks",
+    reporters: ["default", "./scripts/summary-reporter.ts"],
   },
 });
