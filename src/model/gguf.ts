@@ -2,8 +2,9 @@
 // vocabulary and F32 tensors (layout and exact key types as verified in shared/LLAMACPP.md); reads
 // any GGUF's metadata and F32 tensors back.
 
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { endianness } from "node:os";
+import { writeFileAtomic } from "./atomic-file.js";
 import { validateConfig, type TinyLlamaConfig } from "./config.js";
 import type { Vocab } from "./vocab.js";
 import { checkTensors, numel, type Tensor } from "./weights.js";
@@ -120,32 +121,14 @@ export function writeGguf(path: string, input: WriteGgufInput): void {
   }
   const header = head.finish();
 
-  const tmp = `${path}.${process.pid}.tmp`;
-  const fd = openSync(tmp, "w");
-  try {
-    let pos = 0;
-    const put = (buf: Uint8Array): void => {
-      writeSync(fd, buf, 0, buf.byteLength, pos);
-      pos += buf.byteLength;
-    };
+  writeFileAtomic(path, (put) => {
     put(header);
-    put(new Uint8Array(alignUp(pos, ALIGNMENT) - pos));
+    put(new Uint8Array(alignUp(header.byteLength, ALIGNMENT) - header.byteLength));
     for (const t of tensors) {
       put(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
       put(new Uint8Array(alignUp(t.data.byteLength, ALIGNMENT) - t.data.byteLength));
     }
-    fsyncSync(fd);
-    closeSync(fd);
-    renameSync(tmp, path);
-  } catch (err) {
-    try {
-      closeSync(fd);
-    } catch {
-      // already closed
-    }
-    rmSync(tmp, { force: true });
-    throw err;
-  }
+  });
 }
 
 /** Read a GGUF file (v2 or v3): all metadata, and its tensors, which must be F32. */

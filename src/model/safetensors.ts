@@ -1,8 +1,9 @@
 // safetensors checkpoint I/O (F32 only): the trainer's checkpoint and export format.
 // Layout: u64 LE header length, JSON header (space-padded to 8 bytes), then the raw tensor bytes.
 
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { endianness } from "node:os";
+import { writeFileAtomic } from "./atomic-file.js";
 import { numel, type Tensor } from "./weights.js";
 
 /** Largest header accepted when reading, as in the reference implementation. */
@@ -40,29 +41,11 @@ export function writeSafetensors(path: string, tensors: readonly Tensor[], metad
   const len = Buffer.alloc(8);
   len.writeBigUInt64LE(BigInt(headerBytes.byteLength));
 
-  const tmp = `${path}.${process.pid}.tmp`;
-  const fd = openSync(tmp, "w");
-  try {
-    let pos = 0;
-    const put = (b: Uint8Array): void => {
-      writeSync(fd, b, 0, b.byteLength, pos);
-      pos += b.byteLength;
-    };
+  writeFileAtomic(path, (put) => {
     put(len);
     put(headerBytes);
     for (const t of tensors) put(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
-    fsyncSync(fd);
-    closeSync(fd);
-    renameSync(tmp, path);
-  } catch (err) {
-    try {
-      closeSync(fd);
-    } catch {
-      // already closed
-    }
-    rmSync(tmp, { force: true });
-    throw err;
-  }
+  });
 }
 
 /** Read a safetensors file of F32 tensors; tensors come back in file-offset order. */
