@@ -13,16 +13,8 @@ import { initWeights } from "./weights.js";
 /** Bump when the vocabulary, the init scheme or the GGUF layout changes, so old files are not re-used. */
 export const POLICY_FORMAT = 1;
 
-/** `RunConfig["model"]["init"]`. */
-export interface PolicyInit {
-  seed: number;
-  nEmbd: number;
-  nLayer: number;
-  nHead: number;
-  nHeadKv: number;
-  nFf: number;
-  contextLength: number;
-}
+/** `RunConfig["model"]["init"]`: the policy's shape and the seed of its weights. */
+export type PolicyInit = Pick<TinyLlamaConfig, "nEmbd" | "nLayer" | "nHead" | "nHeadKv" | "nFf" | "contextLength"> & { seed: number };
 
 /** File name of the policy for an init config: `policy-<hash>.gguf`. */
 export function policyFileName(init: PolicyInit): string {
