@@ -32,7 +32,8 @@ async function deadPort(): Promise<number> {
 function expectOneLineError(r: { status: number | null; stderr: string }, pattern: RegExp): void {
   expect(r.status).not.toBe(0);
   expect(r.status).not.toBeNull();
-  const lines = r.stderr.trim().split("\n");
+  // Status lines (what was started where) may precede the error; nothing else may.
+  const lines = r.stderr.trim().split("\n").filter((l) => !/^(policy|engine|gateway) {2,}/.test(l));
   expect(lines).toHaveLength(1);
   expect(lines[0]).toMatch(/^arbor: error: /);
   expect(lines[0]).toMatch(pattern);

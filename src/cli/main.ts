@@ -30,7 +30,8 @@ function reportError(e: unknown, debug: boolean): number {
   if (debug && e instanceof Error) console.error(e.stack);
   else if (e instanceof ArborError) console.error(`arbor: error: ${e.message}`);
   else console.error(`arbor: unexpected error: ${e instanceof Error ? e.message : String(e)} (run with --debug for the stack trace)`);
-  return 1;
+  // 130 is the shell convention for "ended by SIGINT".
+  return e instanceof ArborError && e.code === "aborted" ? 130 : 1;
 }
 
 // Native handles (llama.cpp, sockets) must not keep a finished command alive; the timer is unref'd,

@@ -29,6 +29,7 @@ export interface RunSummary {
   storePath: string;
   batchPath: string;
   samples: number;
+  toolCalls: number;
   elapsedMs: number;
   /** Output tokens per second of rollout wall time. */
   tokensPerSecond: number;
@@ -37,6 +38,8 @@ export interface RunSummary {
 export interface RunOptions {
   /** Draw a progress bar on stderr. */
   progress: boolean;
+  /** Receives one-line status messages (what was started where). */
+  log?: (line: string) => void;
   /** Called after each program ends (tests and custom front ends). */
   onProgramDone?: (p: ProgramResult) => void;
   /** Sees every engine reply as the gateway receives it, before the gateway records it (end-to-end checks). */
@@ -46,7 +49,7 @@ export interface RunOptions {
 /** CLI entry: load the config, run, print the summary. */
 export async function runCommand(configPath: string, opts: RunOptions): Promise<void> {
   const cfg = loadRunConfig(configPath);
-  const summary = await runIteration(cfg, opts);
+  const summary = await runIteration(cfg, { ...opts, log: (line) => console.error(line) });
   printSummary(summary);
 }
 
@@ -77,7 +80,13 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
   try {
-    const modelPath = cfg.model.path ?? ensurePolicy(resolve(".arbor/models"), cfg.model.init).path;
+    const log = opts.log ?? (() => {});
+    let modelPath = cfg.model.path;
+    if (modelPath === undefined) {
+      const policy = ensurePolicy(resolve(".arbor/models"), cfg.model.init);
+      modelPath = policy.path;
+      log(`policy   ${policy.path} (${policy.created ? "created" : "cached"}, seed ${cfg.model.init.seed})`);
+    }
     for (const [i, e] of cfg.engines.entries()) {
       engines.push(
         await startEngineServer({
@@ -94,6 +103,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         }),
       );
     }
+    for (const e of engines) log(`engine   ${e.url} (llama.cpp, policy version 0)`);
     const backendCfgs: BackendConfig[] =
       cfg.backends.length > 0 ? cfg.backends : cfg.engines.map((e) => ({ name: e.name, type: "builtin" }));
     const backends = backendCfgs.map((b) => {
@@ -107,6 +117,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     gateway = createGateway({ backends, sink: store, clock, routing: cfg.gateway.routing, callTimeoutMs: cfg.gateway.callTimeoutMs });
     await gateway.checkBackends();
     const gatewayUrl = await gateway.listen(cfg.gateway.host, cfg.gateway.port);
+    log(`gateway  ${gatewayUrl} (${cfg.gateway.routing} over ${backends.map((b) => b.name).join(", ")})`);
 
     sandboxes = createSandboxProvider(cfg.sandbox.provider, {
       root: cfg.sandbox.root,
@@ -159,7 +170,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     store.finishRun(runId, clock.now());
     if (abort.signal.aborted) throw new ArborError(`run aborted (${String((abort.signal.reason as Error).message)}); programs recorded as aborted in ${storePath}`, "aborted");
 
-    const samples = buildSamples(store.listTrajectories(runId), store.listGroups(runId));
+    const trajectories = store.listTrajectories(runId);
+    const samples = buildSamples(trajectories, store.listGroups(runId));
     const batchPath = join(outDir, "batch.jsonl");
     await writeSamplesJsonl(batchPath, samples);
     const stats = store.stats(runId);
@@ -169,6 +181,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       storePath,
       batchPath,
       samples: samples.length,
+      toolCalls: trajectories.reduce((n, t) => n + t.tools.length, 0),
       elapsedMs: clock.now() - started,
       tokensPerSecond: (stats.outputTokens * 1000) / rolloutMs,
     };
@@ -206,7 +219,7 @@ function printSummary(s: RunSummary): void {
   const rows: [string, string][] = [
     ["run", s.runId],
     ["programs", `${t.programs} (${terminations || "none ended"})`],
-    ["calls", String(t.calls)],
+    ["calls", `${t.calls} model calls, ${s.toolCalls} tool calls`],
     ["tokens", `${t.promptTokens} prompt, ${t.outputTokens} output`],
     ["mean reward", t.meanReward === null ? "-" : t.meanReward.toFixed(3)],
     ["tokens/s", `${s.tokensPerSecond.toFixed(0)} output tokens/s over the rollout`],

@@ -102,7 +102,8 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   });
   let closed = false;
 
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024 });
+  // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true });
   app.addHook("onSend", async (_req, reply, payload) => {
     reply.header("x-arbor-policy-version", String(opts.policyVersion));
     return payload;

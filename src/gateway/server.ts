@@ -62,7 +62,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
     createRoutingPolicy(opts.routing ?? "least-loaded"),
   );
   const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024 });
-  const app = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 32 * 1024 * 1024 });
+  // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
+  const app = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 32 * 1024 * 1024, forceCloseConnections: true });
 
   app.setErrorHandler((err, _req, reply) => {
     const fastifyStatus = (err as { statusCode?: number }).statusCode;

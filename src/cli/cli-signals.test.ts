@@ -1,0 +1,59 @@
+// Nothing lost on Ctrl-C: an interrupted `arbor run` ends every program it created with a recorded
+// outcome, removes every sandbox, and exits with one line and status 130.
+import { spawn } from "node:child_process";
+import { chmodSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect, it } from "vitest";
+import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+
+const root = join(import.meta.dirname, "../..");
+
+it("SIGINT mid-run: every program ends recorded, no sandbox left, exit 130", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "arbor-sigint-"));
+  chmodSync(dir, 0o755);
+  const cfgPath = join(dir, "c.yaml");
+  writeFileSync(
+    cfgPath,
+    [
+      "name: sigint",
+      "engines: [{name: e0, sequences: 2, contextSize: 1024}]",
+      "env: {name: calc, tasks: 16, seed: 1}",
+      "rollout: {groupSize: 4, concurrency: 2}",
+      "agent: {maxTurns: 4, maxTokensPerCall: 64, maxTotalTokens: 256}",
+      `sandbox: {root: ${join(dir, "sb")}}`,
+      `output: {dir: ${join(dir, "out")}}`,
+    ].join("\n"),
+  );
+  const child = spawn(process.execPath, [join(root, "bin/arbor.mjs"), "run", cfgPath, "--no-progress"], { cwd: root });
+  let stderr = "";
+  let interrupted = false;
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString();
+    if (!interrupted && stderr.includes("gateway ")) {
+      interrupted = true;
+      // Let a few programs start, then interrupt.
+      globalThis.setTimeout(() => child.kill("SIGINT"), 700);
+    }
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+  expect(interrupted).toBe(true);
+  expect(code).toBe(130);
+  const errors = stderr.split("\n").filter((l) => l.startsWith("arbor:"));
+  expect(errors).toHaveLength(1);
+  expect(errors[0]).toMatch(/^arbor: error: run aborted \(received SIGINT\)/);
+
+  const store = new SqliteTrajectoryStore(join(dir, "out", "store.sqlite"));
+  try {
+    const [run] = store.listRuns();
+    expect(run).toBeDefined();
+    const stats = store.stats(run!.id);
+    expect(stats.programs).toBe(64);
+    expect(stats.unfinished).toBe(0);
+    expect(stats.rewarded).toBe(64);
+    expect(stats.terminations.aborted).toBeGreaterThan(0);
+  } finally {
+    store.close();
+  }
+  expect(readdirSync(join(dir, "sb"))).toEqual([]);
+}, 120_000);
