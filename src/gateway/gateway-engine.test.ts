@@ -1,0 +1,69 @@
+// The gateway in front of the real built-in engine (tiny policy on llama.cpp), driven by the
+// official `openai` client as agents drive it.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createBuiltinBackend } from "../backends/builtin.js";
+import type { Call } from "../core/types.js";
+import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
+import { ensurePolicy } from "../model/policy.js";
+import { Vocab } from "../model/vocab.js";
+import { createGateway, type Gateway } from "./server.js";
+
+const calls: Call[] = [];
+let engine: ListeningEngineServer;
+let gateway: Gateway;
+let url: string;
+
+beforeAll(async () => {
+  const policy = ensurePolicy(mkdtempSync(join(tmpdir(), "arbor-gw-engine-")), {
+    seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024,
+  });
+  engine = await startEngineServer({ name: "e0", modelPath: policy.path, policyVersion: 7, sequences: 2, contextSize: 1024, maxWaiting: 8 });
+  gateway = createGateway({ backends: [createBuiltinBackend({ name: "e0", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
+  url = await gateway.listen("127.0.0.1", 0);
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await engine?.close();
+});
+
+describe("gateway + real engine + openai client", () => {
+  it("records exactly the tokens the engine returned, addressed by URL path", async () => {
+    const client = new OpenAI({ baseURL: `${url}/p/prog-a/v1`, apiKey: "unused", maxRetries: 0 });
+    const res = await client.chat.completions.create({
+      model: "arbor-tiny",
+      messages: [{ role: "user", content: "What is 2+3?" }],
+      max_tokens: 16,
+      temperature: 1,
+      seed: 4,
+      logprobs: true,
+    });
+    const raw = res as unknown as { prompt_token_ids: number[]; policy_version: number; choices: { token_ids: number[] }[] };
+    const call = calls.at(-1)!;
+    expect(call.programId).toBe("prog-a");
+    expect(call.index).toBe(0);
+    expect(call.backend).toBe("e0");
+    expect(call.policyVersion).toBe(7);
+    expect(raw.policy_version).toBe(7);
+    expect(call.promptTokenIds).toEqual(raw.prompt_token_ids);
+    expect(call.outputTokenIds).toEqual(raw.choices[0]!.token_ids);
+    expect(call.logprobs).toEqual(res.choices[0]!.logprobs!.content!.map((c) => c.logprob));
+    expect(call.outputText).toBe(res.choices[0]!.message.content);
+    // The engine's ids are the policy's own vocabulary: they decode to the text the client saw.
+    const vocab = new Vocab();
+    const stops = new Set([vocab.eosId, vocab.controlId("<|end|>")]);
+    expect(vocab.decode(call.outputTokenIds.filter((id) => !stops.has(id)))).toBe(res.choices[0]!.message.content);
+  });
+
+  it("addresses programs by header too, numbering each program's calls", async () => {
+    const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0, defaultHeaders: { "x-arbor-program": "prog-b" } });
+    for (let i = 0; i < 2; i++) {
+      await client.completions.create({ model: "arbor-tiny", prompt: "1+1=", max_tokens: 4, seed: i });
+    }
+    expect(calls.filter((c) => c.programId === "prog-b").map((c) => c.index)).toEqual([0, 1]);
+  });
+});
