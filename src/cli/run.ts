@@ -124,6 +124,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       limits: { cpuSeconds: cfg.sandbox.cpuSeconds, memoryMb: cfg.sandbox.memoryMb, wallMs: cfg.sandbox.wallMs },
       clock,
     });
+    const swept = (sandboxes as { sweptOnStart?: string[] }).sweptOnStart ?? [];
+    if (swept.length > 0) log(`sandbox  removed ${swept.length} workspace(s) left behind by killed runs`);
 
     const runId = `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
     store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: started });

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildBwrapArgv, DEFAULT_BINARIES } from "./bwrap-args.js";
@@ -170,7 +170,14 @@ describe("bwrap cleanup when Node dies", () => {
     c.kill();
     await c.exited;
     await waitFor(() => pidsWithCmdline(marker).length === 0 && pidsWithCmdline(c.ws).length === 0);
-    // No exit hook can run on SIGKILL: the workspace stays until the next cleanup of the root.
-    rmSync(c.ws, { recursive: true, force: true });
+    // No exit hook can run on SIGKILL: the workspace stays until the next provider on this root
+    // sweeps workspaces whose owner is dead — and only those.
+    expect(existsSync(c.ws)).toBe(true);
+    expect(provider().sweptOnStart).toContain(basename(c.ws));
+    expect(existsSync(c.ws)).toBe(false);
+    const mine = await provider().create("prog-live");
+    expect(provider().sweptOnStart).not.toContain(basename(mine.hostWorkspace));
+    expect(existsSync(mine.hostWorkspace)).toBe(true);
+    await mine.destroy();
   });
 });

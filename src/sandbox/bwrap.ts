@@ -9,6 +9,7 @@ import type { Clock } from "../core/clock.js";
 import { CapacityError, ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { buildBwrapArgv, DEFAULT_BINARIES, type SandboxBinaries } from "./bwrap-args.js";
+import { ownerPrefix, sweepStaleWorkspaces } from "./stale-workspaces.js";
 import { registerExitCleanup, unregisterExitCleanup, type SyncDisposable } from "./exit-cleanup.js";
 import { killPidNamespace } from "./proc-scan.js";
 import type { ExecOptions, ExecResult, Sandbox, SandboxLimits, SandboxProvider } from "./sandbox.js";
@@ -277,6 +278,8 @@ export class BwrapProvider implements SandboxProvider {
   private readonly ctx: ProviderContext;
   private readonly live = new Set<BwrapSandbox>();
   private readonly maxSandboxes: number;
+  /** Workspaces of dead owners (killed runs) removed when this provider started. */
+  readonly sweptOnStart: string[];
 
   constructor(opts: BwrapProviderOptions) {
     const l = opts.limits;
@@ -302,6 +305,7 @@ export class BwrapProvider implements SandboxProvider {
     const uid = sandboxUid(opts.uid ?? DEFAULT_SANDBOX_UID);
     mkdirSync(this.root, { recursive: true, mode: 0o755 });
     checkTraversable(this.root, uid);
+    this.sweptOnStart = sweepStaleWorkspaces(this.root);
     this.ctx = {
       limits: { ...l },
       clock: opts.clock ?? realClock,
@@ -317,7 +321,7 @@ export class BwrapProvider implements SandboxProvider {
   async create(programId: string): Promise<Sandbox> {
     if (this.live.size >= this.maxSandboxes) throw new CapacityError("bwrap sandbox provider", this.maxSandboxes);
     const safe = programId.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 48) || "program";
-    const ws = await mkdtemp(join(this.root, `${safe}-`));
+    const ws = await mkdtemp(join(this.root, `${ownerPrefix()}${safe}-`));
     if (this.ctx.uid !== null) chownSync(ws, this.ctx.uid, this.ctx.uid);
     const sb = new BwrapSandbox(programId, ws, this.ctx, (s) => {
       this.live.delete(s);
