@@ -33,7 +33,7 @@ function expectOneLineError(r: { status: number | null; stderr: string }, patter
   expect(r.status).not.toBe(0);
   expect(r.status).not.toBeNull();
   // Status lines (what was started where) may precede the error; nothing else may.
-  const lines = r.stderr.trim().split("\n").filter((l) => !/^(policy|engine|gateway) {2,}/.test(l));
+  const lines = r.stderr.trim().split("\n").filter((l) => !/^(policy|engine|gateway|sandbox) {2,}/.test(l));
   expect(lines).toHaveLength(1);
   expect(lines[0]).toMatch(/^arbor: error: /);
   expect(lines[0]).toMatch(pattern);
