@@ -2,6 +2,7 @@
 // Errors a user can fix print as one line (no stack trace unless --debug) and exit non-zero.
 import { Command, CommanderError } from "commander";
 import { ArborError } from "../core/errors.js";
+import { benchCommand } from "./bench.js";
 import { runCommand } from "./run.js";
 
 const program = new Command()
@@ -17,6 +18,15 @@ program
   .option("--no-progress", "do not draw a progress bar")
   .action(async (config: string, opts: { progress: boolean }) => {
     await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true });
+  });
+
+program
+  .command("bench")
+  .description("run a benchmark beside its baseline and print its tables (e.g. `arbor bench engine`)")
+  .argument("<name>", "benchmark name")
+  .option("--quick", "small workloads: a smoke run, numbers indicative only")
+  .action(async (name: string, opts: { quick?: boolean }) => {
+    await benchCommand(name, { quick: opts.quick === true });
   });
 
 try {

@@ -1,0 +1,24 @@
+// The benchmark contract: each optimization ships a benchmark that runs it beside its baseline in
+// one run and reports tables (with the ratio), printed by `arbor bench <name>`.
+
+/** One printed table. */
+export interface BenchTable {
+  title: string;
+  columns: string[];
+  rows: (string | number)[][];
+  /** Lines printed under the table (sources, how to read it). */
+  notes?: string[];
+}
+
+export interface BenchOptions {
+  /** Smaller workloads (tests, CI smoke runs); the numbers are then indicative only. */
+  quick: boolean;
+  /** Progress lines. */
+  log: (line: string) => void;
+}
+
+export interface Benchmark {
+  name: string;
+  description: string;
+  run(opts: BenchOptions): Promise<BenchTable[]>;
+}

@@ -1,0 +1,21 @@
+import { describe, expect, it } from "vitest";
+import { getBenchmark } from "./registry.js";
+
+describe("arbor bench engine", () => {
+  it("produces the llama.cpp throughput table with both sides measured", async () => {
+    const lines: string[] = [];
+    const tables = await getBenchmark("engine").run({ quick: true, log: (l) => lines.push(l) });
+    const t = tables.find((x) => x.title.startsWith("(c)"))!;
+    expect(t.rows.map((r) => r[0])).toEqual([1, 2]);
+    for (const r of t.rows) {
+      expect(r[2]).toBeGreaterThan(0);
+      expect(r[3]).toBeGreaterThan(0);
+      expect(r[4]).toBeCloseTo((r[2] as number) / (r[3] as number), 9);
+    }
+    expect(lines.length).toBe(2);
+  });
+
+  it("rejects an unknown benchmark naming the known ones", () => {
+    expect(() => getBenchmark("nope")).toThrowError(/unknown benchmark 'nope' \(known: engine/);
+  });
+});

@@ -1,0 +1,18 @@
+// Benchmarks by name, for `arbor bench <name>` and `npm run bench -- <name>`.
+import { ArborError } from "../core/errors.js";
+import type { Benchmark } from "./bench.js";
+import { engineBench } from "./engine-bench.js";
+
+const BENCHMARKS: Record<string, Benchmark> = {
+  engine: engineBench,
+};
+
+/** Names of the registered benchmarks. */
+export const benchmarkNames: readonly string[] = Object.keys(BENCHMARKS);
+
+/** Look a benchmark up by name; an unknown name is an ArborError listing the known ones. */
+export function getBenchmark(name: string): Benchmark {
+  const b = Object.hasOwn(BENCHMARKS, name) ? BENCHMARKS[name] : undefined;
+  if (!b) throw new ArborError(`unknown benchmark '${name}' (known: ${benchmarkNames.join(", ")})`, "config");
+  return b;
+}
