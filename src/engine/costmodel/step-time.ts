@@ -1,0 +1,107 @@
+// The cost model's step time: how long one engine step of a StepPlan takes on a CostProfile.
+// Pure, allocation-light arithmetic, so the simulator can call it for every step of thousands of runs.
+import { ArborError } from "../../core/errors.js";
+import type { KvTransfer, StepPlan } from "../scheduler/step-plan.js";
+import type { CostProfile } from "./profile.js";
+
+/** The parts of one step's time, ms. `totalMs` is their sum. */
+export interface StepTimeBreakdown {
+  /** max(prefillBase if any prefill chunk, decodeBase if any decoding sequence): one forward pass. */
+  baseMs: number;
+  /** prefillPerTokenMs × prefill tokens. */
+  prefillMs: number;
+  /** decodePerSeqMs × decoding sequences. */
+  decodeMs: number;
+  /** attnPerKvTokenMs × (KV tokens of decoding sequences + cached prefix of prefill chunks). */
+  attentionMs: number;
+  /** MLP roofline over all batched tokens. */
+  mlpMs: number;
+  /** Σ bytes / bandwidth of the tier each transfer crosses. */
+  transferMs: number;
+  totalMs: number;
+}
+
+/**
+ * MLP time of a step with `batchedTokens` tokens: the memory-bound floor (weights streamed once) up
+ * to the threshold, then the compute-bound cost per further token; 0 for an empty step.
+ *   mlp(n) = n = 0 ? 0 : mlpMemoryBoundMs + mlpComputeBoundPerTokenMs × max(0, n − threshold)
+ */
+export function mlpTimeMs(profile: CostProfile, batchedTokens: number): number {
+  if (batchedTokens <= 0) return 0;
+  const over = Math.max(0, batchedTokens - profile.computeBoundThresholdTokens);
+  return profile.mlpMemoryBoundMs + profile.mlpComputeBoundPerTokenMs * over;
+}
+
+/** Bandwidth of the link a transfer crosses: L3 when either end is L3, else device <-> host (L2). */
+export function transferTimeMs(profile: CostProfile, t: KvTransfer): number {
+  if (t.from === t.to) throw new ArborError(`KV transfer from ${t.from} to itself`, "engine");
+  if (!Number.isFinite(t.bytes) || t.bytes < 0) {
+    throw new ArborError(`KV transfer ${t.from}->${t.to}: bytes must be a finite number >= 0 (got ${t.bytes})`, "engine");
+  }
+  const bw = t.from === "L3" || t.to === "L3" ? profile.l3BandwidthBytesPerMs : profile.l2BandwidthBytesPerMs;
+  return t.bytes / bw;
+}
+
+/**
+ * Time of one engine step, split into its parts.
+ *
+ * A chunk of one new token on top of existing KV is a decoding sequence (the last token of a chunked
+ * prompt is computed the same way, so it is costed the same); any other chunk is prefill.
+ *   T = max(P ? prefillBase : 0, D ? decodeBase : 0)        one forward pass, paid once
+ *     + prefillPerToken × Σ_prefill numNewTokens
+ *     + decodePerSeq × |D|
+ *     + attnPerKvToken × (Σ_D kvTokensOf(id) + Σ_P numComputedTokens)
+ *     + mlp(Σ numNewTokens)
+ *     + Σ_transfers bytes / bandwidth(tier)
+ * Attention among the new tokens of a prefill chunk (quadratic in the chunk) has no term of its own:
+ * the §F reference it is calibrated to is linear in prompt length, so it sits in the per-token cost.
+ * Monotone non-decreasing in the number of chunks, prompt length, KV length and transfer bytes.
+ */
+export function stepTimeBreakdown(
+  profile: CostProfile,
+  plan: StepPlan,
+  kvTokensOf: (requestId: string) => number,
+): StepTimeBreakdown {
+  let prefillTokens = 0;
+  let prefillChunks = 0;
+  let decodeSeqs = 0;
+  let kvTokens = 0;
+  for (const c of plan.chunks) {
+    if (!Number.isInteger(c.numNewTokens) || c.numNewTokens < 1) {
+      throw new ArborError(`step ${plan.stepId}: ${c.requestId}.numNewTokens must be an integer >= 1 (got ${c.numNewTokens})`, "engine");
+    }
+    if (!Number.isInteger(c.numComputedTokens) || c.numComputedTokens < 0) {
+      throw new ArborError(`step ${plan.stepId}: ${c.requestId}.numComputedTokens must be an integer >= 0 (got ${c.numComputedTokens})`, "engine");
+    }
+    if (c.numNewTokens === 1 && c.numComputedTokens > 0) {
+      const kv = kvTokensOf(c.requestId);
+      if (!Number.isFinite(kv) || kv < 0) {
+        throw new ArborError(`step ${plan.stepId}: KV tokens of ${c.requestId} must be a finite number >= 0 (got ${kv})`, "engine");
+      }
+      decodeSeqs++;
+      kvTokens += kv;
+    } else {
+      prefillChunks++;
+      prefillTokens += c.numNewTokens;
+      kvTokens += c.numComputedTokens;
+    }
+  }
+  const baseMs = Math.max(prefillChunks > 0 ? profile.prefillBaseMs : 0, decodeSeqs > 0 ? profile.decodeBaseMs : 0);
+  const prefillMs = profile.prefillPerTokenMs * prefillTokens;
+  const decodeMs = profile.decodePerSeqMs * decodeSeqs;
+  const attentionMs = profile.attnPerKvTokenMs * kvTokens;
+  const mlpMs = mlpTimeMs(profile, prefillTokens + decodeSeqs);
+  let transferMs = 0;
+  for (const t of plan.transfers) transferMs += transferTimeMs(profile, t);
+  const totalMs = baseMs + prefillMs + decodeMs + attentionMs + mlpMs + transferMs;
+  return { baseMs, prefillMs, decodeMs, attentionMs, mlpMs, transferMs, totalMs };
+}
+
+/** Time of one engine step for `plan`, ms (see stepTimeBreakdown for the formula). */
+export function stepTimeMs(
+  profile: CostProfile,
+  plan: StepPlan,
+  kvTokensOf: (requestId: string) => number,
+): number {
+  return stepTimeBreakdown(profile, plan, kvTokensOf).totalMs;
+}
