@@ -13,6 +13,12 @@ describe("arbor bench engine", () => {
       expect(r[4]).toBeCloseTo((r[2] as number) / (r[3] as number), 9);
     }
     expect(lines.length).toBe(2);
+    // (a): every cited reference point is matched within 10%.
+    const calibration = tables.filter((x) => x.title.startsWith("(a)"));
+    expect(calibration.length).toBeGreaterThanOrEqual(2);
+    const cited = calibration.flatMap((x) => x.rows).filter((r) => typeof r[2] === "number");
+    expect(cited.length).toBeGreaterThan(5);
+    for (const r of cited) expect(Math.abs(Number(r[4]))).toBeLessThanOrEqual(10);
   });
 
   it("rejects an unknown benchmark naming the known ones", () => {

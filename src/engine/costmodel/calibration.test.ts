@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { batchLatencyMs, calibrationTable, formatTable } from "./calibration.js";
+import { batchLatencyMs, calibrationTable } from "./calibration.js";
 import { COST_PROFILES } from "./profile.js";
 import { ROUND_PROFILE } from "./test-helpers.js";
 
@@ -30,13 +30,4 @@ describe("calibrationTable", () => {
     expect(batchLatencyMs(ROUND_PROFILE, 2, 3, 3)).toBeCloseTo(18.2 + 7.08 + 7.1, 10);
   });
 
-  it("formatTable prints a header and one line per row, with — for missing references", () => {
-    const rows = calibrationTable(COST_PROFILES["llama-3-8b/h100"] ?? ROUND_PROFILE);
-    const text = formatTable(rows);
-    const lines = text.split("\n");
-    expect(lines[0]).toMatch(/^case\s+unit\s+reference\s+model\s+error %\s+source$/);
-    expect(lines).toHaveLength(rows.length + 2);
-    expect(text).toContain("prefill step, batch 1, prompt 512");
-    expect(text).toContain("model only");
-  });
 });

@@ -1,5 +1,6 @@
 // Calibration table: the cost model's predictions beside the published reference points its profiles
-// were calibrated from or checked against, with the error of each. `arbor bench engine` prints it.
+// were calibrated from or checked against, with the error of each. `arbor bench engine` prints it
+// (src/bench/costmodel-calibration.ts).
 import type { ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
 import { LLAMA3_70B_H200_TP4, LLAMA3_8B_H100, SECTION_F, type CostProfile } from "./profile.js";
 import { mlpTimeMs, stepTimeMs } from "./step-time.js";
@@ -170,29 +171,4 @@ export function calibrationTable(profile: CostProfile): CalibrationRow[] {
     };
   });
   return [...refRows, ...curveRows(profile)];
-}
-
-function fmt(v: number): string {
-  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
-}
-
-/** Plain-text table of calibration rows (columns: case, reference, model, error %, source). */
-export function formatTable(rows: readonly CalibrationRow[]): string {
-  const head = ["case", "unit", "reference", "model", "error %", "source"];
-  const body = rows.map((r) => [
-    r.case,
-    r.unit,
-    r.reference ? fmt(r.reference.value) : "—",
-    fmt(r.model),
-    r.errorPct === undefined ? "—" : `${r.errorPct >= 0 ? "+" : ""}${r.errorPct.toFixed(1)}`,
-    r.reference?.source ?? "model only",
-  ]);
-  const all = [head, ...body];
-  const widths = head.map((_, i) => Math.max(...all.map((row) => (row[i] ?? "").length)));
-  const line = (row: string[]): string =>
-    row
-      .map((cell, i) => (i === 0 || i === row.length - 1 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0)))
-      .join("  ")
-      .trimEnd();
-  return [line(head), widths.map((w) => "-".repeat(w)).join("  "), ...body.map(line)].join("\n");
 }
