@@ -17,6 +17,8 @@ export interface GenerateRequest {
   rng: Rng;
   /** Aborting ends the generation early with finish reason `abort` (or rejects while queued). */
   signal?: AbortSignal;
+  /** Called with each token as soon as it is sampled (streaming); must not throw. */
+  onToken?: (token: SampledToken) => void;
 }
 
 export type EngineFinishReason = "stop" | "length" | "abort";

@@ -124,6 +124,7 @@ export class LlamaCppExecutor implements Executor {
         this.inUse.set(seq, seq.nextTokenIndex);
         const tok = sampleToken(probs, params, req.rng);
         tokens.push(tok);
+        req.onToken?.(tok);
         if (this.stopIds.has(tok.id)) return { tokens, finishReason: "stop", stopTokenId: tok.id };
         if (tokens.length >= req.maxTokens) return { tokens, finishReason: "length" };
         input = [tok.id];

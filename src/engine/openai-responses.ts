@@ -72,12 +72,24 @@ export function completionLogprobs(
   return {
     tokens: result.tokens.map((t) => vocab.tokenText(t.id)),
     token_logprobs: result.tokens.map((t) => jsonLogprob(t.logprob)),
-    top_logprobs: result.tokens.map((t) => {
-      const top: Record<string, number> = {};
-      for (const alt of t.top) top[vocab.tokenText(alt.id)] = jsonLogprob(alt.logprob);
-      top[vocab.tokenText(t.id)] = jsonLogprob(t.logprob);
-      return top;
-    }),
+    top_logprobs: result.tokens.map((t) => completionTopLogprobs(vocab, t)),
     text_offset: textOffset,
   };
+}
+
+/** One legacy `top_logprobs` entry: the `n` alternatives plus the chosen token. */
+export function completionTopLogprobs(vocab: Vocab, t: SampledToken): Record<string, number> {
+  const top: Record<string, number> = {};
+  for (const alt of t.top) top[vocab.tokenText(alt.id)] = jsonLogprob(alt.logprob);
+  top[vocab.tokenText(t.id)] = jsonLogprob(t.logprob);
+  return top;
+}
+
+/** Legacy completions logprobs of one streamed token that starts at `textOffset` of the output. */
+export function completionChunkLogprobs(
+  vocab: Vocab,
+  t: SampledToken,
+  textOffset: number,
+): { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] } {
+  return { tokens: [vocab.tokenText(t.id)], token_logprobs: [jsonLogprob(t.logprob)], top_logprobs: [completionTopLogprobs(vocab, t)], text_offset: [textOffset] };
 }

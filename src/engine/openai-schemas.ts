@@ -1,12 +1,21 @@
 // Request bodies of the OpenAI-compatible endpoints, validated with zod. Fields Arbor does not
 // implement are rejected when set to a non-default value rather than silently ignored.
 import { z } from "zod";
+import type { ChatMessage } from "../core/types.js";
 
 const nonNegInt = z.number().int().min(0);
 const maxTokens = z.number().int().min(1).nullish();
 const temperature = z.number().min(0).max(100).nullish();
 const topP = z.number().gt(0).max(1).nullish();
 const seed = z.number().int().nullish();
+const streamOptions = z
+  .object({
+    /** A last chunk with `usage` and no choices. */
+    include_usage: z.boolean().nullish(),
+    /** `usage` on every chunk (vLLM). */
+    continuous_usage_stats: z.boolean().nullish(),
+  })
+  .nullish();
 
 // Sampling controls no tiny-policy client needs yet; accepted only at their no-op values.
 const unsupported = {
@@ -41,6 +50,7 @@ export const ChatCompletionRequestSchema = z.object({
   top_logprobs: nonNegInt.max(20).nullish(),
   return_token_ids: z.boolean().nullish(),
   stream: z.boolean().nullish(),
+  stream_options: streamOptions,
   ...unsupported,
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
@@ -58,6 +68,16 @@ export const CompletionRequestSchema = z.object({
   return_token_ids: z.boolean().nullish(),
   echo: z.literal(false, { error: "echo is not supported (must be false)" }).nullish(),
   stream: z.boolean().nullish(),
+  stream_options: streamOptions,
   ...unsupported,
 });
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
+
+/** Request messages as Arbor chat messages (text parts joined by newlines). */
+export function toChatMessages(messages: readonly z.infer<typeof ChatMessageSchema>[]): ChatMessage[] {
+  return messages.map((m) => ({
+    role: m.role,
+    content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("\n"),
+    ...(m.name !== undefined ? { name: m.name } : {}),
+  }));
+}

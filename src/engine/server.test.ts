@@ -10,7 +10,8 @@ import { ensurePolicy } from "../model/policy.js";
 import { Vocab } from "../model/vocab.js";
 import type { Executor, GenerateRequest, GenerateResult } from "./executor.js";
 import { llamaRuntime } from "./llama-runtime.js";
-import { createEngineServer, startEngineServer, type EngineServer } from "./server.js";
+import type { StreamEvent, StreamEventChoice } from "./http/stream-chunks.js";
+import { createEngineServer, startEngineServer, type EngineServer, type ListeningEngineServer } from "./server.js";
 
 const INIT = { seed: 1, nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 2048 };
 const vocab = new Vocab();
@@ -21,7 +22,7 @@ const MESSAGES = [
 
 let dir: string;
 let modelPath: string;
-let server: EngineServer;
+let server: ListeningEngineServer;
 
 interface ChatBody {
   id: string;
@@ -59,7 +60,7 @@ function contentIds(c: ChatBody["choices"][number]): number[] {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-engine-"));
   modelPath = ensurePolicy(dir, INIT).path;
-  server = await createEngineServer({ name: "test", modelPath, policyVersion: 3, sequences: 2, contextSize: 256, maxWaiting: 4, seed: 11 });
+  server = await startEngineServer({ name: "test", modelPath, policyVersion: 3, sequences: 2, contextSize: 256, maxWaiting: 4, seed: 11 });
 });
 
 afterAll(async () => {
@@ -202,7 +203,8 @@ describe("validation", () => {
     ["temperature type", "/v1/chat/completions", { messages: MESSAGES, temperature: "hot" }, 400, "temperature", /number/],
     ["top_logprobs > 20", "/v1/chat/completions", { messages: MESSAGES, logprobs: true, top_logprobs: 21 }, 400, "top_logprobs", /20/],
     ["top_logprobs without logprobs", "/v1/chat/completions", { messages: MESSAGES, top_logprobs: 2 }, 400, "top_logprobs", /logprobs: true/],
-    ["stream", "/v1/chat/completions", { messages: MESSAGES, stream: true }, 400, "stream", /streaming is not supported yet/],
+    ["stream type", "/v1/chat/completions", { messages: MESSAGES, stream: "yes" }, 400, "stream", /boolean/],
+    ["stream_options without stream", "/v1/chat/completions", { messages: MESSAGES, stream_options: { include_usage: true } }, 400, "stream_options", /stream is true/],
     ["stop strings", "/v1/chat/completions", { messages: MESSAGES, stop: ["\n"] }, 400, "stop", /not supported/],
     ["over the context", "/v1/chat/completions", { messages: MESSAGES, max_tokens: 250 }, 400, "max_tokens", /context is 256 tokens/],
     ["max_completion_tokens over", "/v1/chat/completions", { messages: MESSAGES, max_completion_tokens: 9999 }, 400, "max_completion_tokens", /context/],
@@ -213,6 +215,26 @@ describe("validation", () => {
     ["prompt over the context", "/v1/completions", { prompt: new Array(300).fill(5) }, 400, "prompt", /over the context of 256/],
     ["echo", "/v1/completions", { prompt: "x", echo: true }, 400, "echo", /echo/],
     ["max_tokens 0", "/v1/completions", { prompt: "x", max_tokens: 0 }, 400, "max_tokens", /1/],
+    ["negative max_tokens", "/v1/completions", { prompt: "x", max_tokens: -5 }, 400, "max_tokens", />=1/],
+    ["absurd max_tokens", "/v1/completions", { prompt: "x", max_tokens: 1e12 }, 400, "max_tokens", /context is 256 tokens/],
+    ["absurd max_tokens (chat)", "/v1/chat/completions", { messages: MESSAGES, max_tokens: 1e12 }, 400, "max_tokens", /context is 256 tokens/],
+    ["fractional max_tokens", "/v1/completions", { prompt: "x", max_tokens: 1.5 }, 400, "max_tokens", /int/],
+    ["max_tokens type", "/v1/completions", { prompt: "x", max_tokens: "16" }, 400, "max_tokens", /number/],
+    ["messages type", "/v1/chat/completions", { messages: "hi" }, 400, "messages", /array/],
+    ["content type", "/v1/chat/completions", { messages: [{ role: "user", content: 7 }] }, 400, "messages[0].content", /string or an array/],
+    ["seed type", "/v1/completions", { prompt: "x", seed: 1.5 }, 400, "seed", /int/],
+    ["unknown model (completions)", "/v1/completions", { model: "nope", prompt: "x" }, 404, "model", /nope/],
+    ["streamed request over the context", "/v1/completions", { prompt: "x", max_tokens: 9999, stream: true }, 400, "max_tokens", /context/],
+    ["streamed unknown model", "/v1/chat/completions", { model: "m2", messages: MESSAGES, stream: true }, 404, "model", /m2/],
+    ["tokenize: prompt type", "/tokenize", { prompt: 5 }, 400, "prompt", /string/],
+    ["tokenize: unknown model", "/tokenize", { model: "x", prompt: "a" }, 404, "model", /`x`/],
+    ["detokenize: out of vocabulary", "/detokenize", { tokens: [1, vocab.size + 3] }, 400, "tokens[1]", /outside the vocabulary/],
+    ["detokenize: negative", "/detokenize", { tokens: [-1] }, 400, "tokens[0]", />=0/],
+    ["load_weights: missing path", "/v1/load_weights", { policy_version: 9 }, 400, "model_path", /GGUF/],
+    ["load_weights: version type", "/v1/load_weights", { model_path: "/x.gguf", policy_version: "9" }, 400, "policy_version", /number/],
+    ["load_weights: in_flight", "/v1/load_weights", { model_path: "/x.gguf", policy_version: 9, in_flight: "later" }, 400, "in_flight", /finish/],
+    ["load_weights: stale version", "/v1/load_weights", { model_path: "/x.gguf", policy_version: 3 }, 400, "policy_version", /greater than the current policy version 3/],
+    ["sleep level", "/sleep?level=3", {}, 400, "level", /1 or 2/],
   ];
   it.each(cases)("%s", async (_name, path, payload, status, param, message) => {
     const res = await post(path, payload);
@@ -226,6 +248,23 @@ describe("validation", () => {
     const res = await server.app.inject({ method: "POST", url: "/v1/completions", headers: { "content-type": "application/json" }, payload: "{nope" });
     expect(res.statusCode).toBe(400);
     expect(res.json().error.type).toBe("invalid_request_error");
+  });
+
+  it("answers bodies that are not objects, empty or of another type with a 4xx OpenAI error", async () => {
+    for (const [payload, type] of [["[1,2]", "application/json"], ["null", "application/json"], ["", "application/json"], ["hello", "text/plain"]] as const) {
+      for (const url of ["/v1/completions", "/v1/chat/completions", "/tokenize", "/v1/load_weights"]) {
+        const res = await server.app.inject({ method: "POST", url, headers: { "content-type": type }, payload });
+        expect(res.statusCode, `${url} ${payload}`).toBeGreaterThanOrEqual(400);
+        expect(res.statusCode, `${url} ${payload}`).toBeLessThan(500);
+        expect(typeof res.json().error.message).toBe("string");
+      }
+    }
+    // 1e400 parses as Infinity: not a number zod accepts.
+    const inf = await server.app.inject({ method: "POST", url: "/v1/completions", headers: { "content-type": "application/json" }, payload: '{"prompt": "x", "max_tokens": 1e400}' });
+    expect(inf.statusCode).toBe(400);
+    expect(inf.json().error.param).toBe("max_tokens");
+    // The engine still serves after all that.
+    expect((await post("/v1/completions", { prompt: "hi", max_tokens: 2 })).status).toBe(200);
   });
 });
 
@@ -357,3 +396,220 @@ describe("serving", () => {
     }
   });
 });
+
+interface SseResult {
+  status: number;
+  contentType: string | null;
+  version: string | null;
+  events: StreamEvent[];
+  done: boolean;
+}
+
+/** POST over real HTTP and split the server-sent events (every event must be `data: ...`). */
+async function sse(path: string, payload: Record<string, unknown>, target: ListeningEngineServer = server): Promise<SseResult> {
+  const res = await fetch(`${target.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(payload) });
+  const raw = await res.text();
+  const blocks = raw.split("\n\n");
+  expect(blocks.pop()).toBe(""); // the stream ends with a blank line
+  const events: StreamEvent[] = [];
+  let done = false;
+  for (const b of blocks) {
+    expect(b.startsWith("data: ")).toBe(true);
+    expect(done).toBe(false); // nothing after [DONE]
+    const data = b.slice("data: ".length);
+    if (data === "[DONE]") done = true;
+    else events.push(JSON.parse(data) as StreamEvent);
+  }
+  return { status: res.status, contentType: res.headers.get("content-type"), version: res.headers.get("x-arbor-policy-version"), events, done };
+}
+
+/** The one choice of a content chunk. */
+function only(e: StreamEvent): StreamEventChoice {
+  expect(e.choices).toHaveLength(1);
+  return e.choices[0]!;
+}
+
+describe("streaming", () => {
+  it("streams chat chunks that add up to the non-streaming answer", async () => {
+    const req = { messages: MESSAGES, max_tokens: 24, temperature: 1, seed: 77, logprobs: true, top_logprobs: 2, return_token_ids: true };
+    const whole = await chat(req);
+    const s = await sse("/v1/chat/completions", { ...req, stream: true, stream_options: { include_usage: true } });
+    expect(s.status).toBe(200);
+    expect(s.contentType).toMatch(/^text\/event-stream/);
+    expect(s.version).toBe("3");
+    expect(s.done).toBe(true);
+    const usageChunk = s.events.at(-1)!;
+    expect(usageChunk.choices).toEqual([]);
+    expect(usageChunk.usage).toEqual(whole.usage);
+    const chunks = s.events.slice(0, -1);
+    const ids = new Set(s.events.map((e) => e.id));
+    expect(ids.size).toBe(1);
+    expect([...ids][0]).toMatch(/^chatcmpl-/);
+    for (const e of s.events) {
+      expect(e.object).toBe("chat.completion.chunk");
+      expect(e.policy_version).toBe(3);
+    }
+    const first = chunks[0]!;
+    expect(first.choices[0]?.delta).toEqual({ role: "assistant", content: "" });
+    expect(first.prompt_token_ids).toEqual(whole.prompt_token_ids);
+    const rest = chunks.slice(1).map(only);
+    expect(rest.length).toBe(whole.choices[0]!.token_ids!.length); // one chunk per token
+    expect(rest.slice(0, -1).every((c) => c.finish_reason === null)).toBe(true);
+    expect(rest.at(-1)!.finish_reason).toBe(whole.choices[0]!.finish_reason);
+    expect(rest.map((c) => c.delta?.content).join("")).toBe(whole.choices[0]!.message.content);
+    expect(rest.flatMap((c) => c.token_ids)).toEqual(whole.choices[0]!.token_ids);
+    expect(rest.flatMap((c) => c.logprobs?.content ?? [])).toEqual(whole.choices[0]!.logprobs!.content);
+  });
+
+  it("streams text completions with prompt ids first, then a chunk per token", async () => {
+    const req = { prompt: [vocab.bosId, ...vocab.encode("abc")], max_tokens: 20, temperature: 1, seed: 21, logprobs: 1, return_token_ids: true };
+    const whole = (await post("/v1/completions", req)).body.choices[0];
+    const s = await sse("/v1/completions", { ...req, stream: true });
+    expect(s.status).toBe(200);
+    expect(s.done).toBe(true);
+    const choices = s.events.map((e) => {
+      expect(e.object).toBe("text_completion");
+      return only(e);
+    });
+    expect(s.events.every((e) => e.usage === undefined)).toBe(true); // no include_usage
+    expect(choices[0]?.prompt_token_ids).toEqual(req.prompt);
+    expect(choices.slice(1).every((c) => c.prompt_token_ids === undefined)).toBe(true);
+    expect(choices.map((c) => c.text).join("")).toBe(whole.text);
+    expect(choices.flatMap((c) => c.token_ids)).toEqual(whole.token_ids);
+    expect(choices.flatMap((c) => c.logprobs?.token_logprobs ?? [])).toEqual(whole.logprobs.token_logprobs);
+    expect(choices.at(-1)?.finish_reason).toBe(whole.finish_reason);
+  });
+
+  it("answers a streamed request refused before its first token with a plain JSON error", async () => {
+    const small = await startEngineServer({ name: "small-stream", modelPath, policyVersion: 0, sequences: 1, contextSize: 128, maxWaiting: 0 });
+    try {
+      const first = post("/v1/completions", { prompt: [vocab.bosId, ...vocab.encode("abc")], max_tokens: 40, temperature: 0 }, small);
+      for (let i = 0; small.executor.stats().running === 0 && i < 100_000; i++) await new Promise((r) => setImmediate(r));
+      const res = await fetch(`${small.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "x", max_tokens: 2, stream: true }) });
+      expect(res.status).toBe(429);
+      expect(res.headers.get("content-type")).toMatch(/application\/json/);
+      expect(((await res.json()) as { error: { type: string } }).error.type).toBe("rate_limit_error");
+      expect((await first).status).toBe(200);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it("aborts the generation when the client disconnects mid-stream", async () => {
+    const real = server.executor;
+    let generating = 0;
+    // Sends one token, then holds until its signal aborts: the disconnect lands mid-stream.
+    const oneThenHold: Executor = {
+      vocabSize: real.vocabSize,
+      contextSize: real.contextSize,
+      sequences: real.sequences,
+      tokenize: (t) => real.tokenize(t),
+      stats: () => ({ running: generating, waiting: 0, usedTokens: 0, totalTokens: 256 }),
+      close: async () => {},
+      generate: (req: GenerateRequest) =>
+        new Promise<GenerateResult>((resolve) => {
+          generating++;
+          const tok = { id: vocab.encode("a")[0]!, logprob: -1, top: [] };
+          req.onToken?.(tok);
+          req.signal?.addEventListener("abort", () => {
+            generating--;
+            resolve({ tokens: [tok], finishReason: "abort" });
+          });
+        }),
+    };
+    const s = await startEngineServer({ name: "hold-stream", modelPath, policyVersion: 0, sequences: 1, contextSize: 128, maxWaiting: 0, executor: oneThenHold });
+    try {
+      const got = await new Promise<string>((resolve, reject) => {
+        const req = httpRequest(`${s.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
+          res.once("data", (buf: Buffer) => {
+            resolve(buf.toString());
+            req.destroy();
+          });
+        });
+        req.on("error", () => {});
+        req.on("close", () => reject(new Error("closed before the first chunk")));
+        req.end(JSON.stringify({ messages: MESSAGES, max_tokens: 50, stream: true }));
+      });
+      expect(got).toMatch(/^data: \{.*"role":"assistant"/);
+      for (let i = 0; generating > 0 && i < 100_000; i++) await new Promise((r) => setImmediate(r));
+      expect(generating).toBe(0);
+      const metrics = (await s.app.inject({ url: "/metrics" })).body;
+      expect(Number(/^vllm:request_success_total\{finished_reason="abort"\S* (\d+)$/m.exec(metrics)?.[1])).toBe(1);
+      expect(s.slot.inFlight).toBe(0);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("tokenize", () => {
+  it("tokenizes a prompt as /v1/completions does, honouring add_special_tokens", async () => {
+    const a = await post("/tokenize", { model: "arbor-tiny", prompt: "hello world" });
+    expect(a.status).toBe(200);
+    expect(a.body).toEqual({ count: 12, max_model_len: 256, tokens: [vocab.bosId, ...vocab.encode("hello world")] });
+    const b = await post("/tokenize", { prompt: "hello world", add_special_tokens: false, return_token_strs: true });
+    expect(b.body.tokens).toEqual(vocab.encode("hello world"));
+    expect(b.body.token_strs.join("")).toBe("hello world");
+  });
+
+  it("tokenizes messages exactly as the chat endpoint renders them", async () => {
+    const whole = await chat({ max_tokens: 2, seed: 1 });
+    const t = await post("/tokenize", { messages: MESSAGES });
+    expect(t.body.tokens).toEqual(whole.prompt_token_ids);
+    expect(t.body.count).toBe(whole.prompt_token_ids!.length);
+    const noGen = await post("/tokenize", { messages: MESSAGES, add_generation_prompt: false });
+    expect(noGen.body.tokens).toEqual(whole.prompt_token_ids!.slice(0, -1));
+    const extraBos = await post("/tokenize", { messages: MESSAGES, add_special_tokens: true });
+    expect(extraBos.body.tokens).toEqual([vocab.bosId, ...whole.prompt_token_ids!]);
+  });
+
+  it("detokenizes token ids back to text", async () => {
+    const ids = vocab.encode("2+3=5, é!");
+    const d = await post("/detokenize", { tokens: [vocab.bosId, ...ids] });
+    expect(d.status).toBe(200);
+    expect(d.body).toEqual({ prompt: "2+3=5, é!" });
+  });
+});
+
+describe("sleep and wake-up", () => {
+  it("refuses inference with 503 while asleep, releases the executor and reloads it on wake-up", async () => {
+    const s = await createEngineServer({ name: "sleepy", modelPath, policyVersion: 5, sequences: 1, contextSize: 128, maxWaiting: 2 });
+    try {
+      const req = { prompt: [vocab.bosId, ...vocab.encode("abc")], max_tokens: 8, temperature: 1, seed: 4, return_token_ids: true };
+      const before = (await post("/v1/completions", req, s)).body.choices[0].token_ids;
+      const inFlight = post("/v1/completions", { ...req, max_tokens: 30 }, s);
+      for (let i = 0; s.executor.stats().running === 0 && i < 100_000; i++) await new Promise((r) => setImmediate(r));
+      const asleepExecutor = s.executor;
+      const slept = await post("/sleep?level=1", {}, s);
+      expect(slept.status).toBe(200);
+      expect(slept.body).toEqual({ is_sleeping: true, level: 1 });
+      // The running request finished before the executor was released.
+      const done = await inFlight;
+      expect(done.status).toBe(200);
+      expect(done.body.choices[0].finish_reason).not.toBe("abort");
+      expect((await s.app.inject({ url: "/is_sleeping" })).json()).toEqual({ is_sleeping: true });
+      for (const [path, body] of [["/v1/completions", req], ["/v1/chat/completions", { messages: MESSAGES }]] as const) {
+        const r = await post(path, body, s);
+        expect(r.status).toBe(503);
+        expect(r.body.error).toMatchObject({ type: "server_error", code: "engine_sleeping" });
+      }
+      expect((await post("/tokenize", { prompt: "abc" }, s)).status).toBe(200);
+      expect((await post("/v1/load_weights", { model_path: modelPath, policy_version: 6 }, s)).status).toBe(503);
+      expect((await post("/sleep?level=2", {}, s)).body.is_sleeping).toBe(true);
+      await expect(asleepExecutor.generate({ ...GEN, rng: new Rng(1) })).rejects.toThrow(/shut down/);
+
+      const woke = await post("/wake_up", {}, s);
+      expect(woke.body).toEqual({ is_sleeping: false });
+      expect(s.executor).not.toBe(asleepExecutor);
+      const after = await post("/v1/completions", req, s);
+      expect(after.status).toBe(200);
+      expect(after.body.choices[0].token_ids).toEqual(before);
+      expect(after.body.policy_version).toBe(5);
+      expect((await post("/wake_up", {}, s)).status).toBe(200); // awake: a no-op
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+const GEN = { promptTokenIds: [1, 40], maxTokens: 2, temperature: 0, topP: 1, topLogprobs: 0 };

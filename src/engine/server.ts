@@ -1,25 +1,32 @@
-// The built-in engine's OpenAI-compatible HTTP surface (fastify): chat and text completions with
-// token ids and logprobs in vLLM's shapes, /v1/models, /health and vLLM-named Prometheus metrics.
-// A thin shell: validation and formatting here, token generation in the executor.
+// The built-in engine's OpenAI-compatible HTTP surface (fastify): chat and text completions (plain
+// or streamed as SSE) with token ids and logprobs in vLLM's shapes, /tokenize, /v1/models, /health,
+// vLLM-named Prometheus metrics, sleep/wake-up and weight switches. A thin shell: validation and
+// formatting here, token generation in the executor, the serving version in the ExecutorSlot.
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { Clock } from "../core/clock.js";
 import { ArborError, CapacityError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
-import type { ChatMessage } from "../core/types.js";
 import { renderChat, stopTokenIds } from "../model/chat-template.js";
 import { Vocab } from "../model/vocab.js";
 import { EngineMetrics } from "./engine-metrics.js";
 import type { Executor, GenerateResult } from "./executor.js";
+import { registerAdminRoutes } from "./http/admin-routes.js";
+import { ExecutorSlot, type InFlightPolicy, type SlotLease } from "./http/executor-slot.js";
+import { SseWriter } from "./http/sse-writer.js";
+import { StreamChunker, type StreamSpec } from "./http/stream-chunks.js";
+import { registerTokenizeRoutes } from "./http/tokenize-routes.js";
 import { LlamaCppExecutor } from "./llamacpp-executor.js";
 import { fromZodError, HttpError, invalidRequest } from "./openai-errors.js";
 import {
   ChatCompletionRequestSchema,
   CompletionRequestSchema,
+  toChatMessages,
   type ChatCompletionRequest,
   type CompletionRequest,
 } from "./openai-schemas.js";
+import type { SampledToken } from "./sampling.js";
 import { chatLogprobs, completionLogprobs, outputText, stopReason, usage } from "./openai-responses.js";
 import { AbortedError } from "./sequence-pool.js";
 
@@ -48,11 +55,21 @@ export interface EngineServerOptions {
   exactKv?: boolean;
   /** Use this executor instead of loading `modelPath` (it must use Arbor's vocabulary). */
   executor?: Executor;
+  /**
+   * Loads a GGUF into a new executor for /v1/load_weights and /wake_up (default: a llama.cpp
+   * executor with the options above).
+   */
+  loadExecutor?: (modelPath: string) => Promise<Executor>;
+  /** What in-flight requests do on a weight switch when the request names no `in_flight` (default "finish"). */
+  inFlightOnWeightSwitch?: InFlightPolicy;
 }
 
 export interface EngineServer {
   app: FastifyInstance;
-  executor: Executor;
+  /** The executor serving new requests (changes on a weight switch and on wake-up). */
+  readonly executor: Executor;
+  /** The serving policy version and its executor; weight switches and sleep go through it. */
+  slot: ExecutorSlot;
   metrics: EngineMetrics;
   /** Base URL (`http://host:port`) once listening. */
   url?: string;
@@ -73,29 +90,40 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   const servedModelName = opts.servedModelName ?? "arbor-tiny";
   const vocab = new Vocab();
   const stops = stopTokenIds(vocab);
+  const stopSet: ReadonlySet<number> = new Set(stops);
+  const load =
+    opts.loadExecutor ??
+    ((modelPath: string) =>
+      LlamaCppExecutor.load({
+        modelPath,
+        sequences: opts.sequences,
+        contextSize: opts.contextSize,
+        maxWaiting: opts.maxWaiting,
+        stopTokenIds: stops,
+        exactKv: opts.exactKv,
+      }));
   const ownsExecutor = !opts.executor;
-  const executor =
-    opts.executor ??
-    (await LlamaCppExecutor.load({
-      modelPath: opts.modelPath,
-      sequences: opts.sequences,
-      contextSize: opts.contextSize,
-      maxWaiting: opts.maxWaiting,
-      stopTokenIds: stops,
-      exactKv: opts.exactKv,
-    }));
+  const executor = opts.executor ?? (await load(opts.modelPath));
   try {
     checkVocabulary(executor, vocab, opts.modelPath);
   } catch (err) {
     if (ownsExecutor) await executor.close();
     throw err;
   }
+  const slot = new ExecutorSlot({
+    executor,
+    policyVersion: opts.policyVersion,
+    modelPath: opts.modelPath,
+    owned: ownsExecutor,
+    load,
+    check: (e, path) => checkVocabulary(e, vocab, path),
+  });
 
   const engineRng = new Rng(opts.seed ?? 0);
   let requestCounter = 0;
   const metrics = new EngineMetrics({
     modelName: servedModelName,
-    stats: () => executor.stats(),
+    stats: () => slot.stats(),
     // llama.cpp's KV cache is per token cell: one "block" holds one token.
     blockSize: 1,
     numGpuBlocks: executor.contextSize * executor.sequences,
@@ -105,7 +133,8 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true });
   app.addHook("onSend", async (_req, reply, payload) => {
-    reply.header("x-arbor-policy-version", String(opts.policyVersion));
+    // Inference answers set the version they were generated with; others report the current one.
+    if (!reply.hasHeader("x-arbor-policy-version")) reply.header("x-arbor-policy-version", String(slot.policyVersion));
     return payload;
   });
   app.setErrorHandler((err, _req, reply) => sendError(reply, toHttpError(err)));
@@ -113,42 +142,69 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     sendError(reply, new HttpError(404, `no route ${req.method} ${req.url}`, "not_found_error", null, "not_found")),
   );
 
-  /** Common path of both endpoints: check the budget, generate, count. */
-  const run = async (
-    reply: FastifyReply,
-    prompt: number[],
-    body: { max_tokens: number | null; maxParam: string; promptParam: string; temperature?: number | null; top_p?: number | null; seed?: number | null },
-    topLogprobs: number,
-  ): Promise<GenerateResult> => {
-    const ctx = executor.contextSize;
-    if (prompt.length >= ctx) {
-      throw invalidRequest(body.promptParam, `the prompt has ${prompt.length} tokens, over the context of ${ctx} tokens (max_model_len)`, "context_length_exceeded");
+  const checkModel = (model: string | null | undefined): void => {
+    if (model != null && model !== servedModelName) {
+      throw new HttpError(404, `The model \`${model}\` does not exist (this engine serves \`${servedModelName}\`).`, "invalid_request_error", "model", "model_not_found");
     }
-    const maxTokens = body.max_tokens ?? ctx - prompt.length;
-    if (prompt.length + maxTokens > ctx) {
+  };
+
+  const checkCommon = (body: { model?: string | null; stream?: boolean | null; stream_options?: unknown }): void => {
+    if (closed) throw new HttpError(503, "engine is shutting down", "server_error", null, "unavailable");
+    checkModel(body.model);
+    if (body.stream_options != null && !body.stream) throw invalidRequest("stream_options", "can only be set when stream is true");
+  };
+
+  /** Check the prompt and output budget against the context; the resolved max_tokens. */
+  const budget = (lease: SlotLease, prompt: readonly number[], maxTokens: number | null, maxParam: string, promptParam: string): number => {
+    const ctx = lease.executor.contextSize;
+    if (prompt.length >= ctx) {
+      throw invalidRequest(promptParam, `the prompt has ${prompt.length} tokens, over the context of ${ctx} tokens (max_model_len)`, "context_length_exceeded");
+    }
+    const max = maxTokens ?? ctx - prompt.length;
+    if (prompt.length + max > ctx) {
       throw invalidRequest(
-        body.maxParam,
-        `the context is ${ctx} tokens, but ${prompt.length + maxTokens} were requested (${prompt.length} in the prompt, ${maxTokens} to generate); reduce the prompt or ${body.maxParam}`,
+        maxParam,
+        `the context is ${ctx} tokens, but ${prompt.length + max} were requested (${prompt.length} in the prompt, ${max} to generate); reduce the prompt or ${maxParam}`,
         "context_length_exceeded",
       );
     }
+    return max;
+  };
+
+  /** Generate on the lease's executor; the client closing its connection aborts the generation. */
+  const run = async (
+    reply: FastifyReply,
+    lease: SlotLease,
+    prompt: number[],
+    maxTokens: number,
+    body: { temperature?: number | null; top_p?: number | null; seed?: number | null },
+    topLogprobs: number,
+    onToken?: (tok: SampledToken) => void,
+  ): Promise<GenerateResult> => {
     const rng = body.seed != null ? requestRng(body.seed) : engineRng.fork(`request-${requestCounter++}`);
-    const abort = new AbortController();
     const onClose = (): void => {
-      if (!reply.raw.writableEnded) abort.abort();
+      if (!reply.raw.writableEnded) lease.abort();
     };
     reply.raw.on("close", onClose);
     const start = clock.now();
     try {
-      const result = await executor.generate({
-        promptTokenIds: prompt,
-        maxTokens,
-        temperature: body.temperature ?? 1,
-        topP: body.top_p ?? 1,
-        topLogprobs,
-        rng,
-        signal: abort.signal,
-      });
+      let result: GenerateResult;
+      try {
+        result = await lease.executor.generate({
+          promptTokenIds: prompt,
+          maxTokens,
+          temperature: body.temperature ?? 1,
+          topP: body.top_p ?? 1,
+          topLogprobs,
+          rng,
+          signal: lease.signal,
+          ...(onToken ? { onToken } : {}),
+        });
+      } catch (err) {
+        // Aborted by a weight switch while waiting for a sequence: still an answer, with no tokens.
+        if (err instanceof AbortedError && lease.abortedBySwitch) result = { tokens: [], finishReason: "abort" };
+        else throw err;
+      }
       metrics.recordFinished({
         promptTokens: prompt.length,
         generationTokens: result.tokens.length,
@@ -161,11 +217,38 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     }
   };
 
-  const checkCommon = (body: { model?: string | null; stream?: boolean | null }): void => {
-    if (closed) throw new HttpError(503, "engine is shutting down", "server_error", null, "unavailable");
-    if (body.stream) throw invalidRequest("stream", "streaming is not supported yet (send stream: false)", "unsupported");
-    if (body.model != null && body.model !== servedModelName) {
-      throw new HttpError(404, `The model \`${body.model}\` does not exist (this engine serves \`${servedModelName}\`).`, "invalid_request_error", "model", "model_not_found");
+  /** Stream one generation as SSE chunks (headers go out with the first token). */
+  const stream = async (
+    reply: FastifyReply,
+    lease: SlotLease,
+    spec: StreamSpec,
+    generate: (onToken: (tok: SampledToken) => void) => Promise<GenerateResult>,
+  ): Promise<void> => {
+    reply.hijack();
+    const sse = new SseWriter(reply.raw, { "x-arbor-policy-version": String(lease.policyVersion) });
+    const chunker = new StreamChunker(spec);
+    let started = false;
+    const emit = (chunks: readonly unknown[]): void => {
+      for (const c of chunks) sse.send(c);
+    };
+    try {
+      const result = await generate((tok) => {
+        try {
+          if (!started) {
+            started = true;
+            emit(chunker.start());
+          }
+          emit(chunker.token(tok));
+        } catch {
+          // A write failure means the client is gone: stop generating for it.
+          lease.abort();
+        }
+      });
+      if (!started) emit(chunker.start());
+      emit(chunker.finish(result));
+      sse.done();
+    } catch (err) {
+      sse.fail(toHttpError(err));
     }
   };
 
@@ -176,32 +259,56 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     checkCommon(body);
     const topLogprobs = body.top_logprobs ?? 0;
     if (topLogprobs > 0 && !body.logprobs) throw invalidRequest("top_logprobs", "requires logprobs: true");
-    const messages: ChatMessage[] = body.messages.map((m) => ({
-      role: m.role,
-      content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("\n"),
-      ...(m.name !== undefined ? { name: m.name } : {}),
-    }));
-    const prompt = renderChat(messages, (text) => executor.tokenize(text), vocab, { addGenerationPrompt: true });
-    const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
-    const result = await run(reply, prompt, { ...body, max_tokens: body.max_completion_tokens ?? body.max_tokens ?? null, maxParam, promptParam: "messages" }, body.logprobs ? topLogprobs : 0);
-    const choice: Record<string, unknown> = {
-      index: 0,
-      message: { role: "assistant", content: outputText(vocab, result) },
-      logprobs: body.logprobs ? chatLogprobs(vocab, result.tokens) : null,
-      finish_reason: result.finishReason,
-      stop_reason: stopReason(vocab, result),
-    };
-    if (body.return_token_ids) choice.token_ids = result.tokens.map((t) => t.id);
-    return {
-      id: `chatcmpl-${randomUUID().replaceAll("-", "")}`,
-      object: "chat.completion",
-      created: Math.floor(clock.now() / 1000),
-      model: servedModelName,
-      choices: [choice],
-      usage: usage(prompt.length, result.tokens.length),
-      ...(body.return_token_ids ? { prompt_token_ids: prompt } : {}),
-      policy_version: opts.policyVersion,
-    };
+    const lease = slot.acquire();
+    try {
+      const prompt = renderChat(toChatMessages(body.messages), (text) => lease.executor.tokenize(text), vocab, { addGenerationPrompt: true });
+      const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
+      const maxTokens = budget(lease, prompt, body.max_completion_tokens ?? body.max_tokens ?? null, maxParam, "messages");
+      const sampledTop = body.logprobs ? topLogprobs : 0;
+      const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
+      const created = Math.floor(clock.now() / 1000);
+      if (body.stream) {
+        const spec: StreamSpec = {
+          kind: "chat",
+          vocab,
+          id,
+          created,
+          model: servedModelName,
+          policyVersion: lease.policyVersion,
+          promptTokenIds: prompt,
+          returnTokenIds: body.return_token_ids === true,
+          logprobs: body.logprobs === true,
+          includeUsage: body.stream_options?.include_usage === true,
+          continuousUsage: body.stream_options?.continuous_usage_stats === true,
+          stopTokenIds: stopSet,
+          maxTokens,
+        };
+        await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, sampledTop, onToken));
+        return;
+      }
+      const result = await run(reply, lease, prompt, maxTokens, body, sampledTop);
+      const choice: Record<string, unknown> = {
+        index: 0,
+        message: { role: "assistant", content: outputText(vocab, result) },
+        logprobs: body.logprobs ? chatLogprobs(vocab, result.tokens) : null,
+        finish_reason: result.finishReason,
+        stop_reason: stopReason(vocab, result),
+      };
+      if (body.return_token_ids) choice.token_ids = result.tokens.map((t) => t.id);
+      reply.header("x-arbor-policy-version", String(lease.policyVersion));
+      return {
+        id,
+        object: "chat.completion",
+        created,
+        model: servedModelName,
+        choices: [choice],
+        usage: usage(prompt.length, result.tokens.length),
+        ...(body.return_token_ids ? { prompt_token_ids: prompt } : {}),
+        policy_version: lease.policyVersion,
+      };
+    } finally {
+      lease.release();
+    }
   });
 
   app.post("/v1/completions", async (request, reply) => {
@@ -209,35 +316,66 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     if (!parsed.success) throw fromZodError(parsed.error);
     const body: CompletionRequest = parsed.data;
     checkCommon(body);
-    let prompt: number[];
-    if (typeof body.prompt === "string") {
-      prompt = [vocab.bosId, ...executor.tokenize(body.prompt)];
-    } else {
-      prompt = body.prompt;
-      const bad = prompt.findIndex((id) => id >= executor.vocabSize);
-      if (bad >= 0) throw invalidRequest(`prompt[${bad}]`, `token id ${prompt[bad]} is outside the vocabulary (size ${executor.vocabSize})`);
+    const lease = slot.acquire();
+    try {
+      let prompt: number[];
+      if (typeof body.prompt === "string") {
+        prompt = [vocab.bosId, ...lease.executor.tokenize(body.prompt)];
+      } else {
+        prompt = body.prompt;
+        const bad = prompt.findIndex((tok) => tok >= lease.executor.vocabSize);
+        if (bad >= 0) throw invalidRequest(`prompt[${bad}]`, `token id ${prompt[bad]} is outside the vocabulary (size ${lease.executor.vocabSize})`);
+      }
+      const maxTokens = budget(lease, prompt, body.max_tokens ?? 16, "max_tokens", "prompt");
+      const topLogprobs = body.logprobs ?? 0;
+      const id = `cmpl-${randomUUID().replaceAll("-", "")}`;
+      const created = Math.floor(clock.now() / 1000);
+      if (body.stream) {
+        const spec: StreamSpec = {
+          kind: "completion",
+          vocab,
+          id,
+          created,
+          model: servedModelName,
+          policyVersion: lease.policyVersion,
+          promptTokenIds: prompt,
+          returnTokenIds: body.return_token_ids === true,
+          logprobs: body.logprobs != null,
+          includeUsage: body.stream_options?.include_usage === true,
+          continuousUsage: body.stream_options?.continuous_usage_stats === true,
+          stopTokenIds: stopSet,
+          maxTokens,
+        };
+        await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, topLogprobs, onToken));
+        return;
+      }
+      const result = await run(reply, lease, prompt, maxTokens, body, topLogprobs);
+      reply.header("x-arbor-policy-version", String(lease.policyVersion));
+      return {
+        id,
+        object: "text_completion",
+        created,
+        model: servedModelName,
+        choices: [
+          {
+            index: 0,
+            text: outputText(vocab, result),
+            logprobs: body.logprobs != null ? completionLogprobs(vocab, result) : null,
+            finish_reason: result.finishReason,
+            stop_reason: stopReason(vocab, result),
+            ...(body.return_token_ids ? { token_ids: result.tokens.map((t) => t.id), prompt_token_ids: prompt } : {}),
+          },
+        ],
+        usage: usage(prompt.length, result.tokens.length),
+        policy_version: lease.policyVersion,
+      };
+    } finally {
+      lease.release();
     }
-    const topLogprobs = body.logprobs ?? 0;
-    const result = await run(reply, prompt, { ...body, max_tokens: body.max_tokens ?? 16, maxParam: "max_tokens", promptParam: "prompt" }, topLogprobs);
-    return {
-      id: `cmpl-${randomUUID().replaceAll("-", "")}`,
-      object: "text_completion",
-      created: Math.floor(clock.now() / 1000),
-      model: servedModelName,
-      choices: [
-        {
-          index: 0,
-          text: outputText(vocab, result),
-          logprobs: body.logprobs != null ? completionLogprobs(vocab, result) : null,
-          finish_reason: result.finishReason,
-          stop_reason: stopReason(vocab, result),
-          ...(body.return_token_ids ? { token_ids: result.tokens.map((t) => t.id), prompt_token_ids: prompt } : {}),
-        },
-      ],
-      usage: usage(prompt.length, result.tokens.length),
-      policy_version: opts.policyVersion,
-    };
   });
+
+  registerTokenizeRoutes(app, { vocab, maxModelLen: () => slot.executor.contextSize, checkModel });
+  registerAdminRoutes(app, { slot, defaultInFlight: opts.inFlightOnWeightSwitch ?? "finish" });
 
   app.get("/v1/models", async () => ({
     object: "list",
@@ -247,18 +385,19 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
         object: "model",
         created: Math.floor(clock.now() / 1000),
         owned_by: "arbor",
-        root: opts.modelPath,
+        root: slot.modelPath,
         parent: null,
-        max_model_len: executor.contextSize,
-        policy_version: opts.policyVersion,
+        max_model_len: slot.executor.contextSize,
+        policy_version: slot.policyVersion,
       },
     ],
-    policy_version: opts.policyVersion,
+    policy_version: slot.policyVersion,
   }));
 
   app.get("/health", async (_req, reply) => {
-    if (closed) return reply.code(503).send({ status: "shutting_down", policy_version: opts.policyVersion });
-    return { status: "ok", policy_version: opts.policyVersion };
+    if (closed) return reply.code(503).send({ status: "shutting_down", policy_version: slot.policyVersion });
+    // As vLLM: a sleeping engine is healthy (it answers and wakes on request).
+    return { status: "ok", policy_version: slot.policyVersion, is_sleeping: slot.sleeping };
   });
 
   app.get("/metrics", async (_req, reply) => {
@@ -268,13 +407,16 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
 
   return {
     app,
-    executor,
+    get executor() {
+      return slot.executor;
+    },
+    slot,
     metrics,
     close: async () => {
       if (closed) return;
       closed = true;
       await app.close();
-      if (ownsExecutor) await executor.close();
+      await slot.close();
     },
   };
 }

@@ -1,0 +1,85 @@
+// vLLM's `/tokenize` and `/detokenize`: a text prompt or chat messages → token ids (exactly the
+// ids the completion endpoints would feed the model), and token ids → text. They use Arbor's
+// vocabulary directly (the engine checks at load that the GGUF uses it), so they work while asleep.
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { renderChat } from "../../model/chat-template.js";
+import type { Vocab } from "../../model/vocab.js";
+import { fromZodError, invalidRequest } from "../openai-errors.js";
+import { ChatMessageSchema, toChatMessages } from "../openai-schemas.js";
+
+const TokenizeCompletionSchema = z.object({
+  model: z.string().nullish(),
+  prompt: z.string({ error: "must be a string" }),
+  /** vLLM default true: `<s>` first, as /v1/completions does for a text prompt. */
+  add_special_tokens: z.boolean().nullish(),
+  return_token_strs: z.boolean().nullish(),
+});
+
+const TokenizeChatSchema = z.object({
+  model: z.string().nullish(),
+  messages: z.array(ChatMessageSchema).min(1, { error: "must contain at least one message" }),
+  add_generation_prompt: z.boolean().nullish(),
+  continue_final_message: z.literal(false, { error: "continue_final_message is not supported (must be false)" }).nullish(),
+  /** vLLM default false: the chat template already starts with `<s>`; true adds another. */
+  add_special_tokens: z.boolean().nullish(),
+  return_token_strs: z.boolean().nullish(),
+});
+
+const DetokenizeSchema = z.object({
+  model: z.string().nullish(),
+  tokens: z.array(z.number().int().min(0), { error: "must be an array of token ids (integers >= 0)" }),
+});
+
+export interface TokenizeRouteDeps {
+  vocab: Vocab;
+  /** Context length of one sequence (`max_model_len`). */
+  maxModelLen: () => number;
+  /** Throws 404 for a model this engine does not serve. */
+  checkModel: (model: string | null | undefined) => void;
+}
+
+/** Register POST /tokenize and POST /detokenize. */
+export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRouteDeps): void {
+  const { vocab } = deps;
+
+  app.post("/tokenize", async (request) => {
+    const body = request.body;
+    const isChat = typeof body === "object" && body !== null && "messages" in body;
+    let tokens: number[];
+    let returnStrs: boolean;
+    if (isChat) {
+      const parsed = TokenizeChatSchema.safeParse(body);
+      if (!parsed.success) throw fromZodError(parsed.error);
+      const b = parsed.data;
+      deps.checkModel(b.model);
+      tokens = renderChat(toChatMessages(b.messages), (t) => vocab.encode(t), vocab, { addGenerationPrompt: b.add_generation_prompt ?? true });
+      if (b.add_special_tokens === true) tokens.unshift(vocab.bosId);
+      returnStrs = b.return_token_strs === true;
+    } else {
+      const parsed = TokenizeCompletionSchema.safeParse(body);
+      if (!parsed.success) throw fromZodError(parsed.error);
+      const b = parsed.data;
+      deps.checkModel(b.model);
+      tokens = vocab.encode(b.prompt);
+      if (b.add_special_tokens ?? true) tokens.unshift(vocab.bosId);
+      returnStrs = b.return_token_strs === true;
+    }
+    return {
+      count: tokens.length,
+      max_model_len: deps.maxModelLen(),
+      tokens,
+      ...(returnStrs ? { token_strs: tokens.map((id) => vocab.tokenText(id)) } : {}),
+    };
+  });
+
+  app.post("/detokenize", async (request) => {
+    const parsed = DetokenizeSchema.safeParse(request.body);
+    if (!parsed.success) throw fromZodError(parsed.error);
+    deps.checkModel(parsed.data.model);
+    const { tokens } = parsed.data;
+    const bad = tokens.findIndex((id) => id >= vocab.size);
+    if (bad >= 0) throw invalidRequest(`tokens[${bad}]`, `token id ${tokens[bad]} is outside the vocabulary (size ${vocab.size})`);
+    return { prompt: vocab.decode(tokens) };
+  });
+}

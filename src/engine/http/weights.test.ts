@@ -1,0 +1,227 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensurePolicy } from "../../model/policy.js";
+import { Vocab } from "../../model/vocab.js";
+import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from "../executor.js";
+import type { SampledToken } from "../sampling.js";
+import { createEngineServer, type EngineServer } from "../server.js";
+
+const INIT = { seed: 1, nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 2048 };
+const vocab = new Vocab();
+
+async function post(target: EngineServer, url: string, payload: unknown) {
+  const res = await target.app.inject({ method: "POST", url, payload: payload as object });
+  return { status: res.statusCode, body: res.json(), headers: res.headers };
+}
+
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; !cond() && i < 100_000; i++) await new Promise((r) => setImmediate(r));
+  expect(cond()).toBe(true);
+}
+
+describe("weight switch on real GGUFs", () => {
+  let dir: string;
+  let pathA: string;
+  let pathB: string;
+  let server: EngineServer;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "arbor-weights-"));
+    pathA = ensurePolicy(join(dir, "a"), INIT).path;
+    pathB = ensurePolicy(join(dir, "b"), { ...INIT, seed: 2 }).path;
+    server = await createEngineServer({ name: "w", modelPath: pathA, policyVersion: 1, sequences: 1, contextSize: 128, maxWaiting: 4 });
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const REQ = { prompt: [vocab.bosId, ...vocab.encode("12+30=")], max_tokens: 12, temperature: 1, seed: 8, logprobs: 0, return_token_ids: true };
+
+  it("serves the new version at once, each version reproducing its own tokens", async () => {
+    const onA = await post(server, "/v1/completions", REQ);
+    expect(onA.body.policy_version).toBe(1);
+    expect(onA.headers["x-arbor-policy-version"]).toBe("1");
+    const oldExecutor = server.executor;
+
+    const load = await post(server, "/v1/load_weights", { model_path: pathB, policy_version: 2 });
+    expect(load.status).toBe(200);
+    expect(load.body).toMatchObject({ policy_version: 2, previous_policy_version: 1, model_path: pathB, in_flight: "finish", in_flight_requests: 0 });
+    expect((await server.app.inject({ url: "/v1/policy_version" })).json()).toEqual({ policy_version: 2, model_path: pathB, is_sleeping: false });
+    // The old executor had nothing in flight: it is closed once the switch is made.
+    await until(() => oldExecutor.stats().totalTokens > 0 && server.slot.inFlight === 0);
+    await expect(oldExecutor.generate({ promptTokenIds: [1], maxTokens: 1, temperature: 0, topP: 1, topLogprobs: 0, rng: undefined as never })).rejects.toThrow(/shut down/);
+
+    const onB = await post(server, "/v1/completions", REQ);
+    expect(onB.body.policy_version).toBe(2);
+    expect(onB.headers["x-arbor-policy-version"]).toBe("2");
+    expect(onB.body.choices[0].logprobs.token_logprobs).not.toEqual(onA.body.choices[0].logprobs.token_logprobs);
+    expect((await post(server, "/v1/completions", REQ)).body.choices[0].token_ids).toEqual(onB.body.choices[0].token_ids);
+
+    // Back to A's weights as version 3: A's tokens and logprobs again.
+    expect((await post(server, "/v1/load_weights", { model_path: pathA, policy_version: 3, in_flight: "abort" })).status).toBe(200);
+    const onA2 = await post(server, "/v1/completions", REQ);
+    expect(onA2.body.policy_version).toBe(3);
+    expect(onA2.body.choices[0].token_ids).toEqual(onA.body.choices[0].token_ids);
+    expect(onA2.body.choices[0].logprobs.token_logprobs).toEqual(onA.body.choices[0].logprobs.token_logprobs);
+    const models = (await server.app.inject({ url: "/v1/models" })).json();
+    expect(models.data[0]).toMatchObject({ root: pathA, policy_version: 3 });
+  });
+
+  it("refuses a version that is not newer, and keeps serving when the file cannot be loaded", async () => {
+    const current = server.slot.policyVersion;
+    const stale = await post(server, "/v1/load_weights", { model_path: pathB, policy_version: current });
+    expect(stale.status).toBe(400);
+    expect(stale.body.error.param).toBe("policy_version");
+
+    const missing = join(dir, "missing.gguf");
+    const bad = await post(server, "/v1/load_weights", { model_path: missing, policy_version: current + 1 });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.param).toBe("model_path");
+    expect(bad.body.error.message).toContain(missing);
+
+    const garbage = join(dir, "garbage.gguf");
+    writeFileSync(garbage, "not a gguf");
+    const bad2 = await post(server, "/v1/load_weights", { model_path: garbage, policy_version: current + 1 });
+    expect(bad2.status).toBe(400);
+    expect(bad2.body.error.message).toContain(garbage);
+
+    const still = await post(server, "/v1/completions", REQ);
+    expect(still.status).toBe(200);
+    expect(still.body.policy_version).toBe(current);
+  });
+});
+
+/** An executor whose generations advance one token per {@link tick}; its tokens spell its letter. */
+class GatedExecutor implements Executor {
+  readonly vocabSize = vocab.size;
+  readonly contextSize = 128;
+  readonly sequences = 2;
+  running = 0;
+  produced = 0;
+  closed = false;
+  private gates: (() => void)[] = [];
+
+  constructor(private readonly letter: string) {}
+
+  tokenize(text: string): number[] {
+    return vocab.encode(text);
+  }
+
+  stats(): ExecutorStats {
+    return { running: this.running, waiting: 0, usedTokens: 0, totalTokens: 256 };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  /** Let every running generation produce one more token. */
+  tick(): void {
+    for (const g of this.gates.splice(0)) g();
+  }
+
+  async generate(req: GenerateRequest): Promise<GenerateResult> {
+    if (this.closed) throw new Error("closed");
+    this.running++;
+    const tokens: SampledToken[] = [];
+    try {
+      while (tokens.length < req.maxTokens) {
+        await new Promise<void>((resolve) => {
+          this.gates.push(resolve);
+          req.signal?.addEventListener("abort", () => resolve(), { once: true });
+        });
+        if (req.signal?.aborted) return { tokens, finishReason: "abort" };
+        const tok = { id: vocab.encode(this.letter)[0]!, logprob: -0.5, top: [] };
+        tokens.push(tok);
+        this.produced++;
+        req.onToken?.(tok);
+      }
+      return { tokens, finishReason: "length" };
+    } finally {
+      this.running--;
+    }
+  }
+}
+
+/** Advance every generation of `ex` by one token and wait until it is produced. */
+async function step(ex: GatedExecutor): Promise<void> {
+  const target = ex.produced + ex.running;
+  ex.tick();
+  await until(() => ex.produced >= target);
+}
+
+describe("in-flight requests on a weight switch", () => {
+  async function setup(defaultInFlight?: "finish" | "abort") {
+    const a = new GatedExecutor("a");
+    const b = new GatedExecutor("b");
+    const server = await createEngineServer({
+      name: "gated",
+      modelPath: "/a.gguf",
+      policyVersion: 1,
+      sequences: 2,
+      contextSize: 128,
+      maxWaiting: 2,
+      executor: a,
+      loadExecutor: async (path) => {
+        if (path !== "/b.gguf") throw new Error(`no such file ${path}`);
+        return b;
+      },
+      ...(defaultInFlight ? { inFlightOnWeightSwitch: defaultInFlight } : {}),
+    });
+    return { a, b, server };
+  }
+
+  it("finish: the running request completes on the old version, new ones go to the new at once", async () => {
+    const { a, b, server } = await setup();
+    try {
+      const old = post(server, "/v1/completions", { prompt: "x", max_tokens: 3 });
+      await until(() => a.running === 1);
+      await step(a);
+      const load = await post(server, "/v1/load_weights", { model_path: "/b.gguf", policy_version: 2 });
+      expect(load.body).toMatchObject({ in_flight: "finish", in_flight_requests: 1 });
+      const fresh = post(server, "/v1/completions", { prompt: "x", max_tokens: 2 });
+      await until(() => b.running === 1);
+      expect(a.running).toBe(1);
+      await step(b);
+      await step(b);
+      const f = await fresh;
+      expect(f.body).toMatchObject({ policy_version: 2, choices: [{ text: "bb", finish_reason: "length" }] });
+      expect(a.closed).toBe(false); // injected: never closed by the engine
+      await step(a);
+      await step(a);
+      const o = await old;
+      expect(o.body).toMatchObject({ policy_version: 1, choices: [{ text: "aaa", finish_reason: "length" }] });
+      expect(o.headers["x-arbor-policy-version"]).toBe("1");
+      expect(server.slot.inFlight).toBe(0);
+    } finally {
+      await server.close();
+    }
+    expect(b.closed).toBe(true); // loaded by the engine: closed with it
+  });
+
+  it("abort: running requests end with finish_reason abort on the old version (configured default)", async () => {
+    const { a, b, server } = await setup("abort");
+    try {
+      const old = post(server, "/v1/chat/completions", { messages: [{ role: "user", content: "hi" }], max_tokens: 5, return_token_ids: true });
+      await until(() => a.running === 1);
+      await step(a);
+      const load = await post(server, "/v1/load_weights", { model_path: "/b.gguf", policy_version: 2 });
+      expect(load.body).toMatchObject({ in_flight: "abort", in_flight_requests: 1 });
+      const o = await old;
+      expect(o.status).toBe(200);
+      expect(o.body.policy_version).toBe(1);
+      expect(o.body.choices[0]).toMatchObject({ finish_reason: "abort", message: { content: "a" }, token_ids: [vocab.encode("a")[0]] });
+      expect(b.running).toBe(0);
+      const bad = await post(server, "/v1/load_weights", { model_path: "/c.gguf", policy_version: 3 });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error.message).toContain("/c.gguf");
+      expect(server.slot.policyVersion).toBe(2);
+    } finally {
+      await server.close();
+    }
+  });
+});
