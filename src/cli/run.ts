@@ -99,6 +99,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           host: "127.0.0.1",
           port: e.port,
           seed: cfg.seed + i,
+          inFlightOnWeightSwitch: e.inFlightOnWeightSwitch,
           clock,
         }),
       );

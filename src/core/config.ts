@@ -38,6 +38,8 @@ export const EngineConfigSchema = z
     /** Requests that may wait for a free sequence before the engine answers 429. */
     maxWaiting: z.number().int().min(0).default(256),
     port: z.number().int().min(0).max(65535).default(0),
+    /** On a weight switch (`POST /v1/load_weights`): let in-flight requests finish on the old version, or abort them. */
+    inFlightOnWeightSwitch: z.enum(["finish", "abort"]).default("finish"),
   })
   .strict();
 
