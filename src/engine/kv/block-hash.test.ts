@@ -1,0 +1,37 @@
+// Tests of chained block hashes and prefix verification.
+import { describe, expect, it } from "vitest";
+import { PrefixVerifier, hashBlockTokens, makeIdentity, sameIdentity } from "./block-hash.js";
+
+describe("hashBlockTokens", () => {
+  it("is deterministic, chained, and sensitive to order, parent and extra keys", () => {
+    const h0 = hashBlockTokens(null, [1, 2, 3, 4]);
+    expect(h0).toMatch(/^[0-9a-f]{16}$/);
+    expect(hashBlockTokens(null, [1, 2, 3, 4])).toBe(h0);
+    expect(hashBlockTokens(null, [2, 1, 3, 4])).not.toBe(h0);
+    expect(hashBlockTokens(h0, [1, 2, 3, 4])).not.toBe(h0);
+    expect(hashBlockTokens(null, [1, 2, 3, 4], ["salt"])).not.toBe(h0);
+    expect(hashBlockTokens(null, [1, 2, 3])).not.toBe(hashBlockTokens(null, [1, 2, 3, 0]));
+    expect(hashBlockTokens(null, [2 ** 32 + 1])).not.toBe(hashBlockTokens(null, [1]));
+  });
+
+  it("spreads many small blocks without collisions", () => {
+    const seen = new Set<string>();
+    for (let a = 0; a < 64; a++) for (let b = 0; b < 64; b++) for (let c = 0; c < 4; c++) seen.add(hashBlockTokens(null, [a, b, c]));
+    expect(seen.size).toBe(64 * 64 * 4);
+  });
+});
+
+describe("PrefixVerifier", () => {
+  it("accepts a chain built by another owner only when every ancestor matches", () => {
+    const a0 = makeIdentity("x", [1, 2], null);
+    const a1 = makeIdentity("y", [3, 4], a0);
+    const b0 = makeIdentity("x", [1, 2], null); // same content, other object
+    const c0 = makeIdentity("x", [9, 9], null);
+    const c1 = makeIdentity("y", [3, 4], c0);
+    expect(new PrefixVerifier().accept(a1, [3, 4], b0)).toBe(true);
+    expect(new PrefixVerifier().accept(c1, [3, 4], b0)).toBe(false);
+    expect(new PrefixVerifier().accept(a0, [1, 2], a0)).toBe(false); // wrong depth
+    expect(sameIdentity(a1, makeIdentity("y", [3, 4], b0))).toBe(true);
+    expect(sameIdentity(a1, c1)).toBe(false);
+  });
+});

@@ -1,0 +1,154 @@
+// Chained block hashes and block identities for the KV prefix cache (vLLM v1's hash_block_tokens).
+// The hash is only an index: a cached block is reused after its identity (tokens of the whole
+// prefix, checked through the parent chain) is verified, so even a weak hash never yields wrong KV.
+
+/** A block's chained hash: 16 hex digits (two 32-bit lanes). */
+export type KvBlockHash = string;
+
+/** hash(parentHash, the block's token ids, optional extra keys such as a cache salt). */
+export type KvHashFn = (
+  parent: KvBlockHash | null,
+  tokenIds: readonly number[],
+  extraKeys?: readonly (string | number)[],
+) => KvBlockHash;
+
+/**
+ * What a cached block holds, independent of where it lives (L1 block, L2/L3 entry). Identities are
+ * immutable and shared between tiers and managers; `parent` links to the previous block of the
+ * prefix, so two identities are equal iff their whole prefixes hold the same tokens.
+ */
+export interface KvBlockIdentity {
+  readonly hash: KvBlockHash;
+  readonly tokenIds: readonly number[];
+  readonly parent: KvBlockIdentity | null;
+  /** Block index in the prefix (0 for the first block). */
+  readonly depth: number;
+}
+
+/** Creates an identity; `parent` null means the block starts a prompt. */
+export function makeIdentity(
+  hash: KvBlockHash,
+  tokenIds: readonly number[],
+  parent: KvBlockIdentity | null,
+): KvBlockIdentity {
+  return { hash, tokenIds: tokenIds.slice(), parent, depth: parent === null ? 0 : parent.depth + 1 };
+}
+
+function murmurMix(h: number, k: number): number {
+  let x = Math.imul(k, 0xcc9e2d51);
+  x = (x << 15) | (x >>> 17);
+  x = Math.imul(x, 0x1b873593);
+  let y = h ^ x;
+  y = (y << 13) | (y >>> 19);
+  return (Math.imul(y, 5) + 0xe6546b64) | 0;
+}
+
+function finalMix(h: number): number {
+  let x = h ^ (h >>> 16);
+  x = Math.imul(x, 0x85ebca6b);
+  x ^= x >>> 13;
+  x = Math.imul(x, 0xc2b2ae35);
+  x ^= x >>> 16;
+  return x >>> 0;
+}
+
+function hex8(n: number): string {
+  return n.toString(16).padStart(8, "0");
+}
+
+function parseLane(hash: KvBlockHash, start: number): number {
+  const v = Number.parseInt(hash.slice(start, start + 8), 16);
+  return Number.isNaN(v) ? 0 : v;
+}
+
+function extraKeyWord(key: string | number): number {
+  if (typeof key === "number") return Number.isInteger(key) ? key | 0 : Math.round(key * 1e6) | 0;
+  // FNV-1a over the key's UTF-16 units: extra keys are short (salts, adapter names).
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return h;
+}
+
+/**
+ * Default chained block hash: a murmur3-style lane and an FNV-1a-style lane, each seeded by the
+ * parent's lane, mixed over every token id (and extra key), giving a 64-bit key. Deterministic
+ * across processes, so engines sharing an L3 pool agree on keys.
+ */
+export function hashBlockTokens(
+  parent: KvBlockHash | null,
+  tokenIds: readonly number[],
+  extraKeys?: readonly (string | number)[],
+): KvBlockHash {
+  let a = parent === null ? 0x9747b28c : parseLane(parent, 0) ^ 0x9747b28c;
+  let b = parent === null ? 0x811c9dc5 : parseLane(parent, 8) ^ 0x811c9dc5;
+  const feed = (w: number): void => {
+    a = murmurMix(a, w);
+    b = Math.imul(b ^ w, 0x01000193);
+    b = Math.imul(b ^ (w >>> 16), 0x01000193);
+  };
+  for (const t of tokenIds) {
+    feed(t | 0);
+    // Token ids above 2^32 would alias in the 32-bit word; fold the high part in too.
+    if (t > 0xffffffff || t < 0) feed(Math.floor(t / 0x100000000) | 0);
+  }
+  if (extraKeys !== undefined) for (const k of extraKeys) feed(extraKeyWord(k));
+  feed(tokenIds.length);
+  return hex8(finalMix(a ^ tokenIds.length)) + hex8(finalMix(b));
+}
+
+/** Element-wise equality of two token id arrays. */
+export function sameTokens(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** True when two identities describe the same prefix (same tokens in every block). */
+export function sameIdentity(a: KvBlockIdentity | null, b: KvBlockIdentity | null): boolean {
+  let x = a;
+  let y = b;
+  while (x !== y) {
+    if (x === null || y === null) return false;
+    if (x.depth !== y.depth || !sameTokens(x.tokenIds, y.tokenIds)) return false;
+    x = x.parent;
+    y = y.parent;
+  }
+  return true;
+}
+
+/**
+ * Verifies, block by block, that cached identities continue one request's prefix. It remembers
+ * every identity already proven equal to the request's prefix, so a lookup costs O(prefix) even
+ * when the chain mixes identities created by different managers.
+ */
+export class PrefixVerifier {
+  private readonly verified = new Set<KvBlockIdentity>();
+
+  /**
+   * Accepts `candidate` as the request's block after `prev` (the identity matched for the previous
+   * block, null at depth 0) when its tokens equal `blockTokens` and its parent chain equals prev's.
+   */
+  accept(candidate: KvBlockIdentity, blockTokens: readonly number[], prev: KvBlockIdentity | null): boolean {
+    const depth = prev === null ? 0 : prev.depth + 1;
+    if (candidate.depth !== depth || !sameTokens(candidate.tokenIds, blockTokens)) return false;
+    if (!this.parentMatches(candidate.parent, prev)) return false;
+    this.verified.add(candidate);
+    return true;
+  }
+
+  private parentMatches(parent: KvBlockIdentity | null, prev: KvBlockIdentity | null): boolean {
+    const walked: KvBlockIdentity[] = [];
+    let x = parent;
+    let y = prev;
+    for (;;) {
+      if (x === y || (x !== null && this.verified.has(x))) break;
+      if (x === null || y === null) return false;
+      if (x.depth !== y.depth || !sameTokens(x.tokenIds, y.tokenIds)) return false;
+      walked.push(x);
+      x = x.parent;
+      y = y.parent;
+    }
+    for (const w of walked) this.verified.add(w);
+    return true;
+  }
+}

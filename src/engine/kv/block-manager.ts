@@ -1,0 +1,609 @@
+// The KV block manager of the built-in engine (vLLM v1's KVCacheManager + BlockPool): fixed-size
+// blocks with reference counts, a prefix cache keyed by chained block hashes, LRU eviction of cached
+// free blocks, and offload to / load from the L2 and L3 tiers. Synchronous and I/O-free.
+
+import { ArborError } from "../../core/errors.js";
+import type { KvTransfer } from "../scheduler/step-plan.js";
+import {
+  PrefixVerifier,
+  hashBlockTokens,
+  makeIdentity,
+  sameIdentity,
+  sameTokens,
+  type KvBlockHash,
+  type KvBlockIdentity,
+  type KvHashFn,
+} from "./block-hash.js";
+import { FreeBlockQueue } from "./free-block-queue.js";
+import type { KvTier } from "./tier.js";
+
+/** Options of a block manager. */
+export interface KvBlockManagerOptions {
+  /** Tokens per block (vLLM's block_size). */
+  blockSize: number;
+  /** Blocks of L1 (device) KV memory (vLLM's num_gpu_blocks). */
+  numBlocks: number;
+  enablePrefixCaching: boolean;
+  /** KV bytes per token, for transfer accounting; default 0. */
+  bytesPerToken?: number;
+  /** The engine's host-memory tier: evicted cached blocks are offloaded here. */
+  l2?: KvTier;
+  /** The global pool, usually one instance shared by several managers. */
+  l3?: KvTier;
+  /** Block hash function; default `hashBlockTokens`. Tests inject weak ones to force collisions. */
+  hashFn?: KvHashFn;
+  /**
+   * Salt mixed into the root of every prefix (vLLM's cache_salt), e.g. the policy version, so that
+   * engines on different weights never share KV through L3. See also `setCacheSalt`.
+   */
+  cacheSalt?: string;
+}
+
+/** Result of a prefix-cache lookup. */
+export interface ComputedBlocks {
+  /** L1 blocks holding the request's first `numCachedTokens` tokens, in order. */
+  blockIds: number[];
+  numCachedTokens: number;
+  /** Blocks among `blockIds` that this lookup loaded from L2/L3 (one KvTransfer each, to L1). */
+  fromTier: { tier: "L2" | "L3"; blocks: number }[];
+  /** The blocks among `blockIds` that this lookup filled from L2/L3 (what an executor must load). */
+  loadedBlockIds: number[];
+}
+
+/** Counters since construction. */
+export interface KvBlockManagerStats {
+  /** Prompt tokens looked up (vllm:prefix_cache_queries_total). */
+  queries: number;
+  /** Tokens found cached (vllm:prefix_cache_hits_total). */
+  hits: number;
+  /** Cached blocks evicted from L1. */
+  evictions: number;
+  offloadedBlocks: number;
+  loadedBlocks: number;
+}
+
+/** One block's state, for tests and debugging. */
+export interface KvBlockInfo {
+  refCount: number;
+  free: boolean;
+  hash: KvBlockHash | null;
+  tokenIds: readonly number[] | null;
+}
+
+interface RequestKv {
+  blocks: number[];
+  /** Tokens the request holds KV slots for. */
+  numTokens: number;
+  /** Leading blocks whose identity is registered (the chain continues from the last one). */
+  numHashed: number;
+  /** Root of the request's prefix chain (salt), fixed at admission. */
+  root: KvBlockIdentity | null;
+  /** False after resetPrefixCache: the request's KV predates the reset and is never registered. */
+  cacheable: boolean;
+}
+
+type Hit =
+  | { kind: "L1"; block: number; id: KvBlockIdentity }
+  | { kind: "L2" | "L3"; tier: KvTier; id: KvBlockIdentity };
+
+function checkInt(field: string, v: number, min: number): void {
+  if (!Number.isInteger(v) || v < min) {
+    throw new ArborError(`kv block manager: ${field} must be an integer >= ${min}, got ${v}`, "config");
+  }
+}
+
+function saltRoot(salt: string | undefined, hashFn: KvHashFn): KvBlockIdentity | null {
+  if (salt === undefined) return null;
+  // The salt is the root "block": its characters are its tokens, so identity checks compare salts.
+  const chars = Array.from(salt, (c) => c.codePointAt(0) ?? 0);
+  return { hash: hashFn(null, chars, ["cache_salt"]), tokenIds: chars, parent: null, depth: -1 };
+}
+
+/**
+ * Paged KV allocator with prefix caching. A block is either referenced by running requests
+ * (refCount > 0) or in the free queue (refCount 0), where a block that still carries a hash is a
+ * cached block: reusable by a prefix hit until it reaches the queue's head and is evicted.
+ */
+export class KvBlockManager {
+  readonly blockSize: number;
+  readonly numBlocks: number;
+  readonly enablePrefixCaching: boolean;
+  readonly bytesPerToken: number;
+  private readonly l2: KvTier | undefined;
+  private readonly l3: KvTier | undefined;
+  private readonly hashFn: KvHashFn;
+  private root: KvBlockIdentity | null;
+  private readonly refCount: Int32Array;
+  private readonly identity: (KvBlockIdentity | null)[];
+  private readonly queue: FreeBlockQueue;
+  /** hash → L1 blocks carrying it (several when identical blocks were computed twice, or on collision). */
+  private readonly cached = new Map<KvBlockHash, number[]>();
+  private readonly requests = new Map<string, RequestKv>();
+  private readonly counters: KvBlockManagerStats = { queries: 0, hits: 0, evictions: 0, offloadedBlocks: 0, loadedBlocks: 0 };
+  private pendingEvictionOffload = { L2: 0, L3: 0 };
+
+  constructor(opts: KvBlockManagerOptions) {
+    checkInt("blockSize", opts.blockSize, 1);
+    checkInt("numBlocks", opts.numBlocks, 1);
+    const bpt = opts.bytesPerToken ?? 0;
+    if (!(bpt >= 0) || !Number.isFinite(bpt)) {
+      throw new ArborError(`kv block manager: bytesPerToken must be a finite number >= 0, got ${bpt}`, "config");
+    }
+    if (opts.l2 !== undefined && opts.l2.name !== "L2") throw new ArborError(`kv block manager: l2 is a tier named ${opts.l2.name}`, "config");
+    if (opts.l3 !== undefined && opts.l3.name !== "L3") throw new ArborError(`kv block manager: l3 is a tier named ${opts.l3.name}`, "config");
+    if ((opts.l2 !== undefined || opts.l3 !== undefined) && !opts.enablePrefixCaching) {
+      throw new ArborError("kv block manager: l2/l3 tiers need enablePrefixCaching (offloaded blocks are found again by hash)", "config");
+    }
+    this.blockSize = opts.blockSize;
+    this.numBlocks = opts.numBlocks;
+    this.enablePrefixCaching = opts.enablePrefixCaching;
+    this.bytesPerToken = bpt;
+    this.l2 = opts.l2;
+    this.l3 = opts.l3;
+    this.hashFn = opts.hashFn ?? hashBlockTokens;
+    this.root = saltRoot(opts.cacheSalt, this.hashFn);
+    this.refCount = new Int32Array(opts.numBlocks);
+    this.identity = new Array<KvBlockIdentity | null>(opts.numBlocks).fill(null);
+    this.queue = new FreeBlockQueue(opts.numBlocks);
+  }
+
+  /**
+   * Changes the cache salt for requests admitted from now on (e.g. after a weight update): blocks
+   * cached under the old salt stay until evicted but never match new lookups.
+   */
+  setCacheSalt(salt: string | undefined): void {
+    this.root = saltRoot(salt, this.hashFn);
+  }
+
+  /**
+   * Prefix-cache lookup over full blocks, never the whole prompt (the last token is always
+   * computed, as vLLM). Blocks only in L2/L3 are loaded into free L1 blocks now (counted in
+   * `loadedBlocks` and reported in `fromTier`); hits must be passed to `allocateSlots` in the same step.
+   */
+  getComputedBlocks(tokenIds: readonly number[]): ComputedBlocks {
+    if (!this.enablePrefixCaching) return { blockIds: [], numCachedTokens: 0, fromTier: [], loadedBlockIds: [] };
+    const bs = this.blockSize;
+    const maxBlocks = tokenIds.length > 0 ? Math.floor((tokenIds.length - 1) / bs) : 0;
+    const hits = this.findPrefix(tokenIds, maxBlocks, true);
+
+    // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses.
+    const protectedBlocks = new Set<number>();
+    for (const h of hits) if (h.kind === "L1" && this.refCount[h.block] === 0) protectedBlocks.add(h.block);
+    let spare = this.queue.length - protectedBlocks.size;
+    let keep = hits.length;
+    for (let i = 0; i < hits.length; i++) {
+      if (hits[i]?.kind === "L1") continue;
+      if (spare === 0) {
+        keep = i;
+        break;
+      }
+      spare--;
+    }
+    hits.length = keep;
+
+    const blockIds: number[] = [];
+    const loadedBlockIds: number[] = [];
+    const loaded = { L2: 0, L3: 0 };
+    for (const h of hits) {
+      if (h.kind === "L1") {
+        blockIds.push(h.block);
+        continue;
+      }
+      h.tier.touch(h.id.hash);
+      const b = this.queue.popFrontSkipping(protectedBlocks);
+      if (b === undefined) throw new Error("kv block manager: no free block to load into (accounting bug)");
+      this.evict(b);
+      this.register(b, h.id);
+      this.queue.pushBack(b);
+      protectedBlocks.add(b);
+      blockIds.push(b);
+      loadedBlockIds.push(b);
+      loaded[h.kind]++;
+    }
+    this.counters.loadedBlocks += loaded.L2 + loaded.L3;
+    const numCachedTokens = blockIds.length * bs;
+    this.counters.queries += tokenIds.length;
+    this.counters.hits += numCachedTokens;
+    const fromTier: ComputedBlocks["fromTier"] = [];
+    if (loaded.L2 > 0) fromTier.push({ tier: "L2", blocks: loaded.L2 });
+    if (loaded.L3 > 0) fromTier.push({ tier: "L3", blocks: loaded.L3 });
+    return { blockIds, numCachedTokens, fromTier, loadedBlockIds };
+  }
+
+  /**
+   * Reserves slots so that the request holds KV for numComputedTokens + numNewTokens tokens, where
+   * numComputedTokens is what it already holds plus `newComputedBlocks` (hits from
+   * getComputedBlocks, taken first, only before its first allocation). Returns the new block ids,
+   * or null with nothing changed when free blocks are short (the scheduler then preempts).
+   */
+  allocateSlots(
+    requestId: string,
+    tokenIds: readonly number[],
+    numNewTokens: number,
+    newComputedBlocks: readonly number[] = [],
+  ): number[] | null {
+    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) {
+      throw new Error(`allocateSlots(${requestId}): numNewTokens must be an integer >= 0, got ${numNewTokens}`);
+    }
+    const bs = this.blockSize;
+    const existing = this.requests.get(requestId);
+    if (newComputedBlocks.length > 0) {
+      if (existing !== undefined && existing.blocks.length > 0) {
+        throw new Error(`allocateSlots(${requestId}): newComputedBlocks given but the request already holds ${existing.blocks.length} blocks`);
+      }
+      this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks);
+    }
+    const held = existing?.numTokens ?? 0;
+    const target = held + newComputedBlocks.length * bs + numNewTokens;
+    const haveBlocks = (existing?.blocks.length ?? 0) + newComputedBlocks.length;
+    const need = Math.max(0, Math.ceil(target / bs) - haveBlocks);
+    let touchFree = 0;
+    for (const b of newComputedBlocks) if (this.refCount[b] === 0) touchFree++;
+    if (need + touchFree > this.queue.length) return null;
+
+    const req: RequestKv = existing ?? { blocks: [], numTokens: 0, numHashed: 0, root: this.root, cacheable: this.enablePrefixCaching };
+    if (existing === undefined) this.requests.set(requestId, req);
+    for (const b of newComputedBlocks) {
+      if (this.refCount[b] === 0) this.queue.remove(b);
+      this.refCount[b] = (this.refCount[b] ?? 0) + 1;
+      req.blocks.push(b);
+    }
+    if (newComputedBlocks.length > 0) req.numHashed = newComputedBlocks.length;
+    const fresh: number[] = [];
+    for (let i = 0; i < need; i++) {
+      const b = this.queue.popFront();
+      if (b === undefined) throw new Error("kv block manager: free queue ran dry (accounting bug)");
+      this.evict(b);
+      this.refCount[b] = 1;
+      req.blocks.push(b);
+      fresh.push(b);
+    }
+    req.numTokens = target;
+    if (req.cacheable) this.cacheFullBlocks(req, tokenIds);
+    return fresh;
+  }
+
+  /**
+   * Releases a request's blocks (refCount − 1), tail first so that a prompt's last blocks are
+   * evicted before its first ones. Blocks reaching 0 join the free queue; hashed ones stay
+   * reusable as cached blocks until evicted. Unknown requests are ignored.
+   */
+  free(requestId: string): void {
+    const req = this.requests.get(requestId);
+    if (req === undefined) return;
+    this.release(requestId, req);
+  }
+
+  /** Blocks the request holds, in order. */
+  blocksOf(requestId: string): readonly number[] {
+    return this.requests.get(requestId)?.blocks ?? [];
+  }
+
+  /** Tokens the request holds KV slots for (0 when unknown). */
+  numTokensOf(requestId: string): number {
+    return this.requests.get(requestId)?.numTokens ?? 0;
+  }
+
+  /** Free blocks, cached ones included (vLLM's get_num_free_blocks). */
+  numFreeBlocks(): number {
+    return this.queue.length;
+  }
+
+  /** L1 blocks carrying a prefix-cache hash (referenced or not). */
+  numCachedBlocks(): number {
+    let n = 0;
+    for (const id of this.identity) if (id !== null) n++;
+    return n;
+  }
+
+  /** Fraction of blocks referenced by running requests, 0..1 (vllm:kv_cache_usage_perc). */
+  usage(): number {
+    return (this.numBlocks - this.queue.length) / this.numBlocks;
+  }
+
+  /** Counters since construction (a copy). */
+  stats(): KvBlockManagerStats {
+    return { ...this.counters };
+  }
+
+  /** One block's state. */
+  blockInfo(blockId: number): KvBlockInfo {
+    this.checkBlockId("blockInfo", blockId);
+    const id = this.identity[blockId] ?? null;
+    return { refCount: this.refCount[blockId] ?? 0, free: this.queue.has(blockId), hash: id?.hash ?? null, tokenIds: id?.tokenIds ?? null };
+  }
+
+  /** The whole prefix a cached block stands for (its chain's tokens, salt excluded), or null. */
+  blockPrefix(blockId: number): number[] | null {
+    this.checkBlockId("blockPrefix", blockId);
+    const chain: KvBlockIdentity[] = [];
+    for (let id = this.identity[blockId] ?? null; id !== null && id.depth >= 0; id = id.parent) chain.push(id);
+    if (chain.length === 0) return null;
+    return chain.reverse().flatMap((id) => [...id.tokenIds]);
+  }
+
+  /** Block ids in the free queue, next-to-evict first. */
+  freeQueueOrder(): number[] {
+    return this.queue.toArray();
+  }
+
+  /**
+   * Transfers caused by evictions since the last call (cached blocks offloaded to L2, or to L3
+   * when there is no L2), one per tier, so that the scheduler can charge them to the step.
+   */
+  takeEvictionTransfers(): KvTransfer[] {
+    const out: KvTransfer[] = [];
+    for (const to of ["L2", "L3"] as const) {
+      const blocks = this.pendingEvictionOffload[to];
+      if (blocks > 0) out.push({ from: "L1", to, blocks, bytes: this.blockBytes(blocks) });
+    }
+    this.pendingEvictionOffload = { L2: 0, L3: 0 };
+    return out;
+  }
+
+  /**
+   * Drops every cached block, e.g. after a weight update or /sleep. Returns how many unreferenced
+   * cached blocks were dropped. Blocks still referenced lose their hash too (their KV predates the
+   * reset) and their requests register nothing more. L2/L3 are not cleared (L3 is shared): on a
+   * weight update also call setCacheSalt so that their old-version entries never match.
+   */
+  resetPrefixCache(): number {
+    let dropped = 0;
+    for (let b = 0; b < this.numBlocks; b++) {
+      if (this.identity[b] === null) continue;
+      if (this.refCount[b] === 0) dropped++;
+      this.identity[b] = null;
+    }
+    this.cached.clear();
+    for (const req of this.requests.values()) {
+      req.cacheable = false;
+      req.numHashed = 0;
+    }
+    return dropped;
+  }
+
+  /**
+   * Pauses a program (ThunderAgent): puts the request's full hashed blocks in tier `to` and frees
+   * them from L1, where they become the first to be evicted. Returns the transfer (blocks already
+   * in the tier are not sent again), or null when that tier is not configured. The program's next
+   * request finds them again through getComputedBlocks.
+   */
+  offloadRequest(requestId: string, to: "L2" | "L3"): KvTransfer | null {
+    const tier = to === "L2" ? this.l2 : this.l3;
+    if (tier === undefined) return null;
+    const req = this.requests.get(requestId);
+    if (req === undefined) throw new Error(`offloadRequest(${requestId}): the request holds no KV blocks`);
+    const hashed = req.blocks.slice(0, req.numHashed);
+    const { sent, covered } = this.copyToTier(tier, hashed);
+    this.release(requestId, req);
+    this.demote(covered);
+    return { from: "L1", to, blocks: sent, bytes: this.blockBytes(sent) };
+  }
+
+  /**
+   * Like offloadRequest for a program whose request already finished: offloads the cached L1
+   * blocks of `tokenIds`' longest cached prefix (full blocks only). Null when no such tier.
+   */
+  offloadPrefix(tokenIds: readonly number[], to: "L2" | "L3"): KvTransfer | null {
+    const tier = to === "L2" ? this.l2 : this.l3;
+    if (tier === undefined) return null;
+    const hits = this.findPrefix(tokenIds, Math.floor(tokenIds.length / this.blockSize), false);
+    const blocks = hits.flatMap((h) => (h.kind === "L1" ? [h.block] : []));
+    const { sent, covered } = this.copyToTier(tier, blocks);
+    this.demote(covered.filter((b) => this.refCount[b] === 0));
+    return { from: "L1", to, blocks: sent, bytes: this.blockBytes(sent) };
+  }
+
+  /** Invariant check used by tests; throws a descriptive Error when violated. */
+  checkInvariants(): void {
+    this.queue.check();
+    const held = new Int32Array(this.numBlocks);
+    for (const [rid, req] of this.requests) {
+      const want = Math.ceil(req.numTokens / this.blockSize);
+      if (req.blocks.length !== want) {
+        throw new Error(`request ${rid}: holds ${req.blocks.length} blocks for ${req.numTokens} tokens (want ${want})`);
+      }
+      if (req.numHashed > req.blocks.length) throw new Error(`request ${rid}: numHashed ${req.numHashed} > blocks ${req.blocks.length}`);
+      const seen = new Set<number>();
+      for (const b of req.blocks) {
+        if (seen.has(b)) throw new Error(`request ${rid}: holds block ${b} twice`);
+        seen.add(b);
+        held[b] = (held[b] ?? 0) + 1;
+      }
+      for (let i = 0; i < req.numHashed; i++) {
+        const id = this.identity[req.blocks[i] ?? -1];
+        if (id === null || id === undefined) throw new Error(`request ${rid}: hashed block #${i} has no identity`);
+        if (id.depth !== i) throw new Error(`request ${rid}: block #${i} has identity depth ${id.depth}`);
+      }
+    }
+    for (let b = 0; b < this.numBlocks; b++) {
+      const rc = this.refCount[b] ?? 0;
+      if (rc < 0) throw new Error(`block ${b}: negative refCount ${rc}`);
+      if (rc !== held[b]) throw new Error(`block ${b}: refCount ${rc} but held by ${held[b]} requests`);
+      if (rc > 0 && this.queue.has(b)) throw new Error(`block ${b}: both free and referenced (refCount ${rc})`);
+      if (rc === 0 && !this.queue.has(b)) throw new Error(`block ${b}: unreferenced but not in the free queue`);
+      const id = this.identity[b] ?? null;
+      if (id !== null && !(this.cached.get(id.hash) ?? []).includes(b)) throw new Error(`block ${b}: hash ${id.hash} not indexed`);
+    }
+    for (const [hash, blocks] of this.cached) {
+      if (blocks.length === 0) throw new Error(`prefix cache: empty bucket for ${hash}`);
+      for (const b of blocks) {
+        if (this.identity[b]?.hash !== hash) throw new Error(`prefix cache: ${hash} indexes block ${b} which carries ${this.identity[b]?.hash ?? "no hash"}`);
+      }
+    }
+    const u = this.usage();
+    if (u < 0 || u > 1) throw new Error(`usage ${u} outside 0..1`);
+  }
+
+  private blockBytes(blocks: number): number {
+    return blocks * this.blockSize * this.bytesPerToken;
+  }
+
+  private checkBlockId(where: string, b: number): void {
+    if (!Number.isInteger(b) || b < 0 || b >= this.numBlocks) throw new Error(`${where}: no block ${b} (numBlocks ${this.numBlocks})`);
+  }
+
+  /** Longest verified prefix of `tokenIds` over `maxBlocks` blocks, from L1 and (if `useTiers`) L2/L3. */
+  private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean): Hit[] {
+    const bs = this.blockSize;
+    const verifier = new PrefixVerifier();
+    const hits: Hit[] = [];
+    let prev = this.root;
+    for (let i = 0; i < maxBlocks; i++) {
+      const tokens = tokenIds.slice(i * bs, (i + 1) * bs);
+      const hash = this.hashFn(prev === null ? null : prev.hash, tokens);
+      let hit: Hit | undefined;
+      for (const b of this.cached.get(hash) ?? []) {
+        const id = this.identity[b];
+        if (id !== null && id !== undefined && verifier.accept(id, tokens, prev)) {
+          hit = { kind: "L1", block: b, id };
+          break;
+        }
+      }
+      if (hit === undefined && useTiers) {
+        for (const tier of [this.l2, this.l3]) {
+          const id = tier?.get(hash);
+          if (tier !== undefined && id !== undefined && verifier.accept(id, tokens, prev)) {
+            hit = { kind: tier.name, tier, id };
+            break;
+          }
+        }
+      }
+      if (hit === undefined) break;
+      hits.push(hit);
+      prev = hit.id;
+    }
+    return hits;
+  }
+
+  private checkComputedBlocks(requestId: string, tokenIds: readonly number[], blocks: readonly number[]): void {
+    const bs = this.blockSize;
+    if (blocks.length * bs >= tokenIds.length + 1) {
+      throw new Error(`allocateSlots(${requestId}): ${blocks.length} computed blocks exceed the ${tokenIds.length} tokens`);
+    }
+    const verifier = new PrefixVerifier();
+    const seen = new Set<number>();
+    let prev = this.root;
+    blocks.forEach((b, i) => {
+      this.checkBlockId(`allocateSlots(${requestId})`, b);
+      if (seen.has(b)) throw new Error(`allocateSlots(${requestId}): computed block ${b} given twice`);
+      seen.add(b);
+      const id = this.identity[b] ?? null;
+      if (id === null || !verifier.accept(id, tokenIds.slice(i * bs, (i + 1) * bs), prev)) {
+        throw new Error(
+          `allocateSlots(${requestId}): computed block ${b} no longer holds tokens ${i * bs}..${(i + 1) * bs - 1} ` +
+            "(it was evicted; call getComputedBlocks and allocateSlots in the same step)",
+        );
+      }
+      prev = id;
+    });
+  }
+
+  /** Registers the request's newly full blocks in the prefix cache, chaining from the last one. */
+  private cacheFullBlocks(req: RequestKv, tokenIds: readonly number[]): void {
+    const bs = this.blockSize;
+    const numFull = Math.min(req.blocks.length, Math.floor(Math.min(req.numTokens, tokenIds.length) / bs));
+    let parent = req.numHashed === 0 ? req.root : (this.identity[req.blocks[req.numHashed - 1] ?? -1] ?? null);
+    for (let i = req.numHashed; i < numFull; i++) {
+      const b = req.blocks[i];
+      if (b === undefined) break;
+      const tokens = tokenIds.slice(i * bs, (i + 1) * bs);
+      const hash = this.hashFn(parent === null ? null : parent.hash, tokens);
+      // Share the identity object of an identical block computed by another request: keeps chains short.
+      let id: KvBlockIdentity | undefined;
+      for (const other of this.cached.get(hash) ?? []) {
+        const o = this.identity[other];
+        if (o !== null && o !== undefined && o.parent === parent && sameTokens(o.tokenIds, tokens)) {
+          id = o;
+          break;
+        }
+      }
+      const own = id ?? makeIdentity(hash, tokens, parent);
+      if (this.identity[b] !== null) this.unregister(b);
+      this.register(b, own);
+      parent = own;
+      req.numHashed = i + 1;
+    }
+  }
+
+  private register(b: number, id: KvBlockIdentity): void {
+    this.identity[b] = id;
+    const bucket = this.cached.get(id.hash);
+    if (bucket === undefined) this.cached.set(id.hash, [b]);
+    else bucket.push(b);
+  }
+
+  private unregister(b: number): KvBlockIdentity | null {
+    const id = this.identity[b] ?? null;
+    if (id === null) return null;
+    this.identity[b] = null;
+    const bucket = this.cached.get(id.hash);
+    if (bucket !== undefined) {
+      const at = bucket.indexOf(b);
+      if (at >= 0) bucket.splice(at, 1);
+      if (bucket.length === 0) this.cached.delete(id.hash);
+    }
+    return id;
+  }
+
+  /** Strips a block leaving the free queue for reuse of its cached content, offloading it first. */
+  private evict(b: number): void {
+    const id = this.unregister(b);
+    if (id === null) return;
+    this.counters.evictions++;
+    const tier = this.l2 ?? this.l3;
+    if (tier === undefined) return;
+    if (this.tierHolds(tier, id)) {
+      tier.touch(id.hash);
+    } else if (tier.put(id.hash, id.tokenIds, id.parent)) {
+      this.counters.offloadedBlocks++;
+      this.pendingEvictionOffload[tier.name]++;
+    }
+  }
+
+  private tierHolds(tier: KvTier, id: KvBlockIdentity): boolean {
+    const e = tier.get(id.hash);
+    return e !== undefined && sameIdentity(e, id);
+  }
+
+  /** Copies blocks' identities into `tier`; `covered` are the blocks whose content the tier now holds. */
+  private copyToTier(tier: KvTier, blocks: readonly number[]): { sent: number; covered: number[] } {
+    let sent = 0;
+    const covered: number[] = [];
+    for (const b of blocks) {
+      const id = this.identity[b] ?? null;
+      if (id === null) break;
+      if (this.tierHolds(tier, id)) {
+        tier.touch(id.hash);
+      } else if (tier.put(id.hash, id.tokenIds, id.parent)) {
+        sent++;
+      } else {
+        break;
+      }
+      covered.push(b);
+    }
+    this.counters.offloadedBlocks += sent;
+    return { sent, covered };
+  }
+
+  /** Moves free blocks (a prefix, in order) to the queue's head, last block first in line. */
+  private demote(blocks: readonly number[]): void {
+    for (const b of blocks) {
+      if (this.refCount[b] !== 0) continue;
+      this.queue.remove(b);
+      this.queue.pushFront(b);
+    }
+  }
+
+  private release(requestId: string, req: RequestKv): void {
+    this.requests.delete(requestId);
+    for (let i = req.blocks.length - 1; i >= 0; i--) {
+      const b = req.blocks[i];
+      if (b === undefined) continue;
+      const rc = (this.refCount[b] ?? 0) - 1;
+      if (rc < 0) throw new Error(`free(${requestId}): block ${b} refCount would go negative`);
+      this.refCount[b] = rc;
+      if (rc === 0) this.queue.pushBack(b);
+    }
+  }
+}

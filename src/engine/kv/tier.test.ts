@@ -1,0 +1,40 @@
+// Tests of the in-process KV tier (LRU by blocks) and transfer timing.
+import { describe, expect, it } from "vitest";
+import { makeIdentity } from "./block-hash.js";
+import { InProcessKvTier, transferMs } from "./tier.js";
+
+describe("InProcessKvTier", () => {
+  it("evicts the least recently used entry when full; touch and put refresh", () => {
+    const t = new InProcessKvTier({ name: "L2", capacityBlocks: 2, bandwidthBytesPerMs: 10 });
+    expect(t.put("a", [1])).toBe(true);
+    expect(t.put("b", [2])).toBe(true);
+    t.touch("a");
+    expect(t.put("c", [3])).toBe(true);
+    expect(t.has("b")).toBe(false);
+    expect(t.lruOrder()).toEqual(["a", "c"]);
+    expect(t.put("a", [1])).toBe(true);
+    expect(t.lruOrder()).toEqual(["c", "a"]);
+    expect(t.evictions()).toBe(1);
+    t.remove("c");
+    expect(t.size()).toBe(1);
+  });
+
+  it("stores the parent chain and refuses puts when it has no capacity", () => {
+    const t = new InProcessKvTier({ name: "L3", capacityBlocks: 4, bandwidthBytesPerMs: 10 });
+    const p = makeIdentity("p", [1, 2], null);
+    t.put("c", [3, 4], p);
+    expect(t.get("c")).toMatchObject({ tokenIds: [3, 4], parent: p, depth: 1 });
+    const z = new InProcessKvTier({ name: "L3", capacityBlocks: 0, bandwidthBytesPerMs: 10 });
+    expect(z.put("a", [1])).toBe(false);
+    expect(z.size()).toBe(0);
+  });
+
+  it("validates its options and times transfers by bandwidth", () => {
+    expect(() => new InProcessKvTier({ name: "L2", capacityBlocks: -1, bandwidthBytesPerMs: 1 })).toThrow(/capacityBlocks/);
+    expect(() => new InProcessKvTier({ name: "L2", capacityBlocks: 1, bandwidthBytesPerMs: 0 })).toThrow(/bandwidthBytesPerMs/);
+    const t = new InProcessKvTier({ name: "L2", capacityBlocks: 1, bandwidthBytesPerMs: 25e6 });
+    expect(transferMs(t, 50e6)).toBe(2);
+    expect(transferMs(t, 0)).toBe(0);
+    expect(() => transferMs(t, -1)).toThrow(/bytes/);
+  });
+});

@@ -1,0 +1,116 @@
+// KV tiers below the engine's device memory: L2 (the engine's host memory) and L3 (a global pool
+// shared by all engines, Mooncake-style). They hold block identities, not tensors; the cost model
+// charges the traffic by each tier's bandwidth.
+
+import { ArborError } from "../../core/errors.js";
+import { makeIdentity, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
+
+/** A KV tier, addressed by chained block hash. */
+export interface KvTier {
+  readonly name: "L2" | "L3";
+  readonly capacityBlocks: number;
+  readonly bandwidthBytesPerMs: number;
+  has(hash: KvBlockHash): boolean;
+  /** The stored identity for `hash` (its tokens and parent chain), without touching it. */
+  get(hash: KvBlockHash): KvBlockIdentity | undefined;
+  /**
+   * Stores a block (replacing a colliding entry under the same hash) as most recently used.
+   * `parent` is the identity of the previous block of the prefix (null/omitted for a first block).
+   * Returns false when the tier is full after its own LRU eviction fails.
+   */
+  put(hash: KvBlockHash, tokenIds: readonly number[], parent?: KvBlockIdentity | null): boolean;
+  touch(hash: KvBlockHash): void;
+  remove(hash: KvBlockHash): void;
+  size(): number;
+}
+
+/** Options of an in-process tier. */
+export interface InProcessKvTierOptions {
+  name: "L2" | "L3";
+  capacityBlocks: number;
+  /** Transfer bandwidth between this tier and L1, bytes per ms (e.g. 25 GB/s = 25e6). */
+  bandwidthBytesPerMs: number;
+}
+
+/**
+ * An LRU tier in this process. Share one L3 instance between several engines' block managers to
+ * model a global pool: a prefix offloaded by one engine is found by the others.
+ */
+export class InProcessKvTier implements KvTier {
+  readonly name: "L2" | "L3";
+  readonly capacityBlocks: number;
+  readonly bandwidthBytesPerMs: number;
+  /** Insertion order is LRU order: the first key is the least recently used. */
+  private readonly entries = new Map<KvBlockHash, KvBlockIdentity>();
+  private evictedCount = 0;
+
+  constructor(opts: InProcessKvTierOptions) {
+    if (opts.name !== "L2" && opts.name !== "L3") {
+      throw new ArborError(`kv tier: name must be "L2" or "L3", got ${JSON.stringify(opts.name)}`, "config");
+    }
+    if (!Number.isInteger(opts.capacityBlocks) || opts.capacityBlocks < 0) {
+      throw new ArborError(`kv tier ${opts.name}: capacityBlocks must be an integer >= 0, got ${opts.capacityBlocks}`, "config");
+    }
+    if (!(opts.bandwidthBytesPerMs > 0) || !Number.isFinite(opts.bandwidthBytesPerMs)) {
+      throw new ArborError(
+        `kv tier ${opts.name}: bandwidthBytesPerMs must be a finite number > 0, got ${opts.bandwidthBytesPerMs}`,
+        "config",
+      );
+    }
+    this.name = opts.name;
+    this.capacityBlocks = opts.capacityBlocks;
+    this.bandwidthBytesPerMs = opts.bandwidthBytesPerMs;
+  }
+
+  has(hash: KvBlockHash): boolean {
+    return this.entries.has(hash);
+  }
+
+  get(hash: KvBlockHash): KvBlockIdentity | undefined {
+    return this.entries.get(hash);
+  }
+
+  put(hash: KvBlockHash, tokenIds: readonly number[], parent: KvBlockIdentity | null = null): boolean {
+    if (this.entries.has(hash)) {
+      this.entries.delete(hash);
+    } else if (this.entries.size >= this.capacityBlocks) {
+      const lru = this.entries.keys().next();
+      if (lru.done) return false;
+      this.entries.delete(lru.value);
+      this.evictedCount++;
+    }
+    this.entries.set(hash, makeIdentity(hash, tokenIds, parent));
+    return true;
+  }
+
+  touch(hash: KvBlockHash): void {
+    const e = this.entries.get(hash);
+    if (e === undefined) return;
+    this.entries.delete(hash);
+    this.entries.set(hash, e);
+  }
+
+  remove(hash: KvBlockHash): void {
+    this.entries.delete(hash);
+  }
+
+  size(): number {
+    return this.entries.size;
+  }
+
+  /** Entries this tier dropped by its own LRU eviction. */
+  evictions(): number {
+    return this.evictedCount;
+  }
+
+  /** Hashes from least to most recently used (for tests and debugging). */
+  lruOrder(): KvBlockHash[] {
+    return [...this.entries.keys()];
+  }
+}
+
+/** Milliseconds to move `bytes` between L1 and `tier` at the tier's bandwidth. */
+export function transferMs(tier: Pick<KvTier, "bandwidthBytesPerMs">, bytes: number): number {
+  if (!(bytes >= 0) || !Number.isFinite(bytes)) throw new Error(`transferMs: bytes must be a finite number >= 0, got ${bytes}`);
+  return bytes / tier.bandwidthBytesPerMs;
+}
