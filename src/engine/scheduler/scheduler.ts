@@ -1,0 +1,590 @@
+// The built-in engine's request scheduler: an I/O-free state machine modelled on vLLM v1's
+// Scheduler (token budget, max running sequences, chunked prefill, FCFS/priority queues,
+// preemption by recompute). It decides each step's plan; executors run it and report back.
+
+import type { Clock } from "../../core/clock.js";
+import { ArborError, CapacityError } from "../../core/errors.js";
+import type { KvBlockManager } from "../kv/block-manager.js";
+import { RequestQueue, compareQueued, type SchedulingPolicy } from "./request-queue.js";
+import type { KvTransfer, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
+
+export interface SchedulerConfig {
+  /** Token budget per step (vLLM max_num_batched_tokens). */
+  maxNumBatchedTokens: number;
+  /** Max requests in the running set (vLLM max_num_seqs). */
+  maxNumSeqs: number;
+  policy: SchedulingPolicy;
+  enableChunkedPrefill: boolean;
+  /** Cap on one request's prefill chunk per step; 0/undefined = no cap (vLLM long_prefill_token_threshold). */
+  longPrefillTokenThreshold?: number;
+  /** Prompt + output tokens a request may reach. */
+  maxModelLen: number;
+  /** Sampling one of these ends the request with reason "stop" (the token is kept in the outputs). */
+  stopTokenIds: number[];
+  /** Bounded waiting queue: addRequest throws CapacityError beyond it. */
+  maxWaiting: number;
+}
+
+export interface NewRequest {
+  requestId: string;
+  promptTokenIds: number[];
+  maxTokens: number;
+  /** Lower = sooner, as vLLM. Default 0. */
+  priority?: number;
+  programId?: string;
+  /** Default clock.now(). */
+  arrivalTime?: number;
+}
+
+export type FinishReason = "stop" | "length" | "abort";
+
+export interface FinishedRequest {
+  requestId: string;
+  outputTokenIds: number[];
+  logprobs: number[];
+  finishReason: FinishReason;
+  /** The stop token that ended the request (finishReason "stop"). */
+  stopTokenId?: number;
+  numPreemptions: number;
+  programId?: string;
+  numPromptTokens: number;
+  /** Prompt tokens served from the prefix cache when the request was first scheduled. */
+  numCachedTokens: number;
+}
+
+/** "preempted" requests sit in the waiting queue, like vLLM's PREEMPTED status. */
+export type RequestStatus = "waiting" | "running" | "preempted" | "finished";
+
+export interface RequestStateView {
+  requestId: string;
+  status: RequestStatus;
+  outputTokenIds: number[];
+  numPromptTokens: number;
+  numComputedTokens: number;
+  numPreemptions: number;
+  numCachedTokens: number;
+  priority: number;
+  arrivalTime: number;
+  programId?: string;
+  /** True while waiting behind a paused program. */
+  held: boolean;
+  finishReason?: FinishReason;
+  /** Clock time the request was first scheduled, and its first token sampled. */
+  firstScheduledTime?: number;
+  firstTokenTime?: number;
+}
+
+export interface SchedulerStats {
+  running: number;
+  /** Waiting requests, preempted and held ones included. */
+  waiting: number;
+  /** Waiting requests held back by a paused program. */
+  held: number;
+  /** Preemptions since start (vllm:num_preemptions_total). */
+  preemptions: number;
+  stepsScheduled: number;
+  finished: number;
+  aborted: number;
+  pausedPrograms: number;
+}
+
+/** Where a paused program's KV goes. */
+export type PauseTarget = "L2" | "L3" | "drop";
+
+/** The part of the KV block manager the scheduler drives. */
+export type SchedulerKv = Pick<
+  KvBlockManager,
+  | "blockSize"
+  | "numBlocks"
+  | "bytesPerToken"
+  | "getComputedBlocks"
+  | "allocateSlots"
+  | "free"
+  | "offloadRequest"
+  | "offloadPrefix"
+  | "takeEvictionTransfers"
+>;
+
+interface Req {
+  requestId: string;
+  /** Prompt followed by the outputs so far: what a resumed request recomputes. */
+  tokenIds: number[];
+  numPromptTokens: number;
+  logprobs: number[];
+  maxTokens: number;
+  priority: number;
+  arrivalTime: number;
+  seq: number;
+  programId: string | undefined;
+  status: RequestStatus;
+  numComputedTokens: number;
+  numPreemptions: number;
+  numCachedTokens: number;
+  finishReason?: FinishReason;
+  stopTokenId?: number;
+  firstScheduledTime?: number;
+  firstTokenTime?: number;
+}
+
+/**
+ * vLLM v1-style scheduler. One step at a time: `schedule()` returns a plan, the executor runs it,
+ * `onStepDone()` feeds back the sampled tokens. There is no prefill or decode phase: each step every
+ * request's computed tokens catch up with its token count within the budget.
+ */
+export class Scheduler {
+  private readonly requests = new Map<string, Req>();
+  private readonly waiting: RequestQueue<Req>;
+  private running: Req[] = [];
+  private nextSeq = 0;
+  private nextStepId = 0;
+  /** The last plan with chunks, until its result comes back. */
+  private inFlight: { plan: StepPlan } | undefined;
+  /** Finished since the previous plan; listed in the next plan's `finished`. */
+  private finishedSincePlan: string[] = [];
+  /** Aborted while holding KV: freed at the next schedule (the executor may still be using it). */
+  private pendingFree: string[] = [];
+  /** KV moves decided outside a step (program pauses), charged to the next plan. */
+  private pendingTransfers: KvTransfer[] = [];
+  private readonly pausedPrograms = new Map<string, PauseTarget>();
+  /** Per program, the tokens of its last finished request, whose KV may still be cached (see pauseProgram). */
+  private readonly lastTokensOfProgram = new Map<string, number[]>();
+  private numPreemptions = 0;
+  private numFinished = 0;
+  private numAborted = 0;
+
+  constructor(
+    readonly config: SchedulerConfig,
+    private readonly kv: SchedulerKv,
+    private readonly clock: Clock,
+  ) {
+    validateConfig(config);
+    if (Math.ceil(config.maxModelLen / kv.blockSize) > kv.numBlocks) {
+      // As vLLM at startup: a request of maxModelLen tokens must fit in KV alone, or it never finishes.
+      throw new ArborError(
+        `scheduler config: maxModelLen ${config.maxModelLen} needs ${Math.ceil(config.maxModelLen / kv.blockSize)} KV blocks ` +
+          `of ${kv.blockSize} tokens but the KV cache has ${kv.numBlocks}`,
+        "config",
+      );
+    }
+    this.waiting = new RequestQueue<Req>(config.policy);
+  }
+
+  /**
+   * Queue a request. Throws ArborError on bad input (field + reason) and CapacityError when the
+   * waiting queue is full.
+   */
+  addRequest(req: NewRequest): void {
+    const { requestId, promptTokenIds, maxTokens } = req;
+    if (typeof requestId !== "string" || requestId === "") {
+      throw new ArborError("addRequest: requestId must be a non-empty string", "invalid_request");
+    }
+    if (this.requests.has(requestId)) {
+      throw new ArborError(`addRequest: requestId "${requestId}" is already in the scheduler`, "invalid_request");
+    }
+    if (!Array.isArray(promptTokenIds) || promptTokenIds.length === 0) {
+      throw new ArborError(`addRequest ${requestId}: promptTokenIds must be a non-empty array`, "invalid_request");
+    }
+    if (!promptTokenIds.every((t) => Number.isInteger(t) && t >= 0)) {
+      throw new ArborError(`addRequest ${requestId}: promptTokenIds must be non-negative integers`, "invalid_request");
+    }
+    if (promptTokenIds.length >= this.config.maxModelLen) {
+      throw new ArborError(
+        `addRequest ${requestId}: prompt has ${promptTokenIds.length} tokens, leaving no room for output ` +
+          `within maxModelLen ${this.config.maxModelLen}`,
+        "invalid_request",
+      );
+    }
+    if (!Number.isInteger(maxTokens) || maxTokens < 1) {
+      throw new ArborError(`addRequest ${requestId}: maxTokens must be an integer >= 1, got ${maxTokens}`, "invalid_request");
+    }
+    if (req.programId !== undefined && (typeof req.programId !== "string" || req.programId === "")) {
+      throw new ArborError(`addRequest ${requestId}: programId must be a non-empty string when given`, "invalid_request");
+    }
+    const priority = req.priority ?? 0;
+    if (!Number.isFinite(priority)) {
+      throw new ArborError(`addRequest ${requestId}: priority must be a finite number`, "invalid_request");
+    }
+    const arrivalTime = req.arrivalTime ?? this.clock.now();
+    if (!Number.isFinite(arrivalTime)) {
+      throw new ArborError(`addRequest ${requestId}: arrivalTime must be a finite number`, "invalid_request");
+    }
+    if (this.waiting.length >= this.config.maxWaiting) {
+      throw new CapacityError("scheduler waiting queue", this.config.maxWaiting);
+    }
+    const r: Req = {
+      requestId,
+      tokenIds: promptTokenIds.slice(),
+      numPromptTokens: promptTokenIds.length,
+      logprobs: [],
+      maxTokens,
+      priority,
+      arrivalTime,
+      seq: this.nextSeq++,
+      programId: req.programId,
+      status: "waiting",
+      numComputedTokens: 0,
+      numPreemptions: 0,
+      numCachedTokens: 0,
+    };
+    this.requests.set(requestId, r);
+    this.waiting.add(r);
+  }
+
+  /**
+   * Finish a request with reason "abort"; it is listed in the next plan's `finished`. Its KV is
+   * freed now, or at the next `schedule()` when the step in flight uses it (a token sampled for it
+   * by that step is dropped).
+   * Returns its final state, or undefined when the id is unknown or already finished.
+   */
+  abort(requestId: string): FinishedRequest | undefined {
+    const r = this.requests.get(requestId);
+    if (!r || r.status === "finished") return undefined;
+    if (r.status === "running") {
+      this.running = this.running.filter((x) => x !== r);
+      if (this.inFlight?.plan.chunks.some((c) => c.requestId === requestId)) this.pendingFree.push(requestId);
+      else this.kv.free(requestId);
+    } else {
+      this.waiting.remove(r);
+    }
+    r.finishReason = "abort";
+    this.numAborted++;
+    return this.finish(r);
+  }
+
+  /** Make the next step's plan (vLLM Scheduler.schedule). */
+  schedule(): StepPlan {
+    if (this.inFlight) {
+      throw new Error(`schedule: step ${this.inFlight.plan.stepId} is still in flight (call onStepDone first)`);
+    }
+    for (const id of this.pendingFree) this.kv.free(id);
+    this.pendingFree = [];
+
+    const now = this.clock.now();
+    const cfg = this.config;
+    const threshold = cfg.longPrefillTokenThreshold ?? 0;
+    let budget = cfg.maxNumBatchedTokens;
+    const scheduled = new Map<string, number>();
+    const preempted: Req[] = [];
+    const transfers: KvTransfer[] = this.pendingTransfers;
+    this.pendingTransfers = [];
+    /** Running requests scheduled this step, in order (a preemption may take one back). */
+    const scheduledRunning: Req[] = [];
+
+    // 1. RUNNING requests: decode steps and the rest of chunked prefills.
+    let i = 0;
+    while (i < this.running.length && budget > 0) {
+      const r = this.running[i] as Req;
+      let n = r.tokenIds.length - r.numComputedTokens;
+      if (threshold > 0 && n > threshold) n = threshold;
+      n = Math.min(n, budget, cfg.maxModelLen - 1 - r.numComputedTokens);
+      if (n <= 0) {
+        i++;
+        continue;
+      }
+      let ok = false;
+      for (;;) {
+        if (this.kv.allocateSlots(r.requestId, r.tokenIds, n) !== null) {
+          ok = true;
+          break;
+        }
+        // Out of KV: preempt the lowest-priority running request, possibly `r` itself.
+        const victim = this.pickVictim();
+        const vi = this.running.indexOf(victim);
+        this.running.splice(vi, 1);
+        if (vi < i) i--; // keep `i` on `r`
+        const k = scheduledRunning.indexOf(victim);
+        if (k >= 0) {
+          // Already scheduled this step (priority policy): take its tokens back.
+          scheduledRunning.splice(k, 1);
+          budget += scheduled.get(victim.requestId) ?? 0;
+          scheduled.delete(victim.requestId);
+        }
+        this.preempt(victim);
+        preempted.push(victim);
+        if (victim === r) break;
+      }
+      if (!ok) break;
+      scheduledRunning.push(r);
+      scheduled.set(r.requestId, n);
+      budget -= n;
+      i++;
+    }
+
+    // 2. WAITING requests, only when this step preempted nothing (as vLLM).
+    const admitted: Req[] = [];
+    if (preempted.length === 0) {
+      let w = 0;
+      while (w < this.waiting.length && budget > 0) {
+        if (this.running.length >= cfg.maxNumSeqs) break;
+        const r = this.waiting.at(w) as Req;
+        if (r.programId !== undefined && this.pausedPrograms.has(r.programId)) {
+          w++;
+          continue;
+        }
+        const hit = this.kv.getComputedBlocks(r.tokenIds);
+        const numCached = hit.numCachedTokens;
+        let n = r.tokenIds.length - numCached;
+        if (threshold > 0 && n > threshold) n = threshold;
+        if (!cfg.enableChunkedPrefill && n > budget) break;
+        n = Math.min(n, budget);
+        if (n <= 0) throw new Error(`schedule: request ${r.requestId} has nothing to compute (cache hit covers it)`);
+        // The lookup has already loaded L2/L3 hits into L1, whether or not the request is admitted.
+        for (const t of hit.fromTier) {
+          transfers.push({ from: t.tier, to: "L1", blocks: t.blocks, bytes: t.blocks * this.kv.blockSize * this.kv.bytesPerToken });
+        }
+        const blocks = this.kv.allocateSlots(r.requestId, r.tokenIds, n, hit.blockIds);
+        if (blocks === null) break;
+        this.waiting.removeAt(w);
+        if (r.status === "waiting") r.numCachedTokens = numCached;
+        r.status = "running";
+        r.numComputedTokens = numCached;
+        this.running.push(r);
+        admitted.push(r);
+        scheduled.set(r.requestId, n);
+        budget -= n;
+      }
+    }
+
+    // 3. Build the plan and advance computed tokens now, so chunked prefills continue next step.
+    const chunks: ScheduledChunk[] = [];
+    for (const r of [...scheduledRunning, ...admitted]) {
+      const n = scheduled.get(r.requestId) as number;
+      const before = r.numComputedTokens;
+      r.numComputedTokens += n;
+      r.firstScheduledTime ??= now;
+      chunks.push({
+        requestId: r.requestId,
+        numNewTokens: n,
+        numComputedTokens: before,
+        samples: r.numComputedTokens === r.tokenIds.length,
+      });
+    }
+    transfers.push(...this.kv.takeEvictionTransfers());
+    let numBatchedTokens = 0;
+    for (const c of chunks) numBatchedTokens += c.numNewTokens;
+    const plan: StepPlan = {
+      stepId: this.nextStepId++,
+      now,
+      chunks,
+      numBatchedTokens,
+      preempted: preempted.map((r) => r.requestId),
+      finished: this.finishedSincePlan,
+      transfers,
+    };
+    this.finishedSincePlan = [];
+    for (const id of plan.finished) this.requests.delete(id);
+    if (chunks.length > 0) this.inFlight = { plan };
+    return plan;
+  }
+
+  /**
+   * Feed back one step's sampled tokens (vLLM update_from_output): append them, detect stop and
+   * length finishes, free finished requests' KV. Returns the requests that finished in this step.
+   */
+  onStepDone(result: StepResult): FinishedRequest[] {
+    const flight = this.inFlight;
+    if (!flight) throw new Error(`onStepDone: no step in flight (got stepId ${result.stepId})`);
+    if (result.stepId !== flight.plan.stepId) {
+      throw new Error(`onStepDone: expected stepId ${flight.plan.stepId}, got ${result.stepId}`);
+    }
+    // Validate before mutating, so a bad result leaves the scheduler untouched.
+    for (const c of flight.plan.chunks) {
+      const r = this.requests.get(c.requestId);
+      if (c.samples && r && r.status !== "finished" && !result.sampled.has(c.requestId)) {
+        throw new Error(`onStepDone: step ${result.stepId} has no sampled token for request ${c.requestId}`);
+      }
+    }
+    this.inFlight = undefined;
+    const now = this.clock.now();
+    const done: FinishedRequest[] = [];
+    const stop = new Set(this.config.stopTokenIds);
+    for (const c of flight.plan.chunks) {
+      const r = this.requests.get(c.requestId);
+      // Aborted (or preempted and re-admitted elsewhere) while the step ran: drop its token.
+      if (!r || r.status !== "running" || !c.samples) continue;
+      const s = result.sampled.get(c.requestId);
+      if (!s) continue;
+      r.tokenIds.push(s.tokenId);
+      r.logprobs.push(s.logprob);
+      r.firstTokenTime ??= now;
+      const numOutputs = r.tokenIds.length - r.numPromptTokens;
+      // vLLM check_stop order: stop tokens first, then length caps.
+      if (stop.has(s.tokenId)) {
+        r.finishReason = "stop";
+        r.stopTokenId = s.tokenId;
+      } else if (numOutputs >= r.maxTokens || r.tokenIds.length >= this.config.maxModelLen) {
+        r.finishReason = "length";
+      }
+      if (r.finishReason) {
+        this.running = this.running.filter((x) => x !== r);
+        this.releaseKv(r);
+        done.push(this.finish(r));
+      }
+    }
+    return done;
+  }
+
+  /** True while any request is waiting or running (held ones included). */
+  hasUnfinished(): boolean {
+    return this.running.length > 0 || this.waiting.length > 0;
+  }
+
+  stats(): SchedulerStats {
+    let held = 0;
+    for (const r of this.waiting) if (this.isHeld(r)) held++;
+    return {
+      running: this.running.length,
+      waiting: this.waiting.length,
+      held,
+      preemptions: this.numPreemptions,
+      stepsScheduled: this.nextStepId,
+      finished: this.numFinished,
+      aborted: this.numAborted,
+      pausedPrograms: this.pausedPrograms.size,
+    };
+  }
+
+  /** A request's state; finished requests are kept until the plan that lists them as finished. */
+  requestState(requestId: string): RequestStateView | undefined {
+    const r = this.requests.get(requestId);
+    if (!r) return undefined;
+    const view: RequestStateView = {
+      requestId: r.requestId,
+      status: r.status,
+      outputTokenIds: r.tokenIds.slice(r.numPromptTokens),
+      numPromptTokens: r.numPromptTokens,
+      numComputedTokens: r.numComputedTokens,
+      numPreemptions: r.numPreemptions,
+      numCachedTokens: r.numCachedTokens,
+      priority: r.priority,
+      arrivalTime: r.arrivalTime,
+      held: r.status !== "finished" && r.status !== "running" && this.isHeld(r),
+    };
+    if (r.programId !== undefined) view.programId = r.programId;
+    if (r.finishReason !== undefined) view.finishReason = r.finishReason;
+    if (r.firstScheduledTime !== undefined) view.firstScheduledTime = r.firstScheduledTime;
+    if (r.firstTokenTime !== undefined) view.firstTokenTime = r.firstTokenTime;
+    return view;
+  }
+
+  /**
+   * Pause a program (ThunderAgent), kept simple: its waiting requests are held back from admission
+   * until `restoreProgram`; running ones are not interrupted. Its KV goes to tier `to`, charged to
+   * the next plan: the cached prefix of its last finished request now (`kv.offloadPrefix`), and a
+   * request still running when it finishes (`kv.offloadRequest` instead of `free`). "drop" (or a
+   * tier the KV manager lacks) just leaves the blocks free in L1, where LRU eviction reclaims them.
+   */
+  pauseProgram(programId: string, to: PauseTarget): void {
+    if (to !== "L2" && to !== "L3" && to !== "drop") {
+      throw new ArborError(`pauseProgram ${programId}: to must be "L2", "L3" or "drop", got ${String(to)}`, "invalid_request");
+    }
+    this.pausedPrograms.set(programId, to);
+    const last = this.lastTokensOfProgram.get(programId);
+    this.lastTokensOfProgram.delete(programId);
+    if (last !== undefined && to !== "drop") {
+      const t = this.kv.offloadPrefix(last, to);
+      if (t && t.blocks > 0) this.pendingTransfers.push(t);
+    }
+  }
+
+  /** Resume a paused program: its waiting requests compete for admission again (its KV is found
+   * in L2/L3 by the prefix-cache lookup, which charges the load). Unknown programs are ignored. */
+  restoreProgram(programId: string): void {
+    this.pausedPrograms.delete(programId);
+  }
+
+  /** Forget a program that has ended: its pause and its last request's tokens (bounded memory). */
+  endProgram(programId: string): void {
+    this.pausedPrograms.delete(programId);
+    this.lastTokensOfProgram.delete(programId);
+  }
+
+  /** Whether a program is paused, and where its KV went. */
+  programPause(programId: string): PauseTarget | undefined {
+    return this.pausedPrograms.get(programId);
+  }
+
+  private isHeld(r: Req): boolean {
+    return r.programId !== undefined && this.pausedPrograms.has(r.programId);
+  }
+
+  /** vLLM: the last running request under FCFS, the max (priority, arrival) one under priority. */
+  private pickVictim(): Req {
+    if (this.config.policy === "fcfs") return this.running[this.running.length - 1] as Req;
+    let v = this.running[0] as Req;
+    for (const r of this.running) if (compareQueued(r, v) > 0) v = r;
+    return v;
+  }
+
+  /** Preemption by recompute: free KV, forget computed tokens, back to the front of the queue. */
+  private preempt(r: Req): void {
+    this.kv.free(r.requestId);
+    r.status = "preempted";
+    r.numComputedTokens = 0;
+    r.numPreemptions++;
+    this.numPreemptions++;
+    this.waiting.prepend(r);
+  }
+
+  /** Free a finished request's KV; a paused program's goes to its pause tier instead. */
+  private releaseKv(r: Req): void {
+    const pid = r.programId;
+    const to = pid === undefined ? undefined : this.pausedPrograms.get(pid);
+    if (to === "L2" || to === "L3") {
+      // offloadRequest releases the request's blocks itself; null = no such tier, free as usual.
+      const t = this.kv.offloadRequest(r.requestId, to);
+      if (t) {
+        if (t.blocks > 0) this.pendingTransfers.push(t);
+        return;
+      }
+    } else if (pid !== undefined && to === undefined) {
+      this.lastTokensOfProgram.set(pid, r.tokenIds);
+    }
+    this.kv.free(r.requestId);
+  }
+
+  private finish(r: Req): FinishedRequest {
+    r.status = "finished";
+    this.numFinished++;
+    this.finishedSincePlan.push(r.requestId);
+    const out: FinishedRequest = {
+      requestId: r.requestId,
+      outputTokenIds: r.tokenIds.slice(r.numPromptTokens),
+      logprobs: r.logprobs.slice(),
+      finishReason: r.finishReason as FinishReason,
+      numPreemptions: r.numPreemptions,
+      numPromptTokens: r.numPromptTokens,
+      numCachedTokens: r.numCachedTokens,
+    };
+    if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
+    if (r.programId !== undefined) out.programId = r.programId;
+    return out;
+  }
+}
+
+function validateConfig(c: SchedulerConfig): void {
+  const posInt = (name: keyof SchedulerConfig, v: unknown, min: number): void => {
+    if (typeof v !== "number" || !Number.isInteger(v) || v < min) {
+      throw new ArborError(`scheduler config: ${name} must be an integer >= ${min}, got ${String(v)}`, "config");
+    }
+  };
+  posInt("maxNumBatchedTokens", c.maxNumBatchedTokens, 1);
+  posInt("maxNumSeqs", c.maxNumSeqs, 1);
+  posInt("maxModelLen", c.maxModelLen, 2);
+  posInt("maxWaiting", c.maxWaiting, 1);
+  if (c.longPrefillTokenThreshold !== undefined) posInt("longPrefillTokenThreshold", c.longPrefillTokenThreshold, 0);
+  if (c.policy !== "fcfs" && c.policy !== "priority") {
+    throw new ArborError(`scheduler config: policy must be "fcfs" or "priority", got ${String(c.policy)}`, "config");
+  }
+  if (!Array.isArray(c.stopTokenIds) || !c.stopTokenIds.every((t) => Number.isInteger(t))) {
+    throw new ArborError("scheduler config: stopTokenIds must be an array of integer token ids", "config");
+  }
+  if (!c.enableChunkedPrefill && c.maxNumBatchedTokens < c.maxModelLen) {
+    // As vLLM: without chunking a prompt must fit one step's budget, or it would wait forever.
+    throw new ArborError(
+      `scheduler config: maxNumBatchedTokens (${c.maxNumBatchedTokens}) must be >= maxModelLen ` +
+        `(${c.maxModelLen}) when enableChunkedPrefill is false`,
+      "config",
+    );
+  }
+}
