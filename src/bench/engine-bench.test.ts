@@ -12,13 +12,19 @@ describe("arbor bench engine", () => {
       expect(r[3]).toBeGreaterThan(0);
       expect(r[4]).toBeCloseTo((r[2] as number) / (r[3] as number), 9);
     }
-    expect(lines.length).toBe(2);
+    expect(lines.filter((l) => l.startsWith("llamacpp")).length).toBe(2);
     // (a): every cited reference point is matched within 10%.
     const calibration = tables.filter((x) => x.title.startsWith("(a)"));
     expect(calibration.length).toBeGreaterThanOrEqual(2);
     const cited = calibration.flatMap((x) => x.rows).filter((r) => typeof r[2] === "number");
     expect(cited.length).toBeGreaterThan(5);
     for (const r of cited) expect(Math.abs(Number(r[4]))).toBeLessThanOrEqual(10);
+    // (b): caching serves part of the prompts from cache and computes fewer prompt tokens.
+    const b = tables.find((x) => x.title.startsWith("(b)"))!;
+    const metric = (name: string) => b.rows.find((r) => r[0] === name)!;
+    expect(metric("prefix-cache hit rate")[1]).toBe(0);
+    expect(metric("prefix-cache hit rate")[2]).toBeGreaterThan(0.3);
+    expect(metric("prompt tokens computed (incl. recompute)")[3]).toBeLessThan(1);
   });
 
   it("rejects an unknown benchmark naming the known ones", () => {

@@ -2,12 +2,13 @@
 import type { Benchmark } from "./bench.js";
 import { costModelCalibration } from "./costmodel-calibration.js";
 import { llamacppThroughput } from "./llamacpp-throughput.js";
+import { prefixCacheTable } from "./prefix-cache-bench.js";
 
 /** The engine benchmark. */
 export const engineBench: Benchmark = {
   name: "engine",
-  description: "built-in engine: cost-model calibration, llama.cpp executor throughput",
+  description: "built-in engine: cost-model calibration, prefix caching on an agent workload, llama.cpp executor throughput",
   async run(opts) {
-    return [...costModelCalibration(), await llamacppThroughput(opts)];
+    return [...costModelCalibration(), prefixCacheTable(opts), await llamacppThroughput(opts)];
   },
 };
