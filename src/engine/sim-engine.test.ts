@@ -5,7 +5,7 @@ import { CostModelExecutor } from "./costmodel/costmodel-executor.js";
 import { getCostProfile } from "./costmodel/profile.js";
 import { KvBlockManager } from "./kv/block-manager.js";
 import { Scheduler } from "./scheduler/scheduler.js";
-import { SimEngine } from "./sim-engine.js";
+import { runUntilIdle, SimEngine } from "./sim-engine.js";
 
 function engine() {
   const clock = new VirtualClock();
@@ -30,7 +30,7 @@ describe("SimEngine", () => {
       executor.setOutputLength("b", 2);
       e.submit({ requestId: "b", promptTokenIds: [5, 6, 7, 9], maxTokens: 10 });
     });
-    e.runUntilIdle();
+    runUntilIdle(clock, [e]);
     expect(finished.map((f) => f.split("@")[0])).toEqual(["a", "b"]);
     expect(e.usage.steps).toBe(5); // a: prefill + 2 decodes; b: prefill + 1 decode
     expect(Number(finished[1]!.split("@")[1])).toBeGreaterThan(1000);
@@ -39,9 +39,13 @@ describe("SimEngine", () => {
   });
 
   it("reports a stuck engine instead of spinning: a paused program's request with nothing to wake it", () => {
-    const { scheduler, e } = engine();
+    const { clock, scheduler, e } = engine();
     scheduler.pauseProgram("p", "drop");
     e.submit({ requestId: "held", promptTokenIds: [5, 6], maxTokens: 4, programId: "p" });
-    expect(() => e.runUntilIdle()).toThrowError(/engine is stuck at 0 ms/);
+    expect(() => runUntilIdle(clock, [e])).toThrowError(/1 engine\(s\) stuck at 0 ms/);
+    scheduler.restoreProgram("p");
+    e.kick();
+    runUntilIdle(clock, [e]);
+    expect(e.hasWork()).toBe(false);
   });
 });

@@ -1,7 +1,8 @@
 // One engine under a virtual clock: the real Scheduler and KV block manager driving a step executor
-// (the cost model). Each step's modelled duration advances the clock, so timers (tool calls,
-// arrivals) interleave with steps exactly as they would in time. This is the engine the simulator
-// runs by the thousand; the HTTP engine drives the same scheduler with the wall clock.
+// (the cost model). Event-driven: a step occupies the engine for its modelled duration and ends in
+// a timer, so any number of engines (and tool calls, arrivals) interleave correctly on one clock.
+// This is the engine the simulator runs by the thousand; the HTTP engine drives the same scheduler
+// with the wall clock.
 import type { VirtualClock } from "../core/clock.js";
 import type { FinishedRequest, NewRequest, Scheduler } from "./scheduler/scheduler.js";
 import type { StepPlan, StepResult } from "./scheduler/step-plan.js";
@@ -9,13 +10,6 @@ import type { StepPlan, StepResult } from "./scheduler/step-plan.js";
 /** Runs one step plan and reports the sampled tokens and the step's duration. */
 export interface StepExecutor {
   run(plan: StepPlan, kvTokensOf: (requestId: string) => number): StepResult;
-}
-
-/** What one `step()` did. */
-export interface SimStep {
-  plan: StepPlan;
-  result: StepResult;
-  finished: FinishedRequest[];
 }
 
 export interface SimEngineOptions {
@@ -29,54 +23,64 @@ export interface SimEngineOptions {
 /** A scheduler + executor pair stepping under a virtual clock. */
 export class SimEngine {
   private readonly o: SimEngineOptions;
-  private busyMs = 0;
+  private busy = false;
   private steps = 0;
+  private busyMs = 0;
   private computedTokens = 0;
 
   constructor(o: SimEngineOptions) {
     this.o = o;
   }
 
+  /** Queue a request; a step starts now if the engine is idle. */
   submit(req: NewRequest): void {
     this.o.scheduler.addRequest(req);
+    this.kick();
   }
 
-  /** Run one step if any request is unfinished (its plan may be empty: all held or blocked); null when idle. */
-  step(): SimStep | null {
+  /** Start a step if the engine is idle and has work (call after pause/restore/abort too). */
+  kick(): void {
+    if (this.busy) return;
     const { scheduler, executor, clock } = this.o;
-    if (!scheduler.hasUnfinished()) return null;
+    if (!scheduler.hasUnfinished()) return;
     const plan = scheduler.schedule();
     const result = executor.run(plan, (id) => scheduler.requestState(id)?.numComputedTokens ?? 0);
     // An empty plan (everything held or blocked) only tells the executor what finished: no step runs.
-    if (plan.chunks.length === 0) return { plan, result, finished: [] };
-    clock.advance(result.durationMs);
-    this.busyMs += result.durationMs;
+    if (plan.chunks.length === 0) return;
+    this.busy = true;
     this.steps++;
+    this.busyMs += result.durationMs;
     this.computedTokens += plan.numBatchedTokens;
-    const finished = scheduler.onStepDone(result);
-    for (const f of finished) this.o.onFinished?.(f);
-    return { plan, result, finished };
+    clock.setTimer(result.durationMs, () => {
+      this.busy = false;
+      for (const f of scheduler.onStepDone(result)) this.o.onFinished?.(f);
+      this.kick();
+    });
   }
 
-  /**
-   * Step until no request is unfinished and no timer is pending (timers may submit more work).
-   * `maxSteps` bounds a run that would never end (a bug), with a clear error.
-   */
-  runUntilIdle(maxSteps = 10_000_000): void {
-    const { clock } = this.o;
-    for (let i = 0; i < maxSteps; i++) {
-      const s = this.step();
-      if (s && s.plan.chunks.length > 0) continue;
-      // Nothing to compute now: jump to the next timer (a tool returning, a request arriving).
-      if (clock.step()) continue;
-      if (!s) return;
-      throw new Error(`engine is stuck at ${clock.now()} ms: unfinished requests but nothing schedulable and no timer pending`);
-    }
-    throw new Error(`engine did not go idle within ${maxSteps} steps`);
+  /** True while unfinished requests remain (running, waiting or held). */
+  hasWork(): boolean {
+    return this.busy || this.o.scheduler.hasUnfinished();
   }
 
   /** Steps run, the clock time they took, and the tokens they computed (prefill, recompute and decode). */
   get usage(): { steps: number; busyMs: number; computedTokens: number } {
     return { steps: this.steps, busyMs: this.busyMs, computedTokens: this.computedTokens };
   }
+}
+
+/**
+ * Fire timers until none is left, then check that every engine finished its work. `maxEvents`
+ * bounds a run that would never end (a bug), with a clear error.
+ */
+export function runUntilIdle(clock: VirtualClock, engines: readonly SimEngine[], maxEvents = 50_000_000): void {
+  for (let i = 0; i < maxEvents; i++) {
+    if (clock.step()) continue;
+    const stuck = engines.filter((e) => e.hasWork()).length;
+    if (stuck > 0) {
+      throw new Error(`${stuck} engine(s) stuck at ${clock.now()} ms: unfinished requests but nothing schedulable and no timer pending`);
+    }
+    return;
+  }
+  throw new Error(`simulation did not go idle within ${maxEvents} events`);
 }

@@ -4,7 +4,7 @@
 import type { VirtualClock } from "../core/clock.js";
 import type { CostModelExecutor } from "../engine/costmodel/costmodel-executor.js";
 import type { FinishedRequest } from "../engine/scheduler/scheduler.js";
-import type { SimEngine } from "../engine/sim-engine.js";
+import { runUntilIdle, type SimEngine } from "../engine/sim-engine.js";
 import type { AgentProgramSpec } from "./agent-workload.js";
 
 export interface AgentWorkloadResult {
@@ -77,7 +77,7 @@ export function agentWorkloadDriver(programs: AgentProgramSpec[], executor: Cost
         state.set(p.programId, { turn: 0, prompt: p.promptTokenIds });
         clock.setTimer(p.arrivalMs, () => submit(p));
       }
-      e.runUntilIdle();
+      runUntilIdle(clock, [e]);
       if (result.programLatencyMs.size !== programs.length) {
         throw new Error(`${programs.length - result.programLatencyMs.size} program(s) did not finish`);
       }
