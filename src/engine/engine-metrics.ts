@@ -21,7 +21,8 @@ export class EngineMetrics {
   private readonly promptTokens: Counter;
   private readonly generationTokens: Counter;
   private readonly requestSuccess: Counter<"finished_reason">;
-  private readonly prefixQueries: Counter;
+  /** Prompt tokens of finished requests: the query count of executors without a prefix cache. */
+  private readonly recordedQueries = { value: 0 };
   private readonly e2eLatency: Histogram;
 
   constructor(opts: EngineMetricsOptions) {
@@ -60,21 +61,38 @@ export class EngineMetrics {
       registers,
     });
     info.set({ block_size: String(opts.blockSize), num_gpu_blocks: String(opts.numGpuBlocks) }, 1);
-    this.prefixQueries = new Counter({
+    // Executors with a prefix cache and preemption (the scheduled ones) report these in their stats;
+    // otherwise every prompt token counts as one query that missed, and nothing is preempted.
+    const queries = new Monotonic();
+    const hits = new Monotonic();
+    const preemptions = new Monotonic();
+    const recorded = this.recordedQueries;
+    new Counter({
       name: "vllm:prefix_cache_queries_total",
       help: "Prefix cache queries, in queried prompt tokens.",
       registers,
+      collect() {
+        this.reset();
+        this.inc(queries.of(stats().prefixCacheQueries ?? recorded.value));
+      },
     });
     new Counter({
       name: "vllm:prefix_cache_hits_total",
-      help: "Prefix cache hits, in prompt tokens served from the cache (no prefix cache yet: always 0).",
+      help: "Prefix cache hits, in prompt tokens served from the cache.",
       registers,
+      collect() {
+        this.reset();
+        this.inc(hits.of(stats().prefixCacheHits ?? 0));
+      },
     });
-    // v0 never preempts: a request keeps its sequence to the end. Exported so dashboards see 0.
     new Counter({
       name: "vllm:num_preemptions_total",
       help: "Cumulative number of preemptions (a running request evicted from its sequence).",
       registers,
+      collect() {
+        this.reset();
+        this.inc(preemptions.of(stats().preemptions ?? 0));
+      },
     });
     this.promptTokens = new Counter({ name: "vllm:prompt_tokens_total", help: "Number of prefill tokens processed.", registers });
     this.generationTokens = new Counter({ name: "vllm:generation_tokens_total", help: "Number of generation tokens processed.", registers });
@@ -95,7 +113,7 @@ export class EngineMetrics {
 
   /** A request finished: count its tokens (each prompt token was one prefix-cache query), its finish reason and latency. */
   recordFinished(r: { promptTokens: number; generationTokens: number; finishReason: EngineFinishReason; latencyMs: number }): void {
-    this.prefixQueries.inc(r.promptTokens);
+    this.recordedQueries.value += r.promptTokens;
     this.promptTokens.inc(r.promptTokens);
     this.generationTokens.inc(r.generationTokens);
     this.requestSuccess.inc({ finished_reason: r.finishReason });
@@ -110,5 +128,20 @@ export class EngineMetrics {
   /** Prometheus exposition text. */
   text(): Promise<string> {
     return this.registry.metrics();
+  }
+}
+
+/**
+ * Keeps a counter monotonic over executor counters that restart at 0 (a weight switch or wake-up
+ * loads a new executor): a drop means a new source, whose count adds to what was seen before.
+ */
+class Monotonic {
+  private offset = 0;
+  private last = 0;
+
+  of(v: number): number {
+    if (v < this.last) this.offset += this.last;
+    this.last = v;
+    return this.offset + v;
   }
 }

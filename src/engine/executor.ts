@@ -41,6 +41,12 @@ export interface ExecutorStats {
   usedTokens: number;
   /** KV cells available across all sequences. */
   totalTokens: number;
+  /** Prompt tokens looked up in the prefix cache (executors with one; vllm:prefix_cache_queries_total). */
+  prefixCacheQueries?: number;
+  /** Prompt tokens served from the prefix cache (vllm:prefix_cache_hits_total). */
+  prefixCacheHits?: number;
+  /** Running requests preempted so far (vllm:num_preemptions_total). */
+  preemptions?: number;
 }
 
 export interface Executor {

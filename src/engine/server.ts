@@ -17,6 +17,9 @@ import { ExecutorSlot, type InFlightPolicy, type SlotLease } from "./http/execut
 import { SseWriter } from "./http/sse-writer.js";
 import { StreamChunker, type StreamSpec } from "./http/stream-chunks.js";
 import { registerTokenizeRoutes } from "./http/tokenize-routes.js";
+import { createCostModelEngine, loadScheduledLlamaCpp } from "./core/scheduled-engines.js";
+import { ScheduledExecutor } from "./core/scheduled-executor.js";
+import { getCostProfile } from "./costmodel/profile.js";
 import { LlamaCppExecutor } from "./llamacpp-executor.js";
 import { fromZodError, HttpError, invalidRequest } from "./openai-errors.js";
 import {
@@ -53,6 +56,16 @@ export interface EngineServerOptions {
   clock?: Clock;
   /** F32 KV cache for trainer-exact logprobs (default true); see LlamaCppExecutorOptions. */
   exactKv?: boolean;
+  /**
+   * What produces tokens (default "llamacpp", the v0 executor: one request per sequence, no
+   * scheduler). "llamacpp-scheduled" runs the vLLM-style scheduler (continuous batching, chunked
+   * prefill, paged KV with prefix cache, preemption) over llama.cpp: same tokens, logprobs equal to
+   * ~1e-8 (prefix reuse changes llama.cpp's batch shapes). "costmodel" serves the modelled timing of
+   * `costProfile` with random tokens (load tests of the gateway at scale).
+   */
+  executorKind?: EngineExecutorKind;
+  /** Cost profile name for `executorKind: "costmodel"` (see costmodel/profile.ts). */
+  costProfile?: string;
   /** Use this executor instead of loading `modelPath` (it must use Arbor's vocabulary). */
   executor?: Executor;
   /**
@@ -63,6 +76,8 @@ export interface EngineServerOptions {
   /** What in-flight requests do on a weight switch when the request names no `in_flight` (default "finish"). */
   inFlightOnWeightSwitch?: InFlightPolicy;
 }
+
+export type EngineExecutorKind = "llamacpp" | "llamacpp-scheduled" | "costmodel";
 
 export interface EngineServer {
   app: FastifyInstance;
@@ -91,17 +106,28 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   const vocab = new Vocab();
   const stops = stopTokenIds(vocab);
   const stopSet: ReadonlySet<number> = new Set(stops);
-  const load =
-    opts.loadExecutor ??
-    ((modelPath: string) =>
-      LlamaCppExecutor.load({
-        modelPath,
-        sequences: opts.sequences,
-        contextSize: opts.contextSize,
-        maxWaiting: opts.maxWaiting,
-        stopTokenIds: stops,
-        exactKv: opts.exactKv,
-      }));
+  const kind = opts.executorKind ?? "llamacpp";
+  const shape = { sequences: opts.sequences, contextSize: opts.contextSize, maxWaiting: opts.maxWaiting, stopTokenIds: stops, clock };
+  const defaultLoad = async (modelPath: string): Promise<Executor> => {
+    switch (kind) {
+      case "llamacpp":
+        return LlamaCppExecutor.load({ ...shape, modelPath, exactKv: opts.exactKv });
+      case "llamacpp-scheduled":
+        return loadScheduledLlamaCpp({ ...shape, modelPath, ...(opts.exactKv !== undefined ? { exactKv: opts.exactKv } : {}) });
+      case "costmodel":
+        if (opts.costProfile === undefined) throw new ArborError(`engine ${opts.name}: executorKind "costmodel" needs costProfile`, "config");
+        return createCostModelEngine({
+          ...shape,
+          profile: getCostProfile(opts.costProfile),
+          vocabSize: vocab.size,
+          tokenize: (text) => vocab.encode(text),
+          seed: opts.seed ?? 0,
+        });
+      default:
+        throw new ArborError(`engine ${opts.name}: executorKind must be "llamacpp", "llamacpp-scheduled" or "costmodel", got ${String(kind)}`, "config");
+    }
+  };
+  const load = opts.loadExecutor ?? defaultLoad;
   const ownsExecutor = !opts.executor;
   const executor = opts.executor ?? (await load(opts.modelPath));
   try {
@@ -123,10 +149,18 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   let requestCounter = 0;
   const metrics = new EngineMetrics({
     modelName: servedModelName,
-    stats: () => slot.stats(),
-    // llama.cpp's KV cache is per token cell: one "block" holds one token.
-    blockSize: 1,
-    numGpuBlocks: executor.contextSize * executor.sequences,
+    // Prefix-cache and preemption counters come from the serving executor (scheduled ones have them).
+    stats: () => {
+      const cur = slot.executor.stats();
+      const out = slot.stats();
+      if (cur.prefixCacheQueries !== undefined) out.prefixCacheQueries = cur.prefixCacheQueries;
+      if (cur.prefixCacheHits !== undefined) out.prefixCacheHits = cur.prefixCacheHits;
+      if (cur.preemptions !== undefined) out.preemptions = cur.preemptions;
+      return out;
+    },
+    // The paged KV geometry of a scheduled executor; llama.cpp's own cache is per token cell.
+    blockSize: executor instanceof ScheduledExecutor ? executor.kv.blockSize : 1,
+    numGpuBlocks: executor instanceof ScheduledExecutor ? executor.kv.numBlocks : executor.contextSize * executor.sequences,
   });
   let closed = false;
 

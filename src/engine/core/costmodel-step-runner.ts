@@ -1,0 +1,67 @@
+// Runs scheduler step plans on the cost model: no real tokens, modelled step time. Under the real
+// clock the step really lasts its modelled duration (clock.sleep), so an HTTP engine serves with a
+// large GPU's timing on a laptop; under a VirtualClock the same code advances simulated time.
+import type { Clock } from "../../core/clock.js";
+import { realClock } from "../../core/real-clock.js";
+import { Rng } from "../../core/rng.js";
+import { CostModelExecutor } from "../costmodel/costmodel-executor.js";
+import type { CostProfile } from "../costmodel/profile.js";
+import type { StepPlan } from "../scheduler/step-plan.js";
+import type { RunnerRequest, RunnerStepResult, StepRunner } from "./step-runner.js";
+
+export interface CostModelStepRunnerOptions {
+  profile: CostProfile;
+  /** Token ids are drawn from 0..vocabSize-1. */
+  vocabSize: number;
+  /** Drawn only at a request's annotated output length (RunnerRequest.outputLength). */
+  stopTokenIds: number[];
+  /** Seeds the per-request token streams (default 0). */
+  seed?: number;
+  clock?: Clock;
+}
+
+/**
+ * A StepRunner over CostModelExecutor. A request without an output-length annotation runs to its
+ * max_tokens (finish reason "length"); with one it ends with a stop token after that many tokens.
+ */
+export class CostModelStepRunner implements StepRunner {
+  readonly executor: CostModelExecutor;
+  private readonly clock: Clock;
+  private stepsRun = 0;
+  private modelledMs = 0;
+
+  constructor(opts: CostModelStepRunnerOptions) {
+    this.executor = new CostModelExecutor(opts.profile, new Rng(opts.seed ?? 0), {
+      vocabSize: opts.vocabSize,
+      stopTokenIds: opts.stopTokenIds,
+    });
+    this.clock = opts.clock ?? realClock;
+  }
+
+  /** Steps run and the modelled time they took, ms. */
+  get usage(): { steps: number; modelledMs: number } {
+    return { steps: this.stepsRun, modelledMs: this.modelledMs };
+  }
+
+  addRequest(requestId: string, req: RunnerRequest): void {
+    if (req.outputLength !== undefined) this.executor.setOutputLength(requestId, req.outputLength);
+  }
+
+  removeRequest(requestId: string): void {
+    // The executor forgets requests listed as finished; an empty plan does exactly that.
+    this.executor.run({ stepId: -1, now: this.clock.now(), chunks: [], numBatchedTokens: 0, preempted: [], finished: [requestId], transfers: [] }, () => 0);
+  }
+
+  async run(plan: StepPlan, kvTokensOf: (requestId: string) => number): Promise<RunnerStepResult> {
+    const result = this.executor.run(plan, kvTokensOf);
+    if (plan.chunks.length === 0) return { ...result, durationMs: 0 };
+    this.stepsRun++;
+    this.modelledMs += result.durationMs;
+    await this.clock.sleep(result.durationMs);
+    return result;
+  }
+
+  async close(): Promise<void> {
+    // Nothing native to release.
+  }
+}
