@@ -5,7 +5,7 @@ import { resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Token } from "node-llama-cpp";
 import { Rng } from "../core/rng.js";
-import { llamaRuntime } from "../engine/llama-runtime.js";
+import { openLlamaContext } from "../engine/llama-context.js";
 import { LlamaCppExecutor } from "../engine/llamacpp-executor.js";
 import { ensurePolicy } from "../model/policy.js";
 import { RunConfigSchema } from "../core/config.js";
@@ -25,16 +25,8 @@ export async function llamacppThroughput(opts: BenchOptions): Promise<BenchTable
   const rows: (string | number)[][] = [];
 
   const executor = await LlamaCppExecutor.load({ modelPath: policy.path, sequences, contextSize, maxWaiting: 0, stopTokenIds: [] });
-  const llama = await llamaRuntime();
-  const model = await llama.loadModel({ modelPath: policy.path });
-  const context = await model.createContext({
-    contextSize,
-    sequences,
-    threads: 1,
-    flashAttention: false,
-    experimentalKvCacheKeyType: "F32",
-    experimentalKvCacheValueType: "F32",
-  });
+  // The baseline gets a context of its own with the same settings.
+  const { model, context } = await openLlamaContext({ modelPath: policy.path, sequences, contextSize });
   const rawSeqs = Array.from({ length: sequences }, () => context.getSequence());
   try {
     for (const c of levels) {

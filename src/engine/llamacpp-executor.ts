@@ -2,28 +2,18 @@
 // Each step asks llama.cpp for the temperature-0 next-token distribution of every running
 // sequence; node-llama-cpp gathers the pending steps of all sequences into one decode batch
 // (continuous batching: a new request's prefill joins the running requests' decode steps).
-import type { ControlledEvaluateInputItem, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
 import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from "./executor.js";
-import { llamaRuntime } from "./llama-runtime.js";
+import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "./llama-context.js";
 import { sampleToken, type SampledToken } from "./sampling.js";
 import { SequencePool } from "./sequence-pool.js";
 
-export interface LlamaCppExecutorOptions {
-  modelPath: string;
-  /** Sequences decoded together in the one context. */
-  sequences: number;
-  /** Context length of each sequence, in tokens. */
-  contextSize: number;
+export interface LlamaCppExecutorOptions extends LlamaContextOptions {
   /** Requests allowed to wait for a sequence; beyond that `generate` rejects with CapacityError. */
   maxWaiting: number;
   /** Tokens that end a generation (included in the output, like vLLM). */
   stopTokenIds: readonly number[];
-  /**
-   * F32 KV cache without flash attention (default true): logprobs then agree with a plain
-   * forward pass to ~1e-5, which trainer/engine agreement needs. False uses llama.cpp's F16 default.
-   */
-  exactKv?: boolean;
 }
 
 /** Executes requests on node-llama-cpp, `threads: 1` (faster than more threads on small CPUs). */
@@ -57,28 +47,8 @@ export class LlamaCppExecutor implements Executor {
 
   /** Load the GGUF at `modelPath` and create the shared context. */
   static async load(opts: LlamaCppExecutorOptions): Promise<LlamaCppExecutor> {
-    if (!Number.isInteger(opts.sequences) || opts.sequences < 1) throw new ArborError(`sequences must be >= 1, got ${opts.sequences}`, "config");
-    if (!Number.isInteger(opts.contextSize) || opts.contextSize < 2) throw new ArborError(`contextSize must be >= 2, got ${opts.contextSize}`, "config");
-    const llama = await llamaRuntime();
-    let model: LlamaModel;
-    try {
-      model = await llama.loadModel({ modelPath: opts.modelPath });
-    } catch (err) {
-      throw new ArborError(`cannot load model ${opts.modelPath}: ${(err as Error).message}`, "model");
-    }
-    const exact = opts.exactKv ?? true;
-    try {
-      const context = await model.createContext({
-        contextSize: opts.contextSize,
-        sequences: opts.sequences,
-        threads: 1,
-        ...(exact ? { flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" } : {}),
-      });
-      return new LlamaCppExecutor(model, context, opts);
-    } catch (err) {
-      await model.dispose();
-      throw err;
-    }
+    const { model, context } = await openLlamaContext(opts);
+    return new LlamaCppExecutor(model, context, opts);
   }
 
   tokenize(text: string): number[] {
@@ -120,7 +90,7 @@ export class LlamaCppExecutor implements Executor {
       let input: number[] = [...prompt];
       for (;;) {
         if (req.signal?.aborted) return { tokens, finishReason: "abort" };
-        const probs = await this.nextDistribution(seq, input);
+        const probs = (await evaluateTokens(seq, input, true)) as Map<number, number>;
         this.inUse.set(seq, seq.nextTokenIndex);
         const tok = sampleToken(probs, params, req.rng);
         tokens.push(tok);
@@ -141,18 +111,5 @@ export class LlamaCppExecutor implements Executor {
     this.pool.rejectWaiting(new ArborError("engine is shutting down", "closed"));
     await this.context.dispose();
     await this.model.dispose();
-  }
-
-  private async nextDistribution(seq: LlamaContextSequence, input: readonly number[]): Promise<Map<number, number>> {
-    const last = input.length - 1;
-    // node-llama-cpp brands token ids; ours were range-checked against the vocabulary.
-    const items = input.map(
-      (id, i): ControlledEvaluateInputItem =>
-        i === last ? [id as Token, { generateNext: { probabilities: true, options: { temperature: 0 } } }] : (id as Token),
-    );
-    const out = await seq.controlledEvaluate(items);
-    const probs = out[last]?.next.probabilities;
-    if (!probs || probs.size === 0) throw new ArborError("llama.cpp returned no next-token distribution", "engine");
-    return probs;
   }
 }

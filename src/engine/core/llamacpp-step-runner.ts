@@ -3,23 +3,17 @@
 // chunks of a step are submitted together so node-llama-cpp decodes them in one batch. Sampling is
 // Arbor's own (sampleToken over the temperature-0 distribution, per-request Rng), so tokens match
 // LlamaCppExecutor for the same seed whatever the batching, chunking or preemption.
-import type { ControlledEvaluateInputItem, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
-import { llamaRuntime } from "../llama-runtime.js";
+import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { sampleToken, type SamplingParams, type TokenLogprob } from "../sampling.js";
 import type { SampledTokenOut, ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
 import type { RunnerRequest, RunnerStepResult, StepRunner } from "./step-runner.js";
 
-export interface LlamaCppStepRunnerOptions {
-  modelPath: string;
-  /** Sequences of the context: the scheduler's maxNumSeqs. */
-  sequences: number;
-  /** Context length of each sequence (the scheduler's maxModelLen). */
-  contextSize: number;
-  /** F32 KV without flash attention (default true), as LlamaCppExecutor. */
-  exactKv?: boolean;
+/** `sequences` is the scheduler's maxNumSeqs, `contextSize` its maxModelLen. */
+export interface LlamaCppStepRunnerOptions extends LlamaContextOptions {
   /** Measures step durations (default the wall clock). */
   clock?: Clock;
 }
@@ -68,28 +62,8 @@ export class LlamaCppStepRunner implements StepRunner {
 
   /** Load the GGUF and create a context of `sequences` sequences (threads 1, exact KV by default). */
   static async load(opts: LlamaCppStepRunnerOptions): Promise<LlamaCppStepRunner> {
-    if (!Number.isInteger(opts.sequences) || opts.sequences < 1) throw new ArborError(`sequences must be >= 1, got ${opts.sequences}`, "config");
-    if (!Number.isInteger(opts.contextSize) || opts.contextSize < 2) throw new ArborError(`contextSize must be >= 2, got ${opts.contextSize}`, "config");
-    const llama = await llamaRuntime();
-    let model: LlamaModel;
-    try {
-      model = await llama.loadModel({ modelPath: opts.modelPath });
-    } catch (err) {
-      throw new ArborError(`cannot load model ${opts.modelPath}: ${(err as Error).message}`, "model");
-    }
-    const exact = opts.exactKv ?? true;
-    try {
-      const context = await model.createContext({
-        contextSize: opts.contextSize,
-        sequences: opts.sequences,
-        threads: 1,
-        ...(exact ? { flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" } : {}),
-      });
-      return new LlamaCppStepRunner(model, context, opts);
-    } catch (err) {
-      await model.dispose();
-      throw err;
-    }
+    const { model, context } = await openLlamaContext(opts);
+    return new LlamaCppStepRunner(model, context, opts);
   }
 
   /** Plain-text tokenization (no BOS). */
@@ -223,18 +197,9 @@ export class LlamaCppStepRunner implements StepRunner {
     const seq = this.seqs[r.seq as number] as LlamaContextSequence;
     const end = c.numComputedTokens + c.numNewTokens;
     if (from >= end) return undefined;
-    const last = end - 1 - from;
-    // node-llama-cpp brands token ids; ours were range-checked by the executor.
-    const items = r.tokens.slice(from, end).map(
-      (id, i): ControlledEvaluateInputItem =>
-        c.samples && i === last ? [id as Token, { generateNext: { probabilities: true, options: { temperature: 0 } } }] : (id as Token),
-    );
-    this.counters.evaluatedTokens += items.length;
-    const out = await seq.controlledEvaluate(items);
-    if (!c.samples) return undefined;
-    const probs = out[last]?.next.probabilities;
-    if (!probs || probs.size === 0) throw new ArborError("llama.cpp returned no next-token distribution", "engine");
-    return probs;
+    const tokens = r.tokens.slice(from, end);
+    this.counters.evaluatedTokens += tokens.length;
+    return evaluateTokens(seq, tokens, c.samples);
   }
 }
 

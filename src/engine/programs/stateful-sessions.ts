@@ -5,11 +5,11 @@
 import { statSync } from "node:fs";
 import { copyFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import type { ControlledEvaluateInputItem, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { ArborError, CapacityError } from "../../core/errors.js";
 import type { Rng } from "../../core/rng.js";
 import type { EngineFinishReason } from "../executor.js";
-import { llamaRuntime } from "../llama-runtime.js";
+import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { sampleToken, type SampledToken } from "../sampling.js";
 import { L2HostStore, type KvEntry, type ProgramKvStore } from "./program-kv-store.js";
 
@@ -17,12 +17,8 @@ import { L2HostStore, type KvEntry, type ProgramKvStore } from "./program-kv-sto
 export type ProgramLocation = "L1" | "L2" | "L3" | "none";
 export type PauseTarget = "L2" | "L3" | "drop";
 
-export interface StatefulSessionsOptions {
-  modelPath: string;
-  /** Sequences of the one context (programs resident at once). */
-  sequences: number;
-  /** Context length of each sequence, in tokens. */
-  contextSize: number;
+/** `sequences`: programs resident at once. Always exact KV (F32), as pause/restore equality needs. */
+export interface StatefulSessionsOptions extends Omit<LlamaContextOptions, "exactKv"> {
   /** Tokens that end a generation (included in the output). */
   stopTokenIds: readonly number[];
   /** Byte budget of this engine's private L2 store; no L2 when absent. */
@@ -154,28 +150,11 @@ export class StatefulSessions {
 
   /** Load the GGUF and create one context with `sequences` sequences (settings of LlamaCppExecutor). */
   static async load(opts: StatefulSessionsOptions): Promise<StatefulSessions> {
-    if (!Number.isInteger(opts.sequences) || opts.sequences < 1) throw new ArborError(`sequences must be >= 1, got ${opts.sequences}`, "config");
-    if (!Number.isInteger(opts.contextSize) || opts.contextSize < 2) throw new ArborError(`contextSize must be >= 2, got ${opts.contextSize}`, "config");
-    const llama = await llamaRuntime();
-    let model: LlamaModel;
+    const { model, context } = await openLlamaContext(opts);
     try {
-      model = await llama.loadModel({ modelPath: opts.modelPath });
-    } catch (err) {
-      throw new ArborError(`cannot load model ${opts.modelPath}: ${(err as Error).message}`, "model");
-    }
-    let context: LlamaContext | undefined;
-    try {
-      context = await model.createContext({
-        contextSize: opts.contextSize,
-        sequences: opts.sequences,
-        threads: 1,
-        flashAttention: false,
-        experimentalKvCacheKeyType: "F32",
-        experimentalKvCacheValueType: "F32",
-      });
       return new StatefulSessions(model, context, opts);
     } catch (err) {
-      await context?.dispose();
+      await context.dispose();
       await model.dispose();
       throw err;
     }
@@ -249,7 +228,7 @@ export class StatefulSessions {
       let input: number[] = prompt.slice(keep);
       for (;;) {
         if (req.signal?.aborted) return result("abort");
-        const probs = await nextDistribution(seq, input);
+        const probs = (await evaluateTokens(seq, input, true)) as Map<number, number>;
         const tok = sampleToken(probs, params, req.rng);
         this.counters.generatedTokens++;
         tokens.push(tok);
@@ -489,18 +468,4 @@ export class StatefulSessions {
   private ensureOpen(): void {
     if (this.closed) throw new ArborError("engine is shut down", "closed");
   }
-}
-
-/** The temperature-0 next-token distribution after feeding `input` (as LlamaCppExecutor does). */
-async function nextDistribution(seq: LlamaContextSequence, input: readonly number[]): Promise<Map<number, number>> {
-  const last = input.length - 1;
-  // node-llama-cpp brands token ids; ours were range-checked against the vocabulary.
-  const items = input.map(
-    (id, i): ControlledEvaluateInputItem =>
-      i === last ? [id as Token, { generateNext: { probabilities: true, options: { temperature: 0 } } }] : (id as Token),
-  );
-  const out = await seq.controlledEvaluate(items);
-  const probs = out[last]?.next.probabilities;
-  if (!probs || probs.size === 0) throw new ArborError("llama.cpp returned no next-token distribution", "engine");
-  return probs;
 }
