@@ -30,6 +30,8 @@ export interface RunSummary {
   batchPath: string;
   samples: number;
   toolCalls: number;
+  /** Prompt tokens looked up / found in the engines' prefix caches (scheduled engines only). */
+  prefixCache?: { queries: number; hits: number; preemptions: number };
   elapsedMs: number;
   /** Output tokens per second of rollout wall time. */
   tokensPerSecond: number;
@@ -100,11 +102,13 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           port: e.port,
           seed: cfg.seed + i,
           inFlightOnWeightSwitch: e.inFlightOnWeightSwitch,
+          executorKind: e.executor,
+          costProfile: e.costProfile,
           clock,
         }),
       );
     }
-    for (const e of engines) log(`engine   ${e.url} (llama.cpp, policy version 0)`);
+    engines.forEach((e, i) => log(`engine   ${e.url} (${cfg.engines[i]?.executor}, policy version 0)`));
     const backendCfgs: BackendConfig[] =
       cfg.backends.length > 0 ? cfg.backends : cfg.engines.map((e) => ({ name: e.name, type: "builtin" }));
     const backends = backendCfgs.map((b) => {
@@ -178,6 +182,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const batchPath = join(outDir, "batch.jsonl");
     await writeSamplesJsonl(batchPath, samples);
     const stats = store.stats(runId);
+    // Before the engines close: their executors' cache counters (scheduled executors only).
+    const engineStats = engines.map((e) => e.executor.stats());
+    const queries = engineStats.reduce((n, x) => n + (x.prefixCacheQueries ?? 0), 0);
+    const hits = engineStats.reduce((n, x) => n + (x.prefixCacheHits ?? 0), 0);
     return {
       runId,
       stats,
@@ -185,6 +193,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       batchPath,
       samples: samples.length,
       toolCalls: trajectories.reduce((n, t) => n + t.tools.length, 0),
+      prefixCache: queries > 0 ? { queries, hits, preemptions: engineStats.reduce((n, x) => n + (x.preemptions ?? 0), 0) } : undefined,
       elapsedMs: clock.now() - started,
       tokensPerSecond: (stats.outputTokens * 1000) / rolloutMs,
     };
@@ -224,6 +233,9 @@ function printSummary(s: RunSummary): void {
     ["programs", `${t.programs} (${terminations || "none ended"})`],
     ["calls", `${t.calls} model calls, ${s.toolCalls} tool calls`],
     ["tokens", `${t.promptTokens} prompt, ${t.outputTokens} output`],
+    ...(s.prefixCache
+      ? ([["prefix cache", `${((100 * s.prefixCache.hits) / s.prefixCache.queries).toFixed(1)}% of prompt tokens served from cache, ${s.prefixCache.preemptions} preemptions`]] as [string, string][])
+      : []),
     ["mean reward", t.meanReward === null ? "-" : t.meanReward.toFixed(3)],
     ["tokens/s", `${s.tokensPerSecond.toFixed(0)} output tokens/s over the rollout`],
     ["elapsed", `${(s.elapsedMs / 1000).toFixed(1)} s`],

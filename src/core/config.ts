@@ -38,6 +38,14 @@ export const EngineConfigSchema = z
     /** Requests that may wait for a free sequence before the engine answers 429. */
     maxWaiting: z.number().int().min(0).default(256),
     port: z.number().int().min(0).max(65535).default(0),
+    /**
+     * `llamacpp-scheduled`: the vLLM-style scheduler and paged KV manager (prefix caching, chunked
+     * prefill, preemption) over llama.cpp; `llamacpp`: v0, one request per sequence, FCFS;
+     * `costmodel`: modelled time and random tokens from `costProfile` (gateway load tests).
+     */
+    executor: z.enum(["llamacpp-scheduled", "llamacpp", "costmodel"]).default("llamacpp-scheduled"),
+    /** Cost profile of a `costmodel` engine, e.g. `llama-3-8b/h100`. */
+    costProfile: z.string().optional(),
     /** On a weight switch (`POST /v1/load_weights`): let in-flight requests finish on the old version, or abort them. */
     inFlightOnWeightSwitch: z.enum(["finish", "abort"]).default("finish"),
   })
@@ -121,6 +129,11 @@ export const RunConfigSchema = z
   })
   .strict()
   .superRefine((cfg, ctx) => {
+    cfg.engines.forEach((e, i) => {
+      if (e.executor === "costmodel" && e.costProfile === undefined) {
+        ctx.addIssue({ code: "custom", path: ["engines", i, "costProfile"], message: "required when executor is costmodel" });
+      }
+    });
     const engineNames = new Set(cfg.engines.map((e) => e.name));
     cfg.backends.forEach((b, i) => {
       if (!b.url && !engineNames.has(b.name)) {
