@@ -46,8 +46,8 @@ export const EngineConfigSchema = z
     executor: z.enum(["llamacpp-scheduled", "llamacpp", "costmodel"]).default("llamacpp-scheduled"),
     /** Cost profile of a `costmodel` engine, e.g. `llama-3-8b/h100`. */
     costProfile: z.string().optional(),
-    /** On a weight switch (`POST /v1/load_weights`): let in-flight requests finish on the old version, or abort them. */
-    inFlightOnWeightSwitch: z.enum(["finish", "abort"]).default("finish"),
+    /** On a weight switch (`POST /v1/load_weights`): in-flight requests finish on the old version, are aborted, or resume on the new one. */
+    inFlightOnWeightSwitch: z.enum(["finish", "abort", "resume"]).default("finish"),
   })
   .strict();
 

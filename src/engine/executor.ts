@@ -19,6 +19,10 @@ export interface GenerateRequest {
   signal?: AbortSignal;
   /** Called with each token as soon as it is sampled (streaming); must not throw. */
   onToken?: (token: SampledToken) => void;
+  /** The agent program this request belongs to (program-aware KV: pause, restore, reuse). */
+  programId?: string;
+  /** Lower = sooner, as vLLM; only executors with the "priority" scheduling policy use it (default 0). */
+  priority?: number;
 }
 
 export type EngineFinishReason = "stop" | "length" | "abort";
@@ -49,6 +53,36 @@ export interface ExecutorStats {
   preemptions?: number;
 }
 
+/** Where a paused program's KV goes: this engine's host memory, the shared pool, or nowhere. */
+export type ProgramPauseTarget = "L2" | "L3" | "drop";
+
+/** Where a program's KV is and what of it waits: the answer of the program endpoints. */
+export interface ProgramInfo {
+  programId: string;
+  /** Where the program was paused to; null when it is not paused. */
+  paused: ProgramPauseTarget | null;
+  /** Where its last context's KV is: a sequence (L1), a store (L2/L3), or nowhere known. */
+  kv: "L1" | "L2" | "L3" | "none";
+  /** Tokens that KV covers (0 for "none"). */
+  kvTokens: number;
+  /** Its requests held back by the pause. */
+  heldRequests: number;
+  /** Its requests running now. */
+  runningRequests: number;
+}
+
+/** Program-aware hooks of executors that have them (ThunderAgent-style pause and restore). */
+export interface ProgramControl {
+  /**
+   * Hold the program's new requests and move its KV to `to` ("drop" forgets it). Resolves once the
+   * KV is saved, which waits for its requests running now to finish.
+   */
+  pause(programId: string, to: ProgramPauseTarget): Promise<ProgramInfo>;
+  /** Let its held requests run again; its saved KV is loaded when its next request is scheduled. */
+  restore(programId: string): Promise<ProgramInfo>;
+  info(programId: string): ProgramInfo;
+}
+
 export interface Executor {
   /** Tokens in the vocabulary (valid ids are 0..vocabSize-1). */
   readonly vocabSize: number;
@@ -62,4 +96,8 @@ export interface Executor {
   generate(req: GenerateRequest): Promise<GenerateResult>;
   stats(): ExecutorStats;
   close(): Promise<void>;
+  /** How waiting requests are ordered (absent = first come, first served; priorities ignored). */
+  readonly schedulingPolicy?: "fcfs" | "priority";
+  /** Program pause/restore, on executors that support it. */
+  readonly programs?: ProgramControl;
 }

@@ -8,6 +8,14 @@ const maxTokens = z.number().int().min(1).nullish();
 const temperature = z.number().min(0).max(100).nullish();
 const topP = z.number().gt(0).max(1).nullish();
 const seed = z.number().int().nullish();
+/** vLLM's request priority: lower = sooner, only on engines with the "priority" scheduling policy. */
+const priority = z.number({ error: "must be an integer" }).int({ error: "must be an integer" }).nullish();
+/** Arbor: the agent program the request belongs to (program-aware KV; also header `x-arbor-program`). */
+const programId = z
+  .string({ error: "must be a string" })
+  .min(1, { error: "must not be empty" })
+  .max(256, { error: "must be at most 256 characters" })
+  .nullish();
 const streamOptions = z
   .object({
     /** A last chunk with `usage` and no choices. */
@@ -51,6 +59,8 @@ export const ChatCompletionRequestSchema = z.object({
   return_token_ids: z.boolean().nullish(),
   stream: z.boolean().nullish(),
   stream_options: streamOptions,
+  priority,
+  program_id: programId,
   ...unsupported,
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
@@ -69,6 +79,8 @@ export const CompletionRequestSchema = z.object({
   echo: z.literal(false, { error: "echo is not supported (must be false)" }).nullish(),
   stream: z.boolean().nullish(),
   stream_options: streamOptions,
+  priority,
+  program_id: programId,
   ...unsupported,
 });
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;

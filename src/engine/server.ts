@@ -2,6 +2,9 @@
 // or streamed as SSE) with token ids and logprobs in vLLM's shapes, /tokenize, /v1/models, /health,
 // vLLM-named Prometheus metrics, sleep/wake-up and weight switches. A thin shell: validation and
 // formatting here, token generation in the executor, the serving version in the ExecutorSlot.
+// Arbor extensions: `policy_version` on every answer and chunk (the version of its last tokens), and
+// with `return_token_ids` a choice's `token_policy_versions`, one per output token: a request
+// resumed across a weight switch (`in_flight: "resume"`) has old-version tokens, then new ones.
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { Clock } from "../core/clock.js";
@@ -13,6 +16,7 @@ import { Vocab } from "../model/vocab.js";
 import { EngineMetrics } from "./engine-metrics.js";
 import type { Executor, GenerateResult } from "./executor.js";
 import { registerAdminRoutes } from "./http/admin-routes.js";
+import { registerProgramRoutes } from "./http/program-routes.js";
 import { ExecutorSlot, type InFlightPolicy, type SlotLease } from "./http/executor-slot.js";
 import { SseWriter } from "./http/sse-writer.js";
 import { StreamChunker, type StreamSpec } from "./http/stream-chunks.js";
@@ -21,6 +25,7 @@ import { createCostModelEngine, loadScheduledLlamaCpp } from "./core/scheduled-e
 import { ScheduledExecutor } from "./core/scheduled-executor.js";
 import { getCostProfile } from "./costmodel/profile.js";
 import { LlamaCppExecutor } from "./llamacpp-executor.js";
+import type { ProgramKvStore } from "./programs/program-kv-store.js";
 import { fromZodError, HttpError, invalidRequest } from "./openai-errors.js";
 import {
   ChatCompletionRequestSchema,
@@ -75,6 +80,12 @@ export interface EngineServerOptions {
   loadExecutor?: (modelPath: string) => Promise<Executor>;
   /** What in-flight requests do on a weight switch when the request names no `in_flight` (default "finish"). */
   inFlightOnWeightSwitch?: InFlightPolicy;
+  /** Order of waiting requests on scheduled executors (vLLM --scheduling-policy, default "fcfs"). */
+  schedulingPolicy?: "fcfs" | "priority";
+  /** Byte budget of a scheduled llama.cpp engine's own L2 store of paused programs (default 256 MiB). */
+  l2CapacityBytes?: number;
+  /** The L3 store of paused programs, shared by the engines of this process (left open on close). */
+  l3Store?: ProgramKvStore;
 }
 
 export type EngineExecutorKind = "llamacpp" | "llamacpp-scheduled" | "costmodel";
@@ -113,11 +124,19 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       case "llamacpp":
         return LlamaCppExecutor.load({ ...shape, modelPath, exactKv: opts.exactKv });
       case "llamacpp-scheduled":
-        return loadScheduledLlamaCpp({ ...shape, modelPath, ...(opts.exactKv !== undefined ? { exactKv: opts.exactKv } : {}) });
+        return loadScheduledLlamaCpp({
+          ...shape,
+          modelPath,
+          ...(opts.exactKv !== undefined ? { exactKv: opts.exactKv } : {}),
+          ...(opts.schedulingPolicy ? { schedulingPolicy: opts.schedulingPolicy } : {}),
+          ...(opts.l2CapacityBytes !== undefined ? { l2CapacityBytes: opts.l2CapacityBytes } : {}),
+          ...(opts.l3Store ? { l3: opts.l3Store } : {}),
+        });
       case "costmodel":
         if (opts.costProfile === undefined) throw new ArborError(`engine ${opts.name}: executorKind "costmodel" needs costProfile`, "config");
         return createCostModelEngine({
           ...shape,
+          ...(opts.schedulingPolicy ? { schedulingPolicy: opts.schedulingPolicy } : {}),
           profile: getCostProfile(opts.costProfile),
           vocabSize: vocab.size,
           tokenize: (text) => vocab.encode(text),
@@ -188,6 +207,20 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     if (body.stream_options != null && !body.stream) throw invalidRequest("stream_options", "can only be set when stream is true");
   };
 
+  /** Resolve the program id (body `program_id` or header `x-arbor-program`) into the body; check `priority`. */
+  const checkProgramTags = (headers: Record<string, string | string[] | undefined>, body: { program_id?: string | null; priority?: number | null }): void => {
+    const header = headers["x-arbor-program"];
+    if (header !== undefined) {
+      if (typeof header !== "string" || header === "" || header.length > 256) throw invalidRequest("x-arbor-program", "the header must be one non-empty program id (at most 256 characters)");
+      if (body.program_id != null && body.program_id !== header) throw invalidRequest("program_id", `"${body.program_id}" differs from the x-arbor-program header "${header}"`);
+      body.program_id = header;
+    }
+    // As vLLM: a priority only means something to a priority scheduler; refuse it rather than ignore it.
+    if (body.priority != null && body.priority !== 0 && slot.executor.schedulingPolicy !== "priority") {
+      throw invalidRequest("priority", `got ${body.priority} but priority scheduling is not enabled on this engine (schedulingPolicy "priority")`);
+    }
+  };
+
   /** Check the prompt and output budget against the context; the resolved max_tokens. */
   const budget = (lease: SlotLease, prompt: readonly number[], maxTokens: number | null, maxParam: string, promptParam: string): number => {
     const ctx = lease.executor.contextSize;
@@ -211,7 +244,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     lease: SlotLease,
     prompt: number[],
     maxTokens: number,
-    body: { temperature?: number | null; top_p?: number | null; seed?: number | null },
+    body: { temperature?: number | null; top_p?: number | null; seed?: number | null; program_id?: string | null; priority?: number | null },
     topLogprobs: number,
     onToken?: (tok: SampledToken) => void,
   ): Promise<GenerateResult> => {
@@ -232,6 +265,8 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
           topLogprobs,
           rng,
           signal: lease.signal,
+          ...(body.program_id != null ? { programId: body.program_id } : {}),
+          ...(body.priority != null ? { priority: body.priority } : {}),
           ...(onToken ? { onToken } : {}),
         });
       } catch (err) {
@@ -291,6 +326,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     if (!parsed.success) throw fromZodError(parsed.error);
     const body: ChatCompletionRequest = parsed.data;
     checkCommon(body);
+    checkProgramTags(request.headers, body);
     const topLogprobs = body.top_logprobs ?? 0;
     if (topLogprobs > 0 && !body.logprobs) throw invalidRequest("top_logprobs", "requires logprobs: true");
     const lease = slot.acquire();
@@ -308,7 +344,10 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
           id,
           created,
           model: servedModelName,
-          policyVersion: lease.policyVersion,
+          // A getter: chunks after a resume switch report the new version.
+          get policyVersion() {
+            return lease.policyVersion;
+          },
           promptTokenIds: prompt,
           returnTokenIds: body.return_token_ids === true,
           logprobs: body.logprobs === true,
@@ -329,6 +368,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
         stop_reason: stopReason(vocab, result),
       };
       if (body.return_token_ids) choice.token_ids = result.tokens.map((t) => t.id);
+      if (body.return_token_ids) choice.token_policy_versions = lease.tokenPolicyVersions(result.tokens.length);
       reply.header("x-arbor-policy-version", String(lease.policyVersion));
       return {
         id,
@@ -350,6 +390,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     if (!parsed.success) throw fromZodError(parsed.error);
     const body: CompletionRequest = parsed.data;
     checkCommon(body);
+    checkProgramTags(request.headers, body);
     const lease = slot.acquire();
     try {
       let prompt: number[];
@@ -371,7 +412,10 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
           id,
           created,
           model: servedModelName,
-          policyVersion: lease.policyVersion,
+          // A getter: chunks after a resume switch report the new version.
+          get policyVersion() {
+            return lease.policyVersion;
+          },
           promptTokenIds: prompt,
           returnTokenIds: body.return_token_ids === true,
           logprobs: body.logprobs != null,
@@ -398,6 +442,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
             finish_reason: result.finishReason,
             stop_reason: stopReason(vocab, result),
             ...(body.return_token_ids ? { token_ids: result.tokens.map((t) => t.id), prompt_token_ids: prompt } : {}),
+            ...(body.return_token_ids ? { token_policy_versions: lease.tokenPolicyVersions(result.tokens.length) } : {}),
           },
         ],
         usage: usage(prompt.length, result.tokens.length),
@@ -410,6 +455,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
 
   registerTokenizeRoutes(app, { vocab, maxModelLen: () => slot.executor.contextSize, checkModel });
   registerAdminRoutes(app, { slot, defaultInFlight: opts.inFlightOnWeightSwitch ?? "finish" });
+  registerProgramRoutes(app, { slot });
 
   app.get("/v1/models", async () => ({
     object: "list",

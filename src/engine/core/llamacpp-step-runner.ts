@@ -3,19 +3,30 @@
 // chunks of a step are submitted together so node-llama-cpp decodes them in one batch. Sampling is
 // Arbor's own (sampleToken over the temperature-0 distribution, per-request Rng), so tokens match
 // LlamaCppExecutor for the same seed whatever the batching, chunking or preemption.
+// Program-aware KV: a paused program's last context is saved as a sequence state to L2 (this
+// runner's host store) or L3 (a store shared by engines) and loaded back for its next request.
+import { statSync } from "node:fs";
+import { copyFile } from "node:fs/promises";
+import { resolve } from "node:path";
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
+import type { ProgramPauseTarget } from "../executor.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
+import { L2HostStore, type KvEntry, type ProgramKvStore } from "../programs/program-kv-store.js";
 import { sampleToken, type SamplingParams, type TokenLogprob } from "../sampling.js";
 import type { SampledTokenOut, ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
-import type { RunnerRequest, RunnerStepResult, StepRunner } from "./step-runner.js";
+import type { RunnerProgramKv, RunnerRequest, RunnerStepResult, StepRunner } from "./step-runner.js";
 
 /** `sequences` is the scheduler's maxNumSeqs, `contextSize` its maxModelLen. */
 export interface LlamaCppStepRunnerOptions extends LlamaContextOptions {
   /** Measures step durations (default the wall clock). */
   clock?: Clock;
+  /** Byte budget of this runner's own L2 store of paused programs' states (default 256 MiB). */
+  l2CapacityBytes?: number;
+  /** The L3 store shared with other engines (not closed by this runner); no L3 when absent. */
+  l3?: ProgramKvStore;
 }
 
 /** Token accounting since load: what prefix reuse saved and what it had to recompute. */
@@ -26,6 +37,12 @@ export interface LlamaCppStepRunnerStats {
   reusedTokens: number;
   /** Tokens evaluated beyond the plan's numNewTokens: prefix-cache hits the sequence did not hold. */
   recomputedTokens: number;
+  /** Tokens a request found in a paused program's state loaded for it from L2/L3. */
+  loadedTokens: number;
+  /** Program states loaded from L2/L3 into a sequence. */
+  loadedStates: number;
+  /** Program states saved to L2/L3 by pauses. */
+  savedStates: number;
 }
 
 interface RunnerReq {
@@ -34,7 +51,22 @@ interface RunnerReq {
   params: SamplingParams;
   rng: RunnerRequest["rng"];
   seq: number | undefined;
+  programId: string | undefined;
 }
+
+/** A program's last context: the sequence its last finished request used and what it held then. */
+interface LastContext {
+  seq: number;
+  tokens: readonly number[];
+}
+
+/** A pause waiting for the program's running requests to give their sequences back. */
+interface PendingSave {
+  to: "L2" | "L3";
+  waiters: { resolve: () => void; reject: (e: Error) => void }[];
+}
+
+const DEFAULT_L2_BYTES = 256 * 1024 * 1024;
 
 /** A StepRunner over one llama.cpp context; see the file header. */
 export class LlamaCppStepRunner implements StepRunner {
@@ -45,7 +77,24 @@ export class LlamaCppStepRunner implements StepRunner {
   private readonly owner: (string | undefined)[];
   private readonly requests = new Map<string, RunnerReq>();
   private readonly clock: Clock;
-  private readonly counters: LlamaCppStepRunnerStats = { evaluatedTokens: 0, reusedTokens: 0, recomputedTokens: 0 };
+  private readonly counters: LlamaCppStepRunnerStats = {
+    evaluatedTokens: 0,
+    reusedTokens: 0,
+    recomputedTokens: 0,
+    loadedTokens: 0,
+    loadedStates: 0,
+    savedStates: 0,
+  };
+  /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
+  readonly compat: string;
+  readonly programs: RunnerProgramKv;
+  private readonly l2: ProgramKvStore;
+  private readonly l3: ProgramKvStore | undefined;
+  /** Per program, its last context while the sequence may still hold it (at most one per sequence). */
+  private readonly lastContext = new Map<string, LastContext>();
+  private readonly pendingSaves = new Map<string, PendingSave>();
+  /** Steps and program moves run one at a time: a save must not race a step reusing its sequence. */
+  private lock: Promise<unknown> = Promise.resolve();
   private closed = false;
 
   private constructor(
@@ -58,12 +107,29 @@ export class LlamaCppStepRunner implements StepRunner {
     this.seqs = Array.from({ length: opts.sequences }, () => context.getSequence());
     this.owner = new Array<string | undefined>(opts.sequences).fill(undefined);
     this.clock = opts.clock ?? realClock;
+    const file = statSync(opts.modelPath);
+    // llama.cpp loads a state only into the same model and a context with the same sequence count.
+    // Same format as StatefulSessions, so the two can share an L3 store.
+    this.compat = `${resolve(opts.modelPath)}:${file.size}:${Math.floor(file.mtimeMs)}|sequences=${opts.sequences}|kv=${opts.exactKv === false ? "f16" : "f32"}`;
+    this.l2 = new L2HostStore({ capacityBytes: opts.l2CapacityBytes ?? DEFAULT_L2_BYTES });
+    this.l3 = opts.l3;
+    this.programs = {
+      tiers: this.l3 ? ["L2", "L3"] : ["L2"],
+      pauseProgram: (id, to) => this.pauseProgram(id, to),
+      programKv: (id) => this.programKv(id),
+    };
   }
 
   /** Load the GGUF and create a context of `sequences` sequences (threads 1, exact KV by default). */
   static async load(opts: LlamaCppStepRunnerOptions): Promise<LlamaCppStepRunner> {
     const { model, context } = await openLlamaContext(opts);
-    return new LlamaCppStepRunner(model, context, opts);
+    try {
+      return new LlamaCppStepRunner(model, context, opts);
+    } catch (err) {
+      await context.dispose();
+      await model.dispose();
+      throw err;
+    }
   }
 
   /** Plain-text tokenization (no BOS). */
@@ -94,17 +160,26 @@ export class LlamaCppStepRunner implements StepRunner {
       params: { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs },
       rng: req.rng,
       seq: undefined,
+      programId: req.programId,
     });
   }
 
   removeRequest(requestId: string): void {
     const r = this.requests.get(requestId);
     if (!r) return;
+    // The program's last context: what its sequence holds now, until another request takes it.
+    if (r.programId !== undefined && r.seq !== undefined) {
+      this.lastContext.set(r.programId, { seq: r.seq, tokens: [...(this.seqs[r.seq] as LlamaContextSequence).contextTokens] });
+    }
     this.release(r);
     this.requests.delete(requestId);
   }
 
-  async run(plan: StepPlan): Promise<RunnerStepResult> {
+  run(plan: StepPlan): Promise<RunnerStepResult> {
+    return this.exclusive(() => this.runStep(plan));
+  }
+
+  private async runStep(plan: StepPlan): Promise<RunnerStepResult> {
     if (this.closed) throw new ArborError("llama.cpp runner is closed", "closed");
     const start = this.clock.now();
     // Finished and preempted requests give their sequence back; its tokens stay for prefix reuse.
@@ -113,11 +188,14 @@ export class LlamaCppStepRunner implements StepRunner {
       const r = this.requests.get(id);
       if (r) this.release(r);
     }
+    // Pauses that waited for these sequences save their program's context before anyone reuses it.
+    await this.flushSaves();
     const sampled = new Map<string, SampledTokenOut>();
     const top = new Map<string, TokenLogprob[]>();
     if (plan.chunks.length === 0) return { stepId: plan.stepId, sampled, top, durationMs: 0 };
 
-    const work: { id: string; r: RunnerReq; c: ScheduledChunk; from: number; fresh: boolean }[] = [];
+    const work: { id: string; r: RunnerReq; c: ScheduledChunk; from: number; fresh: boolean; loaded: boolean }[] = [];
+    const loads: { w: (typeof work)[number]; store: ProgramKvStore; entry: KvEntry }[] = [];
     for (const c of plan.chunks) {
       const r = this.requests.get(c.requestId);
       if (!r) throw new ArborError(`step ${plan.stepId}: request ${c.requestId} is not registered with the llama.cpp runner`, "engine");
@@ -126,11 +204,17 @@ export class LlamaCppStepRunner implements StepRunner {
         throw new ArborError(`step ${plan.stepId}: request ${c.requestId} has ${r.tokens.length} tokens, the plan computes up to ${end}`, "engine");
       }
       const fresh = r.seq === undefined;
-      if (fresh) this.assign(c.requestId, r, end);
-      work.push({ id: c.requestId, r, c, from: 0, fresh });
+      const w = { id: c.requestId, r, c, from: 0, fresh, loaded: false };
+      if (fresh) {
+        const saved = this.assign(c.requestId, r, end);
+        if (saved) loads.push({ w, ...saved });
+      }
+      work.push(w);
     }
+    // Saved program states go in first; a failed load falls back to recomputing.
+    await Promise.all(loads.map(async (l) => (l.w.loaded = await this.loadState(l.w.r, l.store, l.entry))));
     // Make each sequence hold exactly the tokens it keeps (erasures first, then one batched evaluate).
-    await Promise.all(work.map(async (w) => (w.from = await this.align(w.r, w.c, w.fresh))));
+    await Promise.all(work.map(async (w) => (w.from = await this.align(w.r, w.c, w.fresh, w.loaded))));
     const outs = await Promise.all(work.map((w) => this.evaluate(w.r, w.from, w.c)));
     for (let i = 0; i < work.length; i++) {
       const w = work[i] as (typeof work)[number];
@@ -147,9 +231,155 @@ export class LlamaCppStepRunner implements StepRunner {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.closed = true;
-    await this.context.dispose();
-    await this.model.dispose();
+    await this.exclusive(async () => {
+      if (this.closed) return;
+      this.closed = true;
+      const err = new ArborError("llama.cpp runner is closed", "closed");
+      for (const p of this.pendingSaves.values()) for (const w of p.waiters) w.reject(err);
+      this.pendingSaves.clear();
+      this.l2.close();
+      await this.context.dispose();
+      await this.model.dispose();
+    });
+  }
+
+  /** Run `fn` after every step or program move already started. */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const out = this.lock.then(fn);
+    this.lock = out.catch(() => undefined);
+    return out;
+  }
+
+  private async pauseProgram(programId: string, to: ProgramPauseTarget): Promise<void> {
+    if (to !== "L2" && to !== "L3" && to !== "drop") throw new ArborError(`pause target must be "L2", "L3" or "drop", got ${String(to)}`, "invalid_request");
+    if (to === "L3" && !this.l3) throw new ArborError("no L3 store is configured on this engine", "invalid_request");
+    let wait: Promise<void> | undefined;
+    await this.exclusive(async () => {
+      if (this.closed) throw new ArborError("llama.cpp runner is closed", "closed");
+      const pending = this.pendingSaves.get(programId);
+      if (to === "drop") {
+        this.pendingSaves.delete(programId);
+        for (const w of pending?.waiters ?? []) w.resolve();
+        this.lastContext.delete(programId);
+        this.l2.delete(programId);
+        this.l3?.delete(programId);
+        return;
+      }
+      if (!this.holdsSequence(programId)) {
+        await this.save(programId, to);
+        return;
+      }
+      // Its request still runs (or finished but its sequence is not handed back yet): save after.
+      wait = new Promise<void>((res, rej) => {
+        const p = pending ?? { to, waiters: [] };
+        p.to = to;
+        p.waiters.push({ resolve: res, reject: rej });
+        this.pendingSaves.set(programId, p);
+      });
+    });
+    if (wait) await wait;
+  }
+
+  private holdsSequence(programId: string): boolean {
+    for (const r of this.requests.values()) if (r.programId === programId && r.seq !== undefined) return true;
+    return false;
+  }
+
+  private async flushSaves(): Promise<void> {
+    for (const [id, p] of [...this.pendingSaves]) {
+      if (this.holdsSequence(id)) continue;
+      this.pendingSaves.delete(id);
+      try {
+        await this.save(id, p.to);
+        for (const w of p.waiters) w.resolve();
+      } catch (err) {
+        for (const w of p.waiters) w.reject(err as Error);
+      }
+    }
+  }
+
+  /**
+   * Save the program's last context (if its sequence still holds it) to `to` and clear that
+   * sequence: the KV moves out of L1. With no intact context, a state in the other tier moves.
+   */
+  private async save(programId: string, to: "L2" | "L3"): Promise<void> {
+    const store = this.storeFor(to);
+    const other = to === "L2" ? this.l3 : this.l2;
+    const last = this.lastContext.get(programId);
+    this.lastContext.delete(programId);
+    if (last && this.owner[last.seq] === undefined) {
+      const seq = this.seqs[last.seq] as LlamaContextSequence;
+      const tokens = [...seq.contextTokens];
+      if (tokens.length > 0 && commonPrefix(tokens, last.tokens, last.tokens.length) === last.tokens.length) {
+        await store.put(programId, tokens, this.compat, (path) => seq.saveStateToFile(path));
+        other?.delete(programId);
+        this.counters.savedStates++;
+        await seq.clearHistory();
+        return;
+      }
+    }
+    const held = other?.peek(programId);
+    if (other && held && held.compat === this.compat) {
+      await other.read(programId, (path, e) => store.put(programId, e.tokenIds, e.compat, (dest) => copyFile(path, dest)));
+      other.delete(programId);
+    }
+  }
+
+  private programKv(programId: string): { where: "L1" | "L2" | "L3" | "none"; tokens: number } {
+    let tokens = 0;
+    for (const r of this.requests.values()) {
+      if (r.programId === programId && r.seq !== undefined) tokens = Math.max(tokens, (this.seqs[r.seq] as LlamaContextSequence).nextTokenIndex);
+    }
+    const last = this.lastContext.get(programId);
+    if (last && this.owner[last.seq] === undefined) {
+      const held = (this.seqs[last.seq] as LlamaContextSequence).contextTokens;
+      if (commonPrefix(held, last.tokens, last.tokens.length) === last.tokens.length) tokens = Math.max(tokens, held.length);
+    }
+    if (tokens > 0) return { where: "L1", tokens };
+    for (const [tier, store] of [["L2", this.l2], ["L3", this.l3]] as const) {
+      const e = store?.peek(programId);
+      if (e && e.compat === this.compat) return { where: tier, tokens: e.tokenIds.length };
+    }
+    return { where: "none", tokens: 0 };
+  }
+
+  private storeFor(tier: "L2" | "L3"): ProgramKvStore {
+    const store = tier === "L2" ? this.l2 : this.l3;
+    if (!store) throw new ArborError(`no ${tier} store is configured on this engine`, "invalid_request");
+    return store;
+  }
+
+  /** The saved state of the request's program that covers the most of its first `end` tokens. */
+  private savedState(r: RunnerReq, end: number): { store: ProgramKvStore; entry: KvEntry; len: number } | undefined {
+    if (r.programId === undefined) return undefined;
+    let best: { store: ProgramKvStore; entry: KvEntry; len: number } | undefined;
+    for (const store of [this.l2, this.l3]) {
+      const entry = store?.peek(r.programId);
+      if (!store || !entry || entry.compat !== this.compat || entry.tokenIds.length > this.contextSize) continue;
+      const len = commonPrefix(entry.tokenIds, r.tokens, end);
+      if (!best || len > best.len) best = { store, entry, len };
+    }
+    return best;
+  }
+
+  /** Load a saved program state into the request's (already assigned) sequence; false if it failed. */
+  private async loadState(r: RunnerReq, store: ProgramKvStore, entry: KvEntry): Promise<boolean> {
+    const seq = this.seqs[r.seq as number] as LlamaContextSequence;
+    await seq.clearHistory();
+    try {
+      await store.read(entry.key, (path) => seq.loadStateFromFile(path, { acceptRisk: true }));
+    } catch {
+      // An unreadable state costs a recompute, not the request.
+    }
+    const got = seq.contextTokens;
+    if (got.length !== entry.tokenIds.length || got.some((t, i) => t !== entry.tokenIds[i])) {
+      await seq.clearHistory();
+      return false;
+    }
+    // The program's KV lives in this sequence now; a stale copy must not be loaded elsewhere later.
+    store.delete(entry.key);
+    this.counters.loadedStates++;
+    return true;
   }
 
   private release(r: RunnerReq): void {
@@ -157,29 +387,41 @@ export class LlamaCppStepRunner implements StepRunner {
     r.seq = undefined;
   }
 
-  /** Give a request the free sequence sharing the longest prefix with its first `end` tokens. */
-  private assign(requestId: string, r: RunnerReq, end: number): void {
+  /**
+   * Give a request the free sequence sharing the longest prefix with its first `end` tokens, or,
+   * when its program's saved state covers more, the emptiest free sequence to load that state into.
+   */
+  private assign(requestId: string, r: RunnerReq, end: number): { store: ProgramKvStore; entry: KvEntry } | undefined {
     let best = -1;
     let bestLen = -1;
+    let emptiest = -1;
     for (let i = 0; i < this.seqs.length; i++) {
       if (this.owner[i] !== undefined) continue;
-      const n = commonPrefix((this.seqs[i] as LlamaContextSequence).contextTokens, r.tokens, end);
+      const held = (this.seqs[i] as LlamaContextSequence).contextTokens;
+      const n = commonPrefix(held, r.tokens, end);
       if (n > bestLen) {
         best = i;
         bestLen = n;
       }
+      if (emptiest < 0 || held.length < (this.seqs[emptiest] as LlamaContextSequence).contextTokens.length) emptiest = i;
     }
     // The scheduler runs at most maxNumSeqs requests, and each holds at most one sequence.
     if (best < 0) throw new ArborError(`llama.cpp runner: no free sequence for ${requestId} (more running requests than sequences)`, "engine");
-    this.owner[best] = requestId;
-    r.seq = best;
+    const saved = this.savedState(r, end);
+    const load = saved !== undefined && saved.len > bestLen;
+    const seq = load ? emptiest : best;
+    this.owner[seq] = requestId;
+    r.seq = seq;
+    // Whatever another program's last context was in this sequence, it will not stay intact.
+    for (const [id, last] of this.lastContext) if (last.seq === seq) this.lastContext.delete(id);
+    return load ? { store: saved.store, entry: saved.entry } : undefined;
   }
 
   /**
    * Erase what the request's sequence holds beyond its usable prefix; returns the position from
    * which the chunk must be evaluated (numComputedTokens, or less when the sequence lacks part of it).
    */
-  private async align(r: RunnerReq, c: ScheduledChunk, fresh: boolean): Promise<number> {
+  private async align(r: RunnerReq, c: ScheduledChunk, fresh: boolean, loaded: boolean): Promise<number> {
     const seq = this.seqs[r.seq as number] as LlamaContextSequence;
     const end = c.numComputedTokens + c.numNewTokens;
     // A sampling chunk evaluates at least its last token: that position's output is the distribution.
@@ -187,7 +429,8 @@ export class LlamaCppStepRunner implements StepRunner {
     const held = seq.nextTokenIndex;
     const keep = held === c.numComputedTokens && held <= cap ? held : commonPrefix(seq.contextTokens, r.tokens, cap);
     if (keep < held) await seq.eraseContextTokenRanges([{ start: keep, end: held }]);
-    if (fresh) this.counters.reusedTokens += keep;
+    if (fresh && loaded) this.counters.loadedTokens += keep;
+    else if (fresh) this.counters.reusedTokens += keep;
     this.counters.recomputedTokens += Math.max(0, c.numComputedTokens - keep);
     return keep;
   }

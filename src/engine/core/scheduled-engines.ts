@@ -5,6 +5,8 @@ import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
 import type { CostProfile } from "../costmodel/profile.js";
 import type { KvBlockManagerOptions } from "../kv/block-manager.js";
+import type { ProgramKvStore } from "../programs/program-kv-store.js";
+import type { SchedulingPolicy } from "../scheduler/request-queue.js";
 import type { SchedulerConfig } from "../scheduler/scheduler.js";
 import { CostModelStepRunner } from "./costmodel-step-runner.js";
 import { LlamaCppStepRunner } from "./llamacpp-step-runner.js";
@@ -32,6 +34,8 @@ export interface ScheduledEngineOptions {
   enableChunkedPrefill?: boolean;
   /** Default true. */
   enablePrefixCaching?: boolean;
+  /** Order of waiting requests (vLLM --scheduling-policy; default "fcfs"): "priority" serves lower `priority` first. */
+  schedulingPolicy?: SchedulingPolicy;
   clock?: Clock;
   onStep?: ScheduledExecutorOptions["onStep"];
 }
@@ -46,7 +50,7 @@ export function engineConfig(o: ScheduledEngineOptions): { scheduler: SchedulerC
     scheduler: {
       maxNumBatchedTokens: o.maxNumBatchedTokens ?? (enableChunkedPrefill ? 2048 : Math.max(2048, o.contextSize)),
       maxNumSeqs: o.sequences,
-      policy: "fcfs",
+      policy: o.schedulingPolicy ?? "fcfs",
       enableChunkedPrefill,
       maxModelLen: o.contextSize,
       stopTokenIds: [...o.stopTokenIds],
@@ -58,12 +62,23 @@ export function engineConfig(o: ScheduledEngineOptions): { scheduler: SchedulerC
 }
 
 /** A scheduled engine on llama.cpp: load the GGUF at `modelPath` into one context of `sequences` sequences. */
-export async function loadScheduledLlamaCpp(o: ScheduledEngineOptions & { modelPath: string; exactKv?: boolean }): Promise<ScheduledExecutor> {
+export async function loadScheduledLlamaCpp(
+  o: ScheduledEngineOptions & {
+    modelPath: string;
+    exactKv?: boolean;
+    /** Byte budget of the engine's own L2 store of paused programs (default 256 MiB). */
+    l2CapacityBytes?: number;
+    /** The L3 store of paused programs shared with other engines (left open on close). */
+    l3?: ProgramKvStore;
+  },
+): Promise<ScheduledExecutor> {
   const runner = await LlamaCppStepRunner.load({
     modelPath: o.modelPath,
     sequences: o.sequences,
     contextSize: o.contextSize,
     ...(o.exactKv !== undefined ? { exactKv: o.exactKv } : {}),
+    ...(o.l2CapacityBytes !== undefined ? { l2CapacityBytes: o.l2CapacityBytes } : {}),
+    ...(o.l3 ? { l3: o.l3 } : {}),
     clock: o.clock ?? realClock,
   });
   try {

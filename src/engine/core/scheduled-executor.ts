@@ -1,10 +1,11 @@
 // The engine core shared by serving and simulation: the vLLM-style Scheduler and KV block manager
 // behind the HTTP `Executor` interface. One async loop per executor plans a step, awaits the step
 // runner (llama.cpp or the cost model), feeds the result back and streams each sampled token.
+// Program-aware: requests carry a program id and a priority; programs can be paused and restored.
 import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
-import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from "../executor.js";
+import type { Executor, ExecutorStats, GenerateRequest, GenerateResult, ProgramControl, ProgramInfo, ProgramPauseTarget } from "../executor.js";
 import { KvBlockManager, type KvBlockManagerOptions } from "../kv/block-manager.js";
 import type { SampledToken } from "../sampling.js";
 import { Scheduler, type FinishedRequest, type SchedulerConfig } from "../scheduler/scheduler.js";
@@ -27,6 +28,7 @@ export interface ScheduledExecutorOptions {
 }
 
 interface Pending {
+  programId: string | undefined;
   tokens: SampledToken[];
   onToken: ((t: SampledToken) => void) | undefined;
   resolve: (r: GenerateResult) => void;
@@ -42,6 +44,8 @@ export class ScheduledExecutor implements Executor {
   readonly scheduler: Scheduler;
   readonly kv: KvBlockManager;
   readonly runner: StepRunner;
+  readonly schedulingPolicy: "fcfs" | "priority";
+  readonly programs: ProgramControl;
   private readonly tokenizeFn: (text: string) => number[];
   private readonly onStep: ScheduledExecutorOptions["onStep"];
   private readonly pending = new Map<string, Pending>();
@@ -70,6 +74,12 @@ export class ScheduledExecutor implements Executor {
     this.scheduler = new Scheduler(opts.scheduler, this.kv, opts.clock ?? realClock);
     this.contextSize = opts.scheduler.maxModelLen;
     this.sequences = opts.scheduler.maxNumSeqs;
+    this.schedulingPolicy = opts.scheduler.policy;
+    this.programs = {
+      pause: (id, to) => this.pauseProgram(id, to),
+      restore: (id) => this.restoreProgram(id),
+      info: (id) => this.programInfo(id),
+    };
     this.loopDone = this.loop();
   }
 
@@ -107,6 +117,10 @@ export class ScheduledExecutor implements Executor {
       for (const id of prompt) {
         if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) throw new RangeError(`token id ${id} is outside the vocabulary (size ${this.vocabSize})`);
       }
+      if (req.programId !== undefined && (typeof req.programId !== "string" || req.programId === "")) {
+        throw new RangeError("programId must be a non-empty string");
+      }
+      if (req.priority !== undefined && !Number.isInteger(req.priority)) throw new RangeError(`priority must be an integer, got ${req.priority}`);
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -120,9 +134,16 @@ export class ScheduledExecutor implements Executor {
       topP: req.topP,
       topLogprobs: req.topLogprobs,
       rng: req.rng,
+      ...(req.programId !== undefined ? { programId: req.programId } : {}),
     });
     try {
-      this.scheduler.addRequest({ requestId, promptTokenIds: [...prompt], maxTokens: req.maxTokens });
+      this.scheduler.addRequest({
+        requestId,
+        promptTokenIds: [...prompt],
+        maxTokens: req.maxTokens,
+        ...(req.programId !== undefined ? { programId: req.programId } : {}),
+        ...(req.priority !== undefined ? { priority: req.priority } : {}),
+      });
     } catch (err) {
       this.runner.removeRequest(requestId);
       return Promise.reject(err as Error);
@@ -132,6 +153,7 @@ export class ScheduledExecutor implements Executor {
       const onAbort = (): void => this.abortRequest(requestId);
       signal?.addEventListener("abort", onAbort, { once: true });
       this.pending.set(requestId, {
+        programId: req.programId,
         tokens: [],
         onToken: req.onToken,
         resolve,
@@ -153,6 +175,53 @@ export class ScheduledExecutor implements Executor {
     this.notify();
     await this.loopDone;
     await this.runner.close();
+  }
+
+  /**
+   * Pause a program: the scheduler holds its new requests and the runner moves its last context's
+   * KV to `to` (after its running requests finish). Throws ArborError "invalid_request" for a bad
+   * target or a tier this engine lacks.
+   */
+  private async pauseProgram(programId: string, to: ProgramPauseTarget): Promise<ProgramInfo> {
+    if (this.closed) throw new ArborError("engine is shut down", "closed");
+    if (typeof programId !== "string" || programId === "") throw new ArborError("program id must be a non-empty string", "invalid_request");
+    if (to !== "L2" && to !== "L3" && to !== "drop") throw new ArborError(`to must be "L2", "L3" or "drop", got ${String(to)}`, "invalid_request");
+    const kv = this.runner.programs;
+    if (kv && to !== "drop" && !kv.tiers.includes(to)) throw new ArborError(`no ${to} store is configured on this engine`, "invalid_request");
+    this.scheduler.pauseProgram(programId, to);
+    // The runner saves once the program's sequences are handed back, which the loop's next plan does.
+    this.notify();
+    await kv?.pauseProgram(programId, to);
+    return this.programInfo(programId);
+  }
+
+  private async restoreProgram(programId: string): Promise<ProgramInfo> {
+    if (this.closed) throw new ArborError("engine is shut down", "closed");
+    if (typeof programId !== "string" || programId === "") throw new ArborError("program id must be a non-empty string", "invalid_request");
+    this.scheduler.restoreProgram(programId);
+    // Its held requests can be admitted now: wake the loop, which idles while all waiting are held.
+    this.notify();
+    return this.programInfo(programId);
+  }
+
+  private programInfo(programId: string): ProgramInfo {
+    let held = 0;
+    let running = 0;
+    for (const [id, p] of this.pending) {
+      if (p.programId !== programId) continue;
+      const st = this.scheduler.requestState(id);
+      if (st?.held) held++;
+      else if (st?.status === "running") running++;
+    }
+    const kv = this.runner.programs?.programKv(programId) ?? { where: "none" as const, tokens: 0 };
+    return {
+      programId,
+      paused: this.scheduler.programPause(programId) ?? null,
+      kv: kv.where,
+      kvTokens: kv.tokens,
+      heldRequests: held,
+      runningRequests: running,
+    };
   }
 
   /** The client went away: end the request now (its KV is freed by the scheduler). */

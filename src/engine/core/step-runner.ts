@@ -2,6 +2,7 @@
 // real tokens, the cost model for modelled time) and reports the sampled tokens. It keeps each
 // request's tokens and sampling state between steps; the scheduler keeps everything else.
 import type { Rng } from "../../core/rng.js";
+import type { ProgramPauseTarget } from "../executor.js";
 import type { TokenLogprob } from "../sampling.js";
 import type { StepPlan, StepResult } from "../scheduler/step-plan.js";
 
@@ -17,7 +18,23 @@ export interface RunnerRequest {
   rng: Rng;
   /** Workload annotation (cost model): the request ends with a stop token after this many tokens. */
   outputLength?: number;
+  /** The program the request belongs to: its KV may be saved on pause and loaded back for it. */
+  programId?: string;
 }
+
+/** Runners that hold real KV move a paused program's last context between tiers. */
+export interface RunnerProgramKv {
+  /** The tiers this runner can save to. */
+  readonly tiers: readonly ("L2" | "L3")[];
+  /**
+   * Save the program's last context to `to` and free its sequence ("drop" forgets any saved
+   * state). Resolves once saved: after the program's requests holding a sequence have finished.
+   */
+  pauseProgram(programId: string, to: ProgramPauseTarget): Promise<void>;
+  /** Where the program's last context's KV is, and how many tokens it covers. */
+  programKv(programId: string): { where: "L1" | "L2" | "L3" | "none"; tokens: number };
+}
+
 
 /** A step's result plus the `topLogprobs` alternatives of each sampled token (absent = none). */
 export interface RunnerStepResult extends StepResult {
@@ -36,4 +53,6 @@ export interface StepRunner {
   /** Forget a request the scheduler never planned or already listed as finished (between steps only). */
   removeRequest(requestId: string): void;
   close(): Promise<void>;
+  /** Program KV movement, on runners that hold real KV (llama.cpp). */
+  readonly programs?: RunnerProgramKv;
 }

@@ -1,6 +1,11 @@
 // Engine control endpoints used by an RL loop: vLLM's `/sleep`, `/wake_up`, `/is_sleeping`, and
 // Arbor's weight switch `/v1/load_weights` with `/v1/policy_version`.
 //
+// `/v1/load_weights` body: `model_path`, `policy_version` (greater than the current one) and
+// `in_flight`: "finish" (running requests end on the old version), "abort" (they end at once with
+// finish reason `abort`) or "resume" (they stop between steps and continue on the new version,
+// one answer per request with `token_policy_versions` saying which version made each token).
+//
 // Sleep levels. vLLM level 1 offloads the weights to CPU memory and drops the KV cache; level 2
 // drops both. llama.cpp cannot free a context's KV cache without closing the context, and the
 // host copy of the weights is the GGUF file itself, so here both levels close the executor
@@ -15,7 +20,7 @@ import type { ExecutorSlot, InFlightPolicy } from "./executor-slot.js";
 const LoadWeightsSchema = z.object({
   model_path: z.string({ error: "must be the path of a GGUF file" }).min(1, { error: "must not be empty" }),
   policy_version: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).min(0),
-  in_flight: z.enum(["finish", "abort"], { error: 'must be "finish" or "abort"' }).nullish(),
+  in_flight: z.enum(["finish", "abort", "resume"], { error: 'must be "finish", "abort" or "resume"' }).nullish(),
 });
 
 export interface AdminRouteDeps {

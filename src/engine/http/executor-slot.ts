@@ -1,16 +1,26 @@
 // The engine's current policy: which executor serves new requests, at which policy version, and
 // the in-flight requests of every version still running. Weight switches, sleep and wake-up are
 // serialised here and happen between steps (JavaScript runs one step continuation at a time).
+import { stopTokenIds } from "../../model/chat-template.js";
+import { Vocab } from "../../model/vocab.js";
 import type { Executor, ExecutorStats } from "../executor.js";
 import { HttpError, invalidRequest } from "../openai-errors.js";
+import { ResumingExecutor, type ResumableHold } from "./resuming-executor.js";
 
-/** What in-flight requests do when the weights change: finish on the old version, or end with finish reason `abort`. */
-export type InFlightPolicy = "finish" | "abort";
+/**
+ * What in-flight requests do when the weights change: finish on the old version, end with finish
+ * reason `abort`, or stop between steps and resume on the new version (one answer covering both).
+ */
+export type InFlightPolicy = "finish" | "abort" | "resume";
 
 /** One request's hold on the executor that admitted it. */
 export interface SlotLease {
+  /** The request's executor: it follows the request to a new version on an `in_flight: "resume"` switch. */
   readonly executor: Executor;
-  /** The policy version this request is generated with, whatever happens to the slot later. */
+  /**
+   * The policy version this request is generated with: fixed unless a resume switch moves the
+   * request to a newer one (then the version of its last tokens).
+   */
   readonly policyVersion: number;
   /** Aborted on client disconnect ({@link abort}) or by a weight switch with `in_flight: "abort"`. */
   readonly signal: AbortSignal;
@@ -20,6 +30,8 @@ export interface SlotLease {
   abort(): void;
   /** Idempotent; the last release of a retired version closes its executor. */
   release(): void;
+  /** The policy version of each of the first `count` output tokens (Arbor's `token_policy_versions`). */
+  tokenPolicyVersions(count: number): number[];
 }
 
 export interface ExecutorSlotOptions {
@@ -32,6 +44,8 @@ export interface ExecutorSlotOptions {
   load: (modelPath: string) => Promise<Executor>;
   /** Check a freshly loaded executor (e.g. its vocabulary); throw to refuse it. */
   check?: (executor: Executor, modelPath: string) => void;
+  /** Tokens that end a generation (default: Arbor's), so a resumed request that ended just finishes. */
+  stopTokenIds?: Iterable<number>;
 }
 
 interface Generation {
@@ -46,8 +60,15 @@ interface Generation {
 }
 
 interface RequestHold {
+  /** The client's abort: disconnect, shutdown, or a switch with `in_flight: "abort"`. */
   readonly controller: AbortController;
   bySwitch: boolean;
+  /** The generation the request runs on (changes when it resumes on a new version). */
+  gen: Generation;
+  /** Set while the request runs on `gen`'s executor; a resume switch aborts it. */
+  segment: AbortController | null;
+  /** A resume switch stopped the running segment. */
+  resume: boolean;
 }
 
 export interface LoadWeightsResult {
@@ -67,9 +88,11 @@ export class ExecutorSlot {
   private ops: Promise<unknown> = Promise.resolve();
   private sleepLevel: 0 | 1 | 2 = 0;
   private closed = false;
+  private readonly stopIds: ReadonlySet<number>;
 
   constructor(private readonly opts: ExecutorSlotOptions) {
     this.gen = newGeneration(opts.executor, opts.policyVersion, opts.modelPath, opts.owned);
+    this.stopIds = new Set(opts.stopTokenIds ?? stopTokenIds(new Vocab()));
   }
 
   /** The executor new requests go to (closed while sleeping). */
@@ -118,13 +141,37 @@ export class ExecutorSlot {
     if (this.sleeping) {
       throw new HttpError(503, "engine is sleeping (POST /wake_up to resume serving)", "server_error", null, "engine_sleeping");
     }
-    const gen = this.gen;
-    const hold: RequestHold = { controller: new AbortController(), bySwitch: false };
-    gen.active.add(hold);
+    const hold: RequestHold = { controller: new AbortController(), bySwitch: false, gen: this.gen, segment: null, resume: false };
+    hold.gen.active.add(hold);
     let released = false;
+    const resumable: ResumableHold = {
+      get executor() {
+        return hold.gen.executor;
+      },
+      get policyVersion() {
+        return hold.gen.policyVersion;
+      },
+      beginSegment: () => {
+        hold.segment = new AbortController();
+        hold.resume = false;
+        return hold.segment.signal;
+      },
+      endSegment: () => {
+        hold.segment = null;
+        return hold.resume;
+      },
+      moveToCurrent: () => {
+        if (this.closed || released || this.gen.released) return false;
+        moveHold(hold, this.gen);
+        return true;
+      },
+    };
+    const executor = new ResumingExecutor(resumable, this.stopIds);
     return {
-      executor: gen.executor,
-      policyVersion: gen.policyVersion,
+      executor,
+      get policyVersion() {
+        return hold.gen.policyVersion;
+      },
       signal: hold.controller.signal,
       get abortedBySwitch() {
         return hold.bySwitch;
@@ -133,15 +180,16 @@ export class ExecutorSlot {
       release: () => {
         if (released) return;
         released = true;
-        gen.active.delete(hold);
-        if (gen.active.size === 0) gen.drained?.();
+        removeHold(hold);
       },
+      tokenPolicyVersions: (count) => executor.tokenPolicyVersions(count),
     };
   }
 
   /**
    * Load `modelPath` as `policyVersion` and switch to it: new requests go to it at once; requests
-   * in flight finish on the old version (closed when the last one ends) or are aborted.
+   * in flight finish on the old version (closed when the last one ends), are aborted, or stop
+   * between steps and resume on the new version; those not generating yet simply move to it.
    * 400 when the version is not newer or the file cannot be loaded (the old version keeps serving).
    */
   loadWeights(modelPath: string, policyVersion: number, inFlight: InFlightPolicy): Promise<LoadWeightsResult> {
@@ -162,6 +210,15 @@ export class ExecutorSlot {
         for (const hold of old.active) {
           hold.bySwitch = true;
           hold.controller.abort();
+        }
+      } else if (inFlight === "resume") {
+        for (const hold of [...old.active]) {
+          if (hold.segment) {
+            hold.resume = true;
+            hold.segment.abort();
+          } else {
+            moveHold(hold, this.gen);
+          }
         }
       }
       this.retire(old);
@@ -186,7 +243,9 @@ export class ExecutorSlot {
     this.sleepLevel = level;
     return this.serial(async () => {
       const gen = this.gen;
-      await Promise.all([whenDrained(gen), ...this.retired]);
+      // Requests resuming from a retiring version join `gen` as they go: wait until all are done.
+      do await Promise.all([whenDrained(gen), ...this.retired]);
+      while (gen.active.size > 0 || this.retiring.size > 0);
       if (gen.owned && !gen.released && this.sleeping) {
         gen.released = true;
         await gen.executor.close();
@@ -285,6 +344,20 @@ export class ExecutorSlot {
 
 function newGeneration(executor: Executor, policyVersion: number, modelPath: string, owned: boolean): Generation {
   return { executor, policyVersion, modelPath, owned, released: false, active: new Set() };
+}
+
+/** Join `to` before leaving the old generation, so that no drain is seen in between. */
+function moveHold(hold: RequestHold, to: Generation): void {
+  if (hold.gen === to) return;
+  to.active.add(hold);
+  removeHold(hold);
+  hold.gen = to;
+}
+
+function removeHold(hold: RequestHold): void {
+  const gen = hold.gen;
+  if (!gen.active.delete(hold)) return;
+  if (gen.active.size === 0) gen.drained?.();
 }
 
 function whenDrained(gen: Generation): Promise<void> {

@@ -4,22 +4,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
-import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from "../executor.js";
-import type { SampledToken } from "../sampling.js";
 import { createEngineServer, type EngineServer } from "../server.js";
+import { GatedExecutor, post, step, until } from "./test-helpers.js";
 
 const INIT = { seed: 1, nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 2048 };
 const vocab = new Vocab();
-
-async function post(target: EngineServer, url: string, payload: unknown) {
-  const res = await target.app.inject({ method: "POST", url, payload: payload as object });
-  return { status: res.statusCode, body: res.json(), headers: res.headers };
-}
-
-async function until(cond: () => boolean): Promise<void> {
-  for (let i = 0; !cond() && i < 100_000; i++) await new Promise((r) => setImmediate(r));
-  expect(cond()).toBe(true);
-}
 
 describe("weight switch on real GGUFs", () => {
   let dir: string;
@@ -45,6 +34,7 @@ describe("weight switch on real GGUFs", () => {
     const onA = await post(server, "/v1/completions", REQ);
     expect(onA.body.policy_version).toBe(1);
     expect(onA.headers["x-arbor-policy-version"]).toBe("1");
+    expect(onA.body.choices[0].token_policy_versions).toEqual(onA.body.choices[0].token_ids.map(() => 1));
     const oldExecutor = server.executor;
 
     const load = await post(server, "/v1/load_weights", { model_path: pathB, policy_version: 2 });
@@ -94,65 +84,6 @@ describe("weight switch on real GGUFs", () => {
     expect(still.body.policy_version).toBe(current);
   });
 });
-
-/** An executor whose generations advance one token per {@link tick}; its tokens spell its letter. */
-class GatedExecutor implements Executor {
-  readonly vocabSize = vocab.size;
-  readonly contextSize = 128;
-  readonly sequences = 2;
-  running = 0;
-  produced = 0;
-  closed = false;
-  private gates: (() => void)[] = [];
-
-  constructor(private readonly letter: string) {}
-
-  tokenize(text: string): number[] {
-    return vocab.encode(text);
-  }
-
-  stats(): ExecutorStats {
-    return { running: this.running, waiting: 0, usedTokens: 0, totalTokens: 256 };
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-  }
-
-  /** Let every running generation produce one more token. */
-  tick(): void {
-    for (const g of this.gates.splice(0)) g();
-  }
-
-  async generate(req: GenerateRequest): Promise<GenerateResult> {
-    if (this.closed) throw new Error("closed");
-    this.running++;
-    const tokens: SampledToken[] = [];
-    try {
-      while (tokens.length < req.maxTokens) {
-        await new Promise<void>((resolve) => {
-          this.gates.push(resolve);
-          req.signal?.addEventListener("abort", () => resolve(), { once: true });
-        });
-        if (req.signal?.aborted) return { tokens, finishReason: "abort" };
-        const tok = { id: vocab.encode(this.letter)[0]!, logprob: -0.5, top: [] };
-        tokens.push(tok);
-        this.produced++;
-        req.onToken?.(tok);
-      }
-      return { tokens, finishReason: "length" };
-    } finally {
-      this.running--;
-    }
-  }
-}
-
-/** Advance every generation of `ex` by one token and wait until it is produced. */
-async function step(ex: GatedExecutor): Promise<void> {
-  const target = ex.produced + ex.running;
-  ex.tick();
-  await until(() => ex.produced >= target);
-}
 
 describe("in-flight requests on a weight switch", () => {
   async function setup(defaultInFlight?: "finish" | "abort") {
@@ -214,7 +145,7 @@ describe("in-flight requests on a weight switch", () => {
       const o = await old;
       expect(o.status).toBe(200);
       expect(o.body.policy_version).toBe(1);
-      expect(o.body.choices[0]).toMatchObject({ finish_reason: "abort", message: { content: "a" }, token_ids: [vocab.encode("a")[0]] });
+      expect(o.body.choices[0]).toMatchObject({ finish_reason: "abort", message: { content: "a" }, token_ids: [vocab.encode("a")[0]], token_policy_versions: [1] });
       expect(b.running).toBe(0);
       const bad = await post(server, "/v1/load_weights", { model_path: "/c.gguf", policy_version: 3 });
       expect(bad.status).toBe(400);

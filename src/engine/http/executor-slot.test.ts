@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { Rng } from "../../core/rng.js";
+import { Vocab } from "../../model/vocab.js";
+import type { GenerateResult } from "../executor.js";
+import { ExecutorSlot } from "./executor-slot.js";
+import { GatedExecutor, step, until, type GatedExecutorOptions } from "./test-helpers.js";
+
+const vocab = new Vocab();
+
+function setup(aOpts: GatedExecutorOptions = {}) {
+  const a = new GatedExecutor("a", aOpts);
+  const b = new GatedExecutor("b");
+  const slot = new ExecutorSlot({
+    executor: a,
+    policyVersion: 1,
+    modelPath: "/a.gguf",
+    owned: false,
+    load: async (path) => {
+      if (path !== "/b.gguf") throw new Error(`no such file ${path}`);
+      return b;
+    },
+  });
+  return { a, b, slot };
+}
+
+const request = (maxTokens: number) => ({ promptTokenIds: [vocab.bosId], maxTokens, temperature: 1, topP: 1, topLogprobs: 0, rng: new Rng(1) });
+
+describe("ExecutorSlot with in_flight resume", () => {
+  it("moves a request that is not generating yet straight to the new version", async () => {
+    const { a, b, slot } = setup();
+    const lease = slot.acquire();
+    expect(lease.policyVersion).toBe(1);
+    const res = await slot.loadWeights("/b.gguf", 2, "resume");
+    expect(res.in_flight_requests).toBe(1);
+    expect(lease.policyVersion).toBe(2);
+    const done = lease.executor.generate({ ...request(2), signal: lease.signal });
+    await until(() => b.running === 1);
+    await step(b);
+    await step(b);
+    const out = await done;
+    expect(out.tokens.map((t) => vocab.decode([t.id])).join("")).toBe("bb");
+    expect(lease.tokenPolicyVersions(2)).toEqual([2, 2]);
+    expect(a.requests).toHaveLength(0);
+    lease.release();
+    expect(slot.inFlight).toBe(0);
+    await slot.close();
+  });
+
+  it("sleep waits for a request resuming from the retiring version before closing the new one", async () => {
+    // The switch lands mid-step: the request leaves the old version only after sleep has begun.
+    const { a, b, slot } = setup({ slowAbort: true });
+    const lease = slot.acquire();
+    let result: GenerateResult | undefined;
+    const done = lease.executor.generate({ ...request(3), signal: lease.signal }).then((r) => (result = r));
+    await until(() => a.running === 1);
+    await step(a);
+    await slot.loadWeights("/b.gguf", 2, "resume");
+    let asleep = false;
+    const sleeping = slot.sleep(1).then(() => (asleep = true));
+    await new Promise((r) => setImmediate(r));
+    expect(b.running).toBe(0);
+    a.tick();
+    await until(() => b.running === 1);
+    await step(b);
+    expect(asleep).toBe(false);
+    expect(b.closed).toBe(false);
+    await step(b);
+    await done;
+    expect(result?.finishReason).toBe("length");
+    expect(lease.tokenPolicyVersions(3)).toEqual([1, 2, 2]);
+    lease.release();
+    await sleeping;
+    expect(b.closed).toBe(true);
+    await slot.close();
+  });
+});
