@@ -101,3 +101,20 @@ export interface Executor {
   /** Program pause/restore, on executors that support it. */
   readonly programs?: ProgramControl;
 }
+
+/**
+ * Reject a request no executor can run: empty prompt, bad max_tokens, prompt + max_tokens over the
+ * context, token ids outside the vocabulary. Throws RangeError (the HTTP layer validated the body
+ * already; this guards direct callers).
+ */
+export function checkGenerateRequest(req: GenerateRequest, executor: Pick<Executor, "contextSize" | "vocabSize">): void {
+  const prompt = req.promptTokenIds;
+  if (prompt.length === 0) throw new RangeError("prompt must contain at least one token");
+  if (!Number.isInteger(req.maxTokens) || req.maxTokens < 1) throw new RangeError(`maxTokens must be >= 1, got ${req.maxTokens}`);
+  if (prompt.length + req.maxTokens > executor.contextSize) {
+    throw new RangeError(`prompt (${prompt.length} tokens) + max_tokens (${req.maxTokens}) exceeds the context (${executor.contextSize})`);
+  }
+  for (const id of prompt) {
+    if (!Number.isInteger(id) || id < 0 || id >= executor.vocabSize) throw new RangeError(`token id ${id} is outside the vocabulary (size ${executor.vocabSize})`);
+  }
+}

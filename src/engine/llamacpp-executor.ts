@@ -4,7 +4,7 @@
 // (continuous batching: a new request's prefill joins the running requests' decode steps).
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
-import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from "./executor.js";
+import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult } from "./executor.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "./llama-context.js";
 import { sampleToken, type SampledToken } from "./sampling.js";
 import { SequencePool } from "./sequence-pool.js";
@@ -69,14 +69,7 @@ export class LlamaCppExecutor implements Executor {
   async generate(req: GenerateRequest): Promise<GenerateResult> {
     if (this.closed) throw new ArborError("engine is shut down", "closed");
     const prompt = req.promptTokenIds;
-    if (prompt.length === 0) throw new RangeError("prompt must contain at least one token");
-    if (!Number.isInteger(req.maxTokens) || req.maxTokens < 1) throw new RangeError(`maxTokens must be >= 1, got ${req.maxTokens}`);
-    if (prompt.length + req.maxTokens > this.contextSize) {
-      throw new RangeError(`prompt (${prompt.length} tokens) + max_tokens (${req.maxTokens}) exceeds the context (${this.contextSize})`);
-    }
-    for (const id of prompt) {
-      if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) throw new RangeError(`token id ${id} is outside the vocabulary (size ${this.vocabSize})`);
-    }
+    checkGenerateRequest(req, this);
 
     const lease = await this.pool.acquire(req.signal);
     const seq = lease.item;

@@ -5,7 +5,7 @@
 import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
-import type { Executor, ExecutorStats, GenerateRequest, GenerateResult, ProgramControl, ProgramInfo, ProgramPauseTarget } from "../executor.js";
+import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult, type ProgramControl, type ProgramInfo, type ProgramPauseTarget } from "../executor.js";
 import { KvBlockManager, type KvBlockManagerOptions } from "../kv/block-manager.js";
 import type { SampledToken } from "../sampling.js";
 import { Scheduler, type FinishedRequest, type SchedulerConfig } from "../scheduler/scheduler.js";
@@ -109,18 +109,7 @@ export class ScheduledExecutor implements Executor {
     if (this.closed) return Promise.reject(new ArborError("engine is shut down", "closed"));
     const prompt = req.promptTokenIds;
     try {
-      if (prompt.length === 0) throw new RangeError("prompt must contain at least one token");
-      if (!Number.isInteger(req.maxTokens) || req.maxTokens < 1) throw new RangeError(`maxTokens must be >= 1, got ${req.maxTokens}`);
-      if (prompt.length + req.maxTokens > this.contextSize) {
-        throw new RangeError(`prompt (${prompt.length} tokens) + max_tokens (${req.maxTokens}) exceeds the context (${this.contextSize})`);
-      }
-      for (const id of prompt) {
-        if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) throw new RangeError(`token id ${id} is outside the vocabulary (size ${this.vocabSize})`);
-      }
-      if (req.programId !== undefined && (typeof req.programId !== "string" || req.programId === "")) {
-        throw new RangeError("programId must be a non-empty string");
-      }
-      if (req.priority !== undefined && !Number.isInteger(req.priority)) throw new RangeError(`priority must be an integer, got ${req.priority}`);
+      checkGenerateRequest(req, this);
     } catch (err) {
       return Promise.reject(err as Error);
     }
