@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { VirtualClock } from "../../core/clock.js";
 import { CapacityError } from "../../core/errors.js";
 import { Rng } from "../../core/rng.js";
 import { stopTokenIds } from "../../model/chat-template.js";
@@ -190,5 +191,18 @@ describe("ScheduledExecutor on llama.cpp", () => {
     // The engine keeps serving after aborts.
     sameResults([await gen(e, CASES[2]!)], await expected([CASES[2]!]));
     expect(e.stats()).toMatchObject({ running: 0, waiting: 0 });
+  });
+
+  it("runs under a virtual clock with the same scheduler code and the same tokens", async () => {
+    const clock = new VirtualClock(5_000);
+    const cases: Case[] = [
+      { prompt: prompt("virtual time"), seed: 21, maxTokens: 6, temperature: 1 },
+      { prompt: prompt("same scheduler"), seed: 22, maxTokens: 5, temperature: 0.8 },
+    ];
+    const want = await expected(cases);
+    const e = await scheduled({ clock });
+    sameResults(await Promise.all(cases.map((c) => gen(e, c))), want);
+    // The virtual clock never moved: nothing in the engine waited on wall time.
+    expect(clock.now()).toBe(5_000);
   });
 });
