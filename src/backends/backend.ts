@@ -48,3 +48,101 @@ export class BackendProtocolError extends ArborError {
     super(`backend '${backend}' at ${url} ${problem}`, "backend_protocol");
   }
 }
+
+/** A token-level generation request: the gateway sends each program's token history as the prompt. */
+export interface GenerateRequest {
+  promptTokenIds: number[];
+  maxTokens: number;
+  temperature: number;
+  topP?: number;
+  seed?: number;
+  /** Generation ends after any of these tokens (the token is kept in the output, as vLLM does). */
+  stopTokenIds?: number[];
+  /** The agent program the call belongs to (program-aware engines keep its KV; llama-server picks its slot). */
+  programId?: string;
+  signal?: AbortSignal;
+}
+
+export interface GenerateResult {
+  outputTokenIds: number[];
+  /** One logprob per output token, under the sampling policy. */
+  logprobs: number[];
+  finishReason: "stop" | "length" | "abort";
+  /** The weights version that produced the tokens; null for engines that do not report one. */
+  policyVersion: number | null;
+  /** The prompt as the engine saw it (echoed by the engine where it does, else as sent). */
+  promptTokenIds: number[];
+}
+
+export interface BackendCapabilities {
+  /** Token-id prompts and token-id answers ({@link TokenBackend.generate}); false = text-only traces, not trainable. */
+  tokenIds: boolean;
+  /** Per-token logprobs of the sampled tokens. */
+  logprobs: boolean;
+  /** The engine can offload and reload one program's KV ({@link TokenBackend.pause}/{@link TokenBackend.restore}). */
+  pauseRestore: boolean;
+}
+
+/** One scrape of an engine's load. A null field is one the engine does not report. */
+export interface BackendMetrics {
+  /** Requests being prefilled or decoded. */
+  running: number | null;
+  /** Requests queued for a free sequence/slot. */
+  waiting: number | null;
+  /** KV-cache usage, 0-1. */
+  kvUsage: number | null;
+  /** KV-cache capacity in tokens (block_size x num_gpu_blocks, max_total_num_tokens, n_ctx x slots). */
+  kvCapacityTokens: number | null;
+  /** Cumulative prompt tokens looked up in the prefix cache, and those found. */
+  prefixCacheQueries: number | null;
+  prefixCacheHits: number | null;
+  /** Prefix-cache hit rate, 0-1, where the engine reports a rate rather than counters (SGLang). */
+  prefixCacheHitRate: number | null;
+}
+
+/** A {@link Backend} that also speaks token ids, reports its load and says what it can do. */
+export interface TokenBackend extends Backend {
+  readonly type: string;
+  readonly capabilities: BackendCapabilities;
+  /**
+   * Generate from a token-id prompt. Throws {@link BackendUnreachableError} when the engine cannot
+   * be reached, `signal.reason` when aborted, {@link BackendHttpError} for an upstream error answer,
+   * {@link BackendProtocolError} for an answer without the needed fields, {@link BackendCapabilityError}
+   * when the engine has no token-level API.
+   */
+  generate(req: GenerateRequest): Promise<GenerateResult>;
+  /** Read the engine's /metrics (and its static capacity); same network errors as generate. */
+  scrapeMetrics(): Promise<BackendMetrics>;
+  /** Offload a program's KV on the engine (only when `capabilities.pauseRestore`). */
+  pause?(programId: string): Promise<void>;
+  /** Bring a paused program's KV back (only when `capabilities.pauseRestore`). */
+  restore?(programId: string): Promise<void>;
+}
+
+/** Whether a backend implements the token-level methods. */
+export function isTokenBackend(b: Backend): b is TokenBackend {
+  return typeof (b as Partial<TokenBackend>).generate === "function" && typeof (b as Partial<TokenBackend>).capabilities === "object";
+}
+
+/** The engine answered an inference or control call with an error status. */
+export class BackendHttpError extends ArborError {
+  constructor(
+    readonly backend: string,
+    readonly url: string,
+    readonly status: number,
+    detail: string,
+  ) {
+    super(`backend '${backend}' at ${url} answered HTTP ${status}: ${detail}`, "backend_http");
+  }
+}
+
+/** The backend cannot do what was asked (e.g. token-level generation on a generic OpenAI endpoint). */
+export class BackendCapabilityError extends ArborError {
+  constructor(
+    readonly backend: string,
+    readonly url: string,
+    problem: string,
+  ) {
+    super(`backend '${backend}' at ${url} ${problem}`, "backend_capability");
+  }
+}

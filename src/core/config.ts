@@ -56,7 +56,7 @@ export const BackendConfigSchema = z
   .object({
     name: z.string().min(1),
     /** `builtin`: an Arbor engine (OpenAI-compatible with token ids). */
-    type: z.enum(["builtin"]),
+    type: z.enum(["builtin", "vllm", "sglang", "llamacpp", "openai"]),
     /** Base URL (e.g. http://127.0.0.1:8000/v1). Omit for an engine started in-process with the same name. */
     url: z.string().url().optional(),
   })
@@ -73,7 +73,11 @@ export const RunConfigSchema = z
       .object({
         host: z.string().default("127.0.0.1"),
         port: z.number().int().min(0).max(65535).default(0),
-        routing: z.enum(["least-loaded"]).default("least-loaded"),
+        /**
+         * A preset (`least-load`, `kv-usage`, `sticky-program`, `prefix-affinity`, `cost-aware`) or
+         * `{filters, scorers: [{name, weight, options}]}`; the gateway validates it (gateway/routing/registry.ts).
+         */
+        routing: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default("least-load"),
         /** Per-call timeout towards a backend, ms. */
         callTimeoutMs: positiveInt.default(120_000),
       })

@@ -1,0 +1,118 @@
+// The HTTP plumbing shared by the token-level adapters: JSON posts to an engine's native endpoints
+// and bounded GETs of its /metrics and info pages, with the Backend error contract.
+import type { Clock } from "../core/clock.js";
+import { ArborError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import { BackendHttpError, BackendProtocolError, BackendUnreachableError } from "./backend.js";
+import { describeNetworkError } from "./builtin.js";
+
+export interface EngineHttpOptions {
+  name: string;
+  /** The url errors name (the backend's configured url). */
+  url: string;
+  /** Server root the native paths hang off (no trailing slash). */
+  root: string;
+  clock?: Clock;
+  /** Limit for GETs (metrics, info); inference calls are bounded by the caller's signal. */
+  probeTimeoutMs?: number;
+}
+
+export interface EngineHttp {
+  /** POST JSON to `root + path`; a 2xx JSON answer is returned, anything else thrown as a Backend error. */
+  postJson(path: string, body: object, signal?: AbortSignal): Promise<unknown>;
+  /** GET `root + path` as text within the probe timeout. */
+  getText(path: string): Promise<string>;
+  /** GET `root + path` as JSON within the probe timeout. */
+  getJson(path: string): Promise<unknown>;
+}
+
+/** Split a configured url into the server root and its OpenAI base (`root/v1`); accepts either form. */
+export function splitBaseUrl(name: string, raw: string): { root: string; v1: string } {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new ArborError(`backend '${name}' url: not a valid URL: '${raw}'`, "config");
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new ArborError(`backend '${name}' url: must be http or https, got '${u.protocol}'`, "config");
+  }
+  const trimmed = raw.replace(/\/+$/, "");
+  const root = trimmed.replace(/\/v1$/, "");
+  return { root, v1: `${root}/v1` };
+}
+
+/** Create the HTTP helper of one engine. */
+export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
+  const { name, url, root } = opts;
+  const clock = opts.clock ?? realClock;
+  const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
+
+  async function send(method: "GET" | "POST", path: string, body: object | undefined, signal?: AbortSignal): Promise<{ status: number; text: string }> {
+    try {
+      const res = await fetch(root + path, {
+        method,
+        headers: body ? { "content-type": "application/json", accept: "application/json" } : {},
+        body: body ? JSON.stringify(body) : undefined,
+        signal,
+      });
+      return { status: res.status, text: await res.text() };
+    } catch (e) {
+      if (signal?.aborted) throw signal.reason ?? e;
+      throw new BackendUnreachableError(name, url, describeNetworkError(e));
+    }
+  }
+
+  function failure(path: string, status: number, text: string): BackendHttpError {
+    return new BackendHttpError(name, url, status, `${path}: ${errorDetail(text)}`);
+  }
+
+  async function probe(path: string): Promise<string> {
+    const ac = new AbortController();
+    const timer = clock.setTimer(probeTimeoutMs, () => ac.abort(new BackendUnreachableError(name, url, `no answer to GET ${path} within ${probeTimeoutMs} ms`)));
+    try {
+      const r = await send("GET", path, undefined, ac.signal);
+      if (r.status < 200 || r.status >= 300) throw failure(`GET ${path}`, r.status, r.text);
+      return r.text;
+    } finally {
+      timer.cancel();
+    }
+  }
+
+  const parse = (path: string, text: string): unknown => {
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new BackendProtocolError(name, url, `answered ${path} with non-JSON: ${snippet(text)}`);
+    }
+  };
+
+  return {
+    async postJson(path, body, signal) {
+      const r = await send("POST", path, body, signal);
+      if (r.status < 200 || r.status >= 300) throw failure(`POST ${path}`, r.status, r.text);
+      return parse(path, r.text);
+    },
+    getText: probe,
+    async getJson(path) {
+      return parse(path, await probe(path));
+    },
+  };
+}
+
+/** The error message of an engine's error body: OpenAI/llama.cpp `{error:{message}}`, FastAPI `{detail}`, `{message}`. */
+export function errorDetail(text: string): string {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const j: any = JSON.parse(text);
+    const m = j?.error?.message ?? (typeof j?.error === "string" ? j.error : undefined) ?? j?.detail ?? j?.message;
+    if (typeof m === "string" && m) return snippet(m);
+  } catch {
+    // not JSON: show the text itself
+  }
+  return snippet(text) || "(empty body)";
+}
+
+function snippet(text: string): string {
+  return text.slice(0, 200).replace(/\s+/g, " ").trim();
+}

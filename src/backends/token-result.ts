@@ -1,0 +1,41 @@
+// Checks shared by the token-level adapters: an engine's token ids and logprobs must be whole and
+// aligned before they enter a trainable trace; stop tokens are applied where the engine has none.
+import { BackendProtocolError, type GenerateRequest, type GenerateResult } from "./backend.js";
+
+/** Whether `x` is a list of token ids (integers >= 0). */
+export function isTokenIds(x: unknown): x is number[] {
+  return Array.isArray(x) && x.every((t) => Number.isInteger(t) && t >= 0);
+}
+
+/** Check the generate request before it leaves (field + reason). */
+export function checkGenerateRequest(name: string, url: string, req: GenerateRequest): void {
+  const bad = (field: string, why: string) => new BackendProtocolError(name, url, `cannot be sent this request: ${field}: ${why}`);
+  if (!isTokenIds(req.promptTokenIds) || req.promptTokenIds.length === 0) throw bad("promptTokenIds", "must be a non-empty list of integers >= 0");
+  if (!Number.isInteger(req.maxTokens) || req.maxTokens < 1) throw bad("maxTokens", `must be an integer >= 1, got ${req.maxTokens}`);
+  if (!(req.temperature >= 0)) throw bad("temperature", `must be >= 0, got ${req.temperature}`);
+  if (req.topP !== undefined && !(req.topP > 0 && req.topP <= 1)) throw bad("topP", `must be in (0, 1], got ${req.topP}`);
+  if (req.seed !== undefined && !Number.isInteger(req.seed)) throw bad("seed", `must be an integer, got ${req.seed}`);
+  if (req.stopTokenIds !== undefined && !isTokenIds(req.stopTokenIds)) throw bad("stopTokenIds", "must be a list of integers >= 0");
+}
+
+/** Validate aligned ids and logprobs (finite numbers <= 0 after the engines' -inf clamps). */
+export function checkTokens(name: string, url: string, ids: unknown, logprobs: unknown[], where: string): asserts ids is number[] {
+  if (!isTokenIds(ids)) throw new BackendProtocolError(name, url, `returned no output token ids (${where})`);
+  if (logprobs.length !== ids.length) {
+    throw new BackendProtocolError(name, url, `returned ${logprobs.length} logprobs for ${ids.length} output tokens (${where}; must be one per token)`);
+  }
+  const bad = logprobs.findIndex((x) => typeof x !== "number" || Number.isNaN(x) || x > 0);
+  if (bad >= 0) throw new BackendProtocolError(name, url, `returned an invalid logprob at output token ${bad}: ${String(logprobs[bad])} (${where})`);
+}
+
+/**
+ * Cut the output after the first stop token, for engines without a stop-token-id field; a no-op
+ * when the engine already stopped there. The stop token stays in the output, as in vLLM's token_ids.
+ */
+export function applyStopTokens(r: GenerateResult, stop: readonly number[] | undefined): GenerateResult {
+  if (!stop?.length) return r;
+  const set = new Set(stop);
+  const at = r.outputTokenIds.findIndex((t) => set.has(t));
+  if (at < 0 || at === r.outputTokenIds.length - 1) return at < 0 ? r : { ...r, finishReason: "stop" };
+  return { ...r, outputTokenIds: r.outputTokenIds.slice(0, at + 1), logprobs: r.logprobs.slice(0, at + 1), finishReason: "stop" };
+}

@@ -1,0 +1,130 @@
+// Adapters for engines that speak vLLM's OpenAI protocol with token ids: vLLM itself and Arbor's
+// built-in engine (which adds policy_version). Token-level calls use /v1/completions with a token-id
+// prompt, return_token_ids and logprobs; load comes from /metrics under vLLM's names.
+import type { Clock } from "../core/clock.js";
+import {
+  BackendProtocolError,
+  type BackendMetrics,
+  type GenerateRequest,
+  type GenerateResult,
+  type TokenBackend,
+} from "./backend.js";
+import { createBuiltinBackend } from "./builtin.js";
+import { createEngineHttp, splitBaseUrl } from "./engine-http.js";
+import { firstPresent, meanOf, parsePrometheusText, type PromSample } from "./prometheus-text.js";
+import { applyStopTokens, checkGenerateRequest, checkTokens, isTokenIds } from "./token-result.js";
+
+export interface VllmBackendOptions {
+  name: string;
+  /** Server root or its /v1 base, e.g. http://127.0.0.1:8000/v1. */
+  url: string;
+  /** `model` sent with token-level calls (vLLM serves one model; omitted = its default). */
+  model?: string;
+  clock?: Clock;
+  probeTimeoutMs?: number;
+}
+
+/** Create a {@link TokenBackend} for a vLLM server (>= 0.10.2 for return_token_ids); policyVersion is null. */
+export function createVllmBackend(opts: VllmBackendOptions): TokenBackend {
+  return createVllmProtocolBackend(opts, "vllm");
+}
+
+/** Create a {@link TokenBackend} for Arbor's built-in engine: vLLM's protocol plus policy_version and program pause/restore. */
+export function createArborBackend(opts: VllmBackendOptions): TokenBackend {
+  return createVllmProtocolBackend(opts, "builtin");
+}
+
+function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "builtin"): TokenBackend {
+  const { root, v1 } = splitBaseUrl(opts.name, opts.url);
+  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
+  const { name, url } = base;
+  const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
+  const arbor = type === "builtin";
+
+  async function generate(req: GenerateRequest): Promise<GenerateResult> {
+    checkGenerateRequest(name, url, req);
+    const body: Record<string, unknown> = {
+      prompt: req.promptTokenIds,
+      max_tokens: req.maxTokens,
+      temperature: req.temperature,
+      // 0 alternatives: only the sampled token's logprob (vLLM and Arbor alike).
+      logprobs: 0,
+      return_token_ids: true,
+      stream: false,
+    };
+    if (opts.model !== undefined) body.model = opts.model;
+    if (req.topP !== undefined) body.top_p = req.topP;
+    if (req.seed !== undefined) body.seed = req.seed;
+    if (req.stopTokenIds?.length) body.stop_token_ids = req.stopTokenIds;
+    if (arbor && req.programId !== undefined) body.program_id = req.programId;
+    const json = await http.postJson("/v1/completions", body, req.signal);
+    return applyStopTokens(parseCompletion(json), req.stopTokenIds);
+  }
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  function parseCompletion(json: any): GenerateResult {
+    const choice = Array.isArray(json?.choices) ? json.choices[0] : undefined;
+    if (typeof choice !== "object" || choice === null) throw new BackendProtocolError(name, url, "returned no choices[0] from /v1/completions");
+    const lp = choice.logprobs?.token_logprobs;
+    if (!Array.isArray(lp)) throw new BackendProtocolError(name, url, "returned no choices[0].logprobs.token_logprobs");
+    const ids: unknown = choice.token_ids;
+    if (!isTokenIds(ids)) {
+      throw new BackendProtocolError(name, url, "returned no choices[0].token_ids; token-level calls need return_token_ids (vLLM >= 0.10.2 or the built-in engine)");
+    }
+    checkTokens(name, url, ids, lp, "choices[0].token_ids vs logprobs.token_logprobs");
+    const prompt: unknown = choice.prompt_token_ids ?? json.prompt_token_ids;
+    if (!isTokenIds(prompt)) throw new BackendProtocolError(name, url, "returned no choices[0].prompt_token_ids");
+    let policyVersion: number | null = null;
+    if (arbor) {
+      if (!(Number.isInteger(json.policy_version) && json.policy_version >= 0)) {
+        throw new BackendProtocolError(name, url, "returned no policy_version (an integer >= 0)");
+      }
+      policyVersion = json.policy_version;
+    }
+    return { outputTokenIds: ids, logprobs: lp as number[], finishReason: finishReason(choice.finish_reason), policyVersion, promptTokenIds: prompt };
+  }
+
+  function finishReason(raw: unknown): GenerateResult["finishReason"] {
+    if (raw === "stop" || raw === "length" || raw === "abort") return raw;
+    throw new BackendProtocolError(name, url, `returned finish_reason ${JSON.stringify(raw)} (expected stop, length or abort)`);
+  }
+
+  async function scrapeMetrics(): Promise<BackendMetrics> {
+    return vllmMetrics(parsePrometheusText(await http.getText("/metrics")));
+  }
+
+  const programCall = async (programId: string, action: "pause" | "restore", body: object): Promise<void> => {
+    await http.postJson(`/v1/programs/${encodeURIComponent(programId)}/${action}`, body);
+  };
+
+  return {
+    ...base,
+    type,
+    capabilities: { tokenIds: true, logprobs: true, pauseRestore: arbor },
+    generate,
+    scrapeMetrics,
+    ...(arbor
+      ? {
+          // L2 (host memory) keeps the KV restorable fastest; the engine spills to L3 itself when L2 is full.
+          pause: (programId: string) => programCall(programId, "pause", { to: "L2" }),
+          restore: (programId: string) => programCall(programId, "restore", {}),
+        }
+      : {}),
+  };
+}
+
+/** Read vLLM-named metrics (v1 names first, the older gpu_* names as fallback). */
+export function vllmMetrics(samples: readonly PromSample[]): BackendMetrics {
+  const info = samples.find((s) => s.name === "vllm:cache_config_info");
+  const blockSize = Number(info?.labels.block_size);
+  const blocks = Number(info?.labels.num_gpu_blocks);
+  return {
+    running: firstPresent(samples, ["vllm:num_requests_running"]),
+    waiting: firstPresent(samples, ["vllm:num_requests_waiting"]),
+    kvUsage: firstPresent(samples, ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"], meanOf),
+    kvCapacityTokens: Number.isInteger(blockSize) && Number.isInteger(blocks) && blockSize > 0 && blocks >= 0 ? blockSize * blocks : null,
+    prefixCacheQueries: firstPresent(samples, ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"]),
+    prefixCacheHits: firstPresent(samples, ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"]),
+    prefixCacheHitRate: null,
+  };
+}
