@@ -122,7 +122,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     gateway = createGateway({ backends, sink: store, clock, routing: cfg.gateway.routing, callTimeoutMs: cfg.gateway.callTimeoutMs });
     await gateway.checkBackends();
     const gatewayUrl = await gateway.listen(cfg.gateway.host, cfg.gateway.port);
-    log(`gateway  ${gatewayUrl} (${cfg.gateway.routing} over ${backends.map((b) => b.name).join(", ")})`);
+    const routing = typeof cfg.gateway.routing === "string" ? cfg.gateway.routing : "custom routing";
+    log(`gateway  ${gatewayUrl} (${routing} over ${backends.map((b) => b.name).join(", ")})`);
 
     sandboxes = createSandboxProvider(cfg.sandbox.provider, {
       root: cfg.sandbox.root,
@@ -207,19 +208,16 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   }
 }
 
-function tapBackend(b: Backend, tap: (backend: string, reply: BackendReply) => void): Backend {
+function tapBackend<B extends Backend>(b: B, tap: (backend: string, reply: BackendReply) => void): B {
   const seen = (reply: BackendReply): BackendReply => {
     tap(b.name, reply);
     return reply;
   };
-  return {
-    name: b.name,
-    url: b.url,
-    chatCompletions: async (body, signal) => seen(await b.chatCompletions(body, signal)),
-    completions: async (body, signal) => seen(await b.completions(body, signal)),
-    models: () => b.models(),
-    health: () => b.health(),
-  };
+  // Everything else (token-level generate, metrics, pause/restore) is inherited from the adapter.
+  return Object.assign(Object.create(b) as B, {
+    chatCompletions: async (body: object, signal?: AbortSignal) => seen(await b.chatCompletions(body, signal)),
+    completions: async (body: object, signal?: AbortSignal) => seen(await b.completions(body, signal)),
+  });
 }
 
 function printSummary(s: RunSummary): void {

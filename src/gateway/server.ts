@@ -12,8 +12,8 @@ import { checkBackends } from "./check-backends.js";
 import { CallTimeoutError, ClientClosedError, InvalidRequestError, openAiError, toOpenAiError } from "./http-errors.js";
 import { prepareRequest, type Endpoint } from "./openai-request.js";
 import { ProgramTable } from "./program-table.js";
-import { Router } from "./router.js";
-import { createRoutingPolicy } from "./routing-registry.js";
+import type { PluginRouter } from "./routing/plugin-router.js";
+import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./routing/registry.js";
 import { extractTrace, TraceShapeError, withoutLogprobs } from "./trace-extract.js";
 
 /** Header naming the program when the client uses the plain /v1 routes. */
@@ -27,8 +27,8 @@ export interface GatewayOptions {
   maxPrograms?: number;
   /** Limit for one upstream call, ms (default 120000); past it the client gets 504. */
   callTimeoutMs?: number;
-  /** Routing policy name from routing-registry (default "least-loaded"). */
-  routing?: string;
+  /** A routing preset (`least-load`, `kv-usage`, `sticky-program`, `prefix-affinity`, `cost-aware`) or a full filters/scorers config (default least-load). */
+  routing?: string | RoutingConfig;
   /** Call id generator (default random UUIDs; the simulator passes a seeded one). */
   newCallId?: () => string;
   /** Largest accepted request body, bytes (default 32 MiB: agent contexts get long). */
@@ -38,7 +38,7 @@ export interface GatewayOptions {
 export interface Gateway {
   app: FastifyInstance;
   table: ProgramTable;
-  router: Router;
+  router: PluginRouter;
   /** Listen and return the base URL, e.g. http://127.0.0.1:41234. */
   listen(host: string, port: number): Promise<string>;
   close(): Promise<void>;
@@ -57,10 +57,13 @@ export function createGateway(opts: GatewayOptions): Gateway {
   }
   const newCallId = opts.newCallId ?? randomUUID;
   const backends = new Map(opts.backends.map((b) => [b.name, b]));
-  const router = new Router(
+  const router = createPluginRouter(
     opts.backends.map((b) => b.name),
-    createRoutingPolicy(opts.routing ?? "least-loaded"),
+    resolveRoutingConfig(opts.routing),
   );
+  // Each program's last context (prompt + output ids): the prefix its next prompt extends, which is
+  // what prefix-aware routing matches against the backends' trees. Dropped on release.
+  const history = new Map<string, number[]>();
   const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024 });
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
   const app = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 32 * 1024 * 1024, forceCloseConnections: true });
@@ -130,17 +133,19 @@ export function createGateway(opts: GatewayOptions): Gateway {
     const programId = programIdOf(req, prepared.bodyProgramId);
     table.open(programId);
     const index = table.beginCall(programId);
-    let backendName: string | undefined;
+    let route: { id: number; backend: string } | undefined;
+    let trace: ReturnType<typeof extractTrace> | undefined;
     let recorded = false;
     try {
-      backendName = router.acquire(programId);
+      const known = history.get(programId);
+      route = router.route(known ? { programId, promptTokens: known } : { programId });
+      const backendName = route.backend;
       table.bind(programId, backendName);
       const backend = backends.get(backendName) as Backend;
       const upstream = await callUpstream(backend, endpoint, prepared.upstreamBody, reply);
       if (upstream.status < 200 || upstream.status >= 300) {
         return reply.code(upstream.status).send(upstream.json);
       }
-      let trace;
       try {
         trace = extractTrace(endpoint, upstream.json);
       } catch (e) {
@@ -168,11 +173,17 @@ export function createGateway(opts: GatewayOptions): Gateway {
         throw new ArborError(`could not record call ${index} of program '${programId}': ${why}`, "record_failed");
       }
       table.endCall(programId, trace.promptTokenIds.length + trace.outputTokenIds.length);
+      history.set(programId, [...trace.promptTokenIds, ...trace.outputTokenIds]);
       recorded = true;
       reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(index));
       return prepared.clientWantsLogprobs ? upstream.json : withoutLogprobs(upstream.json);
     } finally {
-      if (backendName !== undefined) router.done(backendName);
+      if (route !== undefined) {
+        router.onFinished(
+          route.id,
+          recorded && trace ? { promptTokens: trace.promptTokenIds, outputTokens: trace.outputTokenIds, ok: true } : { outputTokens: 0, ok: false },
+        );
+      }
       if (!recorded) table.failCall(programId, index);
     }
   }
@@ -202,9 +213,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (!entry) throw new ArborError(`program '${req.params.id}' is not known to the gateway`, "program_unknown");
     return entry;
   });
-  app.post("/programs/:id/release", async (req: FastifyRequest<{ Params: { id: string } }>) =>
-    table.release(req.params.id),
-  );
+  app.post("/programs/:id/release", async (req: FastifyRequest<{ Params: { id: string } }>) => {
+    const released = table.release(req.params.id);
+    history.delete(req.params.id);
+    router.releaseProgram(req.params.id);
+    return released;
+  });
 
   return {
     app,

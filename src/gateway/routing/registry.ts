@@ -113,3 +113,23 @@ function zodWhere(e: z.ZodError): string {
   const path = issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
   return `${path}: ${issue.message}`;
 }
+
+/** One-word routing presets accepted as `gateway.routing`: each is a single scorer behind the default filters. */
+export const routingPresets: Record<string, RoutingConfig> = {
+  "least-load": { scorers: [{ name: "least-load", weight: 1 }] },
+  "kv-usage": { scorers: [{ name: "kv-usage", weight: 1 }] },
+  "sticky-program": { scorers: [{ name: "sticky-program", weight: 1 }] },
+  "prefix-affinity": { scorers: [{ name: "prefix-affinity", weight: 1 }] },
+  "cost-aware": { scorers: [{ name: "cost-aware", weight: 1 }] },
+};
+
+/** A `gateway.routing` value: a preset name or a full {@link RoutingConfig}. */
+export function resolveRoutingConfig(routing: string | RoutingConfig | undefined): RoutingConfig {
+  if (routing === undefined) return routingPresets["least-load"] as RoutingConfig;
+  if (typeof routing !== "string") return routing;
+  const preset = Object.hasOwn(routingPresets, routing) ? routingPresets[routing] : undefined;
+  if (!preset) {
+    throw new ArborError(`gateway.routing: unknown preset '${routing}' (known: ${Object.keys(routingPresets).join(", ")}; or give {filters, scorers})`, "config");
+  }
+  return preset;
+}
