@@ -294,6 +294,39 @@ describe("least-loaded routing over two upstreams", () => {
   });
 });
 
+describe("prefix-affinity routing over two upstreams", () => {
+  it("sends a program's later calls where its context is cached, and other programs elsewhere when it balances", async () => {
+    const [a, b] = await Promise.all([startFakeVllm({ policyVersion: 1 }), startFakeVllm({ policyVersion: 1 })]);
+    const sink = new MemorySink();
+    const gw = createGateway({
+      backends: [createBuiltinBackend({ name: "a", url: a.url }), createBuiltinBackend({ name: "b", url: b.url })],
+      sink,
+      routing: "prefix-affinity",
+    });
+    const url = await gw.listen("127.0.0.1", 0);
+    try {
+      const ask = (program: string, q: string) =>
+        client(`${url}/p/${program}/v1`).chat.completions.create({ model: "m", messages: user(q), max_tokens: 4 });
+      for (const q of ["first", "second", "third"]) await ask("prog-x", q);
+      const xs = sink.calls.filter((c) => c.programId === "prog-x").map((c) => c.backend);
+      // The first call goes to the smallest (empty) tree; the history it leaves there pulls the rest.
+      expect(new Set(xs).size).toBe(1);
+      await ask("prog-y", "other");
+      const y = sink.calls.find((c) => c.programId === "prog-y")!.backend;
+      expect(y).not.toBe(xs[0]);
+    } finally {
+      await gw.close();
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it("rejects an unknown routing preset naming the known ones", () => {
+    expect(() => createGateway({ backends: [createBuiltinBackend({ name: "a", url: "http://127.0.0.1:9/v1" })], sink: new MemorySink(), routing: "random" })).toThrow(
+      /gateway\.routing: unknown preset 'random' \(known: least-load, kv-usage, sticky-program, prefix-affinity, cost-aware/,
+    );
+  });
+});
+
 describe("gateway failure paths", () => {
   it("answers 502 naming an unreachable backend; checkBackends gives one line", async () => {
     const port = await closedPort();
