@@ -2,9 +2,13 @@
 import { ArborError } from "../core/errors.js";
 import type { Benchmark } from "./bench.js";
 import { engineBench } from "./engine-bench.js";
+import { pausingBench } from "./pausing-bench.js";
+import { gatewayBench } from "./gateway-bench.js";
 
 const BENCHMARKS: Record<string, Benchmark> = {
   engine: engineBench,
+  pausing: pausingBench,
+  gateway: gatewayBench,
 };
 
 /** Names of the registered benchmarks. */
