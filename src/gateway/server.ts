@@ -1,6 +1,7 @@
 // The gateway's HTTP shell (fastify): OpenAI-compatible routes addressed per program, routing to
 // backends, and a token trace of every successful call. Decisions live in the I/O-free ProgramTable
-// and Router; this file only wires requests to them.
+// and Router; this file only wires requests to them. Open by default — listen on 127.0.0.1 only
+// (the CLI's default) unless `auth` is configured: then program keys and an admin token guard it.
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { BackendProtocolError, type Backend, type BackendReply } from "../backends/backend.js";
@@ -15,6 +16,10 @@ import { ProgramTable } from "./program-table.js";
 import type { PluginRouter } from "./routing/plugin-router.js";
 import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./routing/registry.js";
 import { extractTrace, TraceShapeError, withoutLogprobs } from "./trace-extract.js";
+import { GatewayRejection } from "./auth/auth-errors.js";
+import { GatewayAuth, type AuthConfig, type CredentialHeaders } from "./auth/gateway-auth.js";
+import { ProgramKeyTable } from "./auth/key-table.js";
+import { ProgramLimiter, type ProgramLimits } from "./auth/program-limiter.js";
 
 /** Header naming the program when the client uses the plain /v1 routes. */
 export const PROGRAM_HEADER = "x-arbor-program";
@@ -31,8 +36,20 @@ export interface GatewayOptions {
   routing?: string | RoutingConfig;
   /** Call id generator (default random UUIDs; the simulator passes a seeded one). */
   newCallId?: () => string;
-  /** Largest accepted request body, bytes (default 32 MiB: agent contexts get long). */
+  /** Largest accepted request body, bytes (default 32 MiB: agent contexts get long); larger → 413. */
   bodyLimitBytes?: number;
+  /**
+   * Program keys and admin token. Absent (default): every route is open, so bind only 127.0.0.1.
+   * Present: /programs, release and /admin/* need the admin token; a program key reaches only its own
+   * program's inference routes, entry and trace (403 otherwise, 401 without a valid credential).
+   */
+  auth?: AuthConfig;
+  /** Per-program concurrency and request-rate limits (default none); beyond them → 429. */
+  limits?: ProgramLimits;
+  /** Where GET /programs/:id/trace reads a program's recorded calls (e.g. the trajectory store). */
+  traceSource?: { callsOf(programId: string): Call[] };
+  /** Program id for POST /programs without one (default random UUIDs). */
+  newProgramId?: () => string;
 }
 
 export interface Gateway {
@@ -66,10 +83,19 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const history = new Map<string, number[]>();
   const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024 });
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
-  const app = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 32 * 1024 * 1024, forceCloseConnections: true });
+  const bodyLimit = opts.bodyLimitBytes ?? 32 * 1024 * 1024;
+  const app = Fastify({ logger: false, bodyLimit, forceCloseConnections: true });
+  const keys = new ProgramKeyTable({ maxKeys: opts.maxPrograms ?? 1024 });
+  const auth = opts.auth ? new GatewayAuth(opts.auth, keys) : undefined;
+  const limiter = new ProgramLimiter(clock, opts.limits);
+  const newProgramId = opts.newProgramId ?? randomUUID;
 
   app.setErrorHandler((err, _req, reply) => {
+    if (err instanceof GatewayRejection) return reply.code(err.status).headers(err.headers).send(err.body());
     const fastifyStatus = (err as { statusCode?: number }).statusCode;
+    if (fastifyStatus === 413) {
+      return reply.code(413).send(openAiError(`request body is larger than the gateway's limit of ${bodyLimit} bytes`, "request_too_large"));
+    }
     if (!(err instanceof ArborError) && fastifyStatus !== undefined && fastifyStatus >= 400 && fastifyStatus < 500) {
       // fastify's own rejections: malformed JSON, body too large, wrong content type.
       return reply.code(fastifyStatus).send(openAiError(err instanceof Error ? err.message : String(err), "invalid_request"));
@@ -87,6 +113,32 @@ export function createGateway(opts: GatewayOptions): Gateway {
         ),
       ),
   );
+
+  // Credentials are checked before the body is read: a stranger cannot make the gateway parse 32 MiB.
+  if (auth) {
+    const inferenceRoute = /\/v1\/(chat\/)?completions$/;
+    app.addHook("onRequest", async (req) => {
+      const route = req.routeOptions.url;
+      const headers = req.headers as CredentialHeaders;
+      const params = req.params as { id?: string; programId?: string };
+      if (route === "/health") return;
+      if (route === undefined) {
+        if (/^\/(admin|programs)(\/|$|\?)/.test(req.url)) auth.requireAdmin(headers);
+        return;
+      }
+      if (route === "/programs" || route === "/programs/:id/release" || route.startsWith("/admin")) return auth.requireAdmin(headers);
+      if (route === "/programs/:id" || route === "/programs/:id/trace") return auth.requireProgramReader(headers, params.id ?? "");
+      if (route.endsWith("/v1/models")) return auth.requireAnyCaller(headers);
+      if (inferenceRoute.test(route)) {
+        const header = req.headers[PROGRAM_HEADER];
+        const early = params.programId ?? (typeof header === "string" && header !== "" ? header : undefined);
+        // The body may name the program instead; the handler checks the final id again.
+        if (early !== undefined) auth.requireCaller(headers, early);
+        return;
+      }
+      auth.requireAdmin(headers);
+    });
+  }
 
   function programIdOf(req: ProgramRequest, bodyId: string | undefined): string {
     const header = req.headers[PROGRAM_HEADER];
@@ -131,6 +183,22 @@ export function createGateway(opts: GatewayOptions): Gateway {
     const start = clock.now();
     const prepared = prepareRequest(endpoint, req.body);
     const programId = programIdOf(req, prepared.bodyProgramId);
+    auth?.requireCaller(req.headers as CredentialHeaders, programId);
+    const done = limiter.admit(programId);
+    try {
+      return await serveCall(endpoint, prepared, programId, start, reply);
+    } finally {
+      done();
+    }
+  }
+
+  async function serveCall(
+    endpoint: Endpoint,
+    prepared: ReturnType<typeof prepareRequest>,
+    programId: string,
+    start: number,
+    reply: FastifyReply,
+  ): Promise<unknown> {
     table.open(programId);
     const index = table.beginCall(programId);
     let route: { id: number; backend: string } | undefined;
@@ -208,15 +276,46 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   app.get("/health", async () => ({ status: "ok" }));
   app.get("/programs", async () => ({ programs: table.list() }));
+  // The orchestrator creates a program and gets its key: shown here once, stored only as a hash.
+  app.post("/programs", async (req: FastifyRequest<{ Body: unknown }>, reply) => {
+    const body = req.body ?? {};
+    if (typeof body !== "object" || Array.isArray(body)) throw new InvalidRequestError(null, "body: must be a JSON object like {\"id\": \"<program-id>\"} or empty");
+    const given = (body as { id?: unknown }).id;
+    if (given !== undefined && typeof given !== "string") throw new InvalidRequestError("id", `must be a string, got ${typeof given}`);
+    const id = given ?? newProgramId();
+    if (table.get(id) || keys.hasKey(id)) {
+      throw new GatewayRejection(409, "invalid_request_error", "program_exists", `program '${id}' already exists; create each program once`);
+    }
+    table.open(id);
+    let apiKey: string;
+    try {
+      apiKey = keys.issue(id);
+    } catch (e) {
+      table.release(id);
+      throw e;
+    }
+    return reply.code(201).send({ id, api_key: apiKey });
+  });
   app.get("/programs/:id", async (req: FastifyRequest<{ Params: { id: string } }>) => {
     const entry = table.get(req.params.id);
     if (!entry) throw new ArborError(`program '${req.params.id}' is not known to the gateway`, "program_unknown");
     return entry;
   });
+  app.get("/programs/:id/trace", async (req: FastifyRequest<{ Params: { id: string } }>) => {
+    const id = req.params.id;
+    if (!opts.traceSource) {
+      throw new GatewayRejection(501, "invalid_request_error", "trace_unavailable", "this gateway was started without a trace source; read traces from the trajectory store");
+    }
+    const calls = opts.traceSource.callsOf(id);
+    if (calls.length === 0 && !table.get(id)) throw new ArborError(`program '${id}' is not known to the gateway`, "program_unknown");
+    return { program_id: id, calls };
+  });
   app.post("/programs/:id/release", async (req: FastifyRequest<{ Params: { id: string } }>) => {
     const released = table.release(req.params.id);
     history.delete(req.params.id);
     router.releaseProgram(req.params.id);
+    keys.release(req.params.id);
+    limiter.forget(req.params.id);
     return released;
   });
 
