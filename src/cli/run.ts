@@ -119,7 +119,16 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
 
     const storePath = join(outDir, "store.sqlite");
     store = createStore({ kind: "sqlite", path: storePath });
-    gateway = createGateway({ backends, sink: store, clock, routing: cfg.gateway.routing, callTimeoutMs: cfg.gateway.callTimeoutMs });
+    const traces = store;
+    gateway = createGateway({
+      backends,
+      sink: store,
+      // GET /programs/:id/trace reads the program's calls back from the store.
+      traceSource: { callsOf: (id) => traces.getTrajectory(id)?.calls ?? [] },
+      clock,
+      routing: cfg.gateway.routing,
+      callTimeoutMs: cfg.gateway.callTimeoutMs,
+    });
     await gateway.checkBackends();
     const gatewayUrl = await gateway.listen(cfg.gateway.host, cfg.gateway.port);
     const routing = typeof cfg.gateway.routing === "string" ? cfg.gateway.routing : "custom routing";

@@ -20,6 +20,7 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { runSyncRollout } from "./sync-rollout.js";
 
 const vocab = new Vocab();
+const ADMIN_TOKEN = "test-admin-token-0123456789";
 
 /** Tokenize text in which the tool-call markers stand for their control tokens. */
 function encodeWithControls(text: string): number[] {
@@ -61,7 +62,11 @@ chmodSync(dir, 0o755);
 beforeAll(async () => {
   engine = await startEngineServer({ name: "golden", modelPath: "", policyVersion: 3, sequences: 4, contextSize: 4096, maxWaiting: 16, executor: new GoldenExecutor() });
   store = new SqliteTrajectoryStore(join(dir, "store.sqlite"));
-  gateway = createGateway({ backends: [createBuiltinBackend({ name: "golden", url: `${engine.url}/v1` })], sink: store });
+  gateway = createGateway({
+    backends: [createBuiltinBackend({ name: "golden", url: `${engine.url}/v1` })],
+    sink: store,
+    auth: { adminToken: ADMIN_TOKEN, requireProgramKeys: true },
+  });
   gatewayUrl = await gateway.listen("127.0.0.1", 0);
 });
 
@@ -84,6 +89,7 @@ async function rollout(runId: string, env: Environment, sandboxRoot: string) {
       store,
       sandboxes,
       gatewayUrl,
+      gatewayAdminToken: ADMIN_TOKEN,
       model: "arbor-tiny",
       limits: { maxTurns: 3, maxTokensPerCall: 64, maxTotalTokens: 256 },
       temperature: 1,
@@ -117,6 +123,9 @@ describe("runSyncRollout", () => {
     }
     expect(leftoverWorkspaces).toEqual([]);
     expect(liveSandboxes).toBe(0);
+    // The gateway requires program keys: the calls above went through only with each program's own key.
+    const res = await fetch(`${gatewayUrl}/programs/${encodeURIComponent(results[0]!.programId)}/trace`);
+    expect(res.status).toBe(401);
   });
 
   it("ends a program whose tool crashes as tool_crash and still removes its sandbox", async () => {

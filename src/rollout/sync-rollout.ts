@@ -21,6 +21,8 @@ export interface RolloutOptions {
   sandboxes: SandboxProvider;
   /** Gateway origin, e.g. http://127.0.0.1:8080; programs use `${gatewayUrl}/p/{id}/v1`. */
   gatewayUrl: string;
+  /** Admin token of the gateway, when it requires one (to create and release programs). */
+  gatewayAdminToken?: string;
   model: string;
   limits: AgentLimits;
   temperature: number;
@@ -86,11 +88,13 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
   let sandbox: Sandbox | undefined;
   try {
     if (o.signal?.aborted) throw new AbortedBeforeStart();
+    // The program's own key: it reaches only this program's endpoints and trace at the gateway.
+    const apiKey = await createAtGateway(o.gatewayUrl, programId, o.gatewayAdminToken);
     sandbox = await o.sandboxes.create(programId);
     await o.env.setup(task, sandbox);
     const client = new OpenAI({
       baseURL: `${o.gatewayUrl}/p/${encodeURIComponent(programId)}/v1`,
-      apiKey: "arbor",
+      apiKey,
       // A retried call could be recorded twice by the gateway; failures end the program instead.
       maxRetries: 0,
     });
@@ -112,17 +116,18 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
     finalAnswer = outcome.finalAnswer;
     calls = outcome.calls;
   } catch (e) {
+    const detail = e instanceof Error ? e.message : String(e);
     termination =
       e instanceof AbortedBeforeStart
         ? { kind: "aborted", detail: "run aborted before the program started" }
-        : { kind: sandbox ? "agent_error" : "sandbox_error", detail: e instanceof Error ? e.message : String(e) };
+        : { kind: e instanceof GatewayRefused ? "engine_error" : sandbox ? "agent_error" : "sandbox_error", detail };
   } finally {
     // The sandbox goes whatever happened above (ThunderAgent's hook-based GC).
     await sandbox?.destroy();
   }
 
   o.store.endProgram(programId, termination, o.clock.now());
-  await releaseAtGateway(o.gatewayUrl, programId);
+  await releaseAtGateway(o.gatewayUrl, programId, o.gatewayAdminToken);
   const trajectory = o.store.getTrajectory(programId);
   if (!trajectory) throw new Error(`program ${programId} vanished from the store`);
   const reward = o.reward({ trajectory, task, env: o.env, finalAnswer });
@@ -130,15 +135,32 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
   return { programId, groupId: group.id, termination, reward, calls };
 }
 
-async function releaseAtGateway(gatewayUrl: string, programId: string): Promise<void> {
+async function createAtGateway(gatewayUrl: string, programId: string, adminToken: string | undefined): Promise<string> {
+  const res = await fetch(`${gatewayUrl}/programs`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(adminToken ? { authorization: `Bearer ${adminToken}` } : {}) },
+    body: JSON.stringify({ id: programId }),
+  });
+  const body = (await res.json()) as { api_key?: string; error?: { message?: string } };
+  if (res.status !== 201 || typeof body.api_key !== "string") {
+    throw new GatewayRefused(`gateway refused to create program ${programId}: ${res.status} ${body.error?.message ?? ""}`.trim());
+  }
+  return body.api_key;
+}
+
+async function releaseAtGateway(gatewayUrl: string, programId: string, adminToken: string | undefined): Promise<void> {
   try {
-    await fetch(`${gatewayUrl}/programs/${encodeURIComponent(programId)}/release`, { method: "POST" });
+    await fetch(`${gatewayUrl}/programs/${encodeURIComponent(programId)}/release`, {
+      method: "POST",
+      headers: adminToken ? { authorization: `Bearer ${adminToken}` } : {},
+    });
   } catch {
     // The gateway also drops idle programs; a failed release only delays that.
   }
 }
 
 class AbortedBeforeStart extends Error {}
+class GatewayRefused extends Error {}
 
 function hashString(s: string): number {
   let h = 0x811c9dc5;
