@@ -1,0 +1,239 @@
+// Translates an Anthropic Messages request (POST /v1/messages) into the OpenAI chat.completions body
+// the gateway's backends speak: system → first system message, tool_use → assistant tool_calls,
+// tool_result → tool messages, tools → functions. Bad input fails with Anthropic's 400, naming the field.
+import { z } from "zod";
+import { AnthropicError } from "./anthropic-error.js";
+
+const cacheControl = z.unknown().optional();
+const textBlock = z.object({ type: z.literal("text"), text: z.string(), cache_control: cacheControl });
+const toolUseBlock = z.object({
+  type: z.literal("tool_use"),
+  id: z.string().min(1),
+  name: z.string().min(1),
+  input: z.record(z.string(), z.unknown()),
+  cache_control: cacheControl,
+});
+const toolResultBlock = z.object({
+  type: z.literal("tool_result"),
+  tool_use_id: z.string().min(1),
+  content: z.union([z.string(), z.array(textBlock)]).optional(),
+  is_error: z.boolean().optional(),
+  cache_control: cacheControl,
+});
+const BLOCK_TYPES = ["text", "tool_use", "tool_result"] as const;
+const block = z.discriminatedUnion("type", [textBlock, toolUseBlock, toolResultBlock]);
+const content = z.union([z.string(), z.array(block)]);
+
+const requestSchema = z.object({
+  model: z.string().min(1),
+  max_tokens: z.number().int().min(1),
+  system: z.union([z.string(), z.array(textBlock)]).optional(),
+  messages: z
+    .array(z.object({ role: z.enum(["user", "assistant", "system"]), content }))
+    .min(1, "at least one message is required"),
+  temperature: z.number().min(0).max(1).optional(),
+  top_p: z.number().min(0).max(1).optional(),
+  top_k: z.number().int().min(0).optional(),
+  stop_sequences: z.array(z.string()).optional(),
+  stream: z.boolean().optional(),
+  metadata: z.object({ user_id: z.string().nullable().optional() }).optional(),
+  tools: z
+    .array(
+      z.object({
+        name: z.string().min(1),
+        description: z.string().optional(),
+        input_schema: z.object({ type: z.literal("object") }).loose(),
+        cache_control: cacheControl,
+      }),
+    )
+    .optional(),
+  tool_choice: z
+    .discriminatedUnion("type", [
+      z.object({ type: z.literal("auto"), disable_parallel_tool_use: z.boolean().optional() }),
+      z.object({ type: z.literal("any"), disable_parallel_tool_use: z.boolean().optional() }),
+      z.object({ type: z.literal("tool"), name: z.string().min(1), disable_parallel_tool_use: z.boolean().optional() }),
+      z.object({ type: z.literal("none") }),
+    ])
+    .optional(),
+});
+
+export type AnthropicRequest = z.infer<typeof requestSchema>;
+type Block = z.infer<typeof block>;
+
+/** An OpenAI chat message as sent upstream. */
+export type ChatRequestMessage =
+  | { role: "system" | "user"; content: string }
+  | { role: "assistant"; content: string | null; tool_calls?: ChatToolCall[] }
+  | { role: "tool"; tool_call_id: string; content: string };
+
+export interface ChatToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+/** The OpenAI chat.completions body derived from an Anthropic request. */
+export interface ChatRequestBody {
+  model: string;
+  messages: ChatRequestMessage[];
+  max_tokens: number;
+  temperature?: number;
+  top_p?: number;
+  /** Not OpenAI's, but vLLM and SGLang accept it; other upstreams ignore unknown fields. */
+  top_k?: number;
+  stop?: string[];
+  stream?: boolean;
+  stream_options?: { include_usage: boolean };
+  user?: string;
+  tools?: { type: "function"; function: { name: string; description?: string; parameters: Record<string, unknown> } }[];
+  tool_choice?: "auto" | "required" | "none" | { type: "function"; function: { name: string } };
+  parallel_tool_calls?: boolean;
+}
+
+/**
+ * Validate an Anthropic Messages request and translate it to an OpenAI chat.completions body.
+ * Unknown top-level fields (thinking, service_tier, ...) are ignored; unsupported content blocks
+ * (images, documents, thinking) are rejected. Throws {@link AnthropicError} (400) naming the field.
+ */
+export function anthropicToChat(raw: unknown): ChatRequestBody {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    throw AnthropicError.invalidRequest(null, "request body must be a JSON object");
+  }
+  rejectUnsupportedBlocks(raw as Record<string, unknown>);
+  const parsed = requestSchema.safeParse(raw);
+  if (!parsed.success) {
+    const first = parsed.error.issues[0];
+    const { path, message } = first ? mostSpecific(first) : { path: [], message: "invalid request" };
+    throw AnthropicError.invalidRequest(path.length > 0 ? path.join(".") : null, message);
+  }
+  const req = parsed.data;
+
+  const messages: ChatRequestMessage[] = [];
+  if (req.system !== undefined) {
+    const text = typeof req.system === "string" ? req.system : joinText(req.system);
+    if (text !== "") messages.push({ role: "system", content: text });
+  }
+  let lastToolUseIds = new Set<string>();
+  req.messages.forEach((m, i) => {
+    if (m.role === "system") {
+      messages.push({ role: "system", content: typeof m.content === "string" ? m.content : textOnly(m.content, i) });
+      lastToolUseIds = new Set();
+    } else if (m.role === "assistant") {
+      messages.push(assistantMessage(m.content, i));
+      lastToolUseIds = new Set(typeof m.content === "string" ? [] : m.content.flatMap((b) => (b.type === "tool_use" ? [b.id] : [])));
+    } else {
+      messages.push(...userMessages(m.content, i, lastToolUseIds));
+      lastToolUseIds = new Set();
+    }
+  });
+
+  const body: ChatRequestBody = { model: req.model, messages, max_tokens: req.max_tokens };
+  if (req.temperature !== undefined) body.temperature = req.temperature;
+  if (req.top_p !== undefined) body.top_p = req.top_p;
+  if (req.top_k !== undefined) body.top_k = req.top_k;
+  if (req.stop_sequences !== undefined && req.stop_sequences.length > 0) body.stop = req.stop_sequences;
+  if (req.stream === true) {
+    body.stream = true;
+    // Anthropic's closing message_delta carries usage; OpenAI streams it only when asked.
+    body.stream_options = { include_usage: true };
+  }
+  if (req.metadata?.user_id) body.user = req.metadata.user_id;
+  if (req.tools !== undefined && req.tools.length > 0) {
+    body.tools = req.tools.map((t) => ({
+      type: "function" as const,
+      function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema },
+    }));
+  }
+  const choice = req.tool_choice;
+  if (choice !== undefined) {
+    if (choice.type === "tool" && !req.tools?.some((t) => t.name === choice.name)) {
+      throw AnthropicError.invalidRequest("tool_choice.name", `no tool named '${choice.name}' in tools`);
+    }
+    body.tool_choice =
+      choice.type === "auto" ? "auto" : choice.type === "any" ? "required" : choice.type === "none" ? "none" : { type: "function", function: { name: choice.name } };
+    if (choice.type !== "none" && choice.disable_parallel_tool_use === true) body.parallel_tool_calls = false;
+  }
+  return body;
+}
+
+type Issue = { path: PropertyKey[]; message: string; code?: string; errors?: Issue[][] };
+
+// A union (string | blocks) reports only "Invalid input" at its own path; the branch that got
+// furthest names the real field, e.g. `messages.0.content.0.text`.
+function mostSpecific(issue: Issue): { path: PropertyKey[]; message: string } {
+  if (issue.code !== "invalid_union" || !issue.errors) return issue;
+  let best: { path: PropertyKey[]; message: string } = issue;
+  for (const branch of issue.errors) {
+    const inner = branch[0];
+    if (!inner) continue;
+    const found = mostSpecific(inner);
+    const path = [...issue.path, ...found.path];
+    if (path.length > best.path.length) best = { path, message: found.message };
+  }
+  return best;
+}
+
+// zod's message for an unknown discriminator is generic; name the block type instead.
+function rejectUnsupportedBlocks(body: Record<string, unknown>): void {
+  if (!Array.isArray(body.messages)) return;
+  body.messages.forEach((m: unknown, i) => {
+    const blocks = (m as { content?: unknown } | null)?.content;
+    if (!Array.isArray(blocks)) return;
+    blocks.forEach((b: unknown, j) => {
+      const type = (b as { type?: unknown } | null)?.type;
+      if (typeof type === "string" && !(BLOCK_TYPES as readonly string[]).includes(type)) {
+        throw AnthropicError.invalidRequest(
+          `messages.${i}.content.${j}.type`,
+          `content block type '${type}' is not supported by this gateway (supported: ${BLOCK_TYPES.join(", ")})`,
+        );
+      }
+    });
+  });
+}
+
+function joinText(blocks: { text: string }[]): string {
+  return blocks.map((b) => b.text).join("\n");
+}
+
+function textOnly(blocks: Block[], i: number): string {
+  const other = blocks.findIndex((b) => b.type !== "text");
+  if (other >= 0) throw AnthropicError.invalidRequest(`messages.${i}.content.${other}.type`, "a system message may hold only text blocks");
+  return joinText(blocks as { text: string }[]);
+}
+
+function assistantMessage(content: string | Block[], i: number): ChatRequestMessage {
+  if (typeof content === "string") return { role: "assistant", content };
+  const texts: string[] = [];
+  const toolCalls: ChatToolCall[] = [];
+  content.forEach((b, j) => {
+    if (b.type === "text") texts.push(b.text);
+    else if (b.type === "tool_use") toolCalls.push({ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input) } });
+    else throw AnthropicError.invalidRequest(`messages.${i}.content.${j}.type`, "tool_result blocks belong in user messages");
+  });
+  const msg: ChatRequestMessage = { role: "assistant", content: texts.length > 0 ? texts.join("\n") : null };
+  if (toolCalls.length > 0) msg.tool_calls = toolCalls;
+  return msg;
+}
+
+// OpenAI wants each tool message right after the assistant turn that called the tool, so a user turn's
+// tool_results come first, then its text.
+function userMessages(content: string | Block[], i: number, openToolUses: Set<string>): ChatRequestMessage[] {
+  if (typeof content === "string") return [{ role: "user", content }];
+  const tools: ChatRequestMessage[] = [];
+  const texts: string[] = [];
+  content.forEach((b, j) => {
+    if (b.type === "text") texts.push(b.text);
+    else if (b.type === "tool_result") {
+      if (!openToolUses.has(b.tool_use_id)) {
+        throw AnthropicError.invalidRequest(
+          `messages.${i}.content.${j}.tool_use_id`,
+          `'${b.tool_use_id}' matches no tool_use block in the previous assistant message`,
+        );
+      }
+      const text = b.content === undefined ? "" : typeof b.content === "string" ? b.content : joinText(b.content);
+      // OpenAI has no is_error flag; keep the fact in the text the model reads.
+      tools.push({ role: "tool", tool_call_id: b.tool_use_id, content: b.is_error === true ? `[tool error] ${text}` : text });
+    } else throw AnthropicError.invalidRequest(`messages.${i}.content.${j}.type`, "tool_use blocks belong in assistant messages");
+  });
+  return texts.length > 0 ? [...tools, { role: "user", content: texts.join("\n") }] : tools;
+}
