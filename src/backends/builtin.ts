@@ -3,7 +3,8 @@
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
-import { BackendProtocolError, BackendUnreachableError, type Backend, type BackendReply } from "./backend.js";
+import { BackendProtocolError, BackendUnreachableError, type BackendReply } from "./backend.js";
+import { postSse, type StreamingBackend } from "./sse.js";
 
 export interface BuiltinBackendOptions {
   name: string;
@@ -14,8 +15,8 @@ export interface BuiltinBackendOptions {
   probeTimeoutMs?: number;
 }
 
-/** Create a {@link Backend} for a built-in (vLLM-compatible) engine. */
-export function createBuiltinBackend(opts: BuiltinBackendOptions): Backend {
+/** Create a {@link StreamingBackend} for a built-in (vLLM-compatible) engine. */
+export function createBuiltinBackend(opts: BuiltinBackendOptions): StreamingBackend {
   const name = opts.name;
   if (!name) throw new ArborError("backend name: must not be empty", "config");
   const url = normalizeBaseUrl(name, opts.url);
@@ -74,6 +75,8 @@ export function createBuiltinBackend(opts: BuiltinBackendOptions): Backend {
     url,
     chatCompletions: (body, signal) => send("POST", "/chat/completions", body, signal),
     completions: (body, signal) => send("POST", "/completions", body, signal),
+    chatCompletionsStream: (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/chat/completions`, body, signal),
+    completionsStream: (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/completions`, body, signal),
     async models() {
       const r = await probe();
       if (r.status !== 200) throw new BackendProtocolError(name, url, `answered GET /models with HTTP ${r.status}`);

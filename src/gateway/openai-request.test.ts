@@ -42,13 +42,17 @@ describe("prepareRequest", () => {
     expect(b.upstreamBody.logprobs).toBe(3);
     expect(b.messages).toEqual([]);
     expect(b.clientWantsLogprobs).toBe(true);
+    expect(b.stream).toBe(false);
+    const s = prepareRequest("completions", { prompt: "x", stream: true, stream_options: { include_usage: true }, return_token_ids: true });
+    expect(s).toMatchObject({ stream: true, clientWantsTokenIds: true });
+    expect(s.upstreamBody).toEqual({ prompt: "x", stream: true, stream_options: { include_usage: true }, return_token_ids: true, logprobs: 0 });
     expect(prepareRequest("completions", { prompt: ["one"] }).messages).toEqual([{ role: "user", content: "one" }]);
   });
 
   it("names the field and reason for what it cannot serve", () => {
     const bad: [Parameters<typeof prepareRequest>[0], unknown, string][] = [
       ["chat", null, "request body must be a JSON object"],
-      ["chat", { messages: [], stream: true }, "stream: streaming is not supported yet"],
+      ["chat", { messages: [], stream: "yes" }, "stream: must be a boolean"],
       ["chat", { messages: [] }, "messages: must be a non-empty list"],
       ["chat", { messages: [{ role: "robot", content: "x" }] }, "messages[0].role: unknown role 'robot'"],
       ["chat", { messages: [{ role: "user", content: [{ type: "image_url" }] }] }, "messages[0].content[0]: only text parts"],

@@ -12,6 +12,10 @@ export interface PreparedRequest {
   messages: ChatMessage[];
   /** Whether the client itself asked for logprobs (otherwise they are removed from its answer). */
   clientWantsLogprobs: boolean;
+  /** Whether the client itself sent `return_token_ids: true` (otherwise streamed chunks drop them). */
+  clientWantsTokenIds: boolean;
+  /** `stream: true`: the answer is relayed as server-sent events. */
+  stream: boolean;
   /** `program_id` given in the body (ThunderAgent convention; also how `extra_body` arrives). */
   bodyProgramId?: string;
 }
@@ -24,7 +28,11 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
     throw new InvalidRequestError(null, "request body must be a JSON object");
   }
   const body = raw as Record<string, unknown>;
-  if (body.stream === true) throw new InvalidRequestError("stream", "streaming is not supported yet");
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== "boolean") {
+    throw new InvalidRequestError("stream", "must be a boolean");
+  }
+  const stream = body.stream === true;
+  const clientWantsTokenIds = body.return_token_ids === true;
   if (body.n !== undefined && body.n !== null && body.n !== 1) {
     throw new InvalidRequestError("n", "only n=1 is supported; send one call per sample (one program each)");
   }
@@ -47,7 +55,7 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
     }
     // Arbor needs the behaviour policy's logprob of every output token, asked for or not.
     upstreamBody.logprobs = true;
-    return { endpoint, upstreamBody, messages, clientWantsLogprobs: body.logprobs === true, bodyProgramId };
+    return { endpoint, upstreamBody, messages, clientWantsLogprobs: body.logprobs === true, clientWantsTokenIds, stream, bodyProgramId };
   }
 
   if (body.echo === true) {
@@ -64,7 +72,7 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
   } else {
     throw new InvalidRequestError("logprobs", "must be an integer >= 0 for completions");
   }
-  return { endpoint, upstreamBody, messages: promptMessages(body.prompt), clientWantsLogprobs, bodyProgramId };
+  return { endpoint, upstreamBody, messages: promptMessages(body.prompt), clientWantsLogprobs, clientWantsTokenIds, stream, bodyProgramId };
 }
 
 function parseMessages(raw: unknown): ChatMessage[] {

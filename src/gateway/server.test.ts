@@ -169,7 +169,7 @@ describe("gateway in front of one vLLM-shaped upstream", () => {
     expect(fake.requests.at(-1)?.body).not.toHaveProperty("program_id");
   });
 
-  it("rejects a call without a program id, conflicting ids and streaming (400)", async () => {
+  it("rejects a call without a program id, conflicting ids; passes an upstream's refusal to stream (400)", async () => {
     const n = sink.calls.length;
     const missing = await failure(client(`${url}/v1`).chat.completions.create({ model: "m", messages: user("x") }));
     expect(missing.status).toBe(400);
@@ -179,7 +179,8 @@ describe("gateway in front of one vLLM-shaped upstream", () => {
     );
     expect(conflict).toMatchObject({ status: 400, message: expect.stringContaining("path says 'a' but header 'x-arbor-program' says 'b'") });
     const stream = await failure(client(`${url}/p/s/v1`).chat.completions.create({ model: "m", messages: user("x"), stream: true }));
-    expect(stream).toMatchObject({ status: 400, message: expect.stringContaining("streaming is not supported yet") });
+    expect(stream).toMatchObject({ status: 400, message: expect.stringContaining("fake: stream not supported") });
+    expect(gw.table.get("s")).toMatchObject({ calls: 0, inFlight: 0 });
     const bad = await fetch(`${url}/p/s/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{" });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { type: string } }).error.type).toBe("invalid_request");

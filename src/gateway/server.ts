@@ -5,17 +5,19 @@
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { BackendProtocolError, type Backend, type BackendReply } from "../backends/backend.js";
+import { isStreamingBackend } from "../backends/sse.js";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import type { Call, TraceSink } from "../core/types.js";
 import { checkBackends } from "./check-backends.js";
 import { CallTimeoutError, ClientClosedError, InvalidRequestError, openAiError, toOpenAiError } from "./http-errors.js";
-import { prepareRequest, type Endpoint } from "./openai-request.js";
+import { prepareRequest, type Endpoint, type PreparedRequest } from "./openai-request.js";
 import { ProgramTable } from "./program-table.js";
 import type { PluginRouter } from "./routing/plugin-router.js";
 import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./routing/registry.js";
-import { extractTrace, TraceShapeError, withoutLogprobs } from "./trace-extract.js";
+import { StreamTrace } from "./stream-trace.js";
+import { extractTrace, TraceShapeError, withoutLogprobs, type ExtractedTrace } from "./trace-extract.js";
 import { GatewayRejection } from "./auth/auth-errors.js";
 import { GatewayAuth, type AuthConfig, type CredentialHeaders } from "./auth/gateway-auth.js";
 import { ProgramKeyTable } from "./auth/key-table.js";
@@ -194,7 +196,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   async function serveCall(
     endpoint: Endpoint,
-    prepared: ReturnType<typeof prepareRequest>,
+    prepared: PreparedRequest,
     programId: string,
     start: number,
     reply: FastifyReply,
@@ -202,7 +204,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     table.open(programId);
     const index = table.beginCall(programId);
     let route: { id: number; backend: string } | undefined;
-    let trace: ReturnType<typeof extractTrace> | undefined;
+    let trace: ExtractedTrace | undefined;
     let recorded = false;
     try {
       const known = history.get(programId);
@@ -210,6 +212,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
       const backendName = route.backend;
       table.bind(programId, backendName);
       const backend = backends.get(backendName) as Backend;
+      if (prepared.stream) {
+        const streamed = await relayStream(backend, endpoint, prepared, programId, index, start, reply);
+        trace = streamed.trace;
+        recorded = trace !== undefined;
+        return streamed.result;
+      }
       const upstream = await callUpstream(backend, endpoint, prepared.upstreamBody, reply);
       if (upstream.status < 200 || upstream.status >= 300) {
         return reply.code(upstream.status).send(upstream.json);
@@ -220,28 +228,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
         if (e instanceof TraceShapeError) throw new BackendProtocolError(backend.name, backend.url, e.message);
         throw e;
       }
-      const call: Call = {
-        id: newCallId(),
-        programId,
-        index,
-        messages: prepared.messages,
-        promptTokenIds: trace.promptTokenIds,
-        outputTokenIds: trace.outputTokenIds,
-        logprobs: trace.logprobs,
-        outputText: trace.outputText,
-        finishReason: trace.finishReason,
-        backend: backend.name,
-        policyVersion: trace.policyVersion,
-        timings: { start, end: clock.now() },
-      };
-      try {
-        opts.sink.recordCall(call);
-      } catch (e) {
-        const why = e instanceof Error ? e.message : String(e);
-        throw new ArborError(`could not record call ${index} of program '${programId}': ${why}`, "record_failed");
-      }
-      table.endCall(programId, trace.promptTokenIds.length + trace.outputTokenIds.length);
-      history.set(programId, [...trace.promptTokenIds, ...trace.outputTokenIds]);
+      const call = record(trace, newCallId(), backend, prepared, programId, index, start);
       recorded = true;
       reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(index));
       return prepared.clientWantsLogprobs ? upstream.json : withoutLogprobs(upstream.json);
@@ -253,6 +240,142 @@ export function createGateway(opts: GatewayOptions): Gateway {
         );
       }
       if (!recorded) table.failCall(programId, index);
+    }
+  }
+
+  /** Record one finished call in the sink and the program table; throws (unrecorded) when the sink fails. */
+  function record(trace: ExtractedTrace, id: string, backend: Backend, prepared: PreparedRequest, programId: string, index: number, start: number): Call {
+    const call: Call = {
+      id,
+      programId,
+      index,
+      messages: prepared.messages,
+      promptTokenIds: trace.promptTokenIds,
+      outputTokenIds: trace.outputTokenIds,
+      logprobs: trace.logprobs,
+      outputText: trace.outputText,
+      finishReason: trace.finishReason,
+      backend: backend.name,
+      policyVersion: trace.policyVersion,
+      timings: { start, end: clock.now() },
+    };
+    try {
+      opts.sink.recordCall(call);
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e);
+      throw new ArborError(`could not record call ${index} of program '${programId}': ${why}`, "record_failed");
+    }
+    table.endCall(programId, trace.promptTokenIds.length + trace.outputTokenIds.length);
+    history.set(programId, [...trace.promptTokenIds, ...trace.outputTokenIds]);
+    return call;
+  }
+
+  /**
+   * Relay a streamed call event by event and record it once the upstream sends [DONE]. An error
+   * before the stream starts is answered with its status (as for plain calls); after it, as an SSE
+   * `error` event. A stream cut short (upstream, client or timeout) records nothing.
+   */
+  async function relayStream(
+    backend: Backend,
+    endpoint: Endpoint,
+    prepared: PreparedRequest,
+    programId: string,
+    index: number,
+    start: number,
+    reply: FastifyReply,
+  ): Promise<{ trace?: ExtractedTrace; result: unknown }> {
+    if (!isStreamingBackend(backend)) throw new InvalidRequestError("stream", `backend '${backend.name}' cannot stream; send stream: false`);
+    const ac = new AbortController();
+    const timer = clock.setTimer(callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, callTimeoutMs)));
+    const res = reply.raw;
+    const onClose = (): void => {
+      if (!res.writableFinished) ac.abort(new ClientClosedError());
+    };
+    res.once("close", onClose);
+    const callId = newCallId();
+    const gone = (): boolean => res.destroyed || res.writableEnded;
+    const send = (data: string, end = false): void => {
+      if (gone()) return;
+      if (!res.headersSent) {
+        res.writeHead(200, {
+          "content-type": "text/event-stream; charset=utf-8",
+          "cache-control": "no-cache",
+          connection: "keep-alive",
+          "x-accel-buffering": "no",
+          "x-arbor-call-id": callId,
+          "x-arbor-call-index": String(index),
+        });
+      }
+      if (end) res.end(`data: ${data}\n\n`);
+      else res.write(`data: ${data}\n\n`);
+    };
+    try {
+      const upstream = endpoint === "chat"
+        ? await backend.chatCompletionsStream(prepared.upstreamBody, ac.signal)
+        : await backend.completionsStream(prepared.upstreamBody, ac.signal);
+      if (!upstream.ok) return { result: reply.code(upstream.status).send(upstream.json) };
+      // From here the gateway writes the response itself; nothing below may throw to fastify.
+      reply.hijack();
+      try {
+        const st = new StreamTrace(endpoint, { clientWantsLogprobs: prepared.clientWantsLogprobs, clientWantsTokenIds: prepared.clientWantsTokenIds });
+        let finished = false;
+        let upstreamFailed = false;
+        for await (const data of upstream.events) {
+          if (data === "[DONE]") {
+            finished = true;
+            break;
+          }
+          let chunk: unknown;
+          try {
+            chunk = JSON.parse(data);
+          } catch {
+            throw new BackendProtocolError(backend.name, backend.url, `streamed an event that is not JSON: ${data.slice(0, 200)}`);
+          }
+          // The engine failed mid-stream: pass its error on; nothing is recorded.
+          if (typeof chunk === "object" && chunk !== null && "error" in chunk) {
+            upstreamFailed = true;
+            send(data);
+            continue;
+          }
+          try {
+            send(JSON.stringify(st.push(chunk)));
+          } catch (e) {
+            if (e instanceof TraceShapeError) throw new BackendProtocolError(backend.name, backend.url, e.message);
+            throw e;
+          }
+        }
+        if (ac.signal.aborted) throw ac.signal.reason;
+        if (upstreamFailed) {
+          send("[DONE]", true);
+          return { result: undefined };
+        }
+        if (!finished) throw new BackendProtocolError(backend.name, backend.url, "ended the event stream without [DONE]");
+        let trace: ExtractedTrace;
+        try {
+          trace = st.finish();
+        } catch (e) {
+          if (e instanceof TraceShapeError) throw new BackendProtocolError(backend.name, backend.url, e.message);
+          throw e;
+        }
+        record(trace, callId, backend, prepared, programId, index, start);
+        send("[DONE]", true);
+        return { trace, result: undefined };
+      } catch (err) {
+        if (!gone()) {
+          const { status, body } = toOpenAiError(err);
+          if (!res.headersSent) {
+            res.writeHead(status, { "content-type": "application/json; charset=utf-8" });
+            res.end(JSON.stringify(body));
+          } else {
+            send(JSON.stringify({ error: { ...body.error, code: status } }));
+            send("[DONE]", true);
+          }
+        }
+        return { result: undefined };
+      }
+    } finally {
+      timer.cancel();
+      res.off("close", onClose);
     }
   }
 

@@ -28,7 +28,6 @@ export function extractTrace(endpoint: Endpoint, json: any): ExtractedTrace {
     );
   }
   const promptTokenIds = endpoint === "chat" ? (json.prompt_token_ids ?? choice.prompt_token_ids) : (choice.prompt_token_ids ?? json.prompt_token_ids);
-  if (!isTokenIds(promptTokenIds)) throw new TraceShapeError("returned no prompt_token_ids");
 
   let logprobs: unknown[];
   let outputText: unknown;
@@ -43,6 +42,27 @@ export function extractTrace(endpoint: Endpoint, json: any): ExtractedTrace {
     logprobs = lp;
     outputText = choice.text;
   }
+  return validateTrace({
+    promptTokenIds,
+    outputTokenIds,
+    logprobs,
+    outputText,
+    finishReason: finishReasonOf(choice.finish_reason),
+    policyVersion: json.policy_version,
+  });
+}
+
+/** Check the parts of a trace (from one answer or a whole stream); throws {@link TraceShapeError}. */
+export function validateTrace(t: {
+  promptTokenIds: unknown;
+  outputTokenIds: number[];
+  logprobs: unknown[];
+  outputText: unknown;
+  finishReason: FinishReason;
+  policyVersion: unknown;
+}): ExtractedTrace {
+  const { promptTokenIds, outputTokenIds, logprobs, outputText, policyVersion } = t;
+  if (!isTokenIds(promptTokenIds)) throw new TraceShapeError("returned no prompt_token_ids");
   if (logprobs.length !== outputTokenIds.length) {
     throw new TraceShapeError(
       `returned ${logprobs.length} logprobs for ${outputTokenIds.length} output tokens (must be one per token)`,
@@ -51,17 +71,10 @@ export function extractTrace(endpoint: Endpoint, json: any): ExtractedTrace {
   const bad = logprobs.findIndex((x) => typeof x !== "number" || Number.isNaN(x) || x > 0);
   if (bad >= 0) throw new TraceShapeError(`returned an invalid logprob at output token ${bad}: ${String(logprobs[bad])}`);
   if (typeof outputText !== "string") throw new TraceShapeError("returned no output text");
-  if (!(Number.isInteger(json.policy_version) && json.policy_version >= 0)) {
+  if (!(typeof policyVersion === "number" && Number.isInteger(policyVersion) && policyVersion >= 0)) {
     throw new TraceShapeError("returned no policy_version (an integer >= 0)");
   }
-  return {
-    promptTokenIds,
-    outputTokenIds,
-    logprobs: logprobs as number[],
-    outputText,
-    finishReason: finishReason(choice.finish_reason),
-    policyVersion: json.policy_version,
-  };
+  return { promptTokenIds, outputTokenIds, logprobs: logprobs as number[], outputText, finishReason: t.finishReason, policyVersion };
 }
 
 /** Drop logprobs from every choice, so a client that did not ask sees a plain OpenAI answer. */
@@ -75,8 +88,8 @@ function isTokenIds(x: unknown): x is number[] {
   return Array.isArray(x) && x.every((t) => Number.isInteger(t) && t >= 0);
 }
 
-// OpenAI's "tool_calls"/"content_filter" still end the turn normally; only explicit length/abort/error differ.
-function finishReason(raw: unknown): FinishReason {
+/** Map an OpenAI finish reason to the trace's: "tool_calls"/"content_filter" still end the turn normally. */
+export function finishReasonOf(raw: unknown): FinishReason {
   if (raw === "length" || raw === "abort" || raw === "error") return raw;
   return "stop";
 }
