@@ -3,6 +3,7 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBuiltinBackend } from "../backends/builtin.js";
@@ -65,5 +66,28 @@ describe("gateway + real engine + openai client", () => {
       await client.completions.create({ model: "arbor-tiny", prompt: "1+1=", max_tokens: 4, seed: i });
     }
     expect(calls.filter((c) => c.programId === "prog-b").map((c) => c.index)).toEqual([0, 1]);
+  });
+
+  it("serves Anthropic Messages to the real @anthropic-ai/sdk, recording the call token-in/token-out", async () => {
+    const anthropic = new Anthropic({ baseURL: `${url}/p/prog-c`, apiKey: "unused", maxRetries: 0 });
+    const msg = await anthropic.messages.create({
+      model: "arbor-tiny",
+      max_tokens: 12,
+      system: "You are terse.",
+      messages: [{ role: "user", content: "What is 2+3?" }],
+      temperature: 1,
+    });
+    const call = calls.filter((c) => c.programId === "prog-c").at(-1)!;
+    expect(msg.type).toBe("message");
+    expect(msg.role).toBe("assistant");
+    const text = msg.content.map((b) => (b.type === "text" ? b.text : "")).join("");
+    expect(text).toBe(call.outputText);
+    expect(["end_turn", "max_tokens"]).toContain(msg.stop_reason);
+    expect(msg.usage.output_tokens).toBe(call.outputTokenIds.length);
+    expect(call.messages.map((m) => m.role)).toEqual(["system", "user"]);
+    // Bad input is answered in Anthropic's error shape, naming the field.
+    await expect(
+      anthropic.messages.create({ model: "arbor-tiny", max_tokens: 0, messages: [{ role: "user", content: "x" }] }),
+    ).rejects.toMatchObject({ status: 400, error: { type: "error", error: { type: "invalid_request_error", message: expect.stringContaining("max_tokens") } } });
   });
 });

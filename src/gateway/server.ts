@@ -17,6 +17,9 @@ import { ProgramTable } from "./program-table.js";
 import type { PluginRouter } from "./routing/plugin-router.js";
 import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./routing/registry.js";
 import { StreamTrace } from "./stream-trace.js";
+import { AnthropicError } from "./surfaces/anthropic-error.js";
+import { anthropicToChat } from "./surfaces/anthropic-request.js";
+import { chatToAnthropic } from "./surfaces/anthropic-response.js";
 import { extractTrace, TraceShapeError, withoutLogprobs, type ExtractedTrace } from "./trace-extract.js";
 import { GatewayRejection } from "./auth/auth-errors.js";
 import { GatewayAuth, type AuthConfig, type CredentialHeaders } from "./auth/gateway-auth.js";
@@ -391,7 +394,42 @@ export function createGateway(opts: GatewayOptions): Gateway {
     throw lastError;
   }
 
+  /**
+   * Anthropic Messages (what Claude-Code-style agents speak), served through the chat path: the
+   * request is translated to a chat completion, recorded like one, and the answer translated back.
+   * Streaming is not routed yet: it is refused with an Anthropic-shaped 400.
+   */
+  async function messages(req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
+    const start = clock.now();
+    let chatBody: ReturnType<typeof anthropicToChat>;
+    try {
+      chatBody = anthropicToChat(req.body);
+      if (chatBody.stream) throw AnthropicError.invalidRequest("stream", "streaming is not supported on /v1/messages yet; send stream: false");
+    } catch (e) {
+      if (e instanceof AnthropicError) return reply.code(e.status).send(e.body);
+      throw e;
+    }
+    const prepared = prepareRequest("chat", chatBody);
+    const programId = programIdOf(req, prepared.bodyProgramId);
+    auth?.requireCaller(req.headers as CredentialHeaders, programId);
+    const done = limiter.admit(programId);
+    try {
+      const result = await serveCall("chat", prepared, programId, start, reply);
+      // An upstream error was already sent as is.
+      if (reply.sent) return reply;
+      try {
+        return chatToAnthropic(result as Parameters<typeof chatToAnthropic>[0], chatBody.model);
+      } catch (e) {
+        if (e instanceof AnthropicError) return reply.code(e.status).send(e.body);
+        throw e;
+      }
+    } finally {
+      done();
+    }
+  }
+
   for (const prefix of ["/p/:programId/v1", "/v1"]) {
+    app.post(`${prefix}/messages`, (req: ProgramRequest, reply) => messages(req, reply));
     app.post(`${prefix}/chat/completions`, (req: ProgramRequest, reply) => inference("chat", req, reply));
     app.post(`${prefix}/completions`, (req: ProgramRequest, reply) => inference("completions", req, reply));
     app.get(`${prefix}/models`, () => models());
