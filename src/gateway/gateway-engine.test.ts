@@ -75,7 +75,6 @@ describe("gateway + real engine + openai client", () => {
       max_tokens: 12,
       system: "You are terse.",
       messages: [{ role: "user", content: "What is 2+3?" }],
-      temperature: 1,
     });
     const call = calls.filter((c) => c.programId === "prog-c").at(-1)!;
     expect(msg.type).toBe("message");
