@@ -58,6 +58,13 @@ describe("arbor run errors", () => {
     expectOneLineError(r, new RegExp(`backend 'remote-0' at http://127\\.0\\.0\\.1:${port}/v1 is not reachable`));
   });
 
+  it("gateway auth without its admin token in the environment", () => {
+    expectOneLineError(
+      arbor("engines: [{name: e0}]\ngateway: {auth: {adminTokenEnv: ARBOR_TEST_NO_SUCH_TOKEN}}\n"),
+      /gateway\.auth: set ARBOR_TEST_NO_SUCH_TOKEN to an admin token of at least 16 characters/,
+    );
+  });
+
   it("missing config file", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
     expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);

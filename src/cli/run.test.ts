@@ -18,6 +18,7 @@ const replies: { backend: string; reply: BackendReply }[] = [];
 let summary: RunSummary;
 
 beforeAll(async () => {
+  process.env.ARBOR_E2E_ADMIN_TOKEN = "e2e-admin-token-0123456789";
   const cfg = parseRunConfig({
     name: "e2e",
     seed: 3,
@@ -25,6 +26,8 @@ beforeAll(async () => {
       { name: "e0", sequences: 2, contextSize: 1024 },
       { name: "e1", sequences: 2, contextSize: 1024 },
     ],
+    // Credentials on: every program must call with its own key (the rollout creates programs at the gateway).
+    gateway: { auth: { adminTokenEnv: "ARBOR_E2E_ADMIN_TOKEN" }, limits: { maxInFlightPerProgram: 1 } },
     env: { name: "calc", tasks: 3, seed: 5 },
     rollout: { groupSize: 2, concurrency: 4 },
     agent: { maxTurns: 2, maxTokensPerCall: 24, maxTotalTokens: 48, temperature: 1 },

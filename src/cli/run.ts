@@ -70,6 +70,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   mkdirSync(outDir, { recursive: true });
   const env = createEnvironment(cfg.env.name);
   const reward = createRewardFromConfig(cfg.reward);
+  const adminToken = gatewayAdminToken(cfg);
 
   const engines: ListeningEngineServer[] = [];
   let store: TrajectoryStore | undefined;
@@ -128,6 +129,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       clock,
       routing: cfg.gateway.routing,
       callTimeoutMs: cfg.gateway.callTimeoutMs,
+      ...(adminToken && cfg.gateway.auth ? { auth: { adminToken, requireProgramKeys: cfg.gateway.auth.requireProgramKeys } } : {}),
+      ...(cfg.gateway.limits ? { limits: cfg.gateway.limits } : {}),
     });
     await gateway.checkBackends();
     const gatewayUrl = await gateway.listen(cfg.gateway.host, cfg.gateway.port);
@@ -166,6 +169,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         store,
         sandboxes,
         gatewayUrl,
+        ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
         model: "arbor-tiny",
         limits: cfg.agent,
         temperature: cfg.agent.temperature,
@@ -215,6 +219,17 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     await Promise.allSettled(engines.map((e) => e.close()));
     store?.close();
   }
+}
+
+/** The gateway's admin token from the environment, when `gateway.auth` asks for one. */
+function gatewayAdminToken(cfg: RunConfig): string | undefined {
+  const auth = cfg.gateway.auth;
+  if (!auth) return undefined;
+  const token = process.env[auth.adminTokenEnv];
+  if (!token || token.length < 16) {
+    throw new ArborError(`gateway.auth: set ${auth.adminTokenEnv} to an admin token of at least 16 characters`, "config");
+  }
+  return token;
 }
 
 function tapBackend<B extends Backend>(b: B, tap: (backend: string, reply: BackendReply) => void): B {

@@ -80,6 +80,26 @@ export const RunConfigSchema = z
         routing: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default("least-load"),
         /** Per-call timeout towards a backend, ms. */
         callTimeoutMs: positiveInt.default(120_000),
+        /**
+         * Require credentials: every program calls with its own key, admin endpoints with the admin
+         * token, read from the environment variable named here (secrets stay out of config files).
+         */
+        auth: z
+          .object({
+            adminTokenEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name").default("ARBOR_ADMIN_TOKEN"),
+            requireProgramKeys: z.boolean().default(true),
+          })
+          .strict()
+          .optional(),
+        /** Per-program limits; beyond them the gateway answers 429. */
+        limits: z
+          .object({
+            maxInFlightPerProgram: positiveInt.optional(),
+            requestsPerSecond: z.number().positive().optional(),
+            burst: positiveInt.optional(),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .prefault({}),
