@@ -20,6 +20,8 @@ import { StreamTrace } from "./stream-trace.js";
 import { AnthropicError } from "./surfaces/anthropic-error.js";
 import { anthropicToChat } from "./surfaces/anthropic-request.js";
 import { chatToAnthropic } from "./surfaces/anthropic-response.js";
+import { responsesToChat } from "./surfaces/responses-request.js";
+import { chatToResponse, streamingNotSupported } from "./surfaces/responses-response.js";
 import { extractTrace, TraceShapeError, withoutLogprobs, type ExtractedTrace } from "./trace-extract.js";
 import { GatewayRejection } from "./auth/auth-errors.js";
 import { GatewayAuth, type AuthConfig, type CredentialHeaders } from "./auth/gateway-auth.js";
@@ -121,7 +123,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   // Credentials are checked before the body is read: a stranger cannot make the gateway parse 32 MiB.
   if (auth) {
-    const inferenceRoute = /\/v1\/(chat\/)?completions$/;
+    const inferenceRoute = /\/v1\/((chat\/)?completions|responses)$/;
     app.addHook("onRequest", async (req) => {
       const route = req.routeOptions.url;
       const headers = req.headers as CredentialHeaders;
@@ -428,7 +430,34 @@ export function createGateway(opts: GatewayOptions): Gateway {
     }
   }
 
+  /**
+   * OpenAI Responses (the OpenAI Agents SDK's default API), served through the chat path like
+   * messages(). Streaming is not routed yet: it is refused with a 400.
+   */
+  async function responses(req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
+    const start = clock.now();
+    const { chat, echo } = responsesToChat(req.body);
+    if (chat.stream) throw streamingNotSupported();
+    const prepared = prepareRequest("chat", chat);
+    const programId = programIdOf(req, prepared.bodyProgramId);
+    auth?.requireCaller(req.headers as CredentialHeaders, programId);
+    const done = limiter.admit(programId);
+    try {
+      const result = await serveCall("chat", prepared, programId, start, reply);
+      if (reply.sent) return reply;
+      const backend = backends.get(table.get(programId)?.backend ?? "");
+      const callId = String(reply.getHeader("x-arbor-call-id") ?? "");
+      return chatToResponse(result as Parameters<typeof chatToResponse>[0], echo, Math.floor(clock.now() / 1000), callId, {
+        backend: backend?.name ?? "upstream",
+        url: backend?.url ?? "",
+      });
+    } finally {
+      done();
+    }
+  }
+
   for (const prefix of ["/p/:programId/v1", "/v1"]) {
+    app.post(`${prefix}/responses`, (req: ProgramRequest, reply) => responses(req, reply));
     app.post(`${prefix}/messages`, (req: ProgramRequest, reply) => messages(req, reply));
     app.post(`${prefix}/chat/completions`, (req: ProgramRequest, reply) => inference("chat", req, reply));
     app.post(`${prefix}/completions`, (req: ProgramRequest, reply) => inference("completions", req, reply));

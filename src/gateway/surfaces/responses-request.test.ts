@@ -1,0 +1,101 @@
+import { describe, expect, it } from "vitest";
+import { InvalidRequestError } from "../http-errors.js";
+import { responsesToChat } from "./responses-request.js";
+
+function rejection(raw: unknown): InvalidRequestError {
+  try {
+    responsesToChat(raw);
+  } catch (e) {
+    if (e instanceof InvalidRequestError) return e;
+    throw e;
+  }
+  throw new Error("expected a rejection");
+}
+
+describe("responsesToChat", () => {
+  it("turns a string input with instructions into system + user messages", () => {
+    const { chat, echo } = responsesToChat({ model: "m", input: "hi", instructions: "Be brief.", max_output_tokens: 16, temperature: 0.5, top_p: 0.9 });
+    expect(chat).toEqual({
+      model: "m",
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "hi" },
+      ],
+      max_tokens: 16,
+      temperature: 0.5,
+      top_p: 0.9,
+    });
+    expect(echo).toMatchObject({ model: "m", instructions: "Be brief.", max_output_tokens: 16, tool_choice: "auto", tools: [] });
+  });
+
+  it("translates a tool-using conversation as the Agents SDK sends it", () => {
+    const { chat } = responsesToChat({
+      model: "m",
+      input: [
+        { role: "user", content: "Weather in Paris?" },
+        { type: "message", role: "assistant", id: "msg_1", status: "completed", content: [{ type: "output_text", text: "Checking.", annotations: [] }] },
+        { type: "function_call", id: "fc_1", call_id: "call_1", name: "weather", arguments: '{"city":"Paris"}', status: "completed" },
+        { type: "function_call", call_id: "call_2", name: "time", arguments: "{}" },
+        { type: "function_call_output", call_id: "call_1", output: "sunny" },
+        { type: "function_call_output", call_id: "call_2", output: [{ type: "input_text", text: "noon" }] },
+        { role: "developer", content: [{ type: "input_text", text: "Answer now." }] },
+      ],
+      tools: [{ type: "function", name: "weather", description: "w", parameters: { type: "object", properties: { city: { type: "string" } } }, strict: true }, { type: "function", name: "time", parameters: null }],
+      tool_choice: { type: "function", name: "weather" },
+      parallel_tool_calls: false,
+    });
+    expect(chat.messages).toEqual([
+      { role: "user", content: "Weather in Paris?" },
+      {
+        role: "assistant",
+        content: "Checking.",
+        tool_calls: [
+          { id: "call_1", type: "function", function: { name: "weather", arguments: '{"city":"Paris"}' } },
+          { id: "call_2", type: "function", function: { name: "time", arguments: "{}" } },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_1", content: "sunny" },
+      { role: "tool", tool_call_id: "call_2", content: "noon" },
+      { role: "system", content: "Answer now." },
+    ]);
+    expect(chat.tools).toEqual([
+      { type: "function", function: { name: "weather", description: "w", parameters: { type: "object", properties: { city: { type: "string" } } } } },
+      { type: "function", function: { name: "time", parameters: { type: "object", properties: {} } } },
+    ]);
+    expect(chat.tool_choice).toEqual({ type: "function", function: { name: "weather" } });
+    expect(chat.parallel_tool_calls).toBe(false);
+  });
+
+  it("keeps stream and program_id for the gateway to act on", () => {
+    const { chat } = responsesToChat({ model: "m", input: "x", stream: true, program_id: "p1" });
+    expect(chat.stream).toBe(true);
+    expect(chat.program_id).toBe("p1");
+  });
+
+  it("rejects bad input naming the field", () => {
+    expect(rejection([]).message).toMatch(/JSON object/);
+    expect(rejection({ input: "x" }).param).toBe("model");
+    expect(rejection({ model: "m" }).param).toBe("input");
+    expect(rejection({ model: "m", input: [] }).param).toBe("input");
+    expect(rejection({ model: "m", input: "x", max_output_tokens: 0 }).param).toBe("max_output_tokens");
+    expect(rejection({ model: "m", input: "x", temperature: 3 }).param).toBe("temperature");
+    expect(rejection({ model: "m", input: [{ role: "user", content: 5 }] }).param).toMatch(/^input\.0\.content/);
+    expect(rejection({ model: "m", input: [{ type: "function_call", call_id: "c", name: "f" }] }).param).toBe("input.0.arguments");
+    expect(rejection({ model: "m", input: [{ type: "function_call_output", call_id: "nope", output: "x" }] }).param).toBe("input.0.call_id");
+    expect(rejection({ model: "m", input: "x", previous_response_id: "resp_1" }).param).toBe("previous_response_id");
+    expect(rejection({ model: "m", input: "x", tools: [{ type: "function", name: "f" }], tool_choice: { type: "function", name: "g" } }).param).toBe("tool_choice.name");
+    expect(rejection({ model: "m", input: "x", tools: [{ type: "function" }] }).param).toBe("tools.0.name");
+  });
+
+  it("rejects unsupported item, part and tool types clearly", () => {
+    const item = rejection({ model: "m", input: [{ type: "reasoning", summary: [] }] });
+    expect(item.param).toBe("input.0.type");
+    expect(item.message).toMatch(/'?"reasoning"'? is not supported.*message, function_call, function_call_output/);
+    const part = rejection({ model: "m", input: [{ role: "user", content: [{ type: "input_image", image_url: "x" }] }] });
+    expect(part.param).toBe("input.0.content.0.type");
+    expect(part.message).toMatch(/input_image/);
+    const tool = rejection({ model: "m", input: "x", tools: [{ type: "web_search" }] });
+    expect(tool.param).toBe("tools.0.type");
+    expect(tool.message).toMatch(/web_search.*supported: function/);
+  });
+});

@@ -1,0 +1,204 @@
+// Translates an OpenAI Responses request (POST /v1/responses, the OpenAI Agents SDK's default API) into
+// the chat.completions body the backends speak: instructions → system message, function_call items →
+// assistant tool_calls, function_call_output items → tool messages. Bad input is a 400 naming the field.
+import { z } from "zod";
+import { InvalidRequestError } from "../http-errors.js";
+import type { ChatRequestBody, ChatRequestMessage, ChatToolCall } from "./anthropic-request.js";
+
+const textPart = z.object({ type: z.enum(["input_text", "output_text"]), text: z.string() }).loose();
+const messageItem = z
+  .object({
+    type: z.literal("message").optional(),
+    role: z.enum(["user", "assistant", "system", "developer"]),
+    content: z.union([z.string(), z.array(textPart)]),
+  })
+  .loose();
+const functionCallItem = z
+  .object({ type: z.literal("function_call"), call_id: z.string().min(1), name: z.string().min(1), arguments: z.string() })
+  .loose();
+const functionCallOutputItem = z
+  .object({
+    type: z.literal("function_call_output"),
+    call_id: z.string().min(1),
+    output: z.union([z.string(), z.array(textPart)]),
+  })
+  .loose();
+
+const ITEM_TYPES = ["message", "function_call", "function_call_output"] as const;
+const PART_TYPES = ["input_text", "output_text"] as const;
+
+const functionTool = z
+  .object({
+    type: z.literal("function"),
+    name: z.string().min(1),
+    description: z.string().nullable().optional(),
+    parameters: z.record(z.string(), z.unknown()).nullable().optional(),
+    strict: z.boolean().nullable().optional(),
+  })
+  .loose();
+
+const requestSchema = z.object({
+  model: z.string().min(1),
+  input: z.union([z.string(), z.array(z.unknown())]),
+  instructions: z.string().nullable().optional(),
+  max_output_tokens: z.number().int().min(1).nullable().optional(),
+  temperature: z.number().min(0).max(2).nullable().optional(),
+  top_p: z.number().min(0).max(1).nullable().optional(),
+  tools: z.array(z.unknown()).optional(),
+  tool_choice: z
+    .union([
+      z.enum(["auto", "none", "required"]),
+      z.object({ type: z.literal("function"), name: z.string().min(1) }).loose(),
+    ])
+    .optional(),
+  parallel_tool_calls: z.boolean().nullable().optional(),
+  stream: z.boolean().nullable().optional(),
+  previous_response_id: z.string().nullable().optional(),
+  user: z.string().optional(),
+  program_id: z.string().optional(),
+});
+
+/** What the Response object echoes back from its request. */
+export interface ResponsesEcho {
+  model: string;
+  instructions: string | null;
+  temperature: number | null;
+  top_p: number | null;
+  max_output_tokens: number | null;
+  tool_choice: "auto" | "none" | "required" | { type: "function"; name: string };
+  tools: z.infer<typeof functionTool>[];
+  parallel_tool_calls: boolean;
+}
+
+/** A translated Responses request: the upstream chat body plus what the answer echoes. */
+export interface TranslatedResponsesRequest {
+  /** Includes `program_id` when the request named one, so the gateway can address the program. */
+  chat: Omit<ChatRequestBody, "max_tokens"> & { max_tokens?: number; program_id?: string };
+  echo: ResponsesEcho;
+}
+
+/**
+ * Validate a Responses request and translate it to an OpenAI chat.completions body.
+ * Unknown top-level fields (store, include, metadata, text, reasoning, ...) are ignored; item types
+ * other than messages and function calls, non-function tools and `previous_response_id` (the gateway
+ * keeps no conversation state) are rejected. Throws {@link InvalidRequestError} naming the field.
+ */
+export function responsesToChat(raw: unknown): TranslatedResponsesRequest {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    throw new InvalidRequestError(null, "request body must be a JSON object");
+  }
+  const parsed = requestSchema.safeParse(raw);
+  if (!parsed.success) throw fromZod(parsed.error.issues[0], []);
+  const req = parsed.data;
+  if (req.previous_response_id != null) {
+    throw new InvalidRequestError("previous_response_id", "the gateway stores no responses; send the whole conversation in input");
+  }
+
+  const messages: ChatRequestMessage[] = [];
+  if (req.instructions != null && req.instructions !== "") messages.push({ role: "system", content: req.instructions });
+  if (typeof req.input === "string") messages.push({ role: "user", content: req.input });
+  else req.input.forEach((item, i) => addItem(messages, item, i));
+  if (messages.length === 0) throw new InvalidRequestError("input", "at least one input item is required");
+
+  const tools = (req.tools ?? []).map((t, i) => {
+    const type = (t as { type?: unknown } | null)?.type;
+    if (type !== "function") {
+      throw new InvalidRequestError(`tools.${i}.type`, `tool type ${JSON.stringify(type)} is not supported by this gateway (supported: function)`);
+    }
+    const tool = functionTool.safeParse(t);
+    if (!tool.success) throw fromZod(tool.error.issues[0], ["tools", i]);
+    return tool.data;
+  });
+
+  const chat: TranslatedResponsesRequest["chat"] = { model: req.model, messages };
+  if (req.max_output_tokens != null) chat.max_tokens = req.max_output_tokens;
+  if (req.temperature != null) chat.temperature = req.temperature;
+  if (req.top_p != null) chat.top_p = req.top_p;
+  if (req.stream === true) chat.stream = true;
+  if (req.user !== undefined) chat.user = req.user;
+  if (req.program_id !== undefined) chat.program_id = req.program_id;
+  if (tools.length > 0) {
+    chat.tools = tools.map((t) => ({
+      type: "function" as const,
+      function: {
+        name: t.name,
+        ...(t.description != null ? { description: t.description } : {}),
+        parameters: t.parameters ?? { type: "object", properties: {} },
+      },
+    }));
+  }
+  const choice = req.tool_choice;
+  if (choice !== undefined) {
+    if (typeof choice === "object" && !tools.some((t) => t.name === choice.name)) {
+      throw new InvalidRequestError("tool_choice.name", `no function tool named '${choice.name}' in tools`);
+    }
+    chat.tool_choice = typeof choice === "string" ? choice : { type: "function", function: { name: choice.name } };
+  }
+  if (req.parallel_tool_calls != null && tools.length > 0) chat.parallel_tool_calls = req.parallel_tool_calls;
+
+  const echo: ResponsesEcho = {
+    model: req.model,
+    instructions: req.instructions ?? null,
+    temperature: req.temperature ?? null,
+    top_p: req.top_p ?? null,
+    max_output_tokens: req.max_output_tokens ?? null,
+    tool_choice: typeof choice === "object" ? { type: "function", name: choice.name } : (choice ?? "auto"),
+    tools,
+    parallel_tool_calls: req.parallel_tool_calls ?? true,
+  };
+  return { chat, echo };
+}
+
+function fromZod(issue: { path: PropertyKey[]; message: string } | undefined, prefix: PropertyKey[]): InvalidRequestError {
+  const path = [...prefix, ...(issue?.path ?? [])];
+  return new InvalidRequestError(path.length > 0 ? path.join(".") : null, issue?.message ?? "invalid request");
+}
+
+// Consecutive function_call items (and the assistant text before them) form one assistant turn,
+// as chat completions expects: one assistant message carrying all of that turn's tool_calls.
+function addItem(messages: ChatRequestMessage[], item: unknown, i: number): void {
+  if (typeof item !== "object" || item === null || Array.isArray(item)) {
+    throw new InvalidRequestError(`input.${i}`, "must be an object (a message, function_call or function_call_output item)");
+  }
+  const type = (item as { type?: unknown }).type ?? "message";
+  if (typeof type !== "string" || !(ITEM_TYPES as readonly string[]).includes(type)) {
+    throw new InvalidRequestError(`input.${i}.type`, `input item type ${JSON.stringify(type)} is not supported by this gateway (supported: ${ITEM_TYPES.join(", ")})`);
+  }
+  if (type === "message") {
+    rejectUnsupportedParts((item as { content?: unknown }).content, `input.${i}.content`);
+    const m = messageItem.safeParse(item);
+    if (!m.success) throw fromZod(m.error.issues[0], ["input", i]);
+    const text = typeof m.data.content === "string" ? m.data.content : m.data.content.map((p) => p.text).join("");
+    const role = m.data.role === "developer" ? "system" : m.data.role;
+    if (role === "assistant") messages.push({ role: "assistant", content: text });
+    else messages.push({ role, content: text });
+    return;
+  }
+  if (type === "function_call") {
+    const c = functionCallItem.safeParse(item);
+    if (!c.success) throw fromZod(c.error.issues[0], ["input", i]);
+    const call: ChatToolCall = { id: c.data.call_id, type: "function", function: { name: c.data.name, arguments: c.data.arguments } };
+    const last = messages.at(-1);
+    if (last?.role === "assistant") last.tool_calls = [...(last.tool_calls ?? []), call];
+    else messages.push({ role: "assistant", content: null, tool_calls: [call] });
+    return;
+  }
+  rejectUnsupportedParts((item as { output?: unknown }).output, `input.${i}.output`);
+  const o = functionCallOutputItem.safeParse(item);
+  if (!o.success) throw fromZod(o.error.issues[0], ["input", i]);
+  const known = messages.some((m) => m.role === "assistant" && m.tool_calls?.some((tc) => tc.id === o.data.call_id));
+  if (!known) throw new InvalidRequestError(`input.${i}.call_id`, `'${o.data.call_id}' matches no earlier function_call item`);
+  const output = typeof o.data.output === "string" ? o.data.output : o.data.output.map((p) => p.text).join("");
+  messages.push({ role: "tool", tool_call_id: o.data.call_id, content: output });
+}
+
+// Images, files and audio have no text-only equivalent: name the part instead of zod's generic message.
+function rejectUnsupportedParts(parts: unknown, where: string): void {
+  if (!Array.isArray(parts)) return;
+  parts.forEach((p: unknown, j) => {
+    const type = (p as { type?: unknown } | null)?.type;
+    if (typeof type === "string" && !(PART_TYPES as readonly string[]).includes(type)) {
+      throw new InvalidRequestError(`${where}.${j}.type`, `content part type '${type}' is not supported by this gateway (supported: ${PART_TYPES.join(", ")})`);
+    }
+  });
+}
