@@ -1,35 +1,23 @@
 // The gateway in front of the real built-in engine (tiny policy on llama.cpp), driven by the
 // official `openai` client as agents drive it.
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createBuiltinBackend } from "../backends/builtin.js";
 import type { Call } from "../core/types.js";
-import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
-import { ensurePolicy } from "../model/policy.js";
 import { Vocab } from "../model/vocab.js";
-import { createGateway, type Gateway } from "./server.js";
+import { startRealEngineGateway, type RealEngineGateway } from "./real-engine-fixture.js";
 
-const calls: Call[] = [];
-let engine: ListeningEngineServer;
-let gateway: Gateway;
+let fx: RealEngineGateway;
+let calls: Call[];
 let url: string;
 
 beforeAll(async () => {
-  const policy = ensurePolicy(mkdtempSync(join(tmpdir(), "arbor-gw-engine-")), {
-    seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024,
-  });
-  engine = await startEngineServer({ name: "e0", modelPath: policy.path, policyVersion: 7, sequences: 2, contextSize: 1024, maxWaiting: 8 });
-  gateway = createGateway({ backends: [createBuiltinBackend({ name: "e0", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
-  url = await gateway.listen("127.0.0.1", 0);
+  fx = await startRealEngineGateway(7);
+  ({ calls, url } = fx);
 });
 
 afterAll(async () => {
-  await gateway?.close();
-  await engine?.close();
+  await fx?.close();
 });
 
 describe("gateway + real engine + openai client", () => {

@@ -1,33 +1,25 @@
 // Streaming through the gateway to the real built-in engine with the official `openai` client: the
 // streamed answer and its recorded trace equal a non-streamed call's, and a broken stream records nothing.
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createBuiltinBackend } from "../backends/builtin.js";
 import type { Call } from "../core/types.js";
-import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
-import { ensurePolicy } from "../model/policy.js";
-import { createGateway, type Gateway } from "./server.js";
+import { createBuiltinBackend } from "../backends/builtin.js";
+import { startRealEngineGateway, type RealEngineGateway } from "./real-engine-fixture.js";
+import { createGateway } from "./server.js";
 
-const calls: Call[] = [];
-let engine: ListeningEngineServer;
-let gateway: Gateway;
+let fx: RealEngineGateway;
+let calls: Call[];
+let engine: RealEngineGateway["engine"];
+let gateway: RealEngineGateway["gateway"];
 let url: string;
 
 beforeAll(async () => {
-  const policy = ensurePolicy(mkdtempSync(join(tmpdir(), "arbor-gw-stream-")), {
-    seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024,
-  });
-  engine = await startEngineServer({ name: "e0", modelPath: policy.path, policyVersion: 3, sequences: 2, contextSize: 1024, maxWaiting: 8 });
-  gateway = createGateway({ backends: [createBuiltinBackend({ name: "e0", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
-  url = await gateway.listen("127.0.0.1", 0);
+  fx = await startRealEngineGateway(3);
+  ({ calls, engine, gateway, url } = fx);
 });
 
 afterAll(async () => {
-  await gateway?.close();
-  await engine?.close();
+  await fx?.close();
 });
 
 const client = (program: string): OpenAI => new OpenAI({ baseURL: `${url}/p/${program}/v1`, apiKey: "unused", maxRetries: 0 });

@@ -1,34 +1,22 @@
 // /v1/responses in front of the real built-in engine (tiny policy on llama.cpp), driven by the official
 // `openai` client and by the OpenAI Agents SDK with only its base URL changed; each call is recorded token-in/token-out.
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled } from "@openai/agents";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createBuiltinBackend } from "../../backends/builtin.js";
 import type { Call } from "../../core/types.js";
-import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
-import { ensurePolicy } from "../../model/policy.js";
-import { createGateway, type Gateway } from "../server.js";
+import { startRealEngineGateway, type RealEngineGateway } from "../real-engine-fixture.js";
 
-const calls: Call[] = [];
-let engine: ListeningEngineServer;
-let gateway: Gateway;
+let fx: RealEngineGateway;
+let calls: Call[];
 let url: string;
 
 beforeAll(async () => {
-  const policy = ensurePolicy(mkdtempSync(join(tmpdir(), "arbor-gw-responses-")), {
-    seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024,
-  });
-  engine = await startEngineServer({ name: "e0", modelPath: policy.path, policyVersion: 3, sequences: 2, contextSize: 1024, maxWaiting: 8 });
-  gateway = createGateway({ backends: [createBuiltinBackend({ name: "e0", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
-  url = await gateway.listen("127.0.0.1", 0);
+  fx = await startRealEngineGateway(3);
+  ({ calls, url } = fx);
 });
 
 afterAll(async () => {
-  await gateway?.close();
-  await engine?.close();
+  await fx?.close();
 });
 
 describe("/v1/responses + real engine", () => {
