@@ -238,6 +238,37 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     return max;
   };
 
+  /** What the SSE chunker needs for one streamed request (chat and completions differ in kind and logprobs only). */
+  const streamSpec = (
+    kind: StreamSpec["kind"],
+    o: {
+      id: string;
+      created: number;
+      lease: SlotLease;
+      prompt: number[];
+      maxTokens: number;
+      logprobs: boolean;
+      body: { return_token_ids?: boolean | null; stream_options?: { include_usage?: boolean | null; continuous_usage_stats?: boolean | null } | null };
+    },
+  ): StreamSpec => ({
+    kind,
+    vocab,
+    id: o.id,
+    created: o.created,
+    model: servedModelName,
+    // A getter: chunks after a resume switch report the new version.
+    get policyVersion() {
+      return o.lease.policyVersion;
+    },
+    promptTokenIds: o.prompt,
+    returnTokenIds: o.body.return_token_ids === true,
+    logprobs: o.logprobs,
+    includeUsage: o.body.stream_options?.include_usage === true,
+    continuousUsage: o.body.stream_options?.continuous_usage_stats === true,
+    stopTokenIds: stopSet,
+    maxTokens: o.maxTokens,
+  });
+
   /** Generate on the lease's executor; the client closing its connection aborts the generation. */
   const run = async (
     reply: FastifyReply,
@@ -338,24 +369,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
       const created = Math.floor(clock.now() / 1000);
       if (body.stream) {
-        const spec: StreamSpec = {
-          kind: "chat",
-          vocab,
-          id,
-          created,
-          model: servedModelName,
-          // A getter: chunks after a resume switch report the new version.
-          get policyVersion() {
-            return lease.policyVersion;
-          },
-          promptTokenIds: prompt,
-          returnTokenIds: body.return_token_ids === true,
-          logprobs: body.logprobs === true,
-          includeUsage: body.stream_options?.include_usage === true,
-          continuousUsage: body.stream_options?.continuous_usage_stats === true,
-          stopTokenIds: stopSet,
-          maxTokens,
-        };
+        const spec = streamSpec("chat", { id, created, lease, prompt, maxTokens, body, logprobs: body.logprobs === true });
         await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, sampledTop, onToken));
         return;
       }
@@ -406,24 +420,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       const id = `cmpl-${randomUUID().replaceAll("-", "")}`;
       const created = Math.floor(clock.now() / 1000);
       if (body.stream) {
-        const spec: StreamSpec = {
-          kind: "completion",
-          vocab,
-          id,
-          created,
-          model: servedModelName,
-          // A getter: chunks after a resume switch report the new version.
-          get policyVersion() {
-            return lease.policyVersion;
-          },
-          promptTokenIds: prompt,
-          returnTokenIds: body.return_token_ids === true,
-          logprobs: body.logprobs != null,
-          includeUsage: body.stream_options?.include_usage === true,
-          continuousUsage: body.stream_options?.continuous_usage_stats === true,
-          stopTokenIds: stopSet,
-          maxTokens,
-        };
+        const spec = streamSpec("completion", { id, created, lease, prompt, maxTokens, body, logprobs: body.logprobs != null });
         await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, topLogprobs, onToken));
         return;
       }
