@@ -165,4 +165,42 @@ describe("runSyncRollout", () => {
       });
     expect(leftovers).toEqual([]);
   });
+
+  it("records an outcome even when a sandbox fails to tear down or the gateway is unreachable", async () => {
+    const root = join(dir, "sb-teardown");
+    const real = createBwrapProvider({ root, limits: { cpuSeconds: 2, memoryMb: 128, wallMs: 5000 } });
+    const flaky = {
+      name: "flaky",
+      async create(id: string) {
+        const sb = await real.create(id);
+        return Object.assign(Object.create(sb) as typeof sb, {
+          destroy: async () => {
+            await sb.destroy();
+            throw new Error("disk on fire");
+          },
+        });
+      },
+      destroyAll: () => real.destroyAll(),
+    };
+    const base = { env: createCalcEnvironment(), groupSize: 1, concurrency: 2, store, sandboxes: flaky, model: "arbor-tiny" };
+    const common = {
+      ...base,
+      limits: { maxTurns: 3, maxTokensPerCall: 64, maxTotalTokens: 256 },
+      temperature: 1,
+      reward: (ctx: Parameters<ReturnType<typeof createRewardFromConfig>["compute"]>[0]) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
+      seed: 1,
+      clock: realClock,
+    };
+    store.createRun({ id: "teardown", name: "teardown", configJson: "{}", startedAt: realClock.now() });
+    const torn = await runSyncRollout({ ...common, runId: "teardown", tasks: base.env.tasks(1, 3), gatewayUrl, gatewayAdminToken: ADMIN_TOKEN });
+    expect(torn.results[0]!.termination.kind).toBe("completed");
+    expect(torn.results[0]!.termination.detail).toBe("sandbox teardown failed: disk on fire");
+
+    store.createRun({ id: "nogw", name: "nogw", configJson: "{}", startedAt: realClock.now() });
+    const nogw = await runSyncRollout({ ...common, runId: "nogw", tasks: base.env.tasks(1, 3), gatewayUrl: "http://127.0.0.1:9" });
+    expect(nogw.results[0]!.termination.kind).toBe("engine_error");
+    expect(nogw.results[0]!.termination.detail).toMatch(/gateway unreachable creating program/);
+    expect(store.stats("nogw").unfinished).toBe(0);
+    await real.destroyAll();
+  });
 });

@@ -121,9 +121,14 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
       e instanceof AbortedBeforeStart
         ? { kind: "aborted", detail: "run aborted before the program started" }
         : { kind: e instanceof GatewayRefused ? "engine_error" : sandbox ? "agent_error" : "sandbox_error", detail };
-  } finally {
-    // The sandbox goes whatever happened above (ThunderAgent's hook-based GC).
+  }
+  // The sandbox goes whatever happened above (ThunderAgent's hook-based GC). A failed teardown is
+  // noted on the outcome, never allowed to leave the program without one.
+  try {
     await sandbox?.destroy();
+  } catch (e) {
+    const why = `sandbox teardown failed: ${e instanceof Error ? e.message : String(e)}`;
+    termination = { ...termination, detail: termination.detail ? `${termination.detail}; ${why}` : why };
   }
 
   o.store.endProgram(programId, termination, o.clock.now());
@@ -136,14 +141,21 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
 }
 
 async function createAtGateway(gatewayUrl: string, programId: string, adminToken: string | undefined): Promise<string> {
-  const res = await fetch(`${gatewayUrl}/programs`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...(adminToken ? { authorization: `Bearer ${adminToken}` } : {}) },
-    body: JSON.stringify({ id: programId }),
-  });
-  const body = (await res.json()) as { api_key?: string; error?: { message?: string } };
-  if (res.status !== 201 || typeof body.api_key !== "string") {
-    throw new GatewayRefused(`gateway refused to create program ${programId}: ${res.status} ${body.error?.message ?? ""}`.trim());
+  let status: number;
+  let body: { api_key?: string; error?: { message?: string } };
+  try {
+    const res = await fetch(`${gatewayUrl}/programs`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(adminToken ? { authorization: `Bearer ${adminToken}` } : {}) },
+      body: JSON.stringify({ id: programId }),
+    });
+    status = res.status;
+    body = (await res.json()) as typeof body;
+  } catch (e) {
+    throw new GatewayRefused(`gateway unreachable creating program ${programId}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (status !== 201 || typeof body.api_key !== "string") {
+    throw new GatewayRefused(`gateway refused to create program ${programId}: ${status} ${body.error?.message ?? ""}`.trim());
   }
   return body.api_key;
 }
