@@ -33,6 +33,11 @@ export interface ProgramTableOptions {
    * Defaults to maxPrograms.
    */
   maxReleased?: number;
+  /**
+   * Release programs idle (no call in flight) for at least this many ms via {@link ProgramTable.releaseIdle}.
+   * Absent (default): programs are released only explicitly.
+   */
+  idleReleaseMs?: number;
 }
 
 const PROGRAM_ID = /^[\x21-\x7e]{1,256}$/;
@@ -47,9 +52,11 @@ export class ProgramTable {
   private readonly clock: Clock;
   private readonly maxPrograms: number;
   private readonly maxReleased: number;
+  private readonly idleReleaseMs: number | undefined;
   private readonly active = new Map<string, Row>();
   // Insertion order = release order, so the first key is the oldest tombstone.
   private readonly released = new Map<string, Row>();
+  private terminatedTotal = 0;
 
   constructor(opts: ProgramTableOptions) {
     if (!(Number.isInteger(opts.maxPrograms) && opts.maxPrograms >= 1)) {
@@ -59,6 +66,11 @@ export class ProgramTable {
     if (!(Number.isInteger(maxReleased) && maxReleased >= 0)) {
       throw new ArborError(`maxReleased: must be an integer >= 0, got ${maxReleased}`, "config");
     }
+    const idle = opts.idleReleaseMs;
+    if (idle !== undefined && !(Number.isInteger(idle) && idle >= 1)) {
+      throw new ArborError(`idleReleaseMs: must be an integer >= 1, got ${idle}`, "config");
+    }
+    this.idleReleaseMs = idle;
     this.clock = opts.clock;
     this.maxPrograms = opts.maxPrograms;
     this.maxReleased = maxReleased;
@@ -147,18 +159,55 @@ export class ProgramTable {
     if (done) return snapshot(done);
     const row = this.active.get(id);
     if (!row) throw new ArborError(`program '${id}' is not known to the gateway`, "program_unknown");
-    this.active.delete(id);
+    this.terminate(row, this.clock.now());
+    return snapshot(row);
+  }
+
+  /**
+   * Release every active program with no call in flight whose last activity is at least
+   * `idleReleaseMs` before `now`; returns their ids (empty when idle release is off).
+   */
+  releaseIdle(now: number = this.clock.now()): string[] {
+    const idle = this.idleReleaseMs;
+    if (idle === undefined) return [];
+    const expired = [...this.active.values()].filter((r) => r.inFlight === 0 && now - r.lastActivity >= idle);
+    for (const row of expired) this.terminate(row, now);
+    return expired.map((r) => r.id);
+  }
+
+  /**
+   * Ms from `now` until the next program could become idle-expired: when the idle timer should
+   * next look. Programs with a call in flight expire no sooner than `idleReleaseMs` after it ends,
+   * so a full period is a safe default. Undefined when idle release is off.
+   */
+  nextIdleCheckMs(now: number = this.clock.now()): number | undefined {
+    const idle = this.idleReleaseMs;
+    if (idle === undefined) return undefined;
+    let wait = idle;
+    for (const r of this.active.values()) {
+      if (r.inFlight === 0) wait = Math.min(wait, r.lastActivity + idle - now);
+    }
+    return Math.max(1, wait);
+  }
+
+  /** Programs per state: active now, and terminated since the table was made (forgotten tombstones included). */
+  counts(): { active: number; terminated: number } {
+    return { active: this.active.size, terminated: this.terminatedTotal };
+  }
+
+  private terminate(row: Row, at: number): void {
+    this.active.delete(row.id);
+    this.terminatedTotal++;
     row.state = "terminated";
-    row.releasedAt = this.clock.now();
-    row.lastActivity = row.releasedAt;
+    row.releasedAt = at;
+    row.lastActivity = at;
     if (this.maxReleased > 0) {
-      this.released.set(id, row);
+      this.released.set(row.id, row);
       while (this.released.size > this.maxReleased) {
         const oldest = this.released.keys().next().value as string;
         this.released.delete(oldest);
       }
     }
-    return snapshot(row);
   }
 
   /** The program's entry (active or remembered released), or undefined. */

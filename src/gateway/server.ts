@@ -6,13 +6,14 @@ import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { BackendProtocolError, type Backend, type BackendReply } from "../backends/backend.js";
 import { isStreamingBackend } from "../backends/sse.js";
-import type { Clock } from "../core/clock.js";
+import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import type { Call, TraceSink } from "../core/types.js";
 import { checkBackends } from "./check-backends.js";
 import { CallTimeoutError, ClientClosedError, InvalidRequestError, openAiError, toOpenAiError } from "./http-errors.js";
 import { prepareRequest, type Endpoint, type PreparedRequest } from "./openai-request.js";
+import { GatewayMetrics, type ReleaseReason } from "./gateway-metrics.js";
 import { ProgramTable } from "./program-table.js";
 import type { PluginRouter } from "./routing/plugin-router.js";
 import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./routing/registry.js";
@@ -57,12 +58,21 @@ export interface GatewayOptions {
   traceSource?: { callsOf(programId: string): Call[] };
   /** Program id for POST /programs without one (default random UUIDs). */
   newProgramId?: () => string;
+  /** Release programs with no call in flight after this many ms without activity (default off). */
+  idleReleaseMs?: number;
+  /**
+   * Called once per program when it is released (explicitly or by idle timeout), e.g. so the sandbox
+   * layer can collect the program's sandbox. A throwing or rejecting hook is logged to stderr and ignored.
+   */
+  onProgramTerminated?: (programId: string, reason: ReleaseReason) => void | Promise<void>;
 }
 
 export interface Gateway {
   app: FastifyInstance;
   table: ProgramTable;
   router: PluginRouter;
+  /** Prometheus metrics (own registry), also served at GET /metrics. */
+  metrics: GatewayMetrics;
   /** Listen and return the base URL, e.g. http://127.0.0.1:41234. */
   listen(host: string, port: number): Promise<string>;
   close(): Promise<void>;
@@ -88,7 +98,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
   // Each program's last context (prompt + output ids): the prefix its next prompt extends, which is
   // what prefix-aware routing matches against the backends' trees. Dropped on release.
   const history = new Map<string, number[]>();
-  const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024 });
+  const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024, idleReleaseMs: opts.idleReleaseMs });
+  const metrics = new GatewayMetrics(table);
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
   const bodyLimit = opts.bodyLimitBytes ?? 32 * 1024 * 1024;
   const app = Fastify({ logger: false, bodyLimit, forceCloseConnections: true });
@@ -205,6 +216,35 @@ export function createGateway(opts: GatewayOptions): Gateway {
     programId: string,
     start: number,
     reply: FastifyReply,
+    surface: string = endpoint,
+  ): Promise<unknown> {
+    let route: { id: number; backend: string } | undefined;
+    let status: number | undefined;
+    try {
+      const result = await serveRouted(endpoint, prepared, programId, start, reply, (r) => {
+        route = r;
+        metrics.inflight.inc({ backend: r.backend });
+      });
+      status = reply.raw.headersSent ? reply.raw.statusCode : reply.statusCode;
+      return result;
+    } catch (e) {
+      status = e instanceof GatewayRejection ? e.status : toOpenAiError(e).status;
+      throw e;
+    } finally {
+      const labels = { backend: route?.backend ?? "none", endpoint: surface };
+      if (route) metrics.inflight.dec({ backend: route.backend });
+      metrics.requests.inc({ ...labels, status: String(status ?? 500) });
+      metrics.duration.observe(labels, Math.max(0, clock.now() - start) / 1000);
+    }
+  }
+
+  async function serveRouted(
+    endpoint: Endpoint,
+    prepared: PreparedRequest,
+    programId: string,
+    start: number,
+    reply: FastifyReply,
+    onRouted: (route: { id: number; backend: string }) => void,
   ): Promise<unknown> {
     table.open(programId);
     const index = table.beginCall(programId);
@@ -214,6 +254,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     try {
       const known = history.get(programId);
       route = router.route(known ? { programId, promptTokens: known } : { programId });
+      onRouted(route);
       const backendName = route.backend;
       table.bind(programId, backendName);
       const backend = backends.get(backendName) as Backend;
@@ -271,6 +312,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
       throw new ArborError(`could not record call ${index} of program '${programId}': ${why}`, "record_failed");
     }
     table.endCall(programId, trace.promptTokenIds.length + trace.outputTokenIds.length);
+    metrics.promptTokens.inc(trace.promptTokenIds.length);
+    metrics.outputTokens.inc(trace.outputTokenIds.length);
     history.set(programId, [...trace.promptTokenIds, ...trace.outputTokenIds]);
     return call;
   }
@@ -416,7 +459,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     auth?.requireCaller(req.headers as CredentialHeaders, programId);
     const done = limiter.admit(programId);
     try {
-      const result = await serveCall("chat", prepared, programId, start, reply);
+      const result = await serveCall("chat", prepared, programId, start, reply, "messages");
       // An upstream error was already sent as is.
       if (reply.sent) return reply;
       try {
@@ -443,7 +486,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     auth?.requireCaller(req.headers as CredentialHeaders, programId);
     const done = limiter.admit(programId);
     try {
-      const result = await serveCall("chat", prepared, programId, start, reply);
+      const result = await serveCall("chat", prepared, programId, start, reply, "responses");
       if (reply.sent) return reply;
       const backend = backends.get(table.get(programId)?.backend ?? "");
       const callId = String(reply.getHeader("x-arbor-call-id") ?? "");
@@ -501,25 +544,74 @@ export function createGateway(opts: GatewayOptions): Gateway {
     return { program_id: id, calls };
   });
   app.post("/programs/:id/release", async (req: FastifyRequest<{ Params: { id: string } }>) => {
-    const released = table.release(req.params.id);
-    history.delete(req.params.id);
-    router.releaseProgram(req.params.id);
-    keys.release(req.params.id);
-    limiter.forget(req.params.id);
+    const id = req.params.id;
+    const wasActive = table.get(id)?.state === "active";
+    const released = table.release(id);
+    forget(id);
+    if (wasActive) terminated(id, "released");
     return released;
   });
+  app.get("/metrics", async (_req, reply) => {
+    const text = await metrics.registry.metrics();
+    return reply.header("content-type", metrics.registry.contentType).send(text);
+  });
+
+  /** Drop everything the gateway keeps for a released program besides its table tombstone. */
+  function forget(id: string): void {
+    history.delete(id);
+    router.releaseProgram(id);
+    keys.release(id);
+    limiter.forget(id);
+  }
+
+  /** Count a termination and run the hook; a failing hook must not break the gateway. */
+  function terminated(id: string, reason: ReleaseReason): void {
+    metrics.released.inc({ reason });
+    const hook = opts.onProgramTerminated;
+    if (!hook) return;
+    const report = (e: unknown): void => {
+      process.stderr.write(`gateway: onProgramTerminated('${id}', ${reason}) failed: ${e instanceof Error ? e.message : String(e)}\n`);
+    };
+    try {
+      const ran = hook(id, reason);
+      if (ran instanceof Promise) ran.catch(report);
+    } catch (e) {
+      report(e);
+    }
+  }
+
+  // The idle sweep re-arms itself for the moment the next program could expire (never later).
+  let idleTimer: Timer | undefined;
+  function armIdleSweep(): void {
+    const wait = table.nextIdleCheckMs();
+    if (wait === undefined) return;
+    idleTimer = clock.setTimer(wait, () => {
+      for (const id of table.releaseIdle()) {
+        forget(id);
+        terminated(id, "idle");
+      }
+      armIdleSweep();
+    });
+  }
 
   return {
     app,
     table,
     router,
+    metrics,
     async listen(host, port) {
       await app.listen({ host, port });
+      idleTimer?.cancel();
+      armIdleSweep();
       const addr = app.server.address();
       if (!addr || typeof addr === "string") throw new ArborError(`gateway: could not listen on ${host}:${port}`);
       return `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`;
     },
-    close: () => app.close(),
+    close: () => {
+      idleTimer?.cancel();
+      idleTimer = undefined;
+      return app.close();
+    },
     checkBackends: () => checkBackends(opts.backends),
   };
 }
