@@ -4,6 +4,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { BackendProtocolError, BackendUnreachableError, type BackendReply } from "./backend.js";
+import { checkBackendUrl, describeNetworkError } from "./engine-http.js";
 import { postSse, type StreamingBackend } from "./sse.js";
 
 export interface BuiltinBackendOptions {
@@ -19,7 +20,7 @@ export interface BuiltinBackendOptions {
 export function createBuiltinBackend(opts: BuiltinBackendOptions): StreamingBackend {
   const name = opts.name;
   if (!name) throw new ArborError("backend name: must not be empty", "config");
-  const url = normalizeBaseUrl(name, opts.url);
+  const url = checkBackendUrl(name, opts.url);
   const clock = opts.clock ?? realClock;
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
 
@@ -90,31 +91,4 @@ export function createBuiltinBackend(opts: BuiltinBackendOptions): StreamingBack
       }
     },
   };
-}
-
-function normalizeBaseUrl(name: string, raw: string): string {
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw new ArborError(`backend '${name}' url: not a valid URL: '${raw}'`, "config");
-  }
-  if (u.protocol !== "http:" && u.protocol !== "https:") {
-    throw new ArborError(`backend '${name}' url: must be http or https, got '${u.protocol}'`, "config");
-  }
-  return raw.replace(/\/+$/, "");
-}
-
-/** One line for a fetch failure: undici hides the socket error (ECONNREFUSED...) in `cause`. */
-export function describeNetworkError(e: unknown): string {
-  let err: unknown = e;
-  // fetch wraps the socket error: TypeError("fetch failed", { cause }).
-  while (err instanceof Error && err.cause !== undefined && err.message === "fetch failed") err = err.cause;
-  if (err instanceof AggregateError && err.errors.length > 0 && !err.message) err = err.errors[0];
-  if (err instanceof Error) {
-    const ne = err as NodeJS.ErrnoException;
-    const msg = err.message || (ne.code ? `${ne.syscall ?? "connect"} ${ne.code}` : err.name);
-    return msg.replace(/\s+/g, " ").trim();
-  }
-  return String(err).replace(/\s+/g, " ").trim();
 }

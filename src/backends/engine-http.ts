@@ -4,7 +4,6 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { BackendHttpError, BackendProtocolError, BackendUnreachableError } from "./backend.js";
-import { describeNetworkError } from "./builtin.js";
 
 export interface EngineHttpOptions {
   name: string;
@@ -26,8 +25,8 @@ export interface EngineHttp {
   getJson(path: string): Promise<unknown>;
 }
 
-/** Split a configured url into the server root and its OpenAI base (`root/v1`); accepts either form. */
-export function splitBaseUrl(name: string, raw: string): { root: string; v1: string } {
+/** A configured backend url, checked (valid http/https URL) and without trailing slashes. */
+export function checkBackendUrl(name: string, raw: string): string {
   let u: URL;
   try {
     u = new URL(raw);
@@ -37,8 +36,12 @@ export function splitBaseUrl(name: string, raw: string): { root: string; v1: str
   if (u.protocol !== "http:" && u.protocol !== "https:") {
     throw new ArborError(`backend '${name}' url: must be http or https, got '${u.protocol}'`, "config");
   }
-  const trimmed = raw.replace(/\/+$/, "");
-  const root = trimmed.replace(/\/v1$/, "");
+  return raw.replace(/\/+$/, "");
+}
+
+/** Split a configured url into the server root and its OpenAI base (`root/v1`); accepts either form. */
+export function splitBaseUrl(name: string, raw: string): { root: string; v1: string } {
+  const root = checkBackendUrl(name, raw).replace(/\/v1$/, "");
   return { root, v1: `${root}/v1` };
 }
 
@@ -115,4 +118,18 @@ export function errorDetail(text: string): string {
 
 function snippet(text: string): string {
   return text.slice(0, 200).replace(/\s+/g, " ").trim();
+}
+
+/** One line for a fetch failure: undici hides the socket error (ECONNREFUSED...) in `cause`. */
+export function describeNetworkError(e: unknown): string {
+  let err: unknown = e;
+  // fetch wraps the socket error: TypeError("fetch failed", { cause }).
+  while (err instanceof Error && err.cause !== undefined && err.message === "fetch failed") err = err.cause;
+  if (err instanceof AggregateError && err.errors.length > 0 && !err.message) err = err.errors[0];
+  if (err instanceof Error) {
+    const ne = err as NodeJS.ErrnoException;
+    const msg = err.message || (ne.code ? `${ne.syscall ?? "connect"} ${ne.code}` : err.name);
+    return msg.replace(/\s+/g, " ").trim();
+  }
+  return String(err).replace(/\s+/g, " ").trim();
 }
