@@ -200,11 +200,16 @@ export function createGateway(opts: GatewayOptions): Gateway {
   async function inference(endpoint: Endpoint, req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
     const start = clock.now();
     const prepared = prepareRequest(endpoint, req.body);
+    return admitted(req, prepared, (programId) => serveCall(endpoint, prepared, programId, start, reply));
+  }
+
+  /** Resolve the call's program, check its caller, and hold a slot of its limits while `serve` runs. */
+  async function admitted<T>(req: ProgramRequest, prepared: PreparedRequest, serve: (programId: string) => Promise<T>): Promise<T> {
     const programId = programIdOf(req, prepared.bodyProgramId);
     auth?.requireCaller(req.headers as CredentialHeaders, programId);
     const done = limiter.admit(programId);
     try {
-      return await serveCall(endpoint, prepared, programId, start, reply);
+      return await serve(programId);
     } finally {
       done();
     }
@@ -455,10 +460,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       throw e;
     }
     const prepared = prepareRequest("chat", chatBody);
-    const programId = programIdOf(req, prepared.bodyProgramId);
-    auth?.requireCaller(req.headers as CredentialHeaders, programId);
-    const done = limiter.admit(programId);
-    try {
+    return admitted(req, prepared, async (programId) => {
       const result = await serveCall("chat", prepared, programId, start, reply, "messages");
       // An upstream error was already sent as is.
       if (reply.sent) return reply;
@@ -468,9 +470,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
         if (e instanceof AnthropicError) return reply.code(e.status).send(e.body);
         throw e;
       }
-    } finally {
-      done();
-    }
+    });
   }
 
   /**
@@ -482,10 +482,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     const { chat, echo } = responsesToChat(req.body);
     if (chat.stream) throw streamingNotSupported();
     const prepared = prepareRequest("chat", chat);
-    const programId = programIdOf(req, prepared.bodyProgramId);
-    auth?.requireCaller(req.headers as CredentialHeaders, programId);
-    const done = limiter.admit(programId);
-    try {
+    return admitted(req, prepared, async (programId) => {
       const result = await serveCall("chat", prepared, programId, start, reply, "responses");
       if (reply.sent) return reply;
       const backend = backends.get(table.get(programId)?.backend ?? "");
@@ -494,9 +491,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
         backend: backend?.name ?? "upstream",
         url: backend?.url ?? "",
       });
-    } finally {
-      done();
-    }
+    });
   }
 
   for (const prefix of ["/p/:programId/v1", "/v1"]) {
