@@ -100,6 +100,44 @@ export const RunConfigSchema = z
           })
           .strict()
           .optional(),
+        /**
+         * Seer divided rollout (gateway/divided/): token-level generations go out in chunks of at most
+         * chunkTokens, each on the backend with the most free KV, continuing from the tokens so far.
+         */
+        dividedRollout: z
+          .object({
+            chunkTokens: positiveInt,
+            /** Chunks one generation may take (default 4096); a max_tokens needing more is refused. */
+            maxChunks: positiveInt.optional(),
+          })
+          .strict()
+          .optional(),
+        /**
+         * ThunderAgent state-aware pause/restore (gateway/pausing/pause-gate.ts): pause programs when a
+         * backend's KV passes lambdaMax·C, restore below lambdaMin·C, with the engine's own
+         * pause/restore where the backend has one, else by holding calls at the gateway.
+         */
+        pausing: z
+          .object({
+            enabled: z.boolean().default(false),
+            lambdaMax: z.number().positive().default(1),
+            lambdaMin: z.number().positive().default(1),
+            /** Scheduling period Δt, ms. */
+            tickMs: positiveInt.default(5000),
+            /** A call held longer than this is resumed whatever the capacity, ms. */
+            forceResumeMs: positiveInt.default(1_800_000),
+            /** Calls held at the gateway at once; beyond it calls are refused (429). */
+            maxHeldCalls: z.number().int().min(0).default(10_000),
+            /** `most-free` (ThunderAgent) or `best-fit` (textbook BFD) placement of restored programs. */
+            restorePacking: z.enum(["most-free", "best-fit"]).default("most-free"),
+            /** Tokens reserved per active program for decode headroom. */
+            bufferPerProgram: z.number().int().min(0).default(100),
+            /** KV capacity in tokens by backend name, for backends whose metrics do not report it. */
+            capacities: z.record(z.string(), positiveInt).optional(),
+          })
+          .strict()
+          .refine((p) => p.lambdaMin <= p.lambdaMax, { message: "lambdaMin must be <= lambdaMax", path: ["lambdaMin"] })
+          .prefault({}),
       })
       .strict()
       .prefault({}),

@@ -15,12 +15,14 @@ type Op =
   | { t: "start"; p: number; b: number; tokens: number }
   | { t: "end"; p: number; tokens: number }
   | { t: "release"; p: number }
+  | { t: "abortHeld"; p: number }
   | { t: "tick"; dt: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ t: fc.constant("start" as const), p: fc.nat(IDS.length - 1), b: fc.nat(1), tokens: fc.nat(900) }) },
   { weight: 4, arbitrary: fc.record({ t: fc.constant("end" as const), p: fc.nat(IDS.length - 1), tokens: fc.nat(1100) }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant("release" as const), p: fc.nat(IDS.length - 1) }) },
+  { weight: 1, arbitrary: fc.record({ t: fc.constant("abortHeld" as const), p: fc.nat(IDS.length - 1) }) },
   { weight: 3, arbitrary: fc.record({ t: fc.constant("tick" as const), dt: fc.nat(12_000) }) },
 );
 
@@ -119,6 +121,10 @@ describe("PauseController properties (fast-check)", () => {
             released.add(id);
             held.delete(id);
             inFlight.delete(id);
+          } else if (op.t === "abortHeld") {
+            // The proxy gives up one held call (client gone); a no-op when none is held.
+            ctl.onHeldCallAbort(id);
+            if (n(held, id) > 0) held.set(id, n(held, id) - 1);
           } else {
             clock.advance(op.dt);
             tickAndCheck();

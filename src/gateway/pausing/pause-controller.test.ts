@@ -132,6 +132,30 @@ describe("PauseController", () => {
     expect(ctl.onCallEnd("x", 10)).toEqual([]);
   });
 
+  it("onHeldCallAbort un-counts a held call; a never-placed program with nothing held is forgotten", () => {
+    const { ctl, clock } = make([{ name: "A", capacity: 1000 }]);
+    ctl.onCallStart("big", "A", 900);
+    expect(ctl.onCallStart("n", "A", 500)).toEqual({ kind: "wait" });
+    expect(ctl.onCallStart("n", "A", 500)).toEqual({ kind: "wait" });
+    ctl.onHeldCallAbort("n");
+    expect(ctl.get("n")).toMatchObject({ waitingCalls: 1, state: "paused" });
+    ctl.onHeldCallAbort("n");
+    expect(ctl.get("n")).toBeUndefined();
+    expect(ctl.waitingQueue()).toEqual([]);
+    // A paused program that ran before stays queued, turning acting (restore group "acting").
+    ctl.onCallEnd("big", 900);
+    ctl.setCapacity("A", 500);
+    expect(ctl.tick().map((a) => a.programId)).toEqual(["big"]);
+    expect(ctl.onCallStart("big", "A", 950)).toEqual({ kind: "wait" });
+    clock.advance(10);
+    ctl.onHeldCallAbort("big");
+    expect(ctl.get("big")).toMatchObject({ state: "paused", waitingCalls: 0, waitingSince: null, phase: "acting", actingSince: 10 });
+    expect(ctl.waitingQueue()).toEqual(["big"]);
+    ctl.onHeldCallAbort("big");
+    ctl.onHeldCallAbort("nobody");
+    expect(ctl.get("big")?.waitingCalls).toBe(0);
+  });
+
   it("ticks through the Clock every intervalMs once started", () => {
     const { ctl, clock } = make([{ name: "A", capacity: 1000 }], { intervalMs: 5000 });
     ctl.onCallStart("p", "A", 900);

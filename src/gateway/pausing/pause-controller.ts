@@ -187,6 +187,28 @@ export class PauseController {
   }
 
   /**
+   * A held call gave up before a restore/admit released it (client went away, proxy bound hit).
+   * A program that never reached a backend and has nothing left waiting is forgotten, so a dead
+   * first call does not later claim capacity. Unknown ids and programs with nothing held are ignored.
+   */
+  onHeldCallAbort(programId: string): void {
+    const row = this.programs.get(programId);
+    if (!row || row.waitingCalls <= 0) return;
+    row.waitingCalls--;
+    if (row.waitingCalls > 0) return;
+    row.waitingSince = null;
+    if (row.callsStarted === 0 && row.state === "paused") {
+      this.queue.delete(programId);
+      this.programs.delete(programId);
+      return;
+    }
+    if (row.inFlight === 0) {
+      row.phase = "acting";
+      row.actingSince = this.clock.now();
+    }
+  }
+
+  /**
    * The program ended. Returns the number of its held calls, which the proxy must now fail
    * (ThunderAgent's `release_program` likewise wakes them). Unknown ids return 0.
    */
