@@ -1,5 +1,6 @@
 // The text markup for tool calls that the tiny policy emits: two control tokens around
-// "<tool name> <argument text>". Capable models use native OpenAI tool calls instead (later issue).
+// "<tool name> <argument text>". Capable models use native OpenAI tool calls instead (define-agent.ts,
+// toolMode "native"; the built-in engine maps this markup to `tool_calls` when a request declares tools).
 
 export const TOOL_CALL_OPEN = "<|tool_call|>";
 export const TOOL_CALL_CLOSE = "<|/tool_call|>";

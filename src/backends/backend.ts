@@ -1,6 +1,7 @@
 // The Backend interface: how the gateway speaks to one inference engine over HTTP. Adapters only
 // translate transport; routing, pausing and tracing live in the gateway.
 import { ArborError } from "../core/errors.js";
+import type { ChatMessage } from "../core/types.js";
 
 /** An upstream answer as received: the HTTP status and the parsed JSON body (errors included). */
 export interface BackendReply {
@@ -100,6 +101,26 @@ export interface BackendMetrics {
   prefixCacheHitRate: number | null;
 }
 
+/**
+ * What to turn into token ids with the engine's own tokenizer: chat messages through its chat
+ * template, or plain text (a completions prompt, a stop string).
+ */
+export type TokenizeRequest =
+  | {
+      messages: ChatMessage[];
+      addGenerationPrompt: boolean;
+      /** OpenAI tool definitions, for templates that render them (as the engine's chat endpoint would). */
+      tools?: unknown[];
+      signal?: AbortSignal;
+    }
+  | { text: string; addSpecialTokens: boolean; signal?: AbortSignal };
+
+export interface TokenizeResult {
+  tokens: number[];
+  /** The engine's context length (vLLM's max_model_len), when it reports one. */
+  maxModelLen: number | null;
+}
+
 /** A {@link Backend} that also speaks token ids, reports its load and says what it can do. */
 export interface TokenBackend extends Backend {
   readonly type: string;
@@ -111,6 +132,13 @@ export interface TokenBackend extends Backend {
    * when the engine has no token-level API.
    */
   generate(req: GenerateRequest): Promise<GenerateResult>;
+  /**
+   * Token ids of a chat conversation or a text, exactly as the engine's own template and tokenizer
+   * make them (its /tokenize); absent where the engine has no such endpoint. Same errors as generate.
+   */
+  tokenize?(req: TokenizeRequest): Promise<TokenizeResult>;
+  /** Text of token ids, decoded by the engine (its /detokenize); present exactly when `tokenize` is. */
+  detokenize?(tokenIds: number[], signal?: AbortSignal): Promise<string>;
   /** Read the engine's /metrics (and its static capacity); same network errors as generate. */
   scrapeMetrics(): Promise<BackendMetrics>;
   /** Offload a program's KV on the engine (only when `capabilities.pauseRestore`). */
@@ -131,6 +159,8 @@ export class BackendHttpError extends ArborError {
     readonly url: string,
     readonly status: number,
     detail: string,
+    /** The engine's error body as parsed JSON, when it sent one (relayed to clients as is). */
+    readonly body?: unknown,
   ) {
     super(`backend '${backend}' at ${url} answered HTTP ${status}: ${detail}`, "backend_http");
   }

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { expect } from "vitest";
 import { startEngineServer } from "../engine/server.js";
 import { ensurePolicy } from "../model/policy.js";
+import { renderChat } from "../model/chat-template.js";
 import { Vocab } from "../model/vocab.js";
 import type { TokenBackend } from "./backend.js";
 import { describeBackendContract, type ContractHarness } from "./contract.js";
@@ -48,6 +49,8 @@ function vllmLike(type: "vllm" | "builtin") {
       make,
       (r) => {
         if (r.method === "POST" && r.path === "/v1/completions") return sample(f.completions, body(r).max_tokens);
+        if (r.method === "POST" && r.path === "/tokenize") return { json: f.tokenize };
+        if (r.method === "POST" && r.path === "/detokenize") return { json: f.detokenize };
         if (r.path === "/v1/models") return { json: f.models };
         if (r.path === "/metrics") return { text: f.metrics.join("\n") };
         const m = /^\/v1\/programs\/([^/]+)\/(pause|restore)$/.exec(r.path);
@@ -84,6 +87,31 @@ function vllmLike(type: "vllm" | "builtin") {
             ? { running: 2, waiting: 0, kvUsage: 0.0625, kvCapacityTokens: 8192, prefixCacheQueries: 960, prefixCacheHits: 0, prefixCacheHitRate: null }
             : { running: 3, waiting: 1, kvUsage: 0.4375, kvCapacityTokens: 16 * 27724, prefixCacheQueries: 51234, prefixCacheHits: 20480, prefixCacheHitRate: null },
         abortRequest: { promptTokenIds: PROMPT, maxTokens: 8, temperature: 0 },
+        tokenizer: {
+          cases: [
+            {
+              label: "chat messages (and tool definitions) through the served model's template",
+              req: { messages: [{ role: "user", content: "The capital of France is" }], addGenerationPrompt: true, tools: [{ type: "function", function: { name: "lookup" } }] },
+              expected: { tokens: PROMPT, maxModelLen: f.tokenize.max_model_len },
+              sent: {
+                path: "/tokenize",
+                body: {
+                  messages: [{ role: "user", content: "The capital of France is" }],
+                  add_generation_prompt: true,
+                  add_special_tokens: false,
+                  tools: [{ type: "function", function: { name: "lookup" } }],
+                },
+              },
+            },
+            {
+              label: "plain text",
+              req: { text: "The capital of France is", addSpecialTokens: true },
+              expected: { tokens: PROMPT, maxModelLen: f.tokenize.max_model_len },
+              sent: { path: "/tokenize", body: { prompt: "The capital of France is", add_special_tokens: true } },
+            },
+          ],
+          detokenize: { ids: PROMPT, expected: f.detokenize.prompt, sent: { path: "/detokenize", body: { tokens: PROMPT } } },
+        },
         ...(type === "builtin"
           ? {
               pauseRestore: {
@@ -159,6 +187,9 @@ describeBackendContract("llamacpp (fixtures)", async () => {
         return { json: { ...f.slots[r.query.action], id_slot: Number(slot[1]), ...(body(r).filename ? { filename: body(r).filename } : {}) } };
       }
       if (r.path === "/props") return { json: f.props };
+      if (r.method === "POST" && r.path === "/apply-template") return { json: f.apply_template };
+      if (r.method === "POST" && r.path === "/tokenize") return { json: f.tokenize };
+      if (r.method === "POST" && r.path === "/detokenize") return { json: f.detokenize };
       if (r.path === "/v1/models") return { json: f.models };
       if (r.path === "/metrics") return { text: f.metrics.join("\n") };
       return undefined;
@@ -169,8 +200,12 @@ describeBackendContract("llamacpp (fixtures)", async () => {
         {
           label: "stop (eos) on the program's slot",
           req: { promptTokenIds: PROMPT, maxTokens: 8, temperature: 0.7, topP: 0.9, seed: 5, programId: "prog-a" },
-          expected: { outputTokenIds: STOP_IDS, logprobs: STOP_LPS, finishReason: "stop", policyVersion: null, promptTokenIds: PROMPT },
-          sent: { path: "/completion", body: { prompt: PROMPT, n_predict: 8, temperature: 0.7, top_p: 0.9, seed: 5, n_probs: 1, cache_prompt: true, return_tokens: true, id_slot: 0 } },
+          // Sampled (T > 0): the server reports post-sampling float32 probabilities; the adapter takes their log.
+          expected: { outputTokenIds: STOP_IDS, logprobs: [0.97910327, 0.63069206, 0.9990239].map((p) => Math.log(p)), finishReason: "stop", policyVersion: null, promptTokenIds: PROMPT },
+          sent: {
+            path: "/completion",
+            body: { prompt: PROMPT, n_predict: 8, temperature: 0.7, top_p: 0.9, seed: 5, n_probs: 1, post_sampling_probs: true, samplers: ["temperature", "top_p"], cache_prompt: true, return_tokens: true, id_slot: 0 },
+          },
         },
         {
           label: "a second program gets the next slot; stop tokens applied by the adapter",
@@ -188,6 +223,24 @@ describeBackendContract("llamacpp (fixtures)", async () => {
       ],
       metrics: { running: 2, waiting: 1, kvUsage: 0.125, kvCapacityTokens: 4 * 4096, prefixCacheQueries: null, prefixCacheHits: null, prefixCacheHitRate: null },
       abortRequest: { promptTokenIds: PROMPT, maxTokens: 8, temperature: 0 },
+      tokenizer: {
+        cases: [
+          {
+            // /apply-template renders the text, whose special tokens /tokenize then parses (no second BOS).
+            label: "chat messages through /apply-template",
+            req: { messages: [{ role: "user", content: "The capital of France is" }], addGenerationPrompt: true },
+            expected: { tokens: PROMPT, maxModelLen: f.props.default_generation_settings.n_ctx },
+            sent: { path: "/tokenize", body: { content: f.apply_template.prompt, add_special: false, parse_special: true } },
+          },
+          {
+            label: "plain text",
+            req: { text: "The capital of France is", addSpecialTokens: true },
+            expected: { tokens: PROMPT, maxModelLen: f.props.default_generation_settings.n_ctx },
+            sent: { path: "/tokenize", body: { content: "The capital of France is", add_special: true, parse_special: false } },
+          },
+        ],
+        detokenize: { ids: PROMPT, expected: f.detokenize.content, sent: { path: "/detokenize", body: { tokens: PROMPT } } },
+      },
       pauseRestore: {
         programId: "prog-a",
         check() {
@@ -265,6 +318,17 @@ describeBackendContract("builtin (live Arbor engine)", async () => {
     // The v0 executor: KV geometry is one cell per token, context x sequences.
     metrics: { running: 0, waiting: 0, kvCapacityTokens: 256, prefixCacheHitRate: null },
     abortRequest: { promptTokenIds: prompt, maxTokens: 6, temperature: 0 },
+    tokenizer: {
+      cases: [
+        {
+          label: "chat through the tiny policy's template",
+          req: { messages: [{ role: "user", content: "What is 2+3?" }], addGenerationPrompt: true },
+          expected: { tokens: renderChat([{ role: "user", content: "What is 2+3?" }], (t) => vocab.encode(t), vocab), maxModelLen: 256 },
+        },
+        { label: "text with BOS", req: { text: "What is 2+3?", addSpecialTokens: true }, expected: { tokens: prompt, maxModelLen: 256 } },
+      ],
+      detokenize: { ids: ids.slice(0, 3), expected: vocab.decode(ids.slice(0, 3)) },
+    },
     async close() {
       await engine.close();
       rmSync(dir, { recursive: true, force: true });

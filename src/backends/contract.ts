@@ -12,6 +12,8 @@ import {
   type GenerateRequest,
   type GenerateResult,
   type TokenBackend,
+  type TokenizeRequest,
+  type TokenizeResult,
 } from "./backend.js";
 
 export interface ContractCase {
@@ -35,6 +37,11 @@ export interface ContractHarness {
   abortRequest?: Omit<GenerateRequest, "signal">;
   /** Requests received so far and a hold on the server: abort mid-flight. Absent: abort before sending. */
   server?: { requests: { path: string; body: unknown }[]; hold(): void; release(): void; waitForRequests(n: number): Promise<void> };
+  /** The engine's own tokenizer, where the adapter has tokenize/detokenize (absent: it must have neither). */
+  tokenizer?: {
+    cases: { label: string; req: TokenizeRequest; expected: TokenizeResult; sent?: { path: string; body: object } }[];
+    detokenize: { ids: number[]; expected: string; sent?: { path: string; body: object } };
+  };
   /** Pause then restore `programId` and check the engine saw it (only with capabilities.pauseRestore). */
   pauseRestore?: { programId: string; check(): void };
   close(): Promise<void>;
@@ -75,6 +82,25 @@ export function describeBackendContract(name: string, makeFixtureServer: () => P
           expect(last?.body, c.label).toMatchObject(c.sent.body);
         }
       }
+    });
+
+    it("tokenizes and detokenizes with the engine's own tokenizer where it has one", async () => {
+      expect(typeof h.backend.tokenize === "function").toBe(h.tokenizer !== undefined);
+      expect(typeof h.backend.detokenize === "function").toBe(h.tokenizer !== undefined);
+      if (!h.tokenizer || !h.backend.tokenize || !h.backend.detokenize) return;
+      const checkSent = (sent: { path: string; body: object } | undefined, label: string): void => {
+        if (!sent) return;
+        const last = h.server?.requests.at(-1);
+        expect(last?.path, label).toBe(sent.path);
+        expect(last?.body, label).toMatchObject(sent.body);
+      };
+      for (const c of h.tokenizer.cases) {
+        expect(await h.backend.tokenize(c.req), c.label).toEqual(c.expected);
+        checkSent(c.sent, c.label);
+      }
+      const d = h.tokenizer.detokenize;
+      expect(await h.backend.detokenize(d.ids)).toBe(d.expected);
+      checkSent(d.sent, "detokenize");
     });
 
     it("rejects with the caller's reason when aborted", async () => {

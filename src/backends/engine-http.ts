@@ -67,7 +67,13 @@ export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
   }
 
   function failure(path: string, status: number, text: string): BackendHttpError {
-    return new BackendHttpError(name, url, status, `${path}: ${errorDetail(text)}`);
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    return new BackendHttpError(name, url, status, `${path}: ${errorDetail(text)}`, body);
   }
 
   async function probe(path: string): Promise<string> {

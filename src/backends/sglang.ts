@@ -1,10 +1,10 @@
 // Adapter for SGLang: token-level calls on its native POST /generate (input_ids, return_logprob),
-// capacity from /get_server_info (max_total_num_tokens), load from /metrics (sglang:*).
+// capacity from the sglang:max_total_num_tokens gauge or /get_server_info, load from /metrics (sglang:*).
 import type { Clock } from "../core/clock.js";
 import { BackendProtocolError, type BackendMetrics, type GenerateRequest, type GenerateResult, type TokenBackend } from "./backend.js";
 import { createBuiltinBackend } from "./builtin.js";
 import { createEngineHttp, splitBaseUrl } from "./engine-http.js";
-import { firstPresent, meanOf, parsePrometheusText } from "./prometheus-text.js";
+import { firstPresent, meanOf, parsePrometheusText, type PromSample } from "./prometheus-text.js";
 import { checkGenerateRequest, checkTokens, isTokenIds } from "./token-result.js";
 
 export interface SglangBackendOptions {
@@ -78,7 +78,7 @@ export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
       running: firstPresent(samples, ["sglang:num_running_reqs"]),
       waiting: firstPresent(samples, ["sglang:num_queue_reqs"]),
       kvUsage: firstPresent(samples, ["sglang:token_usage"], meanOf),
-      kvCapacityTokens: await kvCapacity(),
+      kvCapacityTokens: poolTokens(samples) ?? (await kvCapacity()),
       // Counters only when both exist: a hit count without its query count says nothing.
       prefixCacheQueries: queries !== null && hits !== null ? queries : null,
       prefixCacheHits: queries !== null && hits !== null ? hits : null,
@@ -87,6 +87,18 @@ export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
   }
 
   return { ...base, type: "sglang", capabilities: { tokenIds: true, logprobs: true, pauseRestore: false }, generate, scrapeMetrics };
+}
+
+/**
+ * The KV pool size from the scheduler's sglang:max_total_num_tokens gauge (newer SGLang), one pool
+ * per data-parallel rank: tensor/pipeline ranks of one DP rank report the same pool, so only their
+ * rank-0 samples count. Null when absent or still 0 (the gauge is first set at the first stats log).
+ */
+function poolTokens(samples: readonly PromSample[]): number | null {
+  const xs = samples.filter(
+    (s) => s.name === "sglang:max_total_num_tokens" && (s.labels.tp_rank ?? "0") === "0" && (s.labels.pp_rank ?? "0") === "0" && Number.isFinite(s.value) && s.value > 0,
+  );
+  return xs.length ? xs.reduce((a, s) => a + s.value, 0) : null;
 }
 
 function sameIds(a: readonly number[], b: readonly number[]): boolean {

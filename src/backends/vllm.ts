@@ -1,6 +1,8 @@
 // Adapters for engines that speak vLLM's OpenAI protocol with token ids: vLLM itself and Arbor's
 // built-in engine (which adds policy_version). Token-level calls use /v1/completions with a token-id
 // prompt, return_token_ids and logprobs; load comes from /metrics under vLLM's names.
+// vLLM reports logprobs of the raw model distribution (its default --logprobs-mode raw_logprobs:
+// before temperature and top-p); start it with --logprobs-mode processed_logprobs for the sampling one.
 import type { Clock } from "../core/clock.js";
 import {
   BackendProtocolError,
@@ -8,6 +10,8 @@ import {
   type GenerateRequest,
   type GenerateResult,
   type TokenBackend,
+  type TokenizeRequest,
+  type TokenizeResult,
 } from "./backend.js";
 import { createBuiltinBackend } from "./builtin.js";
 import { createEngineHttp, splitBaseUrl } from "./engine-http.js";
@@ -86,7 +90,37 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
 
   function finishReason(raw: unknown): GenerateResult["finishReason"] {
     if (raw === "stop" || raw === "length" || raw === "abort") return raw;
+    // vLLM (v1/engine FINISH_REASON_STRINGS) also ends a request early on a detected repetition
+    // (only when the request asks for repetition_detection): the output ended by a rule, not the budget.
+    if (raw === "repetition") return "stop";
     throw new BackendProtocolError(name, url, `returned finish_reason ${JSON.stringify(raw)} (expected stop, length or abort)`);
+  }
+
+  // vLLM's /tokenize renders chat messages with the served model's own chat template; the template
+  // already starts with BOS, so add_special_tokens stays false for chat and true for plain text.
+  async function tokenize(req: TokenizeRequest): Promise<TokenizeResult> {
+    const body: Record<string, unknown> =
+      "messages" in req
+        ? {
+            messages: req.messages.map((m) => ({ role: m.role, content: m.content, ...(m.name !== undefined ? { name: m.name } : {}) })),
+            add_generation_prompt: req.addGenerationPrompt,
+            add_special_tokens: false,
+            ...(req.tools?.length ? { tools: req.tools } : {}),
+          }
+        : { prompt: req.text, add_special_tokens: req.addSpecialTokens };
+    if (opts.model !== undefined) body.model = opts.model;
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const json: any = await http.postJson("/tokenize", body, req.signal);
+    if (!isTokenIds(json?.tokens)) throw new BackendProtocolError(name, url, "answered /tokenize without tokens (a list of token ids)");
+    const len = json.max_model_len;
+    return { tokens: json.tokens, maxModelLen: Number.isInteger(len) && len > 0 ? len : null };
+  }
+
+  async function detokenize(tokenIds: number[], signal?: AbortSignal): Promise<string> {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const json: any = await http.postJson("/detokenize", { tokens: tokenIds, ...(opts.model !== undefined ? { model: opts.model } : {}) }, signal);
+    if (typeof json?.prompt !== "string") throw new BackendProtocolError(name, url, "answered /detokenize without prompt (the text)");
+    return json.prompt;
   }
 
   async function scrapeMetrics(): Promise<BackendMetrics> {
@@ -102,6 +136,8 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     type,
     capabilities: { tokenIds: true, logprobs: true, pauseRestore: arbor },
     generate,
+    tokenize,
+    detokenize,
     scrapeMetrics,
     ...(arbor
       ? {

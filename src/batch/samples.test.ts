@@ -53,6 +53,16 @@ function fixture(): Trajectory[] {
 }
 
 describe("buildSamples", () => {
+  it("skips text-only calls (trainable: false) but still counts their program in its group", () => {
+    const t = fixture();
+    const textOnly: Call = { ...call("a1", 1, [], [], []), outputText: "from a generic provider", trainable: false };
+    t[1] = traj("a1", "A", [...t[1]!.calls, textOnly], 0);
+    const samples = buildSamples(t, [groupA, groupB]);
+    expect(samples.map((s) => s.callId)).toEqual(["a0-c0", "a0-c1", "a1-c0", "a3-c0", "b0-c0"]);
+    // The same advantages as without the text-only call: the program's reward still counts.
+    expect(samples.map((s) => s.advantage)).toEqual(buildSamples(fixture(), [groupA, groupB]).map((s) => s.advantage));
+  });
+
   it("makes one sample per call with aligned mask and logprobs", () => {
     const samples = buildSamples(fixture(), [groupA, groupB]);
     expect(samples.map((s) => `${s.programId}/${s.callIndex}`)).toEqual(["a0/0", "a0/1", "a1/0", "a3/0", "b0/0"]);

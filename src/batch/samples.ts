@@ -54,7 +54,8 @@ function sampleOf(t: Trajectory, call: Call, advantage: number, reward: number):
 }
 
 /**
- * Build one sample per call, in trajectory order and call-index order. Advantages are computed
+ * Build one sample per trainable call (text-only calls, `trainable: false`, are skipped), in
+ * trajectory order and call-index order. Advantages are computed
  * once per group from its programs' reward totals ({@link grpoAdvantages}). Throws an
  * {@link ArborError} naming the program when a program has no reward, belongs to no given group,
  * or a group lists a program that is not among `trajectories`.
@@ -85,7 +86,8 @@ export function buildSamples(trajectories: readonly Trajectory[], groups: readon
     const advantage = advantageOf.get(t.program.id);
     if (advantage === undefined) fail(`program '${t.program.id}' is in no given group (its group is '${t.program.groupId}')`);
     const reward = t.reward?.total as number;
-    const calls = [...t.calls].sort((a, b) => a.index - b.index);
+    // Text-only calls (generic OpenAI backends) have no engine token ids: never train on them.
+    const calls = t.calls.filter((c) => c.trainable !== false).sort((a, b) => a.index - b.index);
     for (const c of calls) samples.push(sampleOf(t, c, advantage, reward));
   }
   return samples;

@@ -4,7 +4,7 @@ import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import cliProgress from "cli-progress";
-import type { Backend, BackendReply } from "../backends/backend.js";
+import { isTokenBackend, type Backend, type BackendReply, type GenerateRequest } from "../backends/backend.js";
 import { createBackend } from "../backends/registry.js";
 import { buildSamples } from "../batch/samples.js";
 import { writeSamplesJsonl } from "../batch/export-jsonl.js";
@@ -129,6 +129,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       clock,
       routing: cfg.gateway.routing,
       callTimeoutMs: cfg.gateway.callTimeoutMs,
+      health: cfg.gateway.health,
+      ...(cfg.gateway.pausing.enabled ? { pausing: cfg.gateway.pausing } : {}),
+      ...(cfg.gateway.dividedRollout ? { dividedRollout: cfg.gateway.dividedRollout } : {}),
       ...(adminToken && cfg.gateway.auth ? { auth: { adminToken, requireProgramKeys: cfg.gateway.auth.requireProgramKeys } } : {}),
       ...(cfg.gateway.limits ? { limits: cfg.gateway.limits } : {}),
     });
@@ -237,10 +240,21 @@ function tapBackend<B extends Backend>(b: B, tap: (backend: string, reply: Backe
     tap(b.name, reply);
     return reply;
   };
-  // Everything else (token-level generate, metrics, pause/restore) is inherited from the adapter.
+  // Everything else (metrics, pause/restore, tokenize) is inherited from the adapter.
   return Object.assign(Object.create(b) as B, {
     chatCompletions: async (body: object, signal?: AbortSignal) => seen(await b.chatCompletions(body, signal)),
     completions: async (body: object, signal?: AbortSignal) => seen(await b.completions(body, signal)),
+    // The gateway's token path: the engine's answer to a token-id prompt, in the shape the tap reads.
+    ...(isTokenBackend(b)
+      ? {
+          generate: async (req: GenerateRequest) => {
+            const r = await b.generate(req);
+            const choice = { token_ids: r.outputTokenIds, logprobs: { content: r.logprobs.map((logprob) => ({ logprob })) } };
+            seen({ status: 200, json: { prompt_token_ids: r.promptTokenIds, choices: [choice], policy_version: r.policyVersion } });
+            return r;
+          },
+        }
+      : {}),
   });
 }
 

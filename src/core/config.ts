@@ -80,6 +80,11 @@ export const RunConfigSchema = z
         routing: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default("least-load"),
         /** Per-call timeout towards a backend, ms. */
         callTimeoutMs: positiveInt.default(120_000),
+        /** Backend health checks: in-rotation backends every intervalMs (default 10 s), out-of-rotation ones every recheckMs. */
+        health: z
+          .object({ intervalMs: positiveInt.default(10_000), recheckMs: positiveInt.default(1000) })
+          .strict()
+          .prefault({}),
         /**
          * Require credentials: every program calls with its own key, admin endpoints with the admin
          * token, read from the environment variable named here (secrets stay out of config files).
@@ -168,12 +173,32 @@ export const RunConfigSchema = z
       .prefault({}),
     sandbox: z
       .object({
-        provider: z.enum(["bwrap"]).default("bwrap"),
+        provider: z.enum(["bwrap", "docker", "k8s"]).default("bwrap"),
         /** Directory under which per-program workspaces are created. */
         root: z.string().optional(),
         cpuSeconds: positiveInt.default(5),
         memoryMb: positiveInt.default(256),
         wallMs: positiveInt.default(10_000),
+        /** Size of each workspace, MiB (bwrap: a tmpfs of this size; k8s: the emptyDir limit). */
+        workspaceMb: positiveInt.default(256),
+        /** Processes per sandbox at once (bwrap: cgroup pids.max; docker: PidsLimit). */
+        maxProcesses: positiveInt.default(64),
+        /** Warm-pool size: sandboxes prepared ahead for programs about to start (0 = no preparation ahead). */
+        poolSize: z.number().int().min(0).default(0),
+        /** Period of the pool's leak check (held sandboxes of programs no longer live), ms. */
+        leakCheckMs: positiveInt.default(30_000),
+        docker: z
+          .object({ image: z.string().default("debian:bookworm-slim"), cpus: z.number().positive().default(1) })
+          .strict()
+          .prefault({}),
+        k8s: z
+          .object({
+            namespace: z.string().default("default"),
+            image: z.string().default("debian:bookworm-slim"),
+            cpus: z.number().positive().default(1),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       .prefault({}),

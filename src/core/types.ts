@@ -19,8 +19,10 @@ export type TerminationKind =
   | "agent_error" // the agent loop threw
   | "engine_error" // the engine or gateway failed the call
   | "sandbox_error"
-  | "timeout"
-  | "aborted";
+  | "timeout" // a wall-time limit (of the episode or of one exec) was reached
+  | "aborted"
+  | "sandbox_oom" // the sandbox's memory limit killed the agent or one of its tools
+  | "hygiene_violation"; // the agent touched test or grader paths it must never see
 
 export interface Termination {
   kind: TerminationKind;
@@ -42,6 +44,8 @@ export interface Program {
   createdAt: number;
   endedAt?: number;
   termination?: Termination;
+  /** The environment variant or perturbation this program was sampled into (by seed), if any. */
+  variant?: { id: string; kind: "variant" | "perturbation" };
 }
 
 export type ChatRole = "system" | "user" | "assistant" | "tool";
@@ -77,6 +81,17 @@ export interface Call {
   backend: string;
   policyVersion: number;
   timings: CallTimings;
+  /**
+   * False for a text-only call (a generic OpenAI backend without token ids): its token fields are
+   * empty and it must never be trained on. Absent = trainable.
+   */
+  trainable?: false;
+  /**
+   * True when the client did not extend the program's previous conversation (it edited or dropped
+   * history), so the gateway tokenized the whole conversation afresh instead of continuing from
+   * the previous call's prompt and output ids. Absent = continued (or the program's first call).
+   */
+  contextReset?: true;
 }
 
 /** A tool invocation made by an agent between calls. */
@@ -91,6 +106,26 @@ export interface ToolEvent {
   durationMs: number;
 }
 
+/** What a context-management action did to the agent's context (Forge: context management as an agent action). */
+export type ContextAction = "discard" | "clear-thinking" | "summarize";
+
+/** One change of a program's context by its agent, recorded so the trainer sees where the context changed. */
+export interface ContextEvent {
+  programId: string;
+  /** Index of the first call that sees the changed context (the calls before it saw the old one). */
+  callIndex: number;
+  /** The context policy that acted (e.g. `discard-all`). */
+  policy: string;
+  action: ContextAction;
+  /** Context size before and after the change, in tokens (exact where the engine reported them, else estimated). */
+  tokensBefore: number;
+  tokensAfter: number;
+  messagesBefore: number;
+  messagesAfter: number;
+  /** What replaced the dropped part (a summary or a note), if anything. */
+  detail?: string;
+}
+
 /** Reward of one program: the total and each named component. */
 export interface Reward {
   total: number;
@@ -103,6 +138,8 @@ export interface Trajectory {
   calls: Call[];
   tools: ToolEvent[];
   reward?: Reward;
+  /** Context-management events in record order; present only when the program has any. */
+  contextEvents?: ContextEvent[];
 }
 
 /** n programs sampled for one task; the unit of GRPO advantage normalisation. */

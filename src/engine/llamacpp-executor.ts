@@ -85,7 +85,7 @@ export class LlamaCppExecutor implements Executor {
         if (req.signal?.aborted) return { tokens, finishReason: "abort" };
         const probs = (await evaluateTokens(seq, input, true)) as Map<number, number>;
         this.inUse.set(seq, seq.nextTokenIndex);
-        const tok = sampleToken(probs, params, req.rng);
+        const tok = sampleToken(probs, params, req.rng, prompt.length + tokens.length);
         tokens.push(tok);
         req.onToken?.(tok);
         if (this.stopIds.has(tok.id)) return { tokens, finishReason: "stop", stopTokenId: tok.id };

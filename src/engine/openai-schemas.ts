@@ -2,6 +2,7 @@
 // implement are rejected when set to a non-default value rather than silently ignored.
 import { z } from "zod";
 import type { ChatMessage } from "../core/types.js";
+import { toolCallsAsMarkup } from "./openai-tools.js";
 
 const nonNegInt = z.number().int().min(0);
 const maxTokens = z.number().int().min(1).nullish();
@@ -40,11 +41,45 @@ const unsupported = {
 
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
 
-export const ChatMessageSchema = z.object({
-  role: z.enum(["system", "user", "assistant", "tool"]),
-  content: z.union([z.string(), z.array(textPart)], { error: "must be a string or an array of text parts" }),
-  name: z.string().optional(),
+const toolCall = z.object({
+  id: z.string().optional(),
+  type: z.literal("function").optional(),
+  function: z.object({ name: z.string().min(1), arguments: z.string() }),
 });
+
+export const ChatMessageSchema = z
+  .object({
+    role: z.enum(["system", "user", "assistant", "tool"]),
+    // null: an assistant turn that only made tool calls.
+    content: z.union([z.string(), z.array(textPart)], { error: "must be a string or an array of text parts" }).nullish(),
+    name: z.string().optional(),
+    tool_calls: z.array(toolCall).nullish(),
+    tool_call_id: z.string().nullish(),
+  })
+  .refine((m) => m.content != null || (m.role === "assistant" && (m.tool_calls?.length ?? 0) > 0), {
+    error: "must be a string or an array of text parts (null only for an assistant message with tool_calls)",
+    path: ["content"],
+  });
+
+/** OpenAI function tools (the only kind a chat completion declares); also what /tokenize needs to render them. */
+export const ChatToolsSchema = z
+  .array(
+    z.object({
+      type: z.literal("function", { error: "only function tools are supported" }),
+      function: z.object({
+        name: z.string().regex(/^[A-Za-z_][\w-]*$/, { error: "must be letters, digits, _ or - (not starting with a digit or -)" }),
+        description: z.string().nullish(),
+        parameters: z.record(z.string(), z.unknown()).nullish(),
+        strict: z.boolean().nullish(),
+      }),
+    }),
+  )
+  .nullish();
+const toolChoice = z
+  .union([z.enum(["none", "auto", "required"]), z.object({ type: z.literal("function"), function: z.object({ name: z.string().min(1) }) })], {
+    error: 'must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}',
+  })
+  .nullish();
 
 export const ChatCompletionRequestSchema = z.object({
   model: z.string().nullish(),
@@ -61,6 +96,9 @@ export const ChatCompletionRequestSchema = z.object({
   stream_options: streamOptions,
   priority,
   program_id: programId,
+  tools: ChatToolsSchema,
+  tool_choice: toolChoice,
+  parallel_tool_calls: z.boolean().nullish(),
   ...unsupported,
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
@@ -85,11 +123,14 @@ export const CompletionRequestSchema = z.object({
 });
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
-/** Request messages as Arbor chat messages (text parts joined by newlines). */
+/**
+ * Request messages as Arbor chat messages (text parts joined by newlines). An assistant turn's
+ * `tool_calls` are written after its text in the policy's tool-call markup, as the policy emits them.
+ */
 export function toChatMessages(messages: readonly z.infer<typeof ChatMessageSchema>[]): ChatMessage[] {
-  return messages.map((m) => ({
-    role: m.role,
-    content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("\n"),
-    ...(m.name !== undefined ? { name: m.name } : {}),
-  }));
+  return messages.map((m) => {
+    const text = m.content == null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("\n");
+    const content = m.role === "assistant" && m.tool_calls ? toolCallsAsMarkup(text, m.tool_calls) : text;
+    return { role: m.role, content, ...(m.name !== undefined ? { name: m.name } : {}) };
+  });
 }

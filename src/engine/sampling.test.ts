@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Rng } from "../core/rng.js";
+import { PositionKeyedRng } from "./position-keyed-rng.js";
 import { sampleToken } from "./sampling.js";
 
 // A fixed distribution over 5 tokens, listed in a scrambled order (llama.cpp sorts, we must not rely on it).
@@ -20,7 +21,7 @@ function tempered(T: number): Map<number, number> {
 describe("sampleToken", () => {
   it("is greedy at temperature 0 and reports the raw log-probability", () => {
     const rng = new Rng(1);
-    const t = sampleToken(P, { temperature: 0, topP: 1, topLogprobs: 2 }, rng);
+    const t = sampleToken(P, { temperature: 0, topP: 1, topLogprobs: 2 }, rng, 0);
     expect(t.id).toBe(0);
     expect(t.logprob).toBeCloseTo(Math.log(0.4), 12);
     expect(t.top.map((x) => x.id)).toEqual([0, 1]);
@@ -29,7 +30,7 @@ describe("sampleToken", () => {
   });
 
   it("breaks greedy ties towards the lower id", () => {
-    const t = sampleToken(new Map([[7, 0.5], [2, 0.5]]), { temperature: 0, topP: 1, topLogprobs: 0 }, new Rng(1));
+    const t = sampleToken(new Map([[7, 0.5], [2, 0.5]]), { temperature: 0, topP: 1, topLogprobs: 0 }, new Rng(1), 0);
     expect(t.id).toBe(2);
   });
 
@@ -40,7 +41,7 @@ describe("sampleToken", () => {
     const counts = new Map<number, number>();
     const n = 5000;
     for (let i = 0; i < n; i++) {
-      const t = sampleToken(P, { temperature: T, topP: 1, topLogprobs: 5 }, rng);
+      const t = sampleToken(P, { temperature: T, topP: 1, topLogprobs: 5 }, rng, i);
       expect(t.logprob).toBeCloseTo(Math.log(q.get(t.id) as number), 10);
       counts.set(t.id, (counts.get(t.id) ?? 0) + 1);
     }
@@ -54,7 +55,7 @@ describe("sampleToken", () => {
   it("keeps the same token stream for the same seed and differs for another", () => {
     const draw = (seed: number): number[] => {
       const rng = new Rng(seed);
-      return Array.from({ length: 40 }, () => sampleToken(P, { temperature: 1, topP: 1, topLogprobs: 0 }, rng).id);
+      return Array.from({ length: 40 }, (_, i) => sampleToken(P, { temperature: 1, topP: 1, topLogprobs: 0 }, rng, i).id);
     };
     expect(draw(5)).toEqual(draw(5));
     expect(draw(5)).not.toEqual(draw(6));
@@ -64,7 +65,7 @@ describe("sampleToken", () => {
     const rng = new Rng(3);
     const seen = new Set<number>();
     for (let i = 0; i < 2000; i++) {
-      const t = sampleToken(P, { temperature: 1, topP: 0.65, topLogprobs: 0 }, rng);
+      const t = sampleToken(P, { temperature: 1, topP: 0.65, topLogprobs: 0 }, rng, i);
       seen.add(t.id);
       expect(t.logprob).toBeCloseTo(Math.log(P.get(t.id) as number), 10);
     }
@@ -75,14 +76,29 @@ describe("sampleToken", () => {
   it("never samples a zero-probability token", () => {
     const rng = new Rng(9);
     const probs = new Map([[0, 1], [1, 0]]);
-    for (let i = 0; i < 200; i++) expect(sampleToken(probs, { temperature: 2, topP: 1, topLogprobs: 0 }, rng).id).toBe(0);
-    expect(sampleToken(probs, { temperature: 0, topP: 1, topLogprobs: 2 }, rng).top[1]?.logprob).toBe(-Infinity);
+    for (let i = 0; i < 200; i++) expect(sampleToken(probs, { temperature: 2, topP: 1, topLogprobs: 0 }, rng, i).id).toBe(0);
+    expect(sampleToken(probs, { temperature: 0, topP: 1, topLogprobs: 2 }, rng, 0).top[1]?.logprob).toBe(-Infinity);
   });
 
   it("rejects bad parameters", () => {
     const rng = new Rng(1);
-    expect(() => sampleToken(P, { temperature: -1, topP: 1, topLogprobs: 0 }, rng)).toThrow(/temperature/);
-    expect(() => sampleToken(P, { temperature: 1, topP: 0, topLogprobs: 0 }, rng)).toThrow(/top_p/);
-    expect(() => sampleToken(new Map(), { temperature: 1, topP: 1, topLogprobs: 0 }, rng)).toThrow(/empty/);
+    expect(() => sampleToken(P, { temperature: -1, topP: 1, topLogprobs: 0 }, rng, 0)).toThrow(/temperature/);
+    expect(() => sampleToken(P, { temperature: 1, topP: 0, topLogprobs: 0 }, rng, 0)).toThrow(/top_p/);
+    expect(() => sampleToken(new Map(), { temperature: 1, topP: 1, topLogprobs: 0 }, rng, 0)).toThrow(/empty/);
+  });
+
+  it("with a PositionKeyedRng, the token at a position depends only on (seed, position)", () => {
+    const params = { temperature: 1, topP: 1, topLogprobs: 0 };
+    const run = (rng: Rng, from: number, n: number): number[] => Array.from({ length: n }, (_, i) => sampleToken(P, params, rng, from + i).id);
+    const whole = run(PositionKeyedRng.fromSeed(5), 10, 40);
+    // A continuation with a fresh Rng from position 25 draws what the unbroken run drew there...
+    expect(run(PositionKeyedRng.fromSeed(5), 25, 25)).toEqual(whole.slice(15));
+    // ...and so does one whose Rng was used for other draws first: no stream is consumed.
+    const used = PositionKeyedRng.fromSeed(5);
+    for (let i = 0; i < 7; i++) used.float();
+    expect(run(used, 10, 40)).toEqual(whole);
+    // A plain Rng of the same seed is a stream: starting later shifts what it gives.
+    expect(run(new Rng(5), 25, 25)).not.toEqual(whole.slice(15));
+    expect(run(PositionKeyedRng.fromSeed(6), 10, 40)).not.toEqual(whole);
   });
 });

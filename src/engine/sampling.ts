@@ -1,9 +1,12 @@
 // Arbor's own next-token sampler. llama.cpp gives the model's temperature-0 distribution p; the
 // engine samples from softmax(log p / T) with a seeded Rng, so one request seed reproduces the same
-// tokens whatever else the batch holds. Reported logprob = log softmax(log p / T) of the chosen
+// tokens whatever else the batch holds. A seeded request's Rng (PositionKeyedRng) keys each draw by
+// the token's sequence position, so a continuation from prompt ‖ tokens so far (a chunk of a
+// divided rollout, a resume, a recompute) reproduces the unbroken generation. Reported logprob = log softmax(log p / T) of the chosen
 // token: the temperature-scaled distribution before top-p truncation (raw log p when T = 0), which
 // a trainer recomputes exactly from the logits; with top_p = 1 it is the sampling distribution.
 import type { Rng } from "../core/rng.js";
+import { PositionKeyedRng } from "./position-keyed-rng.js";
 
 export interface SamplingParams {
   /** 0 = greedy. */
@@ -26,10 +29,12 @@ export interface SampledToken extends TokenLogprob {
 
 /**
  * Pick the next token from llama.cpp's temperature-0 probabilities (token id → probability).
- * Greedy when temperature is 0 (ties go to the lower id); otherwise one `rng.float()` draw from
- * softmax(log p / T) restricted to the top-p nucleus.
+ * Greedy when temperature is 0 (ties go to the lower id); otherwise one draw from softmax(log p / T)
+ * restricted to the top-p nucleus: `rng.drawAt(position)` for a {@link PositionKeyedRng}, else the
+ * next `rng.float()` of the stream. `position` is the absolute sequence position of the token being
+ * sampled (prompt length + tokens generated before it).
  */
-export function sampleToken(probs: ReadonlyMap<number, number>, params: SamplingParams, rng: Rng): SampledToken {
+export function sampleToken(probs: ReadonlyMap<number, number>, params: SamplingParams, rng: Rng, position: number): SampledToken {
   const { temperature, topP, topLogprobs } = params;
   if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new RangeError(`temperature must be >= 0, got ${temperature}`);
   if (!(topP > 0 && topP <= 1)) throw new RangeError(`top_p must be in (0, 1], got ${topP}`);
@@ -73,7 +78,7 @@ export function sampleToken(probs: ReadonlyMap<number, number>, params: Sampling
       mass += q;
       if (mass >= topP) break;
     }
-    let r = rng.float() * mass;
+    let r = tokenDraw(rng, position) * mass;
     let pick = weights.length - 1;
     for (let w = 0; w < weights.length; w++) {
       r -= weights[w] as number;
@@ -91,4 +96,9 @@ export function sampleToken(probs: ReadonlyMap<number, number>, params: Sampling
     top.push({ id: ids[idx] as number, logprob: logprobAt(idx) });
   }
   return { id: ids[chosen] as number, logprob: logprobAt(chosen), top };
+}
+
+/** The uniform draw for the token at `position`: position-keyed for seeded requests, else the stream's next. */
+function tokenDraw(rng: Rng, position: number): number {
+  return rng instanceof PositionKeyedRng ? rng.drawAt(position) : rng.float();
 }

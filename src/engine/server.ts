@@ -19,12 +19,13 @@ import { registerAdminRoutes } from "./http/admin-routes.js";
 import { registerProgramRoutes } from "./http/program-routes.js";
 import { ExecutorSlot, type InFlightPolicy, type SlotLease } from "./http/executor-slot.js";
 import { SseWriter } from "./http/sse-writer.js";
-import { StreamChunker, type StreamSpec } from "./http/stream-chunks.js";
+import { StreamChunker, type Chunk, type StreamSpec } from "./http/stream-chunks.js";
 import { registerTokenizeRoutes } from "./http/tokenize-routes.js";
 import { createCostModelEngine, loadScheduledLlamaCpp } from "./core/scheduled-engines.js";
 import { ScheduledExecutor } from "./core/scheduled-executor.js";
 import { getCostProfile } from "./costmodel/profile.js";
 import { LlamaCppExecutor } from "./llamacpp-executor.js";
+import { PositionKeyedRng } from "./position-keyed-rng.js";
 import type { ProgramKvStore } from "./programs/program-kv-store.js";
 import { fromZodError, HttpError, invalidRequest } from "./openai-errors.js";
 import {
@@ -36,6 +37,7 @@ import {
 } from "./openai-schemas.js";
 import type { SampledToken } from "./sampling.js";
 import { chatLogprobs, completionLogprobs, outputText, stopReason, usage } from "./openai-responses.js";
+import { filterToolCallChunk, toolCallAnswer, toolCallFilter, toolPlan } from "./openai-tools.js";
 import { AbortedError } from "./sequence-pool.js";
 
 export interface EngineServerOptions {
@@ -323,13 +325,14 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     lease: SlotLease,
     spec: StreamSpec,
     generate: (onToken: (tok: SampledToken) => void) => Promise<GenerateResult>,
+    transform?: (chunk: Chunk) => Chunk,
   ): Promise<void> => {
     reply.hijack();
     const sse = new SseWriter(reply.raw, { "x-arbor-policy-version": String(lease.policyVersion) });
     const chunker = new StreamChunker(spec);
     let started = false;
-    const emit = (chunks: readonly unknown[]): void => {
-      for (const c of chunks) sse.send(c);
+    const emit = (chunks: readonly Chunk[]): void => {
+      for (const c of chunks) sse.send(transform ? transform(c) : c);
     };
     try {
       const result = await generate((tok) => {
@@ -362,7 +365,11 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     if (topLogprobs > 0 && !body.logprobs) throw invalidRequest("top_logprobs", "requires logprobs: true");
     const lease = slot.acquire();
     try {
-      const prompt = renderChat(toChatMessages(body.messages), (text) => lease.executor.tokenize(text), vocab, { addGenerationPrompt: true });
+      const tokenize = (text: string): number[] => lease.executor.tokenize(text);
+      const tools = toolPlan(body, tokenize, vocab.controlId("<|tool_call|>"));
+      const prompt = renderChat(toChatMessages(body.messages), tokenize, vocab, { addGenerationPrompt: true, ...(tools ? { tools: tools.specs } : {}) });
+      // A forced tool call: the answer continues its opening, which is part of the prompt.
+      if (tools?.prefill) prompt.push(...tools.prefill.ids);
       const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
       const maxTokens = budget(lease, prompt, body.max_completion_tokens ?? body.max_tokens ?? null, maxParam, "messages");
       const sampledTop = body.logprobs ? topLogprobs : 0;
@@ -370,15 +377,21 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       const created = Math.floor(clock.now() / 1000);
       if (body.stream) {
         const spec = streamSpec("chat", { id, created, lease, prompt, maxTokens, body, logprobs: body.logprobs === true });
-        await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, sampledTop, onToken));
+        const filter = tools?.parse ? toolCallFilter(tools, toolCallIdPrefix(id)) : undefined;
+        const transform = filter ? (c: Chunk): Chunk => filterToolCallChunk(filter, c) : undefined;
+        await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, sampledTop, onToken), transform);
         return;
       }
       const result = await run(reply, lease, prompt, maxTokens, body, sampledTop);
+      const text = outputText(vocab, result);
+      const { message, finishReason } = tools
+        ? toolCallAnswer(text, result.finishReason, tools, toolCallIdPrefix(id))
+        : { message: { role: "assistant", content: text }, finishReason: result.finishReason };
       const choice: Record<string, unknown> = {
         index: 0,
-        message: { role: "assistant", content: outputText(vocab, result) },
+        message,
         logprobs: body.logprobs ? chatLogprobs(vocab, result.tokens) : null,
-        finish_reason: result.finishReason,
+        finish_reason: finishReason,
         stop_reason: stopReason(vocab, result),
       };
       if (body.return_token_ids) choice.token_ids = result.tokens.map((t) => t.id);
@@ -514,9 +527,17 @@ export async function startEngineServer(opts: EngineServerOptions): Promise<List
   }
 }
 
-/** A request seed → its own stream; seeds beyond 32 bits are hashed rather than truncated. */
+/** Tool call ids of one answer: `call_<completion id>_<n>`, unique across a conversation. */
+function toolCallIdPrefix(completionId: string): string {
+  return `call_${completionId.replace(/^chatcmpl-/, "")}`;
+}
+
+/**
+ * A request seed → its own Rng, whose token draws depend only on (seed, sequence position): a
+ * continuation sent as prompt ‖ tokens so far reproduces the rest of the unbroken generation.
+ */
 function requestRng(seed: number): Rng {
-  return seed >= 0 && seed <= 0xffffffff ? new Rng(seed) : new Rng(0).fork(`seed:${seed}`);
+  return PositionKeyedRng.fromSeed(seed);
 }
 
 /** The engine decodes with Arbor's Vocab (text, stop tokens, chat markers): the GGUF must use it. */

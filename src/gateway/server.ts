@@ -4,8 +4,17 @@
 // (the CLI's default) unless `auth` is configured: then program keys and an admin token guard it.
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import { BackendProtocolError, type Backend, type BackendReply } from "../backends/backend.js";
-import { isStreamingBackend } from "../backends/sse.js";
+import {
+  BackendHttpError,
+  BackendProtocolError,
+  BackendUnreachableError,
+  isTokenBackend,
+  type Backend,
+  type BackendReply,
+  type GenerateRequest,
+  type TokenBackend,
+} from "../backends/backend.js";
+import { isStreamingBackend, type BackendStreamReply } from "../backends/sse.js";
 import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
@@ -22,12 +31,27 @@ import { AnthropicError } from "./surfaces/anthropic-error.js";
 import { anthropicToChat } from "./surfaces/anthropic-request.js";
 import { chatToAnthropic } from "./surfaces/anthropic-response.js";
 import { responsesToChat } from "./surfaces/responses-request.js";
-import { chatToResponse, streamingNotSupported } from "./surfaces/responses-response.js";
+import { chatToResponse } from "./surfaces/responses-response.js";
+import { anthropicStreamSurface } from "./surfaces/anthropic-stream-surface.js";
+import { responsesStreamSurface } from "./surfaces/responses-stream.js";
+import { openAiStreamSurface, UpstreamStreamError, type StreamChunk, type StreamSurface } from "./surfaces/stream-surface.js";
 import { extractTrace, TraceShapeError, withoutLogprobs, type ExtractedTrace } from "./trace-extract.js";
 import { GatewayRejection } from "./auth/auth-errors.js";
 import { GatewayAuth, type AuthConfig, type CredentialHeaders } from "./auth/gateway-auth.js";
 import { ProgramKeyTable } from "./auth/key-table.js";
 import { ProgramLimiter, type ProgramLimits } from "./auth/program-limiter.js";
+import { HealthLoop } from "./health/health-loop.js";
+import { createHealthMetrics } from "./health/health-metrics.js";
+import type { RouteDecision } from "./routing/plugin-router.js";
+import type { ProgramContext } from "./token-path/context-prompt.js";
+import { tokenSampling } from "./token-path/sampling.js";
+import { runTokenCall, type Attempt } from "./token-path/token-call.js";
+import { tokenAnswer } from "./token-path/token-response.js";
+import { promptSource } from "./token-path/prompt-source.js";
+import { textOnlyBody, textOnlyTrace } from "./token-path/text-only.js";
+import type { CallGate } from "./pausing/call-gate.js";
+import { PauseGate, type PauseGateConfig } from "./pausing/pause-gate.js";
+import { dividedRolloutFromConfig } from "./divided/divided-rollout.js";
 
 /** Header naming the program when the client uses the plain /v1 routes. */
 export const PROGRAM_HEADER = "x-arbor-program";
@@ -65,6 +89,24 @@ export interface GatewayOptions {
    * layer can collect the program's sandbox. A throwing or rejecting hook is logged to stderr and ignored.
    */
   onProgramTerminated?: (programId: string, reason: ReleaseReason) => void | Promise<void>;
+  /**
+   * Health checking: backends in rotation are checked every `intervalMs` (default: not checked
+   * until a call fails), backends out of rotation every `recheckMs` (default 1000) until a check
+   * passes. A failed call or check takes a backend out of rotation.
+   */
+  health?: { intervalMs?: number; recheckMs?: number };
+  /**
+   * Serve non-streaming calls to token backends with the engine's tokenizer on the token path
+   * (token-id prompts built from each program's history; default true). False: always pass through.
+   */
+  tokenPath?: boolean;
+  /**
+   * ThunderAgent pause/restore (pausing/pause-gate.ts): with `enabled`, calls pass the pause gate,
+   * which places programs, pauses them when a backend's KV is oversubscribed and holds their calls.
+   */
+  pausing?: PauseGateConfig & { enabled?: boolean };
+  /** Seer divided rollout on the token path: generations go out in chunks on the backend with most free KV. */
+  dividedRollout?: { chunkTokens: number; maxChunks?: number };
 }
 
 export interface Gateway {
@@ -78,6 +120,8 @@ export interface Gateway {
   close(): Promise<void>;
   /** Health-check every backend; throws the first failure as a one-line ArborError. */
   checkBackends(): Promise<void>;
+  /** Backend rotation: which backends are in, and the checks that move them. */
+  health: HealthLoop;
 }
 
 type ProgramRequest = FastifyRequest<{ Params: { programId?: string } }>;
@@ -98,8 +142,35 @@ export function createGateway(opts: GatewayOptions): Gateway {
   // Each program's last context (prompt + output ids): the prefix its next prompt extends, which is
   // what prefix-aware routing matches against the backends' trees. Dropped on release.
   const history = new Map<string, number[]>();
+  // Each program's latest recorded call, from which the token path continues (dropped on release).
+  const contexts = new Map<string, ProgramContext>();
   const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024, idleReleaseMs: opts.idleReleaseMs });
   const metrics = new GatewayMetrics(table);
+  const healthMetrics = createHealthMetrics(metrics.registry, opts.backends.map((b) => b.name));
+  // Token-path attempts in flight per backend: aborted (and retried elsewhere) when it goes down.
+  const attemptsOn = new Map<string, Set<AbortController>>();
+  const health = new HealthLoop({
+    backends: opts.backends.map((b) => b.name),
+    ...opts.health,
+    clock,
+    check: (name) => (backends.get(name) as Backend).health(),
+    onTransition: (t) => {
+      router.setHealthy(t.backend, t.up);
+      healthMetrics.up.set({ backend: t.backend }, t.up ? 1 : 0);
+      if (t.up) return;
+      healthMetrics.downs.inc({ backend: t.backend });
+      const b = backends.get(t.backend) as Backend;
+      for (const ac of attemptsOn.get(t.backend) ?? []) ac.abort(new BackendUnreachableError(b.name, b.url, `taken out of rotation: ${t.cause ?? "failed"}`));
+    },
+  });
+  health.start();
+  const tokenBackends = opts.backends.filter(isTokenBackend);
+  // The gate reads backend capacities at start: created now, awaited by listen() and by each call.
+  const gateReady: Promise<CallGate> | undefined = opts.pausing?.enabled
+    ? PauseGate.create({ backends: opts.backends, clock, registry: metrics.registry, config: opts.pausing })
+    : undefined;
+  gateReady?.catch(() => undefined);
+  const divided = opts.dividedRollout ? dividedRolloutFromConfig(opts.dividedRollout, tokenBackends) : null;
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
   const bodyLimit = opts.bodyLimitBytes ?? 32 * 1024 * 1024;
   const app = Fastify({ logger: false, bodyLimit, forceCloseConnections: true });
@@ -134,7 +205,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   // Credentials are checked before the body is read: a stranger cannot make the gateway parse 32 MiB.
   if (auth) {
-    const inferenceRoute = /\/v1\/((chat\/)?completions|responses)$/;
+    const inferenceRoute = /\/v1\/((chat\/)?completions|responses|messages)$/;
     app.addHook("onRequest", async (req) => {
       const route = req.routeOptions.url;
       const headers = req.headers as CredentialHeaders;
@@ -188,9 +259,11 @@ export function createGateway(opts: GatewayOptions): Gateway {
     };
     reply.raw.once("close", onClose);
     try {
-      return endpoint === "chat"
-        ? await backend.chatCompletions(body, ac.signal)
-        : await backend.completions(body, ac.signal);
+      // An error answer is relayed as is (the engine is alive); only an unreachable one leaves rotation.
+      return endpoint === "chat" ? await backend.chatCompletions(body, ac.signal) : await backend.completions(body, ac.signal);
+    } catch (e) {
+      if (e instanceof BackendUnreachableError) health.callFailed(backend.name, e.message);
+      throw e;
     } finally {
       timer.cancel();
       reply.raw.off("close", onClose);
@@ -256,9 +329,26 @@ export function createGateway(opts: GatewayOptions): Gateway {
     let route: { id: number; backend: string } | undefined;
     let trace: ExtractedTrace | undefined;
     let recorded = false;
+    let gate: CallGate | undefined;
     try {
       const known = history.get(programId);
-      route = router.route(known ? { programId, promptTokens: known } : { programId });
+      let only: string | undefined;
+      if (gateReady) {
+        gate = await gateReady;
+        // A paused program's call waits here; a client that goes away while held ends the wait.
+        const held = new AbortController();
+        const onClose = (): void => held.abort(new ClientClosedError());
+        reply.raw.once("close", onClose);
+        try {
+          only = await gate.beforeCall(programId, known?.length ?? estimateTokens(prepared), held.signal, router.boundBackend(programId));
+        } catch (e) {
+          gate = undefined; // a rejected beforeCall needs no afterCall/onCallAbort
+          throw e;
+        } finally {
+          reply.raw.off("close", onClose);
+        }
+      }
+      route = routeOrUnavailable({ programId, ...(known ? { promptTokens: known } : {}), ...(only !== undefined ? { only } : {}) });
       onRouted(route);
       const backendName = route.backend;
       table.bind(programId, backendName);
@@ -269,9 +359,26 @@ export function createGateway(opts: GatewayOptions): Gateway {
         recorded = trace !== undefined;
         return streamed.result;
       }
-      const upstream = await callUpstream(backend, endpoint, prepared.upstreamBody, reply);
+      if (usesTokenPath(backend)) {
+        const first = route;
+        // The token path reports each of its attempts to the router itself.
+        route = undefined;
+        const served = await serveTokenPath(endpoint, prepared, programId, index, start, reply, first);
+        recorded = served.recorded;
+        return served.result;
+      }
+      const textOnly = isTokenBackend(backend) && !backend.capabilities.tokenIds;
+      const upstream = await callUpstream(backend, endpoint, textOnly ? textOnlyBody(prepared) : prepared.upstreamBody, reply);
       if (upstream.status < 200 || upstream.status >= 300) {
         return reply.code(upstream.status).send(upstream.json);
+      }
+      if (textOnly) {
+        // A generic provider without token ids: the call is recorded with its text, never trained on.
+        trace = textOnlyTrace(upstream.json);
+        const call = record(trace, newCallId(), backend, prepared, programId, index, start, { trainable: false });
+        recorded = true;
+        reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(index));
+        return prepared.clientWantsLogprobs ? upstream.json : withoutLogprobs(upstream.json);
       }
       try {
         trace = extractTrace(endpoint, upstream.json);
@@ -291,11 +398,31 @@ export function createGateway(opts: GatewayOptions): Gateway {
         );
       }
       if (!recorded) table.failCall(programId, index);
+      if (gate) {
+        const ctx = history.get(programId);
+        if (recorded && ctx) gate.afterCall(programId, ctx.length);
+        else gate.onCallAbort(programId);
+      }
     }
   }
 
+  /** A prompt-size estimate for a program's first call (no token history yet): ~4 characters a token. */
+  function estimateTokens(prepared: PreparedRequest): number {
+    const chars = prepared.messages.reduce((n, m) => n + m.content.length, 0);
+    return Math.ceil(chars / 4);
+  }
+
   /** Record one finished call in the sink and the program table; throws (unrecorded) when the sink fails. */
-  function record(trace: ExtractedTrace, id: string, backend: Backend, prepared: PreparedRequest, programId: string, index: number, start: number): Call {
+  function record(
+    trace: ExtractedTrace,
+    id: string,
+    backend: Backend,
+    prepared: PreparedRequest,
+    programId: string,
+    index: number,
+    start: number,
+    flags: Pick<Call, "trainable" | "contextReset"> = {},
+  ): Call {
     const call: Call = {
       id,
       programId,
@@ -309,6 +436,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       backend: backend.name,
       policyVersion: trace.policyVersion,
       timings: { start, end: clock.now() },
+      ...flags,
     };
     try {
       opts.sink.recordCall(call);
@@ -320,13 +448,160 @@ export function createGateway(opts: GatewayOptions): Gateway {
     metrics.promptTokens.inc(trace.promptTokenIds.length);
     metrics.outputTokens.inc(trace.outputTokenIds.length);
     history.set(programId, [...trace.promptTokenIds, ...trace.outputTokenIds]);
+    if (flags.trainable === false) {
+      // No engine token ids to continue from: the next call starts afresh.
+      history.delete(programId);
+      contexts.delete(programId);
+    } else {
+      contexts.set(programId, {
+        endpoint: prepared.endpoint,
+        messages: prepared.messages,
+        promptTokenIds: trace.promptTokenIds,
+        outputTokenIds: trace.outputTokenIds,
+        outputText: trace.outputText,
+        finishReason: trace.finishReason,
+        ...(Array.isArray(prepared.upstreamBody.tools) && prepared.upstreamBody.tools.length > 0 ? { tools: prepared.upstreamBody.tools } : {}),
+      });
+    }
     return call;
   }
 
+  /** Route a call; with every backend out of rotation, a 503 naming them and why. */
+  function routeOrUnavailable(req: { programId: string; promptTokens?: readonly number[] }): RouteDecision {
+    try {
+      return router.route(req);
+    } catch (e) {
+      if (!(e instanceof ArborError && e.code === "no_backend")) throw e;
+      const down = opts.backends.map((b) => `'${b.name}'${health.tracker.isUp(b.name) ? "" : ` (out of rotation: ${health.tracker.causeOf(b.name) ?? "unhealthy"})`}`);
+      throw new GatewayRejection(503, "server_error", "backend_unavailable", `no backend can take the call: ${e.message}; backends: ${down.join(", ")}`);
+    }
+  }
+
+  /** Whether calls routed to `b` take the token path: a token backend with the engine's tokenizer. */
+  function usesTokenPath(b: Backend | undefined): b is TokenBackend {
+    if (opts.tokenPath === false || b === undefined || !isTokenBackend(b)) return false;
+    return b.capabilities.tokenIds && typeof b.tokenize === "function" && typeof b.detokenize === "function";
+  }
+
   /**
-   * Relay a streamed call event by event and record it once the upstream sends [DONE]. An error
-   * before the stream starts is answered with its status (as for plain calls); after it, as an SSE
-   * `error` event. A stream cut short (upstream, client or timeout) records nothing.
+   * A non-streaming call on the token path (token-path/): the gateway builds the token-id prompt
+   * from the program's context, generates (retrying once elsewhere after a transport failure), and
+   * records exactly the ids and logprobs the engine produced under a call id fixed up front.
+   */
+  async function serveTokenPath(
+    endpoint: Endpoint,
+    prepared: PreparedRequest,
+    programId: string,
+    index: number,
+    start: number,
+    reply: FastifyReply,
+    first: { id: number; backend: string },
+  ): Promise<{ recorded: boolean; result: unknown }> {
+    let pending: { id: number; backend: string } | undefined = first;
+    const callId = newCallId();
+    const clientGone = new AbortController();
+    const onClose = (): void => {
+      if (!reply.raw.writableFinished) clientGone.abort(new ClientClosedError());
+    };
+    reply.raw.once("close", onClose);
+    const startAttempt = (r: { id: number; backend: string }): Attempt => {
+      const backend = backends.get(r.backend) as TokenBackend;
+      const ac = new AbortController();
+      const timer = clock.setTimer(callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, callTimeoutMs)));
+      const onGone = (): void => ac.abort(clientGone.signal.reason);
+      if (clientGone.signal.aborted) onGone();
+      else clientGone.signal.addEventListener("abort", onGone, { once: true });
+      const inFlight = attemptsOn.get(backend.name) ?? new Set<AbortController>();
+      attemptsOn.set(backend.name, inFlight);
+      inFlight.add(ac);
+      return {
+        routeId: r.id,
+        backend,
+        signal: ac.signal,
+        done: () => {
+          timer.cancel();
+          clientGone.signal.removeEventListener("abort", onGone);
+          inFlight.delete(ac);
+        },
+      };
+    };
+    try {
+      if (pending === undefined) throw new ArborError("token path: no route", "routing");
+      let sampling: ReturnType<typeof tokenSampling>;
+      try {
+        sampling = tokenSampling(endpoint, prepared.upstreamBody, prepared.clientWantsLogprobs);
+      } catch (e) {
+        router.onFinished(first.id, { outputTokens: 0, ok: false });
+        pending = undefined;
+        throw e;
+      }
+      const out = await runTokenCall(
+        { programId, source: promptSource(endpoint, prepared), previous: contexts.get(programId), sampling },
+        {
+          route: (promptTokens, failed) => {
+            let r = pending;
+            pending = undefined;
+            if (r === undefined) {
+              r = routeOrUnavailable(promptTokens ? { programId, promptTokens } : { programId });
+              if (failed.includes(r.backend) || !usesTokenPath(backends.get(r.backend))) {
+                router.onFinished(r.id, { outputTokens: 0, ok: false });
+                throw new ArborError(`routing offered only '${r.backend}', which cannot take it`, "no_backend");
+              }
+              table.bind(programId, r.backend);
+            }
+            return startAttempt(r);
+          },
+          finished: (routeId, o) =>
+            router.onFinished(routeId, o ? { promptTokens: o.promptTokenIds, outputTokens: o.result.outputTokenIds, ok: true } : { outputTokens: 0, ok: false }),
+          ...(divided ? { generate: (_backend: TokenBackend, req: GenerateRequest) => divided.generate(req) } : {}),
+          transportFailed: (name, cause) => health.callFailed(name, cause),
+          retrying: (name) => healthMetrics.retries.inc({ backend: name }),
+        },
+      );
+      const trace: ExtractedTrace = {
+        promptTokenIds: out.promptTokenIds,
+        outputTokenIds: out.result.outputTokenIds,
+        logprobs: out.result.logprobs,
+        outputText: out.decoded.text,
+        finishReason: out.result.finishReason,
+        // Engines that report no weights version (vLLM, SGLang, llama-server) record version 0.
+        policyVersion: out.result.policyVersion ?? 0,
+      };
+      const call = record(trace, callId, out.backend, prepared, programId, index, start, out.contextReset ? { contextReset: true } : {});
+      reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(index));
+      const answer = tokenAnswer({
+        endpoint,
+        callId,
+        created: Math.floor(clock.now() / 1000),
+        model: sampling.model,
+        promptTokenIds: out.promptTokenIds,
+        result: out.result,
+        decoded: out.decoded,
+        logprobs: sampling.logprobs,
+      });
+      return { recorded: true, result: answer };
+    } catch (e) {
+      // The engine refused the request itself (a 4xx): the client gets its answer as is.
+      if (e instanceof BackendHttpError && e.status < 500) {
+        return { recorded: false, result: reply.code(e.status).send(e.body ?? openAiError(e.message, "upstream_error")) };
+      }
+      throw e;
+    } finally {
+      if (pending !== undefined) router.onFinished(pending.id, { outputTokens: 0, ok: false });
+      reply.raw.off("close", onClose);
+    }
+  }
+
+  // The surface routes (messages, responses) name how their streamed answers are written; plain
+  // chat and completions streams are relayed as OpenAI chunks.
+  const streamSurfaces = new WeakMap<PreparedRequest, (backend: Backend, callId: string) => StreamSurface>();
+
+  /**
+   * Relay a streamed call event by event and record it once the upstream sends [DONE]. Each chunk
+   * reaches the client through the call's {@link StreamSurface} (OpenAI chunks as they are, or the
+   * Anthropic / Responses events a surface route registered in `streamSurfaces`). An error before
+   * the stream starts is answered with its status (as for plain calls); after it, as the surface's
+   * error event. A stream cut short (upstream, client or timeout) records nothing.
    */
   async function relayStream(
     backend: Backend,
@@ -337,7 +612,6 @@ export function createGateway(opts: GatewayOptions): Gateway {
     start: number,
     reply: FastifyReply,
   ): Promise<{ trace?: ExtractedTrace; result: unknown }> {
-    if (!isStreamingBackend(backend)) throw new InvalidRequestError("stream", `backend '${backend.name}' cannot stream; send stream: false`);
     const ac = new AbortController();
     const timer = clock.setTimer(callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, callTimeoutMs)));
     const res = reply.raw;
@@ -346,8 +620,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
     };
     res.once("close", onClose);
     const callId = newCallId();
+    const surface = streamSurfaces.get(prepared)?.(backend, callId) ?? openAiStreamSurface();
     const gone = (): boolean => res.destroyed || res.writableEnded;
-    const send = (data: string, end = false): void => {
+    const write = (frames: string, end = false): void => {
       if (gone()) return;
       if (!res.headersSent) {
         res.writeHead(200, {
@@ -359,20 +634,28 @@ export function createGateway(opts: GatewayOptions): Gateway {
           "x-arbor-call-index": String(index),
         });
       }
-      if (end) res.end(`data: ${data}\n\n`);
-      else res.write(`data: ${data}\n\n`);
+      if (end) res.end(frames);
+      else if (frames !== "") res.write(frames);
     };
     try {
-      const upstream = endpoint === "chat"
-        ? await backend.chatCompletionsStream(prepared.upstreamBody, ac.signal)
-        : await backend.completionsStream(prepared.upstreamBody, ac.signal);
-      if (!upstream.ok) return { result: reply.code(upstream.status).send(upstream.json) };
+      let upstream: BackendStreamReply;
+      try {
+        if (!isStreamingBackend(backend)) throw new InvalidRequestError("stream", `backend '${backend.name}' cannot stream; send stream: false`);
+        upstream = endpoint === "chat"
+          ? await backend.chatCompletionsStream(prepared.upstreamBody, ac.signal)
+          : await backend.completionsStream(prepared.upstreamBody, ac.signal);
+      } catch (err) {
+        // Surface routes answer in their own error shape; chat errors go to the OpenAI error handler.
+        if (!streamSurfaces.has(prepared)) throw err;
+        const { status, body } = surface.errorResponse(err);
+        return { result: reply.code(status).send(body) };
+      }
+      if (!upstream.ok) return { result: reply.code(upstream.status).send(surface.upstreamErrorBody(upstream.status, upstream.json)) };
       // From here the gateway writes the response itself; nothing below may throw to fastify.
       reply.hijack();
       try {
         const st = new StreamTrace(endpoint, { clientWantsLogprobs: prepared.clientWantsLogprobs, clientWantsTokenIds: prepared.clientWantsTokenIds });
         let finished = false;
-        let upstreamFailed = false;
         for await (const data of upstream.events) {
           if (data === "[DONE]") {
             finished = true;
@@ -384,24 +667,21 @@ export function createGateway(opts: GatewayOptions): Gateway {
           } catch {
             throw new BackendProtocolError(backend.name, backend.url, `streamed an event that is not JSON: ${data.slice(0, 200)}`);
           }
-          // The engine failed mid-stream: pass its error on; nothing is recorded.
+          // The engine failed mid-stream: pass its error on in the surface's shape; nothing is recorded.
           if (typeof chunk === "object" && chunk !== null && "error" in chunk) {
-            upstreamFailed = true;
-            send(data);
-            continue;
+            write(surface.fail(new UpstreamStreamError(data, chunk)), true);
+            return { result: undefined };
           }
+          let visible: StreamChunk;
           try {
-            send(JSON.stringify(st.push(chunk)));
+            visible = st.push(chunk);
           } catch (e) {
             if (e instanceof TraceShapeError) throw new BackendProtocolError(backend.name, backend.url, e.message);
             throw e;
           }
+          write(surface.chunk(visible, chunk as StreamChunk));
         }
         if (ac.signal.aborted) throw ac.signal.reason;
-        if (upstreamFailed) {
-          send("[DONE]", true);
-          return { result: undefined };
-        }
         if (!finished) throw new BackendProtocolError(backend.name, backend.url, "ended the event stream without [DONE]");
         let trace: ExtractedTrace;
         try {
@@ -410,18 +690,19 @@ export function createGateway(opts: GatewayOptions): Gateway {
           if (e instanceof TraceShapeError) throw new BackendProtocolError(backend.name, backend.url, e.message);
           throw e;
         }
+        // Translated before recording: an answer the surface cannot close is a failed call.
+        const closing = surface.finish();
         record(trace, callId, backend, prepared, programId, index, start);
-        send("[DONE]", true);
+        write(closing, true);
         return { trace, result: undefined };
       } catch (err) {
         if (!gone()) {
-          const { status, body } = toOpenAiError(err);
           if (!res.headersSent) {
+            const { status, body } = surface.errorResponse(err);
             res.writeHead(status, { "content-type": "application/json; charset=utf-8" });
             res.end(JSON.stringify(body));
           } else {
-            send(JSON.stringify({ error: { ...body.error, code: status } }));
-            send("[DONE]", true);
+            write(surface.fail(err), true);
           }
         }
         return { result: undefined };
@@ -446,20 +727,20 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   /**
    * Anthropic Messages (what Claude-Code-style agents speak), served through the chat path: the
-   * request is translated to a chat completion, recorded like one, and the answer translated back.
-   * Streaming is not routed yet: it is refused with an Anthropic-shaped 400.
+   * request is translated to a chat completion, recorded like one, and the answer translated back;
+   * streamed answers are relayed as Anthropic's message events.
    */
   async function messages(req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
     const start = clock.now();
     let chatBody: ReturnType<typeof anthropicToChat>;
     try {
       chatBody = anthropicToChat(req.body);
-      if (chatBody.stream) throw AnthropicError.invalidRequest("stream", "streaming is not supported on /v1/messages yet; send stream: false");
     } catch (e) {
       if (e instanceof AnthropicError) return reply.code(e.status).send(e.body);
       throw e;
     }
     const prepared = prepareRequest("chat", chatBody);
+    if (prepared.stream) streamSurfaces.set(prepared, () => anthropicStreamSurface(chatBody.model));
     return admitted(req, prepared, async (programId) => {
       const result = await serveCall("chat", prepared, programId, start, reply, "messages");
       // An upstream error was already sent as is.
@@ -475,13 +756,17 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   /**
    * OpenAI Responses (the OpenAI Agents SDK's default API), served through the chat path like
-   * messages(). Streaming is not routed yet: it is refused with a 400.
+   * messages(); streamed answers are relayed as Responses events.
    */
   async function responses(req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
     const start = clock.now();
     const { chat, echo } = responsesToChat(req.body);
-    if (chat.stream) throw streamingNotSupported();
     const prepared = prepareRequest("chat", chat);
+    if (prepared.stream) {
+      streamSurfaces.set(prepared, (backend, callId) =>
+        responsesStreamSurface(echo, Math.floor(clock.now() / 1000), callId, { backend: backend.name, url: backend.url }),
+      );
+    }
     return admitted(req, prepared, async (programId) => {
       const result = await serveCall("chat", prepared, programId, start, reply, "responses");
       if (reply.sent) return reply;
@@ -554,9 +839,11 @@ export function createGateway(opts: GatewayOptions): Gateway {
   /** Drop everything the gateway keeps for a released program besides its table tombstone. */
   function forget(id: string): void {
     history.delete(id);
+    contexts.delete(id);
     router.releaseProgram(id);
     keys.release(id);
     limiter.forget(id);
+    void gateReady?.then((g) => g.onRelease(id), () => undefined);
   }
 
   /** Count a termination and run the hook; a failing hook must not break the gateway. */
@@ -595,6 +882,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
     router,
     metrics,
     async listen(host, port) {
+      // A pause gate that could not start (e.g. a backend without a known capacity) fails start-up.
+      await gateReady;
       await app.listen({ host, port });
       idleTimer?.cancel();
       armIdleSweep();
@@ -602,11 +891,15 @@ export function createGateway(opts: GatewayOptions): Gateway {
       if (!addr || typeof addr === "string") throw new ArborError(`gateway: could not listen on ${host}:${port}`);
       return `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`;
     },
-    close: () => {
+    close: async () => {
+      health.stop();
       idleTimer?.cancel();
       idleTimer = undefined;
+      const gate = await gateReady?.catch(() => undefined);
+      await gate?.close();
       return app.close();
     },
     checkBackends: () => checkBackends(opts.backends),
+    health,
   };
 }

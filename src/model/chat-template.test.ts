@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { renderChat, stopTokenIds } from "./chat-template.js";
+import { renderChat, renderToolsPrompt, stopTokenIds } from "./chat-template.js";
 import { Vocab } from "./vocab.js";
 
 const vocab = new Vocab();
@@ -57,6 +57,18 @@ describe("renderChat", () => {
     ]);
     // What the policy generated decodes to text that renders back to the same ids.
     expect(renderChat([{ role: "assistant", content: vocab.decode(ids.slice(2, -1)) }], enc, vocab, { addGenerationPrompt: false })).toEqual(ids);
+  });
+
+  it("declares tools in a plain-text system turn before the messages", () => {
+    const tools = [{ name: "get_weather", description: "Weather now", parameters: { type: "object", properties: { city: { type: "string" } } } }, { name: "noop" }];
+    const text = renderToolsPrompt(tools);
+    expect(text).toContain('- get_weather: Weather now\n  arguments: {"type":"object","properties":{"city":{"type":"string"}}}');
+    expect(text).toContain('- noop\n  arguments: {"type":"object","properties":{}}');
+    const ids = renderChat([{ role: "user", content: "hi" }], enc, vocab, { tools });
+    expect(ids).toEqual([vocab.bosId, c("<|system|>"), ...enc(text), c("<|end|>"), c("<|user|>"), ...enc("hi"), c("<|end|>"), c("<|assistant|>")]);
+    // The markers named in the instructions stay text: only the policy's own output makes control tokens.
+    expect(ids).not.toContain(c("<|tool_call|>"));
+    expect(renderChat([{ role: "user", content: "hi" }], enc, vocab, { tools: [] })).toEqual(renderChat([{ role: "user", content: "hi" }], enc, vocab));
   });
 
   it("rejects an unknown role", () => {

@@ -19,6 +19,33 @@ const TOOL_MARKERS: readonly ControlTokenName[] = ["<|tool_call|>", "<|/tool_cal
 export interface RenderChatOptions {
   /** Append `<|assistant|>` so the model continues as the assistant (default true). */
   addGenerationPrompt?: boolean;
+  /** Tools the model may call: rendered by {@link renderToolsPrompt} as a system turn before the messages. */
+  tools?: readonly ChatToolSpec[];
+}
+
+/** A tool declared to the model (OpenAI's `function` tool, flattened). */
+export interface ChatToolSpec {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments object. */
+  parameters?: Record<string, unknown>;
+}
+
+/**
+ * The system text that declares tools to the tiny policy, in its own markup: a call is
+ * `<|tool_call|>name {json arguments}<|/tool_call|>`. Deterministic (same tools, same text), so
+ * a program's prompts keep a stable prefix across calls.
+ */
+export function renderToolsPrompt(tools: readonly ChatToolSpec[]): string {
+  const lines = tools.map((t) => {
+    const desc = t.description ? `: ${t.description}` : "";
+    return `- ${t.name}${desc}\n  arguments: ${JSON.stringify(t.parameters ?? { type: "object", properties: {} })}`;
+  });
+  return [
+    "You can call these tools:",
+    ...lines,
+    "To call a tool, write <|tool_call|>, the tool name, a space, its arguments as one JSON object, then <|/tool_call|>.",
+  ].join("\n");
 }
 
 /** Ids of the tokens that end generation (`</s>`, `<|end|>`). */
@@ -40,6 +67,10 @@ export function renderChat(
 ): number[] {
   const ids: number[] = [vocab.bosId];
   const end = vocab.controlId("<|end|>");
+  if (opts.tools !== undefined && opts.tools.length > 0) {
+    // As plain text: the markers in the instructions must not become control tokens.
+    ids.push(vocab.controlId("<|system|>"), ...tokenize(renderToolsPrompt(opts.tools)), end);
+  }
   messages.forEach((m, i) => {
     const roleToken = ROLE_TOKEN[m.role];
     if (roleToken === undefined) throw new RangeError(`messages[${i}].role: unknown role '${String(m.role)}'`);

@@ -20,8 +20,13 @@ describe("outcome reward", () => {
     expect(outcome.compute(ctx(trajectory(["42"]), env))).toBe(0);
     expect(env.checked).toEqual([]);
   });
+  it("refuses a completed program that was never checked", () => {
+    const c = ctx(trajectory(["42"], { kind: "completed" }));
+    delete c.check;
+    expect(() => outcome.compute(c)).toThrow(/no checker result for completed program 'p'/);
+  });
   it("rejects a non-finite checker score", () => {
-    const env = { ...fakeEnv(), check: () => ({ score: NaN, detail: "" }) };
+    const env = { ...fakeEnv(), checkNow: () => ({ score: NaN, detail: "" }) };
     expect(() => outcome.compute(ctx(trajectory(["42"], { kind: "completed" }), env))).toThrow(/returned score NaN for task 't1'/);
   });
 });

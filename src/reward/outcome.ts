@@ -3,14 +3,20 @@
 import { ArborError } from "../core/errors.js";
 import type { RewardContext, RewardFn } from "./reward-fn.js";
 
-/** Create the `outcome` reward: `env.check(task, finalAnswer).score` for completed programs, else 0. */
+/** Create the `outcome` reward: the checker's score (`ctx.check`) for completed programs, else 0. */
 export function createOutcomeReward(): RewardFn {
   return {
     name: "outcome",
     compute(ctx: RewardContext): number {
       const program = ctx.trajectory.program;
       if (program.termination?.kind !== "completed") return 0;
-      const { score } = ctx.env.check(ctx.task, ctx.finalAnswer);
+      if (!ctx.check) {
+        throw new ArborError(
+          `outcome reward: no checker result for completed program '${program.id}' (the rollout must run env.check and pass it as ctx.check)`,
+          "reward",
+        );
+      }
+      const { score } = ctx.check;
       if (typeof score !== "number" || !Number.isFinite(score)) {
         throw new ArborError(
           `outcome reward: env '${ctx.env.name}' returned score ${String(score)} for task '${ctx.task.id}' (program '${program.id}')`,

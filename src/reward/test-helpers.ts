@@ -5,21 +5,24 @@ import { finalAnswer } from "./final-answer.js";
 import type { RewardContext } from "./reward-fn.js";
 
 /** An environment whose checker gives 1 for the exact answer, 0.5 for one containing it, else 0. */
-export function fakeEnv(): Environment & { checked: string[] } {
+export function fakeEnv(): Environment & { checked: string[]; checkNow(task: Task, answer: string): CheckResult } {
   const checked: string[] = [];
+  const checkNow = (task: Task, answer: string): CheckResult => {
+    checked.push(answer);
+    const want = String(task.meta.answer);
+    const score = answer.trim() === want ? 1 : answer.includes(want) ? 0.5 : 0;
+    return { score, detail: `want ${want}` };
+  };
   return {
     name: "fake",
     checked,
+    checkNow,
     tasks: () => [],
     tools: () => [],
-    setup: async () => undefined,
-    check(task: Task, answer: string): CheckResult {
-      checked.push(answer);
-      const want = String(task.meta.answer);
-      const score = answer.trim() === want ? 1 : answer.includes(want) ? 0.5 : 0;
-      return { score, detail: `want ${want}` };
-    },
+    setup: async () => ({}),
+    check: async (task, c) => checkNow(task, c.finalAnswer),
     golden: () => [],
+    solveGolden: async (task) => String(task.meta.answer),
   };
 }
 
@@ -59,7 +62,10 @@ export function trajectory(texts: string[], termination?: Termination): Trajecto
   };
 }
 
+/** The reward context the rollout builds: the checker runs only for completed programs. */
 export function ctx(t: Trajectory, env = fakeEnv()): RewardContext {
-  return { trajectory: t, task, env, finalAnswer: finalAnswer(t) };
+  const answer = finalAnswer(t);
+  const check = t.program.termination?.kind === "completed" ? env.checkNow(task, answer) : undefined;
+  return { trajectory: t, task, env, finalAnswer: answer, ...(check ? { check } : {}) };
 }
 

@@ -5,7 +5,9 @@ import OpenAI from "openai";
 import { runToolAgent, type AgentLimits } from "../agents/tool-agent.js";
 import type { Clock } from "../core/clock.js";
 import type { Group, Program, Reward, Termination } from "../core/types.js";
-import type { Environment, Task } from "../envs/env.js";
+import type { CheckResult, Environment, Task } from "../envs/env.js";
+import { judgeProgram, setupEvent } from "../envs/judge-program.js";
+import { sampleVariant } from "../envs/variants.js";
 import type { RewardContext } from "../reward/reward-fn.js";
 import type { Sandbox, SandboxProvider } from "../sandbox/sandbox.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
@@ -80,18 +82,22 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
     state: "active",
     createdAt: o.clock.now(),
   };
+  const variant = sampleVariant(o.env.variants?.() ?? [], o.seed, programId);
+  if (variant) program.variant = { id: variant.id, kind: variant.kind };
   o.store.createProgram(program);
 
   let termination: Termination;
   let finalAnswer = "";
   let calls = 0;
+  let check: CheckResult | undefined;
+  let zeroReward = false;
   let sandbox: Sandbox | undefined;
   try {
     if (o.signal?.aborted) throw new AbortedBeforeStart();
     // The program's own key: it reaches only this program's endpoints and trace at the gateway.
     const apiKey = await createAtGateway(o.gatewayUrl, programId, o.gatewayAdminToken);
     sandbox = await o.sandboxes.create(programId);
-    await o.env.setup(task, sandbox);
+    const setup = setupEvent(programId, await o.env.setup(task, sandbox, { variant }));
     const client = new OpenAI({
       baseURL: `${o.gatewayUrl}/p/${encodeURIComponent(programId)}/v1`,
       apiKey,
@@ -111,8 +117,13 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
       clock: o.clock,
       signal: o.signal,
     });
-    for (const ev of outcome.tools) o.store.recordTool(ev);
-    termination = outcome.termination;
+    for (const ev of setup ? [setup, ...outcome.tools] : outcome.tools) o.store.recordTool(ev);
+    // Checked while the sandbox lives: the env may run hidden tests in it.
+    const judged = await judgeProgram(o.env, task, sandbox, programId, outcome);
+    for (const ev of judged.events) o.store.recordTool(ev);
+    termination = judged.termination;
+    check = judged.check;
+    zeroReward = judged.zeroReward;
     finalAnswer = outcome.finalAnswer;
     calls = outcome.calls;
   } catch (e) {
@@ -135,7 +146,8 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
   await releaseAtGateway(o.gatewayUrl, programId, o.gatewayAdminToken);
   const trajectory = o.store.getTrajectory(programId);
   if (!trajectory) throw new Error(`program ${programId} vanished from the store`);
-  const reward = o.reward({ trajectory, task, env: o.env, finalAnswer });
+  const computed = o.reward({ trajectory, task, env: o.env, finalAnswer, ...(check ? { check } : {}) });
+  const reward = zeroReward ? { total: 0, components: computed.components } : computed;
   o.store.setReward(programId, reward);
   return { programId, groupId: group.id, termination, reward, calls };
 }

@@ -63,12 +63,57 @@ describe("SqliteTrajectoryStore on disk", () => {
     }
   });
 
+  it("keeps a call's text-only and context-reset flags, and absent flags stay absent", () => {
+    const store = new SqliteTrajectoryStore(path);
+    store.createRun(fixtureRun());
+    const g = fixtureGroup("g1", "run-1", 1);
+    store.createGroup(g);
+    store.createProgram(fixtureProgram(g, 0));
+    const plain = fixtureCall("g1-p0", 0, [-0.5]);
+    const textOnly = { ...fixtureCall("g1-p0", 1, []), promptTokenIds: [], outputTokenIds: [], trainable: false as const, contextReset: true as const };
+    store.recordCall(plain);
+    store.recordCall(textOnly);
+    store.close();
+    const again = new SqliteTrajectoryStore(path);
+    try {
+      const calls = again.getTrajectory("g1-p0")?.calls ?? [];
+      expect(calls).toEqual([plain, textOnly]);
+      expect("trainable" in (calls[0] as object)).toBe(false);
+    } finally {
+      again.close();
+    }
+  });
+
+  it("upgrades a version-1 file in place: old calls read back as trainable", () => {
+    const store = new SqliteTrajectoryStore(path);
+    store.createRun(fixtureRun());
+    const g = fixtureGroup("g1", "run-1", 1);
+    store.createGroup(g);
+    store.createProgram(fixtureProgram(g, 0));
+    const call = fixtureCall("g1-p0", 0, [-0.25]);
+    store.recordCall(call);
+    store.close();
+    // Turn the file back into what version 1 wrote: no flag columns.
+    const db = new Database(path);
+    db.exec("ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; UPDATE schema_version SET version = 1;");
+    db.close();
+    const upgraded = new SqliteTrajectoryStore(path);
+    try {
+      expect(upgraded.getTrajectory("g1-p0")?.calls).toEqual([call]);
+    } finally {
+      upgraded.close();
+    }
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
+    check.close();
+  });
+
   it("refuses a file with another schema version", () => {
     new SqliteTrajectoryStore(path).close();
     const db = new Database(path);
     db.prepare("UPDATE schema_version SET version = 999").run();
     db.close();
-    expect(() => new SqliteTrajectoryStore(path)).toThrow(/schema version 999, this build expects 1/);
+    expect(() => new SqliteTrajectoryStore(path)).toThrow(new RegExp(`schema version 999, this build expects ${SQLITE_SCHEMA_VERSION}`));
   });
 
   it("refuses a database that is not an Arbor store, and a file that is not a database", () => {

@@ -7,6 +7,8 @@ import { ArborError } from "../core/errors.js";
 import type {
   Call,
   ChatMessage,
+  ContextAction,
+  ContextEvent,
   FinishReason,
   Group,
   Program,
@@ -21,7 +23,12 @@ import { decodeFloat64s, decodeTokenIds, encodeFloat64s, encodeTokenIds } from "
 import { TERMINATION_KINDS, type NewRun, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
-export const SQLITE_SCHEMA_VERSION = 1;
+export const SQLITE_SCHEMA_VERSION = 2;
+
+const V1_TO_V2 = `
+ALTER TABLE calls ADD COLUMN trainable INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE calls ADD COLUMN context_reset INTEGER NOT NULL DEFAULT 0;
+`;
 
 const SCHEMA = `
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -66,6 +73,8 @@ CREATE TABLE calls (
   policy_version INTEGER NOT NULL,
   start_ms REAL NOT NULL,
   end_ms REAL NOT NULL,
+  trainable INTEGER NOT NULL DEFAULT 1,
+  context_reset INTEGER NOT NULL DEFAULT 0,
   UNIQUE (program_id, idx)
 );
 CREATE TABLE tools (
@@ -84,6 +93,25 @@ CREATE TABLE rewards (
   components TEXT NOT NULL
 );
 `;
+
+// Context-management events, added without a version bump: created on every open (IF NOT EXISTS),
+// so files of any version gain the table and builds that do not know it simply ignore it.
+const CONTEXT_EVENTS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS context_events (
+  program_id TEXT NOT NULL REFERENCES programs(id),
+  call_index INTEGER NOT NULL,
+  policy TEXT NOT NULL,
+  action TEXT NOT NULL,
+  tokens_before INTEGER NOT NULL,
+  tokens_after INTEGER NOT NULL,
+  messages_before INTEGER NOT NULL,
+  messages_after INTEGER NOT NULL,
+  detail TEXT
+);
+CREATE INDEX IF NOT EXISTS context_events_program ON context_events(program_id);
+`;
+
+const CONTEXT_ACTIONS: readonly ContextAction[] = ["discard", "clear-thinking", "summarize"];
 
 export interface SqliteStoreOptions {
   /** `full` (default) fsyncs every commit, so a recorded call survives power loss; `normal` survives process crashes only. */
@@ -129,6 +157,8 @@ interface CallRow {
   policy_version: number;
   start_ms: number;
   end_ms: number;
+  trainable: number;
+  context_reset: number;
 }
 interface ToolRow {
   program_id: string;
@@ -138,6 +168,17 @@ interface ToolRow {
   output: string;
   ok: number;
   duration_ms: number;
+}
+interface ContextEventRow {
+  program_id: string;
+  call_index: number;
+  policy: string;
+  action: string;
+  tokens_before: number;
+  tokens_after: number;
+  messages_before: number;
+  messages_after: number;
+  detail: string | null;
 }
 interface RewardRow {
   program_id: string;
@@ -181,7 +222,7 @@ function programFromRow(r: ProgramRow): Program {
 }
 
 function callFromRow(r: CallRow): Call {
-  return {
+  const call: Call = {
     id: r.id,
     programId: r.program_id,
     index: r.idx,
@@ -195,6 +236,9 @@ function callFromRow(r: CallRow): Call {
     policyVersion: r.policy_version,
     timings: { start: r.start_ms, end: r.end_ms },
   };
+  if (r.trainable === 0) call.trainable = false;
+  if (r.context_reset !== 0) call.contextReset = true;
+  return call;
 }
 
 function toolFromRow(r: ToolRow): ToolEvent {
@@ -207,6 +251,21 @@ function toolFromRow(r: ToolRow): ToolEvent {
     ok: r.ok !== 0,
     durationMs: r.duration_ms,
   };
+}
+
+function contextEventFromRow(r: ContextEventRow): ContextEvent {
+  const e: ContextEvent = {
+    programId: r.program_id,
+    callIndex: r.call_index,
+    policy: r.policy,
+    action: r.action as ContextAction,
+    tokensBefore: r.tokens_before,
+    tokensAfter: r.tokens_after,
+    messagesBefore: r.messages_before,
+    messagesAfter: r.messages_after,
+  };
+  if (r.detail !== null) e.detail = r.detail;
+  return e;
 }
 
 function rewardFromRow(r: RewardRow): Reward {
@@ -244,6 +303,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       this.db.pragma(`synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`);
       this.db.pragma("busy_timeout = 5000");
       this.migrate();
+      this.db.exec(CONTEXT_EVENTS_SCHEMA);
     } catch (e) {
       this.db.close();
       if (e instanceof ArborError) throw e;
@@ -265,6 +325,14 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       return;
     }
     const row = this.db.prepare("SELECT version FROM schema_version").get() as { version: number } | undefined;
+    if (row?.version === 1) {
+      // Version 2 only adds the calls' trainable/context_reset flags; old rows keep the defaults.
+      this.db.transaction(() => {
+        this.db.exec(V1_TO_V2);
+        this.db.prepare("UPDATE schema_version SET version = ?").run(SQLITE_SCHEMA_VERSION);
+      })();
+      return;
+    }
     if (row?.version !== SQLITE_SCHEMA_VERSION) {
       fail(`store ${this.path}: schema version ${row?.version ?? "missing"}, this build expects ${SQLITE_SCHEMA_VERSION}`);
     }
@@ -405,7 +473,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       }
       db.prepare(
         `INSERT INTO calls (id, program_id, idx, messages, prompt_token_ids, output_token_ids, logprobs, output_text,
-           finish_reason, backend, policy_version, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ).run(
         call.id,
         call.programId,
@@ -420,6 +489,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
         call.policyVersion,
         call.timings.start,
         call.timings.end,
+        call.trainable === false ? 0 : 1,
+        call.contextReset === true ? 1 : 0,
       );
     })();
   }
@@ -434,6 +505,34 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       db.prepare(
         "INSERT INTO tools (program_id, call_index, tool, input, output, ok, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
       ).run(event.programId, event.callIndex, event.tool, event.input, event.output, event.ok ? 1 : 0, event.durationMs);
+    })();
+  }
+
+  recordContextEvent(event: ContextEvent): void {
+    const what = `recordContextEvent '${event?.policy}'`;
+    requireIndex(event.callIndex, "contextEvent.callIndex");
+    requireString(event.policy, "contextEvent.policy");
+    if (!CONTEXT_ACTIONS.includes(event.action)) fail(`${what}: unknown action '${String(event.action)}'`);
+    for (const f of ["tokensBefore", "tokensAfter", "messagesBefore", "messagesAfter"] as const) {
+      requireIndex(event[f], `contextEvent.${f}`);
+    }
+    const db = this.live();
+    db.transaction(() => {
+      this.requireActiveProgram(event.programId, what);
+      db.prepare(
+        `INSERT INTO context_events (program_id, call_index, policy, action, tokens_before, tokens_after, messages_before,
+           messages_after, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ).run(
+        event.programId,
+        event.callIndex,
+        event.policy,
+        event.action,
+        event.tokensBefore,
+        event.tokensAfter,
+        event.messagesBefore,
+        event.messagesAfter,
+        event.detail ?? null,
+      );
     })();
   }
 
@@ -476,8 +575,10 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       const calls = db.prepare("SELECT * FROM calls WHERE program_id = ? ORDER BY idx").all(programId) as CallRow[];
       const tools = db.prepare("SELECT * FROM tools WHERE program_id = ? ORDER BY rowid").all(programId) as ToolRow[];
       const reward = db.prepare("SELECT * FROM rewards WHERE program_id = ?").get(programId) as RewardRow | undefined;
+      const events = db.prepare("SELECT * FROM context_events WHERE program_id = ? ORDER BY rowid").all(programId) as ContextEventRow[];
       const t: Trajectory = { program: programFromRow(p), calls: calls.map(callFromRow), tools: tools.map(toolFromRow) };
       if (reward) t.reward = rewardFromRow(reward);
+      if (events.length > 0) t.contextEvents = events.map(contextEventFromRow);
       return t;
     })();
   }
@@ -496,6 +597,10 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       }
       for (const r of db.prepare(`SELECT x.* FROM tools x ${join} ORDER BY x.rowid`).all(runId) as ToolRow[]) {
         byId.get(r.program_id)?.tools.push(toolFromRow(r));
+      }
+      for (const r of db.prepare(`SELECT x.* FROM context_events x ${join} ORDER BY x.rowid`).all(runId) as ContextEventRow[]) {
+        const t = byId.get(r.program_id);
+        if (t) (t.contextEvents ??= []).push(contextEventFromRow(r));
       }
       for (const r of db.prepare(`SELECT x.* FROM rewards x ${join}`).all(runId) as RewardRow[]) {
         const t = byId.get(r.program_id);

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ArborError } from "../core/errors.js";
 import type { Trajectory } from "../core/types.js";
 import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "./test-fixtures.js";
-import type { TrajectoryStore } from "./trajectory-store.js";
+import { TERMINATION_KINDS, type TrajectoryStore } from "./trajectory-store.js";
 
 export interface StoreHarness {
   /** Open a store over this harness's backing data (every call sees the same data once the previous store is closed). */
@@ -112,7 +112,8 @@ export function describeTrajectoryStoreContract(
       expect(s.terminations.completed).toBe(1);
       expect(s.terminations.max_turns).toBe(1);
       expect(s.terminations.timeout).toBe(0);
-      expect(Object.keys(s.terminations)).toHaveLength(10);
+      expect(Object.keys(s.terminations)).toHaveLength(TERMINATION_KINDS.length);
+      expect(TERMINATION_KINDS).toEqual(expect.arrayContaining(["sandbox_oom", "hygiene_violation"]));
       expect(s.rewarded).toBe(2);
       expect(s.meanReward).toBe(0.5);
     });
@@ -156,6 +157,25 @@ export function describeTrajectoryStoreContract(
       expect(store.getRun("run-1")).toEqual({ ...fixtureRun(), endedAt: 9000 });
       // Nothing partial was written by the failed calls.
       expect(store.getTrajectory("g2-p0")?.calls).toHaveLength(1);
+    });
+
+    it("records context events in order, per program, and refuses them after the program ended", () => {
+      populate();
+      const ev = { programId: "g2-p0", callIndex: 2, policy: "discard-all", action: "discard" as const, tokensBefore: 820, tokensAfter: 64, messagesBefore: 9, messagesAfter: 2 };
+      store.recordContextEvent(ev);
+      store.recordContextEvent({ ...ev, callIndex: 5, policy: "summarize", action: "summarize", detail: "summary: 42" });
+      expect(store.getTrajectory("g2-p0")?.contextEvents).toEqual([ev, { ...ev, callIndex: 5, policy: "summarize", action: "summarize", detail: "summary: 42" }]);
+      expect(store.getTrajectory("g1-p0")?.contextEvents).toBeUndefined();
+      const listed = store.listTrajectories("run-1");
+      expect(listed[2]?.contextEvents?.map((e) => e.callIndex)).toEqual([2, 5]);
+      expect(listed[0]?.contextEvents).toBeUndefined();
+      expect(() => store.recordContextEvent({ ...ev, programId: "g1-p0" })).toThrow(/already ended/);
+      expect(() => store.recordContextEvent({ ...ev, programId: "ghost" })).toThrow(/unknown program 'ghost'/);
+      expect(() => store.recordContextEvent({ ...ev, action: "forget" as never })).toThrow(/unknown action 'forget'/);
+      expect(() => store.recordContextEvent({ ...ev, tokensAfter: -1 })).toThrow(/tokensAfter/);
+      store.endProgram("g2-p0", { kind: "sandbox_oom", detail: "node: Fatal process OOM" }, 4000);
+      expect(store.stats("run-1").terminations.sandbox_oom).toBe(1);
+      expect(store.getTrajectory("g2-p0")?.contextEvents).toHaveLength(2);
     });
 
     it("throws after close", () => {

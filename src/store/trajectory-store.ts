@@ -2,6 +2,7 @@
 // logprobs), tool events, terminations and rewards are recorded and read back for training.
 import type {
   Call,
+  ContextEvent,
   Group,
   Program,
   Reward,
@@ -24,6 +25,8 @@ export const TERMINATION_KINDS: readonly TerminationKind[] = [
   "sandbox_error",
   "timeout",
   "aborted",
+  "sandbox_oom",
+  "hygiene_violation",
 ];
 
 /** What `createRun` needs. */
@@ -77,6 +80,8 @@ export interface TrajectoryStore extends TraceSink {
   recordCall(call: Call): void;
   /** Record one tool invocation of an active program. */
   recordTool(event: ToolEvent): void;
+  /** Record one context-management event of an active program (read back in record order). */
+  recordContextEvent(event: ContextEvent): void;
   /** End a program. Throws if the program is unknown or already ended. */
   endProgram(programId: string, termination: Termination, endedAt: number): void;
   /** Attach the reward of an ended program. Throws if unknown, not ended, or already rewarded. */

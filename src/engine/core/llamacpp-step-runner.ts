@@ -220,7 +220,8 @@ export class LlamaCppStepRunner implements StepRunner {
       const w = work[i] as (typeof work)[number];
       const probs = outs[i];
       if (!probs) continue;
-      const tok = sampleToken(probs, w.r.params, w.r.rng);
+      // The distribution follows the chunk's last token: the new token sits at the chunk's end.
+      const tok = sampleToken(probs, w.r.params, w.r.rng, w.c.numComputedTokens + w.c.numNewTokens);
       // The token is fed back by the next decode chunk; the scheduler keeps the same list.
       w.r.tokens.push(tok.id);
       sampled.set(w.id, { tokenId: tok.id, logprob: tok.logprob });

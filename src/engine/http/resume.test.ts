@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Rng } from "../../core/rng.js";
+import type { Rng } from "../../core/rng.js";
+import { PositionKeyedRng } from "../position-keyed-rng.js";
 import { stopTokenIds } from "../../model/chat-template.js";
 import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
@@ -95,8 +96,9 @@ describe("in_flight resume on real GGUFs", () => {
     const gen = (ex: Executor, p: number[], maxTokens: number, rng: Rng) =>
       ex.generate({ promptTokenIds: p, maxTokens, temperature: 1, topP: 1, topLogprobs: 0, rng });
     // What the old version alone gives, and what a switch after K tokens must give.
-    const onlyA = await gen(execA, prompt, N, new Rng(SEED));
-    const rng = new Rng(SEED);
+    // An HTTP `seed` gives the request a PositionKeyedRng (what the engine's requestRng builds).
+    const onlyA = await gen(execA, prompt, N, PositionKeyedRng.fromSeed(SEED));
+    const rng = PositionKeyedRng.fromSeed(SEED);
     const head = await gen(execA, prompt, K, rng);
     const tail = await gen(execB, [...prompt, ...head.tokens.map((t) => t.id)], N - K, rng);
     expect(head.finishReason).toBe("length");

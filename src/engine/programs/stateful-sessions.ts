@@ -229,7 +229,7 @@ export class StatefulSessions {
       for (;;) {
         if (req.signal?.aborted) return result("abort");
         const probs = (await evaluateTokens(seq, input, true)) as Map<number, number>;
-        const tok = sampleToken(probs, params, req.rng);
+        const tok = sampleToken(probs, params, req.rng, prompt.length + tokens.length);
         this.counters.generatedTokens++;
         tokens.push(tok);
         req.onToken?.(tok, tokens.length - 1);

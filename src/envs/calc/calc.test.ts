@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseToolCalls } from "../../agents/markup.js";
 import { createBwrapProvider, type BwrapProvider } from "../../sandbox/bwrap.js";
 import type { ExecOptions, ExecResult, Sandbox } from "../../sandbox/sandbox.js";
-import { createCalcEnvironment } from "./calc.js";
+import { checkAnswer, createCalcEnvironment } from "./calc.js";
 import { evalExpr } from "./expr.js";
 import { calcTasks } from "./tasks.js";
 import { CALC_MAX_INPUT } from "./tool.js";
@@ -100,26 +100,27 @@ describe("calc tasks", () => {
 describe("calc checker and golden trajectories", () => {
   const tasks = env.tasks(20, 11);
 
-  it("golden conversations are well-formed and pass the checker", () => {
+  it("golden conversations are well-formed and pass the checker", async () => {
     for (const t of tasks) {
       const g = env.golden(t);
       expect(g.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant"]);
       expect(parseToolCalls(g[2]!.content).calls).toEqual([{ name: "calc", input: t.meta.expression }]);
       expect(g[3]).toEqual({ role: "tool", name: "calc", content: String(t.meta.answer) });
-      expect(env.check(t, g[4]!.content)).toEqual({ score: 1, detail: `correct: ${t.meta.answer}` });
+      expect(await env.check(t, { finalAnswer: g[4]!.content })).toEqual({ score: 1, detail: `correct: ${t.meta.answer}` });
     }
   });
 
-  it("wrong, missing and superseded answers fail", () => {
+  it("wrong, missing and superseded answers fail", async () => {
     const t = tasks[0]!;
     const ans = t.meta.answer as number;
-    expect(env.check(t, `Answer: ${ans + 1}`)).toEqual({ score: 0, detail: `wrong: expected ${ans}, got ${ans + 1}` });
-    expect(env.check(t, `It is ${ans}.`).score).toBe(0);
-    expect(env.check(t, "").detail).toMatch(/no 'Answer: <integer>' found/);
-    expect(env.check(t, `Answer: ${ans}\nOn reflection, Answer: ${ans - 1}`).score).toBe(0);
-    expect(env.check(t, `Answer: ${ans - 1}\nOn reflection,\nAnswer: ${ans}.`).score).toBe(1);
-    expect(env.check(t, `Answer: ${ans}.5`).score).toBe(0);
-    expect(() => env.check({ ...t, meta: {} }, "Answer: 1")).toThrow(/has no valid meta/);
+    expect(checkAnswer(t, `Answer: ${ans + 1}`)).toEqual({ score: 0, detail: `wrong: expected ${ans}, got ${ans + 1}` });
+    expect(checkAnswer(t, `It is ${ans}.`).score).toBe(0);
+    expect(checkAnswer(t, "").detail).toMatch(/no 'Answer: <integer>' found/);
+    expect(checkAnswer(t, `Answer: ${ans}\nOn reflection, Answer: ${ans - 1}`).score).toBe(0);
+    expect(checkAnswer(t, `Answer: ${ans - 1}\nOn reflection,\nAnswer: ${ans}.`).score).toBe(1);
+    expect(checkAnswer(t, `Answer: ${ans}.5`).score).toBe(0);
+    expect(() => checkAnswer({ ...t, meta: {} }, "Answer: 1")).toThrow(/has no valid meta/);
+    await expect(env.check({ ...t, meta: {} }, { finalAnswer: "Answer: 1" })).rejects.toThrow(/has no valid meta/);
   });
 });
 

@@ -4,7 +4,7 @@ import { formatToolCall } from "../../agents/markup.js";
 import { ArborError } from "../../core/errors.js";
 import type { ChatMessage } from "../../core/types.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";
-import type { CheckResult, Environment, Task, Tool } from "../env.js";
+import type { CheckContext, CheckResult, Environment, SetupReport, Task, Tool } from "../env.js";
 import { calcQuestion, calcTasks } from "./tasks.js";
 import { createCalcTool } from "./tool.js";
 
@@ -25,6 +25,15 @@ export function lastAnswer(text: string): string | undefined {
   return last;
 }
 
+/** Score a final answer against the task's expected integer. */
+export function checkAnswer(task: Task, finalAnswer: string): CheckResult {
+  const { answer } = metaOf(task);
+  const got = lastAnswer(finalAnswer);
+  if (got === undefined) return { score: 0, detail: `no 'Answer: <integer>' found (expected ${answer})` };
+  if (BigInt(got) === BigInt(answer)) return { score: 1, detail: `correct: ${answer}` };
+  return { score: 0, detail: `wrong: expected ${answer}, got ${got}` };
+}
+
 /** Create the calc environment. */
 export function createCalcEnvironment(): Environment {
   const tool = createCalcTool();
@@ -32,17 +41,17 @@ export function createCalcEnvironment(): Environment {
     name: "calc",
     tasks: (count: number, seed: number): Task[] => calcTasks(count, seed),
     tools: (): Tool[] => [tool],
-    async setup(task: Task, sandbox: Sandbox): Promise<void> {
+    async setup(task: Task, sandbox: Sandbox): Promise<SetupReport> {
       const { expression } = metaOf(task);
       // The question only: the answer must never be reachable from inside the sandbox.
       await sandbox.writeFile("task.json", `${JSON.stringify({ id: task.id, question: calcQuestion(expression) })}\n`);
+      return {};
     },
-    check(task: Task, finalAnswer: string): CheckResult {
-      const { answer } = metaOf(task);
-      const got = lastAnswer(finalAnswer);
-      if (got === undefined) return { score: 0, detail: `no 'Answer: <integer>' found (expected ${answer})` };
-      if (BigInt(got) === BigInt(answer)) return { score: 1, detail: `correct: ${answer}` };
-      return { score: 0, detail: `wrong: expected ${answer}, got ${got}` };
+    async check(task: Task, ctx: CheckContext): Promise<CheckResult> {
+      return checkAnswer(task, ctx.finalAnswer);
+    },
+    async solveGolden(task: Task): Promise<string> {
+      return `Answer: ${metaOf(task).answer}`;
     },
     golden(task: Task): ChatMessage[] {
       const { expression, answer } = metaOf(task);

@@ -131,7 +131,7 @@ export class PluginRouter {
   route(req: RoutingRequest): RouteDecision {
     checkRequest(req);
     if (this.flights.size >= this.maxInFlight) throw new CapacityError("router in-flight table", this.maxInFlight);
-    let candidates = this.views();
+    let candidates = req.only === undefined ? this.views() : this.views().filter((v) => v.name === req.only);
     for (const f of this.filters) {
       const kept = f.filter(req, candidates);
       if (kept.some((k) => !candidates.includes(k))) {

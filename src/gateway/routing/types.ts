@@ -8,6 +8,8 @@ export interface RoutingRequest {
   promptTokens?: readonly number[];
   /** Prompt length in tokens; used when `promptTokens` is absent. Defaults to `promptTokens.length` or 0. */
   estimatedPromptTokens?: number;
+  /** Consider this backend only (a scheduler above the router, e.g. the pause gate, placed the program). */
+  only?: string;
 }
 
 /** One backend, as the plugins see it at routing time (a snapshot). */

@@ -50,4 +50,5 @@ export type AnthropicStreamEvent =
       usage: { output_tokens: number; input_tokens: number | null; cache_read_input_tokens: number | null };
     }
   | { type: "message_stop" }
+  | { type: "ping" }
   | { type: "error"; error: { type: string; message: string } };

@@ -69,6 +69,7 @@ describe("responsesToChat", () => {
   it("keeps stream and program_id for the gateway to act on", () => {
     const { chat } = responsesToChat({ model: "m", input: "x", stream: true, program_id: "p1" });
     expect(chat.stream).toBe(true);
+    expect(chat.stream_options).toEqual({ include_usage: true });
     expect(chat.program_id).toBe("p1");
   });
 

@@ -114,7 +114,11 @@ export function responsesToChat(raw: unknown): TranslatedResponsesRequest {
   if (req.max_output_tokens != null) chat.max_tokens = req.max_output_tokens;
   if (req.temperature != null) chat.temperature = req.temperature;
   if (req.top_p != null) chat.top_p = req.top_p;
-  if (req.stream === true) chat.stream = true;
+  if (req.stream === true) {
+    chat.stream = true;
+    // The closing response.completed carries usage; OpenAI chat streams it only when asked.
+    chat.stream_options = { include_usage: true };
+  }
   if (req.user !== undefined) chat.user = req.user;
   if (req.program_id !== undefined) chat.program_id = req.program_id;
   if (tools.length > 0) {

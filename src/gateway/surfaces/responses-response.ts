@@ -1,7 +1,6 @@
 // Translates an OpenAI chat.completion (what the backends answer) into a Responses API `Response`:
 // text becomes a message item, tool_calls become function_call items, finish_reason "length" marks
 // the response incomplete, usage is renamed. The SDKs compute `output_text` themselves.
-import { InvalidRequestError } from "../http-errors.js";
 import { BackendProtocolError } from "../../backends/backend.js";
 import type { ChatCompletionLike } from "./anthropic-response.js";
 import type { ResponsesEcho } from "./responses-request.js";
@@ -133,9 +132,4 @@ function incompleteReason(finishReason: string | null, upstream: UpstreamRef): "
 
 function idCore(id: string | undefined): string {
   return (id ?? "").replace(/^chatcmpl-/, "").replace(/[^A-Za-z0-9_-]/g, "");
-}
-
-/** The 400 for `stream: true`, which /v1/responses does not serve yet. */
-export function streamingNotSupported(): InvalidRequestError {
-  return new InvalidRequestError("stream", "streaming is not supported on /v1/responses yet; send stream: false");
 }

@@ -1,0 +1,152 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { filterToolCallChunk, ToolCallFilter } from "./openai-tools.js";
+import { ScriptedExecutor } from "./openai-scripted-executor.js";
+import { createEngineServer, type EngineServer } from "./server.js";
+
+const names = new Set(["get_weather", "noop"]);
+
+/** Feed `text` in pieces of `size` characters; the concatenated content and all calls. */
+function filtered(text: string, size: number, opts: Partial<ConstructorParameters<typeof ToolCallFilter>[0]> = {}) {
+  const f = new ToolCallFilter({ names, idPrefix: "call_x", ...opts });
+  let content = "";
+  const calls = [];
+  for (let i = 0; i < text.length; i += size) {
+    const got = f.push(text.slice(i, i + size));
+    content += got.content;
+    calls.push(...got.calls);
+  }
+  const rest = f.flush();
+  return { content: content + rest.content, calls: [...calls, ...rest.calls] };
+}
+
+describe("ToolCallFilter", () => {
+  const text = 'Checking. <|tool_call|>get_weather {"city":"Paris"}<|/tool_call|><|tool_call|>noop<|/tool_call|>';
+
+  it("splits text and calls the same way whatever the delta sizes", () => {
+    for (const size of [1, 3, 7, text.length]) {
+      expect(filtered(text, size)).toEqual({
+        content: "Checking. ",
+        calls: [
+          { id: "call_x_0", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } },
+          { id: "call_x_1", type: "function", function: { name: "noop", arguments: "{}" } },
+        ],
+      });
+    }
+  });
+
+  it("keeps invalid, unknown, unclosed and extra calls as text", () => {
+    const bad = "<|tool_call|>rm -rf<|/tool_call|><|tool_call|>get_weather Paris<|/tool_call|><|tool_call|>get_weather [1]<|/tool_call|>";
+    expect(filtered(bad, 2)).toEqual({ content: bad, calls: [] });
+    expect(filtered("a <|tool_call|>noop {", 4)).toEqual({ content: "a <|tool_call|>noop {", calls: [] });
+    expect(filtered("x <|tool_", 1)).toEqual({ content: "x <|tool_", calls: [] });
+    const single = filtered(text, 5, { single: true });
+    expect(single.calls.map((c) => c.function.name)).toEqual(["get_weather"]);
+    expect(single.content).toBe("Checking. <|tool_call|>noop<|/tool_call|>");
+  });
+
+  it("continues a forced opening", () => {
+    expect(filtered(' {"city":"Rome"}<|/tool_call|>', 2, { prefill: "<|tool_call|>get_weather" }).calls[0]?.function).toEqual({
+      name: "get_weather",
+      arguments: '{"city":"Rome"}',
+    });
+  });
+
+  it("rewrites streamed chunks: held text, tool_calls deltas, finish_reason tool_calls", () => {
+    const f = new ToolCallFilter({ names, idPrefix: "call_y" });
+    const chunk = (content: string, finish: string | null = null) => ({ id: "c", choices: [{ index: 0, delta: { content }, finish_reason: finish, token_ids: [1] }] });
+    const out = ["Hi <|tool_", "call|>noop", " {}<|/tool_call|>", ""].map((t, i, all) => filterToolCallChunk(f, chunk(t, i === all.length - 1 ? "stop" : null)));
+    expect(out.map((c) => (c.choices as { delta: { content: string } }[])[0]?.delta.content)).toEqual(["Hi ", "", "", ""]);
+    expect((out[2]?.choices as { delta: unknown }[])[0]?.delta).toEqual({ content: "", tool_calls: [{ index: 0, id: "call_y_0", type: "function", function: { name: "noop", arguments: "{}" } }] });
+    expect((out[3]?.choices as { finish_reason: string; token_ids: number[] }[])[0]).toMatchObject({ finish_reason: "tool_calls", token_ids: [1] });
+    const usage = { id: "c", choices: [], usage: { prompt_tokens: 1 } };
+    expect(filterToolCallChunk(f, usage)).toBe(usage);
+  });
+});
+
+describe("chat completions with tools (scripted policy)", () => {
+  let server: EngineServer;
+  let executor: ScriptedExecutor;
+  const tools = [{ type: "function", function: { name: "get_weather", description: "Weather now", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+
+  beforeAll(async () => {
+    // Calls the tool until the conversation holds its result, then answers with it.
+    executor = new ScriptedExecutor((prompt) => {
+      const result = /<\|tool\|>([^<]*)<\|end\|><\|assistant\|>$/.exec(prompt);
+      if (result) return `It is ${result[1]}.`;
+      if (prompt.endsWith("<|tool_call|>get_weather ")) return '{"city":"Oslo"}<|/tool_call|>';
+      if (prompt.endsWith("<|tool_call|>")) return 'get_weather {"city":"Bergen"}<|/tool_call|>';
+      return 'Let me check.<|tool_call|>get_weather {"city":"Paris"}<|/tool_call|>';
+    });
+    server = await createEngineServer({ name: "t", modelPath: "", policyVersion: 1, sequences: 2, contextSize: 4096, maxWaiting: 4, executor });
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  const post = async (payload: object) => server.app.inject({ method: "POST", url: "/v1/chat/completions", payload });
+
+  it("declares the tools, answers tool_calls and renders them back in the next prompt", async () => {
+    const res = await post({ messages: [{ role: "user", content: "Weather in Paris?" }], tools, return_token_ids: true });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(executor.prompts.at(-1)).toContain("- get_weather: Weather now");
+    const choice = body.choices[0];
+    expect(choice.finish_reason).toBe("tool_calls");
+    expect(choice.message.content).toBe("Let me check.");
+    expect(choice.message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_[0-9a-f]+_0$/), type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }]);
+    const call = choice.message.tool_calls[0];
+    const next = await post({
+      messages: [
+        { role: "user", content: "Weather in Paris?" },
+        { role: "assistant", content: choice.message.content, tool_calls: [call] },
+        { role: "tool", tool_call_id: call.id, content: "18C" },
+      ],
+      tools,
+      return_token_ids: true,
+    });
+    expect(next.json().choices[0]).toMatchObject({ finish_reason: "stop", message: { content: "It is 18C." } });
+    // Token-in/token-out: the assistant turn renders back to exactly the tokens the policy produced.
+    const prompt: number[] = next.json().prompt_token_ids;
+    const produced: number[] = choice.token_ids.slice(0, -1);
+    expect(prompt.join(",")).toContain([...body.prompt_token_ids, ...produced].join(","));
+  });
+
+  it("streams the same answer: content deltas without markup, one tool_calls delta", async () => {
+    const res = await post({ messages: [{ role: "user", content: "Weather in Paris?" }], tools, stream: true });
+    const chunks = res.body
+      .split("\n\n")
+      .filter((b) => b.startsWith("data: {"))
+      .map((b) => JSON.parse(b.slice(6)));
+    const deltas = chunks.map((c) => c.choices[0]?.delta ?? {});
+    expect(deltas.map((d) => d.content ?? "").join("")).toBe("Let me check.");
+    const calls = deltas.flatMap((d) => d.tool_calls ?? []);
+    expect(calls).toHaveLength(1);
+    expect(calls[0]).toMatchObject({ index: 0, type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } });
+    expect(chunks.at(-1).choices[0].finish_reason).toBe("tool_calls");
+  });
+
+  it("forces a named tool, honours tool_choice none and rejects unknown names", async () => {
+    const forced = await post({ messages: [{ role: "user", content: "Weather?" }], tools, tool_choice: { type: "function", function: { name: "get_weather" } } });
+    expect(executor.prompts.at(-1)?.endsWith("<|assistant|><|tool_call|>get_weather ")).toBe(true);
+    expect(forced.json().choices[0].message.tool_calls[0].function).toEqual({ name: "get_weather", arguments: '{"city":"Oslo"}' });
+    const required = await post({ messages: [{ role: "user", content: "Weather?" }], tools, tool_choice: "required" });
+    expect(required.json().choices[0]).toMatchObject({ finish_reason: "tool_calls", message: { content: null, tool_calls: [{ function: { name: "get_weather", arguments: '{"city":"Bergen"}' } }] } });
+    const none = await post({ messages: [{ role: "user", content: "Weather?" }], tools, tool_choice: "none" });
+    expect(none.json().choices[0]).toMatchObject({ finish_reason: "stop", message: { content: 'Let me check.<|tool_call|>get_weather {"city":"Paris"}<|/tool_call|>' } });
+    const unknown = await post({ messages: [{ role: "user", content: "x" }], tools, tool_choice: { type: "function", function: { name: "nope" } } });
+    expect(unknown.statusCode).toBe(400);
+    expect(unknown.json().error.param).toBe("tool_choice.function.name");
+    const noTools = await post({ messages: [{ role: "user", content: "x" }], tool_choice: "required" });
+    expect(noTools.json().error.param).toBe("tool_choice");
+    const nullUser = await post({ messages: [{ role: "user", content: null }] });
+    expect(nullUser.json().error.param).toBe("messages[0].content");
+    const badTool = await post({ messages: [{ role: "user", content: "x" }], tools: [{ type: "web_search" }] });
+    expect(badTool.statusCode).toBe(400);
+  });
+
+  it("leaves requests without tools untouched (markup stays in content)", async () => {
+    const res = await post({ messages: [{ role: "user", content: "Weather in Paris?" }] });
+    expect(res.json().choices[0]).toMatchObject({ finish_reason: "stop", message: { content: 'Let me check.<|tool_call|>get_weather {"city":"Paris"}<|/tool_call|>' } });
+    expect(executor.prompts.at(-1)).not.toContain("You can call these tools");
+  });
+});

@@ -1,0 +1,83 @@
+// The client's OpenAI sampling fields mapped onto a token-level generate request. Only what the
+// token path can honour exactly is accepted; anything else is a 400 naming the field, because a
+// silently ignored sampling control would make the recorded behaviour policy wrong.
+import type { Endpoint } from "../openai-request.js";
+import { InvalidRequestError } from "../http-errors.js";
+
+/** The sampling part of one call, before stop strings are turned into token ids. */
+export interface TokenSampling {
+  /** Tokens to generate at most; undefined = up to the engine's context (chat without max_tokens). */
+  maxTokens: number | undefined;
+  temperature: number;
+  topP?: number;
+  seed?: number;
+  /** Stop strings; each must be one token of the engine's vocabulary. */
+  stop: string[];
+  /** Stop token ids the client gave directly (vLLM's `stop_token_ids`). */
+  stopTokenIds: number[];
+  /** The client asked for logprobs (chat `logprobs: true`, completions `logprobs: 0`). */
+  logprobs: boolean;
+  /** `model` to echo in the answer. */
+  model: string;
+}
+
+/** Completions' OpenAI default; chat has none (up to the context). */
+const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
+
+const absent = (v: unknown): boolean => v === undefined || v === null;
+
+/**
+ * Map and check a request body's sampling fields (`clientWantsLogprobs` as prepareRequest read it).
+ * Throws {@link InvalidRequestError} naming the field.
+ */
+export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>, clientWantsLogprobs: boolean): TokenSampling {
+  const bad = (field: string, why: string): never => {
+    throw new InvalidRequestError(field, why);
+  };
+  const onlyDefault = (field: string, ok: (v: unknown) => boolean, why: string): void => {
+    if (!absent(body[field]) && !ok(body[field])) bad(field, why);
+  };
+  onlyDefault("presence_penalty", (v) => v === 0, "is not supported on the token path (must be 0)");
+  onlyDefault("frequency_penalty", (v) => v === 0, "is not supported on the token path (must be 0)");
+  onlyDefault("repetition_penalty", (v) => v === 1, "is not supported on the token path (must be 1)");
+  onlyDefault("logit_bias", (v) => typeof v === "object" && v !== null && Object.keys(v).length === 0, "is not supported on the token path (must be empty)");
+  onlyDefault("response_format", (v) => (v as { type?: unknown }).type === "text", "only {type: 'text'} is supported on the token path (no constrained decoding)");
+  onlyDefault("min_tokens", (v) => v === 0, "is not supported on the token path (must be 0)");
+  onlyDefault("suffix", (v) => v === "", "is not supported on the token path");
+
+  const maxField = endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens";
+  const rawMax = body[maxField];
+  let maxTokens: number | undefined;
+  if (absent(rawMax)) maxTokens = endpoint === "completions" ? COMPLETIONS_DEFAULT_MAX_TOKENS : undefined;
+  else if (Number.isInteger(rawMax) && (rawMax as number) >= 1) maxTokens = rawMax as number;
+  else bad(maxField, `must be an integer >= 1, got ${JSON.stringify(rawMax)}`);
+
+  const temperature = absent(body.temperature) ? 1 : body.temperature;
+  if (!(typeof temperature === "number" && temperature >= 0 && temperature <= 100)) bad("temperature", `must be a number in [0, 100], got ${JSON.stringify(body.temperature)}`);
+  const out: TokenSampling = { maxTokens, temperature: temperature as number, stop: [], stopTokenIds: [], logprobs: false, model: typeof body.model === "string" ? body.model : "arbor" };
+  if (!absent(body.top_p)) {
+    if (!(typeof body.top_p === "number" && body.top_p > 0 && body.top_p <= 1)) bad("top_p", `must be a number in (0, 1], got ${JSON.stringify(body.top_p)}`);
+    out.topP = body.top_p as number;
+  }
+  if (!absent(body.seed)) {
+    if (!Number.isSafeInteger(body.seed)) bad("seed", `must be an integer, got ${JSON.stringify(body.seed)}`);
+    out.seed = body.seed as number;
+  }
+  if (!absent(body.stop)) {
+    const stop = typeof body.stop === "string" ? [body.stop] : body.stop;
+    if (!Array.isArray(stop) || !stop.every((s) => typeof s === "string" && s !== "")) bad("stop", "must be a non-empty string or a list of them");
+    out.stop = stop as string[];
+  }
+  if (!absent(body.stop_token_ids)) {
+    const ids = body.stop_token_ids;
+    if (!Array.isArray(ids) || !ids.every((t) => Number.isInteger(t) && t >= 0)) bad("stop_token_ids", "must be a list of token ids (integers >= 0)");
+    out.stopTokenIds = ids as number[];
+  }
+  out.logprobs = clientWantsLogprobs;
+  if (endpoint === "chat") {
+    onlyDefault("top_logprobs", (v) => v === 0, "alternatives are not available on the token path (engines report the sampled token's logprob only); send 0 or leave it out");
+  } else {
+    onlyDefault("logprobs", (v) => v === 0 || v === false, "alternatives are not available on the token path (engines report the sampled token's logprob only); send 0 for the sampled token's logprob");
+  }
+  return out;
+}

@@ -1,0 +1,168 @@
+// One non-streaming call on the token path, attempts included: build the token-id prompt on the
+// routed backend, generate, decode the answer. A backend that is unreachable, resets or answers
+// 5xx before a result is reported and the call is tried once more on another backend with the
+// same prompt ids; the caller records only the one attempt that returns.
+import {
+  BackendHttpError,
+  BackendUnreachableError,
+  type GenerateRequest,
+  type GenerateResult,
+  type TokenBackend,
+} from "../../backends/backend.js";
+import { GatewayRejection } from "../auth/auth-errors.js";
+import { InvalidRequestError } from "../http-errors.js";
+import { buildPrompt, type ProgramContext, type PromptSource } from "./context-prompt.js";
+import type { TokenSampling } from "./sampling.js";
+import { contentTokenIds, type DecodedOutput } from "./token-response.js";
+
+/** Attempts per call: the first and one retry (bounded: a failing fleet is not hammered). */
+export const MAX_ATTEMPTS = 2;
+
+/** One routed attempt: where it goes and the signal that bounds it (timeout, client gone, backend down). */
+export interface Attempt {
+  routeId: number;
+  backend: TokenBackend;
+  signal: AbortSignal;
+  /** Release the attempt's timer and listeners. */
+  done(): void;
+}
+
+export interface TokenCallDeps {
+  /** Route attempt `n`, avoiding `failed`; throws (no backend left) when none can take it. */
+  route(promptTokenIds: readonly number[] | undefined, failed: readonly string[]): Attempt;
+  /** Attempt `routeId` ended: with its result, or failed. */
+  finished(routeId: number, outcome: { promptTokenIds: number[]; result: GenerateResult } | undefined): void;
+  /** Generate on the routed backend (default `backend.generate`; divided rollout spreads chunks over backends). */
+  generate?(backend: TokenBackend, req: GenerateRequest): Promise<GenerateResult>;
+  /** The backend failed at the transport level (taken out of rotation). */
+  transportFailed(backend: string, cause: string): void;
+  /** The call moves from `from` to another backend. */
+  retrying(from: string): void;
+}
+
+export interface TokenCallInput {
+  programId: string;
+  source: PromptSource;
+  previous: ProgramContext | undefined;
+  sampling: TokenSampling;
+}
+
+export interface TokenCallResult {
+  backend: TokenBackend;
+  promptTokenIds: number[];
+  contextReset: boolean;
+  result: GenerateResult;
+  decoded: DecodedOutput;
+}
+
+/** Whether an attempt's error means the backend itself failed (worth one try elsewhere). */
+export function isTransportFailure(e: unknown): e is BackendUnreachableError | BackendHttpError {
+  return e instanceof BackendUnreachableError || (e instanceof BackendHttpError && e.status >= 500);
+}
+
+/** Run the call, retrying once on another backend after a transport failure. */
+export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): Promise<TokenCallResult> {
+  const failures: { backend: string; cause: string }[] = [];
+  let prompt: { promptTokenIds: number[]; contextReset: boolean; maxModelLen: number | null } | undefined;
+  for (;;) {
+    let attempt: Attempt;
+    try {
+      attempt = deps.route(prompt?.promptTokenIds, failures.map((f) => f.backend));
+    } catch (e) {
+      if (failures.length === 0) throw e;
+      throw exhausted(failures, e instanceof Error ? e.message : String(e));
+    }
+    const { backend, signal } = attempt;
+    let outcome: { promptTokenIds: number[]; result: GenerateResult } | undefined;
+    try {
+      // The prompt is built once: a retry sends the very same ids (only a failed build is redone).
+      prompt ??= await buildPrompt(input.source, input.previous, tokenizer(backend), signal);
+      const req = await generateRequest(backend, input, prompt, signal);
+      const result = deps.generate ? await deps.generate(backend, req) : await backend.generate(req);
+      outcome = { promptTokenIds: prompt.promptTokenIds, result };
+      const decoded = await decode(backend, result, input.sampling.logprobs, signal);
+      return { backend, promptTokenIds: prompt.promptTokenIds, contextReset: prompt.contextReset, result, decoded };
+    } catch (e) {
+      // A failure after the engine produced the answer is not retried: generating again would
+      // sample a different answer for the same call.
+      if (outcome !== undefined || !isTransportFailure(e)) throw e;
+      failures.push({ backend: backend.name, cause: e.message });
+      deps.transportFailed(backend.name, e.message);
+      if (failures.length >= MAX_ATTEMPTS) throw exhausted(failures);
+      deps.retrying(backend.name);
+    } finally {
+      deps.finished(attempt.routeId, outcome);
+      attempt.done();
+    }
+  }
+}
+
+function tokenizer(backend: TokenBackend): NonNullable<TokenBackend["tokenize"]> {
+  const t = backend.tokenize;
+  if (!t) throw new InvalidRequestError(null, `backend '${backend.name}' has no tokenizer endpoint; the token path cannot serve it`);
+  return (req) => t.call(backend, req);
+}
+
+async function generateRequest(
+  backend: TokenBackend,
+  input: TokenCallInput,
+  prompt: { promptTokenIds: number[]; maxModelLen: number | null },
+  signal: AbortSignal,
+): Promise<GenerateRequest> {
+  const s = input.sampling;
+  let maxTokens = s.maxTokens;
+  if (maxTokens === undefined) {
+    if (prompt.maxModelLen === null) {
+      throw new InvalidRequestError("max_tokens", `required: backend '${backend.name}' does not report its context length`);
+    }
+    // Up to the context, as the engine would do; an over-long prompt is the engine's 400 to give.
+    maxTokens = Math.max(1, prompt.maxModelLen - prompt.promptTokenIds.length);
+  }
+  const stopTokenIds = [...s.stopTokenIds];
+  for (const [i, text] of s.stop.entries()) {
+    const ids = (await tokenizer(backend)({ text, addSpecialTokens: false, signal })).tokens;
+    if (ids.length !== 1) {
+      throw new InvalidRequestError(
+        `stop[${i}]`,
+        `${JSON.stringify(text)} is ${ids.length} tokens for backend '${backend.name}'; the token path honours stop strings that are one token only`,
+      );
+    }
+    stopTokenIds.push(ids[0] as number);
+  }
+  return {
+    promptTokenIds: prompt.promptTokenIds,
+    maxTokens,
+    temperature: s.temperature,
+    ...(s.topP !== undefined ? { topP: s.topP } : {}),
+    ...(s.seed !== undefined ? { seed: s.seed } : {}),
+    ...(stopTokenIds.length > 0 ? { stopTokenIds } : {}),
+    programId: input.programId,
+    signal,
+  };
+}
+
+/** Per-token texts are decoded in bounded batches of parallel requests. */
+const DECODE_PARALLEL = 16;
+
+async function decode(backend: TokenBackend, result: GenerateResult, logprobs: boolean, signal: AbortSignal): Promise<DecodedOutput> {
+  const detok = backend.detokenize;
+  if (!detok) throw new InvalidRequestError(null, `backend '${backend.name}' has no detokenizer endpoint; the token path cannot serve it`);
+  const content = contentTokenIds(result);
+  const text = content.length > 0 ? await detok.call(backend, content, signal) : "";
+  if (!logprobs) return { text };
+  const tokenTexts: string[] = [];
+  const ids = result.outputTokenIds;
+  for (let i = 0; i < ids.length; i += DECODE_PARALLEL) {
+    const batch = ids.slice(i, i + DECODE_PARALLEL);
+    tokenTexts.push(...(await Promise.all(batch.map((id) => detok.call(backend, [id], signal)))));
+  }
+  return { text, tokenTexts };
+}
+
+function exhausted(failures: readonly { backend: string; cause: string }[], noRetry?: string): GatewayRejection {
+  const what = failures.map((f) => `backend '${f.backend}' failed: ${f.cause}`).join("; ");
+  if (noRetry !== undefined) {
+    return new GatewayRejection(503, "server_error", "backend_unavailable", `${what}; no other backend could take the retry (${noRetry})`);
+  }
+  return new GatewayRejection(502, "server_error", "backend_failed", `the call failed on ${failures.length} backends: ${what}`);
+}

@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import type { GenerateResult } from "../../backends/backend.js";
+import { contentTokenIds, tokenAnswer } from "./token-response.js";
+
+const result: GenerateResult = { outputTokenIds: [7, 8, 2], logprobs: [-0.5, -Infinity, -0.125], finishReason: "stop", policyVersion: 3, promptTokenIds: [1, 5] };
+const base = { callId: "ab-cd", created: 100, model: "m", promptTokenIds: [1, 5], result, decoded: { text: "hi", tokenTexts: ["h", "i", ""] } };
+
+describe("tokenAnswer", () => {
+  it("builds a chat.completion in the engine's shape, logprobs only when asked", () => {
+    expect(tokenAnswer({ ...base, endpoint: "chat", logprobs: true })).toEqual({
+      id: "chatcmpl-abcd",
+      object: "chat.completion",
+      created: 100,
+      model: "m",
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: "hi" },
+          logprobs: {
+            content: [
+              { token: "h", logprob: -0.5, bytes: [104], top_logprobs: [] },
+              { token: "i", logprob: -9999, bytes: [105], top_logprobs: [] },
+              { token: "", logprob: -0.125, bytes: [], top_logprobs: [] },
+            ],
+          },
+          finish_reason: "stop",
+          token_ids: [7, 8, 2],
+        },
+      ],
+      usage: { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 },
+      prompt_token_ids: [1, 5],
+      policy_version: 3,
+    });
+    expect((tokenAnswer({ ...base, endpoint: "chat", logprobs: false }).choices as { logprobs: unknown }[])[0]!.logprobs).toBeNull();
+  });
+
+  it("builds a text_completion with legacy logprobs and no policy_version when the engine reports none", () => {
+    const a = tokenAnswer({ ...base, result: { ...result, policyVersion: null }, endpoint: "completions", logprobs: true });
+    expect(a).toMatchObject({ id: "cmpl-abcd", object: "text_completion", usage: { total_tokens: 5 } });
+    expect("policy_version" in a).toBe(false);
+    expect((a.choices as unknown[])[0]).toEqual({
+      index: 0,
+      text: "hi",
+      logprobs: { tokens: ["h", "i", ""], token_logprobs: [-0.5, -9999, -0.125], top_logprobs: [{ h: -0.5 }, { i: -9999 }, { "": -0.125 }], text_offset: [0, 1, 2] },
+      finish_reason: "stop",
+      token_ids: [7, 8, 2],
+      prompt_token_ids: [1, 5],
+    });
+  });
+
+  it("keeps the last token as content unless the answer stopped on it", () => {
+    expect(contentTokenIds(result)).toEqual([7, 8]);
+    expect(contentTokenIds({ ...result, finishReason: "length" })).toEqual([7, 8, 2]);
+  });
+});

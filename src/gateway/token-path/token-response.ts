@@ -1,0 +1,85 @@
+// The OpenAI answer of a token-path call, built from what the engine generated: the same shape the
+// engine's own chat.completion / text_completion has (vLLM's token_ids and prompt_token_ids,
+// Arbor's policy_version), with text decoded by the engine.
+import type { GenerateResult } from "../../backends/backend.js";
+import type { Endpoint } from "../openai-request.js";
+
+/** Text the engine decoded for one call: the answer and, when logprobs were asked, each token. */
+export interface DecodedOutput {
+  text: string;
+  /** One string per output token (only when the client asked for logprobs). */
+  tokenTexts?: string[];
+}
+
+export interface TokenAnswerInput {
+  endpoint: Endpoint;
+  /** The call id (also sent as x-arbor-call-id); the answer's id derives from it. */
+  callId: string;
+  /** Unix seconds. */
+  created: number;
+  model: string;
+  promptTokenIds: number[];
+  result: GenerateResult;
+  decoded: DecodedOutput;
+  logprobs: boolean;
+}
+
+/** JSON has no -Infinity; vLLM reports impossible tokens as -9999. */
+const jsonLogprob = (lp: number): number => (Number.isFinite(lp) ? lp : -9999);
+
+/** Output ids that are the answer's content: a final stop token is not part of the text. */
+export function contentTokenIds(result: GenerateResult): number[] {
+  return result.finishReason === "stop" && result.outputTokenIds.length > 0 ? result.outputTokenIds.slice(0, -1) : result.outputTokenIds;
+}
+
+/** Build the chat.completion or text_completion body. */
+export function tokenAnswer(a: TokenAnswerInput): Record<string, unknown> {
+  const { result, decoded } = a;
+  const ids = result.outputTokenIds;
+  const usage = { prompt_tokens: a.promptTokenIds.length, completion_tokens: ids.length, total_tokens: a.promptTokenIds.length + ids.length };
+  const texts = decoded.tokenTexts ?? [];
+  const common = { created: a.created, model: a.model };
+  const policy = result.policyVersion !== null ? { policy_version: result.policyVersion } : {};
+  if (a.endpoint === "chat") {
+    const logprobs = a.logprobs
+      ? {
+          content: ids.map((_, i) => {
+            const token = texts[i] ?? "";
+            return { token, logprob: jsonLogprob(result.logprobs[i] as number), bytes: [...Buffer.from(token, "utf8")], top_logprobs: [] };
+          }),
+        }
+      : null;
+    return {
+      id: `chatcmpl-${a.callId.replaceAll("-", "")}`,
+      object: "chat.completion",
+      ...common,
+      choices: [{ index: 0, message: { role: "assistant", content: decoded.text }, logprobs, finish_reason: result.finishReason, token_ids: ids }],
+      usage,
+      prompt_token_ids: a.promptTokenIds,
+      ...policy,
+    };
+  }
+  let logprobs: unknown = null;
+  if (a.logprobs) {
+    const offsets: number[] = [];
+    let at = 0;
+    for (const t of texts) {
+      offsets.push(at);
+      at += t.length;
+    }
+    logprobs = {
+      tokens: texts,
+      token_logprobs: result.logprobs.map(jsonLogprob),
+      top_logprobs: texts.map((t, i) => ({ [t]: jsonLogprob(result.logprobs[i] as number) })),
+      text_offset: offsets,
+    };
+  }
+  return {
+    id: `cmpl-${a.callId.replaceAll("-", "")}`,
+    object: "text_completion",
+    ...common,
+    choices: [{ index: 0, text: decoded.text, logprobs, finish_reason: result.finishReason, token_ids: ids, prompt_token_ids: a.promptTokenIds }],
+    usage,
+    ...policy,
+  };
+}
