@@ -21,6 +21,12 @@ export interface ExecOptions {
   wallMs?: number;
 }
 
+/**
+ * Which sandbox limit stopped a command. The agent layer maps "memory" to the `sandbox_oom`
+ * termination; the others are recorded as tool failures the agent may see.
+ */
+export type SandboxLimitKind = "memory" | "processes" | "disk" | "cpu" | "wall";
+
 export interface ExecResult {
   exitCode: number | null;
   /** Signal that ended the process (e.g. SIGXCPU, SIGKILL), if any. */
@@ -30,6 +36,12 @@ export interface ExecResult {
   /** True when the wall-clock limit killed it. */
   timedOut: boolean;
   durationMs: number;
+  /**
+   * The limit the command ran into, when one did (absent otherwise). When several were hit the
+   * most specific wins: memory, processes, disk, cpu, then wall (a fork bomb usually also runs
+   * out of wall time, but "processes" is what the agent did).
+   */
+  limit?: SandboxLimitKind;
 }
 
 /** One program's sandbox. */

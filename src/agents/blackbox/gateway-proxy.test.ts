@@ -1,0 +1,107 @@
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { basename, dirname, join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GatewayProxy } from "./gateway-proxy.js";
+import { splitReport } from "./blackbox-runner.js";
+import { LAUNCHER_MARK } from "./launcher-source.js";
+
+let upstream: http.Server;
+let gatewayUrl: string;
+const seen: { method: string; url: string; auth: string | undefined; body: string }[] = [];
+const dir = mkdtempSync(join(tmpdir(), "arbor-proxy-"));
+
+beforeAll(async () => {
+  upstream = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      seen.push({ method: req.method ?? "", url: req.url ?? "", auth: req.headers.authorization, body });
+      if (req.url?.endsWith("/fail")) {
+        res.writeHead(500).end("{}");
+        return;
+      }
+      // Two chunks: streamed answers pass through as they come.
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: 1\n\n");
+      res.end("data: [DONE]\n\n");
+    });
+  });
+  await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", () => r()));
+  gatewayUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await new Promise((r) => upstream.close(r));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function request(socketPath: string, method: string, path: string, body?: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, method, path, agent: false, headers: { authorization: "Bearer k" } }, (res) => {
+      let text = "";
+      res.on("data", (c) => (text += c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+describe("GatewayProxy", () => {
+  it("binds a socket on a path longer than a socket address allows, and forwards only the program's routes", async () => {
+    const deep = join(dir, "w".repeat(120), ".arbor");
+    mkdirSync(deep, { recursive: true });
+    const socketPath = join(deep, "gateway.sock");
+    expect(socketPath.length).toBeGreaterThan(108);
+    const proxy = new GatewayProxy({ socketPath, gatewayUrl, programId: "run/g0/s1", maxCalls: 2 });
+    await proxy.start();
+    // Clients cannot connect to so long a path either (the sandbox uses /workspace/.arbor/...): go through a directory fd.
+    const fd = openSync(dirname(socketPath), "r");
+    const clientPath = `/proc/self/fd/${fd}/${basename(socketPath)}`;
+    const own = "/p/run%2Fg0%2Fs1/v1";
+    expect(await request(clientPath, "POST", `${own}/chat/completions`, '{"a":1}')).toEqual({ status: 200, text: "data: 1\n\ndata: [DONE]\n\n" });
+    expect(seen.at(-1)).toEqual({ method: "POST", url: `${own}/chat/completions`, auth: "Bearer k", body: '{"a":1}' });
+    expect((await request(clientPath, "GET", `${own}/models`)).status).toBe(200);
+    for (const path of ["/programs", "/p/other/v1/chat/completions", `${own}/../../programs`, "/v1/chat/completions", "/admin/pause"]) {
+      const r = await request(clientPath, "POST", path, "{}");
+      expect(r.status).toBe(403);
+      expect(JSON.parse(r.text).error.code).toBe("forbidden_path");
+    }
+    expect((await request(clientPath, "POST", `${own}/messages`, "{}")).status).toBe(200);
+    // The third model call is over the limit; reading models still works.
+    const over = await request(clientPath, "POST", `${own}/chat/completions`, "{}");
+    expect(over.status).toBe(429);
+    expect(JSON.parse(over.text).error.message).toBe("program run/g0/s1 reached its limit of 2 model calls");
+    expect(proxy.stats).toEqual({ forwarded: 3, refused: 6, callLimitHit: true, tokenLimitHit: false, generatedTokens: 0, lastStatus: 200, upstreamFailures: 0 });
+    await proxy.close();
+    closeSync(fd);
+    expect(existsSync(socketPath)).toBe(false);
+    await proxy.close();
+  });
+
+  it("answers 502 when the gateway is unreachable and counts 5xx answers as upstream failures", async () => {
+    const socketPath = join(dir, "a.sock");
+    const down = new GatewayProxy({ socketPath, gatewayUrl: "http://127.0.0.1:9", programId: "p" });
+    await down.start();
+    const r = await request(socketPath, "POST", "/p/p/v1/chat/completions", "{}");
+    expect(r.status).toBe(502);
+    expect(JSON.parse(r.text).error.message).toMatch(/^gateway unreachable: connect ECONNREFUSED/);
+    expect(down.stats).toMatchObject({ lastStatus: 0, upstreamFailures: 1 });
+    await down.close();
+
+    const up = new GatewayProxy({ socketPath, gatewayUrl, programId: "p" });
+    await up.start();
+    expect((await request(socketPath, "POST", "/p/p/v1/fail", "{}")).status).toBe(500);
+    expect(up.stats).toMatchObject({ lastStatus: 500, upstreamFailures: 1 });
+    await up.close();
+    expect(() => new GatewayProxy({ socketPath, gatewayUrl: "https://x", programId: "p" })).toThrow(/must be http/);
+  });
+
+  it("reads the launcher's report from the end of stderr, leaving the command's own stderr", () => {
+    expect(splitReport(`warn\n\n${LAUNCHER_MARK}{"code":3,"signal":null}\n`)).toEqual({ report: { code: 3, signal: null }, stderr: "warn\n" });
+    expect(splitReport("no report")).toEqual({ stderr: "no report" });
+  });
+});
