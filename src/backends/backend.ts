@@ -111,6 +111,11 @@ export type TokenizeRequest =
       addGenerationPrompt: boolean;
       /** OpenAI tool definitions, for templates that render them (as the engine's chat endpoint would). */
       tools?: unknown[];
+      /**
+       * OpenAI `tool_choice`; Arbor's engine appends a forced call's opening after the generation
+       * prompt (vLLM's /tokenize has no such field: adapters for it leave it out).
+       */
+      toolChoice?: unknown;
       signal?: AbortSignal;
     }
   | { text: string; addSpecialTokens: boolean; signal?: AbortSignal };

@@ -13,6 +13,7 @@ import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createEnvironment } from "../envs/registry.js";
+import { createContextPolicy } from "../agents/context/registry.js";
 import { createGateway } from "../gateway/server.js";
 import { ensurePolicy } from "../model/policy.js";
 import { createRewardFromConfig } from "../reward/registry.js";
@@ -68,7 +69,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   }
   const outDir = resolve(cfg.output.dir);
   mkdirSync(outDir, { recursive: true });
-  const env = createEnvironment(cfg.env.name);
+  const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});
+  // A bad context-policy config fails here, before anything starts.
+  if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const reward = createRewardFromConfig(cfg.reward);
   const adminToken = gatewayAdminToken(cfg);
 
@@ -177,6 +180,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         limits: cfg.agent,
         temperature: cfg.agent.temperature,
         reward: (ctx) => reward.compute(ctx),
+        ...(cfg.agent.context !== undefined ? { context: cfg.agent.context } : {}),
         seed: cfg.seed,
         clock,
         signal: abort.signal,

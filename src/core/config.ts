@@ -77,7 +77,7 @@ export const RunConfigSchema = z
          * A preset (`least-load`, `kv-usage`, `sticky-program`, `prefix-affinity`, `cost-aware`) or
          * `{filters, scorers: [{name, weight, options}]}`; the gateway validates it (gateway/routing/registry.ts).
          */
-        routing: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default("least-load"),
+        routing: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default("sticky-program"),
         /** Per-call timeout towards a backend, ms. */
         callTimeoutMs: positiveInt.default(120_000),
         /** Backend health checks: in-rotation backends every intervalMs (default 10 s), out-of-rotation ones every recheckMs. */
@@ -148,9 +148,14 @@ export const RunConfigSchema = z
       .prefault({}),
     env: z
       .object({
-        name: z.enum(["calc"]).default("calc"),
+        name: z.enum(["calc", "swe-mini", "search-qa"]).default("calc"),
         tasks: positiveInt.default(8),
         seed: z.number().int().default(7),
+        /** Hygiene (ROLL): zero the reward of, or stop, a program that reads or writes grader paths. */
+        hygiene: z
+          .object({ zeroRewardOnViolation: z.boolean().default(true), stopOnViolation: z.boolean().default(false) })
+          .strict()
+          .optional(),
       })
       .strict()
       .prefault({}),
@@ -159,8 +164,41 @@ export const RunConfigSchema = z
         groupSize: positiveInt.default(4),
         /** Programs running at once. */
         concurrency: positiveInt.default(8),
+        /**
+         * `sync`: an iteration's groups all finish, then the batch; `async`: rollout never stops and
+         * the trainer takes completed groups from the window (rollout/orchestrator/).
+         */
+        mode: z.enum(["sync", "async"]).default("sync"),
+        /** Groups per training batch (B); default: every task's group in one batch. */
+        batchGroups: positiveInt.optional(),
+        /**
+         * Rollout scheduling policy (rollout/scheduling/registry.ts). `oracle-lfs` needs true output
+         * lengths, which only simulated workloads have.
+         */
+        scheduler: z
+          .object({
+            policy: z.enum(["fifo-group", "seer", "oracle-lfs"]).default("fifo-group"),
+            /** Divided rollout chunk, tokens (seer, oracle-lfs); default: no division. */
+            chunkTokens: positiveInt.optional(),
+            /** A request ready this long (ms) is served first. */
+            starvationMs: positiveInt.optional(),
+            /** Keep a continuation on its previous chunk's instance when it has room. */
+            kvAffinity: z.boolean().default(true),
+          })
+          .strict()
+          .prefault({}),
+        /** Async: unconsumed groups at most (Forge's N); default 2·batchGroups. */
+        maxInFlightGroups: positiveInt.optional(),
+        /** Async: Forge window W, groups (default N): completed groups the trainer may take among the W oldest. */
+        window: positiveInt.optional(),
+        /** Async: AReaL staleness bound η (0 = synchronous admission); absent = unbounded. */
+        maxStaleness: z.number().int().min(0).optional(),
       })
       .strict()
+      .refine((r) => r.mode === "async" || (r.window === undefined && r.maxInFlightGroups === undefined && r.maxStaleness === undefined), {
+        message: "window, maxInFlightGroups and maxStaleness apply to mode async only",
+        path: ["mode"],
+      })
       .prefault({}),
     agent: z
       .object({
@@ -168,6 +206,11 @@ export const RunConfigSchema = z
         maxTokensPerCall: positiveInt.default(64),
         maxTotalTokens: positiveInt.default(512),
         temperature: z.number().min(0).max(5).default(1),
+        /**
+         * Context management as an action (agents/context/): `{name: none}`, `{name: discard-all,
+         * threshold, window}`, `{name: clear-thinking}` or `{name: summarize, ...}`; each change is recorded.
+         */
+        context: z.record(z.string(), z.unknown()).optional(),
       })
       .strict()
       .prefault({}),

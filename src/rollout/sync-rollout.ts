@@ -3,6 +3,8 @@
 // with a recorded termination and reward. The iteration returns when every program has ended.
 import OpenAI from "openai";
 import { runToolAgent, type AgentLimits } from "../agents/tool-agent.js";
+import { recordAgentEvents } from "../agents/record-outcome.js";
+import { createContextPolicy } from "../agents/context/registry.js";
 import type { Clock } from "../core/clock.js";
 import type { Group, Program, Reward, Termination } from "../core/types.js";
 import type { CheckResult, Environment, Task } from "../envs/env.js";
@@ -11,6 +13,7 @@ import { sampleVariant } from "../envs/variants.js";
 import type { RewardContext } from "../reward/reward-fn.js";
 import type { Sandbox, SandboxProvider } from "../sandbox/sandbox.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
+import { runBlackBoxProgram, type AgentSpec } from "./blackbox-program.js";
 import { Semaphore } from "./semaphore.js";
 
 export interface RolloutOptions {
@@ -33,6 +36,10 @@ export interface RolloutOptions {
   seed: number;
   clock: Clock;
   signal?: AbortSignal;
+  /** Context-management policy config (agents/context/registry.ts); one policy instance per program. */
+  context?: unknown;
+  /** Who plays the programs (default: the white-box tool loop); a black box runs in the program's sandbox. */
+  agent?: AgentSpec;
   /** Called after each program has ended and been rewarded. */
   onProgramDone?: (p: ProgramResult) => void;
 }
@@ -98,26 +105,40 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
     const apiKey = await createAtGateway(o.gatewayUrl, programId, o.gatewayAdminToken);
     sandbox = await o.sandboxes.create(programId);
     const setup = setupEvent(programId, await o.env.setup(task, sandbox, { variant }));
-    const client = new OpenAI({
-      baseURL: `${o.gatewayUrl}/p/${encodeURIComponent(programId)}/v1`,
-      apiKey,
-      // A retried call could be recorded twice by the gateway; failures end the program instead.
-      maxRetries: 0,
-    });
-    const outcome = await runToolAgent({
-      client,
-      model: o.model,
-      programId,
-      messages: task.prompt,
-      tools: o.env.tools(),
-      sandbox,
-      limits: o.limits,
-      temperature: o.temperature,
-      seed: o.seed * 1_000_003 + hashString(programId),
-      clock: o.clock,
-      signal: o.signal,
-    });
-    for (const ev of setup ? [setup, ...outcome.tools] : outcome.tools) o.store.recordTool(ev);
+    const outcome =
+      o.agent?.kind === "black-box"
+        ? await runBlackBoxProgram({
+            spec: o.agent,
+            sandbox,
+            programId,
+            gatewayUrl: o.gatewayUrl,
+            apiKey,
+            task,
+            limits: o.limits,
+            ...(variant?.env ? { variantEnv: variant.env } : {}),
+            recordedCalls: () => o.store.getTrajectory(programId)?.calls.length ?? 0,
+          })
+        : await runToolAgent({
+            client: new OpenAI({
+              baseURL: `${o.gatewayUrl}/p/${encodeURIComponent(programId)}/v1`,
+              apiKey,
+              // A retried call could be recorded twice by the gateway; failures end the program instead.
+              maxRetries: 0,
+            }),
+            model: o.model,
+            programId,
+            messages: task.prompt,
+            tools: o.env.tools(),
+            sandbox,
+            limits: o.limits,
+            temperature: o.temperature,
+            seed: o.seed * 1_000_003 + hashString(programId),
+            clock: o.clock,
+            signal: o.signal,
+            ...(o.context !== undefined ? { context: createContextPolicy(o.context) } : {}),
+          });
+    if (setup) o.store.recordTool(setup);
+    recordAgentEvents(o.store, outcome);
     // Checked while the sandbox lives: the env may run hidden tests in it.
     const judged = await judgeProgram(o.env, task, sandbox, programId, outcome);
     for (const ev of judged.events) o.store.recordTool(ev);

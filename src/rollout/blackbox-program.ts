@@ -1,0 +1,132 @@
+// One rollout program played by a black-box agent: any command (e.g. a CLI coding agent built on
+// the plain OpenAI client) run in the program's sandbox after the environment's set-up, with the
+// task written where the command reads it. Its model calls reach the gateway through the
+// black-box runner's per-program proxy, so the gateway records them as the program's trajectory;
+// what Arbor sees of the run itself (command, exit, files it shipped in) is one `arbor:` event.
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { join, posix, resolve } from "node:path";
+import type { AgentLimits } from "../agents/define-agent.js";
+import { runBlackBox, type BlackBoxOutcome } from "../agents/blackbox/blackbox-runner.js";
+import { ArborError } from "../core/errors.js";
+import type { ContextEvent, Termination, ToolEvent } from "../core/types.js";
+import type { Task } from "../envs/env.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+
+/** Tool name of the event recording a black-box run (the `arbor:` prefix: not a model's tool call). */
+export const BLACKBOX_EVENT_TOOL = "arbor:blackbox_run";
+
+/** How a rollout runs its programs: Arbor's own tool loop, or a command treated as a black box. */
+export type AgentSpec = { kind: "white-box" } | BlackBoxAgentSpec;
+
+export interface BlackBoxAgentSpec {
+  kind: "black-box";
+  /** The command, as argv, run from /workspace. */
+  command: string[];
+  /** Files shipped into the workspace unchanged: workspace path → host path (relative to the working directory). */
+  files?: Record<string, string>;
+  /** Installed npm packages the command imports (read-only copies in /workspace/node_modules). */
+  nodePackages?: string[];
+  /** Workspace path the task text is written to before the command starts. */
+  taskFile: string;
+  /** Extra environment of the command. */
+  env?: Record<string, string>;
+  /** Wall-clock limit of the whole command, ms (default: the sandbox's per-exec limit). */
+  wallMs?: number;
+}
+
+export interface BlackBoxProgramOptions {
+  spec: BlackBoxAgentSpec;
+  sandbox: Sandbox;
+  programId: string;
+  gatewayUrl: string;
+  apiKey: string;
+  task: Task;
+  /** maxTurns bounds the model calls and maxTotalTokens the generated tokens (enforced by the proxy). */
+  limits: AgentLimits;
+  /** Environment of the program's variant (e.g. TZ); the spec's own env wins on a clash. */
+  variantEnv?: Record<string, string>;
+  /** Model calls the gateway recorded for the program so far (the run's event follows the last). */
+  recordedCalls: () => number;
+}
+
+/** The run in the shape the white-box loop reports its episode (for recording and judging alike). */
+export interface BlackBoxProgramOutcome {
+  termination: Termination;
+  /** What the command printed on stdout (its final answer, for env checks that read one). */
+  finalAnswer: string;
+  /** One event: the run itself (see {@link BLACKBOX_EVENT_TOOL}); the black box's own tool calls are its business. */
+  tools: ToolEvent[];
+  contextEvents: ContextEvent[];
+  /** Model calls the gateway recorded for the program. */
+  calls: number;
+  run: BlackBoxOutcome;
+}
+
+/** The task as a black box reads it: the user turns of its prompt (the system turn is Arbor's tool-loop instructions). */
+export function blackBoxTaskText(task: Task): string {
+  const users = task.prompt.filter((m) => m.role === "user").map((m) => m.content.trim());
+  if (users.length === 0) throw new ArborError(`black-box agent: task ${task.id} has no user message to hand over`, "env");
+  return `${users.join("\n\n")}\n`;
+}
+
+/** Check that a workspace path stays inside the workspace. */
+function workspacePath(field: string, p: string): string {
+  const norm = posix.normalize(p);
+  if (p === "" || norm.startsWith("/") || norm === ".." || norm.startsWith("../")) {
+    throw new ArborError(`black-box agent: ${field} '${p}' must be a relative path inside the workspace`, "config");
+  }
+  return norm;
+}
+
+const sha256 = (b: Uint8Array): string => createHash("sha256").update(b).digest("hex");
+
+/** Run the black box to its end in a sandbox the environment has set up. Throws only when the run cannot start. */
+export async function runBlackBoxProgram(o: BlackBoxProgramOptions): Promise<BlackBoxProgramOutcome> {
+  const taskFile = workspacePath("taskFile", o.spec.taskFile);
+  await o.sandbox.writeFile(taskFile, blackBoxTaskText(o.task));
+  // Shipped byte for byte; the copies are hashed as they lie in the workspace when the command starts.
+  const shipped: { path: string; sha256: string; bytes: number }[] = [];
+  for (const [rel, host] of Object.entries(o.spec.files ?? {})) {
+    const path = workspacePath(`files.${rel}`, rel);
+    let data: Buffer;
+    try {
+      data = await readFile(resolve(host));
+    } catch (e) {
+      throw new ArborError(`black-box agent: cannot read files.${rel} from ${host}: ${(e as Error).message}`, "config");
+    }
+    await o.sandbox.writeFile(path, data);
+    const copy = await readFile(join(o.sandbox.hostWorkspace, path));
+    shipped.push({ path, sha256: sha256(copy), bytes: copy.length });
+  }
+  const run = await runBlackBox({
+    sandbox: o.sandbox,
+    programId: o.programId,
+    gatewayUrl: o.gatewayUrl,
+    apiKey: o.apiKey,
+    command: o.spec.command,
+    env: { ...(o.variantEnv ?? {}), ...(o.spec.env ?? {}) },
+    ...(o.spec.nodePackages?.length ? { nodePackages: o.spec.nodePackages } : {}),
+    ...(o.spec.wallMs === undefined ? {} : { wallMs: o.spec.wallMs }),
+    maxCalls: o.limits.maxTurns,
+    maxTotalTokens: o.limits.maxTotalTokens,
+  });
+  const calls = o.recordedCalls();
+  const event: ToolEvent = {
+    programId: o.programId,
+    callIndex: Math.max(0, calls - 1),
+    tool: BLACKBOX_EVENT_TOOL,
+    input: JSON.stringify(o.spec.command),
+    output: JSON.stringify({
+      termination: run.termination,
+      exitCode: run.exitCode,
+      signal: run.signal,
+      files: shipped,
+      proxy: run.proxy,
+      stderrTail: run.stderr.slice(-2000),
+    }),
+    ok: run.termination.kind === "completed",
+    durationMs: run.exec.durationMs,
+  };
+  return { termination: run.termination, finalAnswer: run.stdout.trim(), tools: [event], contextEvents: [], calls, run };
+}
