@@ -3,12 +3,16 @@ import { ArborError } from "../core/errors.js";
 import type { Benchmark } from "./bench.js";
 import { engineBench } from "./engine-bench.js";
 import { pausingBench } from "./pausing-bench.js";
+import { schedulingBench } from "./scheduling-bench.js";
 import { gatewayBench } from "./gateway-bench.js";
+import { sandboxBench } from "./sandbox-bench.js";
 
 const BENCHMARKS: Record<string, Benchmark> = {
   engine: engineBench,
   pausing: pausingBench,
+  scheduling: schedulingBench,
   gateway: gatewayBench,
+  sandbox: sandboxBench,
 };
 
 /** Names of the registered benchmarks. */

@@ -62,6 +62,36 @@ export const BackendConfigSchema = z
   })
   .strict();
 
+/** Options of the reward functions (src/reward/), by function name. */
+export const RewardOptionsSchema = z
+  .object({
+    process: z
+      .object({
+        malformedToolCall: z.number().min(0).optional(),
+        failedToolCall: z.number().min(0).optional(),
+        languageMix: z.number().min(0).optional(),
+        floor: z.number().max(0).optional(),
+        languageMixThresholds: z
+          .object({ minLetters: z.number().int().min(1).optional(), minFraction: z.number().min(0).max(1).optional() })
+          .strict()
+          .optional(),
+      })
+      .strict()
+      .optional(),
+    "completion-time": z.object({ minOutcome: z.number().optional() }).strict().optional(),
+    judge: z
+      .object({
+        model: z.string().min(1),
+        rubric: z.string().optional(),
+        maxAttempts: z.number().int().min(1).max(10).optional(),
+        maxTokens: positiveInt.optional(),
+        temperature: z.number().min(0).max(5).optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
 export const RunConfigSchema = z
   .object({
     name: z.string().min(1).default("run"),
@@ -211,8 +241,35 @@ export const RunConfigSchema = z
          * threshold, window}`, `{name: clear-thinking}` or `{name: summarize, ...}`; each change is recorded.
          */
         context: z.record(z.string(), z.unknown()).optional(),
+        /**
+         * `white-box`: Arbor's tool loop plays the programs; `black-box`: `command` (argv, run from
+         * /workspace in the program's sandbox, OPENAI_BASE_URL/OPENAI_API_KEY pointing at the program's
+         * gateway endpoint) does, after the env's set-up; maxTurns/maxTotalTokens bound its model calls.
+         */
+        kind: z.enum(["white-box", "black-box"]).default("white-box"),
+        command: z.array(z.string().min(1)).min(1).optional(),
+        /** Black box: files shipped into the workspace unchanged, workspace path → host path. */
+        files: z.record(z.string().min(1), z.string().min(1)).optional(),
+        /** Black box: installed npm packages the command imports (read-only copies in /workspace/node_modules). */
+        nodePackages: z.array(z.string().min(1)).optional(),
+        /** Black box: workspace path the task text (the prompt's user turns) is written to. */
+        taskFile: z.string().min(1).default("TASK.md"),
+        /** Black box: extra environment of the command. */
+        env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), z.string()).optional(),
+        /** Black box: wall-clock limit of the whole command, ms (default: sandbox.wallMs). */
+        wallMs: positiveInt.optional(),
       })
       .strict()
+      .superRefine((a, ctx) => {
+        if (a.kind === "black-box") {
+          if (a.command === undefined) ctx.addIssue({ code: "custom", path: ["command"], message: "required when kind is black-box" });
+          if (a.context !== undefined) ctx.addIssue({ code: "custom", path: ["context"], message: "applies to kind white-box only (a black box manages its own context)" });
+          return;
+        }
+        for (const f of ["command", "files", "nodePackages", "env", "wallMs"] as const) {
+          if (a[f] !== undefined) ctx.addIssue({ code: "custom", path: [f], message: "applies to kind black-box only" });
+        }
+      })
       .prefault({}),
     sandbox: z
       .object({
@@ -245,9 +302,25 @@ export const RunConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /**
+     * Reward weights by reward function (src/reward/registry.ts); total = Σ weight·component and
+     * each component is stored beside it. `stepRewards` also splits the total over the calls as
+     * `step:<k>` components (reward-to-go). `completion-time` and `judge` need per-group rewards.
+     */
     reward: z
-      .object({ outcome: z.number().default(1) })
+      .object({
+        outcome: z.number().default(1),
+        process: z.number().optional(),
+        "completion-time": z.number().optional(),
+        judge: z.number().optional(),
+        stepRewards: z.boolean().default(false),
+        options: RewardOptionsSchema.prefault({}),
+      })
       .strict()
+      .refine((r) => r.judge === undefined || r.options.judge !== undefined, {
+        message: "the judge reward needs options.judge.model",
+        path: ["options", "judge"],
+      })
       .prefault({}),
     output: z
       .object({

@@ -1,0 +1,270 @@
+// Simulated RL rollout: the real RolloutOrchestrator and a real scheduling policy placing requests
+// (or chunks of them) on N cost-model engines (real KV block manager + vLLM-style scheduler) under
+// one virtual clock, with a simulated trainer that takes batches, trains for trainStepMs and
+// publishes new weights (engines reload for weightSyncMs; in async mode, chunks in flight are
+// interrupted and continue on the new weights: partial rollout). Used by `arbor bench scheduling`.
+import { VirtualClock } from "../core/clock.js";
+import { ArborError } from "../core/errors.js";
+import { Rng } from "../core/rng.js";
+import { CostModelExecutor } from "../engine/costmodel/costmodel-executor.js";
+import { getCostProfile } from "../engine/costmodel/profile.js";
+import { KvBlockManager } from "../engine/kv/block-manager.js";
+import { InProcessKvTier } from "../engine/kv/tier.js";
+import { Scheduler, type FinishedRequest } from "../engine/scheduler/scheduler.js";
+import { SimEngine } from "../engine/sim-engine.js";
+import { RolloutOrchestrator, type RolloutBatch, type RolloutMode } from "../rollout/orchestrator/orchestrator.js";
+import { createRolloutScheduler } from "../rollout/scheduling/registry.js";
+import type { InstanceView, Placement } from "../rollout/scheduling/types.js";
+import type { SeerTask } from "./seer-workload.js";
+
+const STOP = 2;
+
+export interface RolloutSimOptions {
+  tasks: readonly SeerTask[];
+  groupSize: number;
+  /** Scheduling policy name (rollout/scheduling/registry.ts). */
+  policy: string;
+  /** Divided rollout chunk, tokens (policies that divide). */
+  chunkTokens?: number;
+  starvationMs?: number;
+  mode: RolloutMode;
+  /** Groups per training batch; in sync mode also per iteration. */
+  batchGroups: number;
+  /** Async: N, unconsumed groups at most. */
+  maxInFlightGroups?: number;
+  /** Async: W, groups. */
+  window?: number;
+  /** Async: η. */
+  maxStaleness?: number;
+  engines: number;
+  /** L1 KV capacity of each engine, tokens. */
+  kvTokensPerEngine: number;
+  /** Sequences an engine runs at once (vLLM max_num_seqs). */
+  maxNumSeqs: number;
+  /** Cost profile of every engine (default llama-3-8b/h100). */
+  profile?: string;
+  /** Simulated training step, ms (0 = instant). */
+  trainStepMs: number;
+  /** Weight reload on every engine after a step, ms. */
+  weightSyncMs: number;
+  /** Stop after this many batches (default: the whole dataset). */
+  maxBatches?: number;
+  seed: number;
+}
+
+/** One batch as the simulated trainer took it. */
+export interface SimBatch {
+  batch: RolloutBatch;
+  /** Clock time the batch was taken, ms. */
+  takenAtMs: number;
+  /** Rollout time of the batch's requests: first placement to last finish, ms. */
+  rolloutMs: number;
+  /** Time from the 90th-percentile finish to the last (the last 10% of requests), ms. */
+  tailMs: number;
+}
+
+export interface RolloutSimResult {
+  batches: SimBatch[];
+  /** Clock time when the last batch was taken, ms. */
+  makespanMs: number;
+  /** Output tokens in the batches taken. */
+  outputTokens: number;
+  preemptions: number;
+  /** Context tokens computed again when a chunk continues a request (beyond its prefix-cache hit). */
+  continuationPrefillTokens: number;
+  /** Mean fraction of the makespan the engines spent in steps. */
+  engineBusy: number;
+  /** Chunks placed (= requests when the policy does not divide), and chunks interrupted by weight syncs. */
+  chunks: number;
+  interrupted: number;
+}
+
+interface Node {
+  name: string;
+  kv: KvBlockManager;
+  scheduler: Scheduler;
+  executor: CostModelExecutor;
+  engine: SimEngine;
+  /** Chunks placed here and not ended, by engine request id. */
+  chunks: Map<string, Chunk>;
+}
+
+interface Chunk {
+  p: Placement;
+  node: Node;
+  /** prompt ‖ generated at placement, tokens. */
+  context: number;
+  version: number;
+}
+
+/** Run the rollout simulation; deterministic for its options. */
+export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
+  if (!(Number.isInteger(o.engines) && o.engines >= 1)) throw new ArborError(`rollout sim: engines must be an integer >= 1, got ${o.engines}`, "config");
+  if (!(Number.isInteger(o.maxNumSeqs) && o.maxNumSeqs >= 1)) throw new ArborError(`rollout sim: maxNumSeqs must be an integer >= 1, got ${o.maxNumSeqs}`, "config");
+  const profile = getCostProfile(o.profile ?? "llama-3-8b/h100");
+  const numBlocks = Math.floor(o.kvTokensPerEngine / profile.blockSize);
+  const capacity = numBlocks * profile.blockSize;
+  const longest = Math.max(...o.tasks.map((t) => t.promptTokens + t.maxTokens));
+  if (capacity < longest + profile.blockSize) {
+    throw new ArborError(`rollout sim: kvTokensPerEngine ${o.kvTokensPerEngine} cannot hold the longest request (${longest} tokens)`, "config");
+  }
+  const clock = new VirtualClock();
+  const rng = new Rng(o.seed);
+  const taskById = new Map(o.tasks.map((t) => [t.id, t]));
+  const chunks = new Map<string, Chunk>();
+  const outputs = new Map<string, number[]>();
+  const promptOf = new Map<string, number[]>();
+  /** Per request: its true output length (the executor's stop annotation) and its budget. */
+  const truth = new Map<string, { length: number; maxTokens: number }>();
+  const placedAt = new Map<string, number>();
+  const finishedAt = new Map<string, number>();
+  let engineVersion = 0;
+  let syncingUntil = 0;
+  let trainerBusy = false;
+  let chunkSeq = 0;
+  let interrupted = 0;
+  let continuationPrefill = 0;
+  let stopped = false;
+
+  // The global KV pool (Mooncake, as Seer deploys): blocks evicted from an engine are written back
+  // here and found by any engine, so a request that moves (or is preempted) loads its context at the
+  // pool's bandwidth instead of recomputing it. Every policy runs on the same pool.
+  const l3 = new InProcessKvTier({ name: "L3", capacityBlocks: numBlocks * o.engines * 16, bandwidthBytesPerMs: profile.l3BandwidthBytesPerMs });
+  const nodes: Node[] = Array.from({ length: o.engines }, (_, i) => {
+    const name = `engine-${i}`;
+    const kv = new KvBlockManager({ blockSize: profile.blockSize, numBlocks, enablePrefixCaching: true, bytesPerToken: profile.kvBytesPerToken, l3 });
+    const scheduler = new Scheduler(
+      { maxNumBatchedTokens: 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000 },
+      kv,
+      clock,
+    );
+    const executor = new CostModelExecutor(profile, rng.fork(name), { vocabSize: 128_256, stopTokenIds: [STOP] });
+    const node: Node = { name, kv, scheduler, executor, engine: undefined as unknown as SimEngine, chunks: new Map() };
+    node.engine = new SimEngine({ scheduler, executor, clock, onFinished: (f) => onChunkDone(f) });
+    return node;
+  });
+  const byName = new Map(nodes.map((n) => [n.name, n]));
+
+  const orch = new RolloutOrchestrator({
+    mode: o.mode,
+    groupSize: o.groupSize,
+    batchGroups: o.batchGroups,
+    tasks: o.tasks,
+    rng: rng.fork("dataset"),
+    scheduler: createRolloutScheduler(o.policy, { chunkTokens: o.chunkTokens, starvationMs: o.starvationMs }),
+    clock,
+    maxInFlightGroups: o.maxInFlightGroups,
+    window: o.window,
+    maxStaleness: o.maxStaleness,
+    onWeightSync: (v) => {
+      // Partial rollout: chunks in flight stop now, keeping their tokens (made by the old weights).
+      for (const [engineId, c] of [...chunks]) {
+        const f = c.node.scheduler.abort(engineId);
+        if (f === undefined) throw new ArborError(`rollout sim: ${engineId} was not in its engine`, "internal");
+        interrupted++;
+        onChunkDone(f);
+      }
+      engineVersion = v;
+      syncingUntil = clock.now() + o.weightSyncMs;
+      clock.setTimer(o.weightSyncMs, () => schedule());
+    },
+  });
+
+  /** KV a node's chunks hold (running: their KV slots, grown by decoding) or will need (queued: their context). */
+  const usedKv = (n: Node): number => {
+    let u = 0;
+    for (const [id, c] of n.chunks) u += Math.max(c.context, n.kv.numTokensOf(id));
+    return u;
+  };
+  const views = (): InstanceView[] => nodes.map((n) => ({ name: n.name, kvCapacityTokens: capacity, usedKvTokens: usedKv(n), active: n.chunks.size, maxActive: o.maxNumSeqs }));
+
+  const schedule = (): void => {
+    if (stopped) return;
+    for (const g of orch.pump()) {
+      const task = taskById.get(g.taskId) as SeerTask;
+      for (const r of g.requests) {
+        promptOf.set(r.id, task.promptTokenIds);
+        outputs.set(r.id, []);
+        truth.set(r.id, { length: r.oracleLength as number, maxTokens: r.maxTokens });
+      }
+    }
+    if (clock.now() < syncingUntil) return;
+    for (const p of orch.next(views())) {
+      const node = byName.get(p.instance) as Node;
+      const out = outputs.get(p.requestId) as number[];
+      const prompt = [...(promptOf.get(p.requestId) as number[]), ...out];
+      const engineId = `${p.requestId}#${chunkSeq++}`;
+      const c: Chunk = { p, node, context: prompt.length, version: engineVersion };
+      chunks.set(engineId, c);
+      node.chunks.set(engineId, c);
+      if (!placedAt.has(p.requestId)) placedAt.set(p.requestId, clock.now());
+      const remaining = (truth.get(p.requestId) as { length: number }).length - out.length;
+      if (remaining >= 1 && remaining <= p.maxTokens) node.executor.setOutputLength(engineId, remaining);
+      node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority });
+    }
+    train();
+  };
+
+  const onChunkDone = (f: FinishedRequest): void => {
+    const c = chunks.get(f.requestId);
+    if (c === undefined) throw new ArborError(`rollout sim: unknown chunk ${f.requestId} finished`, "internal");
+    chunks.delete(f.requestId);
+    c.node.chunks.delete(f.requestId);
+    const out = outputs.get(c.p.requestId) as number[];
+    // A continuation's context beyond its prefix-cache hit was computed again.
+    if (c.p.generated > 0 && f.finishReason !== "abort") continuationPrefill += f.numPromptTokens - f.numCachedTokens;
+    out.push(...f.outputTokenIds);
+    const finished = f.finishReason === "stop";
+    if (finished || out.length === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) finishedAt.set(c.p.requestId, clock.now());
+    orch.onChunkEnd(c.p.requestId, f.outputTokenIds.length, c.version, finished);
+    if (f.finishReason !== "abort") schedule();
+  };
+
+  const batches: SimBatch[] = [];
+  const train = (): void => {
+    if (trainerBusy || stopped) return;
+    const batch = orch.takeBatch();
+    if (batch === undefined) return;
+    const ids = batch.groups.flatMap((g) => g.trajectories.map((t) => t.requestId));
+    const ends = ids.map((id) => finishedAt.get(id) as number).sort((a, b) => a - b);
+    const start = Math.min(...ids.map((id) => placedAt.get(id) as number));
+    const last = ends[ends.length - 1] as number;
+    batches.push({ batch, takenAtMs: clock.now(), rolloutMs: last - start, tailMs: last - (ends[Math.max(0, Math.ceil(ends.length * 0.9) - 1)] as number) });
+    for (const id of ids) {
+      outputs.delete(id);
+      promptOf.delete(id);
+      placedAt.delete(id);
+      finishedAt.delete(id);
+      truth.delete(id);
+    }
+    if (batches.length >= (o.maxBatches ?? Infinity) || orch.done()) {
+      stopped = true;
+      return;
+    }
+    trainerBusy = true;
+    clock.setTimer(o.trainStepMs, () => {
+      trainerBusy = false;
+      orch.publishVersion(orch.version + 1);
+      schedule();
+    });
+  };
+
+  schedule();
+  for (let i = 0; !stopped; i++) {
+    if (i >= 50_000_000) throw new ArborError("rollout sim: did not finish within 50M events", "internal");
+    if (!clock.step()) {
+      throw new ArborError(`rollout sim: stuck at ${clock.now()} ms with nothing scheduled: ${JSON.stringify(orch.stats())}`, "internal");
+    }
+  }
+  const makespanMs = clock.now();
+  return {
+    batches,
+    makespanMs,
+    outputTokens: batches.reduce((a, b) => a + b.batch.tokens, 0),
+    preemptions: nodes.reduce((a, n) => a + n.scheduler.stats().preemptions, 0),
+    continuationPrefillTokens: continuationPrefill,
+    engineBusy: makespanMs === 0 ? 0 : nodes.reduce((a, n) => a + Math.min(n.engine.usage.busyMs, makespanMs), 0) / (nodes.length * makespanMs),
+    chunks: chunkSeq,
+    interrupted,
+  };
+}
