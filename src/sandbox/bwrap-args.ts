@@ -39,7 +39,16 @@ export interface BwrapCommand {
   tmpSizeMb: number;
   /** File descriptor (in the spawned process) where bwrap writes its info JSON. */
   infoFd: number;
+  /**
+   * `cgroup.procs` files of the sandbox's cgroups: the first process joins them (while still
+   * privileged, before setpriv) so that everything it starts is counted and capped there.
+   */
+  cgroupProcs?: readonly string[];
 }
+
+/** Shell used to join the cgroups before exec'ing setpriv (the pid stays the same). */
+const JOIN_CGROUPS =
+  'while [ "$1" != -- ]; do echo $$ > "$1" || { echo "arbor: cannot join cgroup $1" >&2; exit 125; }; shift; done; shift; exec "$@"';
 
 const BASE_ENV: Record<string, string> = {
   PATH: "/usr/local/bin:/usr/bin:/bin",
@@ -154,5 +163,6 @@ export function buildBwrapArgv(c: BwrapCommand): string[] {
     `--fsize=${Math.floor(c.maxFileMb * 1024 * 1024)}`,
     "--",
   ];
-  return [...setpriv, ...bwrap, ...prlimit, ...c.argv];
+  const join = c.cgroupProcs?.length ? ["/bin/sh", "-c", JOIN_CGROUPS, "arbor-cgroup", ...c.cgroupProcs, "--"] : [];
+  return [...join, ...setpriv, ...bwrap, ...prlimit, ...c.argv];
 }

@@ -8,6 +8,8 @@ import { buildBwrapArgv, DEFAULT_BINARIES } from "./bwrap-args.js";
 import { BwrapProvider, bwrapAvailable, createBwrapProvider } from "./bwrap.js";
 import { describeSandboxContract, markerShells, pidsWithCmdline, waitFor } from "./contract.js";
 import { createSandboxProvider, sandboxProviderNames } from "./registry.js";
+import { sandboxCgroupDirs } from "./cgroup.js";
+import { mountsUnder } from "./workspace-mount.js";
 import type { SandboxLimits } from "./sandbox.js";
 
 const LIMITS: SandboxLimits = { cpuSeconds: 5, memoryMb: 256, wallMs: 10_000 };
@@ -49,7 +51,7 @@ describe("bwrap availability and registry", () => {
     await p.destroyAll();
     expect(sandboxProviderNames).toContain("bwrap");
     expect(() => createSandboxProvider("docker-ish", { root, limits: LIMITS })).toThrow(
-      "unknown sandbox provider 'docker-ish' (known: bwrap)",
+      "unknown sandbox provider 'docker-ish' (known: bwrap, docker, k8s)",
     );
   });
 
@@ -173,8 +175,12 @@ describe("bwrap cleanup when Node dies", () => {
     // No exit hook can run on SIGKILL: the workspace stays until the next provider on this root
     // sweeps workspaces whose owner is dead — and only those.
     expect(existsSync(c.ws)).toBe(true);
+    const groups = sandboxCgroupDirs(basename(c.ws));
+    expect(groups.every((g) => existsSync(g))).toBe(true);
     expect(provider().sweptOnStart).toContain(basename(c.ws));
     expect(existsSync(c.ws)).toBe(false);
+    expect(mountsUnder(c.ws)).toEqual([]);
+    expect(groups.filter((g) => existsSync(g))).toEqual([]);
     const mine = await provider().create("prog-live");
     expect(provider().sweptOnStart).not.toContain(basename(mine.hostWorkspace));
     expect(existsSync(mine.hostWorkspace)).toBe(true);

@@ -2,18 +2,22 @@
 // new namespaces (no network, own pids), read-only system, per-process rlimits, wall-clock kill.
 import { spawnSync } from "node:child_process";
 import { constants as fsConstants, accessSync, chownSync, mkdirSync, rmSync, statSync } from "node:fs";
-import { chown, lstat, mkdir, mkdtemp, open, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve, sep } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import type { Clock } from "../core/clock.js";
 import { CapacityError, ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { buildBwrapArgv, DEFAULT_BINARIES, type SandboxBinaries } from "./bwrap-args.js";
-import { ownerPrefix, sweepStaleWorkspaces } from "./stale-workspaces.js";
+import { ownedByDeadProcess, ownerPrefix, sweepStaleWorkspaces } from "./stale-workspaces.js";
 import { registerExitCleanup, unregisterExitCleanup, type SyncDisposable } from "./exit-cleanup.js";
 import { killPidNamespace } from "./proc-scan.js";
 import type { ExecOptions, ExecResult, Sandbox, SandboxLimits, SandboxProvider } from "./sandbox.js";
 import { SandboxProcess } from "./sandbox-process.js";
+import { createSandboxCgroup, sweepStaleCgroups, type SandboxCgroup } from "./cgroup.js";
+import { classifyLimit } from "./limit-flags.js";
+import { freeBytes, mountWorkspaceTmpfs, unmountWorkspace } from "./workspace-mount.js";
+import { writeWorkspaceFile } from "./workspace-files.js";
 
 /** Uid the sandbox runs as when Arbor itself runs as root ("nobody"). */
 export const DEFAULT_SANDBOX_UID = 65534;
@@ -33,6 +37,21 @@ export interface BwrapProviderOptions {
   maxFileMb?: number;
   /** Size of the private /tmp, MiB (default 64). */
   tmpSizeMb?: number;
+  /**
+   * Size of each workspace, MiB (default 256): the workspace is a tmpfs of that size mounted on
+   * the host directory, so filling it ends in ENOSPC. Needs mount rights; without them (or with
+   * `limitWorkspace: false`) it is a plain directory and only maxFileMb bounds a single file.
+   */
+  workspaceMb?: number;
+  limitWorkspace?: boolean;
+  /**
+   * Memory of the whole sandbox, MiB: every process plus the files it wrote to its tmpfs mounts
+   * (default memoryMb + workspaceMb + tmpSizeMb). Enforced by a per-sandbox cgroup with an OOM
+   * counter, together with a process cap of maxProcesses, where cgroups are writable.
+   */
+  sandboxMemoryMb?: number;
+  /** Use per-sandbox cgroups when available (default true). */
+  useCgroups?: boolean;
   /** Bytes of stdout and of stderr kept per exec (default 1 MiB); the rest is dropped with a marker. */
   maxOutputBytes?: number;
   /** Live sandboxes allowed at once (default 1024). */
@@ -140,7 +159,14 @@ interface ProviderContext {
   maxFileMb: number;
   tmpSizeMb: number;
   maxOutputBytes: number;
+  workspaceMb: number;
+  limitWorkspace: boolean;
+  sandboxMemoryMb: number;
+  useCgroups: boolean;
 }
+
+/** Below this many free bytes a size-limited workspace counts as full. */
+const FULL_BELOW_BYTES = 64 * 1024;
 
 /** One program's bwrap sandbox. */
 class BwrapSandbox implements Sandbox, SyncDisposable {
@@ -153,6 +179,10 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
     readonly hostWorkspace: string,
     private readonly ctx: ProviderContext,
     private readonly onGone: (s: BwrapSandbox) => void,
+    /** The sandbox's cgroup (memory + process caps with event counters), if cgroups are usable. */
+    readonly cgroup: SandboxCgroup | undefined,
+    /** Whether the workspace is a size-limited tmpfs mount. */
+    readonly workspaceLimited: boolean,
   ) {}
 
   async exec(argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
@@ -170,14 +200,20 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
         uid: this.ctx.uid,
         cpuSeconds: this.ctx.limits.cpuSeconds,
         memoryMb: this.ctx.limits.memoryMb,
-        maxProcesses: this.ctx.maxProcesses,
+        // With a cgroup the group's pids.max is the cap (its refusals are counted); the rlimit,
+        // checked first by the kernel, is then a backstop just above it.
+        maxProcesses: this.cgroup ? this.ctx.maxProcesses + 2 : this.ctx.maxProcesses,
         maxFileMb: this.ctx.maxFileMb,
         tmpSizeMb: this.ctx.tmpSizeMb,
         infoFd: INFO_FD,
+        cgroupProcs: this.cgroup?.procsFiles,
       });
     } catch (e) {
       throw new ArborError(`sandbox ${this.programId}: ${(e as Error).message}`, "sandbox");
     }
+    const before = this.cgroup?.counters();
+    const freeBefore = this.workspaceLimited ? await freeBytes(this.hostWorkspace) : undefined;
+    if (this.destroyed) throw new ArborError(`sandbox ${this.programId} is destroyed`, "sandbox");
     const proc = new SandboxProcess(cmdline, {
       stdin: opts.stdin,
       wallMs,
@@ -187,7 +223,18 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
     });
     this.running.add(proc);
     try {
-      return await proc.result;
+      const r = await proc.result;
+      const after = this.cgroup?.counters();
+      const free = freeBefore !== undefined ? await freeBytes(this.hostWorkspace) : undefined;
+      const limit = classifyLimit({
+        ...r,
+        oomKills: (after?.oomKills ?? 0) - (before?.oomKills ?? 0),
+        pidsRefused: (after?.pidsRefused ?? 0) - (before?.pidsRefused ?? 0),
+        // Only a workspace this command filled counts: a full one left by an earlier command
+        // would otherwise blame every later failure on the disk.
+        diskFull: free !== undefined && free < FULL_BELOW_BYTES && (freeBefore ?? 0) >= FULL_BELOW_BYTES,
+      });
+      return limit ? { ...r, limit } : r;
     } finally {
       // Normally bwrap reaps its pid 1, which empties the namespace; if bwrap died first (killed,
       // or failed during setup), kill what is left and keep it listed for destroy() to wait on.
@@ -198,36 +245,7 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
 
   async writeFile(relPath: string, data: string | Uint8Array): Promise<void> {
     if (this.destroyed) throw new ArborError(`sandbox ${this.programId} is destroyed`, "sandbox");
-    const target = resolve(this.hostWorkspace, relPath);
-    if (relPath === "" || !target.startsWith(this.hostWorkspace + sep)) {
-      throw new ArborError(`sandbox ${this.programId}: writeFile path '${relPath}' must stay inside the workspace`, "sandbox");
-    }
-    // The sandbox may have planted symlinks: never follow one (we write as the host user).
-    const parts = target.slice(this.hostWorkspace.length + 1).split(sep);
-    let dir = this.hostWorkspace;
-    for (const part of parts.slice(0, -1)) {
-      dir = join(dir, part);
-      const st = await lstat(dir).catch(() => undefined);
-      if (!st) {
-        await mkdir(dir);
-        if (this.ctx.uid !== null) await chown(dir, this.ctx.uid, this.ctx.uid);
-      } else if (!st.isDirectory() || st.isSymbolicLink()) {
-        throw new ArborError(`sandbox ${this.programId}: writeFile path '${relPath}': ${part} is not a directory`, "sandbox");
-      }
-    }
-    const fh = await open(
-      target,
-      fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW,
-      0o644,
-    ).catch((e: NodeJS.ErrnoException) => {
-      throw new ArborError(`sandbox ${this.programId}: cannot write '${relPath}': ${e.code ?? e.message}`, "sandbox");
-    });
-    try {
-      await fh.writeFile(data);
-      if (this.ctx.uid !== null) await fh.chown(this.ctx.uid, this.ctx.uid);
-    } finally {
-      await fh.close();
-    }
+    await writeWorkspaceFile(this.hostWorkspace, relPath, data, this.ctx.uid, this.programId);
   }
 
   destroy(): Promise<void> {
@@ -244,8 +262,25 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
       await this.waitNamespacesGone(procs);
     } finally {
       this.running.clear();
-      await rm(this.hostWorkspace, { recursive: true, force: true, maxRetries: 3 });
-      this.onGone(this);
+      try {
+        await this.removeCgroup();
+      } finally {
+        if (this.workspaceLimited) unmountWorkspace(this.hostWorkspace);
+        await rm(this.hostWorkspace, { recursive: true, force: true, maxRetries: 3 });
+        this.onGone(this);
+      }
+    }
+  }
+
+  /** The kernel frees a cgroup only once its last process is reaped: retry briefly. */
+  private async removeCgroup(): Promise<void> {
+    if (!this.cgroup) return;
+    const start = this.ctx.clock.now();
+    while (!this.cgroup.remove()) {
+      if (this.ctx.clock.now() - start > TEARDOWN_WAIT_MS) {
+        throw new ArborError(`sandbox ${this.programId}: its cgroup still has processes after teardown`, "sandbox");
+      }
+      await this.ctx.clock.sleep(TEARDOWN_POLL_MS);
     }
   }
 
@@ -267,7 +302,9 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
   disposeSync(): void {
     this.destroyed = true;
     for (const p of this.running) p.kill();
+    if (this.workspaceLimited) unmountWorkspace(this.hostWorkspace);
     rmSync(this.hostWorkspace, { recursive: true, force: true, maxRetries: 3 });
+    this.cgroup?.remove();
   }
 }
 
@@ -280,6 +317,8 @@ export class BwrapProvider implements SandboxProvider {
   private readonly maxSandboxes: number;
   /** Workspaces of dead owners (killed runs) removed when this provider started. */
   readonly sweptOnStart: string[];
+  /** Why workspaces are not size-limited, once a mount has failed (undefined while they are). */
+  workspaceLimitNote: string | undefined;
 
   constructor(opts: BwrapProviderOptions) {
     const l = opts.limits;
@@ -290,11 +329,15 @@ export class BwrapProvider implements SandboxProvider {
     const maxProcesses = opts.maxProcesses ?? 64;
     const maxFileMb = opts.maxFileMb ?? 512;
     const tmpSizeMb = opts.tmpSizeMb ?? 64;
+    const workspaceMb = opts.workspaceMb ?? 256;
+    const sandboxMemoryMb = opts.sandboxMemoryMb ?? l.memoryMb + workspaceMb + tmpSizeMb;
     const maxOutputBytes = opts.maxOutputBytes ?? 1024 * 1024;
     this.maxSandboxes = opts.maxSandboxes ?? 1024;
     positive("maxProcesses", maxProcesses, true);
     positive("maxFileMb", maxFileMb, false);
     positive("tmpSizeMb", tmpSizeMb, false);
+    positive("workspaceMb", workspaceMb, false);
+    positive("sandboxMemoryMb", sandboxMemoryMb, false);
     positive("maxOutputBytes", maxOutputBytes, true);
     positive("maxSandboxes", this.maxSandboxes, true);
     const binaries = { ...DEFAULT_BINARIES, ...(opts.binaries ?? {}) };
@@ -306,6 +349,8 @@ export class BwrapProvider implements SandboxProvider {
     mkdirSync(this.root, { recursive: true, mode: 0o755 });
     checkTraversable(this.root, uid);
     this.sweptOnStart = sweepStaleWorkspaces(this.root);
+    // Their cgroups too (empty once the kernel has reaped their processes).
+    if (opts.useCgroups ?? true) sweepStaleCgroups(ownedByDeadProcess);
     this.ctx = {
       limits: { ...l },
       clock: opts.clock ?? realClock,
@@ -315,6 +360,10 @@ export class BwrapProvider implements SandboxProvider {
       maxFileMb,
       tmpSizeMb,
       maxOutputBytes,
+      workspaceMb,
+      limitWorkspace: opts.limitWorkspace ?? true,
+      sandboxMemoryMb,
+      useCgroups: opts.useCgroups ?? true,
     };
   }
 
@@ -322,11 +371,35 @@ export class BwrapProvider implements SandboxProvider {
     if (this.live.size >= this.maxSandboxes) throw new CapacityError("bwrap sandbox provider", this.maxSandboxes);
     const safe = programId.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 48) || "program";
     const ws = await mkdtemp(join(this.root, `${ownerPrefix()}${safe}-`));
-    if (this.ctx.uid !== null) chownSync(ws, this.ctx.uid, this.ctx.uid);
-    const sb = new BwrapSandbox(programId, ws, this.ctx, (s) => {
-      this.live.delete(s);
-      unregisterExitCleanup(s);
-    });
+    let limited = false;
+    let cgroup: SandboxCgroup | undefined;
+    try {
+      if (this.ctx.limitWorkspace) {
+        const why = mountWorkspaceTmpfs(ws, this.ctx.workspaceMb, this.ctx.uid);
+        limited = why === undefined;
+        if (why !== undefined) this.workspaceLimitNote ??= `workspace is not size-limited (cannot mount tmpfs: ${why})`;
+      }
+      if (!limited && this.ctx.uid !== null) chownSync(ws, this.ctx.uid, this.ctx.uid);
+      if (this.ctx.useCgroups) {
+        // +1: bwrap's monitor process, outside the sandbox's pid namespace, sits in the group too.
+        cgroup = createSandboxCgroup(basename(ws), Math.floor(this.ctx.sandboxMemoryMb * 1024 * 1024), this.ctx.maxProcesses + 1);
+      }
+    } catch (e) {
+      if (limited) unmountWorkspace(ws);
+      await rm(ws, { recursive: true, force: true });
+      throw new ArborError(`sandbox ${programId}: cannot prepare the workspace: ${(e as Error).message}`, "sandbox");
+    }
+    const sb = new BwrapSandbox(
+      programId,
+      ws,
+      this.ctx,
+      (s) => {
+        this.live.delete(s);
+        unregisterExitCleanup(s);
+      },
+      cgroup,
+      limited,
+    );
     this.live.add(sb);
     registerExitCleanup(sb);
     return sb;

@@ -1,18 +1,28 @@
 // Sandbox provider registry: the one place that maps a configured provider name to its factory.
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
-import { createBwrapProvider } from "./bwrap.js";
+import { createBwrapProvider, type BwrapProviderOptions } from "./bwrap.js";
+import { createDockerProvider, type DockerProviderOptions } from "./docker.js";
+import { createK8sProvider, type K8sProviderOptions } from "./k8s.js";
 import type { SandboxLimits, SandboxProvider } from "./sandbox.js";
 
+type Extra<T> = Partial<Omit<T, "limits" | "clock" | "root">>;
+
 export interface SandboxProviderOptions {
-  /** Directory under which per-program workspaces are created. */
+  /** Directory under which per-program workspaces are created (bwrap, docker). */
   root?: string;
   limits: SandboxLimits;
   clock?: Clock;
+  /** Provider-specific options, used only by that provider. */
+  bwrap?: Extra<BwrapProviderOptions>;
+  docker?: Extra<DockerProviderOptions>;
+  k8s?: Extra<K8sProviderOptions>;
 }
 
 const FACTORIES: Record<string, (opts: SandboxProviderOptions) => SandboxProvider> = {
-  bwrap: (opts) => createBwrapProvider(opts),
+  bwrap: (o) => createBwrapProvider({ ...o.bwrap, root: o.root, limits: o.limits, clock: o.clock }),
+  docker: (o) => createDockerProvider({ ...o.docker, root: o.root, limits: o.limits, clock: o.clock }),
+  k8s: (o) => createK8sProvider({ ...o.k8s, limits: o.limits, clock: o.clock }),
 };
 
 /** Names accepted by {@link createSandboxProvider}. */

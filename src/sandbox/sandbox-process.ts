@@ -18,7 +18,7 @@ export interface SandboxProcessOptions {
 }
 
 /** Keeps the first `limit` bytes of a stream and counts what it drops. */
-class CappedOutput {
+export class CappedOutput {
   private chunks: Buffer[] = [];
   private kept = 0;
   private dropped = 0;
@@ -53,7 +53,7 @@ const SIGNAL_NAMES = new Map<number, string>(
  * bwrap reports a command killed by signal N as exit status 128+N (like a shell), so a program that
  * exits with such a code on purpose reads as signalled; real programs rarely do.
  */
-function decodeStatus(code: number | null, signal: NodeJS.Signals | null): { exitCode: number | null; signal: string | null } {
+export function decodeStatus(code: number | null, signal: NodeJS.Signals | null): { exitCode: number | null; signal: string | null } {
   if (signal) return { exitCode: null, signal };
   if (code !== null && code > 128 && code < 128 + 32) {
     const name = SIGNAL_NAMES.get(code - 128);

@@ -2,12 +2,19 @@
 // outright (SIGKILL, OOM killer: no exit hook runs) leaves workspaces the next provider can reclaim.
 import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { mountsUnder, unmountWorkspace } from "./workspace-mount.js";
 
 const OWNED = /^(\d+)\./;
 
 /** Directory-name prefix that marks a workspace as owned by this process. */
 export function ownerPrefix(pid: number = process.pid): string {
   return `${pid}.`;
+}
+
+/** Whether `name` (a workspace or cgroup name) belongs to a process that no longer exists. */
+export function ownedByDeadProcess(name: string): boolean {
+  const m = OWNED.exec(name);
+  return m !== null && !alive(Number(m[1]));
 }
 
 function alive(pid: number): boolean {
@@ -29,6 +36,8 @@ export function sweepStaleWorkspaces(root: string): string[] {
   for (const name of readdirSync(root)) {
     const m = OWNED.exec(name);
     if (!m || alive(Number(m[1]))) continue;
+    // A size-limited workspace is a tmpfs mount: unmount it first, or the rmdir fails with EBUSY.
+    for (const point of mountsUnder(join(root, name))) unmountWorkspace(point);
     rmSync(join(root, name), { recursive: true, force: true });
     removed.push(name);
   }
