@@ -1,0 +1,22 @@
+// GRPO (DeepSeekMath): group-normalised rollout advantage broadcast to every call, token ratio clipped at
+// 1 ± 0.2, each sample's token mean then the mean over samples.
+import { grpoAdvantages } from "../grpo.js";
+import { broadcast, makeEstimator, type Estimator } from "./estimator.js";
+import { validateLossSpec } from "./loss-spec.js";
+
+/** Options of {@link createGrpo}. */
+export interface GrpoOptions {
+  eps?: number;
+  clip?: number;
+}
+
+/** The GRPO estimator: Â_i = (r_i − mean_g)/(std_g + eps). */
+export function createGrpo(opts: GrpoOptions = {}): Estimator {
+  const eps = opts.eps ?? 1e-6;
+  const clip = opts.clip ?? 0.2;
+  return makeEstimator({
+    name: "grpo",
+    loss: validateLossSpec({ ratio: "token", objective: "clip", epsLow: clip, epsHigh: clip, normaliser: "sample-mean" }),
+    advantages: (programs) => broadcast(programs, grpoAdvantages(programs.map((p) => p.reward), eps)),
+  });
+}

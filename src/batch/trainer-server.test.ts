@@ -1,0 +1,107 @@
+// The external-trainer path end to end over real HTTP: calls recorded in SQLite → merged samples → GRPO →
+// Arrow batch served by the trainer protocol → pulled by TrainerClient, which reconstructs every sample exactly.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CapacityError } from "../core/errors.js";
+import type { Call } from "../core/types.js";
+import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../store/test-fixtures.js";
+import type { ScoredSample } from "./batch-sample.js";
+import { createGrpo } from "./estimators/grpo.js";
+import { TrainerClient } from "./trainer-client.js";
+import { createTrainerServer, type TrainerServer, type WeightsAnnouncement } from "./trainer-server.js";
+import { buildSampleSet } from "./trajectory-samples.js";
+
+describe("trainer protocol over HTTP", () => {
+  let dir: string;
+  let server: TrainerServer;
+  let client: TrainerClient;
+  let address: string;
+  const announced: WeightsAnnouncement[] = [];
+  let scored: ScoredSample[];
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "arbor-trainer-proto-"));
+    const store = new SqliteTrajectoryStore(join(dir, "store.sqlite"));
+    store.createRun(fixtureRun());
+    const g = fixtureGroup("g1", "run-1", 3);
+    store.createGroup(g);
+    g.programIds.forEach((id, i) => {
+      store.createProgram(fixtureProgram(g, i));
+      const first = fixtureCall(id, 0, [-1e-12, -23.5, -(i + 1) / 3]);
+      store.recordCall(first);
+      // The second call extends the first (prompt ‖ output ‖ tool output 7, 7): merged into one sample.
+      const second: Call = { ...fixtureCall(id, 1, [-0.125 * (i + 1)]), promptTokenIds: [...first.promptTokenIds, ...first.outputTokenIds, 7, 7], policyVersion: 4 };
+      store.recordCall(second);
+      store.endProgram(id, { kind: "completed" }, 5000);
+      store.setReward(id, { total: i === 1 ? 1 : 0, components: { outcome: i === 1 ? 1 : 0 } });
+    });
+    const set = buildSampleSet(store.listTrajectories("run-1"), store.listGroups("run-1"), "merged");
+    store.close();
+    const batch = createGrpo().score(set);
+    scored = batch.samples;
+    server = createTrainerServer({
+      capacity: 2,
+      onWeights: (w) => {
+        if (w.modelPath.endsWith("broken.gguf")) throw new Error("engine refused the file");
+        announced.push(w);
+      },
+    });
+    server.offer({ id: "b1", samples: batch.samples, loss: batch.loss });
+    address = await server.app.listen({ host: "127.0.0.1", port: 0 });
+    client = new TrainerClient(address);
+  });
+  afterAll(async () => {
+    await server.app.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("serves the batch; the client reads the Arrow file and reconstructs every sample exactly", async () => {
+    // prompt 3 + output 3 + tool output 2 + output 1: both calls in one sample per program.
+    expect(scored.map((s) => s.tokenIds.length)).toEqual([9, 9, 9]);
+    expect(scored[0]!.lossMask.filter((m) => m === 1)).toHaveLength(4);
+    const got = await client.nextBatch();
+    expect(got?.id).toBe("b1");
+    expect(got?.samples).toEqual(scored);
+    expect(got?.loss).toEqual(createGrpo().loss);
+    expect(got?.stats.treeTokens).toBeLessThan(got?.stats.flatTokens ?? 0);
+    expect(await client.nextBatch()).toBeNull(); // b1 is in flight, nothing else queued
+    expect(await client.stats()).toMatchObject({ queued: 0, inFlight: 1, delivered: 1, acked: 0 });
+  });
+
+  it("requeues and acknowledges; unknown ids are 404", async () => {
+    await client.requeue("b1");
+    expect((await client.nextBatch())?.id).toBe("b1");
+    await client.ack("b1");
+    await expect(client.ack("b1")).rejects.toThrow(/ack b1: HTTP 404 \(batch queue: batch 'b1' is not in flight\)/);
+    const s = await client.stats();
+    expect(s).toMatchObject({ queued: 0, inFlight: 0, delivered: 2, acked: 1, requeued: 1 });
+    expect(s.ackedFlatTokens).toBe(27);
+  });
+
+  it("bounds the queue: offering past capacity is a CapacityError", () => {
+    const b = { samples: scored, loss: createGrpo().loss };
+    server.offer({ id: "b2", ...b });
+    server.offer({ id: "b3", ...b });
+    expect(() => server.offer({ id: "b4", ...b })).toThrow(CapacityError);
+    expect(() => server.offer({ id: "b2", ...b })).toThrow(/already queued/);
+  });
+
+  it("announces weights through the hook; stale, malformed and failing announcements are refused", async () => {
+    await client.announceWeights(5, "/models/v5.gguf");
+    expect(announced).toEqual([{ policyVersion: 5, modelPath: "/models/v5.gguf" }]);
+    expect(await client.stats()).toMatchObject({ policyVersion: 5, modelPath: "/models/v5.gguf" });
+    await expect(client.announceWeights(5, "/models/again.gguf")).rejects.toThrow(/HTTP 409 .*must be greater than the current policy version 5/);
+    await expect(client.announceWeights(6, "/models/broken.gguf")).rejects.toThrow(/HTTP 502 .*engine refused the file/);
+    const res = await fetch(`${address}/v1/weights`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ policy_version: "7" }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toMatch(/policy_version: must be a number/);
+    expect((await client.stats()).policyVersion).toBe(5);
+  });
+});

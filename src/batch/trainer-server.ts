@@ -1,0 +1,115 @@
+// The trainer protocol over HTTP (fastify), a thin shell around a BatchQueue:
+//   GET  /v1/batches/next        → 200 Arrow IPC file (headers x-arbor-batch-id, x-arbor-schema) | 204 none queued
+//   POST /v1/batches/:id/ack     → the trainer consumed the batch
+//   POST /v1/batches/:id/requeue → give it back (e.g. the trainer is shutting down)
+//   POST /v1/weights             → {policy_version, model_path}: a new version is ready; calls the onWeights hook
+//                                   (wired by the lead to the engines' /v1/load_weights)
+//   GET  /v1/stats               → queue counters, token totals, the current policy version
+import Fastify, { type FastifyInstance } from "fastify";
+import { z } from "zod";
+import { ArborError, CapacityError } from "../core/errors.js";
+import { BatchQueue, type BatchQueueStats } from "./batch-queue.js";
+import { ARROW_SCHEMA_VERSION, batchToArrow, type ExportedBatch } from "./export-arrow.js";
+import { buildTreeBatch } from "./tree/tree-batch.js";
+
+/** A new policy version announced by a trainer. */
+export interface WeightsAnnouncement {
+  policyVersion: number;
+  modelPath: string;
+}
+
+/** What GET /v1/stats returns. */
+export interface TrainerServerStats extends BatchQueueStats {
+  policyVersion: number;
+  modelPath: string | null;
+}
+
+/** Options of {@link createTrainerServer}. */
+export interface TrainerServerOptions {
+  /** Most batches queued plus in flight. */
+  capacity: number;
+  /** Current policy version (announcements must be greater). */
+  initialPolicyVersion?: number;
+  /** Called on POST /v1/weights; its rejection becomes a 502 naming the error. */
+  onWeights: (w: WeightsAnnouncement) => Promise<void> | void;
+}
+
+/** A running (or ready-to-listen) trainer protocol server. */
+export interface TrainerServer {
+  app: FastifyInstance;
+  /** Serialise and queue a batch; throws {@link CapacityError} when the queue is full. */
+  offer(batch: ExportedBatch): void;
+  stats(): TrainerServerStats;
+}
+
+const WeightsSchema = z.object({
+  policy_version: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).min(0),
+  model_path: z.string({ error: "must be the path of the new weights" }).min(1, { error: "must not be empty" }),
+});
+
+/** Build the server (call `app.listen` to serve). */
+export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
+  const queue = new BatchQueue(opts.capacity);
+  let policyVersion = opts.initialPolicyVersion ?? 0;
+  let modelPath: string | null = null;
+  const app = Fastify({ logger: false, bodyLimit: 1 << 20 });
+  const stats = (): TrainerServerStats => ({ ...queue.stats(), policyVersion, modelPath });
+
+  app.setErrorHandler((err, _req, reply) => {
+    if (err instanceof CapacityError) return reply.code(503).send({ error: err.message });
+    if (err instanceof ArborError) return reply.code(err.code === "not_found" ? 404 : 400).send({ error: err.message });
+    const status = (err as { statusCode?: number }).statusCode ?? 500;
+    return reply.code(status).send({ error: (err as Error).message });
+  });
+
+  app.get("/v1/batches/next", async (_req, reply) => {
+    const b = queue.next();
+    if (!b) return reply.code(204).send();
+    return reply
+      .header("content-type", "application/vnd.apache.arrow.file")
+      .header("x-arbor-batch-id", b.id)
+      .header("x-arbor-schema", ARROW_SCHEMA_VERSION)
+      .send(Buffer.from(b.bytes.buffer, b.bytes.byteOffset, b.bytes.byteLength));
+  });
+
+  app.post<{ Params: { id: string } }>("/v1/batches/:id/ack", async (req) => {
+    queue.ack(req.params.id);
+    return { ok: true };
+  });
+
+  app.post<{ Params: { id: string } }>("/v1/batches/:id/requeue", async (req) => {
+    queue.requeue(req.params.id);
+    return { ok: true };
+  });
+
+  app.post("/v1/weights", async (req, reply) => {
+    const parsed = WeightsSchema.safeParse(req.body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return reply.code(400).send({ error: `${issue?.path.join(".") || "body"}: ${issue?.message}` });
+    }
+    const { policy_version, model_path } = parsed.data;
+    if (policy_version <= policyVersion) {
+      return reply.code(409).send({ error: `policy_version: ${policy_version} must be greater than the current policy version ${policyVersion}` });
+    }
+    try {
+      await opts.onWeights({ policyVersion: policy_version, modelPath: model_path });
+    } catch (e) {
+      return reply.code(502).send({ error: `weights hook failed for version ${policy_version}: ${(e as Error).message}` });
+    }
+    policyVersion = policy_version;
+    modelPath = model_path;
+    return { ok: true, policy_version: policyVersion };
+  });
+
+  app.get("/v1/stats", async () => stats());
+
+  return {
+    app,
+    offer(batch: ExportedBatch): void {
+      const s = buildTreeBatch(batch.samples, batch.loss).stats;
+      queue.push({ id: batch.id, bytes: batchToArrow(batch), samples: s.samples, flatTokens: s.flatTokens, treeTokens: s.treeTokens });
+    },
+    stats,
+  };
+}
