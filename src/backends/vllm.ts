@@ -4,6 +4,7 @@
 // vLLM reports logprobs of the raw model distribution (its default --logprobs-mode raw_logprobs:
 // before temperature and top-p); start it with --logprobs-mode processed_logprobs for the sampling one.
 import type { Clock } from "../core/clock.js";
+import type { ChatMessage } from "../core/types.js";
 import {
   BackendProtocolError,
   type BackendMetrics,
@@ -98,14 +99,17 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
 
   // vLLM's /tokenize renders chat messages with the served model's own chat template; the template
   // already starts with BOS, so add_special_tokens stays false for chat and true for plain text.
+  // Messages go in OpenAI's shape (tool_calls, tool_call_id) as templates render them; tool_choice
+  // is an Arbor extension (a forced call's opening), sent to Arbor's engine only.
   async function tokenize(req: TokenizeRequest): Promise<TokenizeResult> {
     const body: Record<string, unknown> =
       "messages" in req
         ? {
-            messages: req.messages.map((m) => ({ role: m.role, content: m.content, ...(m.name !== undefined ? { name: m.name } : {}) })),
+            messages: req.messages.map(openAiMessage),
             add_generation_prompt: req.addGenerationPrompt,
             add_special_tokens: false,
             ...(req.tools?.length ? { tools: req.tools } : {}),
+            ...(arbor && req.tools?.length && req.toolChoice != null ? { tool_choice: req.toolChoice } : {}),
           }
         : { prompt: req.text, add_special_tokens: req.addSpecialTokens };
     if (opts.model !== undefined) body.model = opts.model;
@@ -146,6 +150,20 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
           restore: (programId: string) => programCall(programId, "restore", {}),
         }
       : {}),
+  };
+}
+
+/** A chat message in OpenAI's request shape (an assistant turn that only made calls has null content). */
+function openAiMessage(m: ChatMessage): Record<string, unknown> {
+  const calls = m.toolCalls ?? [];
+  return {
+    role: m.role,
+    content: calls.length > 0 && m.content === "" ? null : m.content,
+    ...(m.name !== undefined ? { name: m.name } : {}),
+    ...(calls.length > 0
+      ? { tool_calls: calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })) }
+      : {}),
+    ...(m.toolCallId !== undefined ? { tool_call_id: m.toolCallId } : {}),
   };
 }
 

@@ -55,6 +55,17 @@ export interface ChatMessage {
   content: string;
   /** For tool messages: the name of the tool that produced the content. */
   name?: string;
+  /** For assistant messages: the tool calls the turn made (OpenAI `tool_calls`), after its content. */
+  toolCalls?: MessageToolCall[];
+  /** For tool messages: the id of the call this message answers (OpenAI `tool_call_id`). */
+  toolCallId?: string;
+}
+
+/** One tool call of an assistant message; `arguments` is the JSON text as the model wrote it. */
+export interface MessageToolCall {
+  id: string;
+  name: string;
+  arguments: string;
 }
 
 export type FinishReason = "stop" | "length" | "abort" | "error";

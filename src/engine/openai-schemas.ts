@@ -2,7 +2,7 @@
 // implement are rejected when set to a non-default value rather than silently ignored.
 import { z } from "zod";
 import type { ChatMessage } from "../core/types.js";
-import { toolCallsAsMarkup } from "./openai-tools.js";
+import { toolCallsAsMarkup } from "../model/tool-markup.js";
 
 const nonNegInt = z.number().int().min(0);
 const maxTokens = z.number().int().min(1).nullish();

@@ -144,6 +144,28 @@ describe("chat completions with tools (scripted policy)", () => {
     expect(badTool.statusCode).toBe(400);
   });
 
+  it("/tokenize renders tools, tool_calls history and a forced call's opening exactly as the chat endpoint does", async () => {
+    const messages = [
+      { role: "user", content: "Weather in Paris?" },
+      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+      { role: "tool", tool_call_id: "c1", content: "18C" },
+    ];
+    for (const tool_choice of [undefined, "auto", "none", "required", { type: "function", function: { name: "get_weather" } }]) {
+      const chat = await post({ messages, tools, tool_choice, return_token_ids: true, max_tokens: 1 });
+      const tok = await server.app.inject({ method: "POST", url: "/tokenize", payload: { messages, tools, tool_choice } });
+      expect(tok.statusCode).toBe(200);
+      expect(tok.json().tokens, JSON.stringify(tool_choice)).toEqual(chat.json().prompt_token_ids);
+    }
+    // The forced opening belongs to the generation prompt only.
+    const forced = { messages, tools, tool_choice: "required" };
+    const plain = (await server.app.inject({ method: "POST", url: "/tokenize", payload: { messages, tools, add_generation_prompt: false } })).json().tokens;
+    const without = (await server.app.inject({ method: "POST", url: "/tokenize", payload: { ...forced, add_generation_prompt: false } })).json().tokens;
+    expect(without).toEqual(plain);
+    const bad = await server.app.inject({ method: "POST", url: "/tokenize", payload: { messages, tools, tool_choice: { type: "function", function: { name: "nope" } } } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.param).toBe("tool_choice.function.name");
+  });
+
   it("leaves requests without tools untouched (markup stays in content)", async () => {
     const res = await post({ messages: [{ role: "user", content: "Weather in Paris?" }] });
     expect(res.json().choices[0]).toMatchObject({ finish_reason: "stop", message: { content: 'Let me check.<|tool_call|>get_weather {"city":"Paris"}<|/tool_call|>' } });

@@ -11,7 +11,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError, CapacityError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
-import { renderChat, stopTokenIds } from "../model/chat-template.js";
+import { stopTokenIds } from "../model/chat-template.js";
 import { Vocab } from "../model/vocab.js";
 import { EngineMetrics } from "./engine-metrics.js";
 import type { Executor, GenerateResult } from "./executor.js";
@@ -37,7 +37,7 @@ import {
 } from "./openai-schemas.js";
 import type { SampledToken } from "./sampling.js";
 import { chatLogprobs, completionLogprobs, outputText, stopReason, usage } from "./openai-responses.js";
-import { filterToolCallChunk, toolCallAnswer, toolCallFilter, toolPlan } from "./openai-tools.js";
+import { filterToolCallChunk, renderChatPrompt, toolCallAnswer, toolCallFilter } from "./openai-tools.js";
 import { AbortedError } from "./sequence-pool.js";
 
 export interface EngineServerOptions {
@@ -366,10 +366,9 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     const lease = slot.acquire();
     try {
       const tokenize = (text: string): number[] => lease.executor.tokenize(text);
-      const tools = toolPlan(body, tokenize, vocab.controlId("<|tool_call|>"));
-      const prompt = renderChat(toChatMessages(body.messages), tokenize, vocab, { addGenerationPrompt: true, ...(tools ? { tools: tools.specs } : {}) });
-      // A forced tool call: the answer continues its opening, which is part of the prompt.
-      if (tools?.prefill) prompt.push(...tools.prefill.ids);
+      // The same render as /tokenize (a forced tool call's opening included), so token-level
+      // clients (the gateway's token path) build exactly this prompt.
+      const { prompt, tools } = renderChatPrompt(toChatMessages(body.messages), body, tokenize, vocab, true);
       const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
       const maxTokens = budget(lease, prompt, body.max_completion_tokens ?? body.max_tokens ?? null, maxParam, "messages");
       const sampledTop = body.logprobs ? topLogprobs : 0;

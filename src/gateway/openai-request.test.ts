@@ -49,6 +49,23 @@ describe("prepareRequest", () => {
     expect(prepareRequest("completions", { prompt: ["one"] }).messages).toEqual([{ role: "user", content: "one" }]);
   });
 
+  it("chat: keeps assistant tool_calls and tool_call_id in the recorded messages", () => {
+    const p = prepareRequest("chat", {
+      messages: [
+        { role: "user", content: "Weather?" },
+        { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }, { function: { name: "noop", arguments: "{}" } }] },
+        { role: "tool", tool_call_id: "c1", content: "5C" },
+        { role: "assistant", content: "done", tool_calls: [] },
+      ],
+    });
+    expect(p.messages).toEqual([
+      { role: "user", content: "Weather?" },
+      { role: "assistant", content: "", toolCalls: [{ id: "c1", name: "get_weather", arguments: '{"city":"Oslo"}' }, { id: "call_1_1", name: "noop", arguments: "{}" }] },
+      { role: "tool", content: "5C", toolCallId: "c1" },
+      { role: "assistant", content: "done" },
+    ]);
+  });
+
   it("names the field and reason for what it cannot serve", () => {
     const bad: [Parameters<typeof prepareRequest>[0], unknown, string][] = [
       ["chat", null, "request body must be a JSON object"],
@@ -59,6 +76,12 @@ describe("prepareRequest", () => {
       ["chat", { messages: [{ role: "user", content: "x" }], n: 2 }, "n: only n=1 is supported"],
       ["chat", { messages: [{ role: "user", content: "x" }], logprobs: 1 }, "logprobs: must be a boolean"],
       ["chat", { messages: [{ role: "user", content: "x" }], program_id: 7 }, "program_id: must be a string"],
+      ["chat", { messages: [{ role: "user", content: "x", tool_calls: [] }] }, "messages[0].tool_calls: only assistant messages make tool calls"],
+      ["chat", { messages: [{ role: "assistant", content: "x", tool_calls: {} }] }, "messages[0].tool_calls: must be a list"],
+      ["chat", { messages: [{ role: "assistant", content: "x", tool_calls: [{ type: "web" }] }] }, "messages[0].tool_calls[0].type: only function tool calls"],
+      ["chat", { messages: [{ role: "assistant", content: "x", tool_calls: [{ function: { name: "f", arguments: {} } }] }] }, "messages[0].tool_calls[0].function.arguments: must be a string"],
+      ["chat", { messages: [{ role: "assistant", content: "x", tool_calls: [{ function: { arguments: "{}" } }] }] }, "messages[0].tool_calls[0].function.name: must be a non-empty string"],
+      ["chat", { messages: [{ role: "tool", content: "x", tool_call_id: 3 }] }, "messages[0].tool_call_id: must be a string"],
       ["completions", { prompt: ["a", "b"] }, "prompt: batched prompts are not supported"],
       ["completions", { prompt: [1, -2] }, "prompt: must be a string or a non-empty list of token ids"],
       ["completions", { prompt: "x", echo: true }, "echo: not supported"],

@@ -1,6 +1,6 @@
 // Turns a client's OpenAI request into the upstream request Arbor needs (token ids and logprobs
 // always on, Arbor-only fields stripped) plus what the trace records about the prompt.
-import type { ChatMessage, ChatRole } from "../core/types.js";
+import type { ChatMessage, ChatRole, MessageToolCall } from "../core/types.js";
 import { InvalidRequestError } from "./http-errors.js";
 
 export type Endpoint = "chat" | "completions";
@@ -80,7 +80,7 @@ function parseMessages(raw: unknown): ChatMessage[] {
   return raw.map((m, i): ChatMessage => {
     const where = `messages[${i}]`;
     if (typeof m !== "object" || m === null) throw new InvalidRequestError(where, "must be an object");
-    const { role, content, name } = m as Record<string, unknown>;
+    const { role, content, name, tool_calls: toolCalls, tool_call_id: toolCallId } = m as Record<string, unknown>;
     if (typeof role !== "string") throw new InvalidRequestError(`${where}.role`, "must be a string");
     // OpenAI's newer "developer" role plays the system role.
     const mapped = role === "developer" ? "system" : role;
@@ -89,7 +89,35 @@ function parseMessages(raw: unknown): ChatMessage[] {
     }
     const msg: ChatMessage = { role: mapped as ChatRole, content: contentText(content, `${where}.content`) };
     if (typeof name === "string") msg.name = name;
+    // Kept so that the next call can tell that the conversation continues (token path) and the
+    // trace holds what the agent sent.
+    if (toolCalls !== undefined && toolCalls !== null) {
+      if (mapped !== "assistant") throw new InvalidRequestError(`${where}.tool_calls`, "only assistant messages make tool calls");
+      const calls = parseToolCalls(toolCalls, `${where}.tool_calls`, i);
+      if (calls.length > 0) msg.toolCalls = calls;
+    }
+    if (toolCallId !== undefined && toolCallId !== null) {
+      if (typeof toolCallId !== "string") throw new InvalidRequestError(`${where}.tool_call_id`, "must be a string");
+      msg.toolCallId = toolCallId;
+    }
     return msg;
+  });
+}
+
+/** A call sent without an id (OpenAI requires one; some clients omit it) gets `call_<message>_<n>`. */
+function parseToolCalls(raw: unknown, where: string, message: number): MessageToolCall[] {
+  if (!Array.isArray(raw)) throw new InvalidRequestError(where, "must be a list of tool calls");
+  return raw.map((c, j): MessageToolCall => {
+    const at = `${where}[${j}]`;
+    if (typeof c !== "object" || c === null) throw new InvalidRequestError(at, "must be an object");
+    const { id, type, function: fn } = c as Record<string, unknown>;
+    if (type !== undefined && type !== null && type !== "function") throw new InvalidRequestError(`${at}.type`, "only function tool calls are supported");
+    if (id !== undefined && id !== null && typeof id !== "string") throw new InvalidRequestError(`${at}.id`, "must be a string");
+    const f = fn as Record<string, unknown> | null | undefined;
+    if (typeof f !== "object" || f === null) throw new InvalidRequestError(`${at}.function`, "must be an object with name and arguments");
+    if (typeof f.name !== "string" || f.name === "") throw new InvalidRequestError(`${at}.function.name`, "must be a non-empty string");
+    if (typeof f.arguments !== "string") throw new InvalidRequestError(`${at}.function.arguments`, "must be a string (JSON text)");
+    return { id: typeof id === "string" ? id : `call_${message}_${j}`, name: f.name, arguments: f.arguments };
   });
 }
 

@@ -46,7 +46,9 @@ import type { RouteDecision } from "./routing/plugin-router.js";
 import type { ProgramContext } from "./token-path/context-prompt.js";
 import { tokenSampling } from "./token-path/sampling.js";
 import { runTokenCall, type Attempt } from "./token-path/token-call.js";
-import { tokenAnswer } from "./token-path/token-response.js";
+import { chatMessage, tokenAnswer } from "./token-path/token-response.js";
+import { declaresTools, requestToolPlan } from "./token-path/tool-plan.js";
+import type { ToolPlan } from "../model/tool-markup.js";
 import { promptSource } from "./token-path/prompt-source.js";
 import { textOnlyBody, textOnlyTrace } from "./token-path/text-only.js";
 import type { CallGate } from "./pausing/call-gate.js";
@@ -64,7 +66,7 @@ export interface GatewayOptions {
   maxPrograms?: number;
   /** Limit for one upstream call, ms (default 120000); past it the client gets 504. */
   callTimeoutMs?: number;
-  /** A routing preset (`least-load`, `kv-usage`, `sticky-program`, `prefix-affinity`, `cost-aware`) or a full filters/scorers config (default least-load). */
+  /** A routing preset (`least-load`, `kv-usage`, `sticky-program`, `prefix-affinity`, `cost-aware`) or a full filters/scorers config (default sticky-program, see DEFAULT_ROUTING). */
   routing?: string | RoutingConfig;
   /** Call id generator (default random UUIDs; the simulator passes a seeded one). */
   newCallId?: () => string;
@@ -359,7 +361,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
         recorded = trace !== undefined;
         return streamed.result;
       }
-      if (usesTokenPath(backend)) {
+      if (usesTokenPath(backend, prepared)) {
         const first = route;
         // The token path reports each of its attempts to the router itself.
         route = undefined;
@@ -477,9 +479,17 @@ export function createGateway(opts: GatewayOptions): Gateway {
     }
   }
 
-  /** Whether calls routed to `b` take the token path: a token backend with the engine's tokenizer. */
-  function usesTokenPath(b: Backend | undefined): b is TokenBackend {
+  /**
+   * Whether `prepared` routed to `b` takes the token path: a token backend with the engine's
+   * tokenizer. A chat request that declares tools also needs an engine whose tool-call format the
+   * gateway can read from the generated ids: Arbor's own engine (the policy's markup, read by the
+   * engine's own parser in model/tool-markup.ts). Other engines (vLLM, SGLang, llama-server) parse
+   * calls with a model-specific tool parser the gateway does not know, so such requests go through
+   * the passthrough, where the engine answers with its own tool_calls.
+   */
+  function usesTokenPath(b: Backend | undefined, prepared: PreparedRequest): b is TokenBackend {
     if (opts.tokenPath === false || b === undefined || !isTokenBackend(b)) return false;
+    if (prepared.endpoint === "chat" && declaresTools(prepared.upstreamBody) && b.type !== "builtin") return false;
     return b.capabilities.tokenIds && typeof b.tokenize === "function" && typeof b.detokenize === "function";
   }
 
@@ -528,8 +538,10 @@ export function createGateway(opts: GatewayOptions): Gateway {
     try {
       if (pending === undefined) throw new ArborError("token path: no route", "routing");
       let sampling: ReturnType<typeof tokenSampling>;
+      let tools: ToolPlan | undefined;
       try {
         sampling = tokenSampling(endpoint, prepared.upstreamBody, prepared.clientWantsLogprobs);
+        tools = endpoint === "chat" ? requestToolPlan(prepared.upstreamBody) : undefined;
       } catch (e) {
         router.onFinished(first.id, { outputTokens: 0, ok: false });
         pending = undefined;
@@ -543,7 +555,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
             pending = undefined;
             if (r === undefined) {
               r = routeOrUnavailable(promptTokens ? { programId, promptTokens } : { programId });
-              if (failed.includes(r.backend) || !usesTokenPath(backends.get(r.backend))) {
+              if (failed.includes(r.backend) || !usesTokenPath(backends.get(r.backend), prepared)) {
                 router.onFinished(r.id, { outputTokens: 0, ok: false });
                 throw new ArborError(`routing offered only '${r.backend}', which cannot take it`, "no_backend");
               }
@@ -568,6 +580,13 @@ export function createGateway(opts: GatewayOptions): Gateway {
         policyVersion: out.result.policyVersion ?? 0,
       };
       const call = record(trace, callId, out.backend, prepared, programId, index, start, out.contextReset ? { contextReset: true } : {});
+      const { message } = chatMessage({ callId, result: out.result, decoded: out.decoded, ...(tools ? { tools } : {}) });
+      const context = contexts.get(programId);
+      // The answer as the client got it: an agent sends its tool calls back in the next call.
+      if (context && endpoint === "chat") {
+        const calls = message.tool_calls ?? [];
+        context.answer = { content: message.content ?? "", toolCalls: calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) };
+      }
       reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(index));
       const answer = tokenAnswer({
         endpoint,
@@ -578,6 +597,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
         result: out.result,
         decoded: out.decoded,
         logprobs: sampling.logprobs,
+        ...(tools ? { tools } : {}),
       });
       return { recorded: true, result: answer };
     } catch (e) {

@@ -1,12 +1,14 @@
 // vLLM's `/tokenize` and `/detokenize`: a text prompt or chat messages → token ids (exactly the
 // ids the completion endpoints would feed the model), and token ids → text. They use Arbor's
 // vocabulary directly (the engine checks at load that the GGUF uses it), so they work while asleep.
+// Chat takes vLLM's `tools` and, as an Arbor extension, `tool_choice`: the ids are what
+// /v1/chat/completions renders for the same request, a forced tool call's opening included.
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { renderChat } from "../../model/chat-template.js";
 import type { Vocab } from "../../model/vocab.js";
 import { fromZodError, invalidRequest } from "../openai-errors.js";
-import { ChatMessageSchema, toChatMessages } from "../openai-schemas.js";
+import { ChatCompletionRequestSchema, ChatMessageSchema, ChatToolsSchema, toChatMessages } from "../openai-schemas.js";
+import { renderChatPrompt } from "../openai-tools.js";
 
 const TokenizeCompletionSchema = z.object({
   model: z.string().nullish(),
@@ -24,6 +26,9 @@ const TokenizeChatSchema = z.object({
   /** vLLM default false: the chat template already starts with `<s>`; true adds another. */
   add_special_tokens: z.boolean().nullish(),
   return_token_strs: z.boolean().nullish(),
+  tools: ChatToolsSchema,
+  /** Arbor: with a generation prompt, "required" or a named function appends the forced call's opening. */
+  tool_choice: ChatCompletionRequestSchema.shape.tool_choice,
 });
 
 const DetokenizeSchema = z.object({
@@ -53,7 +58,7 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
       if (!parsed.success) throw fromZodError(parsed.error);
       const b = parsed.data;
       deps.checkModel(b.model);
-      tokens = renderChat(toChatMessages(b.messages), (t) => vocab.encode(t), vocab, { addGenerationPrompt: b.add_generation_prompt ?? true });
+      tokens = renderChatPrompt(toChatMessages(b.messages), b, (t) => vocab.encode(t), vocab, b.add_generation_prompt ?? true).prompt;
       if (b.add_special_tokens === true) tokens.unshift(vocab.bosId);
       returnStrs = b.return_token_strs === true;
     } else {

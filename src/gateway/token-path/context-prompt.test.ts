@@ -84,6 +84,60 @@ describe("buildPrompt", () => {
   });
 });
 
+describe("buildPrompt with tool calls", () => {
+  const tools = [{ type: "function", function: { name: "calc" } }];
+  const call = { id: "call_1", name: "calc", arguments: '{"x": 1}' };
+  const asked = (content: string, toolCalls = [call]): ChatMessage => ({ role: "assistant", content, toolCalls });
+  const result: ChatMessage = { role: "tool", content: "2", toolCallId: "call_1" };
+  // The engine's ids for "ok" + the call differ from any re-render: only the gateway's read-out answer can match.
+  const prev: ProgramContext = { ...chatContext([user("hi")], [900, 901, 5], "ok<call>", "stop"), tools, answer: { content: "ok", toolCalls: [call] } };
+
+  it("continues when the agent sends back the answer's tool calls (arguments as JSON values, ids its own)", async () => {
+    for (const sent of [asked("ok"), asked("ok", [{ ...call, id: "other", arguments: '{"x":1}' }])]) {
+      const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), sent, result], tools }, prev, tokenize);
+      expect(p.contextReset).toBe(false);
+      expect(p.promptTokenIds).toEqual([...prev.promptTokenIds, 900, 901, 5, 6, ...text("2"), 5, 4]);
+    }
+  });
+
+  it("resets when the calls sent back differ from the answer's", async () => {
+    for (const sent of [asked("ok", []), asked("ok", [{ ...call, arguments: '{"x":2}' }]), asked("ok", [call, call]), asked("ok!")]) {
+      const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), sent, result], tools }, prev, tokenize);
+      expect(p.contextReset).toBe(true);
+    }
+  });
+
+  it("without a read-out answer, continues only when the turn re-renders to exactly the engine's ids", async () => {
+    // The toy template renders tool calls as nothing: "ok" + <|end|> re-renders to these ids.
+    const relayed: ProgramContext = { ...chatContext([user("hi")], [...text("ok"), 5], "ok", "stop"), tools };
+    const same = await buildPrompt({ endpoint: "chat", messages: [user("hi"), asked("ok"), result], tools }, relayed, tokenize);
+    expect(same).toEqual({ promptTokenIds: [...relayed.promptTokenIds, ...text("ok"), 5, 6, ...text("2"), 5, 4], contextReset: false, maxModelLen: 500 });
+    const other: ProgramContext = { ...relayed, outputTokenIds: [900, 901, 5] };
+    expect((await buildPrompt({ endpoint: "chat", messages: [user("hi"), asked("ok"), result], tools }, other, tokenize)).contextReset).toBe(true);
+  });
+
+  it("earlier tool calls and tool_call_ids must be unchanged", () => {
+    const history = [user("hi"), asked("ok"), result];
+    const ctx: ProgramContext = { ...chatContext(history, [], "done", "stop"), tools };
+    expect(extendsConversation(ctx, [...history, assistant("done")])).toBe(true);
+    expect(extendsConversation(ctx, [user("hi"), asked("ok", [{ ...call, id: "x" }]), result, assistant("done")])).toBe(false);
+    expect(extendsConversation(ctx, [user("hi"), asked("ok"), { ...result, toolCallId: "x" }, assistant("done")])).toBe(false);
+  });
+
+  it("asks for the forced call's opening only in the render it generates from", async () => {
+    requests.length = 0;
+    await buildPrompt({ endpoint: "chat", messages: [user("hi"), asked("ok"), result], tools, toolChoice: "required" }, prev, tokenize);
+    const chats = requests.filter((r): r is Extract<TokenizeRequest, { messages: unknown }> => "messages" in r);
+    expect(chats.map((r) => [r.addGenerationPrompt, r.toolChoice])).toEqual([
+      [true, "required"],
+      [false, undefined],
+    ]);
+    requests.length = 0;
+    await buildPrompt({ endpoint: "chat", messages: [user("x")], tools, toolChoice: "required" }, undefined, tokenize);
+    expect(requests.map((r) => ("messages" in r ? r.toolChoice : null))).toEqual(["required"]);
+  });
+});
+
 describe("extendsConversation", () => {
   it("needs the previous messages unchanged (names too), then the answer as the assistant turn", () => {
     const prev = chatContext([{ role: "tool", content: "4", name: "calc" }], [], "ok", "stop");

@@ -3,8 +3,10 @@
 // the new request adds, so earlier turns are never re-tokenized from text. What the request adds
 // is found by rendering with the engine's own template and tokenizer and diffing two renders; a
 // request that does not extend the previous conversation is tokenized whole (a context reset).
+// An agent's tool loop extends it too: the assistant turn sent back (content + tool_calls) must be
+// the answer the client got, or re-render to exactly the engine's output ids.
 import type { TokenizeRequest, TokenizeResult } from "../../backends/backend.js";
-import type { ChatMessage, FinishReason } from "../../core/types.js";
+import type { ChatMessage, FinishReason, MessageToolCall } from "../../core/types.js";
 import type { Endpoint } from "../openai-request.js";
 
 /** What the gateway keeps of a program's latest recorded call. */
@@ -19,11 +21,17 @@ export interface ProgramContext {
   finishReason: FinishReason;
   /** The chat request's tool definitions (rendered into the prompt by some templates). */
   tools?: unknown[];
+  /**
+   * The answer as the client got it, tool calls read out (token path); absent: the client got
+   * `outputText` as its content, with any tool calls unknown to the gateway.
+   */
+  answer?: { content: string; toolCalls: MessageToolCall[] };
 }
 
 /** The new request, as the prompt builder needs it. */
 export type PromptSource =
-  | { endpoint: "chat"; messages: ChatMessage[]; tools?: unknown[] }
+  /** `toolChoice`: the request's tool_choice (a forced call's opening ends the prompt). */
+  | { endpoint: "chat"; messages: ChatMessage[]; tools?: unknown[]; toolChoice?: unknown }
   | { endpoint: "completions"; prompt: string | number[] };
 
 export interface BuiltPrompt {
@@ -53,19 +61,25 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
     return { promptTokenIds: whole.tokens, contextReset: prev !== undefined, maxModelLen: whole.maxModelLen };
   }
 
-  const { messages, tools } = src;
+  const { messages, tools, toolChoice } = src;
   const chat = (m: ChatMessage[], addGenerationPrompt: boolean): TokenizeRequest => ({ messages: m, addGenerationPrompt, ...(tools?.length ? { tools } : {}), signal });
+  // Only the render this call generates from ends with a forced tool call's opening.
+  const generating = (m: ChatMessage[]): TokenizeRequest => ({ ...chat(m, true), ...(tools?.length && toolChoice != null ? { toolChoice } : {}) });
   // Tool definitions are part of the rendered prompt: other tools, another prompt.
-  if (!prev || prev.endpoint !== "chat" || !extendsConversation(prev, messages) || JSON.stringify(prev.tools ?? []) !== JSON.stringify(tools ?? [])) {
-    const whole = await tokenize(chat(messages, true));
+  if (!prev || prev.endpoint !== "chat" || !sameHistory(prev, messages) || JSON.stringify(prev.tools ?? []) !== JSON.stringify(tools ?? [])) {
+    const whole = await tokenize(generating(messages));
     return { promptTokenIds: whole.tokens, contextReset: prev !== undefined, maxModelLen: whole.maxModelLen };
   }
   // Everything the new messages add is what the full render has beyond the render of the
   // conversation up to the previous answer; the previous answer itself stays as the engine's ids.
   const upToAnswer = messages.slice(0, prev.messages.length + 1);
-  const [full, before] = await Promise.all([tokenize(chat(messages, true)), tokenize(chat(upToAnswer, false))]);
-  if (!startsWith(full.tokens, before.tokens)) {
-    // The template renders history differently once more turns follow: no exact continuation exists.
+  const [full, before] = await Promise.all([tokenize(generating(messages)), tokenize(chat(upToAnswer, false))]);
+  // An answer the gateway cannot compare (tool calls it did not read out) continues the context
+  // only when it re-renders to exactly the engine's ids, turn ending included.
+  const sameAnswer = extendsConversation(prev, messages) || (prev.finishReason === "stop" && sameIds(before.tokens, [...prev.promptTokenIds, ...prev.outputTokenIds]));
+  if (!sameAnswer || !startsWith(full.tokens, before.tokens)) {
+    // Another answer than the engine's, or a template that renders history differently once more
+    // turns follow: no exact continuation exists.
     return { promptTokenIds: full.tokens, contextReset: true, maxModelLen: full.maxModelLen };
   }
   let closing: number[] = [];
@@ -80,15 +94,51 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
 
 /** Whether `messages` repeat the previous call's messages, then its answer as an assistant turn. */
 export function extendsConversation(prev: ProgramContext, messages: readonly ChatMessage[]): boolean {
+  if (!sameHistory(prev, messages)) return false;
+  const sent = messages[prev.messages.length] as ChatMessage;
+  // Recorded without a read-out answer (a streamed relay): the text the client got is the content.
+  const got = prev.answer ?? { content: prev.outputText, toolCalls: [] };
+  return sent.content === got.content && sameCalls(sent.toolCalls ?? [], got.toolCalls, false);
+}
+
+/** The previous call's messages unchanged (tool calls and ids too), then an assistant turn. */
+function sameHistory(prev: ProgramContext, messages: readonly ChatMessage[]): boolean {
   const k = prev.messages.length;
-  if (messages.length <= k) return false;
+  if (messages.length <= k || (messages[k] as ChatMessage).role !== "assistant") return false;
   for (let i = 0; i < k; i++) {
     const a = prev.messages[i] as ChatMessage;
     const b = messages[i] as ChatMessage;
-    if (a.role !== b.role || a.content !== b.content || a.name !== b.name) return false;
+    if (a.role !== b.role || a.content !== b.content || a.name !== b.name || a.toolCallId !== b.toolCallId) return false;
+    if (!sameCalls(a.toolCalls ?? [], b.toolCalls ?? [], true)) return false;
   }
-  const answer = messages[k] as ChatMessage;
-  return answer.role === "assistant" && answer.content === prev.outputText;
+  return true;
+}
+
+/**
+ * Same calls in the same order. The calls of an answer the client sends back are compared by name
+ * and arguments (as JSON values: SDKs re-serialize them; ids are the client's own bookkeeping);
+ * calls in earlier turns must be exactly as sent before.
+ */
+function sameCalls(a: readonly MessageToolCall[], b: readonly MessageToolCall[], exact: boolean): boolean {
+  if (a.length !== b.length) return false;
+  return a.every((x, i) => {
+    const y = b[i] as MessageToolCall;
+    if (x.name !== y.name) return false;
+    if (exact) return x.id === y.id && x.arguments === y.arguments;
+    return x.arguments === y.arguments || canonicalJson(x.arguments) === canonicalJson(y.arguments);
+  });
+}
+
+function canonicalJson(text: string): string | undefined {
+  try {
+    return JSON.stringify(JSON.parse(text));
+  } catch {
+    return undefined;
+  }
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && startsWith(a, b);
 }
 
 /** The tokens the template puts after an assistant turn's content (e.g. `<|end|>`), if it can tell. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { GenerateResult } from "../../backends/backend.js";
+import { planTools } from "../../model/tool-markup.js";
 import { contentTokenIds, tokenAnswer } from "./token-response.js";
 
 const result: GenerateResult = { outputTokenIds: [7, 8, 2], logprobs: [-0.5, -Infinity, -0.125], finishReason: "stop", policyVersion: 3, promptTokenIds: [1, 5] };
@@ -51,5 +52,27 @@ describe("tokenAnswer", () => {
   it("keeps the last token as content unless the answer stopped on it", () => {
     expect(contentTokenIds(result)).toEqual([7, 8]);
     expect(contentTokenIds({ ...result, finishReason: "length" })).toEqual([7, 8, 2]);
+  });
+});
+
+describe("tokenAnswer with tools", () => {
+  const tools = planTools({ tools: [{ function: { name: "calc" } }] });
+  const decoded = (text: string) => ({ text });
+
+  it("reads the policy's tool-call markup into tool_calls, ids from the call id", () => {
+    const a = tokenAnswer({ ...base, endpoint: "chat", logprobs: false, decoded: decoded('Sure.<|tool_call|>calc {"x":1}<|/tool_call|>'), ...(tools ? { tools } : {}) });
+    expect((a.choices as unknown[])[0]).toMatchObject({
+      message: { role: "assistant", content: "Sure.", tool_calls: [{ id: "call_abcd_0", type: "function", function: { name: "calc", arguments: '{"x":1}' } }] },
+      finish_reason: "tool_calls",
+      token_ids: [7, 8, 2],
+    });
+  });
+
+  it("keeps text without valid calls as content, and a cut-off answer's finish_reason", () => {
+    const cut = tokenAnswer({ ...base, endpoint: "chat", logprobs: false, result: { ...result, finishReason: "length" }, decoded: decoded("<|tool_call|>calc {"), ...(tools ? { tools } : {}) });
+    expect((cut.choices as unknown[])[0]).toMatchObject({ message: { content: "<|tool_call|>calc {" }, finish_reason: "length" });
+    const none = planTools({ tools: [{ function: { name: "calc" } }], tool_choice: "none" });
+    const raw = tokenAnswer({ ...base, endpoint: "chat", logprobs: false, decoded: decoded("<|tool_call|>calc<|/tool_call|>"), ...(none ? { tools: none } : {}) });
+    expect((raw.choices as unknown[])[0]).toMatchObject({ message: { content: "<|tool_call|>calc<|/tool_call|>" }, finish_reason: "stop" });
   });
 });

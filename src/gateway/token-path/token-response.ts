@@ -1,7 +1,9 @@
 // The OpenAI answer of a token-path call, built from what the engine generated: the same shape the
 // engine's own chat.completion / text_completion has (vLLM's token_ids and prompt_token_ids,
-// Arbor's policy_version), with text decoded by the engine.
+// Arbor's policy_version), with text decoded by the engine and, for a request with tools, the
+// policy's tool-call markup read out into `tool_calls` exactly as the engine reads it.
 import type { GenerateResult } from "../../backends/backend.js";
+import { toolCallAnswer, type ToolCallAnswer, type ToolPlan } from "../../model/tool-markup.js";
 import type { Endpoint } from "../openai-request.js";
 
 /** Text the engine decoded for one call: the answer and, when logprobs were asked, each token. */
@@ -22,6 +24,8 @@ export interface TokenAnswerInput {
   result: GenerateResult;
   decoded: DecodedOutput;
   logprobs: boolean;
+  /** The chat request's tool plan: calls in the answer become `tool_calls`. */
+  tools?: ToolPlan;
 }
 
 /** JSON has no -Infinity; vLLM reports impossible tokens as -9999. */
@@ -41,6 +45,7 @@ export function tokenAnswer(a: TokenAnswerInput): Record<string, unknown> {
   const common = { created: a.created, model: a.model };
   const policy = result.policyVersion !== null ? { policy_version: result.policyVersion } : {};
   if (a.endpoint === "chat") {
+    const { message, finishReason } = chatMessage(a);
     const logprobs = a.logprobs
       ? {
           content: ids.map((_, i) => {
@@ -53,7 +58,7 @@ export function tokenAnswer(a: TokenAnswerInput): Record<string, unknown> {
       id: `chatcmpl-${a.callId.replaceAll("-", "")}`,
       object: "chat.completion",
       ...common,
-      choices: [{ index: 0, message: { role: "assistant", content: decoded.text }, logprobs, finish_reason: result.finishReason, token_ids: ids }],
+      choices: [{ index: 0, message, logprobs, finish_reason: finishReason, token_ids: ids }],
       usage,
       prompt_token_ids: a.promptTokenIds,
       ...policy,
@@ -82,4 +87,15 @@ export function tokenAnswer(a: TokenAnswerInput): Record<string, unknown> {
     usage,
     ...policy,
   };
+}
+
+/** Tool call ids of one answer: `call_<call id hex>_<n>`, unique across a conversation. */
+export function toolCallIdPrefix(callId: string): string {
+  return `call_${callId.replaceAll("-", "")}`;
+}
+
+/** The chat answer's message and finish_reason (tool calls read out when the request has tools). */
+export function chatMessage(a: Pick<TokenAnswerInput, "callId" | "result" | "decoded" | "tools">): ToolCallAnswer {
+  if (!a.tools) return { message: { role: "assistant", content: a.decoded.text }, finishReason: a.result.finishReason };
+  return toolCallAnswer(a.decoded.text, a.result.finishReason, a.tools, toolCallIdPrefix(a.callId));
 }
