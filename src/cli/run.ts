@@ -1,7 +1,7 @@
 // `arbor run <config>`: wires one synchronous rollout iteration end to end — policy, engines,
 // gateway, sandboxes, agents, rewards, store and batch export — and prints a summary.
 import { setMaxListeners } from "node:events";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import cliProgress from "cli-progress";
 import { isTokenBackend, type Backend, type BackendReply, type GenerateRequest } from "../backends/backend.js";
@@ -17,12 +17,18 @@ import { createContextPolicy } from "../agents/context/registry.js";
 import { createGateway } from "../gateway/server.js";
 import { ensurePolicy } from "../model/policy.js";
 import { createRewardFromConfig } from "../reward/registry.js";
+import { agentSpecOf } from "../rollout/blackbox-program.js";
 import { runSyncRollout, type ProgramResult } from "../rollout/sync-rollout.js";
 import { bwrapAvailable } from "../sandbox/bwrap.js";
+import { createSandboxPool, type SandboxPool } from "../sandbox/pool.js";
 import { createSandboxProvider } from "../sandbox/registry.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { createStore } from "../store/registry.js";
 import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
+import { rlUpdate, type RlUpdate } from "../sft/rl-update.js";
+import type { Trainer } from "../trainer/trainer.js";
+import { iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
+import { syncWeights } from "./weight-sync.js";
 
 export interface RunSummary {
   runId: string;
@@ -36,6 +42,27 @@ export interface RunSummary {
   elapsedMs: number;
   /** Output tokens per second of rollout wall time. */
   tokensPerSecond: number;
+  /** Every iteration in order (one without `iterations`); the fields above describe the last one. */
+  iterations: IterationResult[];
+  /** SVG of mean reward per iteration (training runs). */
+  rewardPlot?: string;
+  /** Policy version the engines serve at the end (training runs). */
+  policyVersion?: number;
+}
+
+/** One rollout iteration and the policy update that followed it. */
+export interface IterationResult {
+  iteration: number;
+  runId: string;
+  stats: RunStats;
+  batchPath: string;
+  samples: number;
+  toolCalls: number;
+  rolloutMs: number;
+  trainMs: number;
+  /** Policy version the engines served during this iteration's rollout. */
+  policyVersion: number;
+  update?: RlUpdate;
 }
 
 export interface RunOptions {
@@ -72,13 +99,16 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
+  const agent = agentSpecOf(cfg.agent);
   const reward = createRewardFromConfig(cfg.reward);
   const adminToken = gatewayAdminToken(cfg);
 
   const engines: ListeningEngineServer[] = [];
   let store: TrajectoryStore | undefined;
   let sandboxes: SandboxProvider | undefined;
+  let pool: SandboxPool | undefined;
   let gateway: ReturnType<typeof createGateway> | undefined;
+  let trainer: Trainer | undefined;
   const abort = new AbortController();
   // Every program's client listens on this one signal.
   setMaxListeners(0, abort.signal);
@@ -133,6 +163,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       routing: cfg.gateway.routing,
       callTimeoutMs: cfg.gateway.callTimeoutMs,
       health: cfg.gateway.health,
+      onProgramTerminated: async (id) => {
+        await pool?.reclaim(id);
+      },
       ...(cfg.gateway.pausing.enabled ? { pausing: cfg.gateway.pausing } : {}),
       ...(cfg.gateway.dividedRollout ? { dividedRollout: cfg.gateway.dividedRollout } : {}),
       ...(adminToken && cfg.gateway.auth ? { auth: { adminToken, requireProgramKeys: cfg.gateway.auth.requireProgramKeys } } : {}),
@@ -143,88 +176,148 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const routing = typeof cfg.gateway.routing === "string" ? cfg.gateway.routing : "custom routing";
     log(`gateway  ${gatewayUrl} (${routing} over ${backends.map((b) => b.name).join(", ")})`);
 
+    const shared = { maxProcesses: cfg.sandbox.maxProcesses, workspaceMb: cfg.sandbox.workspaceMb };
     sandboxes = createSandboxProvider(cfg.sandbox.provider, {
       root: cfg.sandbox.root,
       limits: { cpuSeconds: cfg.sandbox.cpuSeconds, memoryMb: cfg.sandbox.memoryMb, wallMs: cfg.sandbox.wallMs },
       clock,
+      bwrap: shared,
+      docker: { ...shared, image: cfg.sandbox.docker.image, cpus: cfg.sandbox.docker.cpus },
+      k8s: { workspaceMb: cfg.sandbox.workspaceMb, namespace: cfg.sandbox.k8s.namespace, image: cfg.sandbox.k8s.image, cpus: cfg.sandbox.k8s.cpus },
     });
     const swept = (sandboxes as { sweptOnStart?: string[] }).sweptOnStart ?? [];
     if (swept.length > 0) log(`sandbox  removed ${swept.length} workspace(s) left behind by killed runs`);
+    // Hook-based GC (ThunderAgent §B2): a program's sandbox is reclaimed as soon as the gateway ends
+    // the program, whatever the cause; the leak check catches any sandbox whose program is gone.
+    const livePrograms = gateway;
+    pool = createSandboxPool({
+      provider: sandboxes,
+      clock,
+      warmSize: cfg.sandbox.poolSize,
+      registry: gateway.metrics.registry,
+      livePrograms: () => livePrograms.table.list().filter((p) => p.state === "active").map((p) => p.id),
+      leakCheckMs: cfg.sandbox.leakCheckMs,
+      log: (line) => log(`sandbox  ${line}`),
+    });
+    // Asynchronous preparation: the first programs find warm sandboxes; each program that ends
+    // starts the preparation of one more, for the program that will take its place.
+    if (cfg.sandbox.poolSize > 0) pool.prepare(cfg.sandbox.poolSize);
 
-    const runId = `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
-    store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: started });
-    const tasks = env.tasks(cfg.env.tasks, cfg.env.seed);
-    const total = tasks.length * cfg.rollout.groupSize;
-    const bar = opts.progress
-      ? new cliProgress.SingleBar(
-          { format: "rollout [{bar}] {value}/{total} programs | mean reward {reward} | {duration}s", hideCursor: true, stream: process.stderr },
-          cliProgress.Presets.shades_classic,
-        )
-      : undefined;
-    bar?.start(total, 0, { reward: "-" });
-    let rewardSum = 0;
-    let done = 0;
-    const rolloutStart = clock.now();
-    try {
-      await runSyncRollout({
-        runId,
-        env,
-        tasks,
-        groupSize: cfg.rollout.groupSize,
-        concurrency: cfg.rollout.concurrency,
-        store,
-        sandboxes,
-        gatewayUrl,
-        ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
-        model: "arbor-tiny",
-        limits: cfg.agent,
-        temperature: cfg.agent.temperature,
-        reward: (ctx) => reward.compute(ctx),
-        ...(cfg.agent.context !== undefined ? { context: cfg.agent.context } : {}),
-        seed: cfg.seed,
-        clock,
-        signal: abort.signal,
-        onProgramDone: (p) => {
-          done++;
-          rewardSum += p.reward.total;
-          bar?.update(done, { reward: (rewardSum / done).toFixed(3) });
-          opts.onProgramDone?.(p);
-        },
-      });
-    } finally {
-      bar?.stop();
+    const baseRunId = `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
+    // Each iteration rolls out its own slice of tasks (fresh prompts); iteration 1's are env.tasks(n, seed).
+    const allTasks = env.tasks(cfg.env.tasks * cfg.iterations, cfg.env.seed);
+    const checkpointDir = join(outDir, "checkpoints");
+    if (cfg.train) {
+      // Versions restart at 1 in a new run; the previous run's checkpoints would look newer.
+      rmSync(checkpointDir, { recursive: true, force: true });
+      const { Trainer } = await import("../trainer/trainer.js");
+      trainer = await Trainer.fromGguf(modelPath, { lr: cfg.train.lr, maxGradNorm: cfg.train.maxGradNorm, version: 0, clock });
     }
-    const rolloutMs = Math.max(1, clock.now() - rolloutStart);
-    store.finishRun(runId, clock.now());
-    if (abort.signal.aborted) throw new ArborError(`run aborted (${String((abort.signal.reason as Error).message)}); programs recorded as aborted in ${storePath}`, "aborted");
+    const results: IterationResult[] = [];
+    for (let iteration = 1; iteration <= cfg.iterations; iteration++) {
+      const runId = cfg.iterations === 1 ? baseRunId : `${baseRunId}-it${iteration}`;
+      const version = trainer?.version ?? 0;
+      store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: started });
+      const tasks = allTasks.slice((iteration - 1) * cfg.env.tasks, iteration * cfg.env.tasks);
+      const total = tasks.length * cfg.rollout.groupSize;
+      const bar = opts.progress
+        ? new cliProgress.SingleBar(
+            { format: `rollout${cfg.iterations > 1 ? ` ${iteration}/${cfg.iterations}` : ""} [{bar}] {value}/{total} programs | mean reward {reward} | {duration}s`, hideCursor: true, stream: process.stderr },
+            cliProgress.Presets.shades_classic,
+          )
+        : undefined;
+      bar?.start(total, 0, { reward: "-" });
+      let rewardSum = 0;
+      let done = 0;
+      const rolloutStart = clock.now();
+      try {
+        await runSyncRollout({
+          runId,
+          env,
+          tasks,
+          groupSize: cfg.rollout.groupSize,
+          concurrency: cfg.rollout.concurrency,
+          store,
+          sandboxes: pool.asProvider(),
+          gatewayUrl,
+          ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
+          model: "arbor-tiny",
+          limits: cfg.agent,
+          temperature: cfg.agent.temperature,
+          reward: (ctx) => reward.compute(ctx),
+          ...(cfg.agent.context !== undefined ? { context: cfg.agent.context } : {}),
+          agent,
+          seed: cfg.seed,
+          clock,
+          signal: abort.signal,
+          onProgramDone: (p) => {
+            done++;
+            if (cfg.sandbox.poolSize > 0 && done + cfg.sandbox.poolSize < total) pool?.prepare(1);
+            rewardSum += p.reward.total;
+            bar?.update(done, { reward: (rewardSum / done).toFixed(3) });
+            opts.onProgramDone?.(p);
+          },
+        });
+      } finally {
+        bar?.stop();
+      }
+      const rolloutMs = Math.max(1, clock.now() - rolloutStart);
+      store.finishRun(runId, clock.now());
+      if (abort.signal.aborted) throw new ArborError(`run aborted (${String((abort.signal.reason as Error).message)}); programs recorded as aborted in ${storePath}`, "aborted");
 
-    const trajectories = store.listTrajectories(runId);
-    const samples = buildSamples(trajectories, store.listGroups(runId));
-    const batchPath = join(outDir, "batch.jsonl");
-    await writeSamplesJsonl(batchPath, samples);
-    const stats = store.stats(runId);
+      const trajectories = store.listTrajectories(runId);
+      const samples = buildSamples(trajectories, store.listGroups(runId));
+      const batchPath = join(outDir, cfg.iterations === 1 ? "batch.jsonl" : `batch-it${iteration}.jsonl`);
+      await writeSamplesJsonl(batchPath, samples);
+      const stats = store.stats(runId);
+      const toolCalls = trajectories.reduce((n, t) => n + t.tools.length, 0);
+      const trainStart = clock.now();
+      const update =
+        trainer && cfg.train
+          ? rlUpdate(trainer, {
+              id: runId,
+              trajectories,
+              groups: store.listGroups(runId),
+              estimator: cfg.train.estimator,
+              estimatorOptions: cfg.train.estimatorOptions,
+              checkpointDir,
+              keepCheckpoints: cfg.train.keepCheckpoints,
+            })
+          : undefined;
+      if (update?.checkpoint !== undefined) await syncWeights(engines.map((e) => e.url), update.checkpoint, update.version);
+      const result: IterationResult = { iteration, runId, stats, batchPath, samples: samples.length, toolCalls, rolloutMs, trainMs: clock.now() - trainStart, policyVersion: version, ...(update ? { update } : {}) };
+      results.push(result);
+      if (cfg.train || cfg.iterations > 1) log(iterationLine(result, cfg.iterations));
+    }
+    const last = results[results.length - 1] as IterationResult;
+    const rewardPlot = cfg.train ? writeRewardPlot(outDir, results) : undefined;
     // Before the engines close: their executors' cache counters (scheduled executors only).
     const engineStats = engines.map((e) => e.executor.stats());
     const queries = engineStats.reduce((n, x) => n + (x.prefixCacheQueries ?? 0), 0);
     const hits = engineStats.reduce((n, x) => n + (x.prefixCacheHits ?? 0), 0);
     return {
-      runId,
-      stats,
+      runId: last.runId,
+      stats: last.stats,
       storePath,
-      batchPath,
-      samples: samples.length,
-      toolCalls: trajectories.reduce((n, t) => n + t.tools.length, 0),
+      batchPath: last.batchPath,
+      samples: last.samples,
+      toolCalls: last.toolCalls,
       prefixCache: queries > 0 ? { queries, hits, preemptions: engineStats.reduce((n, x) => n + (x.preemptions ?? 0), 0) } : undefined,
       elapsedMs: clock.now() - started,
-      tokensPerSecond: (stats.outputTokens * 1000) / rolloutMs,
+      tokensPerSecond: (last.stats.outputTokens * 1000) / last.rolloutMs,
+      iterations: results,
+      ...(rewardPlot ? { rewardPlot } : {}),
+      ...(trainer ? { policyVersion: trainer.version } : {}),
     };
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
+    await pool?.close();
     await sandboxes?.destroyAll();
     await gateway?.close();
     await Promise.allSettled(engines.map((e) => e.close()));
     store?.close();
+    trainer?.dispose();
   }
 }
 
@@ -281,6 +374,7 @@ function printSummary(s: RunSummary): void {
     ["elapsed", `${(s.elapsedMs / 1000).toFixed(1)} s`],
     ["store", s.storePath],
     ["batch", `${s.batchPath} (${s.samples} samples)`],
+    ...summaryTrainingRows(s),
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log("\nArbor run summary");

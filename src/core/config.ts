@@ -244,7 +244,8 @@ export const RunConfigSchema = z
         /**
          * `white-box`: Arbor's tool loop plays the programs; `black-box`: `command` (argv, run from
          * /workspace in the program's sandbox, OPENAI_BASE_URL/OPENAI_API_KEY pointing at the program's
-         * gateway endpoint) does, after the env's set-up; maxTurns/maxTotalTokens bound its model calls.
+         * gateway endpoint, OPENAI_MODEL its model) does, after the env's set-up; maxTurns/maxTotalTokens
+         * bound its model calls.
          */
         kind: z.enum(["white-box", "black-box"]).default("white-box"),
         command: z.array(z.string().min(1)).min(1).optional(),
@@ -322,6 +323,24 @@ export const RunConfigSchema = z
         path: ["options", "judge"],
       })
       .prefault({}),
+    /** Rollout → reward → batch → train → weight sync, this many times (training needs `train`). */
+    iterations: positiveInt.default(1),
+    /**
+     * RL training with the reference trainer after each iteration's rollout: the batch (estimator from
+     * batch/estimators/registry.ts, merged samples, prefix tree), one optimizer step, a versioned GGUF
+     * checkpoint under `output.dir/checkpoints`, and a weight sync to every in-process engine.
+     */
+    train: z
+      .object({
+        estimator: z.string().min(1).default("grpo"),
+        estimatorOptions: z.record(z.string(), z.unknown()).default({}),
+        lr: z.number().positive().default(1e-3),
+        maxGradNorm: z.number().positive().default(1),
+        /** Checkpoint versions kept on disk. */
+        keepCheckpoints: positiveInt.default(3),
+      })
+      .strict()
+      .optional(),
     output: z
       .object({
         /** Directory for the store, the batch and the model (relative to the working directory). */
@@ -347,6 +366,12 @@ export const RunConfigSchema = z
         });
       }
     });
+    if (cfg.iterations > 1 && cfg.train === undefined) {
+      ctx.addIssue({ code: "custom", path: ["iterations"], message: "more than one iteration needs `train` (what would change between them?)" });
+    }
+    if (cfg.train !== undefined && cfg.engines.length === 0) {
+      ctx.addIssue({ code: "custom", path: ["train"], message: "training syncs weights to in-process engines; add `engines`" });
+    }
     if (cfg.engines.length === 0 && cfg.backends.length === 0) {
       ctx.addIssue({ code: "custom", path: ["engines"], message: "need at least one engine or backend" });
     }

@@ -4,10 +4,12 @@
 // black-box runner's per-program proxy, so the gateway records them as the program's trajectory;
 // what Arbor sees of the run itself (command, exit, files it shipped in) is one `arbor:` event.
 import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join, posix, resolve } from "node:path";
 import type { AgentLimits } from "../agents/define-agent.js";
 import { runBlackBox, type BlackBoxOutcome } from "../agents/blackbox/blackbox-runner.js";
+import type { RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import type { ContextEvent, Termination, ToolEvent } from "../core/types.js";
 import type { Task } from "../envs/env.js";
@@ -41,6 +43,8 @@ export interface BlackBoxProgramOptions {
   programId: string;
   gatewayUrl: string;
   apiKey: string;
+  /** The model the gateway serves, handed over as OPENAI_MODEL (the spec's env may override it). */
+  model: string;
   task: Task;
   /** maxTurns bounds the model calls and maxTotalTokens the generated tokens (enforced by the proxy). */
   limits: AgentLimits;
@@ -48,6 +52,8 @@ export interface BlackBoxProgramOptions {
   variantEnv?: Record<string, string>;
   /** Model calls the gateway recorded for the program so far (the run's event follows the last). */
   recordedCalls: () => number;
+  /** Aborting kills the command (the sandbox goes with it) and ends the program as `aborted`. */
+  signal?: AbortSignal;
 }
 
 /** The run in the shape the white-box loop reports its episode (for recording and judging alike). */
@@ -61,6 +67,28 @@ export interface BlackBoxProgramOutcome {
   /** Model calls the gateway recorded for the program. */
   calls: number;
   run: BlackBoxOutcome;
+}
+
+/** The agent config's spec (`agent.kind` etc. of a run config); throws naming the field when a shipped file is missing. */
+export function agentSpecOf(agent: RunConfig["agent"]): AgentSpec {
+  if (agent.kind === "white-box") return { kind: "white-box" };
+  if (agent.command === undefined) throw new ArborError("agent.command: required when kind is black-box", "config");
+  const files: Record<string, string> = {};
+  for (const [rel, host] of Object.entries(agent.files ?? {})) {
+    workspacePath(`files.${rel}`, rel);
+    const abs = resolve(host);
+    if (!existsSync(abs)) throw new ArborError(`agent.files.${rel}: ${host} does not exist`, "config");
+    files[rel] = abs;
+  }
+  return {
+    kind: "black-box",
+    command: agent.command,
+    files,
+    taskFile: workspacePath("taskFile", agent.taskFile),
+    ...(agent.nodePackages ? { nodePackages: agent.nodePackages } : {}),
+    ...(agent.env ? { env: agent.env } : {}),
+    ...(agent.wallMs === undefined ? {} : { wallMs: agent.wallMs }),
+  };
 }
 
 /** The task as a black box reads it: the user turns of its prompt (the system turn is Arbor's tool-loop instructions). */
@@ -99,18 +127,25 @@ export async function runBlackBoxProgram(o: BlackBoxProgramOptions): Promise<Bla
     const copy = await readFile(join(o.sandbox.hostWorkspace, path));
     shipped.push({ path, sha256: sha256(copy), bytes: copy.length });
   }
+  // The runner has no cancel of its own: tearing the sandbox down kills the command and ends its exec.
+  const onAbort = (): void => void o.sandbox.destroy().catch(() => undefined);
+  if (o.signal?.aborted) throw new ArborError("black-box agent: run aborted before the command started", "aborted");
+  o.signal?.addEventListener("abort", onAbort, { once: true });
   const run = await runBlackBox({
     sandbox: o.sandbox,
     programId: o.programId,
     gatewayUrl: o.gatewayUrl,
     apiKey: o.apiKey,
     command: o.spec.command,
-    env: { ...(o.variantEnv ?? {}), ...(o.spec.env ?? {}) },
+    env: { ...(o.variantEnv ?? {}), OPENAI_MODEL: o.model, ...(o.spec.env ?? {}) },
     ...(o.spec.nodePackages?.length ? { nodePackages: o.spec.nodePackages } : {}),
     ...(o.spec.wallMs === undefined ? {} : { wallMs: o.spec.wallMs }),
     maxCalls: o.limits.maxTurns,
     maxTotalTokens: o.limits.maxTotalTokens,
-  });
+  }).finally(() => o.signal?.removeEventListener("abort", onAbort));
+  const termination: Termination = o.signal?.aborted
+    ? { kind: "aborted", detail: `run aborted: ${o.signal.reason instanceof Error ? o.signal.reason.message : String(o.signal.reason)}` }
+    : run.termination;
   const calls = o.recordedCalls();
   const event: ToolEvent = {
     programId: o.programId,
@@ -118,15 +153,15 @@ export async function runBlackBoxProgram(o: BlackBoxProgramOptions): Promise<Bla
     tool: BLACKBOX_EVENT_TOOL,
     input: JSON.stringify(o.spec.command),
     output: JSON.stringify({
-      termination: run.termination,
+      termination,
       exitCode: run.exitCode,
       signal: run.signal,
       files: shipped,
       proxy: run.proxy,
       stderrTail: run.stderr.slice(-2000),
     }),
-    ok: run.termination.kind === "completed",
+    ok: termination.kind === "completed",
     durationMs: run.exec.durationMs,
   };
-  return { termination: run.termination, finalAnswer: run.stdout.trim(), tools: [event], contextEvents: [], calls, run };
+  return { termination, finalAnswer: run.stdout.trim(), tools: [event], contextEvents: [], calls, run };
 }

@@ -1,6 +1,7 @@
 // Synchronous rollout v0: every task gets a group of n programs; programs run through the agent
-// loop against the gateway, each in its own sandbox, bounded by a concurrency limit; each ends
-// with a recorded termination and reward. The iteration returns when every program has ended.
+// loop against the gateway (or as a black-box command, blackbox-program.ts), each in its own
+// sandbox, bounded by a concurrency limit; each ends with a recorded termination and reward. The
+// iteration returns when every program has ended.
 import OpenAI from "openai";
 import { runToolAgent, type AgentLimits } from "../agents/tool-agent.js";
 import { recordAgentEvents } from "../agents/record-outcome.js";
@@ -113,10 +114,12 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
             programId,
             gatewayUrl: o.gatewayUrl,
             apiKey,
+            model: o.model,
             task,
             limits: o.limits,
             ...(variant?.env ? { variantEnv: variant.env } : {}),
             recordedCalls: () => o.store.getTrajectory(programId)?.calls.length ?? 0,
+            ...(o.signal ? { signal: o.signal } : {}),
           })
         : await runToolAgent({
             client: new OpenAI({
@@ -152,7 +155,10 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
     termination =
       e instanceof AbortedBeforeStart
         ? { kind: "aborted", detail: "run aborted before the program started" }
-        : { kind: e instanceof GatewayRefused ? "engine_error" : sandbox ? "agent_error" : "sandbox_error", detail };
+        : o.signal?.aborted && o.agent?.kind === "black-box"
+          ? // The black box is stopped by tearing its sandbox down: what failed then failed for the abort.
+            { kind: "aborted", detail }
+          : { kind: e instanceof GatewayRefused ? "engine_error" : sandbox ? "agent_error" : "sandbox_error", detail };
   }
   // The sandbox goes whatever happened above (ThunderAgent's hook-based GC). A failed teardown is
   // noted on the outcome, never allowed to leave the program without one.
