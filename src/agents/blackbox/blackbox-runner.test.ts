@@ -78,7 +78,9 @@ describe("runBlackBox with the shipped example agent", () => {
       expect(t.calls.map((c) => c.outputTokenIds)).toEqual(stack.executor.outputs.slice(before, before + 2));
       expect(t.calls.every((c) => c.backend === "scripted" && c.policyVersion === 7 && c.promptTokenIds.length > 0)).toBe(true);
       // The tool result the agent computed with bc in the sandbox went back to the model.
-      expect(t.calls[1]!.messages.at(-1)).toEqual({ role: "tool", content: String(task.meta.answer) });
+      expect(t.calls[1]!.messages.at(-1)).toMatchObject({ role: "tool", content: String(task.meta.answer) });
+      // ...answering the tool call the model made in the first call.
+      expect(t.calls[1]!.messages.at(-1)!.toolCallId).toBe(t.calls[1]!.messages.at(-2)!.toolCalls?.[0]?.id);
       expect(out.proxy).toMatchObject({ forwarded: 2, refused: 0, lastStatus: 200 });
       expect(sha(agentCopy!)).toBe(sha(shipped));
     }
