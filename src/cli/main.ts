@@ -1,9 +1,11 @@
 // The `arbor` command: parses arguments and hands each subcommand to its wiring module.
 // Errors a user can fix print as one line (no stack trace unless --debug) and exit non-zero.
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { ArborError } from "../core/errors.js";
 import { benchCommand } from "./bench.js";
 import { runCommand } from "./run.js";
+import { sftCommand } from "./sft.js";
+import { validateCommand } from "../validate/validate-command.js";
 
 const program = new Command()
   .name("arbor")
@@ -21,6 +23,49 @@ program
   });
 
 program
+  .command("sft")
+  .description("fine-tune the tiny policy on an environment's golden conversations and write a GGUF")
+  .option("--env <name>", "environment with golden conversations", "calc")
+  .option("--tasks <n>", "distinct training tasks", toInt, 2000)
+  .option("--task-seed <n>", "seed of the training tasks", toInt, 1000)
+  .option("--steps <n>", "optimizer steps", toInt, 200)
+  .option("--save-every <n>", "also write the GGUF every n steps", toInt)
+  .option("--batch-size <n>", "conversations per step", toInt, 4)
+  .option("--lr <x>", "Adam learning rate", Number, 1e-2)
+  .option("--seed <n>", "seed of the initial weights and of the batch order", toInt, 1)
+  .option("--from <gguf>", "start from this GGUF instead of seeded random weights")
+  .option("--n-embd <n>", "width of a new policy", toInt, 64)
+  .option("--n-layer <n>", "blocks of a new policy", toInt, 2)
+  .option("--n-head <n>", "attention heads of a new policy", toInt, 4)
+  .option("--n-ff <n>", "feed-forward width of a new policy", toInt, 192)
+  .requiredOption("--out <gguf>", "where to write the trained policy")
+  .option("--no-progress", "do not draw a progress bar")
+  .action(async (o: Omit<Parameters<typeof sftCommand>[0], "progress"> & { progress: boolean }) => {
+    await sftCommand({ ...o, progress: o.progress && process.stderr.isTTY === true });
+  });
+
+program
+  .command("validate")
+  .description("validate tasks: golden solution must pass, doing nothing must fail, optional judge panel; writes a report and the filtered dataset")
+  .argument("<target>", "environment name (calc, swe-mini, search-qa), tasks .jsonl, swe-mini task folder, or dataset folder with dataset.json")
+  .option("--out <dir>", "output folder for report.json and the filtered dataset (default .arbor/validate/<name>)")
+  .option("--env <name>", "environment of JSONL lines that name none")
+  .option("--tasks <n>", "tasks to take from an environment", toInt)
+  .option("--seed <n>", "seed of an environment's tasks", toInt)
+  .option("--concurrency <n>", "tasks validated at once", toInt, 2)
+  .option("--pass-score <x>", "checker score that counts as a pass", Number, 1)
+  .option("--judge <model[@url]>", "a panel judge model, through --judge-gateway or its own gateway URL (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
+  .option("--judge-gateway <url>", "gateway origin the judges are called through")
+  .option("--judge-admin-token-env <var>", "environment variable with the judge gateway's admin token")
+  .option("--judge-attempts <n>", "attempts per judge and task", toInt, 3)
+  .option("--judge-min-approvals <n>", "CONSISTENT votes needed to keep a task (default: a majority)", toInt)
+  .option("--strict", "exit with status 2 when any task is dropped")
+  .action(async (target: string, o: { out?: string; env?: string; tasks?: number; seed?: number; concurrency: number; passScore: number; judge: string[]; judgeGateway?: string; judgeAdminTokenEnv?: string; judgeAttempts: number; judgeMinApprovals?: number; strict?: boolean }) => {
+    const report = await validateCommand(target, { ...o, judges: o.judge });
+    if (o.strict && report.summary.dropped > 0) process.exitCode = 2;
+  });
+
+program
   .command("bench")
   .description("run a benchmark beside its baseline and print its tables (e.g. `arbor bench engine`)")
   .argument("<name>", "benchmark name")
@@ -33,6 +78,12 @@ try {
   await program.parseAsync(process.argv);
 } catch (e) {
   process.exitCode = reportError(e, program.opts<{ debug?: boolean }>().debug === true || process.env.ARBOR_DEBUG === "1");
+}
+
+function toInt(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n)) throw new InvalidArgumentError(`not an integer: ${v}`);
+  return n;
 }
 
 function reportError(e: unknown, debug: boolean): number {

@@ -1,0 +1,76 @@
+// `arbor validate` with a judge panel: three judge models, each a real built-in engine behind its
+// own real gateway (with credentials), scripted for deterministic votes. Two review the arithmetic
+// (does the expected answer match the question?), one approves everything; the majority decides.
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { evalExpr } from "../envs/calc/expr.js";
+import { startScriptedJudgeGateway, type ScriptedJudgeGateway } from "../reward/judge/scripted-judge-gateway.js";
+import { arbor, repoRoot } from "./test-cli.js";
+import type { ValidationReport } from "./validate-tasks.js";
+
+/** Consistent when the checker's expected answer is the value of the question's expression. */
+function reviewArithmetic(prompt: string): string {
+  const question = /What is ([^?]+)\?/.exec(prompt);
+  const answer = /"answer":(-?\d+)/.exec(prompt);
+  if (!question || !answer) return "I cannot tell.";
+  return `VERDICT: ${String(evalExpr(question[1] as string)) === answer[1] ? "CONSISTENT" : "INCONSISTENT"}`;
+}
+
+let judges: ScriptedJudgeGateway[] = [];
+
+beforeAll(async () => {
+  judges = [
+    await startScriptedJudgeGateway("reviewer-a", reviewArithmetic),
+    await startScriptedJudgeGateway("reviewer-b", reviewArithmetic),
+    await startScriptedJudgeGateway("yes-man", () => "Looks fine. VERDICT: CONSISTENT"),
+  ];
+}, 60_000);
+
+afterAll(async () => {
+  for (const j of judges) await j.close();
+});
+
+describe("arbor validate with a judge panel", () => {
+  it("drops the task whose instruction and test disagree by majority vote, and the one whose golden fails", async () => {
+    const out = mkdtempSync(join(tmpdir(), "arbor-validate-panel-"));
+    const [a, b, yes] = judges as [ScriptedJudgeGateway, ScriptedJudgeGateway, ScriptedJudgeGateway];
+    const before = judges.map((j) => j.calls.length);
+    const r = await arbor(
+      [
+        "validate", join(repoRoot, "examples/flawed-dataset/calc-tasks.jsonl"), "--out", out, "--strict",
+        "--judge-gateway", a.url, "--judge", "reviewer-a", "--judge", `reviewer-b@${b.url}`, "--judge", `yes-man@${yes.url}`,
+        "--judge-admin-token-env", "TEST_JUDGE_TOKEN",
+      ],
+      { TEST_JUDGE_TOKEN: a.adminToken },
+    );
+    expect(r.stderr).toBe("");
+    // --strict: tasks were dropped.
+    expect(r.code).toBe(2);
+    const rows = r.stdout.split("\n");
+    expect(rows[0]).toMatch(/^task\s+golden\s+no-op\s+judges\s+result$/);
+    expect(rows.find((l) => l.startsWith("calc-product "))).toMatch(/pass \(1\)\s+fails \(0\)\s+3\/3 consistent\s+kept$/);
+    expect(rows.find((l) => l.startsWith("calc-wrong-answer "))).toMatch(/pass \(1\)\s+fails \(0\)\s+1\/3 consistent\s+dropped: judge-rejects$/);
+    expect(rows.find((l) => l.startsWith("calc-bad-golden "))).toMatch(/FAIL \(0\)\s+fails \(0\)\s+3\/3 consistent\s+dropped: golden-fails$/);
+    expect(r.stdout).toContain("2/4 tasks kept; dropped: 1 golden fails, 0 no-op passes, 1 judge rejects");
+
+    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as ValidationReport;
+    expect(report.judges).toEqual(["reviewer-a", "reviewer-b", "yes-man"]);
+    const wrong = report.tasks.find((t) => t.id === "calc-wrong-answer");
+    expect(wrong?.judge).toEqual({
+      ok: false,
+      approvals: 1,
+      needed: 2,
+      votes: [
+        { model: "reviewer-a", verdict: "inconsistent" },
+        { model: "reviewer-b", verdict: "inconsistent" },
+        { model: "yes-man", verdict: "consistent" },
+      ],
+    });
+    // Each judge was asked once per task, through its own gateway.
+    expect(judges.map((j, i) => j.calls.length - (before[i] as number))).toEqual([4, 4, 4]);
+    const filtered = readFileSync(join(out, "calc-tasks.filtered.jsonl"), "utf8").trim().split("\n").map((l) => (JSON.parse(l) as { id: string }).id);
+    expect(filtered).toEqual(["calc-product", "calc-grouped"]);
+  }, 120_000);
+});

@@ -1,0 +1,91 @@
+// `arbor validate <env or dataset>`: load the tasks, run the ground-truth and no-op checks in bwrap
+// sandboxes and the optional judge panel through the gateway, print the table, and write the JSON
+// report and the filtered dataset (only the tasks that passed) into the output folder.
+import { randomUUID } from "node:crypto";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { ArborError } from "../core/errors.js";
+import { createGatewayChat } from "../reward/judge/gateway-chat.js";
+import { bwrapAvailable, createBwrapProvider } from "../sandbox/bwrap.js";
+import { loadDataset } from "./dataset.js";
+import type { PanelJudge } from "./judge-panel.js";
+import { formatValidationTable } from "./report-table.js";
+import { validateDataset, type ValidationReport } from "./validate-tasks.js";
+
+export interface ValidateCommandOptions {
+  /** Output folder (default `.arbor/validate/<dataset name>`). */
+  out?: string;
+  /** Environment of JSONL lines that name none. */
+  env?: string;
+  /** Tasks to take when the target is an environment. */
+  tasks?: number;
+  seed?: number;
+  concurrency?: number;
+  passScore?: number;
+  /** Judge models: `model` (through `judgeGateway`) or `model@http://gateway`. */
+  judges?: string[];
+  judgeGateway?: string;
+  /** Environment variable holding the gateways' admin token (when they require credentials). */
+  judgeAdminTokenEnv?: string;
+  judgeAttempts?: number;
+  judgeMinApprovals?: number;
+  /** Where sandboxes are created (default a fresh temporary folder). */
+  sandboxRoot?: string;
+}
+
+/** The panel judges named on the command line. */
+export function parseJudges(specs: readonly string[], defaultGateway: string | undefined, adminToken: string | undefined): PanelJudge[] {
+  return specs.map((spec) => {
+    const at = spec.indexOf("@");
+    const model = at >= 0 ? spec.slice(0, at) : spec;
+    const gatewayUrl = at >= 0 ? spec.slice(at + 1) : defaultGateway;
+    if (!model) throw new ArborError(`validate: --judge '${spec}' names no model`, "config");
+    if (!gatewayUrl) throw new ArborError(`validate: judge '${model}' has no gateway: give --judge-gateway <url> or --judge ${model}@<url>`, "config");
+    if (!/^https?:\/\//.test(gatewayUrl)) throw new ArborError(`validate: judge '${model}': gateway must be an http(s) URL, got '${gatewayUrl}'`, "config");
+    return { model, chat: createGatewayChat({ gatewayUrl, ...(adminToken ? { adminToken } : {}) }) };
+  });
+}
+
+/** Run the validation; prints the table to stdout and returns the report. */
+export async function validateCommand(target: string, opts: ValidateCommandOptions = {}): Promise<ValidationReport> {
+  const dataset = loadDataset(target, { ...(opts.tasks !== undefined ? { count: opts.tasks } : {}), ...(opts.seed !== undefined ? { seed: opts.seed } : {}), ...(opts.env ? { env: opts.env } : {}) });
+  let adminToken: string | undefined;
+  if (opts.judgeAdminTokenEnv) {
+    adminToken = process.env[opts.judgeAdminTokenEnv];
+    if (!adminToken) throw new ArborError(`validate: environment variable ${opts.judgeAdminTokenEnv} (the judge gateway's admin token) is not set`, "config");
+  }
+  const judges = parseJudges(opts.judges ?? [], opts.judgeGateway, adminToken);
+  const probe = bwrapAvailable();
+  if (!probe.ok) throw new ArborError(`validate: sandboxes unavailable: ${probe.message}`, "sandbox");
+
+  const ownRoot = opts.sandboxRoot === undefined;
+  const root = opts.sandboxRoot ?? mkdtempSync(join(tmpdir(), "arbor-validate-"));
+  // Sandboxes run as uid 65534 when Arbor runs as root: the root folder must be reachable by it.
+  chmodSync(root, 0o755);
+  const sandboxes = createBwrapProvider({ root, limits: { cpuSeconds: 20, memoryMb: 4096, wallMs: 60_000 } });
+  let report: ValidationReport;
+  try {
+    report = await validateDataset(dataset, {
+      sandboxes,
+      runId: `validate-${randomUUID().slice(0, 8)}`,
+      ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
+      ...(opts.passScore !== undefined ? { passScore: opts.passScore } : {}),
+      judges,
+      panel: { ...(opts.judgeAttempts !== undefined ? { maxAttempts: opts.judgeAttempts } : {}), ...(opts.judgeMinApprovals !== undefined ? { minApprovals: opts.judgeMinApprovals } : {}) },
+    });
+  } finally {
+    await sandboxes.destroyAll();
+    if (ownRoot) rmSync(root, { recursive: true, force: true });
+  }
+
+  const out = resolve(opts.out ?? join(".arbor", "validate", dataset.name.replace(/[^A-Za-z0-9_.-]+/g, "_").replace(/^[._]+/, "") || "dataset"));
+  mkdirSync(out, { recursive: true });
+  const reportPath = join(out, "report.json");
+  writeFileSync(reportPath, `${JSON.stringify(report, null, 2)}\n`);
+  const filtered = dataset.writeFiltered(new Set(report.tasks.filter((t) => t.kept).map((t) => t.id)), join(out, dataset.filteredName));
+  console.log(formatValidationTable(report));
+  console.log(`report: ${reportPath}`);
+  console.log(`filtered dataset: ${filtered}`);
+  return report;
+}
