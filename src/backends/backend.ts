@@ -75,6 +75,25 @@ export interface GenerateResult {
   promptTokenIds: number[];
 }
 
+/** Output tokens as they arrive from a streamed generation (aligned ids and logprobs). */
+export interface TokenDelta {
+  ids: number[];
+  logprobs: number[];
+  /** The weights version the engine reported with these tokens (null: it reports none). */
+  policyVersion: number | null;
+}
+
+/** A streamed generation: {@link GenerateStream.deltas} until it ends, then its whole {@link GenerateStream.result}. */
+export interface GenerateStream {
+  /**
+   * The output in order; ends when the engine finished. Throws like generate (unreachable, protocol,
+   * `signal.reason` when aborted); leaving the loop early cancels the engine's request.
+   */
+  deltas: AsyncIterable<TokenDelta>;
+  /** The finished generation, exactly as generate would return it; throws before deltas ended. */
+  result(): GenerateResult;
+}
+
 export interface BackendCapabilities {
   /** Token-id prompts and token-id answers ({@link TokenBackend.generate}); false = text-only traces, not trainable. */
   tokenIds: boolean;
@@ -137,6 +156,12 @@ export interface TokenBackend extends Backend {
    * when the engine has no token-level API.
    */
   generate(req: GenerateRequest): Promise<GenerateResult>;
+  /**
+   * Generate from a token-id prompt, streamed: resolves once the engine accepted the request (same
+   * errors as generate before that), then yields the output token by token. Absent where the engine
+   * cannot stream token ids; the gateway then streams through the passthrough.
+   */
+  generateStream?(req: GenerateRequest): Promise<GenerateStream>;
   /**
    * Token ids of a chat conversation or a text, exactly as the engine's own template and tokenizer
    * make them (its /tokenize); absent where the engine has no such endpoint. Same errors as generate.

@@ -6,17 +6,21 @@
 import type { Clock } from "../core/clock.js";
 import type { ChatMessage } from "../core/types.js";
 import {
+  BackendHttpError,
   BackendProtocolError,
   type BackendMetrics,
   type GenerateRequest,
   type GenerateResult,
+  type GenerateStream,
   type TokenBackend,
   type TokenizeRequest,
   type TokenizeResult,
 } from "./backend.js";
 import { createBuiltinBackend } from "./builtin.js";
-import { createEngineHttp, splitBaseUrl } from "./engine-http.js";
+import { createEngineHttp, describeNetworkError, errorDetail, splitBaseUrl } from "./engine-http.js";
 import { firstPresent, meanOf, parsePrometheusText, type PromSample } from "./prometheus-text.js";
+import { postSse } from "./sse.js";
+import { completionTokenStream } from "./vllm-stream.js";
 import { applyStopTokens, checkGenerateRequest, checkTokens, isTokenIds } from "./token-result.js";
 
 export interface VllmBackendOptions {
@@ -46,7 +50,7 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
   const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
   const arbor = type === "builtin";
 
-  async function generate(req: GenerateRequest): Promise<GenerateResult> {
+  function completionBody(req: GenerateRequest, stream: boolean): Record<string, unknown> {
     checkGenerateRequest(name, url, req);
     const body: Record<string, unknown> = {
       prompt: req.promptTokenIds,
@@ -55,15 +59,29 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
       // 0 alternatives: only the sampled token's logprob (vLLM and Arbor alike).
       logprobs: 0,
       return_token_ids: true,
-      stream: false,
+      stream,
     };
     if (opts.model !== undefined) body.model = opts.model;
     if (req.topP !== undefined) body.top_p = req.topP;
     if (req.seed !== undefined) body.seed = req.seed;
     if (req.stopTokenIds?.length) body.stop_token_ids = req.stopTokenIds;
     if (arbor && req.programId !== undefined) body.program_id = req.programId;
-    const json = await http.postJson("/v1/completions", body, req.signal);
+    return body;
+  }
+
+  async function generate(req: GenerateRequest): Promise<GenerateResult> {
+    const json = await http.postJson("/v1/completions", completionBody(req, false), req.signal);
     return applyStopTokens(parseCompletion(json), req.stopTokenIds);
+  }
+
+  // The same request streamed: vLLM and Arbor's engine send the ids and logprobs chunk by chunk.
+  async function generateStream(req: GenerateRequest): Promise<GenerateStream> {
+    const body = completionBody(req, true);
+    const reply = await postSse({ name, url, describeError: describeNetworkError }, `${url}/completions`, body, req.signal);
+    if (!reply.ok) {
+      throw new BackendHttpError(name, url, reply.status, `POST /v1/completions: ${errorDetail(JSON.stringify(reply.json))}`, reply.json);
+    }
+    return completionTokenStream(reply.events, { name, url, policyVersion: arbor, ...(req.stopTokenIds ? { stopTokenIds: req.stopTokenIds } : {}) });
   }
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -140,6 +158,7 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     type,
     capabilities: { tokenIds: true, logprobs: true, pauseRestore: arbor },
     generate,
+    generateStream,
     tokenize,
     detokenize,
     scrapeMetrics,

@@ -46,6 +46,8 @@ import type { RouteDecision } from "./routing/plugin-router.js";
 import type { ProgramContext } from "./token-path/context-prompt.js";
 import { tokenSampling } from "./token-path/sampling.js";
 import { runTokenCall, type Attempt } from "./token-path/token-call.js";
+import { visibleChunk } from "./token-path/token-chunks.js";
+import { openTokenStream, streamTokenAnswer, type OpenedTokenStream } from "./token-path/token-stream.js";
 import { chatMessage, tokenAnswer } from "./token-path/token-response.js";
 import { declaresTools, requestToolPlan } from "./token-path/tool-plan.js";
 import type { ToolPlan } from "../model/tool-markup.js";
@@ -98,8 +100,9 @@ export interface GatewayOptions {
    */
   health?: { intervalMs?: number; recheckMs?: number };
   /**
-   * Serve non-streaming calls to token backends with the engine's tokenizer on the token path
-   * (token-id prompts built from each program's history; default true). False: always pass through.
+   * Serve calls to token backends with the engine's tokenizer on the token path (token-id prompts
+   * built from each program's history; streamed calls too where the backend streams token ids;
+   * default true). False: always pass through.
    */
   tokenPath?: boolean;
   /**
@@ -355,6 +358,14 @@ export function createGateway(opts: GatewayOptions): Gateway {
       const backendName = route.backend;
       table.bind(programId, backendName);
       const backend = backends.get(backendName) as Backend;
+      if (prepared.stream && usesTokenStream(backend, prepared)) {
+        const first = route;
+        // Like the token path, the streamed token path reports its attempts to the router itself.
+        route = undefined;
+        const served = await serveTokenStream(endpoint, prepared, programId, index, start, reply, first);
+        recorded = served.recorded;
+        return served.result;
+      }
       if (prepared.stream) {
         const streamed = await relayStream(backend, endpoint, prepared, programId, index, start, reply);
         trace = streamed.trace;
@@ -493,6 +504,191 @@ export function createGateway(opts: GatewayOptions): Gateway {
     return b.capabilities.tokenIds && typeof b.tokenize === "function" && typeof b.detokenize === "function";
   }
 
+  /** One token-path attempt on route `r`: bounded by the call timeout, the client leaving and the backend going down. */
+  function startTokenAttempt(r: { id: number; backend: string }, clientGone: AbortSignal): Attempt {
+    const backend = backends.get(r.backend) as TokenBackend;
+    const ac = new AbortController();
+    const timer = clock.setTimer(callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, callTimeoutMs)));
+    const onGone = (): void => ac.abort(clientGone.reason);
+    if (clientGone.aborted) onGone();
+    else clientGone.addEventListener("abort", onGone, { once: true });
+    const inFlight = attemptsOn.get(backend.name) ?? new Set<AbortController>();
+    attemptsOn.set(backend.name, inFlight);
+    inFlight.add(ac);
+    return {
+      routeId: r.id,
+      backend,
+      signal: ac.signal,
+      done: () => {
+        timer.cancel();
+        clientGone.removeEventListener("abort", onGone);
+        inFlight.delete(ac);
+      },
+    };
+  }
+
+  /**
+   * Whether a streamed `prepared` routed to `b` takes the token path: as {@link usesTokenPath}, with
+   * token streaming. Streamed calls generate on the routed backend in one piece (Seer's divided
+   * rollout, which moves chunks between backends, applies to non-streamed calls only).
+   */
+  function usesTokenStream(b: Backend | undefined, prepared: PreparedRequest): b is TokenBackend {
+    return usesTokenPath(b, prepared) && typeof b.generateStream === "function";
+  }
+
+  /**
+   * A streamed call on the token path: the prompt is built as for {@link serveTokenPath}, the engine
+   * streams token ids, and the gateway writes the chunks itself through the call's
+   * {@link StreamSurface} (OpenAI chunks, or Anthropic / Responses events). Exactly one Call is
+   * recorded when the answer is complete; a stream cut short (engine, client, timeout) records
+   * nothing and cancels the engine's request.
+   */
+  async function serveTokenStream(
+    endpoint: Endpoint,
+    prepared: PreparedRequest,
+    programId: string,
+    index: number,
+    start: number,
+    reply: FastifyReply,
+    first: { id: number; backend: string },
+  ): Promise<{ recorded: boolean; result: unknown }> {
+    let pending: { id: number; backend: string } | undefined = first;
+    const callId = newCallId();
+    const res = reply.raw;
+    const clientGone = new AbortController();
+    const onClose = (): void => {
+      if (!res.writableFinished) clientGone.abort(new ClientClosedError());
+    };
+    res.once("close", onClose);
+    const makeSurface = streamSurfaces.get(prepared);
+    const surfaceFor = (backend: Backend): StreamSurface => makeSurface?.(backend, callId) ?? openAiStreamSurface();
+    const gone = (): boolean => res.destroyed || res.writableEnded;
+    const write = (frames: string, end = false): void => {
+      if (gone()) return;
+      if (!res.headersSent) {
+        res.writeHead(200, {
+          "content-type": "text/event-stream; charset=utf-8",
+          "cache-control": "no-cache",
+          connection: "keep-alive",
+          "x-accel-buffering": "no",
+          "x-arbor-call-id": callId,
+          "x-arbor-call-index": String(index),
+        });
+      }
+      if (end) res.end(frames);
+      else if (frames !== "") res.write(frames);
+    };
+    try {
+      let opened: OpenedTokenStream;
+      let sampling: ReturnType<typeof tokenSampling>;
+      let tools: ToolPlan | undefined;
+      try {
+        try {
+          sampling = tokenSampling(endpoint, prepared.upstreamBody, prepared.clientWantsLogprobs);
+          tools = endpoint === "chat" ? requestToolPlan(prepared.upstreamBody) : undefined;
+        } catch (e) {
+          router.onFinished(first.id, { outputTokens: 0, ok: false });
+          pending = undefined;
+          throw e;
+        }
+        opened = await openTokenStream(
+          { programId, source: promptSource(endpoint, prepared), previous: contexts.get(programId), sampling },
+          {
+            route: (promptTokens, failed) => {
+              let r = pending;
+              pending = undefined;
+              if (r === undefined) {
+                r = routeOrUnavailable(promptTokens ? { programId, promptTokens } : { programId });
+                if (failed.includes(r.backend) || !usesTokenStream(backends.get(r.backend), prepared)) {
+                  router.onFinished(r.id, { outputTokens: 0, ok: false });
+                  throw new ArborError(`routing offered only '${r.backend}', which cannot take it`, "no_backend");
+                }
+                table.bind(programId, r.backend);
+              }
+              return startTokenAttempt(r, clientGone.signal);
+            },
+            finished: (routeId) => router.onFinished(routeId, { outputTokens: 0, ok: false }),
+            transportFailed: (name, cause) => health.callFailed(name, cause),
+            retrying: (name) => healthMetrics.retries.inc({ backend: name }),
+          },
+        );
+      } catch (e) {
+        // Before the stream began: answered with a status, in the surface's shape (the engine's own 4xx as it sent it).
+        const surface = surfaceFor(backends.get(first.backend) as Backend);
+        if (e instanceof BackendHttpError && e.status < 500) {
+          const body = e.body ?? openAiError(e.message, "upstream_error");
+          return { recorded: false, result: reply.code(e.status).send(makeSurface ? surface.upstreamErrorBody(e.status, body) : body) };
+        }
+        if (!makeSurface) throw e;
+        const { status, body } = surface.errorResponse(e);
+        return { recorded: false, result: reply.code(status).send(body) };
+      }
+      // From here the gateway writes the response itself; nothing below may throw to fastify.
+      reply.hijack();
+      const surface = surfaceFor(opened.backend);
+      const want = { logprobs: prepared.clientWantsLogprobs, tokenIds: prepared.clientWantsTokenIds };
+      const streamOptions = prepared.upstreamBody.stream_options as { include_usage?: unknown } | null | undefined;
+      let routed = false;
+      try {
+        const { result, text } = await streamTokenAnswer(
+          opened,
+          {
+            endpoint,
+            callId,
+            created: Math.floor(clock.now() / 1000),
+            model: sampling.model,
+            logprobs: sampling.logprobs,
+            includeUsage: streamOptions?.include_usage === true,
+            ...(tools ? { tools } : {}),
+          },
+          (chunks) => {
+            for (const c of chunks) write(surface.chunk(visibleChunk(c, want), c));
+          },
+        );
+        const trace: ExtractedTrace = {
+          promptTokenIds: opened.promptTokenIds,
+          outputTokenIds: result.outputTokenIds,
+          logprobs: result.logprobs,
+          outputText: text,
+          finishReason: result.finishReason,
+          policyVersion: result.policyVersion ?? 0,
+        };
+        // Translated before recording: an answer the surface cannot close is a failed call.
+        const closing = surface.finish();
+        record(trace, callId, opened.backend, prepared, programId, index, start, opened.contextReset ? { contextReset: true } : {});
+        routed = true;
+        router.onFinished(opened.routeId, { promptTokens: trace.promptTokenIds, outputTokens: trace.outputTokenIds, ok: true });
+        const context = contexts.get(programId);
+        // The answer as the client got it: an agent sends its tool calls back in the next call.
+        if (context && endpoint === "chat") {
+          const { message } = chatMessage({ callId, result, decoded: { text }, ...(tools ? { tools } : {}) });
+          const calls = message.tool_calls ?? [];
+          context.answer = { content: message.content ?? "", toolCalls: calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) };
+        }
+        write(closing, true);
+        return { recorded: true, result: undefined };
+      } catch (err) {
+        if (!routed) router.onFinished(opened.routeId, { outputTokens: 0, ok: false });
+        if (err instanceof BackendUnreachableError) health.callFailed(opened.backend.name, err.message);
+        if (!gone()) {
+          if (!res.headersSent) {
+            const { status, body } = surface.errorResponse(err);
+            res.writeHead(status, { "content-type": "application/json; charset=utf-8" });
+            res.end(JSON.stringify(body));
+          } else {
+            write(surface.fail(err), true);
+          }
+        }
+        return { recorded: false, result: undefined };
+      } finally {
+        opened.done();
+      }
+    } finally {
+      if (pending !== undefined) router.onFinished(pending.id, { outputTokens: 0, ok: false });
+      res.off("close", onClose);
+    }
+  }
+
   /**
    * A non-streaming call on the token path (token-path/): the gateway builds the token-id prompt
    * from the program's context, generates (retrying once elsewhere after a transport failure), and
@@ -514,27 +710,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       if (!reply.raw.writableFinished) clientGone.abort(new ClientClosedError());
     };
     reply.raw.once("close", onClose);
-    const startAttempt = (r: { id: number; backend: string }): Attempt => {
-      const backend = backends.get(r.backend) as TokenBackend;
-      const ac = new AbortController();
-      const timer = clock.setTimer(callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, callTimeoutMs)));
-      const onGone = (): void => ac.abort(clientGone.signal.reason);
-      if (clientGone.signal.aborted) onGone();
-      else clientGone.signal.addEventListener("abort", onGone, { once: true });
-      const inFlight = attemptsOn.get(backend.name) ?? new Set<AbortController>();
-      attemptsOn.set(backend.name, inFlight);
-      inFlight.add(ac);
-      return {
-        routeId: r.id,
-        backend,
-        signal: ac.signal,
-        done: () => {
-          timer.cancel();
-          clientGone.signal.removeEventListener("abort", onGone);
-          inFlight.delete(ac);
-        },
-      };
-    };
+    const startAttempt = (r: { id: number; backend: string }): Attempt => startTokenAttempt(r, clientGone.signal);
     try {
       if (pending === undefined) throw new ArborError("token path: no route", "routing");
       let sampling: ReturnType<typeof tokenSampling>;

@@ -73,7 +73,7 @@ async function rollout(agent: AgentSpec, opts: { tasks?: number; maxTurns?: numb
       model: "arbor-tiny",
       limits: { maxTurns: opts.maxTurns ?? 4, maxTokensPerCall: 256, maxTotalTokens: 4096 },
       temperature: 1,
-      reward: (ctx) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
+      reward: (_group, ctx) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
       seed: 1,
       clock: realClock,
       agent,

@@ -93,7 +93,7 @@ async function rollout(runId: string, env: Environment, sandboxRoot: string) {
       model: "arbor-tiny",
       limits: { maxTurns: 3, maxTokensPerCall: 64, maxTotalTokens: 256 },
       temperature: 1,
-      reward: (ctx) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
+      reward: (_group, ctx) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
       seed: 1,
       clock: realClock,
     });
@@ -187,7 +187,7 @@ describe("runSyncRollout", () => {
       ...base,
       limits: { maxTurns: 3, maxTokensPerCall: 64, maxTotalTokens: 256 },
       temperature: 1,
-      reward: (ctx: Parameters<ReturnType<typeof createRewardFromConfig>["compute"]>[0]) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
+      reward: (_group: unknown, ctx: Parameters<ReturnType<typeof createRewardFromConfig>["compute"]>[0]) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
       seed: 1,
       clock: realClock,
     };

@@ -32,8 +32,12 @@ export interface RolloutOptions {
   model: string;
   limits: AgentLimits;
   temperature: number;
-  /** Computes a program's reward once it has ended. */
-  reward: (ctx: RewardContext) => Reward;
+  /**
+   * Computes a program's reward once it has ended. It may wait for the program's whole group
+   * (completion time is relative to the group; a judge is asynchronous): it is awaited outside the
+   * concurrency limit, so waiting programs never keep their group's other programs from running.
+   */
+  reward: (group: Group, ctx: RewardContext) => Reward | Promise<Reward>;
   seed: number;
   clock: Clock;
   signal?: AbortSignal;
@@ -67,11 +71,13 @@ export async function runSyncRollout(o: RolloutOptions): Promise<{ groups: Group
   const results: ProgramResult[] = [];
   const jobs = groups.flatMap((g, gi) =>
     g.programIds.map((programId, si) =>
-      sem.with(async () => {
-        const r = await runProgram(o, o.tasks[gi] as Task, g, programId, si);
-        results.push(r);
-        o.onProgramDone?.(r);
-      }),
+      sem
+        .with(() => runProgram(o, o.tasks[gi] as Task, g, programId, si))
+        .then(async (ended) => {
+          const r = await rewardProgram(o, g, ended);
+          results.push(r);
+          o.onProgramDone?.(r);
+        }),
     ),
   );
   const settled = await Promise.allSettled(jobs);
@@ -80,7 +86,25 @@ export async function runSyncRollout(o: RolloutOptions): Promise<{ groups: Group
   return { groups, results };
 }
 
-async function runProgram(o: RolloutOptions, task: Task, group: Group, programId: string, sampleIndex: number): Promise<ProgramResult> {
+/** A program that has ended (termination recorded, sandbox gone) and waits for its reward. */
+interface EndedProgram {
+  result: Omit<ProgramResult, "reward">;
+  ctx: RewardContext;
+  /** The environment's hygiene rules zero this program's reward. */
+  zeroReward: boolean;
+}
+
+async function rewardProgram(o: RolloutOptions, group: Group, ended: EndedProgram): Promise<ProgramResult> {
+  const computed = await o.reward(group, ended.ctx);
+  // A zeroed reward keeps its components for analysis, but no per-call step reward may survive it.
+  const reward = ended.zeroReward
+    ? { total: 0, components: Object.fromEntries(Object.entries(computed.components).map(([k, v]) => [k, k.startsWith("step:") ? 0 : v])) }
+    : computed;
+  o.store.setReward(ended.result.programId, reward);
+  return { ...ended.result, reward };
+}
+
+async function runProgram(o: RolloutOptions, task: Task, group: Group, programId: string, sampleIndex: number): Promise<EndedProgram> {
   const program: Program = {
     id: programId,
     runId: o.runId,
@@ -173,10 +197,11 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
   await releaseAtGateway(o.gatewayUrl, programId, o.gatewayAdminToken);
   const trajectory = o.store.getTrajectory(programId);
   if (!trajectory) throw new Error(`program ${programId} vanished from the store`);
-  const computed = o.reward({ trajectory, task, env: o.env, finalAnswer, ...(check ? { check } : {}) });
-  const reward = zeroReward ? { total: 0, components: computed.components } : computed;
-  o.store.setReward(programId, reward);
-  return { programId, groupId: group.id, termination, reward, calls };
+  return {
+    result: { programId, groupId: group.id, termination, calls },
+    ctx: { trajectory, task, env: o.env, finalAnswer, ...(check ? { check } : {}) },
+    zeroReward,
+  };
 }
 
 async function createAtGateway(gatewayUrl: string, programId: string, adminToken: string | undefined): Promise<string> {

@@ -103,7 +103,7 @@ describe("swe-mini rollout with hygiene", () => {
       model: "arbor-tiny",
       limits: { maxTurns: 4, maxTokensPerCall: 2048, maxTotalTokens: 8192 },
       temperature: 1,
-      reward: (ctx) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
+      reward: (_group, ctx) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
       seed,
       clock: realClock,
     });

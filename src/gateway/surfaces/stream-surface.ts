@@ -1,5 +1,6 @@
 // How a streamed chat answer reaches the client of one API surface. The gateway's relay reads the
-// engine's chat.completion.chunk events, traces them, and hands each to the surface, which writes
+// engine's chat.completion.chunk events (or, on the token path, builds them from the engine's token
+// deltas), traces them, and hands each to the surface, which writes
 // its own SSE events: OpenAI chunks as they are (chat, completions), Anthropic message events, or
 // Responses events. Failures end the stream in the surface's own error shape.
 import { toOpenAiError } from "../http-errors.js";

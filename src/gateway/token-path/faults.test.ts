@@ -135,6 +135,35 @@ describe("token path faults", () => {
     expect(await metric(s.url, 'arbor_gateway_backend_up{backend="a"} 1')).toBe(true);
   });
 
+  it("a streamed call whose backend fails before the stream began is retried on the other and recorded once", async () => {
+    const s = await setup();
+    s.a.set("/v1/completions", "reset");
+    const res = await fetch(`${s.url}/p/f6/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "arbor-tiny", messages: [{ role: "user", content: "What is 2+3?" }], max_tokens: 8, temperature: 1, seed: 1, stream: true }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/event-stream");
+    const body = await res.text();
+    expect(body.trimEnd().endsWith("data: [DONE]")).toBe(true);
+    expect(s.calls.map((c) => c.backend)).toEqual(["b"]);
+    expect(res.headers.get("x-arbor-call-id")).toBe(s.calls[0]!.id);
+    // The same prompt ids went to both, streamed.
+    expect(promptsSent(s.a)).toEqual([s.calls[0]!.promptTokenIds]);
+    expect(promptsSent(s.b)).toEqual([s.calls[0]!.promptTokenIds]);
+    expect(s.b.seen.filter((r) => r.path === "/v1/completions").map((r) => JSON.parse(r.body).stream)).toEqual([true]);
+    // Both failing before the stream began: a 502 with a status, nothing recorded.
+    s.b.set("/v1/completions", "error500");
+    const both = await fetch(`${s.url}/p/f7/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "arbor-tiny", messages: [{ role: "user", content: "x" }], max_tokens: 8, stream: true }),
+    });
+    expect(both.status).toBe(503);
+    expect(s.calls).toHaveLength(1);
+  });
+
   it("answers 503 naming each backend and why it is out of rotation when none is in", async () => {
     const clock = new VirtualClock(0);
     const s = await setup({ clock, health: { intervalMs: 1000 } });

@@ -97,13 +97,15 @@ export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): 
   }
 }
 
-function tokenizer(backend: TokenBackend): NonNullable<TokenBackend["tokenize"]> {
+/** The backend's tokenizer, bound (a 400 when it has none). */
+export function tokenizer(backend: TokenBackend): NonNullable<TokenBackend["tokenize"]> {
   const t = backend.tokenize;
   if (!t) throw new InvalidRequestError(null, `backend '${backend.name}' has no tokenizer endpoint; the token path cannot serve it`);
   return (req) => t.call(backend, req);
 }
 
-async function generateRequest(
+/** The generate request of a call whose prompt is built: max_tokens up to the context, stop strings as ids. */
+export async function generateRequest(
   backend: TokenBackend,
   input: TokenCallInput,
   prompt: { promptTokenIds: number[]; maxModelLen: number | null },
@@ -159,7 +161,8 @@ async function decode(backend: TokenBackend, result: GenerateResult, logprobs: b
   return { text, tokenTexts };
 }
 
-function exhausted(failures: readonly { backend: string; cause: string }[], noRetry?: string): GatewayRejection {
+/** The rejection after every attempt failed (or no backend could take the retry). */
+export function exhausted(failures: readonly { backend: string; cause: string }[], noRetry?: string): GatewayRejection {
   const what = failures.map((f) => `backend '${f.backend}' failed: ${f.cause}`).join("; ");
   if (noRetry !== undefined) {
     return new GatewayRejection(503, "server_error", "backend_unavailable", `${what}; no other backend could take the retry (${noRetry})`);

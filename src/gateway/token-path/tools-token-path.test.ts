@@ -101,7 +101,7 @@ describe("OpenAI chat with tools on the token path", () => {
     expect((bad as InstanceType<typeof OpenAI.BadRequestError>).param).toBe("tool_choice.function.name");
   });
 
-  it("a streamed tool call (relayed) is continued from its ids too", async () => {
+  it("a streamed tool call (token path) is continued from its ids too", async () => {
     const client = new OpenAI({ baseURL: `${url}/p/tp-stream/v1`, apiKey: "unused", maxRetries: 0 });
     const messages = [{ role: "user" as const, content: "Weather in Lima?" }];
     const streamed = await client.chat.completions.stream({ model: "arbor-tiny", messages, tools }).finalChatCompletion();
