@@ -22,4 +22,16 @@ describe("classifyExec", () => {
     expect(execToolResult("bc", exec({ exitCode: 1, stderr: "MemoryError" }))).toEqual({ ok: false, oom: true, output: "bc ran out of memory: MemoryError" });
     expect(execToolResult("bc", exec({ stdout: "87\n" }))).toEqual({ ok: true, output: "87\n" });
   });
+
+  it("names the sandbox limit that stopped a command, so the attempt is on record", () => {
+    expect(execToolResult("sh", exec({ exitCode: 1, limit: "processes" })).output).toBe("sh exited with code 1 (stopped by the sandbox's processes limit)");
+    expect(execToolResult("sh", exec({ exitCode: 1, limit: "disk", stderr: "No space left on device" })).output).toBe(
+      "sh exited with code 1 (stopped by the sandbox's disk limit): No space left on device",
+    );
+    expect(execToolResult("sh", exec({ exitCode: null, signal: "SIGXCPU", limit: "cpu" }))).toEqual({
+      ok: false,
+      crashed: true,
+      output: "sh was killed by SIGXCPU (stopped by the sandbox's cpu limit)",
+    });
+  });
 });

@@ -32,12 +32,21 @@ export function execToolResult(name: string, r: ExecResult): { output: string; o
     case "ok":
       return { output: r.stdout, ok: true };
     case "failed":
-      return { output: `${name} exited with code ${r.exitCode}${stderr ? `: ${stderr}` : ""}`, ok: false };
+      return { output: `${name} exited with code ${r.exitCode}${stoppedBy(r)}${stderr ? `: ${stderr}` : ""}`, ok: false };
     case "oom":
       return { output: `${name} ran out of memory${stderr ? `: ${stderr}` : ""}`, ok: false, oom: true };
     case "timeout":
       return { output: `${name} was killed after ${Math.round(r.durationMs)} ms (wall-clock limit)`, ok: false, crashed: true };
     case "crashed":
-      return { output: `${name} was killed by ${r.signal}${stderr ? `: ${stderr}` : ""}`, ok: false, crashed: true };
+      return { output: `${name} was killed by ${r.signal}${stoppedBy(r)}${stderr ? `: ${stderr}` : ""}`, ok: false, crashed: true };
   }
+}
+
+/**
+ * The sandbox limit that stopped a command (a fork bomb at the process cap, a disk fill at the
+ * workspace size, a busy loop at the CPU limit), named in the tool's output so that the attempt
+ * is recorded in the trajectory's tool event and the model sees why.
+ */
+function stoppedBy(r: ExecResult): string {
+  return r.limit === "processes" || r.limit === "disk" || r.limit === "cpu" ? ` (stopped by the sandbox's ${r.limit} limit)` : "";
 }

@@ -149,9 +149,12 @@ export function createSweTools(stateOf: (sandbox: Sandbox) => SweProgramState): 
       }
       if (argv[0] !== "node") return { ok: false, output: "run: only node commands are allowed, e.g. node --test test/" };
       const r = await exec(sandbox, [NODE, ...argv.slice(1)], { tool: "run", input });
-      const status = r.timedOut ? "timed out" : r.signal ? `killed by ${r.signal}` : `exit code ${r.exitCode}`;
+      const ended = r.timedOut ? "timed out" : r.signal ? `killed by ${r.signal}` : `exit code ${r.exitCode}`;
+      // A sandbox limit that stopped the command is named, so the attempt is on record in the trajectory.
+      const status = r.limit === "memory" ? `${ended}: out of memory (sandbox memory limit)` : r.limit ? `${ended}: stopped by the sandbox's ${r.limit} limit` : ended;
       const out = [status, r.stdout && `--- stdout ---\n${cap(r.stdout)}`, r.stderr && `--- stderr ---\n${cap(r.stderr)}`].filter(Boolean).join("\n");
-      return { ok: r.exitCode === 0, output: out };
+      // Out of memory ends the program as sandbox_oom (the agent layer reads a crashed, out-of-memory tool).
+      return { ok: r.exitCode === 0, output: out, ...(r.limit === "memory" ? { crashed: true } : {}) };
     },
   };
 
