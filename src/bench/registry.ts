@@ -6,6 +6,7 @@ import { pausingBench } from "./pausing-bench.js";
 import { schedulingBench } from "./scheduling-bench.js";
 import { gatewayBench } from "./gateway-bench.js";
 import { sandboxBench } from "./sandbox-bench.js";
+import { treeBench } from "./tree-bench.js";
 
 const BENCHMARKS: Record<string, Benchmark> = {
   engine: engineBench,
@@ -13,6 +14,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   scheduling: schedulingBench,
   gateway: gatewayBench,
   sandbox: sandboxBench,
+  tree: treeBench,
 };
 
 /** Names of the registered benchmarks. */

@@ -1,0 +1,61 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { syntheticSweBatch } from "../batch/tree/synthetic.js";
+import { Vocab } from "../model/vocab.js";
+import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import { runTreeBench, treeBenchConfig, treeTable } from "./tree-bench.js";
+import { writeRunToStore } from "./tree-bench-store.js";
+
+const dir = mkdtempSync(join(tmpdir(), "arbor-tree-bench-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("arbor bench tree (quick)", () => {
+  it("prints flat and tree rows for the synthetic batch and a run read from SQLite, with equal losses and ratios", async () => {
+    // A finished run in a real SQLite store stands in for .arbor/runs/… (the CLI runs the quickstart when none exists).
+    const storePath = join(dir, "run", "store.sqlite");
+    const store = new SqliteTrajectoryStore(storePath);
+    const run = syntheticSweBatch({ seed: 9, tasks: 2, groupSize: 4, turns: [2, 3], systemTokens: 20, taskTokens: [5, 10], outputTokens: [3, 8], toolTokens: [4, 10], vocab: new Vocab().size });
+    writeRunToStore(store, "fixture-run", run.groups, run.trajectories);
+    store.close();
+
+    const lines: string[] = [];
+    const tables = await runTreeBench({ ...treeBenchConfig(true), storePath }, (l) => lines.push(l));
+    expect(tables).toHaveLength(1);
+    const t = tables[0]!;
+    expect(t.columns).toEqual(["source", "samples", "layout", "tokens", "step (ms)", "loss", "tokens ×", "time ×"]);
+    const col = (name: string) => t.columns.indexOf(name);
+    expect(t.rows.map((r) => [r[col("source")], r[col("layout")]])).toEqual([
+      ["synthetic SWE G=8 (per-call)", "flat"],
+      ["synthetic SWE G=8 (per-call)", "tree"],
+      ["synthetic SWE G=8 (merged)", "flat"],
+      ["synthetic SWE G=8 (merged)", "tree"],
+      ["run fixture-run (per-call)", "flat"],
+      ["run fixture-run (per-call)", "tree"],
+      ["run fixture-run (merged)", "flat"],
+      ["run fixture-run (merged)", "tree"],
+    ]);
+    for (let i = 0; i < t.rows.length; i += 2) {
+      const flat = t.rows[i]!;
+      const tree = t.rows[i + 1]!;
+      expect(flat[col("tokens ×")]).toBe(1);
+      // Shared prompts and growing contexts: the tree runs strictly fewer tokens than flat packing.
+      expect(tree[col("tokens ×")]).toBeGreaterThan(1);
+      expect(tree[col("tokens ×")]).toBe((flat[col("tokens")] as number) / (tree[col("tokens")] as number));
+      expect(tree[col("step (ms)")]).toBeGreaterThan(0);
+      // Exactness shows in the bench too: both layouts compute the same loss.
+      expect(Math.abs((tree[col("loss")] as number) - (flat[col("loss")] as number))).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(flat[col("loss")] as number)));
+    }
+    expect(lines).toHaveLength(8);
+  }, 60_000);
+
+  it("computes ratios as flat / row", () => {
+    const t = treeTable([
+      { source: "s", samples: 2, layout: "flat", tokens: 100, stepMs: 50, loss: 1 },
+      { source: "s", samples: 2, layout: "tree", tokens: 25, stepMs: 20, loss: 1 },
+    ]);
+    expect(t.rows[1]!.slice(-2)).toEqual([4, 2.5]);
+    expect(t.rows[0]!.slice(-2)).toEqual([1, 1]);
+  });
+});

@@ -1,0 +1,201 @@
+// `arbor bench tree`: prefix-tree merging (TECHNIQUES.md §C1) against flat packing on the reference trainer,
+// in one run — tokens run through the model and the time of one trainer step (forward, backward, Adam),
+// on a synthetic SWE-agent-like batch (multi-turn, growing contexts, G = 8) and on the batch of a real
+// Arbor run read from its SQLite store (the quickstart is run first when no run is on disk). Each batch
+// goes through the real batch builder (GRPO) in both sample modes: per-call samples, and merged programs.
+// The loss column shows both layouts computing the same loss.
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { buildTrainingBatch } from "../batch/build-batch.js";
+import { syntheticSweBatch, type SyntheticOptions } from "../batch/tree/synthetic.js";
+import type { TreeBatch } from "../batch/tree/tree-batch.js";
+import type { SampleMode } from "../batch/trajectory-samples.js";
+import { ArborError } from "../core/errors.js";
+import { Rng } from "../core/rng.js";
+import type { Group, Trajectory } from "../core/types.js";
+import { tinyConfig, type TinyLlamaConfig } from "../model/config.js";
+import { Vocab } from "../model/vocab.js";
+import { initWeights } from "../model/weights.js";
+import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import type { Layout } from "../trainer/layouts.js";
+import type { Trainer } from "../trainer/trainer.js";
+import type { Benchmark, BenchTable } from "./bench.js";
+
+export interface TreeBenchConfig {
+  quick: boolean;
+  /** Timed steps per layout (median reported), after `warmup` untimed ones. */
+  steps: number;
+  warmup: number;
+  model: Omit<TinyLlamaConfig, "nVocab" | "rmsEps" | "ropeFreqBase">;
+  synthetic: SyntheticOptions;
+  modes: SampleMode[];
+  /** A run store to read; absent = the newest `<runsDir>/*\/store.sqlite`, else run `quickstart` first. */
+  storePath?: string;
+  runsDir: string;
+  quickstartConfig: string;
+  /** Most programs taken from the real run (its first groups), to bound the step time. */
+  maxRunPrograms: number;
+}
+
+/** The benchmark's workload; `quick` is small enough for tests and smoke runs. */
+export function treeBenchConfig(quick: boolean): TreeBenchConfig {
+  const vocab = new Vocab().size;
+  return {
+    quick,
+    steps: quick ? 1 : 3,
+    warmup: quick ? 0 : 1,
+    model: quick
+      ? { nEmbd: 32, nLayer: 1, nHead: 4, nHeadKv: 2, nFf: 64, contextLength: 4096 }
+      : { nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 4096 },
+    synthetic: quick
+      ? { seed: 1, tasks: 1, groupSize: 8, turns: [2, 3], systemTokens: 40, taskTokens: [10, 30], outputTokens: [4, 12], toolTokens: [8, 24], vocab }
+      : { seed: 1, tasks: 1, groupSize: 8, turns: [3, 5], systemTokens: 120, taskTokens: [60, 120], outputTokens: [10, 40], toolTokens: [20, 80], vocab },
+    modes: ["per-call", "merged"],
+    runsDir: ".arbor/runs",
+    quickstartConfig: "examples/quickstart.yaml",
+    maxRunPrograms: quick ? 8 : 32,
+  };
+}
+
+/** One measured (batch, layout). */
+export interface LayoutRun {
+  source: string;
+  samples: number;
+  layout: Layout;
+  tokens: number;
+  stepMs: number;
+  loss: number;
+}
+
+/** The table: per source, the flat row then the tree row, ratios = flat / row. */
+export function treeTable(runs: readonly LayoutRun[], notes: string[] = []): BenchTable {
+  const flatOf = new Map(runs.filter((r) => r.layout === "flat").map((r) => [r.source, r]));
+  return {
+    title: "prefix-tree merging vs flat packing (reference trainer step: forward + backward + Adam)",
+    columns: ["source", "samples", "layout", "tokens", "step (ms)", "loss", "tokens ×", "time ×"],
+    rows: runs.map((r) => {
+      const flat = flatOf.get(r.source);
+      return [r.source, r.samples, r.layout, r.tokens, r.stepMs, r.loss, flat ? flat.tokens / r.tokens : 1, flat ? flat.stepMs / r.stepMs : 1];
+    }),
+    notes: [
+      "tokens = tokens run through the model (flat: Σ sample lengths; tree: trie nodes); × = flat / row",
+      "tree attention runs per maximal chain over its ancestors, so attention FLOPs shrink less than tokens",
+      ...notes,
+    ],
+  };
+}
+
+function median(xs: number[]): number {
+  const s = xs.slice().sort((a, b) => a - b);
+  return s[Math.floor((s.length - 1) / 2)] as number;
+}
+
+/** Time `steps` trainer steps of `batch`, starting from the initial weights (so every layout sees the same numbers). */
+function measure(cfg: TreeBenchConfig, tr: Trainer, initial: ReturnType<typeof initWeights>, batch: TreeBatch): { ms: number; loss: number; tokens: number } {
+  tr.model.assign(initial);
+  for (let i = 0; i < cfg.warmup; i++) tr.step(batch);
+  const times: number[] = [];
+  let loss = Number.NaN;
+  let tokens = 0;
+  for (let i = 0; i < cfg.steps; i++) {
+    const t0 = performance.now();
+    const r = tr.step(batch);
+    times.push(performance.now() - t0);
+    if (i === 0) loss = r.loss;
+    tokens = r.tokens;
+  }
+  return { ms: median(times), loss, tokens };
+}
+
+/** The newest `store.sqlite` under `runsDir`, if any. */
+export function findRunStore(runsDir: string): string | undefined {
+  if (!existsSync(runsDir)) return undefined;
+  const stores = readdirSync(runsDir)
+    .map((d) => join(runsDir, d, "store.sqlite"))
+    .filter((p) => existsSync(p))
+    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
+  return stores[0];
+}
+
+/** Trajectories and groups of the newest run in `storePath` with rewarded programs, capped at `maxPrograms`. */
+export function readRunBatch(storePath: string, maxPrograms: number): { runId: string; trajectories: Trajectory[]; groups: Group[] } {
+  const store = new SqliteTrajectoryStore(storePath);
+  try {
+    for (const run of store.listRuns().reverse()) {
+      const trajectories = store.listTrajectories(run.id);
+      const rewarded = new Map(trajectories.filter((t) => t.reward !== undefined && t.calls.length > 0).map((t) => [t.program.id, t]));
+      const groups: Group[] = [];
+      let programs = 0;
+      for (const g of store.listGroups(run.id)) {
+        if (g.programIds.length === 0 || !g.programIds.every((p) => rewarded.has(p))) continue;
+        if (programs + g.programIds.length > maxPrograms && groups.length > 0) break;
+        groups.push(g);
+        programs += g.programIds.length;
+      }
+      if (groups.length > 0) {
+        const keep = new Set(groups.flatMap((g) => g.programIds));
+        return { runId: run.id, groups, trajectories: [...rewarded.values()].filter((t) => keep.has(t.program.id)) };
+      }
+    }
+  } finally {
+    store.close();
+  }
+  throw new ArborError(`tree bench: no run in ${storePath} has a fully rewarded group`, "bench");
+}
+
+async function realRunStore(cfg: TreeBenchConfig, log: (line: string) => void): Promise<string> {
+  if (cfg.storePath) return cfg.storePath;
+  const found = findRunStore(cfg.runsDir);
+  if (found) return found;
+  log(`no run store under ${cfg.runsDir}: running ${cfg.quickstartConfig} first`);
+  const { loadRunConfig } = await import("../core/config.js");
+  const { runIteration } = await import("../cli/run.js");
+  const summary = await runIteration(loadRunConfig(resolve(cfg.quickstartConfig)), { progress: false, log });
+  return summary.storePath;
+}
+
+/** Run the benchmark. */
+export async function runTreeBench(cfg: TreeBenchConfig, log: (line: string) => void): Promise<BenchTable[]> {
+  const sources: { name: string; trajectories: readonly Trajectory[]; groups: readonly Group[] }[] = [];
+  const syn = syntheticSweBatch(cfg.synthetic);
+  sources.push({ name: `synthetic SWE G=${cfg.synthetic.groupSize ?? 8}`, ...syn });
+  const storePath = await realRunStore(cfg, log);
+  const run = readRunBatch(storePath, cfg.maxRunPrograms);
+  sources.push({ name: `run ${run.runId}`, trajectories: run.trajectories, groups: run.groups });
+
+  const batches = sources.flatMap((s) =>
+    cfg.modes.map((mode) => ({ source: `${s.name} (${mode})`, tree: buildTrainingBatch({ id: s.name, trajectories: s.trajectories, groups: s.groups, estimator: "grpo", mode }).tree })),
+  );
+  let maxToken = 0;
+  for (const b of batches) for (const t of b.tree.tree.tokens) maxToken = Math.max(maxToken, t);
+  const config = tinyConfig({ ...cfg.model, nVocab: Math.max(new Vocab().size, maxToken + 1) });
+
+  // tfjs loads on demand: importing it costs every `arbor` command ~1-2 s otherwise.
+  const { Trainer } = await import("../trainer/trainer.js");
+  const initial = initWeights(config, new Rng(1));
+  const trainers = new Map<Layout, Trainer>();
+  const runs: LayoutRun[] = [];
+  try {
+    for (const layout of ["flat", "tree"] as const) trainers.set(layout, await Trainer.create(config, initial, { layout }));
+    for (const b of batches) {
+      if (b.tree.tree.terms.node.length === 0) {
+        log(`${b.source}: no trainable tokens, skipped`);
+        continue;
+      }
+      for (const layout of ["flat", "tree"] as const) {
+        const m = measure(cfg, trainers.get(layout) as Trainer, initial, b.tree);
+        runs.push({ source: b.source, samples: b.tree.stats.samples, layout, tokens: m.tokens, stepMs: m.ms, loss: m.loss });
+        log(`${b.source} ${layout}: ${m.tokens} tokens, ${m.ms.toFixed(0)} ms/step`);
+      }
+    }
+  } finally {
+    for (const tr of trainers.values()) tr.dispose();
+  }
+  return [treeTable(runs, [`model: nEmbd ${config.nEmbd}, ${config.nLayer} layers, ${config.nHead} heads; real run from ${storePath}`])];
+}
+
+export const treeBench: Benchmark = {
+  name: "tree",
+  description: "prefix-tree merging vs flat packing: tokens and reference-trainer step time (synthetic SWE batch and a real run)",
+  run: (o) => runTreeBench(treeBenchConfig(o.quick), o.log),
+};

@@ -1,0 +1,220 @@
+// The reference trainer: the tiny llama policy on tfjs (wasm), one optimizer step per packed batch —
+// term logprobs in the tree (or flat) layout, the batch's loss (policy-gradient LossSpec or SFT),
+// gradients of every parameter, global-norm clipping, Adam — and versioned GGUF checkpoints for the
+// engines. The policy version advances by one per applied step.
+import * as tf from "@tensorflow/tfjs";
+import type { Clock } from "../core/clock.js";
+import { ArborError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import { referenceLoss, type LossSpec } from "../batch/estimators/loss-spec.js";
+import type { PackedTree } from "../batch/tree/packed-tree.js";
+import type { TinyLlamaConfig } from "../model/config.js";
+import { configFromGguf, readGguf } from "../model/gguf.js";
+import type { Vocab } from "../model/vocab.js";
+import type { Tensor } from "../model/weights.js";
+import { writeCheckpoint, type CheckpointManifest } from "./checkpoint.js";
+import { clipByGlobalNorm } from "./grad-clip.js";
+import { layoutTokens, termLogprobs, type Layout } from "./layouts.js";
+import { policyLoss, sftLoss } from "./losses.js";
+import { tfWasm } from "./tf-runtime.js";
+import { TinyLlama } from "./tiny-llama.js";
+
+/** One training batch: a packed tree (K's layout) and how to score its terms. */
+export interface TrainBatch {
+  tree: PackedTree;
+  /** Ratio unit of each term (see batch/tree/tree-batch.ts); may be omitted for ratio "token" and SFT. */
+  termUnit?: Int32Array;
+  /** A policy-gradient loss, or "sft" for cross-entropy on the terms' targets weighted by `weight`. */
+  loss: LossSpec | "sft";
+}
+
+export interface TrainerOptions {
+  /** Adam learning rate (default 1e-3). */
+  lr?: number;
+  beta1?: number;
+  beta2?: number;
+  epsilon?: number;
+  /** Global gradient-norm limit (default 1; Infinity disables clipping). */
+  maxGradNorm?: number;
+  /** Batch layout for `step` (default "tree"). */
+  layout?: Layout;
+  /** Policy version of the initial weights (default 0). */
+  version?: number;
+  clock?: Clock;
+}
+
+/** What one step did. */
+export interface StepResult {
+  loss: number;
+  /** Global gradient norm before clipping. */
+  gradNorm: number;
+  /** Tokens run through the model (tree nodes, or the sum of sample lengths in the flat layout). */
+  tokens: number;
+  terms: number;
+  /** Wall time of the step on the trainer's clock. */
+  ms: number;
+  clipFraction: number;
+  maskedUnits: number;
+  /** Policy version after the step. */
+  version: number;
+}
+
+/** Loss, term logprobs and per-parameter gradients of a batch, without updating anything. */
+export interface BatchGradients {
+  loss: number;
+  logprobs: Float32Array;
+  /** Gradient of each parameter, by GGUF name. */
+  grads: Map<string, Float32Array>;
+}
+
+/** The reference trainer. Create with {@link Trainer.create} or {@link Trainer.fromGguf}; `dispose()` when done. */
+export class Trainer {
+  readonly model: TinyLlama;
+  private readonly optimizer: tf.AdamOptimizer;
+  private readonly clock: Clock;
+  private readonly maxGradNorm: number;
+  private readonly layout: Layout;
+  private steps = 0;
+  private currentVersion: number;
+
+  private constructor(config: TinyLlamaConfig, tensors: readonly Tensor[], opts: TrainerOptions) {
+    const lr = opts.lr ?? 1e-3;
+    if (!(lr > 0)) throw new ArborError(`trainer: lr must be > 0, got ${lr}`, "config");
+    this.maxGradNorm = opts.maxGradNorm ?? 1;
+    if (!(this.maxGradNorm > 0)) throw new ArborError(`trainer: maxGradNorm must be > 0, got ${this.maxGradNorm}`, "config");
+    this.layout = opts.layout ?? "tree";
+    this.currentVersion = opts.version ?? 0;
+    this.clock = opts.clock ?? realClock;
+    this.model = new TinyLlama(config, tensors);
+    this.optimizer = tf.train.adam(lr, opts.beta1 ?? 0.9, opts.beta2 ?? 0.999, opts.epsilon ?? 1e-8);
+  }
+
+  /** A trainer over the given weights (initialises the wasm back-end first). */
+  static async create(config: TinyLlamaConfig, tensors: readonly Tensor[], opts: TrainerOptions = {}): Promise<Trainer> {
+    await tfWasm();
+    return new Trainer(config, tensors, opts);
+  }
+
+  /** A trainer starting from a GGUF checkpoint; its version is the file's `arbor.policy_version` unless given. */
+  static async fromGguf(path: string, opts: TrainerOptions = {}): Promise<Trainer> {
+    const file = readGguf(path);
+    const stored = file.metadata.get("arbor.policy_version");
+    const version = opts.version ?? (typeof stored === "number" ? stored : 0);
+    return Trainer.create(configFromGguf(file.metadata), file.tensors, { ...opts, version });
+  }
+
+  get config(): TinyLlamaConfig {
+    return this.model.config;
+  }
+
+  /** Policy version of the current weights. */
+  get version(): number {
+    return this.currentVersion;
+  }
+
+  /** Optimizer steps applied. */
+  get stepCount(): number {
+    return this.steps;
+  }
+
+  /** Term logprobs of `tree` under the current weights (no gradient, no update). */
+  logprobs(tree: PackedTree, layout: Layout = this.layout): Float32Array {
+    return tf.tidy(() => termLogprobs(this.model, tree, layout).dataSync() as Float32Array).slice();
+  }
+
+  /** Loss and gradients of every parameter for `batch` in `layout`; the weights are not changed. */
+  gradients(batch: TrainBatch, layout: Layout = this.layout): BatchGradients {
+    const { value, grads, logprobs } = this.lossAndGrads(batch, layout);
+    const out = new Map<string, Float32Array>();
+    for (const [name, g] of Object.entries(grads)) {
+      out.set(this.model.nameOf(name), Float32Array.from(g.dataSync() as Float32Array));
+      g.dispose();
+    }
+    const loss = value.dataSync()[0] as number;
+    value.dispose();
+    return { loss, logprobs, grads: out };
+  }
+
+  /** One optimizer step on `batch`: loss, gradients, global-norm clip, Adam; the version advances by one. */
+  step(batch: TrainBatch): StepResult {
+    const start = this.clock.now();
+    const { value, grads, logprobs } = this.lossAndGrads(batch, this.layout);
+    const loss = value.dataSync()[0] as number;
+    value.dispose();
+    let clipped: tf.NamedTensorMap;
+    let gradNorm: number;
+    try {
+      ({ norm: gradNorm, grads: clipped } = clipByGlobalNorm(grads, this.maxGradNorm));
+    } catch (err) {
+      tf.dispose(grads);
+      throw err;
+    }
+    this.optimizer.applyGradients(Object.entries(clipped).map(([name, tensor]) => ({ name, tensor })));
+    tf.dispose(clipped);
+    this.steps++;
+    this.currentVersion++;
+    const stats = batch.loss === "sft" ? { clipFraction: 0, maskedUnits: 0 } : referenceLoss(batch.loss, this.lossInput(batch, logprobs));
+    return {
+      loss,
+      gradNorm,
+      tokens: layoutTokens(batch.tree, this.layout),
+      terms: batch.tree.terms.node.length,
+      ms: this.clock.now() - start,
+      clipFraction: stats.clipFraction,
+      maskedUnits: stats.maskedUnits,
+      version: this.currentVersion,
+    };
+  }
+
+  /** Publish the current weights as `policy-v{version}.gguf` in `dir` and update its manifest. */
+  checkpoint(dir: string, vocab: Vocab, keep?: number): { path: string; manifest: CheckpointManifest } {
+    return writeCheckpoint({
+      dir,
+      version: this.currentVersion,
+      config: this.config,
+      vocab,
+      tensors: this.model.toTensors(),
+      steps: this.steps,
+      now: this.clock.now(),
+      ...(keep === undefined ? {} : { keep }),
+    });
+  }
+
+  /** Free the weights and optimizer state. */
+  dispose(): void {
+    this.optimizer.dispose();
+    this.model.dispose();
+  }
+
+  private lossInput(batch: TrainBatch, logprob: Float32Array) {
+    const t = batch.tree.terms;
+    return { logprob, oldLogprob: t.oldLogprob, advantage: t.advantage, weight: t.weight, unit: this.units(batch) };
+  }
+
+  private units(batch: TrainBatch): Int32Array {
+    const n = batch.tree.terms.node.length;
+    if (batch.termUnit) {
+      if (batch.termUnit.length !== n) throw new ArborError(`trainer: termUnit has ${batch.termUnit.length} entries for ${n} terms`, "trainer");
+      return batch.termUnit;
+    }
+    if (batch.loss !== "sft" && batch.loss.ratio !== "token") {
+      throw new ArborError(`trainer: a '${batch.loss.ratio}' ratio needs the batch's termUnit`, "trainer");
+    }
+    return Int32Array.from({ length: n }, (_, i) => i);
+  }
+
+  private lossAndGrads(batch: TrainBatch, layout: Layout): { value: tf.Scalar; grads: tf.NamedTensorMap; logprobs: Float32Array } {
+    const unit = this.units(batch);
+    if (batch.tree.terms.node.length === 0) throw new ArborError("trainer: the batch has no loss terms (every token is masked)", "trainer");
+    let logprobs = new Float32Array(0);
+    const { value, grads } = tf.variableGrads(() => {
+      const lp = termLogprobs(this.model, batch.tree, layout);
+      logprobs = Float32Array.from(lp.dataSync() as Float32Array);
+      const t = batch.tree.terms;
+      return batch.loss === "sft"
+        ? sftLoss(lp, t.weight)
+        : policyLoss(batch.loss, lp, { oldLogprob: t.oldLogprob, advantage: t.advantage, weight: t.weight, unit, trainerOldLogprob: logprobs });
+    }, [...this.model.params.values()]);
+    return { value, grads, logprobs };
+  }
+}
