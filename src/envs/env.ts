@@ -5,7 +5,7 @@ import type { ChatMessage, ToolEvent } from "../core/types.js";
 import type { HygieneViolation } from "../sandbox/hygiene/access-policy.js";
 import type { CleanupReport } from "../sandbox/hygiene/clean-artifacts.js";
 import type { UnverifiedRun } from "../sandbox/hygiene/monitor.js";
-import type { Sandbox } from "../sandbox/sandbox.js";
+import type { ExecOptions, ExecResult, Sandbox } from "../sandbox/sandbox.js";
 import type { EnvVariant } from "./variants.js";
 
 export interface Task {
@@ -94,4 +94,10 @@ export interface Environment {
   readonly hygiene?: HygieneConfig;
   /** Hygiene events recorded for the program running in `sandbox`. */
   hygieneRecord?(sandbox: Sandbox): HygieneRecord;
+  /**
+   * Run a black-box agent's whole command in `sandbox` watched like the env's own tools (e.g. under
+   * its hygiene monitor), so what it does lands in `hygieneRecord`; `origin` names the run there.
+   * Absent: black boxes run with plain `sandbox.exec`.
+   */
+  agentExec?(sandbox: Sandbox, argv: string[], opts: ExecOptions, origin: { tool: string; input: string }): Promise<ExecResult>;
 }

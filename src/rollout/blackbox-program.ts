@@ -12,8 +12,8 @@ import { runBlackBox, type BlackBoxOutcome } from "../agents/blackbox/blackbox-r
 import type { RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import type { ContextEvent, Termination, ToolEvent } from "../core/types.js";
-import type { Task } from "../envs/env.js";
-import type { Sandbox } from "../sandbox/sandbox.js";
+import type { Environment, Task } from "../envs/env.js";
+import type { ExecOptions, Sandbox } from "../sandbox/sandbox.js";
 
 /** Tool name of the event recording a black-box run (the `arbor:` prefix: not a model's tool call). */
 export const BLACKBOX_EVENT_TOOL = "arbor:blackbox_run";
@@ -46,13 +46,18 @@ export interface BlackBoxProgramOptions {
   /** The model the gateway serves, handed over as OPENAI_MODEL (the spec's env may override it). */
   model: string;
   task: Task;
-  /** maxTurns bounds the model calls and maxTotalTokens the generated tokens (enforced by the proxy). */
+  /** maxTurns bounds the model calls, maxTokensPerCall each call and maxTotalTokens all of them (enforced by the proxy). */
   limits: AgentLimits;
+  /**
+   * The environment, when it watches agents' commands (`agentExec`, e.g. swe-mini's hygiene
+   * monitor): the whole command then runs under it and its violations are the program's.
+   */
+  env?: Pick<Environment, "agentExec">;
   /** Environment of the program's variant (e.g. TZ); the spec's own env wins on a clash. */
   variantEnv?: Record<string, string>;
   /** Model calls the gateway recorded for the program so far (the run's event follows the last). */
   recordedCalls: () => number;
-  /** Aborting kills the command (the sandbox goes with it) and ends the program as `aborted`. */
+  /** Aborting kills the command's process tree (the sandbox goes with it) and ends the program as `aborted`. */
   signal?: AbortSignal;
 }
 
@@ -127,10 +132,10 @@ export async function runBlackBoxProgram(o: BlackBoxProgramOptions): Promise<Bla
     const copy = await readFile(join(o.sandbox.hostWorkspace, path));
     shipped.push({ path, sha256: sha256(copy), bytes: copy.length });
   }
-  // The runner has no cancel of its own: tearing the sandbox down kills the command and ends its exec.
-  const onAbort = (): void => void o.sandbox.destroy().catch(() => undefined);
   if (o.signal?.aborted) throw new ArborError("black-box agent: run aborted before the command started", "aborted");
-  o.signal?.addEventListener("abort", onAbort, { once: true });
+  // Named like the run's event, so hygiene records attribute violations to it (judgeProgram).
+  const origin = { tool: BLACKBOX_EVENT_TOOL, input: JSON.stringify(o.spec.command) };
+  const agentExec = o.env?.agentExec?.bind(o.env);
   const run = await runBlackBox({
     sandbox: o.sandbox,
     programId: o.programId,
@@ -142,16 +147,17 @@ export async function runBlackBoxProgram(o: BlackBoxProgramOptions): Promise<Bla
     ...(o.spec.wallMs === undefined ? {} : { wallMs: o.spec.wallMs }),
     maxCalls: o.limits.maxTurns,
     maxTotalTokens: o.limits.maxTotalTokens,
-  }).finally(() => o.signal?.removeEventListener("abort", onAbort));
-  const termination: Termination = o.signal?.aborted
-    ? { kind: "aborted", detail: `run aborted: ${o.signal.reason instanceof Error ? o.signal.reason.message : String(o.signal.reason)}` }
-    : run.termination;
+    maxTokensPerCall: o.limits.maxTokensPerCall,
+    ...(agentExec ? { exec: (sandbox: Sandbox, argv: string[], opts: ExecOptions) => agentExec(sandbox, argv, opts, origin) } : {}),
+    ...(o.signal ? { signal: o.signal } : {}),
+  });
+  const termination: Termination = run.termination;
   const calls = o.recordedCalls();
   const event: ToolEvent = {
     programId: o.programId,
     callIndex: Math.max(0, calls - 1),
     tool: BLACKBOX_EVENT_TOOL,
-    input: JSON.stringify(o.spec.command),
+    input: origin.input,
     output: JSON.stringify({
       termination,
       exitCode: run.exitCode,

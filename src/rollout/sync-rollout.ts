@@ -87,14 +87,15 @@ export async function runSyncRollout(o: RolloutOptions): Promise<{ groups: Group
 }
 
 /** A program that has ended (termination recorded, sandbox gone) and waits for its reward. */
-interface EndedProgram {
+export interface EndedProgram {
   result: Omit<ProgramResult, "reward">;
   ctx: RewardContext;
   /** The environment's hygiene rules zero this program's reward. */
   zeroReward: boolean;
 }
 
-async function rewardProgram(o: RolloutOptions, group: Group, ended: EndedProgram): Promise<ProgramResult> {
+/** Compute and store an ended program's reward (zeroed when the env's hygiene rules say so). */
+export async function rewardProgram(o: RolloutOptions, group: Group, ended: EndedProgram): Promise<ProgramResult> {
   const computed = await o.reward(group, ended.ctx);
   // A zeroed reward keeps its components for analysis, but no per-call step reward may survive it.
   const reward = ended.zeroReward
@@ -104,7 +105,12 @@ async function rewardProgram(o: RolloutOptions, group: Group, ended: EndedProgra
   return { ...ended.result, reward };
 }
 
-async function runProgram(o: RolloutOptions, task: Task, group: Group, programId: string, sampleIndex: number): Promise<EndedProgram> {
+/**
+ * Run one program of `group` to its end (gateway key, sandbox, agent, env check, termination), as
+ * the sync and async rollouts share it; an aborted `o.signal` ends it as `aborted`. Never throws for
+ * the program's own failures: they become its recorded termination.
+ */
+export async function runProgram(o: RolloutOptions, task: Task, group: Group, programId: string, sampleIndex: number): Promise<EndedProgram> {
   const program: Program = {
     id: programId,
     runId: o.runId,
@@ -140,6 +146,8 @@ async function runProgram(o: RolloutOptions, task: Task, group: Group, programId
             apiKey,
             model: o.model,
             task,
+            // The environment's traced exec: hygiene rules hold for black boxes as for white-box tools.
+            env: o.env,
             limits: o.limits,
             ...(variant?.env ? { variantEnv: variant.env } : {}),
             recordedCalls: () => o.store.getTrajectory(programId)?.calls.length ?? 0,

@@ -12,14 +12,18 @@ import { createBwrapProvider, type BwrapProvider } from "../../sandbox/bwrap.js"
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../markup.js";
 import { startTestStack, type TestStack } from "../test-stack.js";
 import { runBlackBox, type BlackBoxOptions } from "./blackbox-runner.js";
+import { LAUNCHER_STDERR_BYTES } from "./launcher-source.js";
 
 const AGENT_PATH = join(import.meta.dirname, "../../../examples/blackbox-agent/agent.mjs");
 const shipped = readFileSync(AGENT_PATH);
 const sha = (b: Buffer | Uint8Array) => createHash("sha256").update(b).digest("hex");
 
 let failNext = false;
+/** Called on every model call (the abort test stops the run from there, mid-episode). */
+let onModelCall: (() => void) | undefined;
 /** Golden play: a calc call in native form, then "Answer: <tool output>". */
 function script(p: string): string {
+  onModelCall?.();
   if (failNext) throw new Error("engine down");
   const tool = /<\|tool\|>([^<]*)<\|end\|><\|assistant\|>$/.exec(p);
   if (tool) return `Answer: ${tool[1]}`;
@@ -192,6 +196,65 @@ describe("runBlackBox isolation and terminations", () => {
     expect(out.proxy).toMatchObject({ forwarded: 1, refused: 2 });
   });
 
+  it("holds every call to maxTokensPerCall whatever max_tokens the agent asks for (or refuses it, naming the field)", async () => {
+    const ask = `
+      const call = (body) => fetch(process.env.OPENAI_BASE_URL + "/chat/completions", {
+        method: "POST", headers: { "content-type": "application/json", authorization: "Bearer " + process.env.OPENAI_API_KEY },
+        body: JSON.stringify({ model: "arbor-tiny", messages: [{ role: "user", content: "What is 6*7?" }], ...body }),
+      }).then(async (r) => ({ status: r.status, body: await r.json() }));
+      (async () => {
+        const asked = await call({ max_tokens: 4000 });
+        const unset = await call({});
+        const out = (r) => r.status === 200 ? [r.body.usage.completion_tokens, r.body.choices[0].finish_reason] : [r.status, r.body.error.param, r.body.error.message];
+        console.log(JSON.stringify([out(asked), out(unset)]));
+      })();
+    `;
+    const clamped = await blackBox(["/usr/bin/node", "-e", ask], { maxTokensPerCall: 3 });
+    expect(clamped.out.termination).toEqual({ kind: "completed" });
+    expect(JSON.parse(clamped.out.stdout)).toEqual([[3, "length"], [3, "length"]]);
+    expect(stack.store.getTrajectory(clamped.id)!.calls.map((c) => c.outputTokenIds.length)).toEqual([3, 3]);
+    expect(clamped.out.proxy).toMatchObject({ forwarded: 2, clampedCalls: 1, cappedCalls: 1 });
+
+    const refused = await blackBox(["/usr/bin/node", "-e", ask], { maxTokensPerCall: 3, overCap: "refuse" });
+    expect(JSON.parse(refused.out.stdout)).toEqual([
+      [400, "max_tokens", "max_tokens: 4000 is above this program's per-call limit of 3 tokens (agent.maxTokensPerCall)"],
+      [3, "length"],
+    ]);
+    expect(stack.store.getTrajectory(refused.id)!.calls).toHaveLength(1);
+  });
+
+  it("ends as aborted when the signal fires mid-run: the agent's whole process tree is killed, escapees included", async () => {
+    // The agent leaves a setsid'd grandchild behind, makes one model call, then waits far past the wall limit.
+    const agent = `
+      const { spawn } = require("node:child_process");
+      spawn("/usr/bin/setsid", ["/bin/sleep", "600"], { detached: true, stdio: "ignore" }).unref();
+      fetch(process.env.OPENAI_BASE_URL + "/chat/completions", {
+        method: "POST", headers: { "content-type": "application/json", authorization: "Bearer " + process.env.OPENAI_API_KEY },
+        body: JSON.stringify({ model: "arbor-tiny", messages: [{ role: "user", content: "What is 1+1?" }], max_tokens: 8 }),
+      }).then(() => setTimeout(() => {}, 600_000));
+    `;
+    const ac = new AbortController();
+    onModelCall = () => ac.abort(new Error("received SIGINT"));
+    const id = "bb/abort";
+    const apiKey = await stack.register(id);
+    const sandbox = await provider.create(id);
+    let out;
+    try {
+      out = await runBlackBox({ sandbox, programId: id, gatewayUrl: stack.gatewayUrl, apiKey, command: ["/usr/bin/node", "-e", agent], wallMs: 15_000, signal: ac.signal });
+    } finally {
+      onModelCall = undefined;
+      await sandbox.destroy();
+    }
+    expect(out.termination).toEqual({ kind: "aborted", detail: "run aborted: received SIGINT" });
+    // Killed by the abort, not by the wall-clock limit; the launcher never reported an exit.
+    expect(out.exec.timedOut).toBe(false);
+    expect(out.exitCode).toBeNull();
+    expect(provider.liveCount).toBe(0);
+    await expect(runBlackBox({ sandbox, programId: id, gatewayUrl: stack.gatewayUrl, apiKey, command: ["/bin/true"], signal: ac.signal })).rejects.toThrow(
+      /run aborted before the command started: received SIGINT/,
+    );
+  });
+
   it("ends as timeout past the wall-clock limit, sandbox_oom when memory runs out, agent_error on a failing command", async () => {
     const slow = await blackBox(["/bin/sleep", "30"], { wallMs: 1500 });
     expect(slow.out.termination.kind).toBe("timeout");
@@ -203,6 +266,12 @@ describe("runBlackBox isolation and terminations", () => {
     const bad = await blackBox(["/bin/sh", "-c", "echo broken >&2; exit 3"]);
     expect(bad.out.termination).toEqual({ kind: "agent_error", detail: "exit 3: broken" });
     expect(bad.out.stderr).toBe("broken\n");
+
+    // 2 MiB of stderr is past the sandbox's output cap: the launcher keeps its report line inside it.
+    const noisy = await blackBox(["/bin/sh", "-c", "head -c 2097152 /dev/zero | tr '\\0' x >&2; echo out"]);
+    expect(noisy.out.termination).toEqual({ kind: "completed" });
+    expect(noisy.out.stdout).toBe("out\n");
+    expect(noisy.out.stderr).toBe(`${"x".repeat(LAUNCHER_STDERR_BYTES)}\n[arbor: ${2097152 - LAUNCHER_STDERR_BYTES} more bytes of stderr dropped]\n`);
 
     const missing = await blackBox(["/nonexistent/agent"]);
     expect(missing.out.termination.kind).toBe("agent_error");

@@ -7,17 +7,25 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ArborError } from "../../core/errors.js";
 import type { Termination } from "../../core/types.js";
-import type { ExecResult, Sandbox } from "../../sandbox/sandbox.js";
+import type { ExecOptions, ExecResult, Sandbox } from "../../sandbox/sandbox.js";
 import { classifyExec, mentionsOutOfMemory } from "../sandbox-outcome.js";
 import { GatewayProxy, type ProxyStats } from "./gateway-proxy.js";
 import { LAUNCHER_MARK, LAUNCHER_SOURCE } from "./launcher-source.js";
 import { copyNodePackages } from "./node-packages.js";
+import type { OverCapPolicy } from "./token-cap.js";
 
 /** Arbor's directory in the workspace (owned by the host user: the sandbox can read, not change it). */
 export const ARBOR_DIR = ".arbor";
 /** Port of the forwarder inside the sandbox's own network namespace (no clash: each exec has its own). */
 export const DEFAULT_FORWARD_PORT = 47080;
 const NODE = "/usr/bin/node";
+
+/**
+ * How the launcher (and with it the whole agent process tree) is run in the sandbox. The
+ * environment supplies one that watches the run like its own tools (e.g. traced by its hygiene
+ * monitor); the default is the plain `sandbox.exec`.
+ */
+export type AgentExec = (sandbox: Sandbox, argv: string[], opts: ExecOptions) => Promise<ExecResult>;
 
 export interface BlackBoxOptions {
   sandbox: Sandbox;
@@ -39,6 +47,17 @@ export interface BlackBoxOptions {
   maxCalls?: number;
   /** Generated tokens allowed; once reached, the next call is refused and the program ends as `max_tokens`. */
   maxTotalTokens?: number;
+  /** Tokens one model call may generate (agent.maxTokensPerCall), enforced by the proxy on every request. */
+  maxTokensPerCall?: number;
+  /** A request asking for more than maxTokensPerCall is lowered to it ("clamp", default) or refused with 400 ("refuse"). */
+  overCap?: OverCapPolicy;
+  /** Runs the launcher in the sandbox (default `sandbox.exec`); see {@link AgentExec}. */
+  exec?: AgentExec;
+  /**
+   * Aborting kills the agent's whole process tree (by tearing the sandbox down: the sandbox is the
+   * one thing that reliably holds every process the agent started) and ends the run as `aborted`.
+   */
+  signal?: AbortSignal;
   /** Forwarder port inside the sandbox (default 47080). */
   port?: number;
   /**
@@ -67,9 +86,10 @@ interface LauncherReport {
   error?: string;
 }
 
-/** Run one black-box program to its end. Throws only if the run cannot be set up at all. */
+/** Run one black-box program to its end. Throws only if the run cannot be set up at all (or was aborted before it started). */
 export async function runBlackBox(o: BlackBoxOptions): Promise<BlackBoxOutcome> {
   if (o.command.length === 0) throw new ArborError("blackbox: command must not be empty", "config");
+  if (o.signal?.aborted) throw new ArborError(`blackbox: run aborted before the command started: ${reasonOf(o.signal)}`, "aborted");
   const ws = o.sandbox.hostWorkspace;
   const dir = join(ws, ARBOR_DIR);
   await mkdir(dir, { recursive: true, mode: 0o755 });
@@ -83,12 +103,19 @@ export async function runBlackBox(o: BlackBoxOptions): Promise<BlackBoxOutcome> 
     programId: o.programId,
     ...(o.maxCalls === undefined ? {} : { maxCalls: o.maxCalls }),
     ...(o.maxTotalTokens === undefined ? {} : { maxTotalTokens: o.maxTotalTokens }),
+    ...(o.maxTokensPerCall === undefined ? {} : { maxTokensPerCall: o.maxTokensPerCall }),
+    ...(o.overCap === undefined ? {} : { overCap: o.overCap }),
   });
   await proxy.start();
+  // No per-exec kill in the Sandbox interface, and an agent may setsid/double-fork out of any
+  // process group: destroying the sandbox is what ends every process it started.
+  const onAbort = (): void => void o.sandbox.destroy().catch(() => undefined);
+  o.signal?.addEventListener("abort", onAbort, { once: true });
   let exec: ExecResult;
   try {
     const port = String(o.port ?? DEFAULT_FORWARD_PORT);
-    exec = await o.sandbox.exec([NODE, `/workspace/${ARBOR_DIR}/launch.mjs`, port, `/workspace/${ARBOR_DIR}/gateway.sock`, "--", ...o.command], {
+    const run = o.exec ?? ((sb: Sandbox, argv: string[], opts: ExecOptions) => sb.exec(argv, opts));
+    exec = await run(o.sandbox, [NODE, `/workspace/${ARBOR_DIR}/launch.mjs`, port, `/workspace/${ARBOR_DIR}/gateway.sock`, "--", ...o.command], {
       env: {
         ...(o.env ?? {}),
         ...(o.nodeWasmWorkaround === false ? {} : { NODE_OPTIONS: nodeOptions(o.env?.NODE_OPTIONS) }),
@@ -97,12 +124,22 @@ export async function runBlackBox(o: BlackBoxOptions): Promise<BlackBoxOutcome> 
       },
       ...(o.wallMs === undefined ? {} : { wallMs: o.wallMs }),
     });
+  } catch (e) {
+    // Killed with its sandbox: the exec (or the trace read after it) may fail instead of returning.
+    if (!o.signal?.aborted) throw e;
+    exec = { exitCode: null, signal: "SIGKILL", stdout: "", stderr: "", timedOut: false, durationMs: 0 };
   } finally {
+    o.signal?.removeEventListener("abort", onAbort);
     await proxy.close();
   }
   const { report, stderr } = splitReport(exec.stderr);
   const out = { exitCode: report?.code ?? null, signal: report?.signal ?? null, stdout: exec.stdout, stderr, proxy: { ...proxy.stats }, exec };
-  return { termination: terminationOf(exec, report, stderr, proxy.stats, o), ...out };
+  const termination: Termination = o.signal?.aborted ? { kind: "aborted", detail: `run aborted: ${reasonOf(o.signal)}` } : terminationOf(exec, report, stderr, proxy.stats, o);
+  return { termination, ...out };
+}
+
+function reasonOf(signal: AbortSignal): string {
+  return signal.reason instanceof Error ? signal.reason.message : String(signal.reason);
 }
 
 /**

@@ -75,7 +75,7 @@ describe("GatewayProxy", () => {
     const over = await request(clientPath, "POST", `${own}/chat/completions`, "{}");
     expect(over.status).toBe(429);
     expect(JSON.parse(over.text).error.message).toBe("program run/g0/s1 reached its limit of 2 model calls");
-    expect(proxy.stats).toEqual({ forwarded: 3, refused: 6, callLimitHit: true, tokenLimitHit: false, generatedTokens: 0, lastStatus: 200, upstreamFailures: 0 });
+    expect(proxy.stats).toEqual({ forwarded: 3, refused: 6, callLimitHit: true, tokenLimitHit: false, generatedTokens: 0, lastStatus: 200, upstreamFailures: 0, clampedCalls: 0, cappedCalls: 0 });
     await proxy.close();
     closeSync(fd);
     expect(existsSync(socketPath)).toBe(false);
@@ -98,6 +98,41 @@ describe("GatewayProxy", () => {
     expect(up.stats).toMatchObject({ lastStatus: 500, upstreamFailures: 1 });
     await up.close();
     expect(() => new GatewayProxy({ socketPath, gatewayUrl: "https://x", programId: "p" })).toThrow(/must be http/);
+  });
+
+  it("bounds every model call to maxTokensPerCall: lowers or adds the limit field, or refuses naming it", async () => {
+    const socketPath = join(dir, "cap.sock");
+    const proxy = new GatewayProxy({ socketPath, gatewayUrl, programId: "p", maxTokensPerCall: 16, maxCalls: 3, maxRequestBytes: 1024 });
+    await proxy.start();
+    const big = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }], max_tokens: 4096, stream: true });
+    expect((await request(socketPath, "POST", "/p/p/v1/chat/completions", big)).status).toBe(200);
+    expect(JSON.parse(seen.at(-1)!.body)).toEqual({ model: "m", messages: [{ role: "user", content: "hi" }], max_tokens: 16, stream: true });
+    expect((await request(socketPath, "POST", "/p/p/v1/messages", '{"model":"m"}')).status).toBe(200);
+    expect(JSON.parse(seen.at(-1)!.body)).toEqual({ model: "m", max_tokens: 16 });
+    // Bodies that cannot be capped are refused, and do not use up a call.
+    const notJson = await request(socketPath, "POST", "/p/p/v1/completions", "max_tokens=9");
+    expect(notJson.status).toBe(400);
+    expect(JSON.parse(notJson.text).error).toMatchObject({ code: "invalid_body", message: "request body must be a JSON object" });
+    const huge = await request(socketPath, "POST", "/p/p/v1/completions", JSON.stringify({ prompt: "x".repeat(2000) }));
+    expect(huge.status).toBe(413);
+    expect((await request(socketPath, "POST", "/p/p/v1/responses", '{"max_output_tokens":8}')).status).toBe(200);
+    expect(JSON.parse(seen.at(-1)!.body)).toEqual({ max_output_tokens: 8 });
+    expect(proxy.stats).toMatchObject({ forwarded: 3, refused: 2, clampedCalls: 1, cappedCalls: 1, callLimitHit: false });
+    await proxy.close();
+
+    const strict = new GatewayProxy({ socketPath, gatewayUrl, programId: "p", maxTokensPerCall: 16, overCap: "refuse" });
+    await strict.start();
+    const r = await request(socketPath, "POST", "/p/p/v1/chat/completions", '{"max_completion_tokens":17}');
+    expect(r.status).toBe(400);
+    expect(JSON.parse(r.text).error).toEqual({
+      message: "max_completion_tokens: 17 is above this program's per-call limit of 16 tokens (agent.maxTokensPerCall)",
+      type: "invalid_request_error",
+      code: "max_tokens_above_limit",
+      param: "max_completion_tokens",
+    });
+    expect(strict.stats).toMatchObject({ forwarded: 0, refused: 1 });
+    await strict.close();
+    expect(() => new GatewayProxy({ socketPath, gatewayUrl, programId: "p", maxTokensPerCall: 0 })).toThrow(/maxTokensPerCall must be an integer >= 1, got 0/);
   });
 
   it("reads the launcher's report from the end of stderr, leaving the command's own stderr", () => {

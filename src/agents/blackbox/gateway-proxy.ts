@@ -6,6 +6,7 @@ import { closeSync, chmodSync, openSync, unlinkSync } from "node:fs";
 import http from "node:http";
 import { basename, dirname } from "node:path";
 import { ArborError } from "../../core/errors.js";
+import { capRequestTokens, inferenceRoute, type OverCapPolicy } from "./token-cap.js";
 
 export interface GatewayProxyOptions {
   /** Where the socket is created (inside the workspace; any length). */
@@ -20,6 +21,15 @@ export interface GatewayProxyOptions {
    * Anthropic `usage.output_tokens` of JSON answers); once reached, later calls get 429.
    */
   maxTotalTokens?: number;
+  /**
+   * Tokens one call may generate (agent.maxTokensPerCall): each inference request's limit field is
+   * lowered to it, or added when absent; over-cap requests are refused instead with `overCap: "refuse"`.
+   */
+  maxTokensPerCall?: number;
+  /** What to do with a request asking for more than maxTokensPerCall (default "clamp"). */
+  overCap?: OverCapPolicy;
+  /** Largest inference request body read to apply maxTokensPerCall, bytes (default 32 MiB; larger: 413). */
+  maxRequestBytes?: number;
   /** Connections open at once at most (default 64). */
   maxConnections?: number;
 }
@@ -27,7 +37,7 @@ export interface GatewayProxyOptions {
 export interface ProxyStats {
   /** Requests forwarded to the gateway. */
   forwarded: number;
-  /** Requests refused here (wrong path, over the call limit). */
+  /** Requests refused here (wrong path, over a limit, a body that cannot be capped). */
   refused: number;
   /** True once a call was refused for the call limit. */
   callLimitHit: boolean;
@@ -39,15 +49,19 @@ export interface ProxyStats {
   lastStatus: number;
   /** Forwarded requests answered 5xx or not at all. */
   upstreamFailures: number;
+  /** Inference requests whose generation limit was lowered to maxTokensPerCall. */
+  clampedCalls: number;
+  /** Inference requests that named no generation limit and got maxTokensPerCall added. */
+  cappedCalls: number;
 }
 
 /** Largest answer whose usage is read, bytes. */
 const MAX_COUNTED_BODY = 8 * 1024 * 1024;
-const INFERENCE = /\/v1\/(chat\/completions|completions|responses|messages)(\?|$)/;
+const DEFAULT_MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 
 /** A per-program proxy; `start()` binds the socket, `close()` removes it. */
 export class GatewayProxy {
-  readonly stats: ProxyStats = { forwarded: 0, refused: 0, callLimitHit: false, tokenLimitHit: false, generatedTokens: 0, lastStatus: 0, upstreamFailures: 0 };
+  readonly stats: ProxyStats = { forwarded: 0, refused: 0, callLimitHit: false, tokenLimitHit: false, generatedTokens: 0, lastStatus: 0, upstreamFailures: 0, clampedCalls: 0, cappedCalls: 0 };
   private readonly server: http.Server;
   private readonly upstream: URL;
   private readonly prefix: string;
@@ -60,6 +74,8 @@ export class GatewayProxy {
     this.prefix = `/p/${encodeURIComponent(o.programId)}/v1/`;
     this.server = http.createServer((req, res) => this.handle(req, res));
     this.server.maxConnections = o.maxConnections ?? 64;
+    const cap = o.maxTokensPerCall;
+    if (cap !== undefined && !(Number.isInteger(cap) && cap >= 1)) throw new ArborError(`blackbox: maxTokensPerCall must be an integer >= 1, got ${cap}`, "config");
   }
 
   /** Listen on the socket (mode 0666: the sandbox may run as another uid). */
@@ -113,10 +129,10 @@ export class GatewayProxy {
     });
   }
 
-  private refuse(res: http.ServerResponse, status: number, code: string, message: string): void {
+  private refuse(res: http.ServerResponse, status: number, code: string, message: string, param?: string): void {
     this.stats.refused++;
     res.writeHead(status, { "content-type": "application/json" });
-    res.end(JSON.stringify({ error: { message, type: "invalid_request_error", code } }));
+    res.end(JSON.stringify({ error: { message, type: "invalid_request_error", code, ...(param === undefined ? {} : { param }) } }));
   }
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
@@ -125,7 +141,8 @@ export class GatewayProxy {
       req.resume();
       return this.refuse(res, 403, "forbidden_path", `this sandbox may only call ${this.prefix}... (got ${path.slice(0, 200)})`);
     }
-    const inference = req.method === "POST" && INFERENCE.test(path);
+    const route = req.method === "POST" ? inferenceRoute(path) : undefined;
+    const inference = route !== undefined;
     if (inference) {
       if (this.o.maxCalls !== undefined && this.calls >= this.o.maxCalls) {
         this.stats.callLimitHit = true;
@@ -138,9 +155,58 @@ export class GatewayProxy {
         return this.refuse(res, 429, "token_limit", `program ${this.o.programId} reached its limit of ${this.o.maxTotalTokens} generated tokens`);
       }
       this.calls++;
+      if (this.o.maxTokensPerCall !== undefined) return this.forwardCapped(req, res, path, route);
     }
+    this.forward(req, res, path, inference);
+  }
+
+  /** Read the inference request, bound its generation limit, then forward it (or refuse it with 400). */
+  private forwardCapped(req: http.IncomingMessage, res: http.ServerResponse, path: string, route: NonNullable<ReturnType<typeof inferenceRoute>>): void {
+    const max = this.o.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
+    // A refused request never reaches the model: it does not use up one of the program's calls.
+    const refuse = (status: number, code: string, message: string, param?: string): void => {
+      this.calls--;
+      this.refuse(res, status, code, message, param);
+    };
+    const encoding = String(req.headers["content-encoding"] ?? "identity").toLowerCase();
+    if (encoding !== "identity") {
+      req.resume();
+      return refuse(415, "unsupported_encoding", `content-encoding ${encoding} is not accepted: send the request body uncompressed`);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > max) over = true;
+      else chunks.push(c);
+    });
+    req.on("error", () => res.destroy());
+    req.on("end", () => {
+      if (over) return refuse(413, "request_too_large", `request body of ${size} bytes is over this sandbox's limit of ${max} bytes`);
+      let body: unknown;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      } catch {
+        body = undefined;
+      }
+      if (typeof body !== "object" || body === null || Array.isArray(body)) return refuse(400, "invalid_body", "request body must be a JSON object");
+      const capped = capRequestTokens(route, body as Record<string, unknown>, this.o.maxTokensPerCall as number, this.o.overCap ?? "clamp");
+      if (!capped.ok) return refuse(400, "max_tokens_above_limit", capped.message, capped.field);
+      if (capped.clamped.length > 0) this.stats.clampedCalls++;
+      if (capped.added !== undefined) this.stats.cappedCalls++;
+      this.forward(req, res, path, true, Buffer.from(JSON.stringify(capped.body), "utf8"));
+    });
+  }
+
+  /** Send the request on to the gateway: piped as it comes, or `body` when the proxy has rewritten it. */
+  private forward(req: http.IncomingMessage, res: http.ServerResponse, path: string, inference: boolean, body?: Buffer): void {
     this.stats.forwarded++;
-    const headers = { ...req.headers, host: this.upstream.host };
+    const headers: http.OutgoingHttpHeaders = { ...req.headers, host: this.upstream.host };
+    if (body !== undefined) {
+      delete headers["transfer-encoding"];
+      headers["content-length"] = String(body.length);
+    }
     const up = http.request(
       { hostname: this.upstream.hostname, port: this.upstream.port || 80, method: req.method, path, headers },
       (ur) => {
@@ -154,8 +220,10 @@ export class GatewayProxy {
     );
     up.on("error", (e) => {
       // Read the rest of the request so the client gets the answer, not a broken pipe.
-      req.unpipe(up);
-      req.resume();
+      if (body === undefined) {
+        req.unpipe(up);
+        req.resume();
+      }
       this.stats.lastStatus = 0;
       this.stats.upstreamFailures++;
       if (!res.headersSent) {
@@ -169,6 +237,7 @@ export class GatewayProxy {
     res.on("close", () => {
       if (!res.writableFinished) up.destroy();
     });
-    req.pipe(up);
+    if (body === undefined) req.pipe(up);
+    else up.end(body);
   }
 }

@@ -6,6 +6,12 @@
 /** Marks the launcher's report line on stderr. */
 export const LAUNCHER_MARK = "@@arbor-launcher ";
 
+/**
+ * Bytes of the command's stderr passed on; the rest is counted and dropped. Below both the
+ * sandbox's output cap and the hygiene trace's stderr cap, so the report line always comes back.
+ */
+export const LAUNCHER_STDERR_BYTES = 128 * 1024;
+
 /** The launcher's source. argv: <port> <socket> -- <command...>; env ARBOR_PROGRAM_ID, ARBOR_PROGRAM_KEY. */
 export const LAUNCHER_SOURCE = `// Arbor black-box launcher (generated; see src/agents/blackbox/launcher-source.ts).
 import net from "node:net";
@@ -34,15 +40,39 @@ server.listen(Number(port), "127.0.0.1", () => {
   const origin = "http://127.0.0.1:" + port + "/p/" + encodeURIComponent(id);
   const env = { ...process.env, OPENAI_BASE_URL: origin + "/v1", OPENAI_API_KEY: key, ANTHROPIC_BASE_URL: origin, ANTHROPIC_AUTH_TOKEN: key };
   delete env.ARBOR_PROGRAM_KEY;
-  const child = spawn(command[0], command.slice(1), { stdio: "inherit", env });
+  const child = spawn(command[0], command.slice(1), { stdio: ["inherit", "inherit", "pipe"], env });
+  let kept = 0;
+  let dropped = 0;
+  child.stderr.on("data", (chunk) => {
+    const room = Math.max(0, ${LAUNCHER_STDERR_BYTES} - kept);
+    if (room > 0) process.stderr.write(chunk.subarray(0, room));
+    kept += Math.min(room, chunk.length);
+    dropped += Math.max(0, chunk.length - room);
+  });
+  let exited;
+  let ended = false;
+  let done = false;
+  const finish = () => {
+    if (done) return;
+    done = true;
+    if (dropped > 0) process.stderr.write("\\n[arbor: " + dropped + " more bytes of stderr dropped]\\n");
+    report(exited);
+    server.close();
+    process.exit(exited.code ?? 128);
+  };
+  child.stderr.on("end", () => {
+    ended = true;
+    if (exited) finish();
+  });
   child.on("error", (e) => {
     report({ spawnError: e.message });
     process.exit(127);
   });
   child.on("exit", (code, signal) => {
-    report({ code, signal });
-    server.close();
-    process.exit(code ?? 128);
+    exited = { code, signal };
+    // A process the command left behind may hold its stderr open: report anyway, shortly.
+    if (ended) finish();
+    else setTimeout(finish, 500);
   });
 });
 `;

@@ -9,7 +9,7 @@ import { Rng } from "../../core/rng.js";
 import type { ProtectedPath } from "../../sandbox/hygiene/access-policy.js";
 import { cleanWorkspace } from "../../sandbox/hygiene/clean-artifacts.js";
 import { HygieneMonitor } from "../../sandbox/hygiene/monitor.js";
-import type { Sandbox } from "../../sandbox/sandbox.js";
+import type { ExecOptions, ExecResult, Sandbox } from "../../sandbox/sandbox.js";
 import type { CheckContext, CheckResult, Environment, HygieneConfig, HygieneRecord, SetupOptions, SetupReport, Task, Tool } from "../env.js";
 import { applyFilePatch, parseUnifiedDiff } from "./apply-edit.js";
 import { runHiddenTests } from "./hidden-tests.js";
@@ -173,6 +173,11 @@ export function createSweMiniEnvironment(opts: SweMiniOptions = {}): Environment
       msgs.push({ role: "tool", name: "edit_file", content: `applied: ${changed.join(", ")}` });
       msgs.push({ role: "assistant", content: `Fixed: ${t.title}` });
       return msgs;
+    },
+    // A black box runs its own tools inside one command: strace -f watches that whole process tree.
+    agentExec(sandbox: Sandbox, argv: string[], execOpts: ExecOptions, origin: { tool: string; input: string }): Promise<ExecResult> {
+      const st = stateOf(sandbox);
+      return st.monitor.exec(sandbox, argv, { ...execOpts, env: { ...st.env, ...(execOpts.env ?? {}) } }, origin);
     },
     hygieneRecord(sandbox: Sandbox): HygieneRecord {
       const st = states.get(sandbox);
