@@ -1,21 +1,20 @@
 // Streaming through the gateway to the real built-in engine with the official `openai` client: the
 // streamed answer and its recorded trace equal a non-streamed call's, and a broken stream records nothing.
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Call } from "../core/types.js";
 import { createBuiltinBackend } from "../backends/builtin.js";
-import { startRealEngineGateway, type RealEngineGateway } from "./real-engine-fixture.js";
+import { abortMidStream, refusedBeforeStream, startRealEngineGateway, traceOf, type RealEngineGateway } from "./real-engine-fixture.js";
 import { createGateway } from "./server.js";
 
 let fx: RealEngineGateway;
 let calls: Call[];
-let engine: RealEngineGateway["engine"];
 let gateway: RealEngineGateway["gateway"];
 let url: string;
 
 beforeAll(async () => {
   fx = await startRealEngineGateway(3);
-  ({ calls, engine, gateway, url } = fx);
+  ({ calls, gateway, url } = fx);
 });
 
 afterAll(async () => {
@@ -23,13 +22,6 @@ afterAll(async () => {
 });
 
 const client = (program: string): OpenAI => new OpenAI({ baseURL: `${url}/p/${program}/v1`, apiKey: "unused", maxRetries: 0 });
-const traceOf = (c: Call): unknown => ({ p: c.promptTokenIds, o: c.outputTokenIds, l: c.logprobs, t: c.outputText, f: c.finishReason, v: c.policyVersion });
-
-async function abortedRequests(): Promise<number> {
-  const text = await (await fetch(`${engine.url}/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith("vllm:request_success_total") && l.includes('finished_reason="abort"'));
-  return line ? Number(line.split(" ").at(-1)) : 0;
-}
 
 describe("streaming through the gateway to the real engine", () => {
   it("chat: streamed content and recorded trace equal a non-streamed call's; usage passes through", async () => {
@@ -86,33 +78,11 @@ describe("streaming through the gateway to the real engine", () => {
   });
 
   it("a client abort mid-stream records nothing, frees the program and aborts the engine", async () => {
-    const n = calls.length;
-    const aborts = await abortedRequests();
-    const stream = await client("gone").chat.completions.create({
-      model: "arbor-tiny", messages: [{ role: "user", content: "Talk a lot." }], max_tokens: 900, temperature: 1, seed: 1, stream: true,
-    });
-    let seen = 0;
-    for await (const chunk of stream) {
-      if (chunk.choices[0]?.delta.content !== undefined) seen++;
-      if (seen >= 2) {
-        stream.controller.abort();
-        break;
-      }
-    }
-    await vi.waitFor(async () => expect(await abortedRequests()).toBe(aborts + 1), { timeout: 5000 });
-    await vi.waitFor(() => expect(gateway.table.get("gone")).toMatchObject({ calls: 0, inFlight: 0 }));
-    expect(calls.length).toBe(n);
+    await abortMidStream(fx, client("gone"), "gone");
   });
 
   it("an upstream error before the stream starts reaches the client with its OpenAI status", async () => {
-    const n = calls.length;
-    const err = await client("refused")
-      .chat.completions.create({ model: "arbor-tiny", messages: [{ role: "user", content: "x" }], max_tokens: 100_000, stream: true })
-      .then(() => undefined, (e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.APIError);
-    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
-    expect(calls.length).toBe(n);
-    expect(gateway.table.get("refused")).toMatchObject({ calls: 0, inFlight: 0 });
+    await refusedBeforeStream(fx, client("refused"), "refused");
   });
 });
 

@@ -7,13 +7,13 @@ import { chownSync, existsSync, mkdirSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, posix, resolve } from "node:path";
-import { Writable } from "node:stream";
 import type { ContainerCreateOptions, ExecCreateOptions } from "dockerode";
 import Dockerode from "dockerode";
 import type { Clock } from "../core/clock.js";
-import { ArborError, CapacityError } from "../core/errors.js";
+import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { SANDBOX_WORKSPACE } from "./bwrap-args.js";
+import { checkLimits, counterGrowth, LiveSandboxes, outputSink, positive, withinMs } from "./docker-k8s-shared.js";
 import { containerSpec, countersSpec, execSpec, killSpec, parseCounters } from "./docker-spec.js";
 import { classifyLimit } from "./limit-flags.js";
 import type { ExecOptions, ExecResult, Sandbox, SandboxLimits, SandboxProvider } from "./sandbox.js";
@@ -73,16 +73,6 @@ const DEFAULT_IMAGE = "debian:bookworm-slim";
 const FULL_BELOW_BYTES = 64 * 1024;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** A Writable that feeds a CappedOutput. */
-function sink(out: CappedOutput): Writable {
-  return new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      out.push(chunk);
-      cb();
-    },
-  });
-}
-
 /** Drain an exec's stream to its end (or error: the container went away). */
 function ended(stream: NodeJS.ReadWriteStream): Promise<void> {
   return new Promise((res) => {
@@ -134,7 +124,7 @@ class DockerSandbox implements Sandbox {
     this.running.add(stream);
     const out = new CappedOutput(this.ctx.maxOutputBytes);
     const err = new CappedOutput(this.ctx.maxOutputBytes);
-    this.ctx.client.modem.demuxStream(stream, sink(out), sink(err));
+    this.ctx.client.modem.demuxStream(stream, outputSink(out), outputSink(err));
     const done = ended(stream);
     stream.end(opts.stdin ?? "");
     let timedOut = false;
@@ -194,7 +184,7 @@ class DockerSandbox implements Sandbox {
     const stream = await ex.start({ hijack: true, stdin: false });
     const out = new CappedOutput(64 * 1024);
     const err = new CappedOutput(64 * 1024);
-    this.ctx.client.modem.demuxStream(stream, sink(out), sink(err));
+    this.ctx.client.modem.demuxStream(stream, outputSink(out), outputSink(err));
     await ended(stream);
     return out.text();
   }
@@ -207,7 +197,7 @@ class DockerSandbox implements Sandbox {
   /** Growth of the container's OOM-kill and refused-fork counters since the last read. */
   private async counterGrowth(): Promise<{ oomKills: number; pidsRefused: number }> {
     const now = parseCounters(await this.helper(countersSpec()).catch(() => ""));
-    const grown = { oomKills: now.oomKills - this.counters.oomKills, pidsRefused: now.pidsRefused - this.counters.pidsRefused };
+    const grown = counterGrowth(this.counters, now);
     this.counters = now;
     return grown;
   }
@@ -223,23 +213,11 @@ export async function dockerAvailable(timeoutMs = 2000, clock: Clock = realClock
     return { ok: false, message: "no Docker engine: DOCKER_HOST is unset and /var/run/docker.sock does not exist" };
   }
   const client = new Dockerode();
-  let timer: { cancel(): void } | undefined;
-  const limit = new Promise<never>((_, rej) => {
-    timer = clock.setTimer(timeoutMs, () => rej(new Error(`no answer within ${timeoutMs} ms`)));
-  });
   try {
-    await Promise.race([client.ping(), limit]);
+    await withinMs(clock, timeoutMs, () => client.ping());
     return { ok: true, message: "Docker engine answers" };
   } catch (e) {
     return { ok: false, message: `Docker engine at ${host ?? "/var/run/docker.sock"} does not answer: ${(e as Error).message}` };
-  } finally {
-    timer?.cancel();
-  }
-}
-
-function positive(field: string, v: number): void {
-  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) {
-    throw new ArborError(`sandbox: ${field} must be a positive number, got ${v}`, "config");
   }
 }
 
@@ -247,7 +225,7 @@ function positive(field: string, v: number): void {
 export class DockerProvider implements SandboxProvider {
   readonly name = "docker";
   readonly root: string;
-  private readonly live = new Set<DockerSandbox>();
+  private readonly live: LiveSandboxes<DockerSandbox>;
   private readonly ctx: DockerContext;
   private readonly image: string;
   private readonly user: string;
@@ -257,10 +235,7 @@ export class DockerProvider implements SandboxProvider {
 
   constructor(opts: DockerProviderOptions) {
     const l = opts.limits;
-    if (!l || typeof l !== "object") throw new ArborError("sandbox: limits are required", "config");
-    positive("limits.cpuSeconds", l.cpuSeconds);
-    positive("limits.memoryMb", l.memoryMb);
-    positive("limits.wallMs", l.wallMs);
+    checkLimits(l);
     this.o = {
       cpus: opts.cpus ?? 1,
       maxProcesses: opts.maxProcesses ?? 64,
@@ -271,6 +246,7 @@ export class DockerProvider implements SandboxProvider {
       maxSandboxes: opts.maxSandboxes ?? 1024,
     };
     for (const [k, v] of Object.entries(this.o)) positive(k, v);
+    this.live = new LiveSandboxes("docker sandbox provider", this.o.maxSandboxes, "container(s)");
     this.limitWorkspace = opts.limitWorkspace ?? true;
     this.image = opts.image ?? DEFAULT_IMAGE;
     this.user = opts.user ?? "65534:65534";
@@ -287,7 +263,7 @@ export class DockerProvider implements SandboxProvider {
   }
 
   async create(programId: string): Promise<Sandbox> {
-    if (this.live.size >= this.o.maxSandboxes) throw new CapacityError("docker sandbox provider", this.o.maxSandboxes);
+    this.live.checkRoom();
     const safe = programId.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 48) || "program";
     const ws = await mkdtemp(join(this.root, `${ownerPrefix()}${safe}-`));
     let container: DockerContainerLike | undefined;
@@ -327,12 +303,8 @@ export class DockerProvider implements SandboxProvider {
     return this.live.size;
   }
 
-  async destroyAll(): Promise<void> {
-    const results = await Promise.allSettled([...this.live].map((s) => s.destroy()));
-    const failed = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
-    if (failed.length > 0) {
-      throw new ArborError(`sandbox: ${failed.length} container(s) failed to tear down: ${String(failed[0]?.reason)}`, "sandbox");
-    }
+  destroyAll(): Promise<void> {
+    return this.live.destroyAll();
   }
 }
 

@@ -8,12 +8,13 @@
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, posix } from "node:path";
-import { Readable, Writable } from "node:stream";
+import { Readable, type Writable } from "node:stream";
 import type { V1NetworkPolicy, V1Pod, V1Status } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.js";
-import { ArborError, CapacityError } from "../core/errors.js";
+import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { SANDBOX_WORKSPACE } from "./bwrap-args.js";
+import { checkLimits, counterGrowth, LiveSandboxes, outputSink, positive, withinMs } from "./docker-k8s-shared.js";
 import { countersSpec, parseCounters } from "./docker-spec.js";
 import { exitCodeOf, execCommand, killCommand, networkPolicySpec, podSpec, SANDBOX_CONTAINER, writeCommand } from "./k8s-spec.js";
 import { classifyLimit } from "./limit-flags.js";
@@ -89,15 +90,6 @@ interface K8sContext {
 const POLL_MS = 250;
 const FATAL_WAITING = /ErrImagePull|ImagePullBackOff|InvalidImageName|CreateContainerConfigError|CreateContainerError/;
 
-function sink(out: CappedOutput): Writable {
-  return new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      out.push(chunk);
-      cb();
-    },
-  });
-}
-
 /** One program's pod. */
 class K8sSandbox implements Sandbox {
   readonly hostWorkspace: string;
@@ -135,7 +127,7 @@ class K8sSandbox implements Sandbox {
         resolve(s);
       };
       this.ctx.clients.exec
-        .exec(this.ctx.namespace, this.podName, SANDBOX_CONTAINER, command, sink(out), sink(err), Readable.from([stdin ?? ""]), false, finish)
+        .exec(this.ctx.namespace, this.podName, SANDBOX_CONTAINER, command, outputSink(out), outputSink(err), Readable.from([stdin ?? ""]), false, finish)
         .then((ws) => {
           if (finished) return;
           socket = ws;
@@ -219,7 +211,7 @@ class K8sSandbox implements Sandbox {
 
   private async counterGrowth(): Promise<{ oomKills: number; pidsRefused: number }> {
     const now = parseCounters(await this.helper(countersSpec().Cmd as string[]).catch(() => ""));
-    const grown = { oomKills: now.oomKills - this.counters.oomKills, pidsRefused: now.pidsRefused - this.counters.pidsRefused };
+    const grown = counterGrowth(this.counters, now);
     this.counters = now;
     return grown;
   }
@@ -249,33 +241,23 @@ export async function defaultK8sClients(): Promise<K8sClients> {
 export async function k8sAvailable(namespace = "default", timeoutMs = 3000, clock: Clock = realClock): Promise<{ ok: boolean; message: string }> {
   const source = kubeconfigSource();
   if (!source) return { ok: false, message: "no Kubernetes cluster: no KUBECONFIG, no ~/.kube/config, not running in a cluster" };
-  let timer: { cancel(): void } | undefined;
-  const limit = new Promise<never>((_, rej) => {
-    timer = clock.setTimer(timeoutMs, () => rej(new Error(`no answer within ${timeoutMs} ms`)));
-  });
   try {
-    const k8s = await import("@kubernetes/client-node");
-    const kc = new k8s.KubeConfig();
-    kc.loadFromDefault();
-    await Promise.race([kc.makeApiClient(k8s.CoreV1Api).listNamespacedPod({ namespace, limit: 1 }), limit]);
+    await withinMs(clock, timeoutMs, async () => {
+      const k8s = await import("@kubernetes/client-node");
+      const kc = new k8s.KubeConfig();
+      kc.loadFromDefault();
+      return kc.makeApiClient(k8s.CoreV1Api).listNamespacedPod({ namespace, limit: 1 });
+    });
     return { ok: true, message: `Kubernetes API answers (${source})` };
   } catch (e) {
     return { ok: false, message: `Kubernetes cluster from ${source} does not answer: ${(e as Error).message}` };
-  } finally {
-    timer?.cancel();
-  }
-}
-
-function positive(field: string, v: number): void {
-  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) {
-    throw new ArborError(`sandbox: ${field} must be a positive number, got ${v}`, "config");
   }
 }
 
 /** The Kubernetes implementation of {@link SandboxProvider}. */
 export class K8sProvider implements SandboxProvider {
   readonly name = "k8s";
-  private readonly live = new Set<K8sSandbox>();
+  private readonly live: LiveSandboxes<K8sSandbox>;
   private ctx: K8sContext | undefined;
   private seq = 0;
   private readonly o: {
@@ -291,10 +273,7 @@ export class K8sProvider implements SandboxProvider {
 
   constructor(private readonly opts: K8sProviderOptions) {
     const l = opts.limits;
-    if (!l || typeof l !== "object") throw new ArborError("sandbox: limits are required", "config");
-    positive("limits.cpuSeconds", l.cpuSeconds);
-    positive("limits.memoryMb", l.memoryMb);
-    positive("limits.wallMs", l.wallMs);
+    checkLimits(l);
     this.o = {
       image: opts.image ?? "debian:bookworm-slim",
       uid: opts.uid ?? 65534,
@@ -306,6 +285,7 @@ export class K8sProvider implements SandboxProvider {
       startTimeoutMs: opts.startTimeoutMs ?? 120_000,
     };
     for (const [k, v] of Object.entries(this.o)) if (typeof v === "number") positive(k, v);
+    this.live = new LiveSandboxes("k8s sandbox provider", this.o.maxSandboxes, "pod(s)");
   }
 
   private async context(): Promise<K8sContext> {
@@ -321,7 +301,7 @@ export class K8sProvider implements SandboxProvider {
   }
 
   async create(programId: string): Promise<Sandbox> {
-    if (this.live.size >= this.o.maxSandboxes) throw new CapacityError("k8s sandbox provider", this.o.maxSandboxes);
+    this.live.checkRoom();
     const ctx = await this.context();
     const safe = programId.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 30).replace(/^-+|-+$/g, "") || "program";
     const name = `arbor-${safe}-${process.pid.toString(36)}-${(++this.seq).toString(36)}`;
@@ -362,12 +342,8 @@ export class K8sProvider implements SandboxProvider {
     return this.live.size;
   }
 
-  async destroyAll(): Promise<void> {
-    const results = await Promise.allSettled([...this.live].map((s) => s.destroy()));
-    const failed = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
-    if (failed.length > 0) {
-      throw new ArborError(`sandbox: ${failed.length} pod(s) failed to tear down: ${String(failed[0]?.reason)}`, "sandbox");
-    }
+  destroyAll(): Promise<void> {
+    return this.live.destroyAll();
   }
 }
 

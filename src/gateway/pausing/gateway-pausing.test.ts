@@ -1,18 +1,15 @@
 // ThunderAgent pausing through the gateway's HTTP surface on the real built-in engine: two agent
 // programs outgrow the engine's KV, the gateway pauses one on the engine (its KV offloaded), holds
 // that program's next call, and lets it go once capacity is back — a completed, recorded call.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createArborBackend } from "../../backends/vllm.js";
 import { VirtualClock } from "../../core/clock.js";
 import type { Call } from "../../core/types.js";
-import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
+import type { ListeningEngineServer } from "../../engine/server.js";
 import { renderChat } from "../../model/chat-template.js";
-import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
+import { startTinyEngine, type TinyEngine } from "../real-engine-fixture.js";
 import { createGateway, type Gateway } from "../server.js";
 
 const TICK = 1000;
@@ -23,7 +20,7 @@ const messages = (q: string) => [
   { role: "user" as const, content: q },
 ];
 
-let dir: string;
+let tiny: TinyEngine;
 let engine: ListeningEngineServer;
 let gateway: Gateway;
 let url: string;
@@ -31,17 +28,8 @@ const clock = new VirtualClock(0);
 const calls: Call[] = [];
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "arbor-gw-pausing-"));
-  const policy = ensurePolicy(dir, { seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024 });
-  engine = await startEngineServer({
-    name: "e0",
-    modelPath: policy.path,
-    policyVersion: 1,
-    sequences: 2,
-    contextSize: 512,
-    maxWaiting: 8,
-    executorKind: "llamacpp-scheduled",
-  });
+  tiny = await startTinyEngine("arbor-gw-pausing-", { contextSize: 512, executorKind: "llamacpp-scheduled" });
+  engine = tiny.engine;
   // Capacity for one program and a half: two programs after their first call oversubscribe it.
   const vocab = new Vocab();
   const prompt = renderChat(messages("What is 6*7?"), (t) => vocab.encode(t), vocab, { addGenerationPrompt: true }).length;
@@ -57,8 +45,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gateway?.close();
-  await engine?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await tiny?.close();
 });
 
 const client = (programId: string) => new OpenAI({ baseURL: `${url}/p/${programId}/v1`, apiKey: "unused", maxRetries: 0 });

@@ -1,9 +1,6 @@
 // PauseGate against the real built-in engine (tiny policy on llama.cpp, scheduled executor): the
 // gate's pause really offloads the program's KV on the engine, and the call it held continues with
 // exactly the tokens of an unpaused run, from the reloaded KV rather than a re-prefill.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GenerateResult, TokenBackend } from "../../backends/backend.js";
@@ -11,10 +8,10 @@ import { createArborBackend } from "../../backends/vllm.js";
 import { VirtualClock } from "../../core/clock.js";
 import type { LlamaCppStepRunner } from "../../engine/core/llamacpp-step-runner.js";
 import type { ScheduledExecutor } from "../../engine/core/scheduled-executor.js";
-import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
+import type { ListeningEngineServer } from "../../engine/server.js";
 import { renderChat, stopTokenIds } from "../../model/chat-template.js";
-import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
+import { startTinyEngine, type TinyEngine } from "../real-engine-fixture.js";
 import { PauseGate } from "./pause-gate.js";
 
 const vocab = new Vocab();
@@ -32,28 +29,18 @@ const TOOL = renderChat([{ role: "tool", content: "result: 42" }], encode, vocab
 const GEN = 8;
 const TICK = 1000;
 
-let dir: string;
+let tiny: TinyEngine;
 let engine: ListeningEngineServer;
 let backend: TokenBackend;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "arbor-pause-gate-"));
-  const policy = ensurePolicy(dir, { seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024 });
-  engine = await startEngineServer({
-    name: "e0",
-    modelPath: policy.path,
-    policyVersion: 1,
-    sequences: 2,
-    contextSize: 256,
-    maxWaiting: 8,
-    executorKind: "llamacpp-scheduled",
-  });
+  tiny = await startTinyEngine("arbor-pause-gate-", { contextSize: 256, executorKind: "llamacpp-scheduled" });
+  engine = tiny.engine;
   backend = createArborBackend({ name: "e0", url: `${engine.url}/v1` });
 });
 
 afterAll(async () => {
-  await engine?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await tiny?.close();
 });
 
 const gen = (programId: string, prompt: number[], seed: number): Promise<GenerateResult> =>

@@ -2,24 +2,16 @@
 // engine's HTTP surface. The tiny policy is untrained and never calls tools, so a scripted executor
 // writes the policy's tool-call markup; everything between the SDKs and it is real.
 import Anthropic from "@anthropic-ai/sdk";
-import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool } from "@openai/agents";
+import { run, type Agent } from "@openai/agents";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import { createBuiltinBackend } from "../../backends/builtin.js";
 import type { Call } from "../../core/types.js";
-import { ScriptedExecutor } from "../../engine/openai-scripted-executor.js";
-import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
+import type { ListeningEngineServer } from "../../engine/server.js";
 import { createGateway, type Gateway } from "../server.js";
+import { startScriptedEngine, weatherAgent, weatherPolicy, weatherTool } from "./weather-tools-fixture.js";
 
-/** Calls get_weather for the city asked about, then answers with the tool's result. */
-const policy = new ScriptedExecutor((prompt) => {
-  const result = /<\|tool\|>([^<]*)<\|end\|><\|assistant\|>$/.exec(prompt);
-  if (result) return `It is ${result[1]}.`;
-  if (!prompt.includes("You can call these tools")) return "I have no tools.";
-  const city = [...prompt.matchAll(/Weather in (\w+)\?/g)].pop()?.[1] ?? "Oslo";
-  return `Checking.<|tool_call|>get_weather {"city":"${city}"}<|/tool_call|>`;
-});
+const policy = weatherPolicy();
 
 let engine: ListeningEngineServer;
 let gateway: Gateway;
@@ -28,7 +20,7 @@ const calls: Call[] = [];
 const callsOf = (programId: string): Call[] => calls.filter((c) => c.programId === programId);
 
 beforeAll(async () => {
-  engine = await startEngineServer({ name: "scripted", modelPath: "", policyVersion: 2, sequences: 2, contextSize: 4096, maxWaiting: 8, executor: policy });
+  engine = await startScriptedEngine(policy);
   gateway = createGateway({ backends: [createBuiltinBackend({ name: "scripted", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
 });
@@ -38,7 +30,6 @@ afterAll(async () => {
   await engine?.close();
 });
 
-const weatherTool = { name: "get_weather", description: "Current weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } };
 
 describe("OpenAI chat with tools", () => {
   it("gets tool_calls, plain and streamed, and the tool result round-trips", async () => {
@@ -111,26 +102,12 @@ describe("OpenAI Responses with tools", () => {
 });
 
 describe("OpenAI Agents SDK with a function tool (only the base URL changed)", () => {
-  const asked: string[] = [];
+  let asked: string[];
   let agent: Agent;
 
   beforeAll(() => {
-    setTracingDisabled(true);
-    setOpenAIAPI("responses");
     // The SDK keeps the first default client it used: one program for both runs below.
-    const client = new OpenAI({ baseURL: `${url}/p/agent-tools/v1`, apiKey: "unused", maxRetries: 0 });
-    // Same class at run time; the SDK's .d.ts resolve `openai` in CommonJS mode, so TypeScript sees two types.
-    setDefaultOpenAIClient(client as unknown as Parameters<typeof setDefaultOpenAIClient>[0]);
-    const getWeather = tool({
-      name: "get_weather",
-      description: "Current weather",
-      parameters: z.object({ city: z.string() }),
-      execute: async ({ city }) => {
-        asked.push(city);
-        return `${city.length + 10}C`;
-      },
-    });
-    agent = new Agent({ name: "weather", instructions: "Answer with the weather.", model: "arbor-tiny", tools: [getWeather] });
+    ({ agent, asked } = weatherAgent(`${url}/p/agent-tools/v1`));
   });
 
   it("calls the tool and finishes with its result", async () => {

@@ -65,13 +65,7 @@ export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): 
   const failures: { backend: string; cause: string }[] = [];
   let prompt: { promptTokenIds: number[]; contextReset: boolean; maxModelLen: number | null } | undefined;
   for (;;) {
-    let attempt: Attempt;
-    try {
-      attempt = deps.route(prompt?.promptTokenIds, failures.map((f) => f.backend));
-    } catch (e) {
-      if (failures.length === 0) throw e;
-      throw exhausted(failures, e instanceof Error ? e.message : String(e));
-    }
+    const attempt = routeAttempt(deps, prompt?.promptTokenIds, failures);
     const { backend, signal } = attempt;
     let outcome: { promptTokenIds: number[]; result: GenerateResult } | undefined;
     try {
@@ -86,15 +80,39 @@ export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): 
       // A failure after the engine produced the answer is not retried: generating again would
       // sample a different answer for the same call.
       if (outcome !== undefined || !isTransportFailure(e)) throw e;
-      failures.push({ backend: backend.name, cause: e.message });
-      deps.transportFailed(backend.name, e.message);
-      if (failures.length >= MAX_ATTEMPTS) throw exhausted(failures);
-      deps.retrying(backend.name);
+      retryAfter(deps, backend.name, e.message, failures);
     } finally {
       deps.finished(attempt.routeId, outcome);
       attempt.done();
     }
   }
+}
+
+/** Route the next attempt; once an attempt failed, a routing failure ends the call as exhausted. */
+export function routeAttempt(
+  deps: Pick<TokenCallDeps, "route">,
+  promptTokenIds: readonly number[] | undefined,
+  failures: readonly { backend: string; cause: string }[],
+): Attempt {
+  try {
+    return deps.route(promptTokenIds, failures.map((f) => f.backend));
+  } catch (e) {
+    if (failures.length === 0) throw e;
+    throw exhausted(failures, e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** Note a transport failure on `backend`; throws when no attempt is left, else reports the retry. */
+export function retryAfter(
+  deps: Pick<TokenCallDeps, "transportFailed" | "retrying">,
+  backend: string,
+  cause: string,
+  failures: { backend: string; cause: string }[],
+): void {
+  failures.push({ backend, cause });
+  deps.transportFailed(backend, cause);
+  if (failures.length >= MAX_ATTEMPTS) throw exhausted(failures);
+  deps.retrying(backend);
 }
 
 /** The backend's tokenizer, bound (a 400 when it has none). */

@@ -1,20 +1,17 @@
 // Streamed calls on the token path, against the real built-in engine (tiny policy on llama.cpp)
 // through Arbor's token backend: the gateway builds the prompt from the program's history, the
 // engine streams token ids, and the gateway writes OpenAI / Anthropic / Responses streams itself.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TokenBackend } from "../../backends/backend.js";
 import { createArborBackend } from "../../backends/vllm.js";
 import type { Call } from "../../core/types.js";
-import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
-import { ensurePolicy } from "../../model/policy.js";
+import type { ListeningEngineServer } from "../../engine/server.js";
+import { abortMidStream, refusedBeforeStream, startTinyEngine, traceOf, type TinyEngine } from "../real-engine-fixture.js";
 import { createGateway, type Gateway } from "../server.js";
 
-let dir: string;
+let tiny: TinyEngine;
 let engine: ListeningEngineServer;
 let gateway: Gateway;
 let url: string;
@@ -23,9 +20,8 @@ const calls: Call[] = [];
 const used = { generateStream: 0, passthrough: 0 };
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "arbor-token-stream-"));
-  const policy = ensurePolicy(dir, { seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024 });
-  engine = await startEngineServer({ name: "e0", modelPath: policy.path, policyVersion: 6, sequences: 2, contextSize: 1024, maxWaiting: 8 });
+  tiny = await startTinyEngine("arbor-token-stream-", { policyVersion: 6 });
+  engine = tiny.engine;
   const real = createArborBackend({ name: "e0", url: `${engine.url}/v1` });
   const counted: TokenBackend & Record<string, unknown> = {
     ...real,
@@ -48,19 +44,11 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gateway?.close();
-  await engine?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await tiny?.close();
 });
 
 const callsOf = (programId: string): Call[] => calls.filter((c) => c.programId === programId);
 const openai = (program: string): OpenAI => new OpenAI({ baseURL: `${url}/p/${program}/v1`, apiKey: "unused", maxRetries: 0 });
-const traceOf = (c: Call): unknown => ({ p: c.promptTokenIds, o: c.outputTokenIds, l: c.logprobs, t: c.outputText, f: c.finishReason, v: c.policyVersion });
-
-async function abortedRequests(): Promise<number> {
-  const text = await (await fetch(`${engine.url}/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith("vllm:request_success_total") && l.includes('finished_reason="abort"'));
-  return line ? Number(line.split(" ").at(-1)) : 0;
-}
 
 async function streamChat(client: OpenAI, req: OpenAI.ChatCompletionCreateParamsNonStreaming): Promise<{ content: string; finish: string | null; usage?: OpenAI.CompletionUsage; ids: number[]; lps: number[] }> {
   const stream = await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
@@ -172,22 +160,7 @@ describe("streamed calls on the token path (real engine)", () => {
   });
 
   it("a client abort mid-stream records nothing, frees the program and cancels the engine's request", async () => {
-    const n = calls.length;
-    const aborts = await abortedRequests();
-    const stream = await openai("gone").chat.completions.create({
-      model: "arbor-tiny", messages: [{ role: "user", content: "Talk a lot." }], max_tokens: 900, temperature: 1, seed: 1, stream: true,
-    });
-    let seen = 0;
-    for await (const chunk of stream) {
-      if (chunk.choices[0]?.delta.content !== undefined) seen++;
-      if (seen >= 2) {
-        stream.controller.abort();
-        break;
-      }
-    }
-    await vi.waitFor(async () => expect(await abortedRequests()).toBe(aborts + 1), { timeout: 5000 });
-    await vi.waitFor(() => expect(gateway.table.get("gone")).toMatchObject({ calls: 0, inFlight: 0 }));
-    expect(calls.length).toBe(n);
+    await abortMidStream({ engine, gateway, calls }, openai("gone"), "gone");
     // The engine is free again: the program's next call is served (and starts afresh).
     const next = await streamChat(openai("gone"), { model: "arbor-tiny", messages: [{ role: "user", content: "Hi" }], max_tokens: 4, seed: 2 });
     expect(next.finish).not.toBeNull();
@@ -195,13 +168,6 @@ describe("streamed calls on the token path (real engine)", () => {
   });
 
   it("an engine refusal before the stream starts reaches the client with its status; nothing is recorded", async () => {
-    const n = calls.length;
-    const err = await openai("refused")
-      .chat.completions.create({ model: "arbor-tiny", messages: [{ role: "user", content: "x" }], max_tokens: 100_000, stream: true })
-      .then(() => undefined, (e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.APIError);
-    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
-    expect(calls.length).toBe(n);
-    expect(gateway.table.get("refused")).toMatchObject({ calls: 0, inFlight: 0 });
+    await refusedBeforeStream({ gateway, calls }, openai("refused"), "refused");
   });
 });

@@ -9,7 +9,7 @@ import { ArborError } from "../../core/errors.js";
 import type { StreamChunk } from "../surfaces/stream-surface.js";
 import { buildPrompt } from "./context-prompt.js";
 import { IncrementalText } from "./incremental-text.js";
-import { exhausted, generateRequest, isTransportFailure, MAX_ATTEMPTS, tokenizer, type Attempt, type TokenCallDeps, type TokenCallInput } from "./token-call.js";
+import { generateRequest, isTransportFailure, retryAfter, routeAttempt, tokenizer, type TokenCallDeps, type TokenCallInput } from "./token-call.js";
 import { TokenChunks, type TokenChunksOptions } from "./token-chunks.js";
 import { contentTokenIds } from "./token-response.js";
 
@@ -33,13 +33,7 @@ export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCal
   const failures: { backend: string; cause: string }[] = [];
   let prompt: Awaited<ReturnType<typeof buildPrompt>> | undefined;
   for (;;) {
-    let attempt: Attempt;
-    try {
-      attempt = deps.route(prompt?.promptTokenIds, failures.map((f) => f.backend));
-    } catch (e) {
-      if (failures.length === 0) throw e;
-      throw exhausted(failures, e instanceof Error ? e.message : String(e));
-    }
+    const attempt = routeAttempt(deps, prompt?.promptTokenIds, failures);
     const { backend } = attempt;
     // The generation can also be cancelled by the caller (a failed write, a failed decode).
     const ac = new AbortController();
@@ -70,10 +64,7 @@ export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCal
       deps.finished(attempt.routeId, undefined);
       release();
       if (!isTransportFailure(e)) throw e;
-      failures.push({ backend: backend.name, cause: e.message });
-      deps.transportFailed(backend.name, e.message);
-      if (failures.length >= MAX_ATTEMPTS) throw exhausted(failures);
-      deps.retrying(backend.name);
+      retryAfter(deps, backend.name, e.message, failures);
     }
   }
 }

@@ -4,25 +4,16 @@
 // surfaces/tools-sdk.test.ts (which runs them through the passthrough), with the real SDKs; the
 // untrained tiny policy never calls tools, so a scripted executor writes the markup.
 import Anthropic from "@anthropic-ai/sdk";
-import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool } from "@openai/agents";
+import { run } from "@openai/agents";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import { createArborBackend, createVllmBackend } from "../../backends/vllm.js";
 import type { Call } from "../../core/types.js";
-import { ScriptedExecutor } from "../../engine/openai-scripted-executor.js";
-import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
+import type { ListeningEngineServer } from "../../engine/server.js";
 import { createGateway, type Gateway } from "../server.js";
+import { startScriptedEngine, weatherAgent, weatherPolicy, weatherTool } from "../surfaces/weather-tools-fixture.js";
 
-/** Calls get_weather for the city asked about (or continues a forced call), then answers with the tool's result. */
-const policy = new ScriptedExecutor((prompt) => {
-  const result = /<\|tool\|>([^<]*)<\|end\|><\|assistant\|>$/.exec(prompt);
-  if (result) return `It is ${result[1]}.`;
-  if (prompt.endsWith("<|tool_call|>get_weather ")) return '{"city":"Oslo"}<|/tool_call|>';
-  if (!prompt.includes("You can call these tools")) return "I have no tools.";
-  const city = [...prompt.matchAll(/Weather in (\w+)\?/g)].pop()?.[1] ?? "Oslo";
-  return `Checking.<|tool_call|>get_weather {"city":"${city}"}<|/tool_call|>`;
-});
+const policy = weatherPolicy();
 
 let engine: ListeningEngineServer;
 let gateway: Gateway;
@@ -33,7 +24,7 @@ const calls: Call[] = [];
 const callsOf = (programId: string): Call[] => calls.filter((c) => c.programId === programId);
 
 beforeAll(async () => {
-  engine = await startEngineServer({ name: "scripted", modelPath: "", policyVersion: 2, sequences: 2, contextSize: 4096, maxWaiting: 8, executor: policy });
+  engine = await startScriptedEngine(policy);
   gateway = createGateway({ backends: [createArborBackend({ name: "arbor", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
   // The same engine seen as a vLLM server: the gateway cannot know a vLLM model's tool-call format.
@@ -47,7 +38,6 @@ afterAll(async () => {
   await engine?.close();
 });
 
-const weatherTool = { name: "get_weather", description: "Current weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } };
 const tools = [{ type: "function" as const, function: weatherTool }];
 
 /** Whether the gateway built the answer itself (token path): its id derives from the call id. */
@@ -168,22 +158,7 @@ describe("Anthropic messages with tools on the token path", () => {
 
 describe("OpenAI Agents SDK with a function tool on the token path", () => {
   it("calls the tool and finishes with its result", async () => {
-    setTracingDisabled(true);
-    setOpenAIAPI("responses");
-    const client = new OpenAI({ baseURL: `${url}/p/tp-agent/v1`, apiKey: "unused", maxRetries: 0 });
-    // Same class at run time; the SDK's .d.ts resolve `openai` in CommonJS mode, so TypeScript sees two types.
-    setDefaultOpenAIClient(client as unknown as Parameters<typeof setDefaultOpenAIClient>[0]);
-    const asked: string[] = [];
-    const getWeather = tool({
-      name: "get_weather",
-      description: "Current weather",
-      parameters: z.object({ city: z.string() }),
-      execute: async ({ city }) => {
-        asked.push(city);
-        return `${city.length + 10}C`;
-      },
-    });
-    const agent = new Agent({ name: "weather", instructions: "Answer with the weather.", model: "arbor-tiny", tools: [getWeather] });
+    const { agent, asked } = weatherAgent(`${url}/p/tp-agent/v1`);
     const result = await run(agent, "Weather in Paris?");
     expect(asked).toEqual(["Paris"]);
     expect(result.finalOutput).toBe("It is 15C.");

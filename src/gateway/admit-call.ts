@@ -1,0 +1,45 @@
+// Admission of an inference call: which program it belongs to (path, header or body, which must
+// agree), whether its caller may call as that program, and a slot of the program's limits.
+import type { FastifyRequest } from "fastify";
+import type { CredentialHeaders } from "./auth/gateway-auth.js";
+import type { GatewayContext } from "./gateway-context.js";
+import { InvalidRequestError } from "./http-errors.js";
+import type { PreparedRequest } from "./openai-request.js";
+
+/** Header naming the program when the client uses the plain /v1 routes. */
+export const PROGRAM_HEADER = "x-arbor-program";
+
+export type ProgramRequest = FastifyRequest<{ Params: { programId?: string } }>;
+
+/** Resolve the call's program, check its caller, and hold a slot of its limits while `serve` runs. */
+export async function admitted<T>(ctx: GatewayContext, req: ProgramRequest, prepared: PreparedRequest, serve: (programId: string) => Promise<T>): Promise<T> {
+  const programId = programIdOf(req, prepared.bodyProgramId);
+  ctx.auth?.requireCaller(req.headers as CredentialHeaders, programId);
+  const done = ctx.limiter.admit(programId);
+  try {
+    return await serve(programId);
+  } finally {
+    done();
+  }
+}
+
+function programIdOf(req: ProgramRequest, bodyId: string | undefined): string {
+  const header = req.headers[PROGRAM_HEADER];
+  const given = [
+    ["path", req.params.programId],
+    [`header '${PROGRAM_HEADER}'`, typeof header === "string" ? header : undefined],
+    ["body field program_id", bodyId],
+  ].filter((g): g is [string, string] => g[1] !== undefined && g[1] !== "");
+  const first = given[0];
+  if (!first) {
+    throw new InvalidRequestError(
+      "program_id",
+      `missing program id: call /p/<program-id>/v1/..., or send header '${PROGRAM_HEADER}: <program-id>' (or body field program_id)`,
+    );
+  }
+  const other = given.find((g) => g[1] !== first[1]);
+  if (other) {
+    throw new InvalidRequestError("program_id", `${first[0]} says '${first[1]}' but ${other[0]} says '${other[1]}'`);
+  }
+  return first[1];
+}

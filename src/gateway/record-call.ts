@@ -1,0 +1,69 @@
+// Recording one finished call: the trace sink, the program table, the token metrics and the
+// program's history/context the next call continues from.
+import type { Backend } from "../backends/backend.js";
+import { ArborError } from "../core/errors.js";
+import type { Call } from "../core/types.js";
+import type { GatewayContext } from "./gateway-context.js";
+import type { PreparedRequest } from "./openai-request.js";
+import type { ExtractedTrace } from "./trace-extract.js";
+
+/** Where a call stands: its program, its index there and when the gateway took it. */
+export interface CallPlace {
+  programId: string;
+  index: number;
+  start: number;
+}
+
+/** Record one finished call in the sink and the program table; throws (unrecorded) when the sink fails. */
+export function recordCall(
+  ctx: GatewayContext,
+  trace: ExtractedTrace,
+  id: string,
+  backend: Backend,
+  prepared: PreparedRequest,
+  place: CallPlace,
+  flags: Pick<Call, "trainable" | "contextReset"> = {},
+): Call {
+  const { programId, index, start } = place;
+  const call: Call = {
+    id,
+    programId,
+    index,
+    messages: prepared.messages,
+    promptTokenIds: trace.promptTokenIds,
+    outputTokenIds: trace.outputTokenIds,
+    logprobs: trace.logprobs,
+    outputText: trace.outputText,
+    finishReason: trace.finishReason,
+    backend: backend.name,
+    policyVersion: trace.policyVersion,
+    timings: { start, end: ctx.clock.now() },
+    ...flags,
+  };
+  try {
+    ctx.sink.recordCall(call);
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new ArborError(`could not record call ${index} of program '${programId}': ${why}`, "record_failed");
+  }
+  ctx.table.endCall(programId, trace.promptTokenIds.length + trace.outputTokenIds.length);
+  ctx.metrics.promptTokens.inc(trace.promptTokenIds.length);
+  ctx.metrics.outputTokens.inc(trace.outputTokenIds.length);
+  ctx.history.set(programId, [...trace.promptTokenIds, ...trace.outputTokenIds]);
+  if (flags.trainable === false) {
+    // No engine token ids to continue from: the next call starts afresh.
+    ctx.history.delete(programId);
+    ctx.contexts.delete(programId);
+  } else {
+    ctx.contexts.set(programId, {
+      endpoint: prepared.endpoint,
+      messages: prepared.messages,
+      promptTokenIds: trace.promptTokenIds,
+      outputTokenIds: trace.outputTokenIds,
+      outputText: trace.outputText,
+      finishReason: trace.finishReason,
+      ...(Array.isArray(prepared.upstreamBody.tools) && prepared.upstreamBody.tools.length > 0 ? { tools: prepared.upstreamBody.tools } : {}),
+    });
+  }
+  return call;
+}

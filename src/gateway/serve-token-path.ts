@@ -1,0 +1,67 @@
+// A non-streamed call on the token path (token-path/): the gateway builds the token-id prompt from
+// the program's context, generates (retrying once elsewhere after a transport failure), and records
+// exactly the ids and logprobs the engine produced under a call id fixed up front.
+import { BackendHttpError, type GenerateRequest, type TokenBackend } from "../backends/backend.js";
+import type { GatewayContext } from "./gateway-context.js";
+import { openAiError } from "./http-errors.js";
+import { recordCall } from "./record-call.js";
+import { rememberAnswer } from "./remember-answer.js";
+import { usesTokenPath } from "./token-path-choice.js";
+import { promptSource } from "./token-path/prompt-source.js";
+import { runTokenCall } from "./token-path/token-call.js";
+import { tokenAnswer } from "./token-path/token-response.js";
+import { tokenRouting, type RoutedTokenCall } from "./token-routing.js";
+import type { ExtractedTrace } from "./trace-extract.js";
+
+/** Serve a call routed to `call.first` on the token path; `recorded` says whether a Call was recorded. */
+export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall): Promise<{ recorded: boolean; result: unknown }> {
+  const { endpoint, prepared, place, reply } = call;
+  const { programId, index } = place;
+  const callId = ctx.newCallId();
+  const routing = tokenRouting(ctx, call, (b) => usesTokenPath(ctx, b, prepared));
+  const divided = ctx.divided;
+  try {
+    const { sampling, tools } = routing.plan(endpoint);
+    const out = await runTokenCall(
+      { programId, source: promptSource(endpoint, prepared), previous: ctx.contexts.get(programId), sampling },
+      {
+        ...routing.deps,
+        finished: (routeId, o) =>
+          ctx.router.onFinished(routeId, o ? { promptTokens: o.promptTokenIds, outputTokens: o.result.outputTokenIds, ok: true } : { outputTokens: 0, ok: false }),
+        ...(divided ? { generate: (_backend: TokenBackend, req: GenerateRequest) => divided.generate(req) } : {}),
+      },
+    );
+    const trace: ExtractedTrace = {
+      promptTokenIds: out.promptTokenIds,
+      outputTokenIds: out.result.outputTokenIds,
+      logprobs: out.result.logprobs,
+      outputText: out.decoded.text,
+      finishReason: out.result.finishReason,
+      // Engines that report no weights version (vLLM, SGLang, llama-server) record version 0.
+      policyVersion: out.result.policyVersion ?? 0,
+    };
+    const call = recordCall(ctx, trace, callId, out.backend, prepared, place, out.contextReset ? { contextReset: true } : {});
+    rememberAnswer(ctx, programId, endpoint, { callId, result: out.result, decoded: out.decoded, ...(tools ? { tools } : {}) });
+    reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(index));
+    const answer = tokenAnswer({
+      endpoint,
+      callId,
+      created: Math.floor(ctx.clock.now() / 1000),
+      model: sampling.model,
+      promptTokenIds: out.promptTokenIds,
+      result: out.result,
+      decoded: out.decoded,
+      logprobs: sampling.logprobs,
+      ...(tools ? { tools } : {}),
+    });
+    return { recorded: true, result: answer };
+  } catch (e) {
+    // The engine refused the request itself (a 4xx): the client gets its answer as is.
+    if (e instanceof BackendHttpError && e.status < 500) {
+      return { recorded: false, result: reply.code(e.status).send(e.body ?? openAiError(e.message, "upstream_error")) };
+    }
+    throw e;
+  } finally {
+    routing.close();
+  }
+}
