@@ -15,7 +15,7 @@ const program = new Command()
 
 program
   .command("run")
-  .description("run a rollout iteration from a YAML config: engines, gateway, agents in sandboxes, rewards, store, batch")
+  .description("run rollout iterations from a YAML config: engines, gateway, agents in sandboxes, rewards, store, batch, and RL training with `train`")
   .argument("<config>", "path of the run config (YAML)")
   .option("--no-progress", "do not draw a progress bar")
   .action(async (config: string, opts: { progress: boolean }) => {

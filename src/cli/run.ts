@@ -1,5 +1,6 @@
-// `arbor run <config>`: wires one synchronous rollout iteration end to end — policy, engines,
-// gateway, sandboxes, agents, rewards, store and batch export — and prints a summary.
+// `arbor run <config>`: wires synchronous rollout iterations end to end — policy, engines,
+// gateway, sandboxes, agents, rewards, store and batch export — and, with `train`, the RL loop between
+// them (batch → reference-trainer step → checkpoint → weight sync); prints a line per iteration and a summary.
 import { setMaxListeners } from "node:events";
 import { mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -17,6 +18,7 @@ import { createContextPolicy } from "../agents/context/registry.js";
 import { createGateway } from "../gateway/server.js";
 import { ensurePolicy } from "../model/policy.js";
 import { createRewardFromConfig } from "../reward/registry.js";
+import { GroupRewarder } from "../reward/group-rewarder.js";
 import { agentSpecOf } from "../rollout/blackbox-program.js";
 import { runSyncRollout, type ProgramResult } from "../rollout/sync-rollout.js";
 import { bwrapAvailable } from "../sandbox/bwrap.js";
@@ -74,6 +76,11 @@ export interface RunOptions {
   onProgramDone?: (p: ProgramResult) => void;
   /** Sees every engine reply as the gateway receives it, before the gateway records it (end-to-end checks). */
   onBackendReply?: (backend: string, reply: BackendReply) => void;
+  /**
+   * Run id (default: name and start time). Programs' sampling seeds derive from their ids, so a fixed id in
+   * a fresh output directory reproduces a run's samples.
+   */
+  runId?: string;
 }
 
 /** CLI entry: load the config, run, print the summary. */
@@ -84,8 +91,9 @@ export async function runCommand(configPath: string, opts: RunOptions): Promise<
 }
 
 /**
- * Run one rollout iteration described by `cfg`. Everything it starts (engines, gateway, sandboxes,
- * store) is stopped before it returns or throws; on SIGINT/SIGTERM running programs end as `aborted`.
+ * Run the rollout iterations described by `cfg` (one unless `iterations` says more), training after each
+ * when `cfg.train` is set. Everything it starts (engines, gateway, sandboxes, store, trainer) is stopped
+ * before it returns or throws; on SIGINT/SIGTERM running programs end as `aborted`.
  */
 export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<RunSummary> {
   const clock = realClock;
@@ -101,6 +109,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const agent = agentSpecOf(cfg.agent);
   const reward = createRewardFromConfig(cfg.reward);
+  const rewarder = new GroupRewarder(reward);
   const adminToken = gatewayAdminToken(cfg);
 
   const engines: ListeningEngineServer[] = [];
@@ -203,7 +212,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     // starts the preparation of one more, for the program that will take its place.
     if (cfg.sandbox.poolSize > 0) pool.prepare(cfg.sandbox.poolSize);
 
-    const baseRunId = `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
+    const baseRunId = opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
     // Each iteration rolls out its own slice of tasks (fresh prompts); iteration 1's are env.tasks(n, seed).
     const allTasks = env.tasks(cfg.env.tasks * cfg.iterations, cfg.env.seed);
     const checkpointDir = join(outDir, "checkpoints");
@@ -217,7 +226,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     for (let iteration = 1; iteration <= cfg.iterations; iteration++) {
       const runId = cfg.iterations === 1 ? baseRunId : `${baseRunId}-it${iteration}`;
       const version = trainer?.version ?? 0;
-      store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: started });
+      store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: iteration === 1 ? started : clock.now() });
       const tasks = allTasks.slice((iteration - 1) * cfg.env.tasks, iteration * cfg.env.tasks);
       const total = tasks.length * cfg.rollout.groupSize;
       const bar = opts.progress
@@ -244,7 +253,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           model: "arbor-tiny",
           limits: cfg.agent,
           temperature: cfg.agent.temperature,
-          reward: (ctx) => reward.compute(ctx),
+          // Rewards relative to the group (completion time) wait for the group's last program.
+          reward: (group, ctx) => rewarder.add(group, ctx),
           ...(cfg.agent.context !== undefined ? { context: cfg.agent.context } : {}),
           agent,
           seed: cfg.seed,

@@ -1,0 +1,72 @@
+// `arbor sft`: supervised fine-tuning of the tiny policy on an environment's golden conversations
+// (src/sft/sft.ts), with a progress bar, writing a GGUF that `model.path` in a run config can load.
+import { mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import cliProgress from "cli-progress";
+import { realClock } from "../core/real-clock.js";
+import { runSft, type SftOptions } from "../sft/sft.js";
+
+export interface SftCommandOptions {
+  env: string;
+  tasks: number;
+  taskSeed: number;
+  steps: number;
+  batchSize: number;
+  lr: number;
+  seed: number;
+  out: string;
+  /** Start from this GGUF instead of seeded random weights. */
+  from?: string;
+  saveEvery?: number;
+  nEmbd: number;
+  nLayer: number;
+  nHead: number;
+  nFf: number;
+  progress: boolean;
+}
+
+/** CLI entry: train, draw progress, print where the checkpoint went and its held-out numbers. */
+export async function sftCommand(o: SftCommandOptions): Promise<void> {
+  const out = resolve(o.out);
+  mkdirSync(dirname(out), { recursive: true });
+  const started = realClock.now();
+  const bar = o.progress
+    ? new cliProgress.SingleBar(
+        { format: "sft [{bar}] {value}/{total} steps | loss {loss} | held-out loss {evalLoss} acc {evalAcc} | {duration}s", hideCursor: true, stream: process.stderr },
+        cliProgress.Presets.shades_classic,
+      )
+    : undefined;
+  bar?.start(o.steps, 0, { loss: "-", evalLoss: "-", evalAcc: "-" });
+  const opts: SftOptions = {
+    env: o.env,
+    tasks: o.tasks,
+    taskSeed: o.taskSeed,
+    evalTasks: 16,
+    evalEvery: 20,
+    init: o.from ? { path: resolve(o.from) } : { seed: o.seed, nEmbd: o.nEmbd, nLayer: o.nLayer, nHead: o.nHead, nHeadKv: o.nHead, nFf: o.nFf, contextLength: 2048 },
+    steps: o.steps,
+    ...(o.saveEvery === undefined ? {} : { saveEvery: o.saveEvery }),
+    batchSize: o.batchSize,
+    lr: o.lr,
+    seed: o.seed,
+    out,
+    clock: realClock,
+    onStep: (s) => {
+      const fields = { loss: s.loss.toFixed(3), ...(s.evalLoss === undefined ? {} : { evalLoss: s.evalLoss.toFixed(3), evalAcc: (s.evalAccuracy ?? 0).toFixed(3) }) };
+      if (bar) bar.update(s.step, fields);
+      else if (s.evalLoss !== undefined) console.error(`sft step ${s.step}/${s.steps}  loss ${fields.loss}  held-out loss ${fields.evalLoss} acc ${fields.evalAcc}`);
+    },
+  };
+  try {
+    const r = await runSft(opts);
+    bar?.stop();
+    console.log(`\nArbor SFT`);
+    console.log(`  checkpoint     ${r.out}`);
+    console.log(`  steps          ${r.steps} (batch ${o.batchSize}, lr ${o.lr}, seed ${o.seed})`);
+    console.log(`  loss           ${r.firstLoss.toFixed(3)} → ${r.lastLoss.toFixed(3)}`);
+    if (r.evalLoss !== undefined) console.log(`  held-out       loss ${r.evalLoss.toFixed(3)}, token accuracy ${(r.evalAccuracy ?? 0).toFixed(3)}`);
+    console.log(`  elapsed        ${((realClock.now() - started) / 1000).toFixed(1)} s`);
+  } finally {
+    bar?.stop();
+  }
+}

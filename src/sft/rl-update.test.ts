@@ -1,0 +1,95 @@
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { buildTrainingBatch } from "../batch/build-batch.js";
+import { VirtualClock } from "../core/clock.js";
+import { Rng } from "../core/rng.js";
+import type { Call, Group, Trajectory } from "../core/types.js";
+import { tinyConfig } from "../model/config.js";
+import { initWeights } from "../model/weights.js";
+import { Trainer } from "../trainer/trainer.js";
+import { rlUpdate } from "./rl-update.js";
+
+const root = mkdtempSync(join(tmpdir(), "arbor-rl-update-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+const cfg = tinyConfig({ nEmbd: 16, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 32, contextLength: 1024 });
+let dir: string;
+let n = 0;
+beforeEach(() => {
+  dir = join(root, `ckpt-${n++}`);
+});
+
+/** A one-call program of `group` answering `output` to a shared prompt, with reward `reward`. */
+function program(group: string, i: number, output: number[], reward: number): Trajectory {
+  const id = `${group}-p${i}`;
+  const call: Call = {
+    id: `${id}-c0`,
+    programId: id,
+    index: 0,
+    messages: [{ role: "user", content: "q" }],
+    promptTokenIds: [1, 40, 41, 42, 43, 44],
+    outputTokenIds: output,
+    // Behaviour logprobs far from the near-uniform policy's: ratios ≠ 1, so the GRPO loss is not 0.
+    logprobs: output.map(() => -3),
+    outputText: "",
+    finishReason: "stop",
+    backend: "e0",
+    policyVersion: 0,
+    timings: { start: 0, end: 1 },
+  };
+  return {
+    program: { id, runId: "r", taskId: `t-${group}`, groupId: group, sampleIndex: i, state: "terminated", createdAt: 0 },
+    calls: [call],
+    tools: [],
+    reward: { total: reward, components: { outcome: reward } },
+  };
+}
+
+function group(id: string, size: number): Group {
+  return { id, runId: "r", taskId: `t-${id}`, programIds: Array.from({ length: size }, (_, i) => `${id}-p${i}`) };
+}
+
+async function trainer(): Promise<Trainer> {
+  return Trainer.create(cfg, initWeights(cfg, new Rng(2)), { lr: 1e-2, clock: new VirtualClock(0) });
+}
+
+describe("rlUpdate", () => {
+  it("steps on the samples that carry an advantage, publishes v+1, and computes the same loss as the whole batch", async () => {
+    const tr = await trainer();
+    const ref = await trainer();
+    try {
+      const trajectories = [program("a", 0, [50, 51, 2], 1), program("a", 1, [52, 53, 2], 0), program("b", 0, [54, 2], 0), program("b", 1, [55, 2], 0)];
+      const groups = [group("a", 2), group("b", 2)];
+      const whole = buildTrainingBatch({ id: "x", trajectories, groups, mode: "merged" }).tree;
+      const expected = ref.gradients({ tree: whole.tree, termUnit: whole.termUnit, loss: whole.loss }).loss;
+      const u = rlUpdate(tr, { id: "x", trajectories, groups, estimator: "grpo", checkpointDir: dir });
+      expect(u).toMatchObject({ stepped: true, version: 1, samples: 4, trainedSamples: 2, droppedGroups: 0 });
+      expect(Math.abs(expected)).toBeGreaterThan(0.01);
+      expect(u.loss).toBeCloseTo(expected, 6);
+      expect(u.checkpoint).toBe(join(dir, "policy-v1.gguf"));
+      expect(existsSync(u.checkpoint!)).toBe(true);
+      // Both trained samples share the 6-token prompt: the tree runs it once.
+      expect(u.flatTokens).toBe(9 + 9);
+      expect(u.treeTokens).toBe(6 + 3 + 3);
+      expect(tr.version).toBe(1);
+    } finally {
+      tr.dispose();
+      ref.dispose();
+    }
+  });
+
+  it("takes no step and publishes nothing when every group's rewards are equal", async () => {
+    const tr = await trainer();
+    try {
+      const trajectories = [program("a", 0, [50, 2], 1), program("a", 1, [51, 2], 1)];
+      const u = rlUpdate(tr, { id: "y", trajectories, groups: [group("a", 2)], estimator: "grpo", checkpointDir: dir });
+      expect(u).toMatchObject({ stepped: false, version: 0, samples: 2, trainedSamples: 0 });
+      expect(u.checkpoint).toBeUndefined();
+      expect(existsSync(dir)).toBe(false);
+      expect(tr.stepCount).toBe(0);
+    } finally {
+      tr.dispose();
+    }
+  });
+});

@@ -1,0 +1,75 @@
+// One RL policy update from a finished rollout: the store's trajectories and groups → the training batch
+// (a registered advantage estimator, merged multi-call samples, prefix tree) → one reference-trainer step →
+// a versioned GGUF checkpoint the engines can load. Samples whose every advantage is 0 (a group whose
+// programs all got the same reward, under GRPO) are left out of the step: they add nothing to the loss or
+// its gradient, and the weights already normalise over the whole batch, so the step is unchanged and cheaper.
+import { buildTrainingBatch } from "../batch/build-batch.js";
+import { buildTreeBatch } from "../batch/tree/tree-batch.js";
+import type { SampleMode } from "../batch/trajectory-samples.js";
+import type { Group, Trajectory } from "../core/types.js";
+import { Vocab } from "../model/vocab.js";
+import type { Trainer } from "../trainer/trainer.js";
+
+export interface RlUpdateOptions {
+  id: string;
+  trajectories: readonly Trajectory[];
+  groups: readonly Group[];
+  estimator: string;
+  estimatorOptions?: Record<string, unknown>;
+  mode?: SampleMode;
+  /** Directory of the versioned checkpoints (`policy-v{N}.gguf` + manifest.json). */
+  checkpointDir: string;
+  keepCheckpoints?: number;
+}
+
+export interface RlUpdate {
+  /** False when no sample had a non-zero advantage: no step was taken and the version did not move. */
+  stepped: boolean;
+  /** Policy version after the update. */
+  version: number;
+  /** Checkpoint of `version` (written only when a step was taken). */
+  checkpoint?: string;
+  loss: number;
+  gradNorm: number;
+  clipFraction: number;
+  /** Samples in the batch and those that carried a non-zero advantage into the step. */
+  samples: number;
+  trainedSamples: number;
+  /** Tokens the trainer ran (tree nodes) and what a flat layout of the same samples would have run. */
+  treeTokens: number;
+  flatTokens: number;
+  /** Groups that dynamic sampling dropped (estimators that do it, e.g. DAPO). */
+  droppedGroups: number;
+}
+
+/** Build the batch of a finished rollout and, when it carries any signal, take one step and publish it. */
+export function rlUpdate(trainer: Trainer, o: RlUpdateOptions): RlUpdate {
+  const built = buildTrainingBatch({
+    id: o.id,
+    trajectories: o.trajectories,
+    groups: o.groups,
+    estimator: o.estimator,
+    ...(o.estimatorOptions ? { estimatorOptions: o.estimatorOptions } : {}),
+    mode: o.mode ?? "merged",
+  });
+  const all = built.batch.samples;
+  const useful = all.filter((s) => s.advantages.some((a, i) => a !== 0 && s.lossMask[i] === 1));
+  const base = { samples: all.length, trainedSamples: useful.length, droppedGroups: built.dropped.length };
+  if (useful.length === 0) {
+    return { ...base, stepped: false, version: trainer.version, loss: 0, gradNorm: 0, clipFraction: 0, treeTokens: 0, flatTokens: 0 };
+  }
+  const tb = buildTreeBatch(useful, built.batch.loss);
+  const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss });
+  const { path } = trainer.checkpoint(o.checkpointDir, new Vocab(), o.keepCheckpoints);
+  return {
+    ...base,
+    stepped: true,
+    version: r.version,
+    checkpoint: path,
+    loss: r.loss,
+    gradNorm: r.gradNorm,
+    clipFraction: r.clipFraction,
+    treeTokens: tb.stats.treeTokens,
+    flatTokens: tb.stats.flatTokens,
+  };
+}

@@ -1,0 +1,71 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { VirtualClock } from "../core/clock.js";
+import { configFromGguf, readGguf } from "../model/gguf.js";
+import { runSft, sftTree, type SftOptions, type SftStep } from "./sft.js";
+import { goldenSample } from "./golden-samples.js";
+import { Vocab } from "../model/vocab.js";
+
+const dir = mkdtempSync(join(tmpdir(), "arbor-sft-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const base = (out: string, onStep?: (s: SftStep) => void): SftOptions => ({
+  env: "calc",
+  tasks: 4,
+  taskSeed: 11,
+  evalTasks: 2,
+  evalEvery: 4,
+  init: { seed: 3, nEmbd: 16, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 32, contextLength: 1024 },
+  steps: 8,
+  batchSize: 2,
+  lr: 2e-2,
+  seed: 5,
+  out,
+  clock: new VirtualClock(0),
+  ...(onStep ? { onStep } : {}),
+});
+
+describe("runSft", () => {
+  it("drives the loss on golden assistant tokens down and writes a GGUF llama.cpp's loader reads", async () => {
+    const steps: SftStep[] = [];
+    const out = join(dir, "a.gguf");
+    const r = await runSft(base(out, (s) => steps.push(s)));
+    expect(steps.map((s) => s.step)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(steps.filter((s) => s.evalLoss !== undefined).map((s) => s.step)).toEqual([4, 8]);
+    expect(r.firstLoss).toBeGreaterThan(Math.log(new Vocab().size) * 0.8); // near-uniform at init
+    expect(r.lastLoss).toBeLessThan(r.firstLoss * 0.7);
+    const held = steps.filter((s) => s.evalLoss !== undefined).map((s) => s.evalLoss as number);
+    expect(held[1]).toBeLessThan(r.firstLoss);
+    const file = readGguf(out);
+    expect(configFromGguf(file.metadata)).toMatchObject({ nEmbd: 16, nLayer: 1, nHead: 2, nVocab: new Vocab().size });
+    expect(file.metadata.get("arbor.policy_version")).toBe(0);
+    expect(JSON.parse(file.metadata.get("arbor.sft") as string)).toMatchObject({ env: "calc", tasks: 4, steps: 8, step: 8, seed: 5 });
+  });
+
+  it("is deterministic for its seeds, and continues from a GGUF", async () => {
+    const a = join(dir, "a.gguf");
+    const b = join(dir, "b.gguf");
+    await runSft(base(b));
+    expect(readFileSync(b).equals(readFileSync(a))).toBe(true);
+    const more = await runSft({ ...base(join(dir, "c.gguf")), init: { path: a }, steps: 2 });
+    const fresh = await runSft({ ...base(join(dir, "d.gguf")), steps: 2 });
+    expect(more.firstLoss).toBeLessThan(fresh.firstLoss);
+  });
+
+  it("weights every assistant token of a batch equally", () => {
+    const vocab = new Vocab();
+    const samples = [0, 1].map((i) => goldenSample([{ role: "user", content: `q${i}` }, { role: "assistant", content: i === 0 ? "ab" : "abcdef" }], vocab));
+    const tree = sftTree(samples);
+    // 2 + 1 and 6 + 1 tokens (content and <|end|>): 10 terms of weight 1/10.
+    expect(tree.terms.weight).toHaveLength(10);
+    for (const w of tree.terms.weight) expect(w).toBeCloseTo(0.1, 7);
+  });
+
+  it("rejects bad options with the field named", async () => {
+    await expect(runSft({ ...base(join(dir, "x.gguf")), batchSize: 5 })).rejects.toThrow(/batchSize \(5\) must not exceed tasks \(4\)/);
+    await expect(runSft({ ...base(join(dir, "x.gguf")), steps: 0 })).rejects.toThrow(/steps must be an integer >= 1/);
+    await expect(runSft({ ...base(join(dir, "x.gguf")), lr: 0 })).rejects.toThrow(/lr must be > 0/);
+  });
+});

@@ -1,0 +1,173 @@
+// Supervised fine-tuning of the tiny policy on an environment's golden conversations: each step packs a
+// batch of golden samples into a prefix tree (they share the system prompt, so it is computed once),
+// takes one reference-trainer step with the SFT loss (token-mean cross-entropy on assistant tokens)
+// and, at the end, writes the weights as a GGUF the engines load. Deterministic for its seeds.
+import type { Clock } from "../core/clock.js";
+import { ArborError } from "../core/errors.js";
+import { Rng } from "../core/rng.js";
+import { buildPackedTree } from "../batch/tree/build-tree.js";
+import type { PackedTree } from "../batch/tree/packed-tree.js";
+import { createEnvironment } from "../envs/registry.js";
+import type { Task } from "../envs/env.js";
+import { tinyConfig } from "../model/config.js";
+import { writeGguf } from "../model/gguf.js";
+import type { PolicyInit } from "../model/policy.js";
+import { Vocab } from "../model/vocab.js";
+import { initWeights } from "../model/weights.js";
+import { Trainer } from "../trainer/trainer.js";
+import { goldenSample, type SftSample } from "./golden-samples.js";
+
+export interface SftOptions {
+  /** Environment whose golden conversations are the training data (e.g. "calc"). */
+  env: string;
+  /** Distinct training tasks and their seed. */
+  tasks: number;
+  taskSeed: number;
+  /** Held-out tasks scored every `evalEvery` steps (seed taskSeed + 1, so never among the training tasks). */
+  evalTasks?: number;
+  evalEvery?: number;
+  /** Start from this GGUF, or from seeded random weights of this shape. */
+  init: { path: string } | PolicyInit;
+  steps: number;
+  batchSize: number;
+  lr: number;
+  maxGradNorm?: number;
+  /** Seed of the batch order. */
+  seed: number;
+  /** Where to write the trained GGUF. */
+  out: string;
+  /** Also write `out` every this many steps (a long run can be inspected or stopped early). */
+  saveEvery?: number;
+  clock?: Clock;
+  /** Called after every step (progress bars, logs). */
+  onStep?: (s: SftStep) => void;
+}
+
+export interface SftStep {
+  step: number;
+  steps: number;
+  loss: number;
+  gradNorm: number;
+  /** Mean loss per assistant token of the held-out tasks, when evaluated at this step. */
+  evalLoss?: number;
+  /** Fraction of held-out assistant tokens the policy ranks first (greedy next-token accuracy). */
+  evalAccuracy?: number;
+}
+
+export interface SftResult {
+  out: string;
+  steps: number;
+  firstLoss: number;
+  lastLoss: number;
+  evalLoss?: number;
+  evalAccuracy?: number;
+}
+
+/** SFT samples of `count` tasks of `env` (seed `seed`), rendered as the engine renders them. */
+export function goldenSamples(env: string, count: number, seed: number, vocab: Vocab = new Vocab()): SftSample[] {
+  const e = createEnvironment(env);
+  return e.tasks(count, seed).map((t: Task) => goldenSample(e.golden(t), vocab));
+}
+
+/** Pack samples into one tree whose term weights average the loss over all their assistant tokens. */
+export function sftTree(samples: readonly SftSample[]): PackedTree {
+  const total = samples.reduce((n, s) => n + s.lossMask.reduce((a, b) => a + b, 0), 0);
+  if (total === 0) throw new ArborError("sft: the batch has no assistant tokens", "sft");
+  return buildPackedTree(
+    samples.map((s) => ({
+      tokenIds: s.tokenIds,
+      lossMask: s.lossMask,
+      advantages: s.tokenIds.map(() => 0),
+      oldLogprobs: s.tokenIds.map(() => 0),
+      weights: s.lossMask.map((m) => m / total),
+    })),
+  ).tree;
+}
+
+function check(opts: SftOptions): void {
+  const positive = (field: string, v: number): void => {
+    if (!Number.isInteger(v) || v < 1) throw new ArborError(`sft: ${field} must be an integer >= 1, got ${v}`, "config");
+  };
+  positive("tasks", opts.tasks);
+  positive("steps", opts.steps);
+  positive("batchSize", opts.batchSize);
+  if (opts.batchSize > opts.tasks) throw new ArborError(`sft: batchSize (${opts.batchSize}) must not exceed tasks (${opts.tasks})`, "config");
+  if (!(opts.lr > 0)) throw new ArborError(`sft: lr must be > 0, got ${opts.lr}`, "config");
+}
+
+async function createTrainer(opts: SftOptions): Promise<Trainer> {
+  const trainerOpts = { lr: opts.lr, maxGradNorm: opts.maxGradNorm ?? 1, version: 0, ...(opts.clock ? { clock: opts.clock } : {}) };
+  if ("path" in opts.init) return Trainer.fromGguf(opts.init.path, trainerOpts);
+  const { seed, ...shape } = opts.init;
+  const config = tinyConfig({ nVocab: new Vocab().size, ...shape });
+  return Trainer.create(config, initWeights(config, new Rng(seed)), trainerOpts);
+}
+
+/** Held-out loss per assistant token and greedy token accuracy (from the trainer's logprobs). */
+function evaluate(trainer: Trainer, tree: PackedTree): { loss: number; accuracy: number } {
+  const lp = trainer.logprobs(tree);
+  let sum = 0;
+  let likely = 0;
+  for (const x of lp) {
+    sum -= x;
+    // log p > log 0.5 guarantees the target is the argmax; a cheap, conservative accuracy.
+    if (x > Math.log(0.5)) likely++;
+  }
+  return { loss: sum / lp.length, accuracy: likely / lp.length };
+}
+
+/** Write the current weights to `opts.out` (policy version 0: the start of RL), with how they were made. */
+function save(trainer: Trainer, vocab: Vocab, opts: SftOptions, step: number): void {
+  const made = { env: opts.env, tasks: opts.tasks, taskSeed: opts.taskSeed, step, steps: opts.steps, batchSize: opts.batchSize, lr: opts.lr, seed: opts.seed };
+  writeGguf(opts.out, {
+    config: trainer.config,
+    vocab,
+    tensors: trainer.model.toTensors(),
+    metadata: { "general.name": "arbor-tiny-llama", "arbor.policy_version": 0, "arbor.sft": JSON.stringify(made) },
+  });
+}
+
+/**
+ * Train on golden conversations and write the GGUF to `opts.out` (policy version 0: the start of RL).
+ * Each epoch visits the tasks in a fresh seeded order; a step takes the next `batchSize` of them.
+ */
+export async function runSft(opts: SftOptions): Promise<SftResult> {
+  check(opts);
+  const vocab = new Vocab();
+  const train = goldenSamples(opts.env, opts.tasks, opts.taskSeed, vocab);
+  const held = opts.evalTasks ? sftTree(goldenSamples(opts.env, opts.evalTasks, opts.taskSeed + 1, vocab)) : undefined;
+  const evalEvery = opts.evalEvery ?? Math.max(1, Math.floor(opts.steps / 10));
+  const order = new Rng(opts.seed).fork("sft-order");
+  const trainer = await createTrainer(opts);
+  try {
+    let queue: number[] = [];
+    let firstLoss = NaN;
+    let lastLoss = NaN;
+    let lastEval: { loss: number; accuracy: number } | undefined;
+    for (let step = 1; step <= opts.steps; step++) {
+      if (queue.length < opts.batchSize) queue = [...queue, ...order.shuffle(train.map((_, i) => i))];
+      const batch = queue.splice(0, opts.batchSize).map((i) => train[i] as SftSample);
+      const r = trainer.step({ tree: sftTree(batch), loss: "sft" });
+      if (step === 1) firstLoss = r.loss;
+      lastLoss = r.loss;
+      const report: SftStep = { step, steps: opts.steps, loss: r.loss, gradNorm: r.gradNorm };
+      if (held && (step % evalEvery === 0 || step === opts.steps)) {
+        lastEval = evaluate(trainer, held);
+        report.evalLoss = lastEval.loss;
+        report.evalAccuracy = lastEval.accuracy;
+      }
+      opts.onStep?.(report);
+      if (opts.saveEvery !== undefined && step % opts.saveEvery === 0 && step < opts.steps) save(trainer, vocab, opts, step);
+    }
+    save(trainer, vocab, opts, opts.steps);
+    return {
+      out: opts.out,
+      steps: opts.steps,
+      firstLoss,
+      lastLoss,
+      ...(lastEval ? { evalLoss: lastEval.loss, evalAccuracy: lastEval.accuracy } : {}),
+    };
+  } finally {
+    trainer.dispose();
+  }
+}
