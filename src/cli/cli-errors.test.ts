@@ -65,6 +65,10 @@ describe("arbor run errors", () => {
     );
   });
 
+  it("async rollout mode: refused with the reason, not run synchronously", () => {
+    expectOneLineError(arbor("engines: [{name: e0}]\nrollout: {mode: async}\n"), /rollout\.mode: 'async' is not available in `arbor run` yet/);
+  });
+
   it("missing config file", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
     expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);

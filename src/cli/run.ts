@@ -108,6 +108,14 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const agent = agentSpecOf(cfg.agent);
+  if (cfg.rollout.mode === "async") {
+    // Refused rather than run synchronously: the async orchestrator exists (simulation and the real-stack
+    // driver runAsyncRollout in src/rollout/async-rollout.ts) but `arbor run` does not drive it yet.
+    throw new ArborError(
+      "rollout.mode: 'async' is not available in `arbor run` yet (it runs in `arbor bench scheduling` and through runAsyncRollout in src/rollout/async-rollout.ts); use mode: sync",
+      "config",
+    );
+  }
   const reward = createRewardFromConfig(cfg.reward);
   const rewarder = new GroupRewarder(reward);
   const adminToken = gatewayAdminToken(cfg);

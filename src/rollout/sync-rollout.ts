@@ -167,7 +167,9 @@ export async function runProgram(o: RolloutOptions, task: Task, group: Group, pr
             sandbox,
             limits: o.limits,
             temperature: o.temperature,
-            seed: o.seed * 1_000_003 + hashString(programId),
+            // From the task and the sample's place in its group, not the program id (which carries the
+            // run's start time): the same config and seed sample the same programs run after run.
+            seed: o.seed * 1_000_003 + hashString(`${task.id}/${sampleIndex}`),
             clock: o.clock,
             signal: o.signal,
             ...(o.context !== undefined ? { context: createContextPolicy(o.context) } : {}),
