@@ -82,6 +82,25 @@ export function validateLossSpec(spec: LossSpec): LossSpec {
   return spec;
 }
 
+/**
+ * Per ratio unit (a token, or a sequence/chunk id): Σ(log π − log π_old), Σ(log π_trainer-old − log μ) for the
+ * mismatch mask, and the term count — what both the loss and its gradient are built from.
+ */
+function unitSums(spec: LossSpec, input: LossInput) {
+  const trainerOld = input.trainerOldLogprob ?? input.logprob;
+  const unitOf = (t: number): number => (spec.ratio === "token" ? t : (input.unit[t] as number));
+  const sumD = new Map<number, number>();
+  const sumMismatch = new Map<number, number>();
+  const count = new Map<number, number>();
+  for (let t = 0; t < input.logprob.length; t++) {
+    const u = unitOf(t);
+    sumD.set(u, (sumD.get(u) ?? 0) + (input.logprob[t] as number) - (input.oldLogprob[t] as number));
+    sumMismatch.set(u, (sumMismatch.get(u) ?? 0) + (trainerOld[t] as number) - (input.oldLogprob[t] as number));
+    count.set(u, (count.get(u) ?? 0) + 1);
+  }
+  return { unitOf, sumD, sumMismatch, count };
+}
+
 /** The scalar loss of `spec` on `input` in float64 (see the formula at the top of this file). */
 export function referenceLoss(spec: LossSpec, input: LossInput): LossResult {
   const n = input.logprob.length;
@@ -90,16 +109,7 @@ export function referenceLoss(spec: LossSpec, input: LossInput): LossResult {
   }
   const trainerOld = input.trainerOldLogprob ?? input.logprob;
   if (trainerOld.length !== n) fail(`trainerOldLogprob has ${trainerOld.length} entries for ${n} terms`);
-  const unitOf = (t: number): number => (spec.ratio === "token" ? t : (input.unit[t] as number));
-  const sumD = new Map<number, number>();
-  const sumMismatch = new Map<number, number>();
-  const count = new Map<number, number>();
-  for (let t = 0; t < n; t++) {
-    const u = unitOf(t);
-    sumD.set(u, (sumD.get(u) ?? 0) + (input.logprob[t] as number) - (input.oldLogprob[t] as number));
-    sumMismatch.set(u, (sumMismatch.get(u) ?? 0) + (trainerOld[t] as number) - (input.oldLogprob[t] as number));
-    count.set(u, (count.get(u) ?? 0) + 1);
-  }
+  const { unitOf, sumD, sumMismatch, count } = unitSums(spec, input);
   const masked = new Set<number>();
   if (spec.mismatchThreshold !== undefined) {
     for (const [u, s] of sumMismatch) if (Math.exp(s / (count.get(u) as number)) > spec.mismatchThreshold) masked.add(u);
@@ -132,17 +142,7 @@ export function referenceLoss(spec: LossSpec, input: LossInput): LossResult {
 export function referenceLossGradient(spec: LossSpec, input: LossInput): Float64Array {
   const n = input.logprob.length;
   referenceLoss(spec, input); // validates lengths
-  const trainerOld = input.trainerOldLogprob ?? input.logprob;
-  const unitOf = (t: number): number => (spec.ratio === "token" ? t : (input.unit[t] as number));
-  const sumD = new Map<number, number>();
-  const sumMismatch = new Map<number, number>();
-  const count = new Map<number, number>();
-  for (let t = 0; t < n; t++) {
-    const u = unitOf(t);
-    sumD.set(u, (sumD.get(u) ?? 0) + (input.logprob[t] as number) - (input.oldLogprob[t] as number));
-    sumMismatch.set(u, (sumMismatch.get(u) ?? 0) + (trainerOld[t] as number) - (input.oldLogprob[t] as number));
-    count.set(u, (count.get(u) ?? 0) + 1);
-  }
+  const { unitOf, sumD, sumMismatch, count } = unitSums(spec, input);
   const masked = (u: number): boolean =>
     spec.mismatchThreshold !== undefined && Math.exp((sumMismatch.get(u) as number) / (count.get(u) as number)) > spec.mismatchThreshold;
   const grad = new Float64Array(n);
