@@ -73,6 +73,11 @@ export interface GenerateResult {
   policyVersion: number | null;
   /** The prompt as the engine saw it (echoed by the engine where it does, else as sent). */
   promptTokenIds: number[];
+  /**
+   * The weights version of each output token, where the engine reports them (Arbor's
+   * `token_policy_versions`); null entries: no version known. Absent = all at policyVersion.
+   */
+  tokenPolicyVersions?: (number | null)[];
 }
 
 /** Output tokens as they arrive from a streamed generation (aligned ids and logprobs). */

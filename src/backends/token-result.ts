@@ -37,5 +37,11 @@ export function applyStopTokens(r: GenerateResult, stop: readonly number[] | und
   const set = new Set(stop);
   const at = r.outputTokenIds.findIndex((t) => set.has(t));
   if (at < 0 || at === r.outputTokenIds.length - 1) return at < 0 ? r : { ...r, finishReason: "stop" };
-  return { ...r, outputTokenIds: r.outputTokenIds.slice(0, at + 1), logprobs: r.logprobs.slice(0, at + 1), finishReason: "stop" };
+  const cut = { ...r, outputTokenIds: r.outputTokenIds.slice(0, at + 1), logprobs: r.logprobs.slice(0, at + 1), finishReason: "stop" as const };
+  return r.tokenPolicyVersions ? { ...cut, tokenPolicyVersions: r.tokenPolicyVersions.slice(0, at + 1) } : cut;
+}
+
+/** True for a list of weights versions (integers >= 0), as Arbor's engine sends `token_policy_versions`. */
+export function isPolicyVersions(v: unknown): v is number[] {
+  return Array.isArray(v) && v.every((x) => Number.isInteger(x) && (x as number) >= 0);
 }

@@ -33,6 +33,28 @@ describe("completionTokenStream", () => {
     expect(stream.result()).toEqual({ outputTokenIds: [7, 8, 9], logprobs: [-0.5, -1, -2], finishReason: "length", policyVersion: 3, promptTokenIds: [1, 2] });
   });
 
+  it("gives per-token versions when the engine switched weights mid-stream (chunk versions or token_policy_versions)", async () => {
+    const { stream } = await read(
+      [
+        chunk({ prompt_token_ids: [1], token_ids: [7], logprobs: { token_logprobs: [-0.5] }, finish_reason: null }, { policy_version: 1 }),
+        chunk({ token_ids: [8, 9], logprobs: { token_logprobs: [-1, -2] }, token_policy_versions: [1, 2], finish_reason: null }, { policy_version: 2 }),
+        chunk({ token_ids: [0, 4], logprobs: { token_logprobs: [-1, -2] }, finish_reason: "length" }, { policy_version: 3 }),
+        "[DONE]",
+      ],
+      { policyVersion: true, stopTokenIds: [0] },
+    );
+    expect(stream.result()).toEqual({
+      outputTokenIds: [7, 8, 9, 0],
+      logprobs: [-0.5, -1, -2, -1],
+      finishReason: "stop",
+      policyVersion: 3,
+      promptTokenIds: [1],
+      tokenPolicyVersions: [1, 1, 2, 3],
+    });
+    const bad = [chunk({ prompt_token_ids: [1], token_ids: [7, 8], logprobs: { token_logprobs: [-1, -1] }, token_policy_versions: [1] }, { policy_version: 1 })];
+    await expect(read(bad, { policyVersion: true })).rejects.toThrow(/token_policy_versions/);
+  });
+
   it("ends at the first stop token the engine did not honour", async () => {
     const { deltas, stream } = await read(
       [chunk({ prompt_token_ids: [1], token_ids: [5, 0, 6], logprobs: { token_logprobs: [-1, -2, -3] }, finish_reason: null }), chunk({ token_ids: [7], logprobs: { token_logprobs: [-1] } })],

@@ -4,7 +4,7 @@
 // the engine failed mid-generation. Stop token ids are applied here too (as applyStopTokens does for
 // whole answers): the stream ends at the first one and the engine's request is cancelled.
 import { BackendHttpError, BackendProtocolError, type GenerateResult, type GenerateStream, type TokenDelta } from "./backend.js";
-import { checkTokens, isTokenIds } from "./token-result.js";
+import { checkTokens, isPolicyVersions, isTokenIds } from "./token-result.js";
 
 export interface CompletionTokenStreamOptions {
   name: string;
@@ -25,6 +25,10 @@ export function completionTokenStream(events: AsyncIterable<string>, opts: Compl
   const logprobs: number[] = [];
   let prompt: number[] | undefined;
   let policyVersion: number | null = null;
+  // Per-token versions (Arbor's engine): a chunk's token_policy_versions, else its policy_version
+  // (the engine's chunks carry the version of their own tokens); dropped if a chunk has neither.
+  const tokenVersions: number[] = [];
+  let versionsComplete = opts.policyVersion;
   let finish: GenerateResult["finishReason"] | undefined;
   let result: GenerateResult | undefined;
   const protocol = (problem: string): BackendProtocolError => new BackendProtocolError(name, url, problem);
@@ -74,6 +78,15 @@ export function completionTokenStream(events: AsyncIterable<string>, opts: Compl
       const at = newIds.findIndex((t) => stop.has(t));
       const keep = at < 0 ? newIds.length : at + 1;
       const delta: TokenDelta = { ids: newIds.slice(0, keep), logprobs: (newLps as number[]).slice(0, keep), policyVersion };
+      const chunkVersions: unknown = choice.token_policy_versions;
+      if (versionsComplete && newIds.length > 0) {
+        if (chunkVersions === undefined || chunkVersions === null) {
+          if (policyVersion === null) versionsComplete = false;
+          else for (let i = 0; i < keep; i++) tokenVersions.push(policyVersion);
+        } else if (!isPolicyVersions(chunkVersions) || chunkVersions.length !== newIds.length) {
+          throw protocol("streamed token_policy_versions that is not one integer >= 0 per token of its chunk");
+        } else tokenVersions.push(...chunkVersions.slice(0, keep));
+      }
       ids.push(...delta.ids);
       logprobs.push(...delta.logprobs);
       if (at >= 0) finish = "stop";
@@ -90,6 +103,8 @@ export function completionTokenStream(events: AsyncIterable<string>, opts: Compl
     if (prompt === undefined) throw protocol("streamed no choices[0].prompt_token_ids");
     if (opts.policyVersion && policyVersion === null) throw protocol("streamed no policy_version (an integer >= 0)");
     result = { outputTokenIds: ids, logprobs, finishReason: finish, policyVersion, promptTokenIds: prompt };
+    // Kept only where they say more than policyVersion (absent = all tokens at it).
+    if (versionsComplete && tokenVersions.some((v) => v !== policyVersion)) result.tokenPolicyVersions = tokenVersions;
   }
 
   function finishReason(raw: unknown): GenerateResult["finishReason"] {

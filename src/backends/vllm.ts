@@ -21,7 +21,7 @@ import { createEngineHttp, describeNetworkError, errorDetail, splitBaseUrl } fro
 import { firstPresent, meanOf, parsePrometheusText, type PromSample } from "./prometheus-text.js";
 import { postSse } from "./sse.js";
 import { completionTokenStream } from "./vllm-stream.js";
-import { applyStopTokens, checkGenerateRequest, checkTokens, isTokenIds } from "./token-result.js";
+import { applyStopTokens, checkGenerateRequest, checkTokens, isPolicyVersions, isTokenIds } from "./token-result.js";
 
 export interface VllmBackendOptions {
   name: string;
@@ -104,7 +104,17 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
       }
       policyVersion = json.policy_version;
     }
-    return { outputTokenIds: ids, logprobs: lp as number[], finishReason: finishReason(choice.finish_reason), policyVersion, promptTokenIds: prompt };
+    const result: GenerateResult = { outputTokenIds: ids, logprobs: lp as number[], finishReason: finishReason(choice.finish_reason), policyVersion, promptTokenIds: prompt };
+    // Arbor's engine says which weights made each token (they differ after an in_flight resume); vLLM sends none.
+    const versions: unknown = choice.token_policy_versions;
+    if (arbor && versions !== undefined && versions !== null) {
+      if (!isPolicyVersions(versions) || versions.length !== ids.length) {
+        throw new BackendProtocolError(name, url, `returned choices[0].token_policy_versions that is not one integer >= 0 per output token (${ids.length})`);
+      }
+      // Kept only where they say more than policyVersion (absent = all tokens at it).
+      if (versions.some((v) => v !== policyVersion)) result.tokenPolicyVersions = versions;
+    }
+    return result;
   }
 
   function finishReason(raw: unknown): GenerateResult["finishReason"] {

@@ -92,6 +92,18 @@ describe("buildSampleSet", () => {
     expect(key("merged")).toEqual(key("per-call"));
   });
 
+  it("carries each token's own policy version when a call was resumed on new weights mid-way", () => {
+    const resumed = [
+      call("p0", 0, [1, 2], [3, 4], 5),
+      call("p0", 1, [1, 2, 3, 4, 9], [6, 7, 8], 6, { tokenPolicyVersions: [5, 5, 6] }),
+    ];
+    const set = (mode: "merged" | "per-call") => buildSampleSet([traj("p0", resumed, 1), traj("p1", [], 0)], [group], mode).samples;
+    expect(set("merged")[0]!.versions).toEqual([-1, -1, 5, 5, -1, 5, 5, 6]);
+    expect(set("per-call")[1]!.versions).toEqual([-1, -1, -1, -1, -1, 5, 5, 6]);
+    const short = [call("p0", 0, [1], [2, 3], 5, { tokenPolicyVersions: [5] })];
+    expect(() => buildSampleSet([traj("p0", short, 1), traj("p1", [], 0)], [group])).toThrow(/call 'p0-c0' of program 'p0': 1 tokenPolicyVersions for 2 output tokens/);
+  });
+
   it("rejects inconsistent input naming the program or call", () => {
     const t = fixture();
     t[0]!.calls[1]!.logprobs = [];

@@ -59,7 +59,8 @@ class SegmentBuilder {
       this.tokenIds.push(t);
       this.lossMask.push(1);
       this.oldLogprobs.push(call.logprobs[i] as number);
-      this.versions.push(call.policyVersion);
+      // A call the engine resumed on new weights mid-way has older versions on its early tokens.
+      this.versions.push(call.tokenPolicyVersions?.[i] ?? call.policyVersion);
       this.chunks.push(chunk);
     });
   }
@@ -96,6 +97,9 @@ export function buildSampleSet(trajectories: readonly Trajectory[], groups: read
     for (const c of calls) {
       if (c.logprobs.length !== c.outputTokenIds.length) {
         fail(`call '${c.id}' of program '${t.program.id}': ${c.logprobs.length} logprobs for ${c.outputTokenIds.length} output tokens`);
+      }
+      if (c.tokenPolicyVersions !== undefined && c.tokenPolicyVersions.length !== c.outputTokenIds.length) {
+        fail(`call '${c.id}' of program '${t.program.id}': ${c.tokenPolicyVersions.length} tokenPolicyVersions for ${c.outputTokenIds.length} output tokens`);
       }
     }
     const base = { programId: t.program.id, groupId: t.program.groupId, taskId: t.program.taskId };

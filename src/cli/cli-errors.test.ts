@@ -65,8 +65,10 @@ describe("arbor run errors", () => {
     );
   });
 
-  it("async rollout mode: refused with the reason, not run synchronously", () => {
-    expectOneLineError(arbor("engines: [{name: e0}]\nrollout: {mode: async}\n"), /rollout\.mode: 'async' is not available in `arbor run` yet/);
+  it("async rollout mode without train: names `train`, starts nothing", () => {
+    const r = arbor("engines: [{name: e0}]\nrollout: {mode: async}\n");
+    expectOneLineError(r, /rollout\.mode: 'async' needs `train`/);
+    expect(r.stderr).not.toMatch(/^(engine|gateway) /m);
   });
 
   it("missing config file", () => {

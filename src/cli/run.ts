@@ -1,6 +1,7 @@
 // `arbor run <config>`: wires synchronous rollout iterations end to end — policy, engines,
 // gateway, sandboxes, agents, rewards, store and batch export — and, with `train`, the RL loop between
 // them (batch → reference-trainer step → checkpoint → weight sync); prints a line per iteration and a summary.
+// With rollout.mode: async the iterations are the async orchestrator's trainer steps (async-run.ts).
 import { setMaxListeners } from "node:events";
 import { mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -29,6 +30,7 @@ import { createStore } from "../store/registry.js";
 import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
 import { rlUpdate, type RlUpdate } from "../sft/rl-update.js";
 import type { Trainer } from "../trainer/trainer.js";
+import { runAsyncIterations, type AsyncRunOutcome } from "./async-run.js";
 import { iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 import { syncWeights } from "./weight-sync.js";
 
@@ -50,6 +52,8 @@ export interface RunSummary {
   rewardPlot?: string;
   /** Policy version the engines serve at the end (training runs). */
   policyVersion?: number;
+  /** The version each in-process engine serves at the end, in cfg.engines order. */
+  engineVersions: number[];
 }
 
 /** One rollout iteration and the policy update that followed it. */
@@ -65,6 +69,8 @@ export interface IterationResult {
   /** Policy version the engines served during this iteration's rollout. */
   policyVersion: number;
   update?: RlUpdate;
+  /** Async mode: the batch's token staleness (trainer version − token version) and its tokens' versions. */
+  staleness?: { mean: number; max: number; versions: number[] };
 }
 
 export interface RunOptions {
@@ -108,13 +114,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const agent = agentSpecOf(cfg.agent);
-  if (cfg.rollout.mode === "async") {
-    // Refused rather than run synchronously: the async orchestrator exists (simulation and the real-stack
-    // driver runAsyncRollout in src/rollout/async-rollout.ts) but `arbor run` does not drive it yet.
-    throw new ArborError(
-      "rollout.mode: 'async' is not available in `arbor run` yet (it runs in `arbor bench scheduling` and through runAsyncRollout in src/rollout/async-rollout.ts); use mode: sync",
-      "config",
-    );
+  if (cfg.rollout.mode === "async" && cfg.train === undefined) {
+    // Checked before anything starts: async batches exist only for a trainer to take them.
+    throw new ArborError("rollout.mode: 'async' needs `train` (its trainer takes the batches); add train or use mode: sync", "config");
   }
   const reward = createRewardFromConfig(cfg.reward);
   const rewarder = new GroupRewarder(reward);
@@ -231,7 +233,34 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       trainer = await Trainer.fromGguf(modelPath, { lr: cfg.train.lr, maxGradNorm: cfg.train.maxGradNorm, version: 0, clock });
     }
     const results: IterationResult[] = [];
-    for (let iteration = 1; iteration <= cfg.iterations; iteration++) {
+    /** Async mode: the whole run, which the summary describes instead of the last step's batch. */
+    let asyncRun: AsyncRunOutcome | undefined;
+    if (cfg.rollout.mode === "async" && trainer) {
+      store.createRun({ id: baseRunId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: started });
+      asyncRun = await runAsyncIterations({
+        cfg,
+        runId: baseRunId,
+        env,
+        tasks: allTasks,
+        store,
+        sandboxes: pool.asProvider(),
+        gatewayUrl,
+        ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
+        rewarder,
+        agent,
+        engineUrls: engines.map((e) => e.url),
+        trainer,
+        checkpointDir,
+        outDir,
+        clock,
+        signal: abort.signal,
+        ...(opts.onProgramDone ? { onProgramDone: opts.onProgramDone } : {}),
+        log,
+      });
+      results.push(...asyncRun.iterations);
+      if (results.length === 0) throw new ArborError(`async rollout ended before its first trainer step; programs recorded in ${storePath}`, "aborted");
+    }
+    for (let iteration = 1; asyncRun === undefined && iteration <= cfg.iterations; iteration++) {
       const runId = cfg.iterations === 1 ? baseRunId : `${baseRunId}-it${iteration}`;
       const version = trainer?.version ?? 0;
       store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: iteration === 1 ? started : clock.now() });
@@ -315,17 +344,18 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const hits = engineStats.reduce((n, x) => n + (x.prefixCacheHits ?? 0), 0);
     return {
       runId: last.runId,
-      stats: last.stats,
+      stats: asyncRun?.stats ?? last.stats,
       storePath,
       batchPath: last.batchPath,
       samples: last.samples,
-      toolCalls: last.toolCalls,
+      toolCalls: asyncRun?.toolCalls ?? last.toolCalls,
       prefixCache: queries > 0 ? { queries, hits, preemptions: engineStats.reduce((n, x) => n + (x.preemptions ?? 0), 0) } : undefined,
       elapsedMs: clock.now() - started,
-      tokensPerSecond: (last.stats.outputTokens * 1000) / last.rolloutMs,
+      tokensPerSecond: asyncRun ? (asyncRun.stats.outputTokens * 1000) / asyncRun.rolloutMs : (last.stats.outputTokens * 1000) / last.rolloutMs,
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
       ...(trainer ? { policyVersion: trainer.version } : {}),
+      engineVersions: engines.map((e) => e.slot.policyVersion),
     };
   } finally {
     process.off("SIGINT", onSignal);

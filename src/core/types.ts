@@ -91,6 +91,12 @@ export interface Call {
   finishReason: FinishReason;
   backend: string;
   policyVersion: number;
+  /**
+   * The weights version of each output token (same length as outputTokenIds), when they differ:
+   * an engine that switched weights mid-call (`in_flight: resume`) made the early tokens on the old
+   * weights. Absent = every output token is at `policyVersion`.
+   */
+  tokenPolicyVersions?: number[];
   timings: CallTimings;
   /**
    * False for a text-only call (a generic OpenAI backend without token ids): its token fields are

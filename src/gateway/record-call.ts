@@ -37,6 +37,7 @@ export function recordCall(
     finishReason: trace.finishReason,
     backend: backend.name,
     policyVersion: trace.policyVersion,
+    ...(trace.tokenPolicyVersions ? { tokenPolicyVersions: trace.tokenPolicyVersions } : {}),
     timings: { start, end: ctx.clock.now() },
     ...flags,
   };

@@ -11,7 +11,7 @@ import { promptSource } from "./token-path/prompt-source.js";
 import { runTokenCall } from "./token-path/token-call.js";
 import { tokenAnswer } from "./token-path/token-response.js";
 import { tokenRouting, type RoutedTokenCall } from "./token-routing.js";
-import type { ExtractedTrace } from "./trace-extract.js";
+import { tokenVersionsOf, type ExtractedTrace } from "./trace-extract.js";
 
 /** Serve a call routed to `call.first` on the token path; `recorded` says whether a Call was recorded. */
 export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall): Promise<{ recorded: boolean; result: unknown }> {
@@ -39,6 +39,7 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
       finishReason: out.result.finishReason,
       // Engines that report no weights version (vLLM, SGLang, llama-server) record version 0.
       policyVersion: out.result.policyVersion ?? 0,
+      ...tokenVersionsOf(out.result.tokenPolicyVersions, out.result.policyVersion ?? 0),
     };
     const call = recordCall(ctx, trace, callId, out.backend, prepared, place, out.contextReset ? { contextReset: true } : {});
     rememberAnswer(ctx, programId, endpoint, { callId, result: out.result, decoded: out.decoded, ...(tools ? { tools } : {}) });

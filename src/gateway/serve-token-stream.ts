@@ -13,7 +13,7 @@ import { promptSource } from "./token-path/prompt-source.js";
 import { visibleChunk } from "./token-path/token-chunks.js";
 import { openTokenStream, streamTokenAnswer, type OpenedTokenStream } from "./token-path/token-stream.js";
 import { tokenRouting, type RoutedTokenCall } from "./token-routing.js";
-import type { ExtractedTrace } from "./trace-extract.js";
+import { tokenVersionsOf, type ExtractedTrace } from "./trace-extract.js";
 
 /**
  * Serve a streamed call routed to `call.first` on the token path. Exactly one Call is recorded when the
@@ -78,6 +78,7 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
         outputText: text,
         finishReason: result.finishReason,
         policyVersion: result.policyVersion ?? 0,
+        ...tokenVersionsOf(result.tokenPolicyVersions, result.policyVersion ?? 0),
       };
       // Translated before recording: an answer the surface cannot close is a failed call.
       const closing = surface.finish();

@@ -1,6 +1,7 @@
 // Reads the token trace out of a vLLM-shaped answer (chat: top-level prompt_token_ids and
 // choices[0].token_ids; completions: both on the choice) and hides logprobs from clients that
 // did not ask for them.
+import { isPolicyVersions } from "../backends/token-result.js";
 import type { FinishReason } from "../core/types.js";
 import type { Endpoint } from "./openai-request.js";
 
@@ -11,6 +12,18 @@ export interface ExtractedTrace {
   outputText: string;
   finishReason: FinishReason;
   policyVersion: number;
+  /** The weights version of each output token where they differ from policyVersion (see Call.tokenPolicyVersions). */
+  tokenPolicyVersions?: number[];
+}
+
+/**
+ * The per-token versions of a token-path result as a call records them: null entries (no version
+ * known) count as `policyVersion`, and a list saying nothing more than `policyVersion` is dropped.
+ */
+export function tokenVersionsOf(versions: readonly (number | null)[] | undefined, policyVersion: number): { tokenPolicyVersions?: number[] } {
+  if (!versions) return {};
+  const list = versions.map((v) => v ?? policyVersion);
+  return list.some((v) => v !== policyVersion) ? { tokenPolicyVersions: list } : {};
 }
 
 /** Why an answer cannot be traced (worded to follow "backend 'x' at url ..."). */
@@ -42,7 +55,7 @@ export function extractTrace(endpoint: Endpoint, json: any): ExtractedTrace {
     logprobs = lp;
     outputText = choice.text;
   }
-  return validateTrace({
+  const trace = validateTrace({
     promptTokenIds,
     outputTokenIds,
     logprobs,
@@ -50,6 +63,13 @@ export function extractTrace(endpoint: Endpoint, json: any): ExtractedTrace {
     finishReason: finishReasonOf(choice.finish_reason),
     policyVersion: json.policy_version,
   });
+  // Arbor's engine: which weights made each token (they differ after an in_flight resume).
+  const versions: unknown = choice.token_policy_versions;
+  if (versions === undefined || versions === null) return trace;
+  if (!isPolicyVersions(versions) || versions.length !== outputTokenIds.length) {
+    throw new TraceShapeError(`returned choices[0].token_policy_versions that is not one integer >= 0 per output token (${outputTokenIds.length})`);
+  }
+  return { ...trace, ...tokenVersionsOf(versions, trace.policyVersion) };
 }
 
 /** Check the parts of a trace (from one answer or a whole stream); throws {@link TraceShapeError}. */

@@ -39,4 +39,17 @@ describe("callVersionSpans", () => {
     });
     expect(callVersionSpans([], 0)).toEqual({ spans: [], inverted: 0 });
   });
+
+  it("counts each token of a call resumed on new weights at its own version", () => {
+    const resumed = { ...call(1, 6, 4), tokenPolicyVersions: [5, 5, 6, 6] };
+    expect(callVersionSpans([call(0, 5, 2), resumed, call(2, 6, 1)], 5)).toEqual({
+      spans: [
+        { version: 0, tokens: 4 },
+        { version: 1, tokens: 3 },
+      ],
+      inverted: 0,
+    });
+    // Tokens of a resumed call older than an earlier call's version join the newer span.
+    expect(callVersionSpans([call(0, 6, 2), resumed], 5)).toEqual({ spans: [{ version: 1, tokens: 6 }], inverted: 2 });
+  });
 });

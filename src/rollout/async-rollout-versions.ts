@@ -1,7 +1,6 @@
 // The policy versions of a program's tokens, read from its recorded calls, as the orchestrator's
-// run-length spans. The gateway records one `policyVersion` per call (the version of the call's
-// last tokens: the engine's `policy_version`), not the engine's per-token `token_policy_versions`,
-// so every output token of a call is counted at its call's version.
+// run-length spans. A call's tokens are at its `tokenPolicyVersions` where the gateway recorded them
+// (the engine switched weights mid-call), else all at its `policyVersion`.
 import type { Call } from "../core/types.js";
 import type { VersionSpan } from "./orchestrator/orchestrator.js";
 
@@ -23,14 +22,31 @@ export function callVersionSpans(calls: readonly Call[], base: number): CallVers
   for (const c of [...calls].sort((a, b) => a.index - b.index)) {
     const n = c.outputTokenIds.length;
     if (n === 0) continue;
-    const last = spans[spans.length - 1];
-    let v = c.policyVersion - base;
-    if (last !== undefined && v < last.version) {
-      inverted += n;
-      v = last.version;
+    const per = c.tokenPolicyVersions;
+    if (per === undefined || per.length !== n) {
+      inverted += add(spans, c.policyVersion - base, n);
+      continue;
     }
-    if (last !== undefined && last.version === v) last.tokens += n;
-    else spans.push({ version: v, tokens: n });
+    // Runs of equal versions within the call, each added as one piece.
+    for (let i = 0; i < n; ) {
+      let j = i + 1;
+      while (j < n && per[j] === per[i]) j++;
+      inverted += add(spans, (per[i] as number) - base, j - i);
+      i = j;
+    }
   }
   return { spans, inverted };
+}
+
+/** Append `n` tokens at version `v` to `spans`; returns how many were inverted (counted at the newer span's version). */
+function add(spans: VersionSpan[], v: number, n: number): number {
+  const last = spans[spans.length - 1];
+  let inverted = 0;
+  if (last !== undefined && v < last.version) {
+    inverted = n;
+    v = last.version;
+  }
+  if (last !== undefined && last.version === v) last.tokens += n;
+  else spans.push({ version: v, tokens: n });
+  return inverted;
 }

@@ -95,13 +95,72 @@ describe("SqliteTrajectoryStore on disk", () => {
     store.close();
     // Turn the file back into what version 1 wrote: no flag columns.
     const db = new Database(path);
-    db.exec("ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; UPDATE schema_version SET version = 1;");
+    db.exec(
+      "ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; ALTER TABLE calls DROP COLUMN token_policy_versions; UPDATE schema_version SET version = 1;",
+    );
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
     try {
       expect(upgraded.getTrajectory("g1-p0")?.calls).toEqual([call]);
     } finally {
       upgraded.close();
+    }
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
+    check.close();
+  });
+
+  it("keeps a call's per-token policy versions exactly, and refuses a list that does not match the output", () => {
+    const store = new SqliteTrajectoryStore(path);
+    store.createRun(fixtureRun());
+    const g = fixtureGroup("g1", "run-1", 1);
+    store.createGroup(g);
+    store.createProgram(fixtureProgram(g, 0));
+    const resumed = { ...fixtureCall("g1-p0", 0, [-0.5, -1, -2]), policyVersion: 4, tokenPolicyVersions: [3, 3, 4] };
+    store.recordCall(resumed);
+    const short = { ...fixtureCall("g1-p0", 1, [-0.5, -1]), tokenPolicyVersions: [3] };
+    expect(() => store.recordCall(short)).toThrow(/call 'g1-p0-c1': 1 tokenPolicyVersions for 2 output tokens/);
+    const negative = { ...fixtureCall("g1-p0", 1, [-0.5]), tokenPolicyVersions: [-1] };
+    expect(() => store.recordCall(negative)).toThrow(/tokenPolicyVersions\[0\]/);
+    const plain = fixtureCall("g1-p0", 1, [-0.25]);
+    store.recordCall(plain);
+    store.close();
+    const again = new SqliteTrajectoryStore(path);
+    try {
+      const calls = again.getTrajectory("g1-p0")?.calls;
+      expect(calls).toEqual([resumed, plain]);
+      expect("tokenPolicyVersions" in (calls![1] as object)).toBe(false);
+    } finally {
+      again.close();
+    }
+  });
+
+  it("upgrades a version-2 file in place: old calls read back without per-token versions and new ones keep theirs", () => {
+    const store = new SqliteTrajectoryStore(path);
+    store.createRun(fixtureRun());
+    const g = fixtureGroup("g1", "run-1", 1);
+    store.createGroup(g);
+    store.createProgram(fixtureProgram(g, 0));
+    const old = { ...fixtureCall("g1-p0", 0, [-0.25]), contextReset: true as const };
+    store.recordCall(old);
+    store.close();
+    // Turn the file back into what version 2 wrote: no per-token versions column.
+    const db = new Database(path);
+    db.exec("ALTER TABLE calls DROP COLUMN token_policy_versions; UPDATE schema_version SET version = 2;");
+    db.close();
+    const upgraded = new SqliteTrajectoryStore(path);
+    const resumed = { ...fixtureCall("g1-p0", 1, [-1, -2]), tokenPolicyVersions: [2, 3] };
+    try {
+      expect(upgraded.getTrajectory("g1-p0")?.calls).toEqual([old]);
+      upgraded.recordCall(resumed);
+    } finally {
+      upgraded.close();
+    }
+    const reopened = new SqliteTrajectoryStore(path);
+    try {
+      expect(reopened.getTrajectory("g1-p0")?.calls).toEqual([old, resumed]);
+    } finally {
+      reopened.close();
     }
     const check = new Database(path, { readonly: true });
     expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });

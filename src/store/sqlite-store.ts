@@ -23,11 +23,16 @@ import { decodeFloat64s, decodeTokenIds, encodeFloat64s, encodeTokenIds } from "
 import { TERMINATION_KINDS, type NewRun, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
-export const SQLITE_SCHEMA_VERSION = 2;
+export const SQLITE_SCHEMA_VERSION = 3;
 
 const V1_TO_V2 = `
 ALTER TABLE calls ADD COLUMN trainable INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE calls ADD COLUMN context_reset INTEGER NOT NULL DEFAULT 0;
+`;
+
+// Version 3 adds each call's per-token weights versions (Int32 LE; NULL = all at policy_version).
+const V2_TO_V3 = `
+ALTER TABLE calls ADD COLUMN token_policy_versions BLOB;
 `;
 
 const SCHEMA = `
@@ -75,6 +80,7 @@ CREATE TABLE calls (
   end_ms REAL NOT NULL,
   trainable INTEGER NOT NULL DEFAULT 1,
   context_reset INTEGER NOT NULL DEFAULT 0,
+  token_policy_versions BLOB,
   UNIQUE (program_id, idx)
 );
 CREATE TABLE tools (
@@ -159,6 +165,7 @@ interface CallRow {
   end_ms: number;
   trainable: number;
   context_reset: number;
+  token_policy_versions: Buffer | null;
 }
 interface ToolRow {
   program_id: string;
@@ -202,6 +209,15 @@ function requireIndex(v: unknown, field: string): void {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) fail(`${field}: must be an integer >= 0, got ${String(v)}`);
 }
 
+/** A call's per-token versions as an Int32 LE blob; one integer >= 0 per output token. */
+function encodeTokenVersions(call: Call): Buffer {
+  const versions = call.tokenPolicyVersions as number[];
+  if (!Array.isArray(versions) || versions.length !== call.outputTokenIds.length) {
+    fail(`call '${call.id}': ${Array.isArray(versions) ? versions.length : "no"} tokenPolicyVersions for ${call.outputTokenIds.length} output tokens`);
+  }
+  return encodeTokenIds(versions, `call '${call.id}' tokenPolicyVersions`);
+}
+
 function programFromRow(r: ProgramRow): Program {
   const p: Program = {
     id: r.id,
@@ -238,6 +254,7 @@ function callFromRow(r: CallRow): Call {
   };
   if (r.trainable === 0) call.trainable = false;
   if (r.context_reset !== 0) call.contextReset = true;
+  if (r.token_policy_versions !== null) call.tokenPolicyVersions = decodeTokenIds(r.token_policy_versions);
   return call;
 }
 
@@ -325,10 +342,13 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       return;
     }
     const row = this.db.prepare("SELECT version FROM schema_version").get() as { version: number } | undefined;
-    if (row?.version === 1) {
-      // Version 2 only adds the calls' trainable/context_reset flags; old rows keep the defaults.
+    // Each step only adds columns whose defaults describe the old rows, so files upgrade in place:
+    // version 2 adds the calls' trainable/context_reset flags, version 3 their per-token versions.
+    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3 };
+    const from = row?.version;
+    if (from !== undefined && from in steps) {
       this.db.transaction(() => {
-        this.db.exec(V1_TO_V2);
+        for (let v = from; v < SQLITE_SCHEMA_VERSION; v++) this.db.exec(steps[v] as string);
         this.db.prepare("UPDATE schema_version SET version = ?").run(SQLITE_SCHEMA_VERSION);
       })();
       return;
@@ -463,6 +483,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     const prompt = encodeTokenIds(call.promptTokenIds, `call '${call.id}' promptTokenIds`);
     const output = encodeTokenIds(call.outputTokenIds, `call '${call.id}' outputTokenIds`);
     const logprobs = encodeFloat64s(call.logprobs, `call '${call.id}' logprobs`);
+    const versions = call.tokenPolicyVersions === undefined ? null : encodeTokenVersions(call);
     const db = this.live();
     db.transaction(() => {
       const what = `recordCall '${call.id}'`;
@@ -473,8 +494,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       }
       db.prepare(
         `INSERT INTO calls (id, program_id, idx, messages, prompt_token_ids, output_token_ids, logprobs, output_text,
-           finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset, token_policy_versions)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ).run(
         call.id,
         call.programId,
@@ -491,6 +512,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
         call.timings.end,
         call.trainable === false ? 0 : 1,
         call.contextReset === true ? 1 : 0,
+        versions,
       );
     })();
   }
