@@ -32,7 +32,7 @@ import { rlUpdate, type RlUpdate } from "../sft/rl-update.js";
 import type { Trainer } from "../trainer/trainer.js";
 import { runAsyncIterations, type AsyncRunOutcome } from "./async-run.js";
 import { iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
-import { syncWeights } from "./weight-sync.js";
+import { loadWeightsEverywhere } from "../rollout/async-rollout-weights.js";
 
 export interface RunSummary {
   runId: string;
@@ -331,7 +331,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
               keepCheckpoints: cfg.train.keepCheckpoints,
             })
           : undefined;
-      if (update?.checkpoint !== undefined) await syncWeights(engines.map((e) => e.url), update.checkpoint, update.version);
+      if (update?.checkpoint !== undefined) {
+        const synced = engines.map((e, i) => ({ name: cfg.engines[i]?.name ?? `engine-${i}`, url: e.url }));
+        await loadWeightsEverywhere(synced, update.checkpoint, update.version, "finish");
+      }
       const result: IterationResult = { iteration, runId, stats, batchPath, samples: samples.length, toolCalls, rolloutMs, trainMs: clock.now() - trainStart, policyVersion: version, ...(update ? { update } : {}) };
       results.push(result);
       if (cfg.train || cfg.iterations > 1) log(iterationLine(result, cfg.iterations));
