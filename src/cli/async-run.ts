@@ -104,7 +104,7 @@ export async function runAsyncIterations(ctx: AsyncRunContext): Promise<AsyncRun
     inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish",
     maxTrainerSteps: cfg.iterations,
     onProgramDone: (p) => ctx.onProgramDone?.(p),
-    trainer: async (b: AsyncTrainerBatch): Promise<PublishedPolicy> => {
+    trainer: async (b: AsyncTrainerBatch): Promise<PublishedPolicy | null> => {
       const step = iterations.length + 1;
       const trainStart = clock.now();
       const update = rlUpdate(ctx.trainer, {
@@ -116,13 +116,6 @@ export async function runAsyncIterations(ctx: AsyncRunContext): Promise<AsyncRun
         checkpointDir: ctx.checkpointDir,
         keepCheckpoints: train.keepCheckpoints,
       });
-      if (!update.stepped || update.checkpoint === undefined) {
-        // The orchestrator counts a step only with a newer policy; an unchanged one cannot be published.
-        throw new ArborError(
-          `async rollout: trainer step ${step} had no signal (all ${update.samples} samples of batch ${b.batch.index} have advantage 0), so there is no new policy version to publish; use a reward that varies within groups or mode: sync`,
-          "train",
-        );
-      }
       const batchPath = join(ctx.outDir, cfg.iterations === 1 ? "batch.jsonl" : `batch-step${step}.jsonl`);
       const samples = buildSamples(b.trajectories, b.groups);
       await writeSamplesJsonl(batchPath, samples);
@@ -143,7 +136,8 @@ export async function runAsyncIterations(ctx: AsyncRunContext): Promise<AsyncRun
       stepStart = now;
       iterations.push(result);
       ctx.log(asyncStepLine(result, cfg.iterations));
-      return { modelPath: update.checkpoint, version: update.version };
+      // A batch with no signal (every advantage 0) takes no step: nothing new to publish.
+      return update.stepped && update.checkpoint !== undefined ? { modelPath: update.checkpoint, version: update.version } : null;
     },
   });
   const rolloutMs = Math.max(1, clock.now() - started);

@@ -264,6 +264,24 @@ describe("runAsyncRollout", () => {
     expect(store.stats("drain").unfinished).toBe(0);
   }, 60_000);
 
+  it("counts a step whose batch gave nothing to learn from without touching the engines' weights", async () => {
+    const base = await servedVersion(engines[0]!);
+    let calls = 0;
+    const out = await runAsyncRollout(
+      options("no-signal", join(dir, "sb-no-signal"), {
+        baseVersion: base,
+        maxTrainerSteps: 2,
+        // The first batch has no signal (null); the second publishes a new version.
+        trainer: async (b) => (calls++ === 0 ? null : { modelPath: gguf, version: b.batch.version + 1 }),
+      }),
+    );
+    expect(out.stoppedBy).toBe("steps");
+    expect(out.batches.map((b) => b.batch.version)).toEqual([base, base]);
+    expect(out.finalVersion).toBe(base + 1);
+    expect(await Promise.all(engines.map(servedVersion))).toEqual([base + 1, base + 1]);
+    expect(store.stats("no-signal").unfinished).toBe(0);
+  }, 60_000);
+
   it("reports programs that end while an engine still reloads only once every engine serves the new version", async () => {
     const base = await servedVersion(engines[0]!);
     let release = (): void => {};

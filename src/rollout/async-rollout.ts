@@ -57,8 +57,12 @@ export interface AsyncRolloutOptions extends Omit<RolloutOptions, "groupSize" | 
   inFlight: InFlightOnSwitch;
   /** The policy version the engines serve at the start (default 0). */
   baseVersion?: number;
-  /** Trains on a batch and publishes the new policy; its version must be newer than the last. */
-  trainer: (b: AsyncTrainerBatch) => Promise<PublishedPolicy>;
+  /**
+   * Trains on a batch and publishes the new policy (its version must be newer than the last), or
+   * null when the batch gave nothing to learn from (e.g. every advantage 0): the step counts, the
+   * batch is consumed, and the engines keep their weights.
+   */
+  trainer: (b: AsyncTrainerBatch) => Promise<PublishedPolicy | null>;
   /** Trainer steps after which the rollout stops (programs still running are cut). */
   maxTrainerSteps: number;
   onProgramDone?: (p: ProgramResult) => void;
@@ -248,16 +252,18 @@ export async function runAsyncRollout(o: AsyncRolloutOptions): Promise<AsyncRoll
         training = false;
         return wake();
       }
-      const next = policy.version - base;
-      if (!(Number.isInteger(next) && next > orch.version)) {
-        throw new ArborError(`async rollout: trainer published version ${policy.version}, not newer than ${orch.version + base}`, "invalid_request");
+      if (policy !== null) {
+        const next = policy.version - base;
+        if (!(Number.isInteger(next) && next > orch.version)) {
+          throw new ArborError(`async rollout: trainer published version ${policy.version}, not newer than ${orch.version + base}`, "invalid_request");
+        }
+        syncing = true;
+        await loadWeightsEverywhere(o.engines, policy.modelPath, policy.version, o.inFlight);
+        orch.publishVersion(next);
+        syncing = false;
+        o.onWeightSync?.(policy.version);
       }
-      syncing = true;
-      await loadWeightsEverywhere(o.engines, policy.modelPath, policy.version, o.inFlight);
-      orch.publishVersion(next);
-      syncing = false;
       steps++;
-      o.onWeightSync?.(policy.version);
       const later = deferred;
       deferred = [];
       training = false;
