@@ -41,7 +41,7 @@ beforeAll(async () => {
   });
   summary = await runIteration(cfg, {
     progress: false,
-    // A fixed run id: the programs' sampling seeds derive from their ids, so the run reproduces.
+    // A fixed run id: the store's run and program ids do not depend on the start time.
     runId: "rl-e2e",
     log: (line) => lines.push(line),
     onBackendReply: (backend: string, reply: BackendReply) => {

@@ -83,8 +83,8 @@ export interface RunOptions {
   /** Sees every engine reply as the gateway receives it, before the gateway records it (end-to-end checks). */
   onBackendReply?: (backend: string, reply: BackendReply) => void;
   /**
-   * Run id (default: name and start time). Programs' sampling seeds derive from their ids, so a fixed id in
-   * a fresh output directory reproduces a run's samples.
+   * Run id (default: name and start time): the prefix of its program ids in the store. Sampling seeds do not
+   * depend on it (they come from the config seed, the task and the sample index).
    */
   runId?: string;
 }
