@@ -1,28 +1,24 @@
 // A tree batch as a safetensors file (docs/batch-schema.md): the packed prefix tree's arrays as tensors, for
-// trainers that load tensors directly. src/model/safetensors.ts writes F32 only, so integer arrays are stored
-// as F32 — exact for integers of magnitude <= 2^24, which every id and index here is checked against.
-import { readSafetensors, writeSafetensors } from "../model/safetensors.js";
-import type { Tensor } from "../model/weights.js";
+// trainers that load tensors directly. Ids, indices, positions and offsets are I32 tensors; advantages, old
+// logprobs and weights are F32. Files of the older schema arbor.tree.v1 (every tensor F32) are still read.
+import { isIntTensor, readSafetensors, writeSafetensors, type AnyTensor, type IntTensor } from "../model/safetensors.js";
 import { ArborError } from "../core/errors.js";
 import { validateLossSpec, type LossSpec } from "./estimators/loss-spec.js";
 import type { TreeBatch } from "./tree/tree-batch.js";
 import type { TreeStats } from "./tree/tree-stats.js";
 
-/** Version of the safetensors tree schema. */
-export const SAFETENSORS_SCHEMA_VERSION = "arbor.tree.v1";
+/** Version of the safetensors tree schema written (v2: integer arrays as I32). */
+export const SAFETENSORS_SCHEMA_VERSION = "arbor.tree.v2";
 
-const F32_EXACT = 2 ** 24;
+/** The previous schema, every tensor F32 (integers exact within ±2^24); still readable. */
+const SCHEMA_V1 = "arbor.tree.v1";
 
 function fail(message: string): never {
   throw new ArborError(`safetensors batch: ${message}`, "batch");
 }
 
-function ints(name: string, data: Int32Array): Tensor {
-  for (let i = 0; i < data.length; i++) {
-    const v = data[i] as number;
-    if (v > F32_EXACT || v < -F32_EXACT) fail(`${name}[${i}] = ${v} is beyond 2^24 and cannot be stored exactly as F32`);
-  }
-  return { name, shape: [data.length], data: Float32Array.from(data) };
+function ints(name: string, data: Int32Array): IntTensor {
+  return { name, shape: [data.length], data };
 }
 
 /** Write a tree batch to `path` (atomically, via src/model/safetensors.ts). */
@@ -32,7 +28,7 @@ export function writeTreeSafetensors(path: string, batch: TreeBatch, batchId: st
   tree.samplePaths.forEach((p, i) => (offsets[i + 1] = (offsets[i] as number) + p.length));
   const flatPaths = new Int32Array(offsets[offsets.length - 1] as number);
   tree.samplePaths.forEach((p, i) => flatPaths.set(p, offsets[i] as number));
-  const tensors: Tensor[] = [
+  const tensors: AnyTensor[] = [
     ints("tokens", tree.tokens),
     ints("parents", tree.parents),
     ints("positions", tree.positions),
@@ -55,13 +51,34 @@ export function writeTreeSafetensors(path: string, batch: TreeBatch, batchId: st
   });
 }
 
-/** Read a tree batch written by {@link writeTreeSafetensors}. */
+/**
+ * Read a tree batch written by {@link writeTreeSafetensors} (schema arbor.tree.v2), or an older arbor.tree.v1
+ * file whose integer arrays are F32.
+ */
 export function readTreeSafetensors(path: string): TreeBatch & { batchId: string } {
   const { tensors, metadata } = readSafetensors(path);
-  if (metadata["arbor.schema"] !== SAFETENSORS_SCHEMA_VERSION) fail(`${path}: schema is '${metadata["arbor.schema"]}', expected '${SAFETENSORS_SCHEMA_VERSION}'`);
-  const byName = new Map(tensors.map((t) => [t.name, t.data]));
-  const get = (name: string): Float32Array => byName.get(name) ?? fail(`${path}: missing tensor '${name}'`);
-  const int = (name: string): Int32Array => Int32Array.from(get(name));
+  const schema = metadata["arbor.schema"];
+  if (schema !== SAFETENSORS_SCHEMA_VERSION && schema !== SCHEMA_V1) {
+    fail(`${path}: schema is '${schema}', expected '${SAFETENSORS_SCHEMA_VERSION}' (or the older '${SCHEMA_V1}')`);
+  }
+  const byName = new Map(tensors.map((t) => [t.name, t]));
+  const tensor = (name: string): AnyTensor => byName.get(name) ?? fail(`${path}: missing tensor '${name}'`);
+  const get = (name: string): Float32Array => {
+    const t = tensor(name);
+    return isIntTensor(t) ? fail(`${path}: tensor '${name}' is I32, schema ${schema} stores it as F32`) : t.data;
+  };
+  const int = (name: string): Int32Array => {
+    const t = tensor(name);
+    if (isIntTensor(t)) {
+      if (schema === SCHEMA_V1) fail(`${path}: tensor '${name}' is I32, schema ${SCHEMA_V1} stores it as F32`);
+      return t.data;
+    }
+    if (schema !== SCHEMA_V1) fail(`${path}: tensor '${name}' is F32, schema ${schema} stores it as I32`);
+    const out = Int32Array.from(t.data);
+    const bad = t.data.findIndex((v, i) => v !== out[i]);
+    if (bad >= 0) fail(`${path}: tensor '${name}'[${bad}] = ${t.data[bad]} is not an int32`);
+    return out;
+  };
   const offsets = int("sample_offsets");
   const flat = int("sample_paths");
   const samplePaths: Int32Array[] = [];

@@ -4,12 +4,20 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Rng } from "../core/rng.js";
 import { tinyConfig } from "./config.js";
-import { readSafetensors, writeSafetensors } from "./safetensors.js";
-import { initWeights } from "./weights.js";
+import { isIntTensor, readSafetensors, writeSafetensors, type IntTensor } from "./safetensors.js";
+import { initWeights, type Tensor } from "./weights.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-st-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const tensors = initWeights(tinyConfig({ nEmbd: 16, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 24 }), new Rng(9));
+
+/** A safetensors file built by hand from a header object and raw data bytes (an independent writer). */
+function handMade(path: string, header: object, data: Uint8Array, pad = 0): void {
+  const json = Buffer.from(JSON.stringify(header) + " ".repeat(pad));
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  writeFileSync(path, Buffer.concat([len, json, data]));
+}
 
 describe("safetensors", () => {
   it("round-trips tensors and metadata bit-exactly in the standard layout", () => {
@@ -45,7 +53,15 @@ describe("safetensors", () => {
     const len = Buffer.alloc(8);
     len.writeBigUInt64LE(BigInt(header.length));
     writeFileSync(bad, Buffer.concat([len, header, Buffer.alloc(4)]));
-    expect(() => readSafetensors(bad)).toThrow(/tensor w has dtype F16; only F32/);
+    expect(() => readSafetensors(bad)).toThrow(/tensor w has dtype F16; only F32, I32 and I64 are supported/);
+
+    // The byte buffer must be entirely indexed (spec: no holes), and a span must fit dtype and shape.
+    handMade(bad, { a: { dtype: "I32", shape: [1], data_offsets: [4, 8] } }, new Uint8Array(8));
+    expect(() => readSafetensors(bad)).toThrow(/tensor a starts at data byte 4, expected 0/);
+    handMade(bad, { a: { dtype: "I32", shape: [1], data_offsets: [0, 4] } }, new Uint8Array(8));
+    expect(() => readSafetensors(bad)).toThrow(/tensors cover 4 data bytes, file has 8/);
+    handMade(bad, { a: { dtype: "I64", shape: [1], data_offsets: [0, 4] } }, new Uint8Array(4));
+    expect(() => readSafetensors(bad)).toThrow(/tensor a: data_offsets span 4 bytes, I64 shape \[1\] needs 8/);
   });
 
   it("rejects mismatched data and duplicate names on write", () => {
@@ -54,5 +70,69 @@ describe("safetensors", () => {
     const t = { name: "constructor", shape: [1], data: new Float32Array(1) };
     expect(() => writeSafetensors(p, [t])).not.toThrow();
     expect(() => writeSafetensors(p, [t, t])).toThrow(/duplicate/);
+    const wrong = { name: "u", shape: [1], data: new Uint32Array(1) } as unknown as IntTensor;
+    expect(() => writeSafetensors(p, [wrong])).toThrow(/tensor u: data must be a Float32Array \(F32\) or an Int32Array \(I32\)/);
+  });
+
+  it("writes I32 beside F32 in the spec layout an independent reader understands", () => {
+    const path = join(dir, "i32.safetensors");
+    // A view into a larger buffer (non-zero byteOffset): only the viewed values may be written.
+    const backing = new Int32Array([99, -1, 0, 7, 2 ** 31 - 1, -(2 ** 31), 5, 99]);
+    const ids: IntTensor = { name: "ids", shape: [2, 3], data: backing.subarray(1, 7) };
+    const f: Tensor = { name: "f", shape: [3], data: new Float32Array([0.5, -2, 1e-7]) };
+    const empty: IntTensor = { name: "empty", shape: [0], data: new Int32Array(0) };
+    const scalar: IntTensor = { name: "scalar", shape: [], data: new Int32Array([42]) };
+    writeSafetensors(path, [f, ids, empty, scalar], { k: "v" });
+
+    // Independent reader: parse the header by hand and view the bytes directly.
+    const buf = readFileSync(path);
+    const n = Number(buf.readBigUInt64LE(0));
+    expect(n % 8).toBe(0);
+    const text = buf.subarray(8, 8 + n).toString("utf8");
+    expect(text[0]).toBe("{");
+    expect(text.trimEnd().length).toBeGreaterThan(n - 8); // only trailing spaces, fewer than 8
+    const header = JSON.parse(text);
+    expect(header).toEqual({
+      __metadata__: { k: "v" },
+      f: { dtype: "F32", shape: [3], data_offsets: [0, 12] },
+      ids: { dtype: "I32", shape: [2, 3], data_offsets: [12, 36] },
+      empty: { dtype: "I32", shape: [0], data_offsets: [36, 36] },
+      scalar: { dtype: "I32", shape: [], data_offsets: [36, 40] },
+    });
+    expect(buf.length).toBe(8 + n + 40);
+    const data = buf.buffer.slice(buf.byteOffset + 8 + n, buf.byteOffset + buf.length);
+    expect(Array.from(new Int32Array(data, 12, 6))).toEqual([-1, 0, 7, 2 ** 31 - 1, -(2 ** 31), 5]);
+    expect(new DataView(data).getInt32(12 + 4, true)).toBe(0); // little-endian on disk
+    expect(Array.from(new Float32Array(data, 0, 3))).toEqual(Array.from(f.data));
+    expect(new Int32Array(data, 36, 1)[0]).toBe(42);
+
+    const back = readSafetensors(path);
+    expect(back.tensors.map((t) => [t.name, t.shape, isIntTensor(t)])).toEqual([
+      ["f", [3], false],
+      ["ids", [2, 3], true],
+      ["empty", [0], true],
+      ["scalar", [], true],
+    ]);
+    expect(back.tensors[0]!.data).toEqual(f.data);
+    expect(back.tensors[1]!.data).toEqual(new Int32Array([-1, 0, 7, 2 ** 31 - 1, -(2 ** 31), 5]));
+  });
+
+  it("reads hand-written I64 tensors into int32 when every value fits, else fails clearly", () => {
+    const path = join(dir, "i64.safetensors");
+    const wide = new BigInt64Array([0n, -5n, 2147483647n, -2147483648n]);
+    const f = new Float32Array([1.5]);
+    // I64 first (as the reference writer orders by alignment), a header padded to 8 bytes.
+    const header = { b: { dtype: "I64", shape: [2, 2], data_offsets: [0, 32] }, a: { dtype: "F32", shape: [1], data_offsets: [32, 36] } };
+    const data = Buffer.concat([Buffer.from(wide.buffer), Buffer.from(f.buffer)]);
+    handMade(path, header, data, (8 - (JSON.stringify(header).length % 8)) % 8);
+    const back = readSafetensors(path);
+    expect(back.metadata).toEqual({});
+    expect(back.tensors.map((t) => t.name)).toEqual(["b", "a"]);
+    expect(back.tensors[0]).toEqual({ name: "b", shape: [2, 2], data: new Int32Array([0, -5, 2147483647, -2147483648]) });
+    expect(back.tensors[1]!.data).toEqual(f);
+
+    wide[1] = 2147483648n;
+    handMade(path, header, Buffer.concat([Buffer.from(wide.buffer), Buffer.from(f.buffer)]));
+    expect(() => readSafetensors(path)).toThrow(/tensor b \(I64\) has b\[1\] = 2147483648, outside the int32 range/);
   });
 });

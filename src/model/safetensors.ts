@@ -1,5 +1,9 @@
-// safetensors checkpoint I/O (F32 only): the trainer's checkpoint and export format.
-// Layout: u64 LE header length, JSON header (space-padded to 8 bytes), then the raw tensor bytes.
+// safetensors checkpoint I/O: the trainer's checkpoint and export format (huggingface/safetensors).
+// Layout: u64 LE header length N, N bytes of JSON header (space-padded so N is a multiple of 8), then the
+// byte buffer: every tensor's little-endian, row-major bytes at its `data_offsets` (relative to the buffer),
+// with no holes. Writes F32 (`Tensor`, the model weights) and I32 (`IntTensor`); reads F32, I32 and I64
+// (I64 comes back as an `IntTensor` when every value fits in int32). F32 and I32 are both 4 bytes wide,
+// so with the 8-aligned buffer start every written tensor starts aligned to its element size.
 
 import { readFileSync } from "node:fs";
 import { endianness } from "node:os";
@@ -9,11 +13,32 @@ import { numel, type Tensor } from "./weights.js";
 /** Largest header accepted when reading, as in the reference implementation. */
 const MAX_HEADER_BYTES = 100_000_000;
 
+/** One named tensor, row-major int32 (safetensors dtype I32). */
+export type IntTensor = { name: string; shape: number[]; data: Int32Array };
+
+/** A tensor this module writes or reads: F32 (`Tensor`) or I32 (`IntTensor`). */
+export type AnyTensor = Tensor | IntTensor;
+
+/** The safetensors dtypes this module reads, with their element sizes in bytes. */
+const DTYPE_BYTES = { F32: 4, I32: 4, I64: 8 } as const;
+type Dtype = keyof typeof DTYPE_BYTES;
+
+/** Whether `t` holds int32 data (dtype I32). */
+export function isIntTensor(t: AnyTensor): t is IntTensor {
+  return t.data instanceof Int32Array;
+}
+
+function dtypeOf(t: AnyTensor): "F32" | "I32" {
+  if (t.data instanceof Float32Array) return "F32";
+  if (t.data instanceof Int32Array) return "I32";
+  throw new TypeError(`tensor ${t.name}: data must be a Float32Array (F32) or an Int32Array (I32)`);
+}
+
 /**
  * Write tensors (in the given order) and optional string metadata as a safetensors file, via a
- * temporary file renamed into place.
+ * temporary file renamed into place. Float32Array data is stored as F32, Int32Array data as I32.
  */
-export function writeSafetensors(path: string, tensors: readonly Tensor[], metadata?: Record<string, string>): void {
+export function writeSafetensors(path: string, tensors: readonly AnyTensor[], metadata?: Record<string, string>): void {
   assertLittleEndian();
   const header: Record<string, unknown> = {};
   if (metadata && Object.keys(metadata).length > 0) {
@@ -27,16 +52,17 @@ export function writeSafetensors(path: string, tensors: readonly Tensor[], metad
   for (const t of tensors) {
     if (t.name === "__metadata__" || seen.has(t.name)) throw new RangeError(`tensor ${t.name}: duplicate or reserved name`);
     if (t.shape.some((d) => !Number.isInteger(d) || d < 0)) throw new RangeError(`tensor ${t.name}: bad shape [${t.shape}]`);
+    const dtype = dtypeOf(t);
     if (t.data.length !== numel(t.shape)) {
       throw new RangeError(`tensor ${t.name}: data has ${t.data.length} values, shape [${t.shape}] needs ${numel(t.shape)}`);
     }
     seen.add(t.name);
-    header[t.name] = { dtype: "F32", shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] };
+    header[t.name] = { dtype, shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] };
     offset += t.data.byteLength;
   }
   let json = JSON.stringify(header);
   const jsonBytes = Buffer.byteLength(json, "utf8");
-  json += " ".repeat((8 - ((8 + jsonBytes) % 8)) % 8);
+  json += " ".repeat((8 - (jsonBytes % 8)) % 8);
   const headerBytes = Buffer.from(json, "utf8");
   const len = Buffer.alloc(8);
   len.writeBigUInt64LE(BigInt(headerBytes.byteLength));
@@ -48,8 +74,11 @@ export function writeSafetensors(path: string, tensors: readonly Tensor[], metad
   });
 }
 
-/** Read a safetensors file of F32 tensors; tensors come back in file-offset order. */
-export function readSafetensors(path: string): { tensors: Tensor[]; metadata: Record<string, string> } {
+/**
+ * Read a safetensors file of F32, I32 and I64 tensors; tensors come back in file-offset order, F32 as
+ * `Tensor`, I32 and I64 as `IntTensor` (an I64 value outside the int32 range is an error).
+ */
+export function readSafetensors(path: string): { tensors: AnyTensor[]; metadata: Record<string, string> } {
   assertLittleEndian();
   const buf = readFileSync(path);
   if (buf.byteLength < 8) throw new Error(`${path}: truncated safetensors file (${buf.byteLength} bytes, no header length)`);
@@ -70,7 +99,7 @@ export function readSafetensors(path: string): { tensors: Tensor[]; metadata: Re
   }
   const dataLen = buf.byteLength - dataStart;
   let metadata: Record<string, string> = {};
-  const entries: { name: string; shape: number[]; begin: number; end: number }[] = [];
+  const entries: { name: string; dtype: Dtype; shape: number[]; begin: number; end: number }[] = [];
   for (const [name, raw] of Object.entries(header as Record<string, unknown>)) {
     if (name === "__metadata__") {
       if (typeof raw !== "object" || raw === null || Object.values(raw).some((v) => typeof v !== "string")) {
@@ -80,7 +109,11 @@ export function readSafetensors(path: string): { tensors: Tensor[]; metadata: Re
       continue;
     }
     const info = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-    if (info?.dtype !== "F32") throw new Error(`${path}: tensor ${name} has dtype ${String(info?.dtype)}; only F32 is supported`);
+    const dtype = info?.dtype;
+    if (typeof dtype !== "string" || !Object.hasOwn(DTYPE_BYTES, dtype)) {
+      throw new Error(`${path}: tensor ${name} has dtype ${String(dtype)}; only F32, I32 and I64 are supported`);
+    }
+    const size = DTYPE_BYTES[dtype as Dtype];
     const shape = info.shape;
     const offs = info.data_offsets;
     if (!Array.isArray(shape) || shape.some((d) => !Number.isInteger(d) || d < 0)) {
@@ -90,21 +123,42 @@ export function readSafetensors(path: string): { tensors: Tensor[]; metadata: Re
       throw new Error(`${path}: tensor ${name} has bad data_offsets`);
     }
     const [begin, end] = offs as [number, number];
-    if (end - begin !== numel(shape as number[]) * 4) {
-      throw new Error(`${path}: tensor ${name}: data_offsets span ${end - begin} bytes, shape [${shape}] needs ${numel(shape as number[]) * 4}`);
+    if (end - begin !== numel(shape as number[]) * size) {
+      throw new Error(
+        `${path}: tensor ${name}: data_offsets span ${end - begin} bytes, ${dtype} shape [${shape}] needs ${numel(shape as number[]) * size}`,
+      );
     }
     if (end > dataLen) {
       throw new Error(`${path}: truncated safetensors file: tensor ${name} ends at data byte ${end}, file has ${dataLen}`);
     }
-    entries.push({ name, shape: shape as number[], begin, end });
+    entries.push({ name, dtype: dtype as Dtype, shape: shape as number[], begin, end });
   }
-  entries.sort((a, b) => a.begin - b.begin);
-  const tensors = entries.map(({ name, shape, begin, end }) => ({
-    name,
-    shape,
-    // Copy: the file buffer's offsets need not be 4-byte aligned.
-    data: new Float32Array(buf.buffer.slice(buf.byteOffset + dataStart + begin, buf.byteOffset + dataStart + end)),
-  }));
+  entries.sort((a, b) => a.begin - b.begin || a.end - b.end);
+  // The byte buffer must be entirely indexed, without holes or overlaps (as the reference reader checks).
+  let covered = 0;
+  for (const e of entries) {
+    if (e.begin !== covered) {
+      throw new Error(`${path}: tensor ${e.name} starts at data byte ${e.begin}, expected ${covered} (holes and overlaps are not allowed)`);
+    }
+    covered = e.end;
+  }
+  if (covered !== dataLen) throw new Error(`${path}: safetensors tensors cover ${covered} data bytes, file has ${dataLen}`);
+  const tensors = entries.map(({ name, dtype, shape, begin, end }): AnyTensor => {
+    // Copy: the file buffer's offsets need not be aligned to the element size.
+    const bytes = buf.buffer.slice(buf.byteOffset + dataStart + begin, buf.byteOffset + dataStart + end);
+    if (dtype === "F32") return { name, shape, data: new Float32Array(bytes) };
+    if (dtype === "I32") return { name, shape, data: new Int32Array(bytes) };
+    const wide = new BigInt64Array(bytes);
+    const data = new Int32Array(wide.length);
+    for (let i = 0; i < wide.length; i++) {
+      const v = wide[i] as bigint;
+      if (v > 2147483647n || v < -2147483648n) {
+        throw new Error(`${path}: tensor ${name} (I64) has ${name}[${i}] = ${v}, outside the int32 range this reader supports`);
+      }
+      data[i] = Number(v);
+    }
+    return { name, shape, data };
+  });
   return { tensors, metadata };
 }
 
