@@ -5,6 +5,7 @@ import { ArborError } from "../core/errors.js";
 import { benchCommand } from "./bench.js";
 import { runCommand } from "./run.js";
 import { sftCommand } from "./sft.js";
+import { trainWorkerCommand, type TrainWorkerCommandOptions } from "./train-worker.js";
 import { validateCommand } from "../validate/validate-command.js";
 
 const program = new Command()
@@ -42,6 +43,21 @@ program
   .option("--no-progress", "do not draw a progress bar")
   .action(async (o: Omit<Parameters<typeof sftCommand>[0], "progress"> & { progress: boolean }) => {
     await sftCommand({ ...o, progress: o.progress && process.stderr.isTTY === true });
+  });
+
+program
+  .command("train-worker")
+  .description("train a run's policy in this process over the HTTP trainer protocol (arbor run with train.trainer: external): pull a batch, step the reference trainer, write a checkpoint, announce it, ack the batch")
+  .requiredOption("--url <url>", "trainer protocol URL that `arbor run` printed (its `trainer` line)")
+  .requiredOption("--from <gguf>", "the weights the run's engines serve now (the run's model.path)")
+  .requiredOption("--out-dir <dir>", "where to write policy-v{N}.gguf checkpoints (readable by the run's engines)")
+  .option("--lr <x>", "Adam learning rate", Number, 1e-3)
+  .option("--max-grad-norm <x>", "global gradient-norm limit", Number, 1)
+  .option("--batches <n>", "stop after this many batches (default: until the run's server is gone)", toInt)
+  .option("--poll-ms <n>", "wait between polls when no batch is queued", toInt, 200)
+  .option("--keep-checkpoints <n>", "checkpoint versions kept on disk", toInt, 3)
+  .action(async (o: TrainWorkerCommandOptions) => {
+    await trainWorkerCommand(o);
   });
 
 program

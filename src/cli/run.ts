@@ -1,6 +1,7 @@
 // `arbor run <config>`: wires synchronous rollout iterations end to end — policy, engines,
 // gateway, sandboxes, agents, rewards, store and batch export — and, with `train`, the RL loop between
-// them (batch → reference-trainer step → checkpoint → weight sync); prints a line per iteration and a summary.
+// them (batch → reference-trainer step → checkpoint → weight sync; with train.trainer: external the batch goes
+// to a trainer in another process over the trainer protocol, external-trainer.ts); prints a line per iteration and a summary.
 // With rollout.mode: async the iterations are the async orchestrator's trainer steps (async-run.ts).
 import { setMaxListeners } from "node:events";
 import { mkdirSync, rmSync } from "node:fs";
@@ -31,6 +32,7 @@ import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
 import { rlUpdate, type RlUpdate } from "../sft/rl-update.js";
 import type { Trainer } from "../trainer/trainer.js";
 import { runAsyncIterations, type AsyncRunOutcome } from "./async-run.js";
+import { startExternalTrainer, type ExternalTrainer } from "./external-trainer.js";
 import { iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 import { loadWeightsEverywhere } from "../rollout/async-rollout-weights.js";
 
@@ -128,6 +130,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   let pool: SandboxPool | undefined;
   let gateway: ReturnType<typeof createGateway> | undefined;
   let trainer: Trainer | undefined;
+  /** train.trainer: external: the trainer protocol server a trainer in another process trains through. */
+  let external: ExternalTrainer | undefined;
   const abort = new AbortController();
   // Every program's client listens on this one signal.
   setMaxListeners(0, abort.signal);
@@ -226,7 +230,11 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     // Each iteration rolls out its own slice of tasks (fresh prompts); iteration 1's are env.tasks(n, seed).
     const allTasks = env.tasks(cfg.env.tasks * cfg.iterations, cfg.env.seed);
     const checkpointDir = join(outDir, "checkpoints");
-    if (cfg.train) {
+    if (cfg.train?.external) {
+      const synced = engines.map((e, i) => ({ name: cfg.engines[i]?.name ?? `engine-${i}`, url: e.url }));
+      external = await startExternalTrainer({ config: cfg.train.external, engines: synced, estimator: cfg.train.estimator, estimatorOptions: cfg.train.estimatorOptions, modelPath, clock, signal: abort.signal });
+      log(`trainer  ${external.url} (external: waiting for a trainer)`);
+    } else if (cfg.train) {
       // Versions restart at 1 in a new run; the previous run's checkpoints would look newer.
       rmSync(checkpointDir, { recursive: true, force: true });
       const { Trainer } = await import("../trainer/trainer.js");
@@ -262,7 +270,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     }
     for (let iteration = 1; asyncRun === undefined && iteration <= cfg.iterations; iteration++) {
       const runId = cfg.iterations === 1 ? baseRunId : `${baseRunId}-it${iteration}`;
-      const version = trainer?.version ?? 0;
+      const version = trainer?.version ?? external?.version ?? 0;
       store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: iteration === 1 ? started : clock.now() });
       const tasks = allTasks.slice((iteration - 1) * cfg.env.tasks, iteration * cfg.env.tasks);
       const total = tasks.length * cfg.rollout.groupSize;
@@ -330,14 +338,17 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
               checkpointDir,
               keepCheckpoints: cfg.train.keepCheckpoints,
             })
-          : undefined;
-      if (update?.checkpoint !== undefined) {
+          : external
+            ? await external.train({ id: runId, trajectories, groups: store.listGroups(runId) })
+            : undefined;
+      // An external trainer's weights were loaded when it announced them (before its ack).
+      if (update?.checkpoint !== undefined && !external) {
         const synced = engines.map((e, i) => ({ name: cfg.engines[i]?.name ?? `engine-${i}`, url: e.url }));
         await loadWeightsEverywhere(synced, update.checkpoint, update.version, "finish");
       }
       const result: IterationResult = { iteration, runId, stats, batchPath, samples: samples.length, toolCalls, rolloutMs, trainMs: clock.now() - trainStart, policyVersion: version, ...(update ? { update } : {}) };
       results.push(result);
-      if (cfg.train || cfg.iterations > 1) log(iterationLine(result, cfg.iterations));
+      if (cfg.train || cfg.iterations > 1) log((external?.iterationLine ?? iterationLine)(result, cfg.iterations));
     }
     const last = results[results.length - 1] as IterationResult;
     const rewardPlot = cfg.train ? writeRewardPlot(outDir, results) : undefined;
@@ -357,7 +368,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       tokensPerSecond: asyncRun ? (asyncRun.stats.outputTokens * 1000) / asyncRun.rolloutMs : (last.stats.outputTokens * 1000) / last.rolloutMs,
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
-      ...(trainer ? { policyVersion: trainer.version } : {}),
+      ...(trainer ? { policyVersion: trainer.version } : external ? { policyVersion: external.version } : {}),
       engineVersions: engines.map((e) => e.slot.policyVersion),
     };
   } finally {
@@ -366,6 +377,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     await pool?.close();
     await sandboxes?.destroyAll();
     await gateway?.close();
+    await external?.close();
     await Promise.allSettled(engines.map((e) => e.close()));
     store?.close();
     trainer?.dispose();

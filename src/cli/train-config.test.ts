@@ -9,7 +9,7 @@ describe("training config (iterations, train)", () => {
     expect(plain.iterations).toBe(1);
     expect(plain.train).toBeUndefined();
     const cfg = parseRunConfig({ engines, iterations: 3, train: {} });
-    expect(cfg.train).toEqual({ estimator: "grpo", estimatorOptions: {}, lr: 1e-3, maxGradNorm: 1, keepCheckpoints: 3 });
+    expect(cfg.train).toEqual({ estimator: "grpo", estimatorOptions: {}, lr: 1e-3, maxGradNorm: 1, keepCheckpoints: 3, trainer: "reference" });
   });
 
   it("rejects settings that cannot train, naming the field", () => {

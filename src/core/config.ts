@@ -7,6 +7,17 @@ import { ArborError } from "./errors.js";
 
 const positiveInt = z.number().int().min(1);
 
+/** Where `arbor run` serves the trainer protocol to an external trainer (`train.external`). */
+export const ExternalTrainerConfigSchema = z
+  .object({
+    host: z.string().min(1, { error: "must be a host name or address to listen on" }).default("127.0.0.1"),
+    /** 0 = any free port (the run prints the URL). */
+    port: z.number().int().min(0).max(65535, { error: "must be a TCP port (0-65535; 0 = any free port)" }).default(0),
+    /** How long the run waits for the trainer to acknowledge a batch (ms; a requeue restarts the wait) before failing. */
+    waitMs: positiveInt.default(600_000),
+  })
+  .strict();
+
 /** The tiny llama-architecture policy to create when no model file is given. */
 export const ModelConfigSchema = z
   .object({
@@ -338,8 +349,21 @@ export const RunConfigSchema = z
         maxGradNorm: z.number().positive().default(1),
         /** Checkpoint versions kept on disk. */
         keepCheckpoints: positiveInt.default(3),
+        /**
+         * Who trains: `reference` (the default) is the in-process reference trainer; `external` serves
+         * each batch over the HTTP trainer protocol (docs/batch-schema.md) to a trainer in another process
+         * (`arbor train-worker`, or a Megatron/FSDP trainer), which announces new weights and acks the batch.
+         * lr, maxGradNorm and keepCheckpoints are the reference trainer's; an external trainer has its own.
+         */
+        trainer: z
+          .enum(["reference", "external"], { error: "must be 'reference' (the in-process trainer) or 'external' (a trainer over the HTTP trainer protocol)" })
+          .default("reference"),
+        /** Where the trainer protocol listens for an external trainer (train.trainer: external only). */
+        external: ExternalTrainerConfigSchema.optional(),
       })
       .strict()
+      // An external trainer always gets a listening address and a wait limit, the defaults when not given.
+      .transform((t) => (t.trainer === "external" ? { ...t, external: t.external ?? ExternalTrainerConfigSchema.parse({}) } : t))
       .optional(),
     output: z
       .object({
@@ -369,6 +393,16 @@ export const RunConfigSchema = z
     if (cfg.iterations > 1 && cfg.train === undefined) {
       ctx.addIssue({ code: "custom", path: ["iterations"], message: "more than one iteration needs `train` (what would change between them?)" });
     }
+    if (cfg.train?.external !== undefined && cfg.train.trainer !== "external") {
+      ctx.addIssue({ code: "custom", path: ["train", "external"], message: "only used with train.trainer: external (set trainer: external, or remove external)" });
+    }
+    if (cfg.train?.trainer === "external" && cfg.rollout.mode === "async") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["train", "trainer"],
+        message: "external trainers are not supported with rollout.mode: async yet (only sync iterations drive the trainer protocol); use rollout.mode: sync or train.trainer: reference",
+      });
+    }
     if (cfg.train !== undefined && cfg.engines.length === 0) {
       ctx.addIssue({ code: "custom", path: ["train"], message: "training syncs weights to in-process engines; add `engines`" });
     }
@@ -381,6 +415,7 @@ export type RunConfig = z.infer<typeof RunConfigSchema>;
 export type EngineConfig = z.infer<typeof EngineConfigSchema>;
 export type BackendConfig = z.infer<typeof BackendConfigSchema>;
 export type ModelConfig = z.infer<typeof ModelConfigSchema>;
+export type ExternalTrainerConfig = z.infer<typeof ExternalTrainerConfigSchema>;
 
 /** Format a zod error as `path: reason` lines, one per issue. */
 export function formatZodError(err: z.ZodError): string {

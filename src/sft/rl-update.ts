@@ -3,7 +3,8 @@
 // a versioned GGUF checkpoint the engines can load. Samples whose every advantage is 0 (a group whose
 // programs all got the same reward, under GRPO) are left out of the step: they add nothing to the loss or
 // its gradient, and the weights already normalise over the whole batch, so the step is unchanged and cheaper.
-import { buildTrainingBatch } from "../batch/build-batch.js";
+import type { ScoredSample } from "../batch/batch-sample.js";
+import { buildTrainingBatch, type BuiltBatch } from "../batch/build-batch.js";
 import { buildTreeBatch } from "../batch/tree/tree-batch.js";
 import type { SampleMode } from "../batch/trajectory-samples.js";
 import type { Group, Trajectory } from "../core/types.js";
@@ -42,9 +43,9 @@ export interface RlUpdate {
   droppedGroups: number;
 }
 
-/** Build the batch of a finished rollout and, when it carries any signal, take one step and publish it. */
-export function rlUpdate(trainer: Trainer, o: RlUpdateOptions): RlUpdate {
-  const built = buildTrainingBatch({
+/** The training batch of a finished rollout, as {@link rlUpdate} builds it (also what an external trainer is offered). */
+export function buildRlBatch(o: Pick<RlUpdateOptions, "id" | "trajectories" | "groups" | "estimator" | "estimatorOptions" | "mode">): BuiltBatch {
+  return buildTrainingBatch({
     id: o.id,
     trajectories: o.trajectories,
     groups: o.groups,
@@ -52,8 +53,18 @@ export function rlUpdate(trainer: Trainer, o: RlUpdateOptions): RlUpdate {
     ...(o.estimatorOptions ? { estimatorOptions: o.estimatorOptions } : {}),
     mode: o.mode ?? "merged",
   });
+}
+
+/** The samples that carry a non-zero advantage on a loss token: the only ones a step needs. */
+export function samplesWithSignal<S extends ScoredSample>(samples: readonly S[]): S[] {
+  return samples.filter((s) => s.advantages.some((a, i) => a !== 0 && s.lossMask[i] === 1));
+}
+
+/** Build the batch of a finished rollout and, when it carries any signal, take one step and publish it. */
+export function rlUpdate(trainer: Trainer, o: RlUpdateOptions): RlUpdate {
+  const built = buildRlBatch(o);
   const all = built.batch.samples;
-  const useful = all.filter((s) => s.advantages.some((a, i) => a !== 0 && s.lossMask[i] === 1));
+  const useful = samplesWithSignal(all);
   const base = { samples: all.length, trainedSamples: useful.length, droppedGroups: built.dropped.length };
   if (useful.length === 0) {
     return { ...base, stepped: false, version: trainer.version, loss: 0, gradNorm: 0, clipFraction: 0, treeTokens: 0, flatTokens: 0 };

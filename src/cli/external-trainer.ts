@@ -1,0 +1,208 @@
+// `arbor run` with train.trainer: external: the run serves each iteration's training batch over the HTTP
+// trainer protocol (src/batch/trainer-server.ts) instead of stepping the in-process reference trainer, and
+// waits until a trainer in another process (`arbor train-worker`, or a Megatron/FSDP trainer) acknowledges it.
+// Protocol rule (docs/batch-schema.md): the trainer announces the weights it trained on a batch
+// (POST /v1/weights → every in-process engine loads them) and only then acks the batch; the version the
+// engines serve at ack time is the policy of the next iteration. A requeued batch waits again; a batch nobody
+// acks within `waitMs` fails the run with an error naming the URL, the batch and what is missing.
+import type { Group, Trajectory } from "../core/types.js";
+import type { Clock, Timer } from "../core/clock.js";
+import type { ExternalTrainerConfig } from "../core/config.js";
+import { ArborError } from "../core/errors.js";
+import { buildTreeBatch } from "../batch/tree/tree-batch.js";
+import { createTrainerServer } from "../batch/trainer-server.js";
+import { loadWeightsEverywhere, type SyncedEngine } from "../rollout/async-rollout-weights.js";
+import { buildRlBatch, samplesWithSignal, type RlUpdate } from "../sft/rl-update.js";
+import type { IterationResult } from "./run.js";
+
+/** Options of {@link startExternalTrainer}. */
+export interface ExternalTrainerOptions {
+  /** Where to listen and how long to wait for an ack (config `train.external`). */
+  config: ExternalTrainerConfig;
+  /** The in-process engines that load every announced checkpoint. */
+  engines: readonly SyncedEngine[];
+  /** Estimator of the batches (config `train.estimator`, `train.estimatorOptions`). */
+  estimator: string;
+  estimatorOptions?: Record<string, unknown>;
+  /** The GGUF the engines start from (named in the hint of a timeout error). */
+  modelPath: string;
+  clock: Clock;
+  /** Aborts a wait (SIGINT/SIGTERM of the run). */
+  signal?: AbortSignal;
+}
+
+/** A listening trainer-protocol server driving the run's policy updates. */
+export interface ExternalTrainer {
+  /** Base URL of the trainer protocol, e.g. http://127.0.0.1:8400. */
+  readonly url: string;
+  /** Policy version the engines serve: the last one a trainer announced (0 at the start). */
+  readonly version: number;
+  /**
+   * Build the batch of a finished rollout as the reference path does (estimator, merged samples), offer it
+   * and wait until a trainer acks it. `loss`, `gradNorm` and `clipFraction` are NaN: the trainer computed
+   * them and the protocol does not report them. `stepped` says whether the version moved before the ack.
+   */
+  train(rollout: { id: string; trajectories: readonly Trajectory[]; groups: readonly Group[] }): Promise<RlUpdate>;
+  /** The iteration's report line (the reference path's, without the loss the run does not see). */
+  iterationLine(r: IterationResult, of: number): string;
+  /** Stop serving (idempotent). */
+  close(): Promise<void>;
+}
+
+/** What the run knows about the batch it waits for. */
+interface Pending {
+  id: string;
+  taken: number;
+  requeued: number;
+  announced: number[];
+  acked: () => void;
+  restart: () => void;
+}
+
+/** Start the trainer protocol server on the configured host/port; `close()` it when the run ends. */
+export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<ExternalTrainer> {
+  const { waitMs } = o.config;
+  let pending: Pending | undefined;
+  let lastWeightsError: string | undefined;
+  const server = createTrainerServer({
+    // One batch is out per iteration; a second slot only absorbs a trainer that requeues at the wrong time.
+    capacity: 2,
+    initialPolicyVersion: 0,
+    onWeights: async (w) => {
+      if (pending === undefined) {
+        throw new ArborError("arbor run is not waiting for a batch; announce the weights trained on a batch before acking that batch", "trainer_protocol");
+      }
+      try {
+        await loadWeightsEverywhere(o.engines, w.modelPath, w.policyVersion, "finish");
+      } catch (e) {
+        lastWeightsError = `version ${w.policyVersion} from ${w.modelPath}: ${(e as Error).message}`;
+        throw e;
+      }
+      pending.announced.push(w.policyVersion);
+    },
+  });
+  // The server answers the trainer; this hook tells the waiting run what the trainer did with its batch,
+  // before the answer leaves (so a trainer that got its answer knows the run has seen it).
+  server.app.addHook("onSend", async (req, reply, payload) => {
+    const p = pending;
+    if (p === undefined || reply.statusCode !== 200) return payload;
+    const route = req.routeOptions.url;
+    const id = (req.params as { id?: string }).id;
+    if (route === "/v1/batches/next" && reply.getHeader("x-arbor-batch-id") === p.id) p.taken++;
+    else if (route === "/v1/batches/:id/requeue" && id === p.id) {
+      p.requeued++;
+      p.restart();
+    } else if (route === "/v1/batches/:id/ack" && id === p.id) p.acked();
+    return payload;
+  });
+  let url: string;
+  try {
+    url = await server.app.listen({ host: o.config.host, port: o.config.port });
+  } catch (e) {
+    await server.app.close();
+    throw new ArborError(`train.external: cannot listen on ${o.config.host}:${o.config.port}: ${(e as Error).message}`, "config");
+  }
+  let closed = false;
+
+  const missing = (p: Pending): string => {
+    if (p.taken === 0) {
+      return `no trainer took it (GET /v1/batches/next); start one, e.g. \`arbor train-worker --url ${url} --from ${o.modelPath} --out-dir <dir>\``;
+    }
+    const last = p.announced[p.announced.length - 1];
+    const state = p.taken === p.requeued ? "a trainer gave it back (requeue) and none took it again" : last !== undefined ? `a trainer took it and announced version ${last} but did not ack it (POST /v1/batches/${p.id}/ack)` : `a trainer took it but announced no weights and did not ack it (POST /v1/weights, then POST /v1/batches/${p.id}/ack)`;
+    return lastWeightsError === undefined ? state : `${state}; the last weights announcement failed: ${lastWeightsError}`;
+  };
+
+  /**
+   * Start waiting for `id` (before it is offered, so that no ack goes unseen): resolves when it is acked;
+   * rejects after `waitMs` without an ack (a requeue restarts the wait), on abort, or through `cancel`.
+   */
+  const waitForAck = (id: string): { done: Promise<void>; cancel: (e: Error) => void } => {
+    let timer: Timer | undefined;
+    let settle: { resolve: () => void; reject: (e: Error) => void } | undefined;
+    const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+    const finish = (err?: Error): void => {
+      timer?.cancel();
+      o.signal?.removeEventListener("abort", onAbort);
+      if (pending === p) pending = undefined;
+      if (err) settle?.reject(err);
+      else settle?.resolve();
+    };
+    const onAbort = (): void => finish(new ArborError(`run aborted (${String((o.signal?.reason as Error | undefined)?.message)}) while waiting for the external trainer at ${url} to ack batch '${id}'`, "aborted"));
+    const p: Pending = {
+      id,
+      taken: 0,
+      requeued: 0,
+      announced: [],
+      acked: () => finish(),
+      restart: () => {
+        timer?.cancel();
+        timer = o.clock.setTimer(waitMs, () => finish(new ArborError(`external trainer at ${url}: batch '${id}' was not acknowledged within ${waitMs} ms (train.external.waitMs): ${missing(p)}`, "trainer_timeout")));
+      },
+    };
+    pending = p;
+    p.restart();
+    if (o.signal?.aborted) onAbort();
+    else o.signal?.addEventListener("abort", onAbort, { once: true });
+    return { done, cancel: (e) => finish(e) };
+  };
+
+  return {
+    url,
+    get version() {
+      return server.stats().policyVersion;
+    },
+    async train(rollout) {
+      if (closed) throw new ArborError(`external trainer at ${url} is closed`, "trainer_protocol");
+      const built = buildRlBatch({ ...rollout, estimator: o.estimator, ...(o.estimatorOptions ? { estimatorOptions: o.estimatorOptions } : {}), mode: "merged" });
+      const all = built.batch.samples;
+      const useful = samplesWithSignal(all);
+      const before = server.stats().policyVersion;
+      lastWeightsError = undefined;
+      const wait = waitForAck(rollout.id);
+      try {
+        server.offer(built.batch);
+      } catch (e) {
+        wait.cancel(e as Error);
+      }
+      await wait.done;
+      const after = server.stats();
+      const tree = useful.length > 0 ? buildTreeBatch(useful, built.batch.loss).stats : undefined;
+      return {
+        stepped: after.policyVersion > before,
+        version: after.policyVersion,
+        ...(after.policyVersion > before && after.modelPath !== null ? { checkpoint: after.modelPath } : {}),
+        loss: NaN,
+        gradNorm: NaN,
+        clipFraction: NaN,
+        samples: all.length,
+        trainedSamples: useful.length,
+        treeTokens: tree?.treeTokens ?? 0,
+        flatTokens: tree?.flatTokens ?? 0,
+        droppedGroups: built.dropped.length,
+      };
+    },
+    iterationLine(r, of) {
+      const u = r.update;
+      const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+      const parts = [`iteration ${String(r.iteration).padStart(String(of).length)}/${of}`, `reward ${(r.stats.meanReward ?? 0).toFixed(3)}`];
+      if (u === undefined) parts.push(`rollout ${secs(r.rolloutMs)}`);
+      else if (!u.stepped) parts.push(`no step (the external trainer acked without new weights; ${u.trainedSamples}/${u.samples} samples with an advantage)`, `rollout ${secs(r.rolloutMs)}`, `policy v${u.version}`);
+      else {
+        parts.push(
+          `external trainer`,
+          `tokens ${u.treeTokens} tree / ${u.flatTokens} flat (${u.trainedSamples}/${u.samples} samples)`,
+          `rollout ${secs(r.rolloutMs)}`,
+          `train ${secs(r.trainMs)}`,
+          `policy v${r.policyVersion} → v${u.version}`,
+        );
+      }
+      return parts.join("  ");
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await server.app.close();
+    },
+  };
+}

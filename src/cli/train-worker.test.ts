@@ -1,0 +1,123 @@
+// The train-worker loop against a real trainer protocol server (createTrainerServer over HTTP) with batches
+// from the real batch builder: a batch with signal is stepped on, checkpointed, announced and only then
+// acked; a batch without signal is acked without an announcement; --batches, a server that goes away, a
+// failing announcement (the batch is requeued) and bad options.
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { buildTrainingBatch } from "../batch/build-batch.js";
+import type { ExportedBatch } from "../batch/export-arrow.js";
+import { createTrainerServer, type TrainerServer, type TrainerServerStats, type WeightsAnnouncement } from "../batch/trainer-server.js";
+import { readGguf } from "../model/gguf.js";
+import { specTrajectories, type BatchSpec } from "../trainer/test-batches.js";
+import { runTrainWorker } from "./train-worker.js";
+
+const FROM = "models/calc-sft.gguf";
+const dir = mkdtempSync(join(tmpdir(), "arbor-train-worker-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A GRPO batch of one group of three two-call programs with the given rewards (equal rewards: no signal). */
+function batch(id: string, rewards: number[]): ExportedBatch {
+  const call = (output: number[]) => ({ output, tool: [40, 41], logprobs: output.map(() => -2.5) });
+  const spec: BatchSpec = {
+    prompts: [[30, 31, 32, 33]],
+    groups: [rewards.map((reward, p) => ({ forkFrom: 0, forkDepth: p, calls: [call([50 + p, 60, 61]), call([70, 71 + p])], reward }))],
+    estimator: "grpo",
+    mode: "merged",
+  };
+  const { trajectories, groups } = specTrajectories(spec);
+  return buildTrainingBatch({ id, trajectories, groups, estimator: "grpo" }).batch;
+}
+
+interface Served {
+  server: TrainerServer;
+  url: string;
+  /** Each announcement with the queue's state when it arrived. */
+  announced: (WeightsAnnouncement & { at: TrainerServerStats })[];
+}
+
+const servers: TrainerServer[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.app.close()));
+});
+
+async function serve(batches: ExportedBatch[], onWeights?: (w: WeightsAnnouncement) => void): Promise<Served> {
+  const announced: Served["announced"] = [];
+  const server = createTrainerServer({
+    capacity: 4,
+    initialPolicyVersion: 0,
+    onWeights: (w) => {
+      onWeights?.(w);
+      announced.push({ ...w, at: server.stats() });
+    },
+  });
+  servers.push(server);
+  for (const b of batches) server.offer(b);
+  const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
+  return { server, url, announced };
+}
+
+describe("arbor train-worker loop", () => {
+  it("steps on a batch with signal, announces the checkpoint before acking, and acks a batch without signal unannounced", async () => {
+    const { server, url, announced } = await serve([batch("b1", [0, 1, 0.5]), batch("b2", [1, 1, 1])]);
+    const outDir = join(dir, "out-1");
+    const lines: string[] = [];
+    const r = await runTrainWorker({ url, from: FROM, outDir, lr: 1e-3, batches: 2, pollMs: 5, log: (l) => lines.push(l) });
+    expect(r.reason).toBe("batches");
+    expect(r.batches.map((b) => [b.id, b.stepped, b.version])).toEqual([
+      ["b1", true, 1],
+      ["b2", false, 1],
+    ]);
+    expect(r.version).toBe(1);
+    const ckpt = join(outDir, "policy-v1.gguf");
+    expect(r.batches[0]!.checkpoint).toBe(ckpt);
+    expect(readGguf(ckpt).metadata.get("arbor.policy_version")).toBe(1);
+    expect(Number.isFinite(r.batches[0]!.loss)).toBe(true);
+    // One announcement, made while b1 was still in flight (announce first, then ack).
+    expect(announced.map((a) => [a.policyVersion, a.modelPath])).toEqual([[1, ckpt]]);
+    expect(announced[0]!.at).toMatchObject({ inFlight: 1, acked: 0 });
+    expect(server.stats()).toMatchObject({ acked: 2, inFlight: 0, queued: 0, policyVersion: 1, modelPath: ckpt });
+    expect(existsSync(join(outDir, "policy-v2.gguf"))).toBe(false);
+    expect(lines.some((l) => l.includes("batch b2: no sample carries an advantage; acked without a step"))).toBe(true);
+  }, 120_000);
+
+  it("continues the server's versions, polls while nothing is queued, and stops cleanly when the server goes away", async () => {
+    const s = createTrainerServer({ capacity: 2, initialPolicyVersion: 4, onWeights: () => {} });
+    servers.push(s);
+    const url = await s.app.listen({ host: "127.0.0.1", port: 0 });
+    const worker = runTrainWorker({
+      url,
+      from: FROM,
+      outDir: join(dir, "out-2"),
+      pollMs: 5,
+      log: (l) => {
+        // The run ends after its last ack: the server closes under the polling worker.
+        if (l.includes("batch late:")) void s.app.close();
+      },
+    });
+    // Offered while the worker is already polling.
+    s.offer(batch("late", [0, 1, 1]));
+    const r = await worker;
+    expect(r.reason).toBe("server-gone");
+    expect(r.batches.map((b) => [b.id, b.version])).toEqual([["late", 5]]);
+    expect(existsSync(join(dir, "out-2", "policy-v5.gguf"))).toBe(true);
+  }, 120_000);
+
+  it("requeues the batch and fails when the announcement is refused", async () => {
+    const { server, url } = await serve([batch("b1", [0, 1, 1])], () => {
+      throw new Error("engine e0 refused the file");
+    });
+    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-3"), pollMs: 5 })).rejects.toThrow(/POST \/v1\/weights: HTTP 502 .*engine e0 refused the file/);
+    expect(server.stats()).toMatchObject({ queued: 1, inFlight: 0, acked: 0, requeued: 1, policyVersion: 0 });
+  }, 120_000);
+
+  it("fails when no server answers before any batch, and on bad options", async () => {
+    const s = createTrainerServer({ capacity: 1, onWeights: () => {} });
+    const url = await s.app.listen({ host: "127.0.0.1", port: 0 });
+    await s.app.close();
+    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4") })).rejects.toThrow(/trainer protocol: cannot reach http:\/\/127\.0\.0\.1:\d+\/v1\/stats/);
+    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), lr: 0 })).rejects.toThrow(/--lr must be > 0, got 0/);
+    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), batches: 0 })).rejects.toThrow(/--batches must be an integer >= 1/);
+  });
+});

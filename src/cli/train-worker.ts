@@ -1,0 +1,193 @@
+// `arbor train-worker`: Arbor's reference trainer as an external trainer in its own process, speaking the HTTP
+// trainer protocol to `arbor run` (train.trainer: external): pull a batch, step on the samples that carry an
+// advantage (packed as a prefix tree, as the in-process path does), write `policy-v{N}.gguf`, announce it and
+// only then ack the batch (docs/batch-schema.md). A batch without signal is acked without a step. It is also
+// the reference for writing such a loop around another trainer.
+import { mkdirSync } from "node:fs";
+import { resolve } from "node:path";
+import { TrainerClient } from "../batch/trainer-client.js";
+import { buildTreeBatch } from "../batch/tree/tree-batch.js";
+import type { Clock } from "../core/clock.js";
+import { ArborError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import { Vocab } from "../model/vocab.js";
+import { samplesWithSignal } from "../sft/rl-update.js";
+
+/** Options of {@link runTrainWorker}. */
+export interface TrainWorkerOptions {
+  /** Trainer protocol URL (what `arbor run` printed), e.g. http://127.0.0.1:8400. */
+  url: string;
+  /** GGUF of the weights the run's engines serve now (the run's `model.path`, or the latest checkpoint). */
+  from: string;
+  /** Where checkpoints `policy-v{N}.gguf` (+ manifest.json) are written; the run's engines must be able to read them. */
+  outDir: string;
+  /** Adam learning rate (default 1e-3). */
+  lr?: number;
+  /** Global gradient-norm limit (default 1). */
+  maxGradNorm?: number;
+  /** Stop after this many acked batches (default: until the server is gone). */
+  batches?: number;
+  /** Wait between polls when no batch is queued, ms (default 200). */
+  pollMs?: number;
+  /** Checkpoint versions kept on disk (default 3). */
+  keepCheckpoints?: number;
+  clock?: Clock;
+  /** Ends the loop between batches (a batch being trained is finished, announced and acked first). */
+  signal?: AbortSignal;
+  log?: (line: string) => void;
+}
+
+/** What one batch did. */
+export interface TrainedBatch {
+  id: string;
+  /** False when no sample carried an advantage: acked without a step or an announcement. */
+  stepped: boolean;
+  /** Policy version after the batch. */
+  version: number;
+  checkpoint?: string;
+  loss?: number;
+  samples: number;
+  trainedSamples: number;
+}
+
+/** Why the loop ended and what it did. */
+export interface TrainWorkerResult {
+  reason: "batches" | "server-gone" | "aborted";
+  batches: TrainedBatch[];
+  /** Policy version of the worker's weights at the end. */
+  version: number;
+}
+
+function check(name: string, v: number | undefined, ok: (v: number) => boolean, what: string): void {
+  if (v !== undefined && !ok(v)) throw new ArborError(`train-worker: ${name} must be ${what}, got ${v}`, "config");
+}
+
+/** Whether a protocol error means the server went away (unreachable, or closing and answering 503). */
+function serverGone(e: unknown): boolean {
+  return e instanceof ArborError && e.code === "trainer_protocol" && /cannot reach|HTTP 503/.test(e.message);
+}
+
+/**
+ * Train on the batches of one trainer protocol server until `batches` are acked, the server is gone (after
+ * at least one batch; before, that is an error) or `signal` aborts. A failing batch is requeued before the
+ * error is thrown, so the run can hand it to another trainer.
+ */
+export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorkerResult> {
+  check("--lr", o.lr, (v) => v > 0, "> 0");
+  check("--max-grad-norm", o.maxGradNorm, (v) => v > 0, "> 0");
+  check("--batches", o.batches, (v) => Number.isInteger(v) && v >= 1, "an integer >= 1");
+  check("--poll-ms", o.pollMs, (v) => Number.isInteger(v) && v >= 1, "an integer >= 1");
+  const clock = o.clock ?? realClock;
+  const log = o.log ?? (() => {});
+  const pollMs = o.pollMs ?? 200;
+  const client = new TrainerClient(o.url.replace(/\/+$/, ""));
+  // Versions continue from the run's: the next announcement must exceed what the engines serve.
+  const start = await client.stats();
+  mkdirSync(o.outDir, { recursive: true });
+  const { Trainer } = await import("../trainer/trainer.js");
+  const trainer = await Trainer.fromGguf(o.from, { lr: o.lr ?? 1e-3, maxGradNorm: o.maxGradNorm ?? 1, version: start.policyVersion, clock });
+  log(`train-worker  ${o.url}: training ${o.from} from policy version ${start.policyVersion}, checkpoints in ${o.outDir}`);
+  const done: TrainedBatch[] = [];
+  const end = (reason: TrainWorkerResult["reason"]): TrainWorkerResult => ({ reason, batches: done, version: trainer.version });
+  try {
+    for (;;) {
+      if (o.batches !== undefined && done.length >= o.batches) return end("batches");
+      if (o.signal?.aborted) return end("aborted");
+      let batch;
+      try {
+        batch = await client.nextBatch();
+      } catch (e) {
+        if (serverGone(e) && done.length > 0) {
+          log(`train-worker  ${o.url} is gone after ${done.length} batch(es); stopping`);
+          return end("server-gone");
+        }
+        throw e;
+      }
+      if (batch === null) {
+        await sleep(clock, pollMs, o.signal);
+        continue;
+      }
+      try {
+        const useful = samplesWithSignal(batch.samples);
+        if (useful.length === 0) {
+          await client.ack(batch.id);
+          done.push({ id: batch.id, stepped: false, version: trainer.version, samples: batch.samples.length, trainedSamples: 0 });
+          log(`train-worker  batch ${batch.id}: no sample carries an advantage; acked without a step (policy v${trainer.version})`);
+          continue;
+        }
+        const tb = buildTreeBatch(useful, batch.loss);
+        const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss });
+        const { path } = trainer.checkpoint(o.outDir, new Vocab(), o.keepCheckpoints);
+        // The protocol's order: the engines serve the new weights before the batch counts as trained.
+        await client.announceWeights(r.version, path);
+        await client.ack(batch.id);
+        done.push({ id: batch.id, stepped: true, version: r.version, checkpoint: path, loss: r.loss, samples: batch.samples.length, trainedSamples: useful.length });
+        log(
+          `train-worker  batch ${batch.id}: loss ${r.loss.toFixed(4)}  grad ${r.gradNorm.toFixed(3)}  tokens ${tb.stats.treeTokens} tree / ${tb.stats.flatTokens} flat (${useful.length}/${batch.samples.length} samples)  policy v${r.version} (${path})`,
+        );
+      } catch (e) {
+        // Give the batch back so that it is not stuck in flight; the server may be gone already.
+        await client.requeue(batch.id).catch(() => {});
+        throw e;
+      }
+    }
+  } finally {
+    trainer.dispose();
+  }
+}
+
+/** Sleep `ms` on the clock, or less when `signal` aborts. */
+function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolveSleep) => {
+    const onAbort = (): void => {
+      timer.cancel();
+      resolveSleep();
+    };
+    const timer = clock.setTimer(ms, () => {
+      signal?.removeEventListener("abort", onAbort);
+      resolveSleep();
+    });
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Options of the `arbor train-worker` command (commander's names). */
+export interface TrainWorkerCommandOptions {
+  url: string;
+  from: string;
+  outDir: string;
+  lr: number;
+  maxGradNorm: number;
+  batches?: number;
+  pollMs: number;
+  keepCheckpoints: number;
+}
+
+/** CLI entry: run the worker until the run is over (or --batches), ending between batches on SIGINT/SIGTERM. */
+export async function trainWorkerCommand(o: TrainWorkerCommandOptions): Promise<void> {
+  const abort = new AbortController();
+  const onSignal = (sig: NodeJS.Signals): void => abort.abort(new Error(`received ${sig}`));
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  try {
+    const r = await runTrainWorker({
+      url: o.url,
+      from: resolve(o.from),
+      outDir: resolve(o.outDir),
+      lr: o.lr,
+      maxGradNorm: o.maxGradNorm,
+      ...(o.batches === undefined ? {} : { batches: o.batches }),
+      pollMs: o.pollMs,
+      keepCheckpoints: o.keepCheckpoints,
+      signal: abort.signal,
+      log: (line) => console.error(line),
+    });
+    const steps = r.batches.filter((b) => b.stepped).length;
+    const why = { batches: `--batches ${o.batches} reached`, "server-gone": "the run's trainer server is gone", aborted: "interrupted" }[r.reason];
+    console.log(`train-worker: ${r.batches.length} batch(es), ${steps} step(s), policy v${r.version} (${why})`);
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}
