@@ -20,7 +20,7 @@ import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { rlUpdate } from "../sft/rl-update.js";
 import { TERMINATION_KINDS, type RunStats, type TrajectoryStore } from "../store/trajectory-store.js";
 import type { Trainer } from "../trainer/trainer.js";
-import { iterationLine } from "./iteration-report.js";
+import { iterationLine, meanRewardComponents } from "./iteration-report.js";
 import type { IterationResult } from "./run.js";
 
 /** What run.ts has started and decided before the rollout. */
@@ -124,6 +124,7 @@ export async function runAsyncIterations(ctx: AsyncRunContext): Promise<AsyncRun
         iteration: step,
         runId: ctx.runId,
         stats: batchStats(b.trajectories),
+        rewardComponents: meanRewardComponents(b.trajectories),
         batchPath,
         samples: samples.length,
         toolCalls: b.trajectories.reduce((n, t) => n + t.tools.length, 0),

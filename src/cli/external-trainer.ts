@@ -13,7 +13,6 @@ import { buildTreeBatch } from "../batch/tree/tree-batch.js";
 import { createTrainerServer } from "../batch/trainer-server.js";
 import { loadWeightsEverywhere, type SyncedEngine } from "../rollout/async-rollout-weights.js";
 import { buildRlBatch, samplesWithSignal, type RlUpdate } from "../sft/rl-update.js";
-import type { IterationResult } from "./run.js";
 
 /** Options of {@link startExternalTrainer}. */
 export interface ExternalTrainerOptions {
@@ -43,8 +42,6 @@ export interface ExternalTrainer {
    * them and the protocol does not report them. `stepped` says whether the version moved before the ack.
    */
   train(rollout: { id: string; trajectories: readonly Trajectory[]; groups: readonly Group[] }): Promise<RlUpdate>;
-  /** The iteration's report line (the reference path's, without the loss the run does not see). */
-  iterationLine(r: IterationResult, of: number): string;
   /** Stop serving (idempotent). */
   close(): Promise<void>;
 }
@@ -180,24 +177,8 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
         treeTokens: tree?.treeTokens ?? 0,
         flatTokens: tree?.flatTokens ?? 0,
         droppedGroups: built.dropped.length,
+        external: true,
       };
-    },
-    iterationLine(r, of) {
-      const u = r.update;
-      const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
-      const parts = [`iteration ${String(r.iteration).padStart(String(of).length)}/${of}`, `reward ${(r.stats.meanReward ?? 0).toFixed(3)}`];
-      if (u === undefined) parts.push(`rollout ${secs(r.rolloutMs)}`);
-      else if (!u.stepped) parts.push(`no step (the external trainer acked without new weights; ${u.trainedSamples}/${u.samples} samples with an advantage)`, `rollout ${secs(r.rolloutMs)}`, `policy v${u.version}`);
-      else {
-        parts.push(
-          `external trainer`,
-          `tokens ${u.treeTokens} tree / ${u.flatTokens} flat (${u.trainedSamples}/${u.samples} samples)`,
-          `rollout ${secs(r.rolloutMs)}`,
-          `train ${secs(r.trainMs)}`,
-          `policy v${r.policyVersion} → v${u.version}`,
-        );
-      }
-      return parts.join("  ");
     },
     async close() {
       if (closed) return;

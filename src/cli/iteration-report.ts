@@ -1,7 +1,8 @@
-// What a training run prints and writes about its iterations: one line per iteration (mean reward, loss,
-// tokens, time, policy versions), the reward plot in the output directory and the summary's rows.
+// What a training run prints and writes about its iterations: one line per iteration (mean reward and its
+// components, loss, tokens, time, policy versions), the reward plot in the output directory and the summary's rows.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Trajectory } from "../core/types.js";
 import { rewardPlotSvg, sparkline } from "./reward-plot.js";
 import type { IterationResult, RunSummary } from "./run.js";
 
@@ -9,17 +10,32 @@ function meanReward(r: IterationResult): number {
   return r.stats.meanReward ?? 0;
 }
 
-/** `iteration 2/6  reward 0.344  loss …  tokens …  rollout 3.1 s  train 0.9 s  policy v1 → v2`. */
+/** Mean of each reward component over the rewarded trajectories (a component a program lacks counts as 0). */
+export function meanRewardComponents(ts: readonly Trajectory[]): Record<string, number> {
+  const rewarded = ts.flatMap((t) => (t.reward ? [t.reward.components] : []));
+  const names = [...new Set(rewarded.flatMap((c) => Object.keys(c)))].sort();
+  return Object.fromEntries(names.map((n) => [n, rewarded.reduce((a, c) => a + (c[n] ?? 0), 0) / rewarded.length]));
+}
+
+function rewardText(r: IterationResult): string {
+  const parts = Object.entries(r.rewardComponents ?? {}).map(([n, v]) => `${n} ${v.toFixed(3)}`);
+  // One component is the total itself: nothing to break down.
+  return `reward ${meanReward(r).toFixed(3)}${parts.length > 1 ? ` (${parts.join(", ")})` : ""}`;
+}
+
+/** `iteration 2/6  reward 0.344 (outcome 0.406, process -0.062)  loss …  tokens …  rollout 3.1 s  train 0.9 s  policy v1 → v2`. */
 export function iterationLine(r: IterationResult, of: number): string {
   const u = r.update;
   const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
-  const parts = [`iteration ${String(r.iteration).padStart(String(of).length)}/${of}`, `reward ${meanReward(r).toFixed(3)}`];
+  const parts = [`iteration ${String(r.iteration).padStart(String(of).length)}/${of}`, rewardText(r)];
   if (u === undefined) parts.push(`rollout ${secs(r.rolloutMs)}`);
-  else if (!u.stepped) parts.push(`no step (all ${u.samples} samples have advantage 0)`, `rollout ${secs(r.rolloutMs)}`, `policy v${u.version}`);
-  else {
+  else if (!u.stepped) {
+    const why = u.external ? `the external trainer acked without new weights; ${u.trainedSamples}/${u.samples} samples with an advantage` : `all ${u.samples} samples have advantage 0`;
+    parts.push(`no step (${why})`, `rollout ${secs(r.rolloutMs)}`, `policy v${u.version}`);
+  } else {
     parts.push(
-      `loss ${u.loss.toFixed(4)}`,
-      `grad ${u.gradNorm.toFixed(3)}`,
+      // The protocol does not report an external trainer's loss.
+      ...(u.external ? ["external trainer"] : [`loss ${u.loss.toFixed(4)}`, `grad ${u.gradNorm.toFixed(3)}`]),
       `tokens ${u.treeTokens} tree / ${u.flatTokens} flat (${u.trainedSamples}/${u.samples} samples)`,
       `rollout ${secs(r.rolloutMs)}`,
       `train ${secs(r.trainMs)}`,
@@ -32,7 +48,7 @@ export function iterationLine(r: IterationResult, of: number): string {
 /** Write `reward.svg` (mean reward per iteration) into `dir`; returns its path. */
 export function writeRewardPlot(dir: string, results: readonly IterationResult[]): string {
   const path = join(dir, "reward.svg");
-  writeFileSync(path, rewardPlotSvg(results.map((r) => ({ iteration: r.iteration, meanReward: meanReward(r) }))));
+  writeFileSync(path, rewardPlotSvg(results.map((r) => ({ iteration: r.iteration, meanReward: meanReward(r), ...(r.rewardComponents ? { components: r.rewardComponents } : {}) }))));
   return path;
 }
 
@@ -40,11 +56,13 @@ export function writeRewardPlot(dir: string, results: readonly IterationResult[]
 export function summaryTrainingRows(s: RunSummary): [string, string][] {
   if (s.rewardPlot === undefined) return [];
   const rewards = s.iterations.map(meanReward);
-  const first = rewards[0] ?? 0;
-  const last = rewards[rewards.length - 1] ?? 0;
+  const row = (values: number[]): string => `${(values[0] ?? 0).toFixed(3)} → ${(values[values.length - 1] ?? 0).toFixed(3)}  ${sparkline(values)}  (${values.map((x) => x.toFixed(2)).join(" ")})`;
+  const names = [...new Set(s.iterations.flatMap((r) => Object.keys(r.rewardComponents ?? {})))].sort();
   return [
     ["iterations", `${s.iterations.length}, policy v0 → v${s.policyVersion ?? 0}`],
-    ["reward", `${first.toFixed(3)} → ${last.toFixed(3)}  ${sparkline(rewards)}  (${rewards.map((x) => x.toFixed(2)).join(" ")})`],
+    ["reward", row(rewards)],
+    // Each component's own curve: a total can rise through one part alone (e.g. fewer malformed calls).
+    ...(names.length > 1 ? names.map((n): [string, string] => [`  ${n}`, row(s.iterations.map((r) => r.rewardComponents?.[n] ?? 0))]) : []),
     ["plot", s.rewardPlot],
   ];
 }

@@ -28,6 +28,30 @@ describe("reward plot", () => {
     expect(svg).toContain("a &lt; b &amp; c");
   });
 
+  it("draws each reward component as a dashed line with a legend, on an axis that fits them", () => {
+    const svg = rewardPlotSvg([
+      { iteration: 1, meanReward: -0.2, components: { outcome: 0.1, process: -0.3 } },
+      { iteration: 2, meanReward: 0.4, components: { outcome: 0.5, process: -0.1 } },
+    ]);
+    const dashed = [...svg.matchAll(/<path d="(M[^"]+)"[^>]*stroke-dasharray="5 3"><title>(\w+)<\/title>/g)].map((m) => [m[2], m[1]]);
+    expect(dashed.map(([n]) => n)).toEqual(["outcome", "process"]);
+    // Rising outcome: its second point sits higher (smaller y) than its first.
+    const [, d] = dashed[0] as [string, string];
+    const [y1, y2] = [...d.matchAll(/,([\d.]+)/g)].map((m) => Number(m[1]));
+    expect(y2).toBeLessThan(y1 as number);
+    expect(svg).toContain(">total</text>");
+    expect(svg).toContain(">outcome</text>");
+    expect(svg).toContain(">-0.30</text>");
+    // Circles mark the total only.
+    expect(svg.match(/<circle /g)).toHaveLength(2);
+  });
+
+  it("draws no component lines for a single component (it is the total)", () => {
+    const svg = rewardPlotSvg([{ iteration: 1, meanReward: 0.5, components: { outcome: 0.5 } }]);
+    expect(svg).not.toContain("stroke-dasharray");
+    expect(svg).not.toContain(">total</text>");
+  });
+
   it("draws a sparkline over the values' own range", () => {
     expect(sparkline([0, 0.5, 1])).toBe("▁▅█");
     expect(sparkline([-1, 0, 1])).toBe("▁▅█");

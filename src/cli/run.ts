@@ -33,7 +33,7 @@ import { rlUpdate, type RlUpdate } from "../sft/rl-update.js";
 import type { Trainer } from "../trainer/trainer.js";
 import { runAsyncIterations, type AsyncRunOutcome } from "./async-run.js";
 import { startExternalTrainer, type ExternalTrainer } from "./external-trainer.js";
-import { iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
+import { iterationLine, meanRewardComponents, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 import { loadWeightsEverywhere } from "../rollout/async-rollout-weights.js";
 
 export interface RunSummary {
@@ -63,6 +63,8 @@ export interface IterationResult {
   iteration: number;
   runId: string;
   stats: RunStats;
+  /** Mean of each reward component over the iteration's rewarded programs (e.g. outcome, process). */
+  rewardComponents?: Record<string, number>;
   batchPath: string;
   samples: number;
   toolCalls: number;
@@ -346,9 +348,21 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         const synced = engines.map((e, i) => ({ name: cfg.engines[i]?.name ?? `engine-${i}`, url: e.url }));
         await loadWeightsEverywhere(synced, update.checkpoint, update.version, "finish");
       }
-      const result: IterationResult = { iteration, runId, stats, batchPath, samples: samples.length, toolCalls, rolloutMs, trainMs: clock.now() - trainStart, policyVersion: version, ...(update ? { update } : {}) };
+      const result: IterationResult = {
+        iteration,
+        runId,
+        stats,
+        rewardComponents: meanRewardComponents(trajectories),
+        batchPath,
+        samples: samples.length,
+        toolCalls,
+        rolloutMs,
+        trainMs: clock.now() - trainStart,
+        policyVersion: version,
+        ...(update ? { update } : {}),
+      };
       results.push(result);
-      if (cfg.train || cfg.iterations > 1) log((external?.iterationLine ?? iterationLine)(result, cfg.iterations));
+      if (cfg.train || cfg.iterations > 1) log(iterationLine(result, cfg.iterations));
     }
     const last = results[results.length - 1] as IterationResult;
     const rewardPlot = cfg.train ? writeRewardPlot(outDir, results) : undefined;

@@ -41,6 +41,8 @@ export interface RlUpdate {
   flatTokens: number;
   /** Groups that dynamic sampling dropped (estimators that do it, e.g. DAPO). */
   droppedGroups: number;
+  /** Stepped by an external trainer (train.trainer: external): loss, gradNorm and clipFraction are unknown (NaN). */
+  external?: true;
 }
 
 /** The training batch of a finished rollout, as {@link rlUpdate} builds it (also what an external trainer is offered). */

@@ -1,0 +1,66 @@
+import { describe, expect, it } from "vitest";
+import type { Trajectory } from "../core/types.js";
+import { batchStats } from "./async-run.js";
+import { iterationLine, meanRewardComponents, summaryTrainingRows } from "./iteration-report.js";
+import type { IterationResult, RunSummary } from "./run.js";
+import type { RlUpdate } from "../sft/rl-update.js";
+
+function trajectory(components: Record<string, number> | undefined): Trajectory {
+  const total = Object.values(components ?? {}).reduce((a, b) => a + b, 0);
+  return {
+    program: { id: "p", runId: "r", groupId: "g", taskId: "t", sampleIndex: 0, state: "finished", createdAt: 0 },
+    calls: [],
+    tools: [],
+    ...(components ? { reward: { total, components } } : {}),
+  } as Trajectory;
+}
+
+function iteration(k: number, reward: number, components: Record<string, number>, update?: Partial<RlUpdate>): IterationResult {
+  return {
+    iteration: k,
+    runId: `r-it${k}`,
+    stats: { ...batchStats([]), meanReward: reward },
+    rewardComponents: components,
+    batchPath: "b.jsonl",
+    samples: 4,
+    toolCalls: 2,
+    rolloutMs: 1500,
+    trainMs: 500,
+    policyVersion: k - 1,
+    ...(update
+      ? { update: { stepped: true, version: k, loss: 0.1234, gradNorm: 0.5, clipFraction: 0, samples: 4, trainedSamples: 3, treeTokens: 10, flatTokens: 30, droppedGroups: 0, ...update } }
+      : {}),
+  };
+}
+
+describe("iteration report", () => {
+  it("averages each reward component over the rewarded trajectories (missing components count 0)", () => {
+    const m = meanRewardComponents([trajectory({ outcome: 1, process: -0.5 }), trajectory({ outcome: 0 }), trajectory(undefined)]);
+    expect(m).toEqual({ outcome: 0.5, process: -0.25 });
+    expect(meanRewardComponents([])).toEqual({});
+  });
+
+  it("prints the components beside the reward, the loss of a reference step and 'external trainer' for an external one", () => {
+    const line = iterationLine(iteration(2, 0.25, { outcome: 0.5, process: -0.25 }, {}), 6);
+    expect(line).toMatch(/^iteration 2\/6 {2}reward 0\.250 \(outcome 0\.500, process -0\.250\) {2}loss 0\.1234 {2}grad 0\.500 /);
+    expect(line).toContain("policy v1 → v2");
+    const ext = iterationLine(iteration(2, 0.25, { outcome: 0.25 }, { external: true, loss: NaN, gradNorm: NaN }), 6);
+    expect(ext).toMatch(/^iteration 2\/6 {2}reward 0\.250 {2}external trainer {2}tokens 10 tree \/ 30 flat/);
+    expect(ext).not.toContain("NaN");
+    const none = iterationLine(iteration(3, 0, { outcome: 0 }, { stepped: false, external: true }), 6);
+    expect(none).toContain("no step (the external trainer acked without new weights; 3/4 samples with an advantage)");
+  });
+
+  it("adds a row per component to the summary of a training run", () => {
+    const s = {
+      iterations: [iteration(1, -0.2, { outcome: 0.1, process: -0.3 }), iteration(2, 0.3, { outcome: 0.4, process: -0.1 })],
+      rewardPlot: "/tmp/reward.svg",
+      policyVersion: 2,
+    } as RunSummary;
+    const rows = Object.fromEntries(summaryTrainingRows(s));
+    expect(rows.reward).toMatch(/^-0\.200 → 0\.300 /);
+    expect(rows["  outcome"]).toMatch(/^0\.100 → 0\.400 /);
+    expect(rows["  process"]).toMatch(/^-0\.300 → -0\.100 /);
+    expect(rows.iterations).toBe("2, policy v0 → v2");
+  });
+});
