@@ -57,3 +57,30 @@ it("SIGINT mid-run: every program ends recorded, no sandbox left, exit 130", asy
   }
   expect(readdirSync(join(dir, "sb"))).toEqual([]);
 }, 120_000);
+
+it("SIGTERM mid-SFT: stops after the current step, writes the weights so far, exits 143", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "arbor-sft-sigterm-"));
+  const out = join(dir, "p.gguf");
+  const args = ["sft", "--tasks", "8", "--steps", "1000", "--batch-size", "2", "--n-embd", "16", "--n-layer", "1", "--n-head", "2", "--n-ff", "32", "--no-progress", "--out", out];
+  const child = spawn(process.execPath, [join(root, "bin/arbor.mjs"), ...args], { cwd: root });
+  let stderr = "";
+  let stdout = "";
+  let stopped = false;
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString();
+    // The held-out line comes every 20 steps: training is under way.
+    if (!stopped && stderr.includes("sft step 20/1000")) {
+      stopped = true;
+      child.kill("SIGTERM");
+    }
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+  expect(stopped).toBe(true);
+  expect(code).toBe(143);
+  const steps = Number(/steps\s+(\d+) of 1000 \(stopped by SIGTERM/.exec(stdout)?.[1]);
+  expect(steps).toBeGreaterThanOrEqual(20);
+  expect(steps).toBeLessThan(1000);
+  const { readGguf } = await import("../model/gguf.js");
+  expect(JSON.parse(readGguf(out).metadata.get("arbor.sft") as string)).toMatchObject({ step: steps, steps: 1000 });
+}, 120_000);

@@ -8,7 +8,7 @@ import type { RlUpdate } from "../sft/rl-update.js";
 function trajectory(components: Record<string, number> | undefined): Trajectory {
   const total = Object.values(components ?? {}).reduce((a, b) => a + b, 0);
   return {
-    program: { id: "p", runId: "r", groupId: "g", taskId: "t", sampleIndex: 0, state: "finished", createdAt: 0 },
+    program: { id: "p", runId: "r", groupId: "g", taskId: "t", sampleIndex: 0, state: "terminated", createdAt: 0 },
     calls: [],
     tools: [],
     ...(components ? { reward: { total, components } } : {}),

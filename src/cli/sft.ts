@@ -3,6 +3,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import cliProgress from "cli-progress";
+import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { runSft, type SftOptions } from "../sft/sft.js";
 
@@ -13,6 +14,8 @@ export interface SftCommandOptions {
   steps: number;
   batchSize: number;
   lr: number;
+  schedule: "constant" | "cosine";
+  warmupSteps: number;
   seed: number;
   out: string;
   /** Start from this GGUF instead of seeded random weights. */
@@ -25,8 +28,12 @@ export interface SftCommandOptions {
   progress: boolean;
 }
 
-/** CLI entry: train, draw progress, print where the checkpoint went and its held-out numbers. */
+/**
+ * CLI entry: train, draw progress, print where the checkpoint went and its held-out numbers. SIGINT/SIGTERM
+ * stop after the current step and still write the weights so far.
+ */
 export async function sftCommand(o: SftCommandOptions): Promise<void> {
+  if (o.schedule !== "constant" && o.schedule !== "cosine") throw new ArborError(`sft: --schedule must be 'constant' or 'cosine', got '${String(o.schedule)}'`, "config");
   const out = resolve(o.out);
   mkdirSync(dirname(out), { recursive: true });
   const started = realClock.now();
@@ -37,6 +44,10 @@ export async function sftCommand(o: SftCommandOptions): Promise<void> {
       )
     : undefined;
   bar?.start(o.steps, 0, { loss: "-", evalLoss: "-", evalAcc: "-" });
+  const stop = new AbortController();
+  const onSignal = (sig: NodeJS.Signals): void => stop.abort(new Error(sig));
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
   const opts: SftOptions = {
     env: o.env,
     tasks: o.tasks,
@@ -48,13 +59,18 @@ export async function sftCommand(o: SftCommandOptions): Promise<void> {
     ...(o.saveEvery === undefined ? {} : { saveEvery: o.saveEvery }),
     batchSize: o.batchSize,
     lr: o.lr,
+    schedule: o.schedule,
+    warmupSteps: o.warmupSteps,
     seed: o.seed,
     out,
     clock: realClock,
-    onStep: (s) => {
+    signal: stop.signal,
+    onStep: async (s) => {
       const fields = { loss: s.loss.toFixed(3), ...(s.evalLoss === undefined ? {} : { evalLoss: s.evalLoss.toFixed(3), evalAcc: (s.evalAccuracy ?? 0).toFixed(3) }) };
       if (bar) bar.update(s.step, fields);
       else if (s.evalLoss !== undefined) console.error(`sft step ${s.step}/${s.steps}  loss ${fields.loss}  held-out loss ${fields.evalLoss} acc ${fields.evalAcc}`);
+      // A step is synchronous wasm work: give a pending SIGINT/SIGTERM its turn between steps.
+      await new Promise((r) => setImmediate(r));
     },
   };
   try {
@@ -62,11 +78,15 @@ export async function sftCommand(o: SftCommandOptions): Promise<void> {
     bar?.stop();
     console.log(`\nArbor SFT`);
     console.log(`  checkpoint     ${r.out}`);
-    console.log(`  steps          ${r.steps} (batch ${o.batchSize}, lr ${o.lr}, seed ${o.seed})`);
+    console.log(`  steps          ${r.steps}${r.stopped ? ` of ${o.steps} (stopped by ${(stop.signal.reason as Error).message}; the weights so far were written)` : ""} (batch ${o.batchSize}, lr ${o.lr} ${o.schedule}, seed ${o.seed})`);
     console.log(`  loss           ${r.firstLoss.toFixed(3)} → ${r.lastLoss.toFixed(3)}`);
     if (r.evalLoss !== undefined) console.log(`  held-out       loss ${r.evalLoss.toFixed(3)}, token accuracy ${(r.evalAccuracy ?? 0).toFixed(3)}`);
     console.log(`  elapsed        ${((realClock.now() - started) / 1000).toFixed(1)} s`);
+    // Stopped early is not finished: a script chaining on `arbor sft` must not take this for the full run.
+    if (r.stopped) process.exitCode = (stop.signal.reason as Error).message === "SIGINT" ? 130 : 143;
   } finally {
     bar?.stop();
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
   }
 }

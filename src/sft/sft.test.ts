@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { configFromGguf, readGguf } from "../model/gguf.js";
-import { runSft, sftTree, type SftOptions, type SftStep } from "./sft.js";
+import { runSft, scheduledLr, sftTree, type SftOptions, type SftStep } from "./sft.js";
 import { goldenSample } from "./golden-samples.js";
 import { Vocab } from "../model/vocab.js";
 
@@ -63,7 +63,33 @@ describe("runSft", () => {
     for (const w of tree.terms.weight) expect(w).toBeCloseTo(0.1, 7);
   });
 
+  it("stops after the current step when its signal aborts, and still writes the weights so far", async () => {
+    const stop = new AbortController();
+    const out = join(dir, "stopped.gguf");
+    const r = await runSft({ ...base(out, (s) => (s.step === 3 ? stop.abort() : undefined)), signal: stop.signal });
+    expect(r).toMatchObject({ steps: 3, stopped: true });
+    expect(JSON.parse(readGguf(out).metadata.get("arbor.sft") as string)).toMatchObject({ step: 3, steps: 8 });
+  });
+
+  it("schedules the learning rate: constant, or linear warm-up then cosine decay to a tenth", () => {
+    expect(scheduledLr(0.01, 7, 100)).toBe(0.01);
+    expect(scheduledLr(0.01, 5, 100, "cosine", 10)).toBeCloseTo(0.005, 12);
+    expect(scheduledLr(0.01, 10, 100, "cosine", 10)).toBeCloseTo(0.01, 12);
+    expect(scheduledLr(0.01, 55, 100, "cosine", 10)).toBeCloseTo(0.0055, 12); // half-way: (1 + 0.1) / 2
+    expect(scheduledLr(0.01, 100, 100, "cosine", 10)).toBeCloseTo(0.001, 12);
+    const lrs = Array.from({ length: 90 }, (_, i) => scheduledLr(0.01, i + 11, 100, "cosine", 10));
+    for (let i = 1; i < lrs.length; i++) expect(lrs[i]).toBeLessThan(lrs[i - 1] as number);
+  });
+
+  it("a cosine run differs from a constant one and records its schedule in the GGUF", async () => {
+    const out = join(dir, "cos.gguf");
+    await runSft({ ...base(out), schedule: "cosine", warmupSteps: 2 });
+    expect(readFileSync(out).equals(readFileSync(join(dir, "a.gguf")))).toBe(false);
+    expect(JSON.parse(readGguf(out).metadata.get("arbor.sft") as string)).toMatchObject({ schedule: "cosine", warmupSteps: 2, lr: 2e-2 });
+  });
+
   it("rejects bad options with the field named", async () => {
+    await expect(runSft({ ...base(join(dir, "x.gguf")), warmupSteps: 8 })).rejects.toThrow(/warmupSteps must be an integer in \[0, steps\), got 8/);
     await expect(runSft({ ...base(join(dir, "x.gguf")), batchSize: 5 })).rejects.toThrow(/batchSize \(5\) must not exceed tasks \(4\)/);
     await expect(runSft({ ...base(join(dir, "x.gguf")), steps: 0 })).rejects.toThrow(/steps must be an integer >= 1/);
     await expect(runSft({ ...base(join(dir, "x.gguf")), lr: 0 })).rejects.toThrow(/lr must be > 0/);

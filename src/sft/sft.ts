@@ -31,6 +31,12 @@ export interface SftOptions {
   steps: number;
   batchSize: number;
   lr: number;
+  /**
+   * Learning-rate schedule: `constant` (default), or `cosine` — linear warm-up over `warmupSteps`, then
+   * cosine decay to a tenth of `lr` at the last step (lower final loss for the same steps).
+   */
+  schedule?: "constant" | "cosine";
+  warmupSteps?: number;
   maxGradNorm?: number;
   /** Seed of the batch order. */
   seed: number;
@@ -39,8 +45,10 @@ export interface SftOptions {
   /** Also write `out` every this many steps (a long run can be inspected or stopped early). */
   saveEvery?: number;
   clock?: Clock;
-  /** Called after every step (progress bars, logs). */
-  onStep?: (s: SftStep) => void;
+  /** Called after every step (progress bars, logs); awaited, so a caller can yield to pending signals. */
+  onStep?: (s: SftStep) => void | Promise<void>;
+  /** Stops training after the current step; the weights so far are written to `out` (nothing is lost). */
+  signal?: AbortSignal;
 }
 
 export interface SftStep {
@@ -56,7 +64,9 @@ export interface SftStep {
 
 export interface SftResult {
   out: string;
+  /** Steps taken (fewer than asked when `signal` stopped the run). */
   steps: number;
+  stopped: boolean;
   firstLoss: number;
   lastLoss: number;
   evalLoss?: number;
@@ -93,6 +103,9 @@ function check(opts: SftOptions): void {
   positive("batchSize", opts.batchSize);
   if (opts.batchSize > opts.tasks) throw new ArborError(`sft: batchSize (${opts.batchSize}) must not exceed tasks (${opts.tasks})`, "config");
   if (!(opts.lr > 0)) throw new ArborError(`sft: lr must be > 0, got ${opts.lr}`, "config");
+  if (opts.warmupSteps !== undefined && (!Number.isInteger(opts.warmupSteps) || opts.warmupSteps < 0 || opts.warmupSteps >= opts.steps)) {
+    throw new ArborError(`sft: warmupSteps must be an integer in [0, steps), got ${opts.warmupSteps}`, "config");
+  }
 }
 
 async function createTrainer(opts: SftOptions): Promise<Trainer> {
@@ -101,6 +114,14 @@ async function createTrainer(opts: SftOptions): Promise<Trainer> {
   const { seed, ...shape } = opts.init;
   const config = tinyConfig({ nVocab: new Vocab().size, ...shape });
   return Trainer.create(config, initWeights(config, new Rng(seed)), trainerOpts);
+}
+
+/** The learning rate of step `step` (1-based) of `steps` under `schedule`. */
+export function scheduledLr(lr: number, step: number, steps: number, schedule: "constant" | "cosine" = "constant", warmupSteps = 0): number {
+  if (schedule === "constant") return lr;
+  if (step <= warmupSteps) return (lr * step) / warmupSteps;
+  const t = steps > warmupSteps ? (step - warmupSteps) / (steps - warmupSteps) : 1;
+  return lr * (0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * t)));
 }
 
 /** Held-out loss per assistant token and greedy token accuracy (from the trainer's logprobs). */
@@ -118,7 +139,18 @@ function evaluate(trainer: Trainer, tree: PackedTree): { loss: number; accuracy:
 
 /** Write the current weights to `opts.out` (policy version 0: the start of RL), with how they were made. */
 function save(trainer: Trainer, vocab: Vocab, opts: SftOptions, step: number): void {
-  const made = { env: opts.env, tasks: opts.tasks, taskSeed: opts.taskSeed, step, steps: opts.steps, batchSize: opts.batchSize, lr: opts.lr, seed: opts.seed };
+  const made = {
+    env: opts.env,
+    tasks: opts.tasks,
+    taskSeed: opts.taskSeed,
+    step,
+    steps: opts.steps,
+    batchSize: opts.batchSize,
+    lr: opts.lr,
+    schedule: opts.schedule ?? "constant",
+    warmupSteps: opts.warmupSteps ?? 0,
+    seed: opts.seed,
+  };
   writeGguf(opts.out, {
     config: trainer.config,
     vocab,
@@ -144,10 +176,13 @@ export async function runSft(opts: SftOptions): Promise<SftResult> {
     let firstLoss = NaN;
     let lastLoss = NaN;
     let lastEval: { loss: number; accuracy: number } | undefined;
-    for (let step = 1; step <= opts.steps; step++) {
+    let taken = 0;
+    for (let step = 1; step <= opts.steps && opts.signal?.aborted !== true; step++) {
       if (queue.length < opts.batchSize) queue = [...queue, ...order.shuffle(train.map((_, i) => i))];
       const batch = queue.splice(0, opts.batchSize).map((i) => train[i] as SftSample);
+      trainer.setLearningRate(scheduledLr(opts.lr, step, opts.steps, opts.schedule, opts.warmupSteps));
       const r = trainer.step({ tree: sftTree(batch), loss: "sft" });
+      taken = step;
       if (step === 1) firstLoss = r.loss;
       lastLoss = r.loss;
       const report: SftStep = { step, steps: opts.steps, loss: r.loss, gradNorm: r.gradNorm };
@@ -156,13 +191,14 @@ export async function runSft(opts: SftOptions): Promise<SftResult> {
         report.evalLoss = lastEval.loss;
         report.evalAccuracy = lastEval.accuracy;
       }
-      opts.onStep?.(report);
+      await opts.onStep?.(report);
       if (opts.saveEvery !== undefined && step % opts.saveEvery === 0 && step < opts.steps) save(trainer, vocab, opts, step);
     }
-    save(trainer, vocab, opts, opts.steps);
+    save(trainer, vocab, opts, taken);
     return {
       out: opts.out,
-      steps: opts.steps,
+      steps: taken,
+      stopped: taken < opts.steps,
       firstLoss,
       lastLoss,
       ...(lastEval ? { evalLoss: lastEval.loss, evalAccuracy: lastEval.accuracy } : {}),

@@ -112,6 +112,13 @@ export class Trainer {
     return this.currentVersion;
   }
 
+  /** Adam's learning rate from the next step on (schedules set it between steps). */
+  setLearningRate(lr: number): void {
+    if (!(lr > 0)) throw new ArborError(`trainer: lr must be > 0, got ${lr}`, "config");
+    // tfjs reads the field on every applyGradients; it has no public setter.
+    (this.optimizer as unknown as { learningRate: number }).learningRate = lr;
+  }
+
   /** Optimizer steps applied. */
   get stepCount(): number {
     return this.steps;
