@@ -147,8 +147,8 @@ function save(trainer: Trainer, vocab: Vocab, opts: SftOptions, step: number): v
     steps: opts.steps,
     batchSize: opts.batchSize,
     lr: opts.lr,
-    schedule: opts.schedule ?? "constant",
-    warmupSteps: opts.warmupSteps ?? 0,
+    // Only a non-constant schedule is recorded: a constant-rate GGUF keeps the fields it always had.
+    ...(opts.schedule === "cosine" ? { schedule: "cosine", warmupSteps: opts.warmupSteps ?? 0 } : {}),
     seed: opts.seed,
   };
   writeGguf(opts.out, {
