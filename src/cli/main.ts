@@ -29,7 +29,7 @@ program
   .option("--env <name>", "environment with golden conversations", "calc")
   .option("--tasks <n>", "distinct training tasks", toInt, 20000)
   .option("--task-seed <n>", "seed of the training tasks", toInt, 1000)
-  .option("--steps <n>", "optimizer steps", toInt, 2000)
+  .option("--steps <n>", "optimizer steps", toInt, 500)
   .option("--save-every <n>", "also write the GGUF every n steps", toInt)
   .option("--batch-size <n>", "conversations per step", toInt, 32)
   .option("--lr <x>", "peak Adam learning rate", Number, 3e-3)
