@@ -115,7 +115,7 @@ describe("arbor run with rollout.mode: async (end to end)", () => {
   it("prints a line per trainer step and writes the same reward plot as sync mode", () => {
     const stepLines = lines.filter((l) => l.startsWith("step "));
     expect(stepLines).toHaveLength(STEPS);
-    expect(stepLines[0]).toMatch(/^step 1\/2 {2}reward -?\d\.\d{3} {2}loss -?\d/);
+    expect(stepLines[0]).toMatch(/^step 1\/2 {2}reward -?\d\.\d{3} \(outcome -?\d\.\d{3}, process -?\d\.\d{3}\) {2}loss -?\d/);
     expect(stepLines[0]).toContain("policy v0 → v1");
     expect(stepLines[0]).toMatch(/staleness mean \d\.\d{2} max \d+ {2}token versions v0/);
     expect(summary.rewardPlot).toBe(join(out, "reward.svg"));

@@ -108,7 +108,7 @@ describe("arbor run with train.trainer: external and arbor train-worker (end to 
     expect(lines.filter((l) => l.startsWith("trainer "))).toHaveLength(1);
     const its = lines.filter((l) => l.startsWith("iteration "));
     expect(its).toHaveLength(2);
-    expect(its[0]).toMatch(/^iteration 1\/2 {2}reward -?\d\.\d{3} {2}external trainer {2}tokens \d+ tree \/ \d+ flat \(\d+\/\d+ samples\) .* policy v0 → v1$/);
+    expect(its[0]).toMatch(/^iteration 1\/2 {2}reward -?\d\.\d{3} \(outcome -?\d\.\d{3}, process -?\d\.\d{3}\) {2}external trainer {2}tokens \d+ tree \/ \d+ flat \(\d+\/\d+ samples\) .* policy v0 → v1$/);
     expect(its[1]).toMatch(/policy v1 → v2$/);
   });
 });

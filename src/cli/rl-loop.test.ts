@@ -97,7 +97,7 @@ describe("arbor run with training (end to end)", () => {
   it("prints a line per iteration and writes the reward plot and each iteration's batch", () => {
     const iterLines = lines.filter((l) => l.startsWith("iteration "));
     expect(iterLines).toHaveLength(ITERATIONS);
-    expect(iterLines[0]).toMatch(/^iteration 1\/3 {2}reward -?\d\.\d{3} {2}loss -?\d/);
+    expect(iterLines[0]).toMatch(/^iteration 1\/3 {2}reward -?\d\.\d{3} \(outcome -?\d\.\d{3}, process -?\d\.\d{3}\) {2}loss -?\d/);
     expect(iterLines[0]).toContain("policy v0 → v1");
     expect(summary.rewardPlot).toBe(join(out, "reward.svg"));
     const svg = readFileSync(summary.rewardPlot!, "utf8");
