@@ -2,7 +2,7 @@
 // its RL iterations on the real stack (the shipped SFT policy on two llama.cpp engines, gateway, bwrap, GRPO,
 // reference trainer, weight sync) and the mean reward of the last iteration is clearly above the first.
 // The first iteration repeats exactly (fixed seeds, policy v0); later ones can drift a little with llama.cpp
-// batching, so the margin asked for is well below the rise every run so far has shown (≈ 0.11–0.15).
+// batching, so the margin asked for is well below the rise every run so far has shown (≈ 0.12 at the fourth iteration).
 import { chmodSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -23,10 +23,10 @@ beforeAll(async () => {
 
 describe("npm start (examples/quickstart.yaml)", () => {
   it("trains for every iteration and ends with both engines on the last policy version", () => {
-    expect(summary.iterations).toHaveLength(6);
-    expect(summary.policyVersion).toBeGreaterThanOrEqual(5);
+    expect(summary.iterations).toHaveLength(4);
+    expect(summary.policyVersion).toBeGreaterThanOrEqual(3);
     expect(summary.engineVersions).toEqual([summary.policyVersion, summary.policyVersion]);
-    expect(lines.filter((l) => /^iteration \d\/6 /.test(l))).toHaveLength(6);
+    expect(lines.filter((l) => /^iteration \d\/4 /.test(l))).toHaveLength(4);
   });
 
   it("the mean reward of the last iteration is clearly above the first", () => {

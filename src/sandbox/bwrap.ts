@@ -16,7 +16,7 @@ import type { ExecOptions, ExecResult, Sandbox, SandboxLimits, SandboxProvider }
 import { SandboxProcess } from "./sandbox-process.js";
 import { createSandboxCgroup, sweepStaleCgroups, type SandboxCgroup } from "./cgroup.js";
 import { classifyLimit } from "./limit-flags.js";
-import { freeBytes, mountWorkspaceTmpfs, unmountWorkspace } from "./workspace-mount.js";
+import { freeBytes, mountWorkspaceTmpfs, unmountWorkspace, unmountWorkspaceSync } from "./workspace-mount.js";
 import { writeWorkspaceFile } from "./workspace-files.js";
 
 /** Uid the sandbox runs as when Arbor itself runs as root ("nobody"). */
@@ -265,7 +265,7 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
       try {
         await this.removeCgroup();
       } finally {
-        if (this.workspaceLimited) unmountWorkspace(this.hostWorkspace);
+        if (this.workspaceLimited) await unmountWorkspace(this.hostWorkspace);
         await rm(this.hostWorkspace, { recursive: true, force: true, maxRetries: 3 });
         this.onGone(this);
       }
@@ -302,7 +302,7 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
   disposeSync(): void {
     this.destroyed = true;
     for (const p of this.running) p.kill();
-    if (this.workspaceLimited) unmountWorkspace(this.hostWorkspace);
+    if (this.workspaceLimited) unmountWorkspaceSync(this.hostWorkspace);
     rmSync(this.hostWorkspace, { recursive: true, force: true, maxRetries: 3 });
     this.cgroup?.remove();
   }
@@ -375,7 +375,7 @@ export class BwrapProvider implements SandboxProvider {
     let cgroup: SandboxCgroup | undefined;
     try {
       if (this.ctx.limitWorkspace) {
-        const why = mountWorkspaceTmpfs(ws, this.ctx.workspaceMb, this.ctx.uid);
+        const why = await mountWorkspaceTmpfs(ws, this.ctx.workspaceMb, this.ctx.uid);
         limited = why === undefined;
         if (why !== undefined) this.workspaceLimitNote ??= `workspace is not size-limited (cannot mount tmpfs: ${why})`;
       }
@@ -385,7 +385,7 @@ export class BwrapProvider implements SandboxProvider {
         cgroup = createSandboxCgroup(basename(ws), Math.floor(this.ctx.sandboxMemoryMb * 1024 * 1024), this.ctx.maxProcesses + 1);
       }
     } catch (e) {
-      if (limited) unmountWorkspace(ws);
+      if (limited) await unmountWorkspace(ws);
       await rm(ws, { recursive: true, force: true });
       throw new ArborError(`sandbox ${programId}: cannot prepare the workspace: ${(e as Error).message}`, "sandbox");
     }

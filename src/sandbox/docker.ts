@@ -172,7 +172,7 @@ class DockerSandbox implements Sandbox {
       });
       for (const s of this.running) (s as unknown as { destroy?: () => void }).destroy?.();
     } finally {
-      if (this.workspaceLimited) unmountWorkspace(this.hostWorkspace);
+      if (this.workspaceLimited) await unmountWorkspace(this.hostWorkspace);
       await rm(this.hostWorkspace, { recursive: true, force: true, maxRetries: 3 });
       this.onGone(this);
     }
@@ -269,7 +269,7 @@ export class DockerProvider implements SandboxProvider {
     let container: DockerContainerLike | undefined;
     let limited = false;
     try {
-      limited = this.limitWorkspace && mountWorkspaceTmpfs(ws, this.o.workspaceMb, this.uid) === undefined;
+      limited = this.limitWorkspace && (await mountWorkspaceTmpfs(ws, this.o.workspaceMb, this.uid)) === undefined;
       if (!limited && this.uid !== null) chownSync(ws, this.uid, this.uid);
       container = await this.ctx.client.createContainer(
         containerSpec({
@@ -289,7 +289,7 @@ export class DockerProvider implements SandboxProvider {
       await container.start();
     } catch (e) {
       await container?.remove({ force: true, v: true }).catch(() => undefined);
-      if (limited) unmountWorkspace(ws);
+      if (limited) await unmountWorkspace(ws);
       await rm(ws, { recursive: true, force: true });
       throw new ArborError(`sandbox ${programId}: cannot start a container from ${this.image}: ${(e as Error).message}`, "sandbox");
     }

@@ -2,7 +2,7 @@
 // outright (SIGKILL, OOM killer: no exit hook runs) leaves workspaces the next provider can reclaim.
 import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { mountsUnder, unmountWorkspace } from "./workspace-mount.js";
+import { mountsUnder, unmountWorkspaceSync } from "./workspace-mount.js";
 
 const OWNED = /^(\d+)\./;
 
@@ -37,7 +37,7 @@ export function sweepStaleWorkspaces(root: string): string[] {
     const m = OWNED.exec(name);
     if (!m || alive(Number(m[1]))) continue;
     // A size-limited workspace is a tmpfs mount: unmount it first, or the rmdir fails with EBUSY.
-    for (const point of mountsUnder(join(root, name))) unmountWorkspace(point);
+    for (const point of mountsUnder(join(root, name))) unmountWorkspaceSync(point);
     rmSync(join(root, name), { recursive: true, force: true });
     removed.push(name);
   }
