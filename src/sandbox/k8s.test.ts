@@ -210,3 +210,18 @@ describe("k8s provider request mapping (fake cluster)", () => {
     expect(labelValue("--a/b--")).toBe("a_b");
   });
 });
+
+describe("the Kubernetes client on this Node", () => {
+  it("loads and reaches its HTTP stack (a dependency that needs a newer Node would throw here)", async () => {
+    const k8s = await import("@kubernetes/client-node");
+    const kc = new k8s.KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: "c", server: "https://127.0.0.1:1" }],
+      users: [{ name: "u" }],
+      contexts: [{ name: "x", cluster: "c", user: "u" }],
+      currentContext: "x",
+    });
+    const api = kc.makeApiClient(k8s.CoreV1Api);
+    await expect(api.readNamespacedPod({ name: "p", namespace: "default" })).rejects.toThrow(/ECONNREFUSED/);
+  });
+});
