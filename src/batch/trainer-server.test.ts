@@ -11,7 +11,7 @@ import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../store/
 import type { ScoredSample } from "./batch-sample.js";
 import { createGrpo } from "./estimators/grpo.js";
 import { TrainerClient } from "./trainer-client.js";
-import { createTrainerServer, type TrainerServer, type WeightsAnnouncement } from "./trainer-server.js";
+import { createTrainerServer, type BatchEvent, type TrainerServer, type WeightsAnnouncement } from "./trainer-server.js";
 import { buildSampleSet } from "./trajectory-samples.js";
 
 describe("trainer protocol over HTTP", () => {
@@ -20,6 +20,7 @@ describe("trainer protocol over HTTP", () => {
   let client: TrainerClient;
   let address: string;
   const announced: WeightsAnnouncement[] = [];
+  const events: [BatchEvent, string][] = [];
   let scored: ScoredSample[];
 
   beforeAll(async () => {
@@ -48,6 +49,7 @@ describe("trainer protocol over HTTP", () => {
         if (w.modelPath.endsWith("broken.gguf")) throw new Error("engine refused the file");
         announced.push(w);
       },
+      onBatch: (event, id) => events.push([event, id]),
     });
     server.offer({ id: "b1", samples: batch.samples, loss: batch.loss });
     address = await server.app.listen({ host: "127.0.0.1", port: 0 });
@@ -78,6 +80,13 @@ describe("trainer protocol over HTTP", () => {
     await expect(client.ack("b1")).rejects.toThrow(/ack b1: HTTP 404 \(batch queue: batch 'b1' is not in flight\)/);
     const s = await client.stats();
     expect(s).toMatchObject({ queued: 0, inFlight: 0, delivered: 2, acked: 1, requeued: 1 });
+    // Every take, requeue and ack told once, in order; the refused second ack is not an event.
+    expect(events).toEqual([
+      ["taken", "b1"],
+      ["requeued", "b1"],
+      ["taken", "b1"],
+      ["acked", "b1"],
+    ]);
     expect(s.ackedFlatTokens).toBe(27);
   });
 

@@ -32,7 +32,12 @@ export interface TrainerServerOptions {
   initialPolicyVersion?: number;
   /** Called on POST /v1/weights; its rejection becomes a 502 naming the error. */
   onWeights: (w: WeightsAnnouncement) => Promise<void> | void;
+  /** Told what a trainer did with a batch, once the queue has done it and before the trainer's answer leaves. */
+  onBatch?: (event: BatchEvent, batchId: string) => void;
 }
+
+/** What a trainer did with a batch: took it (GET /v1/batches/next), acked it, or gave it back. */
+export type BatchEvent = "taken" | "acked" | "requeued";
 
 /** A running (or ready-to-listen) trainer protocol server. */
 export interface TrainerServer {
@@ -65,6 +70,7 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
   app.get("/v1/batches/next", async (_req, reply) => {
     const b = queue.next();
     if (!b) return reply.code(204).send();
+    opts.onBatch?.("taken", b.id);
     return reply
       .header("content-type", "application/vnd.apache.arrow.file")
       .header("x-arbor-batch-id", b.id)
@@ -74,11 +80,13 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
 
   app.post<{ Params: { id: string } }>("/v1/batches/:id/ack", async (req) => {
     queue.ack(req.params.id);
+    opts.onBatch?.("acked", req.params.id);
     return { ok: true };
   });
 
   app.post<{ Params: { id: string } }>("/v1/batches/:id/requeue", async (req) => {
     queue.requeue(req.params.id);
+    opts.onBatch?.("requeued", req.params.id);
     return { ok: true };
   });
 

@@ -77,20 +77,16 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       }
       pending.announced.push(w.policyVersion);
     },
-  });
-  // The server answers the trainer; this hook tells the waiting run what the trainer did with its batch,
-  // before the answer leaves (so a trainer that got its answer knows the run has seen it).
-  server.app.addHook("onSend", async (req, reply, payload) => {
-    const p = pending;
-    if (p === undefined || reply.statusCode !== 200) return payload;
-    const route = req.routeOptions.url;
-    const id = (req.params as { id?: string }).id;
-    if (route === "/v1/batches/next" && reply.getHeader("x-arbor-batch-id") === p.id) p.taken++;
-    else if (route === "/v1/batches/:id/requeue" && id === p.id) {
-      p.requeued++;
-      p.restart();
-    } else if (route === "/v1/batches/:id/ack" && id === p.id) p.acked();
-    return payload;
+    // What the trainer did with the batch the run waits for (other ids are a trainer's stale calls).
+    onBatch: (event, id) => {
+      const p = pending;
+      if (p === undefined || id !== p.id) return;
+      if (event === "taken") p.taken++;
+      else if (event === "requeued") {
+        p.requeued++;
+        p.restart();
+      } else p.acked();
+    },
   });
   let url: string;
   try {
