@@ -11,6 +11,7 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { readManifest } from "../trainer/checkpoint.js";
 import type { ProgramResult } from "../rollout/sync-rollout.js";
 import { runIteration, type RunSummary } from "./run.js";
+import { smallRlConfig } from "./test-rl-config.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-async-run-"));
 // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
@@ -27,24 +28,19 @@ const done: ProgramResult[] = [];
 let summary: RunSummary;
 
 beforeAll(async () => {
-  const cfg = parseRunConfig({
-    name: "async-e2e",
-    seed: 3,
-    model: { path: "models/calc-sft.gguf" },
-    engines: [
-      { name: "e0", sequences: 2, contextSize: 1024, inFlightOnWeightSwitch: "finish" },
-      { name: "e1", sequences: 2, contextSize: 1024, inFlightOnWeightSwitch: "finish" },
-    ],
-    env: { name: "calc", tasks: B, seed: 7 },
-    rollout: { mode: "async", groupSize: 4, concurrency: 4, batchGroups: B, maxInFlightGroups: 2 * B, window: W, maxStaleness: ETA },
-    agent: { maxTurns: 3, maxTokensPerCall: 32, maxTotalTokens: 96, temperature: 1 },
-    iterations: STEPS,
-    train: { estimator: "grpo", lr: 3e-3 },
-    // The process reward varies within groups even when no answer is right, so every batch has signal.
-    reward: { outcome: 1, process: 1 },
-    sandbox: { root: join(dir, "sandboxes") },
-    output: { dir: out },
-  });
+  const cfg = parseRunConfig(
+    smallRlConfig(dir, "async-e2e", {
+      seed: 3,
+      engines: [
+        { name: "e0", sequences: 2, contextSize: 1024, inFlightOnWeightSwitch: "finish" },
+        { name: "e1", sequences: 2, contextSize: 1024, inFlightOnWeightSwitch: "finish" },
+      ],
+      env: { name: "calc", tasks: B, seed: 7 },
+      rollout: { mode: "async", groupSize: 4, concurrency: 4, batchGroups: B, maxInFlightGroups: 2 * B, window: W, maxStaleness: ETA },
+      iterations: STEPS,
+      output: { dir: out },
+    }),
+  );
   summary = await runIteration(cfg, {
     progress: false,
     runId: "async-e2e",

@@ -15,6 +15,7 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { specTrajectories } from "../trainer/test-batches.js";
 import { startExternalTrainer, type ExternalTrainer } from "./external-trainer.js";
 import { runIteration, type RunSummary } from "./run.js";
+import { smallRlConfig } from "./test-rl-config.js";
 import { runTrainWorker, type TrainWorkerResult } from "./train-worker.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-external-"));
@@ -24,21 +25,15 @@ const FROM = "models/calc-sft.gguf";
 
 /** A small real RL config; `train` decides who trains. */
 function config(name: string, o: { tasks: number; iterations: number; engines: number; train: Record<string, unknown> }) {
-  return parseRunConfig({
-    name,
-    seed: 1,
-    model: { path: FROM },
-    engines: Array.from({ length: o.engines }, (_, i) => ({ name: `e${i}`, sequences: 4, contextSize: 1024 })),
-    env: { name: "calc", tasks: o.tasks, seed: 7 },
-    rollout: { groupSize: 4, concurrency: 8 },
-    agent: { maxTurns: 3, maxTokensPerCall: 32, maxTotalTokens: 96, temperature: 1 },
-    iterations: o.iterations,
-    train: { estimator: "grpo", ...o.train },
-    // The process reward varies within groups even when no answer is right, so every batch has signal.
-    reward: { outcome: 1, process: 1 },
-    sandbox: { root: join(dir, `sandboxes-${name}`) },
-    output: { dir: join(dir, name) },
-  });
+  return parseRunConfig(
+    smallRlConfig(dir, name, {
+      model: { path: FROM },
+      engines: Array.from({ length: o.engines }, (_, i) => ({ name: `e${i}`, sequences: 4, contextSize: 1024 })),
+      env: { name: "calc", tasks: o.tasks, seed: 7 },
+      iterations: o.iterations,
+      train: { estimator: "grpo", ...o.train },
+    }),
+  );
 }
 
 describe("arbor run with train.trainer: external and arbor train-worker (end to end)", () => {

@@ -11,6 +11,7 @@ import { readManifest } from "../trainer/checkpoint.js";
 import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { runIteration, type RunSummary } from "./run.js";
+import { smallRlConfig } from "./test-rl-config.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-rl-"));
 chmodSync(dir, 0o755);
@@ -21,24 +22,7 @@ let summary: RunSummary;
 const ITERATIONS = 3;
 
 beforeAll(async () => {
-  const cfg = parseRunConfig({
-    name: "rl-e2e",
-    seed: 1,
-    model: { path: "models/calc-sft.gguf" },
-    engines: [
-      { name: "e0", sequences: 4, contextSize: 1024 },
-      { name: "e1", sequences: 4, contextSize: 1024 },
-    ],
-    env: { name: "calc", tasks: 4, seed: 7 },
-    rollout: { groupSize: 4, concurrency: 8 },
-    agent: { maxTurns: 3, maxTokensPerCall: 32, maxTotalTokens: 96, temperature: 1 },
-    iterations: ITERATIONS,
-    train: { estimator: "grpo", lr: 3e-3 },
-    // The process reward varies within groups even when no answer is right, so every batch has signal.
-    reward: { outcome: 1, process: 1 },
-    sandbox: { root: join(dir, "sandboxes") },
-    output: { dir: out },
-  });
+  const cfg = parseRunConfig(smallRlConfig(dir, "rl-e2e", { iterations: ITERATIONS, output: { dir: out } }));
   summary = await runIteration(cfg, {
     progress: false,
     // A fixed run id: the store's run and program ids do not depend on the start time.
