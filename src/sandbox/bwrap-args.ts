@@ -43,6 +43,8 @@ export interface BwrapCommand {
   shmSizeMb: number;
   /** File descriptor (in the spawned process) where bwrap writes its info JSON. */
   infoFd: number;
+  /** File descriptor from which bwrap reads a seccomp filter (see seccomp.ts), if any. */
+  seccompFd?: number;
   /**
    * `cgroup.procs` files of the sandbox's cgroups: the first process joins them (while still
    * privileged, before setpriv) so that everything it starts is counted and capped there.
@@ -176,6 +178,7 @@ function bwrapParts(c: BwrapCommand): BwrapParts {
     "--info-fd",
     String(c.infoFd),
   );
+  if (c.seccompFd !== undefined) options.push("--seccomp", String(c.seccompFd));
 
   // Soft CPU limit raises SIGXCPU; the hard limit one second later kills a process that ignores it.
   const prlimit = [

@@ -10,6 +10,7 @@ import { describeSandboxContract, markerShells, pidsWithCmdline, waitFor, worksp
 import { createSandboxProvider, sandboxProviderNames } from "./registry.js";
 import { sandboxCgroupDirs } from "./cgroup.js";
 import { mountsUnder } from "./workspace-mount.js";
+import { memoryEscapeFilter } from "./seccomp.js";
 import type { SandboxLimits } from "./sandbox.js";
 
 const LIMITS: SandboxLimits = { cpuSeconds: 5, memoryMb: 256, wallMs: 10_000 };
@@ -141,6 +142,27 @@ describe("bwrap sandbox specifics", () => {
     }
     // The device nodes stay usable on the read-only /dev.
     expect((await sb.exec(["sh", "-c", "echo x > /dev/null && head -c 4 /dev/zero | wc -c"])).stdout).toBe("4\n");
+    await sb.destroy();
+  });
+
+  it.skipIf(memoryEscapeFilter() === undefined)("refuses memfd_create and System V shared memory, which no mount caps", async () => {
+    const sb = await provider({ useCgroups: false, limits: { ...LIMITS, memoryMb: 4096 } }).create("prog-memfd");
+    const memfdCreate = process.arch === "arm64" ? 279 : 319;
+    // perl (perl-base: on every Debian) calls memfd_create directly and writes 100 MB through the fd;
+    // the host's shared memory would grow by that much with no sandbox limit firing.
+    const perl = `my $a = shmem(); my $n = "arbor"; my $fd = syscall(${memfdCreate}, $n, 0);
+      if ($fd < 0) { print "memfd_create: $!\\n"; exit 1 }
+      open(my $fh, ">&=", $fd) or die; print $fh ("\\0" x 100000000) or die; $fh->flush;
+      print "grew ", shmem() - $a, " kB\\n";
+      sub shmem { open(my $m, "<", "/proc/meminfo"); while (<$m>) { return $1 if /^Shmem:\\s+(\\d+)/ } }`;
+    const memfd = await sb.exec(["perl", "-e", perl]);
+    expect(memfd.stdout).toBe("memfd_create: Function not implemented\n");
+    expect(memfd.exitCode).toBe(1);
+    const sysv = await sb.exec(["ipcmk", "-M", "100000000"]);
+    expect(sysv.exitCode).not.toBe(0);
+    expect(sysv.stderr).toMatch(/Function not implemented/);
+    // Ordinary programs are unaffected (node reserves much address space: hence the larger memoryMb).
+    expect((await sb.exec(["node", "-e", "console.log(require('os').arch())"])).stdout).toBe(`${process.arch}\n`);
     await sb.destroy();
   });
 

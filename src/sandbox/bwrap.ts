@@ -10,6 +10,7 @@ import { CapacityError, ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { buildBwrapArgv, buildBwrapCommand, DEFAULT_BINARIES, type SandboxBinaries } from "./bwrap-args.js";
 import { execSizeProblem } from "./exec-size.js";
+import { memoryEscapeFilter } from "./seccomp.js";
 import { ownedByDeadProcess, ownerPrefix, sweepStaleWorkspaces } from "./stale-workspaces.js";
 import { registerExitCleanup, unregisterExitCleanup, type SyncDisposable } from "./exit-cleanup.js";
 import { killPidNamespace } from "./proc-scan.js";
@@ -25,6 +26,10 @@ export const DEFAULT_SANDBOX_UID = 65534;
 const INFO_FD = 3;
 /** bwrap reads its options from this fd (`--args`), so that they are not in its argv. */
 const ARGS_FD = INFO_FD + 1;
+/** bwrap reads the seccomp filter from this fd (`--seccomp`). */
+const SECCOMP_FD = INFO_FD + 2;
+/** Refuses memfd_create and System V shared memory (see seccomp.ts); undefined on other architectures. */
+const SECCOMP_FILTER = memoryEscapeFilter();
 /** How long destroy() waits for the kernel to finish tearing a pid namespace down. */
 const TEARDOWN_WAIT_MS = 5000;
 const TEARDOWN_POLL_MS = 10;
@@ -222,6 +227,7 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
         tmpSizeMb: this.ctx.tmpSizeMb,
         shmSizeMb: this.ctx.shmSizeMb,
         infoFd: INFO_FD,
+        seccompFd: SECCOMP_FILTER ? SECCOMP_FD : undefined,
         cgroupProcs: this.cgroup?.procsFiles,
       }, ARGS_FD);
     } catch (e) {
@@ -238,7 +244,7 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
         maxOutputBytes: this.ctx.maxOutputBytes,
         clock: this.ctx.clock,
         infoFd: INFO_FD,
-        argsData: cmd.argsData,
+        inputs: SECCOMP_FILTER ? [cmd.argsData, SECCOMP_FILTER] : [cmd.argsData],
       });
     } catch (e) {
       // Under a small stack limit the kernel's ARG_MAX can be below execSizeProblem's bound.

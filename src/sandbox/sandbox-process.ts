@@ -15,8 +15,11 @@ export interface SandboxProcessOptions {
   clock: Clock;
   /** The fd (3+) on which bwrap writes its info JSON (see `--info-fd`). */
   infoFd: number;
-  /** Data written to fd `infoFd + 1`, from which bwrap reads its options (see `--args`). */
-  argsData?: Buffer;
+  /**
+   * Data written to fds `infoFd + 1`, `infoFd + 2`, …, from which bwrap reads its options
+   * (`--args`) and its seccomp filter (`--seccomp`).
+   */
+  inputs?: Buffer[];
 }
 
 /** Keeps the first `limit` bytes of a stream and counts what it drops. */
@@ -90,7 +93,7 @@ export class SandboxProcess {
     const stdio: ("pipe" | "ignore")[] = ["pipe", "pipe", "pipe"];
     while (stdio.length < opts.infoFd) stdio.push("ignore");
     stdio.push("pipe");
-    if (opts.argsData) stdio.push("pipe");
+    for (const _ of opts.inputs ?? []) stdio.push("pipe");
     // detached: bwrap leads its own process group, so one kill(-pgid) reaches all of it. A neutral
     // cwd and a bare environment: bwrap becomes the sandbox's pid 1, whose environment (with the
     // PWD a shell exports) every sandboxed process can read in /proc/1/environ.
@@ -110,11 +113,11 @@ export class SandboxProcess {
     });
     infoStream?.on("error", () => {});
 
-    if (opts.argsData) {
-      const argsStream = child.stdio[opts.infoFd + 1] as NodeJS.WritableStream | null | undefined;
-      argsStream?.on("error", () => {}); // bwrap may fail before reading them; its exit says why
-      argsStream?.end(opts.argsData);
-    }
+    (opts.inputs ?? []).forEach((data, i) => {
+      const stream = child.stdio[opts.infoFd + 1 + i] as NodeJS.WritableStream | null | undefined;
+      stream?.on("error", () => {}); // bwrap may fail before reading it; its exit says why
+      stream?.end(data);
+    });
 
     child.stdin?.on("error", () => {}); // the command may exit without reading its input
     child.stdin?.end(opts.stdin ?? "");
