@@ -9,7 +9,7 @@ import type { Clock } from "../core/clock.js";
 import { CapacityError, ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { buildBwrapArgv, buildBwrapCommand, DEFAULT_BINARIES, type SandboxBinaries } from "./bwrap-args.js";
-import { execSizeProblem } from "./exec-size.js";
+import { argumentsLimitResult, execSizeProblem } from "./exec-size.js";
 import { memoryEscapeFilter } from "./seccomp.js";
 import { ownedByDeadProcess, ownerPrefix, sweepStaleWorkspaces } from "./stale-workspaces.js";
 import { registerExitCleanup, unregisterExitCleanup, type SyncDisposable } from "./exit-cleanup.js";
@@ -180,11 +180,6 @@ interface ProviderContext {
 
 /** Below this many free bytes a size-limited workspace counts as full. */
 const FULL_BELOW_BYTES = 64 * 1024;
-
-/** The failed result of a command that could not start because of the "arguments" limit. */
-function argumentsLimitResult(message: string): ExecResult {
-  return { exitCode: 126, signal: null, stdout: "", stderr: `arbor: ${message}\n`, timedOut: false, durationMs: 0, limit: "arguments" };
-}
 
 /** One program's bwrap sandbox. */
 class BwrapSandbox implements Sandbox, SyncDisposable {

@@ -2,7 +2,9 @@
 // refuses an execve whose strings pass ARG_MAX (a quarter of the stack limit, 2 MiB by default) or
 // one string over MAX_ARG_STRLEN (128 KiB), and bubblewrap refuses more than 9000 arguments in all
 // (each environment variable takes three); past them Node's spawn throws `E2BIG` or bwrap exits
-// with a usage error. Checking first turns that into a failed exec that names the limit.
+// with a usage error. Checking first turns that into a failed exec that names the limit. Every
+// provider applies the same limits, so a command that fits one fits all.
+import type { ExecResult } from "./sandbox.js";
 
 /** Largest single argument or `NAME=value` string, bytes (the kernel's MAX_ARG_STRLEN less its NUL). */
 export const MAX_EXEC_STRING_BYTES = 128 * 1024 - 1;
@@ -40,4 +42,9 @@ export function execSizeProblem(argv: readonly string[], env: Readonly<Record<st
     return `exec: argv and environment take ${total} bytes, over the sandbox's limit of ${MAX_EXEC_TOTAL_BYTES} bytes (ARG_MAX)`;
   }
   return undefined;
+}
+
+/** The failed result of a command that did not start because of the "arguments" limit. */
+export function argumentsLimitResult(message: string): ExecResult {
+  return { exitCode: 126, signal: null, stdout: "", stderr: `arbor: ${message}\n`, timedOut: false, durationMs: 0, limit: "arguments" };
 }
