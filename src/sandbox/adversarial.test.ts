@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBwrapProvider, type BwrapProvider, type BwrapProviderOptions } from "./bwrap.js";
 import { cgroupSupport } from "./cgroup.js";
-import { pidsWithCmdline, waitFor } from "./contract.js";
+import { pidsWithCmdline, waitFor, workspaceProcesses } from "./contract.js";
 import type { Sandbox } from "./sandbox.js";
 import { mountsUnder } from "./workspace-mount.js";
 
@@ -45,13 +45,16 @@ function cgroupProcs(sb: Sandbox): number[] {
   return files.flatMap((f) => (existsSync(f) ? readFileSync(f, "utf8").trim().split("\n").filter(Boolean).map(Number) : []));
 }
 
-/** Nothing of the sandbox runs any more; after destroy its workspace, mount and cgroup are gone. */
-async function expectReclaimed(sb: Sandbox): Promise<void> {
+/**
+ * Nothing of the sandbox runs any more; after destroy its workspace, mount and cgroup are gone.
+ * `inside` finds the sandbox's processes (made while the workspace exists).
+ */
+async function expectReclaimed(sb: Sandbox, inside = workspaceProcesses(sb.hostWorkspace)): Promise<void> {
   // The stopped command's processes die with it (the kernel may take a moment to finish exiting them).
-  await waitFor(() => pidsWithCmdline(sb.hostWorkspace).length === 0 && cgroupProcs(sb).length === 0);
+  await waitFor(() => inside().length === 0 && cgroupProcs(sb).length === 0);
   const groups = (sb as unknown as { cgroup?: { procsFiles: string[] } }).cgroup?.procsFiles.map(dirname) ?? [];
   await sb.destroy();
-  expect(pidsWithCmdline(sb.hostWorkspace)).toEqual([]);
+  expect(inside()).toEqual([]);
   expect(existsSync(sb.hostWorkspace)).toBe(false);
   expect(mountsUnder(sb.hostWorkspace)).toEqual([]);
   for (const g of groups) expect(existsSync(g)).toBe(false);
@@ -143,6 +146,7 @@ describe("adversarial programs in bwrap sandboxes", () => {
 
   it("reclaims a sandbox destroyed while an attack is still running", async () => {
     const sb = await provider({ limits: { cpuSeconds: 30, memoryMb: 256, wallMs: 60_000 } }).create("adv-mid");
+    const inside = workspaceProcesses(sb.hostWorkspace);
     const run = sb.exec(["bash", "-c", "b() { b | b & }; b; sleep 30"]);
     await new Promise<void>((res) => {
       const t = setInterval(() => {
@@ -154,6 +158,6 @@ describe("adversarial programs in bwrap sandboxes", () => {
     });
     await sb.destroy();
     expect((await run).signal).toBe("SIGKILL");
-    await expectReclaimed(sb);
+    await expectReclaimed(sb, inside);
   });
 });

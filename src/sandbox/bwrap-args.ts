@@ -1,5 +1,7 @@
 // Builds the command line that runs one process in a bubblewrap sandbox: setpriv (drop to an
 // unprivileged uid, die with Node) → bwrap (namespaces, read-only system, workspace) → prlimit.
+// Every writable mount is size-capped (/tmp, /dev/shm; the workspace by its own tmpfs) and the rest
+// is read-only, so files a command writes cannot take host memory past the caps.
 import { lstatSync, readlinkSync } from "node:fs";
 import { posix } from "node:path";
 
@@ -37,8 +39,12 @@ export interface BwrapCommand {
   maxFileMb: number;
   /** Size of the private /tmp tmpfs, MiB. */
   tmpSizeMb: number;
+  /** Size of the private /dev/shm tmpfs, MiB. */
+  shmSizeMb: number;
   /** File descriptor (in the spawned process) where bwrap writes its info JSON. */
   infoFd: number;
+  /** File descriptor from which bwrap reads a seccomp filter (see seccomp.ts), if any. */
+  seccompFd?: number;
   /**
    * `cgroup.procs` files of the sandbox's cgroups: the first process joins them (while still
    * privileged, before setpriv) so that everything it starts is counted and capped there.
@@ -95,8 +101,17 @@ function systemDirArgs(): string[] {
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** The full argv (argv[0] is setpriv) for one sandboxed process. Throws on invalid input. */
-export function buildBwrapArgv(c: BwrapCommand): string[] {
+/** The parts of one sandboxed process's command line. */
+interface BwrapParts {
+  /** The cgroup-joining shell and setpriv, then the bwrap binary. */
+  head: string[];
+  /** bwrap's options (mounts, environment, namespaces): everything that names host paths. */
+  options: string[];
+  /** prlimit and the command, after bwrap's `--`. */
+  tail: string[];
+}
+
+function bwrapParts(c: BwrapCommand): BwrapParts {
   if (c.argv.length === 0) throw new Error("exec: argv must not be empty");
   for (const a of c.argv) {
     if (typeof a !== "string" || a.includes("\0")) throw new Error("exec: argv entries must be strings without NUL");
@@ -116,8 +131,7 @@ export function buildBwrapArgv(c: BwrapCommand): string[] {
     envArgs.push("--setenv", k, v);
   }
 
-  const bwrap = [
-    c.binaries.bwrap,
+  const options = [
     "--unshare-all",
     "--unshare-user",
     "--disable-userns",
@@ -134,25 +148,37 @@ export function buildBwrapArgv(c: BwrapCommand): string[] {
     "/usr",
     ...systemDirArgs(),
   ];
-  for (const f of ETC_FILES) bwrap.push("--ro-bind-try", f, f);
-  bwrap.push(
+  for (const f of ETC_FILES) options.push("--ro-bind-try", f, f);
+  options.push(
     "--proc",
     "/proc",
+    // bwrap's /dev is an uncapped tmpfs holding the device nodes and /dev/shm: make it read-only
+    // (device nodes stay usable) and give /dev/shm a capped tmpfs of its own.
     "--dev",
     "/dev",
+    "--remount-ro",
+    "/dev",
     "--size",
-    String(c.tmpSizeMb * 1024 * 1024),
+    String(Math.floor(c.shmSizeMb * 1024 * 1024)),
+    "--tmpfs",
+    "/dev/shm",
+    "--size",
+    String(Math.floor(c.tmpSizeMb * 1024 * 1024)),
     "--tmpfs",
     "/tmp",
     "--bind",
     c.hostWorkspace,
     SANDBOX_WORKSPACE,
+    // The root (and /etc, made on it for the files above) is bwrap's own uncapped tmpfs: once every
+    // mount point exists, nothing needs to write there. --remount-ro is not recursive.
+    "--remount-ro",
+    "/",
     "--chdir",
     cwd,
     "--info-fd",
     String(c.infoFd),
-    "--",
   );
+  if (c.seccompFd !== undefined) options.push("--seccomp", String(c.seccompFd));
 
   // Soft CPU limit raises SIGXCPU; the hard limit one second later kills a process that ignores it.
   const prlimit = [
@@ -164,5 +190,23 @@ export function buildBwrapArgv(c: BwrapCommand): string[] {
     "--",
   ];
   const join = c.cgroupProcs?.length ? ["/bin/sh", "-c", JOIN_CGROUPS, "arbor-cgroup", ...c.cgroupProcs, "--"] : [];
-  return [...join, ...setpriv, ...bwrap, ...prlimit, ...c.argv];
+  return { head: [...join, ...setpriv, c.binaries.bwrap], options, tail: [...prlimit, ...c.argv] };
+}
+
+/** The full argv (argv[0] is setpriv) for one sandboxed process. Throws on invalid input. */
+export function buildBwrapArgv(c: BwrapCommand): string[] {
+  const p = bwrapParts(c);
+  return [...p.head, ...p.options, "--", ...p.tail];
+}
+
+/**
+ * The command line for one sandboxed process with bwrap's options passed on file descriptor
+ * `argsFd` (bwrap `--args`) instead of argv: bwrap's process is the sandbox's pid 1, whose
+ * /proc/1/cmdline every sandboxed process can read, and its options name host paths (the
+ * workspace). `argsData` is what to write to that descriptor. Throws on invalid input.
+ */
+export function buildBwrapCommand(c: BwrapCommand, argsFd: number): { argv: string[]; argsData: Buffer } {
+  const p = bwrapParts(c);
+  const argsData = Buffer.from(p.options.map((o) => `${o}\0`).join(""), "utf8");
+  return { argv: [...p.head, "--args", String(argsFd), "--", ...p.tail], argsData };
 }

@@ -8,7 +8,9 @@ import { basename, dirname, join, resolve } from "node:path";
 import type { Clock } from "../core/clock.js";
 import { CapacityError, ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
-import { buildBwrapArgv, DEFAULT_BINARIES, type SandboxBinaries } from "./bwrap-args.js";
+import { buildBwrapArgv, buildBwrapCommand, DEFAULT_BINARIES, type SandboxBinaries } from "./bwrap-args.js";
+import { argumentsLimitResult, execSizeProblem } from "./exec-size.js";
+import { memoryEscapeFilter } from "./seccomp.js";
 import { ownedByDeadProcess, ownerPrefix, sweepStaleWorkspaces } from "./stale-workspaces.js";
 import { registerExitCleanup, unregisterExitCleanup, type SyncDisposable } from "./exit-cleanup.js";
 import { killPidNamespace } from "./proc-scan.js";
@@ -22,6 +24,12 @@ import { writeWorkspaceFile } from "./workspace-files.js";
 /** Uid the sandbox runs as when Arbor itself runs as root ("nobody"). */
 export const DEFAULT_SANDBOX_UID = 65534;
 const INFO_FD = 3;
+/** bwrap reads its options from this fd (`--args`), so that they are not in its argv. */
+const ARGS_FD = INFO_FD + 1;
+/** bwrap reads the seccomp filter from this fd (`--seccomp`). */
+const SECCOMP_FD = INFO_FD + 2;
+/** Refuses memfd_create and System V shared memory (see seccomp.ts); undefined on other architectures. */
+const SECCOMP_FILTER = memoryEscapeFilter();
 /** How long destroy() waits for the kernel to finish tearing a pid namespace down. */
 const TEARDOWN_WAIT_MS = 5000;
 const TEARDOWN_POLL_MS = 10;
@@ -37,6 +45,8 @@ export interface BwrapProviderOptions {
   maxFileMb?: number;
   /** Size of the private /tmp, MiB (default 64). */
   tmpSizeMb?: number;
+  /** Size of the private /dev/shm, MiB (default 64). The root, /etc and /dev are read-only. */
+  shmSizeMb?: number;
   /**
    * Size of each workspace, MiB (default 256): the workspace is a tmpfs of that size mounted on
    * the host directory, so filling it ends in ENOSPC. Needs mount rights; without them (or with
@@ -46,7 +56,7 @@ export interface BwrapProviderOptions {
   limitWorkspace?: boolean;
   /**
    * Memory of the whole sandbox, MiB: every process plus the files it wrote to its tmpfs mounts
-   * (default memoryMb + workspaceMb + tmpSizeMb). Enforced by a per-sandbox cgroup with an OOM
+   * (default memoryMb + workspaceMb + tmpSizeMb + shmSizeMb). Enforced by a per-sandbox cgroup with an OOM
    * counter, together with a process cap of maxProcesses, where cgroups are writable.
    */
   sandboxMemoryMb?: number;
@@ -104,11 +114,13 @@ function probeBwrap(binaries: SandboxBinaries): { ok: boolean; message: string }
     maxProcesses: 8,
     maxFileMb: 1,
     tmpSizeMb: 1,
+    shmSizeMb: 1,
     infoFd: INFO_FD,
   });
   const r = spawnSync(argv[0] as string, argv.slice(1), {
     stdio: ["ignore", "ignore", "pipe", "pipe"],
     timeout: 10_000,
+    cwd: "/",
     env: { PATH: "/usr/bin:/bin" },
   });
   // A bwrap that fails mid-setup can leave its pid 1 behind: kill whatever the probe left.
@@ -158,6 +170,7 @@ interface ProviderContext {
   maxProcesses: number;
   maxFileMb: number;
   tmpSizeMb: number;
+  shmSizeMb: number;
   maxOutputBytes: number;
   workspaceMb: number;
   limitWorkspace: boolean;
@@ -189,9 +202,11 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
     if (this.destroyed) throw new ArborError(`sandbox ${this.programId} is destroyed`, "sandbox");
     const wallMs = opts.wallMs ?? this.ctx.limits.wallMs;
     positive("wallMs", wallMs, false);
-    let cmdline: string[];
+    const tooBig = execSizeProblem(argv, opts.env);
+    if (tooBig !== undefined) return argumentsLimitResult(tooBig);
+    let cmd: { argv: string[]; argsData: Buffer };
     try {
-      cmdline = buildBwrapArgv({
+      cmd = buildBwrapCommand({
         binaries: this.ctx.binaries,
         hostWorkspace: this.hostWorkspace,
         argv,
@@ -205,22 +220,32 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
         maxProcesses: this.cgroup ? this.ctx.maxProcesses + 2 : this.ctx.maxProcesses,
         maxFileMb: this.ctx.maxFileMb,
         tmpSizeMb: this.ctx.tmpSizeMb,
+        shmSizeMb: this.ctx.shmSizeMb,
         infoFd: INFO_FD,
+        seccompFd: SECCOMP_FILTER ? SECCOMP_FD : undefined,
         cgroupProcs: this.cgroup?.procsFiles,
-      });
+      }, ARGS_FD);
     } catch (e) {
       throw new ArborError(`sandbox ${this.programId}: ${(e as Error).message}`, "sandbox");
     }
     const before = this.cgroup?.counters();
     const freeBefore = this.workspaceLimited ? await freeBytes(this.hostWorkspace) : undefined;
     if (this.destroyed) throw new ArborError(`sandbox ${this.programId} is destroyed`, "sandbox");
-    const proc = new SandboxProcess(cmdline, {
-      stdin: opts.stdin,
-      wallMs,
-      maxOutputBytes: this.ctx.maxOutputBytes,
-      clock: this.ctx.clock,
-      infoFd: INFO_FD,
-    });
+    let proc: SandboxProcess;
+    try {
+      proc = new SandboxProcess(cmd.argv, {
+        stdin: opts.stdin,
+        wallMs,
+        maxOutputBytes: this.ctx.maxOutputBytes,
+        clock: this.ctx.clock,
+        infoFd: INFO_FD,
+        inputs: SECCOMP_FILTER ? [cmd.argsData, SECCOMP_FILTER] : [cmd.argsData],
+      });
+    } catch (e) {
+      // Under a small stack limit the kernel's ARG_MAX can be below execSizeProblem's bound.
+      if ((e as NodeJS.ErrnoException).code === "E2BIG") return argumentsLimitResult(`exec: argv and environment are too big to start (${(e as Error).message})`);
+      throw e;
+    }
     this.running.add(proc);
     try {
       const r = await proc.result;
@@ -329,13 +354,15 @@ export class BwrapProvider implements SandboxProvider {
     const maxProcesses = opts.maxProcesses ?? 64;
     const maxFileMb = opts.maxFileMb ?? 512;
     const tmpSizeMb = opts.tmpSizeMb ?? 64;
+    const shmSizeMb = opts.shmSizeMb ?? 64;
     const workspaceMb = opts.workspaceMb ?? 256;
-    const sandboxMemoryMb = opts.sandboxMemoryMb ?? l.memoryMb + workspaceMb + tmpSizeMb;
+    const sandboxMemoryMb = opts.sandboxMemoryMb ?? l.memoryMb + workspaceMb + tmpSizeMb + shmSizeMb;
     const maxOutputBytes = opts.maxOutputBytes ?? 1024 * 1024;
     this.maxSandboxes = opts.maxSandboxes ?? 1024;
     positive("maxProcesses", maxProcesses, true);
     positive("maxFileMb", maxFileMb, false);
     positive("tmpSizeMb", tmpSizeMb, false);
+    positive("shmSizeMb", shmSizeMb, false);
     positive("workspaceMb", workspaceMb, false);
     positive("sandboxMemoryMb", sandboxMemoryMb, false);
     positive("maxOutputBytes", maxOutputBytes, true);
@@ -359,6 +386,7 @@ export class BwrapProvider implements SandboxProvider {
       maxProcesses,
       maxFileMb,
       tmpSizeMb,
+      shmSizeMb,
       maxOutputBytes,
       workspaceMb,
       limitWorkspace: opts.limitWorkspace ?? true,

@@ -1,7 +1,7 @@
 // The shared contract suite every SandboxProvider must pass (bwrap, docker, k8s): isolation,
 // limits (recorded as ExecResult.limit), wall-clock kill and complete teardown, through the
 // Sandbox interface only. A provider whose backend is unreachable here is skipped, with the reason.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { connect } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Sandbox } from "./sandbox.js";
@@ -22,6 +22,29 @@ export function pidsWithCmdline(needle: string): number[] {
     }
   }
   return out;
+}
+
+/**
+ * A probe for the host pids whose /workspace is this workspace: the sandbox's processes, bwrap's pid
+ * 1 included (their mount namespace has the workspace there; the host's does not). It takes the
+ * workspace's identity (device, inode) now, so make it while the workspace exists. The sandbox's
+ * command lines no longer name the host workspace (they are readable from inside), hence this.
+ */
+export function workspaceProcesses(hostWorkspace: string): () => number[] {
+  const ws = statSync(hostWorkspace);
+  return () => {
+    const out: number[] = [];
+    for (const e of readdirSync("/proc")) {
+      if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
+      try {
+        const st = statSync(`/proc/${e}/root/workspace`);
+        if (st.dev === ws.dev && st.ino === ws.ino) out.push(Number(e));
+      } catch {
+        // exited while scanning, a zombie, or no /workspace in its mount namespace
+      }
+    }
+    return out;
+  };
 }
 
 /** Host pids running exactly `sh -c "sleep 300; : <marker>"`. */
@@ -198,31 +221,36 @@ export function describeSandboxContract(
 
     it("destroy kills running processes, removes the workspace and is idempotent", async () => {
       const sb = await provider({ wallMs: 600_000 }).create("prog-destroy");
+      const inside = local ? workspaceProcesses(sb.hostWorkspace) : () => [];
       const marker = `arbor-marker-${process.pid}-${label}-destroy`;
       // A background child that outlives its parent shell, and a foreground one.
       const run = sb.exec(["sh", "-c", `echo up > up.txt; (sh -c 'sleep 300; : ${marker}' &); sh -c 'sleep 300; : ${marker}'`]);
-      if (local) await waitFor(() => markerShells(marker).length === 2);
-      else await waitForFile(sb, "up.txt");
+      if (local) {
+        await waitFor(() => markerShells(marker).length === 2);
+        // bwrap's pid 1, the shell and its two children (docker: the container's processes).
+        expect(inside().length).toBeGreaterThanOrEqual(3);
+      } else await waitForFile(sb, "up.txt");
       await within(5000, Promise.all([sb.destroy(), sb.destroy()]));
       await sb.destroy();
       expect(await run).toMatchObject({ signal: "SIGKILL", timedOut: false });
       if (local) {
         expect(existsSync(sb.hostWorkspace)).toBe(false);
         expect(pidsWithCmdline(marker)).toEqual([]);
-        expect(pidsWithCmdline(sb.hostWorkspace)).toEqual([]);
+        expect(inside()).toEqual([]);
       }
       await expect(sb.exec(["true"])).rejects.toThrow(/is destroyed/);
     });
 
     it("cleans up after a command that crashed on a signal", async () => {
       const sb = await provider().create("prog-crash");
+      const inside = local ? workspaceProcesses(sb.hostWorkspace) : () => [];
       const r = await sb.exec(["sh", "-c", "echo before; kill -SEGV $$"]);
       expect(r).toMatchObject({ signal: "SIGSEGV", exitCode: null, stdout: "before\n" });
       expect(r.limit).toBeUndefined();
       await sb.destroy();
       if (local) {
         expect(existsSync(sb.hostWorkspace)).toBe(false);
-        expect(pidsWithCmdline(sb.hostWorkspace)).toEqual([]);
+        expect(inside()).toEqual([]);
       }
     });
 

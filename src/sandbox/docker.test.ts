@@ -182,6 +182,11 @@ describe("docker provider request mapping (fake engine)", () => {
     expect(e.stdin).toBe("hello");
     expect(await sb.exec(["boom"])).toMatchObject({ exitCode: null, signal: "SIGSEGV" });
     await expect(sb.exec(["x"], { env: { "A=B": "1" } })).rejects.toThrow(/env name 'A=B'/);
+    // Too big to start anywhere: refused before the engine sees it, naming the limit.
+    const execs = engine.containers[0]!.execs.length;
+    const big = await sb.exec(["echo", "a".repeat(3_000_000)]);
+    expect(big).toMatchObject({ exitCode: 126, limit: "arguments", stderr: expect.stringMatching(/argv\[1\] is 3000000 bytes, over/) });
+    expect(engine.containers[0]!.execs.length).toBe(execs);
     await p.destroyAll();
   });
 

@@ -13,6 +13,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { SANDBOX_WORKSPACE } from "./bwrap-args.js";
+import { argumentsLimitResult, execSizeProblem } from "./exec-size.js";
 import { checkLimits, counterGrowth, LiveSandboxes, outputSink, positive, withinMs } from "./docker-k8s-shared.js";
 import { containerSpec, countersSpec, execSpec, killSpec, parseCounters } from "./docker-spec.js";
 import { classifyLimit } from "./limit-flags.js";
@@ -114,6 +115,8 @@ class DockerSandbox implements Sandbox {
     for (const k of Object.keys(opts.env ?? {})) {
       if (!ENV_NAME.test(k)) throw new ArborError(`sandbox ${this.programId}: exec: env name '${k}' is invalid (letters, digits, _)`, "sandbox");
     }
+    const tooBig = execSizeProblem(argv, opts.env);
+    if (tooBig !== undefined) return argumentsLimitResult(tooBig);
     const wallMs = opts.wallMs ?? this.ctx.limits.wallMs;
     const cwd = opts.cwd === undefined ? SANDBOX_WORKSPACE : posix.resolve(SANDBOX_WORKSPACE, opts.cwd);
     const id = ++this.execSeq;

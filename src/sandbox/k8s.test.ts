@@ -152,6 +152,11 @@ describe("k8s provider request mapping (fake cluster)", () => {
     expect(cmd.find((a) => a.startsWith("ulimit"))).toMatch(/^ulimit -t 3 && ulimit -f 2048 && /);
     expect(cmd.slice(-3)).toEqual(["arbor-exec", "/workspace/d", "cat"]);
     expect(await sb.exec(["segv"])).toMatchObject({ exitCode: null, signal: "SIGSEGV" });
+    // Too big to start anywhere: refused before the cluster sees it, naming the limit.
+    const execs = f.execs.length;
+    const big = await sb.exec(["true"], { env: { BIG: "a".repeat(3_000_000) } });
+    expect(big).toMatchObject({ exitCode: 126, limit: "arguments", stderr: expect.stringMatching(/env BIG is 3000004 bytes, over/) });
+    expect(f.execs.length).toBe(execs);
     expect(exitCodeOf(undefined)).toBeNull();
     await p.destroyAll();
   });

@@ -14,6 +14,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { SANDBOX_WORKSPACE } from "./bwrap-args.js";
+import { argumentsLimitResult, execSizeProblem } from "./exec-size.js";
 import { checkLimits, counterGrowth, LiveSandboxes, outputSink, positive, withinMs } from "./docker-k8s-shared.js";
 import { countersSpec, parseCounters } from "./docker-spec.js";
 import { exitCodeOf, execCommand, killCommand, networkPolicySpec, podSpec, SANDBOX_CONTAINER, writeCommand } from "./k8s-spec.js";
@@ -147,6 +148,8 @@ class K8sSandbox implements Sandbox {
   async exec(argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
     if (this.destroyed) throw new ArborError(`sandbox ${this.programId} is destroyed`, "sandbox");
     if (argv.length === 0) throw new ArborError(`sandbox ${this.programId}: exec: argv must not be empty`, "sandbox");
+    const tooBig = execSizeProblem(argv, opts.env);
+    if (tooBig !== undefined) return argumentsLimitResult(tooBig);
     const id = ++this.execSeq;
     const cwd = opts.cwd === undefined ? SANDBOX_WORKSPACE : posix.resolve(SANDBOX_WORKSPACE, opts.cwd);
     const start = this.ctx.clock.now();

@@ -16,11 +16,13 @@ describe("classifyLimit", () => {
     expect(classifyLimit({ ...ok, signal: "SIGKILL", exitCode: null, timedOut: true, oomKills: 1, pidsRefused: 1 })).toBe("memory");
   });
 
-  it("reads the ENOMEM / fork / ENOSPC messages only from failed commands", () => {
+  it("reads the ENOMEM / fork / ENOSPC / E2BIG messages only from failed commands", () => {
     expect(classifyLimit({ ...ok, exitCode: 2, stderr: "awk: out of memory in sprintf" })).toBe("memory");
     expect(classifyLimit({ ...ok, exitCode: 0, stderr: "warning: out of memory earlier, retried" })).toBeUndefined();
     expect(classifyLimit({ ...ok, exitCode: 254, stderr: "bash: fork: retry: Resource temporarily unavailable" })).toBe("processes");
     expect(classifyLimit({ ...ok, exitCode: 1, stderr: "head: error writing 'x': No space left on device" })).toBe("disk");
+    expect(classifyLimit({ ...ok, exitCode: 126, stderr: "sh: 1: exec: /bin/true: Argument list too long" })).toBe("arguments");
+    expect(classifyLimit({ ...ok, exitCode: 0, stderr: "retried: Argument list too long" })).toBeUndefined();
     expect(classifyLimit({ ...ok, exitCode: 1, stderr: "some other error" })).toBeUndefined();
     expect(classifyLimit({ ...ok, exitCode: 0, diskFull: true })).toBeUndefined();
   });

@@ -21,6 +21,8 @@ export interface LimitEvidence {
 const ENOMEM_TEXT = /out of memory|cannot allocate memory|memory exhausted|MemoryError|std::bad_alloc|heap out of memory|failed to allocate/i;
 const FORK_TEXT = /fork: (retry: )?Resource temporarily unavailable|Cannot fork|can't fork|fork failed/i;
 const DISK_TEXT = /No space left on device|File too large|Disk quota exceeded/i;
+// E2BIG from an execve inside the sandbox (a command that builds a too-long argv itself).
+const ARGS_TEXT = /Argument list too long/;
 
 /** The limit a finished command ran into, most specific first (see ExecResult.limit). */
 export function classifyLimit(e: LimitEvidence): SandboxLimitKind | undefined {
@@ -28,6 +30,7 @@ export function classifyLimit(e: LimitEvidence): SandboxLimitKind | undefined {
   if (e.oomKills > 0 || (failed && ENOMEM_TEXT.test(e.stderr))) return "memory";
   if (e.pidsRefused > 0 || (failed && FORK_TEXT.test(e.stderr))) return "processes";
   if (e.signal === "SIGXFSZ" || (failed && (e.diskFull || DISK_TEXT.test(e.stderr)))) return "disk";
+  if (failed && ARGS_TEXT.test(e.stderr)) return "arguments";
   if (e.signal === "SIGXCPU") return "cpu";
   if (e.timedOut) return "wall";
   return undefined;

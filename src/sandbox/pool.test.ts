@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import { createBwrapProvider, type BwrapProvider } from "./bwrap.js";
-import { describeSandboxContract, markerShells, pidsWithCmdline, waitFor } from "./contract.js";
+import { describeSandboxContract, markerShells, pidsWithCmdline, waitFor, workspaceProcesses } from "./contract.js";
 import { createSandboxPool, type SandboxPool } from "./pool.js";
 import type { ExecResult, Sandbox, SandboxProvider } from "./sandbox.js";
 import { mountsUnder } from "./workspace-mount.js";
@@ -276,17 +276,19 @@ describe("SandboxPool GC on real bwrap sandboxes", () => {
   };
 
   /** Start a long-running marked process in the sandbox and wait until the host sees it. */
-  async function busy(sb: Sandbox, marker: string): Promise<{ run: Promise<ExecResult> }> {
+  async function busy(sb: Sandbox, marker: string): Promise<{ run: Promise<ExecResult>; inside: () => number[] }> {
+    const inside = workspaceProcesses(sb.hostWorkspace);
     const run = sb.exec(["sh", "-c", `sh -c 'sleep 300; : ${marker}'`]);
     await waitFor(() => markerShells(marker).length === 1);
-    return { run }; // wrapped: an async function would otherwise wait for the run itself
+    expect(inside().length).toBeGreaterThanOrEqual(3); // bwrap's pid 1 and the two shells
+    return { run, inside }; // wrapped: an async function would otherwise wait for the run itself
   }
 
-  function expectGone(ws: string, marker?: string): void {
+  function expectGone(ws: string, marker: string, inside: () => number[]): void {
     expect(existsSync(ws)).toBe(false);
     expect(mountsUnder(ws)).toEqual([]);
-    expect(pidsWithCmdline(ws)).toEqual([]);
-    if (marker) expect(pidsWithCmdline(marker)).toEqual([]);
+    expect(inside()).toEqual([]);
+    expect(pidsWithCmdline(marker)).toEqual([]);
   }
 
   it("prepared ahead with set-up done; reclaim (the termination hook) removes files and processes", async () => {
@@ -296,10 +298,10 @@ describe("SandboxPool GC on real bwrap sandboxes", () => {
     const sb = await p.acquire("g-a");
     expect((await sb.exec(["cat", "repo/state", "repo/README"])).stdout).toBe("ready\ntask of g-a\n");
     const marker = `arbor-pool-${process.pid}-hook`;
-    const { run } = await busy(sb, marker);
+    const { run, inside } = await busy(sb, marker);
     expect(await p.reclaim("g-a")).toBe(true);
     expect((await run).signal).toBe("SIGKILL");
-    expectGone(sb.hostWorkspace, marker);
+    expectGone(sb.hostWorkspace, marker, inside);
     expect(await p.reclaim("g-a")).toBe(false);
   });
 
@@ -331,23 +333,23 @@ describe("SandboxPool GC on real bwrap sandboxes", () => {
     const p = pool({ livePrograms: () => live, leakCheckMs: 50 });
     const sb = await p.acquire("g-e");
     const marker = `arbor-pool-${process.pid}-leak`;
-    const { run } = await busy(sb, marker);
+    const { run, inside } = await busy(sb, marker);
     live.clear();
     expect((await run).signal).toBe("SIGKILL");
     await waitFor(() => !existsSync(sb.hostWorkspace));
     expect(p.counts().leaks).toBe(1);
-    expectGone(sb.hostWorkspace, marker);
+    expectGone(sb.hostWorkspace, marker, inside);
   });
 
   it("close destroys acquired and prepared sandboxes alike", async () => {
     const p = pool();
     const sb = await p.acquire("g-f");
     const marker = `arbor-pool-${process.pid}-close`;
-    const { run } = await busy(sb, marker);
+    const { run, inside } = await busy(sb, marker);
     p.prepare(["g-g", "g-h"]);
     await p.close();
     expect((await run).signal).toBe("SIGKILL");
-    expectGone(sb.hostWorkspace, marker);
+    expectGone(sb.hostWorkspace, marker, inside);
     expect(provider.liveCount).toBe(0);
     expect(mountsUnder(root)).toEqual([]);
   });

@@ -15,6 +15,11 @@ export interface SandboxProcessOptions {
   clock: Clock;
   /** The fd (3+) on which bwrap writes its info JSON (see `--info-fd`). */
   infoFd: number;
+  /**
+   * Data written to fds `infoFd + 1`, `infoFd + 2`, …, from which bwrap reads its options
+   * (`--args`) and its seccomp filter (`--seccomp`).
+   */
+  inputs?: Buffer[];
 }
 
 /** Keeps the first `limit` bytes of a stream and counts what it drops. */
@@ -88,8 +93,11 @@ export class SandboxProcess {
     const stdio: ("pipe" | "ignore")[] = ["pipe", "pipe", "pipe"];
     while (stdio.length < opts.infoFd) stdio.push("ignore");
     stdio.push("pipe");
-    // detached: bwrap leads its own process group, so one kill(-pgid) reaches all of it.
-    const child = spawn(cmd, args, { detached: true, stdio, env: { PATH: "/usr/bin:/bin" } });
+    for (const _ of opts.inputs ?? []) stdio.push("pipe");
+    // detached: bwrap leads its own process group, so one kill(-pgid) reaches all of it. A neutral
+    // cwd and a bare environment: bwrap becomes the sandbox's pid 1, whose environment (with the
+    // PWD a shell exports) every sandboxed process can read in /proc/1/environ.
+    const child = spawn(cmd, args, { detached: true, stdio, cwd: "/", env: { PATH: "/usr/bin:/bin" } });
     this.pid = child.pid;
     const out = new CappedOutput(opts.maxOutputBytes);
     const err = new CappedOutput(opts.maxOutputBytes);
@@ -104,6 +112,12 @@ export class SandboxProcess {
       this.parseInfo(info);
     });
     infoStream?.on("error", () => {});
+
+    (opts.inputs ?? []).forEach((data, i) => {
+      const stream = child.stdio[opts.infoFd + 1 + i] as NodeJS.WritableStream | null | undefined;
+      stream?.on("error", () => {}); // bwrap may fail before reading it; its exit says why
+      stream?.end(data);
+    });
 
     child.stdin?.on("error", () => {}); // the command may exit without reading its input
     child.stdin?.end(opts.stdin ?? "");

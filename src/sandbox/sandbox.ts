@@ -23,9 +23,10 @@ export interface ExecOptions {
 
 /**
  * Which sandbox limit stopped a command. The agent layer maps "memory" to the `sandbox_oom`
- * termination; the others are recorded as tool failures the agent may see.
+ * termination; the others are recorded as tool failures the agent may see. "arguments": argv and
+ * environment were too big to start the command (it never ran; stderr names the limit).
  */
-export type SandboxLimitKind = "memory" | "processes" | "disk" | "cpu" | "wall";
+export type SandboxLimitKind = "memory" | "processes" | "disk" | "cpu" | "wall" | "arguments";
 
 export interface ExecResult {
   exitCode: number | null;

@@ -24,10 +24,19 @@ function cap(text: string): string {
   return text.length <= MAX_TOOL_OUTPUT ? text : `${text.slice(0, MAX_TOOL_OUTPUT)}\n[... ${text.length - MAX_TOOL_OUTPUT} more characters]`;
 }
 
+/**
+ * `how` a command ended, followed by the sandbox limit that stopped it when one did, so that the
+ * attempt is on record in the trajectory and the model sees why.
+ */
+function withLimit(how: string, r: ExecResult): string {
+  if (r.limit === "memory") return `${how}: out of memory (sandbox memory limit)`;
+  return r.limit ? `${how}: stopped by the sandbox's ${r.limit} limit` : how;
+}
+
+/** Why a tool's command failed: the first line of its stderr (or how it ended) and the limit, if any. */
 function failed(r: ExecResult): string {
-  if (r.timedOut) return "timed out";
-  if (r.signal) return `killed by ${r.signal}`;
-  return r.stderr.trim().split("\n")[0] ?? `exit ${r.exitCode}`;
+  const how = r.timedOut ? "timed out" : r.signal ? `killed by ${r.signal}` : r.stderr.trim().split("\n")[0] || `exit ${r.exitCode}`;
+  return withLimit(how, r);
 }
 
 // Reads stdin and writes it to argv[1], creating directories; refuses paths outside /workspace.
@@ -150,8 +159,7 @@ export function createSweTools(stateOf: (sandbox: Sandbox) => SweProgramState): 
       if (argv[0] !== "node") return { ok: false, output: "run: only node commands are allowed, e.g. node --test test/" };
       const r = await exec(sandbox, [NODE, ...argv.slice(1)], { tool: "run", input });
       const ended = r.timedOut ? "timed out" : r.signal ? `killed by ${r.signal}` : `exit code ${r.exitCode}`;
-      // A sandbox limit that stopped the command is named, so the attempt is on record in the trajectory.
-      const status = r.limit === "memory" ? `${ended}: out of memory (sandbox memory limit)` : r.limit ? `${ended}: stopped by the sandbox's ${r.limit} limit` : ended;
+      const status = withLimit(ended, r);
       const out = [status, r.stdout && `--- stdout ---\n${cap(r.stdout)}`, r.stderr && `--- stderr ---\n${cap(r.stderr)}`].filter(Boolean).join("\n");
       // Out of memory ends the program as sandbox_oom (the agent layer reads a crashed, out-of-memory tool).
       return { ok: r.exitCode === 0, output: out, ...(r.limit === "memory" ? { crashed: true } : {}) };
