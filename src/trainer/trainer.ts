@@ -66,6 +66,8 @@ export interface StepResult {
   /** Wall time of the step on the trainer's clock. */
   ms: number;
   clipFraction: number;
+  /** Fraction of terms the dual clip bounded (LossSpec.clipRatioC). */
+  dualClipFraction: number;
   maskedUnits: number;
   /** Policy version after the step. */
   version: number;
@@ -177,7 +179,7 @@ export class Trainer {
     tf.dispose(clipped);
     this.steps++;
     this.currentVersion++;
-    const stats = batch.loss === "sft" ? { clipFraction: 0, maskedUnits: 0 } : referenceLoss(batch.loss, this.lossInput(batch, logprobs));
+    const stats = batch.loss === "sft" ? { clipFraction: 0, dualClipFraction: 0, maskedUnits: 0 } : referenceLoss(batch.loss, this.lossInput(batch, logprobs));
     return {
       loss,
       gradNorm,
@@ -186,6 +188,7 @@ export class Trainer {
       terms: batch.tree.terms.node.length,
       ms: this.clock.now() - start,
       clipFraction: stats.clipFraction,
+      dualClipFraction: stats.dualClipFraction,
       maskedUnits: stats.maskedUnits,
       version: this.currentVersion,
     };
