@@ -4,7 +4,7 @@
 //   POST /v1/batches/:id/requeue → give it back (e.g. the trainer is shutting down)
 //   POST /v1/weights             → {policy_version, model_path}: a new version is ready; calls the onWeights hook
 //                                   (wired by the lead to the engines' /v1/load_weights)
-//   GET  /v1/stats               → queue counters, token totals, the current policy version
+//   GET  /v1/stats               → queue counters, token totals, the current policy version and its weights' path
 import Fastify, { type FastifyInstance } from "fastify";
 import { z } from "zod";
 import { ArborError, CapacityError } from "../core/errors.js";
@@ -30,6 +30,8 @@ export interface TrainerServerOptions {
   capacity: number;
   /** Current policy version (announcements must be greater). */
   initialPolicyVersion?: number;
+  /** Path of the weights the engines serve at the start (`model.path`), shown by GET /v1/stats until a trainer announces new ones. */
+  initialModelPath?: string;
   /** Called on POST /v1/weights; its rejection becomes a 502 naming the error. */
   onWeights: (w: WeightsAnnouncement) => Promise<void> | void;
   /** Told what a trainer did with a batch, once the queue has done it and before the trainer's answer leaves. */
@@ -56,7 +58,7 @@ const WeightsSchema = z.object({
 export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
   const queue = new BatchQueue(opts.capacity);
   let policyVersion = opts.initialPolicyVersion ?? 0;
-  let modelPath: string | null = null;
+  let modelPath: string | null = opts.initialModelPath ?? null;
   const app = Fastify({ logger: false, bodyLimit: 1 << 20 });
   const stats = (): TrainerServerStats => ({ ...queue.stats(), policyVersion, modelPath });
 

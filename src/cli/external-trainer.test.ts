@@ -129,6 +129,8 @@ describe("waiting for the external trainer", () => {
     const ext = await start(new VirtualClock());
     try {
       const client = new TrainerClient(ext.url);
+      // GET /v1/stats names the weights the engines serve from the start (model.path), then the announced ones.
+      expect(await client.stats()).toMatchObject({ policyVersion: 0, modelPath: "models/x.gguf" });
       await expect(client.announceWeights(1, "/w/v1.gguf")).rejects.toThrow(/HTTP 502 .*not waiting for a batch; announce the weights trained on a batch before acking/);
       const trained = ext.train(rollout("b1"));
       const b = await client.nextBatch();
@@ -136,6 +138,7 @@ describe("waiting for the external trainer", () => {
       expect(b?.samples).toHaveLength(2);
       await client.announceWeights(1, "/w/v1.gguf");
       expect(ext.version).toBe(1);
+      expect(await client.stats()).toMatchObject({ policyVersion: 1, modelPath: "/w/v1.gguf" });
       await client.ack("b1");
       const u = await trained;
       expect(u).toMatchObject({ stepped: true, version: 1, checkpoint: "/w/v1.gguf", samples: 2, trainedSamples: 2 });

@@ -23,7 +23,7 @@ export interface ExternalTrainerOptions {
   /** Estimator of the batches (config `train.estimator`, `train.estimatorOptions`). */
   estimator: string;
   estimatorOptions?: Record<string, unknown>;
-  /** The GGUF the engines start from (named in the hint of a timeout error). */
+  /** The GGUF the engines start from (GET /v1/stats's `modelPath` until a trainer announces weights; named in the hint of a timeout error). */
   modelPath: string;
   clock: Clock;
   /** Aborts a wait (SIGINT/SIGTERM of the run). */
@@ -65,6 +65,7 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
     // One batch is out per iteration; a second slot only absorbs a trainer that requeues at the wrong time.
     capacity: 2,
     initialPolicyVersion: 0,
+    initialModelPath: o.modelPath,
     onWeights: async (w) => {
       if (pending === undefined) {
         throw new ArborError("arbor run is not waiting for a batch; announce the weights trained on a batch before acking that batch", "trainer_protocol");

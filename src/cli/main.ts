@@ -2,6 +2,7 @@
 // Errors a user can fix print as one line (no stack trace unless --debug) and exit non-zero.
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { ArborError } from "../core/errors.js";
+import { benchmarkNames } from "../bench/registry.js";
 import { benchCommand } from "./bench.js";
 import { runCommand } from "./run.js";
 import { sftCommand } from "./sft.js";
@@ -27,14 +28,14 @@ program
   .command("sft")
   .description("fine-tune the tiny policy on an environment's golden conversations and write a GGUF")
   .option("--env <name>", "environment with golden conversations", "calc")
-  .option("--tasks <n>", "distinct training tasks", toInt, 20000)
+  .option("--tasks <n>", "distinct training tasks (default 20000, or a fixed pool less its held-out sixth: swe-mini 20)", toInt)
   .option("--task-seed <n>", "seed of the training tasks", toInt, 1000)
   .option("--steps <n>", "optimizer steps", toInt, 500)
   .option("--save-every <n>", "also write the GGUF every n steps", toInt)
-  .option("--batch-size <n>", "conversations per step", toInt, 32)
+  .option("--batch-size <n>", "conversations per step (default 32, or the training tasks if fewer)", toInt)
   .option("--lr <x>", "peak Adam learning rate", Number, 3e-3)
   .option("--schedule <kind>", "learning-rate schedule: constant, or cosine (warm-up, then decay to lr/10)", "cosine")
-  .option("--warmup-steps <n>", "linear warm-up steps of the cosine schedule", toInt, 50)
+  .option("--warmup-steps <n>", "linear warm-up steps of the cosine schedule (default 50, or steps/10 if fewer)", toInt)
   .option("--seed <n>", "seed of the initial weights and of the batch order", toInt, 1)
   .option("--from <gguf>", "start from this GGUF instead of seeded random weights")
   .option("--n-embd <n>", "width of a new policy", toInt, 64)
@@ -86,7 +87,7 @@ program
 program
   .command("bench")
   .description("run a benchmark beside its baseline and print its tables (e.g. `arbor bench engine`)")
-  .argument("<name>", "benchmark name")
+  .argument("<name>", `benchmark name: ${benchmarkNames.join(", ")}`)
   .option("--quick", "small workloads: a smoke run, numbers indicative only")
   .action(async (name: string, opts: { quick?: boolean }) => {
     await benchCommand(name, { quick: opts.quick === true });

@@ -1,5 +1,11 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { rewardPlotSvg, sparkline } from "./reward-plot.js";
+import { niceAxis, rewardPlotSvg, sparkline } from "./reward-plot.js";
+
+/** y of each tick label, by label text (the labels right-aligned at the left edge of the frame). */
+function tickLabels(svg: string): Map<string, number> {
+  return new Map([...svg.matchAll(/<text x="48" y="([\d.-]+)" text-anchor="end">([^<]+)<\/text>/g)].map((m) => [m[2] as string, Number(m[1]) - 4]));
+}
 
 describe("reward plot", () => {
   it("draws one point per iteration, higher reward higher up, with its value", () => {
@@ -23,9 +29,54 @@ describe("reward plot", () => {
 
   it("stretches the axis to fit rewards outside [0, 1] and escapes the title", () => {
     const svg = rewardPlotSvg([{ iteration: 1, meanReward: -0.5 }, { iteration: 2, meanReward: 1.5 }], "a < b & c");
-    expect(svg).toContain(">-0.50</text>");
-    expect(svg).toContain(">1.50</text>");
+    expect([...tickLabels(svg).keys()]).toEqual(["-0.5", "0.0", "0.5", "1.0", "1.5"]);
     expect(svg).toContain("a &lt; b &amp; c");
+  });
+
+  it("scales the y-axis to the data: a curve between −0.2 and 0 fills the frame, with round ticks", () => {
+    const svg = rewardPlotSvg([-0.2, -0.09, -0.02, 0].map((r, i) => ({ iteration: i + 1, meanReward: r })));
+    const ticks = tickLabels(svg);
+    expect([...ticks.keys()]).toEqual(["-0.20", "-0.15", "-0.10", "-0.05", "0.00"]);
+    const cy = [...svg.matchAll(/<circle cx="[\d.]+" cy="([\d.]+)"/g)].map((m) => Number(m[1]));
+    // The frame is y 40..312: the lowest point on its bottom edge, the highest on its top edge.
+    expect(Math.max(...cy)).toBeCloseTo(312, 1);
+    expect(Math.min(...cy)).toBeCloseTo(40, 1);
+    expect(ticks.get("0.00")).toBeCloseTo(40, 1);
+  });
+
+  it("niceAxis: ticks are whole multiples of a 1/2/5 × 10^k step that cover the data in 2–8 intervals", () => {
+    fc.assert(
+      fc.property(fc.array(fc.double({ min: -1e4, max: 1e4, noNaN: true }), { minLength: 1, maxLength: 20 }), (values) => {
+        const a = niceAxis(values);
+        const mantissa = a.step / 10 ** Math.floor(Math.log10(a.step) + 1e-9);
+        expect([1, 2, 5].some((d) => Math.abs(mantissa - d) < 1e-6)).toBe(true);
+        expect(a.lo).toBeLessThanOrEqual(Math.min(...values) + 1e-9 * a.step);
+        expect(a.hi).toBeGreaterThanOrEqual(Math.max(...values) - 1e-9 * a.step);
+        expect(a.ticks.length - 1).toBeGreaterThanOrEqual(2);
+        expect(a.ticks.length - 1).toBeLessThanOrEqual(8);
+        for (const t of a.ticks) expect(Math.abs(t / a.step - Math.round(t / a.step))).toBeLessThan(1e-6);
+        // The labels print the ticks exactly at the chosen precision (no 0.30000000000000004).
+        for (const t of a.ticks) expect(Number(t.toFixed(a.decimals))).toBe(t);
+      }),
+    );
+    expect(niceAxis([0.25, 0.25])).toMatchObject({ step: 0.02, ticks: [0.2, 0.22, 0.24, 0.26, 0.28, 0.3] });
+    expect(niceAxis([0, 0.5, 1]).ticks).toEqual([0, 0.2, 0.4, 0.6, 0.8, 1]);
+    expect(niceAxis([-0.203, -0.094, -0.016, 0])).toMatchObject({ step: 0.05, ticks: [-0.25, -0.2, -0.15, -0.1, -0.05, 0] });
+  });
+
+  it("keeps the last point's label inside the frame (anchored to its left) and a top point's label below it", () => {
+    const svg = rewardPlotSvg([{ iteration: 1, meanReward: 0.1 }, { iteration: 2, meanReward: 0.3 }, { iteration: 3, meanReward: 0.9 }]);
+    const labels = [...svg.matchAll(/<text x="([\d.]+)" y="([\d.]+)" text-anchor="(\w+)" fill="#1f77b4">([^<]+)<\/text>/g)].map((m) => ({ x: Number(m[1]), y: Number(m[2]), anchor: m[3], text: m[4] as string }));
+    expect(labels.map((l) => l.text)).toEqual(["0.10", "0.30", "0.90"]);
+    const last = labels[2]!;
+    // Frame: x 56..616, y 40..312; a label is about 7 px per character wide and 12 px tall.
+    expect(last.anchor).toBe("end");
+    expect(last.x).toBeLessThanOrEqual(616);
+    expect(last.x - 7 * last.text.length).toBeGreaterThanOrEqual(56);
+    expect(last.y - 12).toBeGreaterThanOrEqual(40);
+    expect(labels[0]!.anchor).toBe("start");
+    expect(labels[0]!.x).toBeGreaterThanOrEqual(56);
+    for (const l of labels) expect(l.y).toBeLessThanOrEqual(312);
   });
 
   it("draws each reward component as a dashed line with a legend, on an axis that fits them", () => {
@@ -41,7 +92,8 @@ describe("reward plot", () => {
     expect(y2).toBeLessThan(y1 as number);
     expect(svg).toContain(">total</text>");
     expect(svg).toContain(">outcome</text>");
-    expect(svg).toContain(">-0.30</text>");
+    // The axis fits the components too: process reaches −0.3.
+    expect([...tickLabels(svg).keys()]).toEqual(["-0.4", "-0.2", "0.0", "0.2", "0.4", "0.6"]);
     // Circles mark the total only.
     expect(svg.match(/<circle /g)).toHaveLength(2);
   });

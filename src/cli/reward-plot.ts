@@ -24,10 +24,51 @@ function esc(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
 
+/** A y-axis: gridline values `lo, lo + step, …, hi` and the decimals their labels need. */
+export interface YAxis {
+  lo: number;
+  hi: number;
+  step: number;
+  ticks: number[];
+  decimals: number;
+}
+
+/** The smallest of 1, 2, 5 × 10^k that is ≥ `raw` (> 0). */
+function niceStep(raw: number): number {
+  const p = 10 ** Math.floor(Math.log10(raw));
+  const f = raw / p;
+  // The tolerance keeps 0.2/0.1 (= 2.0000000000000004) from rounding up to 5.
+  return (f <= 1 + 1e-9 ? 1 : f <= 2 + 1e-9 ? 2 : f <= 5 + 1e-9 ? 5 : 10) * p;
+}
+
 /**
- * SVG line chart of mean reward per iteration: y from min(0, lowest) to max(1, highest), a point and its
- * value at every iteration, gridlines at quarter steps, each reward component as a dashed line with a
- * legend. Self-contained (no fonts or scripts to fetch).
+ * A y-axis fitted to `values`: about five intervals of a round step (1, 2 or 5 × 10^k), ending on multiples
+ * of the step just around the data — so a curve between −0.2 and 0 fills the frame instead of its bottom fifth.
+ * Equal values get a small band around them.
+ */
+export function niceAxis(values: readonly number[]): YAxis {
+  const finite = values.filter(Number.isFinite);
+  let min = finite.length > 0 ? Math.min(...finite) : 0;
+  let max = finite.length > 0 ? Math.max(...finite) : 1;
+  if (max - min < 1e-12) {
+    const pad = Math.max(Math.abs(min) * 0.1, 0.05);
+    min -= pad;
+    max += pad;
+  }
+  const step = niceStep((max - min) / 5);
+  // Integer tick indices: the values are i·step.
+  const iLo = Math.floor(min / step + 1e-9);
+  const iHi = Math.ceil(max / step - 1e-9);
+  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  // A multiple of a 1/2/5 × 10^k step has at most `decimals` digits: rounding there removes the float noise.
+  const ticks = Array.from({ length: iHi - iLo + 1 }, (_, k) => Number(((iLo + k) * step).toFixed(decimals)) + 0);
+  return { lo: ticks[0] as number, hi: ticks[ticks.length - 1] as number, step, ticks, decimals };
+}
+
+/**
+ * SVG line chart of mean reward per iteration: the y-axis fitted to the data with round ticks
+ * ({@link niceAxis}), a point and its value at every iteration (labels kept inside the frame), each reward
+ * component as a dashed line with a legend. Self-contained (no fonts or scripts to fetch).
  */
 export function rewardPlotSvg(points: readonly RewardPoint[], title = "mean reward per iteration"): string {
   const W = 640;
@@ -39,8 +80,9 @@ export function rewardPlotSvg(points: readonly RewardPoint[], title = "mean rewa
   // A single component is the total itself.
   const series = names.length > 1 ? names : [];
   const ys = [...points.map((p) => p.meanReward), ...points.flatMap((p) => series.map((n) => p.components?.[n] ?? 0))];
-  const yMin = Math.min(0, ...ys);
-  const yMax = Math.max(1, ...ys);
+  const axis = niceAxis(ys);
+  const yMin = axis.lo;
+  const yMax = axis.hi;
   const xs = points.map((p) => p.iteration);
   const xMin = Math.min(...xs, 1);
   const xMax = Math.max(...xs, xMin + 1);
@@ -52,10 +94,9 @@ export function rewardPlotSvg(points: readonly RewardPoint[], title = "mean rewa
     `<rect width="${W}" height="${H}" fill="white"/>`,
     `<text x="${W / 2}" y="22" text-anchor="middle" font-size="15">${esc(title)}</text>`,
   ];
-  for (let k = 0; k <= 4; k++) {
-    const v = yMin + ((yMax - yMin) * k) / 4;
+  for (const v of axis.ticks) {
     out.push(`<line x1="${m.left}" y1="${f(y(v))}" x2="${W - m.right}" y2="${f(y(v))}" stroke="#ddd"/>`);
-    out.push(`<text x="${m.left - 8}" y="${f(y(v) + 4)}" text-anchor="end">${v.toFixed(2)}</text>`);
+    out.push(`<text x="${m.left - 8}" y="${f(y(v) + 4)}" text-anchor="end">${v.toFixed(axis.decimals)}</text>`);
   }
   for (const p of points) out.push(`<text x="${f(x(p.iteration))}" y="${H - m.bottom + 18}" text-anchor="middle">${p.iteration}</text>`);
   out.push(`<text x="${m.left + pw / 2}" y="${H - 10}" text-anchor="middle">iteration</text>`);
@@ -66,8 +107,15 @@ export function rewardPlotSvg(points: readonly RewardPoint[], title = "mean rewa
     const path = points.map((p, i) => `${i === 0 ? "M" : "L"}${f(x(p.iteration))},${f(y(p.meanReward))}`).join(" ");
     out.push(`<path d="${path}" fill="none" stroke="#1f77b4" stroke-width="2"/>`);
     for (const p of points) {
-      out.push(`<circle cx="${f(x(p.iteration))}" cy="${f(y(p.meanReward))}" r="3.5" fill="#1f77b4"><title>iteration ${p.iteration}: ${p.meanReward.toFixed(3)}</title></circle>`);
-      out.push(`<text x="${f(x(p.iteration))}" y="${f(y(p.meanReward) - 8)}" text-anchor="middle" fill="#1f77b4">${p.meanReward.toFixed(2)}</text>`);
+      const px = x(p.iteration);
+      const py = y(p.meanReward);
+      out.push(`<circle cx="${f(px)}" cy="${f(py)}" r="3.5" fill="#1f77b4"><title>iteration ${p.iteration}: ${p.meanReward.toFixed(3)}</title></circle>`);
+      // Points on the frame's left/right edge get labels that extend inwards; points near its top edge get
+      // them below, so no label crosses the frame.
+      const anchor = px >= W - m.right - 20 ? "end" : px <= m.left + 20 ? "start" : "middle";
+      const lx = anchor === "end" ? px - 6 : anchor === "start" ? px + 6 : px;
+      const ly = py - 8 - 12 < m.top ? py + 16 : py - 8;
+      out.push(`<text x="${f(lx)}" y="${f(ly)}" text-anchor="${anchor}" fill="#1f77b4">${p.meanReward.toFixed(2)}</text>`);
     }
     series.forEach((name, k) => {
       const colour = COMPONENT_COLOURS[k % COMPONENT_COLOURS.length] as string;

@@ -33,6 +33,7 @@ import { rlUpdate, type RlUpdate } from "../sft/rl-update.js";
 import type { Trainer } from "../trainer/trainer.js";
 import { runAsyncIterations, type AsyncRunOutcome } from "./async-run.js";
 import { startExternalTrainer, type ExternalTrainer } from "./external-trainer.js";
+import { createRunJudge } from "./run-judge.js";
 import { iterationLine, meanRewardComponents, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 import { loadWeightsEverywhere } from "../rollout/async-rollout-weights.js";
 
@@ -122,7 +123,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     // Checked before anything starts: async batches exist only for a trainer to take them.
     throw new ArborError("rollout.mode: 'async' needs `train` (its trainer takes the batches); add train or use mode: sync", "config");
   }
-  const reward = createRewardFromConfig(cfg.reward);
+  const judge = createRunJudge({ reward: cfg.reward, callsPath: join(outDir, "judge-calls.jsonl"), timeoutMs: cfg.gateway.callTimeoutMs, clock, ...(opts.log ? { log: opts.log } : {}) });
+  const reward = createRewardFromConfig(cfg.reward, judge.deps);
   const rewarder = new GroupRewarder(reward);
   const adminToken = gatewayAdminToken(cfg);
 
@@ -200,6 +202,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const gatewayUrl = await gateway.listen(cfg.gateway.host, cfg.gateway.port);
     const routing = typeof cfg.gateway.routing === "string" ? cfg.gateway.routing : "custom routing";
     log(`gateway  ${gatewayUrl} (${routing} over ${backends.map((b) => b.name).join(", ")})`);
+    await judge.start(backends);
 
     const shared = { maxProcesses: cfg.sandbox.maxProcesses, workspaceMb: cfg.sandbox.workspaceMb };
     sandboxes = createSandboxProvider(cfg.sandbox.provider, {
@@ -391,6 +394,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     await pool?.close();
     await sandboxes?.destroyAll();
     await gateway?.close();
+    await judge.close();
     await external?.close();
     await Promise.allSettled(engines.map((e) => e.close()));
     store?.close();

@@ -5,17 +5,21 @@ import { dirname, resolve } from "node:path";
 import cliProgress from "cli-progress";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
+import { createEnvironment } from "../envs/registry.js";
 import { runSft, type SftOptions } from "../sft/sft.js";
 
 export interface SftCommandOptions {
   env: string;
-  tasks: number;
+  /** Default: {@link sftDefaults}. */
+  tasks?: number;
   taskSeed: number;
   steps: number;
-  batchSize: number;
+  /** Default: {@link sftDefaults}. */
+  batchSize?: number;
   lr: number;
   schedule: "constant" | "cosine";
-  warmupSteps: number;
+  /** Default: {@link sftDefaults}. */
+  warmupSteps?: number;
   seed: number;
   out: string;
   /** Start from this GGUF instead of seeded random weights. */
@@ -28,11 +32,34 @@ export interface SftCommandOptions {
   progress: boolean;
 }
 
+/** The options `arbor sft` fills in per environment. */
+export interface SftDefaults {
+  tasks: number;
+  evalTasks: number;
+  batchSize: number;
+  warmupSteps: number;
+}
+
+/**
+ * Defaults that work for every environment: 20,000 generated tasks and 16 held out (calc, search-qa: the
+ * recipe of models/calc-solver.gguf), or a fixed pool (swe-mini: 24) split into a sixth held out and the rest
+ * for training; batches of 32 or all the training tasks if fewer; warm-up of 50 steps or a tenth of the steps
+ * if fewer. Explicit options win. Throws the registry's error (naming the known environments) for an unknown one.
+ */
+export function sftDefaults(o: Pick<SftCommandOptions, "env" | "tasks" | "batchSize" | "warmupSteps" | "steps">): SftDefaults {
+  const pool = createEnvironment(o.env).taskCount;
+  const evalTasks = pool === undefined ? 16 : Math.max(1, Math.floor(pool / 6));
+  const tasks = o.tasks ?? (pool === undefined ? 20_000 : pool - evalTasks);
+  return { tasks, evalTasks, batchSize: o.batchSize ?? Math.min(32, tasks), warmupSteps: o.warmupSteps ?? Math.min(50, Math.floor(o.steps / 10)) };
+}
+
 /**
  * CLI entry: train, draw progress, print where the checkpoint went and its held-out numbers. SIGINT/SIGTERM
  * stop after the current step and still write the weights so far.
  */
 export async function sftCommand(o: SftCommandOptions): Promise<void> {
+  // The environment first: a misspelt name is the error to report, not a number that depends on it.
+  const d = sftDefaults(o);
   if (o.schedule !== "constant" && o.schedule !== "cosine") throw new ArborError(`sft: --schedule must be 'constant' or 'cosine', got '${String(o.schedule)}'`, "config");
   const out = resolve(o.out);
   mkdirSync(dirname(out), { recursive: true });
@@ -50,17 +77,17 @@ export async function sftCommand(o: SftCommandOptions): Promise<void> {
   process.once("SIGTERM", onSignal);
   const opts: SftOptions = {
     env: o.env,
-    tasks: o.tasks,
+    tasks: d.tasks,
     taskSeed: o.taskSeed,
-    evalTasks: 16,
+    evalTasks: d.evalTasks,
     evalEvery: 20,
     init: o.from ? { path: resolve(o.from) } : { seed: o.seed, nEmbd: o.nEmbd, nLayer: o.nLayer, nHead: o.nHead, nHeadKv: o.nHead, nFf: o.nFf, contextLength: 2048 },
     steps: o.steps,
     ...(o.saveEvery === undefined ? {} : { saveEvery: o.saveEvery }),
-    batchSize: o.batchSize,
+    batchSize: d.batchSize,
     lr: o.lr,
     schedule: o.schedule,
-    warmupSteps: o.warmupSteps,
+    warmupSteps: d.warmupSteps,
     seed: o.seed,
     out,
     clock: realClock,
@@ -78,7 +105,8 @@ export async function sftCommand(o: SftCommandOptions): Promise<void> {
     bar?.stop();
     console.log(`\nArbor SFT`);
     console.log(`  checkpoint     ${r.out}`);
-    console.log(`  steps          ${r.steps}${r.stopped ? ` of ${o.steps} (stopped by ${(stop.signal.reason as Error).message}; the weights so far were written)` : ""} (batch ${o.batchSize}, lr ${o.lr} ${o.schedule}, seed ${o.seed})`);
+    console.log(`  steps          ${r.steps}${r.stopped ? ` of ${o.steps} (stopped by ${(stop.signal.reason as Error).message}; the weights so far were written)` : ""} (batch ${d.batchSize}, lr ${o.lr} ${o.schedule}, seed ${o.seed})`);
+    console.log(`  data           ${o.env}: ${r.samples} training conversations${r.truncated > 0 ? `, ${r.truncated} cut to the model's context` : ""}, ${d.evalTasks} held out`);
     console.log(`  loss           ${r.firstLoss.toFixed(3)} → ${r.lastLoss.toFixed(3)}`);
     if (r.evalLoss !== undefined) console.log(`  held-out       loss ${r.evalLoss.toFixed(3)}, token accuracy ${(r.evalAccuracy ?? 0).toFixed(3)}`);
     console.log(`  elapsed        ${((realClock.now() - started) / 1000).toFixed(1)} s`);

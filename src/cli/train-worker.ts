@@ -116,7 +116,7 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
           continue;
         }
         const tb = buildTreeBatch(useful, batch.loss);
-        const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss });
+        const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
         const { path } = trainer.checkpoint(o.outDir, new Vocab(), o.keepCheckpoints);
         // The protocol's order: the engines serve the new weights before the batch counts as trained.
         await client.announceWeights(r.version, path);

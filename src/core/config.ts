@@ -318,6 +318,8 @@ export const RunConfigSchema = z
      * Reward weights by reward function (src/reward/registry.ts); total = Σ weight·component and
      * each component is stored beside it. `stepRewards` also splits the total over the calls as
      * `step:<k>` components (reward-to-go). `completion-time` and `judge` need per-group rewards.
+     * `judge` asks `options.judge.model` (a name the run's backends serve) through a gateway of its own
+     * over the run's backends (src/cli/run-judge.ts); its calls go to `output.dir/judge-calls.jsonl`.
      */
     reward: z
       .object({

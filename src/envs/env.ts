@@ -76,6 +76,11 @@ export interface Environment {
   readonly name: string;
   /** Deterministic task list for a seed. */
   tasks(count: number, seed: number): Task[];
+  /**
+   * Distinct tasks there are when the environment has a fixed pool (swe-mini: its task folders), so callers
+   * can size their defaults; absent = tasks are generated without limit.
+   */
+  readonly taskCount?: number;
   tools(): Tool[];
   /** Prepare a fresh sandbox for a task (copy files in, apply the variant, clean artifacts). */
   setup(task: Task, sandbox: Sandbox, opts?: SetupOptions): Promise<SetupReport>;

@@ -72,7 +72,7 @@ export function rlUpdate(trainer: Trainer, o: RlUpdateOptions): RlUpdate {
     return { ...base, stepped: false, version: trainer.version, loss: 0, gradNorm: 0, clipFraction: 0, treeTokens: 0, flatTokens: 0 };
   }
   const tb = buildTreeBatch(useful, built.batch.loss);
-  const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss });
+  const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
   const { path } = trainer.checkpoint(o.checkpointDir, new Vocab(), o.keepCheckpoints);
   return {
     ...base,

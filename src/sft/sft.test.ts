@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { configFromGguf, readGguf } from "../model/gguf.js";
-import { runSft, scheduledLr, sftTree, type SftOptions, type SftStep } from "./sft.js";
+import { runSft, scheduledLr, sftSplit, sftTree, truncateToContext, type SftOptions, type SftStep } from "./sft.js";
 import { goldenSample } from "./golden-samples.js";
 import { Vocab } from "../model/vocab.js";
 
@@ -93,5 +93,27 @@ describe("runSft", () => {
     await expect(runSft({ ...base(join(dir, "x.gguf")), batchSize: 5 })).rejects.toThrow(/batchSize \(5\) must not exceed tasks \(4\)/);
     await expect(runSft({ ...base(join(dir, "x.gguf")), steps: 0 })).rejects.toThrow(/steps must be an integer >= 1/);
     await expect(runSft({ ...base(join(dir, "x.gguf")), lr: 0 })).rejects.toThrow(/lr must be > 0/);
+  });
+
+  it("swe-mini: training and held-out tasks come from one seeded order of the pool and never overlap", () => {
+    const { train, held } = sftSplit({ env: "swe-mini", tasks: 20, taskSeed: 1000, evalTasks: 4 });
+    expect(train).toHaveLength(20);
+    expect(held).toHaveLength(4);
+    const key = (s: { tokenIds: number[] }): string => s.tokenIds.join(",");
+    const seen = new Set(train.map(key));
+    for (const h of held) expect(seen.has(key(h))).toBe(false);
+    expect(() => sftSplit({ env: "swe-mini", tasks: 22, taskSeed: 1000, evalTasks: 4 })).toThrow("sft: swe-mini has 24 tasks: tasks (22) + held-out tasks (4) must not exceed it");
+  });
+
+  it("cuts conversations longer than the model's context to their first contextLength tokens (search-qa)", async () => {
+    const s = { tokenIds: [1, 2, 3, 4, 5, 6], lossMask: [0, 0, 1, 1, 0, 1] };
+    expect(truncateToContext(s, 6)).toBe(s);
+    expect(truncateToContext(s, 4)).toEqual({ tokenIds: [1, 2, 3, 4], lossMask: [0, 0, 1, 1] });
+    expect(truncateToContext(s, 2)).toBeUndefined();
+    // search-qa's goldens run to ~2,600 tokens: with a 1,024-token model most are cut, and training runs.
+    const r = await runSft({ ...base(join(dir, "qa.gguf")), env: "search-qa", tasks: 4, evalTasks: 1, steps: 1, batchSize: 4 });
+    expect(r.samples).toBe(4);
+    expect(r.truncated).toBeGreaterThan(0);
+    expect(Number.isFinite(r.lastLoss)).toBe(true);
   });
 });

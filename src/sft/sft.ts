@@ -2,6 +2,13 @@
 // batch of golden samples into a prefix tree (they share the system prompt, so it is computed once),
 // takes one reference-trainer step with the SFT loss (token-mean cross-entropy on assistant tokens)
 // and, at the end, writes the weights as a GGUF the engines load. Deterministic for its seeds.
+// Length rule: a conversation longer than the policy's context (`contextLength`, 2048 for the shipped shape;
+// search-qa and swe-mini goldens reach ~2,600 tokens) is truncated to its first `contextLength` tokens — the
+// loss stays on the assistant tokens that remain, as a max-length SFT collator does — and the run reports how
+// many were cut. A longer sample would ask the trainer for positions the model was not built for.
+// Held-out tasks: drawn with seed taskSeed + 1 from a generated environment; from a fixed pool (swe-mini) the
+// pool's seeded order is split instead — the first `tasks` train, the next `evalTasks` are held out — so the
+// two never overlap.
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
@@ -64,6 +71,9 @@ export interface SftStep {
 
 export interface SftResult {
   out: string;
+  /** Training samples cut to the model's context (see the length rule at the top of this file), and their count. */
+  truncated: number;
+  samples: number;
   /** Steps taken (fewer than asked when `signal` stopped the run). */
   steps: number;
   stopped: boolean;
@@ -73,10 +83,30 @@ export interface SftResult {
   evalAccuracy?: number;
 }
 
-/** SFT samples of `count` tasks of `env` (seed `seed`), rendered as the engine renders them. */
-export function goldenSamples(env: string, count: number, seed: number, vocab: Vocab = new Vocab()): SftSample[] {
-  const e = createEnvironment(env);
-  return e.tasks(count, seed).map((t: Task) => goldenSample(e.golden(t), vocab));
+/**
+ * The training and held-out samples of `opts`: disjoint draws (see the top of this file). Throws an
+ * ArborError naming the numbers when a fixed pool is too small for both.
+ */
+export function sftSplit(opts: Pick<SftOptions, "env" | "tasks" | "taskSeed" | "evalTasks">, vocab: Vocab = new Vocab()): { train: SftSample[]; held: SftSample[] } {
+  const e = createEnvironment(opts.env);
+  const evalTasks = opts.evalTasks ?? 0;
+  const render = (ts: readonly Task[]): SftSample[] => ts.map((t) => goldenSample(e.golden(t), vocab));
+  if (e.taskCount === undefined) return { train: render(e.tasks(opts.tasks, opts.taskSeed)), held: evalTasks > 0 ? render(e.tasks(evalTasks, opts.taskSeed + 1)) : [] };
+  if (opts.tasks + evalTasks > e.taskCount) {
+    throw new ArborError(`sft: ${opts.env} has ${e.taskCount} tasks: tasks (${opts.tasks}) + held-out tasks (${evalTasks}) must not exceed it`, "config");
+  }
+  const all = e.tasks(opts.tasks + evalTasks, opts.taskSeed);
+  return { train: render(all.slice(0, opts.tasks)), held: render(all.slice(opts.tasks)) };
+}
+
+/**
+ * `sample` cut to its first `contextLength` tokens (the length rule at the top of this file); the sample
+ * itself when it fits. Undefined when no assistant token is left to learn from.
+ */
+export function truncateToContext(sample: SftSample, contextLength: number): SftSample | undefined {
+  if (sample.tokenIds.length <= contextLength) return sample;
+  const lossMask = sample.lossMask.slice(0, contextLength);
+  return lossMask.includes(1) ? { tokenIds: sample.tokenIds.slice(0, contextLength), lossMask } : undefined;
 }
 
 /** Pack samples into one tree whose term weights average the loss over all their assistant tokens. */
@@ -166,12 +196,20 @@ function save(trainer: Trainer, vocab: Vocab, opts: SftOptions, step: number): v
 export async function runSft(opts: SftOptions): Promise<SftResult> {
   check(opts);
   const vocab = new Vocab();
-  const train = goldenSamples(opts.env, opts.tasks, opts.taskSeed, vocab);
-  const held = opts.evalTasks ? sftTree(goldenSamples(opts.env, opts.evalTasks, opts.taskSeed + 1, vocab)) : undefined;
+  const split = sftSplit(opts, vocab);
   const evalEvery = opts.evalEvery ?? Math.max(1, Math.floor(opts.steps / 10));
   const order = new Rng(opts.seed).fork("sft-order");
   const trainer = await createTrainer(opts);
   try {
+    const ctx = trainer.config.contextLength;
+    const fit = (samples: readonly SftSample[]): SftSample[] => samples.flatMap((s) => truncateToContext(s, ctx) ?? []);
+    const train = fit(split.train);
+    const truncated = split.train.filter((s) => s.tokenIds.length > ctx).length;
+    if (train.length < opts.batchSize) {
+      throw new ArborError(`sft: only ${train.length} of ${split.train.length} training conversations keep an assistant token within the model's context of ${ctx} tokens; batchSize is ${opts.batchSize}`, "sft");
+    }
+    const heldSamples = fit(split.held);
+    const held = heldSamples.length > 0 ? sftTree(heldSamples) : undefined;
     let queue: number[] = [];
     let firstLoss = NaN;
     let lastLoss = NaN;
@@ -197,6 +235,8 @@ export async function runSft(opts: SftOptions): Promise<SftResult> {
     save(trainer, vocab, opts, taken);
     return {
       out: opts.out,
+      truncated,
+      samples: split.train.length,
       steps: taken,
       stopped: taken < opts.steps,
       firstLoss,

@@ -46,6 +46,22 @@ describe("policyLoss", () => {
     }
   });
 
+  it("dual clip (c = 3): a negative-advantage term bounded at −c·A has no gradient; the loss matches by hand", () => {
+    // The terms of loss-spec.test.ts's dual-clip case: ρ = [e^1.5, 2, e^1.5, e^−0.5], A = [−1, −1, 1, −0.5], w = 0.25.
+    const spec: LossSpec = { ...CLIP, epsHigh: 0.2, clipRatioC: 3 };
+    const terms: PolicyTerms = { oldLogprob: [-2.5, -1 - Math.log(2), -2.5, -0.5], advantage: [-1, -1, 1, -0.5], weight: [0.25, 0.25, 0.25, 0.25], unit: [0, 1, 2, 3] };
+    const { loss, grad } = lossAndGrad(spec, [-1, -1, -1, -1], terms);
+    expect(loss).toBeCloseTo(1.05, 5);
+    expect(grad[0]).toBe(0);
+    expect(grad[1]).toBeCloseTo(0.5, 5);
+    expect(grad[2]).toBe(0);
+    expect(grad[3]).toBe(0);
+    // Without the dual clip term 0 pulls with −w·A·ρ = 0.25·e^1.5.
+    const plain = lossAndGrad({ ...spec, clipRatioC: undefined }, [-1, -1, -1, -1], terms);
+    expect(plain.grad[0]).toBeCloseTo(0.25 * Math.exp(1.5), 4);
+    expect(plain.loss).toBeCloseTo(0.25 * (Math.exp(1.5) + 2 - 1.2 + 0.4), 4);
+  });
+
   it("PPO-clip: gradient −w·A·ρ inside the trust region, 0 where the clipped side is the minimum", () => {
     // Terms: (A>0, ρ=e^0.1 inside), (A>0, ρ=e^0.5 above 1+ε), (A<0, ρ=e^−0.5 below 1−ε), (A<0, ρ=e^0.5 above: not clipped).
     const lp = [-1, -1, -1, -1];

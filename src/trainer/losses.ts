@@ -90,10 +90,17 @@ export function policyLoss(spec: LossSpec, logprob: tf.Tensor1D, terms: PolicyTe
 
   const rho = tf.exp(logRho);
   const clipped = tf.clipByValue(rho, 1 - spec.epsLow, 1 + spec.epsHigh);
-  const f =
+  let f =
     spec.objective === "clip"
       ? tf.minimum(tf.mul(rho, adv), tf.mul(clipped, adv))
       : tf.mul(tf.mul(stopGradient(clipped), adv), logprob);
+  if (spec.clipRatioC !== undefined) {
+    // Dual clip (loss-spec.ts): where A < 0, f = max(f, c·A); elsewhere f. The bound is a constant, so a
+    // bounded term has zero gradient, as in verl's torch.where(A < 0, min(−c·A, −f), −f).
+    const c = spec.clipRatioC;
+    const negative = tf.tensor1d(Float32Array.from(terms.advantage, (a) => (a < 0 ? 1 : 0)), "bool");
+    f = tf.where(negative, tf.maximum(f, tf.mul(adv, c)), f);
+  }
   return tf.neg(tf.sum(tf.mul(weight, f))) as tf.Scalar;
 }
 

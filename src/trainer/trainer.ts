@@ -1,7 +1,9 @@
 // The reference trainer: the tiny llama policy on tfjs (wasm), one optimizer step per packed batch —
 // term logprobs in the tree (or flat) layout, the batch's loss (policy-gradient LossSpec or SFT),
 // gradients of every parameter, global-norm clipping, Adam — and versioned GGUF checkpoints for the
-// engines. The policy version advances by one per applied step.
+// engines. The policy version advances by one per applied step. Every sample must fit the model's context,
+// and a batch too large for one pass is split into micro-batches whose gradients are summed before the one
+// update (micro-batches.ts), so memory per step is bounded whatever the batch size.
 import * as tf from "@tensorflow/tfjs";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
@@ -16,6 +18,7 @@ import { writeCheckpoint, type CheckpointManifest } from "./checkpoint.js";
 import { clipByGlobalNorm } from "./grad-clip.js";
 import { layoutTokens, termLogprobs, type Layout } from "./layouts.js";
 import { policyLoss, sftLoss } from "./losses.js";
+import { checkContext, DEFAULT_MAX_STEP_BYTES, planMicroBatches, type MicroBatch } from "./micro-batches.js";
 import { tfWasm } from "./tf-runtime.js";
 import { TinyLlama } from "./tiny-llama.js";
 
@@ -26,6 +29,8 @@ export interface TrainBatch {
   termUnit?: Int32Array;
   /** A policy-gradient loss, or "sft" for cross-entropy on the terms' targets weighted by `weight`. */
   loss: LossSpec | "sft";
+  /** Id of each sample (e.g. the batch sample's id), named by the error of a sample longer than the context. */
+  sampleIds?: readonly string[];
 }
 
 export interface TrainerOptions {
@@ -40,6 +45,11 @@ export interface TrainerOptions {
   layout?: Layout;
   /** Policy version of the initial weights (default 0). */
   version?: number;
+  /**
+   * Estimated bytes of activations one forward/backward pass may keep (default 1 GiB): a larger batch is
+   * split into micro-batches by sample and their gradients summed (the step is the same, up to rounding).
+   */
+  maxStepBytes?: number;
   clock?: Clock;
 }
 
@@ -48,12 +58,16 @@ export interface StepResult {
   loss: number;
   /** Global gradient norm before clipping. */
   gradNorm: number;
-  /** Tokens run through the model (tree nodes, or the sum of sample lengths in the flat layout). */
+  /** Tokens run through the model (tree nodes, or the sum of sample lengths in the flat layout; summed over micro-batches). */
   tokens: number;
+  /** Forward/backward passes the step was split into (1 unless the batch exceeded `maxStepBytes`). */
+  microBatches: number;
   terms: number;
   /** Wall time of the step on the trainer's clock. */
   ms: number;
   clipFraction: number;
+  /** Fraction of terms the dual clip bounded (LossSpec.clipRatioC). */
+  dualClipFraction: number;
   maskedUnits: number;
   /** Policy version after the step. */
   version: number;
@@ -74,6 +88,7 @@ export class Trainer {
   private readonly clock: Clock;
   private readonly maxGradNorm: number;
   private readonly layout: Layout;
+  private readonly maxStepBytes: number;
   private steps = 0;
   private currentVersion: number;
 
@@ -83,6 +98,8 @@ export class Trainer {
     this.maxGradNorm = opts.maxGradNorm ?? 1;
     if (!(this.maxGradNorm > 0)) throw new ArborError(`trainer: maxGradNorm must be > 0, got ${this.maxGradNorm}`, "config");
     this.layout = opts.layout ?? "tree";
+    this.maxStepBytes = opts.maxStepBytes ?? DEFAULT_MAX_STEP_BYTES;
+    if (!(this.maxStepBytes > 0)) throw new ArborError(`trainer: maxStepBytes must be > 0, got ${this.maxStepBytes}`, "config");
     this.currentVersion = opts.version ?? 0;
     this.clock = opts.clock ?? realClock;
     this.model = new TinyLlama(config, tensors);
@@ -126,28 +143,30 @@ export class Trainer {
 
   /** Term logprobs of `tree` under the current weights (no gradient, no update). */
   logprobs(tree: PackedTree, layout: Layout = this.layout): Float32Array {
-    return tf.tidy(() => termLogprobs(this.model, tree, layout).dataSync() as Float32Array).slice();
+    checkContext(tree, this.config.contextLength);
+    const out = new Float32Array(tree.terms.node.length);
+    for (const mb of planMicroBatches(tree, this.config, layout, this.maxStepBytes)) {
+      const lp = tf.tidy(() => termLogprobs(this.model, mb.tree, layout).dataSync() as Float32Array);
+      mb.terms.forEach((j, i) => (out[j] = lp[i] as number));
+    }
+    return out;
   }
 
   /** Loss and gradients of every parameter for `batch` in `layout`; the weights are not changed. */
   gradients(batch: TrainBatch, layout: Layout = this.layout): BatchGradients {
-    const { value, grads, logprobs } = this.lossAndGrads(batch, layout);
+    const { loss, grads, logprobs } = this.lossAndGrads(batch, layout);
     const out = new Map<string, Float32Array>();
     for (const [name, g] of Object.entries(grads)) {
       out.set(this.model.nameOf(name), Float32Array.from(g.dataSync() as Float32Array));
       g.dispose();
     }
-    const loss = value.dataSync()[0] as number;
-    value.dispose();
     return { loss, logprobs, grads: out };
   }
 
   /** One optimizer step on `batch`: loss, gradients, global-norm clip, Adam; the version advances by one. */
   step(batch: TrainBatch): StepResult {
     const start = this.clock.now();
-    const { value, grads, logprobs } = this.lossAndGrads(batch, this.layout);
-    const loss = value.dataSync()[0] as number;
-    value.dispose();
+    const { loss, grads, logprobs, tokens, microBatches } = this.lossAndGrads(batch, this.layout);
     let clipped: tf.NamedTensorMap;
     let gradNorm: number;
     try {
@@ -160,14 +179,16 @@ export class Trainer {
     tf.dispose(clipped);
     this.steps++;
     this.currentVersion++;
-    const stats = batch.loss === "sft" ? { clipFraction: 0, maskedUnits: 0 } : referenceLoss(batch.loss, this.lossInput(batch, logprobs));
+    const stats = batch.loss === "sft" ? { clipFraction: 0, dualClipFraction: 0, maskedUnits: 0 } : referenceLoss(batch.loss, this.lossInput(batch, logprobs));
     return {
       loss,
       gradNorm,
-      tokens: layoutTokens(batch.tree, this.layout),
+      tokens,
+      microBatches,
       terms: batch.tree.terms.node.length,
       ms: this.clock.now() - start,
       clipFraction: stats.clipFraction,
+      dualClipFraction: stats.dualClipFraction,
       maskedUnits: stats.maskedUnits,
       version: this.currentVersion,
     };
@@ -210,17 +231,53 @@ export class Trainer {
     return Int32Array.from({ length: n }, (_, i) => i);
   }
 
-  private lossAndGrads(batch: TrainBatch, layout: Layout): { value: tf.Scalar; grads: tf.NamedTensorMap; logprobs: Float32Array } {
+  /**
+   * Loss, summed gradients and term logprobs of `batch` over its micro-batches (one when it fits
+   * `maxStepBytes`). Micro-batches without loss terms are skipped: they add nothing to either.
+   */
+  private lossAndGrads(batch: TrainBatch, layout: Layout): { loss: number; grads: tf.NamedTensorMap; logprobs: Float32Array; tokens: number; microBatches: number } {
     const unit = this.units(batch);
     if (batch.tree.terms.node.length === 0) throw new ArborError("trainer: the batch has no loss terms (every token is masked)", "trainer");
+    checkContext(batch.tree, this.config.contextLength, batch.sampleIds);
+    const plan = planMicroBatches(batch.tree, this.config, layout, this.maxStepBytes).filter((mb) => mb.terms.length > 0);
+    const logprobs = new Float32Array(batch.tree.terms.node.length);
+    let grads: tf.NamedTensorMap = {};
+    let loss = 0;
+    let tokens = 0;
+    try {
+      for (const mb of plan) {
+        const r = this.microLossAndGrads(batch.loss, mb, Int32Array.from(mb.terms, (j) => unit[j] as number), layout);
+        loss += r.value.dataSync()[0] as number;
+        r.value.dispose();
+        mb.terms.forEach((j, i) => (logprobs[j] = r.logprobs[i] as number));
+        tokens += layoutTokens(mb.tree, layout);
+        const sum: tf.NamedTensorMap = {};
+        for (const [name, g] of Object.entries(r.grads)) {
+          const prev = grads[name];
+          sum[name] = prev ? tf.add(prev, g) : g;
+          if (prev) {
+            prev.dispose();
+            g.dispose();
+          }
+        }
+        grads = { ...grads, ...sum };
+      }
+    } catch (err) {
+      tf.dispose(grads);
+      throw err;
+    }
+    return { loss, grads, logprobs, tokens, microBatches: plan.length };
+  }
+
+  private microLossAndGrads(spec: LossSpec | "sft", mb: MicroBatch, unit: Int32Array, layout: Layout): { value: tf.Scalar; grads: tf.NamedTensorMap; logprobs: Float32Array } {
     let logprobs = new Float32Array(0);
     const { value, grads } = tf.variableGrads(() => {
-      const lp = termLogprobs(this.model, batch.tree, layout);
+      const lp = termLogprobs(this.model, mb.tree, layout);
       logprobs = Float32Array.from(lp.dataSync() as Float32Array);
-      const t = batch.tree.terms;
-      return batch.loss === "sft"
+      const t = mb.tree.terms;
+      return spec === "sft"
         ? sftLoss(lp, t.weight)
-        : policyLoss(batch.loss, lp, { oldLogprob: t.oldLogprob, advantage: t.advantage, weight: t.weight, unit, trainerOldLogprob: logprobs });
+        : policyLoss(spec, lp, { oldLogprob: t.oldLogprob, advantage: t.advantage, weight: t.weight, unit, trainerOldLogprob: logprobs });
     }, [...this.model.params.values()]);
     return { value, grads, logprobs };
   }

@@ -8,6 +8,8 @@ import { validateLossSpec } from "./loss-spec.js";
 
 /** Options of {@link createChunkedMdp}. */
 export interface ChunkedMdpOptions {
+  /** c of dual-clip PPO (LossSpec.clipRatioC; default 3 as verl's clip_ratio_c). */
+  clipRatioC?: number;
   gamma?: number;
   epsLow?: number;
   epsHigh?: number;
@@ -28,6 +30,7 @@ export function createChunkedMdp(opts: ChunkedMdpOptions = {}): Estimator {
       epsHigh: opts.epsHigh ?? 0.2,
       normaliser: "unit-mean",
       mismatchThreshold: opts.mismatchThreshold ?? 2,
+      clipRatioC: opts.clipRatioC ?? 3,
     }),
     advantages: (programs) => {
       const baseline = mean(programs.map((p) => p.reward));

@@ -7,6 +7,8 @@ import { validateLossSpec } from "./loss-spec.js";
 
 /** Options of {@link createDapo}. */
 export interface DapoOptions {
+  /** c of dual-clip PPO (LossSpec.clipRatioC; default 3 as verl's clip_ratio_c). */
+  clipRatioC?: number;
   epsLow?: number;
   epsHigh?: number;
   /** L_max: the generation budget of one call, in tokens. */
@@ -34,7 +36,7 @@ export function createDapo(opts: DapoOptions = {}): Estimator {
   if (!(cache >= 0 && cache <= maxTokens)) throw new ArborError(`dapo: overlongCache must be in [0, maxTokens], got ${cache}`, "batch");
   return makeEstimator({
     name: "dapo",
-    loss: validateLossSpec({ ratio: "token", objective: "clip", epsLow: opts.epsLow ?? 0.2, epsHigh: opts.epsHigh ?? 0.28, normaliser: "token-mean" }),
+    loss: validateLossSpec({ ratio: "token", objective: "clip", epsLow: opts.epsLow ?? 0.2, epsHigh: opts.epsHigh ?? 0.28, normaliser: "token-mean", clipRatioC: opts.clipRatioC ?? 3 }),
     dropUniformGroups: true,
     advantages: (programs) => {
       const shaped = programs.map((p) => p.reward + overlongPenalty(Math.max(0, ...p.chunkLengths), maxTokens, cache));

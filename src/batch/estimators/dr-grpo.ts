@@ -5,6 +5,8 @@ import { validateLossSpec } from "./loss-spec.js";
 
 /** Options of {@link createDrGrpo}. */
 export interface DrGrpoOptions {
+  /** c of dual-clip PPO (LossSpec.clipRatioC; default 3 as verl's clip_ratio_c). */
+  clipRatioC?: number;
   clip?: number;
   /** The constant normaliser: the generation budget in tokens. */
   maxTokens?: number;
@@ -15,7 +17,7 @@ export function createDrGrpo(opts: DrGrpoOptions = {}): Estimator {
   const clip = opts.clip ?? 0.2;
   return makeEstimator({
     name: "dr-grpo",
-    loss: validateLossSpec({ ratio: "token", objective: "clip", epsLow: clip, epsHigh: clip, normaliser: "constant", normaliserConstant: opts.maxTokens ?? 1024 }),
+    loss: validateLossSpec({ ratio: "token", objective: "clip", epsLow: clip, epsHigh: clip, normaliser: "constant", normaliserConstant: opts.maxTokens ?? 1024, clipRatioC: opts.clipRatioC ?? 3 }),
     advantages: (programs) => {
       const m = mean(programs.map((p) => p.reward));
       return broadcast(programs, programs.map((p) => p.reward - m));

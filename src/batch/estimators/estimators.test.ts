@@ -8,6 +8,7 @@ import { createDapo, overlongPenalty } from "./dapo.js";
 import { createDrGrpo } from "./dr-grpo.js";
 import { createGrpo } from "./grpo.js";
 import { createGspo } from "./gspo.js";
+import { createEstimator } from "./registry.js";
 import { createRewardToGo, rewardsToGo } from "./reward-to-go.js";
 import { fixtureSet, type FixtureProgram } from "./test-fixtures.js";
 
@@ -41,6 +42,16 @@ describe("estimators (hand-computed)", () => {
     // 6 samples; p0 has 3 model tokens: 1/(3·6) = 1/18 each.
     weights(samples, "p0").forEach((w) => expect(w).toBeCloseTo(1 / 18, 12));
     expect(loss).toMatchObject({ ratio: "token", objective: "clip", epsLow: 0.2, epsHigh: 0.2 });
+  });
+
+  it("token and chunk clip estimators dual-clip at c = 3 by default (verl's clip_ratio_c); GSPO and CISPO do not", () => {
+    for (const name of ["grpo", "dr-grpo", "dapo", "reward-to-go", "chunked-mdp"]) {
+      expect(createEstimator(name).loss.clipRatioC, name).toBe(3);
+      expect(createEstimator(name, { clipRatioC: 5 }).loss.clipRatioC, name).toBe(5);
+    }
+    expect(createEstimator("gspo").loss.clipRatioC).toBeUndefined();
+    expect(createEstimator("cispo").loss.clipRatioC).toBeUndefined();
+    expect(() => createEstimator("grpo", { clipRatioC: 0.5 })).toThrow(/clipRatioC must be a finite number > 1/);
   });
 
   it("Dr.GRPO: r − mean = ±0.5, weight 1/(N·C) = 1/(6·10)", () => {

@@ -26,6 +26,28 @@ describe("referenceLoss (values worked out by hand)", () => {
     expect(r.units).toBe(4);
   });
 
+  it("dual-clip PPO (clipRatioC = 3, verl's clip_ratio_c): a negative-advantage term's loss is at most −3·A", () => {
+    const spec: LossSpec = { ratio: "token", objective: "clip", epsLow: 0.2, epsHigh: 0.2, normaliser: "token-mean", clipRatioC: 3 };
+    // As verl: per-token loss L = max(−A·ρ, −A·clip(ρ)), and for A < 0, min(L, −A·c).
+    // ρ = e^1.5 ≈ 4.4817, A = −1: L = max(4.4817, 1.2) = 4.4817 → min(4.4817, 3) = 3 (dual-clipped)
+    // ρ = 2,              A = −1: L = max(2, 1.2) = 2 → min(2, 3) = 2
+    // ρ = e^1.5,          A = +1: L = max(−4.4817, −1.2) = −1.2 (ordinary clip; no dual clip for A > 0)
+    // ρ = e^−0.5 ≈ 0.6065, A = −0.5: L = max(0.3033, 0.4) = 0.4 → min(0.4, 1.5) = 0.4
+    // loss = 0.25·(3 + 2 − 1.2 + 0.4) = 1.05; without the dual clip 0.25·(4.4817 + 2 − 1.2 + 0.4) ≈ 1.4204.
+    const input = { logprob: [-1, -1, -1, -1], oldLogprob: [-2.5, -1 - LN2, -2.5, -0.5], advantage: [-1, -1, 1, -0.5], weight: [0.25, 0.25, 0.25, 0.25], unit: [0, 1, 2, 3] };
+    const r = referenceLoss(spec, input);
+    expect(r.loss).toBeCloseTo(1.05, 12);
+    expect(r.clipFraction).toBe(0.5); // terms 2 and 3, as before
+    expect(r.dualClipFraction).toBe(0.25); // term 0
+    const plain = referenceLoss({ ...spec, clipRatioC: undefined }, input);
+    expect(plain.loss).toBeCloseTo(0.25 * (Math.exp(1.5) + 2 - 1.2 + 0.4), 12);
+    expect(plain.dualClipFraction).toBe(0);
+    // Gradients: the bounded term 0 has none; term 1 −w·A·ρ = 0.5; terms 2 and 3 are clipped.
+    const g = referenceLossGradient(spec, input);
+    expect(Array.from(g)).toEqual([0, expect.closeTo(0.5, 12), 0, 0]);
+    expect(referenceLossGradient({ ...spec, clipRatioC: undefined }, input)[0]).toBeCloseTo(0.25 * Math.exp(1.5), 12);
+  });
+
   it("sequence (geometric-mean) ratio as GSPO", () => {
     const spec: LossSpec = { ratio: "sequence", objective: "clip", epsLow: 0.2, epsHigh: 0.2, normaliser: "sample-mean" };
     // unit 0: d = [ln 2, 0] → log ρ = ln2/2 → ρ = √2 ≈ 1.4142, A = +1 → f = min(1.4142, 1.2) = 1.2 on both terms
@@ -87,6 +109,8 @@ describe("referenceLoss (values worked out by hand)", () => {
     expect(() => validateLossSpec({ ...spec, epsLow: -1 })).toThrow(/epsLow/);
     expect(() => validateLossSpec({ ...spec, normaliser: "constant" })).toThrow(/normaliserConstant/);
     expect(() => validateLossSpec({ ...spec, mismatchThreshold: 0 })).toThrow(/mismatchThreshold/);
+    expect(() => validateLossSpec({ ...spec, clipRatioC: 1 })).toThrow("loss: clipRatioC must be a finite number > 1, got 1");
+    expect(() => validateLossSpec({ ...spec, objective: "cispo", clipRatioC: 3 })).toThrow("loss: clipRatioC applies to objective 'clip' only, not 'cispo'");
   });
 });
 
@@ -107,6 +131,8 @@ describe("referenceLossGradient", () => {
   it("property: equals central finite differences of referenceLoss for every ratio and objective", () => {
     const specs: LossSpec[] = [
       { ratio: "token", objective: "clip", epsLow: 0.2, epsHigh: 0.28, normaliser: "token-mean" },
+      // c just above the clip range, so that the generated ratios cross it.
+      { ratio: "token", objective: "clip", epsLow: 0.2, epsHigh: 0.28, normaliser: "token-mean", clipRatioC: 1.35 },
       { ratio: "sequence", objective: "clip", epsLow: 0.2, epsHigh: 0.2, normaliser: "sample-mean" },
       { ratio: "chunk", objective: "clip", epsLow: 0.2, epsHigh: 0.2, normaliser: "unit-mean", mismatchThreshold: 1.3 },
       { ratio: "token", objective: "cispo", epsLow: 1, epsHigh: 0.28, normaliser: "token-mean" },

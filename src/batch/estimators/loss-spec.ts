@@ -10,6 +10,12 @@
 //                                                   gradient flows through every term of the unit, as GSPO)
 //   ρ̄_t      = clip(ρ_t, 1 − epsLow, 1 + epsHigh)
 //   f_t      = min(ρ_t·A_t, ρ̄_t·A_t)               if objective = "clip"  (PPO/GRPO/DAPO/GSPO/chunked MDP)
+//            = max(min(ρ_t·A_t, ρ̄_t·A_t), c·A_t)   if objective = "clip", A_t < 0 and clipRatioC = c is set
+//                                                   (dual-clip PPO, verl's `clip_ratio_c`: a negative-advantage
+//                                                   term's loss −f is bounded by −c·A, so a token whose ratio
+//                                                   has run far above 1 — stale, off-policy samples in async
+//                                                   mode and partial rollouts — cannot dominate the step; the
+//                                                   bounded term has zero gradient)
 //            = sg(ρ̄_t)·A_t·logprob_t                if objective = "cispo" (clipped IS weight, REINFORCE term)
 //   m_u      = 1[exp(mean_{s∈u}(trainerOld_s − oldLogprob_s)) ≤ H]   if mismatchThreshold H is set, else 1
 //              (trainerOld = the trainer's logprob under the weights before the update; absent → sg(logprob))
@@ -43,6 +49,12 @@ export interface LossSpec {
   normaliserConstant?: number;
   /** H of the chunk mismatch mask; absent = no mask. */
   mismatchThreshold?: number;
+  /**
+   * c of dual-clip PPO for objective "clip" (verl's `clip_ratio_c`, 3 in its defaults and in Arbor's token and
+   * chunk clip estimators): a negative-advantage term contributes at most −c·A to the loss. Must be > 1;
+   * absent = no dual clip.
+   */
+  clipRatioC?: number;
 }
 
 /** Per-term arrays (all the same length). */
@@ -64,6 +76,8 @@ export interface LossResult {
   loss: number;
   /** Fraction of terms (by count) whose ratio was clipped on the side that stops the gradient. */
   clipFraction: number;
+  /** Fraction of terms (by count) bounded by the dual clip (verl's `pg_clipfrac_lower`); 0 without `clipRatioC`. */
+  dualClipFraction: number;
   /** Units dropped by the mismatch mask. */
   maskedUnits: number;
   units: number;
@@ -79,6 +93,11 @@ export function validateLossSpec(spec: LossSpec): LossSpec {
   if (!(spec.epsHigh >= 0) || !Number.isFinite(spec.epsHigh)) fail(`epsHigh must be a finite number >= 0, got ${spec.epsHigh}`);
   if (spec.normaliser === "constant" && !((spec.normaliserConstant ?? 0) > 0)) fail(`normaliserConstant must be > 0 for the constant normaliser`);
   if (spec.mismatchThreshold !== undefined && !(spec.mismatchThreshold > 0)) fail(`mismatchThreshold must be > 0, got ${spec.mismatchThreshold}`);
+  if (spec.clipRatioC !== undefined) {
+    // verl asserts the same: with c ≤ 1 the bound would cut into the ordinary clipped region.
+    if (!(spec.clipRatioC > 1) || !Number.isFinite(spec.clipRatioC)) fail(`clipRatioC must be a finite number > 1, got ${spec.clipRatioC}`);
+    if (spec.objective !== "clip") fail(`clipRatioC applies to objective 'clip' only, not '${spec.objective}'`);
+  }
   return spec;
 }
 
@@ -116,6 +135,7 @@ export function referenceLoss(spec: LossSpec, input: LossInput): LossResult {
   }
   let loss = 0;
   let clipped = 0;
+  let dual = 0;
   for (let t = 0; t < n; t++) {
     const u = unitOf(t);
     if (masked.has(u)) continue;
@@ -126,18 +146,23 @@ export function referenceLoss(spec: LossSpec, input: LossInput): LossResult {
     if (spec.objective === "clip") {
       f = Math.min(rho * a, clippedRho * a);
       if (clippedRho * a < rho * a) clipped++;
+      if (spec.clipRatioC !== undefined && a < 0 && spec.clipRatioC * a > f) {
+        f = spec.clipRatioC * a;
+        dual++;
+      }
     } else {
       f = clippedRho * a * (input.logprob[t] as number);
       if (clippedRho !== rho) clipped++;
     }
     loss -= (input.weight[t] as number) * f;
   }
-  return { loss, clipFraction: n === 0 ? 0 : clipped / n, maskedUnits: masked.size, units: count.size };
+  return { loss, clipFraction: n === 0 ? 0 : clipped / n, dualClipFraction: n === 0 ? 0 : dual / n, maskedUnits: masked.size, units: count.size };
 }
 
 /**
  * d loss / d logprob for every term, in float64: the reference the trainer's autodiff must match. The mismatch
- * mask and CISPO's clipped weight are constants (stop-gradient); a clipped PPO term has zero gradient.
+ * mask and CISPO's clipped weight are constants (stop-gradient); a clipped PPO term, and one the dual clip
+ * bounds, has zero gradient.
  */
 export function referenceLossGradient(spec: LossSpec, input: LossInput): Float64Array {
   const n = input.logprob.length;
@@ -155,9 +180,10 @@ export function referenceLossGradient(spec: LossSpec, input: LossInput): Float64
     const clippedRho = Math.min(Math.max(rho, 1 - spec.epsLow), 1 + spec.epsHigh);
     const a = input.advantage[t] as number;
     const w = input.weight[t] as number;
+    const dualBound = spec.clipRatioC !== undefined && a < 0 && spec.clipRatioC * a > Math.min(rho * a, clippedRho * a);
     if (spec.objective === "cispo") {
       grad[t] = -w * clippedRho * a;
-    } else if (!(clippedRho * a < rho * a)) {
+    } else if (!(clippedRho * a < rho * a) && !dualBound) {
       perUnit.set(u, (perUnit.get(u) ?? 0) - w * a * rho);
     }
   }

@@ -8,6 +8,8 @@ import { validateLossSpec } from "./loss-spec.js";
 
 /** Options of {@link createRewardToGo}. */
 export interface RewardToGoOptions {
+  /** c of dual-clip PPO (LossSpec.clipRatioC; default 3 as verl's clip_ratio_c). */
+  clipRatioC?: number;
   gamma?: number;
   clip?: number;
 }
@@ -33,7 +35,7 @@ export function createRewardToGo(opts: RewardToGoOptions = {}): Estimator {
   const clip = opts.clip ?? 0.2;
   return makeEstimator({
     name: "reward-to-go",
-    loss: validateLossSpec({ ratio: "token", objective: "clip", epsLow: clip, epsHigh: clip, normaliser: "token-mean" }),
+    loss: validateLossSpec({ ratio: "token", objective: "clip", epsLow: clip, epsHigh: clip, normaliser: "token-mean", clipRatioC: opts.clipRatioC ?? 3 }),
     advantages: (programs) => {
       const baseline = mean(programs.map((p) => p.reward));
       return programs.map((p) => rewardsToGo(p, gamma).map((g) => g - baseline));

@@ -107,6 +107,9 @@ export function createSweMiniEnvironment(opts: SweMiniOptions = {}): Environment
   return {
     name: "swe-mini",
     ...(opts.hygiene ? { hygiene: opts.hygiene } : {}),
+    get taskCount(): number {
+      return all().length;
+    },
     tasks(count: number, seed: number): Task[] {
       const pool = all();
       if (!Number.isInteger(count) || count < 0) throw new RangeError(`swe-mini tasks: count must be an integer >= 0, got ${count}`);
