@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { EngineConfigSchema } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { stopTokenIds } from "../model/chat-template.js";
@@ -41,6 +42,13 @@ const harnessOf: Record<string, Omit<ExecutorHarness, "open" | "stopTokenIds" | 
 describe("executor registry", () => {
   it("has a contract harness for every built-in kind (a new kind must pass the executor contract)", () => {
     expect(executorRegistry.kinds().sort()).toEqual(Object.keys(harnessOf).sort());
+  });
+
+  it("accepts every built-in kind in a run config's engines[].executor", () => {
+    for (const kind of executorRegistry.kinds()) {
+      const parsed = EngineConfigSchema.safeParse({ name: "e", executor: kind, costProfile: "llama-3-8b/h100" });
+      expect(parsed.success, kind).toBe(true);
+    }
   });
 
   it("refuses an unknown kind, naming the registered ones", async () => {
