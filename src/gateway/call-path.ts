@@ -47,72 +47,110 @@ export interface PathCall {
   onRouted?(route: RouteRef): void;
 }
 
-/** What the serving code tells the path while it serves a routed call. */
-export interface ServingCall {
-  readonly place: CallPlace;
-  readonly route: RouteRef;
+/**
+ * A call that passed the gate and was routed: the serving code tells it what happened, then ends
+ * it exactly once — in the same turn as its own last step, so that the table, router and gate
+ * are settled before the client can see the answer and send its next call.
+ */
+export class OpenCall {
+  private routeOwed: RouteRef | undefined;
+  private report: FinishedCall | undefined;
+  private wasRecorded = false;
+  private ended = false;
+
+  constructor(
+    private readonly path: CallPath,
+    readonly place: CallPlace,
+    /** The route the call took (undefined only inside beginCall, for a call that failed before routing). */
+    private readonly first: RouteRef | undefined,
+    private readonly gate: CallGate | undefined,
+  ) {
+    this.routeOwed = first;
+  }
+
+  /** Where the call goes. */
+  get route(): RouteRef {
+    return this.first as RouteRef;
+  }
+
   /**
-   * From here on the serving code reports `route` (and any retry's routes) to the router itself;
+   * From here on the serving code reports the route (and any retry's routes) to the router itself;
    * the token paths do, since they may re-route.
    */
-  takeRoute(): RouteRef;
+  takeRoute(): RouteRef {
+    this.routeOwed = undefined;
+    return this.route;
+  }
+
   /** The call's answer was recorded (see {@link callRecorded}); `tokens` are what the router learns. */
-  recorded(tokens?: FinishedCall): void;
+  recorded(tokens?: Omit<FinishedCall, "ok">): void {
+    this.wasRecorded = true;
+    this.report = tokens;
+  }
+
+  /** Report the route, fail the call in the table unless recorded, and tell the gate how it ended. Idempotent. */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    const { path, place, gate } = this;
+    if (this.routeOwed !== undefined) {
+      path.router.onFinished(this.routeOwed.id, this.wasRecorded && this.report ? { ...this.report, ok: true } : { outputTokens: 0, ok: false });
+    }
+    if (!this.wasRecorded) path.table.failCall(place.programId, place.index);
+    if (gate) {
+      const context = path.history.get(place.programId);
+      if (this.wasRecorded && context) gate.afterCall(place.programId, context.length);
+      else gate.onCallAbort(place.programId);
+    }
+  }
 }
 
 /**
- * Run one call: open it in the table, pass the pause gate, route, bind, `serve` it, then report the
- * route, fail the call in the table when it was not recorded, and tell the gate how it ended.
+ * Start one call: open it in the table, pass the pause gate (which may hold it), route where the
+ * gate says and bind the program there. A call that fails on the way is ended (unrecorded) before
+ * the error is thrown; otherwise the caller serves it and must {@link OpenCall.end} it.
  */
-export async function runCall<T>(path: CallPath, call: PathCall, serve: (c: ServingCall) => Promise<T>): Promise<T> {
+export async function beginCall(path: CallPath, call: PathCall): Promise<OpenCall> {
   const { programId, start } = call;
   path.table.open(programId);
   const place: CallPlace = { programId, index: path.table.beginCall(programId), start };
-  let route: RouteRef | undefined;
-  let report: FinishedCall | undefined;
-  let recorded = false;
   let gate: CallGate | undefined;
+  let open: OpenCall | undefined;
   try {
     const known = path.history.get(programId);
     let only: string | undefined;
     if (path.gateReady) {
-      gate = await path.gateReady;
+      const g = await path.gateReady;
       // A paused program's call waits here; whoever ends the wait (client gone) aborts the signal.
       const held = call.holdSignal?.();
       try {
-        only = await gate.beforeCall(programId, known?.length ?? call.estimateTokens(), held?.signal, path.router.boundBackend(programId));
-      } catch (e) {
-        gate = undefined; // a rejected beforeCall needs no afterCall/onCallAbort
-        throw e;
+        // A rejected beforeCall needs no afterCall/onCallAbort: the gate is only kept once it resolves.
+        only = await g.beforeCall(programId, known?.length ?? call.estimateTokens(), held?.signal, path.router.boundBackend(programId));
+        gate = g;
       } finally {
         held?.detach();
       }
     }
     const req: RoutingRequest = { programId, ...(known ? { promptTokens: known } : {}), ...(only !== undefined ? { only } : {}) };
-    const first: RouteRef = call.route ? call.route(req) : path.router.route(req);
-    route = first;
-    call.onRouted?.(first);
-    path.table.bind(programId, first.backend);
-    return await serve({
-      place,
-      route: first,
-      takeRoute: () => {
-        route = undefined;
-        return first;
-      },
-      recorded: (tokens) => {
-        recorded = true;
-        report = tokens;
-      },
-    });
+    const route: RouteRef = call.route ? call.route(req) : path.router.route(req);
+    open = new OpenCall(path, place, route, gate);
+    call.onRouted?.(route);
+    path.table.bind(programId, route.backend);
+    return open;
+  } catch (e) {
+    // Failed before serving: ended unrecorded (its route, if any, reported failed).
+    (open ?? new OpenCall(path, place, undefined, gate)).end();
+    throw e;
+  }
+}
+
+/** Run one call through {@link beginCall}, `serve` and {@link OpenCall.end} (callers without an answer race to settle). */
+export async function runCall<T>(path: CallPath, call: PathCall, serve: (c: OpenCall) => Promise<T>): Promise<T> {
+  const open = await beginCall(path, call);
+  try {
+    return await serve(open);
   } finally {
-    if (route !== undefined) path.router.onFinished(route.id, recorded && report ? { ...report, ok: true } : { outputTokens: 0, ok: false });
-    if (!recorded) path.table.failCall(programId, place.index);
-    if (gate) {
-      const context = path.history.get(programId);
-      if (recorded && context) gate.afterCall(programId, context.length);
-      else gate.onCallAbort(programId);
-    }
+    open.end();
   }
 }
 

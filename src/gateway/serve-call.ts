@@ -4,7 +4,7 @@
 import type { FastifyReply } from "fastify";
 import { isTokenBackend, type Backend } from "../backends/backend.js";
 import { GatewayRejection } from "./auth/auth-errors.js";
-import { runCall, type PathCall } from "./call-path.js";
+import { beginCall, type PathCall } from "./call-path.js";
 import { abortOnClientClose } from "./client-close.js";
 import type { GatewayContext, RouteRef } from "./gateway-context.js";
 import { toOpenAiError } from "./http-errors.js";
@@ -68,7 +68,10 @@ async function serveRouted(ctx: GatewayContext, admitted: AdmittedCall, onRouted
     },
     onRouted,
   };
-  return runCall(ctx, call, async (serving) => {
+  // Ended in the same turn as the last serving step (finally below): the table, router and gate are
+  // settled before the client can send its next call.
+  const serving = await beginCall(ctx, call);
+  try {
     const { place } = serving;
     const backend = ctx.backends.get(serving.route.backend) as Backend;
     const tokenServe = prepared.stream
@@ -96,11 +99,13 @@ async function serveRouted(ctx: GatewayContext, admitted: AdmittedCall, onRouted
     serving.recorded(routerReport(trace));
     reply.header("x-arbor-call-id", recorded.id).header("x-arbor-call-index", String(place.index));
     return prepared.clientWantsLogprobs ? upstream.json : withoutLogprobs(upstream.json);
-  });
+  } finally {
+    serving.end();
+  }
 }
 
 /** What the router learns from a recorded call: its prompt and output, for the prefix tree. */
-function routerReport(trace: ExtractedTrace): FinishedCall {
+function routerReport(trace: ExtractedTrace): Omit<FinishedCall, "ok"> {
   return { promptTokens: trace.promptTokenIds, outputTokens: trace.outputTokenIds };
 }
 
