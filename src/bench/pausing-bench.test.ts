@@ -28,14 +28,14 @@ describe("arbor bench pausing (quick)", () => {
     expect(Math.max(...pauses(0))).toBeGreaterThan(0);
     expect(Math.max(...pauses(1))).toBe(0);
     expect(await run()).toEqual(tables);
-  }, 60_000);
+  }, 180_000);
 
-  it("finishes every program and turn with pausing off and on; recompute is counted, not negative", () => {
+  it("finishes every program and turn with pausing off and on; recompute is counted, not negative", async () => {
     const [tight] = pausingScenarios(true);
     const programs = generateThunderWorkload({ ...thunderWorkloadOptions(true), programs: 10 });
     const turns = programs.reduce((s, p) => s + p.turns.length, 0);
     for (const pausing of [false, true]) {
-      const r = runGatewaySim(programs, { engines: 2, kvTokensPerEngine: tight!.kvTokensPerEngine, routing: "least-load", pausing, seed: 1 });
+      const r = await runGatewaySim(programs, { engines: 2, kvTokensPerEngine: tight!.kvTokensPerEngine, routing: "least-load", pausing, seed: 1 });
       expect(r.programs).toBe(10);
       expect(r.turns).toBe(turns);
       expect(r.recomputeTokens).toBeGreaterThanOrEqual(0);
@@ -45,19 +45,19 @@ describe("arbor bench pausing (quick)", () => {
     }
   });
 
-  it("a single engine with ample KV recomputes almost nothing (only partial blocks)", () => {
+  it("a single engine with ample KV recomputes almost nothing (only partial blocks)", async () => {
     const programs = generateThunderWorkload({ ...thunderWorkloadOptions(true), programs: 4 });
-    const r = runGatewaySim(programs, { engines: 1, kvTokensPerEngine: 200_000, routing: "least-load", seed: 1 });
+    const r = await runGatewaySim(programs, { engines: 1, kvTokensPerEngine: 200_000, routing: "least-load", seed: 1 });
     expect(r.preemptions).toBe(0);
     expect(r.kvImbalance).toBe(0);
     // Sticky by construction: only block-boundary tails of each turn's prompt are recomputed.
     expect(r.recomputeTokens).toBeLessThan(r.turns * 16);
   });
 
-  it("rejects bad options with the field named", () => {
+  it("rejects bad options with the field named", async () => {
     const programs = generateThunderWorkload({ ...thunderWorkloadOptions(true), programs: 2 });
-    expect(() => runGatewaySim(programs, { engines: 0, kvTokensPerEngine: 10_000, routing: "least-load", seed: 1 })).toThrow(/engines must be/);
-    expect(() => runGatewaySim(programs, { engines: 1, kvTokensPerEngine: 10_000, routing: "nope", seed: 1 })).toThrow(/unknown preset 'nope'/);
+    await expect(runGatewaySim(programs, { engines: 0, kvTokensPerEngine: 10_000, routing: "least-load", seed: 1 })).rejects.toThrow(/engines must be/);
+    await expect(runGatewaySim(programs, { engines: 1, kvTokensPerEngine: 10_000, routing: "nope", seed: 1 })).rejects.toThrow(/unknown preset 'nope'/);
     expect(() => generateThunderWorkload({ ...thunderWorkloadOptions(true), turns: [3, 2] })).toThrow(/turns must be/);
   });
 });

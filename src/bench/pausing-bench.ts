@@ -57,13 +57,13 @@ export interface PausingRow {
 }
 
 /** Run one scenario for every router, pausing off then on. */
-export function runPausingScenario(s: PausingScenario, log: (line: string) => void = () => {}): PausingRow[] {
+export async function runPausingScenario(s: PausingScenario, log: (line: string) => void = () => {}): Promise<PausingRow[]> {
   const programs = generateThunderWorkload(s.workload);
   const rows: PausingRow[] = [];
   for (const routing of PAUSING_BENCH_ROUTERS) {
     for (const pausing of [false, true]) {
       log(`pausing: ${s.title}: ${routing}, pausing ${pausing ? "on" : "off"}`);
-      const result = runGatewaySim(programs, { engines: s.engines, kvTokensPerEngine: s.kvTokensPerEngine, routing, pausing, seed: s.workload.seed });
+      const result = await runGatewaySim(programs, { engines: s.engines, kvTokensPerEngine: s.kvTokensPerEngine, routing, pausing, seed: s.workload.seed });
       rows.push({ routing, pausing, result });
     }
   }
@@ -115,7 +115,7 @@ export function pausingTable(s: PausingScenario, rows: readonly PausingRow[]): B
       `${w.programs} programs, ${w.turns.join("–")} turns, system prompt ${w.systemPromptTokens} + task ${w.taskTokens} tokens, outputs ${w.outputTokens.join("–")}, tool outputs ${w.toolOutputTokens.join("–")} tokens, tool latency lognormal (median ${w.toolMedianMs} ms, σ ${w.toolSigma}, cap ${w.toolMaxMs} ms); largest context ${maxThunderContextTokens(w)} tokens`,
       "engines: llama-3-8b/h100 cost model, vLLM v1 scheduler (8192-token budget, chunked prefill, prefix caching); pausing: ThunderAgent defaults (Δt 5 s, λ 1.0, C = engine KV)",
       "steps = agent turns; recompute = prompt tokens computed − tokens a single perfect cache would compute; KV imbalance = max − min of the engines' mean KV usage (sampled each second); × = ratio to least-load without pausing; pausing × = steps/min with / without pausing, same router",
-      "with pausing on, the controller binds each program to the backend of its first call (or of its restore): the router then only places new programs, so an active program never moves — rows with 0 pauses differ from their pausing-off row by that binding alone",
+      "calls go through the gateway's own call path (program table, PauseGate, router: src/gateway/call-path.ts); with pausing on, the gate places every call — a new program on the backend with the least projected KV, an active one on its bound backend, a restored one where the restore put it — and the router only confirms it, so the routers' rows coincide",
     ],
   };
 }
@@ -125,6 +125,8 @@ export const pausingBench: Benchmark = {
   name: "pausing",
   description: "ThunderAgent pausing × routing on a simulated multi-engine agent workload: steps/min, recompute, KV imbalance",
   async run(opts: BenchOptions) {
-    return pausingScenarios(opts.quick).map((s) => pausingTable(s, runPausingScenario(s, opts.log)));
+    const tables = [];
+    for (const s of pausingScenarios(opts.quick)) tables.push(pausingTable(s, await runPausingScenario(s, opts.log)));
+    return tables;
   },
 };

@@ -3,6 +3,7 @@
 // them) and streamed token by token. The untrained tiny policy never calls tools; tests of tool
 // calling through the real HTTP surfaces script the output instead.
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../agents/markup.js";
+import { ArborError } from "../core/errors.js";
 import { Vocab } from "../model/vocab.js";
 import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult } from "./executor.js";
 
@@ -16,6 +17,7 @@ export class ScriptedExecutor implements Executor {
   /** Prompts seen, decoded, in order. */
   readonly prompts: string[] = [];
   private readonly vocab = new Vocab();
+  private closed = false;
 
   constructor(
     private readonly script: AnswerScript,
@@ -36,6 +38,8 @@ export class ScriptedExecutor implements Executor {
   }
 
   async generate(req: GenerateRequest): Promise<GenerateResult> {
+    // As every executor (executor.contract.ts): a closed engine answers nothing more.
+    if (this.closed) throw new ArborError("engine is shut down", "closed");
     checkGenerateRequest(req, this);
     const prompt = this.vocab.decode([...req.promptTokenIds]);
     this.prompts.push(prompt);
@@ -54,5 +58,7 @@ export class ScriptedExecutor implements Executor {
     return { running: 0, waiting: 0, usedTokens: 0, totalTokens: this.contextSize * this.sequences };
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.closed = true;
+  }
 }

@@ -21,12 +21,10 @@ import { ExecutorSlot, type InFlightPolicy, type SlotLease } from "./http/execut
 import { SseWriter } from "./http/sse-writer.js";
 import { StreamChunker, type Chunk, type StreamSpec } from "./http/stream-chunks.js";
 import { registerTokenizeRoutes } from "./http/tokenize-routes.js";
-import { createCostModelEngine, loadScheduledLlamaCpp } from "./core/scheduled-engines.js";
 import { ScheduledExecutor } from "./core/scheduled-executor.js";
-import { getCostProfile } from "./costmodel/profile.js";
-import { LlamaCppExecutor } from "./llamacpp-executor.js";
+import { executorRegistry, type ExecutorRegistry, type ExecutorSpec } from "./executor-registry.js";
 import { PositionKeyedRng } from "./position-keyed-rng.js";
-import type { ProgramKvStore } from "./programs/program-kv-store.js";
+import type { KvStateTier } from "./kv/state-tier.js";
 import { fromZodError, HttpError, invalidRequest } from "./openai-errors.js";
 import {
   ChatCompletionRequestSchema,
@@ -71,6 +69,8 @@ export interface EngineServerOptions {
    * `costProfile` with random tokens (load tests of the gateway at scale).
    */
   executorKind?: EngineExecutorKind;
+  /** Where `executorKind` is looked up (default: the built-in kinds, executor-registry.ts). */
+  executorRegistry?: ExecutorRegistry;
   /** Cost profile name for `executorKind: "costmodel"` (see costmodel/profile.ts). */
   costProfile?: string;
   /** Use this executor instead of loading `modelPath` (it must use Arbor's vocabulary). */
@@ -87,10 +87,11 @@ export interface EngineServerOptions {
   /** Byte budget of a scheduled llama.cpp engine's own L2 store of paused programs (default 256 MiB). */
   l2CapacityBytes?: number;
   /** The L3 store of paused programs, shared by the engines of this process (left open on close). */
-  l3Store?: ProgramKvStore;
+  l3Store?: KvStateTier;
 }
 
-export type EngineExecutorKind = "llamacpp" | "llamacpp-scheduled" | "costmodel";
+/** A built-in executor kind, or one registered in the engine's `executorRegistry`. */
+export type EngineExecutorKind = "llamacpp" | "llamacpp-scheduled" | "costmodel" | (string & {});
 
 export interface EngineServer {
   app: FastifyInstance;
@@ -120,34 +121,23 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   const stops = stopTokenIds(vocab);
   const stopSet: ReadonlySet<number> = new Set(stops);
   const kind = opts.executorKind ?? "llamacpp";
-  const shape = { sequences: opts.sequences, contextSize: opts.contextSize, maxWaiting: opts.maxWaiting, stopTokenIds: stops, clock };
-  const defaultLoad = async (modelPath: string): Promise<Executor> => {
-    switch (kind) {
-      case "llamacpp":
-        return LlamaCppExecutor.load({ ...shape, modelPath, exactKv: opts.exactKv });
-      case "llamacpp-scheduled":
-        return loadScheduledLlamaCpp({
-          ...shape,
-          modelPath,
-          ...(opts.exactKv !== undefined ? { exactKv: opts.exactKv } : {}),
-          ...(opts.schedulingPolicy ? { schedulingPolicy: opts.schedulingPolicy } : {}),
-          ...(opts.l2CapacityBytes !== undefined ? { l2CapacityBytes: opts.l2CapacityBytes } : {}),
-          ...(opts.l3Store ? { l3: opts.l3Store } : {}),
-        });
-      case "costmodel":
-        if (opts.costProfile === undefined) throw new ArborError(`engine ${opts.name}: executorKind "costmodel" needs costProfile`, "config");
-        return createCostModelEngine({
-          ...shape,
-          ...(opts.schedulingPolicy ? { schedulingPolicy: opts.schedulingPolicy } : {}),
-          profile: getCostProfile(opts.costProfile),
-          vocabSize: vocab.size,
-          tokenize: (text) => vocab.encode(text),
-          seed: opts.seed ?? 0,
-        });
-      default:
-        throw new ArborError(`engine ${opts.name}: executorKind must be "llamacpp", "llamacpp-scheduled" or "costmodel", got ${String(kind)}`, "config");
-    }
+  const registry = opts.executorRegistry ?? executorRegistry;
+  const spec: Omit<ExecutorSpec, "modelPath"> = {
+    engine: opts.name,
+    sequences: opts.sequences,
+    contextSize: opts.contextSize,
+    maxWaiting: opts.maxWaiting,
+    stopTokenIds: stops,
+    clock,
+    vocab,
+    seed: opts.seed ?? 0,
+    ...(opts.exactKv !== undefined ? { exactKv: opts.exactKv } : {}),
+    ...(opts.schedulingPolicy ? { schedulingPolicy: opts.schedulingPolicy } : {}),
+    ...(opts.l2CapacityBytes !== undefined ? { l2CapacityBytes: opts.l2CapacityBytes } : {}),
+    ...(opts.l3Store ? { l3: opts.l3Store } : {}),
+    ...(opts.costProfile !== undefined ? { costProfile: opts.costProfile } : {}),
   };
+  const defaultLoad = (modelPath: string): Promise<Executor> => registry.create(kind, { ...spec, modelPath });
   const load = opts.loadExecutor ?? defaultLoad;
   const ownsExecutor = !opts.executor;
   const executor = opts.executor ?? (await load(opts.modelPath));

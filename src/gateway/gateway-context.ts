@@ -17,11 +17,7 @@ import type { PluginRouter } from "./routing/plugin-router.js";
 import type { StreamSurface } from "./surfaces/stream-surface.js";
 import type { ProgramContext } from "./token-path/context-prompt.js";
 
-/** A routing decision still owed a router.onFinished report. */
-export interface RouteRef {
-  id: number;
-  backend: string;
-}
+export type { RouteRef } from "./call-path.js";
 
 /** How a surface route (messages, responses) writes a streamed answer for the backend that serves it. */
 export type SurfaceFactory = (backend: Backend, callId: string) => StreamSurface;

@@ -1,5 +1,6 @@
 // Ending a program (released by the orchestrator or idle): dropping what the gateway keeps for it
 // and telling the onProgramTerminated hook once.
+import { programForgotten } from "./call-path.js";
 import type { GatewayContext } from "./gateway-context.js";
 import type { ReleaseReason } from "./gateway-metrics.js";
 
@@ -17,12 +18,10 @@ export function programRelease(
 ): ProgramRelease {
   return {
     forget(id) {
-      ctx.history.delete(id);
+      programForgotten(ctx, id);
       ctx.contexts.delete(id);
-      ctx.router.releaseProgram(id);
       ctx.keys.release(id);
       ctx.limiter.forget(id);
-      void ctx.gateReady?.then((g) => g.onRelease(id), () => undefined);
     },
     terminated(id, reason) {
       ctx.metrics.released.inc({ reason });

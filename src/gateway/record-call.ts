@@ -3,16 +3,12 @@
 import type { Backend } from "../backends/backend.js";
 import { ArborError } from "../core/errors.js";
 import type { Call } from "../core/types.js";
+import { callRecorded, type CallPlace } from "./call-path.js";
 import type { GatewayContext } from "./gateway-context.js";
 import type { PreparedRequest } from "./openai-request.js";
 import type { ExtractedTrace } from "./trace-extract.js";
 
-/** Where a call stands: its program, its index there and when the gateway took it. */
-export interface CallPlace {
-  programId: string;
-  index: number;
-  start: number;
-}
+export type { CallPlace } from "./call-path.js";
 
 /** Record one finished call in the sink and the program table; throws (unrecorded) when the sink fails. */
 export function recordCall(
@@ -47,10 +43,9 @@ export function recordCall(
     const why = e instanceof Error ? e.message : String(e);
     throw new ArborError(`could not record call ${index} of program '${programId}': ${why}`, "record_failed");
   }
-  ctx.table.endCall(programId, trace.promptTokenIds.length + trace.outputTokenIds.length);
+  callRecorded(ctx, programId, trace.promptTokenIds, trace.outputTokenIds);
   ctx.metrics.promptTokens.inc(trace.promptTokenIds.length);
   ctx.metrics.outputTokens.inc(trace.outputTokenIds.length);
-  ctx.history.set(programId, [...trace.promptTokenIds, ...trace.outputTokenIds]);
   if (flags.trainable === false) {
     // No engine token ids to continue from: the next call starts afresh.
     ctx.history.delete(programId);

@@ -1,19 +1,20 @@
-// One admitted inference call, from the pause gate and routing to the path that serves it
-// (token path, streamed token path, relayed stream or passthrough), with its metrics and the
-// router, table and gate told how it ended.
+// One admitted inference call, from the pause gate and routing (the I/O-free call path of
+// call-path.ts, which the simulator runs too) to the path that serves it (token path, streamed
+// token path, relayed stream or passthrough), with its request metrics.
 import type { FastifyReply } from "fastify";
 import { isTokenBackend, type Backend } from "../backends/backend.js";
 import { GatewayRejection } from "./auth/auth-errors.js";
+import { beginCall, type PathCall } from "./call-path.js";
 import { abortOnClientClose } from "./client-close.js";
 import type { GatewayContext, RouteRef } from "./gateway-context.js";
 import { toOpenAiError } from "./http-errors.js";
 import type { Endpoint, PreparedRequest } from "./openai-request.js";
 import { callUpstream } from "./passthrough-call.js";
-import type { CallGate } from "./pausing/call-gate.js";
 import { readTrace } from "./protocol-trace.js";
-import { recordCall, type CallPlace } from "./record-call.js";
+import { recordCall } from "./record-call.js";
 import { relayStream } from "./relay-stream.js";
 import { routeOrUnavailable } from "./route-or-unavailable.js";
+import type { FinishedCall } from "./routing/plugin-router.js";
 import { serveTokenPath } from "./serve-token-path.js";
 import { serveTokenStream } from "./serve-token-stream.js";
 import { usesTokenPath, usesTokenStream } from "./token-path-choice.js";
@@ -56,49 +57,35 @@ export async function serveCall(ctx: GatewayContext, admitted: AdmittedCall): Pr
 
 async function serveRouted(ctx: GatewayContext, admitted: AdmittedCall, onRouted: (route: RouteRef) => void): Promise<unknown> {
   const { endpoint, prepared, programId, start, reply } = admitted;
-  ctx.table.open(programId);
-  const place: CallPlace = { programId, index: ctx.table.beginCall(programId), start };
-  let route: RouteRef | undefined;
-  let trace: ExtractedTrace | undefined;
-  let recorded = false;
-  let gate: CallGate | undefined;
-  try {
-    const known = ctx.history.get(programId);
-    let only: string | undefined;
-    if (ctx.gateReady) {
-      gate = await ctx.gateReady;
-      // A paused program's call waits here; a client that goes away while held ends the wait.
+  const call: PathCall = {
+    programId,
+    start,
+    estimateTokens: () => estimateTokens(prepared),
+    route: (req) => routeOrUnavailable(ctx, req),
+    holdSignal: () => {
       const held = new AbortController();
-      const detach = abortOnClientClose(reply.raw, held);
-      try {
-        only = await gate.beforeCall(programId, known?.length ?? estimateTokens(prepared), held.signal, ctx.router.boundBackend(programId));
-      } catch (e) {
-        gate = undefined; // a rejected beforeCall needs no afterCall/onCallAbort
-        throw e;
-      } finally {
-        detach();
-      }
-    }
-    route = routeOrUnavailable(ctx, { programId, ...(known ? { promptTokens: known } : {}), ...(only !== undefined ? { only } : {}) });
-    onRouted(route);
-    const backendName = route.backend;
-    ctx.table.bind(programId, backendName);
-    const backend = ctx.backends.get(backendName) as Backend;
+      return { signal: held.signal, detach: abortOnClientClose(reply.raw, held) };
+    },
+    onRouted,
+  };
+  // Ended in the same turn as the last serving step (finally below): the table, router and gate are
+  // settled before the client can send its next call.
+  const serving = await beginCall(ctx, call);
+  try {
+    const { place } = serving;
+    const backend = ctx.backends.get(serving.route.backend) as Backend;
     const tokenServe = prepared.stream
       ? usesTokenStream(ctx, backend, prepared) && serveTokenStream
       : usesTokenPath(ctx, backend, prepared) && serveTokenPath;
     if (tokenServe) {
-      const first = route;
       // The token paths report each of their attempts to the router themselves.
-      route = undefined;
-      const served = await tokenServe(ctx, { endpoint, prepared, place, reply, first });
-      recorded = served.recorded;
+      const served = await tokenServe(ctx, { endpoint, prepared, place, reply, first: serving.takeRoute() });
+      if (served.recorded) serving.recorded();
       return served.result;
     }
     if (prepared.stream) {
       const streamed = await relayStream(ctx, backend, endpoint, prepared, place, reply);
-      trace = streamed.trace;
-      recorded = trace !== undefined;
+      if (streamed.trace) serving.recorded(routerReport(streamed.trace));
       return streamed.result;
     }
     const textOnly = isTokenBackend(backend) && !backend.capabilities.tokenIds;
@@ -107,25 +94,19 @@ async function serveRouted(ctx: GatewayContext, admitted: AdmittedCall, onRouted
       return reply.code(upstream.status).send(upstream.json);
     }
     // A generic provider without token ids: the call is recorded with its text, never trained on.
-    trace = textOnly ? textOnlyTrace(upstream.json) : readTrace(backend, () => extractTrace(endpoint, upstream.json));
-    const call = recordCall(ctx, trace, ctx.newCallId(), backend, prepared, place, textOnly ? { trainable: false } : {});
-    recorded = true;
-    reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(place.index));
+    const trace = textOnly ? textOnlyTrace(upstream.json) : readTrace(backend, () => extractTrace(endpoint, upstream.json));
+    const recorded = recordCall(ctx, trace, ctx.newCallId(), backend, prepared, place, textOnly ? { trainable: false } : {});
+    serving.recorded(routerReport(trace));
+    reply.header("x-arbor-call-id", recorded.id).header("x-arbor-call-index", String(place.index));
     return prepared.clientWantsLogprobs ? upstream.json : withoutLogprobs(upstream.json);
   } finally {
-    if (route !== undefined) {
-      ctx.router.onFinished(
-        route.id,
-        recorded && trace ? { promptTokens: trace.promptTokenIds, outputTokens: trace.outputTokenIds, ok: true } : { outputTokens: 0, ok: false },
-      );
-    }
-    if (!recorded) ctx.table.failCall(programId, place.index);
-    if (gate) {
-      const context = ctx.history.get(programId);
-      if (recorded && context) gate.afterCall(programId, context.length);
-      else gate.onCallAbort(programId);
-    }
+    serving.end();
   }
+}
+
+/** What the router learns from a recorded call: its prompt and output, for the prefix tree. */
+function routerReport(trace: ExtractedTrace): Omit<FinishedCall, "ok"> {
+  return { promptTokens: trace.promptTokenIds, outputTokens: trace.outputTokenIds };
 }
 
 /** A prompt-size estimate for a program's first call (no token history yet): ~4 characters a token. */

@@ -14,7 +14,7 @@ import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
 import type { ProgramPauseTarget } from "../executor.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
-import { L2HostStore, type KvEntry, type ProgramKvStore } from "../programs/program-kv-store.js";
+import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
 import { sampleToken, type SamplingParams, type TokenLogprob } from "../sampling.js";
 import type { SampledTokenOut, ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
 import type { RunnerProgramKv, RunnerRequest, RunnerStepResult, StepRunner } from "./step-runner.js";
@@ -26,7 +26,7 @@ export interface LlamaCppStepRunnerOptions extends LlamaContextOptions {
   /** Byte budget of this runner's own L2 store of paused programs' states (default 256 MiB). */
   l2CapacityBytes?: number;
   /** The L3 store shared with other engines (not closed by this runner); no L3 when absent. */
-  l3?: ProgramKvStore;
+  l3?: KvStateTier;
 }
 
 /** Token accounting since load: what prefix reuse saved and what it had to recompute. */
@@ -88,8 +88,8 @@ export class LlamaCppStepRunner implements StepRunner {
   /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
   readonly compat: string;
   readonly programs: RunnerProgramKv;
-  private readonly l2: ProgramKvStore;
-  private readonly l3: ProgramKvStore | undefined;
+  private readonly l2: KvStateTier;
+  private readonly l3: KvStateTier | undefined;
   /** Per program, its last context while the sequence may still hold it (at most one per sequence). */
   private readonly lastContext = new Map<string, LastContext>();
   private readonly pendingSaves = new Map<string, PendingSave>();
@@ -111,7 +111,7 @@ export class LlamaCppStepRunner implements StepRunner {
     // llama.cpp loads a state only into the same model and a context with the same sequence count.
     // Same format as StatefulSessions, so the two can share an L3 store.
     this.compat = `${resolve(opts.modelPath)}:${file.size}:${Math.floor(file.mtimeMs)}|sequences=${opts.sequences}|kv=${opts.exactKv === false ? "f16" : "f32"}`;
-    this.l2 = new L2HostStore({ capacityBytes: opts.l2CapacityBytes ?? DEFAULT_L2_BYTES });
+    this.l2 = new L2StateTier({ capacityBytes: opts.l2CapacityBytes ?? DEFAULT_L2_BYTES });
     this.l3 = opts.l3;
     this.programs = {
       tiers: this.l3 ? ["L2", "L3"] : ["L2"],
@@ -195,7 +195,7 @@ export class LlamaCppStepRunner implements StepRunner {
     if (plan.chunks.length === 0) return { stepId: plan.stepId, sampled, top, durationMs: 0 };
 
     const work: { id: string; r: RunnerReq; c: ScheduledChunk; from: number; fresh: boolean; loaded: boolean }[] = [];
-    const loads: { w: (typeof work)[number]; store: ProgramKvStore; entry: KvEntry }[] = [];
+    const loads: { w: (typeof work)[number]; store: KvStateTier; entry: KvStateEntry }[] = [];
     for (const c of plan.chunks) {
       const r = this.requests.get(c.requestId);
       if (!r) throw new ArborError(`step ${plan.stepId}: request ${c.requestId} is not registered with the llama.cpp runner`, "engine");
@@ -344,16 +344,16 @@ export class LlamaCppStepRunner implements StepRunner {
     return { where: "none", tokens: 0 };
   }
 
-  private storeFor(tier: "L2" | "L3"): ProgramKvStore {
+  private storeFor(tier: "L2" | "L3"): KvStateTier {
     const store = tier === "L2" ? this.l2 : this.l3;
     if (!store) throw new ArborError(`no ${tier} store is configured on this engine`, "invalid_request");
     return store;
   }
 
   /** The saved state of the request's program that covers the most of its first `end` tokens. */
-  private savedState(r: RunnerReq, end: number): { store: ProgramKvStore; entry: KvEntry; len: number } | undefined {
+  private savedState(r: RunnerReq, end: number): { store: KvStateTier; entry: KvStateEntry; len: number } | undefined {
     if (r.programId === undefined) return undefined;
-    let best: { store: ProgramKvStore; entry: KvEntry; len: number } | undefined;
+    let best: { store: KvStateTier; entry: KvStateEntry; len: number } | undefined;
     for (const store of [this.l2, this.l3]) {
       const entry = store?.peek(r.programId);
       if (!store || !entry || entry.compat !== this.compat || entry.tokenIds.length > this.contextSize) continue;
@@ -364,7 +364,7 @@ export class LlamaCppStepRunner implements StepRunner {
   }
 
   /** Load a saved program state into the request's (already assigned) sequence; false if it failed. */
-  private async loadState(r: RunnerReq, store: ProgramKvStore, entry: KvEntry): Promise<boolean> {
+  private async loadState(r: RunnerReq, store: KvStateTier, entry: KvStateEntry): Promise<boolean> {
     const seq = this.seqs[r.seq as number] as LlamaContextSequence;
     await seq.clearHistory();
     try {
@@ -392,7 +392,7 @@ export class LlamaCppStepRunner implements StepRunner {
    * Give a request the free sequence sharing the longest prefix with its first `end` tokens, or,
    * when its program's saved state covers more, the emptiest free sequence to load that state into.
    */
-  private assign(requestId: string, r: RunnerReq, end: number): { store: ProgramKvStore; entry: KvEntry } | undefined {
+  private assign(requestId: string, r: RunnerReq, end: number): { store: KvStateTier; entry: KvStateEntry } | undefined {
     let best = -1;
     let bestLen = -1;
     let emptiest = -1;

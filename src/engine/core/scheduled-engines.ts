@@ -5,7 +5,7 @@ import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
 import type { CostProfile } from "../costmodel/profile.js";
 import type { KvBlockManagerOptions } from "../kv/block-manager.js";
-import type { ProgramKvStore } from "../programs/program-kv-store.js";
+import type { KvStateTier } from "../kv/state-tier.js";
 import type { SchedulingPolicy } from "../scheduler/request-queue.js";
 import type { SchedulerConfig } from "../scheduler/scheduler.js";
 import { CostModelStepRunner } from "./costmodel-step-runner.js";
@@ -69,7 +69,7 @@ export async function loadScheduledLlamaCpp(
     /** Byte budget of the engine's own L2 store of paused programs (default 256 MiB). */
     l2CapacityBytes?: number;
     /** The L3 store of paused programs shared with other engines (left open on close). */
-    l3?: ProgramKvStore;
+    l3?: KvStateTier;
   },
 ): Promise<ScheduledExecutor> {
   const runner = await LlamaCppStepRunner.load({

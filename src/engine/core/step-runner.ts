@@ -3,6 +3,7 @@
 // request's tokens and sampling state between steps; the scheduler keeps everything else.
 import type { Rng } from "../../core/rng.js";
 import type { ProgramPauseTarget } from "../executor.js";
+import type { KvTierName } from "../kv/tier.js";
 import type { TokenLogprob } from "../sampling.js";
 import type { StepPlan, StepResult } from "../scheduler/step-plan.js";
 
@@ -25,7 +26,7 @@ export interface RunnerRequest {
 /** Runners that hold real KV move a paused program's last context between tiers. */
 export interface RunnerProgramKv {
   /** The tiers this runner can save to. */
-  readonly tiers: readonly ("L2" | "L3")[];
+  readonly tiers: readonly KvTierName[];
   /**
    * Save the program's last context to `to` and free its sequence ("drop" forgets any saved
    * state). Resolves once saved: after the program's requests holding a sequence have finished.

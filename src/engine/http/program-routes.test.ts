@@ -7,7 +7,7 @@ import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
 import type { LlamaCppStepRunner, LlamaCppStepRunnerStats } from "../core/llamacpp-step-runner.js";
 import type { ScheduledExecutor } from "../core/scheduled-executor.js";
-import { L3SharedStore } from "../programs/program-kv-store.js";
+import { L3StateTier } from "../kv/state-tier.js";
 import { createEngineServer, type EngineServer, type EngineServerOptions } from "../server.js";
 
 const INIT = { seed: 5, nEmbd: 32, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 96, contextLength: 1024 };
@@ -18,7 +18,7 @@ const TOOL = renderChat([{ role: "tool", content: "result: 42" }], (t) => vocab.
 
 let dir: string;
 let modelPath: string;
-let l3: L3SharedStore;
+let l3: L3StateTier;
 /** Reference (uninterrupted programs), A and B (sharing L3), P (1 sequence, priority), V (v0 executor). */
 let R: EngineServer, A: EngineServer, B: EngineServer, P: EngineServer, V: EngineServer;
 const servers: EngineServer[] = [];
@@ -117,7 +117,7 @@ async function info(s: EngineServer, id: string) {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-program-routes-"));
   modelPath = ensurePolicy(dir, INIT).path;
-  l3 = new L3SharedStore({ capacityBytes: 64 * 1024 * 1024, dir: join(dir, "l3") });
+  l3 = new L3StateTier({ capacityBytes: 64 * 1024 * 1024, dir: join(dir, "l3") });
   R = await open({});
   A = await open({ l3Store: l3 });
   B = await open({ l3Store: l3 });

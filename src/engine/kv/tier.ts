@@ -1,13 +1,24 @@
 // KV tiers below the engine's device memory: L2 (the engine's host memory) and L3 (a global pool
-// shared by all engines, Mooncake-style). They hold block identities, not tensors; the cost model
-// charges the traffic by each tier's bandwidth.
+// shared by all engines, Mooncake-style) — the engine's one offload system. The tiers here hold
+// block identities, not tensors: the paged block manager offloads evicted and paused blocks to them
+// and the cost model charges the traffic by each tier's bandwidth. Engines that hold real KV
+// (llama.cpp) save a paused program's sequence state in the state tiers of state-tier.ts, under the
+// same L2/L3 names and rules.
 
 import { ArborError } from "../../core/errors.js";
 import { makeIdentity, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
 
+/** The tiers below L1: an engine's host memory, and the pool shared by engines. */
+export type KvTierName = "L2" | "L3";
+
+/** Refuse a tier name other than L2/L3 (a "config" ArborError naming the value). */
+export function checkTierName(name: unknown): asserts name is KvTierName {
+  if (name !== "L2" && name !== "L3") throw new ArborError(`kv tier: name must be "L2" or "L3", got ${JSON.stringify(name)}`, "config");
+}
+
 /** A KV tier, addressed by chained block hash. */
 export interface KvTier {
-  readonly name: "L2" | "L3";
+  readonly name: KvTierName;
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
   has(hash: KvBlockHash): boolean;
@@ -26,7 +37,7 @@ export interface KvTier {
 
 /** Options of an in-process tier. */
 export interface InProcessKvTierOptions {
-  name: "L2" | "L3";
+  name: KvTierName;
   capacityBlocks: number;
   /** Transfer bandwidth between this tier and L1, bytes per ms (e.g. 25 GB/s = 25e6). */
   bandwidthBytesPerMs: number;
@@ -37,7 +48,7 @@ export interface InProcessKvTierOptions {
  * model a global pool: a prefix offloaded by one engine is found by the others.
  */
 export class InProcessKvTier implements KvTier {
-  readonly name: "L2" | "L3";
+  readonly name: KvTierName;
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
   /** Insertion order is LRU order: the first key is the least recently used. */
@@ -45,9 +56,7 @@ export class InProcessKvTier implements KvTier {
   private evictedCount = 0;
 
   constructor(opts: InProcessKvTierOptions) {
-    if (opts.name !== "L2" && opts.name !== "L3") {
-      throw new ArborError(`kv tier: name must be "L2" or "L3", got ${JSON.stringify(opts.name)}`, "config");
-    }
+    checkTierName(opts.name);
     if (!Number.isInteger(opts.capacityBlocks) || opts.capacityBlocks < 0) {
       throw new ArborError(`kv tier ${opts.name}: capacityBlocks must be an integer >= 0, got ${opts.capacityBlocks}`, "config");
     }

@@ -6,7 +6,7 @@ import { Rng } from "../../core/rng.js";
 import { ensurePolicy } from "../../model/policy.js";
 import { LlamaCppExecutor } from "../llamacpp-executor.js";
 import type { SampledToken } from "../sampling.js";
-import { L3SharedStore } from "./program-kv-store.js";
+import { L3StateTier } from "../kv/state-tier.js";
 import { StatefulSessions, type ProgramGenerateResult } from "./stateful-sessions.js";
 
 const INIT = { seed: 5, nEmbd: 32, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 96, contextLength: 1024 };
@@ -19,7 +19,7 @@ const TOOL = [357, 303, 304, 305, 306, 358, 354];
 
 let dir: string;
 let modelPath: string;
-let l3: L3SharedStore;
+let l3: L3StateTier;
 let engineA: StatefulSessions;
 let engineB: StatefulSessions;
 
@@ -43,7 +43,7 @@ let reference: { turn1: ProgramGenerateResult; turn2: ProgramGenerateResult };
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-sessions-"));
   modelPath = ensurePolicy(dir, INIT).path;
-  l3 = new L3SharedStore({ capacityBytes: 16 * 1024 * 1024, dir: join(dir, "l3") });
+  l3 = new L3StateTier({ capacityBytes: 16 * 1024 * 1024, dir: join(dir, "l3") });
   engineA = await StatefulSessions.load({ ...opts(), l2CapacityBytes: 16 * 1024 * 1024 });
   engineB = await StatefulSessions.load(opts());
   const rng = new Rng(SEED);

@@ -11,7 +11,7 @@ import type { Rng } from "../../core/rng.js";
 import type { EngineFinishReason } from "../executor.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { sampleToken, type SampledToken } from "../sampling.js";
-import { L2HostStore, type KvEntry, type ProgramKvStore } from "./program-kv-store.js";
+import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
 
 /** Where a program's KV is: resident in a sequence (L1), in a store, or nowhere (recompute). */
 export type ProgramLocation = "L1" | "L2" | "L3" | "none";
@@ -24,7 +24,7 @@ export interface StatefulSessionsOptions extends Omit<LlamaContextOptions, "exac
   /** Byte budget of this engine's private L2 store; no L2 when absent. */
   l2CapacityBytes?: number;
   /** The L3 store shared with other engines (not closed by this manager). */
-  l3?: ProgramKvStore;
+  l3?: KvStateTier;
   /** Where an idle resident program goes when its sequence is needed (default L2 if any, else drop). */
   evictTo?: PauseTarget;
   /**
@@ -101,8 +101,8 @@ export class StatefulSessions {
   readonly sequences: number;
   /** States are only exchanged between engines with the same compat string. */
   readonly compat: string;
-  private readonly l2: ProgramKvStore | undefined;
-  private readonly l3: ProgramKvStore | undefined;
+  private readonly l2: KvStateTier | undefined;
+  private readonly l3: KvStateTier | undefined;
   private readonly evictTo: PauseTarget;
   private readonly prefixMin: number;
   private readonly stopIds: ReadonlySet<number>;
@@ -133,7 +133,7 @@ export class StatefulSessions {
     const file = statSync(opts.modelPath);
     // llama.cpp can only load a state into the same model and a context with the same sequence count.
     this.compat = `${resolve(opts.modelPath)}:${file.size}:${Math.floor(file.mtimeMs)}|sequences=${opts.sequences}|kv=f32`;
-    this.l2 = opts.l2CapacityBytes === undefined ? undefined : new L2HostStore({ capacityBytes: opts.l2CapacityBytes });
+    this.l2 = opts.l2CapacityBytes === undefined ? undefined : new L2StateTier({ capacityBytes: opts.l2CapacityBytes });
     this.l3 = opts.l3;
     this.evictTo = opts.evictTo ?? (this.l2 ? "L2" : "drop");
     this.prefixMin = opts.l3PrefixMinTokens ?? 0;
@@ -369,24 +369,24 @@ export class StatefulSessions {
     }
   }
 
-  private async loadEntry(seq: LlamaContextSequence, store: ProgramKvStore, entry: KvEntry): Promise<void> {
+  private async loadEntry(seq: LlamaContextSequence, store: KvStateTier, entry: KvStateEntry): Promise<void> {
     if (entry.compat !== this.compat) {
-      throw new ArborError(`${store.tier} state ${entry.key} was saved by an incompatible engine (${entry.compat}; this engine is ${this.compat})`, "kv_incompatible");
+      throw new ArborError(`${store.name} state ${entry.key} was saved by an incompatible engine (${entry.compat}; this engine is ${this.compat})`, "kv_incompatible");
     }
     if (entry.tokenIds.length > this.contextSize) {
-      throw new ArborError(`${store.tier} state ${entry.key} holds ${entry.tokenIds.length} tokens, more than the context (${this.contextSize})`, "kv_incompatible");
+      throw new ArborError(`${store.name} state ${entry.key} holds ${entry.tokenIds.length} tokens, more than the context (${this.contextSize})`, "kv_incompatible");
     }
     const loaded = await store.read(entry.key, (path) => seq.loadStateFromFile(path, { acceptRisk: true }).then(() => true));
     const got = seq.contextTokens;
     if (!loaded || got.length !== entry.tokenIds.length || got.some((t, i) => t !== entry.tokenIds[i])) {
       await seq.clearHistory();
-      throw new ArborError(`${store.tier} state ${entry.key} did not restore the ${entry.tokenIds.length} tokens it records`, "kv_corrupt");
+      throw new ArborError(`${store.name} state ${entry.key} did not restore the ${entry.tokenIds.length} tokens it records`, "kv_corrupt");
     }
   }
 
   private async doPause(rec: ProgramRecord, to: PauseTarget): Promise<PauseResult> {
     const from = rec.where;
-    const done = (dest: ProgramLocation, entry?: KvEntry): PauseResult => {
+    const done = (dest: ProgramLocation, entry?: KvStateEntry): PauseResult => {
       rec.where = dest;
       this.counters.pauses[to]++;
       return { programId: rec.id, from, to: dest, tokens: entry?.tokenIds.length ?? 0, bytes: entry?.bytes ?? 0 };
@@ -457,9 +457,9 @@ export class StatefulSessions {
     }
   }
 
-  private storeFor(tier: "L2" | "L3", required: true): ProgramKvStore;
-  private storeFor(tier: "L2" | "L3", required: boolean): ProgramKvStore | undefined;
-  private storeFor(tier: "L2" | "L3", required: boolean): ProgramKvStore | undefined {
+  private storeFor(tier: "L2" | "L3", required: true): KvStateTier;
+  private storeFor(tier: "L2" | "L3", required: boolean): KvStateTier | undefined;
+  private storeFor(tier: "L2" | "L3", required: boolean): KvStateTier | undefined {
     const store = tier === "L2" ? this.l2 : this.l3;
     if (!store && required) throw new ArborError(`no ${tier} store is configured on this engine`, "config");
     return store;

@@ -2,9 +2,11 @@
 // issued in chunks of `max_tokens = min(chunk, max_tokens − generated)`, each continuing from
 // prompt ‖ tokens so far, until a chunk stops (stop token, abort, the engine's own length limit) or
 // the budget is spent. The runner (divided-rollout.ts) places each chunk on a backend; this module
-// only decides what the next chunk asks for and stitches the answers into one result.
+// only decides what the next chunk asks for and stitches the answers into one result, by the rules
+// of divided-plan.ts that the rollout scheduling policies use too.
 import { ArborError } from "../../core/errors.js";
 import type { GenerateResult } from "../../backends/backend.js";
+import { chunksNeeded, generationEnded, nextChunkTokens } from "./divided-plan.js";
 
 export interface ChunkPlannerOptions {
   /** The caller's prompt, sent as-is (BOS and chat markers already in place). */
@@ -68,7 +70,7 @@ export class ChunkPlanner {
     intAtLeast1("chunkTokens", opts.chunkTokens);
     intAtLeast1("maxChunks", opts.maxChunks);
     if (opts.promptTokenIds.length === 0) throw new ArborError("divided rollout: promptTokenIds must not be empty", "invalid_request");
-    const needed = Math.ceil(opts.maxTokens / opts.chunkTokens);
+    const needed = chunksNeeded(opts.maxTokens, opts.chunkTokens);
     if (needed > opts.maxChunks) {
       throw new ArborError(
         `divided rollout: maxTokens ${opts.maxTokens} in chunks of ${opts.chunkTokens} needs ${needed} chunks, over the limit maxChunks ${opts.maxChunks}`,
@@ -98,7 +100,7 @@ export class ChunkPlanner {
     this.open = {
       index: this.records.length,
       promptTokenIds: [...this.prompt, ...this.ids],
-      maxTokens: Math.min(this.chunkTokens, this.maxTokens - this.ids.length),
+      maxTokens: nextChunkTokens(this.chunkTokens, this.maxTokens, this.ids.length),
     };
     return { ...this.open, promptTokenIds: [...this.open.promptTokenIds] };
   }
@@ -130,12 +132,10 @@ export class ChunkPlanner {
       policyVersion: r.policyVersion,
     });
     const last = r.outputTokenIds[r.outputTokenIds.length - 1];
-    if (r.finishReason === "abort") this.finish = "abort";
-    else if (r.finishReason === "stop" || (last !== undefined && this.stops.has(last))) this.finish = "stop";
-    else if (this.ids.length >= this.maxTokens) this.finish = "length";
-    // A length end short of what was asked is the engine's own limit (its context is full): the
-    // next chunk could only be refused, so the generation ends here.
-    else if (r.outputTokenIds.length < c.maxTokens) this.finish = "length";
+    const aborted = r.finishReason === "abort";
+    const stopped = r.finishReason === "stop" || (last !== undefined && this.stops.has(last));
+    const ended = generationEnded({ stopped, aborted, generated: this.ids.length, maxTokens: this.maxTokens, chunkAsked: c.maxTokens, chunkGot: r.outputTokenIds.length });
+    if (ended) this.finish = aborted ? "abort" : stopped ? "stop" : "length";
   }
 
   /** The chunk handed out by next() is abandoned (its request failed or was aborted): end with "abort". */

@@ -1,6 +1,8 @@
 // Where a divided rollout's next chunk goes (Seer §B5): the backend with the most free KV,
-// kvCapacityTokens · (1 − kvUsage), from a fresh scrape of each backend's metrics.
+// kvCapacityTokens · (1 − kvUsage), from a fresh scrape of each backend's metrics, ranked by the
+// shared rule of divided-plan.ts.
 import type { BackendMetrics } from "../../backends/backend.js";
+import { rankByFreeKv as rankFree } from "./divided-plan.js";
 
 /** One backend as the placement sees it: its scrape, or why there is none. */
 export interface PlacementCandidate {
@@ -28,17 +30,7 @@ export function rankByFreeKv(candidates: readonly PlacementCandidate[]): { ranke
   const scores: CandidateScore[] = candidates.map((c) =>
     c.metrics === null ? { name: c.name, freeKvTokens: null, unavailable: c.error ?? "no metrics" } : { name: c.name, freeKvTokens: freeKv(c.metrics) },
   );
-  const order = scores
-    .map((s, i) => ({ s, i }))
-    .filter(({ s }) => s.unavailable === undefined)
-    .sort((a, b) => {
-      const fa = a.s.freeKvTokens;
-      const fb = b.s.freeKvTokens;
-      if (fa !== null && fb !== null && fa !== fb) return fb - fa;
-      if ((fa === null) !== (fb === null)) return fa === null ? 1 : -1;
-      return a.i - b.i;
-    });
-  return { ranked: order.map(({ s }) => s.name), scores };
+  return { ranked: rankFree(scores).map((s) => s.name), scores };
 }
 
 /** Free KV tokens of one scrape (rounded to whole tokens); null when capacity or usage is not reported. */

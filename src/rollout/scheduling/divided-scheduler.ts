@@ -1,5 +1,6 @@
-// The machinery of Seer-style policies (TECHNIQUES §B5): requests wait in one global queue and are
-// generated in chunks (divided rollout: `max_tokens = min(chunk, max_tokens − generated)`), each
+// The machinery of Seer-style policies (divided rollout, with the chunk and placement rules of
+// src/gateway/divided/divided-plan.ts, which the gateway's DividedRollout uses too): requests wait
+// in one global queue and are generated in chunks (divided rollout: `max_tokens = min(chunk, max_tokens − generated)`), each
 // chunk placed on the instance with the most free KV that has a free slot and room now for the
 // chunk's whole context (prompt ‖ generated ‖ chunk budget). The growth of chunks already placed is
 // not reserved — each grows by at most one chunk before it comes back here, which bounds what the
@@ -10,6 +11,7 @@
 // `starvationMs` goes first whatever its rank, oldest first, and holds the line (nothing ranked
 // behind it is placed) until it fits.
 import { ArborError } from "../../core/errors.js";
+import { checkChunkTokens, chunkKvNeed, nextChunkTokens, rankByFreeKv } from "../../gateway/divided/divided-plan.js";
 import { RequestBook, type BookEntry } from "./request-book.js";
 import type { InstanceView, Placement, RolloutGroupSpec, RolloutScheduler, SchedulerOptions } from "./types.js";
 
@@ -32,9 +34,7 @@ export function createDividedScheduler(name: string, rule: PriorityRule, opts: S
   const chunkTokens = opts.chunkTokens ?? Infinity;
   const starvationMs = opts.starvationMs ?? DEFAULT_STARVATION_MS;
   const affinity = opts.kvAffinity ?? true;
-  if (!(chunkTokens === Infinity || (Number.isInteger(chunkTokens) && chunkTokens >= 1))) {
-    throw new ArborError(`${name}: chunkTokens must be an integer >= 1, got ${chunkTokens}`, "config");
-  }
+  checkChunkTokens(name, "chunkTokens", chunkTokens, "config");
   if (!(starvationMs >= 0)) throw new ArborError(`${name}: starvationMs must be >= 0, got ${starvationMs}`, "config");
   const book = new RequestBook(name);
   const ready = new Map<string, BookEntry>();
@@ -77,13 +77,12 @@ export function createDividedScheduler(name: string, rule: PriorityRule, opts: S
       rest.sort(compare);
       const out: Placement[] = [];
       const place = (e: BookEntry): boolean => {
-        const chunk = Math.min(chunkTokens, e.req.maxTokens - e.generated);
-        const need = e.req.promptTokens + e.generated + chunk;
+        const chunk = nextChunkTokens(chunkTokens, e.req.maxTokens, e.generated);
+        const need = chunkKvNeed(e.req.promptTokens, e.generated, chunk);
         if (need > maxCapacity) {
           throw new ArborError(`${name}: request ${e.req.id} needs ${need} KV tokens for its next chunk, more than any instance holds (${maxCapacity})`, "capacity");
         }
-        let best: (typeof room)[number] | undefined;
-        for (const r of room) if (r.slots > 0 && r.free >= need && (best === undefined || r.free > best.free)) best = r;
+        let best = rankByFreeKv(room.map((r) => ({ name: r.name, freeKvTokens: r.free, r, ...(r.slots > 0 && r.free >= need ? {} : { unavailable: "full" }) })))[0]?.r;
         if (best === undefined) return false;
         // Without a global KV pool, moving a continuation re-prefills its context: stay where its KV
         // is cached whenever that instance has room (a placement on most free KV otherwise).

@@ -1,18 +1,19 @@
-// Prefill/decode disaggregation (Forge, Mooncake; TECHNIQUES.md §D) over simulated engine instances:
+// Prefill/decode disaggregation (Forge, Mooncake) over simulated engine instances:
 // each instance is a real Scheduler + KvBlockManager + cost-model executor on one VirtualClock, all
 // sharing one L3 pool. A request runs whole on a `mixed` instance, or is prefilled on a `prefill`
 // instance (prompt + first token), handed over through L3 at the pool's bandwidth, and decoded on a
 // `decode` instance whose prefix lookup loads the KV back from L3.
+// A simulation only: it lives under sim/ until the built-in engines serve prefill and decode roles.
 import type { VirtualClock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
 import type { Rng } from "../../core/rng.js";
-import { CostModelExecutor } from "../costmodel/costmodel-executor.js";
-import { validateCostProfile, type CostProfile } from "../costmodel/profile.js";
-import { transferTimeMs } from "../costmodel/step-time.js";
-import { KvBlockManager } from "../kv/block-manager.js";
-import { InProcessKvTier } from "../kv/tier.js";
-import { Scheduler, type FinishedRequest, type NewRequest, type SchedulerConfig } from "../scheduler/scheduler.js";
-import { runUntilIdle, SimEngine } from "../sim-engine.js";
+import { CostModelExecutor } from "../../engine/costmodel/costmodel-executor.js";
+import { validateCostProfile, type CostProfile } from "../../engine/costmodel/profile.js";
+import { transferTimeMs } from "../../engine/costmodel/step-time.js";
+import { KvBlockManager } from "../../engine/kv/block-manager.js";
+import { InProcessKvTier } from "../../engine/kv/tier.js";
+import { Scheduler, type FinishedRequest, type NewRequest, type SchedulerConfig } from "../../engine/scheduler/scheduler.js";
+import { runUntilIdle, SimEngine } from "../../engine/sim-engine.js";
 import { StepRecorder, type StepRecord } from "./step-recorder.js";
 
 /** What an instance serves: whole requests, only prefills (+ first token), or only decodes. */

@@ -2,14 +2,14 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { L2HostStore, L3SharedStore, type ProgramKvStore } from "./program-kv-store.js";
+import { L2StateTier, L3StateTier, type KvStateTier } from "./state-tier.js";
 
 const writer = (bytes: number) => async (path: string) => writeFileSync(path, Buffer.alloc(bytes, 7));
-const open: ProgramKvStore[] = [];
-const track = <T extends ProgramKvStore>(s: T): T => (open.push(s), s);
+const open: KvStateTier[] = [];
+const track = <T extends KvStateTier>(s: T): T => (open.push(s), s);
 
 /** The directory the store writes into, learnt from the path it hands a writer. */
-async function dirOf(store: ProgramKvStore): Promise<string> {
+async function dirOf(store: KvStateTier): Promise<string> {
   let dir = "";
   await store.put("probe", [], "c", async (path) => {
     dir = dirname(path);
@@ -23,9 +23,9 @@ afterEach(() => {
   for (const s of open.splice(0)) s.close();
 });
 
-describe("ProgramKvStore", () => {
+describe("KvStateTier", () => {
   it("stores entries with their token ids and reads them back pinned", async () => {
-    const store = track(new L2HostStore({ capacityBytes: 1000 }));
+    const store = track(new L2StateTier({ capacityBytes: 1000 }));
     const e = await store.put("p1", [1, 2, 3], "m", writer(100));
     expect(e).toEqual({ key: "p1", tokenIds: [1, 2, 3], bytes: 100, compat: "m" });
     const size = await store.read("p1", async (path, entry) => {
@@ -38,7 +38,7 @@ describe("ProgramKvStore", () => {
   });
 
   it("replacing a key frees the old file", async () => {
-    const store = track(new L2HostStore({ capacityBytes: 250 }));
+    const store = track(new L2StateTier({ capacityBytes: 250 }));
     const dir = await dirOf(store);
     await store.put("p", [1], "m", writer(200));
     await store.put("p", [1, 2], "m", writer(200));
@@ -48,7 +48,7 @@ describe("ProgramKvStore", () => {
   });
 
   it("evicts least recently used entries to make room and removes their files", async () => {
-    const store = track(new L2HostStore({ capacityBytes: 300 }));
+    const store = track(new L2StateTier({ capacityBytes: 300 }));
     const dir = await dirOf(store);
     await store.put("a", [1], "m", writer(100));
     await store.put("b", [2], "m", writer(100));
@@ -61,7 +61,7 @@ describe("ProgramKvStore", () => {
   });
 
   it("refuses a state larger than the capacity with a clear error and leaves no file", async () => {
-    const store = track(new L2HostStore({ capacityBytes: 100 }));
+    const store = track(new L2StateTier({ capacityBytes: 100 }));
     const dir = await dirOf(store);
     await store.put("a", [1], "m", writer(50));
     await expect(store.put("big", [1], "m", writer(101))).rejects.toThrow(/L2 KV store is full \(limit 100 bytes\): state for big needs 101 bytes/);
@@ -70,7 +70,7 @@ describe("ProgramKvStore", () => {
   });
 
   it("never evicts an entry that is being read", async () => {
-    const store = track(new L3SharedStore({ capacityBytes: 100 }));
+    const store = track(new L3StateTier({ capacityBytes: 100 }));
     await store.put("a", [1], "m", writer(80));
     await store.read("a", async () => {
       await expect(store.put("b", [2], "m", writer(80))).rejects.toThrow(/L3 KV store is full/);
@@ -81,7 +81,7 @@ describe("ProgramKvStore", () => {
   });
 
   it("a file deleted while being read stays until the reader is done", async () => {
-    const store = track(new L3SharedStore({ capacityBytes: 100 }));
+    const store = track(new L3StateTier({ capacityBytes: 100 }));
     await store.put("a", [1], "m", writer(10));
     let seen = "";
     await store.read("a", async (path) => {
@@ -93,7 +93,7 @@ describe("ProgramKvStore", () => {
   });
 
   it("finds the longest compatible saved prefix of a token list", async () => {
-    const store = track(new L3SharedStore({ capacityBytes: 1000 }));
+    const store = track(new L3StateTier({ capacityBytes: 1000 }));
     await store.put("short", [1, 2], "m", writer(10));
     await store.put("long", [1, 2, 3, 4], "m", writer(10));
     await store.put("other-model", [1, 2, 3, 4, 5], "x", writer(10));
@@ -106,7 +106,7 @@ describe("ProgramKvStore", () => {
   });
 
   it("removes its files on close; an owned temp dir goes too, a given dir stays", async () => {
-    const l2 = new L2HostStore({ capacityBytes: 1000 });
+    const l2 = new L2StateTier({ capacityBytes: 1000 });
     const l2dir = await dirOf(l2);
     await l2.put("a", [1], "m", writer(10));
     l2.close();
@@ -117,7 +117,7 @@ describe("ProgramKvStore", () => {
     const shared = mkdtempSync(join(tmpdir(), "arbor-l3-test-"));
     try {
       writeFileSync(join(shared, "someone-elses.txt"), "keep");
-      const l3 = new L3SharedStore({ capacityBytes: 1000, dir: shared });
+      const l3 = new L3StateTier({ capacityBytes: 1000, dir: shared });
       await l3.put("a", [1], "m", writer(10));
       await l3.put("b", [1], "m", writer(10));
       expect(readdirSync(shared)).toHaveLength(3);
@@ -129,8 +129,8 @@ describe("ProgramKvStore", () => {
   });
 
   it("rejects a bad capacity and cleans up after a failed write", async () => {
-    expect(() => new L2HostStore({ capacityBytes: 0 })).toThrow(/L2 store capacityBytes must be a positive number, got 0/);
-    const store = track(new L2HostStore({ capacityBytes: 100 }));
+    expect(() => new L2StateTier({ capacityBytes: 0 })).toThrow(/L2 store capacityBytes must be a positive number, got 0/);
+    const store = track(new L2StateTier({ capacityBytes: 100 }));
     const dir = await dirOf(store);
     await expect(
       store.put("a", [1], "m", async (path) => {

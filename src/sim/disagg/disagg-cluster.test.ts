@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { Rng } from "../../core/rng.js";
-import { getCostProfile } from "../costmodel/profile.js";
-import { generateAgentWorkload } from "../../sim/agent-workload.js";
+import { getCostProfile } from "../../engine/costmodel/profile.js";
+import { generateAgentWorkload } from "../agent-workload.js";
 import { DisaggCluster, type ClusterFinishedRequest, type ClusterRequest, type DisaggClusterOptions, type EngineRole } from "./disagg-cluster.js";
 
 const PROFILE = getCostProfile("llama-3-8b/h100");

@@ -1,16 +1,18 @@
-// Where a paused program's KV goes: llama.cpp sequence-state files kept under a byte budget with
-// LRU eviction. L2 is one engine's host memory (private temp dir); L3 is a directory shared by
-// every engine of the process/machine, searchable by the token ids each saved state covers.
+// The KV tiers (tier.ts) holding real KV: llama.cpp sequence-state files, the KV of a paused
+// program's last context, kept under a byte budget with LRU eviction. L2 is one engine's host memory
+// (private temp dir); L3 is a directory shared by every engine of the process/machine, searchable by
+// the token ids each saved state covers. The engine saves and loads program state only through these
+// tiers (the scheduled llama.cpp runner's pause/restore), as the paged block manager offloads blocks
+// to the block-identity tiers of tier.ts.
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ArborError } from "../../core/errors.js";
-
-export type KvTier = "L2" | "L3";
+import { checkTierName, type KvTierName } from "./tier.js";
 
 /** One saved sequence state. */
-export interface KvEntry {
+export interface KvStateEntry {
   readonly key: string;
   /** Token ids whose KV the state holds, in order (the sequence's context tokens). */
   readonly tokenIds: readonly number[];
@@ -20,7 +22,7 @@ export interface KvEntry {
   readonly compat: string;
 }
 
-export interface KvStoreStats {
+export interface KvStateTierStats {
   entries: number;
   usedBytes: number;
   capacityBytes: number;
@@ -30,40 +32,40 @@ export interface KvStoreStats {
   evictions: number;
 }
 
-/** A bounded store of sequence-state files keyed by program (or prefix) id. */
-export interface ProgramKvStore {
-  readonly tier: KvTier;
+/** A bounded tier of sequence-state files keyed by program (or prefix) id. */
+export interface KvStateTier {
+  readonly name: KvTierName;
   readonly capacityBytes: number;
   /**
    * Store a state under `key`, replacing any previous one: `write(path)` must create the file
    * (e.g. `seq.saveStateToFile(path)`). Older unpinned entries are evicted, least recently used
    * first, to make room; throws a `CapacityError`-coded ArborError when the state cannot fit.
    */
-  put(key: string, tokenIds: readonly number[], compat: string, write: (path: string) => Promise<unknown>): Promise<KvEntry>;
+  put(key: string, tokenIds: readonly number[], compat: string, write: (path: string) => Promise<unknown>): Promise<KvStateEntry>;
   /** The entry for `key` without touching its recency, or undefined. */
-  peek(key: string): KvEntry | undefined;
+  peek(key: string): KvStateEntry | undefined;
   /**
    * Hand the state file of `key` to `read(path)` (e.g. `seq.loadStateFromFile`), pinned against
    * eviction meanwhile; counts a hit and marks it most recently used. Undefined (a miss) when absent.
    */
-  read<T>(key: string, read: (path: string, entry: KvEntry) => Promise<T>): Promise<T | undefined>;
+  read<T>(key: string, read: (path: string, entry: KvStateEntry) => Promise<T>): Promise<T | undefined>;
   /** The entry with `compat` whose tokens are the longest prefix of `tokenIds` (at least `minTokens`). */
-  longestPrefix(tokenIds: readonly number[], compat: string, minTokens?: number): KvEntry | undefined;
+  longestPrefix(tokenIds: readonly number[], compat: string, minTokens?: number): KvStateEntry | undefined;
   /** Remove `key` and its file; false when absent. */
   delete(key: string): boolean;
   keys(): string[];
-  stats(): KvStoreStats;
+  stats(): KvStateTierStats;
   /** Remove every file this store wrote (and its directory when the store created it). Idempotent. */
   close(): void;
 }
 
-interface Slot extends KvEntry {
+interface Slot extends KvStateEntry {
   path: string;
   lastUse: number;
   pins: number;
 }
 
-export interface FileKvStoreOptions {
+export interface FileStateTierOptions {
   /** Byte budget for all state files together. */
   capacityBytes: number;
   /** Directory for the files; a fresh temp directory (removed on close) when absent. */
@@ -71,7 +73,7 @@ export interface FileKvStoreOptions {
 }
 
 /** Shared implementation: a directory of state files with an in-memory index, LRU by use count. */
-class FileKvStore implements ProgramKvStore {
+class FileStateTier implements KvStateTier {
   readonly capacityBytes: number;
   private readonly dir: string;
   private readonly ownsDir: boolean;
@@ -82,15 +84,16 @@ class FileKvStore implements ProgramKvStore {
   private readonly counters = { puts: 0, hits: 0, misses: 0, evictions: 0 };
 
   constructor(
-    readonly tier: KvTier,
-    opts: FileKvStoreOptions,
+    readonly name: KvTierName,
+    opts: FileStateTierOptions,
   ) {
+    checkTierName(name);
     if (!Number.isFinite(opts.capacityBytes) || opts.capacityBytes <= 0) {
-      throw new ArborError(`${tier} store capacityBytes must be a positive number, got ${opts.capacityBytes}`, "config");
+      throw new ArborError(`${name} store capacityBytes must be a positive number, got ${opts.capacityBytes}`, "config");
     }
     this.capacityBytes = opts.capacityBytes;
     if (opts.dir === undefined) {
-      this.dir = mkdtempSync(join(tmpdir(), `arbor-kv-${tier.toLowerCase()}-`));
+      this.dir = mkdtempSync(join(tmpdir(), `arbor-kv-${name.toLowerCase()}-`));
       this.ownsDir = true;
     } else {
       mkdirSync(opts.dir, { recursive: true });
@@ -99,17 +102,17 @@ class FileKvStore implements ProgramKvStore {
     }
   }
 
-  async put(key: string, tokenIds: readonly number[], compat: string, write: (path: string) => Promise<unknown>): Promise<KvEntry> {
+  async put(key: string, tokenIds: readonly number[], compat: string, write: (path: string) => Promise<unknown>): Promise<KvStateEntry> {
     this.ensureOpen();
     // A fresh file name per put: a reader may still hold the previous file of the same key.
-    const path = join(this.dir, `${this.tier.toLowerCase()}-${randomBytes(8).toString("hex")}.state`);
+    const path = join(this.dir, `${this.name.toLowerCase()}-${randomBytes(8).toString("hex")}.state`);
     let bytes: number;
     try {
       await write(path);
       bytes = statSync(path).size;
     } catch (err) {
       rmSync(path, { force: true });
-      throw new ArborError(`${this.tier} store: cannot save state for ${key}: ${(err as Error).message}`, "kv_store");
+      throw new ArborError(`${this.name} store: cannot save state for ${key}: ${(err as Error).message}`, "kv_store");
     }
     if (this.closed) {
       rmSync(path, { force: true });
@@ -120,7 +123,7 @@ class FileKvStore implements ProgramKvStore {
     if (bytes > this.capacityBytes || !this.makeRoom(bytes - freed, key)) {
       rmSync(path, { force: true });
       throw new ArborError(
-        `${this.tier} KV store is full (limit ${this.capacityBytes} bytes): state for ${key} needs ${bytes} bytes, ` +
+        `${this.name} KV store is full (limit ${this.capacityBytes} bytes): state for ${key} needs ${bytes} bytes, ` +
           `${this.capacityBytes - this.used} free and the rest is pinned`,
         "capacity",
       );
@@ -133,12 +136,12 @@ class FileKvStore implements ProgramKvStore {
     return publicEntry(slot);
   }
 
-  peek(key: string): KvEntry | undefined {
+  peek(key: string): KvStateEntry | undefined {
     const slot = this.slots.get(key);
     return slot ? publicEntry(slot) : undefined;
   }
 
-  async read<T>(key: string, read: (path: string, entry: KvEntry) => Promise<T>): Promise<T | undefined> {
+  async read<T>(key: string, read: (path: string, entry: KvStateEntry) => Promise<T>): Promise<T | undefined> {
     this.ensureOpen();
     const slot = this.slots.get(key);
     if (!slot) {
@@ -157,7 +160,7 @@ class FileKvStore implements ProgramKvStore {
     }
   }
 
-  longestPrefix(tokenIds: readonly number[], compat: string, minTokens = 1): KvEntry | undefined {
+  longestPrefix(tokenIds: readonly number[], compat: string, minTokens = 1): KvStateEntry | undefined {
     let best: Slot | undefined;
     for (const slot of this.slots.values()) {
       const n = slot.tokenIds.length;
@@ -179,7 +182,7 @@ class FileKvStore implements ProgramKvStore {
     return [...this.slots.keys()];
   }
 
-  stats(): KvStoreStats {
+  stats(): KvStateTierStats {
     return { entries: this.slots.size, usedBytes: this.used, capacityBytes: this.capacityBytes, ...this.counters };
   }
 
@@ -221,16 +224,16 @@ class FileKvStore implements ProgramKvStore {
   }
 
   private ensureOpen(): void {
-    if (this.closed) throw new ArborError(`${this.tier} KV store is closed`, "closed");
+    if (this.closed) throw new ArborError(`${this.name} KV store is closed`, "closed");
   }
 }
 
-function publicEntry(s: Slot): KvEntry {
+function publicEntry(s: Slot): KvStateEntry {
   return { key: s.key, tokenIds: s.tokenIds, bytes: s.bytes, compat: s.compat };
 }
 
 /** L2: one engine's host memory. Files live in a private temp directory removed on close. */
-export class L2HostStore extends FileKvStore {
+export class L2StateTier extends FileStateTier {
   constructor(opts: { capacityBytes: number }) {
     super("L2", { capacityBytes: opts.capacityBytes });
   }
@@ -240,8 +243,8 @@ export class L2HostStore extends FileKvStore {
  * L3: the pool shared by all engines of the process/machine — pass one instance to every session
  * manager. With `dir`, files go there (the directory itself is left on close); otherwise a temp dir.
  */
-export class L3SharedStore extends FileKvStore {
-  constructor(opts: FileKvStoreOptions) {
+export class L3StateTier extends FileStateTier {
+  constructor(opts: FileStateTierOptions) {
     super("L3", opts);
   }
 }

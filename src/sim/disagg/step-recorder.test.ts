@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { StepPlan, StepResult } from "../scheduler/step-plan.js";
+import type { StepPlan, StepResult } from "../../engine/scheduler/step-plan.js";
 import { StepRecorder } from "./step-recorder.js";
 
 const plan = (p: Partial<StepPlan>): StepPlan => ({ stepId: 0, now: 0, chunks: [], numBatchedTokens: 0, preempted: [], finished: [], transfers: [], ...p });

@@ -1,8 +1,8 @@
 // A StepExecutor wrapper that records what each engine step did (its duration, prefill and decode
 // work, KV traffic), so that a cluster can show where long prefills land: on a decode instance of a
 // disaggregated cluster they should not, on a mixed instance they stall every decoding sequence.
-import type { StepExecutor } from "../sim-engine.js";
-import type { StepPlan, StepResult } from "../scheduler/step-plan.js";
+import type { StepExecutor } from "../../engine/sim-engine.js";
+import type { StepPlan, StepResult } from "../../engine/scheduler/step-plan.js";
 
 /** Aggregates over the steps an instance ran (empty plans are not steps). */
 export interface StepRecord {

@@ -1,0 +1,132 @@
+// Where the engine gets its executors: a registry from executor kind ("llamacpp",
+// "llamacpp-scheduled", "costmodel", or one a caller registers) to a factory. The HTTP engine asks
+// it for the executor of its configured kind on start, on a weight switch and on wake-up, so a new
+// executor is one `register` call away and never an edit of the server. Every registered kind must
+// pass the shared executor contract (executor.contract.ts).
+import type { Clock } from "../core/clock.js";
+import { ArborError } from "../core/errors.js";
+import type { Vocab } from "../model/vocab.js";
+import { createCostModelEngine, loadScheduledLlamaCpp } from "./core/scheduled-engines.js";
+import { getCostProfile } from "./costmodel/profile.js";
+import type { Executor } from "./executor.js";
+import type { KvStateTier } from "./kv/state-tier.js";
+import { LlamaCppExecutor } from "./llamacpp-executor.js";
+
+/** Everything a factory may need to build one executor of an engine. */
+export interface ExecutorSpec {
+  /** Engine name (error messages). */
+  engine: string;
+  /** The GGUF policy to load (executors that serve real weights). */
+  modelPath: string;
+  /** Sequences decoded together. */
+  sequences: number;
+  /** Context length of one sequence, tokens. */
+  contextSize: number;
+  /** Requests that may wait for a sequence before generate rejects with CapacityError. */
+  maxWaiting: number;
+  stopTokenIds: readonly number[];
+  clock: Clock;
+  /** Arbor's vocabulary (executors that do not load a model tokenize with it). */
+  vocab: Vocab;
+  /** Seed of executors that draw their own tokens (the cost model). */
+  seed: number;
+  /** F32 KV cache for trainer-exact logprobs (llama.cpp executors). */
+  exactKv?: boolean;
+  /** Order of waiting requests on scheduled executors. */
+  schedulingPolicy?: "fcfs" | "priority";
+  /** Byte budget of a scheduled llama.cpp engine's own L2 tier of paused programs. */
+  l2CapacityBytes?: number;
+  /** The L3 tier of paused programs, shared by the engines of this process (left open on close). */
+  l3?: KvStateTier;
+  /** Cost profile name (see costmodel/profile.ts) of the cost-model executor. */
+  costProfile?: string;
+}
+
+/** Builds one executor; rejects with a "config" ArborError when `spec` lacks what the kind needs. */
+export type ExecutorFactory = (spec: ExecutorSpec) => Promise<Executor>;
+
+/** Executor kinds to their factories; see the file header. */
+export class ExecutorRegistry {
+  private readonly factories = new Map<string, ExecutorFactory>();
+
+  /** Add `kind`; a kind already registered is refused (two factories under one name is a bug). */
+  register(kind: string, factory: ExecutorFactory): this {
+    if (!/^[a-z][a-z0-9-]*$/.test(kind)) throw new ArborError(`executor kind must be lowercase letters, digits and '-', got ${JSON.stringify(kind)}`, "config");
+    if (this.factories.has(kind)) throw new ArborError(`executor kind "${kind}" is already registered`, "config");
+    this.factories.set(kind, factory);
+    return this;
+  }
+
+  /** The registered kinds, in registration order. */
+  kinds(): string[] {
+    return [...this.factories.keys()];
+  }
+
+  has(kind: string): boolean {
+    return this.factories.has(kind);
+  }
+
+  /** Build an executor of `kind`; an unknown kind is a "config" error naming the registered ones. */
+  create(kind: string, spec: ExecutorSpec): Promise<Executor> {
+    const factory = this.factories.get(kind);
+    if (!factory) {
+      const known = this.kinds().map((k) => `"${k}"`);
+      return Promise.reject(new ArborError(`engine ${spec.engine}: executorKind must be ${known.join(", ")}, got ${JSON.stringify(kind)}`, "config"));
+    }
+    return factory(spec);
+  }
+
+  /** A copy with the same kinds, to which a caller may add its own without touching this one. */
+  clone(): ExecutorRegistry {
+    const copy = new ExecutorRegistry();
+    for (const [k, f] of this.factories) copy.register(k, f);
+    return copy;
+  }
+}
+
+/** The built-in kinds: the v0 llama.cpp executor, the scheduled llama.cpp engine and the cost model. */
+export function builtinExecutors(): ExecutorRegistry {
+  return new ExecutorRegistry()
+    .register("llamacpp", (s) =>
+      LlamaCppExecutor.load({
+        modelPath: s.modelPath,
+        sequences: s.sequences,
+        contextSize: s.contextSize,
+        maxWaiting: s.maxWaiting,
+        stopTokenIds: s.stopTokenIds,
+        ...(s.exactKv !== undefined ? { exactKv: s.exactKv } : {}),
+      }),
+    )
+    .register("llamacpp-scheduled", (s) =>
+      loadScheduledLlamaCpp({
+        modelPath: s.modelPath,
+        sequences: s.sequences,
+        contextSize: s.contextSize,
+        maxWaiting: s.maxWaiting,
+        stopTokenIds: s.stopTokenIds,
+        clock: s.clock,
+        ...(s.exactKv !== undefined ? { exactKv: s.exactKv } : {}),
+        ...(s.schedulingPolicy ? { schedulingPolicy: s.schedulingPolicy } : {}),
+        ...(s.l2CapacityBytes !== undefined ? { l2CapacityBytes: s.l2CapacityBytes } : {}),
+        ...(s.l3 ? { l3: s.l3 } : {}),
+      }),
+    )
+    .register("costmodel", async (s) => {
+      if (s.costProfile === undefined) throw new ArborError(`engine ${s.engine}: executorKind "costmodel" needs costProfile`, "config");
+      return createCostModelEngine({
+        sequences: s.sequences,
+        contextSize: s.contextSize,
+        maxWaiting: s.maxWaiting,
+        stopTokenIds: s.stopTokenIds,
+        clock: s.clock,
+        ...(s.schedulingPolicy ? { schedulingPolicy: s.schedulingPolicy } : {}),
+        profile: getCostProfile(s.costProfile),
+        vocabSize: s.vocab.size,
+        tokenize: (text) => s.vocab.encode(text),
+        seed: s.seed,
+      });
+    });
+}
+
+/** The registry engines use unless given their own. */
+export const executorRegistry: ExecutorRegistry = builtinExecutors();
