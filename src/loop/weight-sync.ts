@@ -1,12 +1,13 @@
-// Weight sync of the asynchronous rollout: tell every engine to serve a new checkpoint over its own
-// HTTP API (POST /v1/load_weights) and confirm it does (GET /v1/policy_version), so the driver only
-// tells the orchestrator about a version every engine serves.
+// Weight sync of the training loop (the WeightSync port for in-process engines): tell every engine to serve a
+// new checkpoint over its own HTTP API (POST /v1/load_weights) and confirm it does (GET /v1/policy_version),
+// so the loop only tells the rollout about a version every engine serves.
 import { ArborError } from "../core/errors.js";
+import type { WeightSync } from "./trainer-port.js";
 
 /** What in-flight requests do on a weight switch (the engine's `in_flight`). */
 export type InFlightOnSwitch = "finish" | "abort" | "resume";
 
-/** An engine the driver syncs: its server root (no `/v1`), e.g. http://127.0.0.1:8000. */
+/** An engine the loop syncs: its server root (no `/v1`), e.g. http://127.0.0.1:8000. */
 export interface SyncedEngine {
   name: string;
   url: string;
@@ -40,4 +41,9 @@ export async function loadWeightsEverywhere(engines: readonly SyncedEngine[], mo
       }
     }),
   );
+}
+
+/** The WeightSync of engines reached over HTTP: {@link loadWeightsEverywhere} with their default `inFlight`. */
+export function engineWeightSync(engines: readonly SyncedEngine[], inFlight: InFlightOnSwitch): WeightSync {
+  return { load: (modelPath, version) => loadWeightsEverywhere(engines, modelPath, version, inFlight) };
 }
