@@ -32,7 +32,7 @@ export interface RolloutEngine {
 
 /** One batch the loop takes. */
 export interface TakenBatch {
-  /** The batch's id: its store run's when it holds that whole run (a sync iteration), else `${run}-step${k}`. */
+  /** The batch's id: its store run's when it is a sync iteration holding that whole run, else `${run}-step${k}`. */
   id: string;
   /** The orchestrator's batch with store ids (groups, programs) and engine policy versions (`baseVersion` added back). */
   batch: RolloutBatch;
@@ -371,10 +371,9 @@ export class OrchestratedRollout {
     for (const runId of runIds) {
       const open = [...this.groups.values()].some((g) => g.group.runId === runId && !this.consumed.has(g.group.id));
       const all = [...this.groups.values()].every((g) => g.group.runId !== runId || gs.includes(g));
-      if (!open && runId !== nextRun) {
-        await this.finishRun(runId);
-        if (all && runIds.size === 1) whole = runId;
-      }
+      if (!open && runId !== nextRun) await this.finishRun(runId);
+      // A sync iteration that is its whole run so far is named after it.
+      if (this.o.settings.mode === "sync" && all && runIds.size === 1) whole = runId;
     }
     const first = groups[0]?.runId ?? this.o.runId;
     return { id: whole ?? `${first}-step${batch.index + 1}`, batch: abs, groups, trajectories };
