@@ -32,7 +32,7 @@ export async function loadWeightsEverywhere(engines: readonly SyncedEngine[], mo
           body: JSON.stringify({ model_path: modelPath, policy_version: version, in_flight: e.inFlight ?? inFlight }),
         });
       } catch (err) {
-        throw new ArborError(`weight sync: engine ${e.name} (${e.url}) unreachable loading version ${version}: ${err instanceof Error ? err.message : String(err)}`, "weight_sync");
+        throw new ArborError(`weight sync: engine ${e.name} (${e.url}) unreachable loading version ${version}: ${reason(err)}`, "weight_sync");
       }
       if (!res.ok) throw new ArborError(`weight sync: engine ${e.name} refused version ${version} (${res.status}: ${(await res.text()).slice(0, 200)})`, "weight_sync");
       const now = (await (await fetch(`${root(e.url)}/v1/policy_version`)).json()) as { policy_version?: unknown };
@@ -46,4 +46,11 @@ export async function loadWeightsEverywhere(engines: readonly SyncedEngine[], mo
 /** The WeightSync of engines reached over HTTP: {@link loadWeightsEverywhere} with their default `inFlight`. */
 export function engineWeightSync(engines: readonly SyncedEngine[], inFlight: InFlightOnSwitch): WeightSync {
   return { load: (modelPath, version) => loadWeightsEverywhere(engines, modelPath, version, inFlight) };
+}
+
+/** An error's message with its cause's (fetch says only "fetch failed"; the cause says why: refused, reset, timeout). */
+function reason(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = err.cause instanceof Error ? `${err.cause.message}${(err.cause as NodeJS.ErrnoException).code ? ` (${(err.cause as NodeJS.ErrnoException).code})` : ""}` : undefined;
+  return cause ? `${err.message}: ${cause}` : err.message;
 }
