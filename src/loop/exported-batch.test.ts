@@ -70,6 +70,8 @@ describe("the exported batch of an iteration", () => {
     const queue = [taken(1, 0)];
     const loaded: [string, number][] = [];
     const published: number[] = [];
+    // Evaluation runs after the weight sync: it sees the version every engine was told to load.
+    const evaluated: [number, number, number][] = [];
     const rollout: RolloutSource = {
       next: async () => queue.shift(),
       beginSync: () => true,
@@ -88,8 +90,13 @@ describe("the exported batch of an iteration", () => {
         trainer,
         weights: { load: async (path, v) => void loaded.push([path, v]) },
         exportBatch: jsonlBatchExporter(join(dir, "out"), (k) => `batch-it${k}.jsonl`),
+        evaluate: async (step, version) => void evaluated.push([step, version, loaded.length]),
         clock: new VirtualClock(0),
       });
+      expect(evaluated).toEqual([
+        [1, 1, 1],
+        [2, 2, 2],
+      ]);
       expect(out.iterations.map((r) => r.update?.stepped)).toEqual([true, true]);
       expect(given).toHaveLength(2);
       expect(trees).toHaveLength(2);
