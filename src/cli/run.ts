@@ -255,7 +255,14 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       settings,
       scheduler: schedulerFromConfig(cfg.rollout),
       rng: new Rng(cfg.seed).fork("dataset"),
-      engines: cfg.engines.map((e) => ({ name: e.name, maxActive: e.sequences, kvCapacityTokens: e.sequences * e.contextSize })),
+      // The instances the scheduling policy places programs on: the in-process engines, else (external backends
+      // only) one per backend, each taking up to `concurrency` programs with their whole token budget.
+      // Backends this run did not start serve versions of their own (and are never synced: no training).
+      trackVersions: cfg.engines.length > 0,
+      engines:
+        cfg.engines.length > 0
+          ? cfg.engines.map((e) => ({ name: e.name, maxActive: e.sequences, kvCapacityTokens: e.sequences * e.contextSize }))
+          : backends.map((b) => ({ name: b.name, maxActive: cfg.rollout.concurrency, kvCapacityTokens: cfg.rollout.concurrency * Math.max(cfg.agent.maxTotalTokens, 1) })),
       onProgramDone: (p) => {
         done++;
         // Each program that ends starts the preparation of one more sandbox, for the program that takes its place.

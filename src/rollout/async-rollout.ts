@@ -53,6 +53,11 @@ export interface OrchestratedRolloutOptions extends Omit<RolloutOptions, "groupS
   engines: readonly RolloutEngine[];
   /** The policy version the engines serve at the start (default 0). */
   baseVersion?: number;
+  /**
+   * False when the engines' versions are not this run's (backends it neither started nor syncs, so no
+   * training): tokens are then counted at the orchestrator's version instead of their calls'. Default true.
+   */
+  trackVersions?: boolean;
   /** Store run of the group admitted at `position` (default: always `runId`); each is created at its first group. */
   runOf?: (position: number) => string;
   /** Name and config of the store runs this rollout creates. */
@@ -246,7 +251,8 @@ export class OrchestratedRollout {
         this.o.onProgramDone?.(r);
         const { spans, inverted } = callVersionSpans(ended.ctx.trajectory.calls, this.base);
         this.invertedTokens += inverted;
-        st.pending = spans;
+        const tokens = spans.reduce((n, x) => n + x.tokens, 0);
+        st.pending = this.o.trackVersions === false ? (tokens > 0 ? [{ version: this.orch.version, tokens }] : []) : spans;
         if (this.syncing) this.deferred.push(id);
         else this.report(id);
       })
