@@ -1,4 +1,4 @@
-// End to end: calls recorded in the SQLite store come out of the JSONL batch with the exact
+// End to end: calls recorded in the SQLite store come out of the batch builder's JSONL export with the exact
 // output token ids and logprobs the engine reported.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -8,9 +8,9 @@ import type { Call } from "../core/types.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../store/test-fixtures.js";
 import { readSamplesJsonl, writeSamplesJsonl } from "./export-jsonl.js";
-import { buildSamples } from "./samples.js";
+import { buildTrainingBatch } from "./build-batch.js";
 
-describe("store → samples → JSONL", () => {
+describe("store → batch builder → JSONL", () => {
   let dir: string;
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), "arbor-e2e-"));
@@ -39,7 +39,8 @@ describe("store → samples → JSONL", () => {
     store.close();
 
     store = new SqliteTrajectoryStore(dbPath);
-    const samples = buildSamples(store.listTrajectories("run-1"), store.listGroups("run-1"));
+    // Per-call samples: each call's prompt ‖ output on its own line (the run exports merged ones, same builder).
+    const samples = buildTrainingBatch({ id: "b", trajectories: store.listTrajectories("run-1"), groups: store.listGroups("run-1"), estimator: "grpo", mode: "per-call" }).batch.samples;
     store.close();
     const out = join(dir, "out", "batch.jsonl");
     await writeSamplesJsonl(out, samples);
@@ -48,21 +49,23 @@ describe("store → samples → JSONL", () => {
     expect(back).toHaveLength(recorded.size);
     expect(back).toEqual(samples);
     for (const s of back) {
-      const call = recorded.get(s.callId);
-      expect(call, s.callId).toBeDefined();
+      expect(s.callIds).toHaveLength(1);
+      const call = recorded.get(s.callIds[0]!);
+      expect(call, s.id).toBeDefined();
       const first = s.lossMask.indexOf(1);
       expect(first).toBe(call?.promptTokenIds.length);
       expect(s.tokenIds.slice(0, first)).toEqual(call?.promptTokenIds);
       expect(s.tokenIds.slice(first)).toEqual(call?.outputTokenIds);
       const lp = s.oldLogprobs.slice(first);
       expect(Buffer.from(new Float64Array(lp).buffer).equals(Buffer.from(new Float64Array(call?.logprobs ?? []).buffer))).toBe(true);
-      expect(s.reward).toBe(rewards[s.programId]);
+      expect(s.versions.slice(first)).toEqual(call?.outputTokenIds.map(() => call.policyVersion));
     }
-    // Group g2's rewards are equal: no signal. Group g1 is [1,0,0,1].
-    expect(back.filter((s) => s.groupId === "g2").every((s) => s.advantage === 0)).toBe(true);
+    // Group g2's rewards are equal: no signal. Group g1 is [1,0,0,1]: GRPO broadcasts each program's advantage.
+    expect(back.filter((s) => s.groupId === "g2").every((s) => s.advantages.every((a) => a === 0))).toBe(true);
     const g1 = back.filter((s) => s.programId === "g1-p3");
     expect(g1).toHaveLength(4);
-    expect(new Set(g1.map((s) => s.advantage)).size).toBe(1);
-    expect(g1[0]?.advantage).toBeCloseTo(0.866024, 5);
+    const adv = g1.flatMap((s) => s.advantages.filter((_, i) => s.lossMask[i] === 1));
+    expect(new Set(adv).size).toBe(1);
+    expect(adv[0]).toBeCloseTo(0.866024, 5);
   });
 });

@@ -13,7 +13,9 @@ import { VirtualClock } from "../core/clock.js";
 import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { specTrajectories } from "../trainer/test-batches.js";
-import { startExternalTrainer, type ExternalTrainer } from "./external-trainer.js";
+import { buildTrainingBatch } from "../batch/build-batch.js";
+import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
+import { engineWeightSync } from "../loop/weight-sync.js";
 import { runIteration, type RunSummary } from "./run.js";
 import { smallRlConfig } from "./test-rl-config.js";
 import { runTrainWorker, type TrainWorkerResult } from "./train-worker.js";
@@ -112,13 +114,13 @@ describe("waiting for the external trainer", () => {
   // Two groups with different rewards within each: the batch has signal.
   const call = (output: number[]) => ({ output, tool: [40], logprobs: output.map(() => -2) });
   const program = (p: number, reward: number) => ({ forkFrom: 0, forkDepth: p, calls: [call([50 + p, 60]), call([70])], reward });
-  const rollout = (id: string) => ({ id, ...specTrajectories({ prompts: [[30, 31]], groups: [[program(0, 0), program(1, 1)]], estimator: "grpo", mode: "merged" }) });
+  // The batch the loop builds of such a rollout, named `id`.
+  const rollout = (id: string) => buildTrainingBatch({ id, ...specTrajectories({ prompts: [[30, 31]], groups: [[program(0, 0), program(1, 1)]], estimator: "grpo", mode: "merged" }), estimator: "grpo", mode: "merged" });
 
   async function start(clock: VirtualClock, signal?: AbortSignal): Promise<ExternalTrainer> {
     return startExternalTrainer({
       config: { host: "127.0.0.1", port: 0, waitMs: 1000 },
-      engines: [],
-      estimator: "grpo",
+      weights: engineWeightSync([], "finish"),
       modelPath: "models/x.gguf",
       clock,
       ...(signal ? { signal } : {}),
@@ -132,7 +134,7 @@ describe("waiting for the external trainer", () => {
       // GET /v1/stats names the weights the engines serve from the start (model.path), then the announced ones.
       expect(await client.stats()).toMatchObject({ policyVersion: 0, modelPath: "models/x.gguf" });
       await expect(client.announceWeights(1, "/w/v1.gguf")).rejects.toThrow(/HTTP 502 .*not waiting for a batch; announce the weights trained on a batch before acking/);
-      const trained = ext.train(rollout("b1"));
+      const trained = ext.step(rollout("b1"));
       const b = await client.nextBatch();
       expect(b?.id).toBe("b1");
       expect(b?.samples).toHaveLength(2);
@@ -144,7 +146,7 @@ describe("waiting for the external trainer", () => {
       expect(u).toMatchObject({ stepped: true, version: 1, checkpoint: "/w/v1.gguf", samples: 2, trainedSamples: 2 });
       expect(u.treeTokens).toBeLessThan(u.flatTokens);
       // Acked without new weights: no step, same version.
-      const again = ext.train(rollout("b2"));
+      const again = ext.step(rollout("b2"));
       await client.ack((await client.nextBatch())!.id);
       expect(await again).toMatchObject({ stepped: false, version: 1 });
     } finally {
@@ -157,7 +159,7 @@ describe("waiting for the external trainer", () => {
     const ext = await start(clock);
     try {
       const client = new TrainerClient(ext.url);
-      const none = ext.train(rollout("never-taken"));
+      const none = ext.step(rollout("never-taken"));
       clock.advance(1000);
       await expect(none).rejects.toThrow(
         new RegExp(`external trainer at ${ext.url}: batch 'never-taken' was not acknowledged within 1000 ms \\(train.external.waitMs\\): no trainer took it .*arbor train-worker --url ${ext.url} --from models/x.gguf`),
@@ -165,7 +167,7 @@ describe("waiting for the external trainer", () => {
       // The failed batch is still queued; a late ack is harmless (and frees its slot).
       await client.ack((await client.nextBatch())!.id);
 
-      const held = ext.train(rollout("held"));
+      const held = ext.step(rollout("held"));
       await client.nextBatch();
       clock.advance(600);
       await client.requeue("held");
@@ -176,7 +178,7 @@ describe("waiting for the external trainer", () => {
       await expect(held).rejects.toThrow(/batch 'held' was not acknowledged within 1000 ms .*: a trainer took it and announced version 3 but did not ack it \(POST \/v1\/batches\/held\/ack\)/);
       await client.ack("held");
 
-      const back = ext.train(rollout("given-back"));
+      const back = ext.step(rollout("given-back"));
       await client.nextBatch();
       await client.requeue("given-back");
       clock.advance(1000);
@@ -190,7 +192,7 @@ describe("waiting for the external trainer", () => {
     const abort = new AbortController();
     const ext = await start(new VirtualClock(), abort.signal);
     try {
-      const waiting = ext.train(rollout("b1"));
+      const waiting = ext.step(rollout("b1"));
       abort.abort(new Error("received SIGINT"));
       await expect(waiting).rejects.toThrow(/run aborted \(received SIGINT\) while waiting for the external trainer at .* to ack batch 'b1'/);
     } finally {

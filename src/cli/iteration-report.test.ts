@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { Trajectory } from "../core/types.js";
-import { batchStats } from "./async-run.js";
-import { iterationLine, meanRewardComponents, summaryTrainingRows } from "./iteration-report.js";
-import type { IterationResult, RunSummary } from "./run.js";
-import type { RlUpdate } from "../sft/rl-update.js";
+import { batchStats, meanRewardComponents, type IterationResult } from "../loop/iteration-result.js";
+import type { RlUpdate } from "../loop/rl-update.js";
+import { iterationLine, summaryTrainingRows } from "./iteration-report.js";
+import type { RunSummary } from "./run.js";
 
 function trajectory(components: Record<string, number> | undefined): Trajectory {
   const total = Object.values(components ?? {}).reduce((a, b) => a + b, 0);

@@ -2,19 +2,11 @@
 // components, loss, tokens, time, policy versions), the reward plot in the output directory and the summary's rows.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Trajectory } from "../core/types.js";
+import type { IterationResult } from "../loop/iteration-result.js";
 import { rewardPlotSvg, sparkline } from "./reward-plot.js";
-import type { IterationResult, RunSummary } from "./run.js";
 
 function meanReward(r: IterationResult): number {
   return r.stats.meanReward ?? 0;
-}
-
-/** Mean of each reward component over the rewarded trajectories (a component a program lacks counts as 0). */
-export function meanRewardComponents(ts: readonly Trajectory[]): Record<string, number> {
-  const rewarded = ts.flatMap((t) => (t.reward ? [t.reward.components] : []));
-  const names = [...new Set(rewarded.flatMap((c) => Object.keys(c)))].sort();
-  return Object.fromEntries(names.map((n) => [n, rewarded.reduce((a, c) => a + (c[n] ?? 0), 0) / rewarded.length]));
 }
 
 function rewardText(r: IterationResult): string {
@@ -45,6 +37,13 @@ export function iterationLine(r: IterationResult, of: number): string {
   return parts.join("  ");
 }
 
+/** The sync mode's iteration line with the batch's staleness and the versions its tokens came from (async steps). */
+export function asyncStepLine(r: IterationResult, of: number): string {
+  const s = r.staleness;
+  const line = iterationLine(r, of).replace(/^iteration/, "step");
+  return s === undefined ? line : `${line}  staleness mean ${s.mean.toFixed(2)} max ${s.max}  token versions ${s.versions.map((v) => `v${v}`).join(",")}`;
+}
+
 /** Write `reward.svg` (mean reward per iteration) into `dir`; returns its path. */
 export function writeRewardPlot(dir: string, results: readonly IterationResult[]): string {
   const path = join(dir, "reward.svg");
@@ -53,7 +52,7 @@ export function writeRewardPlot(dir: string, results: readonly IterationResult[]
 }
 
 /** Summary rows of a training run (none for a plain rollout). */
-export function summaryTrainingRows(s: RunSummary): [string, string][] {
+export function summaryTrainingRows(s: { iterations: readonly IterationResult[]; rewardPlot?: string; policyVersion?: number }): [string, string][] {
   if (s.rewardPlot === undefined) return [];
   const rewards = s.iterations.map(meanReward);
   const row = (values: number[]): string => `${(values[0] ?? 0).toFixed(3)} → ${(values[values.length - 1] ?? 0).toFixed(3)}  ${sparkline(values)}  (${values.map((x) => x.toFixed(2)).join(" ")})`;

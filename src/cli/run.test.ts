@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { BackendReply } from "../backends/backend.js";
 import { readSamplesJsonl } from "../batch/export-jsonl.js";
-import type { TrainingSample } from "../batch/samples.js";
+import type { ScoredSample } from "../batch/batch-sample.js";
 import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { runIteration, type RunSummary } from "./run.js";
@@ -77,18 +77,28 @@ describe("arbor run (end to end)", () => {
     }
   });
 
-  it("exports one sample per call whose token ids equal the engine's", async () => {
-    const samples: TrainingSample[] = await readSamplesJsonl(summary.batchPath);
+  it("exports the batch the trainer gets, whose every call's prompt, output and logprobs are the engine's", async () => {
+    const samples: ScoredSample[] = await readSamplesJsonl(summary.batchPath);
+    expect(samples.length).toBeGreaterThanOrEqual(summary.stats.programs);
     const engine = engineTokens();
-    expect(samples).toHaveLength(engine.length);
     const unmatched = [...engine];
     for (const s of samples) {
-      const i = unmatched.findIndex((e) => [...e.prompt, ...e.output].join() === s.tokenIds.join());
-      expect(i).toBeGreaterThanOrEqual(0);
-      const e = unmatched.splice(i, 1)[0]!;
-      expect(s.lossMask).toEqual([...e.prompt.map(() => 0), ...e.output.map(() => 1)]);
-      expect(s.oldLogprobs.slice(e.prompt.length)).toEqual(e.logprobs);
-      expect(Number.isFinite(s.advantage)).toBe(true);
+      // Merged samples: each chunk's model tokens are one call's output; what precedes them is that call's prompt.
+      const chunks = [...new Set(s.chunks.filter((c) => c >= 0))];
+      expect(chunks).toHaveLength(s.callIds.length);
+      for (const c of chunks) {
+        const at = s.chunks.flatMap((x, i) => (x === c ? [i] : []));
+        const start = at[0]!;
+        expect(at).toEqual(at.map((_, k) => start + k));
+        const output = at.map((i) => s.tokenIds[i]);
+        const i = unmatched.findIndex((e) => e.output.join() === output.join() && e.prompt.join() === s.tokenIds.slice(0, start).join());
+        expect(i).toBeGreaterThanOrEqual(0);
+        const e = unmatched.splice(i, 1)[0]!;
+        expect(at.map((k) => s.lossMask[k])).toEqual(e.output.map(() => 1));
+        expect(at.map((k) => s.oldLogprobs[k])).toEqual(e.logprobs);
+        expect(at.map((k) => s.versions[k])).toEqual(e.output.map(() => e.version));
+      }
+      expect(s.advantages.every((x) => Number.isFinite(x))).toBe(true);
     }
     expect(unmatched).toEqual([]);
   });

@@ -1,41 +1,45 @@
-// `arbor run <config>`: wires synchronous rollout iterations end to end — policy, engines,
-// gateway, sandboxes, agents, rewards, store and batch export — and, with `train`, the RL loop between
-// them (batch → reference-trainer step → checkpoint → weight sync; with train.trainer: external the batch goes
-// to a trainer in another process over the trainer protocol, external-trainer.ts); prints a line per iteration and a summary.
-// With rollout.mode: async the iterations are the async orchestrator's trainer steps (async-run.ts).
+// `arbor run <config>`: reads the config and wires the run — policy, engines, gateway, sandboxes, agents,
+// rewards, store, the orchestrated rollout (sync or async), the trainer (in process, or external over the
+// trainer protocol) and the engines' weight sync — into the training loop (src/loop/train-loop.ts), which
+// runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
 import { setMaxListeners } from "node:events";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import cliProgress from "cli-progress";
 import { isTokenBackend, type Backend, type BackendReply, type GenerateRequest } from "../backends/backend.js";
 import { createBackend } from "../backends/registry.js";
-import { buildSamples } from "../batch/samples.js";
-import { writeSamplesJsonl } from "../batch/export-jsonl.js";
 import { loadRunConfig, type BackendConfig, type RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
+import { Rng } from "../core/rng.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createEnvironment } from "../envs/registry.js";
 import { createContextPolicy } from "../agents/context/registry.js";
 import { createGateway } from "../gateway/server.js";
+import { jsonlBatchExporter } from "../loop/export-batch.js";
+import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
+import type { IterationResult } from "../loop/iteration-result.js";
+import { startReferenceTrainer } from "../loop/reference-trainer.js";
+import { runTrainLoop, type TrainLoopResult } from "../loop/train-loop.js";
+import type { Trainer } from "../loop/trainer-port.js";
+import { engineWeightSync } from "../loop/weight-sync.js";
 import { ensurePolicy } from "../model/policy.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { GroupRewarder } from "../reward/group-rewarder.js";
+import { OrchestratedRollout } from "../rollout/async-rollout.js";
 import { agentSpecOf } from "../rollout/blackbox-program.js";
-import { runSyncRollout, type ProgramResult } from "../rollout/sync-rollout.js";
+import { orchestratorSettings, schedulerFromConfig } from "../rollout/orchestrator/from-config.js";
+import type { ProgramResult } from "../rollout/sync-rollout.js";
 import { bwrapAvailable } from "../sandbox/bwrap.js";
 import { createSandboxPool, type SandboxPool } from "../sandbox/pool.js";
 import { createSandboxProvider } from "../sandbox/registry.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { createStore } from "../store/registry.js";
 import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
-import { rlUpdate, type RlUpdate } from "../sft/rl-update.js";
-import type { Trainer } from "../trainer/trainer.js";
-import { runAsyncIterations, type AsyncRunOutcome } from "./async-run.js";
-import { startExternalTrainer, type ExternalTrainer } from "./external-trainer.js";
 import { createRunJudge } from "./run-judge.js";
-import { iterationLine, meanRewardComponents, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
-import { loadWeightsEverywhere } from "../rollout/async-rollout-weights.js";
+import { asyncStepLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
+
+export type { IterationResult } from "../loop/iteration-result.js";
 
 export interface RunSummary {
   runId: string;
@@ -57,25 +61,6 @@ export interface RunSummary {
   policyVersion?: number;
   /** The version each in-process engine serves at the end, in cfg.engines order. */
   engineVersions: number[];
-}
-
-/** One rollout iteration and the policy update that followed it. */
-export interface IterationResult {
-  iteration: number;
-  runId: string;
-  stats: RunStats;
-  /** Mean of each reward component over the iteration's rewarded programs (e.g. outcome, process). */
-  rewardComponents?: Record<string, number>;
-  batchPath: string;
-  samples: number;
-  toolCalls: number;
-  rolloutMs: number;
-  trainMs: number;
-  /** Policy version the engines served during this iteration's rollout. */
-  policyVersion: number;
-  update?: RlUpdate;
-  /** Async mode: the batch's token staleness (trainer version − token version) and its tokens' versions. */
-  staleness?: { mean: number; max: number; versions: number[] };
 }
 
 export interface RunOptions {
@@ -133,9 +118,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   let sandboxes: SandboxProvider | undefined;
   let pool: SandboxPool | undefined;
   let gateway: ReturnType<typeof createGateway> | undefined;
+  /** The reference trainer in process, or (train.trainer: external) the trainer protocol server another process trains through. */
   let trainer: Trainer | undefined;
-  /** train.trainer: external: the trainer protocol server a trainer in another process trains through. */
-  let external: ExternalTrainer | undefined;
   const abort = new AbortController();
   // Every program's client listens on this one signal.
   setMaxListeners(0, abort.signal);
@@ -232,160 +216,112 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     if (cfg.sandbox.poolSize > 0) pool.prepare(cfg.sandbox.poolSize);
 
     const baseRunId = opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
-    // Each iteration rolls out its own slice of tasks (fresh prompts); iteration 1's are env.tasks(n, seed).
+    const sync = cfg.rollout.mode === "sync";
+    // Sync: the orchestrator with one iteration of groups at a time, tasks in order (iteration k rolls out the
+    // k-th slice of env.tasks(n·iterations, seed)), each iteration in its own store run; async: one run.
+    const settings = orchestratorSettings(cfg.rollout, cfg.env.tasks);
     const allTasks = env.tasks(cfg.env.tasks * cfg.iterations, cfg.env.seed);
+    const runOf = (position: number): string => (sync && cfg.iterations > 1 ? `${baseRunId}-it${Math.floor(position / settings.batchGroups) + 1}` : baseRunId);
     const checkpointDir = join(outDir, "checkpoints");
+    const synced = cfg.engines.map((e, i) => ({ name: e.name, url: (engines[i] as ListeningEngineServer).url, inFlight: e.inFlightOnWeightSwitch }));
+    const weights = engineWeightSync(synced, cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish");
     if (cfg.train?.external) {
-      const synced = engines.map((e, i) => ({ name: cfg.engines[i]?.name ?? `engine-${i}`, url: e.url }));
-      external = await startExternalTrainer({ config: cfg.train.external, engines: synced, estimator: cfg.train.estimator, estimatorOptions: cfg.train.estimatorOptions, modelPath, clock, signal: abort.signal });
-      log(`trainer  ${external.url} (external: waiting for a trainer)`);
+      trainer = await startExternalTrainer({ config: cfg.train.external, weights, modelPath, clock, signal: abort.signal });
+      log(`trainer  ${(trainer as ExternalTrainer).url} (external: waiting for a trainer)`);
     } else if (cfg.train) {
-      // Versions restart at 1 in a new run; the previous run's checkpoints would look newer.
-      rmSync(checkpointDir, { recursive: true, force: true });
-      const { Trainer } = await import("../trainer/trainer.js");
-      trainer = await Trainer.fromGguf(modelPath, { lr: cfg.train.lr, maxGradNorm: cfg.train.maxGradNorm, version: 0, clock });
+      trainer = await startReferenceTrainer(modelPath, { lr: cfg.train.lr, maxGradNorm: cfg.train.maxGradNorm, clock, checkpointDir, keepCheckpoints: cfg.train.keepCheckpoints });
     }
-    const results: IterationResult[] = [];
-    /** Async mode: the whole run, which the summary describes instead of the last step's batch. */
-    let asyncRun: AsyncRunOutcome | undefined;
-    if (cfg.rollout.mode === "async" && trainer) {
-      store.createRun({ id: baseRunId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: started });
-      asyncRun = await runAsyncIterations({
-        cfg,
-        runId: baseRunId,
-        env,
-        tasks: allTasks,
-        store,
-        sandboxes: pool.asProvider(),
-        gatewayUrl,
-        ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
-        rewarder,
-        agent,
-        engineUrls: engines.map((e) => e.url),
-        trainer,
-        checkpointDir,
-        outDir,
+    const progress = opts.progress ? progressBar(cfg, settings.batchGroups * cfg.rollout.groupSize) : undefined;
+    let done = 0;
+    const rollout = new OrchestratedRollout({
+      runId: baseRunId,
+      runOf,
+      run: { name: cfg.name, configJson: JSON.stringify(cfg) },
+      env,
+      tasks: allTasks,
+      shuffle: !sync,
+      concurrency: cfg.rollout.concurrency,
+      store,
+      sandboxes: pool.asProvider(),
+      gatewayUrl,
+      ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
+      model: "arbor-tiny",
+      limits: cfg.agent,
+      temperature: cfg.agent.temperature,
+      // Rewards relative to the group (completion time) wait for the group's last program.
+      reward: (group, rctx) => rewarder.add(group, rctx),
+      ...(cfg.agent.context !== undefined ? { context: cfg.agent.context } : {}),
+      agent,
+      seed: cfg.seed,
+      clock,
+      signal: abort.signal,
+      settings,
+      scheduler: schedulerFromConfig(cfg.rollout),
+      rng: new Rng(cfg.seed).fork("dataset"),
+      // The instances the scheduling policy places programs on: the in-process engines, else (external backends
+      // only) one per backend, each taking up to `concurrency` programs with their whole token budget.
+      // Backends this run did not start serve versions of their own (and are never synced: no training).
+      trackVersions: cfg.engines.length > 0,
+      engines:
+        cfg.engines.length > 0
+          ? cfg.engines.map((e) => ({ name: e.name, maxActive: e.sequences, kvCapacityTokens: e.sequences * e.contextSize }))
+          : backends.map((b) => ({ name: b.name, maxActive: cfg.rollout.concurrency, kvCapacityTokens: cfg.rollout.concurrency * Math.max(cfg.agent.maxTotalTokens, 1) })),
+      onProgramDone: (p) => {
+        done++;
+        // Each program that ends starts the preparation of one more sandbox, for the program that takes its place.
+        if (cfg.sandbox.poolSize > 0 && done + cfg.sandbox.poolSize < allTasks.length * cfg.rollout.groupSize) pool?.prepare(1);
+        progress?.program(p.reward.total);
+        opts.onProgramDone?.(p);
+      },
+    });
+    const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);
+    let loop: TrainLoopResult;
+    try {
+      loop = await runTrainLoop({
+        rollout,
+        steps: cfg.iterations,
+        estimator: cfg.train?.estimator ?? "grpo",
+        ...(cfg.train?.estimatorOptions ? { estimatorOptions: cfg.train.estimatorOptions } : {}),
+        ...(trainer ? { trainer } : {}),
+        weights,
+        exportBatch: jsonlBatchExporter(outDir, batchName),
         clock,
-        signal: abort.signal,
-        ...(opts.onProgramDone ? { onProgramDone: opts.onProgramDone } : {}),
-        log,
+        onStep: (r) => {
+          progress?.step();
+          if (!sync) log(asyncStepLine(r, cfg.iterations));
+          else if (cfg.train || cfg.iterations > 1) log(iterationLine(r, cfg.iterations));
+        },
       });
-      results.push(...asyncRun.iterations);
-      if (results.length === 0) throw new ArborError(`async rollout ended before its first trainer step; programs recorded in ${storePath}`, "aborted");
+    } finally {
+      progress?.stop();
     }
-    for (let iteration = 1; asyncRun === undefined && iteration <= cfg.iterations; iteration++) {
-      const runId = cfg.iterations === 1 ? baseRunId : `${baseRunId}-it${iteration}`;
-      const version = trainer?.version ?? external?.version ?? 0;
-      store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: iteration === 1 ? started : clock.now() });
-      const tasks = allTasks.slice((iteration - 1) * cfg.env.tasks, iteration * cfg.env.tasks);
-      const total = tasks.length * cfg.rollout.groupSize;
-      const bar = opts.progress
-        ? new cliProgress.SingleBar(
-            { format: `rollout${cfg.iterations > 1 ? ` ${iteration}/${cfg.iterations}` : ""} [{bar}] {value}/{total} programs | mean reward {reward} | {duration}s`, hideCursor: true, stream: process.stderr },
-            cliProgress.Presets.shades_classic,
-          )
-        : undefined;
-      bar?.start(total, 0, { reward: "-" });
-      let rewardSum = 0;
-      let done = 0;
-      const rolloutStart = clock.now();
-      try {
-        await runSyncRollout({
-          runId,
-          env,
-          tasks,
-          groupSize: cfg.rollout.groupSize,
-          concurrency: cfg.rollout.concurrency,
-          store,
-          sandboxes: pool.asProvider(),
-          gatewayUrl,
-          ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
-          model: "arbor-tiny",
-          limits: cfg.agent,
-          temperature: cfg.agent.temperature,
-          // Rewards relative to the group (completion time) wait for the group's last program.
-          reward: (group, ctx) => rewarder.add(group, ctx),
-          ...(cfg.agent.context !== undefined ? { context: cfg.agent.context } : {}),
-          agent,
-          seed: cfg.seed,
-          clock,
-          signal: abort.signal,
-          onProgramDone: (p) => {
-            done++;
-            if (cfg.sandbox.poolSize > 0 && done + cfg.sandbox.poolSize < total) pool?.prepare(1);
-            rewardSum += p.reward.total;
-            bar?.update(done, { reward: (rewardSum / done).toFixed(3) });
-            opts.onProgramDone?.(p);
-          },
-        });
-      } finally {
-        bar?.stop();
-      }
-      const rolloutMs = Math.max(1, clock.now() - rolloutStart);
-      store.finishRun(runId, clock.now());
-      if (abort.signal.aborted) throw new ArborError(`run aborted (${String((abort.signal.reason as Error).message)}); programs recorded as aborted in ${storePath}`, "aborted");
-
-      const trajectories = store.listTrajectories(runId);
-      const samples = buildSamples(trajectories, store.listGroups(runId));
-      const batchPath = join(outDir, cfg.iterations === 1 ? "batch.jsonl" : `batch-it${iteration}.jsonl`);
-      await writeSamplesJsonl(batchPath, samples);
-      const stats = store.stats(runId);
-      const toolCalls = trajectories.reduce((n, t) => n + t.tools.length, 0);
-      const trainStart = clock.now();
-      const update =
-        trainer && cfg.train
-          ? rlUpdate(trainer, {
-              id: runId,
-              trajectories,
-              groups: store.listGroups(runId),
-              estimator: cfg.train.estimator,
-              estimatorOptions: cfg.train.estimatorOptions,
-              checkpointDir,
-              keepCheckpoints: cfg.train.keepCheckpoints,
-            })
-          : external
-            ? await external.train({ id: runId, trajectories, groups: store.listGroups(runId) })
-            : undefined;
-      // An external trainer's weights were loaded when it announced them (before its ack).
-      if (update?.checkpoint !== undefined && !external) {
-        const synced = engines.map((e, i) => ({ name: cfg.engines[i]?.name ?? `engine-${i}`, url: e.url }));
-        await loadWeightsEverywhere(synced, update.checkpoint, update.version, "finish");
-      }
-      const result: IterationResult = {
-        iteration,
-        runId,
-        stats,
-        rewardComponents: meanRewardComponents(trajectories),
-        batchPath,
-        samples: samples.length,
-        toolCalls,
-        rolloutMs,
-        trainMs: clock.now() - trainStart,
-        policyVersion: version,
-        ...(update ? { update } : {}),
-      };
-      results.push(result);
-      if (cfg.train || cfg.iterations > 1) log(iterationLine(result, cfg.iterations));
-    }
-    const last = results[results.length - 1] as IterationResult;
+    const { iterations: results, end } = loop;
+    if (end.stoppedBy === "aborted") throw new ArborError(`run aborted (${String((abort.signal.reason as Error | undefined)?.message)}); programs recorded as aborted in ${storePath}`, "aborted");
+    if (!sync && end.stoppedBy === "drained" && results.length < cfg.iterations) log(`async    dataset drained after ${results.length} of ${cfg.iterations} trainer steps`);
+    if (end.unconsumedGroups.length > 0) log(`async    ${end.unconsumedGroups.length} group(s) admitted but not trained on (cut or left when the run stopped)`);
+    const last = results[results.length - 1];
+    if (last === undefined) throw new ArborError(`the rollout ended before its first batch; programs recorded in ${storePath}`, "aborted");
     const rewardPlot = cfg.train ? writeRewardPlot(outDir, results) : undefined;
+    // Async: the summary describes the whole run (every program, consumed by a batch or not), sync the last iteration.
+    const runStats = sync ? last.stats : await store.stats(baseRunId);
+    const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.length, 0);
     // Before the engines close: their executors' cache counters (scheduled executors only).
     const engineStats = engines.map((e) => e.executor.stats());
     const queries = engineStats.reduce((n, x) => n + (x.prefixCacheQueries ?? 0), 0);
     const hits = engineStats.reduce((n, x) => n + (x.prefixCacheHits ?? 0), 0);
     return {
       runId: last.runId,
-      stats: asyncRun?.stats ?? last.stats,
+      stats: runStats,
       storePath,
       batchPath: last.batchPath,
       samples: last.samples,
-      toolCalls: asyncRun?.toolCalls ?? last.toolCalls,
+      toolCalls,
       prefixCache: queries > 0 ? { queries, hits, preemptions: engineStats.reduce((n, x) => n + (x.preemptions ?? 0), 0) } : undefined,
       elapsedMs: clock.now() - started,
-      tokensPerSecond: asyncRun ? (asyncRun.stats.outputTokens * 1000) / asyncRun.rolloutMs : (last.stats.outputTokens * 1000) / last.rolloutMs,
+      tokensPerSecond: (runStats.outputTokens * 1000) / (sync ? last.rolloutMs : loop.rolloutMs),
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
-      ...(trainer ? { policyVersion: trainer.version } : external ? { policyVersion: external.version } : {}),
+      ...(trainer ? { policyVersion: trainer.version } : {}),
       engineVersions: engines.map((e) => e.slot.policyVersion),
     };
   } finally {
@@ -395,10 +331,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     await sandboxes?.destroyAll();
     await gateway?.close();
     await judge.close();
-    await external?.close();
+    await trainer?.close();
     await Promise.allSettled(engines.map((e) => e.close()));
-    store?.close();
-    trainer?.dispose();
+    await store?.close();
   }
 }
 
@@ -460,4 +395,35 @@ function printSummary(s: RunSummary): void {
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log("\nArbor run summary");
   for (const [k, v] of rows) console.log(`  ${k.padEnd(w)}  ${v}`);
+}
+
+/** The rollout progress bar on stderr: one bar per step, with the mean reward of the programs ended so far. */
+function progressBar(cfg: RunConfig, perStep: number): { program: (reward: number) => void; step: () => void; stop: () => void } {
+  let bar: cliProgress.SingleBar | undefined;
+  let step = 1;
+  let done = 0;
+  let rewardSum = 0;
+  const label = cfg.rollout.mode === "async" ? "step" : "rollout";
+  return {
+    program: (reward) => {
+      if (bar === undefined) {
+        bar = new cliProgress.SingleBar(
+          { format: `${label}${cfg.iterations > 1 ? ` ${step}/${cfg.iterations}` : ""} [{bar}] {value}/{total} programs | mean reward {reward} | {duration}s`, hideCursor: true, stream: process.stderr },
+          cliProgress.Presets.shades_classic,
+        );
+        bar.start(perStep, 0, { reward: "-" });
+      }
+      done++;
+      rewardSum += reward;
+      bar.update(done, { reward: (rewardSum / done).toFixed(3) });
+    },
+    step: () => {
+      bar?.stop();
+      bar = undefined;
+      step++;
+      done = 0;
+      rewardSum = 0;
+    },
+    stop: () => bar?.stop(),
+  };
 }

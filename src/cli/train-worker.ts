@@ -11,7 +11,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { Vocab } from "../model/vocab.js";
-import { samplesWithSignal } from "../sft/rl-update.js";
+import { samplesWithSignal } from "../loop/rl-update.js";
 
 /** Options of {@link runTrainWorker}. */
 export interface TrainWorkerOptions {

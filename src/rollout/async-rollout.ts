@@ -1,19 +1,18 @@
-// Asynchronous rollout on the real stack: the RolloutOrchestrator in async mode drives programs that
-// run exactly as in the synchronous rollout (gateway key, sandbox, agent, env check, reward). Groups
-// are admitted as the windowed FIFO and the staleness bound allow; a program is started when the
-// scheduling policy places its request and reported to the orchestrator once it has ended and been
-// rewarded, with the versions of its tokens read from its recorded calls. A caller-given trainer
-// takes batches as they become ready and returns a new policy; the driver then loads it on every
-// engine (POST /v1/load_weights) and only after that tells the orchestrator the new version, so no
-// token is ever reported ahead of the trainer. While engines reload, admission pauses and program
-// reports wait. The loop stops after `maxTrainerSteps` steps, when the dataset is drained, or on
-// abort; programs still running are cut (their agents see the abort) and admitted programs that
-// never started are recorded as aborted, so every program ends with an outcome.
+// The rollout half of the training loop (src/loop/train-loop.ts), sync and async alike, on the real stack:
+// the RolloutOrchestrator admits groups (sync: one iteration of all its groups, the next only after the
+// trainer's step; async: as the windowed FIFO and the staleness bound allow), the scheduling policy places
+// their programs, and each program runs exactly as runProgram runs it (gateway key, sandbox, agent, env check)
+// and is rewarded as it ends; it is then reported to the orchestrator with the versions of its tokens read
+// from its recorded calls. The loop pulls batches (`next`), and around its weight sync calls `beginSync`
+// (admission and reports pause) and `published` (every engine serves the version), or `skipped` when a step
+// published nothing, so no token is ever reported ahead of the trainer. `finish` cuts the programs still
+// running (their agents see the abort) and records admitted programs that never started as aborted, so every
+// program ends with an outcome. Store runs: one per `runOf` value, created at its first group and finished
+// once its groups are all taken (or at the end).
 import type { Group, Trajectory } from "../core/types.js";
 import type { Task } from "../envs/env.js";
 import { ArborError } from "../core/errors.js";
 import type { Rng } from "../core/rng.js";
-import { loadWeightsEverywhere, type InFlightOnSwitch, type SyncedEngine } from "./async-rollout-weights.js";
 import { callVersionSpans } from "./async-rollout-versions.js";
 import type { OrchestratorSettings } from "./orchestrator/from-config.js";
 import { RolloutOrchestrator, type RolloutBatch, type VersionSpan } from "./orchestrator/orchestrator.js";
@@ -22,60 +21,54 @@ import type { InstanceView, Placement, RolloutScheduler } from "./scheduling/typ
 import { Semaphore } from "./semaphore.js";
 import { rewardProgram, runProgram, type ProgramResult, type RolloutOptions } from "./sync-rollout.js";
 
-/** An engine of the run: synced on every new policy, and an instance the scheduling policy sees. */
-export interface AsyncEngine extends SyncedEngine {
+/** An engine as the scheduling policy sees it. */
+export interface RolloutEngine {
+  name: string;
   /** Requests it runs at once (its sequences). */
   maxActive: number;
   /** Its KV capacity, tokens (sequences × context size). */
   kvCapacityTokens: number;
 }
 
-/** A policy the trainer published: a GGUF every engine can load, and its version. */
-export interface PublishedPolicy {
-  modelPath: string;
-  version: number;
-}
-
-/** What the trainer gets in one step. */
-export interface AsyncTrainerBatch {
-  /** The orchestrator's batch; versions are engine policy versions (`baseVersion` added back). */
+/** One batch the loop takes. */
+export interface TakenBatch {
+  /** The batch's id: its store run's when it is a sync iteration holding that whole run, else `${run}-step${k}`. */
+  id: string;
+  /** The orchestrator's batch with store ids (groups, programs) and engine policy versions (`baseVersion` added back). */
   batch: RolloutBatch;
   groups: Group[];
   /** The batch's programs as stored (calls with their policyVersion, tools, reward). */
   trajectories: Trajectory[];
 }
 
-export interface AsyncRolloutOptions extends Omit<RolloutOptions, "groupSize" | "onProgramDone"> {
-  /** Orchestrator settings (orchestratorSettings(cfg.rollout, tasks)); `mode` must be "async". */
+export interface OrchestratedRolloutOptions extends Omit<RolloutOptions, "groupSize" | "onProgramDone"> {
+  /** Orchestrator settings (orchestratorSettings(cfg.rollout, tasks)). */
   settings: OrchestratorSettings;
   /** The scheduling policy (default fifo-group). It orders program starts; the gateway routes their calls. */
   scheduler?: RolloutScheduler;
   /** Shuffles the dataset. */
   rng: Rng;
-  engines: readonly AsyncEngine[];
-  /** The engines' `in_flight` on a weight switch, unless an engine names its own. */
-  inFlight: InFlightOnSwitch;
+  /** False: tasks run in the given order (sync runs: iteration k rolls out the k-th slice). Default true. */
+  shuffle?: boolean;
+  engines: readonly RolloutEngine[];
   /** The policy version the engines serve at the start (default 0). */
   baseVersion?: number;
   /**
-   * Trains on a batch and publishes the new policy (its version must be newer than the last), or
-   * null when the batch gave nothing to learn from (e.g. every advantage 0): the step counts, the
-   * batch is consumed, and the engines keep their weights.
+   * False when the engines' versions are not this run's (backends it neither started nor syncs, so no
+   * training): tokens are then counted at the orchestrator's version instead of their calls'. Default true.
    */
-  trainer: (b: AsyncTrainerBatch) => Promise<PublishedPolicy | null>;
-  /** Trainer steps after which the rollout stops (programs still running are cut). */
-  maxTrainerSteps: number;
+  trackVersions?: boolean;
+  /** Store run of the group admitted at `position` (default: always `runId`); each is created at its first group. */
+  runOf?: (position: number) => string;
+  /** Name and config of the store runs this rollout creates. */
+  run: { name: string; configJson: string };
   onProgramDone?: (p: ProgramResult) => void;
-  /** Called after each weight sync, once every engine serves `version`. */
-  onWeightSync?: (version: number) => void;
 }
 
-export type AsyncStopReason = "steps" | "drained" | "aborted";
+export type RolloutStopReason = "steps" | "drained" | "aborted";
 
-export interface AsyncRolloutResult {
-  stoppedBy: AsyncStopReason;
-  /** Batches the trainer took, in order. */
-  batches: AsyncTrainerBatch[];
+export interface RolloutEnd {
+  stoppedBy: RolloutStopReason;
   /** Every program admitted, in the order they ended. */
   results: ProgramResult[];
   /** Groups admitted whose programs never reached a batch (cut, or left when the run stopped). */
@@ -90,7 +83,8 @@ export interface AsyncRolloutResult {
 
 interface ProgramState {
   task: Task;
-  group: Group;
+  group: GroupState;
+  programId: string;
   sampleIndex: number;
   /** Placed and started (or being started). */
   started: boolean;
@@ -99,233 +93,305 @@ interface ProgramState {
   instance?: string;
 }
 
-/** Run the asynchronous rollout; resolves when every admitted program has a recorded outcome. */
-export async function runAsyncRollout(o: AsyncRolloutOptions): Promise<AsyncRolloutResult> {
-  if (o.settings.mode !== "async") throw new ArborError(`async rollout: settings.mode must be "async", got ${String(o.settings.mode)}`, "config");
-  if (!(Number.isInteger(o.maxTrainerSteps) && o.maxTrainerSteps >= 1)) {
-    throw new ArborError(`async rollout: maxTrainerSteps must be an integer >= 1, got ${o.maxTrainerSteps}`, "config");
+interface GroupState {
+  group: Group;
+  /** Resolves once the group (and its run) is in the store. */
+  ready: Promise<void>;
+}
+
+/** The orchestrator driven on the real stack; see the file header. */
+export class OrchestratedRollout {
+  private readonly o: OrchestratedRolloutOptions;
+  private readonly orch: RolloutOrchestrator;
+  private readonly base: number;
+  private readonly maxTokens: number;
+  /** Cuts the programs still running when the loop stops or the caller aborts. */
+  private readonly cut = new AbortController();
+  private readonly sem: Semaphore;
+  private readonly programs = new Map<string, ProgramState>();
+  private readonly groups = new Map<string, GroupState>();
+  private readonly consumed = new Set<string>();
+  private readonly running = new Set<Promise<void>>();
+  private readonly active: Map<string, number>;
+  private readonly placed = new Map<string, Placement>();
+  private readonly runs = new Map<string, { start: number; created: Promise<void>; finished: boolean }>();
+  private readonly results: ProgramResult[] = [];
+  private deferred: string[] = [];
+  private syncing = false;
+  private ticking = false;
+  private invertedTokens = 0;
+  private unreportedTokens = 0;
+  private stoppedBy: RolloutStopReason | undefined;
+  private failure: unknown;
+  /** The loop waits in next() for a batch. */
+  private want: { resolve: (b: Promise<TakenBatch> | undefined) => void } | undefined;
+  private changed: () => void = () => {};
+  private readonly onAbort = (): void => this.halt("aborted");
+
+  constructor(o: OrchestratedRolloutOptions) {
+    if (o.engines.length === 0) throw new ArborError("rollout: engines must name at least one engine to place programs on", "config");
+    this.o = o;
+    this.base = o.baseVersion ?? 0;
+    this.maxTokens = Math.max(o.limits.maxTotalTokens, 1);
+    this.orch = new RolloutOrchestrator({
+      ...o.settings,
+      tasks: o.tasks.map((t, i) => ({ id: String(i), promptTokens: estimateTokens(t), maxTokens: this.maxTokens })),
+      rng: o.rng,
+      ...(o.shuffle === false ? { shuffle: false } : {}),
+      scheduler: o.scheduler ?? createRolloutScheduler("fifo-group"),
+      clock: o.clock,
+      idPrefix: `${o.runId}/g`,
+    });
+    this.sem = new Semaphore(o.concurrency);
+    this.active = new Map(o.engines.map((e) => [e.name, 0]));
+    if (o.signal?.aborted) this.onAbort();
+    else o.signal?.addEventListener("abort", this.onAbort, { once: true });
+    this.tick();
   }
-  if (o.engines.length === 0) throw new ArborError("async rollout: engines must name at least one engine to sync", "config");
-  const base = o.baseVersion ?? 0;
-  const maxTokens = Math.max(o.limits.maxTotalTokens, 1);
-  const orch = new RolloutOrchestrator({
-    ...o.settings,
-    tasks: o.tasks.map((t, i) => ({ id: String(i), promptTokens: estimateTokens(t), maxTokens })),
-    rng: o.rng,
-    scheduler: o.scheduler ?? createRolloutScheduler("fifo-group"),
-    clock: o.clock,
-    idPrefix: `${o.runId}/g`,
-  });
 
-  // Cuts the programs still running when the loop stops (steps done, failure) or the caller aborts.
-  const cut = new AbortController();
-  const ro: RolloutOptions = { ...o, groupSize: o.settings.groupSize, signal: cut.signal };
+  /** True once the rollout stopped (aborted, failed, drained or finished): no more batches come. */
+  get stopped(): boolean {
+    return this.stoppedBy !== undefined;
+  }
 
-  const sem = new Semaphore(o.concurrency);
-  const programs = new Map<string, ProgramState>();
-  const groups = new Map<string, Group>();
-  const consumed = new Set<string>();
-  const running = new Set<Promise<void>>();
-  const active = new Map<string, number>(o.engines.map((e) => [e.name, 0]));
-  const results: ProgramResult[] = [];
-  const batches: AsyncTrainerBatch[] = [];
-  let deferred: string[] = [];
-  let syncing = false;
-  let training = false;
-  let steps = 0;
-  let invertedTokens = 0;
-  let unreportedTokens = 0;
-  let stopped: AsyncStopReason | undefined;
-  let failure: unknown;
-  let wake: () => void = () => {};
+  /** The next batch once it is ready; undefined when the rollout stopped (dataset drained, abort or failure). */
+  next(): Promise<TakenBatch | undefined> {
+    if (this.want !== undefined) throw new ArborError("rollout: next() called while a batch is awaited", "internal");
+    if (this.stoppedBy !== undefined) return Promise.resolve(undefined);
+    return new Promise<TakenBatch | undefined>((resolve) => {
+      this.want = { resolve: (b) => resolve(b) };
+      this.tick();
+    });
+  }
 
-  const views = (): InstanceView[] =>
-    o.engines.map((e) => ({ name: e.name, kvCapacityTokens: e.kvCapacityTokens, usedKvTokens: 0, active: active.get(e.name) ?? 0, maxActive: e.maxActive }));
+  /**
+   * The trainer published `version`: until {@link published}, no group is admitted and no program's end is
+   * reported. False when the rollout has stopped (the engines keep their weights). Throws when `version` is not newer.
+   */
+  beginSync(version: number): boolean {
+    if (this.stoppedBy !== undefined) return false;
+    const next = version - this.base;
+    if (!(Number.isInteger(next) && next > this.orch.version)) {
+      throw new ArborError(`rollout: trainer published version ${version}, not newer than ${this.orch.version + this.base}`, "invalid_request");
+    }
+    this.syncing = true;
+    return true;
+  }
 
-  const stop = (why: AsyncStopReason, err?: unknown): void => {
-    if (stopped === undefined) stopped = why;
-    if (err !== undefined && failure === undefined) failure = err;
-    if (!cut.signal.aborted) cut.abort(why === "aborted" && err === undefined ? o.signal?.reason : (err ?? new Error(`async rollout stopped (${why})`)));
-    wake();
-  };
-  const onAbort = (): void => stop("aborted");
-  if (o.signal?.aborted) onAbort();
-  else o.signal?.addEventListener("abort", onAbort, { once: true });
-  const placed = new Map<string, Placement>();
+  /** Every engine serves `version` now: programs report against it and admission resumes. */
+  published(version: number): void {
+    this.syncing = false;
+    if (this.stoppedBy !== undefined) return;
+    this.orch.publishVersion(version - this.base);
+    this.resume();
+  }
 
-  const startProgram = (requestId: string, st: ProgramState): void => {
+  /** The trainer took the last batch and published nothing: rollout goes on at the same version. */
+  skipped(): void {
+    this.orch.skipVersion();
+    this.resume();
+  }
+
+  /**
+   * Stop (unless stopped already) and wait until every admitted program has a recorded outcome; finishes
+   * the store runs. Throws the first failure of the rollout (or `err`, the loop's own failure).
+   */
+  async finish(why: RolloutStopReason, err?: unknown): Promise<RolloutEnd> {
+    this.halt(why, err);
+    for (;;) {
+      if (this.running.size === 0) {
+        // Admitted programs never placed still get their outcome (aborted before start).
+        const unstarted = [...this.programs].filter(([, st]) => !st.started);
+        if (unstarted.length === 0) break;
+        for (const [id, st] of unstarted) this.start(id, st);
+      }
+      await new Promise<void>((resolve) => (this.changed = resolve));
+    }
+    this.o.signal?.removeEventListener("abort", this.onAbort);
+    for (const id of this.runs.keys()) await this.finishRun(id);
+    if (this.failure !== undefined) throw this.failure;
+    return {
+      stoppedBy: this.stoppedBy ?? why,
+      results: this.results,
+      unconsumedGroups: [...this.groups.values()].filter((g) => !this.consumed.has(g.group.id)).map((g) => g.group),
+      finalVersion: this.orch.version + this.base,
+      invertedTokens: this.invertedTokens,
+      unreportedTokens: this.unreportedTokens,
+    };
+  }
+
+  private halt(why: RolloutStopReason, err?: unknown): void {
+    if (this.stoppedBy === undefined) this.stoppedBy = why;
+    if (err !== undefined && this.failure === undefined) this.failure = err;
+    if (!this.cut.signal.aborted) this.cut.abort(why === "aborted" && err === undefined ? this.o.signal?.reason : (err ?? new Error(`rollout stopped (${why})`)));
+    this.want?.resolve(undefined);
+    this.want = undefined;
+    this.changed();
+  }
+
+  private resume(): void {
+    const later = this.deferred;
+    this.deferred = [];
+    for (const id of later) this.report(id);
+    this.tick();
+  }
+
+  private optionsOf(runId: string): RolloutOptions {
+    return { ...this.o, runId, groupSize: this.o.settings.groupSize, signal: this.cut.signal };
+  }
+
+  private start(id: string, st: ProgramState): void {
     st.started = true;
-    const job = sem
-      .with(() => runProgram(ro, st.task, st.group, requestId, st.sampleIndex))
+    const ro = this.optionsOf(st.group.group.runId);
+    const job = st.group.ready
+      .then(() => this.sem.with(() => runProgram(ro, st.task, st.group.group, st.programId, st.sampleIndex)))
       .then(async (ended) => {
-        const r = await rewardProgram(ro, st.group, ended);
-        results.push(r);
-        o.onProgramDone?.(r);
-        const { spans, inverted } = callVersionSpans(ended.ctx.trajectory.calls, base);
-        invertedTokens += inverted;
-        st.pending = spans;
-        if (syncing) deferred.push(requestId);
-        else report(requestId);
+        const r = await rewardProgram(ro, st.group.group, ended);
+        this.results.push(r);
+        this.o.onProgramDone?.(r);
+        const { spans, inverted } = callVersionSpans(ended.ctx.trajectory.calls, this.base);
+        this.invertedTokens += inverted;
+        const tokens = spans.reduce((n, x) => n + x.tokens, 0);
+        st.pending = this.o.trackVersions === false ? (tokens > 0 ? [{ version: this.orch.version, tokens }] : []) : spans;
+        if (this.syncing) this.deferred.push(id);
+        else this.report(id);
       })
-      .catch((e: unknown) => stop("aborted", e))
+      .catch((e: unknown) => this.halt("aborted", e))
       .finally(() => {
-        running.delete(job);
-        wake();
+        this.running.delete(job);
+        this.tick();
+        this.changed();
       });
-    running.add(job);
-  };
+    this.running.add(job);
+  }
 
   /** Report an ended program's next span (or its end) against its current placement. */
-  const report = (requestId: string): void => {
-    if (stopped !== undefined) return;
-    const st = programs.get(requestId) as ProgramState;
+  private report(id: string): void {
+    if (this.stoppedBy !== undefined) return;
+    const st = this.programs.get(id) as ProgramState;
     const spans = st.pending as VersionSpan[];
-    const p = placed.get(requestId);
+    const p = this.placed.get(id);
     if (p === undefined) return; // re-placed later by tick()
-    placed.delete(requestId);
-    if (st.instance !== undefined) active.set(st.instance, (active.get(st.instance) ?? 1) - 1);
+    this.placed.delete(id);
+    if (st.instance !== undefined) this.active.set(st.instance, (this.active.get(st.instance) ?? 1) - 1);
     const head = spans[0];
     const n = head === undefined ? 0 : Math.min(head.tokens, p.maxTokens);
     if (head !== undefined) {
       head.tokens -= n;
       if (head.tokens === 0) spans.shift();
     }
-    if (p.generated + n >= maxTokens) {
+    if (p.generated + n >= this.maxTokens) {
       // The orchestrator ends a request at its budget: output beyond it cannot be reported, only counted.
-      unreportedTokens += spans.reduce((a, x) => a + x.tokens, 0);
+      this.unreportedTokens += spans.reduce((a, x) => a + x.tokens, 0);
       spans.length = 0;
     }
-    orch.onChunkEnd(requestId, n, head?.version ?? orch.version, spans.length === 0);
-    tick();
-  };
+    this.orch.onChunkEnd(id, n, head?.version ?? this.orch.version, spans.length === 0);
+    this.tick();
+  }
 
-  let ticking = false;
-  /** Admit, place, report and train as far as the state allows now. */
-  const tick = (): void => {
-    if (ticking || stopped !== undefined) return;
-    ticking = true;
+  /** Admit, place, report and hand over a batch as far as the state allows now. */
+  private tick(): void {
+    if (this.ticking || this.stoppedBy !== undefined) return;
+    this.ticking = true;
     try {
-      for (let progress = true; progress && stopped === undefined; ) {
+      for (let progress = true; progress && this.stoppedBy === undefined; ) {
         progress = false;
-        if (!syncing) {
-          for (const g of orch.pump()) {
-            const task = o.tasks[Number(g.taskId)] as Task;
-            const group: Group = { id: g.id, runId: o.runId, taskId: task.id, programIds: g.requests.map((r) => r.id) };
-            o.store.createGroup(group);
-            groups.set(g.id, group);
-            for (const r of g.requests) programs.set(r.id, { task, group, sampleIndex: r.index, started: false });
-          }
-        }
-        for (const p of syncing ? [] : orch.next(views())) {
-          const st = programs.get(p.requestId) as ProgramState;
-          placed.set(p.requestId, p);
+        if (!this.syncing) for (const g of this.orch.pump()) this.admit(g.id, Number(g.taskId), g.requests);
+        for (const p of this.syncing ? [] : this.orch.next(this.views())) {
+          const st = this.programs.get(p.requestId) as ProgramState;
+          this.placed.set(p.requestId, p);
           st.instance = p.instance;
-          active.set(p.instance, (active.get(p.instance) ?? 0) + 1);
-          if (!st.started) startProgram(p.requestId, st);
+          this.active.set(p.instance, (this.active.get(p.instance) ?? 0) + 1);
+          if (!st.started) this.start(p.requestId, st);
           else if (st.pending !== undefined) {
-            report(p.requestId);
+            this.report(p.requestId);
             progress = true;
           }
         }
-        progress = train() || progress;
       }
-      if (stopped === undefined && orch.done() && !training) stop("drained");
+      if (this.want !== undefined && !this.syncing) {
+        const batch = this.orch.takeBatch();
+        if (batch !== undefined) {
+          this.want.resolve(this.take(batch));
+          this.want = undefined;
+        } else if (this.orch.done()) this.halt("drained");
+        // Nothing runs and nothing can start: a scheduling policy that never places what is left.
+        else if (this.running.size === 0) this.halt("aborted", new ArborError(`rollout stalled: ${JSON.stringify(this.orch.stats())}`, "internal"));
+      }
     } catch (e) {
-      stop("aborted", e);
+      this.halt("aborted", e);
     } finally {
-      ticking = false;
+      this.ticking = false;
     }
-  };
+  }
 
-  const train = (): boolean => {
-    if (training || syncing || steps >= o.maxTrainerSteps) return false;
-    const batch = orch.takeBatch();
-    if (batch === undefined) return false;
-    training = true;
-    const taken = toTrainerBatch(batch);
-    for (const g of taken.groups) consumed.add(g.id);
-    batches.push(taken);
-    void (async () => {
-      const policy = await o.trainer(taken);
-      // Stopped while training (abort, failure): the engines keep serving the old weights.
-      if (stopped !== undefined) {
-        training = false;
-        return wake();
-      }
-      if (policy !== null) {
-        const next = policy.version - base;
-        if (!(Number.isInteger(next) && next > orch.version)) {
-          throw new ArborError(`async rollout: trainer published version ${policy.version}, not newer than ${orch.version + base}`, "invalid_request");
-        }
-        syncing = true;
-        await loadWeightsEverywhere(o.engines, policy.modelPath, policy.version, o.inFlight);
-        orch.publishVersion(next);
-        syncing = false;
-        o.onWeightSync?.(policy.version);
-      }
-      steps++;
-      const later = deferred;
-      deferred = [];
-      training = false;
-      if (steps >= o.maxTrainerSteps) return stop("steps");
-      for (const id of later) report(id);
-      tick();
-    })().catch((e: unknown) => {
-      training = false;
-      syncing = false;
-      stop("aborted", e);
-    });
-    return true;
-  };
+  private admit(orchId: string, taskIndex: number, requests: readonly { id: string; index: number }[]): void {
+    const position = this.groups.size;
+    const runId = this.o.runOf?.(position) ?? this.o.runId;
+    let run = this.runs.get(runId);
+    if (run === undefined) {
+      const created = Promise.resolve(this.o.store.createRun({ id: runId, name: this.o.run.name, configJson: this.o.run.configJson, startedAt: this.o.clock.now() }));
+      run = { start: position, created, finished: false };
+      this.runs.set(runId, run);
+    }
+    const task = this.o.tasks[taskIndex] as Task;
+    const id = `${runId}/g${position - run.start}`;
+    const group: Group = { id, runId, taskId: task.id, programIds: requests.map((r) => `${id}/s${r.index}`) };
+    const created = run.created;
+    const ready = (async () => {
+      await created;
+      await this.o.store.createGroup(group);
+    })();
+    // A failed store write stops the rollout; the programs waiting on it end as failed jobs.
+    ready.catch((e: unknown) => this.halt("aborted", e));
+    const gs: GroupState = { group, ready };
+    this.groups.set(orchId, gs);
+    requests.forEach((r, i) => this.programs.set(r.id, { task, group: gs, programId: group.programIds[i] as string, sampleIndex: r.index, started: false }));
+  }
 
-  const toTrainerBatch = (batch: RolloutBatch): AsyncTrainerBatch => {
+  private views(): InstanceView[] {
+    return this.o.engines.map((e) => ({ name: e.name, kvCapacityTokens: e.kvCapacityTokens, usedKvTokens: 0, active: this.active.get(e.name) ?? 0, maxActive: e.maxActive }));
+  }
+
+  /** The batch with store ids and engine versions, its programs read back from the store. */
+  private async take(batch: RolloutBatch): Promise<TakenBatch> {
+    const gs = batch.groups.map((g) => this.groups.get(g.id) as GroupState);
+    for (const g of gs) this.consumed.add(g.group.id);
+    const programId = (requestId: string): string => (this.programs.get(requestId) as ProgramState).programId;
     const abs: RolloutBatch = {
       ...batch,
-      version: batch.version + base,
-      groups: batch.groups.map((g) => ({
+      version: batch.version + this.base,
+      groups: batch.groups.map((g, i) => ({
         ...g,
-        admittedAt: g.admittedAt + base,
-        trajectories: g.trajectories.map((t) => ({ ...t, versions: t.versions.map((s) => ({ version: s.version + base, tokens: s.tokens })) })),
+        id: (gs[i] as GroupState).group.id,
+        admittedAt: g.admittedAt + this.base,
+        trajectories: g.trajectories.map((t) => ({ ...t, requestId: programId(t.requestId), versions: t.versions.map((s) => ({ version: s.version + this.base, tokens: s.tokens })) })),
       })),
     };
-    const gs = batch.groups.map((g) => groups.get(g.id) as Group);
-    const trajectories = gs.flatMap((g) => g.programIds.map((id) => o.store.getTrajectory(id) as Trajectory));
-    return { batch: abs, groups: gs, trajectories };
-  };
-
-  const idle = (): boolean => running.size === 0 && !training;
-  try {
-    tick();
-    // Until the loop has stopped and every admitted program has ended.
-    for (;;) {
-      if (stopped === undefined && idle()) {
-        tick();
-        // Nothing runs and nothing can start: a scheduling policy that never places what is left.
-        if (stopped === undefined && idle()) stop("aborted", new ArborError(`async rollout stalled: ${JSON.stringify(orch.stats())}`, "internal"));
-      }
-      if (stopped !== undefined && idle()) {
-        // Admitted programs never placed still get their outcome (aborted before start).
-        const unstarted = [...programs].filter(([, st]) => !st.started);
-        if (unstarted.length === 0) break;
-        for (const [id, st] of unstarted) startProgram(id, st);
-      }
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-      });
+    const groups = gs.map((g) => g.group);
+    const trajectories = await Promise.all(groups.flatMap((g) => g.programIds.map(async (id) => (await this.o.store.getTrajectory(id)) as Trajectory)));
+    // A run none of whose groups is left to take, and to which no later group belongs, is over.
+    const nextRun = this.o.runOf?.(this.groups.size) ?? this.o.runId;
+    const runIds = new Set(groups.map((g) => g.runId));
+    let whole: string | undefined;
+    for (const runId of runIds) {
+      const open = [...this.groups.values()].some((g) => g.group.runId === runId && !this.consumed.has(g.group.id));
+      const all = [...this.groups.values()].every((g) => g.group.runId !== runId || gs.includes(g));
+      if (!open && runId !== nextRun) await this.finishRun(runId);
+      // A sync iteration that is its whole run so far is named after it.
+      if (this.o.settings.mode === "sync" && all && runIds.size === 1) whole = runId;
     }
-  } finally {
-    o.signal?.removeEventListener("abort", onAbort);
+    const first = groups[0]?.runId ?? this.o.runId;
+    return { id: whole ?? `${first}-step${batch.index + 1}`, batch: abs, groups, trajectories };
   }
-  if (failure !== undefined) throw failure;
-  return {
-    stoppedBy: stopped ?? "aborted",
-    batches,
-    results,
-    unconsumedGroups: [...groups.values()].filter((g) => !consumed.has(g.id)),
-    finalVersion: orch.version + base,
-    invertedTokens,
-    unreportedTokens,
-  };
+
+  private async finishRun(runId: string): Promise<void> {
+    const run = this.runs.get(runId);
+    if (run === undefined || run.finished) return;
+    run.finished = true;
+    await run.created;
+    await this.o.store.finishRun(runId, this.o.clock.now());
+  }
 }
 
 /** Prompt tokens of a task, estimated from its text (the scheduler's KV view; programs grow past it). */

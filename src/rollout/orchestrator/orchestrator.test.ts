@@ -30,6 +30,26 @@ describe("rollout orchestrator", () => {
     expect(o.stats()).toMatchObject({ admitted: 4, running: 2, consumed: 2 });
   });
 
+  it("sync: a batch the trainer took without new weights lets the next iteration start on the same version; shuffle: false keeps task order", () => {
+    const o = make({ shuffle: false, batchGroups: 1 });
+    const ids = (): string[] => o.pump().map((g) => g.taskId);
+    const finish = (): void => {
+      for (const p of o.next(inst)) o.onChunkEnd(p.requestId, 1, o.version, true);
+    };
+    expect(ids()).toEqual(["t0"]);
+    finish();
+    expect(o.takeBatch()?.version).toBe(0);
+    expect(ids()).toEqual([]); // waits for the trainer
+    o.skipVersion();
+    o.skipVersion(); // one skip per batch taken: the second changes nothing
+    expect(ids()).toEqual(["t1"]);
+    finish();
+    expect(o.takeBatch()?.version).toBe(0);
+    expect(ids()).toEqual([]);
+    o.publishVersion(1);
+    expect(ids()).toEqual(["t2"]);
+  });
+
   it("async: keeps N groups in flight, takes completed ones from the window, records each token's version", () => {
     const o = make({ mode: "async", batchGroups: 1, maxInFlightGroups: 2, window: 1, groupSize: 1 });
     expect(o.pump().map((g) => g.id)).toEqual(["g0", "g1"]);

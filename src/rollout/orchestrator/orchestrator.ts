@@ -79,6 +79,8 @@ export interface OrchestratorOptions {
   tasks: readonly OrchestratorTask[];
   /** Passes over the dataset (default 1); each pass is shuffled with `rng`. */
   epochs?: number;
+  /** False: each pass takes the tasks in the given order (a run whose iteration k is the k-th slice). Default true. */
+  shuffle?: boolean;
   rng: Rng;
   scheduler: RolloutScheduler;
   clock: Clock;
@@ -129,6 +131,8 @@ export class RolloutOrchestrator {
   private accepted = 0;
   private consumed = 0;
   private batches = 0;
+  /** Sync: batches the trainer consumed without publishing a version (no signal). */
+  private skipped = 0;
   /** Sync: the iteration running, in admission order. */
   private iteration: GroupState[] | undefined;
   /** Async: groups taken from the window for the batch being filled. */
@@ -159,7 +163,7 @@ export class RolloutOrchestrator {
     }
     for (let e = 0; e < (o.epochs ?? 1); e++) {
       const idx = o.tasks.map((_, i) => i);
-      o.rng.fork(`epoch:${e}`).shuffle(idx);
+      if (o.shuffle !== false) o.rng.fork(`epoch:${e}`).shuffle(idx);
       for (const i of idx) this.order.push(o.tasks[i] as OrchestratorTask);
     }
   }
@@ -173,7 +177,7 @@ export class RolloutOrchestrator {
   pump(): AdmittedGroup[] {
     const out: AdmittedGroup[] = [];
     if (this.o.mode === "sync") {
-      if (this.iteration !== undefined || this.current < this.batches || this.nextTask >= this.order.length) return out;
+      if (this.iteration !== undefined || this.current + this.skipped < this.batches || this.nextTask >= this.order.length) return out;
       const it: GroupState[] = [];
       try {
         for (let i = 0; i < this.o.batchGroups && this.nextTask < this.order.length; i++) {
@@ -278,6 +282,14 @@ export class RolloutOrchestrator {
     }
     this.current = version;
     this.o.onWeightSync?.(version);
+  }
+
+  /**
+   * The trainer consumed the last batch and published no new weights (it had nothing to learn from): in sync
+   * mode the next iteration may start on the same version.
+   */
+  skipVersion(): void {
+    if (this.current + this.skipped < this.batches) this.skipped++;
   }
 
   /** True when the dataset is exhausted and every group has been consumed. */

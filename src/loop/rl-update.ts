@@ -1,26 +1,20 @@
-// One RL policy update from a finished rollout: the store's trajectories and groups → the training batch
-// (a registered advantage estimator, merged multi-call samples, prefix tree) → one reference-trainer step →
-// a versioned GGUF checkpoint the engines can load. Samples whose every advantage is 0 (a group whose
-// programs all got the same reward, under GRPO) are left out of the step: they add nothing to the loss or
-// its gradient, and the weights already normalise over the whole batch, so the step is unchanged and cheaper.
+// One RL policy update on the in-process reference trainer: the training batch the loop built (a registered
+// advantage estimator, merged multi-call samples, prefix tree) → one reference-trainer step → a versioned GGUF
+// checkpoint the engines can load. Samples whose every advantage is 0 (a group whose programs all got the same
+// reward, under GRPO) are left out of the step: they add nothing to the loss or its gradient, and the weights
+// already normalise over the whole batch, so the step is unchanged and cheaper.
 import type { ScoredSample } from "../batch/batch-sample.js";
-import { buildTrainingBatch, type BuiltBatch } from "../batch/build-batch.js";
-import { buildTreeBatch } from "../batch/tree/tree-batch.js";
-import type { SampleMode } from "../batch/trajectory-samples.js";
-import type { Group, Trajectory } from "../core/types.js";
+import type { BuiltBatch } from "../batch/build-batch.js";
+import { buildTreeBatch, type TreeBatch } from "../batch/tree/tree-batch.js";
 import { Vocab } from "../model/vocab.js";
 import type { Trainer } from "../trainer/trainer.js";
 
 export interface RlUpdateOptions {
-  id: string;
-  trajectories: readonly Trajectory[];
-  groups: readonly Group[];
-  estimator: string;
-  estimatorOptions?: Record<string, unknown>;
-  mode?: SampleMode;
   /** Directory of the versioned checkpoints (`policy-v{N}.gguf` + manifest.json). */
   checkpointDir: string;
   keepCheckpoints?: number;
+  /** Sees the tree the trainer steps on, just before the step (tests check it against the exported batch). */
+  onTree?: (tree: TreeBatch) => void;
 }
 
 export interface RlUpdate {
@@ -43,18 +37,8 @@ export interface RlUpdate {
   droppedGroups: number;
   /** Stepped by an external trainer (train.trainer: external): loss, gradNorm and clipFraction are unknown (NaN). */
   external?: true;
-}
-
-/** The training batch of a finished rollout, as {@link rlUpdate} builds it (also what an external trainer is offered). */
-export function buildRlBatch(o: Pick<RlUpdateOptions, "id" | "trajectories" | "groups" | "estimator" | "estimatorOptions" | "mode">): BuiltBatch {
-  return buildTrainingBatch({
-    id: o.id,
-    trajectories: o.trajectories,
-    groups: o.groups,
-    estimator: o.estimator,
-    ...(o.estimatorOptions ? { estimatorOptions: o.estimatorOptions } : {}),
-    mode: o.mode ?? "merged",
-  });
+  /** The engines already serve `version` (an external trainer announced it, and they loaded it, before its ack). */
+  synced?: true;
 }
 
 /** The samples that carry a non-zero advantage on a loss token: the only ones a step needs. */
@@ -62,9 +46,8 @@ export function samplesWithSignal<S extends ScoredSample>(samples: readonly S[])
   return samples.filter((s) => s.advantages.some((a, i) => a !== 0 && s.lossMask[i] === 1));
 }
 
-/** Build the batch of a finished rollout and, when it carries any signal, take one step and publish it. */
-export function rlUpdate(trainer: Trainer, o: RlUpdateOptions): RlUpdate {
-  const built = buildRlBatch(o);
+/** Take one step on `built` when it carries any signal, and publish the new weights as a checkpoint. */
+export function rlUpdate(trainer: Trainer, built: BuiltBatch, o: RlUpdateOptions): RlUpdate {
   const all = built.batch.samples;
   const useful = samplesWithSignal(all);
   const base = { samples: all.length, trainedSamples: useful.length, droppedGroups: built.dropped.length };
@@ -72,6 +55,7 @@ export function rlUpdate(trainer: Trainer, o: RlUpdateOptions): RlUpdate {
     return { ...base, stepped: false, version: trainer.version, loss: 0, gradNorm: 0, clipFraction: 0, treeTokens: 0, flatTokens: 0 };
   }
   const tb = buildTreeBatch(useful, built.batch.loss);
+  o.onTree?.(tb);
   const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
   const { path } = trainer.checkpoint(o.checkpointDir, new Vocab(), o.keepCheckpoints);
   return {

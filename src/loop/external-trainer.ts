@@ -1,28 +1,24 @@
-// `arbor run` with train.trainer: external: the run serves each iteration's training batch over the HTTP
-// trainer protocol (src/batch/trainer-server.ts) instead of stepping the in-process reference trainer, and
+// The loop's Trainer port over the HTTP trainer protocol (train.trainer: external): each step serves the
+// batch the loop built (src/batch/trainer-server.ts) instead of stepping the in-process reference trainer, and
 // waits until a trainer in another process (`arbor train-worker`, or a Megatron/FSDP trainer) acknowledges it.
 // Protocol rule (docs/batch-schema.md): the trainer announces the weights it trained on a batch
 // (POST /v1/weights → every in-process engine loads them) and only then acks the batch; the version the
 // engines serve at ack time is the policy of the next iteration. A requeued batch waits again; a batch nobody
 // acks within `waitMs` fails the run with an error naming the URL, the batch and what is missing.
-import type { Group, Trajectory } from "../core/types.js";
 import type { Clock, Timer } from "../core/clock.js";
 import type { ExternalTrainerConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { buildTreeBatch } from "../batch/tree/tree-batch.js";
 import { createTrainerServer } from "../batch/trainer-server.js";
-import { loadWeightsEverywhere, type SyncedEngine } from "../rollout/async-rollout-weights.js";
-import { buildRlBatch, samplesWithSignal, type RlUpdate } from "../sft/rl-update.js";
+import { samplesWithSignal } from "./rl-update.js";
+import type { Trainer, WeightSync } from "./trainer-port.js";
 
 /** Options of {@link startExternalTrainer}. */
 export interface ExternalTrainerOptions {
   /** Where to listen and how long to wait for an ack (config `train.external`). */
   config: ExternalTrainerConfig;
-  /** The in-process engines that load every announced checkpoint. */
-  engines: readonly SyncedEngine[];
-  /** Estimator of the batches (config `train.estimator`, `train.estimatorOptions`). */
-  estimator: string;
-  estimatorOptions?: Record<string, unknown>;
+  /** Loads every announced checkpoint on the run's engines (before the trainer's ack). */
+  weights: WeightSync;
   /** The GGUF the engines start from (GET /v1/stats's `modelPath` until a trainer announces weights; named in the hint of a timeout error). */
   modelPath: string;
   clock: Clock;
@@ -30,20 +26,16 @@ export interface ExternalTrainerOptions {
   signal?: AbortSignal;
 }
 
-/** A listening trainer-protocol server driving the run's policy updates. */
-export interface ExternalTrainer {
+/**
+ * A listening trainer-protocol server driving the run's policy updates. `version` is the policy version the
+ * engines serve: the last one a trainer announced (0 at the start). `step(batch)` offers exactly the batch the
+ * loop built and waits until a trainer acks it; `loss`, `gradNorm` and `clipFraction` are NaN (the trainer
+ * computed them and the protocol does not report them); `stepped` says whether the version moved before the
+ * ack, and then `synced` (the engines loaded the announced weights already). `close()` stops serving.
+ */
+export interface ExternalTrainer extends Trainer {
   /** Base URL of the trainer protocol, e.g. http://127.0.0.1:8400. */
   readonly url: string;
-  /** Policy version the engines serve: the last one a trainer announced (0 at the start). */
-  readonly version: number;
-  /**
-   * Build the batch of a finished rollout as the reference path does (estimator, merged samples), offer it
-   * and wait until a trainer acks it. `loss`, `gradNorm` and `clipFraction` are NaN: the trainer computed
-   * them and the protocol does not report them. `stepped` says whether the version moved before the ack.
-   */
-  train(rollout: { id: string; trajectories: readonly Trajectory[]; groups: readonly Group[] }): Promise<RlUpdate>;
-  /** Stop serving (idempotent). */
-  close(): Promise<void>;
 }
 
 /** What the run knows about the batch it waits for. */
@@ -71,7 +63,7 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
         throw new ArborError("arbor run is not waiting for a batch; announce the weights trained on a batch before acking that batch", "trainer_protocol");
       }
       try {
-        await loadWeightsEverywhere(o.engines, w.modelPath, w.policyVersion, "finish");
+        await o.weights.load(w.modelPath, w.policyVersion);
       } catch (e) {
         lastWeightsError = `version ${w.policyVersion} from ${w.modelPath}: ${(e as Error).message}`;
         throw e;
@@ -143,17 +135,17 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
 
   return {
     url,
+    kind: "external",
     get version() {
       return server.stats().policyVersion;
     },
-    async train(rollout) {
+    async step(built) {
       if (closed) throw new ArborError(`external trainer at ${url} is closed`, "trainer_protocol");
-      const built = buildRlBatch({ ...rollout, estimator: o.estimator, ...(o.estimatorOptions ? { estimatorOptions: o.estimatorOptions } : {}), mode: "merged" });
       const all = built.batch.samples;
       const useful = samplesWithSignal(all);
       const before = server.stats().policyVersion;
       lastWeightsError = undefined;
-      const wait = waitForAck(rollout.id);
+      const wait = waitForAck(built.batch.id);
       try {
         server.offer(built.batch);
       } catch (e) {
@@ -162,8 +154,10 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       await wait.done;
       const after = server.stats();
       const tree = useful.length > 0 ? buildTreeBatch(useful, built.batch.loss).stats : undefined;
+      const stepped = after.policyVersion > before;
       return {
-        stepped: after.policyVersion > before,
+        stepped,
+        ...(stepped ? { synced: true as const } : {}),
         version: after.policyVersion,
         ...(after.policyVersion > before && after.modelPath !== null ? { checkpoint: after.modelPath } : {}),
         loss: NaN,

@@ -63,7 +63,7 @@ describe("rlUpdate", () => {
       const groups = [group("a", 2), group("b", 2)];
       const whole = buildTrainingBatch({ id: "x", trajectories, groups, mode: "merged" }).tree;
       const expected = ref.gradients({ tree: whole.tree, termUnit: whole.termUnit, loss: whole.loss }).loss;
-      const u = rlUpdate(tr, { id: "x", trajectories, groups, estimator: "grpo", checkpointDir: dir });
+      const u = rlUpdate(tr, buildTrainingBatch({ id: "x", trajectories, groups, estimator: "grpo", mode: "merged" }), { checkpointDir: dir });
       expect(u).toMatchObject({ stepped: true, version: 1, samples: 4, trainedSamples: 2, droppedGroups: 0 });
       expect(Math.abs(expected)).toBeGreaterThan(0.01);
       expect(u.loss).toBeCloseTo(expected, 6);
@@ -83,7 +83,7 @@ describe("rlUpdate", () => {
     const tr = await trainer();
     try {
       const trajectories = [program("a", 0, [50, 2], 1), program("a", 1, [51, 2], 1)];
-      const u = rlUpdate(tr, { id: "y", trajectories, groups: [group("a", 2)], estimator: "grpo", checkpointDir: dir });
+      const u = rlUpdate(tr, buildTrainingBatch({ id: "y", trajectories, groups: [group("a", 2)], estimator: "grpo", mode: "merged" }), { checkpointDir: dir });
       expect(u).toMatchObject({ stepped: false, version: 0, samples: 2, trainedSamples: 0 });
       expect(u.checkpoint).toBeUndefined();
       expect(existsSync(dir)).toBe(false);

@@ -1,6 +1,7 @@
-// The asynchronous rollout on the real stack: two built-in engines behind the gateway (token path),
-// SQLite store, bwrap sandboxes, with a scripted executor standing in for the policy (programs must
-// call tools deterministically) and a fake trainer that publishes the same GGUF as version + 1.
+// The training loop in async mode on the real stack: the orchestrated rollout on two built-in engines behind the
+// gateway (token path), SQLite store, bwrap sandboxes, with a scripted executor standing in for the policy
+// (programs must call tools deterministically), a scripted Trainer port that publishes the same GGUF as
+// version + 1, and the real weight sync (POST /v1/load_weights on every engine).
 import { chmodSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,9 +18,12 @@ import { Vocab } from "../model/vocab.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { createBwrapProvider } from "../sandbox/bwrap.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { runAsyncRollout, type AsyncRolloutOptions, type AsyncTrainerBatch } from "./async-rollout.js";
-import { callVersionSpans } from "./async-rollout-versions.js";
-import { loadWeightsEverywhere } from "./async-rollout-weights.js";
+import { OrchestratedRollout, type OrchestratedRolloutOptions, type RolloutEnd, type TakenBatch } from "../rollout/async-rollout.js";
+import { callVersionSpans } from "../rollout/async-rollout-versions.js";
+import { jsonlBatchExporter } from "./export-batch.js";
+import { runTrainLoop, type RolloutSource } from "./train-loop.js";
+import type { Trainer } from "./trainer-port.js";
+import { loadWeightsEverywhere, type InFlightOnSwitch } from "./weight-sync.js";
 
 const ADMIN_TOKEN = "test-admin-token-0123456789";
 const vocab = new Vocab();
@@ -132,8 +136,57 @@ afterAll(async () => {
 
 const servedVersion = async (e: ListeningEngineServer): Promise<number> => ((await (await fetch(`${e.url}/v1/policy_version`)).json()) as { policy_version: number }).policy_version;
 
-function options(runId: string, root: string, over: Partial<AsyncRolloutOptions>): AsyncRolloutOptions {
-  store.createRun({ id: runId, name: runId, configJson: "{}", startedAt: realClock.now() });
+/** The rollout's options plus the scripted trainer: it gets each batch and publishes a policy, or null (no signal). */
+interface LoopTestOptions extends OrchestratedRolloutOptions {
+  trainer: (b: TakenBatch) => Promise<{ modelPath: string; version: number } | null>;
+  maxTrainerSteps: number;
+  inFlight: InFlightOnSwitch;
+  /** Called after each weight sync, once every engine serves `version`. */
+  onWeightSync?: (version: number) => void;
+}
+
+/** runTrainLoop over the orchestrated rollout, the scripted trainer and the engines' weight sync; returns how the rollout ended and the batches taken. */
+async function runLoop(o: LoopTestOptions): Promise<RolloutEnd & { batches: TakenBatch[] }> {
+  const rollout = new OrchestratedRollout(o);
+  const batches: TakenBatch[] = [];
+  let version = o.baseVersion ?? 0;
+  const source: RolloutSource = {
+    next: async () => {
+      const b = await rollout.next();
+      if (b) batches.push(b);
+      return b;
+    },
+    beginSync: (v) => rollout.beginSync(v),
+    published: (v) => rollout.published(v),
+    skipped: () => rollout.skipped(),
+    finish: (why, err) => rollout.finish(why, err),
+  };
+  const trainer: Trainer = {
+    kind: "reference",
+    get version() {
+      return version;
+    },
+    step: async (built) => {
+      const p = await o.trainer(batches[batches.length - 1]!);
+      if (p !== null) version = p.version;
+      const n = built.batch.samples.length;
+      return { stepped: p !== null, version, ...(p ? { checkpoint: p.modelPath } : {}), loss: 0, gradNorm: 0, clipFraction: 0, samples: n, trainedSamples: n, treeTokens: 0, flatTokens: 0, droppedGroups: 0 };
+    },
+    close: async () => {},
+  };
+  const weights = {
+    load: async (modelPath: string, v: number) => {
+      await loadWeightsEverywhere(o.engines.map((e) => ({ name: e.name, url: engineUrl(e.name) })), modelPath, v, o.inFlight);
+      o.onWeightSync?.(v);
+    },
+  };
+  const out = await runTrainLoop({ rollout: source, steps: o.maxTrainerSteps, estimator: "grpo", trainer, weights, exportBatch: jsonlBatchExporter(join(dir, "batches", o.runId), (k) => `b${k}.jsonl`), clock: realClock });
+  return { ...out.end, batches };
+}
+
+const engineUrl = (name: string): string => engines[Number(name.slice(1))]!.url;
+
+function options(runId: string, root: string, over: Partial<LoopTestOptions>): LoopTestOptions {
   const env = createCalcEnvironment();
   return {
     runId,
@@ -150,9 +203,10 @@ function options(runId: string, root: string, over: Partial<AsyncRolloutOptions>
     reward: (_group, ctx) => createRewardFromConfig({ outcome: 1 }).compute(ctx),
     seed: 1,
     clock: realClock,
+    run: { name: runId, configJson: "{}" },
     settings: { mode: "async", groupSize: 2, batchGroups: 2, maxInFlightGroups: 4, window: 3, maxStaleness: 1 },
     rng: new Rng(7),
-    engines: engines.map((e, i) => ({ name: `e${i}`, url: e.url, maxActive: 4, kvCapacityTokens: 4 * 4096 })),
+    engines: engines.map((_, i) => ({ name: `e${i}`, maxActive: 4, kvCapacityTokens: 4 * 4096 })),
     inFlight: "finish",
     trainer: async (b) => ({ modelPath: gguf, version: b.batch.version + 1 }),
     maxTrainerSteps: 3,
@@ -160,7 +214,7 @@ function options(runId: string, root: string, over: Partial<AsyncRolloutOptions>
   };
 }
 
-describe("runAsyncRollout", () => {
+describe("runTrainLoop (async rollout)", () => {
   it("trains on windowed batches within the staleness bound and syncs every engine after each step", async () => {
     const root = join(dir, "sb-steps");
     const seenAtStep: number[][] = [];
@@ -170,14 +224,14 @@ describe("runAsyncRollout", () => {
     gate.release = new Promise<void>((resolve) => (release = resolve));
     gate.hold = /^steps\/g[23]\/s/;
     const allHeld = new Promise<void>((resolve) => (gate.onHeld = () => gate.held.size === 4 && resolve()));
-    const trainer = async (b: AsyncTrainerBatch) => {
+    const trainer = async (b: TakenBatch) => {
       // The trainer of step k sees every engine serving the weights of step k − 1.
       seenAtStep.push(await Promise.all(engines.map(servedVersion)));
       if (b.batch.version === 0) await allHeld;
       return { modelPath: gguf, version: b.batch.version + 1 };
     };
     const o = options("steps", root, { trainer, inFlight: "resume", onWeightSync: (v) => v === 1 && release() });
-    const out = await runAsyncRollout(o).finally(() => {
+    const out = await runLoop(o).finally(() => {
       gate.hold = undefined;
       release();
     });
@@ -251,7 +305,7 @@ describe("runAsyncRollout", () => {
   it("stops when the dataset is drained, the last batch short", async () => {
     const env = createCalcEnvironment();
     const base = await servedVersion(engines[0]!);
-    const out = await runAsyncRollout(options("drain", join(dir, "sb-drain"), { tasks: env.tasks(3, 9), baseVersion: base, maxTrainerSteps: 5 }));
+    const out = await runLoop(options("drain", join(dir, "sb-drain"), { tasks: env.tasks(3, 9), baseVersion: base, maxTrainerSteps: 5 }));
     expect(out.stoppedBy).toBe("drained");
     expect(out.batches.map((b) => [b.batch.version, b.groups.length])).toEqual([
       [base, 2],
@@ -267,7 +321,7 @@ describe("runAsyncRollout", () => {
   it("counts a step whose batch gave nothing to learn from without touching the engines' weights", async () => {
     const base = await servedVersion(engines[0]!);
     let calls = 0;
-    const out = await runAsyncRollout(
+    const out = await runLoop(
       options("no-signal", join(dir, "sb-no-signal"), {
         baseVersion: base,
         maxTrainerSteps: 2,
@@ -307,7 +361,7 @@ describe("runAsyncRollout", () => {
     };
     let endedHeld = 0;
     try {
-      const out = await runAsyncRollout(
+      const out = await runLoop(
         options("midsync", join(dir, "sb-midsync"), {
           tasks: createCalcEnvironment().tasks(4, 13),
           baseVersion: base,
@@ -346,11 +400,10 @@ describe("runAsyncRollout", () => {
   it("fails clearly when the trainer publishes an old version or an engine refuses, after ending every program", async () => {
     const base = await servedVersion(engines[0]!);
     const o = options("stale", join(dir, "sb-stale"), { baseVersion: base, trainer: async (b) => ({ modelPath: gguf, version: b.batch.version }) });
-    await expect(runAsyncRollout(o)).rejects.toThrow(`trainer published version ${base}, not newer than ${base}`);
+    await expect(runLoop(o)).rejects.toThrow(`trainer published version ${base}, not newer than ${base}`);
     expect(store.stats("stale").unfinished).toBe(0);
     expect(store.listTrajectories("stale").every((t) => t.program.termination !== undefined)).toBe(true);
     await expect(loadWeightsEverywhere([{ name: "e1", url: engines[1]!.url }], gguf, base, "finish")).rejects.toThrow(/engine e1 refused version/);
-    await expect(runAsyncRollout({ ...o, settings: { ...o.settings, mode: "sync" } })).rejects.toThrow(/settings.mode must be "async"/);
   }, 60_000);
 
   it("ends every admitted program with an outcome when aborted mid-call", async () => {
@@ -361,7 +414,7 @@ describe("runAsyncRollout", () => {
     gate.onHang = () => ctl.abort(new Error("operator abort"));
     let trained = 0;
     try {
-      const out = await runAsyncRollout(
+      const out = await runLoop(
         options("abort", root, {
           signal: ctl.signal,
           concurrency: 2,

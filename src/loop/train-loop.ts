@@ -1,0 +1,92 @@
+// The RL algorithm on one screen, sync and async alike: rollout → rewards → batch → trainer step → weight sync
+// → evaluation, once per step. The rollout is the orchestrator on the real stack (src/rollout/async-rollout.ts):
+// in sync mode it admits one iteration of groups and waits for the step; in async mode it goes on while the
+// trainer trains, within the window and the staleness bound. The batch is built once (build-batch.ts: the
+// configured estimator, merged multi-call samples, the prefix tree), exported, and that same batch is what the
+// Trainer port steps on (reference-trainer.ts in process, external-trainer.ts over the trainer protocol).
+import { buildTrainingBatch, type BuiltBatch } from "../batch/build-batch.js";
+import type { Clock } from "../core/clock.js";
+import type { OrchestratedRollout, RolloutEnd } from "../rollout/async-rollout.js";
+import { batchStaleness, batchStats, meanRewardComponents, type IterationResult } from "./iteration-result.js";
+import type { Trainer, WeightSync } from "./trainer-port.js";
+
+/** What the loop needs of the rollout (OrchestratedRollout; tests may script it). */
+export type RolloutSource = Pick<OrchestratedRollout, "next" | "beginSync" | "published" | "skipped" | "finish">;
+
+export interface TrainLoopOptions {
+  rollout: RolloutSource;
+  /** Steps (iterations) at most; fewer when the dataset drains. */
+  steps: number;
+  /** The batch builder's estimator (estimators/registry.ts) and its options. */
+  estimator: string;
+  estimatorOptions?: Record<string, unknown>;
+  /** Absent: a plain rollout (each batch is built and exported, nothing is trained). */
+  trainer?: Trainer;
+  weights: WeightSync;
+  /** Writes the batch the trainer will get (JSONL of its samples); returns the path. */
+  exportBatch: (step: number, built: BuiltBatch) => Promise<string>;
+  /** Evaluation after each step's weight sync, with the version the engines now serve. */
+  evaluate?: (step: number, version: number) => Promise<void>;
+  clock: Clock;
+  /** Each step's record as soon as it is complete (the CLI prints a line). */
+  onStep?: (r: IterationResult) => void;
+}
+
+export interface TrainLoopResult {
+  iterations: IterationResult[];
+  /** How the rollout ended: every admitted program has an outcome. */
+  end: RolloutEnd;
+  /** Wall time from the first admission to the end, ms. */
+  rolloutMs: number;
+}
+
+/** Run the loop; the rollout is finished (every program ended) before it returns or throws. */
+export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult> {
+  const iterations: IterationResult[] = [];
+  const started = o.clock.now();
+  let stepStart = started;
+  try {
+    for (let step = 1; step <= o.steps; step++) {
+      // 1. Rollout and 2. rewards: programs run and are rewarded as they end, until the orchestrator has a batch.
+      const taken = await o.rollout.next();
+      if (taken === undefined) break; // drained, aborted or failed: finish() below says which
+      const trainStart = o.clock.now();
+      // 3. Batch: built once; the file and the trainer get the same samples.
+      const built = buildTrainingBatch({ id: taken.id, trajectories: taken.trajectories, groups: taken.groups, estimator: o.estimator, ...(o.estimatorOptions ? { estimatorOptions: o.estimatorOptions } : {}), mode: "merged" });
+      const batchPath = await o.exportBatch(step, built);
+      // 4. Trainer step.
+      const update = await o.trainer?.step(built);
+      // 5. Weight sync: every engine serves the new version before any program reports against it.
+      if (update?.stepped && o.rollout.beginSync(update.version)) {
+        if (!update.synced && update.checkpoint !== undefined) await o.weights.load(update.checkpoint, update.version);
+        o.rollout.published(update.version);
+      } else o.rollout.skipped();
+      // 6. Evaluation of the policy the engines now serve.
+      await o.evaluate?.(step, update?.version ?? taken.batch.version);
+      const now = o.clock.now();
+      const r: IterationResult = {
+        iteration: step,
+        runId: taken.groups[0]?.runId ?? taken.id,
+        stats: batchStats(taken.trajectories),
+        rewardComponents: meanRewardComponents(taken.trajectories),
+        batchPath,
+        samples: built.batch.samples.length,
+        toolCalls: taken.trajectories.reduce((n, t) => n + t.tools.length, 0),
+        rolloutMs: Math.max(1, trainStart - stepStart),
+        trainMs: now - trainStart,
+        policyVersion: taken.batch.version,
+        ...(update ? { update } : {}),
+        staleness: batchStaleness(taken),
+      };
+      stepStart = now;
+      iterations.push(r);
+      o.onStep?.(r);
+    }
+  } catch (e) {
+    // Every admitted program still gets its outcome; the rollout's own first failure wins.
+    await o.rollout.finish("aborted", e);
+    throw e;
+  }
+  const end = await o.rollout.finish(iterations.length >= o.steps ? "steps" : "drained");
+  return { iterations, end, rolloutMs: Math.max(1, o.clock.now() - started) };
+}
