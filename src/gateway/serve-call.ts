@@ -56,6 +56,8 @@ export async function serveCall(ctx: GatewayContext, admitted: AdmittedCall): Pr
 
 async function serveRouted(ctx: GatewayContext, admitted: AdmittedCall, onRouted: (route: RouteRef) => void): Promise<unknown> {
   const { endpoint, prepared, programId, start, reply } = admitted;
+  // A program this call opens is forgotten again if the call records nothing (see discardUnused).
+  const opensProgram = ctx.table.get(programId) === undefined;
   ctx.table.open(programId);
   const place: CallPlace = { programId, index: ctx.table.beginCall(programId), start };
   let route: RouteRef | undefined;
@@ -119,7 +121,13 @@ async function serveRouted(ctx: GatewayContext, admitted: AdmittedCall, onRouted
         recorded && trace ? { promptTokens: trace.promptTokenIds, outputTokens: trace.outputTokenIds, ok: true } : { outputTokens: 0, ok: false },
       );
     }
-    if (!recorded) ctx.table.failCall(programId, place.index);
+    if (!recorded) {
+      ctx.table.failCall(programId, place.index);
+      if (opensProgram && ctx.table.discardUnused(programId)) {
+        ctx.router.releaseProgram(programId);
+        void ctx.gateReady?.then((g) => g.onRelease(programId), () => undefined);
+      }
+    }
     if (gate) {
       const context = ctx.history.get(programId);
       if (recorded && context) gate.afterCall(programId, context.length);
