@@ -32,6 +32,7 @@ import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
 import { rlUpdate, type RlUpdate } from "../sft/rl-update.js";
 import type { Trainer } from "../trainer/trainer.js";
 import { runAsyncIterations, type AsyncRunOutcome } from "./async-run.js";
+import { checkPortsFree, runPorts } from "./check-ports.js";
 import { startExternalTrainer, type ExternalTrainer } from "./external-trainer.js";
 import { iterationLine, meanRewardComponents, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 import { loadWeightsEverywhere } from "../rollout/async-rollout-weights.js";
@@ -112,6 +113,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const bw = bwrapAvailable();
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
   }
+  await checkPortsFree(runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
   mkdirSync(outDir, { recursive: true });
   const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});

@@ -29,7 +29,7 @@ const ask = (content = "hi") => ({ model: "m", messages: [{ role: "user", conten
 
 /** A chat body (as text: JSON.stringify itself would overflow) whose one tool's parameters nest `depth` arrays. */
 function deepToolBody(depth: number): string {
-  return `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":${"[".repeat(depth)}${"]".repeat(depth)}}}]}`;
+  return `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","a":${"[".repeat(depth)}${"]".repeat(depth)}}}}]}`;
 }
 
 describe("gateway hardening", () => {
@@ -38,7 +38,7 @@ describe("gateway hardening", () => {
     const [bad, good] = await Promise.all([post(s.url, "/p/evil/v1/chat/completions", deepToolBody(50_000)), post(s.url, "/p/other/v1/chat/completions", ask())]);
     expect(bad.status).toBe(400);
     expect(bad.json.error.type).toBe("invalid_request_error");
-    expect(bad.json.error.param).toMatch(/^tools\[0\]\.function\.parameters\[0\]\[0\]/);
+    expect(bad.json.error.param).toMatch(/^tools\[0\]\.function\.parameters\.a\[0\]\[0\]/);
     expect(bad.json.error.message).toContain("nested more than 64 levels deep");
     expect(good.status).toBe(200);
     expect(allBackendsUp(s.gw)).toBe(true);
