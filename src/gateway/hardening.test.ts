@@ -2,7 +2,9 @@
 // refused as the client's fault before routing, hold no program slot, no socket for long, and get
 // errors in the surface's own shape.
 import { afterEach, describe, expect, it } from "vitest";
+import type { Backend } from "../backends/backend.js";
 import { allBackendsUp, rawExchange, rawJson, startHardeningSetup, type HardeningSetup } from "./hardening-fixture.js";
+import { createGateway } from "./server.js";
 
 const open: HardeningSetup[] = [];
 afterEach(async () => {
@@ -100,6 +102,35 @@ describe("gateway hardening", () => {
     expect(third.closedByServer).toBe(true);
     expect(third.response).toBe("");
     for (const h of await Promise.all(held)) expect(h.response).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it("says when to retry on every capacity 429 (the per-program concurrency limit included)", async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const slow: Backend = {
+      name: "slow",
+      url: "http://slow/v1",
+      chatCompletions: async () => {
+        await gate;
+        return { status: 500, json: { error: { message: "done" } } };
+      },
+      completions: async () => ({ status: 500, json: {} }),
+      models: async () => ({}),
+      health: async () => undefined,
+    };
+    const gw = createGateway({ backends: [slow], sink: { recordCall: () => undefined }, limits: { maxInFlightPerProgram: 1 } });
+    try {
+      const first = gw.app.inject({ method: "POST", url: "/p/busy/v1/chat/completions", payload: ask() });
+      await new Promise((r) => setImmediate(r));
+      const second = await gw.app.inject({ method: "POST", url: "/p/busy/v1/chat/completions", payload: ask() });
+      expect(second.statusCode).toBe(429);
+      expect(second.headers["retry-after"]).toBe("1");
+      expect(second.json().error).toMatchObject({ type: "requests", code: "rate_limit_exceeded" });
+      release();
+      await first;
+    } finally {
+      await gw.close();
+    }
   });
 
   it("serves path ids of up to 256 characters (not 414) and names the limit beyond", async () => {

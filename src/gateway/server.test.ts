@@ -206,8 +206,13 @@ describe("gateway in front of one vLLM-shaped upstream", () => {
     await c.chat.completions.create({ model: "m", messages: user("x"), max_tokens: 2 });
     const n = sink.calls.length;
     fake.failNext(429, "engine queue is full");
-    const e = await failure(c.chat.completions.create({ model: "m", messages: user("y") }));
+    const e = await c.chat.completions.create({ model: "m", messages: user("y") }).then(
+      () => undefined,
+      (x: unknown) => x as InstanceType<typeof OpenAI.APIError>,
+    );
     expect(e).toMatchObject({ status: 429, message: expect.stringContaining("engine queue is full") });
+    // The engine's 429, relayed, says when to come back.
+    expect(e?.headers?.get("retry-after")).toBe("1");
     expect(sink.calls.length).toBe(n);
     expect(gw.table.get("prog-err")).toMatchObject({ calls: 1, inFlight: 0, phase: "acting" });
     await c.chat.completions.create({ model: "m", messages: user("z"), max_tokens: 2 });

@@ -23,7 +23,7 @@ import type { GatewayContext } from "./gateway-context.js";
 import { GatewayMetrics, type ReleaseReason } from "./gateway-metrics.js";
 import { HealthLoop } from "./health/health-loop.js";
 import { createHealthMetrics } from "./health/health-metrics.js";
-import { InvalidRequestError, openAiError, openAiErrorType, toOpenAiError } from "./http-errors.js";
+import { CAPACITY_RETRY_AFTER_S, InvalidRequestError, openAiError, openAiErrorType, toOpenAiError } from "./http-errors.js";
 import { prepareRequest, type Endpoint } from "./openai-request.js";
 import type { CallGate } from "./pausing/call-gate.js";
 import { PauseGate, type PauseGateConfig } from "./pausing/pause-gate.js";
@@ -264,9 +264,11 @@ export function createGateway(opts: GatewayOptions): Gateway {
       throw new InvalidRequestError("tools", `${tools.length} tools given; at most ${MAX_TOOLS} are supported (OpenAI's limit)`);
     }
   });
-  // Every error on the Anthropic surface in Anthropic's shape, whoever produced it (auth, limits,
-  // fastify's parser, an engine's own 4xx relayed as is).
   app.addHook("onSend", async (req, reply, payload) => {
+    // Every 429 says when to try again, whichever layer refused (table, limiter, an engine's 429 relayed).
+    if (reply.statusCode === 429 && !reply.hasHeader("retry-after")) reply.header("retry-after", String(CAPACITY_RETRY_AFTER_S));
+    // Every error on the Anthropic surface in Anthropic's shape, whoever produced it (auth, limits,
+    // fastify's parser, an engine's own 4xx relayed as is).
     if (reply.statusCode < 400 || typeof payload !== "string" || !req.routeOptions.url?.endsWith("/v1/messages")) return payload;
     let parsed: unknown;
     try {
