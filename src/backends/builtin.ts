@@ -4,7 +4,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { BackendProtocolError, BackendUnreachableError, type BackendReply } from "./backend.js";
-import { checkBackendUrl, describeNetworkError } from "./engine-http.js";
+import { checkBackendUrl, describeNetworkError, serializeRequestBody } from "./engine-http.js";
 import { postSse, type StreamingBackend } from "./sse.js";
 
 export interface BuiltinBackendOptions {
@@ -27,11 +27,13 @@ export function createBuiltinBackend(opts: BuiltinBackendOptions): StreamingBack
   async function send(method: "GET" | "POST", path: string, body?: object, signal?: AbortSignal): Promise<BackendReply> {
     let res: Response;
     let text: string;
+    // Outside the try: a body that cannot be serialized is the client's fault, not an unreachable backend.
+    const payload = body ? serializeRequestBody(path, body) : undefined;
     try {
       res = await fetch(url + path, {
         method,
         headers: body ? { "content-type": "application/json", accept: "application/json" } : { accept: "application/json" },
-        body: body ? JSON.stringify(body) : undefined,
+        body: payload,
         signal,
       });
       text = await res.text();

@@ -52,11 +52,14 @@ export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
 
   async function send(method: "GET" | "POST", path: string, body: object | undefined, signal?: AbortSignal): Promise<{ status: number; text: string }> {
+    // Serialized before the request: a body that cannot be serialized (nested too deep for
+    // JSON.stringify) is the client's fault, never a sign that the backend is unreachable.
+    const payload = body === undefined ? undefined : serializeRequestBody(path, body);
     try {
       const res = await fetch(root + path, {
         method,
         headers: body ? { "content-type": "application/json", accept: "application/json" } : {},
-        body: body ? JSON.stringify(body) : undefined,
+        body: payload,
         signal,
       });
       return { status: res.status, text: await res.text() };
@@ -107,6 +110,15 @@ export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
       return parse(path, await probe(path));
     },
   };
+}
+
+/** JSON text of a request body; one JSON.stringify cannot handle is an `invalid_request` (HTTP 400 at the gateway). */
+export function serializeRequestBody(path: string, body: object): string {
+  try {
+    return JSON.stringify(body);
+  } catch (e) {
+    throw new ArborError(`request for ${path} cannot be sent: ${e instanceof Error ? e.message : String(e)} (is it nested too deeply?)`, "invalid_request");
+  }
 }
 
 /** The error message of an engine's error body: OpenAI/llama.cpp `{error:{message}}`, FastAPI `{detail}`, `{message}`. */

@@ -1,6 +1,7 @@
 // Streamed (SSE) inference calls to an OpenAI-compatible engine: the request is POSTed with the
 // Backend error contract, and a 2xx event stream is read back as the raw `data:` payloads in order.
 import { BackendProtocolError, BackendUnreachableError, type Backend } from "./backend.js";
+import { serializeRequestBody } from "./engine-http.js";
 
 /** A streamed call's answer: the event stream on 2xx, else the upstream's error status and JSON body. */
 export type BackendStreamReply =
@@ -37,11 +38,13 @@ export async function postSse(opts: SsePostOptions, target: string, body: object
   const { name, url } = opts;
   const fail = (e: unknown): unknown => (signal?.aborted ? (signal.reason ?? e) : new BackendUnreachableError(name, url, opts.describeError(e)));
   let res: Response;
+  // Outside the try: a body that cannot be serialized is the client's fault, not an unreachable backend.
+  const payload = serializeRequestBody(target, body);
   try {
     res = await fetch(target, {
       method: "POST",
       headers: { "content-type": "application/json", accept: "text/event-stream" },
-      body: JSON.stringify(body),
+      body: payload,
       signal,
     });
   } catch (e) {

@@ -36,6 +36,7 @@ import { createSandboxProvider } from "../sandbox/registry.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { createStore } from "../store/registry.js";
 import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
+import { checkPortsFree, runPorts } from "./check-ports.js";
 import { createRunJudge } from "./run-judge.js";
 import { asyncStepLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
@@ -98,6 +99,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const bw = bwrapAvailable();
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
   }
+  await checkPortsFree(runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
   mkdirSync(outDir, { recursive: true });
   const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});

@@ -10,6 +10,8 @@ export class HttpError extends Error {
     readonly type: string,
     readonly param: string | null = null,
     readonly code: string | null = null,
+    /** Extra response headers, e.g. `retry-after` on a 429. */
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(message);
     this.name = "HttpError";

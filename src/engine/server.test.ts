@@ -488,7 +488,8 @@ describe("streaming", () => {
       const res = await fetch(`${small.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "x", max_tokens: 2, stream: true }) });
       expect(res.status).toBe(429);
       expect(res.headers.get("content-type")).toMatch(/application\/json/);
-      expect(((await res.json()) as { error: { type: string } }).error.type).toBe("rate_limit_error");
+      expect(((await res.json()) as { error: { type: string } }).error.type).toBe("requests");
+      expect(res.headers.get("retry-after")).toBe("1");
       expect((await first).status).toBe(200);
     } finally {
       await small.close();

@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { Clock } from "../core/clock.js";
 import { ArborError, CapacityError } from "../core/errors.js";
+import { fastifyHttpLimitOptions, limitConnections, resolveHttpLimits, type HttpLimits } from "../core/http-limits.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
 import { stopTokenIds } from "../model/chat-template.js";
@@ -21,6 +22,7 @@ import { ExecutorSlot, type InFlightPolicy, type SlotLease } from "./http/execut
 import { SseWriter } from "./http/sse-writer.js";
 import { StreamChunker, type Chunk, type StreamSpec } from "./http/stream-chunks.js";
 import { registerTokenizeRoutes } from "./http/tokenize-routes.js";
+import { checkChatPromptFits, checkTextPromptFits, registerRequestLimits } from "./http/request-limits.js";
 import { ScheduledExecutor } from "./core/scheduled-executor.js";
 import { executorRegistry, type ExecutorRegistry, type ExecutorSpec } from "./executor-registry.js";
 import { PositionKeyedRng } from "./position-keyed-rng.js";
@@ -88,7 +90,12 @@ export interface EngineServerOptions {
   l2CapacityBytes?: number;
   /** The L3 store of paused programs, shared by the engines of this process (left open on close). */
   l3Store?: KvStateTier;
+  /** Time to receive a request and open connections at most (default DEFAULT_HTTP_LIMITS: 60 s, 20 s for headers, 4096). */
+  httpLimits?: Partial<HttpLimits>;
 }
+
+/** Seconds a client should wait after a 429 (a sequence frees as soon as any request finishes). */
+const RETRY_AFTER_S = 1;
 
 /** A built-in executor kind, or one registered in the engine's `executorRegistry`. */
 export type EngineExecutorKind = "llamacpp" | "llamacpp-scheduled" | "costmodel" | (string & {});
@@ -176,7 +183,17 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   let closed = false;
 
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true });
+  const httpLimits = resolveHttpLimits(opts.httpLimits, `engine ${opts.name}`);
+  const app = Fastify({
+    logger: false,
+    bodyLimit: 16 * 1024 * 1024,
+    forceCloseConnections: true,
+    // Program ids (the /v1/programs/:id routes) may have 256 characters, percent-encoded (×3).
+    routerOptions: { maxParamLength: 3 * 256 },
+    ...fastifyHttpLimitOptions(httpLimits, (status, message, code) => new HttpError(status, message, status >= 500 ? "server_error" : "invalid_request_error", null, code).body()),
+  });
+  limitConnections(app.server, httpLimits);
+  registerRequestLimits(app);
   app.addHook("onSend", async (_req, reply, payload) => {
     // Inference answers set the version they were generated with; others report the current one.
     if (!reply.hasHeader("x-arbor-policy-version")) reply.header("x-arbor-policy-version", String(slot.policyVersion));
@@ -184,7 +201,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   });
   app.setErrorHandler((err, _req, reply) => sendError(reply, toHttpError(err)));
   app.setNotFoundHandler((req, reply) =>
-    sendError(reply, new HttpError(404, `no route ${req.method} ${req.url}`, "not_found_error", null, "not_found")),
+    sendError(reply, new HttpError(404, `no route ${req.method} ${req.url}`, "invalid_request_error", null, "not_found")),
   );
 
   const checkModel = (model: string | null | undefined): void => {
@@ -204,6 +221,10 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     const header = headers["x-arbor-program"];
     if (header !== undefined) {
       if (typeof header !== "string" || header === "" || header.length > 256) throw invalidRequest("x-arbor-program", "the header must be one non-empty program id (at most 256 characters)");
+      // Node reads header bytes as latin1: a UTF-8 id would be echoed garbled, so name it as sent.
+      if (/[^\x20-\x7e]/.test(header)) {
+        throw invalidRequest("x-arbor-program", `program ids are printable ASCII; got '${Buffer.from(header, "latin1").toString("utf8").slice(0, 64)}', which is not printable ASCII`);
+      }
       if (body.program_id != null && body.program_id !== header) throw invalidRequest("program_id", `"${body.program_id}" differs from the x-arbor-program header "${header}"`);
       body.program_id = header;
     }
@@ -356,9 +377,11 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     const lease = slot.acquire();
     try {
       const tokenize = (text: string): number[] => lease.executor.tokenize(text);
+      const messages = toChatMessages(body.messages);
+      checkChatPromptFits(messages, body.tools, lease.executor.contextSize);
       // The same render as /tokenize (a forced tool call's opening included), so token-level
       // clients (the gateway's token path) build exactly this prompt.
-      const { prompt, tools } = renderChatPrompt(toChatMessages(body.messages), body, tokenize, vocab, true);
+      const { prompt, tools } = renderChatPrompt(messages, body, tokenize, vocab, true);
       const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
       const maxTokens = budget(lease, prompt, body.max_completion_tokens ?? body.max_tokens ?? null, maxParam, "messages");
       const sampledTop = body.logprobs ? topLogprobs : 0;
@@ -411,6 +434,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     try {
       let prompt: number[];
       if (typeof body.prompt === "string") {
+        checkTextPromptFits(body.prompt, lease.executor.contextSize);
         prompt = [vocab.bosId, ...lease.executor.tokenize(body.prompt)];
       } else {
         prompt = body.prompt;
@@ -547,17 +571,20 @@ function sameIds(a: readonly number[], b: readonly number[]): boolean {
 
 function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
-  if (err instanceof CapacityError) return new HttpError(429, err.message, "rate_limit_error", null, "rate_limit_exceeded");
+  if (err instanceof CapacityError) return new HttpError(429, err.message, "requests", null, "rate_limit_exceeded", { "retry-after": String(RETRY_AFTER_S) });
   if (err instanceof AbortedError) return new HttpError(499, err.message, "invalid_request_error", null, "aborted");
   const e = err as { statusCode?: number; message?: string; code?: string };
   // fastify's own errors (unparsable JSON, wrong content type, body too large) carry a 4xx status.
   if (typeof e.statusCode === "number" && e.statusCode >= 400 && e.statusCode < 500) {
     return new HttpError(e.statusCode, `request body: ${e.message ?? "invalid"}`, "invalid_request_error", null, e.code ?? null);
   }
+  // The explicit limits (http/request-limits.ts) keep requests from overflowing the stack; should one
+  // still, the client gets a clear refusal rather than V8's message.
+  if (err instanceof RangeError && /call stack/i.test(err.message)) return invalidRequest(null, "request body: too large or too deeply nested to process");
   if (err instanceof RangeError) return invalidRequest(null, err.message);
   return new HttpError(500, `internal error: ${e.message ?? String(err)}`, "server_error", null, "internal_error");
 }
 
 function sendError(reply: FastifyReply, err: HttpError): FastifyReply {
-  return reply.code(err.status).send(err.body());
+  return reply.code(err.status).headers(err.headers).send(err.body());
 }

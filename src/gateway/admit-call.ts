@@ -24,10 +24,10 @@ export async function admitted<T>(ctx: GatewayContext, req: ProgramRequest, prep
 }
 
 function programIdOf(req: ProgramRequest, bodyId: string | undefined): string {
-  const header = req.headers[PROGRAM_HEADER];
+  const header = programHeader(req.headers[PROGRAM_HEADER]);
   const given = [
     ["path", req.params.programId],
-    [`header '${PROGRAM_HEADER}'`, typeof header === "string" ? header : undefined],
+    [`header '${PROGRAM_HEADER}'`, header],
     ["body field program_id", bodyId],
   ].filter((g): g is [string, string] => g[1] !== undefined && g[1] !== "");
   const first = given[0];
@@ -42,4 +42,15 @@ function programIdOf(req: ProgramRequest, bodyId: string | undefined): string {
     throw new InvalidRequestError("program_id", `${first[0]} says '${first[1]}' but ${other[0]} says '${other[1]}'`);
   }
   return first[1];
+}
+
+/**
+ * The program header's value. Node reads header bytes as latin1, so a UTF-8 id would be echoed
+ * garbled in every message that names it: a non-ASCII value is refused, naming it as sent (decoded as UTF-8).
+ */
+export function programHeader(value: string | string[] | undefined): string | undefined {
+  if (Array.isArray(value)) throw new InvalidRequestError(PROGRAM_HEADER, "send the header once (one program id)");
+  if (value === undefined || !/[^\x20-\x7e]/.test(value)) return value;
+  const sent = Buffer.from(value, "latin1").toString("utf8");
+  throw new InvalidRequestError(PROGRAM_HEADER, `program ids are 1-256 printable ASCII characters; got '${sent.slice(0, 64)}', which is not printable ASCII`);
 }

@@ -64,6 +64,8 @@ export class OpenCall {
     /** The route the call took (undefined only inside beginCall, for a call that failed before routing). */
     private readonly first: RouteRef | undefined,
     private readonly gate: CallGate | undefined,
+    /** The call opened its program: an unrecorded end forgets the program again (ProgramTable.discardUnused). */
+    private readonly opensProgram = false,
   ) {
     this.routeOwed = first;
   }
@@ -102,6 +104,8 @@ export class OpenCall {
       if (this.wasRecorded && context) gate.afterCall(place.programId, context.length);
       else gate.onCallAbort(place.programId);
     }
+    // A refused or failed first call leaves nothing behind: invalid requests with fresh ids cannot fill the table.
+    if (!this.wasRecorded && this.opensProgram && path.table.discardUnused(place.programId)) programForgotten(path, place.programId);
   }
 }
 
@@ -112,6 +116,7 @@ export class OpenCall {
  */
 export async function beginCall(path: CallPath, call: PathCall): Promise<OpenCall> {
   const { programId, start } = call;
+  const opensProgram = path.table.get(programId) === undefined;
   path.table.open(programId);
   const place: CallPlace = { programId, index: path.table.beginCall(programId), start };
   let gate: CallGate | undefined;
@@ -133,13 +138,13 @@ export async function beginCall(path: CallPath, call: PathCall): Promise<OpenCal
     }
     const req: RoutingRequest = { programId, ...(known ? { promptTokens: known } : {}), ...(only !== undefined ? { only } : {}) };
     const route: RouteRef = call.route ? call.route(req) : path.router.route(req);
-    open = new OpenCall(path, place, route, gate);
+    open = new OpenCall(path, place, route, gate, opensProgram);
     call.onRouted?.(route);
     path.table.bind(programId, route.backend);
     return open;
   } catch (e) {
     // Failed before serving: ended unrecorded (its route, if any, reported failed).
-    (open ?? new OpenCall(path, place, undefined, gate)).end();
+    (open ?? new OpenCall(path, place, undefined, gate, opensProgram)).end();
     throw e;
   }
 }

@@ -6,7 +6,7 @@ import { createBuiltinBackend } from "../backends/builtin.js";
 import { startFakeVllm, type FakeVllm } from "../backends/fake-vllm.js";
 import { VirtualClock } from "../core/clock.js";
 import type { Call, TraceSink } from "../core/types.js";
-import { createGateway, type Gateway, type GatewayOptions } from "./server.js";
+import { createGateway, DEFAULT_IDLE_RELEASE_MS, type Gateway, type GatewayOptions } from "./server.js";
 
 const ADMIN = "admin-token-0123456789abcdef";
 
@@ -103,9 +103,20 @@ describe("gateway idle release and termination hooks", () => {
     expect(fired).toHaveLength(2);
   });
 
-  it("fires 'released' once on explicit release and never idles without idleReleaseMs", async () => {
+  it("releases idle programs by default after ten minutes", async () => {
     const fired: [string, string][] = [];
     const h = await harness({ onProgramTerminated: (id, reason) => void fired.push([id, reason]) });
+    await h.ask("p1");
+    h.clock.advance(DEFAULT_IDLE_RELEASE_MS - 1);
+    expect(h.gw.table.get("p1")?.state).toBe("active");
+    h.clock.advance(1);
+    expect(h.gw.table.get("p1")?.state).toBe("terminated");
+    expect(fired).toEqual([["p1", "idle"]]);
+  });
+
+  it("fires 'released' once on explicit release and never idles with idleReleaseMs: 0", async () => {
+    const fired: [string, string][] = [];
+    const h = await harness({ idleReleaseMs: 0, onProgramTerminated: (id, reason) => void fired.push([id, reason]) });
     await h.ask("p1");
     h.clock.advance(1e9);
     expect(h.gw.table.get("p1")?.state).toBe("active");

@@ -43,18 +43,34 @@ const statusByCode: Record<string, number> = {
   record_failed: 500,
 };
 
-/** Map any thrown value to an HTTP status and OpenAI-shaped body; unknown errors are 500s. */
-export function toOpenAiError(err: unknown): { status: number; body: OpenAiErrorBody } {
+/**
+ * OpenAI's error `type` for a status: what OpenAI itself sends (`invalid_request_error` for client
+ * mistakes, 401 included; `requests` for request-rate and capacity 429s; `server_error` for 5xx).
+ * The Arbor code (`program_released`, `capacity`, …) goes in `code`.
+ */
+export function openAiErrorType(status: number): string {
+  if (status === 403) return "permission_error";
+  if (status === 429) return "requests";
+  if (status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+/** Seconds a client should wait after a capacity 429 (a slot frees when any program ends; no better estimate exists). */
+export const CAPACITY_RETRY_AFTER_S = 1;
+
+/** Map any thrown value to an HTTP status, OpenAI-shaped body and headers (`retry-after` on 429); unknown errors are 500s. */
+export function toOpenAiError(err: unknown): { status: number; body: OpenAiErrorBody; headers: Record<string, string> } {
   if (err instanceof ArborError) {
     const status = statusByCode[err.code] ?? 500;
     const param = err instanceof InvalidRequestError ? err.param : null;
-    return { status, body: openAiError(err.message, err.code, param) };
+    const headers: Record<string, string> = status === 429 ? { "retry-after": String(CAPACITY_RETRY_AFTER_S) } : {};
+    return { status, body: openAiError(err.message, openAiErrorType(status), param, err.code), headers };
   }
   const message = err instanceof Error ? err.message : String(err);
-  return { status: 500, body: openAiError(`gateway internal error: ${message}`, "internal_error") };
+  return { status: 500, body: openAiError(`gateway internal error: ${message}`, "server_error", null, "internal_error"), headers: {} };
 }
 
-/** Build an OpenAI-shaped error body. */
-export function openAiError(message: string, type: string, param: string | null = null): OpenAiErrorBody {
-  return { error: { message, type, param, code: type } };
+/** Build an OpenAI-shaped error body (`code` defaults to null, as OpenAI sends for most errors). */
+export function openAiError(message: string, type: string, param: string | null = null, code: string | null = null): OpenAiErrorBody {
+  return { error: { message, type, param, code } };
 }

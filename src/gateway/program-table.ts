@@ -153,6 +153,19 @@ export class ProgramTable {
     this.settle(row);
   }
 
+  /**
+   * Forget a program that never made a call and has none in flight, as if never opened (no
+   * tombstone: the id stays usable). A request that fails validation or upstream must not hold a
+   * table slot: fresh ids on invalid requests would otherwise fill the table for good. Returns
+   * whether it was forgotten.
+   */
+  discardUnused(id: string): boolean {
+    const row = this.active.get(id);
+    if (!row || row.calls > 0 || row.inFlight > 0) return false;
+    this.active.delete(id);
+    return true;
+  }
+
   /** Terminate a program: later calls are rejected. Idempotent; throws `program_unknown` for an unknown id. */
   release(id: string): ProgramEntry {
     const done = this.released.get(id);

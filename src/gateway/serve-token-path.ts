@@ -3,7 +3,7 @@
 // exactly the ids and logprobs the engine produced under a call id fixed up front.
 import { BackendHttpError, type GenerateRequest, type TokenBackend } from "../backends/backend.js";
 import type { GatewayContext } from "./gateway-context.js";
-import { openAiError } from "./http-errors.js";
+import { openAiError, openAiErrorType } from "./http-errors.js";
 import { recordCall } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { usesTokenPath } from "./token-path-choice.js";
@@ -59,7 +59,7 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
   } catch (e) {
     // The engine refused the request itself (a 4xx): the client gets its answer as is.
     if (e instanceof BackendHttpError && e.status < 500) {
-      return { recorded: false, result: reply.code(e.status).send(e.body ?? openAiError(e.message, "upstream_error")) };
+      return { recorded: false, result: reply.code(e.status).send(e.body ?? openAiError(e.message, openAiErrorType(e.status), null, "upstream_error")) };
     }
     throw e;
   } finally {

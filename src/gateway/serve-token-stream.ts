@@ -3,7 +3,7 @@
 // (OpenAI chunks, or Anthropic / Responses events).
 import { BackendHttpError, BackendUnreachableError, type Backend } from "../backends/backend.js";
 import type { GatewayContext } from "./gateway-context.js";
-import { openAiError } from "./http-errors.js";
+import { openAiError, openAiErrorType } from "./http-errors.js";
 import { recordCall } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { sseResponse } from "./sse-response.js";
@@ -41,7 +41,7 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
       // Before the stream began: answered with a status, in the surface's shape (the engine's own 4xx as it sent it).
       const surface = surfaceFor(ctx.backends.get(call.first.backend) as Backend);
       if (e instanceof BackendHttpError && e.status < 500) {
-        const body = e.body ?? openAiError(e.message, "upstream_error");
+        const body = e.body ?? openAiError(e.message, openAiErrorType(e.status), null, "upstream_error");
         return { recorded: false, result: reply.code(e.status).send(makeSurface ? surface.upstreamErrorBody(e.status, body) : body) };
       }
       if (!makeSurface) throw e;

@@ -180,10 +180,11 @@ describe("gateway in front of one vLLM-shaped upstream", () => {
     expect(conflict).toMatchObject({ status: 400, message: expect.stringContaining("path says 'a' but header 'x-arbor-program' says 'b'") });
     const stream = await failure(client(`${url}/p/s/v1`).chat.completions.create({ model: "m", messages: user("x"), stream: true }));
     expect(stream).toMatchObject({ status: 400, message: expect.stringContaining("fake: stream not supported") });
-    expect(gw.table.get("s")).toMatchObject({ calls: 0, inFlight: 0 });
+    // A program whose only call failed is forgotten: it holds no table slot.
+    expect(gw.table.get("s")).toBeUndefined();
     const bad = await fetch(`${url}/p/s/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{" });
     expect(bad.status).toBe(400);
-    expect(((await bad.json()) as { error: { type: string } }).error.type).toBe("invalid_request");
+    expect(((await bad.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
     expect(sink.calls.length).toBe(n);
   });
 
@@ -205,8 +206,13 @@ describe("gateway in front of one vLLM-shaped upstream", () => {
     await c.chat.completions.create({ model: "m", messages: user("x"), max_tokens: 2 });
     const n = sink.calls.length;
     fake.failNext(429, "engine queue is full");
-    const e = await failure(c.chat.completions.create({ model: "m", messages: user("y") }));
+    const e = await c.chat.completions.create({ model: "m", messages: user("y") }).then(
+      () => undefined,
+      (x: unknown) => x as InstanceType<typeof OpenAI.APIError>,
+    );
     expect(e).toMatchObject({ status: 429, message: expect.stringContaining("engine queue is full") });
+    // The engine's 429, relayed, says when to come back.
+    expect(e?.headers?.get("retry-after")).toBe("1");
     expect(sink.calls.length).toBe(n);
     expect(gw.table.get("prog-err")).toMatchObject({ calls: 1, inFlight: 0, phase: "acting" });
     await c.chat.completions.create({ model: "m", messages: user("z"), max_tokens: 2 });
@@ -222,7 +228,7 @@ describe("gateway in front of one vLLM-shaped upstream", () => {
       expect(gw.table.get("prog-slow")?.phase).toBe("reasoning");
       clock.advance(5000);
       expect(await p).toMatchObject({ status: 504, message: expect.stringContaining("backend 'e0' did not answer within 5000 ms") });
-      expect(gw.table.get("prog-slow")).toMatchObject({ calls: 0, inFlight: 0, phase: "acting" });
+      expect(gw.table.get("prog-slow")).toBeUndefined();
       expect(loads(gw)).toEqual([{ name: "e0", inFlight: 0 }]);
     } finally {
       fake.releaseHeld();
@@ -238,7 +244,7 @@ describe("gateway in front of one vLLM-shaped upstream", () => {
       await fake.waitForRequests(before + 1);
       ac.abort();
       await expect(p).rejects.toThrow();
-      await vi.waitFor(() => expect(gw.table.get("prog-gone")).toMatchObject({ inFlight: 0, phase: "acting" }));
+      await vi.waitFor(() => expect(gw.table.get("prog-gone")).toBeUndefined());
       expect(loads(gw)).toEqual([{ name: "e0", inFlight: 0 }]);
     } finally {
       fake.releaseHeld();
@@ -337,7 +343,7 @@ describe("gateway failure paths", () => {
       const e = await failure(client(`${url}/p/prog-d/v1`).chat.completions.create({ model: "m", messages: user("x") }));
       expect(e.status).toBe(502);
       expect(e.message).toContain(`backend 'engine-0' at http://127.0.0.1:${port}/v1 is not reachable: connect ECONNREFUSED`);
-      expect(gw.table.get("prog-d")).toMatchObject({ calls: 0, inFlight: 0, phase: "acting" });
+      expect(gw.table.get("prog-d")).toBeUndefined();
       const err = await gw.checkBackends().then(
         () => undefined,
         (x: unknown) => x as Error,
@@ -382,10 +388,12 @@ describe("gateway failure paths", () => {
     const r = await post(gw, "p");
     expect(r.statusCode).toBe(500);
     expect(r.json().error.message).toBe("could not record call 0 of program 'p': disk full");
-    expect(gw.table.get("p")).toMatchObject({ calls: 0, phase: "acting" });
+    expect(gw.table.get("p")).toBeUndefined();
+    expect((await gw.app.inject({ method: "POST", url: "/programs", payload: { id: "p0" } })).statusCode).toBe(201);
     const full = await post(gw, "q");
     expect(full.statusCode).toBe(429);
-    expect(full.json().error.message).toBe("program table is full (limit 1)");
+    expect(full.headers["retry-after"]).toBe("1");
+    expect(full.json().error).toEqual({ message: "program table is full (limit 1)", type: "requests", param: null, code: "capacity" });
     await gw.close();
   });
 });

@@ -8,9 +8,11 @@ import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { BackendUnreachableError, isTokenBackend, type Backend } from "../backends/backend.js";
 import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
+import { fastifyHttpLimitOptions, limitConnections, resolveHttpLimits, type HttpLimits } from "../core/http-limits.js";
+import { jsonShapeViolation } from "../core/json-limits.js";
 import { realClock } from "../core/real-clock.js";
 import type { Call, TraceSink } from "../core/types.js";
-import { admitted, PROGRAM_HEADER, type ProgramRequest } from "./admit-call.js";
+import { admitted, PROGRAM_HEADER, programHeader, type ProgramRequest } from "./admit-call.js";
 import { GatewayRejection } from "./auth/auth-errors.js";
 import { GatewayAuth, type AuthConfig, type CredentialHeaders } from "./auth/gateway-auth.js";
 import { ProgramKeyTable } from "./auth/key-table.js";
@@ -21,7 +23,7 @@ import type { GatewayContext } from "./gateway-context.js";
 import { GatewayMetrics, type ReleaseReason } from "./gateway-metrics.js";
 import { HealthLoop } from "./health/health-loop.js";
 import { createHealthMetrics } from "./health/health-metrics.js";
-import { openAiError, toOpenAiError } from "./http-errors.js";
+import { CAPACITY_RETRY_AFTER_S, InvalidRequestError, openAiError, openAiErrorType, toOpenAiError } from "./http-errors.js";
 import { prepareRequest, type Endpoint } from "./openai-request.js";
 import type { CallGate } from "./pausing/call-gate.js";
 import { PauseGate, type PauseGateConfig } from "./pausing/pause-gate.js";
@@ -32,8 +34,16 @@ import type { PluginRouter } from "./routing/plugin-router.js";
 import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./routing/registry.js";
 import { serveCall } from "./serve-call.js";
 import { surfaceRoutes } from "./surface-routes.js";
+import { asAnthropicErrorBody } from "./surfaces/anthropic-error.js";
 
 export { PROGRAM_HEADER };
+
+/** Idle release default, ms (GatewayOptions.idleReleaseMs). */
+export const DEFAULT_IDLE_RELEASE_MS = 600_000;
+/** Longest program id (the program table's limit). */
+const MAX_PROGRAM_ID_CHARS = 256;
+/** Most tools one request may declare (OpenAI's own limit). */
+export const MAX_TOOLS = 128;
 
 export interface GatewayOptions {
   backends: Backend[];
@@ -61,8 +71,13 @@ export interface GatewayOptions {
   traceSource?: { callsOf(programId: string): Call[] };
   /** Program id for POST /programs without one (default random UUIDs). */
   newProgramId?: () => string;
-  /** Release programs with no call in flight after this many ms without activity (default off). */
+  /**
+   * Release programs with no call in flight after this many ms without activity (default 600000,
+   * ten minutes: a program whose agent vanished must not hold a table slot for good; 0 = off).
+   */
   idleReleaseMs?: number;
+  /** Time to receive a request and open connections at most (default DEFAULT_HTTP_LIMITS: 60 s, 20 s for headers, 4096). */
+  httpLimits?: Partial<HttpLimits>;
   /**
    * Called once per program when it is released (explicitly or by idle timeout), e.g. so the sandbox
    * layer can collect the program's sandbox. A throwing or rejecting hook is logged to stderr and ignored.
@@ -116,7 +131,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
     opts.backends.map((b) => b.name),
     resolveRoutingConfig(opts.routing),
   );
-  const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024, idleReleaseMs: opts.idleReleaseMs });
+  const idleReleaseMs = opts.idleReleaseMs ?? DEFAULT_IDLE_RELEASE_MS;
+  const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024, ...(idleReleaseMs !== 0 ? { idleReleaseMs } : {}) });
+  const httpLimits = resolveHttpLimits(opts.httpLimits, "gateway");
   const metrics = new GatewayMetrics(table);
   const healthMetrics = createHealthMetrics(metrics.registry, opts.backends.map((b) => b.name));
   const attemptsOn = new Map<string, Set<AbortController>>();
@@ -142,7 +159,15 @@ export function createGateway(opts: GatewayOptions): Gateway {
   gateReady?.catch(() => undefined);
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
   const bodyLimit = opts.bodyLimitBytes ?? 32 * 1024 * 1024;
-  const app = Fastify({ logger: false, bodyLimit, forceCloseConnections: true });
+  const app = Fastify({
+    logger: false,
+    bodyLimit,
+    forceCloseConnections: true,
+    // Path ids may be as long as the program table accepts (256 characters), percent-encoded (×3).
+    routerOptions: { maxParamLength: 3 * MAX_PROGRAM_ID_CHARS },
+    ...fastifyHttpLimitOptions(httpLimits, (status, message, code) => openAiError(message, openAiErrorType(status), null, code)),
+  });
+  limitConnections(app.server, httpLimits);
   const keys = new ProgramKeyTable({ maxKeys: opts.maxPrograms ?? 1024 });
   const auth = opts.auth ? new GatewayAuth(opts.auth, keys) : undefined;
   const ctx: GatewayContext = {
@@ -174,14 +199,17 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (err instanceof GatewayRejection) return reply.code(err.status).headers(err.headers).send(err.body());
     const fastifyStatus = (err as { statusCode?: number }).statusCode;
     if (fastifyStatus === 413) {
-      return reply.code(413).send(openAiError(`request body is larger than the gateway's limit of ${bodyLimit} bytes`, "request_too_large"));
+      return reply
+        .code(413)
+        .send(openAiError(`request body is larger than the gateway's limit of ${bodyLimit} bytes`, "invalid_request_error", null, "request_too_large"));
     }
     if (!(err instanceof ArborError) && fastifyStatus !== undefined && fastifyStatus >= 400 && fastifyStatus < 500) {
-      // fastify's own rejections: malformed JSON, body too large, wrong content type.
-      return reply.code(fastifyStatus).send(openAiError(err instanceof Error ? err.message : String(err), "invalid_request"));
+      // fastify's own rejections: malformed JSON, wrong content type.
+      const code = (err as { code?: string }).code ?? null;
+      return reply.code(fastifyStatus).send(openAiError(`request body: ${err instanceof Error ? err.message : String(err)}`, "invalid_request_error", null, code));
     }
-    const { status, body } = toOpenAiError(err);
-    return reply.code(status).send(body);
+    const { status, body, headers } = toOpenAiError(err);
+    return reply.code(status).headers(headers).send(body);
   });
   app.setNotFoundHandler((req, reply) =>
     reply
@@ -189,6 +217,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
       .send(
         openAiError(
           `no route ${req.method} ${req.url}; use /p/<program-id>/v1/chat/completions, /p/<program-id>/v1/completions or /v1/... with header '${PROGRAM_HEADER}'`,
+          "invalid_request_error",
+          null,
           "not_found",
         ),
       ),
@@ -210,15 +240,45 @@ export function createGateway(opts: GatewayOptions): Gateway {
       if (route === "/programs/:id" || route === "/programs/:id/trace") return auth.requireProgramReader(headers, params.id ?? "");
       if (route.endsWith("/v1/models")) return auth.requireAnyCaller(headers);
       if (inferenceRoute.test(route)) {
-        const header = req.headers[PROGRAM_HEADER];
-        const early = params.programId ?? (typeof header === "string" && header !== "" ? header : undefined);
-        // The body may name the program instead; the handler checks the final id again.
+        const header = programHeader(req.headers[PROGRAM_HEADER]);
+        const early = params.programId ?? (header !== "" ? header : undefined);
+        // The handler checks the final id again (the body may name it too, and must agree).
         if (early !== undefined) auth.requireCaller(headers, early);
+        // Named only in the body: the caller must authenticate before that body is read.
+        else auth.requireBodyNamedCaller(headers);
         return;
       }
       auth.requireAdmin(headers);
     });
   }
+
+  // Before any handler reads the body: its shape is bounded (a body nesting 50,000 arrays would
+  // overflow JSON.stringify on its way to a backend, which then looked like a dead backend).
+  app.addHook("preValidation", async (req) => {
+    const body = req.body;
+    if (typeof body !== "object" || body === null) return;
+    const violation = jsonShapeViolation(body);
+    if (violation) throw new InvalidRequestError(violation.param, violation.reason);
+    const tools = (body as { tools?: unknown }).tools;
+    if (Array.isArray(tools) && tools.length > MAX_TOOLS) {
+      throw new InvalidRequestError("tools", `${tools.length} tools given; at most ${MAX_TOOLS} are supported (OpenAI's limit)`);
+    }
+  });
+  app.addHook("onSend", async (req, reply, payload) => {
+    // Every 429 says when to try again, whichever layer refused (table, limiter, an engine's 429 relayed).
+    if (reply.statusCode === 429 && !reply.hasHeader("retry-after")) reply.header("retry-after", String(CAPACITY_RETRY_AFTER_S));
+    // Every error on the Anthropic surface in Anthropic's shape, whoever produced it (auth, limits,
+    // fastify's parser, an engine's own 4xx relayed as is).
+    if (reply.statusCode < 400 || typeof payload !== "string" || !req.routeOptions.url?.endsWith("/v1/messages")) return payload;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(payload);
+    } catch {
+      return payload;
+    }
+    const body = asAnthropicErrorBody(reply.statusCode, parsed);
+    return body ? JSON.stringify(body) : payload;
+  });
 
   async function inference(endpoint: Endpoint, req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
     const start = clock.now();

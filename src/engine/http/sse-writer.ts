@@ -57,7 +57,7 @@ export class SseWriter {
     if (this.closed) return;
     if (!this.started) {
       this.started = true;
-      this.res.writeHead(err.status, { "content-type": "application/json; charset=utf-8", ...this.headers });
+      this.res.writeHead(err.status, { "content-type": "application/json; charset=utf-8", ...this.headers, ...err.headers });
       this.res.end(JSON.stringify(err.body()));
       return;
     }

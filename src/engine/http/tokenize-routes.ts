@@ -9,6 +9,7 @@ import type { Vocab } from "../../model/vocab.js";
 import { fromZodError, invalidRequest } from "../openai-errors.js";
 import { ChatCompletionRequestSchema, ChatMessageSchema, ChatToolsSchema, toChatMessages } from "../openai-schemas.js";
 import { renderChatPrompt } from "../openai-tools.js";
+import { checkChatPromptFits } from "./request-limits.js";
 
 const TokenizeCompletionSchema = z.object({
   model: z.string().nullish(),
@@ -58,7 +59,10 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
       if (!parsed.success) throw fromZodError(parsed.error);
       const b = parsed.data;
       deps.checkModel(b.model);
-      tokens = renderChatPrompt(toChatMessages(b.messages), b, (t) => vocab.encode(t), vocab, b.add_generation_prompt ?? true).prompt;
+      const messages = toChatMessages(b.messages);
+      // A prompt that cannot fit is refused before rendering (which would overflow on a huge one).
+      checkChatPromptFits(messages, b.tools, deps.maxModelLen());
+      tokens = renderChatPrompt(messages, b, (t) => vocab.encode(t), vocab, b.add_generation_prompt ?? true).prompt;
       if (b.add_special_tokens === true) tokens.unshift(vocab.bosId);
       returnStrs = b.return_token_strs === true;
     } else {

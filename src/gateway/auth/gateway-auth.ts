@@ -82,6 +82,18 @@ export class GatewayAuth {
     this.mustOwn(who, programId);
   }
 
+  /**
+   * An inference call that names its program in neither path nor header, checked before its body
+   * is read: the credential must be valid, and an anonymous caller is refused, since which program
+   * it calls (and so whether it may) would only show after parsing a body of up to the body limit.
+   */
+  requireBodyNamedCaller(headers: CredentialHeaders): void {
+    if (this.identify(headers).kind !== "anonymous") return;
+    throw unauthenticated(
+      "missing API key: send the program's key as 'Authorization: Bearer <key>', or (for programs without a key) name the program in the path /p/<program-id>/v1/... or header 'x-arbor-program'",
+    );
+  }
+
   /** Routes that name no program (/v1/models): any valid credential, or none when keys are not required. */
   requireAnyCaller(headers: CredentialHeaders): void {
     const who = this.identify(headers);

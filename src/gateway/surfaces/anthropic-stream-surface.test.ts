@@ -32,7 +32,7 @@ describe("anthropicStreamSurface", () => {
     expect(events(s.fail(new UpstreamStreamError("{}", { error: { message: "boom" } })))).toEqual([
       { event: "error", data: { type: "error", error: { type: "api_error", message: "upstream engine failed mid-stream: boom" } } },
     ]);
-    expect(s.upstreamErrorBody(429, { error: { message: "queue full" } })).toEqual({ type: "error", error: { type: "overloaded_error", message: "queue full" } });
+    expect(s.upstreamErrorBody(429, { error: { message: "queue full" } })).toEqual({ type: "error", error: { type: "rate_limit_error", message: "queue full" } });
     expect(toAnthropicError(new CallTimeoutError("e0", 5)).status).toBe(504);
     const own = AnthropicError.invalidRequest("x", "y");
     expect(toAnthropicError(own)).toBe(own);

@@ -2,7 +2,7 @@
 // ping, content_block_* (text_delta, input_json_delta), message_delta and message_stop events;
 // failures become Anthropic's `error` event (after the stream began) or error body (before).
 import { toOpenAiError } from "../http-errors.js";
-import { AnthropicError, type AnthropicErrorType } from "./anthropic-error.js";
+import { AnthropicError, anthropicErrorType } from "./anthropic-error.js";
 import { anthropicErrorEvent, ChatChunkToAnthropicEvents, formatAnthropicSse, type ChatChunkLike } from "./anthropic-stream.js";
 import type { AnthropicStreamEvent } from "./anthropic-types.js";
 import { upstreamErrorMessage, UpstreamStreamError, type StreamSurface } from "./stream-surface.js";
@@ -31,20 +31,14 @@ export function anthropicStreamSurface(model: string): StreamSurface {
       const e = toAnthropicError(err);
       return { status: e.status, body: e.body };
     },
-    upstreamErrorBody: (status, json) => new AnthropicError(status, anthropicType(status), upstreamErrorMessage(json)).body,
+    upstreamErrorBody: (status, json) => new AnthropicError(status, anthropicErrorType(status), upstreamErrorMessage(json)).body,
   };
 }
-
-const typeByStatus: Record<number, AnthropicErrorType> = { 400: "invalid_request_error", 404: "not_found_error", 429: "overloaded_error", 503: "overloaded_error" };
 
 /** Any gateway failure as an AnthropicError, keeping its status and message. */
 export function toAnthropicError(err: unknown): AnthropicError {
   if (err instanceof AnthropicError) return err;
   if (err instanceof UpstreamStreamError) return new AnthropicError(502, "api_error", `upstream engine failed mid-stream: ${err.message}`);
   const { status, body } = toOpenAiError(err);
-  return new AnthropicError(status, anthropicType(status), body.error.message);
-}
-
-function anthropicType(status: number): AnthropicErrorType {
-  return typeByStatus[status] ?? (status < 500 ? "invalid_request_error" : "api_error");
+  return new AnthropicError(status, anthropicErrorType(status), body.error.message);
 }

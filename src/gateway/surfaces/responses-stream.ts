@@ -158,9 +158,10 @@ export class ChatChunkToResponseEvents {
   errorEvent(err: unknown): ResponsesStreamEvent {
     const { status, body } = toOpenAiError(err instanceof UpstreamStreamError ? new BackendProtocolError(this.upstream.backend, this.upstream.url, `failed mid-stream: ${err.message}`) : err);
     const { message, type, param } = body.error;
+    const code = body.error.code ?? type;
     // Top-level fields are the documented ResponseErrorEvent; the nested `error` makes the openai
     // SDK's stream reader raise an APIError instead of passing the event on as data.
-    return this.event("error", { code: type, message, param, error: { type, code: type, message, param, status } });
+    return this.event("error", { code, message, param, error: { type, code, message, param, status } });
   }
 }
 
