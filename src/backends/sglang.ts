@@ -29,6 +29,11 @@ export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
     const sampling: Record<string, unknown> = { max_new_tokens: req.maxTokens, temperature: req.temperature };
     if (req.topP !== undefined) sampling.top_p = req.topP;
     if (req.stopTokenIds?.length) sampling.stop_token_ids = req.stopTokenIds;
+    // SGLang's names for vLLM's controls (same semantics; min_tokens is min_new_tokens).
+    if (req.logitBias !== undefined && Object.keys(req.logitBias).length > 0) sampling.logit_bias = req.logitBias;
+    if (req.repetitionPenalty !== undefined && req.repetitionPenalty !== 1) sampling.repetition_penalty = req.repetitionPenalty;
+    if (req.minTokens) sampling.min_new_tokens = req.minTokens;
+    if (req.ignoreEos) sampling.ignore_eos = true;
     // SGLang's per-request seed (honoured by its deterministic sampling path).
     if (req.seed !== undefined) sampling.sampling_seed = req.seed;
     const json = await http.postJson(
@@ -86,7 +91,14 @@ export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
     };
   }
 
-  return { ...base, type: "sglang", capabilities: { tokenIds: true, logprobs: true, pauseRestore: false }, generate, scrapeMetrics };
+  return {
+    ...base,
+    type: "sglang",
+    capabilities: { tokenIds: true, logprobs: true, pauseRestore: false },
+    samplingControls: ["logitBias", "repetitionPenalty", "minTokens", "ignoreEos"],
+    generate,
+    scrapeMetrics,
+  };
 }
 
 /**

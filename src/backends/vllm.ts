@@ -21,7 +21,7 @@ import { createEngineHttp, describeNetworkError, errorDetail, splitBaseUrl } fro
 import { firstPresent, meanOf, parsePrometheusText, type PromSample } from "./prometheus-text.js";
 import { postSse } from "./sse.js";
 import { completionTokenStream } from "./vllm-stream.js";
-import { applyStopTokens, checkGenerateRequest, checkTokens, isPolicyVersions, isTokenIds } from "./token-result.js";
+import { applyStopTokens, checkGenerateRequest, checkTokens, isPolicyVersions, isTokenIds, vllmSamplingFields } from "./token-result.js";
 
 export interface VllmBackendOptions {
   name: string;
@@ -65,6 +65,7 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     if (req.topP !== undefined) body.top_p = req.topP;
     if (req.seed !== undefined) body.seed = req.seed;
     if (req.stopTokenIds?.length) body.stop_token_ids = req.stopTokenIds;
+    Object.assign(body, vllmSamplingFields(req));
     if (arbor && req.programId !== undefined) body.program_id = req.programId;
     return body;
   }
@@ -167,6 +168,8 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     ...base,
     type,
     capabilities: { tokenIds: true, logprobs: true, pauseRestore: arbor },
+    // vLLM's own fields, and the built-in engine honours them with vLLM's semantics (engine/sampling.ts).
+    samplingControls: ["logitBias", "repetitionPenalty", "minTokens", "ignoreEos"],
     generate,
     generateStream,
     tokenize,
