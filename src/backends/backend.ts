@@ -15,6 +15,8 @@ export interface Backend {
   readonly name: string;
   /** Base URL of the OpenAI-compatible API, ending in /v1 (no trailing slash). */
   readonly url: string;
+  /** The model name the engine serves and every call is sent with (absent: the client's name goes through). */
+  readonly servedModel?: string;
   /**
    * POST {url}/chat/completions. Upstream errors (4xx/5xx with a JSON body) are returned, not thrown.
    * Throws {@link BackendUnreachableError} when the engine cannot be reached, `signal.reason` when aborted.

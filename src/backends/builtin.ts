@@ -14,6 +14,12 @@ export interface BuiltinBackendOptions {
   clock?: Clock;
   /** Limit for health() and models(); inference calls are bounded by the caller's signal. */
   probeTimeoutMs?: number;
+  /**
+   * The model name the engine serves. When set, every chat/completions body goes upstream with it,
+   * whatever `model` the client sent: black-box agents name their own models, and the call belongs
+   * to the program's policy, not to the name. Unset = the client's name goes through.
+   */
+  model?: string;
 }
 
 /** Create a {@link StreamingBackend} for a built-in (vLLM-compatible) engine. */
@@ -71,13 +77,17 @@ export function createBuiltinBackend(opts: BuiltinBackendOptions): StreamingBack
     }
   }
 
+  const served = opts.model;
+  if (served !== undefined && (served === "" || served.length > 256)) throw new ArborError(`backend '${name}' model: must be 1-256 characters`, "config");
+  const asServed = (body: object): object => (served === undefined ? body : { ...body, model: served });
   return {
     name,
     url,
-    chatCompletions: (body, signal) => send("POST", "/chat/completions", body, signal),
-    completions: (body, signal) => send("POST", "/completions", body, signal),
-    chatCompletionsStream: (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/chat/completions`, body, signal),
-    completionsStream: (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/completions`, body, signal),
+    ...(served !== undefined ? { servedModel: served } : {}),
+    chatCompletions: (body, signal) => send("POST", "/chat/completions", asServed(body), signal),
+    completions: (body, signal) => send("POST", "/completions", asServed(body), signal),
+    chatCompletionsStream: (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/chat/completions`, asServed(body), signal),
+    completionsStream: (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/completions`, asServed(body), signal),
     async models() {
       const r = await probe();
       if (r.status !== 200) throw new BackendProtocolError(name, url, `answered GET /models with HTTP ${r.status}`);

@@ -13,12 +13,14 @@ export interface SglangBackendOptions {
   url: string;
   clock?: Clock;
   probeTimeoutMs?: number;
+  /** The model name the server serves: OpenAI-route calls are sent with it, whatever the client named. */
+  model?: string;
 }
 
 /** Create a {@link TokenBackend} for an SGLang server. */
 export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
   const { root, v1 } = splitBaseUrl(opts.name, opts.url);
-  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
+  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, ...(opts.model !== undefined ? { model: opts.model } : {}) });
   const { name, url } = base;
   const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
   // The KV pool size is fixed at server start: read it once.

@@ -27,7 +27,7 @@ export interface VllmBackendOptions {
   name: string;
   /** Server root or its /v1 base, e.g. http://127.0.0.1:8000/v1. */
   url: string;
-  /** `model` sent with token-level calls (vLLM serves one model; omitted = its default). */
+  /** The model name the engine serves: sent with every call, whatever the client named (omitted = vLLM's default for token calls, the client's name otherwise). */
   model?: string;
   clock?: Clock;
   probeTimeoutMs?: number;
@@ -45,7 +45,7 @@ export function createArborBackend(opts: VllmBackendOptions): TokenBackend {
 
 function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "builtin"): TokenBackend {
   const { root, v1 } = splitBaseUrl(opts.name, opts.url);
-  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
+  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, ...(opts.model !== undefined ? { model: opts.model } : {}) });
   const { name, url } = base;
   const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
   const arbor = type === "builtin";

@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { buildSamples } from "../batch/samples.js";
 import { writeSamplesJsonl } from "../batch/export-jsonl.js";
-import type { RunConfig } from "../core/config.js";
+import { servedModelOf, type RunConfig } from "../core/config.js";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
@@ -82,7 +82,7 @@ export async function runAsyncIterations(ctx: AsyncRunContext): Promise<AsyncRun
     sandboxes: ctx.sandboxes,
     gatewayUrl: ctx.gatewayUrl,
     ...(ctx.gatewayAdminToken ? { gatewayAdminToken: ctx.gatewayAdminToken } : {}),
-    model: "arbor-tiny",
+    model: servedModelOf(cfg),
     limits: cfg.agent,
     temperature: cfg.agent.temperature,
     reward: (group, rctx) => ctx.rewarder.add(group, rctx),
