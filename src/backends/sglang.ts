@@ -20,7 +20,7 @@ export interface SglangBackendOptions {
 /** Create a {@link TokenBackend} for an SGLang server. */
 export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
   const { root, v1 } = splitBaseUrl(opts.name, opts.url);
-  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, ...(opts.model !== undefined ? { model: opts.model } : {}) });
+  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, ...(opts.model !== undefined ? { model: opts.model } : { discoverModel: true }) });
   const { name, url } = base;
   const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
   // The KV pool size is fixed at server start: read it once.

@@ -45,7 +45,7 @@ export function createArborBackend(opts: VllmBackendOptions): TokenBackend {
 
 function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "builtin"): TokenBackend {
   const { root, v1 } = splitBaseUrl(opts.name, opts.url);
-  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, ...(opts.model !== undefined ? { model: opts.model } : {}) });
+  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, ...(opts.model !== undefined ? { model: opts.model } : { discoverModel: true }) });
   const { name, url } = base;
   const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
   const arbor = type === "builtin";

@@ -7,7 +7,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBuiltinBackend } from "../backends/builtin.js";
 import { createBackend } from "../backends/registry.js";
-import { createArborBackend } from "../backends/vllm.js";
+import { createArborBackend, createVllmBackend } from "../backends/vllm.js";
 import { RunConfigSchema, servedModelOf } from "../core/config.js";
 import type { Call } from "../core/types.js";
 import { startTinyEngine, type TinyEngine } from "./real-engine-fixture.js";
@@ -85,5 +85,22 @@ describe("served model name", () => {
     expect(servedModelOf(ext)).toBe("Qwen/Qwen3-8B");
     expect(createBackend(ext.backends[0]!, { model: "ignored" }).servedModel).toBe("Qwen/Qwen3-8B");
     expect(() => RunConfigSchema.parse({ ...base, engines: [{ name: "e0", servedModelName: "" }] })).toThrow(/servedModelName/);
+  });
+});
+
+describe("served model discovery", () => {
+  it("a vLLM-protocol backend without a configured name maps an unknown client name to the engine's served one", async () => {
+    // Passthrough (token path off): the body goes to the engine with the name it serves.
+    const g = createGateway({ backends: [createVllmBackend({ name: "d0", url: `${tiny.engine.url}/v1` })], tokenPath: false, sink: { recordCall: (c) => calls.push(c) } });
+    gateways.push(g);
+    const url = await g.listen("127.0.0.1", 0);
+    const client = new OpenAI({ baseURL: `${url}/p/agent-3/v1`, apiKey: "unused", maxRetries: 0 });
+    const r = await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 3 });
+    expect(r.model).toBe(SERVED);
+    // A served name is kept as the client sent it; streamed calls are mapped alike.
+    const stream = await client.completions.create({ model: "davinci-002", prompt: "1+1=", max_tokens: 2, stream: true });
+    for await (const chunk of stream) expect(chunk.model).toBe(SERVED);
+    await client.completions.create({ model: SERVED, prompt: "1+1=", max_tokens: 2 });
+    expect(calls.filter((c) => c.programId === "agent-3")).toHaveLength(3);
   });
 });
