@@ -15,6 +15,8 @@ export interface Backend {
   readonly name: string;
   /** Base URL of the OpenAI-compatible API, ending in /v1 (no trailing slash). */
   readonly url: string;
+  /** The model name the engine serves and every call is sent with (absent: the client's name goes through). */
+  readonly servedModel?: string;
   /**
    * POST {url}/chat/completions. Upstream errors (4xx/5xx with a JSON body) are returned, not thrown.
    * Throws {@link BackendUnreachableError} when the engine cannot be reached, `signal.reason` when aborted.
@@ -59,6 +61,14 @@ export interface GenerateRequest {
   seed?: number;
   /** Generation ends after any of these tokens (the token is kept in the output, as vLLM does). */
   stopTokenIds?: number[];
+  /** vLLM's logit_bias: token id (as a string) → bias added to its logit. Only to backends listing "logitBias". */
+  logitBias?: Record<string, number>;
+  /** vLLM's repetition_penalty (> 0, 1 = off), over prompt and output tokens. Only to backends listing it. */
+  repetitionPenalty?: number;
+  /** vLLM's min_tokens: no stop (EOS or stopTokenIds) before this many output tokens. Only to backends listing it. */
+  minTokens?: number;
+  /** vLLM's ignore_eos: do not stop on the model's EOS. Only to backends listing it. */
+  ignoreEos?: boolean;
   /** The agent program the call belongs to (program-aware engines keep its KV; llama-server picks its slot). */
   programId?: string;
   signal?: AbortSignal;
@@ -98,6 +108,9 @@ export interface GenerateStream {
   /** The finished generation, exactly as generate would return it; throws before deltas ended. */
   result(): GenerateResult;
 }
+
+/** vLLM's sampling controls beyond temperature, top-p, seed and stop tokens, as {@link GenerateRequest} names them. */
+export type SamplingControlName = "logitBias" | "repetitionPenalty" | "minTokens" | "ignoreEos";
 
 export interface BackendCapabilities {
   /** Token-id prompts and token-id answers ({@link TokenBackend.generate}); false = text-only traces, not trainable. */
@@ -154,6 +167,11 @@ export interface TokenizeResult {
 export interface TokenBackend extends Backend {
   readonly type: string;
   readonly capabilities: BackendCapabilities;
+  /**
+   * The sampling controls `generate` carries to the engine with their vLLM semantics (absent = none):
+   * the gateway refuses a call that sets another one rather than let it be silently ignored.
+   */
+  readonly samplingControls?: readonly SamplingControlName[];
   /**
    * Generate from a token-id prompt. Throws {@link BackendUnreachableError} when the engine cannot
    * be reached, `signal.reason` when aborted, {@link BackendHttpError} for an upstream error answer,

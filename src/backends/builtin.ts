@@ -14,6 +14,18 @@ export interface BuiltinBackendOptions {
   clock?: Clock;
   /** Limit for health() and models(); inference calls are bounded by the caller's signal. */
   probeTimeoutMs?: number;
+  /**
+   * The model name the engine serves. When set, every chat/completions body goes upstream with it,
+   * whatever `model` the client sent: black-box agents name their own models, and the call belongs
+   * to the program's policy, not to the name. Unset = the client's name goes through, unless
+   * `discoverModel`.
+   */
+  model?: string;
+  /**
+   * Without `model`: read the engine's served names from GET /models once, and send a client's
+   * name that is not among them as the first one (vLLM, SGLang, Arbor's engine: one policy each).
+   */
+  discoverModel?: boolean;
 }
 
 /** Create a {@link StreamingBackend} for a built-in (vLLM-compatible) engine. */
@@ -73,13 +85,34 @@ export function createBuiltinBackend(opts: BuiltinBackendOptions): StreamingBack
     }
   }
 
+  const served = opts.model;
+  if (served !== undefined && (served === "" || served.length > 256)) throw new ArborError(`backend '${name}' model: must be 1-256 characters`, "config");
+  let servedList: Promise<string[]> | undefined;
+  const listServed = async (): Promise<string[]> => {
+    const r = await probe();
+    const ids: unknown[] = r.status === 200 && Array.isArray(r.json?.data) ? r.json.data.map((m: { id?: unknown }) => m?.id) : [];
+    return ids.filter((id): id is string => typeof id === "string" && id !== "");
+  };
+  const asServed = async (body: object): Promise<object> => {
+    if (served !== undefined) return { ...body, model: served };
+    if (!opts.discoverModel) return body;
+    // A failed listing is not cached: the next call asks again.
+    const ids = await (servedList ??= listServed().catch((e: unknown) => {
+      servedList = undefined;
+      throw e;
+    }));
+    const asked = (body as { model?: unknown }).model;
+    if (ids.length === 0 || (typeof asked === "string" && ids.includes(asked))) return body;
+    return { ...body, model: ids[0] };
+  };
   return {
     name,
     url,
-    chatCompletions: (body, signal) => send("POST", "/chat/completions", body, signal),
-    completions: (body, signal) => send("POST", "/completions", body, signal),
-    chatCompletionsStream: (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/chat/completions`, body, signal),
-    completionsStream: (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/completions`, body, signal),
+    ...(served !== undefined ? { servedModel: served } : {}),
+    chatCompletions: async (body, signal) => send("POST", "/chat/completions", await asServed(body), signal),
+    completions: async (body, signal) => send("POST", "/completions", await asServed(body), signal),
+    chatCompletionsStream: async (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/chat/completions`, await asServed(body), signal),
+    completionsStream: async (body, signal) => postSse({ name, url, describeError: describeNetworkError }, `${url}/completions`, await asServed(body), signal),
     async models() {
       const r = await probe();
       if (r.status !== 200) throw new BackendProtocolError(name, url, `answered GET /models with HTTP ${r.status}`);

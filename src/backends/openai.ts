@@ -10,6 +10,8 @@ export interface OpenAiBackendOptions {
   url: string;
   clock?: Clock;
   probeTimeoutMs?: number;
+  /** The provider's model every call is sent with, whatever the client named (absent: the client's). */
+  model?: string;
 }
 
 /** Create a text-only {@link TokenBackend}: `generate` throws, metrics are all unknown. */

@@ -7,13 +7,14 @@ import { createOpenAiBackend } from "./openai.js";
 import { createSglangBackend } from "./sglang.js";
 import { createArborBackend, createVllmBackend } from "./vllm.js";
 
-type BackendFactory = (cfg: { name: string; url: string }) => TokenBackend;
+type BackendFactory = (cfg: { name: string; url: string; model?: string }) => TokenBackend;
 
 const factories: Record<string, BackendFactory> = {
   builtin: (cfg) => createArborBackend(cfg),
   vllm: (cfg) => createVllmBackend(cfg),
   sglang: (cfg) => createSglangBackend(cfg),
-  llamacpp: (cfg) => createLlamacppBackend(cfg),
+  // llama-server serves whatever name a client sends.
+  llamacpp: (cfg) => createLlamacppBackend({ name: cfg.name, url: cfg.url }),
   openai: (cfg) => createOpenAiBackend(cfg),
 };
 
@@ -22,9 +23,10 @@ export const backendTypes: readonly string[] = Object.keys(factories);
 
 /**
  * Create the adapter for one configured backend. `url` overrides the config's (used for engines
- * started in-process, whose port is only known once they listen).
+ * started in-process, whose port is only known once they listen); `model` is the served model name
+ * when the config names none (an in-process engine's `servedModelName`).
  */
-export function createBackend(cfg: BackendConfig, overrides: { url?: string } = {}): TokenBackend {
+export function createBackend(cfg: BackendConfig, overrides: { url?: string; model?: string } = {}): TokenBackend {
   const type: string = cfg.type;
   const factory = Object.hasOwn(factories, type) ? factories[type] : undefined;
   if (!factory) {
@@ -37,5 +39,6 @@ export function createBackend(cfg: BackendConfig, overrides: { url?: string } = 
   if (!url) {
     throw new ArborError(`backend '${cfg.name}' url: missing (no url in config and no in-process engine url given)`, "config");
   }
-  return factory({ name: cfg.name, url });
+  const model = cfg.model ?? overrides.model;
+  return factory({ name: cfg.name, url, ...(model !== undefined ? { model } : {}) });
 }

@@ -13,12 +13,14 @@ export interface SglangBackendOptions {
   url: string;
   clock?: Clock;
   probeTimeoutMs?: number;
+  /** The model name the server serves: OpenAI-route calls are sent with it, whatever the client named. */
+  model?: string;
 }
 
 /** Create a {@link TokenBackend} for an SGLang server. */
 export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
   const { root, v1 } = splitBaseUrl(opts.name, opts.url);
-  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
+  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, ...(opts.model !== undefined ? { model: opts.model } : { discoverModel: true }) });
   const { name, url } = base;
   const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
   // The KV pool size is fixed at server start: read it once.
@@ -29,6 +31,11 @@ export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
     const sampling: Record<string, unknown> = { max_new_tokens: req.maxTokens, temperature: req.temperature };
     if (req.topP !== undefined) sampling.top_p = req.topP;
     if (req.stopTokenIds?.length) sampling.stop_token_ids = req.stopTokenIds;
+    // SGLang's names for vLLM's controls (same semantics; min_tokens is min_new_tokens).
+    if (req.logitBias !== undefined && Object.keys(req.logitBias).length > 0) sampling.logit_bias = req.logitBias;
+    if (req.repetitionPenalty !== undefined && req.repetitionPenalty !== 1) sampling.repetition_penalty = req.repetitionPenalty;
+    if (req.minTokens) sampling.min_new_tokens = req.minTokens;
+    if (req.ignoreEos) sampling.ignore_eos = true;
     // SGLang's per-request seed (honoured by its deterministic sampling path).
     if (req.seed !== undefined) sampling.sampling_seed = req.seed;
     const json = await http.postJson(
@@ -86,7 +93,14 @@ export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
     };
   }
 
-  return { ...base, type: "sglang", capabilities: { tokenIds: true, logprobs: true, pauseRestore: false }, generate, scrapeMetrics };
+  return {
+    ...base,
+    type: "sglang",
+    capabilities: { tokenIds: true, logprobs: true, pauseRestore: false },
+    samplingControls: ["logitBias", "repetitionPenalty", "minTokens", "ignoreEos"],
+    generate,
+    scrapeMetrics,
+  };
 }
 
 /**

@@ -16,6 +16,23 @@ export function checkGenerateRequest(name: string, url: string, req: GenerateReq
   if (req.topP !== undefined && !(req.topP > 0 && req.topP <= 1)) throw bad("topP", `must be in (0, 1], got ${req.topP}`);
   if (req.seed !== undefined && !Number.isInteger(req.seed)) throw bad("seed", `must be an integer, got ${req.seed}`);
   if (req.stopTokenIds !== undefined && !isTokenIds(req.stopTokenIds)) throw bad("stopTokenIds", "must be a list of integers >= 0");
+  if (req.logitBias !== undefined) {
+    for (const [k, v] of Object.entries(req.logitBias)) if (!/^\d+$/.test(k) || !Number.isFinite(v)) throw bad("logitBias", `must map token ids to finite numbers, got ${JSON.stringify(k)}: ${v}`);
+  }
+  if (req.repetitionPenalty !== undefined && !(req.repetitionPenalty > 0 && Number.isFinite(req.repetitionPenalty))) throw bad("repetitionPenalty", `must be > 0, got ${req.repetitionPenalty}`);
+  if (req.minTokens !== undefined && !(Number.isInteger(req.minTokens) && req.minTokens >= 0 && req.minTokens <= req.maxTokens)) {
+    throw bad("minTokens", `must be an integer in [0, maxTokens=${req.maxTokens}], got ${req.minTokens}`);
+  }
+}
+
+/** The request's controls in vLLM's (and Arbor's engine's) OpenAI field names, for the body. */
+export function vllmSamplingFields(req: GenerateRequest): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (req.logitBias !== undefined && Object.keys(req.logitBias).length > 0) out.logit_bias = req.logitBias;
+  if (req.repetitionPenalty !== undefined && req.repetitionPenalty !== 1) out.repetition_penalty = req.repetitionPenalty;
+  if (req.minTokens) out.min_tokens = req.minTokens;
+  if (req.ignoreEos) out.ignore_eos = true;
+  return out;
 }
 
 /** Validate aligned ids and logprobs (finite numbers <= 0 after the engines' -inf clamps). */

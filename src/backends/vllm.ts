@@ -21,13 +21,13 @@ import { createEngineHttp, describeNetworkError, errorDetail, splitBaseUrl } fro
 import { firstPresent, meanOf, parsePrometheusText, type PromSample } from "./prometheus-text.js";
 import { postSse } from "./sse.js";
 import { completionTokenStream } from "./vllm-stream.js";
-import { applyStopTokens, checkGenerateRequest, checkTokens, isPolicyVersions, isTokenIds } from "./token-result.js";
+import { applyStopTokens, checkGenerateRequest, checkTokens, isPolicyVersions, isTokenIds, vllmSamplingFields } from "./token-result.js";
 
 export interface VllmBackendOptions {
   name: string;
   /** Server root or its /v1 base, e.g. http://127.0.0.1:8000/v1. */
   url: string;
-  /** `model` sent with token-level calls (vLLM serves one model; omitted = its default). */
+  /** The model name the engine serves: sent with every call, whatever the client named (omitted = vLLM's default for token calls, the client's name otherwise). */
   model?: string;
   clock?: Clock;
   probeTimeoutMs?: number;
@@ -45,7 +45,7 @@ export function createArborBackend(opts: VllmBackendOptions): TokenBackend {
 
 function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "builtin"): TokenBackend {
   const { root, v1 } = splitBaseUrl(opts.name, opts.url);
-  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
+  const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, ...(opts.model !== undefined ? { model: opts.model } : { discoverModel: true }) });
   const { name, url } = base;
   const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
   const arbor = type === "builtin";
@@ -65,6 +65,7 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     if (req.topP !== undefined) body.top_p = req.topP;
     if (req.seed !== undefined) body.seed = req.seed;
     if (req.stopTokenIds?.length) body.stop_token_ids = req.stopTokenIds;
+    Object.assign(body, vllmSamplingFields(req));
     if (arbor && req.programId !== undefined) body.program_id = req.programId;
     return body;
   }
@@ -167,6 +168,8 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     ...base,
     type,
     capabilities: { tokenIds: true, logprobs: true, pauseRestore: arbor },
+    // vLLM's own fields, and the built-in engine honours them with vLLM's semantics (engine/sampling.ts).
+    samplingControls: ["logitBias", "repetitionPenalty", "minTokens", "ignoreEos"],
     generate,
     generateStream,
     tokenize,

@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import cliProgress from "cli-progress";
 import { isTokenBackend, type Backend, type BackendReply, type GenerateRequest } from "../backends/backend.js";
 import { createBackend } from "../backends/registry.js";
-import { loadRunConfig, type BackendConfig, type RunConfig } from "../core/config.js";
+import { loadRunConfig, servedModelOf, type BackendConfig, type RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
@@ -151,6 +151,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           inFlightOnWeightSwitch: e.inFlightOnWeightSwitch,
           executorKind: e.executor,
           costProfile: e.costProfile,
+          servedModelName: e.servedModelName,
           clock,
         }),
       );
@@ -160,7 +161,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       cfg.backends.length > 0 ? cfg.backends : cfg.engines.map((e) => ({ name: e.name, type: "builtin" }));
     const backends = backendCfgs.map((b) => {
       const local = engines.find((e, i) => cfg.engines[i]?.name === b.name);
-      const backend = createBackend(b, local && !b.url ? { url: `${local.url}/v1` } : {});
+      const engineCfg = cfg.engines.find((e) => e.name === b.name);
+      const backend = createBackend(b, local && !b.url ? { url: `${local.url}/v1`, ...(engineCfg ? { model: engineCfg.servedModelName } : {}) } : {});
       return opts.onBackendReply ? tapBackend(backend, opts.onBackendReply) : backend;
     });
 
@@ -247,7 +249,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       sandboxes: pool.asProvider(),
       gatewayUrl,
       ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
-      model: "arbor-tiny",
+      model: servedModelOf(cfg),
       limits: cfg.agent,
       temperature: cfg.agent.temperature,
       // Rewards relative to the group (completion time) wait for the group's last program.

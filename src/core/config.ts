@@ -59,6 +59,8 @@ export const EngineConfigSchema = z
     costProfile: z.string().optional(),
     /** On a weight switch (`POST /v1/load_weights`): in-flight requests finish on the old version, are aborted, or resume on the new one. */
     inFlightOnWeightSwitch: z.enum(["finish", "abort", "resume"]).default("finish"),
+    /** The `model` name the engine serves (its /v1/models and answers); the gateway sends it whatever name a client uses. */
+    servedModelName: z.string().min(1).max(256).default("arbor-tiny"),
   })
   .strict();
 
@@ -70,6 +72,11 @@ export const BackendConfigSchema = z
     type: z.enum(["builtin", "vllm", "sglang", "llamacpp", "openai"]),
     /** Base URL (e.g. http://127.0.0.1:8000/v1). Omit for an engine started in-process with the same name. */
     url: z.string().url().optional(),
+    /**
+     * The model name the engine serves, sent with every call whatever name the client used (agents
+     * name their own models). Default: an in-process engine's `servedModelName`; else the client's name.
+     */
+    model: z.string().min(1).max(256).optional(),
   })
   .strict();
 
@@ -454,4 +461,12 @@ export function loadRunConfig(path: string): RunConfig {
   }
   const cfg = parseRunConfig(raw, `config ${path}`);
   return cfg;
+}
+
+/**
+ * The model name white-box agents send: the first backend's configured name, else the first
+ * engine's served name. Any name reaches the program's backends (they send their served name).
+ */
+export function servedModelOf(cfg: RunConfig): string {
+  return cfg.backends.find((b) => b.model !== undefined)?.model ?? cfg.engines[0]?.servedModelName ?? "arbor-tiny";
 }

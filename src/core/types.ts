@@ -90,6 +90,8 @@ export interface Call {
   outputText: string;
   finishReason: FinishReason;
   backend: string;
+  /** The model name the backend served the call as (its configured name), whatever the client sent. */
+  servedModel?: string;
   policyVersion: number;
   /**
    * The weights version of each output token (same length as outputTokenIds), when they differ:

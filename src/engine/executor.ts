@@ -1,7 +1,7 @@
 // The executor contract: what the HTTP surface needs from whatever actually produces tokens
 // (llama.cpp today; a calibrated cost model for simulation later). Token-in, token-out.
 import type { Rng } from "../core/rng.js";
-import type { SampledToken } from "./sampling.js";
+import { checkSamplingControls, type SampledToken, type SamplingControls } from "./sampling.js";
 
 /** One generation on one sequence. */
 export interface GenerateRequest {
@@ -15,6 +15,8 @@ export interface GenerateRequest {
   topLogprobs: number;
   /** This request's own random stream: the same seed gives the same tokens. */
   rng: Rng;
+  /** vLLM's logit_bias, repetition_penalty, min_tokens, ignore_eos and stop_token_ids (absent = their defaults). */
+  controls?: SamplingControls;
   /** Aborting ends the generation early with finish reason `abort` (or rejects while queued). */
   signal?: AbortSignal;
   /** Called with each token as soon as it is sampled (streaming); must not throw. */
@@ -117,4 +119,5 @@ export function checkGenerateRequest(req: GenerateRequest, executor: Pick<Execut
   for (const id of prompt) {
     if (!Number.isInteger(id) || id < 0 || id >= executor.vocabSize) throw new RangeError(`token id ${id} is outside the vocabulary (size ${executor.vocabSize})`);
   }
+  if (req.controls) checkSamplingControls(req.controls, req.maxTokens, executor.vocabSize);
 }

@@ -1,6 +1,6 @@
 // How every Arbor component opens the policy on llama.cpp and asks it for next-token
 // distributions: one place for the settings that make logprobs exact and decoding fast here.
-import type { ControlledEvaluateInputItem, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import { TokenBias, type ControlledEvaluateInputItem, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
 import { llamaRuntime } from "./llama-runtime.js";
 
@@ -46,19 +46,59 @@ export async function openLlamaContext(opts: LlamaContextOptions): Promise<{ mod
 }
 
 /**
- * Feed `tokens` to `seq`; when `sample`, return the temperature-0 next-token distribution after the
- * last one (Arbor samples from it itself, with the request's own Rng and temperature).
+ * Controls applied by llama.cpp to the raw logits before its softmax, in vLLM's order: the logit
+ * bias, then the repetition penalty over every token of `history` (prompt and output so far):
+ * llama.cpp's penalties sampler divides a positive logit by the penalty and multiplies any other,
+ * as vLLM's apply_penalties does (frequency and presence penalties stay 0).
  */
-export async function evaluateTokens(seq: LlamaContextSequence, tokens: readonly number[], sample: boolean): Promise<Map<number, number> | undefined> {
+export interface RawLogitControls {
+  repetitionPenalty: number;
+  logitBias?: ReadonlyMap<number, number>;
+  history: readonly number[];
+}
+
+/**
+ * Feed `tokens` to `seq`; when `sample`, return the temperature-0 next-token distribution after the
+ * last one (Arbor samples from it itself, with the request's own Rng and temperature), under
+ * `controls` when given.
+ */
+export async function evaluateTokens(
+  seq: LlamaContextSequence,
+  tokens: readonly number[],
+  sample: boolean,
+  controls?: RawLogitControls,
+): Promise<Map<number, number> | undefined> {
   const last = tokens.length - 1;
+  const options = controls ? rawControlOptions(seq, controls) : { temperature: 0 };
   // node-llama-cpp brands token ids; callers range-check ours against the vocabulary.
   const items = tokens.map(
     (id, i): ControlledEvaluateInputItem =>
-      sample && i === last ? [id as Token, { generateNext: { probabilities: true, options: { temperature: 0 } } }] : (id as Token),
+      sample && i === last ? [id as Token, { generateNext: { probabilities: true, options } }] : (id as Token),
   );
   const out = await seq.controlledEvaluate(items);
   if (!sample) return undefined;
   const probs = out[last]?.next.probabilities;
   if (!probs || probs.size === 0) throw new ArborError("llama.cpp returned no next-token distribution", "engine");
   return probs;
+}
+
+/** node-llama-cpp's sampling options for {@link RawLogitControls} (greedy: the chain only reshapes logits). */
+function rawControlOptions(seq: LlamaContextSequence, c: RawLogitControls) {
+  // Each token once: the penalty depends on presence, not counts, and the window must hold them all.
+  const punish = [...new Set(c.history)] as Token[];
+  let tokenBias: TokenBias | undefined;
+  if (c.logitBias && c.logitBias.size > 0) {
+    tokenBias = TokenBias.for(seq.model);
+    // TokenBias.set skips end-of-generation tokens and maps numbers through a probability curve;
+    // vLLM's logit_bias adds to any token's logit, so the raw table (what node-llama-cpp hands to
+    // llama_sampler_init_logit_bias) is filled directly.
+    const table = (tokenBias as unknown as { _biases: Map<number, number> })._biases;
+    if (!(table instanceof Map)) throw new ArborError("node-llama-cpp's TokenBias has no bias table: logit_bias with repetition_penalty cannot be applied", "engine");
+    for (const [id, b] of c.logitBias) table.set(id, b);
+  }
+  return {
+    temperature: 0,
+    repeatPenalty: { punishTokens: punish, penalty: c.repetitionPenalty, frequencyPenalty: 0, presencePenalty: 0, maxPunishTokens: Math.max(1, punish.length) },
+    ...(tokenBias ? { tokenBias } : {}),
+  };
 }

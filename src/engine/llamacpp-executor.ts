@@ -6,7 +6,7 @@ import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-
 import { ArborError } from "../core/errors.js";
 import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult } from "./executor.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "./llama-context.js";
-import { sampleToken, type SampledToken } from "./sampling.js";
+import { sampleToken, splitLogitControls, StopRule, type SampledToken } from "./sampling.js";
 import { SequencePool } from "./sequence-pool.js";
 
 export interface LlamaCppExecutorOptions extends LlamaContextOptions {
@@ -76,19 +76,24 @@ export class LlamaCppExecutor implements Executor {
     try {
       await seq.clearHistory();
       this.inUse.set(seq, 0);
-      const params = { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs };
+      const controls = req.controls ?? {};
+      const { raw, logitBias } = splitLogitControls(controls);
+      const rule = new StopRule(this.stopIds, controls);
+      const base = { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs, ...(logitBias ? { logitBias } : {}) };
       const tokens: SampledToken[] = [];
       // The prompt is fed whole (llama.cpp splits it over batches); only its last position needs
       // the next-token distribution. After that each step feeds the one token just sampled.
       let input: number[] = [...prompt];
       for (;;) {
         if (req.signal?.aborted) return { tokens, finishReason: "abort" };
-        const probs = (await evaluateTokens(seq, input, true)) as Map<number, number>;
+        const rawControls = raw ? { ...raw, history: [...prompt, ...tokens.map((t) => t.id)] } : undefined;
+        const probs = (await evaluateTokens(seq, input, true, rawControls)) as Map<number, number>;
         this.inUse.set(seq, seq.nextTokenIndex);
-        const tok = sampleToken(probs, params, req.rng, prompt.length + tokens.length);
+        const suppress = rule.suppressAt(tokens.length);
+        const tok = sampleToken(probs, suppress ? { ...base, suppress } : base, req.rng, prompt.length + tokens.length);
         tokens.push(tok);
         req.onToken?.(tok);
-        if (this.stopIds.has(tok.id)) return { tokens, finishReason: "stop", stopTokenId: tok.id };
+        if (rule.stopsAt(tok.id, tokens.length)) return { tokens, finishReason: "stop", stopTokenId: tok.id };
         if (tokens.length >= req.maxTokens) return { tokens, finishReason: "length" };
         input = [tok.id];
       }

@@ -1,8 +1,11 @@
 // Request bodies of the OpenAI-compatible endpoints, validated with zod. Fields Arbor does not
-// implement are rejected when set to a non-default value rather than silently ignored.
+// implement are rejected when set to a non-default value rather than silently ignored; vLLM's
+// sampling controls (logit_bias, repetition_penalty, min_tokens, ignore_eos, stop_token_ids) are honoured.
 import { z } from "zod";
 import type { ChatMessage } from "../core/types.js";
 import { toolCallsAsMarkup } from "../model/tool-markup.js";
+import { invalidRequest } from "./openai-errors.js";
+import type { SamplingControls } from "./sampling.js";
 
 const nonNegInt = z.number().int().min(0);
 const maxTokens = z.number().int().min(1).nullish();
@@ -26,8 +29,42 @@ const streamOptions = z
   })
   .nullish();
 
-// Sampling controls no tiny-policy client needs yet; accepted only at their no-op values.
+/** A field Arbor does not implement: accepted only absent, null or at its no-op value; else 400 naming it. */
+const onlyNoOp = (isNoOp: (v: unknown) => boolean, reason: string) => z.unknown().refine((v) => v == null || isNoOp(v), { error: reason }).optional();
+
+// vLLM's logit controls and stop rules, which the engine honours (vLLM's semantics; see sampling.ts).
+const samplingControls = {
+  /** Token id (as a string, as OpenAI sends it) → bias added to its logit; clamped to [-100, 100] as vLLM. */
+  logit_bias: z
+    .record(z.string().regex(/^\d+$/, { error: "keys must be token ids (strings of digits)" }), z.number({ error: "biases must be numbers" }), {
+      error: "must be an object mapping token ids to biases",
+    })
+    .nullish(),
+  repetition_penalty: z.number({ error: "must be a number" }).gt(0, { error: "must be greater than zero" }).max(1e6).nullish(),
+  min_tokens: z.number({ error: "must be an integer" }).int({ error: "must be an integer" }).min(0, { error: "must be greater than or equal to 0" }).nullish(),
+  ignore_eos: z.boolean({ error: "must be a boolean" }).nullish(),
+  stop_token_ids: z.array(nonNegInt, { error: "must be a list of token ids (integers >= 0)" }).max(1024, { error: "must list at most 1024 token ids" }).nullish(),
+};
+
+// Sampling controls no tiny-policy client needs yet; accepted only at their no-op values. As vLLM
+// answers fields it cannot honour (suffix, best_of with streaming...), a non-default value is a 400
+// naming the field rather than being ignored: a silently dropped control changes what is sampled.
 const unsupported = {
+  best_of: onlyNoOp((v) => v === 1, "is not supported (only 1)"),
+  response_format: onlyNoOp((v) => typeof v === "object" && (v as { type?: unknown }).type === "text", 'is not supported (only {"type": "text"}: no constrained decoding)'),
+  top_k: onlyNoOp((v) => v === 0 || v === -1, "is not supported (0 or -1: disabled)"),
+  min_p: onlyNoOp((v) => v === 0, "is not supported (must be 0)"),
+  guided_json: onlyNoOp(() => false, "is not supported (no guided decoding)"),
+  guided_regex: onlyNoOp(() => false, "is not supported (no guided decoding)"),
+  guided_choice: onlyNoOp(() => false, "is not supported (no guided decoding)"),
+  guided_grammar: onlyNoOp(() => false, "is not supported (no guided decoding)"),
+  structured_outputs: onlyNoOp(() => false, "is not supported (no structured outputs)"),
+  bad_words: onlyNoOp((v) => Array.isArray(v) && v.length === 0, "is not supported"),
+  allowed_token_ids: onlyNoOp(() => false, "is not supported"),
+  prompt_logprobs: onlyNoOp(() => false, "is not supported"),
+  include_stop_str_in_output: onlyNoOp((v) => v === false, "is not supported (no stop strings)"),
+  use_beam_search: onlyNoOp((v) => v === false, "is not supported (no beam search)"),
+  logits_processors: onlyNoOp(() => false, "is not supported"),
   n: z.literal(1, { error: "only n = 1 is supported" }).nullish(),
   stop: z
     .union([z.string(), z.array(z.string())])
@@ -99,6 +136,7 @@ export const ChatCompletionRequestSchema = z.object({
   tools: ChatToolsSchema,
   tool_choice: toolChoice,
   parallel_tool_calls: z.boolean().nullish(),
+  ...samplingControls,
   ...unsupported,
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
@@ -119,6 +157,8 @@ export const CompletionRequestSchema = z.object({
   stream_options: streamOptions,
   priority,
   program_id: programId,
+  suffix: onlyNoOp(() => false, "is not currently supported"),
+  ...samplingControls,
   ...unsupported,
 });
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
@@ -133,4 +173,39 @@ export function toChatMessages(messages: readonly z.infer<typeof ChatMessageSche
     const content = m.role === "assistant" && m.tool_calls ? toolCallsAsMarkup(text, m.tool_calls) : text;
     return { role: m.role, content, ...(m.name !== undefined ? { name: m.name } : {}) };
   });
+}
+
+type ControlFields = { [K in keyof typeof samplingControls]?: z.infer<(typeof samplingControls)[K]> };
+
+/**
+ * A validated body's vLLM controls as the executor's {@link SamplingControls} (undefined when all
+ * are at their defaults), checked against the vocabulary and the resolved `max_tokens` as vLLM's
+ * SamplingParams does. logit_bias values are clamped to [-100, 100] (vLLM's OpenAI layer).
+ * Throws a 400 naming the field.
+ */
+export function toSamplingControls(body: ControlFields, maxTokens: number, maxParam: string, vocabSize: number): SamplingControls | undefined {
+  const c: SamplingControls = {};
+  if (body.logit_bias != null && Object.keys(body.logit_bias).length > 0) {
+    const bias = new Map<number, number>();
+    const outside: string[] = [];
+    for (const [key, value] of Object.entries(body.logit_bias)) {
+      const id = Number(key);
+      if (!Number.isSafeInteger(id) || id >= vocabSize) outside.push(key);
+      else bias.set(id, Math.min(100, Math.max(-100, value)));
+    }
+    if (outside.length > 0) throw invalidRequest("logit_bias", `token id(s) ${outside.slice(0, 10).join(", ")} are outside the vocabulary (size ${vocabSize})`);
+    c.logitBias = bias;
+  }
+  if (body.repetition_penalty != null && body.repetition_penalty !== 1) c.repetitionPenalty = body.repetition_penalty;
+  if (body.min_tokens != null && body.min_tokens > 0) {
+    if (body.min_tokens > maxTokens) throw invalidRequest("min_tokens", `must be less than or equal to ${maxParam}=${maxTokens}, got ${body.min_tokens}`);
+    c.minTokens = body.min_tokens;
+  }
+  if (body.ignore_eos === true) c.ignoreEos = true;
+  if (body.stop_token_ids != null && body.stop_token_ids.length > 0) {
+    const bad = body.stop_token_ids.findIndex((t) => t >= vocabSize);
+    if (bad >= 0) throw invalidRequest(`stop_token_ids[${bad}]`, `token id ${body.stop_token_ids[bad]} is outside the vocabulary (size ${vocabSize})`);
+    c.stopTokenIds = body.stop_token_ids;
+  }
+  return Object.keys(c).length > 0 ? c : undefined;
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { Rng } from "../core/rng.js";
 import { PositionKeyedRng } from "./position-keyed-rng.js";
-import { sampleToken } from "./sampling.js";
+import { checkSamplingControls, sampleToken, splitLogitControls, StopRule } from "./sampling.js";
 
 // A fixed distribution over 5 tokens, listed in a scrambled order (llama.cpp sorts, we must not rely on it).
 const P = new Map<number, number>([
@@ -100,5 +100,67 @@ describe("sampleToken", () => {
     // A plain Rng of the same seed is a stream: starting later shifts what it gives.
     expect(run(new Rng(5), 25, 25)).not.toEqual(whole.slice(15));
     expect(run(PositionKeyedRng.fromSeed(6), 10, 40)).not.toEqual(whole);
+  });
+});
+
+describe("sampling controls (vLLM logit_bias, min_tokens, ignore_eos, stop_token_ids)", () => {
+  it("adds logit_bias to the logits before the temperature and reports the biased distribution", () => {
+    const bias = new Map([[4, Math.log(8)]]); // p4 0.05 → weight 0.4 before renormalising
+    const g = sampleToken(P, { temperature: 0, topP: 1, topLogprobs: 0, logitBias: bias }, new Rng(1), 0);
+    // 0.4 vs 0.4: the tie goes to the lower id; the mass is now 1.35.
+    expect(g.id).toBe(0);
+    expect(g.logprob).toBeCloseTo(Math.log(0.4 / 1.35), 12);
+    const T = 0.5;
+    const w = new Map([...P].map(([id, p]) => [id, (p * (id === 4 ? 8 : 1)) ** (1 / T)]));
+    const z = [...w.values()].reduce((a, b) => a + b, 0);
+    const t = sampleToken(P, { temperature: T, topP: 1, topLogprobs: 0, logitBias: bias }, new Rng(3), 0);
+    expect(t.logprob).toBeCloseTo(Math.log((w.get(t.id) as number) / z), 12);
+  });
+
+  it("never draws a suppressed token and renormalises without it", () => {
+    for (let seed = 0; seed < 200; seed++) {
+      const t = sampleToken(P, { temperature: 1, topP: 1, topLogprobs: 5, suppress: new Set([0, 1]) }, new Rng(seed), 0);
+      expect([2, 3, 4]).toContain(t.id);
+      expect(t.logprob).toBeCloseTo(Math.log((P.get(t.id) as number) / 0.3), 12);
+      expect(t.top.find((x) => x.id === 0)?.logprob).toBe(-Infinity);
+    }
+    expect(sampleToken(P, { temperature: 0, topP: 1, topLogprobs: 0, suppress: new Set([0]) }, new Rng(1), 0).id).toBe(1);
+  });
+
+  it("refuses a distribution in which every token is suppressed", () => {
+    expect(() => sampleToken(new Map([[1, 1]]), { temperature: 1, topP: 1, topLogprobs: 0, suppress: new Set([1]) }, new Rng(1), 0)).toThrow(/suppressed/);
+  });
+
+  it("StopRule: EOS and stop_token_ids end a generation, ignore_eos drops EOS, min_tokens holds all of them back", () => {
+    const eos = [2, 7];
+    const plain = new StopRule(eos);
+    expect(plain.stopsAt(2, 1)).toBe(true);
+    expect(plain.stopsAt(9, 1)).toBe(false);
+    expect(plain.suppressAt(0)).toBeUndefined();
+
+    const r = new StopRule(eos, { ignoreEos: true, stopTokenIds: [9], minTokens: 3 });
+    expect([...r.stops]).toEqual([9]);
+    // As vLLM's all_stop_token_ids: EOS stays suppressed under min_tokens even with ignore_eos.
+    expect([...(r.suppressAt(2) ?? [])].sort()).toEqual([2, 7, 9]);
+    expect(r.suppressAt(3)).toBeUndefined();
+    expect(r.stopsAt(9, 2)).toBe(false);
+    expect(r.stopsAt(9, 3)).toBe(true);
+    expect(r.stopsAt(2, 5)).toBe(false);
+  });
+
+  it("splits the controls: a repetition penalty goes to the raw logits, with the bias ahead of it", () => {
+    const bias = new Map([[1, 2]]);
+    expect(splitLogitControls({ logitBias: bias })).toEqual({ logitBias: bias });
+    expect(splitLogitControls({ logitBias: bias, repetitionPenalty: 1 })).toEqual({ logitBias: bias });
+    expect(splitLogitControls({ logitBias: bias, repetitionPenalty: 1.3 })).toEqual({ raw: { repetitionPenalty: 1.3, logitBias: bias } });
+    expect(splitLogitControls({})).toEqual({});
+  });
+
+  it("checkSamplingControls names the field", () => {
+    expect(() => checkSamplingControls({ logitBias: new Map([[99, 1]]) }, 4, 10)).toThrow(/logit_bias: token id\(s\) 99/);
+    expect(() => checkSamplingControls({ repetitionPenalty: 0 }, 4, 10)).toThrow(/repetition_penalty/);
+    expect(() => checkSamplingControls({ minTokens: 5 }, 4, 10)).toThrow(/min_tokens must be less than or equal to max_tokens=4/);
+    expect(() => checkSamplingControls({ stopTokenIds: [10] }, 4, 10)).toThrow(/stop_token_ids/);
+    expect(() => checkSamplingControls({ minTokens: 4, stopTokenIds: [9], logitBias: new Map([[0, -100]]) }, 4, 10)).not.toThrow();
   });
 });

@@ -5,6 +5,12 @@
 // divided rollout, a resume, a recompute) reproduces the unbroken generation. Reported logprob = log softmax(log p / T) of the chosen
 // token: the temperature-scaled distribution before top-p truncation (raw log p when T = 0), which
 // a trainer recomputes exactly from the logits; with top_p = 1 it is the sampling distribution.
+// vLLM's logit controls come before the temperature, in vLLM's order (v1 Sampler: logit_bias and
+// min_tokens, then repetition_penalty): `logitBias` adds to a token's logit (softmax is shift-
+// invariant, so adding it to log p is exact); `suppress` (min_tokens' stop tokens) sets logits to
+// -inf. repetition_penalty needs the raw logits' signs, which log p has lost: llama.cpp applies it
+// (see llama-context.ts), and then the bias too, ahead of it. The reported logprob is under the
+// controlled distribution: what the token was drawn from.
 import type { Rng } from "../core/rng.js";
 import { PositionKeyedRng } from "./position-keyed-rng.js";
 
@@ -15,6 +21,92 @@ export interface SamplingParams {
   topP: number;
   /** How many most likely alternatives to report with each token (0 = none). */
   topLogprobs: number;
+  /** Added to the logits of these token ids before the temperature (vLLM logit_bias). */
+  logitBias?: ReadonlyMap<number, number>;
+  /** Token ids that cannot be drawn (min_tokens: the stop tokens until enough were generated). */
+  suppress?: ReadonlySet<number>;
+}
+
+/** A request's vLLM sampling controls beyond temperature and top-p (all optional, vLLM defaults). */
+export interface SamplingControls {
+  /** Token id → bias added to its logit, in [-100, 100] (vLLM logit_bias). */
+  logitBias?: ReadonlyMap<number, number>;
+  /** > 0; 1 = off. Tokens seen in the prompt or output: positive logits divided, others multiplied. */
+  repetitionPenalty?: number;
+  /** The stop tokens (engine's and `stopTokenIds`) cannot be drawn before this many output tokens. */
+  minTokens?: number;
+  /** Do not stop on the engine's end-of-sequence tokens (`</s>`, `<|end|>`). */
+  ignoreEos?: boolean;
+  /** More tokens that end the generation (kept in the output, as vLLM does). */
+  stopTokenIds?: readonly number[];
+}
+
+/**
+ * Check a request's controls (RangeError naming the field; the HTTP layer answers 400 first).
+ * `maxTokens` bounds min_tokens, `vocabSize` the token ids.
+ */
+export function checkSamplingControls(c: SamplingControls, maxTokens: number, vocabSize: number): void {
+  const badId = (id: number): boolean => !Number.isInteger(id) || id < 0 || id >= vocabSize;
+  if (c.logitBias) {
+    const bad = [...c.logitBias.keys()].filter(badId);
+    if (bad.length > 0) throw new RangeError(`logit_bias: token id(s) ${bad.join(", ")} are outside the vocabulary (size ${vocabSize})`);
+    for (const [id, b] of c.logitBias) if (!(b >= -100 && b <= 100)) throw new RangeError(`logit_bias: the bias of token ${id} must be in [-100, 100], got ${b}`);
+  }
+  if (c.repetitionPenalty !== undefined && !(c.repetitionPenalty > 0 && Number.isFinite(c.repetitionPenalty))) {
+    throw new RangeError(`repetition_penalty must be a finite number greater than zero, got ${c.repetitionPenalty}`);
+  }
+  if (c.minTokens !== undefined) {
+    if (!Number.isInteger(c.minTokens) || c.minTokens < 0) throw new RangeError(`min_tokens must be an integer >= 0, got ${c.minTokens}`);
+    if (c.minTokens > maxTokens) throw new RangeError(`min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${c.minTokens}`);
+  }
+  if (c.stopTokenIds) {
+    const bad = c.stopTokenIds.filter(badId);
+    if (bad.length > 0) throw new RangeError(`stop_token_ids: token id(s) ${bad.join(", ")} are outside the vocabulary (size ${vocabSize})`);
+  }
+}
+
+/**
+ * When a generation stops, per vLLM's check_stop and MinTokensLogitsProcessor: the engine's EOS
+ * tokens (unless `ignoreEos`) and the request's `stopTokenIds` end it; until `minTokens` output
+ * tokens exist all of them (EOS included even with ignore_eos, as vLLM's all_stop_token_ids) are
+ * suppressed. Executors and the scheduler share it so every path stops alike.
+ */
+export class StopRule {
+  /** Tokens that end the generation. */
+  readonly stops: ReadonlySet<number>;
+  private readonly suppressed: ReadonlySet<number>;
+  private readonly minTokens: number;
+
+  constructor(engineEos: Iterable<number>, c: Pick<SamplingControls, "ignoreEos" | "stopTokenIds" | "minTokens"> = {}) {
+    const eos = [...engineEos];
+    const extra = c.stopTokenIds ?? [];
+    this.stops = new Set([...(c.ignoreEos ? [] : eos), ...extra]);
+    this.suppressed = new Set([...eos, ...extra]);
+    this.minTokens = c.minTokens ?? 0;
+  }
+
+  /** Tokens that cannot be drawn when `outputs` tokens were generated so far (undefined: none). */
+  suppressAt(outputs: number): ReadonlySet<number> | undefined {
+    return outputs < this.minTokens && this.suppressed.size > 0 ? this.suppressed : undefined;
+  }
+
+  /** Whether `tokenId`, the `outputs`-th output token (counting it), ends the generation. */
+  stopsAt(tokenId: number, outputs: number): boolean {
+    return outputs >= this.minTokens && this.stops.has(tokenId);
+  }
+}
+
+/**
+ * Which controls llama.cpp applies to the raw logits and which {@link sampleToken} applies to log p.
+ * A repetition penalty needs raw logits; vLLM biases before penalising, so a bias then goes along.
+ */
+export function splitLogitControls(c: Pick<SamplingControls, "logitBias" | "repetitionPenalty">): {
+  raw?: { repetitionPenalty: number; logitBias?: ReadonlyMap<number, number> };
+  logitBias?: ReadonlyMap<number, number>;
+} {
+  const bias = c.logitBias && c.logitBias.size > 0 ? c.logitBias : undefined;
+  if (c.repetitionPenalty === undefined || c.repetitionPenalty === 1) return bias ? { logitBias: bias } : {};
+  return { raw: { repetitionPenalty: c.repetitionPenalty, ...(bias ? { logitBias: bias } : {}) } };
 }
 
 export interface TokenLogprob {
@@ -35,7 +127,7 @@ export interface SampledToken extends TokenLogprob {
  * sampled (prompt length + tokens generated before it).
  */
 export function sampleToken(probs: ReadonlyMap<number, number>, params: SamplingParams, rng: Rng, position: number): SampledToken {
-  const { temperature, topP, topLogprobs } = params;
+  const { temperature, topP, topLogprobs, logitBias, suppress } = params;
   if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new RangeError(`temperature must be >= 0, got ${temperature}`);
   if (!(topP > 0 && topP <= 1)) throw new RangeError(`top_p must be in (0, 1], got ${topP}`);
   if (probs.size === 0) throw new RangeError("empty probability distribution");
@@ -46,7 +138,9 @@ export function sampleToken(probs: ReadonlyMap<number, number>, params: Sampling
   let i = 0;
   for (const [id, p] of probs) {
     ids[i] = id;
-    const lp = p > 0 ? Math.log(p) : -Infinity;
+    let lp = p > 0 ? Math.log(p) : -Infinity;
+    if (suppress?.has(id)) lp = -Infinity;
+    else if (logitBias) lp += logitBias.get(id) ?? 0;
     logits[i] = temperature > 0 ? lp / temperature : lp;
     i++;
   }
@@ -55,8 +149,10 @@ export function sampleToken(probs: ReadonlyMap<number, number>, params: Sampling
     (a, b) => (logits[b] as number) - (logits[a] as number) || (ids[a] as number) - (ids[b] as number),
   );
 
+  if (!(logits[order[0] as number] as number > -Infinity)) throw new RangeError("every token is suppressed or impossible: nothing can be sampled");
   let logZ = 0;
-  if (temperature > 0) {
+  // Controls change the distribution's mass, so log p needs renormalising even when greedy.
+  if (temperature > 0 || logitBias || suppress) {
     const max = logits[order[0] as number] as number;
     let sum = 0;
     for (let k = 0; k < n; k++) sum += Math.exp((logits[k] as number) - max);

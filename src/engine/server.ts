@@ -32,10 +32,11 @@ import {
   ChatCompletionRequestSchema,
   CompletionRequestSchema,
   toChatMessages,
+  toSamplingControls,
   type ChatCompletionRequest,
   type CompletionRequest,
 } from "./openai-schemas.js";
-import type { SampledToken } from "./sampling.js";
+import { StopRule, type SampledToken, type SamplingControls } from "./sampling.js";
 import { chatLogprobs, completionLogprobs, outputText, stopReason, usage } from "./openai-responses.js";
 import { filterToolCallChunk, renderChatPrompt, toolCallAnswer, toolCallFilter } from "./openai-tools.js";
 import { AbortedError } from "./sequence-pool.js";
@@ -261,6 +262,8 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       prompt: number[];
       maxTokens: number;
       logprobs: boolean;
+      /** The request's own controls: which tokens end it (and so are held back from the stream). */
+      controls: SamplingControls | undefined;
       body: { return_token_ids?: boolean | null; stream_options?: { include_usage?: boolean | null; continuous_usage_stats?: boolean | null } | null };
     },
   ): StreamSpec => ({
@@ -278,7 +281,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     logprobs: o.logprobs,
     includeUsage: o.body.stream_options?.include_usage === true,
     continuousUsage: o.body.stream_options?.continuous_usage_stats === true,
-    stopTokenIds: stopSet,
+    stopTokenIds: o.controls ? new StopRule(stops, o.controls).stops : stopSet,
     maxTokens: o.maxTokens,
   });
 
@@ -290,6 +293,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     maxTokens: number,
     body: { temperature?: number | null; top_p?: number | null; seed?: number | null; program_id?: string | null; priority?: number | null },
     topLogprobs: number,
+    controls: SamplingControls | undefined,
     onToken?: (tok: SampledToken) => void,
   ): Promise<GenerateResult> => {
     const rng = body.seed != null ? requestRng(body.seed) : engineRng.fork(`request-${requestCounter++}`);
@@ -308,6 +312,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
           topP: body.top_p ?? 1,
           topLogprobs,
           rng,
+          ...(controls ? { controls } : {}),
           signal: lease.signal,
           ...(body.program_id != null ? { programId: body.program_id } : {}),
           ...(body.priority != null ? { priority: body.priority } : {}),
@@ -384,17 +389,18 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       const { prompt, tools } = renderChatPrompt(messages, body, tokenize, vocab, true);
       const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
       const maxTokens = budget(lease, prompt, body.max_completion_tokens ?? body.max_tokens ?? null, maxParam, "messages");
+      const controls = toSamplingControls(body, maxTokens, maxParam, lease.executor.vocabSize);
       const sampledTop = body.logprobs ? topLogprobs : 0;
       const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
       const created = Math.floor(clock.now() / 1000);
       if (body.stream) {
-        const spec = streamSpec("chat", { id, created, lease, prompt, maxTokens, body, logprobs: body.logprobs === true });
+        const spec = streamSpec("chat", { id, created, lease, prompt, maxTokens, body, controls, logprobs: body.logprobs === true });
         const filter = tools?.parse ? toolCallFilter(tools, toolCallIdPrefix(id)) : undefined;
         const transform = filter ? (c: Chunk): Chunk => filterToolCallChunk(filter, c) : undefined;
-        await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, sampledTop, onToken), transform);
+        await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, sampledTop, controls, onToken), transform);
         return;
       }
-      const result = await run(reply, lease, prompt, maxTokens, body, sampledTop);
+      const result = await run(reply, lease, prompt, maxTokens, body, sampledTop, controls);
       const text = outputText(vocab, result);
       const { message, finishReason } = tools
         ? toolCallAnswer(text, result.finishReason, tools, toolCallIdPrefix(id))
@@ -443,14 +449,15 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       }
       const maxTokens = budget(lease, prompt, body.max_tokens ?? 16, "max_tokens", "prompt");
       const topLogprobs = body.logprobs ?? 0;
+      const controls = toSamplingControls(body, maxTokens, "max_tokens", lease.executor.vocabSize);
       const id = `cmpl-${randomUUID().replaceAll("-", "")}`;
       const created = Math.floor(clock.now() / 1000);
       if (body.stream) {
-        const spec = streamSpec("completion", { id, created, lease, prompt, maxTokens, body, logprobs: body.logprobs != null });
-        await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, topLogprobs, onToken));
+        const spec = streamSpec("completion", { id, created, lease, prompt, maxTokens, body, controls, logprobs: body.logprobs != null });
+        await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, topLogprobs, controls, onToken));
         return;
       }
-      const result = await run(reply, lease, prompt, maxTokens, body, topLogprobs);
+      const result = await run(reply, lease, prompt, maxTokens, body, topLogprobs, controls);
       reply.header("x-arbor-policy-version", String(lease.policyVersion));
       return {
         id,

@@ -32,6 +32,7 @@ export function recordCall(
     outputText: trace.outputText,
     finishReason: trace.finishReason,
     backend: backend.name,
+    ...(backend.servedModel !== undefined ? { servedModel: backend.servedModel } : {}),
     policyVersion: trace.policyVersion,
     ...(trace.tokenPolicyVersions ? { tokenPolicyVersions: trace.tokenPolicyVersions } : {}),
     timings: { start, end: ctx.clock.now() },

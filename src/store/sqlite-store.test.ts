@@ -96,7 +96,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     // Turn the file back into what version 1 wrote: no flag columns.
     const db = new Database(path);
     db.exec(
-      "ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; ALTER TABLE calls DROP COLUMN token_policy_versions; UPDATE schema_version SET version = 1;",
+      "ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; UPDATE schema_version SET version = 1;",
     );
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
@@ -146,7 +146,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     store.close();
     // Turn the file back into what version 2 wrote: no per-token versions column.
     const db = new Database(path);
-    db.exec("ALTER TABLE calls DROP COLUMN token_policy_versions; UPDATE schema_version SET version = 2;");
+    db.exec("ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; UPDATE schema_version SET version = 2;");
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
     const resumed = { ...fixtureCall("g1-p0", 1, [-1, -2]), tokenPolicyVersions: [2, 3] };
@@ -165,6 +165,28 @@ describe("SqliteTrajectoryStore on disk", () => {
     const check = new Database(path, { readonly: true });
     expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
     check.close();
+  });
+
+  it("keeps each call's served model name (version 4), and upgrades a version-3 file in place", () => {
+    const store = new SqliteTrajectoryStore(path);
+    store.createRun(fixtureRun());
+    const g = fixtureGroup("g1", "run-1", 1);
+    store.createGroup(g);
+    store.createProgram(fixtureProgram(g, 0));
+    const old = fixtureCall("g1-p0", 0, [-0.25]);
+    store.recordCall(old);
+    store.close();
+    const db = new Database(path);
+    db.exec("ALTER TABLE calls DROP COLUMN served_model; UPDATE schema_version SET version = 3;");
+    db.close();
+    const upgraded = new SqliteTrajectoryStore(path);
+    const served = { ...fixtureCall("g1-p0", 1, [-1]), servedModel: "calc-policy" };
+    try {
+      upgraded.recordCall(served);
+      expect(upgraded.getTrajectory("g1-p0")?.calls).toEqual([old, served]);
+    } finally {
+      upgraded.close();
+    }
   });
 
   it("refuses a file with another schema version", () => {

@@ -23,7 +23,7 @@ import { decodeFloat64s, decodeTokenIds, encodeFloat64s, encodeTokenIds } from "
 import { TERMINATION_KINDS, type NewRun, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
-export const SQLITE_SCHEMA_VERSION = 3;
+export const SQLITE_SCHEMA_VERSION = 4;
 
 const V1_TO_V2 = `
 ALTER TABLE calls ADD COLUMN trainable INTEGER NOT NULL DEFAULT 1;
@@ -33,6 +33,11 @@ ALTER TABLE calls ADD COLUMN context_reset INTEGER NOT NULL DEFAULT 0;
 // Version 3 adds each call's per-token weights versions (Int32 LE; NULL = all at policy_version).
 const V2_TO_V3 = `
 ALTER TABLE calls ADD COLUMN token_policy_versions BLOB;
+`;
+
+// Version 4 adds the model name each call was served as (NULL: the backend names none).
+const V3_TO_V4 = `
+ALTER TABLE calls ADD COLUMN served_model TEXT;
 `;
 
 const SCHEMA = `
@@ -81,6 +86,7 @@ CREATE TABLE calls (
   trainable INTEGER NOT NULL DEFAULT 1,
   context_reset INTEGER NOT NULL DEFAULT 0,
   token_policy_versions BLOB,
+  served_model TEXT,
   UNIQUE (program_id, idx)
 );
 CREATE TABLE tools (
@@ -166,6 +172,7 @@ interface CallRow {
   trainable: number;
   context_reset: number;
   token_policy_versions: Buffer | null;
+  served_model: string | null;
 }
 interface ToolRow {
   program_id: string;
@@ -255,6 +262,7 @@ function callFromRow(r: CallRow): Call {
   if (r.trainable === 0) call.trainable = false;
   if (r.context_reset !== 0) call.contextReset = true;
   if (r.token_policy_versions !== null) call.tokenPolicyVersions = decodeTokenIds(r.token_policy_versions);
+  if (r.served_model !== null) call.servedModel = r.served_model;
   return call;
 }
 
@@ -343,8 +351,9 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     }
     const row = this.db.prepare("SELECT version FROM schema_version").get() as { version: number } | undefined;
     // Each step only adds columns whose defaults describe the old rows, so files upgrade in place:
-    // version 2 adds the calls' trainable/context_reset flags, version 3 their per-token versions.
-    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3 };
+    // version 2 adds the calls' trainable/context_reset flags, version 3 their per-token versions,
+    // version 4 their served model name.
+    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4 };
     const from = row?.version;
     if (from !== undefined && from in steps) {
       this.db.transaction(() => {
@@ -494,8 +503,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       }
       db.prepare(
         `INSERT INTO calls (id, program_id, idx, messages, prompt_token_ids, output_token_ids, logprobs, output_text,
-           finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset, token_policy_versions)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset, token_policy_versions, served_model)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ).run(
         call.id,
         call.programId,
@@ -513,6 +522,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
         call.trainable === false ? 0 : 1,
         call.contextReset === true ? 1 : 0,
         versions,
+        call.servedModel ?? null,
       );
     })();
   }

@@ -15,7 +15,8 @@ import { realClock } from "../../core/real-clock.js";
 import type { ProgramPauseTarget } from "../executor.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
-import { sampleToken, type SamplingParams, type TokenLogprob } from "../sampling.js";
+import { sampleToken, splitLogitControls, type SamplingParams, type StopRule, type TokenLogprob } from "../sampling.js";
+import type { RawLogitControls } from "../llama-context.js";
 import type { SampledTokenOut, ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
 import type { RunnerProgramKv, RunnerRequest, RunnerStepResult, StepRunner } from "./step-runner.js";
 
@@ -48,7 +49,12 @@ export interface LlamaCppStepRunnerStats {
 interface RunnerReq {
   /** Prompt then the tokens sampled so far. */
   tokens: number[];
+  promptLength: number;
   params: SamplingParams;
+  /** Repetition penalty (and the bias before it), applied by llama.cpp to the raw logits. */
+  raw: Omit<RawLogitControls, "history"> | undefined;
+  /** min_tokens' suppression of the stop tokens (the scheduler's StopRule decides the stops). */
+  stop: StopRule | undefined;
   rng: RunnerRequest["rng"];
   seq: number | undefined;
   programId: string | undefined;
@@ -155,9 +161,13 @@ export class LlamaCppStepRunner implements StepRunner {
 
   addRequest(requestId: string, req: RunnerRequest): void {
     if (this.requests.has(requestId)) throw new ArborError(`llama.cpp runner: request ${requestId} is already registered`, "engine");
+    const { raw, logitBias } = splitLogitControls(req.controls ?? {});
     this.requests.set(requestId, {
       tokens: [...req.promptTokenIds],
-      params: { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs },
+      promptLength: req.promptTokenIds.length,
+      params: { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs, ...(logitBias ? { logitBias } : {}) },
+      raw,
+      stop: req.stop,
       rng: req.rng,
       seq: undefined,
       programId: req.programId,
@@ -221,7 +231,8 @@ export class LlamaCppStepRunner implements StepRunner {
       const probs = outs[i];
       if (!probs) continue;
       // The distribution follows the chunk's last token: the new token sits at the chunk's end.
-      const tok = sampleToken(probs, w.r.params, w.r.rng, w.c.numComputedTokens + w.c.numNewTokens);
+      const suppress = w.r.stop?.suppressAt(w.r.tokens.length - w.r.promptLength);
+      const tok = sampleToken(probs, suppress ? { ...w.r.params, suppress } : w.r.params, w.r.rng, w.c.numComputedTokens + w.c.numNewTokens);
       // The token is fed back by the next decode chunk; the scheduler keeps the same list.
       w.r.tokens.push(tok.id);
       sampled.set(w.id, { tokenId: tok.id, logprob: tok.logprob });
@@ -443,7 +454,8 @@ export class LlamaCppStepRunner implements StepRunner {
     if (from >= end) return undefined;
     const tokens = r.tokens.slice(from, end);
     this.counters.evaluatedTokens += tokens.length;
-    return evaluateTokens(seq, tokens, c.samples);
+    // The penalty covers the prompt and the output so far: every token before the one sampled.
+    return evaluateTokens(seq, tokens, c.samples, c.samples && r.raw ? { ...r.raw, history: r.tokens.slice(0, end) } : undefined);
   }
 }
 

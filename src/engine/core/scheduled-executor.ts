@@ -7,7 +7,7 @@ import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
 import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult, type ProgramControl, type ProgramInfo, type ProgramPauseTarget } from "../executor.js";
 import { KvBlockManager, type KvBlockManagerOptions } from "../kv/block-manager.js";
-import type { SampledToken } from "../sampling.js";
+import { StopRule, type SampledToken } from "../sampling.js";
 import { Scheduler, type FinishedRequest, type SchedulerConfig } from "../scheduler/scheduler.js";
 import type { StepPlan } from "../scheduler/step-plan.js";
 import { AbortedError } from "../sequence-pool.js";
@@ -116,6 +116,7 @@ export class ScheduledExecutor implements Executor {
     if (req.signal?.aborted) return Promise.reject(new AbortedError());
 
     const requestId = `req-${this.nextId++}`;
+    const stop = req.controls ? new StopRule(this.scheduler.config.stopTokenIds, req.controls) : undefined;
     this.runner.addRequest(requestId, {
       promptTokenIds: prompt,
       maxTokens: req.maxTokens,
@@ -123,6 +124,8 @@ export class ScheduledExecutor implements Executor {
       topP: req.topP,
       topLogprobs: req.topLogprobs,
       rng: req.rng,
+      ...(req.controls ? { controls: req.controls } : {}),
+      ...(stop ? { stop } : {}),
       ...(req.programId !== undefined ? { programId: req.programId } : {}),
     });
     try {
@@ -132,6 +135,7 @@ export class ScheduledExecutor implements Executor {
         maxTokens: req.maxTokens,
         ...(req.programId !== undefined ? { programId: req.programId } : {}),
         ...(req.priority !== undefined ? { priority: req.priority } : {}),
+        ...(stop ? { stop } : {}),
       });
     } catch (err) {
       this.runner.removeRequest(requestId);

@@ -4,7 +4,7 @@
 import type { Rng } from "../../core/rng.js";
 import type { ProgramPauseTarget } from "../executor.js";
 import type { KvTierName } from "../kv/tier.js";
-import type { TokenLogprob } from "../sampling.js";
+import type { SamplingControls, StopRule, TokenLogprob } from "../sampling.js";
 import type { StepPlan, StepResult } from "../scheduler/step-plan.js";
 
 /** What a runner needs to know about a request to compute and sample its tokens. */
@@ -17,6 +17,10 @@ export interface RunnerRequest {
   topLogprobs: number;
   /** The request's own random stream: the same seed gives the same tokens whatever the batch. */
   rng: Rng;
+  /** vLLM's logit controls and stop rules (the scheduler decides stops; runners sample under them). */
+  controls?: SamplingControls;
+  /** The request's stop rule: which tokens min_tokens suppresses until enough were generated. */
+  stop?: StopRule;
   /** Workload annotation (cost model): the request ends with a stop token after this many tokens. */
   outputLength?: number;
   /** The program the request belongs to: its KV may be saved on pause and loaded back for it. */

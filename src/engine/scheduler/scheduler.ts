@@ -5,6 +5,7 @@
 import type { Clock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
 import type { KvBlockManager } from "../kv/block-manager.js";
+import type { StopRule } from "../sampling.js";
 import { RequestQueue, compareQueued, type SchedulingPolicy } from "./request-queue.js";
 import type { KvTransfer, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
 
@@ -34,6 +35,8 @@ export interface NewRequest {
   programId?: string;
   /** Default clock.now(). */
   arrivalTime?: number;
+  /** The request's own stop tokens and min_tokens (default: config.stopTokenIds, no minimum). */
+  stop?: StopRule;
 }
 
 export type FinishReason = "stop" | "length" | "abort";
@@ -122,6 +125,7 @@ interface Req {
   numCachedTokens: number;
   finishReason?: FinishReason;
   stopTokenId?: number;
+  stop: StopRule | undefined;
   firstScheduledTime?: number;
   firstTokenTime?: number;
 }
@@ -225,6 +229,7 @@ export class Scheduler {
       numComputedTokens: 0,
       numPreemptions: 0,
       numCachedTokens: 0,
+      stop: req.stop,
     };
     this.requests.set(requestId, r);
     this.waiting.add(r);
@@ -409,7 +414,7 @@ export class Scheduler {
       r.firstTokenTime ??= now;
       const numOutputs = r.tokenIds.length - r.numPromptTokens;
       // vLLM check_stop order: stop tokens first, then length caps.
-      if (stop.has(s.tokenId)) {
+      if (r.stop ? r.stop.stopsAt(s.tokenId, numOutputs) : stop.has(s.tokenId)) {
         r.finishReason = "stop";
         r.stopTokenId = s.tokenId;
       } else if (numOutputs >= r.maxTokens || r.tokenIds.length >= this.config.maxModelLen) {

@@ -107,12 +107,20 @@ export class DividedGeneration {
   readonly placements: Placement[] = [];
   private stepping = false;
 
+  private readonly backends: readonly TokenBackend[];
+
   constructor(
-    private readonly backends: readonly TokenBackend[],
+    backends: readonly TokenBackend[],
     private readonly planner: ChunkPlanner,
     private readonly req: GenerateRequest,
     private readonly onPlacement: DividedRolloutOptions["onPlacement"],
-  ) {}
+  ) {
+    // Chunks go only to backends that carry the call's sampling controls (token-call.ts checked the
+    // routed one): a chunk elsewhere would silently drop them.
+    const needed = (["logitBias", "repetitionPenalty", "minTokens", "ignoreEos"] as const).filter((k) => req[k] !== undefined);
+    this.backends = backends.filter((b) => needed.every((k) => b.samplingControls?.includes(k)));
+    if (this.backends.length === 0) throw new ArborError(`divided rollout: no backend carries ${needed.join(", ")}`, "invalid_request");
+  }
 
   /** Whether the generation has ended. */
   get done(): boolean {
@@ -162,6 +170,12 @@ export class DividedGeneration {
           ...(this.req.topP !== undefined ? { topP: this.req.topP } : {}),
           ...(this.req.seed !== undefined ? { seed: this.req.seed } : {}),
           ...(this.req.stopTokenIds ? { stopTokenIds: this.req.stopTokenIds } : {}),
+          ...(this.req.logitBias ? { logitBias: this.req.logitBias } : {}),
+          // The continuation's prompt holds the earlier chunks' tokens, so the penalty covers them.
+          ...(this.req.repetitionPenalty !== undefined ? { repetitionPenalty: this.req.repetitionPenalty } : {}),
+          ...(this.req.ignoreEos ? { ignoreEos: true } : {}),
+          // min_tokens counts the whole generation: what the earlier chunks produced is subtracted.
+          ...chunkMinTokens(this.req.minTokens, this.planner.generated, chunk.maxTokens),
           ...(this.req.programId !== undefined ? { programId: this.req.programId } : {}),
           ...(signal ? { signal } : {}),
         });
@@ -197,4 +211,10 @@ export class DividedGeneration {
       return s.status === "fulfilled" ? { name, metrics: s.value } : { name, metrics: null, error: `metrics: ${(s.reason as Error)?.message ?? String(s.reason)}` };
     });
   }
+}
+
+/** A chunk's share of min_tokens: what is left of it after `generated` tokens, within the chunk's budget. */
+function chunkMinTokens(minTokens: number | undefined, generated: number, chunkMax: number): { minTokens?: number } {
+  const left = Math.min(chunkMax, (minTokens ?? 0) - generated);
+  return left > 0 ? { minTokens: left } : {};
 }

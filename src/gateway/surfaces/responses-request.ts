@@ -56,6 +56,8 @@ const requestSchema = z.object({
   previous_response_id: z.string().nullable().optional(),
   user: z.string().optional(),
   program_id: z.string().optional(),
+  // Chat's n: one answer per response; refused rather than ignored.
+  n: z.number().refine((v) => v === 1, { error: "only n = 1 is supported (one output per response)" }).nullable().optional(),
 });
 
 /** What the Response object echoes back from its request. */

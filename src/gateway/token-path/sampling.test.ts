@@ -19,11 +19,28 @@ describe("tokenSampling", () => {
     expect(() => tokenSampling("chat", { presence_penalty: 0, frequency_penalty: null, logit_bias: {}, top_logprobs: 0, response_format: { type: "text" } }, false)).not.toThrow();
   });
 
+  it("carries vLLM's logit_bias, repetition_penalty, min_tokens and ignore_eos (dropped at their defaults)", () => {
+    expect(tokenSampling("chat", { max_tokens: 8, logit_bias: { "5": 10, "7": -100 }, repetition_penalty: 1.2, min_tokens: 3, ignore_eos: true }, false)).toMatchObject({
+      logitBias: { "5": 10, "7": -100 },
+      repetitionPenalty: 1.2,
+      minTokens: 3,
+      ignoreEos: true,
+    });
+    const defaults = tokenSampling("chat", { logit_bias: {}, repetition_penalty: 1, min_tokens: 0, ignore_eos: false, top_k: -1 }, false);
+    for (const k of ["logitBias", "repetitionPenalty", "minTokens", "ignoreEos"]) expect(defaults).not.toHaveProperty(k);
+  });
+
   it("refuses what it cannot honour, naming the field", () => {
     const cases: [string, Record<string, unknown>, "chat" | "completions"][] = [
       ["presence_penalty", { presence_penalty: 1 }, "chat"],
       ["frequency_penalty", { frequency_penalty: -1 }, "chat"],
-      ["logit_bias", { logit_bias: { "5": 10 } }, "chat"],
+      ["logit_bias.x", { logit_bias: { x: 10 } }, "chat"],
+      ["logit_bias.5", { logit_bias: { "5": "high" } }, "chat"],
+      ["repetition_penalty", { repetition_penalty: 0 }, "chat"],
+      ["min_tokens", { min_tokens: 5, max_tokens: 4 }, "completions"],
+      ["min_tokens", { min_tokens: -1 }, "chat"],
+      ["ignore_eos", { ignore_eos: "yes" }, "chat"],
+      ["top_k", { top_k: 20 }, "chat"],
       ["response_format", { response_format: { type: "json_object" } }, "chat"],
       ["top_logprobs", { logprobs: true, top_logprobs: 3 }, "chat"],
       ["logprobs", { logprobs: 2 }, "completions"],

@@ -1,6 +1,8 @@
 // The client's OpenAI sampling fields mapped onto a token-level generate request. Only what the
 // token path can honour exactly is accepted; anything else is a 400 naming the field, because a
-// silently ignored sampling control would make the recorded behaviour policy wrong.
+// silently ignored sampling control would make the recorded behaviour policy wrong. vLLM's
+// logit_bias, repetition_penalty, min_tokens and ignore_eos go to backends that list them
+// (TokenBackend.samplingControls); token-call.ts refuses them for any other backend.
 import type { Endpoint } from "../openai-request.js";
 import { InvalidRequestError } from "../http-errors.js";
 
@@ -15,6 +17,11 @@ export interface TokenSampling {
   stop: string[];
   /** Stop token ids the client gave directly (vLLM's `stop_token_ids`). */
   stopTokenIds: number[];
+  /** vLLM's logit_bias (token id string → bias), repetition_penalty, min_tokens and ignore_eos, when set. */
+  logitBias?: Record<string, number>;
+  repetitionPenalty?: number;
+  minTokens?: number;
+  ignoreEos?: boolean;
   /** The client asked for logprobs (chat `logprobs: true`, completions `logprobs: 0`). */
   logprobs: boolean;
   /** `model` to echo in the answer. */
@@ -39,11 +46,11 @@ export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>,
   };
   onlyDefault("presence_penalty", (v) => v === 0, "is not supported on the token path (must be 0)");
   onlyDefault("frequency_penalty", (v) => v === 0, "is not supported on the token path (must be 0)");
-  onlyDefault("repetition_penalty", (v) => v === 1, "is not supported on the token path (must be 1)");
-  onlyDefault("logit_bias", (v) => typeof v === "object" && v !== null && Object.keys(v).length === 0, "is not supported on the token path (must be empty)");
   onlyDefault("response_format", (v) => (v as { type?: unknown }).type === "text", "only {type: 'text'} is supported on the token path (no constrained decoding)");
-  onlyDefault("min_tokens", (v) => v === 0, "is not supported on the token path (must be 0)");
   onlyDefault("suffix", (v) => v === "", "is not supported on the token path");
+  // Anthropic's top_k arrives here too (surfaces/anthropic-request.ts): no engine path takes it yet.
+  onlyDefault("top_k", (v) => v === 0 || v === -1, "is not supported on the token path (0 or -1: disabled)");
+  onlyDefault("min_p", (v) => v === 0, "is not supported on the token path (must be 0)");
 
   const maxField = endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens";
   const rawMax = body[maxField];
@@ -72,6 +79,32 @@ export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>,
     const ids = body.stop_token_ids;
     if (!Array.isArray(ids) || !ids.every((t) => Number.isInteger(t) && t >= 0)) bad("stop_token_ids", "must be a list of token ids (integers >= 0)");
     out.stopTokenIds = ids as number[];
+  }
+  if (!absent(body.logit_bias)) {
+    const lb = body.logit_bias;
+    if (typeof lb !== "object" || lb === null || Array.isArray(lb)) bad("logit_bias", "must be an object mapping token ids to biases");
+    const entries = Object.entries(lb as Record<string, unknown>);
+    if (entries.length > 4096) bad("logit_bias", `must have at most 4096 entries, got ${entries.length}`);
+    for (const [k, v] of entries) {
+      if (!/^\d{1,9}$/.test(k)) bad(`logit_bias.${k}`, "keys must be token ids (strings of digits)");
+      if (typeof v !== "number" || !Number.isFinite(v)) bad(`logit_bias.${k}`, `must be a number, got ${JSON.stringify(v)}`);
+    }
+    if (entries.length > 0) out.logitBias = Object.fromEntries(entries) as Record<string, number>;
+  }
+  if (!absent(body.repetition_penalty)) {
+    const r = body.repetition_penalty;
+    if (!(typeof r === "number" && r > 0 && Number.isFinite(r))) bad("repetition_penalty", `must be a number greater than zero, got ${JSON.stringify(r)}`);
+    if (r !== 1) out.repetitionPenalty = r as number;
+  }
+  if (!absent(body.min_tokens)) {
+    const m = body.min_tokens;
+    if (!(Number.isInteger(m) && (m as number) >= 0)) bad("min_tokens", `must be an integer >= 0, got ${JSON.stringify(m)}`);
+    if (maxTokens !== undefined && (m as number) > maxTokens) bad("min_tokens", `must be less than or equal to ${maxField}=${maxTokens}, got ${m}`);
+    if ((m as number) > 0) out.minTokens = m as number;
+  }
+  if (!absent(body.ignore_eos)) {
+    if (typeof body.ignore_eos !== "boolean") bad("ignore_eos", `must be a boolean, got ${JSON.stringify(body.ignore_eos)}`);
+    if (body.ignore_eos) out.ignoreEos = true;
   }
   out.logprobs = clientWantsLogprobs;
   if (endpoint === "chat") {

@@ -7,6 +7,7 @@ import {
   BackendUnreachableError,
   type GenerateRequest,
   type GenerateResult,
+  type SamplingControlName,
   type TokenBackend,
 } from "../../backends/backend.js";
 import { GatewayRejection } from "../auth/auth-errors.js";
@@ -149,6 +150,7 @@ export async function generateRequest(
     }
     stopTokenIds.push(ids[0] as number);
   }
+  const controls = samplingControls(backend, s, maxTokens);
   return {
     promptTokenIds: prompt.promptTokenIds,
     maxTokens,
@@ -156,9 +158,39 @@ export async function generateRequest(
     ...(s.topP !== undefined ? { topP: s.topP } : {}),
     ...(s.seed !== undefined ? { seed: s.seed } : {}),
     ...(stopTokenIds.length > 0 ? { stopTokenIds } : {}),
+    ...controls,
     programId: input.programId,
     signal,
   };
+}
+
+const CONTROL_FIELDS: Record<SamplingControlName, string> = {
+  logitBias: "logit_bias",
+  repetitionPenalty: "repetition_penalty",
+  minTokens: "min_tokens",
+  ignoreEos: "ignore_eos",
+};
+
+/**
+ * The call's vLLM sampling controls for `backend`: a control the backend does not carry with vLLM's
+ * semantics is refused (400 naming the field), never dropped. `maxTokens` is the resolved budget.
+ */
+function samplingControls(backend: TokenBackend, s: TokenCallInput["sampling"], maxTokens: number): Partial<GenerateRequest> {
+  const out: Partial<GenerateRequest> = {};
+  if (s.logitBias !== undefined) out.logitBias = s.logitBias;
+  if (s.repetitionPenalty !== undefined) out.repetitionPenalty = s.repetitionPenalty;
+  if (s.minTokens !== undefined) {
+    if (s.minTokens > maxTokens) throw new InvalidRequestError("min_tokens", `must be less than or equal to max_tokens=${maxTokens}, got ${s.minTokens}`);
+    out.minTokens = s.minTokens;
+  }
+  if (s.ignoreEos !== undefined) out.ignoreEos = s.ignoreEos;
+  const carried = new Set(backend.samplingControls ?? []);
+  for (const name of Object.keys(out) as SamplingControlName[]) {
+    if (!carried.has(name)) {
+      throw new InvalidRequestError(CONTROL_FIELDS[name], `backend '${backend.name}' (${backend.type}) cannot honour it; the gateway refuses it rather than ignore it`);
+    }
+  }
+  return out;
 }
 
 /** Per-token texts are decoded in bounded batches of parallel requests. */
