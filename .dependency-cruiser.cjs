@@ -22,6 +22,20 @@ const LAYERS = [
   ["cli"],
 ];
 
+/**
+ * Production modules no command reaches yet, each named with the reason: a library surface for users'
+ * trainers, or a simulation of an engine role that does not exist yet. Everything else must be reachable.
+ */
+const NOT_YET_WIRED = [
+  // Tree batches as safetensors, and the tree-attention metadata external kernels consume (docs/batch-schema.md):
+  // library functions for Python/Megatron trainers; the trainer protocol serves Arrow.
+  "^src/batch/export-safetensors\\.ts$",
+  "^src/model/safetensors\\.ts$",
+  "^src/batch/tree/attention\\.ts$",
+  // Prefill/decode disaggregation, simulated until the built-in engines serve prefill and decode roles.
+  "^src/sim/disagg/",
+];
+
 /** Tests, contract suites and test support. */
 const TEST_FILE = "(\\.test\\.ts$|\\.contract\\.ts$|^src/testing/)";
 
@@ -75,7 +89,7 @@ module.exports = {
         "Every production module is reachable from the arbor command (src/cli/main.ts); code only tests use belongs in src/testing/.",
       severity: "error",
       from: { path: "^src/cli/main\\.ts$" },
-      to: { path: "^src/.*\\.ts$", pathNot: `${TEST_FILE}|\\.d\\.ts$`, reachable: false },
+      to: { path: "^src/.*\\.ts$", pathNot: [TEST_FILE, "\\.d\\.ts$", ...NOT_YET_WIRED], reachable: false },
     },
   ],
   options: {

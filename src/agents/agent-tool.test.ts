@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { Tool } from "../envs/env.js";
+import type { Tool } from "./tool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { defineTool, fromEnvTool, parseToolInput, toolParameters } from "./agent-tool.js";
 import { nativeToolSpecs, parseAnswer } from "./tool-modes.js";

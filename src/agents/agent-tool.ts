@@ -2,7 +2,7 @@
 // program's sandbox. The schema gives both the JSON Schema declared to native tool-calling models
 // and the validation of whatever the model wrote. Environment tools (raw text input) adapt in.
 import { z } from "zod";
-import type { Tool } from "../envs/env.js";
+import type { Tool } from "./tool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { mentionsOutOfMemory } from "./sandbox-outcome.js";
 

@@ -16,10 +16,10 @@ import { defineTool, type AgentTool } from "./agent-tool.js";
 import { createContextPolicy } from "./context/registry.js";
 import { SUMMARY_PREFIX } from "./context/summarize.js";
 import { defineAgent, type AgentDefinition, type AgentOutcome } from "./define-agent.js";
-import { TOOL_CALL_CLOSE as CLOSE, TOOL_CALL_OPEN as OPEN } from "./markup.js";
+import { TOOL_CALL_CLOSE as CLOSE, TOOL_CALL_OPEN as OPEN } from "../model/markup.js";
 import { recordAgentEvents } from "./record-outcome.js";
 import { execToolResult } from "./sandbox-outcome.js";
-import { startTestStack, type TestStack } from "./test-stack.js";
+import { startTestStack, type TestStack } from "../testing/test-stack.js";
 
 /** The task word of the first user message ("TASK:<word>") picks the script's behaviour. */
 function taskOf(prompt: string): string {

@@ -3,7 +3,7 @@
 import type OpenAI from "openai";
 import type { Clock } from "../core/clock.js";
 import type { ChatMessage } from "../core/types.js";
-import type { Tool } from "../envs/env.js";
+import type { Tool } from "./tool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { fromEnvTool } from "./agent-tool.js";
 import type { ContextPolicy } from "./context/context-policy.js";

@@ -3,7 +3,7 @@
 import type { ChatCompletionMessage, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { AgentMessage } from "./agent-message.js";
 import { toolParameters, type AgentTool } from "./agent-tool.js";
-import { parseToolCalls } from "./markup.js";
+import { parseToolCalls } from "../model/markup.js";
 
 export type ToolCallMode = "native" | "markup";
 export const TOOL_CALL_MODES: readonly ToolCallMode[] = ["native", "markup"];

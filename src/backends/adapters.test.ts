@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BackendHttpError, BackendProtocolError, isTokenBackend } from "./backend.js";
 import { createBuiltinBackend } from "./builtin.js";
-import { startFixtureServer, type FixtureReply, type FixtureServer } from "./fixture-server.js";
+import { startFixtureServer, type FixtureReply, type FixtureServer } from "../testing/fixture-server.js";
 import { createLlamacppBackend } from "./llamacpp.js";
 import { createBackend } from "./registry.js";
 import { createSglangBackend } from "./sglang.js";

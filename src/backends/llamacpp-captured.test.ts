@@ -3,8 +3,8 @@
 // llama-server binary, and fails if the adapter stops reading the server's real formats.
 import { readFileSync } from "node:fs";
 import { expect } from "vitest";
-import { describeBackendContract, type ContractHarness } from "./contract.js";
-import { startFixtureServer, type FixtureRequest } from "./fixture-server.js";
+import { describeBackendContract, type ContractHarness } from "./backend.contract.js";
+import { startFixtureServer, type FixtureRequest } from "../testing/fixture-server.js";
 import { createLlamacppBackend } from "./llamacpp.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

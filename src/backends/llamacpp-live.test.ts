@@ -14,9 +14,9 @@ import { startEngineServer } from "../engine/server.js";
 import { ensurePolicy } from "../model/policy.js";
 import { Vocab } from "../model/vocab.js";
 import type { GenerateRequest } from "./backend.js";
-import { describeBackendContract, type ContractHarness } from "./contract.js";
+import { describeBackendContract, type ContractHarness } from "./backend.contract.js";
 import { ACCEPT_ANY_PARSER, createLlamacppBackend } from "./llamacpp.js";
-import { findLlamaServer, startLlamaServer, type LlamaServer } from "./llamacpp-server.js";
+import { findLlamaServer, startLlamaServer, type LlamaServer } from "../testing/llamacpp-server.js";
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const found = findLlamaServer(REPO);

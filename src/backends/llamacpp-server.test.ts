@@ -5,7 +5,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { findLlamaServer } from "./llamacpp-server.js";
+import { findLlamaServer } from "../testing/llamacpp-server.js";
 
 describe("findLlamaServer", () => {
   let dir = "";

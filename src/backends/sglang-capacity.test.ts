@@ -1,7 +1,7 @@
 // SGLang's KV capacity: the scheduler's sglang:max_total_num_tokens gauge (one pool per DP rank,
 // repeated by every TP rank) when it is set, /get_server_info otherwise.
 import { afterEach, describe, expect, it } from "vitest";
-import { startFixtureServer, type FixtureServer } from "./fixture-server.js";
+import { startFixtureServer, type FixtureServer } from "../testing/fixture-server.js";
 import { createSglangBackend } from "./sglang.js";
 
 const gauge = (labels: string, v: number) => `sglang:max_total_num_tokens{${labels}} ${v}`;

@@ -3,7 +3,7 @@
 // Arbor's engine (vLLM's TokenizeChatRequest has no such field).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatMessage } from "../core/types.js";
-import { startFixtureServer, type FixtureServer } from "./fixture-server.js";
+import { startFixtureServer, type FixtureServer } from "../testing/fixture-server.js";
 import { createArborBackend, createVllmBackend } from "./vllm.js";
 
 let server: FixtureServer;

@@ -5,7 +5,7 @@ import { tableFromIPC, tableToIPC, makeTable } from "apache-arrow";
 import { describe, expect, it } from "vitest";
 import { createDapo } from "./estimators/dapo.js";
 import { createChunkedMdp } from "./estimators/chunked-mdp.js";
-import { fixtureSet } from "./estimators/test-fixtures.js";
+import { fixtureSet } from "../testing/estimator-fixtures.js";
 import { batchFromArrow, batchToArrow, readArrowBatch, writeArrowBatch, type ExportedBatch } from "./export-arrow.js";
 import { buildTreeBatch } from "./tree/tree-batch.js";
 

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { ArborError } from "../core/errors.js";
 import { writeSafetensors, type AnyTensor } from "../model/safetensors.js";
 import { createGspo } from "./estimators/gspo.js";
-import { fixtureSet } from "./estimators/test-fixtures.js";
+import { fixtureSet } from "../testing/estimator-fixtures.js";
 import { readTreeSafetensors, SAFETENSORS_SCHEMA_VERSION, writeTreeSafetensors } from "./export-safetensors.js";
 import { buildTreeBatch, type TreeBatch } from "./tree/tree-batch.js";
 

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Call } from "../core/types.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../store/test-fixtures.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { readSamplesJsonl, writeSamplesJsonl } from "./export-jsonl.js";
 import { buildTrainingBatch } from "./build-batch.js";
 

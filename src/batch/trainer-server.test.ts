@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CapacityError } from "../core/errors.js";
 import type { Call } from "../core/types.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../store/test-fixtures.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import type { ScoredSample } from "./batch-sample.js";
 import { createGrpo } from "./estimators/grpo.js";
 import { TrainerClient } from "./trainer-client.js";

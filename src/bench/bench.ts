@@ -15,6 +15,11 @@ export interface BenchOptions {
   quick: boolean;
   /** Progress lines. */
   log: (line: string) => void;
+  /**
+   * Runs `arbor run <config>` and returns its store's path, for benchmarks that read batches from a real run
+   * (the CLI passes its own run command in: benchmarks sit below the CLI in the layer order).
+   */
+  runConfig?: (configPath: string, log: (line: string) => void) => Promise<string>;
 }
 
 export interface Benchmark {

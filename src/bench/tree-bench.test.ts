@@ -6,7 +6,7 @@ import { syntheticSweBatch } from "../batch/tree/synthetic.js";
 import { Vocab } from "../model/vocab.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { runTreeBench, treeBenchConfig, treeTable } from "./tree-bench.js";
-import { writeRunToStore } from "./tree-bench-store.js";
+import { writeRunToStore } from "../testing/tree-bench-store.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-tree-bench-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

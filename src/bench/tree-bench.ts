@@ -19,7 +19,7 @@ import { initWeights } from "../model/weights.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import type { Layout } from "../trainer/layouts.js";
 import type { Trainer } from "../trainer/trainer.js";
-import type { Benchmark, BenchTable } from "./bench.js";
+import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
 
 export interface TreeBenchConfig {
   quick: boolean;
@@ -143,23 +143,21 @@ export function readRunBatch(storePath: string, maxPrograms: number): { runId: s
   throw new ArborError(`tree bench: no run in ${storePath} has a fully rewarded group`, "bench");
 }
 
-async function realRunStore(cfg: TreeBenchConfig, log: (line: string) => void): Promise<string> {
+async function realRunStore(cfg: TreeBenchConfig, log: (line: string) => void, runConfig: BenchOptions["runConfig"]): Promise<string> {
   if (cfg.storePath) return cfg.storePath;
   const found = findRunStore(cfg.runsDir);
   if (found) return found;
+  if (!runConfig) throw new ArborError(`tree bench: no run store under ${cfg.runsDir}; run \`arbor run ${cfg.quickstartConfig}\` first`, "bench");
   log(`no run store under ${cfg.runsDir}: running ${cfg.quickstartConfig} first`);
-  const { loadRunConfig } = await import("../core/config.js");
-  const { runIteration } = await import("../cli/run.js");
-  const summary = await runIteration(loadRunConfig(resolve(cfg.quickstartConfig)), { progress: false, log });
-  return summary.storePath;
+  return runConfig(resolve(cfg.quickstartConfig), log);
 }
 
 /** Run the benchmark. */
-export async function runTreeBench(cfg: TreeBenchConfig, log: (line: string) => void): Promise<BenchTable[]> {
+export async function runTreeBench(cfg: TreeBenchConfig, log: (line: string) => void, runConfig?: BenchOptions["runConfig"]): Promise<BenchTable[]> {
   const sources: { name: string; trajectories: readonly Trajectory[]; groups: readonly Group[] }[] = [];
   const syn = syntheticSweBatch(cfg.synthetic);
   sources.push({ name: `synthetic SWE G=${cfg.synthetic.groupSize ?? 8}`, ...syn });
-  const storePath = await realRunStore(cfg, log);
+  const storePath = await realRunStore(cfg, log, runConfig);
   const run = readRunBatch(storePath, cfg.maxRunPrograms);
   sources.push({ name: `run ${run.runId}`, trajectories: run.trajectories, groups: run.groups });
 
@@ -197,5 +195,5 @@ export async function runTreeBench(cfg: TreeBenchConfig, log: (line: string) => 
 export const treeBench: Benchmark = {
   name: "tree",
   description: "prefix-tree merging vs flat packing: tokens and reference-trainer step time (synthetic SWE batch and a real run)",
-  run: (o) => runTreeBench(treeBenchConfig(o.quick), o.log),
+  run: (o) => runTreeBench(treeBenchConfig(o.quick), o.log, o.runConfig),
 };

@@ -11,7 +11,7 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { readManifest } from "../trainer/checkpoint.js";
 import type { ProgramResult } from "../rollout/sync-rollout.js";
 import { runIteration, type RunSummary } from "./run.js";
-import { smallRlConfig } from "./test-rl-config.js";
+import { smallRlConfig } from "../testing/rl-config.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-async-run-"));
 // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.

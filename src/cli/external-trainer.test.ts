@@ -12,12 +12,12 @@ import { TrainerClient } from "../batch/trainer-client.js";
 import { VirtualClock } from "../core/clock.js";
 import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { specTrajectories } from "../trainer/test-batches.js";
+import { specTrajectories } from "../testing/test-batches.js";
 import { buildTrainingBatch } from "../batch/build-batch.js";
 import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
 import { engineWeightSync } from "../loop/weight-sync.js";
 import { runIteration, type RunSummary } from "./run.js";
-import { smallRlConfig } from "./test-rl-config.js";
+import { smallRlConfig } from "../testing/rl-config.js";
 import { runTrainWorker, type TrainWorkerResult } from "./train-worker.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-external-"));

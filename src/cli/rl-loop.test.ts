@@ -11,7 +11,7 @@ import { readManifest } from "../trainer/checkpoint.js";
 import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { runIteration, type RunSummary } from "./run.js";
-import { smallRlConfig } from "./test-rl-config.js";
+import { smallRlConfig } from "../testing/rl-config.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-rl-"));
 chmodSync(dir, 0o755);

@@ -11,7 +11,7 @@ import type { Executor, GenerateRequest, GenerateResult } from "../engine/execut
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { Vocab } from "../model/vocab.js";
 import { createRewardFromConfig } from "../reward/registry.js";
-import { ctx, trajectory } from "../reward/test-helpers.js";
+import { ctx, trajectory } from "../testing/reward-helpers.js";
 import { createRunJudge } from "./run-judge.js";
 
 const vocab = new Vocab();

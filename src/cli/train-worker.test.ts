@@ -10,7 +10,7 @@ import { buildTrainingBatch } from "../batch/build-batch.js";
 import type { ExportedBatch } from "../batch/export-arrow.js";
 import { createTrainerServer, type TrainerServer, type TrainerServerStats, type WeightsAnnouncement } from "../batch/trainer-server.js";
 import { readGguf } from "../model/gguf.js";
-import { specTrajectories, type BatchSpec } from "../trainer/test-batches.js";
+import { specTrajectories, type BatchSpec } from "../testing/test-batches.js";
 import { runTrainWorker } from "./train-worker.js";
 
 const FROM = "models/calc-sft.gguf";

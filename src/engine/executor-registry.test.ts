@@ -10,7 +10,7 @@ import { ensurePolicy } from "../model/policy.js";
 import { Vocab } from "../model/vocab.js";
 import { describeExecutorContract, type ExecutorHarness } from "./executor.contract.js";
 import { builtinExecutors, executorRegistry, type ExecutorSpec } from "./executor-registry.js";
-import { ScriptedExecutor } from "./openai-scripted-executor.js";
+import { ScriptedExecutor } from "../testing/scripted-executor.js";
 
 const vocab = new Vocab();
 const STOPS = stopTokenIds(vocab);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { filterToolCallChunk, ToolCallFilter } from "./openai-tools.js";
-import { ScriptedExecutor } from "./openai-scripted-executor.js";
+import { ScriptedExecutor } from "../testing/scripted-executor.js";
 import { createEngineServer, type EngineServer } from "./server.js";
 
 const names = new Set(["get_weather", "noop"]);

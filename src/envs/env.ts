@@ -6,7 +6,11 @@ import type { HygieneViolation } from "../sandbox/hygiene/access-policy.js";
 import type { CleanupReport } from "../sandbox/hygiene/clean-artifacts.js";
 import type { UnverifiedRun } from "../sandbox/hygiene/monitor.js";
 import type { ExecOptions, ExecResult, Sandbox } from "../sandbox/sandbox.js";
+import type { Tool, ToolResult } from "../agents/tool.js";
 import type { EnvVariant } from "./variants.js";
+
+// Tools belong to the agent layer (an agent calls them); environments declare theirs with these types.
+export type { Tool, ToolResult };
 
 export interface Task {
   id: string;
@@ -14,21 +18,6 @@ export interface Task {
   prompt: ChatMessage[];
   /** Environment-specific data the checker needs (e.g. the expected answer). */
   meta: Record<string, unknown>;
-}
-
-export interface ToolResult {
-  output: string;
-  /** False when the tool failed (bad input, crash, limit); the agent still sees `output`. */
-  ok: boolean;
-  /** True when the tool process crashed or was killed (counts as a tool crash). */
-  crashed?: boolean;
-}
-
-export interface Tool {
-  name: string;
-  description: string;
-  /** Run the tool on the raw argument text the model emitted, inside `sandbox`. */
-  run(input: string, sandbox: Sandbox): Promise<ToolResult>;
 }
 
 export interface CheckResult {

@@ -5,7 +5,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Call } from "../core/types.js";
 import { Vocab } from "../model/vocab.js";
-import { startRealEngineGateway, type RealEngineGateway } from "./real-engine-fixture.js";
+import { startRealEngineGateway, type RealEngineGateway } from "../testing/real-engine-fixture.js";
 
 let fx: RealEngineGateway;
 let calls: Call[];

@@ -4,7 +4,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Call } from "../core/types.js";
 import { createBuiltinBackend } from "../backends/builtin.js";
-import { abortMidStream, refusedBeforeStream, startRealEngineGateway, traceOf, type RealEngineGateway } from "./real-engine-fixture.js";
+import { abortMidStream, refusedBeforeStream, startRealEngineGateway, traceOf, type RealEngineGateway } from "../testing/real-engine-fixture.js";
 import { createGateway } from "./server.js";
 
 let fx: RealEngineGateway;

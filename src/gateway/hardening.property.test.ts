@@ -7,7 +7,7 @@ import { runInNewContext } from "node:vm";
 import { setFlagsFromString } from "node:v8";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { allBackendsUp, startHardeningSetup, type HardeningSetup } from "./hardening-fixture.js";
+import { allBackendsUp, startHardeningSetup, type HardeningSetup } from "../testing/hardening-fixture.js";
 
 const BODY_LIMIT = 256 * 1024;
 const CONTEXT = 512;

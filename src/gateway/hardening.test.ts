@@ -3,7 +3,7 @@
 // errors in the surface's own shape.
 import { afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../backends/backend.js";
-import { allBackendsUp, rawExchange, rawJson, startHardeningSetup, type HardeningSetup } from "./hardening-fixture.js";
+import { allBackendsUp, rawExchange, rawJson, startHardeningSetup, type HardeningSetup } from "../testing/hardening-fixture.js";
 import { createGateway } from "./server.js";
 
 const open: HardeningSetup[] = [];

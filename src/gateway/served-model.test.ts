@@ -10,7 +10,7 @@ import { createBackend } from "../backends/registry.js";
 import { createArborBackend, createVllmBackend } from "../backends/vllm.js";
 import { RunConfigSchema, servedModelOf } from "../core/config.js";
 import type { Call } from "../core/types.js";
-import { startTinyEngine, type TinyEngine } from "./real-engine-fixture.js";
+import { startTinyEngine, type TinyEngine } from "../testing/real-engine-fixture.js";
 import { createGateway, type Gateway } from "./server.js";
 
 const SERVED = "calc-policy";

@@ -10,12 +10,12 @@ import { createBuiltinBackend } from "../backends/builtin.js";
 import { createArborBackend } from "../backends/vllm.js";
 import { buildSampleSet } from "../batch/trajectory-samples.js";
 import type { Call } from "../core/types.js";
-import { GatedExecutor, step } from "../engine/http/test-helpers.js";
+import { GatedExecutor, step } from "../testing/engine-http-helpers.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { Vocab } from "../model/vocab.js";
 import { callVersionSpans } from "../rollout/async-rollout-versions.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { fixtureGroup, fixtureProgram, fixtureRun } from "../store/test-fixtures.js";
+import { fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { createGateway, type Gateway } from "./server.js";
 
 const vocab = new Vocab();

@@ -15,7 +15,7 @@ import { Rng } from "../core/rng.js";
 import { tinyConfig } from "../model/config.js";
 import { initWeights } from "../model/weights.js";
 import type { TakenBatch } from "../rollout/async-rollout.js";
-import { specTrajectories } from "../trainer/test-batches.js";
+import { specTrajectories } from "../testing/test-batches.js";
 import { Trainer as TfTrainer } from "../trainer/trainer.js";
 import { jsonlBatchExporter } from "./export-batch.js";
 import { referenceTrainer } from "./reference-trainer.js";

@@ -10,7 +10,7 @@ import { createArborBackend } from "../backends/vllm.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
 import type { Executor, GenerateRequest, GenerateResult } from "../engine/executor.js";
-import { ScriptedExecutor } from "../engine/openai-scripted-executor.js";
+import { ScriptedExecutor } from "../testing/scripted-executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createCalcEnvironment } from "../envs/calc/calc.js";
 import { createGateway, type Gateway } from "../gateway/server.js";

@@ -3,7 +3,7 @@
 // becomes `tool_calls`, and how earlier calls are written back as markup. Pure and dependency-free,
 // so the built-in engine (which renders and answers) and the gateway's token path (which builds the
 // answer from the engine's token ids) read the same output the same way.
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../agents/markup.js";
+import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "./markup.js";
 import type { ChatToolSpec } from "./chat-template.js";
 
 /** One OpenAI tool call as an answer carries it. */

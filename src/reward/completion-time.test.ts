@@ -4,7 +4,7 @@ import { composeRewards } from "./compose.js";
 import { createCompletionTimeReward } from "./completion-time.js";
 import { createOutcomeReward } from "./outcome.js";
 import type { RewardContext } from "./reward-fn.js";
-import { ctx, trajectory } from "./test-helpers.js";
+import { ctx, trajectory } from "../testing/reward-helpers.js";
 
 /** A program that ran from `start` to `end` with calls starting at `callStarts`. */
 function program(id: string, answer: string, start: number, end: number, callStarts: number[], kind: Termination["kind"] = "completed"): RewardContext {

@@ -3,7 +3,7 @@ import { ArborError } from "../core/errors.js";
 import { composeRewards } from "./compose.js";
 import { createOutcomeReward } from "./outcome.js";
 import type { RewardFn } from "./reward-fn.js";
-import { ctx, trajectory } from "./test-helpers.js";
+import { ctx, trajectory } from "../testing/reward-helpers.js";
 
 describe("composeRewards", () => {
   const constant = (name: string, v: number): RewardFn => ({ name, compute: () => v });

@@ -5,7 +5,7 @@ import { createCompletionTimeReward } from "./completion-time.js";
 import { GroupRewarder } from "./group-rewarder.js";
 import { createOutcomeReward } from "./outcome.js";
 import type { RewardContext } from "./reward-fn.js";
-import { ctx, trajectory } from "./test-helpers.js";
+import { ctx, trajectory } from "../testing/reward-helpers.js";
 
 function ended(id: string, answer: string, wallMs: number): RewardContext {
   const t = trajectory([answer], { kind: "completed" });

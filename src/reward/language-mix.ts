@@ -2,7 +2,7 @@
 // Unicode script (Latin, Cyrillic, CJK, …) and flags text where a second script takes a real share
 // of the letters, or where one word mixes scripts (e.g. a Cyrillic "е" inside a Latin word). Tool
 // calls, code and URLs are ignored: commands and identifiers are Latin whatever the prose language.
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../agents/markup.js";
+import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../model/markup.js";
 
 /** Script groups; Han, Hiragana and Katakana are one group because Japanese prose uses all three. */
 export type ScriptGroup = "latin" | "cyrillic" | "greek" | "cjk" | "hangul" | "arabic" | "hebrew" | "devanagari" | "thai" | "other";

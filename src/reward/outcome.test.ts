@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createOutcomeReward } from "./outcome.js";
-import { ctx, fakeEnv, trajectory } from "./test-helpers.js";
+import { ctx, fakeEnv, trajectory } from "../testing/reward-helpers.js";
 
 describe("outcome reward", () => {
   const outcome = createOutcomeReward();

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { ToolEvent } from "../core/types.js";
 import type { Tool } from "../envs/env.js";
 import { createProcessReward, processCounts } from "./process.js";
-import { ctx, fakeEnv, trajectory } from "./test-helpers.js";
+import { ctx, fakeEnv, trajectory } from "../testing/reward-helpers.js";
 
 const calcTool: Tool = { name: "calc", description: "", run: async () => ({ output: "", ok: true }) };
 const env = { ...fakeEnv(), tools: () => [calcTool] };

@@ -2,7 +2,7 @@
 // calls (unclosed or nameless markup, or a call naming a tool the environment does not have), for
 // tool calls that failed, and for calls whose prose mixes languages. Each penalty is credited to
 // the call that caused it, so reward-to-go sees where the program went wrong.
-import { parseToolCalls } from "../agents/markup.js";
+import { parseToolCalls } from "../model/markup.js";
 import { ArborError } from "../core/errors.js";
 import { callsInOrder, positionOfCall, rescaleSteps } from "./call-steps.js";
 import { isLanguageMixed, type LanguageMixOptions } from "./language-mix.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseRunConfig } from "../core/config.js";
 import { createRewardFn, createRewardFromConfig } from "./registry.js";
-import { ctx, trajectory } from "./test-helpers.js";
+import { ctx, trajectory } from "../testing/reward-helpers.js";
 
 const engines = [{ name: "e0" }];
 

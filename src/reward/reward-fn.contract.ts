@@ -5,7 +5,7 @@ import { expect, it } from "vitest";
 import { ArborError } from "../core/errors.js";
 import type { ToolEvent } from "../core/types.js";
 import type { RewardContext, RewardFn, RewardValue } from "./reward-fn.js";
-import { ctx, trajectory } from "./test-helpers.js";
+import { ctx, trajectory } from "../testing/reward-helpers.js";
 
 /** A group of varied programs: correct, wrong, failing tools, mixed language, timed out, no calls. */
 export function contractGroup(): RewardContext[] {

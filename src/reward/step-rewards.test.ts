@@ -6,7 +6,7 @@ import { composeRewards } from "./compose.js";
 import { createOutcomeReward } from "./outcome.js";
 import { createProcessReward } from "./process.js";
 import type { RewardFn } from "./reward-fn.js";
-import { ctx, trajectory } from "./test-helpers.js";
+import { ctx, trajectory } from "../testing/reward-helpers.js";
 
 describe("step rewards", () => {
   const composed = composeRewards(

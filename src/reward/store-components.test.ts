@@ -6,10 +6,10 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { buildSampleSet } from "../batch/trajectory-samples.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../store/test-fixtures.js";
-import { finalAnswer } from "./final-answer.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
+import { finalAnswer } from "../testing/final-answer.js";
 import { createRewardFromConfig } from "./registry.js";
-import { fakeEnv, task } from "./test-helpers.js";
+import { fakeEnv, task } from "../testing/reward-helpers.js";
 
 describe("rewards in the trajectory store", () => {
   it("keeps each component beside the total, and the batch builder reads the step rewards", async () => {

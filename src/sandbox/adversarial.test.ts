@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBwrapProvider, type BwrapProvider, type BwrapProviderOptions } from "./bwrap.js";
 import { cgroupSupport } from "./cgroup.js";
-import { pidsWithCmdline, waitFor, workspaceProcesses } from "./contract.js";
+import { pidsWithCmdline, waitFor, workspaceProcesses } from "./sandbox.contract.js";
 import type { Sandbox } from "./sandbox.js";
 import { mountsUnder } from "./workspace-mount.js";
 

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildBwrapArgv, DEFAULT_BINARIES } from "./bwrap-args.js";
 import { BwrapProvider, bwrapAvailable, createBwrapProvider } from "./bwrap.js";
-import { describeSandboxContract, markerShells, pidsWithCmdline, waitFor, workspaceProcesses } from "./contract.js";
+import { describeSandboxContract, markerShells, pidsWithCmdline, waitFor, workspaceProcesses } from "./sandbox.contract.js";
 import { createSandboxProvider, sandboxProviderNames } from "./registry.js";
 import { sandboxCgroupDirs } from "./cgroup.js";
 import { mountsUnder } from "./workspace-mount.js";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { ContainerCreateOptions, ExecCreateOptions } from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
-import { describeSandboxContract, waitFor } from "./contract.js";
+import { describeSandboxContract, waitFor } from "./sandbox.contract.js";
 import { createDockerProvider, dockerAvailable, type DockerClientLike, type DockerContainerLike, type DockerExecLike } from "./docker.js";
 import { parseCounters } from "./docker-spec.js";
 import type { SandboxLimits } from "./sandbox.js";

@@ -5,7 +5,7 @@ import type { V1NetworkPolicy, V1Pod, V1Status } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
-import { describeSandboxContract, waitFor } from "./contract.js";
+import { describeSandboxContract, waitFor } from "./sandbox.contract.js";
 import { createK8sProvider, k8sAvailable, type K8sClients } from "./k8s.js";
 import { exitCodeOf, labelValue } from "./k8s-spec.js";
 import type { SandboxLimits } from "./sandbox.js";

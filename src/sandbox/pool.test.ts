@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import { createBwrapProvider, type BwrapProvider } from "./bwrap.js";
-import { describeSandboxContract, markerShells, pidsWithCmdline, waitFor, workspaceProcesses } from "./contract.js";
+import { describeSandboxContract, markerShells, pidsWithCmdline, waitFor, workspaceProcesses } from "./sandbox.contract.js";
 import { createSandboxPool, type SandboxPool } from "./pool.js";
 import type { ExecResult, Sandbox, SandboxProvider } from "./sandbox.js";
 import { mountsUnder } from "./workspace-mount.js";

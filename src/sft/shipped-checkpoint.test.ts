@@ -3,7 +3,7 @@
 // `Answer: <n>`. calc-solver.gguf (the `arbor sft` defaults): it also copies the question's expression into
 // the call, so greedy decoding solves a real share of held-out tasks end to end.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseToolCalls } from "../agents/markup.js";
+import { parseToolCalls } from "../model/markup.js";
 import { checkAnswer, createCalcEnvironment } from "../envs/calc/calc.js";
 import { evalExpr } from "../envs/calc/expr.js";
 import { validateCalcInput } from "../envs/calc/tool.js";

@@ -7,7 +7,7 @@ import { ArborError } from "../core/errors.js";
 import { decodeFloat64s, decodeTokenIds } from "./codec.js";
 import { createStore } from "./registry.js";
 import { SQLITE_SCHEMA_VERSION, SqliteTrajectoryStore } from "./sqlite-store.js";
-import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "./test-fixtures.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-store.contract.js";
 
 describeTrajectoryStoreContract(

@@ -3,7 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ArborError } from "../core/errors.js";
 import type { Trajectory } from "../core/types.js";
-import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "./test-fixtures.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { TERMINATION_KINDS, type TrajectoryStore } from "./trajectory-store.js";
 
 export interface StoreHarness {

@@ -15,7 +15,7 @@ import { Rng } from "../core/rng.js";
 import { tinyConfig } from "../model/config.js";
 import { Vocab } from "../model/vocab.js";
 import { initWeights } from "../model/weights.js";
-import { engineAgreement } from "./engine-agreement.js";
+import { engineAgreement } from "../testing/engine-agreement.js";
 import { TinyLlama } from "./tiny-llama.js";
 import { Trainer } from "./trainer.js";
 

@@ -5,7 +5,7 @@ import { createEstimator } from "../batch/estimators/registry.js";
 import { Rng } from "../core/rng.js";
 import { policyLoss, sftLoss, type PolicyTerms } from "./losses.js";
 import { tfWasm } from "./tf-runtime.js";
-import { TEST_ESTIMATORS } from "./test-batches.js";
+import { TEST_ESTIMATORS } from "../testing/test-batches.js";
 
 beforeAll(async () => {
   await tfWasm();

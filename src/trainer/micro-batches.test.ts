@@ -5,7 +5,7 @@ import { Rng } from "../core/rng.js";
 import { tinyConfig } from "../model/config.js";
 import { initWeights } from "../model/weights.js";
 import { checkContext, planMicroBatches, subTree } from "./micro-batches.js";
-import { batchSpecArb, specBatch } from "./test-batches.js";
+import { batchSpecArb, specBatch } from "../testing/test-batches.js";
 import { Trainer, type TrainBatch } from "./trainer.js";
 
 const cfg = tinyConfig({ nVocab: 24, nEmbd: 16, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 32, contextLength: 64 });

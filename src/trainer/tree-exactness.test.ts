@@ -16,7 +16,7 @@ import type { PackedTree } from "../batch/tree/packed-tree.js";
 import { Rng } from "../core/rng.js";
 import { tinyConfig } from "../model/config.js";
 import { initWeights } from "../model/weights.js";
-import { batchSpecArb, specBatch } from "./test-batches.js";
+import { batchSpecArb, specBatch } from "../testing/test-batches.js";
 import type { Layout } from "./layouts.js";
 import { Trainer, type TrainBatch } from "./trainer.js";
 

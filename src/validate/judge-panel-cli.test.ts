@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { evalExpr } from "../envs/calc/expr.js";
-import { startScriptedJudgeGateway, type ScriptedJudgeGateway } from "../reward/judge/scripted-judge-gateway.js";
-import { arbor, repoRoot } from "./test-cli.js";
+import { startScriptedJudgeGateway, type ScriptedJudgeGateway } from "../testing/scripted-judge-gateway.js";
+import { arbor, repoRoot } from "../testing/validate-cli.js";
 import type { ValidationReport } from "./validate-tasks.js";
 
 /** Consistent when the checker's expected answer is the value of the question's expression. */

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadDataset } from "./dataset.js";
-import { arbor, repoRoot } from "./test-cli.js";
+import { arbor, repoRoot } from "../testing/validate-cli.js";
 import type { ValidationReport } from "./validate-tasks.js";
 
 const DATASET = join(repoRoot, "examples/flawed-dataset");

@@ -9,8 +9,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCalcEnvironment } from "../../envs/calc/calc.js";
 import { createBwrapProvider, type BwrapProvider } from "../../sandbox/bwrap.js";
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../markup.js";
-import { startTestStack, type TestStack } from "../test-stack.js";
+import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../model/markup.js";
+import { startTestStack, type TestStack } from "../../testing/test-stack.js";
 import { runBlackBox, type BlackBoxOptions } from "./blackbox-runner.js";
 import { LAUNCHER_STDERR_BYTES } from "./launcher-source.js";
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { AgentMessage } from "../agent-message.js";
 import { stripThinking } from "./clear-thinking.js";
 import type { ContextView } from "./context-policy.js";
-import { describeContextPolicyContract, sampleConversation } from "./contract.js";
+import { describeContextPolicyContract, sampleConversation } from "./context-policy.contract.js";
 import { createContextPolicy, CONTEXT_POLICIES } from "./registry.js";
 import { extractiveSummary, SUMMARY_PREFIX, tailStart } from "./summarize.js";
 

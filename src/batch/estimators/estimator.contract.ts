@@ -6,7 +6,7 @@ import type { ScoredSample } from "../batch-sample.js";
 import { buildTreeBatch, ratioUnits } from "../tree/tree-batch.js";
 import type { Estimator } from "./estimator.js";
 import { referenceLoss, validateLossSpec } from "./loss-spec.js";
-import { fixtureSet, type FixtureProgram } from "./test-fixtures.js";
+import { fixtureSet, type FixtureProgram } from "../../testing/estimator-fixtures.js";
 
 const programsArb = fc.array(
   fc.record({

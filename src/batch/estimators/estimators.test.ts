@@ -10,7 +10,7 @@ import { createGrpo } from "./grpo.js";
 import { createGspo } from "./gspo.js";
 import { createEstimator } from "./registry.js";
 import { createRewardToGo, rewardsToGo } from "./reward-to-go.js";
-import { fixtureSet, type FixtureProgram } from "./test-fixtures.js";
+import { fixtureSet, type FixtureProgram } from "../../testing/estimator-fixtures.js";
 
 const programs: FixtureProgram[] = [
   { id: "p0", group: "g", reward: 1, chunks: [2, 1], steps: [0.25, 0] },

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { canAttend, denseMask, treeAttention, visibleRanges } from "./attention.js";
 import { buildPackedTree } from "./build-tree.js";
 import type { PackedTree } from "./packed-tree.js";
-import { batchArb } from "./test-fixtures.js";
+import { batchArb } from "../../testing/tree-fixtures.js";
 
 function isAncestorOrSelf(tree: PackedTree, k: number, q: number): boolean {
   for (let n = q; n >= 0; n = tree.parents[n] as number) if (n === k) return true;

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { ArborError } from "../../core/errors.js";
 import { treeAttention, visibleRanges } from "./attention.js";
 import { buildPackedTree, unpackSamples, type TreeSampleInput } from "./build-tree.js";
-import { batchArb, sample } from "./test-fixtures.js";
+import { batchArb, sample } from "../../testing/tree-fixtures.js";
 import { treeStats } from "./tree-stats.js";
 import type { PackedTree } from "./packed-tree.js";
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { realClock } from "../../core/real-clock.js";
 import { Rng } from "../../core/rng.js";
-import { ROUND_PROFILE } from "../costmodel/test-helpers.js";
+import { ROUND_PROFILE } from "../../testing/costmodel-helpers.js";
 import type { CostProfile } from "../costmodel/profile.js";
 import { stepTimeMs } from "../costmodel/step-time.js";
 import type { StepPlan } from "../scheduler/step-plan.js";

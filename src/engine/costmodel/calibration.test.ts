@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { batchLatencyMs, calibrationTable } from "./calibration.js";
 import { COST_PROFILES } from "./profile.js";
-import { ROUND_PROFILE } from "./test-helpers.js";
+import { ROUND_PROFILE } from "../../testing/costmodel-helpers.js";
 
 describe("calibrationTable", () => {
   for (const p of Object.values(COST_PROFILES)) {

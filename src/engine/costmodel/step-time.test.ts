@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { KvTransfer, ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
 import { COST_PROFILES } from "./profile.js";
 import { mlpTimeMs, stepTimeBreakdown, stepTimeMs } from "./step-time.js";
-import { ROUND_PROFILE as P } from "./test-helpers.js";
+import { ROUND_PROFILE as P } from "../../testing/costmodel-helpers.js";
 
 function plan(chunks: ScheduledChunk[], transfers: KvTransfer[] = []): StepPlan {
   const numBatchedTokens = chunks.reduce((s, c) => s + c.numNewTokens, 0);

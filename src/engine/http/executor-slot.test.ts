@@ -3,7 +3,7 @@ import { Rng } from "../../core/rng.js";
 import { Vocab } from "../../model/vocab.js";
 import type { GenerateResult } from "../executor.js";
 import { ExecutorSlot } from "./executor-slot.js";
-import { GatedExecutor, step, until, type GatedExecutorOptions } from "./test-helpers.js";
+import { GatedExecutor, step, until, type GatedExecutorOptions } from "../../testing/engine-http-helpers.js";
 
 const vocab = new Vocab();
 

@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ArborError } from "../../core/errors.js";
 import { BackendUnreachableError } from "../../backends/backend.js";
 import { createEngineHttp } from "../../backends/engine-http.js";
-import { rawExchange, rawJson } from "../../gateway/hardening-fixture.js";
-import { ScriptedExecutor } from "../openai-scripted-executor.js";
+import { rawExchange, rawJson } from "../../testing/hardening-fixture.js";
+import { ScriptedExecutor } from "../../testing/scripted-executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../server.js";
 
 let engine: ListeningEngineServer;

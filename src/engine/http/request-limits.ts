@@ -3,7 +3,7 @@
 // and the prompt's characters against the context. Without them a 10 MB message or 5,000 tools
 // overflowed the stack while rendering and came back as 400 "Maximum call stack size exceeded".
 import type { FastifyInstance } from "fastify";
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../agents/markup.js";
+import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../model/markup.js";
 import type { ChatMessage } from "../../core/types.js";
 import { jsonShapeViolation } from "../../core/json-limits.js";
 import { invalidRequest } from "../openai-errors.js";

@@ -11,7 +11,7 @@ import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from ".
 import { LlamaCppExecutor } from "../llamacpp-executor.js";
 import type { SampledToken } from "../sampling.js";
 import { createEngineServer, type EngineServer } from "../server.js";
-import { GatedExecutor, post, step, until, type GatedExecutorOptions } from "./test-helpers.js";
+import { GatedExecutor, post, step, until, type GatedExecutorOptions } from "../../testing/engine-http-helpers.js";
 
 const INIT = { seed: 1, nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 2048 };
 const vocab = new Vocab();

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { CapacityError } from "../../core/errors.js";
 import { InProcessKvTier } from "../kv/tier.js";
 import type { FinishedRequest, SchedulerConfig } from "./scheduler.js";
-import { makeHarness } from "./test-helpers.js";
+import { makeHarness } from "../../testing/scheduler-helpers.js";
 
 const configArb = fc
   .record({

@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { CapacityError } from "../../core/errors.js";
 import { InProcessKvTier } from "../kv/tier.js";
-import { makeHarness, toks } from "./test-helpers.js";
+import { makeHarness, toks } from "../../testing/scheduler-helpers.js";
 import type { FinishedRequest } from "./scheduler.js";
 import type { StepPlan } from "./step-plan.js";
 

@@ -1,6 +1,6 @@
 // The calc environment: integer arithmetic questions answered with the sandboxed calc tool. The
 // smallest real environment: deterministic tasks, a tool that runs in the sandbox, exact checker.
-import { formatToolCall } from "../../agents/markup.js";
+import { formatToolCall } from "../../model/markup.js";
 import { ArborError } from "../../core/errors.js";
 import type { ChatMessage } from "../../core/types.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";

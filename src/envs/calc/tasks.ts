@@ -2,7 +2,7 @@
 // optional parentheses). Task i depends only on (seed, i), so longer lists extend shorter ones.
 import type { ChatMessage } from "../../core/types.js";
 import { Rng } from "../../core/rng.js";
-import { formatToolCall } from "../../agents/markup.js";
+import { formatToolCall } from "../../model/markup.js";
 import type { Task } from "../env.js";
 import { evalExpr } from "./expr.js";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseToolCalls } from "../../agents/markup.js";
+import { parseToolCalls } from "../../model/markup.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";
 import { extractAnswer, normalizeAnswer } from "./answer.js";
 import { Bm25Index, tokenize } from "./bm25.js";

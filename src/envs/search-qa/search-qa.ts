@@ -1,7 +1,7 @@
 // The search-qa environment: questions about a local corpus answered with `search` and `open`;
 // exact-match answers. Documents are long relative to the question, so contexts fill up fast:
 // the environment for discard-all context management.
-import { formatToolCall } from "../../agents/markup.js";
+import { formatToolCall } from "../../model/markup.js";
 import { ArborError } from "../../core/errors.js";
 import type { ChatMessage } from "../../core/types.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";

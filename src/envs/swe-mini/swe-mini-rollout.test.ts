@@ -7,7 +7,7 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../agents/markup.js";
+import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../model/markup.js";
 import { createBuiltinBackend } from "../../backends/builtin.js";
 import { realClock } from "../../core/real-clock.js";
 import type { Executor, GenerateRequest, GenerateResult } from "../../engine/executor.js";

@@ -2,7 +2,7 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseToolCalls } from "../../agents/markup.js";
+import { parseToolCalls } from "../../model/markup.js";
 import { createBwrapProvider, type BwrapProvider } from "../../sandbox/bwrap.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";
 import type { Tool } from "../env.js";

@@ -2,7 +2,7 @@
 // package, plants the bug by applying the golden patch in reverse (GNU patch leaves *.orig
 // backups holding the fix: exactly the kind of artifact hygiene must remove), installs the dev
 // dependency, applies the program's variant and cleans the workspace. Hidden tests decide.
-import { formatToolCall } from "../../agents/markup.js";
+import { formatToolCall } from "../../model/markup.js";
 import { ArborError } from "../../core/errors.js";
 import type { ChatMessage } from "../../core/types.js";
 import { Rng } from "../../core/rng.js";

@@ -9,7 +9,7 @@ import type { Call } from "../../core/types.js";
 import type { ListeningEngineServer } from "../../engine/server.js";
 import { renderChat } from "../../model/chat-template.js";
 import { Vocab } from "../../model/vocab.js";
-import { startTinyEngine, type TinyEngine } from "../real-engine-fixture.js";
+import { startTinyEngine, type TinyEngine } from "../../testing/real-engine-fixture.js";
 import { createGateway, type Gateway } from "../server.js";
 
 const TICK = 1000;

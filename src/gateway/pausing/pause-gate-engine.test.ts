@@ -11,7 +11,7 @@ import type { ScheduledExecutor } from "../../engine/core/scheduled-executor.js"
 import type { ListeningEngineServer } from "../../engine/server.js";
 import { renderChat, stopTokenIds } from "../../model/chat-template.js";
 import { Vocab } from "../../model/vocab.js";
-import { startTinyEngine, type TinyEngine } from "../real-engine-fixture.js";
+import { startTinyEngine, type TinyEngine } from "../../testing/real-engine-fixture.js";
 import { PauseGate } from "./pause-gate.js";
 
 const vocab = new Vocab();

@@ -6,7 +6,7 @@ import { createKvUsageScorer } from "./kv-usage.js";
 import { createLeastLoadScorer } from "./least-load.js";
 import { createPrefixAffinityScorer } from "./prefix-affinity.js";
 import { createStickyProgramScorer } from "./sticky-program.js";
-import { argmax, context, view } from "./test-helpers.js";
+import { argmax, context, view } from "../../testing/routing-helpers.js";
 
 const tokens = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
 

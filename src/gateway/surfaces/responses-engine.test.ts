@@ -4,7 +4,7 @@ import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled } 
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Call } from "../../core/types.js";
-import { startRealEngineGateway, type RealEngineGateway } from "../real-engine-fixture.js";
+import { startRealEngineGateway, type RealEngineGateway } from "../../testing/real-engine-fixture.js";
 
 let fx: RealEngineGateway;
 let calls: Call[];

@@ -9,7 +9,7 @@ import { createBuiltinBackend } from "../../backends/builtin.js";
 import type { Call } from "../../core/types.js";
 import type { ListeningEngineServer } from "../../engine/server.js";
 import { createGateway, type Gateway } from "../server.js";
-import { startScriptedEngine, weatherAgent, weatherPolicy, weatherTool } from "./weather-tools-fixture.js";
+import { startScriptedEngine, weatherAgent, weatherPolicy, weatherTool } from "../../testing/weather-tools-fixture.js";
 
 const policy = weatherPolicy();
 

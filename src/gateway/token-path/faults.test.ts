@@ -10,7 +10,7 @@ import type { Call } from "../../core/types.js";
 import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
 import { ensurePolicy } from "../../model/policy.js";
 import { createGateway, type Gateway, type GatewayOptions } from "../server.js";
-import { startFaultProxy, type FaultProxy } from "./fault-proxy.js";
+import { startFaultProxy, type FaultProxy } from "../../testing/fault-proxy.js";
 
 let dir: string;
 let engine: ListeningEngineServer;

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startFixtureServer, type FixtureServer } from "../../backends/fixture-server.js";
+import { startFixtureServer, type FixtureServer } from "../../testing/fixture-server.js";
 import { createOpenAiBackend } from "../../backends/openai.js";
 import type { Call } from "../../core/types.js";
 import { createGateway, type Gateway } from "../server.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../agents/markup.js";
+import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../model/markup.js";
 import type { GenerateResult } from "../../backends/backend.js";
 import { planTools, toolCallAnswer } from "../../model/tool-markup.js";
 import { TokenChunks, visibleChunk } from "./token-chunks.js";

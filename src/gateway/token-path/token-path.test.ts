@@ -11,7 +11,7 @@ import type { Call } from "../../core/types.js";
 import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
 import { ensurePolicy } from "../../model/policy.js";
 import { createGateway, type Gateway } from "../server.js";
-import { startFaultProxy } from "./fault-proxy.js";
+import { startFaultProxy } from "../../testing/fault-proxy.js";
 
 let dir: string;
 let engine: ListeningEngineServer;

@@ -8,7 +8,7 @@ import type { TokenBackend } from "../../backends/backend.js";
 import { createArborBackend } from "../../backends/vllm.js";
 import type { Call } from "../../core/types.js";
 import type { ListeningEngineServer } from "../../engine/server.js";
-import { abortMidStream, refusedBeforeStream, startTinyEngine, traceOf, type TinyEngine } from "../real-engine-fixture.js";
+import { abortMidStream, refusedBeforeStream, startTinyEngine, traceOf, type TinyEngine } from "../../testing/real-engine-fixture.js";
 import { createGateway, type Gateway } from "../server.js";
 
 let tiny: TinyEngine;

@@ -11,7 +11,7 @@ import { createArborBackend, createVllmBackend } from "../../backends/vllm.js";
 import type { Call } from "../../core/types.js";
 import type { ListeningEngineServer } from "../../engine/server.js";
 import { createGateway, type Gateway } from "../server.js";
-import { startScriptedEngine, weatherAgent, weatherPolicy, weatherTool } from "../surfaces/weather-tools-fixture.js";
+import { startScriptedEngine, weatherAgent, weatherPolicy, weatherTool } from "../../testing/weather-tools-fixture.js";
 
 const policy = weatherPolicy();
 

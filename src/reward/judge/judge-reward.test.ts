@@ -2,13 +2,13 @@
 // with the real tiny llama.cpp policy, whose untrained output is never a score (the clear error).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ArborError } from "../../core/errors.js";
-import { startRealEngineGateway, type RealEngineGateway } from "../../gateway/real-engine-fixture.js";
+import { startRealEngineGateway, type RealEngineGateway } from "../../testing/real-engine-fixture.js";
 import { composeRewards } from "../compose.js";
 import { createOutcomeReward } from "../outcome.js";
-import { ctx, trajectory } from "../test-helpers.js";
+import { ctx, trajectory } from "../../testing/reward-helpers.js";
 import { createGatewayChat } from "./gateway-chat.js";
 import { createJudgeReward, parseJudgeScore } from "./judge-reward.js";
-import { startScriptedJudgeGateway, type ScriptedJudgeGateway } from "./scripted-judge-gateway.js";
+import { startScriptedJudgeGateway, type ScriptedJudgeGateway } from "../../testing/scripted-judge-gateway.js";
 
 describe("parseJudgeScore", () => {
   it("reads the last SCORE line, 0-10, as a fraction", () => {

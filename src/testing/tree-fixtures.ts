@@ -1,6 +1,6 @@
 // Arbitrary and hand-made tree inputs for the tree tests.
 import fc from "fast-check";
-import type { TreeSampleInput } from "./build-tree.js";
+import type { TreeSampleInput } from "../batch/tree/build-tree.js";
 
 /** A tree input whose per-token values derive from `seed` (so terms of different samples differ). */
 export function sample(tokenIds: number[], lossMask: number[], seed = 0): TreeSampleInput {

@@ -1,6 +1,6 @@
 // Builders of runs, groups, programs and calls for tests of the store and of its consumers.
 import type { Call, Group, Program } from "../core/types.js";
-import type { NewRun } from "./trajectory-store.js";
+import type { NewRun } from "../store/trajectory-store.js";
 
 /** A run record with fixed timestamps. */
 export function fixtureRun(id = "run-1"): NewRun {

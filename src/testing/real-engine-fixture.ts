@@ -11,7 +11,7 @@ import { createBuiltinBackend } from "../backends/builtin.js";
 import type { Call } from "../core/types.js";
 import { startEngineServer, type EngineServerOptions, type ListeningEngineServer } from "../engine/server.js";
 import { ensurePolicy } from "../model/policy.js";
-import { createGateway, type Gateway } from "./server.js";
+import { createGateway, type Gateway } from "../gateway/server.js";
 
 export interface TinyEngine {
   engine: ListeningEngineServer;

@@ -2,10 +2,10 @@
 // tokenized with Arbor's vocabulary (tool-call markers as their control tokens, as the policy emits
 // them) and streamed token by token. The untrained tiny policy never calls tools; tests of tool
 // calling through the real HTTP surfaces script the output instead.
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../agents/markup.js";
+import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../model/markup.js";
 import { ArborError } from "../core/errors.js";
 import { Vocab } from "../model/vocab.js";
-import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult } from "./executor.js";
+import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult } from "../engine/executor.js";
 
 /** Chooses the answer text from the prompt, decoded (control tokens as their names). */
 export type AnswerScript = (prompt: string, req: GenerateRequest) => string;

@@ -5,9 +5,9 @@ import { connect, type Socket } from "node:net";
 import { createArborBackend } from "../backends/vllm.js";
 import { realClock } from "../core/real-clock.js";
 import type { Call } from "../core/types.js";
-import { ScriptedExecutor } from "../engine/openai-scripted-executor.js";
+import { ScriptedExecutor } from "./scripted-executor.js";
 import { startEngineServer, type EngineServerOptions, type ListeningEngineServer } from "../engine/server.js";
-import { createGateway, type Gateway, type GatewayOptions } from "./server.js";
+import { createGateway, type Gateway, type GatewayOptions } from "../gateway/server.js";
 
 export interface HardeningSetup {
   engine: ListeningEngineServer;

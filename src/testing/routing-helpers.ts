@@ -1,5 +1,5 @@
 // Test helpers for routing plugins: hand-built backend views and score contexts.
-import { promptLengthOf, type BackendView, type RoutingRequest, type ScoreContext } from "./types.js";
+import { promptLengthOf, type BackendView, type RoutingRequest, type ScoreContext } from "../gateway/routing/types.js";
 
 /** A backend view with idle defaults, overridden by `v`. */
 export function view(name: string, v: Partial<BackendView> = {}): BackendView {

@@ -1,12 +1,12 @@
 // Test fixture: the real gateway (with credentials) in front of real built-in engine servers whose
 // executor answers with scripted text instead of the untrained tiny policy, so judge tests get
 // deterministic votes while every request still goes client → gateway → engine over HTTP.
-import { createBuiltinBackend } from "../../backends/builtin.js";
-import type { Call } from "../../core/types.js";
-import type { Executor, GenerateRequest, GenerateResult } from "../../engine/executor.js";
-import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
-import { createGateway, type Gateway } from "../../gateway/server.js";
-import { Vocab } from "../../model/vocab.js";
+import { createBuiltinBackend } from "../backends/builtin.js";
+import type { Call } from "../core/types.js";
+import type { Executor, GenerateRequest, GenerateResult } from "../engine/executor.js";
+import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
+import { createGateway, type Gateway } from "../gateway/server.js";
+import { Vocab } from "../model/vocab.js";
 
 const vocab = new Vocab();
 

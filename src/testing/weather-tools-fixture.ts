@@ -4,8 +4,8 @@
 import { Agent, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool } from "@openai/agents";
 import OpenAI from "openai";
 import { z } from "zod";
-import { ScriptedExecutor } from "../../engine/openai-scripted-executor.js";
-import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
+import { ScriptedExecutor } from "./scripted-executor.js";
+import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 
 /**
  * A policy that calls get_weather for the city asked about (or continues a call the request

@@ -1,5 +1,5 @@
 // Test fixtures for the cost model: a profile with round numbers for hand-worked cases.
-import type { CostProfile } from "./profile.js";
+import type { CostProfile } from "../engine/costmodel/profile.js";
 
 /** Round-number profile whose step times are easy to work out by hand. */
 export const ROUND_PROFILE: CostProfile = {

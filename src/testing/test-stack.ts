@@ -11,7 +11,7 @@ import { startEngineServer, type ListeningEngineServer } from "../engine/server.
 import { createGateway, type Gateway } from "../gateway/server.js";
 import { Vocab } from "../model/vocab.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "./markup.js";
+import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../model/markup.js";
 
 export const vocab = new Vocab();
 export const ADMIN_TOKEN = "agents-test-admin-token-0123";

@@ -1,10 +1,10 @@
 // Test helpers for the engine's HTTP layer: an executor whose steps the test releases one at a time
 // (deterministic timing of weight switches against running requests), and small request helpers.
 import { expect } from "vitest";
-import { Vocab } from "../../model/vocab.js";
-import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from "../executor.js";
-import type { SampledToken } from "../sampling.js";
-import type { EngineServer } from "../server.js";
+import { Vocab } from "../model/vocab.js";
+import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from "../engine/executor.js";
+import type { SampledToken } from "../engine/sampling.js";
+import type { EngineServer } from "../engine/server.js";
 
 const vocab = new Vocab();
 

@@ -3,7 +3,7 @@
 // the SFT loss is the mean negative log-likelihood per trained token.
 import { ArborError } from "../core/errors.js";
 import { buildPackedTree } from "../batch/tree/build-tree.js";
-import type { TrainBatch } from "./trainer.js";
+import type { TrainBatch } from "../trainer/trainer.js";
 
 /** One supervised sequence: tokens and a 0/1 mask of those that carry loss (the first must be 0). */
 export interface SftSequence {

@@ -3,7 +3,7 @@ import { Rng } from "../core/rng.js";
 import { tinyConfig } from "../model/config.js";
 import { initWeights } from "../model/weights.js";
 import { sftBatch } from "./sft-batch.js";
-import { Trainer } from "./trainer.js";
+import { Trainer } from "../trainer/trainer.js";
 
 describe("sftBatch", () => {
   it("weights each trained token 1/N, so the SFT loss is the mean NLL over trained tokens", async () => {

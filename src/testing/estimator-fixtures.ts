@@ -1,5 +1,5 @@
 // Sample sets for estimator tests: programs with chosen rewards and chunk layouts.
-import type { BatchSample, ProgramOutcome, SampleSet } from "../batch-sample.js";
+import type { BatchSample, ProgramOutcome, SampleSet } from "../batch/batch-sample.js";
 
 /** One program: its reward and the output lengths of its chunks; `steps` are optional process rewards. */
 export interface FixtureProgram {

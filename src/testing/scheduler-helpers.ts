@@ -1,11 +1,11 @@
 // Test harness for the scheduler, in the style of vLLM's scheduler tests: a scheduler over a small
 // real KV block manager, and a fake executor that samples tokens from a seeded Rng.
 
-import { VirtualClock } from "../../core/clock.js";
-import { Rng } from "../../core/rng.js";
-import { KvBlockManager, type KvBlockManagerOptions } from "../kv/block-manager.js";
-import { Scheduler, type FinishedRequest, type SchedulerConfig } from "./scheduler.js";
-import type { SampledTokenOut, StepPlan } from "./step-plan.js";
+import { VirtualClock } from "../core/clock.js";
+import { Rng } from "../core/rng.js";
+import { KvBlockManager, type KvBlockManagerOptions } from "../engine/kv/block-manager.js";
+import { Scheduler, type FinishedRequest, type SchedulerConfig } from "../engine/scheduler/scheduler.js";
+import type { SampledTokenOut, StepPlan } from "../engine/scheduler/step-plan.js";
 
 export interface Harness {
   clock: VirtualClock;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { finalAnswer } from "./final-answer.js";
-import { trajectory } from "./test-helpers.js";
+import { trajectory } from "./reward-helpers.js";
 
 describe("finalAnswer", () => {
   it("is the output text of the highest-index call, whatever the array order", () => {

@@ -6,8 +6,8 @@ import * as tf from "@tensorflow/tfjs";
 import type { ControlledEvaluateInputItem, Token } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
 import { openLlamaContext } from "../engine/llama-context.js";
-import { causalMask } from "./attention-mask.js";
-import type { TinyLlama } from "./tiny-llama.js";
+import { causalMask } from "../trainer/attention-mask.js";
+import type { TinyLlama } from "../trainer/tiny-llama.js";
 
 /** Mismatch statistics over every scored position. */
 export interface AgreementStats {

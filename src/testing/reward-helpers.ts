@@ -2,7 +2,7 @@
 import type { Call, Termination, Trajectory } from "../core/types.js";
 import type { CheckResult, Environment, Task } from "../envs/env.js";
 import { finalAnswer } from "./final-answer.js";
-import type { RewardContext } from "./reward-fn.js";
+import type { RewardContext } from "../reward/reward-fn.js";
 
 /** An environment whose checker gives 1 for the exact answer, 0.5 for one containing it, else 0. */
 export function fakeEnv(): Environment & { checked: string[]; checkNow(task: Task, answer: string): CheckResult } {
