@@ -1,4 +1,4 @@
-// Lint rules for Arbor. The restricted-syntax rules enforce ARCHITECTURE.md principle 1:
+// Lint rules for Arbor. The restricted-syntax rules enforce docs/architecture.md's first principle:
 // core logic is driven by an injected Clock and Rng, never by wall time or global randomness.
 // Exempt: the wall clock itself, the CLI shell, and benchmarks (which measure wall time on purpose).
 import js from "@eslint/js";
@@ -32,5 +32,6 @@ export default tseslint.config(
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
     },
   },
+  { files: ["**/*.cjs"], languageOptions: { sourceType: "commonjs", globals: { module: "writable", require: "readonly" } } },
   { files: ["src/**/*.ts"], ignores: ["src/**/*.test.ts", "src/core/real-clock.ts", "src/cli/**", "src/bench/**"], rules: clockAndRng },
 );
