@@ -142,7 +142,7 @@ export async function runAsyncIterations(ctx: AsyncRunContext): Promise<AsyncRun
     },
   });
   const rolloutMs = Math.max(1, clock.now() - started);
-  store.finishRun(ctx.runId, clock.now());
+  await store.finishRun(ctx.runId, clock.now());
   if (out.stoppedBy === "aborted") {
     throw new ArborError(`run aborted (${String((ctx.signal.reason as Error | undefined)?.message)}); programs recorded as aborted in the store`, "aborted");
   }
@@ -151,10 +151,10 @@ export async function runAsyncIterations(ctx: AsyncRunContext): Promise<AsyncRun
   }
   if (out.unconsumedGroups.length > 0) ctx.log(`async    ${out.unconsumedGroups.length} group(s) admitted but not trained on (cut or left when the run stopped)`);
   const last = iterations[iterations.length - 1];
-  const trajectories = store.listTrajectories(ctx.runId);
+  const trajectories = await store.listTrajectories(ctx.runId);
   return {
     iterations,
-    stats: store.stats(ctx.runId),
+    stats: await store.stats(ctx.runId),
     rolloutMs,
     batchPath: last?.batchPath ?? "",
     samples: last?.samples ?? 0,

@@ -45,15 +45,15 @@ it("SIGINT mid-run: every program ends recorded, no sandbox left, exit 130", asy
 
   const store = new SqliteTrajectoryStore(join(dir, "out", "store.sqlite"));
   try {
-    const [run] = store.listRuns();
+    const [run] = await store.listRuns();
     expect(run).toBeDefined();
-    const stats = store.stats(run!.id);
+    const stats = await store.stats(run!.id);
     expect(stats.programs).toBe(64);
     expect(stats.unfinished).toBe(0);
     expect(stats.rewarded).toBe(64);
     expect(stats.terminations.aborted).toBeGreaterThan(0);
   } finally {
-    store.close();
+    await store.close();
   }
   expect(readdirSync(join(dir, "sb"))).toEqual([]);
 }, 120_000);

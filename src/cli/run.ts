@@ -178,12 +178,17 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
 
     const storePath = join(outDir, "store.sqlite");
     store = createStore({ kind: "sqlite", path: storePath });
+    const { recovered } = store;
+    if (recovered.runs.length > 0) {
+      log(`store    ended ${recovered.programs.length} program(s) of ${recovered.runs.length} run(s) left unfinished by a killed process, as aborted`);
+    }
     const traces = store;
     gateway = createGateway({
       backends,
-      sink: store,
+      // The gateway owns the programs: it creates and ends their rows and records their calls.
+      store,
       // GET /programs/:id/trace reads the program's calls back from the store.
-      traceSource: { callsOf: (id) => traces.getTrajectory(id)?.calls ?? [] },
+      traceSource: { callsOf: async (id) => (await traces.getTrajectory(id))?.calls ?? [] },
       clock,
       routing: cfg.gateway.routing,
       callTimeoutMs: cfg.gateway.callTimeoutMs,
@@ -246,7 +251,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     /** Async mode: the whole run, which the summary describes instead of the last step's batch. */
     let asyncRun: AsyncRunOutcome | undefined;
     if (cfg.rollout.mode === "async" && trainer) {
-      store.createRun({ id: baseRunId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: started });
+      await store.createRun({ id: baseRunId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: started });
       asyncRun = await runAsyncIterations({
         cfg,
         runId: baseRunId,
@@ -273,7 +278,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     for (let iteration = 1; asyncRun === undefined && iteration <= cfg.iterations; iteration++) {
       const runId = cfg.iterations === 1 ? baseRunId : `${baseRunId}-it${iteration}`;
       const version = trainer?.version ?? external?.version ?? 0;
-      store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: iteration === 1 ? started : clock.now() });
+      await store.createRun({ id: runId, name: cfg.name, configJson: JSON.stringify(cfg), startedAt: iteration === 1 ? started : clock.now() });
       const tasks = allTasks.slice((iteration - 1) * cfg.env.tasks, iteration * cfg.env.tasks);
       const total = tasks.length * cfg.rollout.groupSize;
       const bar = opts.progress
@@ -319,14 +324,15 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         bar?.stop();
       }
       const rolloutMs = Math.max(1, clock.now() - rolloutStart);
-      store.finishRun(runId, clock.now());
+      await store.finishRun(runId, clock.now());
       if (abort.signal.aborted) throw new ArborError(`run aborted (${String((abort.signal.reason as Error).message)}); programs recorded as aborted in ${storePath}`, "aborted");
 
-      const trajectories = store.listTrajectories(runId);
-      const samples = buildSamples(trajectories, store.listGroups(runId));
+      const trajectories = await store.listTrajectories(runId);
+      const groups = await store.listGroups(runId);
+      const samples = buildSamples(trajectories, groups);
       const batchPath = join(outDir, cfg.iterations === 1 ? "batch.jsonl" : `batch-it${iteration}.jsonl`);
       await writeSamplesJsonl(batchPath, samples);
-      const stats = store.stats(runId);
+      const stats = await store.stats(runId);
       const toolCalls = trajectories.reduce((n, t) => n + t.tools.length, 0);
       const trainStart = clock.now();
       const update =
@@ -334,14 +340,14 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           ? rlUpdate(trainer, {
               id: runId,
               trajectories,
-              groups: store.listGroups(runId),
+              groups,
               estimator: cfg.train.estimator,
               estimatorOptions: cfg.train.estimatorOptions,
               checkpointDir,
               keepCheckpoints: cfg.train.keepCheckpoints,
             })
           : external
-            ? await external.train({ id: runId, trajectories, groups: store.listGroups(runId) })
+            ? await external.train({ id: runId, trajectories, groups })
             : undefined;
       // An external trainer's weights were loaded when it announced them (before its ack).
       if (update?.checkpoint !== undefined && !external) {
@@ -393,7 +399,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     await gateway?.close();
     await external?.close();
     await Promise.allSettled(engines.map((e) => e.close()));
-    store?.close();
+    await store?.close();
     trainer?.dispose();
   }
 }

@@ -56,7 +56,8 @@ export async function serveCall(ctx: GatewayContext, admitted: AdmittedCall): Pr
 
 async function serveRouted(ctx: GatewayContext, admitted: AdmittedCall, onRouted: (route: RouteRef) => void): Promise<unknown> {
   const { endpoint, prepared, programId, start, reply } = admitted;
-  ctx.table.open(programId);
+  // Store-backed, an unknown or ended program is refused here, before anything reaches an engine.
+  ctx.table.admit(programId);
   const place: CallPlace = { programId, index: ctx.table.beginCall(programId), start };
   let route: RouteRef | undefined;
   let trace: ExtractedTrace | undefined;

@@ -27,7 +27,7 @@ import type { CallGate } from "./pausing/call-gate.js";
 import { PauseGate, type PauseGateConfig } from "./pausing/pause-gate.js";
 import { programRelease } from "./program-release.js";
 import { registerProgramRoutes } from "./program-routes.js";
-import { ProgramTable } from "./program-table.js";
+import { ProgramTable, type ProgramStore } from "./program-table.js";
 import type { PluginRouter } from "./routing/plugin-router.js";
 import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./routing/registry.js";
 import { serveCall } from "./serve-call.js";
@@ -37,7 +37,15 @@ export { PROGRAM_HEADER };
 
 export interface GatewayOptions {
   backends: Backend[];
-  sink: TraceSink;
+  /** Where calls are recorded when the gateway has no store (a trace-only gateway: programs open on their first call). */
+  sink?: TraceSink;
+  /**
+   * The trajectory store: the gateway's program table then owns the programs' rows — POST /programs
+   * creates them, release ends them — and records calls into it; calls for unknown programs get 404.
+   */
+  store?: ProgramStore & TraceSink;
+  /** Run of programs created (store-backed) without a run_id. */
+  runId?: string;
   clock?: Clock;
   /** Active programs at most (default 1024). */
   maxPrograms?: number;
@@ -58,7 +66,7 @@ export interface GatewayOptions {
   /** Per-program concurrency and request-rate limits (default none); beyond them → 429. */
   limits?: ProgramLimits;
   /** Where GET /programs/:id/trace reads a program's recorded calls (e.g. the trajectory store). */
-  traceSource?: { callsOf(programId: string): Call[] };
+  traceSource?: { callsOf(programId: string): Call[] | Promise<Call[]> };
   /** Program id for POST /programs without one (default random UUIDs). */
   newProgramId?: () => string;
   /** Release programs with no call in flight after this many ms without activity (default off). */
@@ -116,7 +124,16 @@ export function createGateway(opts: GatewayOptions): Gateway {
     opts.backends.map((b) => b.name),
     resolveRoutingConfig(opts.routing),
   );
-  const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024, idleReleaseMs: opts.idleReleaseMs });
+  const sink = opts.store ?? opts.sink;
+  if (!sink) throw new ArborError("gateway: needs a store or a sink to record calls into", "config");
+  const table = new ProgramTable({
+    clock,
+    maxPrograms: opts.maxPrograms ?? 1024,
+    idleReleaseMs: opts.idleReleaseMs,
+    ...(opts.store ? { store: opts.store } : {}),
+    ...(opts.runId !== undefined ? { runId: opts.runId } : {}),
+    onStoreError: (id, e) => process.stderr.write(`gateway: program '${id}' could not be ended in the store: ${e.message}\n`),
+  });
   const metrics = new GatewayMetrics(table);
   const healthMetrics = createHealthMetrics(metrics.registry, opts.backends.map((b) => b.name));
   const attemptsOn = new Map<string, Set<AbortController>>();
@@ -156,7 +173,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     metrics,
     healthMetrics,
     health,
-    sink: opts.sink,
+    sink,
     tokenPath: opts.tokenPath !== false,
     history: new Map(),
     contexts: new Map(),
@@ -289,7 +306,10 @@ export function createGateway(opts: GatewayOptions): Gateway {
       idleTimer = undefined;
       const gate = await gateReady?.catch(() => undefined);
       await gate?.close();
-      return app.close();
+      await app.close();
+      // Every program ends with one recorded outcome, and nothing is left half-written for the store's owner to close.
+      table.endAll({ kind: "aborted", detail: "the gateway closed while the program was active" });
+      await table.drain();
     },
     checkBackends: () => checkBackends(opts.backends),
     health,

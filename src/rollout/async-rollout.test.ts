@@ -117,7 +117,7 @@ beforeAll(async () => {
   store = new SqliteTrajectoryStore(join(dir, "store.sqlite"));
   gateway = createGateway({
     backends: engines.map((e, i) => createArborBackend({ name: `e${i}`, url: `${e.url}/v1` })),
-    sink: store,
+    store,
     auth: { adminToken: ADMIN_TOKEN, requireProgramKeys: true },
   });
   gatewayUrl = await gateway.listen("127.0.0.1", 0);
@@ -127,13 +127,13 @@ afterAll(async () => {
   gate.open?.();
   await gateway?.close();
   await Promise.all(engines.map((e) => e.close()));
-  store?.close();
+  await store?.close();
 });
 
 const servedVersion = async (e: ListeningEngineServer): Promise<number> => ((await (await fetch(`${e.url}/v1/policy_version`)).json()) as { policy_version: number }).policy_version;
 
-function options(runId: string, root: string, over: Partial<AsyncRolloutOptions>): AsyncRolloutOptions {
-  store.createRun({ id: runId, name: runId, configJson: "{}", startedAt: realClock.now() });
+async function options(runId: string, root: string, over: Partial<AsyncRolloutOptions>): Promise<AsyncRolloutOptions> {
+  await store.createRun({ id: runId, name: runId, configJson: "{}", startedAt: realClock.now() });
   const env = createCalcEnvironment();
   return {
     runId,
@@ -176,7 +176,7 @@ describe("runAsyncRollout", () => {
       if (b.batch.version === 0) await allHeld;
       return { modelPath: gguf, version: b.batch.version + 1 };
     };
-    const o = options("steps", root, { trainer, inFlight: "resume", onWeightSync: (v) => v === 1 && release() });
+    const o = await options("steps", root, { trainer, inFlight: "resume", onWeightSync: (v) => v === 1 && release() });
     const out = await runAsyncRollout(o).finally(() => {
       gate.hold = undefined;
       release();
@@ -200,7 +200,7 @@ describe("runAsyncRollout", () => {
     expect(new Set([...inBatches, ...left]).size).toBe(inBatches.length + left.length);
     expect(out.results.map((r) => r.programId).sort()).toEqual([...inBatches, ...left].sort());
     expect(inBatches).toHaveLength(3 * 2 * 2);
-    expect(store.stats("steps").unfinished).toBe(0);
+    expect((await store.stats("steps")).unfinished).toBe(0);
     expect(readdirSync(root)).toEqual([]);
 
     // Windowed FIFO: a batch's groups lie within W of the oldest unconsumed group when taken.
@@ -251,7 +251,7 @@ describe("runAsyncRollout", () => {
   it("stops when the dataset is drained, the last batch short", async () => {
     const env = createCalcEnvironment();
     const base = await servedVersion(engines[0]!);
-    const out = await runAsyncRollout(options("drain", join(dir, "sb-drain"), { tasks: env.tasks(3, 9), baseVersion: base, maxTrainerSteps: 5 }));
+    const out = await runAsyncRollout(await options("drain", join(dir, "sb-drain"), { tasks: env.tasks(3, 9), baseVersion: base, maxTrainerSteps: 5 }));
     expect(out.stoppedBy).toBe("drained");
     expect(out.batches.map((b) => [b.batch.version, b.groups.length])).toEqual([
       [base, 2],
@@ -261,14 +261,14 @@ describe("runAsyncRollout", () => {
     expect(out.results).toHaveLength(6);
     expect(out.finalVersion).toBe(base + 2);
     expect(await Promise.all(engines.map(servedVersion))).toEqual([base + 2, base + 2]);
-    expect(store.stats("drain").unfinished).toBe(0);
+    expect((await store.stats("drain")).unfinished).toBe(0);
   }, 60_000);
 
   it("counts a step whose batch gave nothing to learn from without touching the engines' weights", async () => {
     const base = await servedVersion(engines[0]!);
     let calls = 0;
     const out = await runAsyncRollout(
-      options("no-signal", join(dir, "sb-no-signal"), {
+      await options("no-signal", join(dir, "sb-no-signal"), {
         baseVersion: base,
         maxTrainerSteps: 2,
         // The first batch has no signal (null); the second publishes a new version.
@@ -279,7 +279,7 @@ describe("runAsyncRollout", () => {
     expect(out.batches.map((b) => b.batch.version)).toEqual([base, base]);
     expect(out.finalVersion).toBe(base + 1);
     expect(await Promise.all(engines.map(servedVersion))).toEqual([base + 1, base + 1]);
-    expect(store.stats("no-signal").unfinished).toBe(0);
+    expect((await store.stats("no-signal")).unfinished).toBe(0);
   }, 60_000);
 
   it("reports programs that end while an engine still reloads only once every engine serves the new version", async () => {
@@ -292,7 +292,7 @@ describe("runAsyncRollout", () => {
     let heldEnded = (): void => {};
     const allHeldEnded = new Promise<void>((resolve) => (heldEnded = resolve));
     let loading = false;
-    const endedWhileLoading: number[][] = [];
+    const endedWhileLoading: Promise<number[]>[] = [];
     let hooked = false;
     loadHook = async (i) => {
       if (i !== 1 || hooked) return;
@@ -308,7 +308,7 @@ describe("runAsyncRollout", () => {
     let endedHeld = 0;
     try {
       const out = await runAsyncRollout(
-        options("midsync", join(dir, "sb-midsync"), {
+        await options("midsync", join(dir, "sb-midsync"), {
           tasks: createCalcEnvironment().tasks(4, 13),
           baseVersion: base,
           concurrency: 8,
@@ -321,15 +321,16 @@ describe("runAsyncRollout", () => {
           },
           onProgramDone: (r) => {
             if (!/^midsync\/g[23]\//.test(r.programId)) return;
-            if (loading) endedWhileLoading.push(store.getTrajectory(r.programId)!.calls.map((c) => c.policyVersion));
+            if (loading) endedWhileLoading.push(store.getTrajectory(r.programId).then((t) => t!.calls.map((c) => c.policyVersion)));
             if (++endedHeld === 4) heldEnded();
           },
         }),
       );
       expect(out.stoppedBy).toBe("steps");
       expect(endedWhileLoading).toHaveLength(4);
+      const versionsEndedWhileLoading = await Promise.all(endedWhileLoading);
       // At least one program finished on e0's new weights before e1 served them.
-      expect(endedWhileLoading.some((v) => v.includes(base + 1))).toBe(true);
+      expect(versionsEndedWhileLoading.some((v) => v.includes(base + 1))).toBe(true);
       for (const g of out.batches[1]!.batch.groups) {
         for (const rec of g.trajectories) {
           const t = out.batches[1]!.trajectories.find((x) => x.program.id === rec.requestId)!;
@@ -345,10 +346,10 @@ describe("runAsyncRollout", () => {
 
   it("fails clearly when the trainer publishes an old version or an engine refuses, after ending every program", async () => {
     const base = await servedVersion(engines[0]!);
-    const o = options("stale", join(dir, "sb-stale"), { baseVersion: base, trainer: async (b) => ({ modelPath: gguf, version: b.batch.version }) });
+    const o = await options("stale", join(dir, "sb-stale"), { baseVersion: base, trainer: async (b) => ({ modelPath: gguf, version: b.batch.version }) });
     await expect(runAsyncRollout(o)).rejects.toThrow(`trainer published version ${base}, not newer than ${base}`);
-    expect(store.stats("stale").unfinished).toBe(0);
-    expect(store.listTrajectories("stale").every((t) => t.program.termination !== undefined)).toBe(true);
+    expect((await store.stats("stale")).unfinished).toBe(0);
+    expect((await store.listTrajectories("stale")).every((t) => t.program.termination !== undefined)).toBe(true);
     await expect(loadWeightsEverywhere([{ name: "e1", url: engines[1]!.url }], gguf, base, "finish")).rejects.toThrow(/engine e1 refused version/);
     await expect(runAsyncRollout({ ...o, settings: { ...o.settings, mode: "sync" } })).rejects.toThrow(/settings.mode must be "async"/);
   }, 60_000);
@@ -362,7 +363,7 @@ describe("runAsyncRollout", () => {
     let trained = 0;
     try {
       const out = await runAsyncRollout(
-        options("abort", root, {
+        await options("abort", root, {
           signal: ctl.signal,
           concurrency: 2,
           settings: { mode: "async", groupSize: 2, batchGroups: 2, maxInFlightGroups: 3 },
@@ -380,8 +381,8 @@ describe("runAsyncRollout", () => {
       expect(out.results).toHaveLength(6);
       expect(out.results.every((r) => r.termination.kind === "aborted")).toBe(true);
       expect(out.results.filter((r) => r.termination.detail === "run aborted before the program started")).toHaveLength(4);
-      expect(store.stats("abort").unfinished).toBe(0);
-      expect(store.listTrajectories("abort")).toHaveLength(6);
+      expect((await store.stats("abort")).unfinished).toBe(0);
+      expect(await store.listTrajectories("abort")).toHaveLength(6);
       expect(readdirSync(root)).toEqual([]);
     } finally {
       gate.hang = false;

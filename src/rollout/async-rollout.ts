@@ -152,11 +152,16 @@ export async function runAsyncRollout(o: AsyncRolloutOptions): Promise<AsyncRoll
   if (o.signal?.aborted) onAbort();
   else o.signal?.addEventListener("abort", onAbort, { once: true });
   const placed = new Map<string, Placement>();
+  /** Each group's write to the store, which its programs wait for. */
+  const groupsCreated = new Map<string, Promise<void>>();
 
   const startProgram = (requestId: string, st: ProgramState): void => {
     st.started = true;
     const job = sem
-      .with(() => runProgram(ro, st.task, st.group, requestId, st.sampleIndex))
+      .with(async () => {
+        await groupsCreated.get(st.group.id);
+        return runProgram(ro, st.task, st.group, requestId, st.sampleIndex);
+      })
       .then(async (ended) => {
         const r = await rewardProgram(ro, st.group, ended);
         results.push(r);
@@ -211,7 +216,10 @@ export async function runAsyncRollout(o: AsyncRolloutOptions): Promise<AsyncRoll
           for (const g of orch.pump()) {
             const task = o.tasks[Number(g.taskId)] as Task;
             const group: Group = { id: g.id, runId: o.runId, taskId: task.id, programIds: g.requests.map((r) => r.id) };
-            o.store.createGroup(group);
+            const created = o.store.createGroup(group);
+            // A group the store refused stops the rollout; its programs wait for it (startProgram).
+            created.catch((e: unknown) => stop("aborted", e));
+            groupsCreated.set(g.id, created);
             groups.set(g.id, group);
             for (const r of g.requests) programs.set(r.id, { task, group, sampleIndex: r.index, started: false });
           }
@@ -242,10 +250,10 @@ export async function runAsyncRollout(o: AsyncRolloutOptions): Promise<AsyncRoll
     const batch = orch.takeBatch();
     if (batch === undefined) return false;
     training = true;
-    const taken = toTrainerBatch(batch);
-    for (const g of taken.groups) consumed.add(g.id);
-    batches.push(taken);
+    for (const g of batch.groups) consumed.add(g.id);
     void (async () => {
+      const taken = await toTrainerBatch(batch);
+      batches.push(taken);
       const policy = await o.trainer(taken);
       // Stopped while training (abort, failure): the engines keep serving the old weights.
       if (stopped !== undefined) {
@@ -278,7 +286,7 @@ export async function runAsyncRollout(o: AsyncRolloutOptions): Promise<AsyncRoll
     return true;
   };
 
-  const toTrainerBatch = (batch: RolloutBatch): AsyncTrainerBatch => {
+  const toTrainerBatch = async (batch: RolloutBatch): Promise<AsyncTrainerBatch> => {
     const abs: RolloutBatch = {
       ...batch,
       version: batch.version + base,
@@ -289,7 +297,7 @@ export async function runAsyncRollout(o: AsyncRolloutOptions): Promise<AsyncRoll
       })),
     };
     const gs = batch.groups.map((g) => groups.get(g.id) as Group);
-    const trajectories = gs.flatMap((g) => g.programIds.map((id) => o.store.getTrajectory(id) as Trajectory));
+    const trajectories = (await Promise.all(gs.flatMap((g) => g.programIds.map((id) => o.store.getTrajectory(id))))) as Trajectory[];
     return { batch: abs, groups: gs, trajectories };
   };
 
