@@ -191,7 +191,7 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
         "added = gateway − direct; ratio = gateway / direct (direct row: 0 and 1)",
         "direct requests carry the upstream body the gateway sends (return_token_ids, logprobs)",
         `SQLite store added p50 / memory sink added p50 = ${sqliteAddedP50Ratio.toFixed(2)} (target <= ${SQLITE_ADDED_P50_TARGET}: ${verdict})`,
-        "the gateway answers once a call's write is queued; the store commits it (fsync) in its writer thread, batched, and a program ends only after its calls are durable",
+        "the gateway answers once a call's write is queued; the store commits it (fsync) in its writer thread, in batches gathered over 2 ms, and a program ends only after its calls are durable",
       ],
     };
 

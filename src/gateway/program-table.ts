@@ -132,11 +132,6 @@ export class ProgramTable {
     this.onStoreError = opts.onStoreError ?? (() => undefined);
   }
 
-  /** Whether programs live in a store: they are created explicitly and unknown ids are refused. */
-  get storeBacked(): boolean {
-    return this.store !== undefined;
-  }
-
   /** Active programs. */
   get size(): number {
     return this.active.size;

@@ -68,7 +68,8 @@ export async function runSyncRollout(o: RolloutOptions): Promise<{ groups: Group
     taskId: task.id,
     programIds: Array.from({ length: o.groupSize }, (_, si) => `${o.runId}/g${gi}/s${si}`),
   }));
-  for (const g of groups) await o.store.createGroup(g);
+  // Issued together: the store applies them in order (and commits them in one transaction).
+  await Promise.all(groups.map((g) => o.store.createGroup(g)));
 
   const sem = new Semaphore(o.concurrency);
   const results: ProgramResult[] = [];
