@@ -108,8 +108,8 @@ async function play(
     ...(extra.signal ? { signal: extra.signal } : {}),
     ...(extra.checkHygiene ? { checkHygiene: extra.checkHygiene } : {}),
   });
-  recordAgentEvents(stack.store, out);
-  stack.store.endProgram(id, out.termination, 1);
+  await recordAgentEvents(stack.store, out);
+  await stack.end(id, out.termination);
   return { out, id, client };
 }
 
@@ -143,7 +143,7 @@ describe("defineAgent: native tool calls", () => {
     // The request declared the tool (the engine rendered it for the policy) and the answer came back as tool_calls.
     expect(prompts.some((p) => p.includes("You can call these tools:\n- wait: wait for the other call"))).toBe(true);
     expect(out.messages[2]?.toolCalls?.map((c) => c.name)).toEqual(["wait", "wait"]);
-    const t = stack.store.getTrajectory(id)!;
+    const t = (await stack.store.getTrajectory(id))!;
     expect(t.calls.map((c) => c.outputTokenIds)).toEqual(stack.executor.outputs.slice(before, before + 2));
     expect(t.calls.every((c) => c.policyVersion === 7 && c.logprobs.length === c.outputTokenIds.length)).toBe(true);
     expect(t.tools).toHaveLength(2);
@@ -161,7 +161,7 @@ describe("defineAgent: native tool calls", () => {
 });
 
 describe("defineAgent: every termination is reachable and recorded", () => {
-  const kindOf = (id: string) => stack.store.getTrajectory(id)?.program.termination?.kind;
+  const kindOf = async (id: string) => (await stack.store.getTrajectory(id))?.program.termination?.kind;
 
   it("completed, max_turns and max_tokens", async () => {
     const done = await play("plain", { tools: [echo] });
@@ -171,12 +171,12 @@ describe("defineAgent: every termination is reachable and recorded", () => {
     const turns = await play("loop", { tools: [echo], limits: { ...limits, maxTurns: 3 } });
     expect(turns.out.termination).toEqual({ kind: "max_turns", detail: "3 turns" });
     expect(turns.out.calls).toBe(3);
-    expect(stack.store.getTrajectory(turns.id)?.calls).toHaveLength(3);
+    expect((await stack.store.getTrajectory(turns.id))?.calls).toHaveLength(3);
 
     const tokens = await play("loop", { tools: [echo], limits: { ...limits, maxTotalTokens: 40 } });
     expect(tokens.out.termination.kind).toBe("max_tokens");
     expect(tokens.out.generatedTokens).toBe(40);
-    expect(kindOf(tokens.id)).toBe("max_tokens");
+    expect(await kindOf(tokens.id)).toBe("max_tokens");
   });
 
   it("timeout: the wall-time limit of the injected clock stops the episode mid-tool", async () => {
@@ -194,7 +194,7 @@ describe("defineAgent: every termination is reachable and recorded", () => {
     const { out, id } = await play("slow", { tools: [slow], limits: { ...limits, maxWallMs: 5000 } }, { clock });
     expect(out.termination).toEqual({ kind: "timeout", detail: "wall time limit of 5000 ms reached" });
     expect(out.calls).toBe(1);
-    expect(kindOf(id)).toBe("timeout");
+    expect(await kindOf(id)).toBe("timeout");
   });
 
   it("tool_crash, sandbox_oom (a real allocation refused in the sandbox) and hygiene_violation", async () => {
@@ -211,7 +211,7 @@ describe("defineAgent: every termination is reachable and recorded", () => {
     const o = await play("oom", { tools: [oom] });
     expect(o.out.termination.kind).toBe("sandbox_oom");
     expect(o.out.termination.detail).toMatch(/^oom: python3 ran out of memory: .*MemoryError/s);
-    expect(kindOf(o.id)).toBe("sandbox_oom");
+    expect(await kindOf(o.id)).toBe("sandbox_oom");
 
     const hygiene = defineTool({
       name: "hygiene",
@@ -224,7 +224,7 @@ describe("defineAgent: every termination is reachable and recorded", () => {
     const h = await play("hygiene", { tools: [hygiene] });
     expect(h.out.termination).toEqual({ kind: "hygiene_violation", detail: "hygiene: read /grader/tests.js" });
     expect(h.out.tools[0]).toMatchObject({ tool: "hygiene", ok: false, output: "read /grader/tests.js" });
-    expect(kindOf(h.id)).toBe("hygiene_violation");
+    expect(await kindOf(h.id)).toBe("hygiene_violation");
 
     // Or reported by a monitor (the environment's hygiene record) after the tool round.
     const read = defineTool({ name: "crash", description: "reads a file", input: z.string(), run: async () => "contents" });
@@ -267,7 +267,7 @@ describe("defineAgent: context management is an action recorded in the trajector
     const ev = out.contextEvents[0]!;
     expect(ev).toMatchObject({ programId: id, policy: "discard-all", action: "discard", messagesAfter: 3, detail: "CONTEXT RESET: start again." });
     expect(ev.tokensBefore).toBeGreaterThan(320);
-    const t = stack.store.getTrajectory(id)!;
+    const t = (await stack.store.getTrajectory(id))!;
     expect(t.contextEvents).toEqual([ev]);
     // The call before the event saw the grown context (less its own answer and the tool result); the call at the event sees task + note only.
     expect(t.calls[ev.callIndex - 1]!.messages.length).toBe(ev.messagesBefore - 2);
@@ -287,7 +287,7 @@ describe("defineAgent: context management is an action recorded in the trajector
     const ev = out.contextEvents[0]!;
     expect(ev).toMatchObject({ policy: "summarize", action: "summarize", detail: "the echo tool answered four times" });
     expect(ev.tokensAfter).toBeLessThan(ev.tokensBefore);
-    const t = stack.store.getTrajectory(id)!;
+    const t = (await stack.store.getTrajectory(id))!;
     expect(t.calls).toHaveLength(out.calls);
     expect(out.calls).toBe(out.turns + 1);
     expect(t.calls[ev.callIndex - 1]!.messages[0]!.content).toMatch(/^Summarize the conversation below/);
@@ -310,7 +310,7 @@ describe("defineAgent: context management is an action recorded in the trajector
     expect(out.contextEvents).toEqual([
       expect.objectContaining({ callIndex: 1, policy: "clear-thinking", action: "clear-thinking", messagesBefore: 4, messagesAfter: 4 }),
     ]);
-    const second = stack.store.getTrajectory(id)!.calls[1]!.messages;
+    const second = (await stack.store.getTrajectory(id))!.calls[1]!.messages;
     expect(second.map((m) => m.content)).toEqual(["You are a test agent.", "TASK:think", "Answer: 1", "Check again."]);
   });
 });

@@ -3,8 +3,8 @@
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import type { AgentOutcome } from "./define-agent.js";
 
-/** Record the outcome's tool and context events for its program (call before `endProgram`). */
-export function recordAgentEvents(store: Pick<TrajectoryStore, "recordTool" | "recordContextEvent">, outcome: Pick<AgentOutcome, "tools" | "contextEvents">): void {
-  for (const ev of outcome.tools) store.recordTool(ev);
-  for (const ev of outcome.contextEvents) store.recordContextEvent(ev);
+/** Record the outcome's tool and context events for its program, in order (before the program ends). */
+export async function recordAgentEvents(store: Pick<TrajectoryStore, "recordTool" | "recordContextEvent">, outcome: Pick<AgentOutcome, "tools" | "contextEvents">): Promise<void> {
+  // Issued together: a store applies one caller's writes in the order they were made.
+  await Promise.all([...outcome.tools.map((ev) => store.recordTool(ev)), ...outcome.contextEvents.map((ev) => store.recordContextEvent(ev))]);
 }

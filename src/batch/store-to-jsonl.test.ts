@@ -22,26 +22,26 @@ describe("store → batch builder → JSONL", () => {
     const recorded = new Map<string, Call>();
     const rewards: Record<string, number> = { "g1-p0": 1, "g1-p1": 0, "g1-p2": 0, "g1-p3": 1, "g2-p0": 0.5, "g2-p1": 0.5 };
     let store = new SqliteTrajectoryStore(dbPath);
-    store.createRun(fixtureRun());
+    await store.createRun(fixtureRun());
     for (const g of [fixtureGroup("g1", "run-1", 4), fixtureGroup("g2", "run-1", 2)]) {
-      store.createGroup(g);
-      g.programIds.forEach((id, i) => {
-        store.createProgram(fixtureProgram(g, i));
+      await store.createGroup(g);
+      for (const [i, id] of g.programIds.entries()) {
+        await store.createProgram(fixtureProgram(g, i));
         for (let c = 0; c < i + 1; c++) {
           const call = fixtureCall(id, c, [-1e-12, -23.5, -(i + 1) / 3].slice(0, 1 + ((i + c) % 3)), 2 + c);
-          store.recordCall(call);
+          await store.recordCall(call);
           recorded.set(call.id, call);
         }
-        store.endProgram(id, { kind: "completed" }, 5000);
-        store.setReward(id, { total: rewards[id] ?? NaN, components: { outcome: rewards[id] ?? NaN } });
-      });
+        await store.endProgram(id, { kind: "completed" }, 5000);
+        await store.setReward(id, { total: rewards[id] ?? NaN, components: { outcome: rewards[id] ?? NaN } });
+      }
     }
-    store.close();
+    await store.close();
 
     store = new SqliteTrajectoryStore(dbPath);
     // Per-call samples: each call's prompt ‖ output on its own line (the run exports merged ones, same builder).
-    const samples = buildTrainingBatch({ id: "b", trajectories: store.listTrajectories("run-1"), groups: store.listGroups("run-1"), estimator: "grpo", mode: "per-call" }).batch.samples;
-    store.close();
+    const samples = buildTrainingBatch({ id: "b", trajectories: await store.listTrajectories("run-1"), groups: await store.listGroups("run-1"), estimator: "grpo", mode: "per-call" }).batch.samples;
+    await store.close();
     const out = join(dir, "out", "batch.jsonl");
     await writeSamplesJsonl(out, samples);
     const back = await readSamplesJsonl(out);

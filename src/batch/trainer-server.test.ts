@@ -26,21 +26,21 @@ describe("trainer protocol over HTTP", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "arbor-trainer-proto-"));
     const store = new SqliteTrajectoryStore(join(dir, "store.sqlite"));
-    store.createRun(fixtureRun());
+    await store.createRun(fixtureRun());
     const g = fixtureGroup("g1", "run-1", 3);
-    store.createGroup(g);
-    g.programIds.forEach((id, i) => {
-      store.createProgram(fixtureProgram(g, i));
+    await store.createGroup(g);
+    for (const [i, id] of g.programIds.entries()) {
+      await store.createProgram(fixtureProgram(g, i));
       const first = fixtureCall(id, 0, [-1e-12, -23.5, -(i + 1) / 3]);
-      store.recordCall(first);
+      await store.recordCall(first);
       // The second call extends the first (prompt ‖ output ‖ tool output 7, 7): merged into one sample.
       const second: Call = { ...fixtureCall(id, 1, [-0.125 * (i + 1)]), promptTokenIds: [...first.promptTokenIds, ...first.outputTokenIds, 7, 7], policyVersion: 4 };
-      store.recordCall(second);
-      store.endProgram(id, { kind: "completed" }, 5000);
-      store.setReward(id, { total: i === 1 ? 1 : 0, components: { outcome: i === 1 ? 1 : 0 } });
-    });
-    const set = buildSampleSet(store.listTrajectories("run-1"), store.listGroups("run-1"), "merged");
-    store.close();
+      await store.recordCall(second);
+      await store.endProgram(id, { kind: "completed" }, 5000);
+      await store.setReward(id, { total: i === 1 ? 1 : 0, components: { outcome: i === 1 ? 1 : 0 } });
+    }
+    const set = buildSampleSet(await store.listTrajectories("run-1"), await store.listGroups("run-1"), "merged");
+    await store.close();
     const batch = createGrpo().score(set);
     scored = batch.samples;
     server = createTrainerServer({

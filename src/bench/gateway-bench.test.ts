@@ -35,6 +35,9 @@ describe("arbor bench gateway", () => {
       expect(num(row[8])).toBeCloseTo(num(row[3]) / num(d[3]), 9);
     }
     expect(d[7]).toBe(1);
+    // The ratio the target is about, printed with the target (not asserted: it is a measurement).
+    expect(r.sqliteAddedP50Ratio).toBeCloseTo(num(lat!.rows[2]![5]) / num(lat!.rows[1]![5]), 9);
+    expect(lat!.notes?.some((n) => n.startsWith(`SQLite store added p50 / memory sink added p50 = ${r.sqliteAddedP50Ratio.toFixed(2)} (target <= 1.3: `))).toBe(true);
 
     expect(tp?.rows.map((x) => x[0])).toEqual(["direct", "gateway, memory sink", "gateway, SQLite store"]);
     const direct = num(tp!.rows[0]![3]);

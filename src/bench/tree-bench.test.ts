@@ -17,8 +17,8 @@ describe("arbor bench tree (quick)", () => {
     const storePath = join(dir, "run", "store.sqlite");
     const store = new SqliteTrajectoryStore(storePath);
     const run = syntheticSweBatch({ seed: 9, tasks: 2, groupSize: 4, turns: [2, 3], systemTokens: 20, taskTokens: [5, 10], outputTokens: [3, 8], toolTokens: [4, 10], vocab: new Vocab().size });
-    writeRunToStore(store, "fixture-run", run.groups, run.trajectories);
-    store.close();
+    await writeRunToStore(store, "fixture-run", run.groups, run.trajectories);
+    await store.close();
 
     const lines: string[] = [];
     const tables = await runTreeBench({ ...treeBenchConfig(true), storePath }, (l) => lines.push(l));

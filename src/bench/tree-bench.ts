@@ -118,15 +118,15 @@ export function findRunStore(runsDir: string): string | undefined {
 }
 
 /** Trajectories and groups of the newest run in `storePath` with rewarded programs, capped at `maxPrograms`. */
-export function readRunBatch(storePath: string, maxPrograms: number): { runId: string; trajectories: Trajectory[]; groups: Group[] } {
+export async function readRunBatch(storePath: string, maxPrograms: number): Promise<{ runId: string; trajectories: Trajectory[]; groups: Group[] }> {
   const store = new SqliteTrajectoryStore(storePath);
   try {
-    for (const run of store.listRuns().reverse()) {
-      const trajectories = store.listTrajectories(run.id);
+    for (const run of (await store.listRuns()).reverse()) {
+      const trajectories = await store.listTrajectories(run.id);
       const rewarded = new Map(trajectories.filter((t) => t.reward !== undefined && t.calls.length > 0).map((t) => [t.program.id, t]));
       const groups: Group[] = [];
       let programs = 0;
-      for (const g of store.listGroups(run.id)) {
+      for (const g of await store.listGroups(run.id)) {
         if (g.programIds.length === 0 || !g.programIds.every((p) => rewarded.has(p))) continue;
         if (programs + g.programIds.length > maxPrograms && groups.length > 0) break;
         groups.push(g);
@@ -138,7 +138,7 @@ export function readRunBatch(storePath: string, maxPrograms: number): { runId: s
       }
     }
   } finally {
-    store.close();
+    await store.close();
   }
   throw new ArborError(`tree bench: no run in ${storePath} has a fully rewarded group`, "bench");
 }
@@ -158,7 +158,7 @@ export async function runTreeBench(cfg: TreeBenchConfig, log: (line: string) => 
   const syn = syntheticSweBatch(cfg.synthetic);
   sources.push({ name: `synthetic SWE G=${cfg.synthetic.groupSize ?? 8}`, ...syn });
   const storePath = await realRunStore(cfg, log, runConfig);
-  const run = readRunBatch(storePath, cfg.maxRunPrograms);
+  const run = await readRunBatch(storePath, cfg.maxRunPrograms);
   sources.push({ name: `run ${run.runId}`, trajectories: run.trajectories, groups: run.groups });
 
   const batches = sources.flatMap((s) =>

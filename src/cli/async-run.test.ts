@@ -53,7 +53,7 @@ beforeAll(async () => {
 }, 300_000);
 
 describe("arbor run with rollout.mode: async (end to end)", () => {
-  it("takes one trainer step per batch and ends with every engine on the last version", () => {
+  it("takes one trainer step per batch and ends with every engine on the last version", async () => {
     expect(summary.iterations).toHaveLength(STEPS);
     expect(summary.iterations.map((r) => r.update?.stepped)).toEqual([true, true]);
     expect(summary.iterations.map((r) => r.policyVersion)).toEqual([0, 1]);
@@ -67,21 +67,21 @@ describe("arbor run with rollout.mode: async (end to end)", () => {
     for (const v of replies) expect(v).toBeLessThanOrEqual(STEPS);
   });
 
-  it("gives every admitted program an outcome, in the store and to onProgramDone", () => {
+  it("gives every admitted program an outcome, in the store and to onProgramDone", async () => {
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
-      const ts = store.listTrajectories(summary.runId);
-      expect(store.stats(summary.runId).unfinished).toBe(0);
+      const ts = await store.listTrajectories(summary.runId);
+      expect((await store.stats(summary.runId)).unfinished).toBe(0);
       expect(ts.length).toBeGreaterThanOrEqual(STEPS * B * 4);
       expect(ts.every((t) => t.program.termination !== undefined)).toBe(true);
       expect(done.map((p) => p.programId).sort()).toEqual(ts.map((t) => t.program.id).sort());
       expect(summary.stats.programs).toBe(ts.length);
     } finally {
-      store.close();
+      await store.close();
     }
   });
 
-  it("trains on batches within the staleness bound, each from versions no newer than the trainer's", () => {
+  it("trains on batches within the staleness bound, each from versions no newer than the trainer's", async () => {
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
       for (const r of summary.iterations) {
@@ -101,14 +101,14 @@ describe("arbor run with rollout.mode: async (end to end)", () => {
         expect(existsSync(r.batchPath)).toBe(true);
         expect(readFileSync(r.batchPath, "utf8").trim().split("\n")).toHaveLength(r.samples);
       }
-      const calls = store.listTrajectories(summary.runId).flatMap((t) => t.calls);
+      const calls = (await store.listTrajectories(summary.runId)).flatMap((t) => t.calls);
       expect(Math.max(...calls.map((c) => c.policyVersion))).toBeLessThanOrEqual(STEPS);
     } finally {
-      store.close();
+      await store.close();
     }
   });
 
-  it("prints a line per trainer step and writes the same reward plot as sync mode", () => {
+  it("prints a line per trainer step and writes the same reward plot as sync mode", async () => {
     const stepLines = lines.filter((l) => l.startsWith("step "));
     expect(stepLines).toHaveLength(STEPS);
     expect(stepLines[0]).toMatch(/^step 1\/2 {2}reward -?\d\.\d{3} \(outcome -?\d\.\d{3}, process -?\d\.\d{3}\) {2}loss -?\d/);

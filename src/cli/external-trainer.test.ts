@@ -70,7 +70,7 @@ describe("arbor run with train.trainer: external and arbor train-worker (end to 
     expect(workerError).toBeUndefined();
   }, 400_000);
 
-  it("trains both iterations through the worker and ends with every engine on version 2", () => {
+  it("trains both iterations through the worker and ends with every engine on version 2", async () => {
     expect(summary.iterations.map((r) => r.policyVersion)).toEqual([0, 1]);
     expect(summary.iterations.map((r) => r.update?.stepped)).toEqual([true, true]);
     expect(summary.iterations.map((r) => r.update?.version)).toEqual([1, 2]);
@@ -87,21 +87,21 @@ describe("arbor run with train.trainer: external and arbor train-worker (end to 
     expect(existsSync(join(dir, "ext-e2e", "checkpoints"))).toBe(false);
   });
 
-  it("rolls each iteration out on the version acked before it, on both engines", () => {
+  it("rolls each iteration out on the version acked before it, on both engines", async () => {
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
       for (const r of summary.iterations) {
-        const calls = store.listTrajectories(r.runId).flatMap((t) => t.calls);
+        const calls = (await store.listTrajectories(r.runId)).flatMap((t) => t.calls);
         expect(calls.length).toBeGreaterThanOrEqual(8);
         expect(new Set(calls.map((c) => c.policyVersion))).toEqual(new Set([r.policyVersion]));
       }
     } finally {
-      store.close();
+      await store.close();
     }
     for (const backend of ["e0", "e1"]) expect(new Set(replies.filter((r) => r.backend === backend).map((r) => r.version))).toEqual(new Set([0, 1]));
   });
 
-  it("prints the trainer URL once and a line per iteration with the version after the ack", () => {
+  it("prints the trainer URL once and a line per iteration with the version after the ack", async () => {
     expect(lines.filter((l) => l.startsWith("trainer "))).toHaveLength(1);
     const its = lines.filter((l) => l.startsWith("iteration "));
     expect(its).toHaveLength(2);
@@ -216,13 +216,13 @@ describe("waiting for the external trainer", () => {
 
 describe("train.trainer / train.external config", () => {
   const engines = [{ name: "e0" }];
-  it("defaults to the reference trainer and fills the external defaults", () => {
+  it("defaults to the reference trainer and fills the external defaults", async () => {
     expect(parseRunConfig({ engines, train: {} }).train?.trainer).toBe("reference");
     expect(parseRunConfig({ engines, train: { trainer: "external" } }).train?.external).toEqual({ host: "127.0.0.1", port: 0, waitMs: 600_000 });
     expect(parseRunConfig({ engines, train: { trainer: "external", external: { port: 8400 } } }).train?.external).toEqual({ host: "127.0.0.1", port: 8400, waitMs: 600_000 });
   });
 
-  it("rejects bad values, external without trainer external, and async rollout, naming the field", () => {
+  it("rejects bad values, external without trainer external, and async rollout, naming the field", async () => {
     expect(() => parseRunConfig({ engines, train: { trainer: "megatron" } })).toThrow(/train\.trainer: must be 'reference' \(the in-process trainer\) or 'external'/);
     expect(() => parseRunConfig({ engines, train: { external: { port: 1 } } })).toThrow(/train\.external: only used with train\.trainer: external/);
     expect(() => parseRunConfig({ engines, train: { trainer: "reference", external: {} } })).toThrow(/train\.external: only used with train\.trainer: external/);

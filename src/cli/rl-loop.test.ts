@@ -35,7 +35,7 @@ beforeAll(async () => {
 }, 300_000);
 
 describe("arbor run with training (end to end)", () => {
-  it("advances the policy version with every step and records each call with the version that served it", () => {
+  it("advances the policy version with every step and records each call with the version that served it", async () => {
     const its = summary.iterations;
     expect(its).toHaveLength(ITERATIONS);
     // Iteration 1 always has signal here: the process reward differs within groups.
@@ -46,16 +46,16 @@ describe("arbor run with training (end to end)", () => {
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
       for (const r of its) {
-        const calls = store.listTrajectories(r.runId).flatMap((t) => t.calls);
+        const calls = (await store.listTrajectories(r.runId)).flatMap((t) => t.calls);
         expect(calls.length).toBeGreaterThanOrEqual(16);
         expect(new Set(calls.map((c) => c.policyVersion))).toEqual(new Set([r.policyVersion]));
       }
     } finally {
-      store.close();
+      await store.close();
     }
   });
 
-  it("has both engines serve each new version after the sync, and publishes it as a checkpoint", () => {
+  it("has both engines serve each new version after the sync, and publishes it as a checkpoint", async () => {
     const served = new Set(summary.iterations.map((r) => r.policyVersion));
     expect(served.size).toBeGreaterThanOrEqual(2);
     for (const backend of ["e0", "e1"]) {
@@ -69,7 +69,7 @@ describe("arbor run with training (end to end)", () => {
     expect(existsSync(join(out, "checkpoints", `policy-v${summary.policyVersion}.gguf`))).toBe(true);
   });
 
-  it("trains only on samples that carry an advantage, packed as a prefix tree", () => {
+  it("trains only on samples that carry an advantage, packed as a prefix tree", async () => {
     const u = summary.iterations[0]!.update!;
     expect(u.trainedSamples).toBeGreaterThan(0);
     expect(u.trainedSamples).toBeLessThanOrEqual(u.samples);
@@ -78,7 +78,7 @@ describe("arbor run with training (end to end)", () => {
     expect(Number.isFinite(u.loss) && u.gradNorm > 0).toBe(true);
   });
 
-  it("prints a line per iteration and writes the reward plot and each iteration's batch", () => {
+  it("prints a line per iteration and writes the reward plot and each iteration's batch", async () => {
     const iterLines = lines.filter((l) => l.startsWith("iteration "));
     expect(iterLines).toHaveLength(ITERATIONS);
     expect(iterLines[0]).toMatch(/^iteration 1\/3 {2}reward -?\d\.\d{3} \(outcome -?\d\.\d{3}, process -?\d\.\d{3}\) {2}loss -?\d/);

@@ -53,7 +53,7 @@ export function createRunJudge(o: RunJudgeOptions): RunJudge {
       const g = createGateway({
         backends: [...backends],
         // appendFileSync returns once the line is written: durable as TraceSink asks.
-        sink: { recordCall: (c: Call) => appendFileSync(o.callsPath, `${JSON.stringify(c)}\n`) },
+        sink: { recordCall: async (c: Call) => appendFileSync(o.callsPath, `${JSON.stringify(c)}\n`) },
         auth: { adminToken, requireProgramKeys: true },
         callTimeoutMs: timeoutMs,
         ...(o.clock ? { clock: o.clock } : {}),

@@ -50,7 +50,7 @@ function engineTokens(): { backend: string; prompt: number[]; output: number[]; 
 }
 
 describe("arbor run (end to end)", () => {
-  it("ends every program with one recorded outcome and reward", () => {
+  it("ends every program with one recorded outcome and reward", async () => {
     expect(summary.stats.programs).toBe(6);
     expect(summary.stats.unfinished).toBe(0);
     expect(summary.stats.rewarded).toBe(6);
@@ -58,10 +58,10 @@ describe("arbor run (end to end)", () => {
     expect(summary.stats.calls).toBeGreaterThanOrEqual(6);
   });
 
-  it("stores exactly the engines' token ids and logprobs, and survives reopening the store", () => {
+  it("stores exactly the engines' token ids and logprobs, and survives reopening the store", async () => {
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
-      const calls = store.listTrajectories(summary.runId).flatMap((t) => t.calls);
+      const calls = (await store.listTrajectories(summary.runId)).flatMap((t) => t.calls);
       const engine = engineTokens();
       expect(calls).toHaveLength(engine.length);
       expect(new Set(engine.map((e) => e.backend))).toEqual(new Set(["e0", "e1"]));
@@ -73,7 +73,7 @@ describe("arbor run (end to end)", () => {
         expect(c.outputTokenIds.length).toBeGreaterThan(0);
       }
     } finally {
-      store.close();
+      await store.close();
     }
   });
 
@@ -103,7 +103,7 @@ describe("arbor run (end to end)", () => {
     expect(unmatched).toEqual([]);
   });
 
-  it("leaves no sandbox workspace behind", () => {
+  it("leaves no sandbox workspace behind", async () => {
     expect(readdirSync(join(dir, "sandboxes"))).toEqual([]);
   });
 });

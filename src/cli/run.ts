@@ -168,12 +168,17 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
 
     const storePath = join(outDir, "store.sqlite");
     store = createStore({ kind: "sqlite", path: storePath });
+    const { recovered } = store;
+    if (recovered.runs.length > 0) {
+      log(`store    ended ${recovered.programs.length} program(s) of ${recovered.runs.length} run(s) left unfinished by a killed process, as aborted`);
+    }
     const traces = store;
     gateway = createGateway({
       backends,
-      sink: store,
+      // The gateway owns the programs: it creates and ends their rows and records their calls.
+      store,
       // GET /programs/:id/trace reads the program's calls back from the store.
-      traceSource: { callsOf: (id) => traces.getTrajectory(id)?.calls ?? [] },
+      traceSource: { callsOf: async (id) => (await traces.getTrajectory(id))?.calls ?? [] },
       clock,
       routing: cfg.gateway.routing,
       callTimeoutMs: cfg.gateway.callTimeoutMs,

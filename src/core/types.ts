@@ -171,6 +171,6 @@ export interface Group {
 
 /** Where the gateway records every call; implemented by the trajectory store. */
 export interface TraceSink {
-  /** Record one finished call. Must be durable when it returns (nothing lost on a crash after). */
-  recordCall(call: Call): void;
+  /** Record one finished call. Resolves once it is durable (nothing lost on a crash after); rejects, with nothing recorded, otherwise. */
+  recordCall(call: Call): Promise<void>;
 }

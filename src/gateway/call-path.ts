@@ -117,7 +117,8 @@ export class OpenCall {
 export async function beginCall(path: CallPath, call: PathCall): Promise<OpenCall> {
   const { programId, start } = call;
   const opensProgram = path.table.get(programId) === undefined;
-  path.table.open(programId);
+  // Store-backed, an unknown or ended program is refused here, before anything reaches an engine.
+  path.table.admit(programId);
   const place: CallPlace = { programId, index: path.table.beginCall(programId), start };
   let gate: CallGate | undefined;
   let open: OpenCall | undefined;

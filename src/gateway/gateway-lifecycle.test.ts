@@ -12,7 +12,7 @@ const ADMIN = "admin-token-0123456789abcdef";
 
 class MemorySink implements TraceSink {
   calls: Call[] = [];
-  recordCall(call: Call): void {
+  async recordCall(call: Call): Promise<void> {
     this.calls.push(structuredClone(call));
   }
 }

@@ -100,7 +100,7 @@ describe("an upstream stream cut short", () => {
     await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
     const port = (upstream.address() as { port: number }).port;
     const sink: Call[] = [];
-    const gw = createGateway({ backends: [createBuiltinBackend({ name: "cut", url: `http://127.0.0.1:${port}/v1` })], sink: { recordCall: (c) => sink.push(c) } });
+    const gw = createGateway({ backends: [createBuiltinBackend({ name: "cut", url: `http://127.0.0.1:${port}/v1` })], sink: { recordCall: async (c) => void sink.push(c) } });
     try {
       const base = await gw.listen("127.0.0.1", 0);
       const c = new OpenAI({ baseURL: `${base}/p/cut/v1`, apiKey: "unused", maxRetries: 0 });

@@ -118,7 +118,7 @@ describe("gateway hardening", () => {
       models: async () => ({}),
       health: async () => undefined,
     };
-    const gw = createGateway({ backends: [slow], sink: { recordCall: () => undefined }, limits: { maxInFlightPerProgram: 1 } });
+    const gw = createGateway({ backends: [slow], sink: { recordCall: async () => {} }, limits: { maxInFlightPerProgram: 1 } });
     try {
       const first = gw.app.inject({ method: "POST", url: "/p/busy/v1/chat/completions", payload: ask() });
       await new Promise((r) => setImmediate(r));

@@ -34,6 +34,7 @@ const statusByCode: Record<string, number> = {
   invalid_request: 400,
   program_unknown: 404,
   program_released: 409,
+  program_exists: 409,
   capacity: 429,
   backend_unreachable: 502,
   backend_protocol: 502,

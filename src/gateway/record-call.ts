@@ -1,7 +1,8 @@
 // Recording one finished call: the trace sink, the program table, the token metrics and the
-// program's history/context the next call continues from.
+// program's history/context the next call continues from. The write is not awaited here: the
+// answer goes out while the store commits (off the request path); the program table tracks the
+// write, ends the program only after it settled, and refuses the program's later calls if it failed.
 import type { Backend } from "../backends/backend.js";
-import { ArborError } from "../core/errors.js";
 import type { Call } from "../core/types.js";
 import { callRecorded, type CallPlace } from "./call-path.js";
 import type { GatewayContext } from "./gateway-context.js";
@@ -10,7 +11,7 @@ import type { ExtractedTrace } from "./trace-extract.js";
 
 export type { CallPlace } from "./call-path.js";
 
-/** Record one finished call in the sink and the program table; throws (unrecorded) when the sink fails. */
+/** Record one finished call: start its write to the sink (tracked by the program table) and update the table. */
 export function recordCall(
   ctx: GatewayContext,
   trace: ExtractedTrace,
@@ -38,12 +39,14 @@ export function recordCall(
     timings: { start, end: ctx.clock.now() },
     ...flags,
   };
+  let write: Promise<void>;
   try {
-    ctx.sink.recordCall(call);
+    write = ctx.sink.recordCall(call);
   } catch (e) {
-    const why = e instanceof Error ? e.message : String(e);
-    throw new ArborError(`could not record call ${index} of program '${programId}': ${why}`, "record_failed");
+    // A sink that throws instead of rejecting fails the same way.
+    write = Promise.reject(e instanceof Error ? e : new Error(String(e)));
   }
+  ctx.table.track(programId, index, write);
   callRecorded(ctx, programId, trace.promptTokenIds, trace.outputTokenIds);
   ctx.metrics.promptTokens.inc(trace.promptTokenIds.length);
   ctx.metrics.outputTokens.inc(trace.outputTokenIds.length);

@@ -19,7 +19,7 @@ const gateways: Gateway[] = [];
 const calls: Call[] = [];
 
 async function gatewayFor(backend: Parameters<typeof createGateway>[0]["backends"][number]): Promise<string> {
-  const g = createGateway({ backends: [backend], sink: { recordCall: (c) => calls.push(c) } });
+  const g = createGateway({ backends: [backend], sink: { recordCall: async (c) => void calls.push(c) } });
   gateways.push(g);
   return g.listen("127.0.0.1", 0);
 }
@@ -91,7 +91,7 @@ describe("served model name", () => {
 describe("served model discovery", () => {
   it("a vLLM-protocol backend without a configured name maps an unknown client name to the engine's served one", async () => {
     // Passthrough (token path off): the body goes to the engine with the name it serves.
-    const g = createGateway({ backends: [createVllmBackend({ name: "d0", url: `${tiny.engine.url}/v1` })], tokenPath: false, sink: { recordCall: (c) => calls.push(c) } });
+    const g = createGateway({ backends: [createVllmBackend({ name: "d0", url: `${tiny.engine.url}/v1` })], tokenPath: false, sink: { recordCall: async (c) => void calls.push(c) } });
     gateways.push(g);
     const url = await g.listen("127.0.0.1", 0);
     const client = new OpenAI({ baseURL: `${url}/p/agent-3/v1`, apiKey: "unused", maxRetries: 0 });

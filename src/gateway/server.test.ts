@@ -11,7 +11,7 @@ import { createGateway, type Gateway } from "./server.js";
 
 class MemorySink implements TraceSink {
   calls: Call[] = [];
-  recordCall(call: Call): void {
+  async recordCall(call: Call): Promise<void> {
     this.calls.push(structuredClone(call));
   }
 }
@@ -378,18 +378,30 @@ describe("gateway failure paths", () => {
     await gw.close();
   });
 
-  it("answers 500 when the trace cannot be recorded, and 429 at the program limit", async () => {
+  it("answers while the trace is written; a program whose call could not be recorded gets 500 on its next call, before the backend", async () => {
+    let writes = 0;
     const failing: TraceSink = {
-      recordCall: () => {
+      recordCall: async () => {
+        writes++;
         throw new Error("disk full");
       },
     };
-    const gw = createGateway({ backends: [cannedBackend(good)], sink: failing, maxPrograms: 1 });
+    let upstream = 0;
+    const counted = cannedBackend(good);
+    const reply = counted.chatCompletions;
+    counted.chatCompletions = (...args) => {
+      upstream++;
+      return reply(...args);
+    };
+    const gw = createGateway({ backends: [counted], sink: failing, maxPrograms: 1 });
+    const first = await post(gw, "p");
+    expect(first.statusCode).toBe(200);
+    await gw.table.drain();
+    expect(writes).toBe(1);
     const r = await post(gw, "p");
     expect(r.statusCode).toBe(500);
-    expect(r.json().error.message).toBe("could not record call 0 of program 'p': disk full");
-    expect(gw.table.get("p")).toBeUndefined();
-    expect((await gw.app.inject({ method: "POST", url: "/programs", payload: { id: "p0" } })).statusCode).toBe(201);
+    expect(r.json().error).toMatchObject({ code: "record_failed", message: "program 'p': call 0 (disk full) was not recorded, so it accepts no more calls" });
+    expect(upstream).toBe(1);
     const full = await post(gw, "q");
     expect(full.statusCode).toBe(429);
     expect(full.headers["retry-after"]).toBe("1");

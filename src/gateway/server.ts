@@ -29,7 +29,7 @@ import type { CallGate } from "./pausing/call-gate.js";
 import { PauseGate, type PauseGateConfig } from "./pausing/pause-gate.js";
 import { programRelease } from "./program-release.js";
 import { registerProgramRoutes } from "./program-routes.js";
-import { ProgramTable } from "./program-table.js";
+import { ProgramTable, type ProgramStore } from "./program-table.js";
 import type { PluginRouter } from "./routing/plugin-router.js";
 import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./routing/registry.js";
 import { serveCall } from "./serve-call.js";
@@ -47,7 +47,15 @@ export const MAX_TOOLS = 128;
 
 export interface GatewayOptions {
   backends: Backend[];
-  sink: TraceSink;
+  /** Where calls are recorded when the gateway has no store (a trace-only gateway: programs open on their first call). */
+  sink?: TraceSink;
+  /**
+   * The trajectory store: the gateway's program table then owns the programs' rows — POST /programs
+   * creates them, release ends them — and records calls into it; calls for unknown programs get 404.
+   */
+  store?: ProgramStore & TraceSink;
+  /** Run of programs created (store-backed) without a run_id. */
+  runId?: string;
   clock?: Clock;
   /** Active programs at most (default 1024). */
   maxPrograms?: number;
@@ -68,7 +76,7 @@ export interface GatewayOptions {
   /** Per-program concurrency and request-rate limits (default none); beyond them → 429. */
   limits?: ProgramLimits;
   /** Where GET /programs/:id/trace reads a program's recorded calls (e.g. the trajectory store). */
-  traceSource?: { callsOf(programId: string): Call[] };
+  traceSource?: { callsOf(programId: string): Call[] | Promise<Call[]> };
   /** Program id for POST /programs without one (default random UUIDs). */
   newProgramId?: () => string;
   /**
@@ -132,7 +140,16 @@ export function createGateway(opts: GatewayOptions): Gateway {
     resolveRoutingConfig(opts.routing),
   );
   const idleReleaseMs = opts.idleReleaseMs ?? DEFAULT_IDLE_RELEASE_MS;
-  const table = new ProgramTable({ clock, maxPrograms: opts.maxPrograms ?? 1024, ...(idleReleaseMs !== 0 ? { idleReleaseMs } : {}) });
+  const sink = opts.store ?? opts.sink;
+  if (!sink) throw new ArborError("gateway: needs a store or a sink to record calls into", "config");
+  const table = new ProgramTable({
+    clock,
+    maxPrograms: opts.maxPrograms ?? 1024,
+    ...(idleReleaseMs !== 0 ? { idleReleaseMs } : {}),
+    ...(opts.store ? { store: opts.store } : {}),
+    ...(opts.runId !== undefined ? { runId: opts.runId } : {}),
+    onStoreError: (id, e) => process.stderr.write(`gateway: program '${id}' could not be ended in the store: ${e.message}\n`),
+  });
   const httpLimits = resolveHttpLimits(opts.httpLimits, "gateway");
   const metrics = new GatewayMetrics(table);
   const healthMetrics = createHealthMetrics(metrics.registry, opts.backends.map((b) => b.name));
@@ -181,7 +198,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     metrics,
     healthMetrics,
     health,
-    sink: opts.sink,
+    sink,
     tokenPath: opts.tokenPath !== false,
     history: new Map(),
     contexts: new Map(),
@@ -349,7 +366,10 @@ export function createGateway(opts: GatewayOptions): Gateway {
       idleTimer = undefined;
       const gate = await gateReady?.catch(() => undefined);
       await gate?.close();
-      return app.close();
+      await app.close();
+      // Every program ends with one recorded outcome, and nothing is left half-written for the store's owner to close.
+      table.endAll({ kind: "aborted", detail: "the gateway closed while the program was active" });
+      await table.drain();
     },
     checkBackends: () => checkBackends(opts.backends),
     health,

@@ -65,7 +65,7 @@ async function setup(backendOf: (engineUrl: string) => Backend): Promise<Setup> 
     inFlightOnWeightSwitch: "resume",
   });
   const calls: Call[] = [];
-  const gateway = createGateway({ backends: [backendOf(`${engine.url}/v1`)], sink: { recordCall: (c) => calls.push(c) } });
+  const gateway = createGateway({ backends: [backendOf(`${engine.url}/v1`)], sink: { recordCall: async (c) => void calls.push(c) } });
   const url = await gateway.listen("127.0.0.1", 0);
   current = { a, b, engine, gateway, url, calls };
   return current;
@@ -109,23 +109,23 @@ describe("per-token policy versions through the gateway", () => {
     const path = join(dir, "tv-a.sqlite");
     const store = new SqliteTrajectoryStore(path);
     const group = { ...fixtureGroup("g", "run-1", 1), programIds: [call.programId] };
-    store.createRun(fixtureRun());
-    store.createGroup(group);
-    store.createProgram({ ...fixtureProgram(group, 0), id: call.programId });
-    store.recordCall(call);
-    store.endProgram(call.programId, { kind: "completed" }, 3000);
-    store.setReward(call.programId, { total: 1, components: {} });
-    store.close();
+    await store.createRun(fixtureRun());
+    await store.createGroup(group);
+    await store.createProgram({ ...fixtureProgram(group, 0), id: call.programId });
+    await store.recordCall(call);
+    await store.endProgram(call.programId, { kind: "completed" }, 3000);
+    await store.setReward(call.programId, { total: 1, components: {} });
+    await store.close();
     const reopened = new SqliteTrajectoryStore(path);
     try {
-      const t = reopened.getTrajectory(call.programId)!;
+      const t = (await reopened.getTrajectory(call.programId))!;
       expect(t.calls).toEqual([call]);
-      const { samples } = buildSampleSet([t], reopened.listGroups("run-1"));
+      const { samples } = buildSampleSet([t], await reopened.listGroups("run-1"));
       const versions = samples[0]!.versions.filter((_, i) => samples[0]!.lossMask[i] === 1);
       expect(versions).toEqual([1, 1, 2, 2, 2]);
       expect(callVersionSpans(t.calls, 1)).toEqual({ spans: [{ version: 0, tokens: 2 }, { version: 1, tokens: 3 }], inverted: 0 });
     } finally {
-      reopened.close();
+      await reopened.close();
     }
   });
 

@@ -121,7 +121,7 @@ beforeAll(async () => {
   store = new SqliteTrajectoryStore(join(dir, "store.sqlite"));
   gateway = createGateway({
     backends: engines.map((e, i) => createArborBackend({ name: `e${i}`, url: `${e.url}/v1` })),
-    sink: store,
+    store,
     auth: { adminToken: ADMIN_TOKEN, requireProgramKeys: true },
   });
   gatewayUrl = await gateway.listen("127.0.0.1", 0);
@@ -131,7 +131,7 @@ afterAll(async () => {
   gate.open?.();
   await gateway?.close();
   await Promise.all(engines.map((e) => e.close()));
-  store?.close();
+  await store?.close();
 });
 
 const servedVersion = async (e: ListeningEngineServer): Promise<number> => ((await (await fetch(`${e.url}/v1/policy_version`)).json()) as { policy_version: number }).policy_version;
@@ -254,7 +254,7 @@ describe("runTrainLoop (async rollout)", () => {
     expect(new Set([...inBatches, ...left]).size).toBe(inBatches.length + left.length);
     expect(out.results.map((r) => r.programId).sort()).toEqual([...inBatches, ...left].sort());
     expect(inBatches).toHaveLength(3 * 2 * 2);
-    expect(store.stats("steps").unfinished).toBe(0);
+    expect((await store.stats("steps")).unfinished).toBe(0);
     expect(readdirSync(root)).toEqual([]);
 
     // Windowed FIFO: a batch's groups lie within W of the oldest unconsumed group when taken.
@@ -315,7 +315,7 @@ describe("runTrainLoop (async rollout)", () => {
     expect(out.results).toHaveLength(6);
     expect(out.finalVersion).toBe(base + 2);
     expect(await Promise.all(engines.map(servedVersion))).toEqual([base + 2, base + 2]);
-    expect(store.stats("drain").unfinished).toBe(0);
+    expect((await store.stats("drain")).unfinished).toBe(0);
   }, 60_000);
 
   it("counts a step whose batch gave nothing to learn from without touching the engines' weights", async () => {
@@ -333,7 +333,7 @@ describe("runTrainLoop (async rollout)", () => {
     expect(out.batches.map((b) => b.batch.version)).toEqual([base, base]);
     expect(out.finalVersion).toBe(base + 1);
     expect(await Promise.all(engines.map(servedVersion))).toEqual([base + 1, base + 1]);
-    expect(store.stats("no-signal").unfinished).toBe(0);
+    expect((await store.stats("no-signal")).unfinished).toBe(0);
   }, 60_000);
 
   it("reports programs that end while an engine still reloads only once every engine serves the new version", async () => {
@@ -346,7 +346,7 @@ describe("runTrainLoop (async rollout)", () => {
     let heldEnded = (): void => {};
     const allHeldEnded = new Promise<void>((resolve) => (heldEnded = resolve));
     let loading = false;
-    const endedWhileLoading: number[][] = [];
+    const endedWhileLoading: Promise<number[]>[] = [];
     let hooked = false;
     loadHook = async (i) => {
       if (i !== 1 || hooked) return;
@@ -375,15 +375,16 @@ describe("runTrainLoop (async rollout)", () => {
           },
           onProgramDone: (r) => {
             if (!/^midsync\/g[23]\//.test(r.programId)) return;
-            if (loading) endedWhileLoading.push(store.getTrajectory(r.programId)!.calls.map((c) => c.policyVersion));
+            if (loading) endedWhileLoading.push(store.getTrajectory(r.programId).then((t) => t!.calls.map((c) => c.policyVersion)));
             if (++endedHeld === 4) heldEnded();
           },
         }),
       );
       expect(out.stoppedBy).toBe("steps");
       expect(endedWhileLoading).toHaveLength(4);
+      const versionsEndedWhileLoading = await Promise.all(endedWhileLoading);
       // At least one program finished on e0's new weights before e1 served them.
-      expect(endedWhileLoading.some((v) => v.includes(base + 1))).toBe(true);
+      expect(versionsEndedWhileLoading.some((v) => v.includes(base + 1))).toBe(true);
       for (const g of out.batches[1]!.batch.groups) {
         for (const rec of g.trajectories) {
           const t = out.batches[1]!.trajectories.find((x) => x.program.id === rec.requestId)!;
@@ -401,8 +402,8 @@ describe("runTrainLoop (async rollout)", () => {
     const base = await servedVersion(engines[0]!);
     const o = options("stale", join(dir, "sb-stale"), { baseVersion: base, trainer: async (b) => ({ modelPath: gguf, version: b.batch.version }) });
     await expect(runLoop(o)).rejects.toThrow(`trainer published version ${base}, not newer than ${base}`);
-    expect(store.stats("stale").unfinished).toBe(0);
-    expect(store.listTrajectories("stale").every((t) => t.program.termination !== undefined)).toBe(true);
+    expect((await store.stats("stale")).unfinished).toBe(0);
+    expect((await store.listTrajectories("stale")).every((t) => t.program.termination !== undefined)).toBe(true);
     await expect(loadWeightsEverywhere([{ name: "e1", url: engines[1]!.url }], gguf, base, "finish")).rejects.toThrow(/engine e1 refused version/);
   }, 60_000);
 
@@ -433,8 +434,8 @@ describe("runTrainLoop (async rollout)", () => {
       expect(out.results).toHaveLength(6);
       expect(out.results.every((r) => r.termination.kind === "aborted")).toBe(true);
       expect(out.results.filter((r) => r.termination.detail === "run aborted before the program started")).toHaveLength(4);
-      expect(store.stats("abort").unfinished).toBe(0);
-      expect(store.listTrajectories("abort")).toHaveLength(6);
+      expect((await store.stats("abort")).unfinished).toBe(0);
+      expect(await store.listTrajectories("abort")).toHaveLength(6);
       expect(readdirSync(root)).toEqual([]);
     } finally {
       gate.hang = false;

@@ -57,7 +57,7 @@ const coder = (extra: Partial<Extract<AgentSpec, { kind: "black-box" }>> = {}): 
 
 async function rollout(agent: AgentSpec, opts: { tasks?: number; maxTurns?: number; signal?: AbortSignal } = {}) {
   const runId = `bb-${runs++}`;
-  stack.store.createRun({ id: runId, name: runId, configJson: "{}", startedAt: realClock.now() });
+  await stack.store.createRun({ id: runId, name: runId, configJson: "{}", startedAt: realClock.now() });
   const env = createCalcEnvironment();
   // Node reserves ~1 GiB of address space at start: RLIMIT_AS must leave room for it.
   const sandboxes = createBwrapProvider({ root: join(dir, runId), limits: { cpuSeconds: 20, memoryMb: 2048, wallMs: 20_000 } });
@@ -82,7 +82,7 @@ async function rollout(agent: AgentSpec, opts: { tasks?: number; maxTurns?: numb
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     expect(sandboxes.liveCount).toBe(0);
-    return out.results.map((r) => ({ ...r, trajectory: stack.store.getTrajectory(r.programId)! }));
+    return await Promise.all(out.results.map(async (r) => ({ ...r, trajectory: (await stack.store.getTrajectory(r.programId))! })));
   } finally {
     await sandboxes.destroyAll();
   }
@@ -161,7 +161,7 @@ describe("black-box programs under the environment's hygiene monitor", () => {
       const spec: BlackBoxAgentSpec = { kind: "black-box", command, taskFile: "ISSUE.md" };
       const limits = { maxTurns: 2, maxTokensPerCall: 64, maxTotalTokens: 256 };
       // No model call is made: the program key is never checked.
-      const out = await runBlackBoxProgram({ spec, sandbox, programId, gatewayUrl: stack.gatewayUrl, apiKey: "unused", model: "m", task, limits, recordedCalls: () => 0, ...(watched ? { env } : {}) });
+      const out = await runBlackBoxProgram({ spec, sandbox, programId, gatewayUrl: stack.gatewayUrl, apiKey: "unused", model: "m", task, limits, recordedCalls: async () => 0, ...(watched ? { env } : {}) });
       return { out, judged: await judgeProgram(env, task, sandbox, programId, out) };
     } finally {
       await sandboxes.destroyAll();
@@ -199,7 +199,7 @@ describe("agent config", () => {
   const base = { backends: [{ name: "b", type: "openai", url: "http://127.0.0.1:1/v1" }] };
   const agentOf = (agent: object) => parseRunConfig({ ...base, agent }).agent;
 
-  it("defaults to the white-box tool loop and checks the black-box fields by kind", () => {
+  it("defaults to the white-box tool loop and checks the black-box fields by kind", async () => {
     expect(agentSpecOf(agentOf({}))).toEqual({ kind: "white-box" });
     expect(agentOf({ kind: "black-box", command: ["x"] }).taskFile).toBe("TASK.md");
     expect(() => agentOf({ kind: "black-box" })).toThrow(/agent\.command: required when kind is black-box/);
@@ -209,7 +209,7 @@ describe("agent config", () => {
     expect(() => agentOf({ kind: "black-box", command: ["x"], env: { "NOT A NAME": "1" } })).toThrow(/agent\.env\.NOT A NAME/);
   });
 
-  it("resolves shipped files and refuses missing ones or paths outside the workspace", () => {
+  it("resolves shipped files and refuses missing ones or paths outside the workspace", async () => {
     const spec = agentSpecOf(agentOf({ kind: "black-box", command: ["node", "a.mjs"], files: { "a.mjs": "examples/blackbox-coder/agent.mjs" }, wallMs: 5000 }));
     expect(spec).toEqual({ kind: "black-box", command: ["node", "a.mjs"], files: { "a.mjs": resolve("examples/blackbox-coder/agent.mjs") }, taskFile: "TASK.md", wallMs: 5000 });
     expect(() => agentSpecOf(agentOf({ kind: "black-box", command: ["x"], files: { "a.mjs": "no/such/file.mjs" } }))).toThrow(/agent\.files\.a\.mjs: no\/such\/file\.mjs does not exist/);
@@ -217,13 +217,13 @@ describe("agent config", () => {
     expect(() => agentSpecOf(agentOf({ kind: "black-box", command: ["x"], files: { "/etc/x": AGENT } }))).toThrow(/files\.\/etc\/x/);
   });
 
-  it("loads the shipped swe-mini black-box example config", () => {
+  it("loads the shipped swe-mini black-box example config", async () => {
     const cfg = loadRunConfig(resolve(import.meta.dirname, "../../examples/blackbox-coder/swe-mini.yaml"));
     expect(cfg.env.name).toBe("swe-mini");
     expect(agentSpecOf(cfg.agent)).toMatchObject({ kind: "black-box", files: { "coder/agent.mjs": AGENT }, taskFile: "ISSUE.md", nodePackages: ["openai"] });
   });
 
-  it("hands over the task's user turns, not Arbor's tool-loop system prompt", () => {
+  it("hands over the task's user turns, not Arbor's tool-loop system prompt", async () => {
     const task = { id: "t", meta: {}, prompt: [{ role: "system" as const, content: "markup rules" }, { role: "user" as const, content: " Fix it. " }] };
     expect(blackBoxTaskText(task)).toBe("Fix it.\n");
     expect(() => blackBoxTaskText({ ...task, prompt: [task.prompt[0]!] })).toThrow(/task t has no user message/);

@@ -56,7 +56,7 @@ export interface BlackBoxProgramOptions {
   /** Environment of the program's variant (e.g. TZ); the spec's own env wins on a clash. */
   variantEnv?: Record<string, string>;
   /** Model calls the gateway recorded for the program so far (the run's event follows the last). */
-  recordedCalls: () => number;
+  recordedCalls: () => Promise<number>;
   /** Aborting kills the command's process tree (the sandbox goes with it) and ends the program as `aborted`. */
   signal?: AbortSignal;
 }
@@ -152,7 +152,7 @@ export async function runBlackBoxProgram(o: BlackBoxProgramOptions): Promise<Bla
     ...(o.signal ? { signal: o.signal } : {}),
   });
   const termination: Termination = run.termination;
-  const calls = o.recordedCalls();
+  const calls = await o.recordedCalls();
   const event: ToolEvent = {
     programId: o.programId,
     callIndex: Math.max(0, calls - 1),

@@ -109,11 +109,11 @@ async function arborRun(name: string, agent: Record<string, unknown>): Promise<P
   const summary = await runIteration(cfg, { progress: false, onBackendReply: (_b, r) => replies.push(r) });
   const store = new SqliteTrajectoryStore(summary.storePath);
   try {
-    const [trajectory, ...more] = store.listTrajectories(summary.runId);
+    const [trajectory, ...more] = await store.listTrajectories(summary.runId);
     expect(more).toHaveLength(0);
     return { summary, trajectory: trajectory!, replies };
   } finally {
-    store.close();
+    await store.close();
   }
 }
 

@@ -64,7 +64,7 @@ beforeAll(async () => {
   store = new SqliteTrajectoryStore(join(dir, "store.sqlite"));
   gateway = createGateway({
     backends: [createBuiltinBackend({ name: "golden", url: `${engine.url}/v1` })],
-    sink: store,
+    store,
     auth: { adminToken: ADMIN_TOKEN, requireProgramKeys: true },
   });
   gatewayUrl = await gateway.listen("127.0.0.1", 0);
@@ -73,11 +73,11 @@ beforeAll(async () => {
 afterAll(async () => {
   await gateway?.close();
   await engine?.close();
-  store?.close();
+  await store?.close();
 });
 
 async function rollout(runId: string, env: Environment, sandboxRoot: string) {
-  store.createRun({ id: runId, name: runId, configJson: "{}", startedAt: realClock.now() });
+  await store.createRun({ id: runId, name: runId, configJson: "{}", startedAt: realClock.now() });
   const sandboxes = createBwrapProvider({ root: sandboxRoot, limits: { cpuSeconds: 2, memoryMb: 128, wallMs: 5000 } });
   try {
     const out = await runSyncRollout({
@@ -113,7 +113,7 @@ describe("runSyncRollout", () => {
     for (const r of results) {
       expect(r.termination.kind).toBe("completed");
       expect(r.reward.total).toBe(1);
-      const t = store.getTrajectory(r.programId)!;
+      const t = (await store.getTrajectory(r.programId))!;
       expect(t.calls.map((c) => c.index)).toEqual([0, 1]);
       expect(t.calls.every((c) => c.policyVersion === 3 && c.backend === "golden")).toBe(true);
       expect(t.tools).toHaveLength(1);
@@ -148,7 +148,7 @@ describe("runSyncRollout", () => {
     for (const r of results) {
       expect(r.termination).toEqual({ kind: "tool_crash", detail: "calc: calc crashed: signal SIGSEGV" });
       expect(r.reward.total).toBe(0);
-      expect(store.getTrajectory(r.programId)!.program.termination?.kind).toBe("tool_crash");
+      expect((await store.getTrajectory(r.programId))!.program.termination?.kind).toBe("tool_crash");
     }
     expect(seen).toHaveLength(4);
     expect(leftoverWorkspaces).toEqual([]);
@@ -191,16 +191,17 @@ describe("runSyncRollout", () => {
       seed: 1,
       clock: realClock,
     };
-    store.createRun({ id: "teardown", name: "teardown", configJson: "{}", startedAt: realClock.now() });
+    await store.createRun({ id: "teardown", name: "teardown", configJson: "{}", startedAt: realClock.now() });
     const torn = await runSyncRollout({ ...common, runId: "teardown", tasks: base.env.tasks(1, 3), gatewayUrl, gatewayAdminToken: ADMIN_TOKEN });
     expect(torn.results[0]!.termination.kind).toBe("completed");
     expect(torn.results[0]!.termination.detail).toBe("sandbox teardown failed: disk on fire");
 
-    store.createRun({ id: "nogw", name: "nogw", configJson: "{}", startedAt: realClock.now() });
-    const nogw = await runSyncRollout({ ...common, runId: "nogw", tasks: base.env.tasks(1, 3), gatewayUrl: "http://127.0.0.1:9" });
-    expect(nogw.results[0]!.termination.kind).toBe("engine_error");
-    expect(nogw.results[0]!.termination.detail).toMatch(/gateway unreachable creating program/);
-    expect(store.stats("nogw").unfinished).toBe(0);
+    await store.createRun({ id: "nogw", name: "nogw", configJson: "{}", startedAt: realClock.now() });
+    // The gateway owns the programs: without it none can be created, and the rollout says so.
+    await expect(runSyncRollout({ ...common, runId: "nogw", tasks: base.env.tasks(1, 3), gatewayUrl: "http://127.0.0.1:9" })).rejects.toThrow(
+      /^gateway unreachable creating program nogw\/g0\/s0: fetch failed/,
+    );
+    expect(await store.stats("nogw")).toMatchObject({ programs: 0, unfinished: 0 });
     await real.destroyAll();
   });
 });

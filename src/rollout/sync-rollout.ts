@@ -1,13 +1,16 @@
 // Synchronous rollout v0: every task gets a group of n programs; programs run through the agent
 // loop against the gateway (or as a black-box command, blackbox-program.ts), each in its own
 // sandbox, bounded by a concurrency limit; each ends with a recorded termination and reward. The
-// iteration returns when every program has ended.
+// iteration returns when every program has ended. The gateway owns each program: the rollout
+// creates it there (POST /programs, which creates its stored row) and ends it there (release with
+// its termination); the rollout itself writes only groups, tool events and rewards.
 import OpenAI from "openai";
 import { runToolAgent, type AgentLimits } from "../agents/tool-agent.js";
 import { recordAgentEvents } from "../agents/record-outcome.js";
 import { createContextPolicy } from "../agents/context/registry.js";
 import type { Clock } from "../core/clock.js";
-import type { Group, Program, Reward, Termination } from "../core/types.js";
+import { ArborError } from "../core/errors.js";
+import type { Group, Reward, Termination } from "../core/types.js";
 import type { CheckResult, Environment, Task } from "../envs/env.js";
 import { judgeProgram, setupEvent } from "../envs/judge-program.js";
 import { sampleVariant } from "../envs/variants.js";
@@ -65,7 +68,8 @@ export async function runSyncRollout(o: RolloutOptions): Promise<{ groups: Group
     taskId: task.id,
     programIds: Array.from({ length: o.groupSize }, (_, si) => `${o.runId}/g${gi}/s${si}`),
   }));
-  for (const g of groups) o.store.createGroup(g);
+  // Issued together: the store applies them in order (and commits them in one transaction).
+  await Promise.all(groups.map((g) => o.store.createGroup(g)));
 
   const sem = new Semaphore(o.concurrency);
   const results: ProgramResult[] = [];
@@ -101,28 +105,28 @@ export async function rewardProgram(o: RolloutOptions, group: Group, ended: Ende
   const reward = ended.zeroReward
     ? { total: 0, components: Object.fromEntries(Object.entries(computed.components).map(([k, v]) => [k, k.startsWith("step:") ? 0 : v])) }
     : computed;
-  o.store.setReward(ended.result.programId, reward);
+  await o.store.setReward(ended.result.programId, reward);
   return { ...ended.result, reward };
 }
 
 /**
- * Run one program of `group` to its end (gateway key, sandbox, agent, env check, termination), as
- * the sync and async rollouts share it; an aborted `o.signal` ends it as `aborted`. Never throws for
- * the program's own failures: they become its recorded termination.
+ * Run one program of `group` to its end (created at the gateway, sandbox, agent, env check, ended at
+ * the gateway with its termination), as the sync and async rollouts share it; an aborted `o.signal`
+ * ends it as `aborted`. Never throws for the program's own failures: they become its recorded
+ * termination. Throws when the gateway cannot create or end the program (then there is no program
+ * to record an outcome for, or its outcome could not be recorded).
  */
 export async function runProgram(o: RolloutOptions, task: Task, group: Group, programId: string, sampleIndex: number): Promise<EndedProgram> {
-  const program: Program = {
-    id: programId,
-    runId: o.runId,
-    taskId: task.id,
-    groupId: group.id,
-    sampleIndex,
-    state: "active",
-    createdAt: o.clock.now(),
-  };
   const variant = sampleVariant(o.env.variants?.() ?? [], o.seed, programId);
-  if (variant) program.variant = { id: variant.id, kind: variant.kind };
-  o.store.createProgram(program);
+  // The program's own key: it reaches only this program's endpoints and trace at the gateway.
+  const apiKey = await createAtGateway(o, {
+    id: programId,
+    run_id: o.runId,
+    group_id: group.id,
+    task_id: task.id,
+    sample_index: sampleIndex,
+    ...(variant ? { variant: { id: variant.id, kind: variant.kind } } : {}),
+  });
 
   let termination: Termination;
   let finalAnswer = "";
@@ -132,8 +136,6 @@ export async function runProgram(o: RolloutOptions, task: Task, group: Group, pr
   let sandbox: Sandbox | undefined;
   try {
     if (o.signal?.aborted) throw new AbortedBeforeStart();
-    // The program's own key: it reaches only this program's endpoints and trace at the gateway.
-    const apiKey = await createAtGateway(o.gatewayUrl, programId, o.gatewayAdminToken);
     sandbox = await o.sandboxes.create(programId);
     const setup = setupEvent(programId, await o.env.setup(task, sandbox, { variant }));
     const outcome =
@@ -150,7 +152,7 @@ export async function runProgram(o: RolloutOptions, task: Task, group: Group, pr
             env: o.env,
             limits: o.limits,
             ...(variant?.env ? { variantEnv: variant.env } : {}),
-            recordedCalls: () => o.store.getTrajectory(programId)?.calls.length ?? 0,
+            recordedCalls: async () => (await o.store.getTrajectory(programId))?.calls.length ?? 0,
             ...(o.signal ? { signal: o.signal } : {}),
           })
         : await runToolAgent({
@@ -174,11 +176,11 @@ export async function runProgram(o: RolloutOptions, task: Task, group: Group, pr
             signal: o.signal,
             ...(o.context !== undefined ? { context: createContextPolicy(o.context) } : {}),
           });
-    if (setup) o.store.recordTool(setup);
-    recordAgentEvents(o.store, outcome);
+    if (setup) await o.store.recordTool(setup);
+    await recordAgentEvents(o.store, outcome);
     // Checked while the sandbox lives: the env may run hidden tests in it.
     const judged = await judgeProgram(o.env, task, sandbox, programId, outcome);
-    for (const ev of judged.events) o.store.recordTool(ev);
+    for (const ev of judged.events) await o.store.recordTool(ev);
     termination = judged.termination;
     check = judged.check;
     zeroReward = judged.zeroReward;
@@ -192,7 +194,7 @@ export async function runProgram(o: RolloutOptions, task: Task, group: Group, pr
         : o.signal?.aborted && o.agent?.kind === "black-box"
           ? // The black box is stopped by tearing its sandbox down: what failed then failed for the abort.
             { kind: "aborted", detail }
-          : { kind: e instanceof GatewayRefused ? "engine_error" : sandbox ? "agent_error" : "sandbox_error", detail };
+          : { kind: sandbox ? "agent_error" : "sandbox_error", detail };
   }
   // The sandbox goes whatever happened above (ThunderAgent's hook-based GC). A failed teardown is
   // noted on the outcome, never allowed to leave the program without one.
@@ -203,9 +205,9 @@ export async function runProgram(o: RolloutOptions, task: Task, group: Group, pr
     termination = { ...termination, detail: termination.detail ? `${termination.detail}; ${why}` : why };
   }
 
-  o.store.endProgram(programId, termination, o.clock.now());
-  await releaseAtGateway(o.gatewayUrl, programId, o.gatewayAdminToken);
-  const trajectory = o.store.getTrajectory(programId);
+  // Ended where it was created: the gateway records the end after every call of the program.
+  await endAtGateway(o, programId, termination);
+  const trajectory = await o.store.getTrajectory(programId);
   if (!trajectory) throw new Error(`program ${programId} vanished from the store`);
   return {
     result: { programId, groupId: group.id, termination, calls },
@@ -214,39 +216,47 @@ export async function runProgram(o: RolloutOptions, task: Task, group: Group, pr
   };
 }
 
-async function createAtGateway(gatewayUrl: string, programId: string, adminToken: string | undefined): Promise<string> {
-  let status: number;
-  let body: { api_key?: string; error?: { message?: string } };
-  try {
-    const res = await fetch(`${gatewayUrl}/programs`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...(adminToken ? { authorization: `Bearer ${adminToken}` } : {}) },
-      body: JSON.stringify({ id: programId }),
-    });
-    status = res.status;
-    body = (await res.json()) as typeof body;
-  } catch (e) {
-    throw new GatewayRefused(`gateway unreachable creating program ${programId}: ${e instanceof Error ? e.message : String(e)}`);
-  }
-  if (status !== 201 || typeof body.api_key !== "string") {
-    throw new GatewayRefused(`gateway refused to create program ${programId}: ${status} ${body.error?.message ?? ""}`.trim());
-  }
-  return body.api_key;
+/** Where a program goes in the store, as POST /programs takes it. */
+interface NewProgramBody {
+  id: string;
+  run_id: string;
+  group_id: string;
+  task_id: string;
+  sample_index: number;
+  variant?: { id: string; kind: "variant" | "perturbation" };
 }
 
-async function releaseAtGateway(gatewayUrl: string, programId: string, adminToken: string | undefined): Promise<void> {
+async function gatewayPost(o: RolloutOptions, path: string, body: object, what: string): Promise<{ status: number; json: { api_key?: string; error?: { message?: string } } }> {
   try {
-    await fetch(`${gatewayUrl}/programs/${encodeURIComponent(programId)}/release`, {
+    const res = await fetch(`${o.gatewayUrl}${path}`, {
       method: "POST",
-      headers: adminToken ? { authorization: `Bearer ${adminToken}` } : {},
+      headers: { "content-type": "application/json", ...(o.gatewayAdminToken ? { authorization: `Bearer ${o.gatewayAdminToken}` } : {}) },
+      body: JSON.stringify(body),
     });
-  } catch {
-    // The gateway also drops idle programs; a failed release only delays that.
+    return { status: res.status, json: (await res.json()) as { api_key?: string; error?: { message?: string } } };
+  } catch (e) {
+    throw new ArborError(`gateway unreachable ${what}: ${e instanceof Error ? e.message : String(e)}`, "backend_unreachable");
+  }
+}
+
+/** Create the program at the gateway (which creates its stored row); returns its key. */
+async function createAtGateway(o: RolloutOptions, body: NewProgramBody): Promise<string> {
+  const { status, json } = await gatewayPost(o, "/programs", body, `creating program ${body.id}`);
+  if (status !== 201 || typeof json.api_key !== "string") {
+    throw new ArborError(`gateway refused to create program ${body.id}: ${status} ${json.error?.message ?? ""}`.trim(), "backend_protocol");
+  }
+  return json.api_key;
+}
+
+/** End the program at the gateway with its termination; resolves once the gateway recorded the end. */
+async function endAtGateway(o: RolloutOptions, programId: string, termination: Termination): Promise<void> {
+  const { status, json } = await gatewayPost(o, `/programs/${encodeURIComponent(programId)}/release`, { termination }, `ending program ${programId}`);
+  if (status !== 200) {
+    throw new ArborError(`gateway could not end program ${programId}: ${status} ${json.error?.message ?? ""}`.trim(), "backend_protocol");
   }
 }
 
 class AbortedBeforeStart extends Error {}
-class GatewayRefused extends Error {}
 
 function hashString(s: string): number {
   let h = 0x811c9dc5;

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -35,14 +36,14 @@ describe("SqliteTrajectoryStore on disk", () => {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("uses WAL, foreign keys and the exact binary encodings; a recorded call is visible to another connection at once", () => {
+  it("uses WAL, foreign keys and the exact binary encodings; a recorded call is visible to another connection at once", async () => {
     const store = new SqliteTrajectoryStore(path);
-    store.createRun(fixtureRun());
+    await store.createRun(fixtureRun());
     const g = fixtureGroup("g1", "run-1", 1);
-    store.createGroup(g);
-    store.createProgram(fixtureProgram(g, 0));
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
     const call = { ...fixtureCall("g1-p0", 0, TRICKY_LOGPROBS), outputTokenIds: TRICKY_LOGPROBS.map((_, i) => 0x7fffffff - i) };
-    store.recordCall(call);
+    await store.recordCall(call);
     const other = new Database(path, { readonly: true });
     try {
       expect(other.pragma("journal_mode", { simple: true })).toBe("wal");
@@ -59,40 +60,40 @@ describe("SqliteTrajectoryStore on disk", () => {
       expect(other.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
     } finally {
       other.close();
-      store.close();
+      await store.close();
     }
   });
 
-  it("keeps a call's text-only and context-reset flags, and absent flags stay absent", () => {
+  it("keeps a call's text-only and context-reset flags, and absent flags stay absent", async () => {
     const store = new SqliteTrajectoryStore(path);
-    store.createRun(fixtureRun());
+    await store.createRun(fixtureRun());
     const g = fixtureGroup("g1", "run-1", 1);
-    store.createGroup(g);
-    store.createProgram(fixtureProgram(g, 0));
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
     const plain = fixtureCall("g1-p0", 0, [-0.5]);
     const textOnly = { ...fixtureCall("g1-p0", 1, []), promptTokenIds: [], outputTokenIds: [], trainable: false as const, contextReset: true as const };
-    store.recordCall(plain);
-    store.recordCall(textOnly);
-    store.close();
+    await store.recordCall(plain);
+    await store.recordCall(textOnly);
+    await store.close();
     const again = new SqliteTrajectoryStore(path);
     try {
-      const calls = again.getTrajectory("g1-p0")?.calls ?? [];
+      const calls = (await again.getTrajectory("g1-p0"))?.calls ?? [];
       expect(calls).toEqual([plain, textOnly]);
       expect("trainable" in (calls[0] as object)).toBe(false);
     } finally {
-      again.close();
+      await again.close();
     }
   });
 
-  it("upgrades a version-1 file in place: old calls read back as trainable", () => {
+  it("upgrades a version-1 file in place: old calls read back as trainable", async () => {
     const store = new SqliteTrajectoryStore(path);
-    store.createRun(fixtureRun());
+    await store.createRun(fixtureRun());
     const g = fixtureGroup("g1", "run-1", 1);
-    store.createGroup(g);
-    store.createProgram(fixtureProgram(g, 0));
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
     const call = fixtureCall("g1-p0", 0, [-0.25]);
-    store.recordCall(call);
-    store.close();
+    await store.recordCall(call);
+    await store.close();
     // Turn the file back into what version 1 wrote: no flag columns.
     const db = new Database(path);
     db.exec(
@@ -101,49 +102,49 @@ describe("SqliteTrajectoryStore on disk", () => {
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
     try {
-      expect(upgraded.getTrajectory("g1-p0")?.calls).toEqual([call]);
+      expect((await upgraded.getTrajectory("g1-p0"))?.calls).toEqual([call]);
     } finally {
-      upgraded.close();
+      await upgraded.close();
     }
     const check = new Database(path, { readonly: true });
     expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
     check.close();
   });
 
-  it("keeps a call's per-token policy versions exactly, and refuses a list that does not match the output", () => {
+  it("keeps a call's per-token policy versions exactly, and refuses a list that does not match the output", async () => {
     const store = new SqliteTrajectoryStore(path);
-    store.createRun(fixtureRun());
+    await store.createRun(fixtureRun());
     const g = fixtureGroup("g1", "run-1", 1);
-    store.createGroup(g);
-    store.createProgram(fixtureProgram(g, 0));
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
     const resumed = { ...fixtureCall("g1-p0", 0, [-0.5, -1, -2]), policyVersion: 4, tokenPolicyVersions: [3, 3, 4] };
-    store.recordCall(resumed);
+    await store.recordCall(resumed);
     const short = { ...fixtureCall("g1-p0", 1, [-0.5, -1]), tokenPolicyVersions: [3] };
-    expect(() => store.recordCall(short)).toThrow(/call 'g1-p0-c1': 1 tokenPolicyVersions for 2 output tokens/);
+    await expect(store.recordCall(short)).rejects.toThrow(/call 'g1-p0-c1': 1 tokenPolicyVersions for 2 output tokens/);
     const negative = { ...fixtureCall("g1-p0", 1, [-0.5]), tokenPolicyVersions: [-1] };
-    expect(() => store.recordCall(negative)).toThrow(/tokenPolicyVersions\[0\]/);
+    await expect(store.recordCall(negative)).rejects.toThrow(/tokenPolicyVersions\[0\]/);
     const plain = fixtureCall("g1-p0", 1, [-0.25]);
-    store.recordCall(plain);
-    store.close();
+    await store.recordCall(plain);
+    await store.close();
     const again = new SqliteTrajectoryStore(path);
     try {
-      const calls = again.getTrajectory("g1-p0")?.calls;
+      const calls = (await again.getTrajectory("g1-p0"))?.calls;
       expect(calls).toEqual([resumed, plain]);
       expect("tokenPolicyVersions" in (calls![1] as object)).toBe(false);
     } finally {
-      again.close();
+      await again.close();
     }
   });
 
-  it("upgrades a version-2 file in place: old calls read back without per-token versions and new ones keep theirs", () => {
+  it("upgrades a version-2 file in place: old calls read back without per-token versions and new ones keep theirs", async () => {
     const store = new SqliteTrajectoryStore(path);
-    store.createRun(fixtureRun());
+    await store.createRun(fixtureRun());
     const g = fixtureGroup("g1", "run-1", 1);
-    store.createGroup(g);
-    store.createProgram(fixtureProgram(g, 0));
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
     const old = { ...fixtureCall("g1-p0", 0, [-0.25]), contextReset: true as const };
-    store.recordCall(old);
-    store.close();
+    await store.recordCall(old);
+    await store.close();
     // Turn the file back into what version 2 wrote: no per-token versions column.
     const db = new Database(path);
     db.exec("ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; UPDATE schema_version SET version = 2;");
@@ -151,53 +152,53 @@ describe("SqliteTrajectoryStore on disk", () => {
     const upgraded = new SqliteTrajectoryStore(path);
     const resumed = { ...fixtureCall("g1-p0", 1, [-1, -2]), tokenPolicyVersions: [2, 3] };
     try {
-      expect(upgraded.getTrajectory("g1-p0")?.calls).toEqual([old]);
-      upgraded.recordCall(resumed);
+      expect((await upgraded.getTrajectory("g1-p0"))?.calls).toEqual([old]);
+      await upgraded.recordCall(resumed);
     } finally {
-      upgraded.close();
+      await upgraded.close();
     }
     const reopened = new SqliteTrajectoryStore(path);
     try {
-      expect(reopened.getTrajectory("g1-p0")?.calls).toEqual([old, resumed]);
+      expect((await reopened.getTrajectory("g1-p0"))?.calls).toEqual([old, resumed]);
     } finally {
-      reopened.close();
+      await reopened.close();
     }
     const check = new Database(path, { readonly: true });
     expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
     check.close();
   });
 
-  it("keeps each call's served model name (version 4), and upgrades a version-3 file in place", () => {
+  it("keeps each call's served model name (version 4), and upgrades a version-3 file in place", async () => {
     const store = new SqliteTrajectoryStore(path);
-    store.createRun(fixtureRun());
+    await store.createRun(fixtureRun());
     const g = fixtureGroup("g1", "run-1", 1);
-    store.createGroup(g);
-    store.createProgram(fixtureProgram(g, 0));
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
     const old = fixtureCall("g1-p0", 0, [-0.25]);
-    store.recordCall(old);
-    store.close();
+    await store.recordCall(old);
+    await store.close();
     const db = new Database(path);
     db.exec("ALTER TABLE calls DROP COLUMN served_model; UPDATE schema_version SET version = 3;");
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
     const served = { ...fixtureCall("g1-p0", 1, [-1]), servedModel: "calc-policy" };
     try {
-      upgraded.recordCall(served);
-      expect(upgraded.getTrajectory("g1-p0")?.calls).toEqual([old, served]);
+      await upgraded.recordCall(served);
+      expect((await upgraded.getTrajectory("g1-p0"))?.calls).toEqual([old, served]);
     } finally {
-      upgraded.close();
+      await upgraded.close();
     }
   });
 
-  it("refuses a file with another schema version", () => {
-    new SqliteTrajectoryStore(path).close();
+  it("refuses a file with another schema version", async () => {
+    await new SqliteTrajectoryStore(path).close();
     const db = new Database(path);
     db.prepare("UPDATE schema_version SET version = 999").run();
     db.close();
     expect(() => new SqliteTrajectoryStore(path)).toThrow(new RegExp(`schema version 999, this build expects ${SQLITE_SCHEMA_VERSION}`));
   });
 
-  it("refuses a database that is not an Arbor store, and a file that is not a database", () => {
+  it("refuses a database that is not an Arbor store, and a file that is not a database", async () => {
     const db = new Database(path);
     db.exec("CREATE TABLE t (x)");
     db.close();
@@ -208,15 +209,123 @@ describe("SqliteTrajectoryStore on disk", () => {
   });
 });
 
-describe("createStore", () => {
-  it("opens a sqlite store by kind", () => {
-    const s = createStore({ kind: "sqlite", path: ":memory:" });
-    s.createRun(fixtureRun());
-    expect(s.listRuns()).toEqual([fixtureRun()]);
-    s.close();
+describe("SqliteTrajectoryStore writes", () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "arbor-store-"));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("refuses a write beyond maxPendingWrites at once, naming the limit, and commits the rest", async () => {
+    const store = new SqliteTrajectoryStore(join(dir, "s.sqlite"), { maxPendingWrites: 3 });
+    try {
+      const queued = [store.createRun(fixtureRun("a")), store.createRun(fixtureRun("b")), store.createRun(fixtureRun("c"))];
+      await expect(store.createRun(fixtureRun("d"))).rejects.toThrow(/write queue is full \(maxPendingWrites 3 writes waiting to commit\)/);
+      await Promise.all(queued);
+      expect((await store.listRuns()).map((r) => r.id)).toEqual(["a", "b", "c"]);
+      // Room again once they committed.
+      await store.createRun(fixtureRun("d"));
+    } finally {
+      await store.close();
+    }
   });
 
-  it("names unknown kinds and missing paths", () => {
+  it("commits writes made in one turn in one transaction (one WAL commit frame set), and each is durable when it resolves", async () => {
+    const path = join(dir, "s.sqlite");
+    const store = new SqliteTrajectoryStore(path);
+    await store.createRun(fixtureRun());
+    const g = fixtureGroup("g", "run-1", 1);
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
+    const before = new Database(path, { readonly: true });
+    const commits = (): number => (before.prepare("PRAGMA data_version").get() as { data_version: number }).data_version;
+    const v0 = commits();
+    await Promise.all(Array.from({ length: 50 }, (_, i) => store.recordCall(fixtureCall("g-p0", i, [-1]))));
+    // data_version moves once per commit seen from another connection: 50 writes, one transaction.
+    expect(commits() - v0).toBe(1);
+    expect((before.prepare("SELECT count(*) AS n FROM calls").get() as { n: number }).n).toBe(50);
+    before.close();
+    await store.close();
+  });
+
+  it("rejects a bad option naming it", () => {
+    expect(() => new SqliteTrajectoryStore(":memory:", { maxPendingWrites: 0 })).toThrow(/maxPendingWrites: must be an integer >= 1, got 0/);
+  });
+});
+
+describe("SqliteTrajectoryStore recovery on open", () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "arbor-store-"));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  const root = join(import.meta.dirname, "../..");
+
+  /** Start a run with two active programs (one with a call) in another process, which then dies by SIGKILL. */
+  function runThenDie(path: string): void {
+    const script = `
+      import { SqliteTrajectoryStore } from "./src/store/sqlite-store.ts";
+      const s = new SqliteTrajectoryStore(${JSON.stringify(path)});
+      await s.createRun({ id: "dead", name: "dead", configJson: "{}", startedAt: 1 });
+      await s.createGroup({ id: "g", runId: "dead", taskId: "t", programIds: [] });
+      for (const i of [0, 1, 2]) await s.createProgram({ id: "p" + i, runId: "dead", taskId: "t", groupId: "g", sampleIndex: i, state: "active", createdAt: 2 });
+      await s.endProgram("p2", { kind: "completed" }, 3);
+      process.kill(process.pid, "SIGKILL");
+    `;
+    const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: root, encoding: "utf8", timeout: 60_000 });
+    expect(r.signal, r.stderr).toBe("SIGKILL");
+  }
+
+  it("ends the programs a killed run left active as aborted, with the reason, and gives the run an end time", async () => {
+    const path = join(dir, "s.sqlite");
+    runThenDie(path);
+    const store = new SqliteTrajectoryStore(path, { clock: { now: () => 777, setTimer: () => ({ cancel: () => undefined }), sleep: async () => undefined } });
+    try {
+      expect(store.recovered).toEqual({ runs: ["dead"], programs: ["p0", "p1"] });
+      expect((await store.stats("dead")).unfinished).toBe(0);
+      const [p0, , p2] = await store.listTrajectories("dead");
+      expect(p0?.program).toMatchObject({ state: "terminated", endedAt: 777, termination: { kind: "aborted" } });
+      expect(p0?.program.termination?.detail).toMatch(/^run 'dead' ended without finishing: its process \(pid \d+ on .+\) is gone/);
+      expect(p2?.program.termination).toEqual({ kind: "completed" });
+      expect((await store.getRun("dead"))?.endedAt).toBe(777);
+    } finally {
+      await store.close();
+    }
+    // Once ended, reopening changes nothing.
+    const again = new SqliteTrajectoryStore(path);
+    expect(again.recovered).toEqual({ runs: [], programs: [] });
+    await again.close();
+  }, 60_000);
+
+  it("leaves a run whose process still lives alone (a second connection is not a new run)", async () => {
+    const path = join(dir, "s.sqlite");
+    const live = new SqliteTrajectoryStore(path);
+    await live.createRun(fixtureRun());
+    const g = fixtureGroup("g", "run-1", 1);
+    await live.createGroup(g);
+    await live.createProgram(fixtureProgram(g, 0));
+    const reader = new SqliteTrajectoryStore(path);
+    try {
+      expect(reader.recovered).toEqual({ runs: [], programs: [] });
+      expect((await reader.stats("run-1")).unfinished).toBe(1);
+      await live.recordCall(fixtureCall("g-p0", 0, [-1]));
+    } finally {
+      await reader.close();
+      await live.close();
+    }
+  });
+});
+
+describe("createStore", () => {
+  it("opens a sqlite store by kind", async () => {
+    const s = createStore({ kind: "sqlite", path: ":memory:" });
+    await s.createRun(fixtureRun());
+    expect(await s.listRuns()).toEqual([fixtureRun()]);
+    await s.close();
+  });
+
+  it("names unknown kinds and missing paths", async () => {
     expect(() => createStore({ kind: "redis" })).toThrow("store.kind: unknown store kind 'redis' (known: sqlite)");
     expect(() => createStore({ kind: "toString" })).toThrow(/unknown store kind/);
     expect(() => createStore({ kind: "sqlite", path: "" })).toThrow("store.path: required for the sqlite store");

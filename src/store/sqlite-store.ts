@@ -19,8 +19,13 @@ import type {
   ToolEvent,
   Trajectory,
 } from "../core/types.js";
+import type { Clock } from "../core/clock.js";
+import { realClock } from "../core/real-clock.js";
+import { currentOwner, ownerAlive } from "./run-owner.js";
+import { SqliteWriteQueue, type WriteQueueOptions } from "./sqlite-write-queue.js";
+import type { WriteStep } from "./sqlite-writer.mjs";
 import { decodeFloat64s, decodeTokenIds, encodeFloat64s, encodeTokenIds } from "./codec.js";
-import { TERMINATION_KINDS, type NewRun, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
+import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
 export const SQLITE_SCHEMA_VERSION = 4;
@@ -125,10 +130,25 @@ CREATE INDEX IF NOT EXISTS context_events_program ON context_events(program_id);
 
 const CONTEXT_ACTIONS: readonly ContextAction[] = ["discard", "clear-thinking", "summarize"];
 
-export interface SqliteStoreOptions {
+// Who started each run (run-owner.ts), added like context_events: an unfinished run whose owner is
+// gone is ended, with its active programs, when the store is next opened.
+const RUN_OWNERS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS run_owners (
+  run_id TEXT PRIMARY KEY REFERENCES runs(id),
+  host TEXT NOT NULL,
+  boot_id TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  pid_start INTEGER NOT NULL
+);
+`;
+
+export interface SqliteStoreOptions extends WriteQueueOptions {
   /** `full` (default) fsyncs every commit, so a recorded call survives power loss; `normal` survives process crashes only. */
   synchronous?: "full" | "normal";
+  /** End time of runs and programs ended on open because their process died (default: the wall clock). */
+  clock?: Clock;
 }
+
 
 interface RunRow {
   id: string;
@@ -303,32 +323,82 @@ function runFromRow(r: RunRow): RunRecord {
   return run;
 }
 
-/** A {@link TrajectoryStore} in one SQLite file (or `:memory:`). */
+/** A check that fails the write unless the query finds a row. */
+function mustFind(sql: string, params: unknown[], fail: string): WriteStep {
+  return { sql, params, expect: "row", fail };
+}
+
+/** A check that fails the write if the query finds a row (`{column}` in `fail` names what it found). */
+function mustNotFind(sql: string, params: unknown[], fail: string): WriteStep {
+  return { sql, params, expect: "none", fail };
+}
+
+function exec(sql: string, params: unknown[]): WriteStep {
+  return { sql, params };
+}
+
+const requireRunStep = (runId: string, what: string): WriteStep => mustFind("SELECT 1 FROM runs WHERE id = ?", [runId], `${what}: unknown run '${runId}'`);
+
+/** The program must exist and not be ended. */
+function activeProgramSteps(programId: string, what: string): WriteStep[] {
+  return [
+    mustFind("SELECT 1 FROM programs WHERE id = ?", [programId], `${what}: unknown program '${programId}'`),
+    mustNotFind(
+      "SELECT termination_kind FROM programs WHERE id = ? AND termination_kind IS NOT NULL",
+      [programId],
+      `${what}: program '${programId}' already ended ({termination_kind})`,
+    ),
+  ];
+}
+
+interface OwnerRow {
+  id: string;
+  host: string | null;
+  boot_id: string | null;
+  pid: number | null;
+  pid_start: number | null;
+}
+
+/**
+ * A {@link TrajectoryStore} in one SQLite file (or `:memory:`). Reads run on this thread; writes go
+ * through a bounded queue and are committed in batches by a writer thread (sqlite-write-queue.ts),
+ * each write's promise resolving once its transaction has committed. A read waits for the writes
+ * queued before it, so a caller reads back what it wrote.
+ */
 export class SqliteTrajectoryStore implements TrajectoryStore {
   private readonly db: Database.Database;
-  private closed = false;
+  private readonly writes: SqliteWriteQueue;
+  private closing: Promise<void> | undefined;
+  /** What opening the store ended because the process that ran it had died. */
+  readonly recovered: Recovered;
 
   /**
-   * Open (creating if needed) the store at `path`. Parent directories are created. Throws an
+   * Open (creating if needed) the store at `path`. Parent directories are created. Unfinished runs
+   * whose process is gone are ended, their active programs as `aborted` with the reason. Throws an
    * {@link ArborError} if the file is not a SQLite database or has another schema version.
    */
   constructor(
     readonly path: string,
     options: SqliteStoreOptions = {},
   ) {
-    if (path !== ":memory:" && path !== "") mkdirSync(dirname(path), { recursive: true });
+    const memory = path === ":memory:" || path === "";
+    if (!memory) mkdirSync(dirname(path), { recursive: true });
     try {
       this.db = new Database(path);
     } catch (e) {
       fail(`cannot open store ${path}: ${(e as Error).message}`);
     }
+    const synchronous = options.synchronous === "normal" ? "normal" : "full";
     try {
       this.db.pragma("journal_mode = WAL");
       this.db.pragma("foreign_keys = ON");
-      this.db.pragma(`synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`);
+      this.db.pragma(`synchronous = ${synchronous === "normal" ? "NORMAL" : "FULL"}`);
       this.db.pragma("busy_timeout = 5000");
       this.migrate();
       this.db.exec(CONTEXT_EVENTS_SCHEMA);
+      this.db.exec(RUN_OWNERS_SCHEMA);
+      this.recovered = this.recover((options.clock ?? realClock).now());
+      this.writes = new SqliteWriteQueue(path, synchronous, { ...options, ...(memory ? { inline: this.db } : {}) });
     } catch (e) {
       this.db.close();
       if (e instanceof ArborError) throw e;
@@ -367,120 +437,153 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     }
   }
 
-  private live(): Database.Database {
-    if (this.closed) fail(`store ${this.path} is closed`);
+  /** End every unfinished run whose owner process is gone, and its active programs as `aborted`. */
+  private recover(now: number): Recovered {
+    const db = this.db;
+    return db.transaction(() => {
+      const open = db
+        .prepare(
+          `SELECT r.id, o.host, o.boot_id, o.pid, o.pid_start FROM runs r LEFT JOIN run_owners o ON o.run_id = r.id
+           WHERE r.ended_at IS NULL ORDER BY r.rowid`,
+        )
+        .all() as OwnerRow[];
+      const recovered: Recovered = { runs: [], programs: [] };
+      for (const r of open) {
+        const owner = r.host === null ? undefined : { host: r.host, bootId: r.boot_id ?? "", pid: r.pid ?? -1, pidStart: r.pid_start ?? -1 };
+        if (owner && ownerAlive(owner)) continue;
+        const who = owner ? `its process (pid ${owner.pid} on ${owner.host}) is gone` : "no process is recorded as running it";
+        const detail = `run '${r.id}' ended without finishing: ${who}; ended when the store was next opened`;
+        const programs = (db.prepare("SELECT id FROM programs WHERE run_id = ? AND termination_kind IS NULL ORDER BY rowid").all(r.id) as { id: string }[]).map(
+          (p) => p.id,
+        );
+        db.prepare(
+          `UPDATE programs SET state = 'terminated', ended_at = ?, termination_kind = 'aborted', termination_detail = ?
+           WHERE run_id = ? AND termination_kind IS NULL`,
+        ).run(now, detail, r.id);
+        db.prepare("UPDATE runs SET ended_at = ? WHERE id = ?").run(now, r.id);
+        recovered.runs.push(r.id);
+        recovered.programs.push(...programs);
+      }
+      return recovered;
+    })();
+  }
+
+  /** The connection to read from, once every write queued before this read has settled. */
+  private async reader(): Promise<Database.Database> {
+    if (this.closing) fail(`store ${this.path} is closed`);
+    await this.writes.settled();
+    if (this.closing) fail(`store ${this.path} is closed`);
     return this.db;
   }
 
-  private programRow(id: string): ProgramRow | undefined {
-    return this.live().prepare("SELECT * FROM programs WHERE id = ?").get(id) as ProgramRow | undefined;
+  private write(steps: WriteStep[]): Promise<void> {
+    if (this.closing) return Promise.reject(new ArborError(`store ${this.path} is closed`, "store"));
+    return this.writes.write(steps);
   }
 
-  private requireRun(runId: string, what: string): void {
-    if (!this.live().prepare("SELECT 1 FROM runs WHERE id = ?").get(runId)) fail(`${what}: unknown run '${runId}'`);
+  private static programRow(db: Database.Database, id: string): ProgramRow | undefined {
+    return db.prepare("SELECT * FROM programs WHERE id = ?").get(id) as ProgramRow | undefined;
   }
 
-  /** The program, which must exist and not be ended. */
-  private requireActiveProgram(programId: string, what: string): ProgramRow {
-    const p = this.programRow(programId);
-    if (!p) fail(`${what}: unknown program '${programId}'`);
-    if (p.termination_kind !== null) fail(`${what}: program '${programId}' already ended (${p.termination_kind})`);
-    return p;
+  private static requireRun(db: Database.Database, runId: string, what: string): void {
+    if (!db.prepare("SELECT 1 FROM runs WHERE id = ?").get(runId)) fail(`${what}: unknown run '${runId}'`);
   }
 
-  createRun(run: NewRun): void {
+  async createRun(run: NewRun): Promise<void> {
     requireString(run.id, "run.id");
     requireString(run.name, "run.name");
     if (typeof run.configJson !== "string") fail("run.configJson: must be a string");
     requireFinite(run.startedAt, "run.startedAt");
-    const db = this.live();
-    db.transaction(() => {
-      if (db.prepare("SELECT 1 FROM runs WHERE id = ?").get(run.id)) fail(`createRun: run '${run.id}' already exists`);
-      db.prepare("INSERT INTO runs (id, name, config_json, started_at) VALUES (?, ?, ?, ?)").run(
+    const owner = currentOwner();
+    await this.write([
+      mustNotFind("SELECT 1 FROM runs WHERE id = ?", [run.id], `createRun: run '${run.id}' already exists`),
+      exec("INSERT INTO runs (id, name, config_json, started_at) VALUES (?, ?, ?, ?)", [run.id, run.name, run.configJson, run.startedAt]),
+      exec("INSERT INTO run_owners (run_id, host, boot_id, pid, pid_start) VALUES (?, ?, ?, ?, ?)", [
         run.id,
-        run.name,
-        run.configJson,
-        run.startedAt,
-      );
-    })();
+        owner.host,
+        owner.bootId,
+        owner.pid,
+        owner.pidStart,
+      ]),
+    ]);
   }
 
-  finishRun(id: string, endedAt: number): void {
+  async finishRun(id: string, endedAt: number): Promise<void> {
     requireFinite(endedAt, "endedAt");
-    const db = this.live();
-    db.transaction(() => {
-      const r = db.prepare("SELECT * FROM runs WHERE id = ?").get(id) as RunRow | undefined;
-      if (!r) fail(`finishRun: unknown run '${id}'`);
-      if (r.ended_at !== null) fail(`finishRun: run '${id}' already finished`);
-      db.prepare("UPDATE runs SET ended_at = ? WHERE id = ?").run(endedAt, id);
-    })();
+    await this.write([
+      mustFind("SELECT 1 FROM runs WHERE id = ?", [id], `finishRun: unknown run '${id}'`),
+      mustNotFind("SELECT 1 FROM runs WHERE id = ? AND ended_at IS NOT NULL", [id], `finishRun: run '${id}' already finished`),
+      exec("UPDATE runs SET ended_at = ? WHERE id = ?", [endedAt, id]),
+    ]);
   }
 
-  getRun(id: string): RunRecord | undefined {
-    const r = this.live().prepare("SELECT * FROM runs WHERE id = ?").get(id) as RunRow | undefined;
+  async getRun(id: string): Promise<RunRecord | undefined> {
+    const db = await this.reader();
+    const r = db.prepare("SELECT * FROM runs WHERE id = ?").get(id) as RunRow | undefined;
     return r ? runFromRow(r) : undefined;
   }
 
-  listRuns(): RunRecord[] {
-    return (this.live().prepare("SELECT * FROM runs ORDER BY rowid").all() as RunRow[]).map(runFromRow);
+  async listRuns(): Promise<RunRecord[]> {
+    const db = await this.reader();
+    return (db.prepare("SELECT * FROM runs ORDER BY rowid").all() as RunRow[]).map(runFromRow);
   }
 
-  createGroup(group: Group): void {
+  async createGroup(group: Group): Promise<void> {
     requireString(group.id, "group.id");
     requireString(group.taskId, "group.taskId");
     if (!Array.isArray(group.programIds)) fail("group.programIds: must be an array");
     if (new Set(group.programIds).size !== group.programIds.length) fail(`group '${group.id}': duplicate program ids`);
-    const db = this.live();
-    db.transaction(() => {
-      this.requireRun(group.runId, `createGroup '${group.id}'`);
-      if (db.prepare("SELECT 1 FROM groups WHERE id = ?").get(group.id)) fail(`createGroup: group '${group.id}' already exists`);
-      db.prepare("INSERT INTO groups (id, run_id, task_id, program_ids) VALUES (?, ?, ?, ?)").run(
+    await this.write([
+      requireRunStep(group.runId, `createGroup '${group.id}'`),
+      mustNotFind("SELECT 1 FROM groups WHERE id = ?", [group.id], `createGroup: group '${group.id}' already exists`),
+      exec("INSERT INTO groups (id, run_id, task_id, program_ids) VALUES (?, ?, ?, ?)", [
         group.id,
         group.runId,
         group.taskId,
         JSON.stringify(group.programIds),
-      );
-    })();
+      ]),
+    ]);
   }
 
-  createProgram(program: Program): void {
+  async createProgram(program: Program): Promise<void> {
     requireString(program.id, "program.id");
     requireString(program.taskId, "program.taskId");
     requireIndex(program.sampleIndex, "program.sampleIndex");
     requireFinite(program.createdAt, "program.createdAt");
-    const db = this.live();
-    db.transaction(() => {
-      const what = `createProgram '${program.id}'`;
-      this.requireRun(program.runId, what);
-      if (this.programRow(program.id)) fail(`createProgram: program '${program.id}' already exists`);
-      const g = db.prepare("SELECT * FROM groups WHERE id = ?").get(program.groupId) as GroupRow | undefined;
-      if (!g) fail(`${what}: unknown group '${program.groupId}'`);
-      if (g.run_id !== program.runId) fail(`${what}: group '${g.id}' belongs to run '${g.run_id}', not '${program.runId}'`);
-      if (g.task_id !== program.taskId) fail(`${what}: group '${g.id}' is for task '${g.task_id}', not '${program.taskId}'`);
-      const members = JSON.parse(g.program_ids) as string[];
-      if (!members.includes(program.id)) {
-        members.push(program.id);
-        db.prepare("UPDATE groups SET program_ids = ? WHERE id = ?").run(JSON.stringify(members), g.id);
-      }
-      db.prepare(
+    const what = `createProgram '${program.id}'`;
+    const g = program.groupId;
+    await this.write([
+      requireRunStep(program.runId, what),
+      mustNotFind("SELECT 1 FROM programs WHERE id = ?", [program.id], `createProgram: program '${program.id}' already exists`),
+      mustFind("SELECT 1 FROM groups WHERE id = ?", [g], `${what}: unknown group '${g}'`),
+      mustNotFind("SELECT run_id FROM groups WHERE id = ? AND run_id != ?", [g, program.runId], `${what}: group '${g}' belongs to run '{run_id}', not '${program.runId}'`),
+      mustNotFind("SELECT task_id FROM groups WHERE id = ? AND task_id != ?", [g, program.taskId], `${what}: group '${g}' is for task '{task_id}', not '${program.taskId}'`),
+      // Append the program to its group's members unless the group already lists it.
+      exec(
+        `UPDATE groups SET program_ids = json_insert(program_ids, '$[#]', ?)
+         WHERE id = ? AND NOT EXISTS (SELECT 1 FROM json_each(groups.program_ids) WHERE value = ?)`,
+        [program.id, g, program.id],
+      ),
+      exec(
         `INSERT INTO programs (id, run_id, group_id, task_id, sample_index, state, created_at, ended_at,
            termination_kind, termination_detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        program.id,
-        program.runId,
-        program.groupId,
-        program.taskId,
-        program.sampleIndex,
-        program.state,
-        program.createdAt,
-        program.endedAt ?? null,
-        program.termination?.kind ?? null,
-        program.termination?.detail ?? null,
-      );
-    })();
+        [
+          program.id,
+          program.runId,
+          g,
+          program.taskId,
+          program.sampleIndex,
+          program.state,
+          program.createdAt,
+          program.endedAt ?? null,
+          program.termination?.kind ?? null,
+          program.termination?.detail ?? null,
+        ],
+      ),
+    ]);
   }
 
-  recordCall(call: Call): void {
+  async recordCall(call: Call): Promise<void> {
     requireString(call.id, "call.id");
     requireIndex(call.index, `call '${call.id}' index`);
     requireIndex(call.policyVersion, `call '${call.id}' policyVersion`);
@@ -493,54 +596,61 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     const output = encodeTokenIds(call.outputTokenIds, `call '${call.id}' outputTokenIds`);
     const logprobs = encodeFloat64s(call.logprobs, `call '${call.id}' logprobs`);
     const versions = call.tokenPolicyVersions === undefined ? null : encodeTokenVersions(call);
-    const db = this.live();
-    db.transaction(() => {
-      const what = `recordCall '${call.id}'`;
-      this.requireActiveProgram(call.programId, what);
-      if (db.prepare("SELECT 1 FROM calls WHERE id = ?").get(call.id)) fail(`${what}: duplicate call id`);
-      if (db.prepare("SELECT 1 FROM calls WHERE program_id = ? AND idx = ?").get(call.programId, call.index)) {
-        fail(`${what}: program '${call.programId}' already has a call at index ${call.index}`);
-      }
-      db.prepare(
+    const what = `recordCall '${call.id}'`;
+    await this.write([
+      ...activeProgramSteps(call.programId, what),
+      mustNotFind("SELECT 1 FROM calls WHERE id = ?", [call.id], `${what}: duplicate call id`),
+      mustNotFind(
+        "SELECT 1 FROM calls WHERE program_id = ? AND idx = ?",
+        [call.programId, call.index],
+        `${what}: program '${call.programId}' already has a call at index ${call.index}`,
+      ),
+      exec(
         `INSERT INTO calls (id, program_id, idx, messages, prompt_token_ids, output_token_ids, logprobs, output_text,
            finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset, token_policy_versions, served_model)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        call.id,
-        call.programId,
-        call.index,
-        JSON.stringify(call.messages),
-        prompt,
-        output,
-        logprobs,
-        call.outputText,
-        call.finishReason,
-        call.backend,
-        call.policyVersion,
-        call.timings.start,
-        call.timings.end,
-        call.trainable === false ? 0 : 1,
-        call.contextReset === true ? 1 : 0,
-        versions,
-        call.servedModel ?? null,
-      );
-    })();
+        [
+          call.id,
+          call.programId,
+          call.index,
+          JSON.stringify(call.messages),
+          prompt,
+          output,
+          logprobs,
+          call.outputText,
+          call.finishReason,
+          call.backend,
+          call.policyVersion,
+          call.timings.start,
+          call.timings.end,
+          call.trainable === false ? 0 : 1,
+          call.contextReset === true ? 1 : 0,
+          versions,
+          call.servedModel ?? null,
+        ],
+      ),
+    ]);
   }
 
-  recordTool(event: ToolEvent): void {
+  async recordTool(event: ToolEvent): Promise<void> {
     requireIndex(event.callIndex, "tool.callIndex");
     requireString(event.tool, "tool.tool");
     requireFinite(event.durationMs, "tool.durationMs");
-    const db = this.live();
-    db.transaction(() => {
-      this.requireActiveProgram(event.programId, `recordTool '${event.tool}'`);
-      db.prepare(
-        "INSERT INTO tools (program_id, call_index, tool, input, output, ok, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-      ).run(event.programId, event.callIndex, event.tool, event.input, event.output, event.ok ? 1 : 0, event.durationMs);
-    })();
+    await this.write([
+      ...activeProgramSteps(event.programId, `recordTool '${event.tool}'`),
+      exec("INSERT INTO tools (program_id, call_index, tool, input, output, ok, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?)", [
+        event.programId,
+        event.callIndex,
+        event.tool,
+        event.input,
+        event.output,
+        event.ok ? 1 : 0,
+        event.durationMs,
+      ]),
+    ]);
   }
 
-  recordContextEvent(event: ContextEvent): void {
+  async recordContextEvent(event: ContextEvent): Promise<void> {
     const what = `recordContextEvent '${event?.policy}'`;
     requireIndex(event.callIndex, "contextEvent.callIndex");
     requireString(event.policy, "contextEvent.policy");
@@ -548,61 +658,55 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     for (const f of ["tokensBefore", "tokensAfter", "messagesBefore", "messagesAfter"] as const) {
       requireIndex(event[f], `contextEvent.${f}`);
     }
-    const db = this.live();
-    db.transaction(() => {
-      this.requireActiveProgram(event.programId, what);
-      db.prepare(
+    await this.write([
+      ...activeProgramSteps(event.programId, what),
+      exec(
         `INSERT INTO context_events (program_id, call_index, policy, action, tokens_before, tokens_after, messages_before,
            messages_after, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        event.programId,
-        event.callIndex,
-        event.policy,
-        event.action,
-        event.tokensBefore,
-        event.tokensAfter,
-        event.messagesBefore,
-        event.messagesAfter,
-        event.detail ?? null,
-      );
-    })();
+        [
+          event.programId,
+          event.callIndex,
+          event.policy,
+          event.action,
+          event.tokensBefore,
+          event.tokensAfter,
+          event.messagesBefore,
+          event.messagesAfter,
+          event.detail ?? null,
+        ],
+      ),
+    ]);
   }
 
-  endProgram(programId: string, termination: Termination, endedAt: number): void {
+  async endProgram(programId: string, termination: Termination, endedAt: number): Promise<void> {
     if (!TERMINATION_KINDS.includes(termination?.kind)) fail(`endProgram '${programId}': unknown termination kind '${termination?.kind}'`);
     requireFinite(endedAt, "endedAt");
-    const db = this.live();
-    db.transaction(() => {
-      this.requireActiveProgram(programId, "endProgram");
-      db.prepare(
-        "UPDATE programs SET state = 'terminated', ended_at = ?, termination_kind = ?, termination_detail = ? WHERE id = ?",
-      ).run(endedAt, termination.kind, termination.detail ?? null, programId);
-    })();
+    await this.write([
+      ...activeProgramSteps(programId, "endProgram"),
+      exec("UPDATE programs SET state = 'terminated', ended_at = ?, termination_kind = ?, termination_detail = ? WHERE id = ?", [
+        endedAt,
+        termination.kind,
+        termination.detail ?? null,
+        programId,
+      ]),
+    ]);
   }
 
-  setReward(programId: string, reward: Reward): void {
+  async setReward(programId: string, reward: Reward): Promise<void> {
     requireFinite(reward?.total, `reward of '${programId}' total`);
     for (const [name, v] of Object.entries(reward.components ?? {})) requireFinite(v, `reward of '${programId}' component '${name}'`);
-    const db = this.live();
-    db.transaction(() => {
-      const p = this.programRow(programId);
-      if (!p) fail(`setReward: unknown program '${programId}'`);
-      if (p.termination_kind === null) fail(`setReward: program '${programId}' has not ended`);
-      if (db.prepare("SELECT 1 FROM rewards WHERE program_id = ?").get(programId)) {
-        fail(`setReward: program '${programId}' already has a reward`);
-      }
-      db.prepare("INSERT INTO rewards (program_id, total, components) VALUES (?, ?, ?)").run(
-        programId,
-        reward.total,
-        JSON.stringify(reward.components ?? {}),
-      );
-    })();
+    await this.write([
+      mustFind("SELECT 1 FROM programs WHERE id = ?", [programId], `setReward: unknown program '${programId}'`),
+      mustNotFind("SELECT 1 FROM programs WHERE id = ? AND termination_kind IS NULL", [programId], `setReward: program '${programId}' has not ended`),
+      mustNotFind("SELECT 1 FROM rewards WHERE program_id = ?", [programId], `setReward: program '${programId}' already has a reward`),
+      exec("INSERT INTO rewards (program_id, total, components) VALUES (?, ?, ?)", [programId, reward.total, JSON.stringify(reward.components ?? {})]),
+    ]);
   }
 
-  getTrajectory(programId: string): Trajectory | undefined {
-    const db = this.live();
+  async getTrajectory(programId: string): Promise<Trajectory | undefined> {
+    const db = await this.reader();
     return db.transaction(() => {
-      const p = this.programRow(programId);
+      const p = SqliteTrajectoryStore.programRow(db, programId);
       if (!p) return undefined;
       const calls = db.prepare("SELECT * FROM calls WHERE program_id = ? ORDER BY idx").all(programId) as CallRow[];
       const tools = db.prepare("SELECT * FROM tools WHERE program_id = ? ORDER BY rowid").all(programId) as ToolRow[];
@@ -615,11 +719,11 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     })();
   }
 
-  listTrajectories(runId: string): Trajectory[] {
-    const db = this.live();
-    // One read transaction: a consistent snapshot even while a writer is recording calls.
+  async listTrajectories(runId: string): Promise<Trajectory[]> {
+    const db = await this.reader();
+    // One read transaction: a consistent snapshot even while the writer commits calls.
     return db.transaction(() => {
-      this.requireRun(runId, "listTrajectories");
+      SqliteTrajectoryStore.requireRun(db, runId, "listTrajectories");
       const programs = db.prepare("SELECT * FROM programs WHERE run_id = ? ORDER BY rowid").all(runId) as ProgramRow[];
       const byId = new Map<string, Trajectory>();
       for (const p of programs) byId.set(p.id, { program: programFromRow(p), calls: [], tools: [] });
@@ -642,19 +746,19 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     })();
   }
 
-  listGroups(runId: string): Group[] {
-    const db = this.live();
+  async listGroups(runId: string): Promise<Group[]> {
+    const db = await this.reader();
     return db.transaction(() => {
-      this.requireRun(runId, "listGroups");
+      SqliteTrajectoryStore.requireRun(db, runId, "listGroups");
       const rows = db.prepare("SELECT * FROM groups WHERE run_id = ? ORDER BY rowid").all(runId) as GroupRow[];
       return rows.map((g) => ({ id: g.id, runId: g.run_id, taskId: g.task_id, programIds: JSON.parse(g.program_ids) as string[] }));
     })();
   }
 
-  stats(runId: string): RunStats {
-    const db = this.live();
+  async stats(runId: string): Promise<RunStats> {
+    const db = await this.reader();
     return db.transaction(() => {
-      this.requireRun(runId, "stats");
+      SqliteTrajectoryStore.requireRun(db, runId, "stats");
       const progs = db
         .prepare("SELECT count(*) AS n, sum(termination_kind IS NULL) AS open FROM programs WHERE run_id = ?")
         .get(runId) as { n: number; open: number | null };
@@ -688,9 +792,14 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     })();
   }
 
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.db.close();
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      try {
+        await this.writes.close();
+      } finally {
+        this.db.close();
+      }
+    })();
+    return this.closing;
   }
 }

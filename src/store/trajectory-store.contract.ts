@@ -8,7 +8,7 @@ import { TERMINATION_KINDS, type TrajectoryStore } from "./trajectory-store.js";
 
 export interface StoreHarness {
   /** Open a store over this harness's backing data (every call sees the same data once the previous store is closed). */
-  open(): TrajectoryStore;
+  open(): TrajectoryStore | Promise<TrajectoryStore>;
   /** Remove the backing data. */
   dispose(): void;
 }
@@ -33,40 +33,40 @@ export function describeTrajectoryStoreContract(
     let harness: StoreHarness;
     let store: TrajectoryStore;
 
-    beforeEach(() => {
+    beforeEach(async () => {
       harness = makeHarness();
-      store = harness.open();
+      store = await harness.open();
     });
-    afterEach(() => {
-      store.close();
+    afterEach(async () => {
+      await store.close();
       harness.dispose();
     });
 
     /** A run with group g1 (2 programs) and g2 (1 program); p0 of g1 has 3 calls recorded out of order. */
-    function populate(): void {
-      store.createRun(fixtureRun());
+    async function populate(): Promise<void> {
+      await store.createRun(fixtureRun());
       const g1 = fixtureGroup("g1");
       const g2 = fixtureGroup("g2", "run-1", 1);
-      store.createGroup(g1);
-      store.createGroup(g2);
-      store.createProgram(fixtureProgram(g1, 0));
-      store.createProgram(fixtureProgram(g1, 1));
-      store.createProgram(fixtureProgram(g2, 0));
-      store.recordCall(fixtureCall("g1-p0", 2, [-0.5]));
-      store.recordCall(fixtureCall("g1-p0", 0, TRICKY_LOGPROBS));
-      store.recordTool({ programId: "g1-p0", callIndex: 0, tool: "calc", input: "6*7", output: "42", ok: true, durationMs: 3 });
-      store.recordCall(fixtureCall("g1-p0", 1, [-2, -3], 0));
-      store.recordTool({ programId: "g1-p0", callIndex: 1, tool: "calc", input: "x", output: "err", ok: false, durationMs: 1.5 });
-      store.recordCall(fixtureCall("g1-p1", 0, [-1e-12, -23.5]));
-      store.endProgram("g1-p0", { kind: "completed" }, 3000);
-      store.endProgram("g1-p1", { kind: "max_turns", detail: "4 turns" }, 3001);
-      store.setReward("g1-p0", { total: 1, components: { outcome: 1, format: -1e-12 } });
-      store.setReward("g1-p1", { total: 0, components: { outcome: 0 } });
+      await store.createGroup(g1);
+      await store.createGroup(g2);
+      await store.createProgram(fixtureProgram(g1, 0));
+      await store.createProgram(fixtureProgram(g1, 1));
+      await store.createProgram(fixtureProgram(g2, 0));
+      await store.recordCall(fixtureCall("g1-p0", 2, [-0.5]));
+      await store.recordCall(fixtureCall("g1-p0", 0, TRICKY_LOGPROBS));
+      await store.recordTool({ programId: "g1-p0", callIndex: 0, tool: "calc", input: "6*7", output: "42", ok: true, durationMs: 3 });
+      await store.recordCall(fixtureCall("g1-p0", 1, [-2, -3], 0));
+      await store.recordTool({ programId: "g1-p0", callIndex: 1, tool: "calc", input: "x", output: "err", ok: false, durationMs: 1.5 });
+      await store.recordCall(fixtureCall("g1-p1", 0, [-1e-12, -23.5]));
+      await store.endProgram("g1-p0", { kind: "completed" }, 3000);
+      await store.endProgram("g1-p1", { kind: "max_turns", detail: "4 turns" }, 3001);
+      await store.setReward("g1-p0", { total: 1, components: { outcome: 1, format: -1e-12 } });
+      await store.setReward("g1-p1", { total: 0, components: { outcome: 0 } });
     }
 
-    it("returns calls ordered by index, tools in record order, and the reward", () => {
-      populate();
-      const t = store.getTrajectory("g1-p0");
+    it("returns calls ordered by index, tools in record order, and the reward", async () => {
+      await populate();
+      const t = await store.getTrajectory("g1-p0");
       expect(t).toBeDefined();
       const tr = t as Trajectory;
       expect(tr.calls.map((c) => c.index)).toEqual([0, 1, 2]);
@@ -82,28 +82,28 @@ export function describeTrajectoryStoreContract(
       expect(tr.reward).toEqual({ total: 1, components: { outcome: 1, format: -1e-12 } });
     });
 
-    it("keeps a program with no calls, and groups in creation order with their members", () => {
-      populate();
-      const t = store.getTrajectory("g2-p0");
+    it("keeps a program with no calls, and groups in creation order with their members", async () => {
+      await populate();
+      const t = await store.getTrajectory("g2-p0");
       expect(t).toEqual({ program: fixtureProgram(fixtureGroup("g2", "run-1", 1), 0), calls: [], tools: [] });
-      expect(store.getTrajectory("nope")).toBeUndefined();
-      const all = store.listTrajectories("run-1");
+      expect(await store.getTrajectory("nope")).toBeUndefined();
+      const all = await store.listTrajectories("run-1");
       expect(all.map((x) => x.program.id)).toEqual(["g1-p0", "g1-p1", "g2-p0"]);
       expect(all[0]?.calls.map((c) => c.index)).toEqual([0, 1, 2]);
-      expect(all[0]).toEqual(store.getTrajectory("g1-p0"));
-      expect(store.listGroups("run-1")).toEqual([fixtureGroup("g1"), fixtureGroup("g2", "run-1", 1)]);
+      expect(all[0]).toEqual(await store.getTrajectory("g1-p0"));
+      expect(await store.listGroups("run-1")).toEqual([fixtureGroup("g1"), fixtureGroup("g2", "run-1", 1)]);
     });
 
-    it("appends a program to a group created without members", () => {
-      store.createRun(fixtureRun());
-      store.createGroup({ id: "g", runId: "run-1", taskId: "t", programIds: [] });
-      store.createProgram({ id: "a", runId: "run-1", taskId: "t", groupId: "g", sampleIndex: 0, state: "active", createdAt: 1 });
-      expect(store.listGroups("run-1")).toEqual([{ id: "g", runId: "run-1", taskId: "t", programIds: ["a"] }]);
+    it("appends a program to a group created without members", async () => {
+      await store.createRun(fixtureRun());
+      await store.createGroup({ id: "g", runId: "run-1", taskId: "t", programIds: [] });
+      await store.createProgram({ id: "a", runId: "run-1", taskId: "t", groupId: "g", sampleIndex: 0, state: "active", createdAt: 1 });
+      expect(await store.listGroups("run-1")).toEqual([{ id: "g", runId: "run-1", taskId: "t", programIds: ["a"] }]);
     });
 
-    it("computes stats", () => {
-      populate();
-      const s = store.stats("run-1");
+    it("computes stats", async () => {
+      await populate();
+      const s = await store.stats("run-1");
       expect(s.programs).toBe(3);
       expect(s.unfinished).toBe(1);
       expect(s.calls).toBe(4);
@@ -118,81 +118,121 @@ export function describeTrajectoryStoreContract(
       expect(s.meanReward).toBe(0.5);
     });
 
-    it("reports no mean reward for a run without rewards", () => {
-      store.createRun(fixtureRun("empty"));
-      expect(store.stats("empty")).toMatchObject({ programs: 0, calls: 0, promptTokens: 0, rewarded: 0, meanReward: null });
+    it("reports no mean reward for a run without rewards", async () => {
+      await store.createRun(fixtureRun("empty"));
+      expect(await store.stats("empty")).toMatchObject({ programs: 0, calls: 0, promptTokens: 0, rewarded: 0, meanReward: null });
     });
 
-    it("throws for unknown ids and broken lifecycle steps, never silently", () => {
-      populate();
-      const err = (fn: () => void, re: RegExp): void => {
-        expect(fn).toThrow(ArborError);
-        expect(fn).toThrow(re);
+    it("throws for unknown ids and broken lifecycle steps, never silently", async () => {
+      await populate();
+      const err = async (fn: () => Promise<unknown>, re: RegExp): Promise<void> => {
+        const p = fn();
+        await expect(p).rejects.toThrow(ArborError);
+        await expect(p).rejects.toThrow(re);
       };
-      err(() => store.recordCall(fixtureCall("ghost", 0, [-1])), /unknown program 'ghost'/);
-      err(() => store.recordCall(fixtureCall("g1-p0", 0, [-1])), /already ended/);
-      err(() => store.recordCall({ ...fixtureCall("g2-p0", 0, [-1]), id: "g1-p0-c0" }), /duplicate call id/);
-      store.recordCall(fixtureCall("g2-p0", 0, [-1]));
-      err(() => store.recordCall({ ...fixtureCall("g2-p0", 0, [-1]), id: "other" }), /already has a call at index 0/);
-      err(() => store.recordCall({ ...fixtureCall("g2-p0", 1, [-1]), logprobs: [] }), /0 logprobs for 1 output tokens/);
-      err(() => store.recordCall({ ...fixtureCall("g2-p0", 1, [-1]), outputTokenIds: [1.5] }), /outputTokenIds\[0\]/);
-      err(() => store.recordCall(fixtureCall("g2-p0", 1, [NaN])), /logprobs\[0\]/);
+      await err(() => store.recordCall(fixtureCall("ghost", 0, [-1])), /unknown program 'ghost'/);
+      await err(() => store.recordCall(fixtureCall("g1-p0", 0, [-1])), /already ended/);
+      await err(() => store.recordCall({ ...fixtureCall("g2-p0", 0, [-1]), id: "g1-p0-c0" }), /duplicate call id/);
+      await store.recordCall(fixtureCall("g2-p0", 0, [-1]));
+      await err(() => store.recordCall({ ...fixtureCall("g2-p0", 0, [-1]), id: "other" }), /already has a call at index 0/);
+      await err(() => store.recordCall({ ...fixtureCall("g2-p0", 1, [-1]), logprobs: [] }), /0 logprobs for 1 output tokens/);
+      await err(() => store.recordCall({ ...fixtureCall("g2-p0", 1, [-1]), outputTokenIds: [1.5] }), /outputTokenIds\[0\]/);
+      await err(() => store.recordCall(fixtureCall("g2-p0", 1, [NaN])), /logprobs\[0\]/);
       const ghostTool = { programId: "ghost", callIndex: 0, tool: "t", input: "", output: "", ok: true, durationMs: 0 };
-      err(() => store.recordTool(ghostTool), /unknown program/);
-      err(() => store.endProgram("ghost", { kind: "completed" }, 1), /unknown program 'ghost'/);
-      err(() => store.endProgram("g1-p0", { kind: "timeout" }, 1), /already ended \(completed\)/);
-      err(() => store.setReward("ghost", { total: 0, components: {} }), /unknown program/);
-      err(() => store.setReward("g2-p0", { total: 0, components: {} }), /has not ended/);
-      err(() => store.setReward("g1-p0", { total: 0, components: {} }), /already has a reward/);
-      err(() => store.createRun(fixtureRun()), /already exists/);
-      err(() => store.createGroup(fixtureGroup("g1")), /already exists/);
-      err(() => store.createGroup(fixtureGroup("gx", "no-run")), /unknown run 'no-run'/);
-      err(() => store.createProgram(fixtureProgram(fixtureGroup("g1"), 0)), /already exists/);
-      err(() => store.createProgram({ ...fixtureProgram(fixtureGroup("g9"), 0) }), /unknown group 'g9'/);
-      err(() => store.createProgram({ ...fixtureProgram(fixtureGroup("g1"), 0), id: "x", taskId: "other" }), /is for task/);
-      err(() => store.listTrajectories("no-run"), /unknown run/);
-      err(() => store.stats("no-run"), /unknown run/);
-      store.finishRun("run-1", 9000);
-      err(() => store.finishRun("run-1", 9001), /already finished/);
-      expect(store.getRun("run-1")).toEqual({ ...fixtureRun(), endedAt: 9000 });
+      await err(() => store.recordTool(ghostTool), /unknown program/);
+      await err(() => store.endProgram("ghost", { kind: "completed" }, 1), /unknown program 'ghost'/);
+      await err(() => store.endProgram("g1-p0", { kind: "timeout" }, 1), /already ended \(completed\)/);
+      await err(() => store.setReward("ghost", { total: 0, components: {} }), /unknown program/);
+      await err(() => store.setReward("g2-p0", { total: 0, components: {} }), /has not ended/);
+      await err(() => store.setReward("g1-p0", { total: 0, components: {} }), /already has a reward/);
+      await err(() => store.createRun(fixtureRun()), /already exists/);
+      await err(() => store.createGroup(fixtureGroup("g1")), /already exists/);
+      await err(() => store.createGroup(fixtureGroup("gx", "no-run")), /unknown run 'no-run'/);
+      await err(() => store.createProgram(fixtureProgram(fixtureGroup("g1"), 0)), /already exists/);
+      await err(() => store.createProgram({ ...fixtureProgram(fixtureGroup("g9"), 0) }), /unknown group 'g9'/);
+      await err(() => store.createProgram({ ...fixtureProgram(fixtureGroup("g1"), 0), id: "x", taskId: "other" }), /is for task/);
+      await err(() => store.listTrajectories("no-run"), /unknown run/);
+      await err(() => store.stats("no-run"), /unknown run/);
+      await store.finishRun("run-1", 9000);
+      await err(() => store.finishRun("run-1", 9001), /already finished/);
+      expect(await store.getRun("run-1")).toEqual({ ...fixtureRun(), endedAt: 9000 });
       // Nothing partial was written by the failed calls.
-      expect(store.getTrajectory("g2-p0")?.calls).toHaveLength(1);
+      expect((await store.getTrajectory("g2-p0"))?.calls).toHaveLength(1);
     });
 
-    it("records context events in order, per program, and refuses them after the program ended", () => {
-      populate();
+    it("records context events in order, per program, and refuses them after the program ended", async () => {
+      await populate();
       const ev = { programId: "g2-p0", callIndex: 2, policy: "discard-all", action: "discard" as const, tokensBefore: 820, tokensAfter: 64, messagesBefore: 9, messagesAfter: 2 };
-      store.recordContextEvent(ev);
-      store.recordContextEvent({ ...ev, callIndex: 5, policy: "summarize", action: "summarize", detail: "summary: 42" });
-      expect(store.getTrajectory("g2-p0")?.contextEvents).toEqual([ev, { ...ev, callIndex: 5, policy: "summarize", action: "summarize", detail: "summary: 42" }]);
-      expect(store.getTrajectory("g1-p0")?.contextEvents).toBeUndefined();
-      const listed = store.listTrajectories("run-1");
+      await store.recordContextEvent(ev);
+      await store.recordContextEvent({ ...ev, callIndex: 5, policy: "summarize", action: "summarize", detail: "summary: 42" });
+      expect((await store.getTrajectory("g2-p0"))?.contextEvents).toEqual([ev, { ...ev, callIndex: 5, policy: "summarize", action: "summarize", detail: "summary: 42" }]);
+      expect((await store.getTrajectory("g1-p0"))?.contextEvents).toBeUndefined();
+      const listed = await store.listTrajectories("run-1");
       expect(listed[2]?.contextEvents?.map((e) => e.callIndex)).toEqual([2, 5]);
       expect(listed[0]?.contextEvents).toBeUndefined();
-      expect(() => store.recordContextEvent({ ...ev, programId: "g1-p0" })).toThrow(/already ended/);
-      expect(() => store.recordContextEvent({ ...ev, programId: "ghost" })).toThrow(/unknown program 'ghost'/);
-      expect(() => store.recordContextEvent({ ...ev, action: "forget" as never })).toThrow(/unknown action 'forget'/);
-      expect(() => store.recordContextEvent({ ...ev, tokensAfter: -1 })).toThrow(/tokensAfter/);
-      store.endProgram("g2-p0", { kind: "sandbox_oom", detail: "node: Fatal process OOM" }, 4000);
-      expect(store.stats("run-1").terminations.sandbox_oom).toBe(1);
-      expect(store.getTrajectory("g2-p0")?.contextEvents).toHaveLength(2);
+      await expect(store.recordContextEvent({ ...ev, programId: "g1-p0" })).rejects.toThrow(/already ended/);
+      await expect(store.recordContextEvent({ ...ev, programId: "ghost" })).rejects.toThrow(/unknown program 'ghost'/);
+      await expect(store.recordContextEvent({ ...ev, action: "forget" as never })).rejects.toThrow(/unknown action 'forget'/);
+      await expect(store.recordContextEvent({ ...ev, tokensAfter: -1 })).rejects.toThrow(/tokensAfter/);
+      await store.endProgram("g2-p0", { kind: "sandbox_oom", detail: "node: Fatal process OOM" }, 4000);
+      expect((await store.stats("run-1")).terminations.sandbox_oom).toBe(1);
+      expect((await store.getTrajectory("g2-p0"))?.contextEvents).toHaveLength(2);
     });
 
-    it("throws after close", () => {
-      store.close();
-      expect(() => store.listRuns()).toThrow(/closed/);
-      store.close();
+    it("applies writes made without waiting in the order they were made, and a read sees them all", async () => {
+      const g = fixtureGroup("g1", "run-1", 1);
+      const writes = [
+        store.createRun(fixtureRun()),
+        store.createGroup(g),
+        store.createProgram(fixtureProgram(g, 0)),
+        ...[0, 1, 2].map((i) => store.recordCall(fixtureCall("g1-p0", i, [-0.5 - i]))),
+        store.recordTool({ programId: "g1-p0", callIndex: 2, tool: "calc", input: "1+1", output: "2", ok: true, durationMs: 1 }),
+        store.endProgram("g1-p0", { kind: "completed" }, 3000),
+        store.setReward("g1-p0", { total: 1, components: { outcome: 1 } }),
+      ];
+      // The read is issued before any write has settled.
+      const read = store.getTrajectory("g1-p0");
+      await Promise.all(writes);
+      const t = await read;
+      expect(t?.calls.map((c) => c.index)).toEqual([0, 1, 2]);
+      expect(t?.tools).toHaveLength(1);
+      expect(t?.program.termination).toEqual({ kind: "completed" });
+      expect(t?.reward?.total).toBe(1);
+    });
+
+    it("refuses one bad write among concurrent ones without losing the others", async () => {
+      const g = fixtureGroup("g1", "run-1", 1);
+      await store.createRun(fixtureRun());
+      await store.createGroup(g);
+      await store.createProgram(fixtureProgram(g, 0));
+      const settled = await Promise.allSettled([
+        store.recordCall(fixtureCall("g1-p0", 0, [-1])),
+        store.recordCall({ ...fixtureCall("g1-p0", 0, [-2]), id: "dup-index" }),
+        store.recordCall(fixtureCall("ghost", 0, [-1])),
+        store.recordCall(fixtureCall("g1-p0", 1, [-3])),
+      ]);
+      expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "rejected", "fulfilled"]);
+      expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/already has a call at index 0/);
+      expect((settled[2] as PromiseRejectedResult).reason).toBeInstanceOf(ArborError);
+      expect((await store.getTrajectory("g1-p0"))?.calls.map((c) => c.id)).toEqual(["g1-p0-c0", "g1-p0-c1"]);
+    });
+
+    it("throws after close", async () => {
+      await store.close();
+      await expect(store.listRuns()).rejects.toThrow(/closed/);
+      await expect(store.recordCall(fixtureCall("g1-p0", 0, [-1]))).rejects.toThrow(/closed/);
+      await store.close();
     });
 
     if (opts.persistent) {
-      it("returns identical trajectories after close and reopen (bit-exact tokens and logprobs)", () => {
-        populate();
-        const before = store.listTrajectories("run-1");
-        const groups = store.listGroups("run-1");
-        const stats = store.stats("run-1");
-        store.close();
-        store = harness.open();
-        const after = store.listTrajectories("run-1");
+      it("returns identical trajectories after close and reopen (bit-exact tokens and logprobs)", async () => {
+        await populate();
+        const before = await store.listTrajectories("run-1");
+        const groups = await store.listGroups("run-1");
+        const stats = await store.stats("run-1");
+        await store.close();
+        store = await harness.open();
+        const after = await store.listTrajectories("run-1");
         expect(after).toEqual(before);
         for (let i = 0; i < before.length; i++) {
           const b = before[i] as Trajectory;
@@ -204,10 +244,10 @@ export function describeTrajectoryStoreContract(
         }
         expectBitExact(after[0]?.calls[0]?.logprobs ?? [], TRICKY_LOGPROBS);
         expect(Object.is(after[0]?.calls[0]?.logprobs[3], -0)).toBe(true);
-        expect(store.listGroups("run-1")).toEqual(groups);
-        expect(store.stats("run-1")).toEqual(stats);
+        expect(await store.listGroups("run-1")).toEqual(groups);
+        expect(await store.stats("run-1")).toEqual(stats);
         // The reopened store keeps enforcing the lifecycle.
-        expect(() => store.endProgram("g1-p0", { kind: "completed" }, 1)).toThrow(/already ended/);
+        await expect(store.endProgram("g1-p0", { kind: "completed" }, 1)).rejects.toThrow(/already ended/);
       });
     }
   });

@@ -59,41 +59,56 @@ export interface RunStats {
   meanReward: number | null;
 }
 
+/** What opening a store ended: runs whose process had died, and the programs they left active (now `aborted`). */
+export interface Recovered {
+  runs: string[];
+  programs: string[];
+}
+
 /**
- * The trajectory store. Every write either succeeds durably or throws: unknown ids, duplicates
- * and out-of-order lifecycle steps are errors, never silently dropped or merged.
+ * The trajectory store, asynchronous so that a store may live in another thread, process or
+ * machine. Every write's promise resolves once the write is durable and rejects when it is not
+ * made: unknown ids, duplicates and out-of-order lifecycle steps are errors, never silently
+ * dropped or merged, and a refused write leaves nothing behind. Writes of one caller apply in the
+ * order they were made, and a read sees every write its caller made before it (awaited or not).
+ * Every implementation passes the contract suite in trajectory-store.contract.ts.
  */
 export interface TrajectoryStore extends TraceSink {
-  /** Start a run. Throws if the id exists. */
-  createRun(run: NewRun): void;
-  /** Mark a run finished. Throws if unknown or already finished. */
-  finishRun(id: string, endedAt: number): void;
+  /** Start a run. Rejects if the id exists. */
+  createRun(run: NewRun): Promise<void>;
+  /** Mark a run finished. Rejects if unknown or already finished. */
+  finishRun(id: string, endedAt: number): Promise<void>;
   /** Look up one run. */
-  getRun(id: string): RunRecord | undefined;
+  getRun(id: string): Promise<RunRecord | undefined>;
   /** All runs, oldest first. */
-  listRuns(): RunRecord[];
+  listRuns(): Promise<RunRecord[]>;
   /** Create a group in an existing run. `programIds` may be empty and is filled by `createProgram`. */
-  createGroup(group: Group): void;
+  createGroup(group: Group): Promise<void>;
   /** Create a program in an existing run and group (same run and task). Appends it to the group if absent. */
-  createProgram(program: Program): void;
-  /** Record one finished call of an active program. Durable when it returns. */
-  recordCall(call: Call): void;
+  createProgram(program: Program): Promise<void>;
+  /** Record one finished call of an active program. Resolves once the call is durable. */
+  recordCall(call: Call): Promise<void>;
   /** Record one tool invocation of an active program. */
-  recordTool(event: ToolEvent): void;
+  recordTool(event: ToolEvent): Promise<void>;
   /** Record one context-management event of an active program (read back in record order). */
-  recordContextEvent(event: ContextEvent): void;
-  /** End a program. Throws if the program is unknown or already ended. */
-  endProgram(programId: string, termination: Termination, endedAt: number): void;
-  /** Attach the reward of an ended program. Throws if unknown, not ended, or already rewarded. */
-  setReward(programId: string, reward: Reward): void;
+  recordContextEvent(event: ContextEvent): Promise<void>;
+  /** End a program. Rejects if the program is unknown or already ended. */
+  endProgram(programId: string, termination: Termination, endedAt: number): Promise<void>;
+  /** Attach the reward of an ended program. Rejects if unknown, not ended, or already rewarded. */
+  setReward(programId: string, reward: Reward): Promise<void>;
   /** One program with its calls (by index), tools (in record order) and reward; undefined if unknown. */
-  getTrajectory(programId: string): Trajectory | undefined;
-  /** Every trajectory of a run, programs in creation order. Throws if the run is unknown. */
-  listTrajectories(runId: string): Trajectory[];
-  /** Every group of a run, in creation order. Throws if the run is unknown. */
-  listGroups(runId: string): Group[];
-  /** Aggregates over a run. Throws if the run is unknown. */
-  stats(runId: string): RunStats;
-  /** Release the store; later calls throw. Idempotent. */
-  close(): void;
+  getTrajectory(programId: string): Promise<Trajectory | undefined>;
+  /** Every trajectory of a run, programs in creation order. Rejects if the run is unknown. */
+  listTrajectories(runId: string): Promise<Trajectory[]>;
+  /** Every group of a run, in creation order. Rejects if the run is unknown. */
+  listGroups(runId: string): Promise<Group[]>;
+  /** Aggregates over a run. Rejects if the run is unknown. */
+  stats(runId: string): Promise<RunStats>;
+  /**
+   * What opening the store ended: unfinished runs whose process is gone are finished, and their
+   * active programs ended as `aborted` with the reason, before the store is handed out.
+   */
+  readonly recovered: Recovered;
+  /** Commit what was written, then release the store; later calls reject. Idempotent. */
+  close(): Promise<void>;
 }

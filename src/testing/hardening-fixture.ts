@@ -36,7 +36,7 @@ export async function startHardeningSetup(
   const calls: Call[] = [];
   const gw = createGateway({
     backends: [createArborBackend({ name: "e0", url: `${engine.url}/v1` })],
-    sink: { recordCall: (c) => void calls.push(structuredClone(c)) },
+    sink: { recordCall: async (c) => void calls.push(structuredClone(c)) },
     ...extra,
   });
   const url = await gw.listen("127.0.0.1", 0);

@@ -58,7 +58,7 @@ export async function startRealEngineGateway(
 ): Promise<RealEngineGateway> {
   const tiny = await startTinyEngine("arbor-gw-engine-", { policyVersion });
   const calls: Call[] = [];
-  const gateway = createGateway({ backends: [backendOf(tiny.engine)], sink: { recordCall: (c) => calls.push(c) } });
+  const gateway = createGateway({ backends: [backendOf(tiny.engine)], sink: { recordCall: async (c) => void calls.push(c) } });
   const url = await gateway.listen("127.0.0.1", 0);
   return {
     engine: tiny.engine,

@@ -59,7 +59,7 @@ export async function startScriptedJudgeGateway(model: string, answer: (prompt: 
   try {
     gateway = createGateway({
       backends: [createBuiltinBackend({ name: model, url: `${engine.url}/v1` })],
-      sink: { recordCall: (c) => calls.push(c) },
+      sink: { recordCall: async (c) => void calls.push(c) },
       auth: { adminToken: JUDGE_ADMIN_TOKEN, requireProgramKeys: true },
     });
   } catch (e) {

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { createBuiltinBackend } from "../backends/builtin.js";
+import type { Termination } from "../core/types.js";
 import type { Executor, GenerateRequest, GenerateResult } from "../engine/executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createGateway, type Gateway } from "../gateway/server.js";
@@ -66,10 +67,14 @@ export interface TestStack {
   executor: ScriptedExecutor;
   store: SqliteTrajectoryStore;
   gatewayUrl: string;
-  /** Create a program in the store and at the gateway; returns a client on its endpoint with its key. */
+  /** The engine's origin (its /metrics count the requests it served). */
+  engineUrl: string;
+  /** Create a program at the gateway (which creates its stored row); returns a client on its endpoint with its key. */
   program(id: string): Promise<OpenAI>;
-  /** Create a program in the store and at the gateway; returns its key. */
+  /** Create a program at the gateway (which creates its stored row); returns its key. */
   register(id: string): Promise<string>;
+  /** End a program at the gateway (which ends its stored row) with `termination`. */
+  end(id: string, termination: Termination): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -87,42 +92,52 @@ export async function startTestStack(script: Script, opts: { contextSize?: numbe
     executor,
   });
   const store = new SqliteTrajectoryStore(join(dir, "store.sqlite"), { synchronous: "normal" });
-  store.createRun({ id: "run", name: "agents", configJson: "{}", startedAt: 0 });
+  await store.createRun({ id: "run", name: "agents", configJson: "{}", startedAt: 0 });
   const gateway: Gateway = createGateway({
     backends: [createBuiltinBackend({ name: "scripted", url: `${engine.url}/v1` })],
-    sink: store,
+    store,
+    runId: "run",
     ...(opts.auth === false ? {} : { auth: { adminToken: ADMIN_TOKEN, requireProgramKeys: true } }),
   });
   const gatewayUrl = await gateway.listen("127.0.0.1", 0);
   const register = async (id: string): Promise<string> => {
-    store.createGroup({ id: `g-${id}`, runId: "run", taskId: "task", programIds: [id] });
-    store.createProgram({ id, runId: "run", taskId: "task", groupId: `g-${id}`, sampleIndex: 0, state: "active", createdAt: 0 });
-    return createProgramKey(gatewayUrl, id);
+    await store.createGroup({ id: `g-${id}`, runId: "run", taskId: "task", programIds: [id] });
+    // The gateway creates the program's row (it owns the program) and issues its key.
+    return createProgramKey(gatewayUrl, id, { group_id: `g-${id}`, task_id: "task" });
   };
   return {
     executor,
     store,
     gatewayUrl,
+    engineUrl: engine.url,
     register,
     async program(id) {
       const apiKey = await register(id);
       return new OpenAI({ baseURL: `${gatewayUrl}/p/${encodeURIComponent(id)}/v1`, apiKey, maxRetries: 0 });
     },
+    async end(id, termination) {
+      const res = await fetch(`${gatewayUrl}/programs/${encodeURIComponent(id)}/release`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` },
+        body: JSON.stringify({ termination }),
+      });
+      if (res.status !== 200) throw new Error(`gateway could not end program ${id}: ${res.status} ${await res.text()}`);
+    },
     async close() {
       await gateway.close();
       await engine.close();
-      store.close();
+      await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
 }
 
-/** POST /programs with the admin token; the program's key. */
-export async function createProgramKey(gatewayUrl: string, id: string): Promise<string> {
+/** POST /programs with the admin token (and where the program goes in the store, if given); the program's key. */
+export async function createProgramKey(gatewayUrl: string, id: string, place: Record<string, unknown> = {}): Promise<string> {
   const res = await fetch(`${gatewayUrl}/programs`, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` },
-    body: JSON.stringify({ id }),
+    body: JSON.stringify({ id, ...place }),
   });
   const body = (await res.json()) as { api_key?: string };
   if (res.status !== 201 || typeof body.api_key !== "string") throw new Error(`gateway refused program ${id}: ${res.status}`);

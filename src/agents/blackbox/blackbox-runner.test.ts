@@ -56,7 +56,7 @@ async function blackBox(command: string[], extra: Partial<BlackBoxOptions> = {})
   try {
     const out = await runBlackBox({ sandbox, programId: id, gatewayUrl: stack.gatewayUrl, apiKey, command, ...extra });
     const agentCopy = extra.files?.["agent.mjs"] !== undefined ? readFileSync(join(sandbox.hostWorkspace, "agent.mjs")) : undefined;
-    stack.store.endProgram(id, out.termination, 1);
+    await stack.store.endProgram(id, out.termination, 1);
     return { out, id, agentCopy, workspace: sandbox.hostWorkspace };
   } finally {
     await sandbox.destroy();
@@ -77,7 +77,7 @@ describe("runBlackBox with the shipped example agent", () => {
       expect(out.termination).toEqual({ kind: "completed" });
       expect(out.exitCode).toBe(0);
       expect((await env.check(task, { finalAnswer: out.stdout })).score).toBe(1);
-      const t = stack.store.getTrajectory(id)!;
+      const t = (await stack.store.getTrajectory(id))!;
       expect(t.calls.map((c) => c.index)).toEqual([0, 1]);
       expect(t.calls.map((c) => c.outputTokenIds)).toEqual(stack.executor.outputs.slice(before, before + 2));
       expect(t.calls.every((c) => c.backend === "scripted" && c.policyVersion === 7 && c.promptTokenIds.length > 0)).toBe(true);
@@ -95,11 +95,11 @@ describe("runBlackBox with the shipped example agent", () => {
   it("ends as max_turns / max_tokens when the proxy's limits refuse a call, and as engine_error when the gateway fails", async () => {
     const limited = await agentRun("What is 2+3?", { maxCalls: 1 });
     expect(limited.out.termination).toEqual({ kind: "max_turns", detail: "1 model calls" });
-    expect(stack.store.getTrajectory(limited.id)!.calls).toHaveLength(1);
+    expect((await stack.store.getTrajectory(limited.id))!.calls).toHaveLength(1);
 
     // Token limit: the proxy reads each answer's usage; the call after the budget is spent is refused.
     const tokens = await agentRun("What is 2+3?", { maxTotalTokens: 5 });
-    const first = stack.store.getTrajectory(tokens.id)!.calls;
+    const first = (await stack.store.getTrajectory(tokens.id))!.calls;
     expect(first).toHaveLength(1);
     expect(tokens.out.proxy.generatedTokens).toBe(first[0]!.outputTokenIds.length);
     expect(tokens.out.termination).toEqual({ kind: "max_tokens", detail: `${first[0]!.outputTokenIds.length} tokens generated (limit 5)` });
@@ -135,7 +135,7 @@ describe("runBlackBox isolation and terminations", () => {
     } finally {
       await sandbox.destroy();
     }
-    const calls = open.store.getTrajectory(id)!.calls;
+    const calls = (await open.store.getTrajectory(id))!.calls;
     await open.close();
     expect(out.stderr).toBe("");
     expect(out.termination).toEqual({ kind: "completed" });
@@ -212,7 +212,7 @@ describe("runBlackBox isolation and terminations", () => {
     const clamped = await blackBox(["/usr/bin/node", "-e", ask], { maxTokensPerCall: 3 });
     expect(clamped.out.termination).toEqual({ kind: "completed" });
     expect(JSON.parse(clamped.out.stdout)).toEqual([[3, "length"], [3, "length"]]);
-    expect(stack.store.getTrajectory(clamped.id)!.calls.map((c) => c.outputTokenIds.length)).toEqual([3, 3]);
+    expect((await stack.store.getTrajectory(clamped.id))!.calls.map((c) => c.outputTokenIds.length)).toEqual([3, 3]);
     expect(clamped.out.proxy).toMatchObject({ forwarded: 2, clampedCalls: 1, cappedCalls: 1 });
 
     const refused = await blackBox(["/usr/bin/node", "-e", ask], { maxTokensPerCall: 3, overCap: "refuse" });
@@ -220,7 +220,7 @@ describe("runBlackBox isolation and terminations", () => {
       [400, "max_tokens", "max_tokens: 4000 is above this program's per-call limit of 3 tokens (agent.maxTokensPerCall)"],
       [3, "length"],
     ]);
-    expect(stack.store.getTrajectory(refused.id)!.calls).toHaveLength(1);
+    expect((await stack.store.getTrajectory(refused.id))!.calls).toHaveLength(1);
   });
 
   it("ends as aborted when the signal fires mid-run: the agent's whole process tree is killed, escapees included", async () => {

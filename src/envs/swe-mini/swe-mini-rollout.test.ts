@@ -69,7 +69,7 @@ beforeAll(async () => {
   store = new SqliteTrajectoryStore(join(dir, "store.sqlite"));
   gateway = createGateway({
     backends: [createBuiltinBackend({ name: "scripted", url: `${engine.url}/v1` })],
-    sink: store,
+    store,
     auth: { adminToken: ADMIN_TOKEN, requireProgramKeys: true },
   });
   gatewayUrl = await gateway.listen("127.0.0.1", 0);
@@ -78,7 +78,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gateway?.close();
   await engine?.close();
-  store?.close();
+  await store?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -87,7 +87,7 @@ describe("swe-mini rollout with hygiene", () => {
     const env = createSweMiniEnvironment({ hygiene: { zeroRewardOnViolation: true, stopOnViolation: true } });
     const all = env.tasks(loadSweTasks().length, 0);
     const tasks = ["lru-recency", "chunk-last-partial"].map((id) => all.find((t) => t.meta.sweTask === id)!);
-    store.createRun({ id: "swe", name: "swe", configJson: "{}", startedAt: realClock.now() });
+    await store.createRun({ id: "swe", name: "swe", configJson: "{}", startedAt: realClock.now() });
     const sandboxes = createBwrapProvider({ root: join(dir, "sb"), limits: { cpuSeconds: 10, memoryMb: 4096, wallMs: 30_000 } });
     const seed = 5;
     const { results } = await runSyncRollout({
@@ -108,7 +108,7 @@ describe("swe-mini rollout with hygiene", () => {
       clock: realClock,
     });
     expect(sandboxes.liveCount).toBe(0);
-    const byTask = new Map(results.map((r) => [store.getTrajectory(r.programId)!.program.taskId, r]));
+    const byTask = new Map(await Promise.all(results.map(async (r) => [(await store.getTrajectory(r.programId))!.program.taskId, r] as const)));
     const cheat = byTask.get("swe-mini-lru-recency")!;
     const fix = byTask.get("swe-mini-chunk-last-partial")!;
 
@@ -121,14 +121,14 @@ describe("swe-mini rollout with hygiene", () => {
     expect(cheat.calls).toBe(1);
     expect(fix.calls).toBe(2);
 
-    const cheatTools = store.getTrajectory(cheat.programId)!.tools;
+    const cheatTools = (await store.getTrajectory(cheat.programId))!.tools;
     expect(cheatTools.map((t) => t.tool)).toEqual([SETUP_EVENT_TOOL, "read_file", HYGIENE_EVENT_TOOL]);
     expect(cheatTools[1]).toMatchObject({ ok: false, output: "hygiene violation: read of protected path /workspace/.grader/hidden.test.mjs; the program is stopped" });
     expect(cheatTools[2]).toMatchObject({ input: "/workspace/.grader/hidden.test.mjs", ok: false, callIndex: 0 });
     expect(JSON.parse(cheatTools[2]!.output)).toMatchObject({ mode: "read", rule: "/workspace/.grader/**", tool: "read_file" });
 
     for (const r of [cheat, fix]) {
-      const setup = store.getTrajectory(r.programId)!.tools[0]!;
+      const setup = (await store.getTrajectory(r.programId))!.tools[0]!;
       const expected = sampleVariant(env.variants!(), seed, r.programId)!;
       expect(setup.input).toBe(expected.id);
       const rec = JSON.parse(setup.output);

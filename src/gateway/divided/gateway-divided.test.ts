@@ -33,7 +33,7 @@ async function gatewayWith(divided: { chunkTokens: number } | undefined): Promis
   const calls: Call[] = [];
   const g = createGateway({
     backends: engines.map((e, i) => createArborBackend({ name: `e${i}`, url: `${e.url}/v1` })),
-    sink: { recordCall: (c) => calls.push(c) },
+    sink: { recordCall: async (c) => void calls.push(c) },
     ...(divided ? { dividedRollout: divided } : {}),
   });
   gateways.push(g);

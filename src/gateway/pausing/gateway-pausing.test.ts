@@ -36,7 +36,7 @@ beforeAll(async () => {
   const capacity = Math.floor(1.5 * (prompt + MAX_TOKENS));
   gateway = createGateway({
     backends: [createArborBackend({ name: "e0", url: `${engine.url}/v1` })],
-    sink: { recordCall: (c) => calls.push(c) },
+    sink: { recordCall: async (c) => void calls.push(c) },
     clock,
     pausing: { enabled: true, tickMs: TICK, bufferPerProgram: 0, decayScope: "off", capacities: { e0: capacity } },
   });

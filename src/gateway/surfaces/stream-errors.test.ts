@@ -42,7 +42,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
   const port = (upstream.address() as { port: number }).port;
-  gateway = createGateway({ backends: [createBuiltinBackend({ name: "double", url: `http://127.0.0.1:${port}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
+  gateway = createGateway({ backends: [createBuiltinBackend({ name: "double", url: `http://127.0.0.1:${port}/v1` })], sink: { recordCall: async (c) => void calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
 });
 
@@ -100,7 +100,7 @@ describe("a stream failing after it began", () => {
 describe("a stream failing before it began", () => {
   it("answers an unreachable engine in each surface's error shape", async () => {
     // Port 9 (discard) is closed on test machines: the connection is refused at once.
-    const gw = createGateway({ backends: [createBuiltinBackend({ name: "down", url: "http://127.0.0.1:9/v1" })], sink: { recordCall: (c) => calls.push(c) } });
+    const gw = createGateway({ backends: [createBuiltinBackend({ name: "down", url: "http://127.0.0.1:9/v1" })], sink: { recordCall: async (c) => void calls.push(c) } });
     try {
       const base = await gw.listen("127.0.0.1", 0);
       const anthropic = new Anthropic({ baseURL: `${base}/p/down-m`, apiKey: "unused", maxRetries: 0 });
@@ -127,7 +127,7 @@ describe("a stream failing before it began", () => {
       models: async () => ({ data: [] }),
       health: async () => undefined,
     };
-    const gw = createGateway({ backends: [plain], sink: { recordCall: (c) => calls.push(c) } });
+    const gw = createGateway({ backends: [plain], sink: { recordCall: async (c) => void calls.push(c) } });
     try {
       const res = await gw.app.inject({ method: "POST", url: "/p/plain-m/v1/messages", payload: { model: "m", max_tokens: 5, stream: true, messages: [{ role: "user", content: "x" }] } });
       expect(res.statusCode).toBe(400);

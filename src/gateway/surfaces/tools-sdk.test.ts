@@ -21,7 +21,7 @@ const callsOf = (programId: string): Call[] => calls.filter((c) => c.programId =
 
 beforeAll(async () => {
   engine = await startScriptedEngine(policy);
-  gateway = createGateway({ backends: [createBuiltinBackend({ name: "scripted", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
+  gateway = createGateway({ backends: [createBuiltinBackend({ name: "scripted", url: `${engine.url}/v1` })], sink: { recordCall: async (c) => void calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
 });
 

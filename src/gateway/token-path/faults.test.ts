@@ -46,7 +46,7 @@ async function setup(extra: Partial<GatewayOptions> = {}): Promise<Setup> {
   const calls: Call[] = [];
   const gw = createGateway({
     backends: [createArborBackend({ name: "a", url: `${a.root}/v1` }), createArborBackend({ name: "b", url: `${b.root}/v1` })],
-    sink: { recordCall: (c) => calls.push(c) },
+    sink: { recordCall: async (c) => void calls.push(c) },
     ...extra,
   });
   const url = await gw.listen("127.0.0.1", 0);

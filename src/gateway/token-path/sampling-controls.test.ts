@@ -32,11 +32,11 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-gw-controls-"));
   const policy = ensurePolicy(dir, { seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024 });
   engine = await startEngineServer({ name: "e0", modelPath: policy.path, policyVersion: 2, sequences: 2, contextSize: 1024, maxWaiting: 8 });
-  gateway = createGateway({ backends: [createArborBackend({ name: "e0", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
+  gateway = createGateway({ backends: [createArborBackend({ name: "e0", url: `${engine.url}/v1` })], sink: { recordCall: async (c) => void calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
   // The same engine behind an adapter that carries none of the controls (as llama-server's).
   const plain: TokenBackend = { ...createArborBackend({ name: "plain", url: `${engine.url}/v1` }), samplingControls: [] };
-  bare = createGateway({ backends: [plain], sink: { recordCall: (c) => bareCalls.push(c) } });
+  bare = createGateway({ backends: [plain], sink: { recordCall: async (c) => void bareCalls.push(c) } });
   bareUrl = await bare.listen("127.0.0.1", 0);
 });
 

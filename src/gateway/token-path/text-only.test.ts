@@ -21,7 +21,7 @@ beforeAll(async () => {
     if (r.path === "/v1/models") return { json: fixture.models };
     return undefined;
   });
-  gw = createGateway({ backends: [createOpenAiBackend({ name: "provider", url: `${server.root}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
+  gw = createGateway({ backends: [createOpenAiBackend({ name: "provider", url: `${server.root}/v1` })], sink: { recordCall: async (c) => void calls.push(c) } });
   url = await gw.listen("127.0.0.1", 0);
 });
 

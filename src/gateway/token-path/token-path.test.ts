@@ -23,7 +23,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-token-path-"));
   const policy = ensurePolicy(dir, { seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024 });
   engine = await startEngineServer({ name: "e0", modelPath: policy.path, policyVersion: 4, sequences: 2, contextSize: 1024, maxWaiting: 8 });
-  gateway = createGateway({ backends: [createArborBackend({ name: "e0", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
+  gateway = createGateway({ backends: [createArborBackend({ name: "e0", url: `${engine.url}/v1` })], sink: { recordCall: async (c) => void calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
 });
 
@@ -187,7 +187,7 @@ describe("token path on the real engine", () => {
   it("passes calls through unchanged when the token path is off", async () => {
     const proxy = await startFaultProxy(engine.url);
     const local: Call[] = [];
-    const gw = createGateway({ backends: [createArborBackend({ name: "e0", url: `${proxy.root}/v1` })], sink: { recordCall: (c) => local.push(c) }, tokenPath: false });
+    const gw = createGateway({ backends: [createArborBackend({ name: "e0", url: `${proxy.root}/v1` })], sink: { recordCall: async (c) => void local.push(c) }, tokenPath: false });
     try {
       const base = await gw.listen("127.0.0.1", 0);
       const client = new OpenAI({ baseURL: `${base}/p/tp-off/v1`, apiKey: "unused", maxRetries: 0 });

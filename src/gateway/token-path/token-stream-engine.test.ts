@@ -43,7 +43,7 @@ beforeAll(async () => {
     res.end();
   });
   const engineUrl = await engine.listen({ host: "127.0.0.1", port: 0 });
-  gateway = createGateway({ backends: [createVllmBackend({ name: "v", url: `${engineUrl}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
+  gateway = createGateway({ backends: [createVllmBackend({ name: "v", url: `${engineUrl}/v1` })], sink: { recordCall: async (c) => void calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
 });
 

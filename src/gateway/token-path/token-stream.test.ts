@@ -38,7 +38,7 @@ beforeAll(async () => {
       throw new Error("the streamed call was relayed instead of taking the token path");
     },
   };
-  gateway = createGateway({ backends: [counted], sink: { recordCall: (c) => calls.push(c) } });
+  gateway = createGateway({ backends: [counted], sink: { recordCall: async (c) => void calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
 });
 

@@ -25,10 +25,10 @@ const callsOf = (programId: string): Call[] => calls.filter((c) => c.programId =
 
 beforeAll(async () => {
   engine = await startScriptedEngine(policy);
-  gateway = createGateway({ backends: [createArborBackend({ name: "arbor", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
+  gateway = createGateway({ backends: [createArborBackend({ name: "arbor", url: `${engine.url}/v1` })], sink: { recordCall: async (c) => void calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
   // The same engine seen as a vLLM server: the gateway cannot know a vLLM model's tool-call format.
-  vllmGateway = createGateway({ backends: [createVllmBackend({ name: "vllm", url: `${engine.url}/v1` })], sink: { recordCall: (c) => calls.push(c) } });
+  vllmGateway = createGateway({ backends: [createVllmBackend({ name: "vllm", url: `${engine.url}/v1` })], sink: { recordCall: async (c) => void calls.push(c) } });
   vllmUrl = await vllmGateway.listen("127.0.0.1", 0);
 });
 
