@@ -29,7 +29,7 @@ const SLOT_CTX = 512;
  * Greedy logprobs of llama-server vs Arbor's engine. Both run the same GGUF on ggml's CPU kernels
  * with an F32 KV cache and no flash attention; what differs is the build (SIMD variant, batch
  * splits change float32 summation order, ~1e-6 on logits) and float32 rounding of the reported
- * probability (llama-server takes log in float32: ~1e-7 relative). LLAMACPP.md measured 1.3e-5 between
+ * probability (llama-server takes log in float32: ~1e-7 relative). docs/references.md §L measured 1.3e-5 between
  * llama.cpp and a plain JS forward pass under these settings; 1e-4 leaves room for the two llama.cpp
  * builds while still catching a semantic slip (an off-by-one position, another token's probability,
  * a temperature applied twice): the tiny policy's logprobs at neighbouring positions differ by 3e-2

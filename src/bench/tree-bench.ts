@@ -1,4 +1,4 @@
-// `arbor bench tree`: prefix-tree merging (TECHNIQUES.md §C1) against flat packing on the reference trainer,
+// `arbor bench tree`: prefix-tree merging (docs/references.md §C1) against flat packing on the reference trainer,
 // in one run — tokens run through the model and the time of one trainer step (forward, backward, Adam),
 // on a synthetic SWE-agent-like batch (multi-turn, growing contexts, G = 8) and on the batch of a real
 // Arbor run read from its SQLite store (the quickstart is run first when no run is on disk). Each batch

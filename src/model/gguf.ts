@@ -1,5 +1,5 @@
 // GGUF v3 checkpoint I/O: the file llama.cpp executes. Writes the llama architecture keys, the SPM
-// vocabulary and F32 tensors (layout and exact key types as verified in shared/LLAMACPP.md); reads
+// vocabulary and F32 tensors (layout and exact key types as verified in docs/references.md §L); reads
 // any GGUF's metadata and F32 tensors back.
 
 import { readFileSync } from "node:fs";

@@ -1,5 +1,5 @@
 // Trainer/engine agreement: the same tokens scored by the trainer's tfjs forward pass and by llama.cpp
-// running the GGUF the trainer wrote (F32 KV cache, no flash attention — LLAMACPP.md), compared
+// running the GGUF the trainer wrote (F32 KV cache, no flash attention — docs/references.md §L), compared
 // position by position. A policy-gradient ratio π_θ/π_old is only meaningful when both sides compute
 // the same π for the same weights, so this is the check that the trainer's maths is the engine's.
 import * as tf from "@tensorflow/tfjs";

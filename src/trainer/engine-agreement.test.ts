@@ -4,7 +4,7 @@
 // Bound: |Δ log π| ≤ 1e-4 and |Δ π| ≤ 2e-5 at every position. Both sides compute in float32 with different
 // summation orders (XNNPACK vs ggml kernels), so logits differ by a few ulp of the values summed; with
 // weights scaled far from init (logits up to ~±20, peaked distributions) we measured max |Δ log π| ≈ 3e-5
-// and max |Δ π| ≈ 8e-6 (LLAMACPP.md: 1.3e-5 for a plain JS pass) — the bound leaves ~3× headroom, while a
+// and max |Δ π| ≈ 8e-6 (docs/references.md §L: 1.3e-5 for a plain JS pass) — the bound leaves ~3× headroom, while a
 // real disagreement (wrong RoPE, GQA head mapping, norm) is ≥ 1e-2, as the control below shows.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,4 +1,4 @@
-// The policy-gradient losses (TECHNIQUES.md §C2, §C3) as one declarative spec plus a plain-number reference
+// The policy-gradient losses (docs/references.md §C2, §C3) as one declarative spec plus a plain-number reference
 // implementation. The trainer (src/trainer, or an external one) mirrors `referenceLoss` with tensors; tests
 // pin both to hand-computed values. Everything is over *terms*: one per model token that has a loss, the
 // same in a flat layout and in a prefix tree (src/batch/tree/packed-tree.ts), so one formula serves both.

@@ -3,7 +3,7 @@ import { estimatorContract } from "./estimator.contract.js";
 import { createEstimator, ESTIMATOR_NAMES } from "./registry.js";
 
 describe("estimator registry", () => {
-  it("registers every estimator of TECHNIQUES.md §C2–§C3", () => {
+  it("registers every estimator of docs/references.md §C2–§C3", () => {
     expect([...ESTIMATOR_NAMES].sort()).toEqual(["chunked-mdp", "cispo", "dapo", "dr-grpo", "grpo", "gspo", "reward-to-go"]);
   });
   it("passes options through and names the known estimators for an unknown one", () => {

@@ -1,4 +1,4 @@
-// Prefix-tree merging (TECHNIQUES.md §C1): every sample of a batch goes into one token trie, packed in DFS
+// Prefix-tree merging (docs/references.md §C1): every sample of a batch goes into one token trie, packed in DFS
 // pre-order, so a prefix shared by k samples is computed once instead of k times. Loss terms stay per sample
 // (see packed-tree.ts for the convention), so training on the tree is exactly training on the samples.
 import { ArborError } from "../../core/errors.js";

@@ -56,7 +56,7 @@ export function batchLatencyMs(p: CostProfile, batch: number, input: number, out
   return t;
 }
 
-const F = "TECHNIQUES.md §F";
+const F = "docs/references.md §F";
 const fPrefill = (n: number): number => SECTION_F.prefillBaseMs + SECTION_F.prefillPerTokenMs * n;
 const fMlp = (b: number): number =>
   SECTION_F.mlpFloorMs + SECTION_F.mlpPerTokenMs * Math.max(0, b - SECTION_F.mlpThresholdTokens);

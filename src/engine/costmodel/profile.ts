@@ -93,7 +93,7 @@ const LLAMA3_70B: ModelShape = {
   headDim: 128,
   vocab: 128256,
 };
-// TECHNIQUES.md §F quotes its MLP figures for "a 7B model"; we take the canonical 7B shape
+// docs/references.md §F quotes its MLP figures for "a 7B model"; we take the canonical 7B shape
 // (meta-llama/Llama-2-7b: 32 layers, hidden 4096, intermediate 11008) to turn them into rates.
 const LLAMA2_7B_MLP_PARAMS = 3 * 4096 * 11008 * 32;
 
@@ -111,7 +111,7 @@ function kvBytesPerToken(m: ModelShape): number {
 }
 
 // ---------------------------------------------------------------------------------------------
-// TECHNIQUES.md §F reference numbers (H100, 8B, batch 1): prefill ≈ 30 ms + 0.25 ms/token, decode ≈
+// docs/references.md §F reference numbers (H100, 8B, batch 1): prefill ≈ 30 ms + 0.25 ms/token, decode ≈
 // 12 ms per step; a 7B model's MLP ≈ 5.6 ms per decode step up to ~128 tokens per batch, then ≈ 20 µs
 // per token; KV ≈ 128 KiB per token for Llama-3-8B.
 export const SECTION_F = {
@@ -142,7 +142,7 @@ function kvCapacityTokens(m: ModelShape, tp: number, hbmBytesPerGpu: number): nu
 // llama-3-8b/h100 (TP=1): calibrated to §F.
 const LLAMA3_8B_PER_SEQ_MS = (2 * nonMlpGemmParams(LLAMA3_8B)) / GEMM_FLOPS_PER_MS;
 
-/** Llama-3-8B on one H100 SXM, BF16, calibrated to TECHNIQUES.md §F. */
+/** Llama-3-8B on one H100 SXM, BF16, calibrated to docs/references.md §F. */
 export const LLAMA3_8B_H100: CostProfile = {
   name: "llama-3-8b/h100",
   model: "meta-llama/Meta-Llama-3-8B (BF16)",
