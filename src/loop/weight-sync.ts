@@ -21,27 +21,50 @@ export interface SyncedEngine {
  * Rejects with an ArborError naming the engine when one refuses, is unreachable or lags.
  */
 export async function loadWeightsEverywhere(engines: readonly SyncedEngine[], modelPath: string, version: number, inFlight: InFlightOnSwitch): Promise<void> {
-  const root = (u: string): string => u.replace(/\/+$/, "");
   await Promise.all(
     engines.map(async (e) => {
-      let res: Response;
-      try {
-        res = await fetch(`${root(e.url)}/v1/load_weights`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({ model_path: modelPath, policy_version: version, in_flight: e.inFlight ?? inFlight }),
-        });
-      } catch (err) {
-        throw new ArborError(`weight sync: engine ${e.name} (${e.url}) unreachable loading version ${version}: ${reason(err)}`, "weight_sync");
-      }
-      if (!res.ok) throw new ArborError(`weight sync: engine ${e.name} refused version ${version} (${res.status}: ${(await res.text()).slice(0, 200)})`, "weight_sync");
-      const now = (await (await fetch(`${root(e.url)}/v1/policy_version`)).json()) as { policy_version?: unknown };
-      if (now.policy_version !== version) {
-        throw new ArborError(`weight sync: engine ${e.name} serves policy version ${String(now.policy_version)} after loading version ${version}`, "weight_sync");
+      const res = await postLoadWeights(e, { model_path: modelPath, policy_version: version, in_flight: e.inFlight ?? inFlight });
+      if (res !== "already" && !res.ok) throw new ArborError(`weight sync: engine ${e.name} refused version ${version} (${res.status}: ${(await res.text()).slice(0, 200)})`, "weight_sync");
+      const now = await servedVersion(e);
+      if (now !== version) {
+        throw new ArborError(`weight sync: engine ${e.name} serves policy version ${String(now)} after loading version ${version}`, "weight_sync");
       }
     }),
   );
 }
+
+/**
+ * POST /v1/load_weights, with one retry after a transport failure. A keep-alive socket the engine closed while
+ * this process was busy (a long synchronous trainer step blocks the event loop) fails before the request is
+ * read; the retry first asks which version the engine serves, so a request that did arrive is never sent twice.
+ */
+async function postLoadWeights(e: SyncedEngine, body: { model_path: string; policy_version: number; in_flight: InFlightOnSwitch }): Promise<Response | "already"> {
+  const send = (): Promise<Response> => fetch(`${root(e.url)}/v1/load_weights`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const unreachable = (err: unknown): ArborError =>
+    new ArborError(`weight sync: engine ${e.name} (${e.url}) unreachable loading version ${body.policy_version}: ${reason(err)}`, "weight_sync");
+  try {
+    return await send();
+  } catch (first) {
+    let served: unknown;
+    try {
+      served = await servedVersion(e);
+    } catch {
+      throw unreachable(first);
+    }
+    if (served === body.policy_version) return "already";
+    try {
+      return await send();
+    } catch (second) {
+      throw unreachable(second);
+    }
+  }
+}
+
+async function servedVersion(e: SyncedEngine): Promise<unknown> {
+  return ((await (await fetch(`${root(e.url)}/v1/policy_version`)).json()) as { policy_version?: unknown }).policy_version;
+}
+
+const root = (u: string): string => u.replace(/\/+$/, "");
 
 /** The WeightSync of engines reached over HTTP: {@link loadWeightsEverywhere} with their default `inFlight`. */
 export function engineWeightSync(engines: readonly SyncedEngine[], inFlight: InFlightOnSwitch): WeightSync {
