@@ -50,14 +50,15 @@ describe("the gateway's call path (I/O-free; the HTTP gateway and the simulator 
     expect(path.router.route({ programId: "p", promptTokens: [1, 2, 3, 4, 5] }).backend).toBeDefined();
   });
 
-  it("fails an unrecorded call in the table and reports it failed, when serving throws", async () => {
+  it("fails an unrecorded call in the table, reports it failed and forgets the program it opened, when serving throws", async () => {
     const path = makePath();
     await expect(
       runCall(path, { programId: "p", start: 0, estimateTokens: () => 3 }, async () => {
         throw new Error("engine gone");
       }),
     ).rejects.toThrow("engine gone");
-    expect(path.table.get("p")).toMatchObject({ calls: 0, inFlight: 0 });
+    // The program this first call opened is forgotten again: failed requests with fresh ids cannot fill the table.
+    expect(path.table.get("p")).toBeUndefined();
     expect(path.history.has("p")).toBe(false);
   });
 
@@ -90,8 +91,9 @@ describe("the gateway's call path (I/O-free; the HTTP gateway and the simulator 
     release();
     await expect(call).rejects.toThrow("client left");
     expect(detached).toBe(true);
-    expect(gate.log).toEqual(["before p 1 -"]);
-    expect(path.table.get("p")).toMatchObject({ inFlight: 0, calls: 0 });
+    // The program the held call opened is forgotten (released at the gate too), as no call of it was recorded.
+    expect(gate.log).toEqual(["before p 1 -", "release p"]);
+    expect(path.table.get("p")).toBeUndefined();
   });
 
   it("leaves the route to serving code that takes it (the token paths report their own attempts)", async () => {
