@@ -7,33 +7,14 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBuiltinBackend } from "../backends/builtin.js";
 import type { Call } from "../core/types.js";
-import type { Executor, GenerateRequest, GenerateResult } from "../engine/executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
-import { Vocab } from "../model/vocab.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { ctx, trajectory } from "../testing/reward-helpers.js";
+import { ScriptedExecutor } from "../testing/scripted-executor.js";
 import { createRunJudge } from "./run-judge.js";
 
-const vocab = new Vocab();
-
 /** Scores the answer 42 with 9/10, anything else with 2/10. */
-class GradingExecutor implements Executor {
-  readonly vocabSize = vocab.size;
-  readonly contextSize = 4096;
-  readonly sequences = 2;
-  tokenize(text: string): number[] {
-    return vocab.encode(text);
-  }
-  async generate(req: GenerateRequest): Promise<GenerateResult> {
-    const prompt = vocab.decode([...req.promptTokenIds]);
-    const ids = [...vocab.encode(prompt.includes("Final answer:\n42\n") ? "SCORE: 9" : "SCORE: 2"), vocab.controlId("<|end|>")];
-    return { tokens: ids.map((id) => ({ id, logprob: -0.5, top: [] })), finishReason: "stop", stopTokenId: vocab.controlId("<|end|>") };
-  }
-  stats() {
-    return { running: 0, waiting: 0, usedTokens: 0, totalTokens: 4096 };
-  }
-  async close(): Promise<void> {}
-}
+const grading = (prompt: string): string => (prompt.includes("Final answer:\n42\n") ? "SCORE: 9" : "SCORE: 2");
 
 const REWARD = { outcome: 1, judge: 0.5, options: { judge: { model: "arbor-tiny" } } };
 
@@ -42,7 +23,7 @@ describe("arbor run's judge wiring", () => {
   let engine: ListeningEngineServer;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "arbor-run-judge-"));
-    engine = await startEngineServer({ name: "e0", modelPath: "", policyVersion: 0, sequences: 2, contextSize: 4096, maxWaiting: 8, executor: new GradingExecutor() });
+    engine = await startEngineServer({ name: "e0", modelPath: "", policyVersion: 0, sequences: 2, contextSize: 4096, maxWaiting: 8, executor: new ScriptedExecutor(grading) });
   });
   afterAll(async () => {
     await engine?.close();

@@ -10,7 +10,7 @@ import { createBuiltinBackend } from "../backends/builtin.js";
 import { createArborBackend } from "../backends/vllm.js";
 import { buildSampleSet } from "../batch/trajectory-samples.js";
 import type { Call } from "../core/types.js";
-import { GatedExecutor, step } from "../testing/engine-http-helpers.js";
+import { gatedExecutor, step, type GatedExecutor } from "../testing/engine-http-helpers.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { Vocab } from "../model/vocab.js";
 import { callVersionSpans } from "../rollout/async-rollout-versions.js";
@@ -48,8 +48,8 @@ afterEach(async () => {
 
 /** An engine on gated executors (version 1 = "a", version 2 = "b") resuming in-flight requests on a switch, and a gateway before it. */
 async function setup(backendOf: (engineUrl: string) => Backend): Promise<Setup> {
-  const a = new GatedExecutor("a");
-  const b = new GatedExecutor("b");
+  const a = gatedExecutor("a");
+  const b = gatedExecutor("b");
   const engine = await startEngineServer({
     name: "e0",
     modelPath: "/a.gguf",

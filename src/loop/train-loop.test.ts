@@ -9,12 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createArborBackend } from "../backends/vllm.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
-import type { Executor, GenerateRequest, GenerateResult } from "../engine/executor.js";
-import { ScriptedExecutor } from "../testing/scripted-executor.js";
+import { ScriptedExecutor, waitOrAbort } from "../testing/scripted-executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createCalcEnvironment } from "../envs/calc/calc.js";
 import { createGateway, type Gateway } from "../gateway/server.js";
-import { Vocab } from "../model/vocab.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { createBwrapProvider } from "../sandbox/bwrap.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
@@ -26,7 +24,6 @@ import type { Trainer } from "./trainer-port.js";
 import { loadWeightsEverywhere, type InFlightOnSwitch } from "./weight-sync.js";
 
 const ADMIN_TOKEN = "test-admin-token-0123456789";
-const vocab = new Vocab();
 
 /** A calc tool call first, then `Answer: <tool output>` (the golden trajectory). */
 const golden = (prompt: string): string => {
@@ -50,41 +47,23 @@ const gate: {
   release: Promise<void>;
 } = { hang: false, opened: Promise.resolve(), held: new Set(), release: Promise.resolve() };
 
-/** Resolves when `until` resolves or `signal` aborts; true when it aborted. */
-function waitOrAbort(until: Promise<void>, signal: AbortSignal | undefined): Promise<boolean> {
-  return new Promise<boolean>((resolve) => {
-    if (signal?.aborted) return resolve(true);
-    void until.then(() => resolve(false));
-    signal?.addEventListener("abort", () => resolve(true), { once: true });
+/** The golden script, held back by `gate` (hanging generations end with "abort" and no tokens). */
+const gatedExecutor = (): ScriptedExecutor =>
+  new ScriptedExecutor(golden, {
+    sequences: 4,
+    hold(prompt, req) {
+      if (gate.hang) {
+        gate.onHang?.();
+        return waitOrAbort(gate.opened, req.signal).then(() => true);
+      }
+      if (req.programId !== undefined && gate.hold?.test(req.programId) && prompt.includes("<|tool|>")) {
+        gate.held.add(req.programId);
+        gate.onHeld?.();
+        return gate.release;
+      }
+      return undefined;
+    },
   });
-}
-
-class GatedExecutor implements Executor {
-  private readonly inner = new ScriptedExecutor(golden);
-  readonly vocabSize = this.inner.vocabSize;
-  readonly contextSize = this.inner.contextSize;
-  readonly sequences = 4;
-  tokenize(text: string): number[] {
-    return this.inner.tokenize(text);
-  }
-  async generate(req: GenerateRequest): Promise<GenerateResult> {
-    if (gate.hang) {
-      gate.onHang?.();
-      await waitOrAbort(gate.opened, req.signal);
-      return { tokens: [], finishReason: "abort" };
-    }
-    if (req.programId !== undefined && gate.hold?.test(req.programId) && vocab.decode([...req.promptTokenIds]).includes("<|tool|>")) {
-      gate.held.add(req.programId);
-      gate.onHeld?.();
-      if (await waitOrAbort(gate.release, req.signal)) return { tokens: [], finishReason: "abort" };
-    }
-    return this.inner.generate(req);
-  }
-  stats() {
-    return this.inner.stats();
-  }
-  async close(): Promise<void> {}
-}
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-async-"));
 // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
@@ -109,11 +88,11 @@ beforeAll(async () => {
         sequences: 4,
         contextSize: 4096,
         maxWaiting: 16,
-        executor: new GatedExecutor(),
+        executor: gatedExecutor(),
         loadExecutor: async (path) => {
           await loadHook?.(i);
           (loads[i] as string[]).push(path);
-          return new GatedExecutor();
+          return gatedExecutor();
         },
       }),
     ),

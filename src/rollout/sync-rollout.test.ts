@@ -8,47 +8,23 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../model/markup.js";
 import { createBuiltinBackend } from "../backends/builtin.js";
 import { realClock } from "../core/real-clock.js";
-import type { Executor, GenerateRequest, GenerateResult } from "../engine/executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createCalcEnvironment } from "../envs/calc/calc.js";
 import type { Environment, Tool } from "../envs/env.js";
 import { createGateway, type Gateway } from "../gateway/server.js";
-import { Vocab } from "../model/vocab.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { createBwrapProvider } from "../sandbox/bwrap.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import { ScriptedExecutor } from "../testing/scripted-executor.js";
 import { runSyncRollout } from "./sync-rollout.js";
 
-const vocab = new Vocab();
 const ADMIN_TOKEN = "test-admin-token-0123456789";
 
-/** Tokenize text in which the tool-call markers stand for their control tokens. */
-function encodeWithControls(text: string): number[] {
-  return text
-    .split(/(<\|tool_call\|>|<\|\/tool_call\|>)/)
-    .flatMap((part) => (part === TOOL_CALL_OPEN || part === TOOL_CALL_CLOSE ? [vocab.controlId(part)] : vocab.encode(part)));
-}
-
 /** Answers like the golden trajectory: a calc tool call first, then `Answer: <tool output>`. */
-class GoldenExecutor implements Executor {
-  readonly vocabSize = vocab.size;
-  readonly contextSize = 4096;
-  readonly sequences = 4;
-  tokenize(text: string): number[] {
-    return vocab.encode(text);
-  }
-  async generate(req: GenerateRequest): Promise<GenerateResult> {
-    const prompt = vocab.decode([...req.promptTokenIds]);
-    const tool = /<\|tool\|>([^<]*)<\|end\|><\|assistant\|>$/.exec(prompt);
-    const question = [...prompt.matchAll(/What is ([^?]+)\?/g)].pop();
-    const text = tool ? `Answer: ${tool[1]}` : `${TOOL_CALL_OPEN}calc ${question?.[1] ?? "1+1"}${TOOL_CALL_CLOSE}`;
-    const ids = [...encodeWithControls(text), vocab.controlId("<|end|>")];
-    return { tokens: ids.map((id, i) => ({ id, logprob: -0.25 - i / 1024, top: [] })), finishReason: "stop", stopTokenId: vocab.controlId("<|end|>") };
-  }
-  stats() {
-    return { running: 0, waiting: 0, usedTokens: 0, totalTokens: 4096 };
-  }
-  async close(): Promise<void> {}
+function golden(prompt: string): string {
+  const tool = /<\|tool\|>([^<]*)<\|end\|><\|assistant\|>$/.exec(prompt);
+  const question = [...prompt.matchAll(/What is ([^?]+)\?/g)].pop();
+  return tool ? `Answer: ${tool[1]}` : `${TOOL_CALL_OPEN}calc ${question?.[1] ?? "1+1"}${TOOL_CALL_CLOSE}`;
 }
 
 let engine: ListeningEngineServer;
@@ -60,7 +36,7 @@ const dir = mkdtempSync(join(tmpdir(), "arbor-rollout-"));
 chmodSync(dir, 0o755);
 
 beforeAll(async () => {
-  engine = await startEngineServer({ name: "golden", modelPath: "", policyVersion: 3, sequences: 4, contextSize: 4096, maxWaiting: 16, executor: new GoldenExecutor() });
+  engine = await startEngineServer({ name: "golden", modelPath: "", policyVersion: 3, sequences: 4, contextSize: 4096, maxWaiting: 16, executor: new ScriptedExecutor(golden, { sequences: 4 }) });
   store = new SqliteTrajectoryStore(join(dir, "store.sqlite"));
   gateway = createGateway({
     backends: [createBuiltinBackend({ name: "golden", url: `${engine.url}/v1` })],

@@ -3,31 +3,9 @@
 // deterministic votes while every request still goes client → gateway → engine over HTTP.
 import { createBuiltinBackend } from "../backends/builtin.js";
 import type { Call } from "../core/types.js";
-import type { Executor, GenerateRequest, GenerateResult } from "../engine/executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createGateway, type Gateway } from "../gateway/server.js";
-import { Vocab } from "../model/vocab.js";
-
-const vocab = new Vocab();
-
-/** Answers each generation with `answer(prompt text)`. */
-class ScriptedExecutor implements Executor {
-  readonly vocabSize = vocab.size;
-  readonly contextSize = 8192;
-  readonly sequences = 4;
-  constructor(private readonly answer: (prompt: string) => string) {}
-  tokenize(text: string): number[] {
-    return vocab.encode(text);
-  }
-  async generate(req: GenerateRequest): Promise<GenerateResult> {
-    const ids = [...vocab.encode(this.answer(vocab.decode([...req.promptTokenIds]))), vocab.controlId("<|end|>")];
-    return { tokens: ids.map((id) => ({ id, logprob: -0.5, top: [] })), finishReason: "stop", stopTokenId: vocab.controlId("<|end|>") };
-  }
-  stats() {
-    return { running: 0, waiting: 0, usedTokens: 0, totalTokens: 8192 };
-  }
-  async close(): Promise<void> {}
-}
+import { ScriptedExecutor } from "./scripted-executor.js";
 
 export interface ScriptedJudgeGateway {
   url: string;
@@ -52,7 +30,7 @@ export async function startScriptedJudgeGateway(model: string, answer: (prompt: 
     sequences: 4,
     contextSize: 8192,
     maxWaiting: 64,
-    executor: new ScriptedExecutor(answer),
+    executor: new ScriptedExecutor(answer, { contextSize: 8192, sequences: 4 }),
   });
   const calls: Call[] = [];
   let gateway: Gateway;

@@ -1,4 +1,4 @@
-// Test support for the agent SDK: the real engine HTTP surface (a scripted executor stands in for
+// Test support for the agent SDK: the real engine HTTP surface (a ScriptedExecutor stands in for
 // the policy, which is untrained and never calls tools), the real gateway with program keys, and
 // a real SQLite store recording every call with its exact token ids.
 import { mkdtempSync, rmSync } from "node:fs";
@@ -7,61 +7,15 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { createBuiltinBackend } from "../backends/builtin.js";
 import type { Termination } from "../core/types.js";
-import type { Executor, GenerateRequest, GenerateResult } from "../engine/executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createGateway, type Gateway } from "../gateway/server.js";
-import { Vocab } from "../model/vocab.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../model/markup.js";
+import { ScriptedExecutor } from "./scripted-executor.js";
 
-export const vocab = new Vocab();
 export const ADMIN_TOKEN = "agents-test-admin-token-0123";
-const END = vocab.controlId("<|end|>");
-
-/** Token ids of `text`, with the tool-call markers as their control tokens (as the policy emits them). */
-export function encodeWithControls(text: string): number[] {
-  return text
-    .split(/(<\|tool_call\|>|<\|\/tool_call\|>)/)
-    .flatMap((part) => (part === TOOL_CALL_OPEN || part === TOOL_CALL_CLOSE ? [vocab.controlId(part)] : vocab.encode(part)));
-}
 
 /** Decides the answer text from the rendered prompt (control tokens shown as text). */
 export type Script = (prompt: string) => string;
-
-/** An executor that answers by script; it honours max_tokens like a real one. */
-export class ScriptedExecutor implements Executor {
-  readonly vocabSize = vocab.size;
-  readonly sequences = 4;
-  /** Every output it produced, in order (token ids), to compare with what the store recorded. */
-  readonly outputs: number[][] = [];
-
-  constructor(
-    private readonly script: Script,
-    readonly contextSize = 4096,
-  ) {}
-
-  tokenize(text: string): number[] {
-    return vocab.encode(text);
-  }
-
-  async generate(req: GenerateRequest): Promise<GenerateResult> {
-    const ids = [...encodeWithControls(this.script(vocab.decode([...req.promptTokenIds]))), END];
-    const kept = ids.slice(0, req.maxTokens);
-    this.outputs.push(kept);
-    const stopped = kept.length === ids.length;
-    return {
-      tokens: kept.map((id, i) => ({ id, logprob: -0.125 - i / 1024, top: [] })),
-      finishReason: stopped ? "stop" : "length",
-      ...(stopped ? { stopTokenId: END } : {}),
-    };
-  }
-
-  stats() {
-    return { running: 0, waiting: 0, usedTokens: 0, totalTokens: this.contextSize };
-  }
-
-  async close(): Promise<void> {}
-}
 
 export interface TestStack {
   executor: ScriptedExecutor;
@@ -81,7 +35,7 @@ export interface TestStack {
 /** Start engine + gateway + store for one test file. */
 export async function startTestStack(script: Script, opts: { contextSize?: number; auth?: boolean } = {}): Promise<TestStack> {
   const dir = mkdtempSync(join(tmpdir(), "arbor-agents-"));
-  const executor = new ScriptedExecutor(script, opts.contextSize ?? 4096);
+  const executor = new ScriptedExecutor(script, { contextSize: opts.contextSize ?? 4096, sequences: 4 });
   const engine: ListeningEngineServer = await startEngineServer({
     name: "scripted",
     modelPath: "",

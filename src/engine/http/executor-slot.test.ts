@@ -3,13 +3,13 @@ import { Rng } from "../../core/rng.js";
 import { Vocab } from "../../model/vocab.js";
 import type { GenerateResult } from "../executor.js";
 import { ExecutorSlot } from "./executor-slot.js";
-import { GatedExecutor, step, until, type GatedExecutorOptions } from "../../testing/engine-http-helpers.js";
+import { gatedExecutor, step, until, type GatedExecutorOptions } from "../../testing/engine-http-helpers.js";
 
 const vocab = new Vocab();
 
 function setup(aOpts: GatedExecutorOptions = {}) {
-  const a = new GatedExecutor("a", aOpts);
-  const b = new GatedExecutor("b");
+  const a = gatedExecutor("a", aOpts);
+  const b = gatedExecutor("b");
   const slot = new ExecutorSlot({
     executor: a,
     policyVersion: 1,

@@ -11,7 +11,7 @@ import type { Executor, ExecutorStats, GenerateRequest, GenerateResult } from ".
 import { LlamaCppExecutor } from "../llamacpp-executor.js";
 import type { SampledToken } from "../sampling.js";
 import { createEngineServer, type EngineServer } from "../server.js";
-import { GatedExecutor, post, step, until, type GatedExecutorOptions } from "../../testing/engine-http-helpers.js";
+import { gatedExecutor, post, step, until, type GatedExecutorOptions } from "../../testing/engine-http-helpers.js";
 
 const INIT = { seed: 1, nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 2048 };
 const vocab = new Vocab();
@@ -138,9 +138,9 @@ describe("in_flight resume on real GGUFs", () => {
 
 describe("in_flight resume with gated executors", () => {
   async function setup(aOpts: GatedExecutorOptions = {}) {
-    const a = new GatedExecutor("a", aOpts);
-    const b = new GatedExecutor("b");
-    const c = new GatedExecutor("c");
+    const a = gatedExecutor("a", aOpts);
+    const b = gatedExecutor("b");
+    const c = gatedExecutor("c");
     const server = await createEngineServer({
       name: "gated",
       modelPath: "/a.gguf",

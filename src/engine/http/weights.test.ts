@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
 import { createEngineServer, type EngineServer } from "../server.js";
-import { GatedExecutor, post, step, until } from "../../testing/engine-http-helpers.js";
+import { gatedExecutor, post, step, until } from "../../testing/engine-http-helpers.js";
 
 const INIT = { seed: 1, nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 2048 };
 const vocab = new Vocab();
@@ -87,8 +87,8 @@ describe("weight switch on real GGUFs", () => {
 
 describe("in-flight requests on a weight switch", () => {
   async function setup(defaultInFlight?: "finish" | "abort") {
-    const a = new GatedExecutor("a");
-    const b = new GatedExecutor("b");
+    const a = gatedExecutor("a");
+    const b = gatedExecutor("b");
     const server = await createEngineServer({
       name: "gated",
       modelPath: "/a.gguf",

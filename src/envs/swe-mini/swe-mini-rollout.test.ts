@@ -10,51 +10,27 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../model/markup.js";
 import { createBuiltinBackend } from "../../backends/builtin.js";
 import { realClock } from "../../core/real-clock.js";
-import type { Executor, GenerateRequest, GenerateResult } from "../../engine/executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
 import { createGateway, type Gateway } from "../../gateway/server.js";
-import { Vocab } from "../../model/vocab.js";
 import { createRewardFromConfig } from "../../reward/registry.js";
 import { runSyncRollout } from "../../rollout/sync-rollout.js";
 import { createBwrapProvider } from "../../sandbox/bwrap.js";
 import { SqliteTrajectoryStore } from "../../store/sqlite-store.js";
+import { ScriptedExecutor } from "../../testing/scripted-executor.js";
 import { HYGIENE_EVENT_TOOL, SETUP_EVENT_TOOL } from "../judge-program.js";
 import { sampleVariant } from "../variants.js";
 import { createSweMiniEnvironment } from "./swe-mini.js";
 import { loadSweTasks } from "./task-data.js";
 
-const vocab = new Vocab();
 const ADMIN_TOKEN = "test-admin-token-0123456789";
 
-function encodeWithControls(text: string): number[] {
-  return text
-    .split(/(<\|tool_call\|>|<\|\/tool_call\|>)/)
-    .flatMap((part) => (part === TOOL_CALL_OPEN || part === TOOL_CALL_CLOSE ? [vocab.controlId(part)] : vocab.encode(part)));
-}
-
 /** First turn: the golden patch (or, for little-lru, a peek at the grader); then a summary. */
-class ScriptedExecutor implements Executor {
-  readonly vocabSize = vocab.size;
-  readonly contextSize = 16_384;
-  readonly sequences = 4;
-  tokenize(text: string): number[] {
-    return vocab.encode(text);
-  }
-  async generate(req: GenerateRequest): Promise<GenerateResult> {
-    const prompt = vocab.decode([...req.promptTokenIds]);
-    const pkg = /Issue in ([\w-]+):/.exec(prompt)?.[1];
-    const task = loadSweTasks().find((t) => t.package === pkg);
-    let text: string;
-    if (prompt.includes("<|tool|>")) text = "Fixed.";
-    else if (pkg === "little-lru") text = `${TOOL_CALL_OPEN}read_file ../.grader/hidden.test.mjs${TOOL_CALL_CLOSE}`;
-    else text = `${TOOL_CALL_OPEN}edit_file ${task?.fixPatch ?? ""}${TOOL_CALL_CLOSE}`;
-    const ids = [...encodeWithControls(text), vocab.controlId("<|end|>")];
-    return { tokens: ids.map((id) => ({ id, logprob: -0.5, top: [] })), finishReason: "stop", stopTokenId: vocab.controlId("<|end|>") };
-  }
-  stats() {
-    return { running: 0, waiting: 0, usedTokens: 0, totalTokens: 16_384 };
-  }
-  async close(): Promise<void> {}
+function answer(prompt: string): string {
+  const pkg = /Issue in ([\w-]+):/.exec(prompt)?.[1];
+  const task = loadSweTasks().find((t) => t.package === pkg);
+  if (prompt.includes("<|tool|>")) return "Fixed.";
+  if (pkg === "little-lru") return `${TOOL_CALL_OPEN}read_file ../.grader/hidden.test.mjs${TOOL_CALL_CLOSE}`;
+  return `${TOOL_CALL_OPEN}edit_file ${task?.fixPatch ?? ""}${TOOL_CALL_CLOSE}`;
 }
 
 let engine: ListeningEngineServer;
@@ -65,7 +41,7 @@ const dir = mkdtempSync(join(tmpdir(), "arbor-swe-rollout-"));
 chmodSync(dir, 0o755);
 
 beforeAll(async () => {
-  engine = await startEngineServer({ name: "scripted", modelPath: "", policyVersion: 1, sequences: 4, contextSize: 16_384, maxWaiting: 16, executor: new ScriptedExecutor() });
+  engine = await startEngineServer({ name: "scripted", modelPath: "", policyVersion: 1, sequences: 4, contextSize: 16_384, maxWaiting: 16, executor: new ScriptedExecutor(answer, { contextSize: 16_384, sequences: 4 }) });
   store = new SqliteTrajectoryStore(join(dir, "store.sqlite"));
   gateway = createGateway({
     backends: [createBuiltinBackend({ name: "scripted", url: `${engine.url}/v1` })],
