@@ -11,14 +11,14 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 
 const root = join(import.meta.dirname, "../..");
 
-it("SIGINT mid-run: every program ends recorded, no sandbox left, exit 130", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "arbor-sigint-"));
+/** A folder with a small calc run's config (c.yaml), its sandbox root (sb) and output (out). */
+function runDir(name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `arbor-${name}-`));
   chmodSync(dir, 0o755);
-  const cfgPath = join(dir, "c.yaml");
   writeFileSync(
-    cfgPath,
+    join(dir, "c.yaml"),
     [
-      "name: sigint",
+      `name: ${name}`,
       "engines: [{name: e0, sequences: 2, contextSize: 1024}]",
       "env: {name: calc, tasks: 16, seed: 1}",
       "rollout: {groupSize: 4, concurrency: 2}",
@@ -27,6 +27,12 @@ it("SIGINT mid-run: every program ends recorded, no sandbox left, exit 130", asy
       `output: {dir: ${join(dir, "out")}}`,
     ].join("\n"),
   );
+  return dir;
+}
+
+it("SIGINT mid-run: every program ends recorded, no sandbox left, exit 130", async () => {
+  const dir = runDir("sigint");
+  const cfgPath = join(dir, "c.yaml");
   const child = spawn(process.execPath, [join(root, "bin/arbor.mjs"), "run", cfgPath, "--no-progress"], { cwd: root });
   let stderr = "";
   let interrupted = false;
@@ -61,21 +67,8 @@ it("SIGINT mid-run: every program ends recorded, no sandbox left, exit 130", asy
 }, 120_000);
 
 it("SIGKILL mid-rollout: the next run to open the store ends the programs left active as aborted and finishes the run", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "arbor-sigkill-"));
-  chmodSync(dir, 0o755);
+  const dir = runDir("sigkill");
   const cfgPath = join(dir, "c.yaml");
-  writeFileSync(
-    cfgPath,
-    [
-      "name: sigkill",
-      "engines: [{name: e0, sequences: 2, contextSize: 1024}]",
-      "env: {name: calc, tasks: 16, seed: 1}",
-      "rollout: {groupSize: 4, concurrency: 2}",
-      "agent: {maxTurns: 4, maxTokensPerCall: 64, maxTotalTokens: 256}",
-      `sandbox: {root: ${join(dir, "sb")}}`,
-      `output: {dir: ${join(dir, "out")}}`,
-    ].join("\n"),
-  );
   const storePath = join(dir, "out", "store.sqlite");
   const child = spawn(process.execPath, [join(root, "bin/arbor.mjs"), "run", cfgPath, "--no-progress"], { cwd: root });
   let stderr = "";

@@ -76,11 +76,13 @@ export class SimEngine {
 export function runUntilIdle(clock: VirtualClock, engines: readonly SimEngine[], maxEvents = 50_000_000): void {
   for (let i = 0; i < maxEvents; i++) {
     if (clock.step()) continue;
-    const stuck = engines.filter((e) => e.hasWork()).length;
-    if (stuck > 0) {
-      throw new Error(`${stuck} engine(s) stuck at ${clock.now()} ms: unfinished requests but nothing schedulable and no timer pending`);
-    }
-    return;
+    return assertIdle(clock, engines);
   }
   throw new Error(`simulation did not go idle within ${maxEvents} events`);
+}
+
+/** Throws when an engine still has work once no timer is pending (nothing would ever schedule it). */
+export function assertIdle(clock: VirtualClock, engines: readonly SimEngine[]): void {
+  const stuck = engines.filter((e) => e.hasWork()).length;
+  if (stuck > 0) throw new Error(`${stuck} engine(s) stuck at ${clock.now()} ms: unfinished requests but nothing schedulable and no timer pending`);
 }

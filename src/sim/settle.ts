@@ -4,7 +4,7 @@
 // instant before the clock moves on.
 import { setImmediate as nextTurn } from "node:timers/promises";
 import type { VirtualClock } from "../core/clock.js";
-import type { SimEngine } from "../engine/sim-engine.js";
+import { assertIdle, type SimEngine } from "../engine/sim-engine.js";
 
 /**
  * Fire timers, letting promise continuations run after each, until none is left; then check that
@@ -14,11 +14,7 @@ export async function settleUntilIdle(clock: VirtualClock, engines: readonly Sim
   for (let i = 0; i < maxEvents; i++) {
     await nextTurn();
     if (clock.step()) continue;
-    const stuck = engines.filter((e) => e.hasWork()).length;
-    if (stuck > 0) {
-      throw new Error(`${stuck} engine(s) stuck at ${clock.now()} ms: unfinished requests but nothing schedulable and no timer pending`);
-    }
-    return;
+    return assertIdle(clock, engines);
   }
   throw new Error(`simulation did not go idle within ${maxEvents} events`);
 }
