@@ -56,7 +56,8 @@ async function blackBox(command: string[], extra: Partial<BlackBoxOptions> = {})
   try {
     const out = await runBlackBox({ sandbox, programId: id, gatewayUrl: stack.gatewayUrl, apiKey, command, ...extra });
     const agentCopy = extra.files?.["agent.mjs"] !== undefined ? readFileSync(join(sandbox.hostWorkspace, "agent.mjs")) : undefined;
-    await stack.store.endProgram(id, out.termination, 1);
+    // Ended through the gateway, the program's one owner (it ends the stored row once its calls are durable).
+    await stack.end(id, out.termination);
     return { out, id, agentCopy, workspace: sandbox.hostWorkspace };
   } finally {
     await sandbox.destroy();
