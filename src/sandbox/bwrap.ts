@@ -263,8 +263,7 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
     } finally {
       // Normally bwrap reaps its pid 1, which empties the namespace; if bwrap died first (killed,
       // or failed during setup), kill what is left and keep it listed for destroy() to wait on.
-      const ns = proc.pidNamespace;
-      if (ns === undefined || killPidNamespace(ns) === 0) this.running.delete(proc);
+      if (proc.killLeftovers() === 0) this.running.delete(proc);
     }
   }
 
@@ -313,11 +312,9 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
   private async waitNamespacesGone(procs: SandboxProcess[]): Promise<void> {
     const start = this.ctx.clock.now();
     for (const p of procs) {
-      const ns = p.pidNamespace;
-      if (ns === undefined) continue;
-      while (killPidNamespace(ns) > 0) {
+      while (p.killLeftovers() > 0) {
         if (this.ctx.clock.now() - start > TEARDOWN_WAIT_MS) {
-          throw new ArborError(`sandbox ${this.programId}: processes survived teardown of pid namespace ${ns}`, "sandbox");
+          throw new ArborError(`sandbox ${this.programId}: processes survived teardown of pid namespace ${String(p.pidNamespace)}`, "sandbox");
         }
         await this.ctx.clock.sleep(TEARDOWN_POLL_MS);
       }

@@ -55,3 +55,14 @@ export function killPidNamespace(nsInode: number): number {
   }
   return pids.length;
 }
+
+/**
+ * SIGKILL what is left in a sandbox's pid namespace, known by its pid 1 (host pid) and namespace inode;
+ * returns how many processes were signalled. Only while that pid 1 is still in that namespace: once it is
+ * gone the kernel has killed the rest, and once they are reaped the inode number can name a newer namespace —
+ * another sandbox's, of this process or another — whose processes a scan by the number alone would kill.
+ */
+export function killSandboxLeftovers(sandbox: { initPid: number; pidNs: number }): number {
+  if (pidNamespaceOf(sandbox.initPid) !== sandbox.pidNs) return 0;
+  return killPidNamespace(sandbox.pidNs);
+}

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { constants as osConstants } from "node:os";
 import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
-import { pidNamespaceOf } from "./proc-scan.js";
+import { killSandboxLeftovers, pidNamespaceOf } from "./proc-scan.js";
 import type { ExecResult } from "./sandbox.js";
 
 export interface SandboxProcessOptions {
@@ -161,6 +161,15 @@ export class SandboxProcess {
     this.killRequested = true;
     this.killInit();
     if (this.pid !== undefined) tryKill(-this.pid, "SIGKILL");
+  }
+
+  /**
+   * SIGKILL what is left of the sandbox (see killSandboxLeftovers: never another sandbox that reuses its pid
+   * namespace's inode number); returns how many processes were signalled, 0 once nothing of it is left.
+   */
+  killLeftovers(): number {
+    if (this.initPid === undefined || this.pidNs === undefined) return 0;
+    return killSandboxLeftovers({ initPid: this.initPid, pidNs: this.pidNs });
   }
 
   private killInit(): boolean {
