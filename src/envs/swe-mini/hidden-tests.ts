@@ -37,7 +37,7 @@ export async function runHiddenTests(task: SweTask, sandbox: Sandbox, env: Recor
     const counts = s ? `${s.pass}/${task.hiddenTests} hidden tests passed` : "no test summary";
     if (r.timedOut) return { score: 0, detail: `hidden tests timed out after ${HIDDEN_TEST_WALL_MS} ms` };
     if (r.exitCode === 0 && s && s.fail === 0 && s.pass === task.hiddenTests) return { score: 1, detail: counts };
-    const why = failing.length > 0 ? `; failing: ${failing.slice(0, 3).join(", ")}` : r.exitCode === 0 ? "" : `; exit ${r.exitCode ?? r.signal}`;
+    const why = failing.length > 0 ? `; failing: ${failing.slice(0, 3).join(", ")}` : r.exitCode === 0 ? "" : `; exit ${r.exitCode ?? r.signal}${r.limit ? ` (the sandbox's ${r.limit} limit)` : ""}`;
     return { score: 0, detail: `${counts}${why}` };
   } finally {
     if (!removed) await sandbox.exec(["/bin/rm", "-rf", "--", `/workspace/${dir}`]);
