@@ -15,7 +15,7 @@ import { createSweMiniEnvironment } from "../envs/swe-mini/swe-mini.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { createBwrapProvider } from "../sandbox/bwrap.js";
 import { agentSpecOf, BLACKBOX_EVENT_TOOL, blackBoxTaskText, runBlackBoxProgram, type AgentSpec, type BlackBoxAgentSpec } from "./blackbox-program.js";
-import { runSyncRollout } from "./sync-rollout.js";
+import { runSyncRollout } from "../testing/sync-rollout-driver.js";
 
 const AGENT = resolve(import.meta.dirname, "../../examples/blackbox-coder/agent.mjs");
 

@@ -16,7 +16,7 @@ import { createRewardFromConfig } from "../reward/registry.js";
 import { createBwrapProvider } from "../sandbox/bwrap.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { ScriptedExecutor } from "../testing/scripted-executor.js";
-import { runSyncRollout } from "./sync-rollout.js";
+import { runSyncRollout } from "../testing/sync-rollout-driver.js";
 
 const ADMIN_TOKEN = "test-admin-token-0123456789";
 

@@ -1,7 +1,6 @@
-// Synchronous rollout v0: every task gets a group of n programs; programs run through the agent
-// loop against the gateway (or as a black-box command, blackbox-program.ts), each in its own
-// sandbox, bounded by a concurrency limit; each ends with a recorded termination and reward. The
-// iteration returns when every program has ended. The gateway owns each program: the rollout
+// Running one program of a rollout and rewarding it: the agent loop against the gateway (or a black-box
+// command, blackbox-program.ts) in the program's own sandbox, ending with a recorded termination and
+// reward. The orchestrated rollout (async-rollout.ts) drives these for sync and async runs alike. The gateway owns each program: the rollout
 // creates it there (POST /programs, which creates its stored row) and ends it there (release with
 // its termination); the rollout itself writes only groups, tool events and rewards.
 import OpenAI from "openai";
@@ -18,7 +17,6 @@ import type { RewardContext } from "../reward/reward-fn.js";
 import type { Sandbox, SandboxProvider } from "../sandbox/sandbox.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { runBlackBoxProgram, type AgentSpec } from "./blackbox-program.js";
-import { Semaphore } from "./semaphore.js";
 
 export interface RolloutOptions {
   runId: string;
@@ -58,36 +56,6 @@ export interface ProgramResult {
   termination: Termination;
   reward: Reward;
   calls: number;
-}
-
-/** Run one synchronous rollout iteration; resolves when every program has a recorded outcome. */
-export async function runSyncRollout(o: RolloutOptions): Promise<{ groups: Group[]; results: ProgramResult[] }> {
-  const groups: Group[] = o.tasks.map((task, gi) => ({
-    id: `${o.runId}/g${gi}`,
-    runId: o.runId,
-    taskId: task.id,
-    programIds: Array.from({ length: o.groupSize }, (_, si) => `${o.runId}/g${gi}/s${si}`),
-  }));
-  // Issued together: the store applies them in order (and commits them in one transaction).
-  await Promise.all(groups.map((g) => o.store.createGroup(g)));
-
-  const sem = new Semaphore(o.concurrency);
-  const results: ProgramResult[] = [];
-  const jobs = groups.flatMap((g, gi) =>
-    g.programIds.map((programId, si) =>
-      sem
-        .with(() => runProgram(o, o.tasks[gi] as Task, g, programId, si))
-        .then(async (ended) => {
-          const r = await rewardProgram(o, g, ended);
-          results.push(r);
-          o.onProgramDone?.(r);
-        }),
-    ),
-  );
-  const settled = await Promise.allSettled(jobs);
-  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
-  if (failed) throw failed.reason;
-  return { groups, results };
 }
 
 /** A program that has ended (termination recorded, sandbox gone) and waits for its reward. */

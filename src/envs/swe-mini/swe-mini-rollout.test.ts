@@ -13,7 +13,7 @@ import { realClock } from "../../core/real-clock.js";
 import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
 import { createGateway, type Gateway } from "../../gateway/server.js";
 import { createRewardFromConfig } from "../../reward/registry.js";
-import { runSyncRollout } from "../../rollout/sync-rollout.js";
+import { runSyncRollout } from "../../testing/sync-rollout-driver.js";
 import { createBwrapProvider } from "../../sandbox/bwrap.js";
 import { SqliteTrajectoryStore } from "../../store/sqlite-store.js";
 import { ScriptedExecutor } from "../../testing/scripted-executor.js";
