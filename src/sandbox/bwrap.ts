@@ -312,9 +312,13 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
   private async waitNamespacesGone(procs: SandboxProcess[]): Promise<void> {
     const start = this.ctx.clock.now();
     for (const p of procs) {
-      while (p.killLeftovers() > 0) {
+      const ns = p.pidNamespace;
+      if (ns === undefined) continue;
+      // Waits until the kernel has reaped every process of the namespace, so it scans by the inode (pid 1 may be
+      // gone while the rest still exit); exec's own clean-up only kills while pid 1 lives (killLeftovers).
+      while (killPidNamespace(ns) > 0) {
         if (this.ctx.clock.now() - start > TEARDOWN_WAIT_MS) {
-          throw new ArborError(`sandbox ${this.programId}: processes survived teardown of pid namespace ${String(p.pidNamespace)}`, "sandbox");
+          throw new ArborError(`sandbox ${this.programId}: processes survived teardown of pid namespace ${ns}`, "sandbox");
         }
         await this.ctx.clock.sleep(TEARDOWN_POLL_MS);
       }
