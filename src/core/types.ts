@@ -59,6 +59,11 @@ export interface ChatMessage {
   toolCalls?: MessageToolCall[];
   /** For tool messages: the id of the call this message answers (OpenAI `tool_call_id`). */
   toolCallId?: string;
+  /**
+   * For assistant messages: the reasoning the model wrote before its answer (vLLM's
+   * `reasoning_content`, split out of `<think>…</think>`); templates decide whether to re-render it.
+   */
+  reasoning?: string;
 }
 
 /** One tool call of an assistant message; `arguments` is the JSON text as the model wrote it. */

@@ -35,7 +35,8 @@ type Scalar =
   | { type: "u32" | "i32" | "f32" | "f64"; value: number }
   | { type: "bool"; value: boolean }
   | { type: "string"; value: string };
-type MetaValue = Scalar | { type: "array"; elem: "string"; value: string[] } | { type: "array"; elem: "f32" | "i32"; value: number[] };
+/** One typed GGUF metadata value, as {@link writeGgufRaw} writes it. */
+export type MetaValue = Scalar | { type: "array"; elem: "string"; value: string[] } | { type: "array"; elem: "f32" | "i32" | "u32"; value: number[] };
 
 export interface WriteGgufInput {
   config: TinyLlamaConfig;
@@ -101,6 +102,21 @@ export function writeGguf(path: string, input: WriteGgufInput): void {
     else meta.push([key, entry]);
   }
 
+  writeGgufRaw(path, meta, tensors);
+}
+
+/**
+ * Write a GGUF v3 file from typed metadata (in order; `general.alignment` should be 32) and F32
+ * tensors, atomically (a temporary name renamed into place). The layer under {@link writeGguf}
+ * for files whose architecture or tokenizer is not the tiny policy's.
+ */
+export function writeGgufRaw(path: string, meta: readonly [string, MetaValue][], tensors: readonly Tensor[]): void {
+  assertLittleEndian();
+  const seen = new Set<string>();
+  for (const [key] of meta) {
+    if (seen.has(key)) throw new RangeError(`metadata ${key}: appears twice`);
+    seen.add(key);
+  }
   const head = new ByteWriter();
   head.u32(GGUF_MAGIC);
   head.u32(GGUF_VERSION);
@@ -228,6 +244,7 @@ function writeMetaValue(w: ByteWriter, v: MetaValue): void {
     w.u64(v.value.length);
     if (v.elem === "string") for (const s of v.value) w.str(s);
     else if (v.elem === "f32") for (const x of v.value) w.f32(x);
+    else if (v.elem === "u32") for (const x of v.value) w.u32(x);
     else for (const x of v.value) w.i32(x);
     return;
   }
