@@ -6,6 +6,8 @@ import { readFileSync } from "node:fs";
 import { endianness } from "node:os";
 import { writeFileAtomic } from "./atomic-file.js";
 import { validateConfig, type TinyLlamaConfig } from "./config.js";
+import type { MetaValue } from "./gguf-meta.js";
+import { tokenizerMetadata, type GgufTokenizerSpec } from "./gguf-tokenizer.js";
 import type { Vocab } from "./vocab.js";
 import { checkTensors, numel, type Tensor } from "./weights.js";
 
@@ -31,16 +33,16 @@ export const GgufType = {
   f64: 12,
 } as const;
 
-type Scalar =
-  | { type: "u32" | "i32" | "f32" | "f64"; value: number }
-  | { type: "bool"; value: boolean }
-  | { type: "string"; value: string };
-/** One typed GGUF metadata value, as {@link writeGgufRaw} writes it. */
-export type MetaValue = Scalar | { type: "array"; elem: "string"; value: string[] } | { type: "array"; elem: "f32" | "i32" | "u32"; value: number[] };
+export type { MetaValue } from "./gguf-meta.js";
 
 export interface WriteGgufInput {
   config: TinyLlamaConfig;
-  vocab: Vocab;
+  /** Arbor's vocabulary (the tiny policy's); give this or `tokenizer`. */
+  vocab?: Vocab;
+  /** Any SPM or BPE tokenizer (made-here or read from another GGUF); give this or `vocab`. */
+  tokenizer?: GgufTokenizerSpec;
+  /** `tokenizer.chat_template`; overrides the tokenizer spec's. */
+  chatTemplate?: string;
   tensors: Tensor[];
   /**
    * Extra keys. `general.name` is a string; `arbor.policy_version` must be a u32. Other numbers are
@@ -64,9 +66,12 @@ const RESERVED_PREFIXES = ["llama.", "tokenizer.", "general.architecture", "gene
  */
 export function writeGguf(path: string, input: WriteGgufInput): void {
   assertLittleEndian();
-  const { config: cfg, vocab, tensors } = input;
+  const { config: cfg, tensors } = input;
   validateConfig(cfg);
-  if (vocab.size !== cfg.nVocab) throw new RangeError(`config.nVocab (${cfg.nVocab}) != vocabulary size (${vocab.size})`);
+  if ((input.vocab === undefined) === (input.tokenizer === undefined)) throw new RangeError("writeGguf: give exactly one of vocab and tokenizer");
+  let spec = input.tokenizer ?? vocabTokenizerSpec(input.vocab as Vocab);
+  if (input.chatTemplate !== undefined) spec = { ...spec, chatTemplate: input.chatTemplate };
+  if (spec.tokens.length !== cfg.nVocab) throw new RangeError(`config.nVocab (${cfg.nVocab}) != vocabulary size (${spec.tokens.length})`);
   checkTensors(cfg, tensors);
 
   const meta: [string, MetaValue][] = [
@@ -83,17 +88,7 @@ export function writeGguf(path: string, input: WriteGgufInput): void {
     ["llama.rope.dimension_count", { type: "u32", value: cfg.nEmbd / cfg.nHead }],
     ["llama.attention.layer_norm_rms_epsilon", { type: "f32", value: cfg.rmsEps }],
     ["llama.rope.freq_base", { type: "f32", value: cfg.ropeFreqBase }],
-    ["tokenizer.ggml.model", { type: "string", value: "llama" }],
-    ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: vocab.pieces }],
-    ["tokenizer.ggml.scores", { type: "array", elem: "f32", value: vocab.scores }],
-    ["tokenizer.ggml.token_type", { type: "array", elem: "i32", value: vocab.types }],
-    ["tokenizer.ggml.unknown_token_id", { type: "u32", value: vocab.unkId }],
-    ["tokenizer.ggml.bos_token_id", { type: "u32", value: vocab.bosId }],
-    ["tokenizer.ggml.eos_token_id", { type: "u32", value: vocab.eosId }],
-    ["tokenizer.ggml.eot_token_id", { type: "u32", value: vocab.controlId("<|end|>") }],
-    ["tokenizer.ggml.add_space_prefix", { type: "bool", value: false }],
-    ["tokenizer.ggml.add_bos_token", { type: "bool", value: true }],
-    ["tokenizer.ggml.add_eos_token", { type: "bool", value: false }],
+    ...tokenizerMetadata(spec),
   ];
   for (const [key, value] of Object.entries(input.metadata ?? {})) {
     const entry = extraMeta(key, value);
@@ -103,6 +98,26 @@ export function writeGguf(path: string, input: WriteGgufInput): void {
   }
 
   writeGgufRaw(path, meta, tensors);
+}
+
+/**
+ * Arbor's vocabulary as a GGUF tokenizer: SPM, no space prefix, BOS added, `<|end|>` as EOT. Its
+ * keys come out in the order the tiny policy's files have always had, so they stay byte-identical.
+ */
+export function vocabTokenizerSpec(vocab: Vocab): GgufTokenizerSpec {
+  return {
+    model: "llama",
+    tokens: vocab.pieces,
+    scores: vocab.scores,
+    tokenTypes: vocab.types,
+    unkId: vocab.unkId,
+    bosId: vocab.bosId,
+    eosId: vocab.eosId,
+    eotId: vocab.controlId("<|end|>"),
+    addSpacePrefix: false,
+    addBos: true,
+    addEos: false,
+  };
 }
 
 /**
