@@ -1,0 +1,140 @@
+// A GPT-2-style byte-level BPE tokenizer over a GGUF "gpt2" vocabulary, giving llama.cpp's ids:
+// special-token text cut out first (llama-vocab-rules.ts), words split by the named pre-tokenizer
+// (pre-tokenize.ts), each word's UTF-8 bytes mapped to byte-level characters and merged by rank
+// (lowest first, leftmost on ties, as llm_tokenizer_bpe_session), decoded back through the byte map.
+
+import type { GgufTokenizerSpec } from "../gguf-tokenizer.js";
+import { checkTokenId, type ModelTokenizer } from "../tokenizer.js";
+import { TokenType } from "../vocab.js";
+import { byteLevelToBytes, bytesToByteLevel } from "./byte-level.js";
+import { joinPieces, splitSpecial, utf8Text, vocabRules, wellFormed, type VocabRules } from "./llama-vocab-rules.js";
+import { preTokenizer, type PreTokenizer } from "./pre-tokenize.js";
+
+/** Words whose tokens are remembered; a bound, so a long-running engine's cache cannot grow forever. */
+const WORD_CACHE_LIMIT = 20_000;
+
+/** Byte-level BPE tokenizer (GGUF `tokenizer.ggml.model` "gpt2"). */
+export class BpeTokenizer implements ModelTokenizer {
+  readonly size: number;
+  readonly bosId: number | undefined;
+  readonly eosId: number | undefined;
+  readonly stopIds: readonly number[];
+  readonly addBos: boolean;
+  private readonly tokens: readonly string[];
+  private readonly rules: VocabRules;
+  private readonly pre: PreTokenizer;
+  private readonly tokenToId = new Map<string, number>();
+  private readonly ranks = new Map<string, Map<string, number>>();
+  private readonly addSpacePrefix: boolean;
+  private readonly wordCache = new Map<string, number[]>();
+
+  constructor(spec: GgufTokenizerSpec) {
+    if (spec.model !== "gpt2") throw new RangeError(`BpeTokenizer: tokenizer.model is '${spec.model}', expected 'gpt2'`);
+    if (spec.pre === undefined) throw new RangeError("BpeTokenizer: tokenizer.pre is missing");
+    this.tokens = spec.tokens;
+    this.size = spec.tokens.length;
+    this.pre = preTokenizer(spec.pre);
+    // llama.cpp's defaults for a gpt2 vocabulary without the keys: BOS = EOS = 11, no UNK.
+    const dflt = (id: number | undefined): number | undefined => id ?? (11 < this.size ? 11 : undefined);
+    this.bosId = dflt(spec.bosId);
+    this.eosId = dflt(spec.eosId);
+    this.addBos = spec.addBos ?? this.pre.addBosDefault;
+    this.addSpacePrefix = spec.addSpacePrefix ?? false;
+    this.rules = vocabRules(spec, this.eosId);
+    this.stopIds = this.rules.eogIds;
+    spec.tokens.forEach((t, i) => this.tokenToId.set(t, i));
+    (spec.merges ?? []).forEach((m, rank) => {
+      const at = m.indexOf(" ", 1);
+      const left = m.slice(0, at);
+      const right = m.slice(at + 1);
+      let byLeft = this.ranks.get(left);
+      if (byLeft === undefined) this.ranks.set(left, (byLeft = new Map()));
+      // llama.cpp keeps the first rank of a repeated merge (unordered_map::emplace).
+      if (!byLeft.has(right)) byLeft.set(right, rank);
+    });
+  }
+
+  encode(text: string, opts: { special?: boolean } = {}): number[] {
+    const out: number[] = [];
+    for (const frag of splitSpecial(wellFormed(text), this.rules.specials, opts.special ?? false)) {
+      if ("id" in frag) out.push(frag.id);
+      else for (const word of this.pre.split(frag.text)) out.push(...this.encodeWord(word));
+    }
+    return out;
+  }
+
+  decode(ids: readonly number[], opts: { special?: boolean } = {}): string {
+    const special = opts.special ?? false;
+    return utf8Text(joinPieces(ids.map((id) => this.piece(id, special)), this.addSpacePrefix, this.pre.cleanSpaces));
+  }
+
+  tokenText(id: number): string {
+    return utf8Text(this.piece(id, true));
+  }
+
+  tokenBytes(id: number): number[] {
+    return this.piece(id, true);
+  }
+
+  isSpecial(id: number): boolean {
+    checkTokenId(this, id);
+    const t = this.rules.types[id];
+    return t === TokenType.control || t === TokenType.unknown;
+  }
+
+  /** Bytes of one token as llama.cpp's token_to_piece gives them. */
+  private piece(id: number, special: boolean): number[] {
+    checkTokenId(this, id);
+    const type = this.rules.types[id];
+    const text = this.tokens[id] as string;
+    if (type === TokenType.control || type === TokenType.unknown) return special ? [...Buffer.from(text, "utf8")] : [];
+    if (type === TokenType.userDefined) return [...Buffer.from(text, "utf8")];
+    if (type === TokenType.normal) return byteLevelToBytes(text);
+    // BYTE, UNUSED and undefined types render as nothing in a BPE vocabulary.
+    return [];
+  }
+
+  private encodeWord(word: string): number[] {
+    const cached = this.wordCache.get(word);
+    if (cached !== undefined) return cached;
+    const ids = this.mergeWord(bytesToByteLevel(Buffer.from(word, "utf8")));
+    if (this.wordCache.size >= WORD_CACHE_LIMIT) this.wordCache.delete(this.wordCache.keys().next().value as string);
+    this.wordCache.set(word, ids);
+    return ids;
+  }
+
+  private mergeWord(word: string): number[] {
+    const whole = this.tokenToId.get(word);
+    if (this.pre.ignoreMerges && whole !== undefined) return [whole];
+    const symbols = Array.from(word);
+    // Merge the lowest-ranked adjacent pair, leftmost on ties, until none has a rank: the order
+    // llama.cpp's priority queue pops them in.
+    for (;;) {
+      let best = -1;
+      let bestRank = Infinity;
+      for (let i = 0; i + 1 < symbols.length; i++) {
+        const rank = this.ranks.get(symbols[i] as string)?.get(symbols[i + 1] as string);
+        if (rank !== undefined && rank < bestRank) {
+          bestRank = rank;
+          best = i;
+        }
+      }
+      if (best < 0) break;
+      symbols.splice(best, 2, (symbols[best] as string) + (symbols[best + 1] as string));
+    }
+    const ids: number[] = [];
+    for (const s of symbols) {
+      const id = this.tokenToId.get(s);
+      if (id !== undefined) {
+        ids.push(id);
+        continue;
+      }
+      // As llama.cpp: a symbol that is not a token falls back to its single-byte tokens, where any.
+      for (const b of Buffer.from(s, "utf8")) {
+        const single = b < 0x80 ? this.tokenToId.get(String.fromCharCode(b)) : undefined;
+        if (single !== undefined) ids.push(single);
+      }
+    }
+    return ids;
+  }
+}
