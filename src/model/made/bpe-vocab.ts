@@ -103,17 +103,22 @@ let cached: GgufTokenizerSpec | undefined;
  * Qwen2.5-like ChatML template with tools.
  */
 export function bpeChatmlSpec(): GgufTokenizerSpec {
-  if (cached !== undefined) return structuredClone(cached);
-  const { tokens, merges } = trainByteLevelBpe(madeCorpus(), BPE_MERGES);
+  cached ??= byteLevelBpeSpec("qwen2");
+  return structuredClone(cached);
+}
+
+/** The same vocabulary recipe learned with another llama.cpp pre-tokenizer ("gpt-2", "llama-bpe", …). */
+export function byteLevelBpeSpec(pre: string): GgufTokenizerSpec {
+  const { tokens, merges } = trainByteLevelBpe(madeCorpus(), BPE_MERGES, pre);
   const tokenTypes: number[] = tokens.map(() => TokenType.normal);
   for (const [text, type] of BPE_SPECIALS) {
     tokens.push(text);
     tokenTypes.push(type);
   }
   const id = (text: string): number => tokens.indexOf(text);
-  cached = {
+  return {
     model: "gpt2",
-    pre: "qwen2",
+    pre,
     tokens,
     tokenTypes,
     merges,
@@ -125,5 +130,4 @@ export function bpeChatmlSpec(): GgufTokenizerSpec {
     addEos: false,
     chatTemplate: CHATML_TOOLS_TEMPLATE,
   };
-  return structuredClone(cached);
 }
