@@ -47,6 +47,8 @@ const TEXTS = [
   "<|endoftext|><|end_of_text|><unk><s></s><0x41>",
   "▁literal ▁▁ pieces",
   "lone \ud800 surrogate",
+  // Runs of one letter: equal-score pairs, where the leftmost must merge first.
+  "alll ooo eee sss rrr ttt ppp lllll eeee",
 ];
 
 const POOL = [
