@@ -173,7 +173,7 @@ export function tokenizerSpecFromGguf(metadata: ReadonlyMap<string, unknown>): G
   try {
     validateTokenizerSpec(spec);
   } catch (err) {
-    throw new Error(`GGUF tokenizer: ${(err as Error).message}`);
+    throw new Error(`GGUF tokenizer: ${(err as Error).message}`, { cause: err });
   }
   return spec;
 }

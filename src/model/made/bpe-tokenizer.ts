@@ -6,6 +6,7 @@
 import type { GgufTokenizerSpec } from "../gguf-tokenizer.js";
 import { checkTokenId, type ModelTokenizer } from "../tokenizer.js";
 import { TokenType } from "../vocab.js";
+import { BigramQueue } from "./bigram-queue.js";
 import { byteLevelToBytes, bytesToByteLevel } from "./byte-level.js";
 import { joinPieces, splitSpecial, utf8Text, vocabRules, wellFormed, type VocabRules } from "./llama-vocab-rules.js";
 import { preTokenizer, type PreTokenizer } from "./pre-tokenize.js";
@@ -106,22 +107,33 @@ export class BpeTokenizer implements ModelTokenizer {
   private mergeWord(word: string): number[] {
     const whole = this.tokenToId.get(word);
     if (this.pre.ignoreMerges && whole !== undefined) return [whole];
-    const symbols = Array.from(word);
-    // Merge the lowest-ranked adjacent pair, leftmost on ties, until none has a rank: the order
-    // llama.cpp's priority queue pops them in.
-    for (;;) {
-      let best = -1;
-      let bestRank = Infinity;
-      for (let i = 0; i + 1 < symbols.length; i++) {
-        const rank = this.ranks.get(symbols[i] as string)?.get(symbols[i + 1] as string);
-        if (rank !== undefined && rank < bestRank) {
-          bestRank = rank;
-          best = i;
-        }
-      }
-      if (best < 0) break;
-      symbols.splice(best, 2, (symbols[best] as string) + (symbols[best + 1] as string));
+    // llm_tokenizer_bpe_session: symbols linked in a list; the queue pops the lowest-ranked pair,
+    // leftmost on ties; a pair whose sides changed since it was queued is skipped.
+    const sym = Array.from(word);
+    const n = sym.length;
+    const next = sym.map((_, i) => (i + 1 < n ? i + 1 : -1));
+    const prev = sym.map((_, i) => i - 1);
+    const queue = new BigramQueue<{ left: number; right: number; rank: number; text: string }>((a, b) => a.rank < b.rank || (a.rank === b.rank && a.left < b.left));
+    const tryAdd = (left: number, right: number): void => {
+      if (left < 0 || right < 0) return;
+      const rank = this.ranks.get(sym[left] as string)?.get(sym[right] as string);
+      if (rank !== undefined) queue.push({ left, right, rank, text: (sym[left] as string) + (sym[right] as string) });
+    };
+    for (let i = 1; i < n; i++) tryAdd(i - 1, i);
+    while (queue.size > 0) {
+      const b = queue.pop();
+      const l = sym[b.left] as string;
+      const r = sym[b.right] as string;
+      if (l === "" || r === "" || l + r !== b.text) continue;
+      sym[b.left] = b.text;
+      sym[b.right] = "";
+      const after = next[b.right] as number;
+      next[b.left] = after;
+      if (after >= 0) prev[after] = b.left;
+      tryAdd(prev[b.left] as number, b.left);
+      tryAdd(b.left, after);
     }
+    const symbols = sym.filter((s) => s !== "");
     const ids: number[] = [];
     for (const s of symbols) {
       const id = this.tokenToId.get(s);

@@ -143,7 +143,7 @@ export function utf8Text(bytes: readonly number[]): string {
  * (" ?" " !" " ." " ," lose the space, " ' " loses both, " 's" " 'm" " 're" " 've" lose it).
  */
 export function joinPieces(pieces: readonly number[][], addSpacePrefix: boolean, cleanSpaces: boolean): number[] {
-  let text: number[] = [];
+  const text: number[] = [];
   pieces.forEach((p, i) => {
     if (i === 0 && addSpacePrefix && p[0] === 0x20) text.push(...p.slice(1));
     else text.push(...p);

@@ -7,6 +7,7 @@
 import type { GgufTokenizerSpec } from "../gguf-tokenizer.js";
 import { checkTokenId, type ModelTokenizer } from "../tokenizer.js";
 import { SPACE_PIECE, TokenType } from "../vocab.js";
+import { BigramQueue } from "./bigram-queue.js";
 import { joinPieces, splitSpecial, utf8Text, vocabRules, wellFormed, type VocabRules } from "./llama-vocab-rules.js";
 
 interface Bigram {
@@ -14,48 +15,6 @@ interface Bigram {
   right: number;
   score: number;
   size: number;
-}
-
-/** Max-heap on score, then smallest left index: the order of llama.cpp's `llm_bigram_spm` queue. */
-class BigramQueue {
-  private readonly items: Bigram[] = [];
-  get size(): number {
-    return this.items.length;
-  }
-  private before(a: Bigram, b: Bigram): boolean {
-    return a.score > b.score || (a.score === b.score && a.left < b.left);
-  }
-  push(b: Bigram): void {
-    const h = this.items;
-    h.push(b);
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.before(h[i] as Bigram, h[p] as Bigram)) break;
-      [h[i], h[p]] = [h[p] as Bigram, h[i] as Bigram];
-      i = p;
-    }
-  }
-  pop(): Bigram {
-    const h = this.items;
-    const top = h[0] as Bigram;
-    const last = h.pop() as Bigram;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && this.before(h[l] as Bigram, h[m] as Bigram)) m = l;
-        if (r < h.length && this.before(h[r] as Bigram, h[m] as Bigram)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m] as Bigram, h[i] as Bigram];
-        i = m;
-      }
-    }
-    return top;
-  }
 }
 
 /** SentencePiece-style tokenizer (GGUF `tokenizer.ggml.model` "llama"). */
@@ -147,7 +106,8 @@ export class SpmTokenizer implements ModelTokenizer {
     const sizes = sym.map((s) => Buffer.byteLength(s, "utf8"));
     const prev = sym.map((_, i) => i - 1);
     const next = sym.map((_, i) => (i + 1 < n ? i + 1 : -1));
-    const queue = new BigramQueue();
+    // Highest score first, then the leftmost: llm_bigram_spm's order.
+    const queue = new BigramQueue<Bigram>((a, b) => a.score > b.score || (a.score === b.score && a.left < b.left));
     const tryAdd = (left: number, right: number): void => {
       if (left < 0 || right < 0) return;
       const id = this.tokenToId.get((sym[left] as string) + (sym[right] as string));
