@@ -47,6 +47,8 @@ const TEXTS = [
   "<|endoftext|><|end_of_text|><unk><s></s><0x41>",
   "▁literal ▁▁ pieces",
   "lone \ud800 surrogate",
+  // Code points whose letter/number class differs between V8's Unicode and llama.cpp's tables.
+  "new \u088f\u0c5c\ua7cb x\u{105c0}y \u1c89\u{105c1} 9\u{1e5f1}",
   // Runs of one letter: equal-score pairs, where the leftmost must merge first.
   "alll ooo eee sss rrr ttt ppp lllll eeee",
 ];

@@ -2,7 +2,9 @@
 // before merges. llama.cpp runs these regexes through hand-written matchers
 // (`unicode_regex_split_custom_gpt2/_llama3/_qwen2` in src/unicode.cpp); these are ports of those
 // matchers, so edge cases (whitespace runs, contractions, digits) split exactly as the engine does.
-// Character classes: \p{L} and \p{N} as Unicode letters/numbers, \s as llama.cpp's whitespace set.
+// Character classes: \p{L}, \p{N} and \s from llama.cpp's own Unicode tables (unicode-classes.ts).
+
+import { unicodeClass } from "./unicode-classes.js";
 
 /** How a named pre-tokenizer splits text, and the vocabulary flags llama.cpp ties to the name. */
 export interface PreTokenizer {
@@ -50,8 +52,6 @@ export function preTokenizer(name: string): PreTokenizer {
 }
 
 const WHITESPACE = new Set([0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20, 0x85, 0xa0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000]);
-const LETTER = /^\p{L}$/u;
-const NUMBER = /^\p{N}$/u;
 
 interface Flags {
   letter: boolean;
@@ -67,8 +67,8 @@ function flagsOf(cp: number | undefined): Flags {
   if (cp === undefined) return NONE;
   let f = flagCache.get(cp);
   if (f === undefined) {
-    const ch = String.fromCodePoint(cp);
-    f = { letter: LETTER.test(ch), number: NUMBER.test(ch), ws: WHITESPACE.has(cp), any: true };
+    const cls = unicodeClass(cp);
+    f = { letter: cls === 1, number: cls === 2, ws: WHITESPACE.has(cp), any: true };
     if (flagCache.size < 65536) flagCache.set(cp, f);
   }
   return f;
