@@ -11,6 +11,8 @@ import { byteLevelToBytes, bytesToByteLevel } from "./byte-level.js";
 import { joinPieces, splitSpecial, utf8Text, vocabRules, wellFormed, type VocabRules } from "./llama-vocab-rules.js";
 import { preTokenizer, type PreTokenizer } from "./pre-tokenize.js";
 
+const EMPTY = new Uint8Array(0);
+
 /** Words whose tokens are remembered; a bound, so a long-running engine's cache cannot grow forever. */
 const WORD_CACHE_LIMIT = 20_000;
 
@@ -27,6 +29,7 @@ export class BpeTokenizer implements ModelTokenizer {
   private readonly tokenToId = new Map<string, number>();
   private readonly ranks = new Map<string, Map<string, number>>();
   private readonly addSpacePrefix: boolean;
+  private readonly pieces: (Uint8Array | undefined)[] = [];
   private readonly wordCache = new Map<string, number[]>();
 
   constructor(spec: GgufTokenizerSpec) {
@@ -74,7 +77,7 @@ export class BpeTokenizer implements ModelTokenizer {
   }
 
   tokenBytes(id: number): number[] {
-    return this.piece(id, true);
+    return Array.from(this.piece(id, true));
   }
 
   isSpecial(id: number): boolean {
@@ -83,12 +86,23 @@ export class BpeTokenizer implements ModelTokenizer {
     return t === TokenType.control || t === TokenType.unknown;
   }
 
-  /** Bytes of one token as llama.cpp's token_to_piece gives them. */
-  private piece(id: number, special: boolean): number[] {
+  /**
+   * Bytes of one token as llama.cpp's token_to_piece gives them: CONTROL and UNKNOWN tokens only
+   * with `special`. Cached per id, as llama.cpp caches its pieces.
+   */
+  private piece(id: number, special: boolean): Uint8Array {
     checkTokenId(this, id);
     const type = this.rules.types[id];
+    if (!special && (type === TokenType.control || type === TokenType.unknown)) return EMPTY;
+    let bytes = this.pieces[id];
+    if (bytes === undefined) this.pieces[id] = bytes = Uint8Array.from(this.specialPiece(id));
+    return bytes;
+  }
+
+  private specialPiece(id: number): number[] {
+    const type = this.rules.types[id];
     const text = this.tokens[id] as string;
-    if (type === TokenType.control || type === TokenType.unknown) return special ? [...Buffer.from(text, "utf8")] : [];
+    if (type === TokenType.control || type === TokenType.unknown) return [...Buffer.from(text, "utf8")];
     if (type === TokenType.userDefined) return [...Buffer.from(text, "utf8")];
     if (type === TokenType.normal) return byteLevelToBytes(text);
     // BYTE, UNUSED and undefined types render as nothing in a BPE vocabulary.

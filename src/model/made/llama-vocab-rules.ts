@@ -133,8 +133,8 @@ export function wellFormed(text: string): string {
 }
 
 /** UTF-8 bytes to text, invalid sequences as U+FFFD (as V8 builds llama.cpp's result string). */
-export function utf8Text(bytes: readonly number[]): string {
-  return utf8Decoder.decode(Uint8Array.from(bytes));
+export function utf8Text(bytes: Uint8Array | readonly number[]): string {
+  return utf8Decoder.decode(bytes instanceof Uint8Array ? bytes : Uint8Array.from(bytes));
 }
 
 /**
@@ -142,13 +142,13 @@ export function utf8Text(bytes: readonly number[]): string {
  * leading space; with `cleanSpaces` the clean_up_tokenization_spaces passes run on the bytes
  * (" ?" " !" " ." " ," lose the space, " ' " loses both, " 's" " 'm" " 're" " 've" lose it).
  */
-export function joinPieces(pieces: readonly number[][], addSpacePrefix: boolean, cleanSpaces: boolean): number[] {
-  const text: number[] = [];
-  pieces.forEach((p, i) => {
-    if (i === 0 && addSpacePrefix && p[0] === 0x20) text.push(...p.slice(1));
-    else text.push(...p);
-  });
-  if (!cleanSpaces) return text;
+export function joinPieces(pieces: readonly Uint8Array[], addSpacePrefix: boolean, cleanSpaces: boolean): Uint8Array {
+  const parts = [...pieces];
+  const first = parts[0];
+  if (first !== undefined && addSpacePrefix && first[0] === 0x20) parts[0] = first.subarray(1);
+  const joined = Buffer.concat(parts);
+  if (!cleanSpaces) return joined;
+  const text = Array.from(joined);
   // A literal port of the three in-place passes (they read bytes the pass itself may have rewritten).
   const t = text;
   const c = (s: string): number => s.charCodeAt(0);
@@ -188,5 +188,5 @@ export function joinPieces(pieces: readonly number[][], addSpacePrefix: boolean,
     }
     t[total++] = x;
   }
-  return t.slice(0, total);
+  return Uint8Array.from(t.slice(0, total));
 }

@@ -10,6 +10,8 @@ import { SPACE_PIECE, TokenType } from "../vocab.js";
 import { BigramQueue } from "./bigram-queue.js";
 import { joinPieces, splitSpecial, utf8Text, vocabRules, wellFormed, type VocabRules } from "./llama-vocab-rules.js";
 
+const EMPTY = new Uint8Array(0);
+
 interface Bigram {
   left: number;
   right: number;
@@ -30,6 +32,7 @@ export class SpmTokenizer implements ModelTokenizer {
   private readonly tokenToId = new Map<string, number>();
   private readonly byteIds: number[] = [];
   private readonly addSpacePrefix: boolean;
+  private readonly pieces: (Uint8Array | undefined)[] = [];
 
   constructor(spec: GgufTokenizerSpec) {
     if (spec.model !== "llama") throw new RangeError(`SpmTokenizer: tokenizer.model is '${spec.model}', expected 'llama'`);
@@ -77,7 +80,7 @@ export class SpmTokenizer implements ModelTokenizer {
   }
 
   tokenBytes(id: number): number[] {
-    return this.piece(id, true);
+    return Array.from(this.piece(id, true));
   }
 
   isSpecial(id: number): boolean {
@@ -86,12 +89,23 @@ export class SpmTokenizer implements ModelTokenizer {
     return t === TokenType.control || t === TokenType.unknown;
   }
 
-  /** Bytes of one token as llama.cpp's token_to_piece gives them for an SPM vocabulary. */
-  private piece(id: number, special: boolean): number[] {
+  /**
+   * Bytes of one token as llama.cpp's token_to_piece gives them: CONTROL and UNKNOWN tokens only
+   * with `special`. Cached per id, as llama.cpp caches its pieces.
+   */
+  private piece(id: number, special: boolean): Uint8Array {
     checkTokenId(this, id);
     const type = this.rules.types[id];
+    if (!special && (type === TokenType.control || type === TokenType.unknown)) return EMPTY;
+    let bytes = this.pieces[id];
+    if (bytes === undefined) this.pieces[id] = bytes = Uint8Array.from(this.specialPiece(id));
+    return bytes;
+  }
+
+  private specialPiece(id: number): number[] {
+    const type = this.rules.types[id];
     const text = this.tokens[id] as string;
-    if (type === TokenType.control || type === TokenType.unknown) return special ? [...Buffer.from(text, "utf8")] : [];
+    if (type === TokenType.control || type === TokenType.unknown) return [...Buffer.from(text, "utf8")];
     if (type === TokenType.userDefined) return [...Buffer.from(text, "utf8")];
     if (type === TokenType.normal) return [...Buffer.from(text.replaceAll(SPACE_PIECE, " "), "utf8")];
     if (type === TokenType.byte) return [Number.parseInt(text.slice(3), 16) & 0xff];
