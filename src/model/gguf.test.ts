@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Rng } from "../core/rng.js";
 import { tinyConfig } from "./config.js";
-import { configFromGguf, readGguf, writeGguf } from "./gguf.js";
+import { configFromGguf, readGguf, vocabTokenizerSpec, writeGguf } from "./gguf.js";
+import { tokenizerSpecFromGguf } from "./gguf-tokenizer.js";
 import { Vocab } from "./vocab.js";
 import { initWeights } from "./weights.js";
 
@@ -73,6 +74,24 @@ describe("GGUF", () => {
     expect(() => write("r.gguf", 1, { "arbor.policy_version": -1 })).toThrow(/arbor.policy_version/);
     const tensors = initWeights(config, new Rng(1));
     expect(() => writeGguf(join(dir, "r.gguf"), { config: { ...config, nVocab: 10 }, vocab, tensors })).toThrow(/nVocab \(10\)/);
+  });
+
+  it("writes any tokenizer spec and a chat template, and needs exactly one of vocab and tokenizer", () => {
+    const tensors = initWeights(config, new Rng(2));
+    const spec = { ...vocabTokenizerSpec(vocab), addSpacePrefix: true };
+    const path = join(dir, "tok.gguf");
+    writeGguf(path, { config, tokenizer: spec, chatTemplate: "{{ messages }}", tensors });
+    expect(tokenizerSpecFromGguf(readGguf(path).metadata)).toEqual({ ...spec, chatTemplate: "{{ messages }}" });
+    // The default is Arbor's vocabulary, with the same keys as an explicit spec of it.
+    writeGguf(path, { config, vocab, tensors });
+    const viaVocab = readFileSync(path);
+    writeGguf(path, { config, tokenizer: vocabTokenizerSpec(vocab), tensors });
+    expect(readFileSync(path).equals(viaVocab)).toBe(true);
+    expect(() => writeGguf(path, { config, tensors })).toThrow(/exactly one of vocab and tokenizer/);
+    expect(() => writeGguf(path, { config, vocab, tokenizer: spec, tensors })).toThrow(/exactly one of vocab and tokenizer/);
+    expect(() => writeGguf(path, { config, tokenizer: { ...spec, tokens: spec.tokens.slice(1), tokenTypes: spec.tokenTypes.slice(1), scores: spec.scores?.slice(1) }, tensors })).toThrow(
+      /config.nVocab \(\d+\) != vocabulary size/,
+    );
   });
 
   it("gives clear errors for bad magic, truncation and non-F32 tensors", () => {

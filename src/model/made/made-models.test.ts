@@ -13,7 +13,7 @@ import type { ModelTokenizer } from "../tokenizer.js";
 import { initWeights } from "../weights.js";
 import { byteLevelBpeSpec } from "./bpe-vocab.js";
 import { madeModelFileName, makeModel, madeTokenizerSpec, type MadeModelKind } from "./made-models.js";
-import { tokenizerFromSpec } from "./tokenizer-from-spec.js";
+import { tokenizerFromGguf, tokenizerFromSpec } from "./tokenizer-from-spec.js";
 
 const init = { seed: 5, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 1, nFf: 64, contextLength: 1024 };
 const dir = mkdtempSync(join(tmpdir(), "arbor-made-"));
@@ -115,6 +115,8 @@ describe("makeModel", () => {
 
     const g = readGguf(a.path);
     expect(tokenizerSpecFromGguf(g.metadata)).toEqual(a.spec);
+    const text = "<|im_start|>user\nWhat is 2+3? <tool_call> ✓<|im_end|>";
+    expect(tokenizerFromGguf(g.metadata).encode(text, { special: true })).toEqual(a.tokenizer.encode(text, { special: true }));
     expect(g.metadata.get("general.name")).toBe(`arbor-made-${kind}`);
     expect(a.config.nVocab).toBe(a.spec.tokens.length);
     expect(a.config.nVocab).toBeGreaterThan(700);

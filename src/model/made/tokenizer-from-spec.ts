@@ -2,7 +2,7 @@
 // (byte-level BPE). Given a GGUF's tokenizer metadata, it builds the tokenizer whose ids equal
 // llama.cpp's for that file.
 
-import type { GgufTokenizerModel, GgufTokenizerSpec } from "../gguf-tokenizer.js";
+import { tokenizerSpecFromGguf, type GgufTokenizerModel, type GgufTokenizerSpec } from "../gguf-tokenizer.js";
 import type { ModelTokenizer } from "../tokenizer.js";
 import { BpeTokenizer } from "./bpe-tokenizer.js";
 import { SpmTokenizer } from "./spm-tokenizer.js";
@@ -17,4 +17,9 @@ export function tokenizerFromSpec(spec: GgufTokenizerSpec): ModelTokenizer {
   const make = FACTORIES[spec.model];
   if (make === undefined) throw new RangeError(`tokenizer.model '${String(spec.model)}' has no JS tokenizer (known: ${Object.keys(FACTORIES).join(", ")})`);
   return make(spec);
+}
+
+/** The JS tokenizer of a GGUF's metadata (`readGguf(path).metadata`): ids equal llama.cpp's for that file. */
+export function tokenizerFromGguf(metadata: ReadonlyMap<string, unknown>): ModelTokenizer {
+  return tokenizerFromSpec(tokenizerSpecFromGguf(metadata));
 }
