@@ -40,7 +40,7 @@ export class BpeTokenizer implements ModelTokenizer {
     this.pre = preTokenizer(spec.pre);
     // llama.cpp's defaults for a gpt2 vocabulary without the keys: BOS = EOS = 11, no UNK.
     const dflt = (id: number | undefined): number | undefined => id ?? (11 < this.size ? 11 : undefined);
-    this.bosId = dflt(spec.bosId);
+    this.bosId = this.pre.noDefaultBos ? spec.bosId : dflt(spec.bosId);
     this.eosId = dflt(spec.eosId);
     this.addBos = spec.addBos ?? this.pre.addBosDefault;
     this.addSpacePrefix = spec.addSpacePrefix ?? false;

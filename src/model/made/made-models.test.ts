@@ -11,7 +11,7 @@ import { readGguf, writeGguf } from "../gguf.js";
 import { tokenizerSpecFromGguf, type GgufTokenizerSpec } from "../gguf-tokenizer.js";
 import type { ModelTokenizer } from "../tokenizer.js";
 import { initWeights } from "../weights.js";
-import { byteLevelBpeSpec } from "./bpe-vocab.js";
+import { bpeChatmlSpec, byteLevelBpeSpec } from "./bpe-vocab.js";
 import { madeModelFileName, makeModel, madeTokenizerSpec, type MadeModelKind } from "./made-models.js";
 import { tokenizerFromGguf, tokenizerFromSpec } from "./tokenizer-from-spec.js";
 
@@ -87,6 +87,10 @@ function cases(): Case[] {
     // Vocabularies learned with the other pre-tokenizers, so digit groups and contractions have merges.
     { name: "bpe pre=gpt-2", spec: byteLevelBpeSpec("gpt-2") },
     { name: "bpe pre=llama-bpe", spec: { ...byteLevelBpeSpec("llama-bpe"), addBos: undefined } },
+    // GLM-4's name: the llama3 split without ignore_merges, and no default BOS.
+    { name: "bpe pre=glm4", spec: { ...byteLevelBpeSpec("glm4"), bosId: undefined } },
+    // No special ids at all: llama.cpp's gpt2 defaults (BOS = EOS = 11).
+    { name: "bpe without ids", spec: { ...bpeChatmlSpec(), bosId: undefined, eosId: undefined, eotId: undefined, padId: undefined } },
     { name: "spm add_space_prefix", spec: { ...spm, addSpacePrefix: true } },
   ];
 }
@@ -143,8 +147,11 @@ describe.each(cases())("$name in llama.cpp", (c: Case) => {
   });
 
   it("has llama.cpp's special ids and end-of-generation set", () => {
-    expect(js.bosId).toBe(model.tokens.bos ?? undefined);
-    expect(js.eosId).toBe(model.tokens.eos ?? undefined);
+    // node-llama-cpp reports BOS/EOS only when they are CONTROL tokens (getNapiControlToken); the
+    // end-of-generation set below shows llama.cpp's own ids (gpt2's default EOS 11 included).
+    const reported = (id: number | undefined): number | null => (id !== undefined && js.isSpecial(id) ? id : null);
+    expect(model.tokens.bos).toBe(reported(js.bosId));
+    expect(model.tokens.eos).toBe(reported(js.eosId));
     const eog = Array.from({ length: js.size }, (_, i) => i).filter((i) => model.isEogToken(i as Token));
     expect([...js.stopIds]).toEqual(eog);
     expect(js.addBos).toBe(model.tokens.shouldPrependBosToken);

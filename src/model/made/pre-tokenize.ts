@@ -18,6 +18,8 @@ export interface PreTokenizer {
   readonly cleanSpaces: boolean;
   /** `add_bos` default when the GGUF has no `tokenizer.ggml.add_bos_token`. */
   readonly addBosDefault: boolean;
+  /** llama.cpp drops the gpt2 default BOS (id 11) for this name (GLM-4). */
+  readonly noDefaultBos?: boolean;
 }
 
 // Names as llama.cpp's llama_vocab::impl::load maps them (the subset whose split is one of the three).
@@ -37,6 +39,11 @@ const NAMES: Record<string, Omit<PreTokenizer, "split">> = {
   ...Object.fromEntries(
     ["qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2"].map((n) => [n, { family: "qwen2", ignoreMerges: false, cleanSpaces: false, addBosDefault: false }]),
   ),
+  // The llama3 split without llama3's flags.
+  dbrx: { family: "llama3", ignoreMerges: false, cleanSpaces: true, addBosDefault: false },
+  "smaug-bpe": { family: "llama3", ignoreMerges: false, cleanSpaces: true, addBosDefault: false },
+  glm4: { family: "llama3", ignoreMerges: false, cleanSpaces: true, addBosDefault: false, noDefaultBos: true },
+  "chatglm-bpe": { family: "llama3", ignoreMerges: false, cleanSpaces: true, addBosDefault: false, noDefaultBos: true },
   stablelm2: { family: "qwen2", ignoreMerges: false, cleanSpaces: true, addBosDefault: false },
   megrez: { family: "qwen2", ignoreMerges: false, cleanSpaces: true, addBosDefault: false },
 };
