@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Rng } from "../core/rng.js";
 import { tinyConfig } from "./config.js";
-import { configFromGguf, readGguf, vocabTokenizerSpec, writeGguf } from "./gguf.js";
+import { configFromGguf, readGguf, readGgufMetadata, vocabTokenizerSpec, writeGguf, writeGgufRaw } from "./gguf.js";
 import { tokenizerSpecFromGguf } from "./gguf-tokenizer.js";
 import { Vocab } from "./vocab.js";
 import { initWeights } from "./weights.js";
@@ -94,6 +94,20 @@ describe("GGUF", () => {
     );
   });
 
+  it("reads metadata alone, of any size and whatever the tensor types", () => {
+    const path = write("meta.gguf", 3, { "general.name": "m" });
+    expect(readGgufMetadata(path)).toEqual({ version: 3, metadata: readGguf(path).metadata });
+    // More metadata than the first read window (4 MiB): the window grows.
+    const big = join(dir, "big.gguf");
+    const long = "x".repeat(5 << 20);
+    writeGgufRaw(big, [["general.alignment", { type: "u32", value: 32 }], ["a.long", { type: "string", value: long }], ["a.after", { type: "u32", value: 7 }]], []);
+    const m = readGgufMetadata(big).metadata;
+    expect((m.get("a.long") as string).length).toBe(long.length);
+    expect(m.get("a.after")).toBe(7);
+    writeFileSync(big, readFileSync(big).subarray(0, 3 << 20));
+    expect(() => readGgufMetadata(big)).toThrow(/truncated GGUF/);
+  });
+
   it("gives clear errors for bad magic, truncation and non-F32 tensors", () => {
     const bad = join(dir, "bad.gguf");
     writeFileSync(bad, Buffer.from("GGMLxxxxxxxxxxxxxxxxxxxxxxxx"));
@@ -114,6 +128,7 @@ describe("GGUF", () => {
     const head = Buffer.concat(parts);
     writeFileSync(bad, Buffer.concat([head, Buffer.alloc(64 - head.length), Buffer.alloc(8)]));
     expect(() => readGguf(bad)).toThrow(/tensor w has ggml type 1; only F32/);
+    expect(readGgufMetadata(bad)).toEqual({ version: 3, metadata: new Map() });
   });
 });
 

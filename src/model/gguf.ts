@@ -2,7 +2,7 @@
 // vocabulary and F32 tensors (layout and exact key types as verified in docs/references.md §L); reads
 // any GGUF's metadata and F32 tensors back.
 
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import { endianness } from "node:os";
 import { writeFileAtomic } from "./atomic-file.js";
 import { validateConfig, type TinyLlamaConfig } from "./config.js";
@@ -167,19 +167,7 @@ export function readGguf(path: string): GgufFile {
   assertLittleEndian();
   const buf = readFileSync(path);
   const r = new ByteReader(buf, path);
-  const magic = r.u32();
-  if (magic !== GGUF_MAGIC) {
-    throw new Error(`${path}: not a GGUF file (magic 0x${magic.toString(16).padStart(8, "0")}, want "GGUF")`);
-  }
-  const version = r.u32();
-  if (version !== 2 && version !== 3) throw new Error(`${path}: unsupported GGUF version ${version} (need 2 or 3)`);
-  const nTensors = r.count("tensor count");
-  const nMeta = r.count("metadata count");
-  const metadata = new Map<string, unknown>();
-  for (let i = 0; i < nMeta; i++) {
-    const key = r.str();
-    metadata.set(key, readMetaValue(r, r.u32(), key));
-  }
+  const { version, nTensors, metadata } = readHeader(r);
   const infos: { name: string; dims: number[]; offset: number }[] = [];
   for (let i = 0; i < nTensors; i++) {
     const name = r.str();
@@ -208,6 +196,52 @@ export function readGguf(path: string): GgufFile {
     return { name, shape, data };
   });
   return { version, metadata, tensors };
+}
+
+/**
+ * Read only a GGUF's metadata (any tensor types, so quantized models too), without reading the
+ * tensor data: the file's head is read in a growing window until the metadata fits.
+ */
+export function readGgufMetadata(path: string): { version: number; metadata: Map<string, unknown> } {
+  assertLittleEndian();
+  const fd = openSync(path, "r");
+  try {
+    const size = fstatSync(fd).size;
+    let window = Math.min(size, 1 << 22);
+    for (;;) {
+      const buf = Buffer.alloc(window);
+      readSync(fd, buf, 0, window, 0);
+      try {
+        const { version, metadata } = readHeader(new ByteReader(buf, path));
+        return { version, metadata };
+      } catch (err) {
+        // Past the window but not past the file: read a larger head and parse again.
+        if (err instanceof TruncatedError && window < size) window = Math.min(size, window * 4);
+        else throw err;
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Magic, version, counts and metadata of a GGUF header. */
+function readHeader(r: ByteReader): { version: number; nTensors: number; metadata: Map<string, unknown> } {
+  const path = r.path;
+  const magic = r.u32();
+  if (magic !== GGUF_MAGIC) {
+    throw new Error(`${path}: not a GGUF file (magic 0x${magic.toString(16).padStart(8, "0")}, want "GGUF")`);
+  }
+  const version = r.u32();
+  if (version !== 2 && version !== 3) throw new Error(`${path}: unsupported GGUF version ${version} (need 2 or 3)`);
+  const nTensors = r.count("tensor count");
+  const nMeta = r.count("metadata count");
+  const metadata = new Map<string, unknown>();
+  for (let i = 0; i < nMeta; i++) {
+    const key = r.str();
+    metadata.set(key, readMetaValue(r, r.u32(), key));
+  }
+  return { version, nTensors, metadata };
 }
 
 /** Recover the model config from a GGUF's llama metadata. */
@@ -310,7 +344,7 @@ function readMetaValue(r: ByteReader, type: number, key: string): unknown {
       const elemType = r.u32();
       if (elemType === GgufType.array) throw new Error(`${r.path}: metadata ${key}: nested arrays are not supported`);
       const n = r.count(`metadata ${key} length`);
-      if (n > r.remaining()) throw new Error(`${r.path}: truncated GGUF: metadata ${key} claims ${n} elements`);
+      if (n > r.remaining()) throw new TruncatedError(`${r.path}: truncated GGUF: metadata ${key} claims ${n} elements`);
       const out: unknown[] = new Array(n);
       for (let i = 0; i < n; i++) out[i] = readMetaValue(r, elemType, key);
       return out;
@@ -376,6 +410,9 @@ class ByteWriter {
   }
 }
 
+/** The bytes ran out: the file is truncated, or the window read so far is too short. */
+class TruncatedError extends Error {}
+
 /** Bounds-checked little-endian reader with errors that name the file and offset. */
 class ByteReader {
   pos = 0;
@@ -386,7 +423,7 @@ class ByteReader {
 
   take(n: number): Buffer {
     if (this.pos + n > this.buf.byteLength) {
-      throw new Error(`${this.path}: truncated GGUF: need ${n} bytes at offset ${this.pos}, file has ${this.buf.byteLength}`);
+      throw new TruncatedError(`${this.path}: truncated GGUF: need ${n} bytes at offset ${this.pos}, file has ${this.buf.byteLength}`);
     }
     const out = this.buf.subarray(this.pos, this.pos + n);
     this.pos += n;
