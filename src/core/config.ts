@@ -266,6 +266,13 @@ export const RunConfigSchema = z
          * bound its model calls.
          */
         kind: z.enum(["white-box", "black-box"]).default("white-box"),
+        /**
+         * White box: how the model calls tools — `markup` (Arbor's `<|tool_call|>` text, the tiny
+         * policy's way) or `native` (OpenAI `tools`; the engine's tool parser reads the model's own
+         * format, e.g. Hermes `<tool_call>` for ChatML models). Native needs an environment with a
+         * native system prompt (envs/native-tools.ts).
+         */
+        toolMode: z.enum(["markup", "native"]).default("markup"),
         command: z.array(z.string().min(1)).min(1).optional(),
         /** Black box: files shipped into the workspace unchanged, workspace path → host path. */
         files: z.record(z.string().min(1), z.string().min(1)).optional(),
