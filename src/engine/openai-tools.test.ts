@@ -56,7 +56,14 @@ describe("ToolCallFilter", () => {
     const chunk = (content: string, finish: string | null = null) => ({ id: "c", choices: [{ index: 0, delta: { content }, finish_reason: finish, token_ids: [1] }] });
     const out = ["Hi <|tool_", "call|>noop", " {}<|/tool_call|>", ""].map((t, i, all) => filterToolCallChunk(f, chunk(t, i === all.length - 1 ? "stop" : null)));
     expect(out.map((c) => (c.choices as { delta: { content: string } }[])[0]?.delta.content)).toEqual(["Hi ", "", "", ""]);
-    expect((out[2]?.choices as { delta: unknown }[])[0]?.delta).toEqual({ content: "", tool_calls: [{ index: 0, id: "call_y_0", type: "function", function: { name: "noop", arguments: "{}" } }] });
+    // As vLLM streams a call: id, type and name (arguments ""), then the arguments, same index.
+    expect((out[2]?.choices as { delta: unknown }[])[0]?.delta).toEqual({
+      content: "",
+      tool_calls: [
+        { index: 0, id: "call_y_0", type: "function", function: { name: "noop", arguments: "" } },
+        { index: 0, function: { arguments: "{}" } },
+      ],
+    });
     expect((out[3]?.choices as { finish_reason: string; token_ids: number[] }[])[0]).toMatchObject({ finish_reason: "tool_calls", token_ids: [1] });
     const usage = { id: "c", choices: [], usage: { prompt_tokens: 1 } };
     expect(filterToolCallChunk(f, usage)).toBe(usage);
@@ -111,7 +118,7 @@ describe("chat completions with tools (scripted policy)", () => {
     expect(prompt.join(",")).toContain([...body.prompt_token_ids, ...produced].join(","));
   });
 
-  it("streams the same answer: content deltas without markup, one tool_calls delta", async () => {
+  it("streams the same answer: content deltas without markup, the call as vLLM streams it (name, then arguments)", async () => {
     const res = await post({ messages: [{ role: "user", content: "Weather in Paris?" }], tools, stream: true });
     const chunks = res.body
       .split("\n\n")
@@ -120,8 +127,10 @@ describe("chat completions with tools (scripted policy)", () => {
     const deltas = chunks.map((c) => c.choices[0]?.delta ?? {});
     expect(deltas.map((d) => d.content ?? "").join("")).toBe("Let me check.");
     const calls = deltas.flatMap((d) => d.tool_calls ?? []);
-    expect(calls).toHaveLength(1);
-    expect(calls[0]).toMatchObject({ index: 0, type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } });
+    expect(calls).toEqual([
+      { index: 0, id: expect.stringMatching(/^call_[0-9a-f]+_0$/), type: "function", function: { name: "get_weather", arguments: "" } },
+      { index: 0, function: { arguments: '{"city":"Paris"}' } },
+    ]);
     expect(chunks.at(-1).choices[0].finish_reason).toBe("tool_calls");
   });
 

@@ -5,7 +5,7 @@ const tools = [{ function: { name: "get_weather", description: "now", parameters
 
 describe("planTools", () => {
   it("declares the tools and forces a call's opening for required / a named tool", () => {
-    expect(planTools({ tools })).toEqual({ specs: [{ name: "get_weather", description: "now", parameters: { type: "object" } }, { name: "noop" }], parse: true, single: false });
+    expect(planTools({ tools })).toEqual({ specs: [{ name: "get_weather", description: "now", parameters: { type: "object" } }, { name: "noop" }], parse: true, single: false, parser: expect.objectContaining({ name: "arbor" }) });
     expect(planTools({ tools, tool_choice: "required" })?.prefill).toBe("<|tool_call|>");
     expect(planTools({ tools, tool_choice: { type: "function", function: { name: "noop" } }, parallel_tool_calls: false })).toMatchObject({ prefill: "<|tool_call|>noop ", single: true });
     expect(planTools({ tools, tool_choice: "none" })).toMatchObject({ parse: false });
