@@ -5,7 +5,7 @@
 // `reasoning_content`, and how earlier calls are written back as markup. Pure and dependency-free,
 // so the built-in engine (which renders and answers) and the gateway's token path (which builds the
 // answer from the engine's token ids) read the same output the same way.
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "./markup.js";
+import { TOOL_CALL_OPEN } from "./markup.js";
 import type { ChatToolSpec } from "./chat-template.js";
 import type { ReasoningParser, ReasoningStream } from "./reasoning/reasoning-parser.js";
 import { ArborToolStream, createArborParser } from "./tool-parsers/arbor-parser.js";
