@@ -73,6 +73,23 @@ export function toolParserContract(parser: ToolCallParser): void {
       );
     });
 
+    it("any text made of marker pieces streams exactly as it parses whole, and without calls stays verbatim", () => {
+      const piece = fc.constantFrom(
+        "<tool_call>", "</tool_call>", "<tool_", "\n", "[TOOL_CALLS]", "[TOOL_", " [", "[", "]", "{", "}", ", ", "; ", "<|python_tag|>", "<|tool_call|>", "<|/tool_call|>",
+        '{"name": "noop", "arguments": {}}', '{"name": "get_weather", "parameters": {"a": "}"}}', '"name": "rm"', "noop ", "a", " ",
+      );
+      const text = fc.array(piece, { maxLength: 12 }).map((p) => p.join(""));
+      fc.assert(
+        fc.property(text.chain((t) => fc.tuple(fc.constant(t), fc.uniqueArray(fc.integer({ min: 0, max: t.length }), { maxLength: 6 }).map((c) => c.sort((x, y) => x - y)))), fc.boolean(), ([t, cuts], single) => {
+          const whole = parsePieces(parser, t, [], { single });
+          expect(parsePieces(parser, t, cuts, { single })).toEqual(whole);
+          if (whole.calls.length === 0) expect(whole.content).toBe(t);
+          expect(whole.content.length).toBeLessThanOrEqual(t.length);
+        }),
+        { numRuns: 500 },
+      );
+    });
+
     const twoCalls: Call[] = [
       { name: "get_weather", arguments: '{"city":"Paris","units":["c"]}' },
       { name: "noop", arguments: "{}" },
