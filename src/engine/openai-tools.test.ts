@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reasoningParserRegistry } from "../model/reasoning/registry.js";
 import { chatAnswer, planTools } from "../model/tool-markup.js";
 import { toolParserRegistry } from "../model/tool-parsers/registry.js";
-import { ChatAnswerStream, filterToolCallChunk, ToolCallFilter } from "./openai-tools.js";
+import { ChatAnswerStream, filterToolCallChunk, modelParsers, ToolCallFilter, toolPlan } from "./openai-tools.js";
 import { ScriptedExecutor } from "../testing/scripted-executor.js";
 import { createEngineServer, type EngineServer } from "./server.js";
 
@@ -268,5 +268,23 @@ describe("streamed chunks of other formats: Qwen3 (hermes + <think>)", () => {
     const forced = planTools({ tools: [{ function: { name: "noop" } }], tool_choice: "required" }, hermes, think)!;
     expect(forced.prefill).toBe("<tool_call>\n");
     expect(chatAnswer('{"name": "noop", "arguments": {}}\n</tool_call>', "stop", forced, "x").message).toEqual({ role: "assistant", content: null, tool_calls: [{ id: "x_0", type: "function", function: { name: "noop", arguments: "{}" } }] });
+  });
+});
+
+describe("toolPlan / modelParsers: a model's formats by registry name", () => {
+  const tools = [{ function: { name: "noop" } }];
+
+  it("plans with the named parsers; the tiny policy's markup and no reasoning by default", () => {
+    expect(toolPlan({ tools, tool_choice: "required" })).toMatchObject({ prefill: "<|tool_call|>", parser: { name: "arbor" } });
+    expect(toolPlan({ tools })?.reasoning).toBeUndefined();
+    const qwen3 = toolPlan({ tools, tool_choice: "required" }, { toolParser: "hermes", reasoningParser: "think" });
+    expect(qwen3).toMatchObject({ prefill: "<tool_call>\n", parser: { name: "hermes" }, reasoning: { name: "think", startsInReasoning: false } });
+    expect(modelParsers({ reasoningParser: "think", startsInReasoning: true }).reasoning).toMatchObject({ name: "think", startsInReasoning: true });
+    expect(modelParsers({ reasoningParser: "none" }).reasoning).toBeUndefined();
+  });
+
+  it("names the known parsers for an unknown name", () => {
+    expect(() => toolPlan({ tools }, { toolParser: "granite" })).toThrow("unknown tool-call parser 'granite' (known: arbor, hermes, llama3_json, mistral)");
+    expect(() => modelParsers({ reasoningParser: "r1" })).toThrow("unknown reasoning parser 'r1' (known: none, think)");
   });
 });

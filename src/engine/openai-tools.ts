@@ -7,6 +7,10 @@
 // src/model/tool-parsers/ and src/model/reasoning/), shared with the gateway's token path.
 import type { ChatMessage } from "../core/types.js";
 import { renderChat } from "../model/chat-template.js";
+import type { ReasoningParser } from "../model/reasoning/reasoning-parser.js";
+import { reasoningParserRegistry } from "../model/reasoning/registry.js";
+import { toolParserRegistry } from "../model/tool-parsers/registry.js";
+import type { ToolCallParser } from "../model/tool-parsers/tool-parser.js";
 import { planTools, prefillText, toolCallDeltas, ToolChoiceError, type OpenAiToolCall, type ToolFields, type ToolPlan } from "../model/tool-markup.js";
 import type { Vocab } from "../model/vocab.js";
 import { invalidRequest } from "./openai-errors.js";
@@ -61,10 +65,32 @@ export function filterToolCallChunk(filter: AnswerReader, chunk: Record<string, 
   return { ...chunk, choices: [out, ...(choices ?? []).slice(1)] };
 }
 
-/** The tool plan of a chat request (undefined without tools); 400 for a tool_choice the tools cannot satisfy. */
-export function toolPlan(body: ToolFields): ToolPlan | undefined {
+/**
+ * How a served model writes tool calls and reasoning, by registry name (src/model/tool-parsers/,
+ * src/model/reasoning/): the model family's formats, e.g. `hermes` + `think` for Qwen3. Defaults:
+ * the tiny policy's markup and no reasoning.
+ */
+export interface ModelFormats {
+  toolParser?: string;
+  reasoningParser?: string;
+  /** The chat template's generation prompt opens `<think>` (see ReasoningParserOptions). */
+  startsInReasoning?: boolean;
+}
+
+/** The parsers of `formats`; an unknown name is an error listing the known ones. */
+export function modelParsers(formats: ModelFormats = {}): { parser: ToolCallParser; reasoning: ReasoningParser | undefined } {
+  const reasoning =
+    formats.reasoningParser !== undefined && formats.reasoningParser !== "none"
+      ? reasoningParserRegistry.create(formats.reasoningParser, { startsInReasoning: formats.startsInReasoning === true })
+      : undefined;
+  return { parser: toolParserRegistry.create(formats.toolParser ?? "arbor"), reasoning };
+}
+
+/** The tool plan of a chat request (undefined without tools) in the model's formats; 400 for a tool_choice the tools cannot satisfy. */
+export function toolPlan(body: ToolFields, formats: ModelFormats = {}): ToolPlan | undefined {
+  const { parser, reasoning } = modelParsers(formats);
   try {
-    return planTools(body);
+    return planTools(body, parser, reasoning);
   } catch (e) {
     if (e instanceof ToolChoiceError) throw invalidRequest(e.field, e.reason);
     throw e;
