@@ -228,7 +228,7 @@ describe("streamed chunks of other formats: Qwen3 (hermes + <think>)", () => {
         content: "\n\nChecking.",
         reasoning_content: "\nThe user wants the weather.\n",
         tool_calls: [
-          { id: "call_q_0", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } },
+          { id: "call_q_0", type: "function", function: { name: "get_weather", arguments: '{"city": "Paris"}' } },
           { id: "call_q_1", type: "function", function: { name: "noop", arguments: "{}" } },
         ],
       },

@@ -52,7 +52,7 @@ describe("plans and answers in every registered format", () => {
 
   it("a streamed answer split anywhere adds up to chatAnswer, for every parser with and without <think> reasoning", () => {
     const calls = [
-      { name: "get_weather", arguments: '{"city":"Oslo"}' },
+      { name: "get_weather", arguments: '{"city": "Oslo"}' },
       { name: "noop", arguments: "{}" },
     ];
     const cases = toolParserRegistry.names().flatMap((name) =>

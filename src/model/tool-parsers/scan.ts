@@ -84,8 +84,20 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
+ * JSON text of `v` as Python's `json.dumps(v, ensure_ascii=False)` writes it (", " and ": "
+ * separators): what vLLM's parsers return as `arguments` and what chat templates' `tojson` renders,
+ * so a call the client sends back re-renders to the text a model wrote in that style.
+ */
+export function pythonJsonDumps(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(pythonJsonDumps).join(", ")}]`;
+  if (isPlainObject(v)) return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}: ${pythonJsonDumps(x)}`).join(", ")}}`;
+  return JSON.stringify(v) ?? "null";
+}
+
+/**
  * The call a parsed JSON value describes — `{"name": <declared>, <argsKey>: {object}}` — with its
- * arguments as compact JSON text; undefined when it is not one (that text then stays content).
+ * arguments as Python-style JSON text ({@link pythonJsonDumps}); undefined when it is not one (that
+ * text then stays content).
  */
 export function jsonCall(value: unknown, names: ReadonlySet<string>, argsKeys: readonly string[], id: string): ParsedCall | undefined {
   if (!isPlainObject(value)) return undefined;
@@ -95,5 +107,5 @@ export function jsonCall(value: unknown, names: ReadonlySet<string>, argsKeys: r
   if (key === undefined) return undefined;
   const args = value[key];
   if (!isPlainObject(args)) return undefined;
-  return { id, type: "function", function: { name, arguments: JSON.stringify(args) } };
+  return { id, type: "function", function: { name, arguments: pythonJsonDumps(args) } };
 }

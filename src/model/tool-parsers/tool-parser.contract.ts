@@ -6,6 +6,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { ParsedCall, ToolCallParser, ToolParseOptions } from "./tool-parser.js";
+import { pythonJsonDumps } from "./scan.js";
 
 const NAMES = ["get_weather", "noop", "search-web"] as const;
 const names: ReadonlySet<string> = new Set(NAMES);
@@ -37,7 +38,7 @@ const asParsed = (calls: readonly Call[]): ParsedCall[] => calls.map((c, i) => (
 const plain = (maxLength: number) => fc.string({ unit: fc.constantFrom(..."ab Z09_é🙂\n\t{}\":,;\\/'.-".split("")), maxLength });
 const argValue = fc.oneof(plain(6), fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean(), fc.constant(null), fc.array(fc.integer(), { maxLength: 3 }));
 const argObject = fc.dictionary(plain(5), fc.oneof(argValue, fc.dictionary(plain(3), argValue, { maxKeys: 2 })), { maxKeys: 3 });
-const callArb: fc.Arbitrary<Call> = fc.record({ name: fc.constantFrom(...NAMES), arguments: argObject.map((o) => JSON.stringify(o)) });
+const callArb: fc.Arbitrary<Call> = fc.record({ name: fc.constantFrom(...NAMES), arguments: argObject.map((o) => pythonJsonDumps(o)) });
 
 export function toolParserContract(parser: ToolCallParser): void {
   describe(`tool-call parser contract: ${parser.name}`, () => {
@@ -91,12 +92,12 @@ export function toolParserContract(parser: ToolCallParser): void {
     });
 
     const twoCalls: Call[] = [
-      { name: "get_weather", arguments: '{"city":"Paris","units":["c"]}' },
+      { name: "get_weather", arguments: '{"city": "Paris", "units": ["c"]}' },
       { name: "noop", arguments: "{}" },
     ];
     const samples = [
       parser.format(parser.contentWithCalls ? "Let me check.\n" : "", twoCalls),
-      parser.format("", [{ name: "search-web", arguments: '{"q":"a \\"quoted\\" } ] brace"}' }]),
+      parser.format("", [{ name: "search-web", arguments: '{"q": "a \\"quoted\\" } ] brace"}' }]),
       parser.format("", [{ name: "rm", arguments: "{}" }]),
       parser.format("", [{ name: "noop", arguments: "{oops" }]),
       "Plain answer with <tags>, [brackets] and {braces}; nothing else.",
@@ -115,7 +116,7 @@ export function toolParserContract(parser: ToolCallParser): void {
     });
 
     it("keeps an undeclared tool, arguments that are not a JSON object, and text without calls verbatim", () => {
-      for (const args of ["{}", '{"a":1}']) {
+      for (const args of ["{}", '{"a": 1}']) {
         const text = parser.format("", [{ name: "rm", arguments: args }]);
         expect(parsePieces(parser, text)).toEqual({ content: text, calls: [] });
       }
@@ -127,7 +128,7 @@ export function toolParserContract(parser: ToolCallParser): void {
     });
 
     it("keeps a call that is never closed as text at the end of the answer", () => {
-      const text = parser.format("", [{ name: "get_weather", arguments: '{"city":"Oslo"}' }]);
+      const text = parser.format("", [{ name: "get_weather", arguments: '{"city": "Oslo"}' }]);
       for (let n = 1; n < text.length; n++) {
         const cut = text.slice(0, n);
         expect(parsePieces(parser, cut, [], {}), cut).toEqual({ content: cut, calls: [] });

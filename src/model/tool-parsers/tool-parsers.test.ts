@@ -15,10 +15,10 @@ describe("toolParserRegistry", () => {
 const call = (i: number, name: string, args: string) => ({ id: `call_t_${i}`, type: "function", function: { name, arguments: args } });
 
 describe("the formats as the models write them", () => {
-  it("hermes: Qwen's newline-separated blocks, arguments as compact JSON; a block without an arguments object stays text", () => {
+  it("hermes: Qwen's newline-separated blocks, arguments as Python's json.dumps writes them; a block without an arguments object stays text", () => {
     const hermes = toolParserRegistry.create("hermes");
     const qwen = 'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n</tool_call>\n<tool_call>\n{"name": "noop", "arguments": {}}\n</tool_call>';
-    expect(parsePieces(hermes, qwen)).toEqual({ content: "Let me look.", calls: [call(0, "get_weather", '{"city":"Paris","days":2}'), call(1, "noop", "{}")] });
+    expect(parsePieces(hermes, qwen)).toEqual({ content: "Let me look.", calls: [call(0, "get_weather", '{"city": "Paris", "days": 2}'), call(1, "noop", "{}")] });
     const noArgs = '<tool_call>\n{"name": "noop"}\n</tool_call>';
     expect(parsePieces(hermes, noArgs)).toEqual({ content: noArgs, calls: [] });
     expect(parsePieces(hermes, '<tool_call>{"name":"noop","arguments":{}}</tool_call> done')).toEqual({ content: " done", calls: [call(0, "noop", "{}")] });
@@ -26,7 +26,7 @@ describe("the formats as the models write them", () => {
 
   it("llama3_json: an answer that is the call, after <|python_tag|> or whitespace, several joined by ;", () => {
     const llama = toolParserRegistry.create("llama3_json");
-    expect(parsePieces(llama, '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}')).toEqual({ content: "", calls: [call(0, "get_weather", '{"city":"Paris"}')] });
+    expect(parsePieces(llama, '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}')).toEqual({ content: "", calls: [call(0, "get_weather", '{"city": "Paris"}')] });
     expect(parsePieces(llama, '\n {"name": "noop", "arguments": {}}; {"name": "get_weather", "parameters": {}}')).toEqual({
       content: "",
       calls: [call(0, "noop", "{}"), call(1, "get_weather", "{}")],
@@ -41,11 +41,11 @@ describe("the formats as the models write them", () => {
     const mistral = toolParserRegistry.create("mistral");
     const calls = '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "noop", "arguments": {}}]';
     for (const text of [`[TOOL_CALLS] ${calls}`, `[TOOL_CALLS]${calls}`]) {
-      expect(parsePieces(mistral, text)).toEqual({ content: "", calls: [call(0, "get_weather", '{"city":"Paris"}'), call(1, "noop", "{}")] });
+      expect(parsePieces(mistral, text)).toEqual({ content: "", calls: [call(0, "get_weather", '{"city": "Paris"}'), call(1, "noop", "{}")] });
     }
     expect(parsePieces(mistral, `Checking.${"[TOOL_CALLS]"} ${calls}`).content).toBe("Checking.");
     expect(parsePieces(mistral, "[TOOL_CALLS] none today")).toEqual({ content: "[TOOL_CALLS] none today", calls: [] });
-    expect(parsePieces(mistral, `[TOOL_CALLS] ${calls}`, [], { single: true })).toEqual({ content: ', {"name": "noop", "arguments": {}}]', calls: [call(0, "get_weather", '{"city":"Paris"}')] });
+    expect(parsePieces(mistral, `[TOOL_CALLS] ${calls}`, [], { single: true })).toEqual({ content: ', {"name": "noop", "arguments": {}}]', calls: [call(0, "get_weather", '{"city": "Paris"}')] });
   });
 
   it("format writes the chat templates' own text", () => {
