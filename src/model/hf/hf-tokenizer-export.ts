@@ -122,8 +122,9 @@ export function hfTokenizerFiles(tok: GgufTokenizer, opts: { source: string; con
   }
   const chatTemplate = tok.chatTemplate ?? (isArborVocabulary(tok.tokens, tok.types) ? ARBOR_CHAT_TEMPLATE : undefined);
   const tokenizerConfig: Record<string, unknown> = {
-    add_bos_token: addBos,
-    add_eos_token: addEos,
+    // Written only when the GGUF says, so the conversion back leaves an absent flag absent.
+    ...(tok.addBos !== undefined ? { add_bos_token: tok.addBos } : {}),
+    ...(tok.addEos !== undefined ? { add_eos_token: tok.addEos } : {}),
     added_tokens_decoder: addedDecoder,
     bos_token: bos,
     eos_token: eos,
