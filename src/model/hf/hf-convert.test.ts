@@ -7,6 +7,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { readGguf } from "../gguf.js";
 import { ensurePolicy } from "../policy.js";
+import { readSafetensors } from "../safetensors.js";
+import { f32ToBf16 } from "../../testing/half-floats.js";
 import { BPE_MERGES, CHATML_TEMPLATE, QWEN2_TEST, byteLevelVocab, writeByteLevelGguf, writeQwen2Checkpoint, writeRawSafetensors } from "../../testing/hf-fixtures.js";
 import { convertHfToGguf } from "./hf-convert.js";
 import { exportHfCheckpoint } from "./hf-export.js";
@@ -33,6 +35,25 @@ describe("tiny policy → HF → GGUF", () => {
     expect(tokenizerKeys(b.metadata)).toEqual(tokenizerKeys(a.metadata));
     for (const [k, v] of a.metadata) if (k.startsWith("llama.") || k === "general.architecture" || k === "general.name") expect([k, b.metadata.get(k)]).toEqual([k, v]);
     expect(b.metadata.get("general.file_type")).toBe(0);
+  });
+});
+
+describe("llama HF checkpoint in BF16 → GGUF", () => {
+  it("widens BF16 exactly and permutes q/k into llama.cpp's RoPE order", () => {
+    const policy = ensurePolicy(dir, { seed: 12, nEmbd: 32, nLayer: 1, nHead: 4, nHeadKv: 2, nFf: 64, contextLength: 256 });
+    const hf = join(dir, "hf-bf16");
+    exportHfCheckpoint(policy.path, hf);
+    // Re-store the exported weights as BF16, as most published llama checkpoints are.
+    const { tensors } = readSafetensors(join(hf, "model.safetensors"));
+    writeRawSafetensors(join(hf, "model.safetensors"), tensors.map((t) => ({ name: t.name, shape: t.shape, dtype: "BF16", data: f32ToBf16(t.data as Float32Array) })));
+    const res = convertHfToGguf(hf, join(dir, "bf16.gguf"));
+    expect(res.dtypes).toEqual({ BF16: 12 });
+    const a = readGguf(policy.path).tensors;
+    const b = readGguf(res.path).tensors;
+    const rounded = (x: Float32Array): Float32Array => new Float32Array(Uint32Array.from(f32ToBf16(x), (w) => w << 16).buffer);
+    // Rounding commutes with the row permutation: the converted tensor is the original, rounded to BF16.
+    a.forEach((t, i) => expect(bits(b[i]!.data).equals(bits(rounded(t.data)))).toBe(true));
+    expect(a.some((t, i) => !bits(b[i]!.data).equals(bits(t.data)))).toBe(true);
   });
 });
 
