@@ -219,3 +219,64 @@ function halfToF32(words: Uint16Array): Float32Array {
   }
   return out;
 }
+
+/** Merged pieces of the SentencePiece-style test vocabulary, best score first. */
+export const SPM_MERGED = ["\u2581t", "he", "\u2581the", "in", "er", "\u2581a", "an", "\u2581c", "at", "\u2581cat", "on"];
+
+/**
+ * A SentencePiece-style vocabulary (Llama-2 layout: `<unk>`, `<s>`, `</s>`, 256 byte pieces, `▁`, the
+ * letters, merged pieces with descending scores, chat control tokens) as a llama GGUF that adds a
+ * space prefix, with seeded weights.
+ */
+export function writeSpmGguf(path: string, opts: { seed?: number } = {}): { tokens: string[]; scores: number[] } {
+  const tokens = ["<unk>", "<s>", "</s>"];
+  const types = [2, 3, 3];
+  const scores = [0, 0, 0];
+  for (let b = 0; b < 256; b++) {
+    tokens.push(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`);
+    types.push(6);
+    scores.push(0);
+  }
+  const singles = ["\u2581", ..."abcdefghijklmnopqrstuvwxyz", ..."TS.,!?"];
+  singles.forEach((c, i) => {
+    tokens.push(c);
+    types.push(1);
+    scores.push(-1000 - i);
+  });
+  SPM_MERGED.forEach((p, i) => {
+    tokens.push(p);
+    types.push(1);
+    scores.push(-(i + 1));
+  });
+  for (const c of ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]) {
+    tokens.push(c);
+    types.push(3);
+    scores.push(0);
+  }
+  const cfg = tinyConfig({ nVocab: tokens.length, nEmbd: 32, nLayer: 1, nHead: 4, nHeadKv: 4, nFf: 48, contextLength: 128 });
+  const meta: [string, MetaValue][] = [
+    ["general.architecture", { type: "string", value: "llama" }],
+    ["general.alignment", { type: "u32", value: 32 }],
+    ["llama.vocab_size", { type: "u32", value: cfg.nVocab }],
+    ["llama.context_length", { type: "u32", value: cfg.contextLength }],
+    ["llama.embedding_length", { type: "u32", value: cfg.nEmbd }],
+    ["llama.block_count", { type: "u32", value: cfg.nLayer }],
+    ["llama.feed_forward_length", { type: "u32", value: cfg.nFf }],
+    ["llama.attention.head_count", { type: "u32", value: cfg.nHead }],
+    ["llama.attention.head_count_kv", { type: "u32", value: cfg.nHeadKv }],
+    ["llama.attention.layer_norm_rms_epsilon", { type: "f32", value: cfg.rmsEps }],
+    ["llama.rope.freq_base", { type: "f32", value: cfg.ropeFreqBase }],
+    ["tokenizer.ggml.model", { type: "string", value: "llama" }],
+    ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: tokens }],
+    ["tokenizer.ggml.scores", { type: "array", elem: "f32", value: scores }],
+    ["tokenizer.ggml.token_type", { type: "array", elem: "i32", value: types }],
+    ["tokenizer.ggml.unknown_token_id", { type: "u32", value: 0 }],
+    ["tokenizer.ggml.bos_token_id", { type: "u32", value: 1 }],
+    ["tokenizer.ggml.eos_token_id", { type: "u32", value: 2 }],
+    ["tokenizer.ggml.eot_token_id", { type: "u32", value: tokens.indexOf("<|eot_id|>") }],
+    ["tokenizer.ggml.add_space_prefix", { type: "bool", value: true }],
+    ["tokenizer.ggml.add_bos_token", { type: "bool", value: true }],
+  ];
+  writeGgufRaw(path, meta, initWeights(cfg, new Rng(opts.seed ?? 2)));
+  return { tokens, scores };
+}

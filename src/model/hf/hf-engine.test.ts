@@ -4,7 +4,7 @@
 // skips the RoPE permutation is caught. A made-here qwen2 checkpoint (BF16) converts to a GGUF llama.cpp
 // loads, tokenizes with its merges and scores with finite logprobs; a byte-level BPE round trip
 // tokenizes as the original.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ControlledEvaluateInputItem, Token } from "node-llama-cpp";
@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { Rng } from "../../core/rng.js";
 import { openLlamaContext } from "../../engine/llama-context.js";
 import { engineAgreement } from "../../testing/engine-agreement.js";
-import { byteLevelVocab, writeByteLevelGguf, writeQwen2Checkpoint } from "../../testing/hf-fixtures.js";
+import { SPM_MERGED, byteLevelVocab, writeByteLevelGguf, writeQwen2Checkpoint, writeSpmGguf } from "../../testing/hf-fixtures.js";
 import { Trainer } from "../../trainer/trainer.js";
 import { tinyConfig } from "../config.js";
 import { readGguf, writeGguf } from "../gguf.js";
@@ -141,6 +141,42 @@ describe("made-here checkpoints in llama.cpp", () => {
   }, 60_000);
 });
 
+
+describe("a SentencePiece-style vocabulary with merges → HF → GGUF", () => {
+  it("exports merges from the scores and converts back to scores llama.cpp tokenizes with identically", async () => {
+    const original = join(dir, "spm.gguf");
+    const { tokens } = writeSpmGguf(original);
+    exportHfCheckpoint(original, join(dir, "hf-spm"));
+    const tj = JSON.parse(readFileSync(join(dir, "hf-spm", "tokenizer.json"), "utf8")) as { model: { merges: string[] }; normalizer: { normalizers: { type: string }[] } };
+    // transformers' generate_merges: every split of a merged piece into two pieces, best-scored piece first.
+    expect(tj.model.merges).toEqual(["\u2581 t", "h e", "\u2581t he", "i n", "e r", "\u2581 a", "a n", "\u2581 c", "a t", "\u2581c at", "o n"]);
+    expect(tj.normalizer.normalizers.map((n) => n.type)).toEqual(["Prepend", "Replace"]);
+    const back = convertHfToGguf(join(dir, "hf-spm"), join(dir, "spm-back.gguf")).path;
+    const g = readGguf(back);
+    expect(g.metadata.get("tokenizer.ggml.tokens")).toEqual(tokens);
+    expect(g.metadata.get("tokenizer.ggml.add_space_prefix")).toBe(true);
+    expect(g.metadata.get("tokenizer.ggml.eot_token_id")).toBe(tokens.indexOf("<|eot_id|>"));
+    const scores = g.metadata.get("tokenizer.ggml.scores") as number[];
+    // Merged pieces keep their order of preference; pieces no merge makes score 0.
+    const merged = SPM_MERGED.map((p) => scores[tokens.indexOf(p)] as number);
+    expect([...merged].sort((x, y) => y - x)).toEqual(merged);
+    expect(scores[tokens.indexOf("a")]).toBe(0);
+    const texts = ["the cat sat on the mat", "Then, an eater at the inn! ünïcödé ☃", "<|start_header_id|>user<|end_header_id|>\n\nthe cat<|eot_id|>"];
+    const tokenize = async (p: string): Promise<number[][]> => {
+      const { model, context } = await openLlamaContext({ modelPath: p, sequences: 1, contextSize: 64 });
+      try {
+        return texts.map((t) => model.tokenize(t, true).map(Number));
+      } finally {
+        await context.dispose();
+        await model.dispose();
+      }
+    };
+    const a = await tokenize(original);
+    expect(a[0]).toContain(tokens.indexOf("\u2581the"));
+    expect(a[0]).toContain(tokens.indexOf("\u2581cat"));
+    expect(await tokenize(back)).toEqual(a);
+  }, 60_000);
+});
 
 describe("bad GGUFs given to the trainer: one line naming the file and the reason", () => {
   it("a qwen2 GGUF (an architecture the trainer does not run)", async () => {
