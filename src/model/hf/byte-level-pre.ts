@@ -12,9 +12,12 @@ export interface ByteLevelPre {
   preTokenizer: unknown;
   /** BPE model flag: Llama 3 looks whole words up before merging. */
   ignoreMerges: boolean;
+  /** Split regexes that name this type when found in a tokenizer.json. */
+  regexes: readonly string[];
 }
 
 const QWEN2_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const GPT2_REGEX = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 const LLAMA3_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 function splitThenBytes(regex: string): unknown {
@@ -29,10 +32,16 @@ function splitThenBytes(regex: string): unknown {
 
 /** The pre-tokenizer types this module can write and recognise. */
 export const BYTE_LEVEL_PRES: readonly ByteLevelPre[] = [
-  { name: "qwen2", normalizer: { type: "NFC" }, preTokenizer: splitThenBytes(QWEN2_REGEX), ignoreMerges: false },
-  { name: "llama-bpe", normalizer: null, preTokenizer: splitThenBytes(LLAMA3_REGEX), ignoreMerges: true },
-  // GPT-2's own: the ByteLevel pre-tokenizer applies GPT-2's regex itself.
-  { name: "gpt2", normalizer: null, preTokenizer: { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true }, ignoreMerges: false },
+  { name: "qwen2", normalizer: { type: "NFC" }, preTokenizer: splitThenBytes(QWEN2_REGEX), ignoreMerges: false, regexes: [QWEN2_REGEX] },
+  { name: "llama-bpe", normalizer: null, preTokenizer: splitThenBytes(LLAMA3_REGEX), ignoreMerges: true, regexes: [LLAMA3_REGEX] },
+  // GPT-2's own: the ByteLevel pre-tokenizer applies GPT-2's regex itself (or a Split spells it out).
+  {
+    name: "gpt2",
+    normalizer: null,
+    preTokenizer: { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true },
+    ignoreMerges: false,
+    regexes: [GPT2_REGEX],
+  },
 ];
 
 /** The pre-tokenizer of a `tokenizer.ggml.pre` name; throws naming the known ones. */
@@ -61,7 +70,7 @@ export function detectByteLevelPre(preTokenizer: unknown, source: string): strin
   walk(preTokenizer);
   if (regexes.length === 0 && builtIn) return "gpt2";
   if (regexes.length === 1) {
-    const found = BYTE_LEVEL_PRES.find((p) => JSON.stringify(p.preTokenizer).includes(JSON.stringify(regexes[0])));
+    const found = BYTE_LEVEL_PRES.find((p) => p.regexes.includes(regexes[0] as string));
     if (found) return found.name;
   }
   const what = regexes.length > 0 ? `split regex ${JSON.stringify(regexes.join(" | "))}` : `pre_tokenizer ${JSON.stringify(preTokenizer)}`;

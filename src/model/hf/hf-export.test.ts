@@ -14,6 +14,7 @@ import { readSafetensors } from "../safetensors.js";
 import { Vocab } from "../vocab.js";
 import { BPE_MERGES, BPE_SPECIALS, CHATML_TEMPLATE, writeByteLevelGguf } from "../../testing/hf-fixtures.js";
 import { ARBOR_CHAT_TEMPLATE } from "./arbor-jinja-template.js";
+import { BYTE_LEVEL_PRES, detectByteLevelPre } from "./byte-level-pre.js";
 import { exportHfCheckpoint } from "./hf-export.js";
 import { permuteRopeRows, unpermuteRopeRows } from "./hf-tensors.js";
 import { spmMerges } from "./spm-merges.js";
@@ -237,5 +238,14 @@ describe("RoPE permutation and SPM merges", () => {
       ["a", "bc"],
       ["é", "a"], // éa  -8 (lengths in code points)
     ]);
+  });
+});
+
+describe("byte-level pre-tokenizer types", () => {
+  it("are told from the split regex, and each type written is recognised again", () => {
+    for (const p of BYTE_LEVEL_PRES) expect(detectByteLevelPre(p.preTokenizer, "t.json")).toBe(p.name);
+    const gpt2Split = { type: "Sequence", pretokenizers: [{ type: "Split", pattern: { Regex: "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+" }, behavior: "Isolated", invert: false }, { type: "ByteLevel", use_regex: false }] };
+    expect(detectByteLevelPre(gpt2Split, "t.json")).toBe("gpt2");
+    expect(() => detectByteLevelPre({ type: "Whitespace" }, "t.json")).toThrow(`t.json: cannot tell llama.cpp's pre-tokenizer type of this byte-level BPE tokenizer (pre_tokenizer {"type":"Whitespace"}); known: qwen2, llama-bpe, gpt2`);
   });
 });
