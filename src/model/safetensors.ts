@@ -6,7 +6,7 @@
 // an `IntTensor` when every value fits in int32). F32 and I32 are both 4 bytes wide,
 // so with the 8-aligned buffer start every written tensor starts aligned to its element size.
 
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { endianness } from "node:os";
 import { writeFileAtomic } from "./atomic-file.js";
 import { bf16ToF32, f16ToF32 } from "./half-float.js";
@@ -83,24 +83,47 @@ export function writeSafetensors(path: string, tensors: readonly AnyTensor[], me
  */
 export function readSafetensors(path: string): { tensors: AnyTensor[]; metadata: Record<string, string>; dtypes: Map<string, string> } {
   assertLittleEndian();
-  const buf = readFileSync(path);
-  if (buf.byteLength < 8) throw new Error(`${path}: truncated safetensors file (${buf.byteLength} bytes, no header length)`);
-  const headerLen = buf.readBigUInt64LE(0);
+  // Read through a file descriptor, tensor by tensor: checkpoints are often larger than one Buffer
+  // (readFileSync stops at 2 GiB), and each tensor gets its own aligned copy anyway.
+  const fd = openSync(path, "r");
+  try {
+    return readSafetensorsFd(fd, path);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function readAt(fd: number, position: number, length: number): ArrayBuffer {
+  const out = new Uint8Array(length);
+  let done = 0;
+  while (done < length) {
+    // readSync takes at most 2 GiB a call: an embedding table can be larger.
+    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return out.buffer;
+}
+
+function readSafetensorsFd(fd: number, path: string): { tensors: AnyTensor[]; metadata: Record<string, string>; dtypes: Map<string, string> } {
+  const fileSize = fstatSync(fd).size;
+  if (fileSize < 8) throw new Error(`${path}: truncated safetensors file (${fileSize} bytes, no header length)`);
+  const headerLen = Buffer.from(readAt(fd, 0, 8)).readBigUInt64LE(0);
   if (headerLen > BigInt(MAX_HEADER_BYTES)) throw new Error(`${path}: safetensors header length ${headerLen} is too large`);
   const dataStart = 8 + Number(headerLen);
-  if (dataStart > buf.byteLength) {
-    throw new Error(`${path}: truncated safetensors file: header needs ${headerLen} bytes, file has ${buf.byteLength - 8}`);
+  if (dataStart > fileSize) {
+    throw new Error(`${path}: truncated safetensors file: header needs ${headerLen} bytes, file has ${fileSize - 8}`);
   }
   let header: unknown;
   try {
-    header = JSON.parse(buf.subarray(8, dataStart).toString("utf8"));
+    header = JSON.parse(Buffer.from(readAt(fd, 8, dataStart - 8)).toString("utf8"));
   } catch (err) {
     throw new Error(`${path}: safetensors header is not valid JSON (${(err as Error).message})`, { cause: err });
   }
   if (typeof header !== "object" || header === null || Array.isArray(header)) {
     throw new Error(`${path}: safetensors header must be a JSON object`);
   }
-  const dataLen = buf.byteLength - dataStart;
+  const dataLen = fileSize - dataStart;
   let metadata: Record<string, string> = {};
   const entries: { name: string; dtype: Dtype; shape: number[]; begin: number; end: number }[] = [];
   for (const [name, raw] of Object.entries(header as Record<string, unknown>)) {
@@ -147,8 +170,8 @@ export function readSafetensors(path: string): { tensors: AnyTensor[]; metadata:
   }
   if (covered !== dataLen) throw new Error(`${path}: safetensors tensors cover ${covered} data bytes, file has ${dataLen}`);
   const tensors = entries.map(({ name, dtype, shape, begin, end }): AnyTensor => {
-    // Copy: the file buffer's offsets need not be aligned to the element size.
-    const bytes = buf.buffer.slice(buf.byteOffset + dataStart + begin, buf.byteOffset + dataStart + end);
+    // A fresh buffer per tensor: aligned to the element size whatever the file offset.
+    const bytes = readAt(fd, dataStart + begin, end - begin);
     if (dtype === "F32") return { name, shape, data: new Float32Array(bytes) };
     if (dtype === "F16") return { name, shape, data: f16ToF32(new Uint16Array(bytes)) };
     if (dtype === "BF16") return { name, shape, data: bf16ToF32(new Uint16Array(bytes)) };
