@@ -115,6 +115,27 @@ describe("qwen2 HF checkpoint → GGUF", () => {
     });
   }
 
+  it("takes add_bos from the post-processor's template when tokenizer_config.json does not say (Llama 3 style)", () => {
+    const src = join(dir, "qwen-bos");
+    writeQwen2Checkpoint(src, { dtype: "BF16" });
+    const bos = "<|endoftext|>";
+    const tj = JSON.parse(readFileSync(join(src, "tokenizer.json"), "utf8")) as Record<string, unknown>;
+    tj.post_processor = {
+      type: "Sequence",
+      processors: [
+        { type: "ByteLevel", add_prefix_space: true, trim_offsets: false, use_regex: true },
+        { type: "TemplateProcessing", single: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }], pair: [], special_tokens: {} },
+      ],
+    };
+    writeFileSync(join(src, "tokenizer.json"), JSON.stringify(tj));
+    const tc = JSON.parse(readFileSync(join(src, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+    writeFileSync(join(src, "tokenizer_config.json"), JSON.stringify({ ...tc, bos_token: bos }));
+    const m = readGguf(convertHfToGguf(src, join(dir, "qwen-bos.gguf")).path).metadata;
+    expect([m.get("tokenizer.ggml.add_bos_token"), m.get("tokenizer.ggml.add_eos_token")]).toEqual([true, false]);
+    writeFileSync(join(src, "tokenizer_config.json"), JSON.stringify({ ...tc, bos_token: bos, add_bos_token: false }));
+    expect(readGguf(convertHfToGguf(src, join(dir, "qwen-bos.gguf")).path).metadata.get("tokenizer.ggml.add_bos_token")).toBe(false);
+  });
+
   it("reads a sharded checkpoint (model.safetensors.index.json) into the same GGUF tensors", () => {
     writeQwen2Checkpoint(join(dir, "q1"), { dtype: "BF16", seed: 9 });
     writeQwen2Checkpoint(join(dir, "q3"), { dtype: "BF16", seed: 9, shards: 3 });

@@ -111,15 +111,34 @@ export function ggufTokenizerFromHf(src: HfTokenizerSources, vocabSize: number):
   set("padId", special("pad"));
   const eot = eotFromGeneration(src.generationConfig?.json, tok.eosId);
   if (eot !== undefined) tok.eotId = eot;
-  const addBos = tc.add_bos_token;
-  const addEos = tc.add_eos_token;
-  if (typeof addBos === "boolean") tok.addBos = addBos;
-  if (typeof addEos === "boolean") tok.addEos = addEos;
+  // As gguf-py's SpecialVocab: the post-processor's template says whether BOS/EOS are added, and
+  // tokenizer_config.json's add_bos_token / add_eos_token, when present, decide.
+  const fromTemplate = templateAdds(src.tokenizerJson.json.post_processor, tok.bosId === undefined ? undefined : tok.tokens[tok.bosId], tok.eosId === undefined ? undefined : tok.tokens[tok.eosId]);
+  const addBos = typeof tc.add_bos_token === "boolean" ? tc.add_bos_token : fromTemplate.bos;
+  const addEos = typeof tc.add_eos_token === "boolean" ? tc.add_eos_token : fromTemplate.eos;
+  if (addBos !== undefined) tok.addBos = addBos;
+  if (addEos !== undefined) tok.addEos = addEos;
   const template = chatTemplate(tc, src);
   // Arbor's own template is what Arbor's engine renders for its vocabulary natively: not stored, so a
   // round-tripped tiny policy is the file it was.
   if (template !== undefined && template !== ARBOR_CHAT_TEMPLATE) tok.chatTemplate = template;
   return tok;
+}
+
+/** Whether a TemplateProcessing post-processor (alone or in a Sequence) puts BOS first / EOS last of a single sequence. */
+function templateAdds(pp: unknown, bos: string | undefined, eos: string | undefined): { bos?: boolean; eos?: boolean } {
+  if (typeof pp !== "object" || pp === null) return {};
+  const o = pp as { type?: unknown; processors?: unknown; single?: unknown };
+  const list = o.type === "Sequence" && Array.isArray(o.processors) ? (o.processors as unknown[]) : [pp];
+  for (const p of list) {
+    const t = p as { type?: unknown; single?: unknown };
+    if (t?.type !== "TemplateProcessing" || !Array.isArray(t.single) || t.single.length < 2) continue;
+    const special = (x: unknown): string | undefined => (x as { SpecialToken?: { id?: unknown } })?.SpecialToken?.id as string | undefined;
+    const first = special(t.single[0]);
+    const last = special(t.single[t.single.length - 1]);
+    return { bos: first !== undefined && first === bos, eos: last !== undefined && last === eos };
+  }
+  return {};
 }
 
 function parseMerges(raw: unknown, path: string): [string, string][] {
