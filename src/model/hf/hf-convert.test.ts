@@ -110,6 +110,8 @@ describe("qwen2 HF checkpoint → GGUF", () => {
       expect(m.get("tokenizer.ggml.merges")).toEqual(BPE_MERGES);
       expect(m.get("tokenizer.ggml.eos_token_id")).toBe(tokens.indexOf("<|im_end|>"));
       expect(m.get("tokenizer.ggml.padding_token_id")).toBe(tokens.indexOf("<|endoftext|>"));
+      // generation_config's [<|im_end|>, <|endoftext|>]: the second is the padding token, not an EOT.
+      expect(m.has("tokenizer.ggml.eot_token_id")).toBe(false);
       expect(m.has("tokenizer.ggml.bos_token_id")).toBe(true); // config.json's bos_token_id
       expect(m.get("tokenizer.chat_template")).toBe(CHATML_TEMPLATE);
     });

@@ -8,7 +8,8 @@
 //     UNUSED slots, and added tokens CONTROL when special or looking special (`<|…|>`), as
 //     `get_vocab_base` / `does_token_look_special` do.
 // Special ids come from tokenizer_config.json's *_token names, else config.json's *_token_id; an EOT
-// id from generation_config.json when its eos_token_id list names exactly one id besides EOS.
+// id from generation_config.json when its eos_token_id list names exactly one id besides EOS, BOS and
+// padding (Arbor's <|end|>; convert_hf_to_gguf.py leaves EOT to llama.cpp's detection by token text).
 
 import { ARBOR_CHAT_TEMPLATE } from "./arbor-jinja-template.js";
 import { detectByteLevelPre } from "./byte-level-pre.js";
@@ -109,7 +110,7 @@ export function ggufTokenizerFromHf(src: HfTokenizerSources, vocabSize: number):
     if (unk !== undefined) tok.unkId = unk;
   }
   set("padId", special("pad"));
-  const eot = eotFromGeneration(src.generationConfig?.json, tok.eosId);
+  const eot = eotFromGeneration(src.generationConfig?.json, [tok.eosId, tok.bosId, tok.padId]);
   if (eot !== undefined) tok.eotId = eot;
   // As gguf-py's SpecialVocab: the post-processor's template says whether BOS/EOS are added, and
   // tokenizer_config.json's add_bos_token / add_eos_token, when present, decide.
@@ -188,10 +189,11 @@ function spmAddsSpacePrefix(tj: Record<string, unknown>): boolean {
   return false;
 }
 
-function eotFromGeneration(gen: Record<string, unknown> | undefined, eos: number | undefined): number | undefined {
+/** The one end-of-generation id besides EOS (BOS and padding ids, e.g. Qwen's <|endoftext|>, are not turn ends). */
+function eotFromGeneration(gen: Record<string, unknown> | undefined, known: (number | undefined)[]): number | undefined {
   const ids = gen?.eos_token_id;
   if (!Array.isArray(ids)) return undefined;
-  const others = ids.filter((x): x is number => typeof x === "number" && x !== eos);
+  const others = ids.filter((x): x is number => typeof x === "number" && !known.includes(x));
   return others.length === 1 ? others[0] : undefined;
 }
 
