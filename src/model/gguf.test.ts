@@ -108,6 +108,15 @@ describe("GGUF", () => {
     expect(Array.from(readGguf(path).tensors[0]!.data)).toEqual(Array.from(new Float32Array(Uint32Array.from(bf16, (w) => w << 16).buffer)));
   });
 
+  it("reads a header longer than the first prefix it reads (big vocabularies) and tensors after it", () => {
+    const path = join(dir, "long-header.gguf");
+    const tensors = initWeights(config, new Rng(5));
+    writeGguf(path, { config, vocab, tensors, metadata: { "arbor.note": "x".repeat(9 << 20) } });
+    const g = readGguf(path);
+    expect((g.metadata.get("arbor.note") as string).length).toBe(9 << 20);
+    g.tensors.forEach((t, i) => expect(t.data).toEqual(tensors[i]!.data));
+  });
+
   it("names the file and the architecture when the GGUF is not a llama model", () => {
     const meta = new Map<string, unknown>([["general.architecture", "qwen2"]]);
     expect(() => configFromGguf(meta, "/m/q.gguf")).toThrow("/m/q.gguf: GGUF architecture 'qwen2' is not supported here (Arbor's trainer and HF export run 'llama' only)");

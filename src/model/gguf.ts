@@ -2,7 +2,7 @@
 // vocabulary and F32 tensors (layout and exact key types as verified in docs/references.md §L); reads
 // any GGUF's metadata and its F32, F16 and BF16 tensors back (as float32), naming quantized types.
 
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { endianness } from "node:os";
 import { writeFileAtomic } from "./atomic-file.js";
 import { bf16ToF32, f16ToF32 } from "./half-float.js";
@@ -170,8 +170,39 @@ export function writeGgufRaw(path: string, meta: readonly [string, MetaValue][],
  */
 export function readGguf(path: string): GgufFile {
   assertLittleEndian();
-  const buf = readFileSync(path);
-  const r = new ByteReader(buf, path);
+  // Read through a file descriptor: the header from a prefix of the file (grown until it holds the
+  // whole header), then each tensor at its offset, so files over readFileSync's 2 GiB load too.
+  const fd = openSync(path, "r");
+  try {
+    const size = fstatSync(fd).size;
+    for (let prefix = Math.min(size, 1 << 23); ; prefix = Math.min(size, prefix * 4)) {
+      try {
+        return readGgufFrom(fd, path, size, Buffer.from(readAt(fd, 0, prefix)));
+      } catch (err) {
+        if (!(err instanceof NeedMoreHeader) || prefix >= size) throw err;
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The header ran past the prefix read so far (but not past the file): read a longer prefix. */
+class NeedMoreHeader extends Error {}
+
+function readAt(fd: number, position: number, length: number): ArrayBuffer {
+  const out = new Uint8Array(length);
+  let done = 0;
+  while (done < length) {
+    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return out.buffer;
+}
+
+function readGgufFrom(fd: number, path: string, fileSize: number, head: Buffer): GgufFile {
+  const r = new ByteReader(head, path, fileSize);
   const magic = r.u32();
   if (magic !== GGUF_MAGIC) {
     throw new Error(`${path}: not a GGUF file (magic 0x${magic.toString(16).padStart(8, "0")}, want "GGUF")`);
@@ -209,11 +240,11 @@ export function readGguf(path: string): GgufFile {
     const width = type === GGML_TYPE_F32 ? 4 : 2;
     const bytes = numel(shape) * width;
     const start = dataStart + offset;
-    if (start + bytes > buf.byteLength) {
-      throw new Error(`${path}: truncated GGUF: tensor ${name} needs bytes ${start}..${start + bytes}, file has ${buf.byteLength}`);
+    if (start + bytes > fileSize) {
+      throw new Error(`${path}: truncated GGUF: tensor ${name} needs bytes ${start}..${start + bytes}, file has ${fileSize}`);
     }
-    // Copy so the typed array is aligned and independent of the file buffer.
-    const raw = buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + start + bytes);
+    // A fresh buffer per tensor: aligned for the typed array and independent of the file.
+    const raw = readAt(fd, start, bytes);
     if (type === GGML_TYPE_F32) return { name, shape, data: new Float32Array(raw) };
     const words = new Uint16Array(raw);
     return { name, shape, data: type === GGML_TYPE_F16 ? f16ToF32(words) : bf16ToF32(words) };
@@ -399,21 +430,24 @@ class ByteWriter {
 /** Bounds-checked little-endian reader with errors that name the file and offset. */
 class ByteReader {
   pos = 0;
+  /** `buf` is the file's first bytes; `fileSize` its whole length (reading past `buf` asks for more). */
   constructor(
     private readonly buf: Buffer,
     readonly path: string,
+    private readonly fileSize: number = buf.byteLength,
   ) {}
 
   take(n: number): Buffer {
     if (this.pos + n > this.buf.byteLength) {
-      throw new Error(`${this.path}: truncated GGUF: need ${n} bytes at offset ${this.pos}, file has ${this.buf.byteLength}`);
+      if (this.pos + n <= this.fileSize) throw new NeedMoreHeader();
+      throw new Error(`${this.path}: truncated GGUF: need ${n} bytes at offset ${this.pos}, file has ${this.fileSize}`);
     }
     const out = this.buf.subarray(this.pos, this.pos + n);
     this.pos += n;
     return out;
   }
   remaining(): number {
-    return this.buf.byteLength - this.pos;
+    return this.fileSize - this.pos;
   }
   u32(): number {
     return this.take(4).readUInt32LE(0);
