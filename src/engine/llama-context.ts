@@ -1,6 +1,7 @@
 // How every Arbor component opens the policy on llama.cpp and asks it for next-token
 // distributions: one place for the settings that make logprobs exact and decoding fast here.
-import { GgufArchitectureType, readGgufFileInfo, TokenBias, type ControlledEvaluateInputItem, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import * as nodeLlamaCpp from "node-llama-cpp";
+import { readGgufFileInfo, TokenBias, type ControlledEvaluateInputItem, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
 import { llamaRuntime, type LlamaGpu } from "./llama-runtime.js";
 
@@ -67,7 +68,8 @@ export async function loadLlamaModel(modelPath: string, gpu: LlamaGpu, vocabOnly
   }
 }
 
-const KNOWN_ARCHITECTURES: ReadonlySet<string> = new Set(Object.values(GgufArchitectureType) as string[]);
+// node-llama-cpp's list of llama.cpp's architectures (a const enum in its types, an object at run time).
+const KNOWN_ARCHITECTURES: ReadonlySet<string> = new Set(Object.values((nodeLlamaCpp as unknown as Record<string, Record<string, string>>)["GgufArchitectureType"] ?? {}));
 
 /** `general.architecture` of a GGUF, or undefined when the file cannot be read as one. */
 async function architectureOf(modelPath: string): Promise<string | undefined> {
