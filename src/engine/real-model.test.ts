@@ -44,7 +44,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-real-model-"));
   model = writeChatmlModel(join(dir, "chatml.gguf"));
   tok = await LlamaTokenizer.load(model.path);
-  server = await startEngineServer({ name: "rm", modelPath: model.path, policyVersion: 1, sequences: 2, contextSize: 512, maxWaiting: 4, seed: 3, servedModelName: NAME });
+  server = await startEngineServer({ name: "rm", modelPath: model.path, policyVersion: 1, sequences: 2, contextSize: 1024, maxWaiting: 4, seed: 3, servedModelName: NAME });
 });
 
 afterAll(async () => {
@@ -164,7 +164,7 @@ describe("chat on a non-Arbor GGUF", () => {
     expect(forced.body.tokens.slice(0, t.body.tokens.length)).toEqual(t.body.tokens);
     expect(forced.body.tokens.length).toBeGreaterThan(t.body.tokens.length);
     const chat = await post("/v1/chat/completions", { messages: history, tools: TOOLS, max_tokens: 4, return_token_ids: true });
-    expect(chat.status).toBe(200);
+    expect(chat.status, JSON.stringify(chat.body)).toBe(200);
     expect(chat.body.prompt_token_ids).toEqual(t.body.tokens);
   });
 

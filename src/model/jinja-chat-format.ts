@@ -4,7 +4,7 @@
 // as parsed JSON objects), `tools` in OpenAI shape (absent when none), `add_generation_prompt`,
 // `bos_token`, `eos_token`, `raise_exception` and `strftime_now`. The ids are the rendered text
 // tokenized with special tokens recognised and no BOS added: HF templates write `bos_token` themselves.
-import { Template } from "@huggingface/jinja";
+import { Environment, Interpreter, Template } from "@huggingface/jinja";
 import type { Clock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import type { ChatMessage } from "../core/types.js";
@@ -55,14 +55,28 @@ export class JinjaChatFormat implements ChatFormat {
       add_generation_prompt: opts.addGenerationPrompt,
       bos_token: this.bosToken,
       eos_token: this.eosToken,
-      raise_exception: (message: unknown) => {
-        throw new ChatTemplateError(this.opts.source, `raise_exception: ${String(message)}`);
-      },
-      strftime_now: (format: unknown) => strftime(String(format), new Date(this.clock.now())),
     };
     if (opts.tools && opts.tools.length > 0) vars.tools = opts.tools.map(templateTool);
     try {
-      return this.template.render(vars);
+      // Template.render's own steps, with transformers' raise_exception and a clocked strftime_now
+      // in place of the library's globals (which it does not let a caller replace).
+      const env = new Environment();
+      const globals: Record<string, unknown> = {
+        false: false,
+        true: true,
+        none: null,
+        False: false,
+        True: true,
+        None: null,
+        range,
+        raise_exception: (message: unknown) => {
+          throw new ChatTemplateError(this.opts.source, `raise_exception: ${String(message)}`);
+        },
+        strftime_now: (format: unknown) => strftime(String(format), new Date(this.clock.now())),
+      };
+      for (const [k, v] of Object.entries({ ...globals, ...vars })) env.set(k, v);
+      const out = new Interpreter(env).run(this.template.parsed);
+      return String(out.value);
     } catch (err) {
       if (err instanceof ChatTemplateError) throw err;
       throw new ChatTemplateError(this.opts.source, `fails to render: ${(err as Error).message}`);
@@ -101,6 +115,19 @@ function parseArguments(text: string): unknown {
   } catch {
     return text;
   }
+}
+
+/** Jinja's `range` (Python's). */
+function range(start: number, stop?: number, step = 1): number[] {
+  if (stop === undefined) {
+    stop = start;
+    start = 0;
+  }
+  if (step === 0) throw new Error("range() step must not be zero");
+  const out: number[] = [];
+  if (step > 0) for (let i = start; i < stop; i += step) out.push(i);
+  else for (let i = start; i > stop; i += step) out.push(i);
+  return out;
 }
 
 const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
