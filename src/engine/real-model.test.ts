@@ -11,6 +11,7 @@ import { ensurePolicy } from "../model/policy.js";
 import { stopTokenIds } from "../model/chat-template.js";
 import { Vocab } from "../model/vocab.js";
 import { CHATML_TOOLS_TEMPLATE, writeChatmlModel, type ChatmlModel } from "../testing/chatml-gguf-fixture.js";
+import { IncrementalText } from "./http/stream-chunks.js";
 import { LlamaTokenizer } from "./llama-tokenizer.js";
 import { isArborVocabulary } from "./served-model.js";
 import { createEngineServer, startEngineServer, type EngineServer, type ListeningEngineServer } from "./server.js";
@@ -73,6 +74,15 @@ describe("LlamaTokenizer", () => {
     expect(tok.decode([model.imStart, ...tok.encode("hi")])).toBe("hi");
     expect(tok.decode([model.imStart, ...tok.encode("hi")], { special: true })).toBe("<|im_start|>hi");
     expect(tok.tokenText(tok.encode(" ")[0]!)).toBe(" ");
+  });
+
+  it("streams text that holds back an incomplete UTF-8 character until it completes", () => {
+    const ids = [...tok.encode("aé"), ...tok.encode("b")];
+    const t = new IncrementalText(tok);
+    expect(ids.map((id) => t.push(id))).toEqual(["a", "", "é", "b"]);
+    const cut = new IncrementalText(tok);
+    expect(cut.push(ids[1]!)).toBe("");
+    expect(cut.push(null, true)).toBe("\uFFFD");
   });
 
   it("gives Arbor's policy the same stops as Arbor's template, so it is served as before", async () => {
@@ -201,6 +211,23 @@ describe("chat on a non-Arbor GGUF", () => {
     expect(ok.status, JSON.stringify(ok.body)).toBe(200);
     const t = await post("/tokenize", { messages: MESSAGES });
     expect(t.body.tokens[0]).toBe(model.imStart);
+  });
+});
+
+describe("gpu: auto", () => {
+  it("serves the same tokens and logprobs as the CPU build (falling back to it where no GPU build is installed)", async () => {
+    const gpu = await createEngineServer({ name: "g", modelPath: model.path, policyVersion: 1, sequences: 1, contextSize: 1024, maxWaiting: 1, gpu: "auto" });
+    const cpu = await createEngineServer({ name: "c", modelPath: model.path, policyVersion: 1, sequences: 1, contextSize: 1024, maxWaiting: 1 });
+    try {
+      const payload = { messages: MESSAGES, max_tokens: 6, return_token_ids: true, logprobs: true, seed: 8 };
+      const a = (await post("/v1/chat/completions", payload, gpu)).body.choices[0] as ChatChoice;
+      const b = (await post("/v1/chat/completions", payload, cpu)).body.choices[0] as ChatChoice;
+      expect(a.token_ids).toEqual(b.token_ids);
+      a.logprobs!.content.forEach((e, i) => expect(e.logprob).toBeCloseTo(b.logprobs!.content[i]!.logprob, 4));
+    } finally {
+      await gpu.close();
+      await cpu.close();
+    }
   });
 });
 
