@@ -200,6 +200,17 @@ describe("chat on a non-Arbor GGUF", () => {
     expect(text).toBe(answer.choices[0]?.message.content);
   });
 
+  it("tokenizes while asleep (the engine's tokenizer outlives the executor) and wakes up on the same model", async () => {
+    const before = await post("/tokenize", { messages: MESSAGES });
+    expect((await post("/sleep", {})).status).toBe(200);
+    const asleep = await post("/tokenize", { messages: MESSAGES });
+    expect(asleep.status).toBe(200);
+    expect(asleep.body.tokens).toEqual(before.body.tokens);
+    expect((await post("/v1/chat/completions", { messages: MESSAGES, max_tokens: 2 })).status).toBe(503);
+    expect((await post("/wake_up", {})).status).toBe(200);
+    expect((await post("/v1/chat/completions", { messages: MESSAGES, max_tokens: 2 })).status).toBe(200);
+  });
+
   it("refuses a weight switch to a GGUF with another vocabulary, and keeps serving", async () => {
     const arborPath = ensurePolicy(dir, { seed: 2, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024 }).path;
     const res = await post("/v1/load_weights", { model_path: arborPath, policy_version: 2 });

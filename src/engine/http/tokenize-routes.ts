@@ -66,7 +66,7 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
       // A prompt that cannot fit is refused before rendering (which would overflow on a huge one).
       checkChatPromptFits(messages, b.tools, deps.maxModelLen(), served.maxTokenChars);
       tokens = renderChatPrompt(messages, b, served, b.add_generation_prompt ?? true, deps.parsers).prompt;
-      if (b.add_special_tokens === true && tok.bosId !== undefined) tokens.unshift(tok.bosId);
+      if (b.add_special_tokens === true && tok.addBos && tok.bosId !== undefined) tokens.unshift(tok.bosId);
       returnStrs = b.return_token_strs === true;
     } else {
       const parsed = TokenizeCompletionSchema.safeParse(body);
