@@ -121,6 +121,8 @@ export interface EngineServer {
   readonly executor: Executor;
   /** The serving policy version and its executor; weight switches and sleep go through it. */
   slot: ExecutorSlot;
+  /** How the model is served: its tokenizer, chat template and stop tokens (Arbor's for Arbor's vocabulary). */
+  readonly served: ServedModel;
   metrics: EngineMetrics;
   /** Base URL (`http://host:port`) once listening. */
   url?: string;
@@ -547,6 +549,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       return slot.executor;
     },
     slot,
+    served,
     metrics,
     close: async () => {
       if (closed) return;

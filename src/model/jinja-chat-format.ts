@@ -100,11 +100,11 @@ export function templateMessage(m: ChatMessage): TemplateMessage {
   return out;
 }
 
-/** A declared tool in OpenAI shape. */
+/** A declared tool in OpenAI shape, with the fields the request gave (templates test for what is defined). */
 export function templateTool(t: ChatToolSpec): Record<string, unknown> {
   const fn: Record<string, unknown> = { name: t.name };
   if (t.description !== undefined) fn.description = t.description;
-  fn.parameters = t.parameters ?? { type: "object", properties: {} };
+  if (t.parameters !== undefined) fn.parameters = t.parameters;
   return { type: "function", function: fn };
 }
 
