@@ -1,6 +1,6 @@
 // The engine fields issue 14 adds to the run config: the llama.cpp build and the model-family parsers.
 import { describe, expect, it } from "vitest";
-import { parseRunConfig } from "./config.js";
+import { loadRunConfig, parseRunConfig } from "./config.js";
 
 describe("engines[] model fields", () => {
   it("defaults to the CPU build and no parsers", () => {
@@ -19,5 +19,14 @@ describe("engines[] model fields", () => {
     expect(() => parseRunConfig({ engines: [{ name: "e0", gpu: true }] })).toThrowError(/engines\[0\]\.gpu: must be false \(CPU\) or "auto"/);
     expect(() => parseRunConfig({ engines: [{ name: "e0", toolParser: "qwen" }] })).toThrowError(/engines\[0\]\.toolParser: must be one of arbor, hermes, llama3_json, mistral/);
     expect(() => parseRunConfig({ engines: [{ name: "e0", reasoningParser: "deepseek" }] })).toThrowError(/engines\[0\]\.reasoningParser: must be one of think, none/);
+  });
+});
+
+describe("examples/real-model.yaml", () => {
+  it("is a valid run config serving a downloaded GGUF with its own formats", () => {
+    const cfg = loadRunConfig("examples/real-model.yaml");
+    expect(cfg.model.path).toMatch(/\.gguf$/);
+    expect(cfg.engines[0]).toMatchObject({ toolParser: "hermes", gpu: "auto", servedModelName: "qwen2.5-0.5b-instruct" });
+    expect(cfg.train).toBeUndefined();
   });
 });
