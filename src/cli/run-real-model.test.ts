@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { BackendReply } from "../backends/backend.js";
 import { parseRunConfig } from "../core/config.js";
+import { LlamaTokenizer } from "../engine/llama-tokenizer.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { writeChatmlModel, type ChatmlModel } from "../testing/chatml-gguf-fixture.js";
 import { runIteration, type RunSummary } from "./run.js";
@@ -27,7 +28,8 @@ beforeAll(async () => {
     engines: [{ name: "e0", sequences: 2, contextSize: 2048, servedModelName: "chatml-test" }],
     env: { name: "calc", tasks: 1, seed: 5 },
     rollout: { groupSize: 2, concurrency: 2 },
-    agent: { maxTurns: 2, maxTokensPerCall: 16, maxTotalTokens: 32, temperature: 1 },
+    // Native tool calls: the declared tools and earlier calls are rendered by the GGUF's Jinja template.
+    agent: { toolMode: "native", maxTurns: 2, maxTokensPerCall: 16, maxTotalTokens: 32, temperature: 1 },
     sandbox: { root: join(dir, "sandboxes") },
     output: { dir: join(dir, "out") },
   });
@@ -46,6 +48,7 @@ describe("arbor run on a non-Arbor GGUF", () => {
     const ok = replies.filter((r) => r.status === 200 && Array.isArray(r.json.choices));
     expect(ok.length).toBeGreaterThan(0);
     const store = new SqliteTrajectoryStore(summary.storePath);
+    const tok = await LlamaTokenizer.load(model.path);
     try {
       const calls = (await store.listTrajectories(summary.runId)).flatMap((t) => t.calls);
       expect(calls).toHaveLength(ok.length);
@@ -53,8 +56,11 @@ describe("arbor run on a non-Arbor GGUF", () => {
         expect(c.promptTokenIds[0]).toBe(model.imStart);
         const match = ok.find((r) => (r.json.prompt_token_ids as number[]).join() === c.promptTokenIds.join() && (r.json.choices[0].token_ids as number[]).join() === c.outputTokenIds.join());
         expect(match).toBeDefined();
+        // The calc tool declared natively, in the template's <tools> block.
+        expect(tok.decode(c.promptTokenIds, { special: true })).toMatch(/^<\|im_start\|>system\n[\s\S]*<tools>\n\{"type": "function", "function": \{"name": "calc"/);
       }
     } finally {
+      await tok.dispose();
       await store.close();
     }
   });
