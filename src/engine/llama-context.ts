@@ -58,7 +58,7 @@ export async function openLlamaContext(opts: LlamaContextOptions): Promise<{ mod
 export async function loadLlamaModel(modelPath: string, gpu: LlamaGpu, vocabOnly: boolean): Promise<LlamaModel> {
   const llama = await llamaRuntime(gpu);
   try {
-    return await llama.loadModel({ modelPath, vocabOnly, ...(gpu === false ? {} : { gpuLayers: "auto" as const }) });
+    return await llama.loadModel({ modelPath, vocabOnly, ...(gpu === false || vocabOnly ? {} : { gpuLayers: "auto" as const }) });
   } catch (err) {
     const arch = await architectureOf(modelPath);
     if (arch !== undefined && !KNOWN_ARCHITECTURES.has(arch)) {

@@ -6,6 +6,7 @@ import { ArborError } from "../core/errors.js";
 import { checkTokenId, type ModelTokenizer } from "../model/tokenizer.js";
 import { TokenType } from "../model/vocab.js";
 import { loadLlamaModel } from "./llama-context.js";
+import type { LlamaGpu } from "./llama-runtime.js";
 
 /** GPT-2's bytes→unicode table, inverted: byte-level BPE pieces back to their bytes. */
 function gpt2UnicodeToByte(): Map<string, number> {
@@ -61,11 +62,12 @@ export class LlamaTokenizer implements ModelTokenizer {
   }
 
   /**
-   * The tokenizer of the GGUF at `modelPath`, loaded vocabulary-only (no weights: cheap, and it
-   * stays usable while the engine sleeps). Call {@link dispose} when done.
+   * The tokenizer of the GGUF at `modelPath`, loaded vocabulary-only on the runtime of `gpu` (no
+   * weights: cheap, and it stays usable while the engine sleeps). Call {@link dispose} when done.
    */
-  static async load(modelPath: string): Promise<LlamaTokenizer> {
-    const model = await loadLlamaModel(modelPath, false, true);
+  static async load(modelPath: string, gpu: LlamaGpu = false): Promise<LlamaTokenizer> {
+    // The engine's runtime (no second native binary loaded for a tokenizer); vocabulary-only loads no weights.
+    const model = await loadLlamaModel(modelPath, gpu, true);
     try {
       return new LlamaTokenizer(model);
     } catch (err) {

@@ -200,6 +200,17 @@ describe("chat on a non-Arbor GGUF", () => {
     expect(text).toBe(answer.choices[0]?.message.content);
   });
 
+  it("refuses a message that cannot fit before rendering it, counting by the model's longest token", async () => {
+    const res = await post("/v1/chat/completions", { messages: [{ role: "user", content: "a".repeat(40_000) }], max_tokens: 2 });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe("context_length_exceeded");
+    expect(res.body.error.message).toMatch(/^messages\[0\]\.content: has at least \d+ tokens, over the context of 1024 tokens/);
+    // A message longer in characters than the context but short in tokens is not refused early.
+    const ok = await post("/tokenize", { messages: [{ role: "user", content: "<|im_end|>".repeat(120) }] });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+    expect(ok.body.count).toBeLessThan(1024);
+  });
+
   it("tokenizes while asleep (the engine's tokenizer outlives the executor) and wakes up on the same model", async () => {
     const before = await post("/tokenize", { messages: MESSAGES });
     expect((await post("/sleep", {})).status).toBe(200);

@@ -14,6 +14,7 @@ import type { ModelTokenizer } from "../model/tokenizer.js";
 import { CONTROL_TOKENS, Vocab } from "../model/vocab.js";
 import type { Executor } from "./executor.js";
 import { LlamaTokenizer } from "./llama-tokenizer.js";
+import type { LlamaGpu } from "./llama-runtime.js";
 import { VocabTokenizer } from "./vocab-tokenizer.js";
 
 /** A model as the HTTP surface serves it. */
@@ -37,6 +38,8 @@ export interface ServedModelOptions {
   chatTemplate?: { template: string; source: string };
   /** Time for templates' `strftime_now`. */
   clock?: Clock;
+  /** The engine's llama.cpp build (its tokenizer is loaded on the same runtime). */
+  gpu?: LlamaGpu;
 }
 
 const PROBE = "Arbor vocab check: a+b=c";
@@ -53,7 +56,7 @@ export async function resolveServedModel(executor: Executor, modelPath: string, 
     return arborModel();
   }
   // The executor's tokenizer lives as long as its model; the engine's must outlive sleep and switches.
-  const tokenizer = own instanceof LlamaTokenizer ? await LlamaTokenizer.load(modelPath) : own;
+  const tokenizer = own instanceof LlamaTokenizer ? await LlamaTokenizer.load(modelPath, opts.gpu ?? false) : own;
   try {
     const template = opts.chatTemplate ?? templateOf(tokenizer, modelPath);
     const chat = template

@@ -165,7 +165,11 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   const executor = opts.executor ?? (await load(opts.modelPath));
   let served: ServedModel;
   try {
-    served = await resolveServedModel(executor, opts.modelPath, { clock, ...(opts.chatTemplate ? { chatTemplate: opts.chatTemplate } : {}) });
+    served = await resolveServedModel(executor, opts.modelPath, {
+      clock,
+      ...(opts.gpu !== undefined ? { gpu: opts.gpu } : {}),
+      ...(opts.chatTemplate ? { chatTemplate: opts.chatTemplate } : {}),
+    });
   } catch (err) {
     if (ownsExecutor) await executor.close();
     throw err;
