@@ -153,6 +153,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           executorKind: e.executor,
           costProfile: e.costProfile,
           servedModelName: e.servedModelName,
+          gpu: e.gpu,
+          ...(e.toolParser !== undefined ? { toolParser: e.toolParser } : {}),
+          ...(e.reasoningParser !== undefined && e.reasoningParser !== "none" ? { reasoningParser: e.reasoningParser } : {}),
           clock,
         }),
       );
