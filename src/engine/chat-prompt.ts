@@ -24,11 +24,7 @@ export function renderChatPrompt(
   addGenerationPrompt: boolean,
   parsers: ChatParsers = {},
 ): ChatPrompt {
-  // PARSER HOOK (issue 14, helper A): the tool plan takes the parser once `planTools(body, parser)`
-  // exists — resolve `parsers.toolParser` / `parsers.reasoningParser` in A's registries here, the one
-  // call site; until then every model's plan reads Arbor's markup.
-  void parsers;
-  const tools = toolPlan(body);
+  const tools = toolPlan(body, parsers);
   const prompt = served.chat.render(messages, { addGenerationPrompt, ...(tools ? { tools: tools.specs } : {}) });
   if (addGenerationPrompt && tools?.prefill !== undefined) {
     // Special tokens on: a format's call opening (`<|tool_call|>`, `<tool_call>`, `[TOOL_CALLS]`) is one token.

@@ -5,14 +5,11 @@
 // and streamed alike, through the same filter) and renders earlier calls back into the markup.
 // The markup logic itself lives in src/model/tool-markup.ts (over the parsers of
 // src/model/tool-parsers/ and src/model/reasoning/), shared with the gateway's token path.
-import type { ChatMessage } from "../core/types.js";
-import { renderChat } from "../model/chat-template.js";
 import type { ReasoningParser } from "../model/reasoning/reasoning-parser.js";
 import { reasoningParserRegistry } from "../model/reasoning/registry.js";
 import { toolParserRegistry } from "../model/tool-parsers/registry.js";
 import type { ToolCallParser } from "../model/tool-parsers/tool-parser.js";
-import { planTools, prefillText, toolCallDeltas, ToolChoiceError, type OpenAiToolCall, type ToolFields, type ToolPlan } from "../model/tool-markup.js";
-import type { Vocab } from "../model/vocab.js";
+import { planTools, toolCallDeltas, ToolChoiceError, type OpenAiToolCall, type ToolFields, type ToolPlan } from "../model/tool-markup.js";
 import { invalidRequest } from "./openai-errors.js";
 
 export {
@@ -101,26 +98,4 @@ export function toolPlan(body: ToolFields, formats: ModelFormats = {}): ToolPlan
 export interface ChatPrompt {
   prompt: number[];
   tools: ToolPlan | undefined;
-}
-
-/**
- * Render a chat request to prompt ids, exactly as /v1/chat/completions feeds the model and
- * /tokenize reports it: messages (earlier tool calls as markup), declared tools as a system turn,
- * and with a generation prompt, the opening of a forced tool call (`<|tool_call|>` as its control
- * token, then the tool name as text), which the answer continues.
- */
-export function renderChatPrompt(
-  messages: readonly ChatMessage[],
-  body: ToolFields,
-  tokenize: (text: string) => number[],
-  vocab: Vocab,
-  addGenerationPrompt: boolean,
-): ChatPrompt {
-  const tools = toolPlan(body);
-  const prompt = renderChat(messages, tokenize, vocab, { addGenerationPrompt, ...(tools ? { tools: tools.specs } : {}) });
-  if (addGenerationPrompt && tools?.prefill !== undefined) {
-    const rest = prefillText(tools.prefill);
-    prompt.push(vocab.controlId("<|tool_call|>"), ...(rest === "" ? [] : tokenize(rest)));
-  }
-  return { prompt, tools };
 }

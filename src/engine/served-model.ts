@@ -9,6 +9,7 @@ import type { Clock } from "../core/clock.js";
 import type { ChatMessage } from "../core/types.js";
 import { ArborChatFormat } from "../model/arbor-chat-format.js";
 import { ChatTemplateError, type ChatFormat, type ChatRenderOptions } from "../model/chat-format.js";
+import { detectFormats, type DetectedFormats } from "../model/detect-formats.js";
 import { JinjaChatFormat } from "../model/jinja-chat-format.js";
 import type { ModelTokenizer } from "../model/tokenizer.js";
 import { CONTROL_TOKENS, Vocab } from "../model/vocab.js";
@@ -29,6 +30,8 @@ export interface ServedModel {
   readonly maxTokenChars: number;
   /** Whether special-token text in a completion prompt becomes the special token (HF/vLLM: yes; Arbor: no). */
   readonly promptSpecial: boolean;
+  /** The tool-call and reasoning parsers its template implies (Arbor's: the markup); config overrides them. */
+  readonly formats: DetectedFormats;
   /** Release what the engine loaded for it (a vocabulary-only model). */
   close(): Promise<void>;
 }
@@ -70,6 +73,7 @@ export async function resolveServedModel(executor: Executor, modelPath: string, 
       stopIds: tokenizer.stopIds,
       maxTokenChars,
       promptSpecial: true,
+      formats: detectFormats(template?.template),
       close: async () => {
         if (tokenizer !== own && tokenizer instanceof LlamaTokenizer) await tokenizer.dispose();
       },
@@ -92,6 +96,7 @@ export function arborModel(): ServedModel {
     stopIds: tokenizer.stopIds,
     maxTokenChars: 1,
     promptSpecial: false,
+    formats: { toolParser: "arbor" },
     close: async () => {},
   };
 }

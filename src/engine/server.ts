@@ -39,7 +39,7 @@ import {
 } from "./openai-schemas.js";
 import { StopRule, type SampledToken, type SamplingControls } from "./sampling.js";
 import { chatLogprobs, completionLogprobs, outputText, stopReason, usage } from "./openai-responses.js";
-import { filterToolCallChunk, toolCallAnswer, toolCallFilter } from "./openai-tools.js";
+import { chatAnswer, ChatAnswerStream, filterToolCallChunk, modelParsers } from "./openai-tools.js";
 import type { LlamaGpu } from "./llama-runtime.js";
 import { checkSameVocabulary, resolveServedModel, type ServedModel } from "./served-model.js";
 import { AbortedError } from "./sequence-pool.js";
@@ -177,10 +177,11 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   const tok = served.tokenizer;
   const stops = served.stopIds;
   const stopSet: ReadonlySet<number> = new Set(stops);
-  const parsers: ChatParsers = {
-    ...(opts.toolParser !== undefined ? { toolParser: opts.toolParser } : {}),
-    ...(opts.reasoningParser !== undefined ? { reasoningParser: opts.reasoningParser } : {}),
-  };
+  // Configured parsers win over the ones the model's template implies; unknown names fail here, at start.
+  const parsers: ChatParsers = { ...served.formats };
+  if (opts.toolParser !== undefined) parsers.toolParser = opts.toolParser;
+  if (opts.reasoningParser !== undefined) parsers.reasoningParser = opts.reasoningParser;
+  const { reasoning } = modelParsers(parsers);
   const slot = new ExecutorSlot({
     executor,
     policyVersion: opts.policyVersion,
@@ -425,16 +426,15 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       const created = Math.floor(clock.now() / 1000);
       if (body.stream) {
         const spec = streamSpec("chat", { id, created, lease, prompt, maxTokens, body, controls, logprobs: body.logprobs === true }, special);
-        const filter = tools?.parse ? toolCallFilter(tools, toolCallIdPrefix(id)) : undefined;
-        const transform = filter ? (c: Chunk): Chunk => filterToolCallChunk(filter, c) : undefined;
+        // Tool calls and reasoning are read out of the stream as out of the whole answer.
+        const reader = tools?.parse || reasoning ? new ChatAnswerStream(tools, toolCallIdPrefix(id), reasoning) : undefined;
+        const transform = reader ? (c: Chunk): Chunk => filterToolCallChunk(reader, c) : undefined;
         await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, sampledTop, controls, onToken), transform);
         return;
       }
       const result = await run(reply, lease, prompt, maxTokens, body, sampledTop, controls);
       const text = outputText(tok, result, special);
-      const { message, finishReason } = tools
-        ? toolCallAnswer(text, result.finishReason, tools, toolCallIdPrefix(id))
-        : { message: { role: "assistant", content: text }, finishReason: result.finishReason };
+      const { message, finishReason } = chatAnswer(text, result.finishReason, tools, toolCallIdPrefix(id), reasoning);
       const choice: Record<string, unknown> = {
         index: 0,
         message,
