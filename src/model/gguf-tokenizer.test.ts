@@ -47,8 +47,8 @@ describe("GGUF tokenizer metadata", () => {
   it("refuses malformed specs, naming the field", () => {
     const bpe = bpeChatmlSpec();
     expect(() => validateTokenizerSpec({ ...bpe, model: "t5" as never })).toThrow(/tokenizer.model: 't5' is not supported/);
-    expect(() => validateTokenizerSpec({ ...bpe, tokenTypes: bpe.tokenTypes.slice(1) })).toThrow(/tokenizer.tokenTypes: \d+ types for \d+ tokens/);
-    expect(() => validateTokenizerSpec({ ...bpe, tokenTypes: bpe.tokenTypes.map(() => 9) })).toThrow(/tokenTypes\[0\]: 9/);
+    expect(() => validateTokenizerSpec({ ...bpe, types: bpe.types.slice(1) })).toThrow(/tokenizer.types: \d+ types for \d+ tokens/);
+    expect(() => validateTokenizerSpec({ ...bpe, types: bpe.types.map(() => 9) })).toThrow(/types\[0\]: 9/);
     expect(() => validateTokenizerSpec({ ...bpe, tokens: [...bpe.tokens.slice(0, -1), "a"] })).toThrow(/tokens\[\d+\]: 'a' repeats tokens\[\d+\]/);
     expect(() => validateTokenizerSpec({ ...bpe, merges: undefined })).toThrow(/needs merges/);
     expect(() => validateTokenizerSpec({ ...bpe, pre: undefined })).toThrow(/needs a pre-tokenizer/);
@@ -61,13 +61,14 @@ describe("GGUF tokenizer metadata", () => {
 
   it("reads a GGUF without a tokenizer, or with another kind, as a one-line error", () => {
     expect(() => tokenizerSpecFromGguf(new Map())).toThrow(/tokenizer.ggml.model: missing/);
+    expect(() => tokenizerSpecFromGguf(new Map(), "/m/x.gguf")).toThrow("/m/x.gguf: metadata tokenizer.ggml.model: missing (the file has no tokenizer)");
     expect(() => tokenizerSpecFromGguf(new Map([["tokenizer.ggml.model", "bert"]]))).toThrow(/'bert' is not supported/);
     expect(() => tokenizerSpecFromGguf(new Map<string, unknown>([["tokenizer.ggml.model", "llama"]]))).toThrow(/tokenizer.ggml.tokens: missing/);
     expect(() =>
       tokenizerSpecFromGguf(new Map<string, unknown>([["tokenizer.ggml.model", "llama"], ["tokenizer.ggml.tokens", ["a"]], ["tokenizer.ggml.bos_token_id", 3]])),
-    ).toThrow(/GGUF tokenizer: tokenizer.bosId: 3 is outside/);
+    ).toThrow(/GGUF: tokenizer.bosId: 3 is outside/);
     // No token_type array: llama.cpp reads every token as NORMAL.
-    expect(tokenizerSpecFromGguf(new Map<string, unknown>([["tokenizer.ggml.model", "llama"], ["tokenizer.ggml.tokens", ["a", "b"]]])).tokenTypes).toEqual([1, 1]);
+    expect(tokenizerSpecFromGguf(new Map<string, unknown>([["tokenizer.ggml.model", "llama"], ["tokenizer.ggml.tokens", ["a", "b"]]])).types).toEqual([1, 1]);
   });
 });
 
@@ -83,7 +84,7 @@ describe("made vocabularies", () => {
 
   it("type ChatML's markers CONTROL and Qwen's tool/think tags USER_DEFINED, as Qwen's GGUFs do", () => {
     const s = bpeChatmlSpec();
-    const type = (t: string): number | undefined => s.tokenTypes[s.tokens.indexOf(t)];
+    const type = (t: string): number | undefined => s.types[s.tokens.indexOf(t)];
     for (const t of ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]) expect(type(t)).toBe(3);
     for (const t of ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]) expect(type(t)).toBe(4);
     // Every merge joins two tokens into a token, so no symbol ever falls back.
@@ -97,8 +98,8 @@ describe("made vocabularies", () => {
   it("give the SPM vocabulary byte fallback and merge scores in learned order", () => {
     const s = spmLlama3Spec();
     expect(s.tokens.slice(0, 3)).toEqual(["<unk>", "<0x00>", "<0x01>"]);
-    expect(s.tokenTypes.slice(1, 257).every((t) => t === 6)).toBe(true);
-    const learned = s.tokens.map((t, i) => ({ t, score: s.scores?.[i] as number, type: s.tokenTypes[i] })).filter((x) => x.type === 1);
+    expect(s.types.slice(1, 257).every((t) => t === 6)).toBe(true);
+    const learned = s.tokens.map((t, i) => ({ t, score: s.scores?.[i] as number, type: s.types[i] })).filter((x) => x.type === 1);
     for (let i = 1; i < learned.length; i++) expect((learned[i] as { score: number }).score).toBeLessThan((learned[i - 1] as { score: number }).score);
     expect(s.tokens).toContain("\u2581the");
   });

@@ -17,7 +17,7 @@ export interface GgufTokenizerSpec {
   /** `tokenizer.ggml.tokens`: the piece of every id. */
   tokens: string[];
   /** `tokenizer.ggml.token_type`: llama_token_type of every id (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte). */
-  tokenTypes: number[];
+  types: number[];
   /** `tokenizer.ggml.scores`: SPM merge priorities (higher merges first). */
   scores?: number[];
   /** `tokenizer.ggml.merges`: BPE merges "left right", highest priority first. */
@@ -43,7 +43,7 @@ export const TokenizerKey = {
   model: "tokenizer.ggml.model",
   pre: "tokenizer.ggml.pre",
   tokens: "tokenizer.ggml.tokens",
-  tokenTypes: "tokenizer.ggml.token_type",
+  types: "tokenizer.ggml.token_type",
   scores: "tokenizer.ggml.scores",
   merges: "tokenizer.ggml.merges",
   bosId: "tokenizer.ggml.bos_token_id",
@@ -68,9 +68,9 @@ export function validateTokenizerSpec(spec: GgufTokenizerSpec): void {
   }
   const n = spec.tokens.length;
   if (n === 0) throw new RangeError("tokenizer.tokens: empty vocabulary");
-  if (spec.tokenTypes.length !== n) throw new RangeError(`tokenizer.tokenTypes: ${spec.tokenTypes.length} types for ${n} tokens`);
-  spec.tokenTypes.forEach((t, i) => {
-    if (!Number.isInteger(t) || t < 1 || t > 6) throw new RangeError(`tokenizer.tokenTypes[${i}]: ${t} is not a llama_token_type (1..6)`);
+  if (spec.types.length !== n) throw new RangeError(`tokenizer.types: ${spec.types.length} types for ${n} tokens`);
+  spec.types.forEach((t, i) => {
+    if (!Number.isInteger(t) || t < 1 || t > 6) throw new RangeError(`tokenizer.types[${i}]: ${t} is not a llama_token_type (1..6)`);
   });
   const seen = new Map<string, number>();
   spec.tokens.forEach((t, i) => {
@@ -112,7 +112,7 @@ export function tokenizerMetadata(spec: GgufTokenizerSpec): [string, MetaValue][
   if (spec.pre !== undefined) meta.push([TokenizerKey.pre, { type: "string", value: spec.pre }]);
   meta.push([TokenizerKey.tokens, { type: "array", elem: "string", value: spec.tokens }]);
   if (spec.scores !== undefined) meta.push([TokenizerKey.scores, { type: "array", elem: "f32", value: spec.scores }]);
-  meta.push([TokenizerKey.tokenTypes, { type: "array", elem: "i32", value: spec.tokenTypes }]);
+  meta.push([TokenizerKey.types, { type: "array", elem: "i32", value: spec.types }]);
   if (spec.merges !== undefined) meta.push([TokenizerKey.merges, { type: "array", elem: "string", value: spec.merges }]);
   for (const f of ID_FIELDS) {
     const id = spec[f];
@@ -127,70 +127,71 @@ export function tokenizerMetadata(spec: GgufTokenizerSpec): [string, MetaValue][
 }
 
 /**
- * The tokenizer of a GGUF's metadata (as `readGguf` returns it). Throws naming the key when the
- * tokenizer is missing, of another kind ("bert", "t5", …) or malformed.
+ * The tokenizer of a GGUF's metadata (as `readGguf` or `readGgufMetadata` return it). Throws naming
+ * `source` (the file) and the key when the tokenizer is missing, of another kind ("bert", "t5", …)
+ * or malformed.
  */
-export function tokenizerSpecFromGguf(metadata: ReadonlyMap<string, unknown>): GgufTokenizerSpec {
+export function tokenizerSpecFromGguf(metadata: ReadonlyMap<string, unknown>, source = "GGUF"): GgufTokenizerSpec {
   const model = metadata.get(TokenizerKey.model);
-  if (model === undefined) throw new Error(`GGUF metadata ${TokenizerKey.model}: missing (the file has no tokenizer)`);
+  if (model === undefined) throw new Error(`${source}: metadata ${TokenizerKey.model}: missing (the file has no tokenizer)`);
   if (model !== "llama" && model !== "gpt2") {
-    throw new Error(`GGUF metadata ${TokenizerKey.model}: '${String(model)}' is not supported (Arbor reads "llama" and "gpt2" tokenizers)`);
+    throw new Error(`${source}: metadata ${TokenizerKey.model}: '${String(model)}' is not supported (Arbor reads "llama" and "gpt2" tokenizers)`);
   }
   const spec: GgufTokenizerSpec = {
     model,
-    tokens: stringArray(metadata, TokenizerKey.tokens, true) as string[],
-    tokenTypes: [],
+    tokens: stringArray(metadata, TokenizerKey.tokens, true, source) as string[],
+    types: [],
   };
-  const types = numberArray(metadata, TokenizerKey.tokenTypes);
+  const types = numberArray(metadata, TokenizerKey.types, source);
   // llama.cpp treats a missing token_type array as all NORMAL.
-  spec.tokenTypes = types ?? spec.tokens.map(() => 1);
+  spec.types = types ?? spec.tokens.map(() => 1);
   const pre = metadata.get(TokenizerKey.pre);
   if (pre !== undefined) {
-    if (typeof pre !== "string") throw new Error(`GGUF metadata ${TokenizerKey.pre}: not a string`);
+    if (typeof pre !== "string") throw new Error(`${source}: metadata ${TokenizerKey.pre}: not a string`);
     spec.pre = pre;
   }
-  const scores = numberArray(metadata, TokenizerKey.scores);
+  const scores = numberArray(metadata, TokenizerKey.scores, source);
   if (scores !== undefined) spec.scores = scores;
-  const merges = stringArray(metadata, TokenizerKey.merges, false);
+  const merges = stringArray(metadata, TokenizerKey.merges, false, source);
   if (merges !== undefined) spec.merges = merges;
   for (const f of ID_FIELDS) {
     const v = metadata.get(TokenizerKey[f]);
     if (v === undefined) continue;
-    if (typeof v !== "number" || !Number.isInteger(v)) throw new Error(`GGUF metadata ${TokenizerKey[f]}: not an integer id`);
+    if (typeof v !== "number" || !Number.isInteger(v)) throw new Error(`${source}: metadata ${TokenizerKey[f]}: not an integer id`);
     spec[f] = v;
   }
   for (const f of FLAG_FIELDS) {
     const v = metadata.get(TokenizerKey[f]);
     if (v === undefined) continue;
-    if (typeof v !== "boolean") throw new Error(`GGUF metadata ${TokenizerKey[f]}: not a bool`);
+    if (typeof v !== "boolean") throw new Error(`${source}: metadata ${TokenizerKey[f]}: not a bool`);
     spec[f] = v;
   }
   const template = metadata.get(TokenizerKey.chatTemplate);
   if (template !== undefined) {
-    if (typeof template !== "string") throw new Error(`GGUF metadata ${TokenizerKey.chatTemplate}: not a string`);
+    if (typeof template !== "string") throw new Error(`${source}: metadata ${TokenizerKey.chatTemplate}: not a string`);
     spec.chatTemplate = template;
   }
   try {
     validateTokenizerSpec(spec);
   } catch (err) {
-    throw new Error(`GGUF tokenizer: ${(err as Error).message}`, { cause: err });
+    throw new Error(`${source}: ${(err as Error).message}`, { cause: err });
   }
   return spec;
 }
 
-function stringArray(metadata: ReadonlyMap<string, unknown>, key: string, required: boolean): string[] | undefined {
+function stringArray(metadata: ReadonlyMap<string, unknown>, key: string, required: boolean, source: string): string[] | undefined {
   const v = metadata.get(key);
   if (v === undefined) {
-    if (required) throw new Error(`GGUF metadata ${key}: missing`);
+    if (required) throw new Error(`${source}: metadata ${key}: missing`);
     return undefined;
   }
-  if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) throw new Error(`GGUF metadata ${key}: not an array of strings`);
+  if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) throw new Error(`${source}: metadata ${key}: not an array of strings`);
   return v as string[];
 }
 
-function numberArray(metadata: ReadonlyMap<string, unknown>, key: string): number[] | undefined {
+function numberArray(metadata: ReadonlyMap<string, unknown>, key: string, source: string): number[] | undefined {
   const v = metadata.get(key);
   if (v === undefined) return undefined;
-  if (!Array.isArray(v) || v.some((x) => typeof x !== "number")) throw new Error(`GGUF metadata ${key}: not an array of numbers`);
+  if (!Array.isArray(v) || v.some((x) => typeof x !== "number")) throw new Error(`${source}: metadata ${key}: not an array of numbers`);
   return v as number[];
 }

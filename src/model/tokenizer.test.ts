@@ -29,6 +29,13 @@ describe("tokenizerFromSpec", () => {
     expect(() => tokenizerFromSpec({ ...bpeChatmlSpec(), pre: "nope" })).toThrow(/tokenizer.pre 'nope' is not supported/);
   });
 
+  it("gives the longest token's length in characters, for the engine's context bound", () => {
+    const bpe = tokenizerFromSpec(bpeChatmlSpec()) as unknown as { maxTokenChars: number };
+    const longest = Math.max(...bpeChatmlSpec().tokens.map((t) => t.length));
+    expect(bpe.maxTokenChars).toBeGreaterThan(5);
+    expect(bpe.maxTokenChars).toBeLessThanOrEqual(longest);
+  });
+
   it("checkTokenId names where the id came from", () => {
     expect(() => checkTokenId({ size: 3 }, 3, "prompt id")).toThrow(/prompt id 3 is outside the vocabulary \(size 3\)/);
   });

@@ -1,14 +1,15 @@
 // vLLM's `/tokenize` and `/detokenize`: a text prompt or chat messages → token ids (exactly the
-// ids the completion endpoints would feed the model), and token ids → text. They use Arbor's
-// vocabulary directly (the engine checks at load that the GGUF uses it), so they work while asleep.
+// ids the completion endpoints would feed the model), and token ids → text. They use the served
+// model's tokenizer and chat template, which the engine holds apart from the executor, so they work
+// while asleep.
 // Chat takes vLLM's `tools` and, as an Arbor extension, `tool_choice`: the ids are what
 // /v1/chat/completions renders for the same request, a forced tool call's opening included.
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { Vocab } from "../../model/vocab.js";
+import { renderChatPrompt, type ChatParsers } from "../chat-prompt.js";
 import { fromZodError, invalidRequest } from "../openai-errors.js";
 import { ChatCompletionRequestSchema, ChatMessageSchema, ChatToolsSchema, toChatMessages } from "../openai-schemas.js";
-import { renderChatPrompt } from "../openai-tools.js";
+import type { ServedModel } from "../served-model.js";
 import { checkChatPromptFits } from "./request-limits.js";
 
 const TokenizeCompletionSchema = z.object({
@@ -38,7 +39,8 @@ const DetokenizeSchema = z.object({
 });
 
 export interface TokenizeRouteDeps {
-  vocab: Vocab;
+  served: ServedModel;
+  parsers?: ChatParsers;
   /** Context length of one sequence (`max_model_len`). */
   maxModelLen: () => number;
   /** Throws 404 for a model this engine does not serve. */
@@ -47,7 +49,8 @@ export interface TokenizeRouteDeps {
 
 /** Register POST /tokenize and POST /detokenize. */
 export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRouteDeps): void {
-  const { vocab } = deps;
+  const { served } = deps;
+  const tok = served.tokenizer;
 
   app.post("/tokenize", async (request) => {
     const body = request.body;
@@ -61,24 +64,25 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
       deps.checkModel(b.model);
       const messages = toChatMessages(b.messages);
       // A prompt that cannot fit is refused before rendering (which would overflow on a huge one).
-      checkChatPromptFits(messages, b.tools, deps.maxModelLen());
-      tokens = renderChatPrompt(messages, b, (t) => vocab.encode(t), vocab, b.add_generation_prompt ?? true).prompt;
-      if (b.add_special_tokens === true) tokens.unshift(vocab.bosId);
+      checkChatPromptFits(messages, b.tools, deps.maxModelLen(), served.maxTokenChars);
+      tokens = renderChatPrompt(messages, b, served, b.add_generation_prompt ?? true, deps.parsers).prompt;
+      if (b.add_special_tokens === true && tok.addBos && tok.bosId !== undefined) tokens.unshift(tok.bosId);
       returnStrs = b.return_token_strs === true;
     } else {
       const parsed = TokenizeCompletionSchema.safeParse(body);
       if (!parsed.success) throw fromZodError(parsed.error);
       const b = parsed.data;
       deps.checkModel(b.model);
-      tokens = vocab.encode(b.prompt);
-      if (b.add_special_tokens ?? true) tokens.unshift(vocab.bosId);
+      tokens = tok.encode(b.prompt, { special: served.promptSpecial });
+      // As vLLM (HF add_special_tokens): BOS only for a tokenizer that adds one.
+      if ((b.add_special_tokens ?? true) && tok.addBos && tok.bosId !== undefined) tokens.unshift(tok.bosId);
       returnStrs = b.return_token_strs === true;
     }
     return {
       count: tokens.length,
       max_model_len: deps.maxModelLen(),
       tokens,
-      ...(returnStrs ? { token_strs: tokens.map((id) => vocab.tokenText(id)) } : {}),
+      ...(returnStrs ? { token_strs: tokens.map((id) => tok.tokenText(id)) } : {}),
     };
   });
 
@@ -87,8 +91,9 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
     if (!parsed.success) throw fromZodError(parsed.error);
     deps.checkModel(parsed.data.model);
     const { tokens } = parsed.data;
-    const bad = tokens.findIndex((id) => id >= vocab.size);
-    if (bad >= 0) throw invalidRequest(`tokens[${bad}]`, `token id ${tokens[bad]} is outside the vocabulary (size ${vocab.size})`);
-    return { prompt: vocab.decode(tokens) };
+    const bad = tokens.findIndex((id) => id >= tok.size);
+    if (bad >= 0) throw invalidRequest(`tokens[${bad}]`, `token id ${tokens[bad]} is outside the vocabulary (size ${tok.size})`);
+    // As vLLM's /detokenize (HF decode): special tokens as their text.
+    return { prompt: tok.decode(tokens, { special: true }) };
   });
 }

@@ -23,6 +23,8 @@ export class BpeTokenizer implements ModelTokenizer {
   readonly eosId: number | undefined;
   readonly stopIds: readonly number[];
   readonly addBos: boolean;
+  /** Characters of the longest token's text (the engine bounds a prompt's token count with it). */
+  readonly maxTokenChars: number;
   private readonly tokens: readonly string[];
   private readonly rules: VocabRules;
   private readonly pre: PreTokenizer;
@@ -46,6 +48,7 @@ export class BpeTokenizer implements ModelTokenizer {
     this.addSpacePrefix = spec.addSpacePrefix ?? false;
     this.rules = vocabRules(spec, this.eosId);
     this.stopIds = this.rules.eogIds;
+    this.maxTokenChars = spec.tokens.reduce((m, _, id) => Math.max(m, this.tokenText(id).length), 1);
     spec.tokens.forEach((t, i) => this.tokenToId.set(t, i));
     (spec.merges ?? []).forEach((m, rank) => {
       const at = m.indexOf(" ", 1);

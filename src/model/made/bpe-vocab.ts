@@ -110,17 +110,17 @@ export function bpeChatmlSpec(): GgufTokenizerSpec {
 /** The same vocabulary recipe learned with another llama.cpp pre-tokenizer ("gpt-2", "llama-bpe", …). */
 export function byteLevelBpeSpec(pre: string): GgufTokenizerSpec {
   const { tokens, merges } = trainByteLevelBpe(madeCorpus(), BPE_MERGES, pre);
-  const tokenTypes: number[] = tokens.map(() => TokenType.normal);
+  const types: number[] = tokens.map(() => TokenType.normal);
   for (const [text, type] of BPE_SPECIALS) {
     tokens.push(text);
-    tokenTypes.push(type);
+    types.push(type);
   }
   const id = (text: string): number => tokens.indexOf(text);
   return {
     model: "gpt2",
     pre,
     tokens,
-    tokenTypes,
+    types,
     merges,
     bosId: id("<|endoftext|>"),
     eosId: id("<|im_end|>"),

@@ -58,7 +58,7 @@ export interface VocabRules {
 
 /** Apply llama.cpp's load-time rules to a tokenizer spec; `eosDefault` is the model's default EOS id. */
 export function vocabRules(spec: GgufTokenizerSpec, eosId: number | undefined): VocabRules {
-  const types = [...spec.tokenTypes];
+  const types = [...spec.types];
   const eog = new Set<number>();
   const forceControl = (id: number): void => {
     if (types[id] !== TokenType.control) types[id] = TokenType.control;

@@ -26,6 +26,8 @@ export class SpmTokenizer implements ModelTokenizer {
   readonly eosId: number | undefined;
   readonly stopIds: readonly number[];
   readonly addBos: boolean;
+  /** Characters of the longest token's text (the engine bounds a prompt's token count with it). */
+  readonly maxTokenChars: number;
   private readonly tokens: readonly string[];
   private readonly scores: readonly number[];
   private readonly rules: VocabRules;
@@ -47,6 +49,7 @@ export class SpmTokenizer implements ModelTokenizer {
     this.addSpacePrefix = spec.addSpacePrefix ?? true;
     this.rules = vocabRules(spec, this.eosId);
     this.stopIds = this.rules.eogIds;
+    this.maxTokenChars = spec.tokens.reduce((m, _, id) => Math.max(m, this.tokenText(id).length), 1);
     spec.tokens.forEach((t, i) => this.tokenToId.set(t, i));
     for (let b = 0; b < 256; b++) {
       const id = this.tokenToId.get(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`) ?? (b < 0x80 ? this.tokenToId.get(String.fromCharCode(b)) : undefined);

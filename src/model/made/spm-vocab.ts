@@ -73,7 +73,7 @@ export function spmLlama3Spec(): GgufTokenizerSpec {
   cached = {
     model: "llama",
     tokens,
-    tokenTypes: types,
+    types,
     scores,
     unkId: 0,
     bosId: id("<|begin_of_text|>"),
