@@ -2,6 +2,7 @@
 // translate transport; routing, pausing and tracing live in the gateway.
 import { ArborError } from "../core/errors.js";
 import type { ChatMessage } from "../core/types.js";
+import type { ToolCallParser } from "../model/tool-parsers/tool-parser.js";
 
 /** An upstream answer as received: the HTTP status and the parsed JSON body (errors included). */
 export interface BackendReply {
@@ -155,7 +156,17 @@ export type TokenizeRequest =
       toolChoice?: unknown;
       signal?: AbortSignal;
     }
-  | { text: string; addSpecialTokens: boolean; signal?: AbortSignal };
+  | {
+      text: string;
+      addSpecialTokens: boolean;
+      /**
+       * Read the text of special tokens (`<tool_call>`, `[TOOL_CALLS]`, `<|tool_call|>`) as their ids,
+       * as llama.cpp's parse_special and Hugging Face tokenizers do (the gateway tokenizes a forced
+       * call's opening so); default false: plain text.
+       */
+      parseSpecial?: boolean;
+      signal?: AbortSignal;
+    };
 
 export interface TokenizeResult {
   tokens: number[];
@@ -163,10 +174,35 @@ export interface TokenizeResult {
   maxModelLen: number | null;
 }
 
+/** One piece of an answer split into the model's reasoning and its content. */
+export interface ReasoningSplit {
+  reasoning: string;
+  content: string;
+}
+
+/**
+ * How a model family writes its reasoning before the answer (e.g. `<think>…</think>`), read
+ * incrementally: streamed deltas and the whole answer split the same way.
+ */
+export interface ReasoningParser {
+  /** Registry name (vLLM's `--reasoning-parser` idea: `think`). */
+  readonly name: string;
+  /** A reader for one answer. */
+  stream(): { push(text: string): ReasoningSplit; flush(): ReasoningSplit };
+}
+
 /** A {@link Backend} that also speaks token ids, reports its load and says what it can do. */
 export interface TokenBackend extends Backend {
   readonly type: string;
   readonly capabilities: BackendCapabilities;
+  /**
+   * The served model's tool-call format (config `backends[].toolParser`): the gateway's token path
+   * reads tool calls from the generated text with it, for every engine type. Absent: the gateway
+   * cannot read this model's calls, and chat requests with tools go through the passthrough.
+   */
+  readonly toolParser?: ToolCallParser;
+  /** The served model's reasoning format (config `backends[].reasoningParser`); absent: none split out. */
+  readonly reasoningParser?: ReasoningParser;
   /**
    * The sampling controls `generate` carries to the engine with their vLLM semantics (absent = none):
    * the gateway refuses a call that sets another one rather than let it be silently ignored.

@@ -5,7 +5,7 @@
 // /v1/chat/completions renders for the same request, a forced tool call's opening included.
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { Vocab } from "../../model/vocab.js";
+import { CONTROL_TOKENS, type Vocab } from "../../model/vocab.js";
 import { fromZodError, invalidRequest } from "../openai-errors.js";
 import { ChatCompletionRequestSchema, ChatMessageSchema, ChatToolsSchema, toChatMessages } from "../openai-schemas.js";
 import { renderChatPrompt } from "../openai-tools.js";
@@ -16,8 +16,29 @@ const TokenizeCompletionSchema = z.object({
   prompt: z.string({ error: "must be a string" }),
   /** vLLM default true: `<s>` first, as /v1/completions does for a text prompt. */
   add_special_tokens: z.boolean().nullish(),
+  /** llama-server's parse_special: control tokens' text (`<|tool_call|>`) becomes their ids (default false: plain text). */
+  parse_special: z.boolean().nullish(),
   return_token_strs: z.boolean().nullish(),
 });
+
+/** Text with the control tokens' text read as their ids, the rest as plain text (llama.cpp's parse_special). */
+function encodeParsingSpecial(vocab: Vocab, text: string): number[] {
+  const ids: number[] = [];
+  let at = 0;
+  for (;;) {
+    let next = -1;
+    let marker = "";
+    for (const m of CONTROL_TOKENS) {
+      const i = text.indexOf(m, at);
+      if (i >= 0 && (next < 0 || i < next)) [next, marker] = [i, m];
+    }
+    const plain = text.slice(at, next < 0 ? text.length : next);
+    if (plain !== "") ids.push(...vocab.encode(plain));
+    if (next < 0) return ids;
+    ids.push(vocab.controlId(marker));
+    at = next + marker.length;
+  }
+}
 
 const TokenizeChatSchema = z.object({
   model: z.string().nullish(),
@@ -70,7 +91,7 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
       if (!parsed.success) throw fromZodError(parsed.error);
       const b = parsed.data;
       deps.checkModel(b.model);
-      tokens = vocab.encode(b.prompt);
+      tokens = b.parse_special === true ? encodeParsingSpecial(vocab, b.prompt) : vocab.encode(b.prompt);
       if (b.add_special_tokens ?? true) tokens.unshift(vocab.bosId);
       returnStrs = b.return_token_strs === true;
     }
