@@ -9,7 +9,7 @@
 // drops earlier `<think>` blocks once a new query follows.
 import fc from "fast-check";
 import OpenAI from "openai";
-import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam, ChatCompletionToolChoiceOption } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reasoningParserNamed, toolParserNamed } from "../../backends/answer-parsers.js";
 import type { Call, ChatMessage } from "../../core/types.js";
@@ -84,6 +84,9 @@ const conversation = fc.array(
   { minLength: 1, maxLength: 3 },
 );
 
+type Episodes = typeof conversation extends fc.Arbitrary<infer T> ? T : never;
+type Round = Episodes[number]["rounds"][number];
+
 function openAiMessages(messages: readonly ChatMessage[]): ChatCompletionMessageParam[] {
   return messages.map((m): ChatCompletionMessageParam => {
     if (m.role === "tool") return { role: "tool", content: m.content, tool_call_id: m.toolCallId as string };
@@ -100,7 +103,7 @@ function openAiMessages(messages: readonly ChatMessage[]): ChatCompletionMessage
 let programs = 0;
 
 /** Drive one conversation on `key`; returns every call's verdict. */
-async function drive(key: string, episodes: fc.infer<typeof conversation>): Promise<{ resets: string[]; continued: number }> {
+async function drive(key: string, episodes: Episodes): Promise<{ resets: string[]; continued: number }> {
   const s = served.get(key) as Served;
   const programId = `${key}-${programs++}`;
   const client = new OpenAI({ baseURL: `${s.url}/p/${programId}/v1`, apiKey: "unused", maxRetries: 0 });
@@ -123,9 +126,9 @@ async function drive(key: string, episodes: fc.infer<typeof conversation>): Prom
       const history = messages.map((m) => ({ ...m }));
       s.backend.script({ history, ...(tools.length > 0 ? { tools } : {}), turn: step.turn });
       const before = s.calls.length;
-      const toolChoice =
-        step.force === "required" ? "required" : step.force === "named" ? { type: "function" as const, function: { name: step.turn.toolCalls?.[0]?.name as string } } : undefined;
-      const body = {
+      const toolChoice: ChatCompletionToolChoiceOption | undefined =
+        step.force === "required" ? "required" : step.force === "named" ? { type: "function", function: { name: step.turn.toolCalls?.[0]?.name as string } } : undefined;
+      const body: ChatCompletionCreateParamsNonStreaming = {
         model: "m",
         messages: openAiMessages(history),
         max_tokens: 4000,
@@ -135,7 +138,7 @@ async function drive(key: string, episodes: fc.infer<typeof conversation>): Prom
       let message: { content: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[]; reasoning_content?: string };
       if (step.stream) {
         let reasoning = "";
-        const stream = client.chat.completions.stream(body);
+        const stream = client.chat.completions.stream({ ...body, stream: true });
         // The SDK keeps only the last reasoning delta: the client adds them up itself.
         stream.on("chunk", (c) => void (reasoning += (c.choices[0]?.delta as { reasoning_content?: string } | undefined)?.reasoning_content ?? ""));
         const done = await stream.finalChatCompletion();
@@ -169,7 +172,7 @@ async function drive(key: string, episodes: fc.infer<typeof conversation>): Prom
         ...(message.reasoning_content !== undefined ? { reasoning: message.reasoning_content } : {}),
       };
       messages.push(sent);
-      const round = ep.rounds.filter((r) => r.calls.some((c) => names.has(c.name)))[k];
+      const round = ep.rounds.filter((r: Round) => r.calls.some((c) => names.has(c.name)))[k];
       for (const [i, c] of (sent.toolCalls ?? []).entries()) messages.push({ role: "tool", content: round?.results[i % 2] ?? "ok", toolCallId: c.id });
     }
   }
@@ -195,7 +198,7 @@ describe("token-path prompts equal the template's full render, or record context
     }, 120_000);
   }
 
-  const call = (name: string, q: string): fc.infer<typeof conversation>[number]["rounds"][number] => ({
+  const call = (name: "calc" | "search", q: string): Round => ({
     content: "",
     reasoning: undefined,
     calls: [{ name, args: { q } }],
