@@ -151,7 +151,9 @@ export type TokenizeRequest =
       tools?: unknown[];
       /**
        * OpenAI `tool_choice`; Arbor's engine appends a forced call's opening after the generation
-       * prompt (vLLM's /tokenize has no such field: adapters for it leave it out).
+       * prompt (vLLM's /tokenize has no such field: adapters for it leave it out). The gateway's
+       * token path does not use it: it appends the opening in the backend's tool-call format itself,
+       * the same way for every engine (a text tokenized with `parseSpecial`).
        */
       toolChoice?: unknown;
       signal?: AbortSignal;
