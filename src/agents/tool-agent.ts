@@ -1,4 +1,4 @@
-// The tiny policy's tool loop (v0 API kept for the rollout): environment tools, the text markup,
+// The rollout's tool loop: environment tools, the text markup (the tiny policy) or native tool calls,
 // limits on turns and tokens — now one configuration of the agent SDK (define-agent.ts).
 import type OpenAI from "openai";
 import type { Clock } from "../core/clock.js";
@@ -8,6 +8,7 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import { fromEnvTool } from "./agent-tool.js";
 import type { ContextPolicy } from "./context/context-policy.js";
 import { defineAgent, type AgentLimits, type AgentOutcome } from "./define-agent.js";
+import type { ToolCallMode } from "./tool-modes.js";
 
 export type { AgentLimits, AgentOutcome } from "./define-agent.js";
 
@@ -27,16 +28,18 @@ export interface ToolAgentOptions {
   signal?: AbortSignal;
   /** Context management (default none). */
   context?: ContextPolicy;
+  /** How the model calls tools (default "markup": the tiny policy's text markup). */
+  toolMode?: ToolCallMode;
   /** Asked after every round of tool calls; a string ends the episode as `hygiene_violation`. */
   checkHygiene?: () => string | undefined | Promise<string | undefined>;
 }
 
-/** Run one episode of the markup tool loop. Never throws for agent, tool or engine failures: they end the episode. */
+/** Run one episode of the tool loop. Never throws for agent, tool or engine failures: they end the episode. */
 export function runToolAgent(o: ToolAgentOptions): Promise<AgentOutcome> {
   const agent = defineAgent({
     name: "tool-agent",
     tools: o.tools.map(fromEnvTool),
-    toolMode: "markup",
+    toolMode: o.toolMode ?? "markup",
     limits: o.limits,
     ...(o.context ? { context: o.context } : {}),
   });

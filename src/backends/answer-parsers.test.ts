@@ -21,33 +21,12 @@ describe("backend parsers", () => {
   });
 
   it("an unknown parser name fails the config, naming the backend, the field and the known names", () => {
-    expect(() => createBackend(cfg({ type: "vllm", toolParser: "qwen-ish" }))).toThrow("backend 'b' toolParser: unknown tool parser 'qwen-ish' (known: arbor)");
-    expect(() => createBackend(cfg({ type: "vllm", reasoningParser: "deep" }))).toThrow("backend 'b' reasoningParser: unknown reasoning parser 'deep' (known: think)");
+    expect(() => createBackend(cfg({ type: "vllm", toolParser: "qwen-ish" }))).toThrow("backend 'b' toolParser: unknown tool parser 'qwen-ish' (known: arbor, hermes, llama3_json, mistral)");
+    expect(() => createBackend(cfg({ type: "vllm", reasoningParser: "deep" }))).toThrow("backend 'b' reasoningParser: unknown reasoning parser 'deep' (known: none, think)");
   });
 
-  it("arbor: prefill and format are the markup the engine writes", () => {
-    const p = toolParserNamed("arbor", "t");
-    expect(p.prefill()).toBe("<|tool_call|>");
-    expect(p.prefill("calc")).toBe("<|tool_call|>calc ");
-    const text = p.format("Sure.", [{ name: "calc", arguments: '{"x":1}' }]);
-    const s = p.stream({ names: new Set(["calc"]), idPrefix: "c" });
-    const got = [s.push(text), s.flush()];
-    expect(got.map((g) => g.content).join("")).toBe("Sure.");
-    expect(got.flatMap((g) => g.calls)).toEqual([{ id: "c_0", type: "function", function: { name: "calc", arguments: '{"x":1}' } }]);
-  });
-
-  it("think: <think>…</think> at the start is reasoning, split the same at every cut; elsewhere it is content", () => {
-    const think = reasoningParserNamed("think", "t");
-    const whole = (text: string, cuts: number[]): [string, string] => {
-      const r = think.stream();
-      const parts = [...cuts.map((c, i) => text.slice(i === 0 ? 0 : (cuts[i - 1] as number), c)), text.slice(cuts.at(-1) ?? 0)];
-      const out = [...parts.map((p) => r.push(p)), r.flush()];
-      return [out.map((o) => o.reasoning).join(""), out.map((o) => o.content).join("")];
-    };
-    const text = "<think>\nadd 2 and 2\n</think>\n\nIt is 4.";
-    for (let c = 0; c <= text.length; c++) expect(whole(text, [c])).toEqual(["\nadd 2 and 2\n", "\n\nIt is 4."]);
-    expect(whole("It is <think>4</think>", [3])).toEqual(["", "It is <think>4</think>"]);
-    expect(whole("<think>never closed", [4])).toEqual(["never closed", ""]);
-    expect(whole("<thin", [2])).toEqual(["", "<thin"]);
+  it("resolves every registered parser by name", () => {
+    for (const name of ["arbor", "hermes", "llama3_json", "mistral"]) expect(toolParserNamed(name, "t").name).toBe(name);
+    for (const name of ["think", "none"]) expect(reasoningParserNamed(name, "t").name).toBe(name);
   });
 });

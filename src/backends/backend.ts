@@ -2,6 +2,7 @@
 // translate transport; routing, pausing and tracing live in the gateway.
 import { ArborError } from "../core/errors.js";
 import type { ChatMessage } from "../core/types.js";
+import type { ReasoningParser } from "../model/reasoning/reasoning-parser.js";
 import type { ToolCallParser } from "../model/tool-parsers/tool-parser.js";
 
 /** An upstream answer as received: the HTTP status and the parsed JSON body (errors included). */
@@ -174,23 +175,6 @@ export interface TokenizeResult {
   tokens: number[];
   /** The engine's context length (vLLM's max_model_len), when it reports one. */
   maxModelLen: number | null;
-}
-
-/** One piece of an answer split into the model's reasoning and its content. */
-export interface ReasoningSplit {
-  reasoning: string;
-  content: string;
-}
-
-/**
- * How a model family writes its reasoning before the answer (e.g. `<think>…</think>`), read
- * incrementally: streamed deltas and the whole answer split the same way.
- */
-export interface ReasoningParser {
-  /** Registry name (vLLM's `--reasoning-parser` idea: `think`). */
-  readonly name: string;
-  /** A reader for one answer. */
-  stream(): { push(text: string): ReasoningSplit; flush(): ReasoningSplit };
 }
 
 /** A {@link Backend} that also speaks token ids, reports its load and says what it can do. */

@@ -4,6 +4,7 @@ import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { ArborError } from "../core/errors.js";
 import { benchmarkNames } from "../bench/registry.js";
 import { benchCommand } from "./bench.js";
+import { hfConvertCommand, hfExportCommand } from "./hf.js";
 import { runCommand } from "./run.js";
 import { sftCommand } from "./sft.js";
 import { trainWorkerCommand, type TrainWorkerCommandOptions } from "./train-worker.js";
@@ -92,6 +93,18 @@ program
   .action(async (name: string, opts: { quick?: boolean }) => {
     await benchCommand(name, { quick: opts.quick === true });
   });
+
+const hf = program.command("hf").description("Hugging Face checkpoints: export a policy GGUF, convert a checkpoint to GGUF for serving");
+hf.command("export")
+  .description("write a llama GGUF (e.g. the tiny policy) as a Hugging Face LlamaForCausalLM checkpoint: config.json, model.safetensors, tokenizer.json, tokenizer_config.json, generation_config.json")
+  .argument("<policy>", "the GGUF to export (F32, F16 or BF16 llama weights)")
+  .argument("<dir>", "output directory (created if missing)")
+  .action((policy: string, dir: string) => hfExportCommand(policy, dir));
+hf.command("convert")
+  .description("convert a Hugging Face llama or qwen2 checkpoint (F32, F16 or BF16 safetensors, sharded or not) to an F32 GGUF the engine serves")
+  .argument("<hf-dir>", "the checkpoint directory (config.json, *.safetensors, tokenizer.json)")
+  .argument("<out>", "the GGUF to write")
+  .action((dir: string, out: string) => hfConvertCommand(dir, out));
 
 try {
   await program.parseAsync(process.argv);

@@ -14,6 +14,7 @@ import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createEnvironment } from "../envs/registry.js";
+import { nativeTask } from "../envs/native-tools.js";
 import { createContextPolicy } from "../agents/context/registry.js";
 import { createGateway } from "../gateway/server.js";
 import { jsonlBatchExporter } from "../loop/export-batch.js";
@@ -152,6 +153,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           executorKind: e.executor,
           costProfile: e.costProfile,
           servedModelName: e.servedModelName,
+          gpu: e.gpu,
+          ...(e.toolParser !== undefined ? { toolParser: e.toolParser } : {}),
+          ...(e.reasoningParser !== undefined && e.reasoningParser !== "none" ? { reasoningParser: e.reasoningParser } : {}),
           clock,
         }),
       );
@@ -162,7 +166,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const backends = backendCfgs.map((b) => {
       const local = engines.find((e, i) => cfg.engines[i]?.name === b.name);
       const engineCfg = cfg.engines.find((e) => e.name === b.name);
-      const backend = createBackend(b, local && !b.url ? { url: `${local.url}/v1`, ...(engineCfg ? { model: engineCfg.servedModelName } : {}) } : {});
+      // An in-process engine's backend reads answers with the engine's own parsers: the configured
+      // ones, else those its model's template implies (the gateway's token path parses the ids itself).
+      const parsers = local && !b.url ? { ...local.served.formats, ...pickDefined({ toolParser: engineCfg?.toolParser, reasoningParser: engineCfg?.reasoningParser }) } : {};
+      const backend = createBackend(b, local && !b.url ? { url: `${local.url}/v1`, ...(engineCfg ? { model: engineCfg.servedModelName } : {}), ...parsers } : {});
       return opts.onBackendReply ? tapBackend(backend, opts.onBackendReply) : backend;
     });
 
@@ -229,7 +236,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     // Sync: the orchestrator with one iteration of groups at a time, tasks in order (iteration k rolls out the
     // k-th slice of env.tasks(n·iterations, seed)), each iteration in its own store run; async: one run.
     const settings = orchestratorSettings(cfg.rollout, cfg.env.tasks);
-    const allTasks = env.tasks(cfg.env.tasks * cfg.iterations, cfg.env.seed);
+    const drawn = env.tasks(cfg.env.tasks * cfg.iterations, cfg.env.seed);
+    // Native tool calls: the system prompt declares no markup (the request's `tools` declare the tools).
+    const allTasks = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native" ? drawn.map((t) => nativeTask(env, t)) : drawn;
     const runOf = (position: number): string => (sync && cfg.iterations > 1 ? `${baseRunId}-it${Math.floor(position / settings.batchGroups) + 1}` : baseRunId);
     const checkpointDir = join(outDir, "checkpoints");
     const synced = cfg.engines.map((e, i) => ({ name: e.name, url: (engines[i] as ListeningEngineServer).url, inFlight: e.inFlightOnWeightSwitch }));
@@ -435,4 +444,9 @@ function progressBar(cfg: RunConfig, perStep: number): { program: (reward: numbe
     },
     stop: () => bar?.stop(),
   };
+}
+
+/** The fields of `o` that are set. */
+function pickDefined<T extends Record<string, string | undefined>>(o: T): Partial<Record<keyof T, string>> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<Record<keyof T, string>>;
 }

@@ -21,7 +21,10 @@ export const ExternalTrainerConfigSchema = z
 /** The tiny llama-architecture policy to create when no model file is given. */
 export const ModelConfigSchema = z
   .object({
-    /** Path of an existing GGUF policy. When absent, one is created from `init`. */
+    /**
+     * Path of an existing GGUF: Arbor's policy, or any model llama.cpp can run (served with its own
+     * tokenizer, chat template and stop tokens). When absent, a tiny policy is created from `init`.
+     */
     path: z.string().optional(),
     init: z
       .object({
@@ -37,6 +40,14 @@ export const ModelConfigSchema = z
       .prefault({}),
   })
   .strict();
+
+/**
+ * Tool-call parser names (src/model/tool-parsers/ registry; vLLM's `--tool-call-parser` names). The
+ * config layer cannot import the model layer, so the list is written here; a test keeps them equal.
+ */
+export const TOOL_PARSER_NAMES = ["arbor", "hermes", "llama3_json", "mistral"] as const;
+/** Reasoning parser names (src/model/ reasoning registry): `think` splits `<think>…</think>`. */
+export const REASONING_PARSER_NAMES = ["think", "none"] as const;
 
 /** One built-in engine instance started in this process. */
 export const EngineConfigSchema = z
@@ -61,6 +72,12 @@ export const EngineConfigSchema = z
     inFlightOnWeightSwitch: z.enum(["finish", "abort", "resume"]).default("finish"),
     /** The `model` name the engine serves (its /v1/models and answers); the gateway sends it whatever name a client uses. */
     servedModelName: z.string().min(1).max(256).default("arbor-tiny"),
+    /** llama.cpp build: false = the CPU build (default); "auto" = a GPU build (CUDA, Vulkan, Metal) where one is installed, else CPU. */
+    gpu: z.union([z.literal(false), z.literal("auto")], { error: 'must be false (CPU) or "auto" (a GPU build where installed)' }).default(false),
+    /** How the model writes tool calls (default: Arbor's markup; e.g. `hermes` for Qwen2.5/Qwen3). */
+    toolParser: z.enum(TOOL_PARSER_NAMES, { error: `must be one of ${TOOL_PARSER_NAMES.join(", ")}` }).optional(),
+    /** How the model writes reasoning (`think`: `<think>…</think>` becomes reasoning_content; default none). */
+    reasoningParser: z.enum(REASONING_PARSER_NAMES, { error: `must be one of ${REASONING_PARSER_NAMES.join(", ")}` }).optional(),
   })
   .strict();
 
@@ -275,6 +292,13 @@ export const RunConfigSchema = z
          * bound its model calls.
          */
         kind: z.enum(["white-box", "black-box"]).default("white-box"),
+        /**
+         * White box: how the model calls tools — `markup` (Arbor's `<|tool_call|>` text, the tiny
+         * policy's way) or `native` (OpenAI `tools`; the engine's tool parser reads the model's own
+         * format, e.g. Hermes `<tool_call>` for ChatML models). Native needs an environment with a
+         * native system prompt (envs/native-tools.ts).
+         */
+        toolMode: z.enum(["markup", "native"]).default("markup"),
         command: z.array(z.string().min(1)).min(1).optional(),
         /** Black box: files shipped into the workspace unchanged, workspace path → host path. */
         files: z.record(z.string().min(1), z.string().min(1)).optional(),

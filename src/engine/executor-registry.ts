@@ -5,12 +5,14 @@
 // pass the shared executor contract (executor.contract.ts).
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
+import { stopTokenIds } from "../model/chat-template.js";
 import type { Vocab } from "../model/vocab.js";
 import { createCostModelEngine, loadScheduledLlamaCpp } from "./core/scheduled-engines.js";
 import { getCostProfile } from "./costmodel/profile.js";
 import type { Executor } from "./executor.js";
 import type { KvStateTier } from "./kv/state-tier.js";
 import { LlamaCppExecutor } from "./llamacpp-executor.js";
+import type { LlamaGpu } from "./llama-runtime.js";
 
 /** Everything a factory may need to build one executor of an engine. */
 export interface ExecutorSpec {
@@ -24,7 +26,8 @@ export interface ExecutorSpec {
   contextSize: number;
   /** Requests that may wait for a sequence before generate rejects with CapacityError. */
   maxWaiting: number;
-  stopTokenIds: readonly number[];
+  /** Tokens that end a generation; absent: the loaded model's end-of-generation set (Arbor's for executors without a model). */
+  stopTokenIds?: readonly number[];
   clock: Clock;
   /** Arbor's vocabulary (executors that do not load a model tokenize with it). */
   vocab: Vocab;
@@ -32,6 +35,8 @@ export interface ExecutorSpec {
   seed: number;
   /** F32 KV cache for trainer-exact logprobs (llama.cpp executors). */
   exactKv?: boolean;
+  /** llama.cpp build: false = the CPU build (default), "auto" = a GPU build where one is installed. */
+  gpu?: LlamaGpu;
   /** Order of waiting requests on scheduled executors. */
   schedulingPolicy?: "fcfs" | "priority";
   /** Byte budget of a scheduled llama.cpp engine's own L2 tier of paused programs. */
@@ -93,8 +98,9 @@ export function builtinExecutors(): ExecutorRegistry {
         sequences: s.sequences,
         contextSize: s.contextSize,
         maxWaiting: s.maxWaiting,
-        stopTokenIds: s.stopTokenIds,
+        ...(s.stopTokenIds ? { stopTokenIds: s.stopTokenIds } : {}),
         ...(s.exactKv !== undefined ? { exactKv: s.exactKv } : {}),
+        ...(s.gpu !== undefined ? { gpu: s.gpu } : {}),
       }),
     )
     .register("llamacpp-scheduled", (s) =>
@@ -103,9 +109,10 @@ export function builtinExecutors(): ExecutorRegistry {
         sequences: s.sequences,
         contextSize: s.contextSize,
         maxWaiting: s.maxWaiting,
-        stopTokenIds: s.stopTokenIds,
+        ...(s.stopTokenIds ? { stopTokenIds: s.stopTokenIds } : {}),
         clock: s.clock,
         ...(s.exactKv !== undefined ? { exactKv: s.exactKv } : {}),
+        ...(s.gpu !== undefined ? { gpu: s.gpu } : {}),
         ...(s.schedulingPolicy ? { schedulingPolicy: s.schedulingPolicy } : {}),
         ...(s.l2CapacityBytes !== undefined ? { l2CapacityBytes: s.l2CapacityBytes } : {}),
         ...(s.l3 ? { l3: s.l3 } : {}),
@@ -117,7 +124,7 @@ export function builtinExecutors(): ExecutorRegistry {
         sequences: s.sequences,
         contextSize: s.contextSize,
         maxWaiting: s.maxWaiting,
-        stopTokenIds: s.stopTokenIds,
+        stopTokenIds: s.stopTokenIds ?? stopTokenIds(s.vocab),
         clock: s.clock,
         ...(s.schedulingPolicy ? { schedulingPolicy: s.schedulingPolicy } : {}),
         profile: getCostProfile(s.costProfile),

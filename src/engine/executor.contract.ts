@@ -52,6 +52,15 @@ export function describeExecutorContract(name: string, harness: ExecutorHarness)
       for (const id of harness.prompt) expect(id).toBeLessThan(ex.vocabSize);
     });
 
+    it("exposes a tokenizer, when it has one, that agrees with its vocabulary, tokenize and stop tokens", () => {
+      const tok = ex.tokenizer;
+      if (!tok) return;
+      expect(tok.size).toBe(ex.vocabSize);
+      expect(tok.encode("hello world 42")).toEqual(ex.tokenize("hello world 42"));
+      expect(tok.decode(tok.encode("hello world 42"))).toBe("hello world 42");
+      for (const id of harness.stopTokenIds) expect(tok.stopIds).toContain(id);
+    });
+
     it("refuses requests no executor can run with a RangeError naming the problem", async () => {
       await expect(ex.generate(req({ promptTokenIds: [] }))).rejects.toThrow(RangeError);
       await expect(ex.generate(req({ maxTokens: 0 }))).rejects.toThrow(/maxTokens must be >= 1/);

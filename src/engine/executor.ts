@@ -1,6 +1,7 @@
 // The executor contract: what the HTTP surface needs from whatever actually produces tokens
 // (llama.cpp today; a calibrated cost model for simulation later). Token-in, token-out.
 import type { Rng } from "../core/rng.js";
+import type { ModelTokenizer } from "../model/tokenizer.js";
 import { checkSamplingControls, type SampledToken, type SamplingControls } from "./sampling.js";
 
 /** One generation on one sequence. */
@@ -94,6 +95,11 @@ export interface Executor {
   readonly sequences: number;
   /** Plain-text tokenization (no BOS, control-token text not recognised). */
   tokenize(text: string): number[];
+  /**
+   * The loaded model's own tokenizer (llama.cpp's for a GGUF). Absent for executors that serve no
+   * model file (the cost model, scripted test executors): they use Arbor's vocabulary.
+   */
+  readonly tokenizer?: ModelTokenizer;
   /** Run one request to completion; rejects with CapacityError when the waiting line is full. */
   generate(req: GenerateRequest): Promise<GenerateResult>;
   stats(): ExecutorStats;

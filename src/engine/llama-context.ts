@@ -1,8 +1,9 @@
 // How every Arbor component opens the policy on llama.cpp and asks it for next-token
 // distributions: one place for the settings that make logprobs exact and decoding fast here.
-import { TokenBias, type ControlledEvaluateInputItem, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import * as nodeLlamaCpp from "node-llama-cpp";
+import { readGgufFileInfo, TokenBias, type ControlledEvaluateInputItem, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
-import { llamaRuntime } from "./llama-runtime.js";
+import { llamaRuntime, type LlamaGpu } from "./llama-runtime.js";
 
 export interface LlamaContextOptions {
   modelPath: string;
@@ -14,6 +15,8 @@ export interface LlamaContextOptions {
    * pass to ~1e-5, which trainer/engine agreement needs. False uses llama.cpp's F16 default.
    */
   exactKv?: boolean;
+  /** llama.cpp build (default false: CPU); "auto" offloads every layer to a GPU build where one is installed. */
+  gpu?: LlamaGpu;
 }
 
 /**
@@ -23,12 +26,15 @@ export interface LlamaContextOptions {
 export async function openLlamaContext(opts: LlamaContextOptions): Promise<{ model: LlamaModel; context: LlamaContext }> {
   if (!Number.isInteger(opts.sequences) || opts.sequences < 1) throw new ArborError(`sequences must be >= 1, got ${opts.sequences}`, "config");
   if (!Number.isInteger(opts.contextSize) || opts.contextSize < 2) throw new ArborError(`contextSize must be >= 2, got ${opts.contextSize}`, "config");
-  const llama = await llamaRuntime();
-  let model: LlamaModel;
-  try {
-    model = await llama.loadModel({ modelPath: opts.modelPath });
-  } catch (err) {
-    throw new ArborError(`cannot load model ${opts.modelPath}: ${(err as Error).message}`, "model");
+  const model = await loadLlamaModel(opts.modelPath, opts.gpu ?? false, false);
+  // llama.cpp would run past the trained context silently (RoPE beyond it): refuse, as vLLM does for max_model_len.
+  const trained = model.trainContextSize;
+  if (trained > 0 && trained < opts.contextSize) {
+    await model.dispose();
+    throw new ArborError(
+      `model ${opts.modelPath}: its context length is ${trained} tokens (GGUF ${model.fileInfo.metadata.general.architecture}.context_length), smaller than the contextSize ${opts.contextSize} the engine asks for`,
+      "model",
+    );
   }
   const exact = opts.exactKv ?? true;
   try {
@@ -43,6 +49,41 @@ export async function openLlamaContext(opts: LlamaContextOptions): Promise<{ mod
     await model.dispose();
     throw err;
   }
+}
+
+/**
+ * Load a GGUF on llama.cpp (`vocabOnly`: its tokenizer only). A file llama.cpp cannot load is an
+ * ArborError naming the file and the reason; an architecture llama.cpp does not know is named as such.
+ */
+export async function loadLlamaModel(modelPath: string, gpu: LlamaGpu, vocabOnly: boolean): Promise<LlamaModel> {
+  const llama = await llamaRuntime(gpu);
+  try {
+    return await llama.loadModel({ modelPath, vocabOnly, ...(gpu === false || vocabOnly ? {} : { gpuLayers: "auto" as const }) });
+  } catch (err) {
+    const arch = await architectureOf(modelPath);
+    if (arch !== undefined && !KNOWN_ARCHITECTURES.has(arch)) {
+      throw new ArborError(`cannot load model ${modelPath}: architecture "${arch}" (general.architecture) is not one llama.cpp can run (e.g. llama, qwen2, qwen3, mistral3, gemma3, phi3)`, "model");
+    }
+    throw new ArborError(`cannot load model ${modelPath}: ${oneLine((err as Error).message)}`, "model");
+  }
+}
+
+// node-llama-cpp's list of llama.cpp's architectures (a const enum in its types, an object at run time).
+const KNOWN_ARCHITECTURES: ReadonlySet<string> = new Set(Object.values((nodeLlamaCpp as unknown as Record<string, Record<string, string>>)["GgufArchitectureType"] ?? {}));
+
+/** `general.architecture` of a GGUF, or undefined when the file cannot be read as one. */
+async function architectureOf(modelPath: string): Promise<string | undefined> {
+  try {
+    const info = await readGgufFileInfo(modelPath, { sourceType: "filesystem", readTensorInfo: false, logWarnings: false, ignoreKeys: ["tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"] });
+    const arch = (info.metadata as { general?: { architecture?: unknown } }).general?.architecture;
+    return typeof arch === "string" ? arch : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, "; ");
 }
 
 /**

@@ -4,6 +4,7 @@
 // (continuous batching: a new request's prefill joins the running requests' decode steps).
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
+import { LlamaTokenizer } from "./llama-tokenizer.js";
 import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult } from "./executor.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "./llama-context.js";
 import { sampleToken, splitLogitControls, StopRule, type SampledToken } from "./sampling.js";
@@ -12,8 +13,8 @@ import { SequencePool } from "./sequence-pool.js";
 export interface LlamaCppExecutorOptions extends LlamaContextOptions {
   /** Requests allowed to wait for a sequence; beyond that `generate` rejects with CapacityError. */
   maxWaiting: number;
-  /** Tokens that end a generation (included in the output, like vLLM). */
-  stopTokenIds: readonly number[];
+  /** Tokens that end a generation (included in the output, like vLLM); default the model's end-of-generation set. */
+  stopTokenIds?: readonly number[];
 }
 
 /** Executes requests on node-llama-cpp, `threads: 1` (faster than more threads on small CPUs). */
@@ -21,6 +22,7 @@ export class LlamaCppExecutor implements Executor {
   readonly vocabSize: number;
   readonly contextSize: number;
   readonly sequences: number;
+  readonly tokenizer: LlamaTokenizer;
   private readonly pool: SequencePool<LlamaContextSequence>;
   private readonly stopIds: ReadonlySet<number>;
   /** Sequence → KV cells it holds for a running request. */
@@ -32,12 +34,13 @@ export class LlamaCppExecutor implements Executor {
     private readonly context: LlamaContext,
     opts: LlamaCppExecutorOptions,
   ) {
-    this.vocabSize = [...model.iterateAllTokens()].length;
+    this.tokenizer = new LlamaTokenizer(model);
+    this.vocabSize = this.tokenizer.size;
     this.contextSize = context.contextSize;
     this.sequences = opts.sequences;
     const seqs = Array.from({ length: opts.sequences }, () => context.getSequence());
     this.pool = new SequencePool(seqs, opts.maxWaiting);
-    this.stopIds = new Set(opts.stopTokenIds);
+    this.stopIds = new Set(opts.stopTokenIds ?? this.tokenizer.stopIds);
     for (const id of this.stopIds) {
       if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
         throw new ArborError(`stop token id ${id} is outside the model's vocabulary (size ${this.vocabSize})`, "config");
@@ -48,7 +51,13 @@ export class LlamaCppExecutor implements Executor {
   /** Load the GGUF at `modelPath` and create the shared context. */
   static async load(opts: LlamaCppExecutorOptions): Promise<LlamaCppExecutor> {
     const { model, context } = await openLlamaContext(opts);
-    return new LlamaCppExecutor(model, context, opts);
+    try {
+      return new LlamaCppExecutor(model, context, opts);
+    } catch (err) {
+      await context.dispose();
+      await model.dispose();
+      throw err;
+    }
   }
 
   tokenize(text: string): number[] {

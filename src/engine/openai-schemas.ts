@@ -3,7 +3,6 @@
 // sampling controls (logit_bias, repetition_penalty, min_tokens, ignore_eos, stop_token_ids) are honoured.
 import { z } from "zod";
 import type { ChatMessage } from "../core/types.js";
-import { toolCallsAsMarkup } from "../model/tool-markup.js";
 import { invalidRequest } from "./openai-errors.js";
 import type { SamplingControls } from "./sampling.js";
 
@@ -92,6 +91,8 @@ export const ChatMessageSchema = z
     name: z.string().optional(),
     tool_calls: z.array(toolCall).nullish(),
     tool_call_id: z.string().nullish(),
+    /** vLLM: an assistant turn's reasoning, given back so templates that render it see it. */
+    reasoning_content: z.string().nullish(),
   })
   .refine((m) => m.content != null || (m.role === "assistant" && (m.tool_calls?.length ?? 0) > 0), {
     error: "must be a string or an array of text parts (null only for an assistant message with tool_calls)",
@@ -164,14 +165,21 @@ export const CompletionRequestSchema = z.object({
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
 /**
- * Request messages as Arbor chat messages (text parts joined by newlines). An assistant turn's
- * `tool_calls` are written after its text in the policy's tool-call markup, as the policy emits them.
+ * Request messages as Arbor chat messages (text parts joined by newlines), an assistant turn's
+ * `tool_calls` and `reasoning_content` and a tool turn's `tool_call_id` kept as fields: the chat
+ * format decides how they read (Arbor's writes calls as its markup after the text, as the policy
+ * emits them; a Jinja template gets them in HF shape).
  */
 export function toChatMessages(messages: readonly z.infer<typeof ChatMessageSchema>[]): ChatMessage[] {
-  return messages.map((m) => {
-    const text = m.content == null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("\n");
-    const content = m.role === "assistant" && m.tool_calls ? toolCallsAsMarkup(text, m.tool_calls) : text;
-    return { role: m.role, content, ...(m.name !== undefined ? { name: m.name } : {}) };
+  return messages.map((m, i) => {
+    const content = m.content == null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("\n");
+    const out: ChatMessage = { role: m.role, content, ...(m.name !== undefined ? { name: m.name } : {}) };
+    if (m.role === "assistant" && m.tool_calls && m.tool_calls.length > 0) {
+      out.toolCalls = m.tool_calls.map((c, k) => ({ id: c.id ?? `call_${i}_${k}`, name: c.function.name, arguments: c.function.arguments }));
+    }
+    if (m.role === "tool" && m.tool_call_id != null) out.toolCallId = m.tool_call_id;
+    if (m.role === "assistant" && m.reasoning_content != null) out.reasoning = m.reasoning_content;
+    return out;
   });
 }
 

@@ -1,5 +1,9 @@
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { filterToolCallChunk, ToolCallFilter } from "./openai-tools.js";
+import { reasoningParserRegistry } from "../model/reasoning/registry.js";
+import { chatAnswer, planTools } from "../model/tool-markup.js";
+import { toolParserRegistry } from "../model/tool-parsers/registry.js";
+import { ChatAnswerStream, filterToolCallChunk, modelParsers, ToolCallFilter, toolPlan } from "./openai-tools.js";
 import { ScriptedExecutor } from "../testing/scripted-executor.js";
 import { createEngineServer, type EngineServer } from "./server.js";
 
@@ -56,7 +60,14 @@ describe("ToolCallFilter", () => {
     const chunk = (content: string, finish: string | null = null) => ({ id: "c", choices: [{ index: 0, delta: { content }, finish_reason: finish, token_ids: [1] }] });
     const out = ["Hi <|tool_", "call|>noop", " {}<|/tool_call|>", ""].map((t, i, all) => filterToolCallChunk(f, chunk(t, i === all.length - 1 ? "stop" : null)));
     expect(out.map((c) => (c.choices as { delta: { content: string } }[])[0]?.delta.content)).toEqual(["Hi ", "", "", ""]);
-    expect((out[2]?.choices as { delta: unknown }[])[0]?.delta).toEqual({ content: "", tool_calls: [{ index: 0, id: "call_y_0", type: "function", function: { name: "noop", arguments: "{}" } }] });
+    // As vLLM streams a call: id, type and name (arguments ""), then the arguments, same index.
+    expect((out[2]?.choices as { delta: unknown }[])[0]?.delta).toEqual({
+      content: "",
+      tool_calls: [
+        { index: 0, id: "call_y_0", type: "function", function: { name: "noop", arguments: "" } },
+        { index: 0, function: { arguments: "{}" } },
+      ],
+    });
     expect((out[3]?.choices as { finish_reason: string; token_ids: number[] }[])[0]).toMatchObject({ finish_reason: "tool_calls", token_ids: [1] });
     const usage = { id: "c", choices: [], usage: { prompt_tokens: 1 } };
     expect(filterToolCallChunk(f, usage)).toBe(usage);
@@ -75,6 +86,7 @@ describe("chat completions with tools (scripted policy)", () => {
       if (result) return `It is ${result[1]}.`;
       if (prompt.endsWith("<|tool_call|>get_weather ")) return '{"city":"Oslo"}<|/tool_call|>';
       if (prompt.endsWith("<|tool_call|>")) return 'get_weather {"city":"Bergen"}<|/tool_call|>';
+      if (prompt.includes("Two cities")) return 'Both.<|tool_call|>get_weather {"city":"Paris"}<|/tool_call|><|tool_call|>get_weather {"city":"Lima","days":[1,2]}<|/tool_call|>';
       return 'Let me check.<|tool_call|>get_weather {"city":"Paris"}<|/tool_call|>';
     });
     server = await createEngineServer({ name: "t", modelPath: "", policyVersion: 1, sequences: 2, contextSize: 4096, maxWaiting: 4, executor });
@@ -111,7 +123,7 @@ describe("chat completions with tools (scripted policy)", () => {
     expect(prompt.join(",")).toContain([...body.prompt_token_ids, ...produced].join(","));
   });
 
-  it("streams the same answer: content deltas without markup, one tool_calls delta", async () => {
+  it("streams the same answer: content deltas without markup, the call as vLLM streams it (name, then arguments)", async () => {
     const res = await post({ messages: [{ role: "user", content: "Weather in Paris?" }], tools, stream: true });
     const chunks = res.body
       .split("\n\n")
@@ -120,9 +132,26 @@ describe("chat completions with tools (scripted policy)", () => {
     const deltas = chunks.map((c) => c.choices[0]?.delta ?? {});
     expect(deltas.map((d) => d.content ?? "").join("")).toBe("Let me check.");
     const calls = deltas.flatMap((d) => d.tool_calls ?? []);
-    expect(calls).toHaveLength(1);
-    expect(calls[0]).toMatchObject({ index: 0, type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } });
+    expect(calls).toEqual([
+      { index: 0, id: expect.stringMatching(/^call_[0-9a-f]+_0$/), type: "function", function: { name: "get_weather", arguments: "" } },
+      { index: 0, function: { arguments: '{"city":"Paris"}' } },
+    ]);
     expect(chunks.at(-1).choices[0].finish_reason).toBe("tool_calls");
+  });
+
+  it("the openai client's stream helper adds the streamed deltas up to the non-streamed answer", async () => {
+    const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
+    const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 });
+    const withoutIds = (m: OpenAI.ChatCompletionMessage) => ({ ...m, tool_calls: m.tool_calls?.map((c, i) => ({ ...c, id: c.id.replace(/^call_[0-9a-f]+_/, `call_${i}_`) })) });
+    for (const content of ["Weather in Paris?", "Two cities please"]) {
+      const params = { model: "arbor-tiny", messages: [{ role: "user" as const, content }], tools: tools as OpenAI.ChatCompletionTool[] };
+      const plain = await client.chat.completions.create(params);
+      const streamed = await client.chat.completions.stream(params).finalChatCompletion();
+      expect(streamed.choices[0]?.finish_reason).toBe("tool_calls");
+      expect(plain.choices[0]?.finish_reason).toBe("tool_calls");
+      expect(withoutIds(streamed.choices[0]!.message)).toMatchObject(withoutIds(plain.choices[0]!.message));
+      expect(streamed.choices[0]?.message.tool_calls?.length).toBe(content.startsWith("Two") ? 2 : 1);
+    }
   });
 
   it("forces a named tool, honours tool_choice none and rejects unknown names", async () => {
@@ -170,5 +199,92 @@ describe("chat completions with tools (scripted policy)", () => {
     const res = await post({ messages: [{ role: "user", content: "Weather in Paris?" }] });
     expect(res.json().choices[0]).toMatchObject({ finish_reason: "stop", message: { content: 'Let me check.<|tool_call|>get_weather {"city":"Paris"}<|/tool_call|>' } });
     expect(executor.prompts.at(-1)).not.toContain("You can call these tools");
+  });
+});
+
+describe("streamed chunks of other formats: Qwen3 (hermes + <think>)", () => {
+  const hermes = toolParserRegistry.create("hermes");
+  const think = reasoningParserRegistry.create("think");
+  const plan = planTools({ tools: [{ function: { name: "get_weather" } }, { function: { name: "noop" } }] }, hermes, think)!;
+  const answer =
+    '<think>\nThe user wants the weather.\n</think>\n\nChecking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "noop", "arguments": {}}\n</tool_call>';
+
+  /** The answer as a vLLM-style chunk stream cut every `size` characters, through the filter. */
+  const chunks = (size: number) => {
+    const reader = new ChatAnswerStream(plan, "call_q");
+    const out = [];
+    for (let i = 0; i < answer.length; i += size) {
+      const last = i + size >= answer.length;
+      out.push(filterToolCallChunk(reader, { id: "c", object: "chat.completion.chunk", created: 1, model: "q", choices: [{ index: 0, delta: { ...(i === 0 ? { role: "assistant" } : {}), content: answer.slice(i, i + size) }, finish_reason: last ? "stop" : null }] }));
+    }
+    return out;
+  };
+
+  it("adds up to chatAnswer's message (reasoning, content, calls), whatever the chunk sizes", () => {
+    const whole = chatAnswer(answer, "stop", plan, "call_q");
+    expect(whole).toEqual({
+      message: {
+        role: "assistant",
+        content: "\n\nChecking.",
+        reasoning_content: "\nThe user wants the weather.\n",
+        tool_calls: [
+          { id: "call_q_0", type: "function", function: { name: "get_weather", arguments: '{"city": "Paris"}' } },
+          { id: "call_q_1", type: "function", function: { name: "noop", arguments: "{}" } },
+        ],
+      },
+      finishReason: "tool_calls",
+    });
+    for (const size of [1, 2, 5, 17, answer.length]) {
+      const deltas = chunks(size).map((c) => (c.choices as { delta: { content: string; reasoning_content?: string; tool_calls?: { index: number; id?: string; function: { name?: string; arguments: string } }[] } }[])[0]!.delta);
+      expect(deltas.map((d) => d.reasoning_content ?? "").join("")).toBe(whole.message.reasoning_content);
+      expect(deltas.map((d) => d.content).join("")).toBe(whole.message.content);
+      const calls: { id?: string; name?: string; arguments: string }[] = [];
+      for (const tc of deltas.flatMap((d) => d.tool_calls ?? [])) {
+        const at = (calls[tc.index] ??= { arguments: "" });
+        if (tc.id) at.id = tc.id;
+        if (tc.function.name) at.name = tc.function.name;
+        at.arguments += tc.function.arguments;
+      }
+      expect(calls).toEqual(whole.message.tool_calls!.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })));
+      expect((chunks(size).at(-1)!.choices as { finish_reason: string }[])[0]!.finish_reason).toBe("tool_calls");
+    }
+  });
+
+  it("the openai client's stream helper reads the chunks into the same content and tool calls", async () => {
+    const sse = chunks(3)
+      .map((c) => `data: ${JSON.stringify(c)}\n\n`)
+      .join("");
+    const fetch = async () => new Response(`${sse}data: [DONE]\n\n`, { headers: { "content-type": "text/event-stream" } });
+    const client = new OpenAI({ baseURL: "http://scripted.invalid/v1", apiKey: "unused", maxRetries: 0, fetch });
+    const final = await client.chat.completions.stream({ model: "q", messages: [{ role: "user", content: "Weather?" }] }).finalChatCompletion();
+    const whole = chatAnswer(answer, "stop", plan, "call_q");
+    expect(final.choices[0]?.finish_reason).toBe("tool_calls");
+    expect(final.choices[0]?.message).toMatchObject({ role: "assistant", content: whole.message.content, tool_calls: whole.message.tool_calls });
+  });
+
+  it("splits reasoning without tools, and leaves a forced call's answer unread for reasoning", () => {
+    expect(chatAnswer("<think>hm</think>Hi", "stop", undefined, "x", think)).toEqual({ message: { role: "assistant", content: "Hi", reasoning_content: "hm" }, finishReason: "stop" });
+    expect(chatAnswer("Hi", "length", undefined, "x")).toEqual({ message: { role: "assistant", content: "Hi" }, finishReason: "length" });
+    const forced = planTools({ tools: [{ function: { name: "noop" } }], tool_choice: "required" }, hermes, think)!;
+    expect(forced.prefill).toBe("<tool_call>\n");
+    expect(chatAnswer('{"name": "noop", "arguments": {}}\n</tool_call>', "stop", forced, "x").message).toEqual({ role: "assistant", content: null, tool_calls: [{ id: "x_0", type: "function", function: { name: "noop", arguments: "{}" } }] });
+  });
+});
+
+describe("toolPlan / modelParsers: a model's formats by registry name", () => {
+  const tools = [{ function: { name: "noop" } }];
+
+  it("plans with the named parsers; the tiny policy's markup and no reasoning by default", () => {
+    expect(toolPlan({ tools, tool_choice: "required" })).toMatchObject({ prefill: "<|tool_call|>", parser: { name: "arbor" } });
+    expect(toolPlan({ tools })?.reasoning).toBeUndefined();
+    const qwen3 = toolPlan({ tools, tool_choice: "required" }, { toolParser: "hermes", reasoningParser: "think" });
+    expect(qwen3).toMatchObject({ prefill: "<tool_call>\n", parser: { name: "hermes" }, reasoning: { name: "think", startsInReasoning: false } });
+    expect(modelParsers({ reasoningParser: "think", startsInReasoning: true }).reasoning).toMatchObject({ name: "think", startsInReasoning: true });
+    expect(modelParsers({ reasoningParser: "none" }).reasoning).toBeUndefined();
+  });
+
+  it("names the known parsers for an unknown name", () => {
+    expect(() => toolPlan({ tools }, { toolParser: "granite" })).toThrow("unknown tool-call parser 'granite' (known: arbor, hermes, llama3_json, mistral)");
+    expect(() => modelParsers({ reasoningParser: "r1" })).toThrow("unknown reasoning parser 'r1' (known: none, think)");
   });
 });

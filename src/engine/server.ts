@@ -12,8 +12,9 @@ import { ArborError, CapacityError } from "../core/errors.js";
 import { fastifyHttpLimitOptions, limitConnections, resolveHttpLimits, type HttpLimits } from "../core/http-limits.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
-import { stopTokenIds } from "../model/chat-template.js";
+import { ChatTemplateError } from "../model/chat-format.js";
 import { Vocab } from "../model/vocab.js";
+import { renderChatPrompt, type ChatParsers } from "./chat-prompt.js";
 import { EngineMetrics } from "./engine-metrics.js";
 import type { Executor, GenerateResult } from "./executor.js";
 import { registerAdminRoutes } from "./http/admin-routes.js";
@@ -38,13 +39,18 @@ import {
 } from "./openai-schemas.js";
 import { StopRule, type SampledToken, type SamplingControls } from "./sampling.js";
 import { chatLogprobs, completionLogprobs, outputText, stopReason, usage } from "./openai-responses.js";
-import { filterToolCallChunk, renderChatPrompt, toolCallAnswer, toolCallFilter } from "./openai-tools.js";
+import { chatAnswer, ChatAnswerStream, filterToolCallChunk, modelParsers } from "./openai-tools.js";
+import type { LlamaGpu } from "./llama-runtime.js";
+import { checkSameVocabulary, resolveServedModel, type ServedModel } from "./served-model.js";
 import { AbortedError } from "./sequence-pool.js";
 
 export interface EngineServerOptions {
   /** Engine name (logs, errors). */
   name: string;
-  /** GGUF policy to load (llama.cpp executor). */
+  /**
+   * GGUF to load (llama.cpp executors): Arbor's policy, served with Arbor's template and markup, or
+   * any model llama.cpp can run, served with its own tokenizer, chat template and stop tokens.
+   */
   modelPath: string;
   /** Version of the weights at `modelPath`, reported in every response. */
   policyVersion: number;
@@ -59,6 +65,14 @@ export interface EngineServerOptions {
   port?: number;
   /** The `model` name clients use (default "arbor-tiny"). */
   servedModelName?: string;
+  /** llama.cpp build of the llama.cpp executors: false = CPU (default), "auto" = a GPU build where installed. */
+  gpu?: LlamaGpu;
+  /** Tool-call parser of chat answers (registry name, e.g. "hermes"; default Arbor's markup). */
+  toolParser?: string;
+  /** Reasoning parser of chat answers (registry name, e.g. "think"; default none). */
+  reasoningParser?: string;
+  /** A Jinja chat template that replaces the model's own (non-Arbor models); `source` names it in errors. */
+  chatTemplate?: { template: string; source: string };
   /** Seed of the engine's Rng, which seeds requests that bring no `seed` of their own. */
   seed?: number;
   clock?: Clock;
@@ -76,7 +90,7 @@ export interface EngineServerOptions {
   executorRegistry?: ExecutorRegistry;
   /** Cost profile name for `executorKind: "costmodel"` (see costmodel/profile.ts). */
   costProfile?: string;
-  /** Use this executor instead of loading `modelPath` (it must use Arbor's vocabulary). */
+  /** Use this executor instead of loading `modelPath` (its `tokenizer`, or Arbor's vocabulary without one). */
   executor?: Executor;
   /**
    * Loads a GGUF into a new executor for /v1/load_weights and /wake_up (default: a llama.cpp
@@ -107,6 +121,8 @@ export interface EngineServer {
   readonly executor: Executor;
   /** The serving policy version and its executor; weight switches and sleep go through it. */
   slot: ExecutorSlot;
+  /** How the model is served: its tokenizer, chat template and stop tokens (Arbor's for Arbor's vocabulary). */
+  readonly served: ServedModel;
   metrics: EngineMetrics;
   /** Base URL (`http://host:port`) once listening. */
   url?: string;
@@ -125,9 +141,6 @@ export interface ListeningEngineServer extends EngineServer {
 export async function createEngineServer(opts: EngineServerOptions): Promise<EngineServer> {
   const clock = opts.clock ?? realClock;
   const servedModelName = opts.servedModelName ?? "arbor-tiny";
-  const vocab = new Vocab();
-  const stops = stopTokenIds(vocab);
-  const stopSet: ReadonlySet<number> = new Set(stops);
   const kind = opts.executorKind ?? "llamacpp";
   const registry = opts.executorRegistry ?? executorRegistry;
   const spec: Omit<ExecutorSpec, "modelPath"> = {
@@ -135,33 +148,48 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     sequences: opts.sequences,
     contextSize: opts.contextSize,
     maxWaiting: opts.maxWaiting,
-    stopTokenIds: stops,
+    // No stopTokenIds: llama.cpp executors stop at their model's end-of-generation set, others at Arbor's.
     clock,
-    vocab,
+    vocab: new Vocab(),
     seed: opts.seed ?? 0,
     ...(opts.exactKv !== undefined ? { exactKv: opts.exactKv } : {}),
     ...(opts.schedulingPolicy ? { schedulingPolicy: opts.schedulingPolicy } : {}),
     ...(opts.l2CapacityBytes !== undefined ? { l2CapacityBytes: opts.l2CapacityBytes } : {}),
     ...(opts.l3Store ? { l3: opts.l3Store } : {}),
     ...(opts.costProfile !== undefined ? { costProfile: opts.costProfile } : {}),
+    ...(opts.gpu !== undefined ? { gpu: opts.gpu } : {}),
   };
   const defaultLoad = (modelPath: string): Promise<Executor> => registry.create(kind, { ...spec, modelPath });
   const load = opts.loadExecutor ?? defaultLoad;
   const ownsExecutor = !opts.executor;
   const executor = opts.executor ?? (await load(opts.modelPath));
+  let served: ServedModel;
   try {
-    checkVocabulary(executor, vocab, opts.modelPath);
+    served = await resolveServedModel(executor, opts.modelPath, {
+      clock,
+      ...(opts.gpu !== undefined ? { gpu: opts.gpu } : {}),
+      ...(opts.chatTemplate ? { chatTemplate: opts.chatTemplate } : {}),
+    });
   } catch (err) {
     if (ownsExecutor) await executor.close();
     throw err;
   }
+  const tok = served.tokenizer;
+  const stops = served.stopIds;
+  const stopSet: ReadonlySet<number> = new Set(stops);
+  // Configured parsers win over the ones the model's template implies; unknown names fail here, at start.
+  const parsers: ChatParsers = { ...served.formats };
+  if (opts.toolParser !== undefined) parsers.toolParser = opts.toolParser;
+  if (opts.reasoningParser !== undefined) parsers.reasoningParser = opts.reasoningParser;
+  const { reasoning } = modelParsers(parsers);
   const slot = new ExecutorSlot({
     executor,
     policyVersion: opts.policyVersion,
     modelPath: opts.modelPath,
     owned: ownsExecutor,
     load,
-    check: (e, path) => checkVocabulary(e, vocab, path),
+    check: (e, path) => checkSameVocabulary(served, e, path),
+    stopTokenIds: stops,
   });
 
   const engineRng = new Rng(opts.seed ?? 0);
@@ -266,9 +294,11 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       controls: SamplingControls | undefined;
       body: { return_token_ids?: boolean | null; stream_options?: { include_usage?: boolean | null; continuous_usage_stats?: boolean | null } | null };
     },
+    special: boolean,
   ): StreamSpec => ({
     kind,
-    vocab,
+    vocab: tok,
+    special,
     id: o.id,
     created: o.created,
     model: servedModelName,
@@ -381,12 +411,13 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     if (topLogprobs > 0 && !body.logprobs) throw invalidRequest("top_logprobs", "requires logprobs: true");
     const lease = slot.acquire();
     try {
-      const tokenize = (text: string): number[] => lease.executor.tokenize(text);
       const messages = toChatMessages(body.messages);
-      checkChatPromptFits(messages, body.tools, lease.executor.contextSize);
+      checkChatPromptFits(messages, body.tools, lease.executor.contextSize, served.maxTokenChars);
       // The same render as /tokenize (a forced tool call's opening included), so token-level
       // clients (the gateway's token path) build exactly this prompt.
-      const { prompt, tools } = renderChatPrompt(messages, body, tokenize, vocab, true);
+      const { prompt, tools } = renderChatPrompt(messages, body, served, true, parsers);
+      // As vLLM's tool parsers (adjust_request: skip_special_tokens=false): a call's markers may be special tokens.
+      const special = tools?.parse === true;
       const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
       const maxTokens = budget(lease, prompt, body.max_completion_tokens ?? body.max_tokens ?? null, maxParam, "messages");
       const controls = toSamplingControls(body, maxTokens, maxParam, lease.executor.vocabSize);
@@ -394,23 +425,22 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
       const created = Math.floor(clock.now() / 1000);
       if (body.stream) {
-        const spec = streamSpec("chat", { id, created, lease, prompt, maxTokens, body, controls, logprobs: body.logprobs === true });
-        const filter = tools?.parse ? toolCallFilter(tools, toolCallIdPrefix(id)) : undefined;
-        const transform = filter ? (c: Chunk): Chunk => filterToolCallChunk(filter, c) : undefined;
+        const spec = streamSpec("chat", { id, created, lease, prompt, maxTokens, body, controls, logprobs: body.logprobs === true }, special);
+        // Tool calls and reasoning are read out of the stream as out of the whole answer.
+        const reader = tools?.parse || reasoning ? new ChatAnswerStream(tools, toolCallIdPrefix(id), reasoning) : undefined;
+        const transform = reader ? (c: Chunk): Chunk => filterToolCallChunk(reader, c) : undefined;
         await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, sampledTop, controls, onToken), transform);
         return;
       }
       const result = await run(reply, lease, prompt, maxTokens, body, sampledTop, controls);
-      const text = outputText(vocab, result);
-      const { message, finishReason } = tools
-        ? toolCallAnswer(text, result.finishReason, tools, toolCallIdPrefix(id))
-        : { message: { role: "assistant", content: text }, finishReason: result.finishReason };
+      const text = outputText(tok, result, special);
+      const { message, finishReason } = chatAnswer(text, result.finishReason, tools, toolCallIdPrefix(id), reasoning);
       const choice: Record<string, unknown> = {
         index: 0,
         message,
-        logprobs: body.logprobs ? chatLogprobs(vocab, result.tokens) : null,
+        logprobs: body.logprobs ? chatLogprobs(tok, result.tokens) : null,
         finish_reason: finishReason,
-        stop_reason: stopReason(vocab, result),
+        stop_reason: stopReason(tok, result),
       };
       if (body.return_token_ids) choice.token_ids = result.tokens.map((t) => t.id);
       if (body.return_token_ids) choice.token_policy_versions = lease.tokenPolicyVersions(result.tokens.length);
@@ -440,8 +470,10 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     try {
       let prompt: number[];
       if (typeof body.prompt === "string") {
-        checkTextPromptFits(body.prompt, lease.executor.contextSize);
-        prompt = [vocab.bosId, ...lease.executor.tokenize(body.prompt)];
+        checkTextPromptFits(body.prompt, lease.executor.contextSize, served.maxTokenChars);
+        const bos = tok.addBos && tok.bosId !== undefined ? [tok.bosId] : [];
+        prompt = [...bos, ...tok.encode(body.prompt, { special: served.promptSpecial })];
+        if (prompt.length === 0) throw invalidRequest("prompt", "is empty (no tokens, and this model adds no BOS)");
       } else {
         prompt = body.prompt;
         const bad = prompt.findIndex((tok) => tok >= lease.executor.vocabSize);
@@ -453,7 +485,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       const id = `cmpl-${randomUUID().replaceAll("-", "")}`;
       const created = Math.floor(clock.now() / 1000);
       if (body.stream) {
-        const spec = streamSpec("completion", { id, created, lease, prompt, maxTokens, body, controls, logprobs: body.logprobs != null });
+        const spec = streamSpec("completion", { id, created, lease, prompt, maxTokens, body, controls, logprobs: body.logprobs != null }, false);
         await stream(reply, lease, spec, (onToken) => run(reply, lease, prompt, maxTokens, body, topLogprobs, controls, onToken));
         return;
       }
@@ -467,10 +499,10 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
         choices: [
           {
             index: 0,
-            text: outputText(vocab, result),
-            logprobs: body.logprobs != null ? completionLogprobs(vocab, result) : null,
+            text: outputText(tok, result),
+            logprobs: body.logprobs != null ? completionLogprobs(tok, result) : null,
             finish_reason: result.finishReason,
-            stop_reason: stopReason(vocab, result),
+            stop_reason: stopReason(tok, result),
             ...(body.return_token_ids ? { token_ids: result.tokens.map((t) => t.id), prompt_token_ids: prompt } : {}),
             ...(body.return_token_ids ? { token_policy_versions: lease.tokenPolicyVersions(result.tokens.length) } : {}),
           },
@@ -483,7 +515,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     }
   });
 
-  registerTokenizeRoutes(app, { vocab, maxModelLen: () => slot.executor.contextSize, checkModel });
+  registerTokenizeRoutes(app, { served, parsers, maxModelLen: () => slot.executor.contextSize, checkModel });
   registerAdminRoutes(app, { slot, defaultInFlight: opts.inFlightOnWeightSwitch ?? "finish" });
   registerProgramRoutes(app, { slot });
 
@@ -521,12 +553,14 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       return slot.executor;
     },
     slot,
+    served,
     metrics,
     close: async () => {
       if (closed) return;
       closed = true;
       await app.close();
       await slot.close();
+      await served.close();
     },
   };
 }
@@ -560,25 +594,11 @@ function requestRng(seed: number): Rng {
   return PositionKeyedRng.fromSeed(seed);
 }
 
-/** The engine decodes with Arbor's Vocab (text, stop tokens, chat markers): the GGUF must use it. */
-function checkVocabulary(executor: Executor, vocab: Vocab, modelPath: string): void {
-  const probe = "Arbor vocab check: a+b=c";
-  const ok = executor.vocabSize === vocab.size && sameIds(executor.tokenize(probe), vocab.encode(probe));
-  if (!ok) {
-    throw new ArborError(
-      `model ${modelPath}: its vocabulary (${executor.vocabSize} tokens) is not Arbor's (${vocab.size} tokens); the built-in engine serves Arbor policies only`,
-      "model",
-    );
-  }
-}
-
-function sameIds(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
-
 function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   if (err instanceof CapacityError) return new HttpError(429, err.message, "requests", null, "rate_limit_exceeded", { "retry-after": String(RETRY_AFTER_S) });
+  // A template that cannot render this conversation (or raise_exception in it), as vLLM: 400.
+  if (err instanceof ChatTemplateError) return invalidRequest("messages", err.message, "chat_template_error");
   if (err instanceof AbortedError) return new HttpError(499, err.message, "invalid_request_error", null, "aborted");
   const e = err as { statusCode?: number; message?: string; code?: string };
   // fastify's own errors (unparsable JSON, wrong content type, body too large) carry a 4xx status.

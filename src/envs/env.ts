@@ -78,6 +78,12 @@ export interface Environment {
   /** The ideal conversation for a task (assistant turns written in the tool-call markup). */
   golden(task: Task): ChatMessage[];
   /**
+   * The system prompt for models that call tools natively (OpenAI `tools`, the model's own
+   * tool-call format): the task's system prompt without the markup instructions. Absent: the
+   * environment runs in markup mode only (native-tools.ts).
+   */
+  readonly nativeSystemPrompt?: string;
+  /**
    * Apply the golden solution directly in a sandbox that `setup` prepared (no model involved) and
    * return the final answer to check with it: "golden passes, empty fails" is testable per task.
    */

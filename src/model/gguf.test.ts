@@ -75,7 +75,7 @@ describe("GGUF", () => {
     expect(() => writeGguf(join(dir, "r.gguf"), { config: { ...config, nVocab: 10 }, vocab, tensors })).toThrow(/nVocab \(10\)/);
   });
 
-  it("gives clear errors for bad magic, truncation and non-F32 tensors", () => {
+  it("gives clear errors for bad magic, truncation and quantized tensors", () => {
     const bad = join(dir, "bad.gguf");
     writeFileSync(bad, Buffer.from("GGMLxxxxxxxxxxxxxxxxxxxxxxxx"));
     expect(() => readGguf(bad)).toThrow(/not a GGUF file/);
@@ -86,17 +86,49 @@ describe("GGUF", () => {
     writeFileSync(bad, full.subarray(0, full.length - 4));
     expect(() => readGguf(bad)).toThrow(/truncated GGUF: tensor output.weight/);
 
-    // One F16 tensor, no metadata.
-    const name = Buffer.from("w");
-    const parts = [
-      Buffer.from("GGUF"), u32(3), u64(1), u64(0),
-      u64(name.length), name, u32(1), u64(4), u32(1), u64(0),
-    ];
-    const head = Buffer.concat(parts);
-    writeFileSync(bad, Buffer.concat([head, Buffer.alloc(64 - head.length), Buffer.alloc(8)]));
-    expect(() => readGguf(bad)).toThrow(/tensor w has ggml type 1; only F32/);
+    // A quantized tensor: the error names the file, the tensor and the ggml type.
+    writeFileSync(bad, oneTensorGguf(12, Buffer.alloc(144)));
+    expect(() => readGguf(bad)).toThrow(`${bad}: tensor w is Q4_K (ggml type 12), a quantized or non-float type; Arbor reads only F32, F16 and BF16 GGUF weights`);
+    writeFileSync(bad, oneTensorGguf(8, Buffer.alloc(34)));
+    expect(() => readGguf(bad)).toThrow(/tensor w is Q8_0 \(ggml type 8\)/);
+    writeFileSync(bad, oneTensorGguf(99, Buffer.alloc(8)));
+    expect(() => readGguf(bad)).toThrow(/tensor w is type 99 \(ggml type 99\)/);
+  });
+
+  it("reads F16 and BF16 tensors as float32, exactly", () => {
+    const path = join(dir, "half.gguf");
+    // F16: 1, -2, 0.5, 65504 (max), 2^-24 (smallest subnormal), -0, inf, 3.140625
+    const f16 = Uint16Array.from([0x3c00, 0xc000, 0x3800, 0x7bff, 0x0001, 0x8000, 0x7c00, 0x4248]);
+    writeFileSync(path, oneTensorGguf(1, Buffer.from(f16.buffer), 8));
+    expect(Array.from(readGguf(path).tensors[0]!.data)).toEqual([1, -2, 0.5, 65504, 2 ** -24, -0, Infinity, 3.140625]);
+    // BF16: the top 16 bits of the float32.
+    const want = Float32Array.from([1, -2.5, 3.0e38, 1.1754943508222875e-38, -0.0078125, 0, 7, -1e-5]);
+    const bf16 = Uint16Array.from(new Uint32Array(want.buffer), (b) => b >>> 16);
+    writeFileSync(path, oneTensorGguf(30, Buffer.from(bf16.buffer), 8));
+    expect(Array.from(readGguf(path).tensors[0]!.data)).toEqual(Array.from(new Float32Array(Uint32Array.from(bf16, (w) => w << 16).buffer)));
+  });
+
+  it("reads a header longer than the first prefix it reads (big vocabularies) and tensors after it", () => {
+    const path = join(dir, "long-header.gguf");
+    const tensors = initWeights(config, new Rng(5));
+    writeGguf(path, { config, vocab, tensors, metadata: { "arbor.note": "x".repeat(9 << 20) } });
+    const g = readGguf(path);
+    expect((g.metadata.get("arbor.note") as string).length).toBe(9 << 20);
+    g.tensors.forEach((t, i) => expect(t.data).toEqual(tensors[i]!.data));
+  });
+
+  it("names the file and the architecture when the GGUF is not a llama model", () => {
+    const meta = new Map<string, unknown>([["general.architecture", "qwen2"]]);
+    expect(() => configFromGguf(meta, "/m/q.gguf")).toThrow("/m/q.gguf: GGUF architecture 'qwen2' is not supported here (Arbor's trainer and HF export run 'llama' only)");
   });
 });
+
+/** A GGUF with no metadata and one 1-D tensor `w` of `n` elements of ggml `type`. */
+function oneTensorGguf(type: number, data: Buffer, n = 32): Buffer {
+  const name = Buffer.from("w");
+  const head = Buffer.concat([Buffer.from("GGUF"), u32(3), u64(1), u64(0), u64(name.length), name, u32(1), u64(n), u32(type), u64(0)]);
+  return Buffer.concat([head, Buffer.alloc(64 - head.length), data]);
+}
 
 function u32(v: number): Buffer {
   const b = Buffer.alloc(4);

@@ -1,10 +1,11 @@
 // GGUF v3 checkpoint I/O: the file llama.cpp executes. Writes the llama architecture keys, the SPM
 // vocabulary and F32 tensors (layout and exact key types as verified in docs/references.md §L); reads
-// any GGUF's metadata and F32 tensors back.
+// any GGUF's metadata and its F32, F16 and BF16 tensors back (as float32), naming quantized types.
 
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { endianness } from "node:os";
 import { writeFileAtomic } from "./atomic-file.js";
+import { bf16ToF32, f16ToF32 } from "./half-float.js";
 import { validateConfig, type TinyLlamaConfig } from "./config.js";
 import type { Vocab } from "./vocab.js";
 import { checkTensors, numel, type Tensor } from "./weights.js";
@@ -13,6 +14,21 @@ export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 export const GGUF_VERSION = 3;
 const ALIGNMENT = 32;
 const GGML_TYPE_F32 = 0;
+const GGML_TYPE_F16 = 1;
+const GGML_TYPE_BF16 = 30;
+
+/** ggml tensor type names by id (ggml.h `enum ggml_type`), to name a type this reader refuses. */
+const GGML_TYPE_NAMES: Record<number, string> = {
+  0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K",
+  12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S",
+  20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64",
+  29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",
+};
+
+/** Name of a ggml tensor type id (e.g. 12 → "Q4_K"), or "type N" for an id ggml does not define. */
+export function ggmlTypeName(type: number): string {
+  return GGML_TYPE_NAMES[type] ?? `type ${type}`;
+}
 
 /** GGUF metadata value types. */
 export const GgufType = {
@@ -147,11 +163,46 @@ export function writeGgufRaw(path: string, meta: readonly [string, MetaValue][],
   });
 }
 
-/** Read a GGUF file (v2 or v3): all metadata, and its tensors, which must be F32. */
+/**
+ * Read a GGUF file (v2 or v3): all metadata, and its tensors as float32. F32 tensors come back bit for
+ * bit, F16 and BF16 ones widened exactly; a quantized tensor (Q4_K, Q8_0, …) is an error naming the
+ * file, the tensor and its ggml type, since Arbor's trainer and exporters work on full-precision weights.
+ */
 export function readGguf(path: string): GgufFile {
   assertLittleEndian();
-  const buf = readFileSync(path);
-  const r = new ByteReader(buf, path);
+  // Read through a file descriptor: the header from a prefix of the file (grown until it holds the
+  // whole header), then each tensor at its offset, so files over readFileSync's 2 GiB load too.
+  const fd = openSync(path, "r");
+  try {
+    const size = fstatSync(fd).size;
+    for (let prefix = Math.min(size, 1 << 23); ; prefix = Math.min(size, prefix * 4)) {
+      try {
+        return readGgufFrom(fd, path, size, Buffer.from(readAt(fd, 0, prefix)));
+      } catch (err) {
+        if (!(err instanceof NeedMoreHeader) || prefix >= size) throw err;
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The header ran past the prefix read so far (but not past the file): read a longer prefix. */
+class NeedMoreHeader extends Error {}
+
+function readAt(fd: number, position: number, length: number): ArrayBuffer {
+  const out = new Uint8Array(length);
+  let done = 0;
+  while (done < length) {
+    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return out.buffer;
+}
+
+function readGgufFrom(fd: number, path: string, fileSize: number, head: Buffer): GgufFile {
+  const r = new ByteReader(head, path, fileSize);
   const magic = r.u32();
   if (magic !== GGUF_MAGIC) {
     throw new Error(`${path}: not a GGUF file (magic 0x${magic.toString(16).padStart(8, "0")}, want "GGUF")`);
@@ -165,7 +216,7 @@ export function readGguf(path: string): GgufFile {
     const key = r.str();
     metadata.set(key, readMetaValue(r, r.u32(), key));
   }
-  const infos: { name: string; dims: number[]; offset: number }[] = [];
+  const infos: { name: string; dims: number[]; type: number; offset: number }[] = [];
   for (let i = 0; i < nTensors; i++) {
     const name = r.str();
     const nDims = r.u32();
@@ -173,37 +224,48 @@ export function readGguf(path: string): GgufFile {
     const dims: number[] = [];
     for (let d = 0; d < nDims; d++) dims.push(r.count(`tensor ${name} dim`));
     const type = r.u32();
-    if (type !== GGML_TYPE_F32) {
-      throw new Error(`${path}: tensor ${name} has ggml type ${type}; only F32 (0) is supported`);
+    if (type !== GGML_TYPE_F32 && type !== GGML_TYPE_F16 && type !== GGML_TYPE_BF16) {
+      throw new Error(
+        `${path}: tensor ${name} is ${ggmlTypeName(type)} (ggml type ${type}), a quantized or non-float type; ` +
+          `Arbor reads only F32, F16 and BF16 GGUF weights (use an unquantized GGUF of the model)`,
+      );
     }
-    infos.push({ name, dims, offset: r.count(`tensor ${name} offset`) });
+    infos.push({ name, dims, type, offset: r.count(`tensor ${name} offset`) });
   }
   const alignment = metadata.get("general.alignment") ?? ALIGNMENT;
   if (typeof alignment !== "number" || alignment <= 0) throw new Error(`${path}: bad general.alignment ${String(alignment)}`);
   const dataStart = alignUp(r.pos, alignment);
-  const tensors = infos.map(({ name, dims, offset }) => {
+  const tensors = infos.map(({ name, dims, type, offset }) => {
     const shape = [...dims].reverse();
-    const bytes = numel(shape) * 4;
+    const width = type === GGML_TYPE_F32 ? 4 : 2;
+    const bytes = numel(shape) * width;
     const start = dataStart + offset;
-    if (start + bytes > buf.byteLength) {
-      throw new Error(`${path}: truncated GGUF: tensor ${name} needs bytes ${start}..${start + bytes}, file has ${buf.byteLength}`);
+    if (start + bytes > fileSize) {
+      throw new Error(`${path}: truncated GGUF: tensor ${name} needs bytes ${start}..${start + bytes}, file has ${fileSize}`);
     }
-    // Copy so the Float32Array is 4-byte aligned and independent of the file buffer.
-    const data = new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + start + bytes));
-    return { name, shape, data };
+    // A fresh buffer per tensor: aligned for the typed array and independent of the file.
+    const raw = readAt(fd, start, bytes);
+    if (type === GGML_TYPE_F32) return { name, shape, data: new Float32Array(raw) };
+    const words = new Uint16Array(raw);
+    return { name, shape, data: type === GGML_TYPE_F16 ? f16ToF32(words) : bf16ToF32(words) };
   });
   return { version, metadata, tensors };
 }
 
-/** Recover the model config from a GGUF's llama metadata. */
-export function configFromGguf(metadata: Map<string, unknown>): TinyLlamaConfig {
+/**
+ * Recover the model config from a GGUF's llama metadata. `source` (the file) prefixes errors, e.g. for
+ * a GGUF of another architecture, which Arbor's trainer cannot run.
+ */
+export function configFromGguf(metadata: Map<string, unknown>, source = "GGUF"): TinyLlamaConfig {
   const num = (key: string, fallback?: number): number => {
     const v = metadata.get(key) ?? fallback;
-    if (typeof v !== "number") throw new Error(`GGUF metadata ${key}: missing or not a number`);
+    if (typeof v !== "number") throw new Error(`${source}: GGUF metadata ${key}: missing or not a number`);
     return v;
   };
   const arch = metadata.get("general.architecture");
-  if (arch !== "llama") throw new Error(`GGUF general.architecture is '${String(arch)}', expected 'llama'`);
+  if (arch !== "llama") {
+    throw new Error(`${source}: GGUF architecture '${String(arch)}' is not supported here (Arbor's trainer and HF export run 'llama' only)`);
+  }
   const tokens = metadata.get("tokenizer.ggml.tokens");
   const cfg: TinyLlamaConfig = {
     nVocab: num("llama.vocab_size", Array.isArray(tokens) ? tokens.length : undefined),
@@ -216,6 +278,10 @@ export function configFromGguf(metadata: Map<string, unknown>): TinyLlamaConfig 
     rmsEps: num("llama.attention.layer_norm_rms_epsilon"),
     ropeFreqBase: num("llama.rope.freq_base", 10000),
   };
+  const rot = metadata.get("llama.rope.dimension_count");
+  if (rot !== undefined && rot !== cfg.nEmbd / cfg.nHead) {
+    throw new Error(`${source}: GGUF llama.rope.dimension_count ${String(rot)} != head size ${cfg.nEmbd / cfg.nHead} (partial RoPE is not supported)`);
+  }
   validateConfig(cfg);
   return cfg;
 }
@@ -364,21 +430,24 @@ class ByteWriter {
 /** Bounds-checked little-endian reader with errors that name the file and offset. */
 class ByteReader {
   pos = 0;
+  /** `buf` is the file's first bytes; `fileSize` its whole length (reading past `buf` asks for more). */
   constructor(
     private readonly buf: Buffer,
     readonly path: string,
+    private readonly fileSize: number = buf.byteLength,
   ) {}
 
   take(n: number): Buffer {
     if (this.pos + n > this.buf.byteLength) {
-      throw new Error(`${this.path}: truncated GGUF: need ${n} bytes at offset ${this.pos}, file has ${this.buf.byteLength}`);
+      if (this.pos + n <= this.fileSize) throw new NeedMoreHeader();
+      throw new Error(`${this.path}: truncated GGUF: need ${n} bytes at offset ${this.pos}, file has ${this.fileSize}`);
     }
     const out = this.buf.subarray(this.pos, this.pos + n);
     this.pos += n;
     return out;
   }
   remaining(): number {
-    return this.buf.byteLength - this.pos;
+    return this.fileSize - this.pos;
   }
   u32(): number {
     return this.take(4).readUInt32LE(0);

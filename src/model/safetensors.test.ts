@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { f32ToBf16, f32ToF16 } from "../testing/half-floats.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { Rng } from "../core/rng.js";
 import { tinyConfig } from "./config.js";
@@ -49,11 +50,11 @@ describe("safetensors", () => {
     writeFileSync(bad, full.subarray(0, full.length - 1));
     expect(() => readSafetensors(bad)).toThrow(/truncated safetensors file: tensor output.weight ends at/);
 
-    const header = Buffer.from(JSON.stringify({ w: { dtype: "F16", shape: [2], data_offsets: [0, 4] } }));
+    const header = Buffer.from(JSON.stringify({ w: { dtype: "F8_E4M3", shape: [2], data_offsets: [0, 2] } }));
     const len = Buffer.alloc(8);
     len.writeBigUInt64LE(BigInt(header.length));
-    writeFileSync(bad, Buffer.concat([len, header, Buffer.alloc(4)]));
-    expect(() => readSafetensors(bad)).toThrow(/tensor w has dtype F16; only F32, I32 and I64 are supported/);
+    writeFileSync(bad, Buffer.concat([len, header, Buffer.alloc(2)]));
+    expect(() => readSafetensors(bad)).toThrow(/tensor w has dtype F8_E4M3; only F32, F16, BF16, I32 and I64 are supported/);
 
     // The byte buffer must be entirely indexed (spec: no holes), and a span must fit dtype and shape.
     handMade(bad, { a: { dtype: "I32", shape: [1], data_offsets: [4, 8] } }, new Uint8Array(8));
@@ -115,6 +116,28 @@ describe("safetensors", () => {
     ]);
     expect(back.tensors[0]!.data).toEqual(f.data);
     expect(back.tensors[1]!.data).toEqual(new Int32Array([-1, 0, 7, 2 ** 31 - 1, -(2 ** 31), 5]));
+  });
+
+  it("reads F16 and BF16 tensors (Hugging Face checkpoints) as float32, exactly, and reports each dtype", () => {
+    const path = join(dir, "half.safetensors");
+    const want = Float32Array.from([1, -2.5, 0.099609375, 3.0e38, -1e-5, 0, 1.1754943508222875e-38, 7]);
+    const bf16 = f32ToBf16(want);
+    const f16 = f32ToF16(Float32Array.from([1, -2, 0.5, 65504, 2 ** -24, -0, 3.140625, 1e-3]));
+    const data = new Uint8Array(32);
+    data.set(new Uint8Array(bf16.buffer), 0);
+    data.set(new Uint8Array(f16.buffer), 16);
+    const header = { b: { dtype: "BF16", shape: [2, 4], data_offsets: [0, 16] }, h: { dtype: "F16", shape: [8], data_offsets: [16, 32] } };
+    handMade(path, header, data, (8 - (JSON.stringify(header).length % 8)) % 8);
+    const { tensors: got, dtypes } = readSafetensors(path);
+    expect(Object.fromEntries(dtypes)).toEqual({ b: "BF16", h: "F16" });
+    expect(got[0]).toMatchObject({ name: "b", shape: [2, 4] });
+    expect(got[0]!.data).toBeInstanceOf(Float32Array);
+    // BF16 keeps the float32's top half; rounding to nearest even is what the writer did.
+    expect(Array.from(got[0]!.data)).toEqual(Array.from(new Float32Array(Uint32Array.from(bf16, (w) => w << 16).buffer)));
+    expect(Math.abs((got[0]!.data[2] as number) - 0.099609375)).toBe(0);
+    const h = Array.from(got[1]!.data);
+    expect(h.slice(0, 7)).toEqual([1, -2, 0.5, 65504, 2 ** -24, -0, 3.140625]);
+    expect(Math.abs((h[7] as number) - 1e-3)).toBeLessThan(1e-6);
   });
 
   it("reads hand-written I64 tensors into int32 when every value fits, else fails clearly", () => {

@@ -1,13 +1,15 @@
 // safetensors checkpoint I/O: the trainer's checkpoint and export format (huggingface/safetensors).
 // Layout: u64 LE header length N, N bytes of JSON header (space-padded so N is a multiple of 8), then the
 // byte buffer: every tensor's little-endian, row-major bytes at its `data_offsets` (relative to the buffer),
-// with no holes. Writes F32 (`Tensor`, the model weights) and I32 (`IntTensor`); reads F32, I32 and I64
-// (I64 comes back as an `IntTensor` when every value fits in int32). F32 and I32 are both 4 bytes wide,
+// with no holes. Writes F32 (`Tensor`, the model weights) and I32 (`IntTensor`); reads F32, F16 and BF16
+// (as float32 `Tensor`s, widened exactly: Hugging Face checkpoints) and I32 and I64 (I64 comes back as
+// an `IntTensor` when every value fits in int32). F32 and I32 are both 4 bytes wide,
 // so with the 8-aligned buffer start every written tensor starts aligned to its element size.
 
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { endianness } from "node:os";
 import { writeFileAtomic } from "./atomic-file.js";
+import { bf16ToF32, f16ToF32 } from "./half-float.js";
 import { numel, type Tensor } from "./weights.js";
 
 /** Largest header accepted when reading, as in the reference implementation. */
@@ -20,7 +22,7 @@ export type IntTensor = { name: string; shape: number[]; data: Int32Array };
 export type AnyTensor = Tensor | IntTensor;
 
 /** The safetensors dtypes this module reads, with their element sizes in bytes. */
-const DTYPE_BYTES = { F32: 4, I32: 4, I64: 8 } as const;
+const DTYPE_BYTES = { F32: 4, F16: 2, BF16: 2, I32: 4, I64: 8 } as const;
 type Dtype = keyof typeof DTYPE_BYTES;
 
 /** Whether `t` holds int32 data (dtype I32). */
@@ -75,29 +77,53 @@ export function writeSafetensors(path: string, tensors: readonly AnyTensor[], me
 }
 
 /**
- * Read a safetensors file of F32, I32 and I64 tensors; tensors come back in file-offset order, F32 as
- * `Tensor`, I32 and I64 as `IntTensor` (an I64 value outside the int32 range is an error).
+ * Read a safetensors file of F32, F16, BF16, I32 and I64 tensors; tensors come back in file-offset
+ * order, F32 as `Tensor`, F16 and BF16 as float32 `Tensor`s (exact), I32 and I64 as `IntTensor` (an
+ * I64 value outside the int32 range is an error). `dtypes` gives each tensor's stored dtype.
  */
-export function readSafetensors(path: string): { tensors: AnyTensor[]; metadata: Record<string, string> } {
+export function readSafetensors(path: string): { tensors: AnyTensor[]; metadata: Record<string, string>; dtypes: Map<string, string> } {
   assertLittleEndian();
-  const buf = readFileSync(path);
-  if (buf.byteLength < 8) throw new Error(`${path}: truncated safetensors file (${buf.byteLength} bytes, no header length)`);
-  const headerLen = buf.readBigUInt64LE(0);
+  // Read through a file descriptor, tensor by tensor: checkpoints are often larger than one Buffer
+  // (readFileSync stops at 2 GiB), and each tensor gets its own aligned copy anyway.
+  const fd = openSync(path, "r");
+  try {
+    return readSafetensorsFd(fd, path);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function readAt(fd: number, position: number, length: number): ArrayBuffer {
+  const out = new Uint8Array(length);
+  let done = 0;
+  while (done < length) {
+    // readSync takes at most 2 GiB a call: an embedding table can be larger.
+    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return out.buffer;
+}
+
+function readSafetensorsFd(fd: number, path: string): { tensors: AnyTensor[]; metadata: Record<string, string>; dtypes: Map<string, string> } {
+  const fileSize = fstatSync(fd).size;
+  if (fileSize < 8) throw new Error(`${path}: truncated safetensors file (${fileSize} bytes, no header length)`);
+  const headerLen = Buffer.from(readAt(fd, 0, 8)).readBigUInt64LE(0);
   if (headerLen > BigInt(MAX_HEADER_BYTES)) throw new Error(`${path}: safetensors header length ${headerLen} is too large`);
   const dataStart = 8 + Number(headerLen);
-  if (dataStart > buf.byteLength) {
-    throw new Error(`${path}: truncated safetensors file: header needs ${headerLen} bytes, file has ${buf.byteLength - 8}`);
+  if (dataStart > fileSize) {
+    throw new Error(`${path}: truncated safetensors file: header needs ${headerLen} bytes, file has ${fileSize - 8}`);
   }
   let header: unknown;
   try {
-    header = JSON.parse(buf.subarray(8, dataStart).toString("utf8"));
+    header = JSON.parse(Buffer.from(readAt(fd, 8, dataStart - 8)).toString("utf8"));
   } catch (err) {
     throw new Error(`${path}: safetensors header is not valid JSON (${(err as Error).message})`, { cause: err });
   }
   if (typeof header !== "object" || header === null || Array.isArray(header)) {
     throw new Error(`${path}: safetensors header must be a JSON object`);
   }
-  const dataLen = buf.byteLength - dataStart;
+  const dataLen = fileSize - dataStart;
   let metadata: Record<string, string> = {};
   const entries: { name: string; dtype: Dtype; shape: number[]; begin: number; end: number }[] = [];
   for (const [name, raw] of Object.entries(header as Record<string, unknown>)) {
@@ -111,7 +137,7 @@ export function readSafetensors(path: string): { tensors: AnyTensor[]; metadata:
     const info = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
     const dtype = info?.dtype;
     if (typeof dtype !== "string" || !Object.hasOwn(DTYPE_BYTES, dtype)) {
-      throw new Error(`${path}: tensor ${name} has dtype ${String(dtype)}; only F32, I32 and I64 are supported`);
+      throw new Error(`${path}: tensor ${name} has dtype ${String(dtype)}; only F32, F16, BF16, I32 and I64 are supported`);
     }
     const size = DTYPE_BYTES[dtype as Dtype];
     const shape = info.shape;
@@ -144,9 +170,11 @@ export function readSafetensors(path: string): { tensors: AnyTensor[]; metadata:
   }
   if (covered !== dataLen) throw new Error(`${path}: safetensors tensors cover ${covered} data bytes, file has ${dataLen}`);
   const tensors = entries.map(({ name, dtype, shape, begin, end }): AnyTensor => {
-    // Copy: the file buffer's offsets need not be aligned to the element size.
-    const bytes = buf.buffer.slice(buf.byteOffset + dataStart + begin, buf.byteOffset + dataStart + end);
+    // A fresh buffer per tensor: aligned to the element size whatever the file offset.
+    const bytes = readAt(fd, dataStart + begin, end - begin);
     if (dtype === "F32") return { name, shape, data: new Float32Array(bytes) };
+    if (dtype === "F16") return { name, shape, data: f16ToF32(new Uint16Array(bytes)) };
+    if (dtype === "BF16") return { name, shape, data: bf16ToF32(new Uint16Array(bytes)) };
     if (dtype === "I32") return { name, shape, data: new Int32Array(bytes) };
     const wide = new BigInt64Array(bytes);
     const data = new Int32Array(wide.length);
@@ -159,7 +187,7 @@ export function readSafetensors(path: string): { tensors: AnyTensor[]; metadata:
     }
     return { name, shape, data };
   });
-  return { tensors, metadata };
+  return { tensors, metadata, dtypes: new Map(entries.map((e) => [e.name, e.dtype])) };
 }
 
 function assertLittleEndian(): void {

@@ -1,126 +1,35 @@
-// OpenAI tool calling over the tiny policy's tool-call markup (`<|tool_call|>name {json}<|/tool_call|>`,
-// src/agents/markup.ts): how a chat request's `tools`/`tool_choice` become a plan, how generated text
-// becomes `tool_calls`, and how earlier calls are written back as markup. Pure and dependency-free,
+// OpenAI tool calling over a model's tool-call format (a parser from src/model/tool-parsers/: the
+// tiny policy's markup `<|tool_call|>name {json}<|/tool_call|>` by default, or Hermes/Qwen, Llama 3
+// JSON, Mistral) and its reasoning format (src/model/reasoning/): how a chat request's
+// `tools`/`tool_choice` become a plan, how generated text becomes `content`, `tool_calls` and
+// `reasoning_content`, and how earlier calls are written back as markup. Pure and dependency-free,
 // so the built-in engine (which renders and answers) and the gateway's token path (which builds the
 // answer from the engine's token ids) read the same output the same way.
-import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "./markup.js";
+import { TOOL_CALL_OPEN } from "./markup.js";
 import type { ChatToolSpec } from "./chat-template.js";
+import type { ReasoningParser, ReasoningStream } from "./reasoning/reasoning-parser.js";
+import { ArborToolStream, createArborParser } from "./tool-parsers/arbor-parser.js";
+import type { ParsedCall, ToolCallParser, ToolCallStream, ToolParseOptions } from "./tool-parsers/tool-parser.js";
 
 /** One OpenAI tool call as an answer carries it. */
-export interface OpenAiToolCall {
-  id: string;
-  type: "function";
-  function: { name: string; arguments: string };
-}
+export type OpenAiToolCall = ParsedCall;
 
-export interface ToolCallFilterOptions {
-  /** Declared tool names; a call to any other name stays text. */
-  names: ReadonlySet<string>;
-  /** Prefix of the call ids (`<prefix>_<n>`); unique per answer. */
-  idPrefix: string;
-  /** `parallel_tool_calls: false`: calls after the first stay text. */
-  single?: boolean;
-  /** Text the answer is known to start with but the model did not generate (a forced call's opening). */
-  prefill?: string;
-}
+export type ToolCallFilterOptions = ToolParseOptions;
 
 /**
- * Splits generated text into content and tool calls as it arrives. Text that may still become a
- * call (an open marker, or the start of one) is held back until it is decided, so streamed deltas
- * never show markup that the plain answer would turn into a call. A call whose body is not
- * `<declared name> <JSON object or nothing>` is kept as text, markup included: nothing is dropped.
+ * A reader of one answer in the tiny policy's markup (the `arbor` parser's stream), constructible
+ * directly as before the parsers existed. Text that may still become a call is held back until it
+ * is decided; a call whose body is not `<declared name> <JSON object or nothing>` stays text.
  */
-export class ToolCallFilter {
-  private buffer: string;
-  private readonly calls: OpenAiToolCall[] = [];
+export type ToolCallFilter = ToolCallStream;
+export const ToolCallFilter: new (opts: ToolCallFilterOptions) => ToolCallFilter = ArborToolStream;
 
-  constructor(private readonly opts: ToolCallFilterOptions) {
-    this.buffer = opts.prefill ?? "";
-  }
-
-  /** Calls found so far. */
-  get callCount(): number {
-    return this.calls.length;
-  }
-
-  /** Take a text delta; returns the content now safe to show and the calls completed by it. */
-  push(text: string): { content: string; calls: OpenAiToolCall[] } {
-    this.buffer += text;
-    return this.drain(false);
-  }
-
-  /** The generation ended: everything held back (an unclosed call stays text). */
-  flush(): { content: string; calls: OpenAiToolCall[] } {
-    return this.drain(true);
-  }
-
-  private drain(final: boolean): { content: string; calls: OpenAiToolCall[] } {
-    let content = "";
-    const calls: OpenAiToolCall[] = [];
-    for (;;) {
-      const parsing = !(this.opts.single === true && this.calls.length > 0);
-      const open = parsing ? this.buffer.indexOf(TOOL_CALL_OPEN) : -1;
-      if (open < 0) {
-        const keep = final || !parsing ? 0 : heldPrefix(this.buffer, TOOL_CALL_OPEN);
-        content += this.buffer.slice(0, this.buffer.length - keep);
-        this.buffer = this.buffer.slice(this.buffer.length - keep);
-        break;
-      }
-      content += this.buffer.slice(0, open);
-      this.buffer = this.buffer.slice(open);
-      const close = this.buffer.indexOf(TOOL_CALL_CLOSE, TOOL_CALL_OPEN.length);
-      if (close < 0) {
-        if (final) {
-          content += this.buffer;
-          this.buffer = "";
-        }
-        break;
-      }
-      const whole = this.buffer.slice(0, close + TOOL_CALL_CLOSE.length);
-      this.buffer = this.buffer.slice(whole.length);
-      const call = this.toCall(whole.slice(TOOL_CALL_OPEN.length, close));
-      if (call) {
-        this.calls.push(call);
-        calls.push(call);
-      } else {
-        content += whole;
-      }
-    }
-    return { content, calls };
-  }
-
-  private toCall(body: string): OpenAiToolCall | undefined {
-    const m = /^\s*([A-Za-z_][\w-]*)(?:\s([\s\S]*))?$/.exec(body);
-    if (!m) return undefined;
-    const name = m[1] as string;
-    if (!this.opts.names.has(name)) return undefined;
-    const input = (m[2] ?? "").trim();
-    const args = input === "" ? "{}" : input;
-    if (!isJsonObject(args)) return undefined;
-    return { id: `${this.opts.idPrefix}_${this.calls.length}`, type: "function", function: { name, arguments: args } };
-  }
-}
-
-/** Longest suffix of `text` that is a proper prefix of `marker` (it may still become the marker). */
-function heldPrefix(text: string, marker: string): number {
-  for (let n = Math.min(marker.length - 1, text.length); n > 0; n--) {
-    if (text.endsWith(marker.slice(0, n))) return n;
-  }
-  return 0;
-}
-
-function isJsonObject(text: string): boolean {
-  try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === "object" && v !== null && !Array.isArray(v);
-  } catch {
-    return false;
-  }
-}
+/** The tiny policy's format: the default parser of a plan. */
+const arborParser = createArborParser();
 
 /** An assistant turn's tool calls in the policy's markup, after its text (how the policy wrote them). */
 export function toolCallsAsMarkup(content: string, calls: readonly { function: { name: string; arguments: string } }[]): string {
-  return content + calls.map((c) => `${TOOL_CALL_OPEN}${c.function.name} ${c.function.arguments}${TOOL_CALL_CLOSE}`).join("");
+  return arborParser.format(content, calls.map((c) => c.function));
 }
 
 /** How one chat request uses tools: what the prompt declares and how the answer is read. */
@@ -133,10 +42,14 @@ export interface ToolPlan {
   single: boolean;
   /**
    * The text the answer is forced to start with (tool_choice "required" or a named function),
-   * written at the end of the prompt so the policy can only continue a call. Always starts with
-   * the `<|tool_call|>` marker.
+   * written at the end of the prompt so the model can only continue a call: the parser's
+   * `prefill` (with the arbor parser it starts with the `<|tool_call|>` control token).
    */
   prefill?: string;
+  /** The model's tool-call format (default: the tiny policy's, `arbor`). */
+  parser: ToolCallParser;
+  /** The model's reasoning format, when it reasons (`<think>`); absent: no reasoning split. */
+  reasoning?: ReasoningParser;
 }
 
 /** The tool fields of an OpenAI chat request (already shape-checked by the caller). */
@@ -157,8 +70,11 @@ export class ToolChoiceError extends Error {
   }
 }
 
-/** The tool plan of a chat request (undefined without tools). Throws {@link ToolChoiceError}. */
-export function planTools(body: ToolFields): ToolPlan | undefined {
+/**
+ * The tool plan of a chat request (undefined without tools), reading calls with `parser` (default:
+ * the tiny policy's markup) and reasoning with `reasoning`. Throws {@link ToolChoiceError}.
+ */
+export function planTools(body: ToolFields, parser: ToolCallParser = arborParser, reasoning?: ReasoningParser): ToolPlan | undefined {
   const tools = body.tools ?? [];
   const choice = body.tool_choice ?? "auto";
   if (tools.length === 0) {
@@ -166,19 +82,22 @@ export function planTools(body: ToolFields): ToolPlan | undefined {
     return undefined;
   }
   const specs = toolSpecs(tools);
-  const plan: ToolPlan = { specs, parse: choice !== "none", single: body.parallel_tool_calls === false };
-  if (choice === "required") plan.prefill = TOOL_CALL_OPEN;
+  const plan: ToolPlan = { specs, parse: choice !== "none", single: body.parallel_tool_calls === false, parser, ...(reasoning ? { reasoning } : {}) };
+  if (choice === "required") plan.prefill = parser.prefill();
   else if (typeof choice === "object") {
     const name = choice.function.name;
     if (!specs.some((s) => s.name === name)) throw new ToolChoiceError("tool_choice.function.name", `no tool named '${name}' in tools`);
-    plan.prefill = `${TOOL_CALL_OPEN}${name} `;
+    plan.prefill = parser.prefill(name);
   }
   return plan;
 }
 
-/** The prefill's text after its `<|tool_call|>` marker (what is tokenized as plain text). */
+/**
+ * The prefill's text after the tiny policy's `<|tool_call|>` marker, which the engine writes as its
+ * control token (the rest is tokenized as plain text). Other formats' prefills are all text.
+ */
 export function prefillText(prefill: string): string {
-  return prefill.slice(TOOL_CALL_OPEN.length);
+  return prefill.startsWith(TOOL_CALL_OPEN) ? prefill.slice(TOOL_CALL_OPEN.length) : prefill;
 }
 
 /** Declared OpenAI tools as the chat template renders them. */
@@ -190,9 +109,9 @@ export function toolSpecs(tools: NonNullable<ToolFields["tools"]>): ChatToolSpec
   }));
 }
 
-/** The filter reading one answer of `plan` (call ids `<idPrefix>_<n>`). */
-export function toolCallFilter(plan: ToolPlan, idPrefix: string): ToolCallFilter {
-  return new ToolCallFilter({
+/** The parser's stream reading one answer of `plan` (call ids `<idPrefix>_<n>`). */
+export function toolCallFilter(plan: ToolPlan, idPrefix: string): ToolCallStream {
+  return plan.parser.stream({
     names: new Set(plan.specs.map((s) => s.name)),
     idPrefix,
     single: plan.single,
@@ -200,27 +119,94 @@ export function toolCallFilter(plan: ToolPlan, idPrefix: string): ToolCallFilter
   });
 }
 
-/** A chat answer's message with its tool calls read out. */
+/** What one text delta of an answer yields: reasoning and content now safe to show, calls completed. */
+export interface ChatAnswerStep {
+  reasoning: string;
+  content: string;
+  calls: OpenAiToolCall[];
+}
+
+/**
+ * Reads one chat answer as it arrives: the reasoning parser (if any) splits off the reasoning, and
+ * the tool plan's parser (when it parses calls) reads calls out of the rest. A forced call's answer
+ * starts with the call itself (the prefill ends the prompt), so it is not read for reasoning.
+ */
+export class ChatAnswerStream {
+  private readonly reasoning: ReasoningStream | undefined;
+  private readonly tools: ToolCallStream | undefined;
+
+  constructor(plan: ToolPlan | undefined, idPrefix: string, reasoning?: ReasoningParser) {
+    const parser = reasoning ?? plan?.reasoning;
+    this.reasoning = parser && plan?.prefill === undefined ? parser.stream() : undefined;
+    this.tools = plan?.parse ? toolCallFilter(plan, idPrefix) : undefined;
+  }
+
+  /** Calls found so far. */
+  get callCount(): number {
+    return this.tools?.callCount ?? 0;
+  }
+
+  push(text: string): ChatAnswerStep {
+    const r = this.reasoning ? this.reasoning.push(text) : { reasoning: "", content: text };
+    return this.read(r.reasoning, r.content, false);
+  }
+
+  /** The generation ended: everything held back. */
+  flush(): ChatAnswerStep {
+    const r = this.reasoning ? this.reasoning.flush() : { reasoning: "", content: "" };
+    return this.read(r.reasoning, r.content, true);
+  }
+
+  private read(reasoning: string, text: string, final: boolean): ChatAnswerStep {
+    if (!this.tools) return { reasoning, content: text, calls: [] };
+    const got = this.tools.push(text);
+    if (!final) return { reasoning, content: got.content, calls: got.calls };
+    const rest = this.tools.flush();
+    return { reasoning, content: got.content + rest.content, calls: [...got.calls, ...rest.calls] };
+  }
+}
+
+/**
+ * The `delta.tool_calls` entries of calls completed in one streamed chunk, as vLLM streams a call:
+ * first its id, type and name (arguments ""), then its arguments, under the same index. The
+ * `openai` client's stream helper adds these up to the non-streamed answer's `tool_calls`.
+ */
+export function toolCallDeltas(calls: readonly OpenAiToolCall[], firstIndex: number): Record<string, unknown>[] {
+  return calls.flatMap((c, i) => [
+    { index: firstIndex + i, id: c.id, type: "function", function: { name: c.function.name, arguments: "" } },
+    { index: firstIndex + i, function: { arguments: c.function.arguments } },
+  ]);
+}
+
+/** A chat answer's message with its tool calls and reasoning read out. */
 export interface ToolCallAnswer {
-  message: { role: "assistant"; content: string | null; tool_calls?: OpenAiToolCall[] };
+  message: { role: "assistant"; content: string | null; tool_calls?: OpenAiToolCall[]; reasoning_content?: string };
   finishReason: string;
 }
 
 /**
- * A whole answer's chat message under `plan`: the text outside valid calls as `content` (null when
- * the answer is only calls), the calls as `tool_calls`, and finish_reason "tool_calls" for an answer
- * with calls that stopped by itself. What the streamed chunks of the same answer add up to.
+ * A whole chat answer's message: the reasoning (with a reasoning parser, when there was any) as
+ * `reasoning_content`, the text outside valid calls as `content` (null when the answer is only
+ * calls), the calls as `tool_calls` (with a plan that parses them), and finish_reason "tool_calls"
+ * for an answer with calls that stopped by itself. What the streamed chunks of the same answer add
+ * up to. Works without tools too (`plan` undefined): the reasoning is still split off.
  */
-export function toolCallAnswer(text: string, finishReason: string, plan: ToolPlan, idPrefix: string): ToolCallAnswer {
-  if (!plan.parse) return { message: { role: "assistant", content: text }, finishReason };
-  const filter = toolCallFilter(plan, idPrefix);
-  const got = filter.push(text);
-  const rest = filter.flush();
+export function chatAnswer(text: string, finishReason: string, plan: ToolPlan | undefined, idPrefix: string, reasoning?: ReasoningParser): ToolCallAnswer {
+  const stream = new ChatAnswerStream(plan, idPrefix, reasoning);
+  const got = stream.push(text);
+  const rest = stream.flush();
   const calls = [...got.calls, ...rest.calls];
   const content = got.content + rest.content;
-  if (calls.length === 0) return { message: { role: "assistant", content }, finishReason };
+  const thought = got.reasoning + rest.reasoning;
+  const withReasoning = thought !== "" ? { reasoning_content: thought } : {};
+  if (calls.length === 0) return { message: { role: "assistant", content, ...withReasoning }, finishReason };
   return {
-    message: { role: "assistant", content: content === "" ? null : content, tool_calls: calls },
+    message: { role: "assistant", content: content === "" ? null : content, tool_calls: calls, ...withReasoning },
     finishReason: finishReason === "stop" ? "tool_calls" : finishReason,
   };
+}
+
+/** {@link chatAnswer} of an answer to a request with tools (kept for the existing callers). */
+export function toolCallAnswer(text: string, finishReason: string, plan: ToolPlan, idPrefix: string): ToolCallAnswer {
+  return chatAnswer(text, finishReason, plan, idPrefix);
 }

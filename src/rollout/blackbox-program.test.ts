@@ -200,7 +200,7 @@ describe("agent config", () => {
   const agentOf = (agent: object) => parseRunConfig({ ...base, agent }).agent;
 
   it("defaults to the white-box tool loop and checks the black-box fields by kind", async () => {
-    expect(agentSpecOf(agentOf({}))).toEqual({ kind: "white-box" });
+    expect(agentSpecOf(agentOf({}))).toEqual({ kind: "white-box", toolMode: "markup" });
     expect(agentOf({ kind: "black-box", command: ["x"] }).taskFile).toBe("TASK.md");
     expect(() => agentOf({ kind: "black-box" })).toThrow(/agent\.command: required when kind is black-box/);
     expect(() => agentOf({ command: ["x"] })).toThrow(/agent\.command: applies to kind black-box only/);

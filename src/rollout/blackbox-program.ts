@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join, posix, resolve } from "node:path";
 import type { AgentLimits } from "../agents/define-agent.js";
+import type { ToolCallMode } from "../agents/tool-modes.js";
 import { runBlackBox, type BlackBoxOutcome } from "../agents/blackbox/blackbox-runner.js";
 import type { RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
@@ -19,7 +20,8 @@ import type { ExecOptions, Sandbox } from "../sandbox/sandbox.js";
 export const BLACKBOX_EVENT_TOOL = "arbor:blackbox_run";
 
 /** How a rollout runs its programs: Arbor's own tool loop, or a command treated as a black box. */
-export type AgentSpec = { kind: "white-box" } | BlackBoxAgentSpec;
+/** Who plays a program: Arbor's tool loop (markup or native tool calls), or a black-box command. */
+export type AgentSpec = { kind: "white-box"; toolMode?: ToolCallMode } | BlackBoxAgentSpec;
 
 export interface BlackBoxAgentSpec {
   kind: "black-box";
@@ -76,7 +78,7 @@ export interface BlackBoxProgramOutcome {
 
 /** The agent config's spec (`agent.kind` etc. of a run config); throws naming the field when a shipped file is missing. */
 export function agentSpecOf(agent: RunConfig["agent"]): AgentSpec {
-  if (agent.kind === "white-box") return { kind: "white-box" };
+  if (agent.kind === "white-box") return { kind: "white-box", toolMode: agent.toolMode };
   if (agent.command === undefined) throw new ArborError("agent.command: required when kind is black-box", "config");
   const files: Record<string, string> = {};
   for (const [rel, host] of Object.entries(agent.files ?? {})) {

@@ -143,6 +143,7 @@ export async function runProgram(o: RolloutOptions, task: Task, group: Group, pr
             clock: o.clock,
             signal: o.signal,
             ...(o.context !== undefined ? { context: createContextPolicy(o.context) } : {}),
+            ...(o.agent?.kind === "white-box" && o.agent.toolMode ? { toolMode: o.agent.toolMode } : {}),
           });
     if (setup) await o.store.recordTool(setup);
     await recordAgentEvents(o.store, outcome);

@@ -1,25 +1,18 @@
 // An in-memory TokenBackend for the gateway's token-path tests: a chat model's format (a Jinja chat
-// template rendered with @huggingface/jinja over a small tokenizer, or Arbor's own template and
-// vocabulary) behind tokenize/detokenize, and a scripted engine whose every answer is exactly the
+// template rendered by the engine's JinjaChatFormat over a small tokenizer, or Arbor's own template
+// and vocabulary) behind tokenize/detokenize, and a scripted engine whose every answer is exactly the
 // format's rendering of an assistant turn the test chooses, cut after the turn's stop token. The
 // tokenizer is deliberately simple (control and added tokens matched greedily, one id per other
 // character), so the only way a prompt can differ from the template's render is the gateway's own
 // doing. Test support only.
-import { Template } from "@huggingface/jinja";
-import type {
-  BackendMetrics,
-  GenerateRequest,
-  GenerateResult,
-  GenerateStream,
-  ReasoningParser,
-  TokenBackend,
-  TokenDelta,
-  TokenizeRequest,
-  TokenizeResult,
-} from "../backends/backend.js";
+import type { BackendMetrics, GenerateRequest, GenerateResult, GenerateStream, TokenBackend, TokenDelta, TokenizeRequest, TokenizeResult } from "../backends/backend.js";
 import type { ChatMessage } from "../core/types.js";
-import { renderChatPrompt } from "../engine/openai-tools.js";
-import { toolCallsAsMarkup, type ToolFields } from "../model/tool-markup.js";
+import { ArborChatFormat } from "../model/arbor-chat-format.js";
+import type { ChatFormat } from "../model/chat-format.js";
+import { JinjaChatFormat } from "../model/jinja-chat-format.js";
+import type { ReasoningParser } from "../model/reasoning/reasoning-parser.js";
+import type { ModelTokenizer } from "../model/tokenizer.js";
+import { toolSpecs, type ToolFields } from "../model/tool-markup.js";
 import type { ToolCallParser } from "../model/tool-parsers/tool-parser.js";
 import { CONTROL_TOKENS, Vocab } from "../model/vocab.js";
 
@@ -38,21 +31,36 @@ export interface ChatModel {
 
 const CHAR_BASE = 1000;
 
-/** A Jinja-templated model over a tokenizer of `control` tokens (rendered as nothing), `added` tokens and one id per character. */
-export function jinjaChatModel(name: string, source: string, control: readonly string[], added: readonly string[], stop: readonly string[]): ChatModel {
-  const template = new Template(source);
-  const specials = [...control, ...added];
-  const idOf = new Map(specials.map((s, i) => [s, i + 1]));
-  // Longest first, so a token that is a prefix of another never wins over it.
-  const byLength = [...specials].sort((a, b) => b.length - a.length);
-  const encode = (text: string, parseSpecial: boolean): number[] => {
+/** Control tokens, added tokens and one id per other character (code point). */
+class CharTokenizer implements ModelTokenizer {
+  readonly size = CHAR_BASE + 0x110000;
+  readonly bosId = undefined;
+  readonly eosId: number | undefined;
+  readonly stopIds: readonly number[];
+  readonly addBos = false;
+  private readonly specials: string[];
+  private readonly byLength: string[];
+
+  constructor(
+    private readonly control: readonly string[],
+    added: readonly string[],
+    stop: readonly string[],
+  ) {
+    this.specials = [...control, ...added];
+    // Longest first, so a token that is a prefix of another never wins over it.
+    this.byLength = [...this.specials].sort((a, b) => b.length - a.length);
+    this.stopIds = stop.map((s) => this.specials.indexOf(s) + 1);
+    this.eosId = this.stopIds[0];
+  }
+
+  encode(text: string, opts: { special?: boolean } = {}): number[] {
     const ids: number[] = [];
     let i = 0;
     outer: while (i < text.length) {
-      if (parseSpecial) {
-        for (const s of byLength) {
+      if (opts.special === true) {
+        for (const s of this.byLength) {
           if (text.startsWith(s, i)) {
-            ids.push(idOf.get(s) as number);
+            ids.push(this.specials.indexOf(s) + 1);
             i += s.length;
             continue outer;
           }
@@ -63,61 +71,50 @@ export function jinjaChatModel(name: string, source: string, control: readonly s
       i += cp > 0xffff ? 2 : 1;
     }
     return ids;
-  };
-  const decode = (ids: readonly number[]): string =>
-    ids.map((id) => (id >= CHAR_BASE ? String.fromCodePoint(id - CHAR_BASE) : id > control.length ? (specials[id - 1] as string) : "")).join("");
+  }
+
+  decode(ids: readonly number[], opts: { special?: boolean } = {}): string {
+    return ids.map((id) => (id >= CHAR_BASE || opts.special === true || !this.isSpecial(id) ? this.tokenText(id) : "")).join("");
+  }
+
+  tokenText(id: number): string {
+    return id >= CHAR_BASE ? String.fromCodePoint(id - CHAR_BASE) : (this.specials[id - 1] ?? "");
+  }
+
+  tokenBytes(id: number): number[] {
+    return [...Buffer.from(this.tokenText(id), "utf8")];
+  }
+
+  /** Control tokens only: added tokens (`<tool_call>`, `<think>`) decode as text, as in Qwen's tokenizer. */
+  isSpecial(id: number): boolean {
+    return id >= 1 && id <= this.control.length;
+  }
+}
+
+/** Declared OpenAI tools as the chat formats take them. */
+const specsOf = (tools: readonly unknown[] | undefined) => (tools && tools.length > 0 ? { tools: toolSpecs(tools as NonNullable<ToolFields["tools"]>) } : {});
+
+/** A Jinja-templated model over a tokenizer of `control` tokens (decoded as nothing), `added` tokens and one id per character. */
+export function jinjaChatModel(name: string, template: string, control: readonly string[], added: readonly string[], stop: readonly string[]): ChatModel {
+  const tok = new CharTokenizer(control, added, stop);
+  const format: ChatFormat = new JinjaChatFormat({ template, source: name, tokenizer: tok, bosToken: "", eosToken: stop[0] ?? "" });
   return {
     name,
-    render(messages, addGenerationPrompt, tools) {
-      const text = template.render({
-        messages: messages.map(hfMessage),
-        ...(tools && tools.length > 0 ? { tools } : {}),
-        add_generation_prompt: addGenerationPrompt,
-        bos_token: "",
-        eos_token: "<|endoftext|>",
-      });
-      return encode(text, true);
-    },
-    encode,
-    decode,
-    stopIds: stop.map((s) => idOf.get(s) as number),
+    render: (messages, addGenerationPrompt, tools) => format.render(messages, { addGenerationPrompt, ...specsOf(tools) }),
+    encode: (text, parseSpecial) => tok.encode(text, { special: parseSpecial }),
+    decode: (ids) => tok.decode(ids),
+    stopIds: tok.stopIds,
   };
-}
-
-/** A message as Hugging Face's apply_chat_template passes it (tool call arguments as JSON values). */
-function hfMessage(m: ChatMessage): Record<string, unknown> {
-  const calls = m.toolCalls ?? [];
-  return {
-    role: m.role,
-    content: m.content,
-    ...(m.name !== undefined ? { name: m.name } : {}),
-    ...(calls.length > 0 ? { tool_calls: calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: jsonValue(c.arguments) } })) } : {}),
-    ...(m.toolCallId !== undefined ? { tool_call_id: m.toolCallId } : {}),
-    ...(m.reasoning !== undefined ? { reasoning_content: m.reasoning } : {}),
-  };
-}
-
-function jsonValue(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
 }
 
 /** Arbor's tiny policy's format: its template (tools as a system turn, calls as markup) and vocabulary. */
 export function arborChatModel(): ChatModel {
   const vocab = new Vocab();
-  const encode = (text: string, parseSpecial: boolean): number[] => (parseSpecial ? encodeParsingControl(vocab, text) : vocab.encode(text));
+  const format = new ArborChatFormat(vocab);
   return {
     name: "arbor",
-    render(messages, addGenerationPrompt, tools) {
-      // As the engine renders a request: earlier calls as markup in the assistant's content.
-      const marked = messages.map((m) => (m.role === "assistant" && m.toolCalls?.length ? { role: m.role, content: toolCallsAsMarkup(m.content, m.toolCalls.map((c) => ({ function: c }))) } : m));
-      const body: ToolFields = tools && tools.length > 0 ? { tools: tools as NonNullable<ToolFields["tools"]> } : {};
-      return renderChatPrompt(marked, body, (t) => vocab.encode(t), vocab, addGenerationPrompt).prompt;
-    },
-    encode,
+    render: (messages, addGenerationPrompt, tools) => format.render(messages, { addGenerationPrompt, ...specsOf(tools) }),
+    encode: (text, parseSpecial) => (parseSpecial ? encodeParsingControl(vocab, text) : vocab.encode(text)),
     decode: (ids) => vocab.decode(ids),
     stopIds: [vocab.controlId("<|end|>")],
   };

@@ -117,7 +117,7 @@ export class Trainer {
     const file = readGguf(path);
     const stored = file.metadata.get("arbor.policy_version");
     const version = opts.version ?? (typeof stored === "number" ? stored : 0);
-    return Trainer.create(configFromGguf(file.metadata), file.tensors, { ...opts, version });
+    return Trainer.create(configFromGguf(file.metadata, path), file.tensors, { ...opts, version });
   }
 
   get config(): TinyLlamaConfig {

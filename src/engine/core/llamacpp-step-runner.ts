@@ -13,6 +13,7 @@ import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
 import type { ProgramPauseTarget } from "../executor.js";
+import { LlamaTokenizer } from "../llama-tokenizer.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
 import { sampleToken, splitLogitControls, type SamplingParams, type StopRule, type TokenLogprob } from "../sampling.js";
@@ -78,6 +79,8 @@ const DEFAULT_L2_BYTES = 256 * 1024 * 1024;
 export class LlamaCppStepRunner implements StepRunner {
   readonly vocabSize: number;
   readonly contextSize: number;
+  /** The model's own tokenizer (llama.cpp's). */
+  readonly tokenizer: LlamaTokenizer;
   private readonly seqs: LlamaContextSequence[];
   /** Sequence index → request holding it. */
   private readonly owner: (string | undefined)[];
@@ -108,7 +111,8 @@ export class LlamaCppStepRunner implements StepRunner {
     private readonly context: LlamaContext,
     opts: LlamaCppStepRunnerOptions,
   ) {
-    this.vocabSize = [...model.iterateAllTokens()].length;
+    this.tokenizer = new LlamaTokenizer(model);
+    this.vocabSize = this.tokenizer.size;
     this.contextSize = context.contextSize;
     this.seqs = Array.from({ length: opts.sequences }, () => context.getSequence());
     this.owner = new Array<string | undefined>(opts.sequences).fill(undefined);

@@ -6,6 +6,7 @@ import { realClock } from "../../core/real-clock.js";
 import type { CostProfile } from "../costmodel/profile.js";
 import type { KvBlockManagerOptions } from "../kv/block-manager.js";
 import type { KvStateTier } from "../kv/state-tier.js";
+import type { LlamaGpu } from "../llama-runtime.js";
 import type { SchedulingPolicy } from "../scheduler/request-queue.js";
 import type { SchedulerConfig } from "../scheduler/scheduler.js";
 import { CostModelStepRunner } from "./costmodel-step-runner.js";
@@ -23,7 +24,8 @@ export interface ScheduledEngineOptions {
    * CapacityError (as LlamaCppExecutor's pool: a burst of sequences + maxWaiting is accepted).
    */
   maxWaiting: number;
-  stopTokenIds: readonly number[];
+  /** Tokens that end a generation (llama.cpp engines: default the model's end-of-generation set). */
+  stopTokenIds?: readonly number[];
   /** Tokens per KV block (default 16, as vLLM). */
   blockSize?: number;
   /** KV blocks (default: enough for every sequence to hold a full context). */
@@ -53,7 +55,7 @@ export function engineConfig(o: ScheduledEngineOptions): { scheduler: SchedulerC
       policy: o.schedulingPolicy ?? "fcfs",
       enableChunkedPrefill,
       maxModelLen: o.contextSize,
-      stopTokenIds: [...o.stopTokenIds],
+      stopTokenIds: [...(o.stopTokenIds ?? [])],
       // The scheduler admits at its next step, so requests about to run also sit in its queue.
       maxWaiting: o.maxWaiting + o.sequences,
     },
@@ -66,6 +68,8 @@ export async function loadScheduledLlamaCpp(
   o: ScheduledEngineOptions & {
     modelPath: string;
     exactKv?: boolean;
+    /** llama.cpp build (default false: CPU). */
+    gpu?: LlamaGpu;
     /** Byte budget of the engine's own L2 store of paused programs (default 256 MiB). */
     l2CapacityBytes?: number;
     /** The L3 store of paused programs shared with other engines (left open on close). */
@@ -77,6 +81,7 @@ export async function loadScheduledLlamaCpp(
     sequences: o.sequences,
     contextSize: o.contextSize,
     ...(o.exactKv !== undefined ? { exactKv: o.exactKv } : {}),
+    ...(o.gpu !== undefined ? { gpu: o.gpu } : {}),
     ...(o.l2CapacityBytes !== undefined ? { l2CapacityBytes: o.l2CapacityBytes } : {}),
     ...(o.l3 ? { l3: o.l3 } : {}),
     clock: o.clock ?? realClock,
@@ -86,7 +91,8 @@ export async function loadScheduledLlamaCpp(
       runner,
       vocabSize: runner.vocabSize,
       tokenize: (t) => runner.tokenize(t),
-      ...engineConfig(o),
+      tokenizer: runner.tokenizer,
+      ...engineConfig({ ...o, stopTokenIds: o.stopTokenIds ?? runner.tokenizer.stopIds }),
       clock: o.clock ?? realClock,
       ...(o.onStep ? { onStep: o.onStep } : {}),
     });
@@ -101,7 +107,7 @@ export async function loadScheduledLlamaCpp(
  * geometry defaults to the profile's block size and HBM capacity.
  */
 export function createCostModelEngine(
-  o: ScheduledEngineOptions & { profile: CostProfile; vocabSize: number; tokenize: (text: string) => number[]; seed?: number },
+  o: ScheduledEngineOptions & { stopTokenIds: readonly number[]; profile: CostProfile; vocabSize: number; tokenize: (text: string) => number[]; seed?: number },
 ): ScheduledExecutor {
   const blockSize = o.blockSize ?? o.profile.blockSize;
   const minBlocks = Math.ceil(o.contextSize / blockSize);

@@ -5,6 +5,7 @@
 import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
+import type { ModelTokenizer } from "../../model/tokenizer.js";
 import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult, type ProgramControl, type ProgramInfo, type ProgramPauseTarget } from "../executor.js";
 import { KvBlockManager, type KvBlockManagerOptions } from "../kv/block-manager.js";
 import { StopRule, type SampledToken } from "../sampling.js";
@@ -19,6 +20,8 @@ export interface ScheduledExecutorOptions {
   vocabSize: number;
   /** Plain-text tokenization of the model the runner serves. */
   tokenize: (text: string) => number[];
+  /** The served model's own tokenizer (absent: Arbor's vocabulary, e.g. the cost model). */
+  tokenizer?: ModelTokenizer;
   /** `maxModelLen` is the executor's context size, `maxNumSeqs` its sequences. */
   scheduler: SchedulerConfig;
   kv: KvBlockManagerOptions;
@@ -46,6 +49,7 @@ export class ScheduledExecutor implements Executor {
   readonly runner: StepRunner;
   readonly schedulingPolicy: "fcfs" | "priority";
   readonly programs: ProgramControl;
+  readonly tokenizer?: ModelTokenizer;
   private readonly tokenizeFn: (text: string) => number[];
   private readonly onStep: ScheduledExecutorOptions["onStep"];
   private readonly pending = new Map<string, Pending>();
@@ -69,6 +73,7 @@ export class ScheduledExecutor implements Executor {
     this.vocabSize = opts.vocabSize;
     this.runner = opts.runner;
     this.tokenizeFn = opts.tokenize;
+    if (opts.tokenizer) this.tokenizer = opts.tokenizer;
     this.onStep = opts.onStep;
     this.kv = new KvBlockManager(opts.kv);
     this.scheduler = new Scheduler(opts.scheduler, this.kv, opts.clock ?? realClock);

@@ -31,14 +31,18 @@ export function registerRequestLimits(app: FastifyInstance): void {
 }
 
 /**
- * Refuse a chat prompt that cannot fit the context before it is rendered. Arbor's vocabulary has no
- * piece longer than one character, so every character of a message or tool declaration is at least
- * one token, except the tool-call markers in assistant messages, which are one token each.
+ * Refuse a chat prompt that cannot fit the context before it is rendered. No token of the served
+ * model covers more than `maxTokenChars` characters (1 for Arbor's vocabulary, whose tool-call
+ * markers in assistant messages are one token each), so a text of n characters is at least
+ * n / maxTokenChars tokens.
  */
-export function checkChatPromptFits(messages: readonly ChatMessage[], tools: readonly ToolText[] | null | undefined, contextSize: number): void {
+export function checkChatPromptFits(messages: readonly ChatMessage[], tools: readonly ToolText[] | null | undefined, contextSize: number, maxTokenChars = 1): void {
+  const atLeast = (chars: number): number => Math.ceil(chars / maxTokenChars);
   let total = 0;
   for (const [i, m] of messages.entries()) {
-    const n = m.role === "assistant" ? minAssistantTokens(m.content) : m.content.length;
+    let chars = m.role === "assistant" ? minAssistantTokens(m.content) : m.content.length;
+    for (const c of m.toolCalls ?? []) chars += c.name.length + c.arguments.length;
+    const n = atLeast(chars);
     if (n >= contextSize) throw tooLong(`messages[${i}].content`, `has at least ${n} tokens`, contextSize);
     total += n;
   }
@@ -47,15 +51,17 @@ export function checkChatPromptFits(messages: readonly ChatMessage[], tools: rea
     const f = t.function;
     toolTokens += f.name.length + (f.description?.length ?? 0) + JSON.stringify(f.parameters ?? {}).length;
   }
+  toolTokens = atLeast(toolTokens);
   if (toolTokens >= contextSize) throw tooLong("tools", `declare at least ${toolTokens} tokens of text`, contextSize);
   if (total + toolTokens >= contextSize) {
     throw tooLong("messages", `and tools come to at least ${total + toolTokens} tokens`, contextSize);
   }
 }
 
-/** Refuse a text completion prompt longer (in characters, so in tokens) than the context. */
-export function checkTextPromptFits(prompt: string, contextSize: number): void {
-  if (prompt.length >= contextSize) throw tooLong("prompt", `has at least ${prompt.length} tokens`, contextSize);
+/** Refuse a text completion prompt that cannot fit the context (see {@link checkChatPromptFits} for `maxTokenChars`). */
+export function checkTextPromptFits(prompt: string, contextSize: number, maxTokenChars = 1): void {
+  const n = Math.ceil(prompt.length / maxTokenChars);
+  if (n >= contextSize) throw tooLong("prompt", `has at least ${n} tokens`, contextSize);
 }
 
 function minAssistantTokens(text: string): number {

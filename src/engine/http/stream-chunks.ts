@@ -1,14 +1,17 @@
 // Server-sent-event chunks of a streamed chat or text completion, in vLLM's shapes: one chunk per
 // token as it is sampled, the finish reason in the last content chunk, an optional usage chunk.
 // The concatenated deltas equal the non-streaming text; token ids and logprobs likewise.
-import { TokenType, type Vocab } from "../../model/vocab.js";
+import type { ModelTokenizer } from "../../model/tokenizer.js";
 import type { GenerateResult } from "../executor.js";
-import { chatLogprobs, completionChunkLogprobs, stopReason, usage, type Usage } from "../openai-responses.js";
+import { asTokenizer, chatLogprobs, completionChunkLogprobs, stopReason, usage, type TokenSource, type Usage } from "../openai-responses.js";
 import type { SampledToken } from "../sampling.js";
 
 export interface StreamSpec {
   kind: "chat" | "completion";
-  vocab: Vocab;
+  /** The served model's tokenizer (or Arbor's Vocab). */
+  vocab: TokenSource;
+  /** Decode special tokens as their text (as the non-streamed answer does for the same request). */
+  special?: boolean;
   id: string;
   created: number;
   model: string;
@@ -63,14 +66,22 @@ export interface StreamEventChoice {
 }
 
 /**
- * Text deltas of a growing token sequence. A trailing incomplete UTF-8 sequence (byte tokens
- * decode to U+FFFD until their character is complete) is held back until it completes.
+ * Text deltas of a growing token sequence: the ids so far are decoded whole, so the deltas add up
+ * to the decoded answer for any tokenizer. A trailing U+FFFD (an incomplete UTF-8 sequence: a byte
+ * token, or a byte-level BPE token that splits a character) is held back until the next token or
+ * the end decides it.
  */
 export class IncrementalText {
   private readonly ids: number[] = [];
   private sent = 0;
+  private readonly tok: ModelTokenizer;
 
-  constructor(private readonly vocab: Vocab) {}
+  constructor(
+    vocab: TokenSource,
+    private readonly special = false,
+  ) {
+    this.tok = asTokenizer(vocab);
+  }
 
   /** Characters emitted so far. */
   get length(): number {
@@ -80,9 +91,9 @@ export class IncrementalText {
   /** Append a token; `final` flushes everything held back. */
   push(id: number | null, final = false): string {
     if (id !== null) this.ids.push(id);
-    const text = this.vocab.decode(this.ids);
+    const text = this.tok.decode(this.ids, { special: this.special });
     let end = text.length;
-    if (!final && id !== null && this.vocab.types[id] === TokenType.byte && text.endsWith("\uFFFD")) end -= 1;
+    if (!final && text.endsWith("\uFFFD")) end -= 1;
     if (end <= this.sent) return "";
     const delta = text.slice(this.sent, end);
     this.sent = end;
@@ -98,7 +109,7 @@ export class StreamChunker {
   private promptSent = false;
 
   constructor(private readonly spec: StreamSpec) {
-    this.text = new IncrementalText(spec.vocab);
+    this.text = new IncrementalText(spec.vocab, spec.special === true);
   }
 
   /** Chunks before any token: chat's role chunk (with `prompt_token_ids`); none for completions. */

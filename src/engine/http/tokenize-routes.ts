@@ -1,14 +1,15 @@
 // vLLM's `/tokenize` and `/detokenize`: a text prompt or chat messages → token ids (exactly the
-// ids the completion endpoints would feed the model), and token ids → text. They use Arbor's
-// vocabulary directly (the engine checks at load that the GGUF uses it), so they work while asleep.
+// ids the completion endpoints would feed the model), and token ids → text. They use the served
+// model's tokenizer and chat template, which the engine holds apart from the executor, so they work
+// while asleep.
 // Chat takes vLLM's `tools` and, as an Arbor extension, `tool_choice`: the ids are what
 // /v1/chat/completions renders for the same request, a forced tool call's opening included.
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { CONTROL_TOKENS, type Vocab } from "../../model/vocab.js";
+import { renderChatPrompt, type ChatParsers } from "../chat-prompt.js";
 import { fromZodError, invalidRequest } from "../openai-errors.js";
 import { ChatCompletionRequestSchema, ChatMessageSchema, ChatToolsSchema, toChatMessages } from "../openai-schemas.js";
-import { renderChatPrompt } from "../openai-tools.js";
+import type { ServedModel } from "../served-model.js";
 import { checkChatPromptFits } from "./request-limits.js";
 
 const TokenizeCompletionSchema = z.object({
@@ -16,29 +17,14 @@ const TokenizeCompletionSchema = z.object({
   prompt: z.string({ error: "must be a string" }),
   /** vLLM default true: `<s>` first, as /v1/completions does for a text prompt. */
   add_special_tokens: z.boolean().nullish(),
-  /** llama-server's parse_special: control tokens' text (`<|tool_call|>`) becomes their ids (default false: plain text). */
+  /**
+   * llama-server's parse_special: special tokens' text (`<|tool_call|>`, `<tool_call>`) becomes their
+   * ids. Default: as the completion endpoints read a text prompt (Hugging Face models: yes; Arbor: no).
+   * The gateway tokenizes a forced tool call's opening with it on.
+   */
   parse_special: z.boolean().nullish(),
   return_token_strs: z.boolean().nullish(),
 });
-
-/** Text with the control tokens' text read as their ids, the rest as plain text (llama.cpp's parse_special). */
-function encodeParsingSpecial(vocab: Vocab, text: string): number[] {
-  const ids: number[] = [];
-  let at = 0;
-  for (;;) {
-    let next = -1;
-    let marker = "";
-    for (const m of CONTROL_TOKENS) {
-      const i = text.indexOf(m, at);
-      if (i >= 0 && (next < 0 || i < next)) [next, marker] = [i, m];
-    }
-    const plain = text.slice(at, next < 0 ? text.length : next);
-    if (plain !== "") ids.push(...vocab.encode(plain));
-    if (next < 0) return ids;
-    ids.push(vocab.controlId(marker));
-    at = next + marker.length;
-  }
-}
 
 const TokenizeChatSchema = z.object({
   model: z.string().nullish(),
@@ -59,7 +45,8 @@ const DetokenizeSchema = z.object({
 });
 
 export interface TokenizeRouteDeps {
-  vocab: Vocab;
+  served: ServedModel;
+  parsers?: ChatParsers;
   /** Context length of one sequence (`max_model_len`). */
   maxModelLen: () => number;
   /** Throws 404 for a model this engine does not serve. */
@@ -68,7 +55,8 @@ export interface TokenizeRouteDeps {
 
 /** Register POST /tokenize and POST /detokenize. */
 export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRouteDeps): void {
-  const { vocab } = deps;
+  const { served } = deps;
+  const tok = served.tokenizer;
 
   app.post("/tokenize", async (request) => {
     const body = request.body;
@@ -82,24 +70,25 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
       deps.checkModel(b.model);
       const messages = toChatMessages(b.messages);
       // A prompt that cannot fit is refused before rendering (which would overflow on a huge one).
-      checkChatPromptFits(messages, b.tools, deps.maxModelLen());
-      tokens = renderChatPrompt(messages, b, (t) => vocab.encode(t), vocab, b.add_generation_prompt ?? true).prompt;
-      if (b.add_special_tokens === true) tokens.unshift(vocab.bosId);
+      checkChatPromptFits(messages, b.tools, deps.maxModelLen(), served.maxTokenChars);
+      tokens = renderChatPrompt(messages, b, served, b.add_generation_prompt ?? true, deps.parsers).prompt;
+      if (b.add_special_tokens === true && tok.addBos && tok.bosId !== undefined) tokens.unshift(tok.bosId);
       returnStrs = b.return_token_strs === true;
     } else {
       const parsed = TokenizeCompletionSchema.safeParse(body);
       if (!parsed.success) throw fromZodError(parsed.error);
       const b = parsed.data;
       deps.checkModel(b.model);
-      tokens = b.parse_special === true ? encodeParsingSpecial(vocab, b.prompt) : vocab.encode(b.prompt);
-      if (b.add_special_tokens ?? true) tokens.unshift(vocab.bosId);
+      tokens = tok.encode(b.prompt, { special: b.parse_special ?? served.promptSpecial });
+      // As vLLM (HF add_special_tokens): BOS only for a tokenizer that adds one.
+      if ((b.add_special_tokens ?? true) && tok.addBos && tok.bosId !== undefined) tokens.unshift(tok.bosId);
       returnStrs = b.return_token_strs === true;
     }
     return {
       count: tokens.length,
       max_model_len: deps.maxModelLen(),
       tokens,
-      ...(returnStrs ? { token_strs: tokens.map((id) => vocab.tokenText(id)) } : {}),
+      ...(returnStrs ? { token_strs: tokens.map((id) => tok.tokenText(id)) } : {}),
     };
   });
 
@@ -108,8 +97,9 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
     if (!parsed.success) throw fromZodError(parsed.error);
     deps.checkModel(parsed.data.model);
     const { tokens } = parsed.data;
-    const bad = tokens.findIndex((id) => id >= vocab.size);
-    if (bad >= 0) throw invalidRequest(`tokens[${bad}]`, `token id ${tokens[bad]} is outside the vocabulary (size ${vocab.size})`);
-    return { prompt: vocab.decode(tokens) };
+    const bad = tokens.findIndex((id) => id >= tok.size);
+    if (bad >= 0) throw invalidRequest(`tokens[${bad}]`, `token id ${tokens[bad]} is outside the vocabulary (size ${tok.size})`);
+    // As vLLM's /detokenize (HF decode): special tokens as their text.
+    return { prompt: tok.decode(tokens, { special: true }) };
   });
 }

@@ -5,7 +5,7 @@ import { ArborError } from "../../core/errors.js";
 import type { ChatMessage } from "../../core/types.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";
 import type { CheckContext, CheckResult, Environment, SetupReport, Task, Tool } from "../env.js";
-import { calcQuestion, calcTasks } from "./tasks.js";
+import { CALC_NATIVE_SYSTEM_PROMPT, calcQuestion, calcTasks } from "./tasks.js";
 import { createCalcTool } from "./tool.js";
 
 const ANSWER = /Answer:\s*(-?\d+)(?!\d|\.\d)/g;
@@ -39,6 +39,7 @@ export function createCalcEnvironment(): Environment {
   const tool = createCalcTool();
   return {
     name: "calc",
+    nativeSystemPrompt: CALC_NATIVE_SYSTEM_PROMPT,
     tasks: (count: number, seed: number): Task[] => calcTasks(count, seed),
     tools: (): Tool[] => [tool],
     async setup(task: Task, sandbox: Sandbox): Promise<SetupReport> {

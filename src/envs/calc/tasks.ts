@@ -21,6 +21,15 @@ export const CALC_SYSTEM_PROMPT = [
   "Answer: <number>",
 ].join("\n");
 
+/** CALC_SYSTEM_PROMPT for models that call tools natively: the tool is declared in the request. */
+export const CALC_NATIVE_SYSTEM_PROMPT = [
+  "You solve arithmetic questions exactly. You have one tool, calc, which evaluates an integer",
+  "expression (digits, spaces, + - * / and parentheses; / divides and drops the remainder).",
+  "Call it with the expression as its input. The result comes back in the next message.",
+  "Then give the final answer on its own line as",
+  "Answer: <number>",
+].join("\n");
+
 /** The user message asking for `expression`. */
 export function calcQuestion(expression: string): string {
   return `What is ${expression}?`;

@@ -5,10 +5,9 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { reasoningParserNamed } from "../../backends/answer-parsers.js";
+import { reasoningParserNamed, toolParserNamed } from "../../backends/answer-parsers.js";
 import type { Call, ChatMessage } from "../../core/types.js";
 import { CHATML_CONTROL, QWEN3_LIKE_TEMPLATE, QWEN_ADDED } from "../../testing/chat-template-fixtures.js";
-import { hermesStandIn } from "../../testing/hermes-stand-in.js";
 import { jinjaChatModel, templateBackend, type TemplateBackend } from "../../testing/template-backend.js";
 import { createGateway, type Gateway } from "../server.js";
 
@@ -23,7 +22,7 @@ const turn = { content: "", reasoning: "The user wants Paris.", toolCalls: [{ na
 const history: ChatMessage[] = [{ role: "user", content: "Weather in Paris?" }];
 
 beforeAll(async () => {
-  backend = templateBackend({ name: "qwen", model, toolParser: hermesStandIn, reasoningParser: reasoningParserNamed("think", "test") });
+  backend = templateBackend({ name: "qwen", model, toolParser: toolParserNamed("hermes", "test"), reasoningParser: reasoningParserNamed("think", "test") });
   gateway = createGateway({ backends: [backend], sink: { recordCall: async (c) => void calls.push(c) } });
   url = await gateway.listen("127.0.0.1", 0);
 });

@@ -3,7 +3,8 @@
 // markup: whatever format the served model writes), and the backend's reasoning parser
 // (`<think>…</think>` → `reasoning_content`). The same reader serves whole answers and streamed
 // deltas, so both add up to the same message, for every engine type.
-import type { ReasoningParser, TokenBackend } from "../../backends/backend.js";
+import type { TokenBackend } from "../../backends/backend.js";
+import type { ReasoningParser } from "../../model/reasoning/reasoning-parser.js";
 import type { ToolPlan } from "../../model/tool-markup.js";
 import type { ParsedCall, ToolCallParser, ToolCallStream } from "../../model/tool-parsers/tool-parser.js";
 
@@ -40,10 +41,17 @@ export interface AnswerStep {
 /**
  * Reads one answer as it arrives: reasoning is split off first (it comes before the answer), then
  * tool calls are read from the rest. Text that may still become markup is held back until decided.
+ * With tools, content that is only whitespace before the first call is no content: it is the
+ * separator templates write after the reasoning block (Qwen3's `</think>\n\n`), held back until
+ * known, so a turn sent back re-renders to the model's own text instead of gaining a newline.
  */
 export class AnswerReader {
   private readonly reasoning: ReturnType<ReasoningParser["stream"]> | undefined;
   private readonly calls: ToolCallStream | undefined;
+  /** Leading whitespace not shown yet (it may only separate the reasoning from a call). */
+  private held = "";
+  /** Text or a call came: content goes out as the parser gives it. */
+  private decided = false;
 
   constructor(plan: AnswerPlan, idPrefix: string) {
     this.reasoning = plan.reasoning?.stream();
@@ -72,9 +80,27 @@ export class AnswerReader {
   private readCalls(reasoning: string, content: string, final: boolean): AnswerStep {
     if (!this.calls) return { reasoning, content, calls: [] };
     const got = this.calls.push(content);
-    if (!final) return { reasoning, ...got };
+    if (!final) return { reasoning, content: this.leading(got.content, got.calls.length > 0, false), calls: got.calls };
     const rest = this.calls.flush();
-    return { reasoning, content: got.content + rest.content, calls: [...got.calls, ...rest.calls] };
+    const calls = [...got.calls, ...rest.calls];
+    return { reasoning, content: this.leading(got.content + rest.content, calls.length > 0, true), calls };
+  }
+
+  /** Content to show now: leading whitespace is held until text or a call decides it. */
+  private leading(content: string, called: boolean, final: boolean): string {
+    if (this.decided) return content;
+    const text = this.held + content;
+    this.held = "";
+    if (called) {
+      this.decided = true;
+      return text.trim() === "" ? "" : text;
+    }
+    if (text.trim() !== "" || final) {
+      this.decided = text.trim() !== "";
+      return text;
+    }
+    this.held = text;
+    return "";
   }
 }
 

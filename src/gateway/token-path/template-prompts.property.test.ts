@@ -14,7 +14,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reasoningParserNamed, toolParserNamed } from "../../backends/answer-parsers.js";
 import type { Call, ChatMessage } from "../../core/types.js";
 import { CHATML_CONTROL, QWEN25_LIKE_TEMPLATE, QWEN3_LIKE_TEMPLATE, QWEN_ADDED } from "../../testing/chat-template-fixtures.js";
-import { hermesStandIn } from "../../testing/hermes-stand-in.js";
 import { arborChatModel, jinjaChatModel, templateBackend, type ChatModel, type ScriptedTurn, type TemplateBackend } from "../../testing/template-backend.js";
 import { createGateway, type Gateway } from "../server.js";
 import { RESET_REASONS } from "./context-prompt.js";
@@ -43,8 +42,8 @@ async function serve(key: string, model: ChatModel, parsers: Pick<Parameters<typ
 beforeAll(async () => {
   const think = reasoningParserNamed("think", "test");
   await serve("arbor", arborChatModel(), { toolParser: toolParserNamed("arbor", "test") });
-  await serve("qwen2.5-like", jinjaChatModel("qwen2.5-like", QWEN25_LIKE_TEMPLATE, CHATML_CONTROL, QWEN_ADDED, ["<|im_end|>"]), { toolParser: hermesStandIn, reasoningParser: think });
-  await serve("qwen3-like", jinjaChatModel("qwen3-like", QWEN3_LIKE_TEMPLATE, CHATML_CONTROL, QWEN_ADDED, ["<|im_end|>"]), { toolParser: hermesStandIn, reasoningParser: think });
+  await serve("qwen2.5-like", jinjaChatModel("qwen2.5-like", QWEN25_LIKE_TEMPLATE, CHATML_CONTROL, QWEN_ADDED, ["<|im_end|>"]), { toolParser: toolParserNamed("hermes", "test"), reasoningParser: think });
+  await serve("qwen3-like", jinjaChatModel("qwen3-like", QWEN3_LIKE_TEMPLATE, CHATML_CONTROL, QWEN_ADDED, ["<|im_end|>"]), { toolParser: toolParserNamed("hermes", "test"), reasoningParser: think });
 });
 
 afterAll(async () => {
@@ -153,7 +152,7 @@ async function drive(key: string, episodes: Episodes): Promise<{ resets: string[
       const call = s.calls.at(-1) as Call;
       // The property: the recorded prompt is the template's render of the full conversation, or a reset with its reason.
       const forcedName = step.force === "named" ? (step.turn.toolCalls?.[0]?.name as string) : undefined;
-      const prefill = step.force ? (key === "arbor" ? toolParserNamed("arbor", "test") : hermesStandIn).prefill(forcedName) : "";
+      const prefill = step.force ? (key === "arbor" ? toolParserNamed("arbor", "test") : toolParserNamed("hermes", "test")).prefill(forcedName) : "";
       const expected = [...s.model.render(history, true, tools.length > 0 ? tools : undefined), ...s.model.encode(prefill, true)];
       if (call.contextReset) {
         expect(Object.values(RESET_REASONS)).toContain(call.contextResetReason);

@@ -8,7 +8,7 @@ describe("requestToolPlan", () => {
     expect(declaresTools({ tools })).toBe(true);
     expect(declaresTools({ tools: [] })).toBe(false);
     expect(requestToolPlan({})).toBeUndefined();
-    expect(requestToolPlan({ tools, tool_choice: { type: "function", function: { name: "calc" } } })).toEqual({
+    expect(requestToolPlan({ tools, tool_choice: { type: "function", function: { name: "calc" } } })).toMatchObject({
       specs: [{ name: "calc", parameters: { type: "object" } }],
       parse: true,
       single: false,

@@ -44,6 +44,11 @@ export interface ToolCallStream {
 export interface ToolCallParser {
   /** Registry name (vLLM's `--tool-call-parser` names where one exists: hermes, llama3_json, mistral). */
   readonly name: string;
+  /**
+   * Whether an assistant turn can carry text beside its calls. Llama 3's JSON calls are the whole
+   * answer (its template drops the content of a turn with calls), so `format` refuses content there.
+   */
+  readonly contentWithCalls: boolean;
   /** A reader for one answer. */
   stream(opts: ToolParseOptions): ToolCallStream;
   /**

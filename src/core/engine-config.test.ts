@@ -1,0 +1,32 @@
+// The engine fields issue 14 adds to the run config: the llama.cpp build and the model-family parsers.
+import { describe, expect, it } from "vitest";
+import { loadRunConfig, parseRunConfig } from "./config.js";
+
+describe("engines[] model fields", () => {
+  it("defaults to the CPU build and no parsers", () => {
+    const e = parseRunConfig({ engines: [{ name: "e0" }] }).engines[0]!;
+    expect(e.gpu).toBe(false);
+    expect(e.toolParser).toBeUndefined();
+    expect(e.reasoningParser).toBeUndefined();
+  });
+
+  it("takes gpu: auto and the registry names of the parsers", () => {
+    const e = parseRunConfig({ engines: [{ name: "e0", gpu: "auto", toolParser: "hermes", reasoningParser: "think", servedModelName: "qwen2.5-0.5b" }] }).engines[0]!;
+    expect(e).toMatchObject({ gpu: "auto", toolParser: "hermes", reasoningParser: "think", servedModelName: "qwen2.5-0.5b" });
+  });
+
+  it("refuses gpu: true and an unknown parser, naming the field and the choices", () => {
+    expect(() => parseRunConfig({ engines: [{ name: "e0", gpu: true }] })).toThrowError(/engines\[0\]\.gpu: must be false \(CPU\) or "auto"/);
+    expect(() => parseRunConfig({ engines: [{ name: "e0", toolParser: "qwen" }] })).toThrowError(/engines\[0\]\.toolParser: must be one of arbor, hermes, llama3_json, mistral/);
+    expect(() => parseRunConfig({ engines: [{ name: "e0", reasoningParser: "deepseek" }] })).toThrowError(/engines\[0\]\.reasoningParser: must be one of think, none/);
+  });
+});
+
+describe("examples/real-model.yaml", () => {
+  it("is a valid run config serving a downloaded GGUF with its own formats", () => {
+    const cfg = loadRunConfig("examples/real-model.yaml");
+    expect(cfg.model.path).toMatch(/\.gguf$/);
+    expect(cfg.engines[0]).toMatchObject({ toolParser: "hermes", gpu: "auto", servedModelName: "qwen2.5-0.5b-instruct" });
+    expect(cfg.train).toBeUndefined();
+  });
+});

@@ -1,0 +1,103 @@
+// Mistral's tool calls before tokenizer v11 (Mistral 7B v0.3, Mixtral 8x22B, Mistral Nemo), as
+// vLLM's `mistral` parser reads them: `[TOOL_CALLS]` then a JSON array of
+// `{"name": ..., "arguments": {...}}`, after any content. The chat template writes `[TOOL_CALLS] [`
+// (the space is the SentencePiece word start), so whitespace after the marker is accepted.
+import { arrayElementSpans, heldPrefix, jsonCall, jsonEnd, parseJson, skipSpace } from "./scan.js";
+import type { ParsedCall, ToolCallParser, ToolCallStream, ToolParseOptions, ToolParseStep } from "./tool-parser.js";
+
+const MARK = "[TOOL_CALLS]";
+
+/** Reads one answer in Mistral's format; a call block is decided when its array closes. */
+class MistralToolStream implements ToolCallStream {
+  private buffer: string;
+  private readonly calls: ParsedCall[] = [];
+
+  constructor(private readonly opts: ToolParseOptions) {
+    this.buffer = opts.prefill ?? "";
+  }
+
+  get callCount(): number {
+    return this.calls.length;
+  }
+
+  push(text: string): ToolParseStep {
+    this.buffer += text;
+    return this.drain(false);
+  }
+
+  flush(): ToolParseStep {
+    return this.drain(true);
+  }
+
+  private drain(final: boolean): ToolParseStep {
+    let content = "";
+    const calls: ParsedCall[] = [];
+    const emit = (n: number): void => {
+      content += this.buffer.slice(0, n);
+      this.buffer = this.buffer.slice(n);
+    };
+    for (;;) {
+      const parsing = !(this.opts.single === true && this.calls.length > 0);
+      const open = parsing ? this.buffer.indexOf(MARK) : -1;
+      if (open < 0) {
+        emit(this.buffer.length - (final || !parsing ? 0 : heldPrefix(this.buffer, MARK)));
+        break;
+      }
+      emit(open);
+      const start = skipSpace(this.buffer, MARK.length);
+      if (start === this.buffer.length) {
+        if (final) emit(this.buffer.length);
+        break;
+      }
+      if (this.buffer[start] !== "[") {
+        emit(MARK.length); // not a call block: the marker is text, and the search goes on after it
+        continue;
+      }
+      const end = jsonEnd(this.buffer, start);
+      if (end < 0) {
+        if (final) emit(this.buffer.length);
+        break;
+      }
+      const block = this.buffer.slice(start, end);
+      const found = this.toCalls(block);
+      if (!found) {
+        emit(end);
+        continue;
+      }
+      this.buffer = this.buffer.slice(end);
+      // parallel_tool_calls false: the block's later calls stay text, as written.
+      const keep = this.opts.single === true ? 1 : found.length;
+      for (const call of found.slice(0, keep)) {
+        this.calls.push(call);
+        calls.push(call);
+      }
+      if (keep < found.length) content += block.slice(arrayElementSpans(block)[0]?.end);
+    }
+    return { content, calls };
+  }
+
+  /** Every element of the array a call of a declared tool, else none (the block stays text). */
+  private toCalls(block: string): ParsedCall[] | undefined {
+    const value = parseJson(block);
+    if (!Array.isArray(value) || value.length === 0) return undefined;
+    const calls: ParsedCall[] = [];
+    for (const v of value) {
+      const call = jsonCall(v, this.opts.names, ["arguments"], `${this.opts.idPrefix}_${this.calls.length + calls.length}`);
+      if (!call) return undefined;
+      calls.push(call);
+    }
+    return calls;
+  }
+}
+
+/** The `mistral` parser (vLLM's `--tool-call-parser mistral`, pre-v11 tokenizers). */
+export function createMistralParser(): ToolCallParser {
+  return {
+    name: "mistral",
+    contentWithCalls: true,
+    stream: (opts) => new MistralToolStream(opts),
+    prefill: (name) => `${MARK} [{"name": ${name === undefined ? '"' : `${JSON.stringify(name)}, "arguments": `}`,
+    format: (content, calls) =>
+      calls.length === 0 ? content : `${content}${MARK} [${calls.map((c) => `{"name": ${JSON.stringify(c.name)}, "arguments": ${c.arguments}}`).join(", ")}]`,
+  };
+}
