@@ -93,6 +93,14 @@ describe("OpenAI chat with tools on the token path", () => {
     // The forced opening is prompt, not output: the trace holds only what the policy generated.
     const [call] = callsOf("tp-forced") as [Call];
     expect(call.outputText).toBe('{"city":"Oslo"}<|/tool_call|>');
+    // The gateway appended the opening itself (special tokens read as such): exactly the ids the
+    // engine's own render of the forced request has, `<|tool_call|>` as its control token.
+    const own = await fetch(`${engine.url}/tokenize`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: "Weather?" }], tools, tool_choice: { type: "function", function: { name: "get_weather" } } }),
+    });
+    expect(call.promptTokenIds).toEqual(((await own.json()) as { tokens: number[] }).tokens);
     const bad = await client.chat.completions
       .create({ model: "arbor-tiny", messages: [{ role: "user", content: "x" }], tools, tool_choice: { type: "function", function: { name: "nope" } } })
       .catch((e: unknown) => e);
