@@ -90,3 +90,48 @@ export const QWEN3_LIKE_TEMPLATE = String.raw`{%- if tools %}
 /** ChatML's control tokens and Qwen's added (non-special) tool and reasoning tokens. */
 export const CHATML_CONTROL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"] as const;
 export const QWEN_ADDED = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", "</tool_response>"] as const;
+
+/**
+ * Llama 3.1-Instruct's template with custom tools (tools and guidance in the first user turn, so
+ * other tools rewrite that turn; one JSON call per assistant turn, its content dropped; tool results
+ * as `ipython` turns). The knowledge/today dates are fixed, as `date_string` is in the original.
+ */
+export const LLAMA31_LIKE_TEMPLATE = String.raw`{{- bos_token }}
+{%- if not date_string is defined %}{%- set date_string = "26 Jul 2024" %}{%- endif %}
+{%- if not tools is defined %}{%- set tools = none %}{%- endif %}
+{%- if messages[0]['role'] == 'system' %}{%- set system_message = messages[0]['content']|trim %}{%- set messages = messages[1:] %}{%- else %}{%- set system_message = "" %}{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if tools is not none %}{{- "Environment: ipython\n" }}{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- if tools is not none %}
+{%- if messages | length != 0 %}{%- set first_user_message = messages[0]['content']|trim %}{%- set messages = messages[1:] %}
+{%- else %}{{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}{%- endif %}
+{{- '<|start_header_id|>user<|end_header_id|>\n\n' -}}
+{{- "Given the following functions, please respond with a JSON for a function call " }}
+{{- "with its proper arguments that best answers the given prompt.\n\n" }}
+{{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+{{- "Do not use variables.\n\n" }}
+{%- for t in tools %}{{- t | tojson(indent=4) }}{{- "\n\n" }}{%- endfor %}
+{{- first_user_message + "<|eot_id|>"}}
+{%- endif %}
+{%- for message in messages %}
+{%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+{%- elif 'tool_calls' in message %}
+{%- if not message.tool_calls|length == 1 %}{{- raise_exception("This model only supports single tool-calls at once!") }}{%- endif %}
+{%- set tool_call = message.tool_calls[0].function %}
+{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+{{- '{"name": "' + tool_call.name + '", ' }}{{- '"parameters": ' }}{{- tool_call.arguments | tojson }}{{- "}" }}{{- "<|eot_id|>" }}
+{%- elif message.role == "tool" or message.role == "ipython" %}
+{{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
+{%- if message.content is mapping or message.content is iterable %}{{- message.content | tojson }}{%- else %}{{- message.content }}{%- endif %}
+{{- "<|eot_id|>" }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}`;
+
+/** Llama 3's control tokens. */
+export const LLAMA3_CONTROL = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>"] as const;

@@ -13,7 +13,7 @@ import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reasoningParserNamed, toolParserNamed } from "../../backends/answer-parsers.js";
 import type { Call, ChatMessage } from "../../core/types.js";
-import { CHATML_CONTROL, QWEN25_LIKE_TEMPLATE, QWEN3_LIKE_TEMPLATE, QWEN_ADDED } from "../../testing/chat-template-fixtures.js";
+import { CHATML_CONTROL, LLAMA31_LIKE_TEMPLATE, LLAMA3_CONTROL, QWEN25_LIKE_TEMPLATE, QWEN3_LIKE_TEMPLATE, QWEN_ADDED } from "../../testing/chat-template-fixtures.js";
 import { arborChatModel, jinjaChatModel, templateBackend, type ChatModel, type ScriptedTurn, type TemplateBackend } from "../../testing/template-backend.js";
 import { createGateway, type Gateway } from "../server.js";
 import { RESET_REASONS } from "./context-prompt.js";
@@ -43,6 +43,7 @@ beforeAll(async () => {
   const think = reasoningParserNamed("think", "test");
   await serve("arbor", arborChatModel(), { toolParser: toolParserNamed("arbor", "test") });
   await serve("qwen2.5-like", jinjaChatModel("qwen2.5-like", QWEN25_LIKE_TEMPLATE, CHATML_CONTROL, QWEN_ADDED, ["<|im_end|>"]), { toolParser: toolParserNamed("hermes", "test"), reasoningParser: think });
+  await serve("llama3.1-like", jinjaChatModel("llama3.1-like", LLAMA31_LIKE_TEMPLATE, LLAMA3_CONTROL, [], ["<|eot_id|>", "<|eom_id|>"]), { toolParser: toolParserNamed("llama3_json", "test") });
   await serve("qwen3-like", jinjaChatModel("qwen3-like", QWEN3_LIKE_TEMPLATE, CHATML_CONTROL, QWEN_ADDED, ["<|im_end|>"]), { toolParser: toolParserNamed("hermes", "test"), reasoningParser: think });
 });
 
@@ -114,11 +115,16 @@ async function drive(key: string, episodes: Episodes): Promise<{ resets: string[
     messages.push({ role: "user", content: ep.user });
     const steps: Step[] = [];
     for (const r of ep.rounds) {
-      const calls = r.calls.filter((c) => names.has(c.name)).map((c) => ({ name: c.name, arguments: JSON.stringify(c.args) }));
+      // Llama 3.1's template takes one call per turn, and drops the content of a turn with a call.
+      const llama = key.startsWith("llama");
+      const calls = r.calls
+        .filter((c) => names.has(c.name))
+        .slice(0, llama ? 1 : undefined)
+        .map((c) => ({ name: c.name, arguments: JSON.stringify(c.args) }));
       if (calls.length === 0) continue;
       // A forced call's opening leaves no room for content or reasoning before the call.
       const forced = r.force !== undefined && r.content === "" && r.reasoning === undefined;
-      steps.push({ turn: { content: r.content, toolCalls: calls, ...(r.reasoning !== undefined ? { reasoning: r.reasoning } : {}) }, stream: r.stream, ...(forced ? { force: r.force } : {}) });
+      steps.push({ turn: { content: llama ? "" : r.content, toolCalls: calls, ...(r.reasoning !== undefined ? { reasoning: r.reasoning } : {}) }, stream: r.stream, ...(forced ? { force: r.force } : {}) });
     }
     steps.push({ turn: { content: ep.answer.content, ...(ep.answer.reasoning !== undefined ? { reasoning: ep.answer.reasoning } : {}) }, stream: ep.answer.stream });
     for (const [k, step] of steps.entries()) {
@@ -152,7 +158,7 @@ async function drive(key: string, episodes: Episodes): Promise<{ resets: string[
       const call = s.calls.at(-1) as Call;
       // The property: the recorded prompt is the template's render of the full conversation, or a reset with its reason.
       const forcedName = step.force === "named" ? (step.turn.toolCalls?.[0]?.name as string) : undefined;
-      const prefill = step.force ? (key === "arbor" ? toolParserNamed("arbor", "test") : toolParserNamed("hermes", "test")).prefill(forcedName) : "";
+      const prefill = step.force ? toolParserNamed(key === "arbor" ? "arbor" : key.startsWith("llama") ? "llama3_json" : "hermes", "test").prefill(forcedName) : "";
       const expected = [...s.model.render(history, true, tools.length > 0 ? tools : undefined), ...s.model.encode(prefill, true)];
       if (call.contextReset) {
         expect(Object.values(RESET_REASONS)).toContain(call.contextResetReason);
@@ -179,7 +185,7 @@ async function drive(key: string, episodes: Episodes): Promise<{ resets: string[
 }
 
 describe("token-path prompts equal the template's full render, or record contextReset with a reason", () => {
-  for (const key of ["arbor", "qwen2.5-like", "qwen3-like"]) {
+  for (const key of ["arbor", "qwen2.5-like", "qwen3-like", "llama3.1-like"]) {
     it(`${key}: random multi-turn tool conversations, streamed and not`, async () => {
       const totals = { continued: 0, resets: new Map<string, number>() };
       await fc.assert(
