@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Rng } from "../core/rng.js";
 import { tinyConfig } from "./config.js";
-import { configFromGguf, readGguf, writeGguf } from "./gguf.js";
+import { configFromGguf, readGguf, readGgufMetadata, vocabTokenizerSpec, writeGguf, writeGgufRaw } from "./gguf.js";
+import { tokenizerSpecFromGguf } from "./gguf-tokenizer.js";
 import { Vocab } from "./vocab.js";
 import { initWeights } from "./weights.js";
 
@@ -75,6 +76,38 @@ describe("GGUF", () => {
     expect(() => writeGguf(join(dir, "r.gguf"), { config: { ...config, nVocab: 10 }, vocab, tensors })).toThrow(/nVocab \(10\)/);
   });
 
+  it("writes any tokenizer spec and a chat template, and needs exactly one of vocab and tokenizer", () => {
+    const tensors = initWeights(config, new Rng(2));
+    const spec = { ...vocabTokenizerSpec(vocab), addSpacePrefix: true };
+    const path = join(dir, "tok.gguf");
+    writeGguf(path, { config, tokenizer: spec, chatTemplate: "{{ messages }}", tensors });
+    expect(tokenizerSpecFromGguf(readGguf(path).metadata)).toEqual({ ...spec, chatTemplate: "{{ messages }}" });
+    // The default is Arbor's vocabulary, with the same keys as an explicit spec of it.
+    writeGguf(path, { config, vocab, tensors });
+    const viaVocab = readFileSync(path);
+    writeGguf(path, { config, tokenizer: vocabTokenizerSpec(vocab), tensors });
+    expect(readFileSync(path).equals(viaVocab)).toBe(true);
+    expect(() => writeGguf(path, { config, tensors })).toThrow(/exactly one of vocab and tokenizer/);
+    expect(() => writeGguf(path, { config, vocab, tokenizer: spec, tensors })).toThrow(/exactly one of vocab and tokenizer/);
+    expect(() => writeGguf(path, { config, tokenizer: { ...spec, tokens: spec.tokens.slice(1), types: spec.types.slice(1), scores: spec.scores?.slice(1) }, tensors })).toThrow(
+      /config.nVocab \(\d+\) != vocabulary size/,
+    );
+  });
+
+  it("reads metadata alone, of any size and whatever the tensor types", () => {
+    const path = write("meta.gguf", 3, { "general.name": "m" });
+    expect(readGgufMetadata(path)).toEqual({ version: 3, metadata: readGguf(path).metadata });
+    // More metadata than the first read window (4 MiB): the window grows.
+    const big = join(dir, "big.gguf");
+    const long = "x".repeat(5 << 20);
+    writeGgufRaw(big, [["general.alignment", { type: "u32", value: 32 }], ["a.long", { type: "string", value: long }], ["a.after", { type: "u32", value: 7 }]], []);
+    const m = readGgufMetadata(big).metadata;
+    expect((m.get("a.long") as string).length).toBe(long.length);
+    expect(m.get("a.after")).toBe(7);
+    writeFileSync(big, readFileSync(big).subarray(0, 3 << 20));
+    expect(() => readGgufMetadata(big)).toThrow(/truncated GGUF/);
+  });
+
   it("gives clear errors for bad magic, truncation and quantized tensors", () => {
     const bad = join(dir, "bad.gguf");
     writeFileSync(bad, Buffer.from("GGMLxxxxxxxxxxxxxxxxxxxxxxxx"));
@@ -91,6 +124,8 @@ describe("GGUF", () => {
     expect(() => readGguf(bad)).toThrow(`${bad}: tensor w is Q4_K (ggml type 12), a quantized or non-float type; Arbor reads only F32, F16 and BF16 GGUF weights`);
     writeFileSync(bad, oneTensorGguf(8, Buffer.alloc(34)));
     expect(() => readGguf(bad)).toThrow(/tensor w is Q8_0 \(ggml type 8\)/);
+    // Its metadata still reads (a quantized model's tokenizer and template).
+    expect(readGgufMetadata(bad)).toEqual({ version: 3, metadata: new Map() });
     writeFileSync(bad, oneTensorGguf(99, Buffer.alloc(8)));
     expect(() => readGguf(bad)).toThrow(/tensor w is type 99 \(ggml type 99\)/);
   });

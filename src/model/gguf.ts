@@ -7,6 +7,8 @@ import { endianness } from "node:os";
 import { writeFileAtomic } from "./atomic-file.js";
 import { bf16ToF32, f16ToF32 } from "./half-float.js";
 import { validateConfig, type TinyLlamaConfig } from "./config.js";
+import type { MetaValue } from "./gguf-meta.js";
+import { tokenizerMetadata, type GgufTokenizerSpec } from "./gguf-tokenizer.js";
 import type { Vocab } from "./vocab.js";
 import { checkTensors, numel, type Tensor } from "./weights.js";
 
@@ -47,16 +49,16 @@ export const GgufType = {
   f64: 12,
 } as const;
 
-type Scalar =
-  | { type: "u32" | "i32" | "f32" | "f64"; value: number }
-  | { type: "bool"; value: boolean }
-  | { type: "string"; value: string };
-/** One typed GGUF metadata value, as {@link writeGgufRaw} writes it. */
-export type MetaValue = Scalar | { type: "array"; elem: "string"; value: string[] } | { type: "array"; elem: "f32" | "i32" | "u32"; value: number[] };
+export type { MetaValue } from "./gguf-meta.js";
 
 export interface WriteGgufInput {
   config: TinyLlamaConfig;
-  vocab: Vocab;
+  /** Arbor's vocabulary (the tiny policy's); give this or `tokenizer`. */
+  vocab?: Vocab;
+  /** Any SPM or BPE tokenizer (made-here or read from another GGUF); give this or `vocab`. */
+  tokenizer?: GgufTokenizerSpec;
+  /** `tokenizer.chat_template`; overrides the tokenizer spec's. */
+  chatTemplate?: string;
   tensors: Tensor[];
   /**
    * Extra keys. `general.name` is a string; `arbor.policy_version` must be a u32. Other numbers are
@@ -80,9 +82,12 @@ const RESERVED_PREFIXES = ["llama.", "tokenizer.", "general.architecture", "gene
  */
 export function writeGguf(path: string, input: WriteGgufInput): void {
   assertLittleEndian();
-  const { config: cfg, vocab, tensors } = input;
+  const { config: cfg, tensors } = input;
   validateConfig(cfg);
-  if (vocab.size !== cfg.nVocab) throw new RangeError(`config.nVocab (${cfg.nVocab}) != vocabulary size (${vocab.size})`);
+  if ((input.vocab === undefined) === (input.tokenizer === undefined)) throw new RangeError("writeGguf: give exactly one of vocab and tokenizer");
+  let spec = input.tokenizer ?? vocabTokenizerSpec(input.vocab as Vocab);
+  if (input.chatTemplate !== undefined) spec = { ...spec, chatTemplate: input.chatTemplate };
+  if (spec.tokens.length !== cfg.nVocab) throw new RangeError(`config.nVocab (${cfg.nVocab}) != vocabulary size (${spec.tokens.length})`);
   checkTensors(cfg, tensors);
 
   const meta: [string, MetaValue][] = [
@@ -99,17 +104,7 @@ export function writeGguf(path: string, input: WriteGgufInput): void {
     ["llama.rope.dimension_count", { type: "u32", value: cfg.nEmbd / cfg.nHead }],
     ["llama.attention.layer_norm_rms_epsilon", { type: "f32", value: cfg.rmsEps }],
     ["llama.rope.freq_base", { type: "f32", value: cfg.ropeFreqBase }],
-    ["tokenizer.ggml.model", { type: "string", value: "llama" }],
-    ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: vocab.pieces }],
-    ["tokenizer.ggml.scores", { type: "array", elem: "f32", value: vocab.scores }],
-    ["tokenizer.ggml.token_type", { type: "array", elem: "i32", value: vocab.types }],
-    ["tokenizer.ggml.unknown_token_id", { type: "u32", value: vocab.unkId }],
-    ["tokenizer.ggml.bos_token_id", { type: "u32", value: vocab.bosId }],
-    ["tokenizer.ggml.eos_token_id", { type: "u32", value: vocab.eosId }],
-    ["tokenizer.ggml.eot_token_id", { type: "u32", value: vocab.controlId("<|end|>") }],
-    ["tokenizer.ggml.add_space_prefix", { type: "bool", value: false }],
-    ["tokenizer.ggml.add_bos_token", { type: "bool", value: true }],
-    ["tokenizer.ggml.add_eos_token", { type: "bool", value: false }],
+    ...tokenizerMetadata(spec),
   ];
   for (const [key, value] of Object.entries(input.metadata ?? {})) {
     const entry = extraMeta(key, value);
@@ -119,6 +114,26 @@ export function writeGguf(path: string, input: WriteGgufInput): void {
   }
 
   writeGgufRaw(path, meta, tensors);
+}
+
+/**
+ * Arbor's vocabulary as a GGUF tokenizer: SPM, no space prefix, BOS added, `<|end|>` as EOT. Its
+ * keys come out in the order the tiny policy's files have always had, so they stay byte-identical.
+ */
+export function vocabTokenizerSpec(vocab: Vocab): GgufTokenizerSpec {
+  return {
+    model: "llama",
+    tokens: vocab.pieces,
+    scores: vocab.scores,
+    types: vocab.types,
+    unkId: vocab.unkId,
+    bosId: vocab.bosId,
+    eosId: vocab.eosId,
+    eotId: vocab.controlId("<|end|>"),
+    addSpacePrefix: false,
+    addBos: true,
+    addEos: false,
+  };
 }
 
 /**
@@ -190,19 +205,31 @@ export function readGguf(path: string): GgufFile {
 /** The header ran past the prefix read so far (but not past the file): read a longer prefix. */
 class NeedMoreHeader extends Error {}
 
-function readAt(fd: number, position: number, length: number): ArrayBuffer {
-  const out = new Uint8Array(length);
-  let done = 0;
-  while (done < length) {
-    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
-    if (n === 0) break;
-    done += n;
+/**
+ * Read only a GGUF's metadata, whatever its tensor types (quantized models too) and without their
+ * data: the tokenizer and chat template of a downloaded model, or its architecture to refuse it.
+ */
+export function readGgufMetadata(path: string): { version: number; metadata: Map<string, unknown> } {
+  assertLittleEndian();
+  const fd = openSync(path, "r");
+  try {
+    const size = fstatSync(fd).size;
+    for (let prefix = Math.min(size, 1 << 22); ; prefix = Math.min(size, prefix * 4)) {
+      try {
+        const { version, metadata } = readHeader(new ByteReader(Buffer.from(readAt(fd, 0, prefix)), path, size));
+        return { version, metadata };
+      } catch (err) {
+        if (!(err instanceof NeedMoreHeader) || prefix >= size) throw err;
+      }
+    }
+  } finally {
+    closeSync(fd);
   }
-  return out.buffer;
 }
 
-function readGgufFrom(fd: number, path: string, fileSize: number, head: Buffer): GgufFile {
-  const r = new ByteReader(head, path, fileSize);
+/** Magic, version, tensor count and metadata of a GGUF header; leaves `r` after the metadata. */
+function readHeader(r: ByteReader): { version: number; nTensors: number; metadata: Map<string, unknown> } {
+  const path = r.path;
   const magic = r.u32();
   if (magic !== GGUF_MAGIC) {
     throw new Error(`${path}: not a GGUF file (magic 0x${magic.toString(16).padStart(8, "0")}, want "GGUF")`);
@@ -216,6 +243,23 @@ function readGgufFrom(fd: number, path: string, fileSize: number, head: Buffer):
     const key = r.str();
     metadata.set(key, readMetaValue(r, r.u32(), key));
   }
+  return { version, nTensors, metadata };
+}
+
+function readAt(fd: number, position: number, length: number): ArrayBuffer {
+  const out = new Uint8Array(length);
+  let done = 0;
+  while (done < length) {
+    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return out.buffer;
+}
+
+function readGgufFrom(fd: number, path: string, fileSize: number, head: Buffer): GgufFile {
+  const r = new ByteReader(head, path, fileSize);
+  const { version, nTensors, metadata } = readHeader(r);
   const infos: { name: string; dims: number[]; type: number; offset: number }[] = [];
   for (let i = 0; i < nTensors; i++) {
     const name = r.str();

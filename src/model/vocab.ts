@@ -1,6 +1,9 @@
 // Arbor's byte-level SentencePiece (SPM) vocabulary: special tokens, 256 byte-fallback tokens, the
 // space piece "▁", the printable ASCII characters and the chat/tool control tokens. `encode` mirrors
 // llama.cpp's SPM tokenizer for this vocabulary exactly (checked against llama.cpp in policy.test.ts).
+// It is the tiny policy's `ModelTokenizer`.
+
+import type { ModelTokenizer } from "./tokenizer.js";
 
 /** Chat-role and tool-call markers, appended after the plain pieces as CONTROL tokens. */
 export const CONTROL_TOKENS = [
@@ -41,10 +44,12 @@ const utf8Decoder = new TextDecoder("utf-8", { fatal: false });
  * The fixed vocabulary. Layout: 0 `<unk>`, 1 `<s>`, 2 `</s>`, 3..258 `<0x00>`..`<0xFF>`, 259 `▁`,
  * 260..353 the characters 0x21..0x7E, then CONTROL_TOKENS in order (354..360).
  */
-export class Vocab {
+export class Vocab implements ModelTokenizer {
   readonly unkId = 0;
   readonly bosId = 1;
   readonly eosId = 2;
+  /** The policy's prompts start with `<s>` (GGUF `add_bos_token`). */
+  readonly addBos = true;
   readonly pieces: string[];
   readonly types: number[];
   readonly scores: number[];
@@ -79,6 +84,17 @@ export class Vocab {
     return this.pieces.length;
   }
 
+  /** Ids that end a turn: `</s>` and `<|end|>` (llama.cpp's end-of-generation set for this vocabulary). */
+  get stopIds(): readonly number[] {
+    return [this.eosId, this.controlId("<|end|>")];
+  }
+
+  /** True for `<unk>` and the CONTROL tokens (llama.cpp renders them only when asked for specials). */
+  isSpecial(id: number): boolean {
+    this.checkId(id);
+    return this.types[id] === TokenType.control || this.types[id] === TokenType.unknown;
+  }
+
   /** Id of a control token such as `<|user|>`; throws on an unknown name. */
   controlId(name: ControlTokenName | string): number {
     const id = this.controlIds.get(name);
@@ -99,7 +115,8 @@ export class Vocab {
    * every other UTF-8 byte a byte-fallback token. Control-token text is NOT recognised; no BOS.
    * Text round-trips through encode/decode except a literal "▁", which SPM reads as a space.
    */
-  encode(text: string): number[] {
+  encode(text: string, opts: { special?: boolean } = {}): number[] {
+    if (opts.special) return this.encodeSpecial(text);
     // Buffer encodes lone surrogates as U+FFFD, as N-API does when handing the string to llama.cpp.
     const bytes = Buffer.from(text, "utf8");
     const ids: number[] = [];
@@ -120,18 +137,51 @@ export class Vocab {
 
   /**
    * Text of a token sequence: byte tokens are joined into UTF-8 (invalid sequences become U+FFFD),
-   * control markers render as their text, `<s>`, `</s>` and `<unk>` render as nothing.
+   * control markers render as their text, `<s>`, `</s>` and `<unk>` render as nothing. With
+   * `special`, every token renders as llama.cpp's `detokenize(ids, special=true)` does: `<s>`,
+   * `</s>` and `<unk>` as their text too. Unlike other tokenizers the chat markers render without
+   * `special`: Arbor's tool-call markup is read from the decoded text (tool-markup.ts).
    */
-  decode(ids: readonly number[]): string {
+  decode(ids: readonly number[], opts: { special?: boolean } = {}): string {
     const bytes: number[] = [];
     for (const id of ids) {
       this.checkId(id);
       if (id >= FIRST_BYTE_ID && id < SPACE_ID) bytes.push(id - FIRST_BYTE_ID);
       else if (id === SPACE_ID) bytes.push(0x20);
       else if (id >= FIRST_ASCII_ID && id < FIRST_CONTROL_ID) bytes.push(ASCII_LO + (id - FIRST_ASCII_ID));
-      else if (id >= FIRST_CONTROL_ID) for (const b of Buffer.from(this.pieces[id] as string, "utf8")) bytes.push(b);
+      else if (id >= FIRST_CONTROL_ID || opts.special) for (const b of Buffer.from(this.pieces[id] as string, "utf8")) bytes.push(b);
     }
     return utf8Decoder.decode(Uint8Array.from(bytes));
+  }
+
+  /** UTF-8 bytes of one token: its byte, character or space, or the text of a special token. */
+  tokenBytes(id: number): number[] {
+    this.checkId(id);
+    if (id >= FIRST_BYTE_ID && id < SPACE_ID) return [id - FIRST_BYTE_ID];
+    if (id === SPACE_ID) return [0x20];
+    if (id >= FIRST_ASCII_ID && id < FIRST_CONTROL_ID) return [ASCII_LO + (id - FIRST_ASCII_ID)];
+    return [...Buffer.from(this.pieces[id] as string, "utf8")];
+  }
+
+  /**
+   * `encode` with special-token text parsed, as llama.cpp's `tokenize(text, parse_special=true)`:
+   * every CONTROL or UNKNOWN token's text (longest first) becomes its id, the text between is
+   * encoded as plain text.
+   */
+  private encodeSpecial(text: string): number[] {
+    const specials = this.pieces
+      .map((piece, id) => ({ piece, id }))
+      .filter(({ id }) => this.types[id] === TokenType.control || this.types[id] === TokenType.unknown)
+      .sort((a, b) => b.piece.length - a.piece.length || a.id - b.id);
+    let frags: (string | number)[] = [Buffer.from(text, "utf8").toString("utf8")];
+    for (const { piece, id } of specials) {
+      frags = frags.flatMap((f) => {
+        if (typeof f === "number") return [f];
+        const parts = f.split(piece);
+        return parts.flatMap((p, i) => (i === 0 ? [p] : [id, p])).filter((p) => p !== "");
+      });
+    }
+    return frags.flatMap((f) => (typeof f === "number" ? [f] : this.encode(f)));
   }
 
   /**

@@ -1,0 +1,79 @@
+// Made-here models with real-style tokenizers, for running Arbor end to end on something shaped like
+// the models teams train, with no download: a llama-architecture GGUF with seeded random weights and
+// either the byte-level BPE + ChatML vocabulary (Qwen-like, "bpe-chatml") or the SentencePiece +
+// Llama-3 vocabulary ("spm-llama3"), the chat template in `tokenizer.chat_template`. Named by a hash
+// like the tiny policy (`ensurePolicy`): created once, byte-identical for the same init.
+
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { Rng } from "../../core/rng.js";
+import { tinyConfig, type TinyLlamaConfig } from "../config.js";
+import { writeGguf } from "../gguf.js";
+import { tokenizerMetadata, type GgufTokenizerSpec } from "../gguf-tokenizer.js";
+import type { PolicyInit } from "../policy.js";
+import type { ModelTokenizer } from "../tokenizer.js";
+import { initWeights } from "../weights.js";
+import { bpeChatmlSpec } from "./bpe-vocab.js";
+import { spmLlama3Spec } from "./spm-vocab.js";
+import { tokenizerFromSpec } from "./tokenizer-from-spec.js";
+
+/** The made-here model kinds. */
+export const MADE_MODEL_KINDS = ["bpe-chatml", "spm-llama3"] as const;
+export type MadeModelKind = (typeof MADE_MODEL_KINDS)[number];
+
+/** Bump when the weights' init or the file layout changes (vocabulary changes change the hash by themselves). */
+export const MADE_MODEL_FORMAT = 1;
+
+const SPECS: Record<MadeModelKind, () => GgufTokenizerSpec> = {
+  "bpe-chatml": bpeChatmlSpec,
+  "spm-llama3": spmLlama3Spec,
+};
+
+/** The tokenizer spec (vocabulary, specials, template) of a made-here kind. */
+export function madeTokenizerSpec(kind: MadeModelKind): GgufTokenizerSpec {
+  const spec = SPECS[kind];
+  if (spec === undefined) throw new RangeError(`made model kind '${String(kind)}' is unknown (known: ${MADE_MODEL_KINDS.join(", ")})`);
+  return spec();
+}
+
+/** File name of a made model: `<kind>-<hash of format, init and tokenizer>.gguf`. */
+export function madeModelFileName(kind: MadeModelKind, init: PolicyInit): string {
+  const h = createHash("sha256");
+  h.update(JSON.stringify([MADE_MODEL_FORMAT, kind, init.seed, init.nEmbd, init.nLayer, init.nHead, init.nHeadKv, init.nFf, init.contextLength]));
+  h.update(JSON.stringify(tokenizerMetadata(madeTokenizerSpec(kind))));
+  return `${kind}-${h.digest("hex").slice(0, 12)}.gguf`;
+}
+
+/**
+ * Return the made model `kind` for `init` in `dir`, creating it when absent (seeded random weights,
+ * policy version 0). Deterministic: the same kind and init always yield the same, byte-identical file.
+ */
+export function makeModel(
+  kind: MadeModelKind,
+  dir: string,
+  init: PolicyInit,
+): { path: string; config: TinyLlamaConfig; tokenizer: ModelTokenizer; spec: GgufTokenizerSpec; created: boolean } {
+  if (!Number.isInteger(init.seed)) throw new RangeError(`model.init.seed: must be an integer (got ${init.seed})`);
+  const spec = madeTokenizerSpec(kind);
+  const config = tinyConfig({
+    nVocab: spec.tokens.length,
+    nEmbd: init.nEmbd,
+    nLayer: init.nLayer,
+    nHead: init.nHead,
+    nHeadKv: init.nHeadKv,
+    nFf: init.nFf,
+    contextLength: init.contextLength,
+  });
+  const path = join(dir, madeModelFileName(kind, init));
+  const tokenizer = tokenizerFromSpec(spec);
+  if (existsSync(path)) return { path, config, tokenizer, spec, created: false };
+  mkdirSync(dir, { recursive: true });
+  writeGguf(path, {
+    config,
+    tokenizer: spec,
+    tensors: initWeights(config, new Rng(init.seed)),
+    metadata: { "general.name": `arbor-made-${kind}`, "arbor.policy_version": 0, "arbor.init_seed": String(init.seed), "arbor.made_model": kind },
+  });
+  return { path, config, tokenizer, spec, created: true };
+}
