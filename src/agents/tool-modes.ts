@@ -3,6 +3,7 @@
 import type { ChatCompletionMessage, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { AgentMessage } from "./agent-message.js";
 import { toolParameters, type AgentTool } from "./agent-tool.js";
+import type { ChatToolSpec } from "../model/chat-template.js";
 import { parseToolCalls } from "../model/markup.js";
 
 export type ToolCallMode = "native" | "markup";
@@ -26,9 +27,14 @@ export interface ParsedAnswer {
   malformed: string[];
 }
 
+/** The tools as a native request declares them, as the chat template sees them (SFT renders with these). */
+export function declaredToolSpecs(tools: readonly AgentTool[]): ChatToolSpec[] {
+  return tools.map((t) => ({ name: t.name, description: t.description, parameters: toolParameters(t).parameters }));
+}
+
 /** The `tools` field of a native request. */
 export function nativeToolSpecs(tools: readonly AgentTool[]): ChatCompletionTool[] {
-  return tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: toolParameters(t).parameters } }));
+  return declaredToolSpecs(tools).map((f) => ({ type: "function", function: f }));
 }
 
 /** Read one answer in `mode`. `callIndex` makes markup call ids unique within the program. */

@@ -1,6 +1,6 @@
 // The `arbor` command: parses arguments and hands each subcommand to its wiring module.
 // Errors a user can fix print as one line (no stack trace unless --debug) and exit non-zero.
-import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { ArborError } from "../core/errors.js";
 import { benchmarkNames } from "../bench/registry.js";
 import { benchCommand } from "./bench.js";
@@ -27,7 +27,7 @@ program
 
 program
   .command("sft")
-  .description("fine-tune the tiny policy on an environment's golden conversations and write a GGUF")
+  .description("fine-tune a policy (Arbor's tiny one, or a made-here BPE/SPM model) on an environment's golden conversations and write a GGUF")
   .option("--env <name>", "environment with golden conversations", "calc")
   .option("--tasks <n>", "distinct training tasks (default 20000, or a fixed pool less its held-out sixth: swe-mini 20)", toInt)
   .option("--task-seed <n>", "seed of the training tasks", toInt, 1000)
@@ -43,6 +43,8 @@ program
   .option("--n-layer <n>", "blocks of a new policy", toInt, 2)
   .option("--n-head <n>", "attention heads of a new policy", toInt, 4)
   .option("--n-ff <n>", "feed-forward width of a new policy", toInt, 192)
+  .addOption(new Option("--vocab <kind>", "vocabulary and chat template of a new policy: arbor, or a made-here bpe-chatml / spm-llama3").choices(["arbor", "bpe-chatml", "spm-llama3"]).default("arbor"))
+  .addOption(new Option("--tool-mode <mode>", "golden tool calls in Arbor's markup or as the model's native tool calls").choices(["markup", "native"]).default("markup"))
   .requiredOption("--out <gguf>", "where to write the trained policy")
   .option("--no-progress", "do not draw a progress bar")
   .action(async (o: Omit<Parameters<typeof sftCommand>[0], "progress"> & { progress: boolean }) => {

@@ -24,6 +24,7 @@ import { startReferenceTrainer } from "../loop/reference-trainer.js";
 import { runTrainLoop, type TrainLoopResult } from "../loop/train-loop.js";
 import type { Trainer } from "../loop/trainer-port.js";
 import { engineWeightSync } from "../loop/weight-sync.js";
+import { makeModel } from "../model/made/made-models.js";
 import { ensurePolicy } from "../model/policy.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { GroupRewarder } from "../reward/group-rewarder.js";
@@ -133,9 +134,11 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const log = opts.log ?? (() => {});
     let modelPath = cfg.model.path;
     if (modelPath === undefined) {
-      const policy = ensurePolicy(resolve(".arbor/models"), cfg.model.init);
+      const dir = resolve(".arbor/models");
+      const vocab = cfg.model.vocab;
+      const policy = vocab === "arbor" ? ensurePolicy(dir, cfg.model.init) : makeModel(vocab, dir, cfg.model.init);
       modelPath = policy.path;
-      log(`policy   ${policy.path} (${policy.created ? "created" : "cached"}, seed ${cfg.model.init.seed})`);
+      log(`policy   ${policy.path} (${policy.created ? "created" : "cached"}, ${vocab} vocabulary, seed ${cfg.model.init.seed})`);
     }
     for (const [i, e] of cfg.engines.entries()) {
       engines.push(

@@ -7,6 +7,7 @@ import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { createEnvironment } from "../envs/registry.js";
 import { runSft, type SftOptions } from "../sft/sft.js";
+import type { SftVocab } from "../sft/sft-model.js";
 
 export interface SftCommandOptions {
   env: string;
@@ -29,6 +30,10 @@ export interface SftCommandOptions {
   nLayer: number;
   nHead: number;
   nFf: number;
+  /** Vocabulary and chat template of a new policy (default "arbor"). */
+  vocab?: SftVocab;
+  /** How golden turns call tools (default "markup"). */
+  toolMode?: "markup" | "native";
   progress: boolean;
 }
 
@@ -83,6 +88,8 @@ export async function sftCommand(o: SftCommandOptions): Promise<void> {
     evalEvery: 20,
     init: o.from ? { path: resolve(o.from) } : { seed: o.seed, nEmbd: o.nEmbd, nLayer: o.nLayer, nHead: o.nHead, nHeadKv: o.nHead, nFf: o.nFf, contextLength: 2048 },
     steps: o.steps,
+    ...(o.vocab !== undefined ? { vocab: o.vocab } : {}),
+    ...(o.toolMode !== undefined ? { toolMode: o.toolMode } : {}),
     ...(o.saveEvery === undefined ? {} : { saveEvery: o.saveEvery }),
     batchSize: d.batchSize,
     lr: o.lr,

@@ -38,6 +38,13 @@ export const ModelConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /**
+     * The vocabulary and chat template of a model created from `init`: `arbor` (the tiny policy's SPM
+     * vocabulary, template and tool markup), or a made-here real-style one — `bpe-chatml` (GPT-2-style
+     * byte-level BPE, Qwen-like ChatML template with tools, Hermes tool calls) or `spm-llama3`
+     * (SentencePiece-style, Llama-3.1-like template, JSON tool calls). Ignored when `path` is given.
+     */
+    vocab: z.enum(["arbor", "bpe-chatml", "spm-llama3"]).default("arbor"),
   })
   .strict();
 

@@ -6,6 +6,8 @@ import { VirtualClock } from "../core/clock.js";
 import { configFromGguf, readGguf } from "../model/gguf.js";
 import { runSft, scheduledLr, sftSplit, sftTree, truncateToContext, type SftOptions, type SftStep } from "./sft.js";
 import { goldenSample } from "./golden-samples.js";
+import { ArborChatFormat } from "../model/arbor-chat-format.js";
+import { stopTokenIds } from "../model/chat-template.js";
 import { Vocab } from "../model/vocab.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-sft-"));
@@ -56,7 +58,7 @@ describe("runSft", () => {
 
   it("weights every assistant token of a batch equally", () => {
     const vocab = new Vocab();
-    const samples = [0, 1].map((i) => goldenSample([{ role: "user", content: `q${i}` }, { role: "assistant", content: i === 0 ? "ab" : "abcdef" }], vocab));
+    const samples = [0, 1].map((i) => goldenSample([{ role: "user", content: `q${i}` }, { role: "assistant", content: i === 0 ? "ab" : "abcdef" }], { format: new ArborChatFormat(vocab), stopIds: stopTokenIds(vocab) }));
     const tree = sftTree(samples);
     // 2 + 1 and 6 + 1 tokens (content and <|end|>): 10 terms of weight 1/10.
     expect(tree.terms.weight).toHaveLength(10);

@@ -16,6 +16,10 @@ import { buildPackedTree } from "../batch/tree/build-tree.js";
 import type { PackedTree } from "../batch/tree/packed-tree.js";
 import { createEnvironment } from "../envs/registry.js";
 import type { Task } from "../envs/env.js";
+import { nativeConversation } from "../envs/native-tools.js";
+import { fromEnvTool } from "../agents/agent-tool.js";
+import { declaredToolSpecs } from "../agents/tool-modes.js";
+import type { ChatMessage } from "../core/types.js";
 import { tinyConfig } from "../model/config.js";
 import { writeGguf } from "../model/gguf.js";
 import type { PolicyInit } from "../model/policy.js";
@@ -23,6 +27,7 @@ import { Vocab } from "../model/vocab.js";
 import { initWeights } from "../model/weights.js";
 import { Trainer } from "../trainer/trainer.js";
 import { goldenSample, type SftSample } from "./golden-samples.js";
+import { sftModelFromGguf, sftModelOf, type SftModel, type SftVocab } from "./sft-model.js";
 
 export interface SftOptions {
   /** Environment whose golden conversations are the training data (e.g. "calc"). */
@@ -35,6 +40,16 @@ export interface SftOptions {
   evalEvery?: number;
   /** Start from this GGUF, or from seeded random weights of this shape. */
   init: { path: string } | PolicyInit;
+  /**
+   * Vocabulary and chat template of a fresh model (`init` of a shape; default "arbor"): Arbor's, or a
+   * made-here one (`bpe-chatml`, `spm-llama3`). A GGUF `init` keeps its own.
+   */
+  vocab?: SftVocab;
+  /**
+   * How golden turns call tools (default "markup"): `native` renders them as the model's own
+   * tool calls with the environment's tools declared, as a run with `agent.toolMode: native` asks.
+   */
+  toolMode?: "markup" | "native";
   steps: number;
   batchSize: number;
   lr: number;
@@ -87,10 +102,17 @@ export interface SftResult {
  * The training and held-out samples of `opts`: disjoint draws (see the top of this file). Throws an
  * ArborError naming the numbers when a fixed pool is too small for both.
  */
-export function sftSplit(opts: Pick<SftOptions, "env" | "tasks" | "taskSeed" | "evalTasks">, vocab: Vocab = new Vocab()): { train: SftSample[]; held: SftSample[] } {
+export function sftSplit(
+  opts: Pick<SftOptions, "env" | "tasks" | "taskSeed" | "evalTasks" | "toolMode">,
+  model: SftModel = sftModelOf("arbor"),
+): { train: SftSample[]; held: SftSample[] } {
   const e = createEnvironment(opts.env);
   const evalTasks = opts.evalTasks ?? 0;
-  const render = (ts: readonly Task[]): SftSample[] => ts.map((t) => goldenSample(e.golden(t), vocab));
+  const native = opts.toolMode === "native";
+  // Native: the tools as the agent declares them in its requests, so prompts match the rollout's exactly.
+  const tools = native ? declaredToolSpecs(e.tools().map(fromEnvTool)) : undefined;
+  const golden = (t: Task): ChatMessage[] => (native ? nativeConversation(e, e.golden(t)) : e.golden(t));
+  const render = (ts: readonly Task[]): SftSample[] => ts.map((t) => goldenSample(golden(t), { format: model.format, stopIds: model.stopIds, ...(tools ? { tools } : {}) }));
   if (e.taskCount === undefined) return { train: render(e.tasks(opts.tasks, opts.taskSeed)), held: evalTasks > 0 ? render(e.tasks(evalTasks, opts.taskSeed + 1)) : [] };
   if (opts.tasks + evalTasks > e.taskCount) {
     throw new ArborError(`sft: ${opts.env} has ${e.taskCount} tasks: tasks (${opts.tasks}) + held-out tasks (${evalTasks}) must not exceed it`, "config");
@@ -138,12 +160,12 @@ function check(opts: SftOptions): void {
   }
 }
 
-async function createTrainer(opts: SftOptions): Promise<Trainer> {
+async function createTrainer(opts: SftOptions, model: SftModel): Promise<Trainer> {
   const trainerOpts = { lr: opts.lr, maxGradNorm: opts.maxGradNorm ?? 1, version: 0, ...(opts.clock ? { clock: opts.clock } : {}) };
   if ("path" in opts.init) return Trainer.fromGguf(opts.init.path, trainerOpts);
   const { seed, ...shape } = opts.init;
-  const config = tinyConfig({ nVocab: new Vocab().size, ...shape });
-  return Trainer.create(config, initWeights(config, new Rng(seed)), trainerOpts);
+  const config = tinyConfig({ nVocab: model.spec.tokens.length, ...shape });
+  return Trainer.create(config, initWeights(config, new Rng(seed)), { ...trainerOpts, tokenizer: model.spec });
 }
 
 /** The learning rate of step `step` (1-based) of `steps` under `schedule`. */
@@ -168,7 +190,7 @@ function evaluate(trainer: Trainer, tree: PackedTree): { loss: number; accuracy:
 }
 
 /** Write the current weights to `opts.out` (policy version 0: the start of RL), with how they were made. */
-function save(trainer: Trainer, vocab: Vocab, opts: SftOptions, step: number): void {
+function save(trainer: Trainer, model: SftModel, opts: SftOptions, step: number): void {
   const made = {
     env: opts.env,
     tasks: opts.tasks,
@@ -180,10 +202,12 @@ function save(trainer: Trainer, vocab: Vocab, opts: SftOptions, step: number): v
     // Only a non-constant schedule is recorded: a constant-rate GGUF keeps the fields it always had.
     ...(opts.schedule === "cosine" ? { schedule: "cosine", warmupSteps: opts.warmupSteps ?? 0 } : {}),
     seed: opts.seed,
+    // Only non-default choices are recorded: an Arbor markup GGUF keeps the fields it always had.
+    ...(opts.toolMode === "native" ? { toolMode: "native" } : {}),
   };
   writeGguf(opts.out, {
     config: trainer.config,
-    vocab,
+    ...(model.arbor ? { vocab: new Vocab() } : { tokenizer: model.spec }),
     tensors: trainer.model.toTensors(),
     metadata: { "general.name": "arbor-tiny-llama", "arbor.policy_version": 0, "arbor.sft": JSON.stringify(made) },
   });
@@ -195,11 +219,11 @@ function save(trainer: Trainer, vocab: Vocab, opts: SftOptions, step: number): v
  */
 export async function runSft(opts: SftOptions): Promise<SftResult> {
   check(opts);
-  const vocab = new Vocab();
-  const split = sftSplit(opts, vocab);
+  const model = "path" in opts.init ? sftModelFromGguf(opts.init.path) : sftModelOf(opts.vocab ?? "arbor");
+  const split = sftSplit(opts, model);
   const evalEvery = opts.evalEvery ?? Math.max(1, Math.floor(opts.steps / 10));
   const order = new Rng(opts.seed).fork("sft-order");
-  const trainer = await createTrainer(opts);
+  const trainer = await createTrainer(opts, model);
   try {
     const ctx = trainer.config.contextLength;
     const fit = (samples: readonly SftSample[]): SftSample[] => samples.flatMap((s) => truncateToContext(s, ctx) ?? []);
@@ -230,9 +254,9 @@ export async function runSft(opts: SftOptions): Promise<SftResult> {
         report.evalAccuracy = lastEval.accuracy;
       }
       await opts.onStep?.(report);
-      if (opts.saveEvery !== undefined && step % opts.saveEvery === 0 && step < opts.steps) save(trainer, vocab, opts, step);
+      if (opts.saveEvery !== undefined && step % opts.saveEvery === 0 && step < opts.steps) save(trainer, model, opts, step);
     }
-    save(trainer, vocab, opts, taken);
+    save(trainer, model, opts, taken);
     return {
       out: opts.out,
       truncated,
