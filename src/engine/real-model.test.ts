@@ -49,6 +49,19 @@ let model: MadeModel;
 let tok: LlamaTokenizer;
 let server: ListeningEngineServer;
 
+/** Id of a special token's text in `tok`. */
+function specialId(tok: ModelTokenizer, text: string): number {
+  return tok.encode(text, { special: true })[0] as number;
+}
+
+/** The JSON events of an SSE body, without the closing `[DONE]`. */
+function sseEvents<T>(body: string): T[] {
+  return body
+    .split("\n\n")
+    .filter((l) => l.startsWith("data: ") && l !== "data: [DONE]")
+    .map((l) => JSON.parse(l.slice(6)) as T);
+}
+
 async function post(path: string, payload: unknown, target: EngineServer = server) {
   const res = await target.app.inject({ method: "POST", url: path, payload: payload as object });
   return { status: res.statusCode, body: res.json() };
@@ -65,8 +78,7 @@ interface ChatChoice {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-real-model-"));
   const made = makeModel("bpe-chatml", dir, INIT);
-  const special = (text: string): number => made.tokenizer.encode(text, { special: true })[0] as number;
-  model = { path: made.path, js: made.tokenizer, imStart: special("<|im_start|>"), imEnd: special("<|im_end|>") };
+  model = { path: made.path, js: made.tokenizer, imStart: specialId(made.tokenizer, "<|im_start|>"), imEnd: specialId(made.tokenizer, "<|im_end|>") };
   tok = await LlamaTokenizer.load(model.path);
   server = await startEngineServer({ name: "rm", modelPath: model.path, policyVersion: 1, sequences: 2, contextSize: 1024, maxWaiting: 4, seed: 3, servedModelName: NAME });
 });
@@ -182,10 +194,7 @@ describe("chat on a non-Arbor GGUF", () => {
     const payload = { messages: MESSAGES, max_tokens: 24, return_token_ids: true, seed: 9, temperature: 1.5 };
     const whole = await post("/v1/chat/completions", payload);
     const res = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...payload, stream: true }) });
-    const events = (await res.text())
-      .split("\n\n")
-      .filter((l) => l.startsWith("data: ") && l !== "data: [DONE]")
-      .map((l) => JSON.parse(l.slice(6)) as { choices: { delta?: { content?: string }; token_ids?: number[] }[]; prompt_token_ids?: number[] });
+    const events = sseEvents<{ choices: { delta?: { content?: string }; token_ids?: number[] }[]; prompt_token_ids?: number[] }>(await res.text());
     const text = events.map((e) => e.choices[0]?.delta?.content ?? "").join("");
     const ids = events.flatMap((e) => e.choices[0]?.token_ids ?? []);
     const c = whole.body.choices[0] as ChatChoice;
@@ -312,10 +321,9 @@ describe("tool calls in the model's own format (scripted answers)", () => {
       // The executor was given the template's render with the tools, in the model's ids.
       expect(e.executor.prompts[0]).toContain('<tools>\n{"type": "function", "function": {"name": "add"');
       const streamed = await e.server.app.inject({ method: "POST", url: "/v1/chat/completions", payload: { ...payload, stream: true } });
-      const deltas = streamed.body
-        .split("\n\n")
-        .filter((l) => l.startsWith("data: ") && l !== "data: [DONE]")
-        .flatMap((l) => (JSON.parse(l.slice(6)) as { choices: { delta?: { tool_calls?: { function?: { name?: string; arguments?: string } }[] } }[] }).choices[0]?.delta?.tool_calls ?? []);
+      const deltas = sseEvents<{ choices: { delta?: { tool_calls?: { function?: { name?: string; arguments?: string } }[] } }[] }>(streamed.body).flatMap(
+        (e) => e.choices[0]?.delta?.tool_calls ?? [],
+      );
       expect(deltas.map((d) => d.function?.name ?? "").join("")).toBe("add");
       expect(JSON.parse(deltas.map((d) => d.function?.arguments ?? "").join(""))).toEqual({ a: 2, b: 3 });
     } finally {
@@ -335,15 +343,14 @@ describe("SentencePiece + Llama-3 made model", () => {
 
   beforeAll(async () => {
     const made = makeModel("spm-llama3", dir, INIT);
-    const special = (text: string): number => made.tokenizer.encode(text, { special: true })[0] as number;
     spm = {
       path: made.path,
       js: made.tokenizer,
       imStart: -1,
       imEnd: -1,
-      bos: special("<|begin_of_text|>"),
-      eot: special("<|eot_id|>"),
-      eom: special("<|eom_id|>"),
+      bos: specialId(made.tokenizer, "<|begin_of_text|>"),
+      eot: specialId(made.tokenizer, "<|eot_id|>"),
+      eom: specialId(made.tokenizer, "<|eom_id|>"),
       template: made.spec.chatTemplate as string,
     };
     spmTok = await LlamaTokenizer.load(spm.path);
@@ -363,7 +370,7 @@ describe("SentencePiece + Llama-3 made model", () => {
     // llama.cpp's end-of-generation set: EOT, EOM and `<|end_of_text|>` (found by its text).
     expect(spmTok.stopIds).toContain(spm.eot);
     expect(spmTok.stopIds).toContain(spm.eom);
-    expect(spmTok.stopIds).toContain(spm.js.encode("<|end_of_text|>", { special: true })[0]);
+    expect(spmTok.stopIds).toContain(specialId(spm.js, "<|end_of_text|>"));
     expect([...spm.js.stopIds].sort((a, b) => a - b)).toEqual([...spmTok.stopIds].sort((a, b) => a - b));
   });
 
