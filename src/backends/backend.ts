@@ -2,6 +2,8 @@
 // translate transport; routing, pausing and tracing live in the gateway.
 import { ArborError } from "../core/errors.js";
 import type { ChatMessage } from "../core/types.js";
+import type { ReasoningParser } from "../model/reasoning/reasoning-parser.js";
+import type { ToolCallParser } from "../model/tool-parsers/tool-parser.js";
 
 /** An upstream answer as received: the HTTP status and the parsed JSON body (errors included). */
 export interface BackendReply {
@@ -150,12 +152,24 @@ export type TokenizeRequest =
       tools?: unknown[];
       /**
        * OpenAI `tool_choice`; Arbor's engine appends a forced call's opening after the generation
-       * prompt (vLLM's /tokenize has no such field: adapters for it leave it out).
+       * prompt (vLLM's /tokenize has no such field: adapters for it leave it out). The gateway's
+       * token path does not use it: it appends the opening in the backend's tool-call format itself,
+       * the same way for every engine (a text tokenized with `parseSpecial`).
        */
       toolChoice?: unknown;
       signal?: AbortSignal;
     }
-  | { text: string; addSpecialTokens: boolean; signal?: AbortSignal };
+  | {
+      text: string;
+      addSpecialTokens: boolean;
+      /**
+       * Read the text of special tokens (`<tool_call>`, `[TOOL_CALLS]`, `<|tool_call|>`) as their ids,
+       * as llama.cpp's parse_special and Hugging Face tokenizers do (the gateway tokenizes a forced
+       * call's opening so); default false: plain text.
+       */
+      parseSpecial?: boolean;
+      signal?: AbortSignal;
+    };
 
 export interface TokenizeResult {
   tokens: number[];
@@ -167,6 +181,14 @@ export interface TokenizeResult {
 export interface TokenBackend extends Backend {
   readonly type: string;
   readonly capabilities: BackendCapabilities;
+  /**
+   * The served model's tool-call format (config `backends[].toolParser`): the gateway's token path
+   * reads tool calls from the generated text with it, for every engine type. Absent: the gateway
+   * cannot read this model's calls, and chat requests with tools go through the passthrough.
+   */
+  readonly toolParser?: ToolCallParser;
+  /** The served model's reasoning format (config `backends[].reasoningParser`); absent: none split out. */
+  readonly reasoningParser?: ReasoningParser;
   /**
    * The sampling controls `generate` carries to the engine with their vLLM semantics (absent = none):
    * the gateway refuses a call that sets another one rather than let it be silently ignored.

@@ -19,6 +19,7 @@ import { createBuiltinBackend } from "./builtin.js";
 import { createEngineHttp, splitBaseUrl } from "./engine-http.js";
 import { placeEntries, rescoreLogprobs } from "./llamacpp-rescore.js";
 import { LlamaSlotTable } from "./llamacpp-slots.js";
+import { openAiMessage } from "./openai-message.js";
 import { firstPresent, meanOf, parsePrometheusText } from "./prometheus-text.js";
 import { applyStopTokens, checkGenerateRequest, checkTokens, isTokenIds } from "./token-result.js";
 
@@ -181,8 +182,10 @@ export function createLlamacppBackend(opts: LlamacppBackendOptions): TokenBacken
   async function tokenize(req: TokenizeRequest): Promise<TokenizeResult> {
     let content: string;
     let addSpecial: boolean;
+    let parseSpecial = true;
     if ("messages" in req) {
-      const messages = req.messages.map((m) => ({ role: m.role, content: m.content }));
+      // OpenAI's shape: the template renders earlier tool calls, tool results and reasoning.
+      const messages = req.messages.map(openAiMessage);
       const body = { messages, add_generation_prompt: req.addGenerationPrompt, ...(req.tools?.length ? { tools: req.tools } : {}) };
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
       const t: any = await http.postJson("/apply-template", body, req.signal);
@@ -192,9 +195,10 @@ export function createLlamacppBackend(opts: LlamacppBackendOptions): TokenBacken
     } else {
       content = req.text;
       addSpecial = req.addSpecialTokens;
+      parseSpecial = req.parseSpecial === true;
     }
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const json: any = await http.postJson("/tokenize", { content, add_special: addSpecial, parse_special: "messages" in req }, req.signal);
+    const json: any = await http.postJson("/tokenize", { content, add_special: addSpecial, parse_special: parseSpecial }, req.signal);
     if (!isTokenIds(json?.tokens)) throw new BackendProtocolError(name, url, "answered /tokenize without tokens (a list of token ids)");
     return { tokens: json.tokens, maxModelLen: (await serverProps()).slotCtx };
   }

@@ -1,6 +1,7 @@
 // Backend registry: maps a config `type` to the adapter factory that speaks to that engine.
 import type { BackendConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
+import { reasoningParserNamed, toolParserNamed } from "./answer-parsers.js";
 import type { TokenBackend } from "./backend.js";
 import { createLlamacppBackend } from "./llamacpp.js";
 import { createOpenAiBackend } from "./openai.js";
@@ -21,12 +22,25 @@ const factories: Record<string, BackendFactory> = {
 /** Names of the backend types that {@link createBackend} knows. */
 export const backendTypes: readonly string[] = Object.keys(factories);
 
+/** What an in-process engine adds to a backend config that leaves it out. */
+export interface BackendOverrides {
+  /** The engine's url (its port is only known once it listens). */
+  url?: string;
+  /** The engine's served model name. */
+  model?: string;
+  /** The engine's tool-call parser name (`engines[].toolParser`). */
+  toolParser?: string;
+  /** The engine's reasoning parser name (`engines[].reasoningParser`). */
+  reasoningParser?: string;
+}
+
 /**
- * Create the adapter for one configured backend. `url` overrides the config's (used for engines
- * started in-process, whose port is only known once they listen); `model` is the served model name
- * when the config names none (an in-process engine's `servedModelName`).
+ * Create the adapter for one configured backend. `overrides` fill what the config leaves out for an
+ * engine started in-process (url, served model name, parsers). The backend carries the tool-call
+ * and reasoning parsers its answers are read with: the config's, else the engine's, else Arbor's
+ * markup for a `builtin` engine (the tiny policy's format) and none for the others.
  */
-export function createBackend(cfg: BackendConfig, overrides: { url?: string; model?: string } = {}): TokenBackend {
+export function createBackend(cfg: BackendConfig, overrides: BackendOverrides = {}): TokenBackend {
   const type: string = cfg.type;
   const factory = Object.hasOwn(factories, type) ? factories[type] : undefined;
   if (!factory) {
@@ -40,5 +54,13 @@ export function createBackend(cfg: BackendConfig, overrides: { url?: string; mod
     throw new ArborError(`backend '${cfg.name}' url: missing (no url in config and no in-process engine url given)`, "config");
   }
   const model = cfg.model ?? overrides.model;
-  return factory({ name: cfg.name, url, ...(model !== undefined ? { model } : {}) });
+  const toolName = cfg.toolParser ?? overrides.toolParser ?? (type === "builtin" ? "arbor" : undefined);
+  const reasoningName = cfg.reasoningParser ?? overrides.reasoningParser;
+  // Resolved before the adapter is made: a misspelt name fails the config, not the first tool call.
+  const where = `backend '${cfg.name}'`;
+  const toolParser = toolName !== undefined ? toolParserNamed(toolName, `${where} toolParser`) : undefined;
+  const reasoningParser = reasoningName !== undefined ? reasoningParserNamed(reasoningName, `${where} reasoningParser`) : undefined;
+  const backend = factory({ name: cfg.name, url, ...(model !== undefined ? { model } : {}) });
+  if (toolParser === undefined && reasoningParser === undefined) return backend;
+  return { ...backend, ...(toolParser ? { toolParser } : {}), ...(reasoningParser ? { reasoningParser } : {}) };
 }

@@ -4,7 +4,6 @@
 // vLLM reports logprobs of the raw model distribution (its default --logprobs-mode raw_logprobs:
 // before temperature and top-p); start it with --logprobs-mode processed_logprobs for the sampling one.
 import type { Clock } from "../core/clock.js";
-import type { ChatMessage } from "../core/types.js";
 import {
   BackendHttpError,
   BackendProtocolError,
@@ -16,8 +15,10 @@ import {
   type TokenizeRequest,
   type TokenizeResult,
 } from "./backend.js";
+import { toolParserNamed } from "./answer-parsers.js";
 import { createBuiltinBackend } from "./builtin.js";
 import { createEngineHttp, describeNetworkError, errorDetail, splitBaseUrl } from "./engine-http.js";
+import { openAiMessage } from "./openai-message.js";
 import { firstPresent, meanOf, parsePrometheusText, type PromSample } from "./prometheus-text.js";
 import { postSse } from "./sse.js";
 import { completionTokenStream } from "./vllm-stream.js";
@@ -38,9 +39,13 @@ export function createVllmBackend(opts: VllmBackendOptions): TokenBackend {
   return createVllmProtocolBackend(opts, "vllm");
 }
 
-/** Create a {@link TokenBackend} for Arbor's built-in engine: vLLM's protocol plus policy_version and program pause/restore. */
+/**
+ * Create a {@link TokenBackend} for Arbor's built-in engine: vLLM's protocol plus policy_version and
+ * program pause/restore. Its answers are read with Arbor's tool-call markup unless the served
+ * model's parser is given (createBackend sets it from the config).
+ */
 export function createArborBackend(opts: VllmBackendOptions): TokenBackend {
-  return createVllmProtocolBackend(opts, "builtin");
+  return { ...createVllmProtocolBackend(opts, "builtin"), toolParser: toolParserNamed("arbor", `backend '${opts.name}' toolParser`) };
 }
 
 function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "builtin"): TokenBackend {
@@ -129,7 +134,8 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
   // vLLM's /tokenize renders chat messages with the served model's own chat template; the template
   // already starts with BOS, so add_special_tokens stays false for chat and true for plain text.
   // Messages go in OpenAI's shape (tool_calls, tool_call_id) as templates render them; tool_choice
-  // is an Arbor extension (a forced call's opening), sent to Arbor's engine only.
+  // is an Arbor extension (a forced call's opening), sent to Arbor's engine only; the gateway appends
+  // a forced call's opening itself (a text tokenized with parseSpecial), the same for every engine.
   async function tokenize(req: TokenizeRequest): Promise<TokenizeResult> {
     const body: Record<string, unknown> =
       "messages" in req
@@ -140,7 +146,8 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
             ...(req.tools?.length ? { tools: req.tools } : {}),
             ...(arbor && req.tools?.length && req.toolChoice != null ? { tool_choice: req.toolChoice } : {}),
           }
-        : { prompt: req.text, add_special_tokens: req.addSpecialTokens };
+        : // Hugging Face tokenizers read special tokens' text as their ids; Arbor's engine does when asked.
+          { prompt: req.text, add_special_tokens: req.addSpecialTokens, ...(arbor && req.parseSpecial === true ? { parse_special: true } : {}) };
     if (opts.model !== undefined) body.model = opts.model;
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const json: any = await http.postJson("/tokenize", body, req.signal);
@@ -182,20 +189,6 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
           restore: (programId: string) => programCall(programId, "restore", {}),
         }
       : {}),
-  };
-}
-
-/** A chat message in OpenAI's request shape (an assistant turn that only made calls has null content). */
-function openAiMessage(m: ChatMessage): Record<string, unknown> {
-  const calls = m.toolCalls ?? [];
-  return {
-    role: m.role,
-    content: calls.length > 0 && m.content === "" ? null : m.content,
-    ...(m.name !== undefined ? { name: m.name } : {}),
-    ...(calls.length > 0
-      ? { tool_calls: calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })) }
-      : {}),
-    ...(m.toolCallId !== undefined ? { tool_call_id: m.toolCallId } : {}),
   };
 }
 

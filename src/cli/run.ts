@@ -166,7 +166,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const backends = backendCfgs.map((b) => {
       const local = engines.find((e, i) => cfg.engines[i]?.name === b.name);
       const engineCfg = cfg.engines.find((e) => e.name === b.name);
-      const backend = createBackend(b, local && !b.url ? { url: `${local.url}/v1`, ...(engineCfg ? { model: engineCfg.servedModelName } : {}) } : {});
+      // An in-process engine's backend reads answers with the engine's own parsers: the configured
+      // ones, else those its model's template implies (the gateway's token path parses the ids itself).
+      const parsers = local && !b.url ? { ...local.served.formats, ...pickDefined({ toolParser: engineCfg?.toolParser, reasoningParser: engineCfg?.reasoningParser }) } : {};
+      const backend = createBackend(b, local && !b.url ? { url: `${local.url}/v1`, ...(engineCfg ? { model: engineCfg.servedModelName } : {}), ...parsers } : {});
       return opts.onBackendReply ? tapBackend(backend, opts.onBackendReply) : backend;
     });
 
@@ -441,4 +444,9 @@ function progressBar(cfg: RunConfig, perStep: number): { program: (reward: numbe
     },
     stop: () => bar?.stop(),
   };
+}
+
+/** The fields of `o` that are set. */
+function pickDefined<T extends Record<string, string | undefined>>(o: T): Partial<Record<keyof T, string>> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<Record<keyof T, string>>;
 }

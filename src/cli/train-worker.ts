@@ -10,7 +10,6 @@ import { buildTreeBatch } from "../batch/tree/tree-batch.js";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
-import { Vocab } from "../model/vocab.js";
 import { samplesWithSignal } from "../loop/rl-update.js";
 
 /** Options of {@link runTrainWorker}. */
@@ -117,7 +116,7 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
         }
         const tb = buildTreeBatch(useful, batch.loss);
         const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
-        const { path } = trainer.checkpoint(o.outDir, new Vocab(), o.keepCheckpoints);
+        const { path } = trainer.checkpoint(o.outDir, o.keepCheckpoints);
         // The protocol's order: the engines serve the new weights before the batch counts as trained.
         await client.announceWeights(r.version, path);
         await client.ack(batch.id);

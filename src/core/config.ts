@@ -94,6 +94,15 @@ export const BackendConfigSchema = z
      * name their own models). Default: an in-process engine's `servedModelName`; else the client's name.
      */
     model: z.string().min(1).max(256).optional(),
+    /**
+     * The served model's tool-call format, by parser name (`arbor`, `hermes`, `llama3_json`,
+     * `mistral`): the gateway's token path reads tool calls from the generated ids with it, for
+     * every engine type. Default: an in-process engine's `toolParser`, else `arbor` for `builtin`;
+     * none for the others, whose tool requests then go through the engine's own chat route.
+     */
+    toolParser: z.string().min(1).optional(),
+    /** The served model's reasoning format (`think`: `<think>…</think>` becomes `reasoning_content`). Default: none. */
+    reasoningParser: z.string().min(1).optional(),
   })
   .strict();
 

@@ -116,6 +116,12 @@ export interface Call {
    * the previous call's prompt and output ids. Absent = continued (or the program's first call).
    */
   contextReset?: true;
+  /**
+   * Why the call did not continue the previous context (only with `contextReset`), e.g.
+   * "history differs", "tools changed", "template re-renders earlier turns", "answer differs from
+   * the engine's output", "cut-off answer's turn ending unknown".
+   */
+  contextResetReason?: string;
 }
 
 /** A tool invocation made by an agent between calls. */

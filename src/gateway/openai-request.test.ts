@@ -66,6 +66,19 @@ describe("prepareRequest", () => {
     ]);
   });
 
+  it("chat: keeps an assistant turn's reasoning (reasoning_content, or vLLM's newer reasoning)", () => {
+    const p = prepareRequest("chat", {
+      messages: [
+        { role: "user", content: "2+2?" },
+        { role: "assistant", content: "4", reasoning_content: "add them" },
+        { role: "user", content: "3+3?" },
+        { role: "assistant", content: "6", reasoning: "again" },
+        { role: "user", content: "ok", reasoning_content: null },
+      ],
+    });
+    expect(p.messages.map((m) => m.reasoning)).toEqual([undefined, "add them", undefined, "again", undefined]);
+  });
+
   it("names the field and reason for what it cannot serve", () => {
     const bad: [Parameters<typeof prepareRequest>[0], unknown, string][] = [
       ["chat", null, "request body must be a JSON object"],
@@ -82,6 +95,8 @@ describe("prepareRequest", () => {
       ["chat", { messages: [{ role: "assistant", content: "x", tool_calls: [{ function: { name: "f", arguments: {} } }] }] }, "messages[0].tool_calls[0].function.arguments: must be a string"],
       ["chat", { messages: [{ role: "assistant", content: "x", tool_calls: [{ function: { arguments: "{}" } }] }] }, "messages[0].tool_calls[0].function.name: must be a non-empty string"],
       ["chat", { messages: [{ role: "tool", content: "x", tool_call_id: 3 }] }, "messages[0].tool_call_id: must be a string"],
+      ["chat", { messages: [{ role: "assistant", content: "x", reasoning_content: 3 }] }, "messages[0].reasoning_content: must be a string"],
+      ["chat", { messages: [{ role: "user", content: "x", reasoning: "r" }] }, "messages[0].reasoning: only assistant messages carry reasoning"],
       ["completions", { prompt: ["a", "b"] }, "prompt: batched prompts are not supported"],
       ["completions", { prompt: [1, -2] }, "prompt: must be a string or a non-empty list of token ids"],
       ["completions", { prompt: "x", echo: true }, "echo: not supported"],

@@ -80,7 +80,7 @@ function parseMessages(raw: unknown): ChatMessage[] {
   return raw.map((m, i): ChatMessage => {
     const where = `messages[${i}]`;
     if (typeof m !== "object" || m === null) throw new InvalidRequestError(where, "must be an object");
-    const { role, content, name, tool_calls: toolCalls, tool_call_id: toolCallId } = m as Record<string, unknown>;
+    const { role, content, name, tool_calls: toolCalls, tool_call_id: toolCallId, reasoning_content: reasoningContent, reasoning } = m as Record<string, unknown>;
     if (typeof role !== "string") throw new InvalidRequestError(`${where}.role`, "must be a string");
     // OpenAI's newer "developer" role plays the system role.
     const mapped = role === "developer" ? "system" : role;
@@ -99,6 +99,15 @@ function parseMessages(raw: unknown): ChatMessage[] {
     if (toolCallId !== undefined && toolCallId !== null) {
       if (typeof toolCallId !== "string") throw new InvalidRequestError(`${where}.tool_call_id`, "must be a string");
       msg.toolCallId = toolCallId;
+    }
+    // The reasoning an answer came with (vLLM's `reasoning_content`, its newer name `reasoning`), sent
+    // back so templates that re-render reasoning see it and the token path can tell the answer is the same.
+    const thought = reasoningContent ?? reasoning;
+    if (thought !== undefined && thought !== null) {
+      const field = reasoningContent != null ? "reasoning_content" : "reasoning";
+      if (typeof thought !== "string") throw new InvalidRequestError(`${where}.${field}`, "must be a string");
+      if (mapped !== "assistant") throw new InvalidRequestError(`${where}.${field}`, "only assistant messages carry reasoning");
+      msg.reasoning = thought;
     }
     return msg;
   });

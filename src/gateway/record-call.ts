@@ -11,6 +11,12 @@ import type { ExtractedTrace } from "./trace-extract.js";
 
 export type { CallPlace } from "./call-path.js";
 
+/** A token-path prompt's reset flags as the Call records them (nothing for a continued context). */
+export function resetFlags(p: { contextReset: boolean; contextResetReason?: string }): Pick<Call, "contextReset" | "contextResetReason"> {
+  if (!p.contextReset) return {};
+  return { contextReset: true, ...(p.contextResetReason !== undefined ? { contextResetReason: p.contextResetReason } : {}) };
+}
+
 /** Record one finished call: start its write to the sink (tracked by the program table) and update the table. */
 export function recordCall(
   ctx: GatewayContext,
@@ -19,7 +25,7 @@ export function recordCall(
   backend: Backend,
   prepared: PreparedRequest,
   place: CallPlace,
-  flags: Pick<Call, "trainable" | "contextReset"> = {},
+  flags: Pick<Call, "trainable" | "contextReset" | "contextResetReason"> = {},
 ): Call {
   const { programId, index, start } = place;
   const call: Call = {

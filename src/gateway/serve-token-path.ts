@@ -4,7 +4,7 @@
 import { BackendHttpError, type GenerateRequest, type TokenBackend } from "../backends/backend.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { openAiError, openAiErrorType } from "./http-errors.js";
-import { recordCall } from "./record-call.js";
+import { recordCall, resetFlags } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { usesTokenPath } from "./token-path-choice.js";
 import { promptSource } from "./token-path/prompt-source.js";
@@ -23,7 +23,13 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
   try {
     const { sampling, tools } = routing.plan(endpoint);
     const out = await runTokenCall(
-      { programId, source: promptSource(endpoint, prepared), previous: ctx.contexts.get(programId), sampling },
+      {
+        programId,
+        source: promptSource(endpoint, prepared),
+        previous: ctx.contexts.get(programId),
+        sampling,
+        ...(tools ? { tools: { plan: tools, choice: prepared.upstreamBody.tool_choice } } : {}),
+      },
       {
         ...routing.deps,
         finished: (routeId, o) =>
@@ -41,8 +47,8 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
       policyVersion: out.result.policyVersion ?? 0,
       ...tokenVersionsOf(out.result.tokenPolicyVersions, out.result.policyVersion ?? 0),
     };
-    const call = recordCall(ctx, trace, callId, out.backend, prepared, place, out.contextReset ? { contextReset: true } : {});
-    rememberAnswer(ctx, programId, endpoint, { callId, result: out.result, decoded: out.decoded, ...(tools ? { tools } : {}) });
+    const call = recordCall(ctx, trace, callId, out.backend, prepared, place, resetFlags(out));
+    rememberAnswer(ctx, programId, endpoint, { callId, result: out.result, decoded: out.decoded, answer: out.answer });
     reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(index));
     const answer = tokenAnswer({
       endpoint,
@@ -53,7 +59,7 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
       result: out.result,
       decoded: out.decoded,
       logprobs: sampling.logprobs,
-      ...(tools ? { tools } : {}),
+      answer: out.answer,
     });
     return { recorded: true, result: answer };
   } catch (e) {

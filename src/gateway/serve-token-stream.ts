@@ -4,7 +4,7 @@
 import { BackendHttpError, BackendUnreachableError, type Backend } from "../backends/backend.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { openAiError, openAiErrorType } from "./http-errors.js";
-import { recordCall } from "./record-call.js";
+import { recordCall, resetFlags } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { sseResponse } from "./sse-response.js";
 import { openAiStreamSurface, type StreamSurface } from "./surfaces/stream-surface.js";
@@ -34,7 +34,13 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
     try {
       plan = routing.plan(endpoint);
       opened = await openTokenStream(
-        { programId, source: promptSource(endpoint, prepared), previous: ctx.contexts.get(programId), sampling: plan.sampling },
+        {
+          programId,
+          source: promptSource(endpoint, prepared),
+          previous: ctx.contexts.get(programId),
+          sampling: plan.sampling,
+          ...(plan.tools ? { tools: { plan: plan.tools, choice: prepared.upstreamBody.tool_choice } } : {}),
+        },
         { ...routing.deps, finished: (routeId) => ctx.router.onFinished(routeId, { outputTokens: 0, ok: false }) },
       );
     } catch (e) {
@@ -48,7 +54,7 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
       const { status, body } = surface.errorResponse(e);
       return { recorded: false, result: reply.code(status).send(body) };
     }
-    const { sampling, tools } = plan;
+    const { sampling } = plan;
     // From here the gateway writes the response itself; nothing below may throw to fastify.
     reply.hijack();
     const surface = surfaceFor(opened.backend);
@@ -65,7 +71,6 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
           model: sampling.model,
           logprobs: sampling.logprobs,
           includeUsage: streamOptions?.include_usage === true,
-          ...(tools ? { tools } : {}),
         },
         (chunks) => {
           for (const c of chunks) sse.write(surface.chunk(visibleChunk(c, want), c));
@@ -82,10 +87,10 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
       };
       // Translated before recording: an answer the surface cannot close is a failed call.
       const closing = surface.finish();
-      recordCall(ctx, trace, callId, opened.backend, prepared, place, opened.contextReset ? { contextReset: true } : {});
+      recordCall(ctx, trace, callId, opened.backend, prepared, place, resetFlags(opened));
       routed = true;
       ctx.router.onFinished(opened.routeId, { promptTokens: trace.promptTokenIds, outputTokens: trace.outputTokenIds, ok: true });
-      rememberAnswer(ctx, programId, endpoint, { callId, result, decoded: { text }, ...(tools ? { tools } : {}) });
+      rememberAnswer(ctx, programId, endpoint, { callId, result, decoded: { text }, answer: opened.answer });
       sse.write(closing, true);
       return { recorded: true, result: undefined };
     } catch (err) {

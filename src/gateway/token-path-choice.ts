@@ -7,15 +7,14 @@ import { declaresTools } from "./token-path/tool-plan.js";
 
 /**
  * Whether `prepared` routed to `b` takes the token path: a token backend with the engine's
- * tokenizer. A chat request that declares tools also needs an engine whose tool-call format the
- * gateway can read from the generated ids: Arbor's own engine (the policy's markup, read by the
- * engine's own parser in model/tool-markup.ts). Other engines (vLLM, SGLang, llama-server) parse
- * calls with a model-specific tool parser the gateway does not know, so such requests go through
- * the passthrough, where the engine answers with its own tool_calls.
+ * tokenizer. A chat request that declares tools also needs the served model's tool-call format
+ * (`b.toolParser`: Arbor's markup, Hermes/Qwen, Llama 3 JSON, Mistral), which the gateway reads from
+ * the generated ids for every engine type; a backend without one is text-only for tools, and such
+ * requests go through the passthrough, where the engine answers with its own tool_calls.
  */
 export function usesTokenPath(ctx: GatewayContext, b: Backend | undefined, prepared: PreparedRequest): b is TokenBackend {
   if (!ctx.tokenPath || b === undefined || !isTokenBackend(b)) return false;
-  if (prepared.endpoint === "chat" && declaresTools(prepared.upstreamBody) && b.type !== "builtin") return false;
+  if (prepared.endpoint === "chat" && declaresTools(prepared.upstreamBody) && b.toolParser === undefined) return false;
   return b.capabilities.tokenIds && typeof b.tokenize === "function" && typeof b.detokenize === "function";
 }
 

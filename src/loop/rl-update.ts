@@ -6,7 +6,6 @@
 import type { ScoredSample } from "../batch/batch-sample.js";
 import type { BuiltBatch } from "../batch/build-batch.js";
 import { buildTreeBatch, type TreeBatch } from "../batch/tree/tree-batch.js";
-import { Vocab } from "../model/vocab.js";
 import type { Trainer } from "../trainer/trainer.js";
 
 export interface RlUpdateOptions {
@@ -57,7 +56,7 @@ export function rlUpdate(trainer: Trainer, built: BuiltBatch, o: RlUpdateOptions
   const tb = buildTreeBatch(useful, built.batch.loss);
   o.onTree?.(tb);
   const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
-  const { path } = trainer.checkpoint(o.checkpointDir, new Vocab(), o.keepCheckpoints);
+  const { path } = trainer.checkpoint(o.checkpointDir, o.keepCheckpoints);
   return {
     ...base,
     stepped: true,

@@ -97,7 +97,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     // Turn the file back into what version 1 wrote: no flag columns.
     const db = new Database(path);
     db.exec(
-      "ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; UPDATE schema_version SET version = 1;",
+      "ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; UPDATE schema_version SET version = 1;",
     );
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
@@ -147,7 +147,9 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.close();
     // Turn the file back into what version 2 wrote: no per-token versions column.
     const db = new Database(path);
-    db.exec("ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; UPDATE schema_version SET version = 2;");
+    db.exec(
+      "ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; UPDATE schema_version SET version = 2;",
+    );
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
     const resumed = { ...fixtureCall("g1-p0", 1, [-1, -2]), tokenPolicyVersions: [2, 3] };
@@ -178,7 +180,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.recordCall(old);
     await store.close();
     const db = new Database(path);
-    db.exec("ALTER TABLE calls DROP COLUMN served_model; UPDATE schema_version SET version = 3;");
+    db.exec("ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; UPDATE schema_version SET version = 3;");
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
     const served = { ...fixtureCall("g1-p0", 1, [-1]), servedModel: "calc-policy" };
@@ -188,6 +190,31 @@ describe("SqliteTrajectoryStore on disk", () => {
     } finally {
       await upgraded.close();
     }
+  });
+
+  it("keeps each call's context reset reason (version 5), and upgrades a version-4 file in place", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    await store.createRun(fixtureRun());
+    const g = fixtureGroup("g1", "run-1", 1);
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
+    const old = { ...fixtureCall("g1-p0", 0, [-0.25]), contextReset: true as const };
+    await store.recordCall(old);
+    await store.close();
+    const db = new Database(path);
+    db.exec("ALTER TABLE calls DROP COLUMN context_reset_reason; UPDATE schema_version SET version = 4;");
+    db.close();
+    const upgraded = new SqliteTrajectoryStore(path);
+    const reset = { ...fixtureCall("g1-p0", 1, [-1]), contextReset: true as const, contextResetReason: "template re-renders earlier turns" };
+    try {
+      await upgraded.recordCall(reset);
+      expect((await upgraded.getTrajectory("g1-p0"))?.calls).toEqual([old, reset]);
+    } finally {
+      await upgraded.close();
+    }
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
+    check.close();
   });
 
   it("refuses a file with another schema version", async () => {

@@ -28,7 +28,7 @@ import { decodeFloat64s, decodeTokenIds, encodeFloat64s, encodeTokenIds } from "
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
-export const SQLITE_SCHEMA_VERSION = 4;
+export const SQLITE_SCHEMA_VERSION = 5;
 
 const V1_TO_V2 = `
 ALTER TABLE calls ADD COLUMN trainable INTEGER NOT NULL DEFAULT 1;
@@ -43,6 +43,12 @@ ALTER TABLE calls ADD COLUMN token_policy_versions BLOB;
 // Version 4 adds the model name each call was served as (NULL: the backend names none).
 const V3_TO_V4 = `
 ALTER TABLE calls ADD COLUMN served_model TEXT;
+`;
+
+// Version 5 adds why a call's prompt did not continue the previous context (NULL: no reason known,
+// or the call continued it).
+const V4_TO_V5 = `
+ALTER TABLE calls ADD COLUMN context_reset_reason TEXT;
 `;
 
 const SCHEMA = `
@@ -92,6 +98,7 @@ CREATE TABLE calls (
   context_reset INTEGER NOT NULL DEFAULT 0,
   token_policy_versions BLOB,
   served_model TEXT,
+  context_reset_reason TEXT,
   UNIQUE (program_id, idx)
 );
 CREATE TABLE tools (
@@ -193,6 +200,7 @@ interface CallRow {
   context_reset: number;
   token_policy_versions: Buffer | null;
   served_model: string | null;
+  context_reset_reason: string | null;
 }
 interface ToolRow {
   program_id: string;
@@ -283,6 +291,7 @@ function callFromRow(r: CallRow): Call {
   if (r.context_reset !== 0) call.contextReset = true;
   if (r.token_policy_versions !== null) call.tokenPolicyVersions = decodeTokenIds(r.token_policy_versions);
   if (r.served_model !== null) call.servedModel = r.served_model;
+  if (r.context_reset_reason !== null) call.contextResetReason = r.context_reset_reason;
   return call;
 }
 
@@ -422,8 +431,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     const row = this.db.prepare("SELECT version FROM schema_version").get() as { version: number } | undefined;
     // Each step only adds columns whose defaults describe the old rows, so files upgrade in place:
     // version 2 adds the calls' trainable/context_reset flags, version 3 their per-token versions,
-    // version 4 their served model name.
-    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4 };
+    // version 4 their served model name, version 5 their context reset reason.
+    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5 };
     const from = row?.version;
     if (from !== undefined && from in steps) {
       this.db.transaction(() => {
@@ -592,6 +601,11 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     if (call.logprobs.length !== call.outputTokenIds.length) {
       fail(`call '${call.id}': ${call.logprobs.length} logprobs for ${call.outputTokenIds.length} output tokens`);
     }
+    if (call.contextResetReason !== undefined) {
+      // A reason says why a reset happened: without the reset it would describe nothing.
+      if (call.contextReset !== true) fail(`call '${call.id}': contextResetReason without contextReset`);
+      requireString(call.contextResetReason, `call '${call.id}' contextResetReason`);
+    }
     const prompt = encodeTokenIds(call.promptTokenIds, `call '${call.id}' promptTokenIds`);
     const output = encodeTokenIds(call.outputTokenIds, `call '${call.id}' outputTokenIds`);
     const logprobs = encodeFloat64s(call.logprobs, `call '${call.id}' logprobs`);
@@ -607,8 +621,9 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       ),
       exec(
         `INSERT INTO calls (id, program_id, idx, messages, prompt_token_ids, output_token_ids, logprobs, output_text,
-           finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset, token_policy_versions, served_model)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset, token_policy_versions, served_model,
+           context_reset_reason)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           call.id,
           call.programId,
@@ -627,6 +642,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
           call.contextReset === true ? 1 : 0,
           versions,
           call.servedModel ?? null,
+          call.contextResetReason ?? null,
         ],
       ),
     ]);

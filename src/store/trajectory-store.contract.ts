@@ -82,6 +82,23 @@ export function describeTrajectoryStoreContract(
       expect(tr.reward).toEqual({ total: 1, components: { outcome: 1, format: -1e-12 } });
     });
 
+    it("keeps a call's context reset and its reason, and refuses a reason without a reset", async () => {
+      await store.createRun(fixtureRun());
+      const g = fixtureGroup("g1", "run-1", 1);
+      await store.createGroup(g);
+      await store.createProgram(fixtureProgram(g, 0));
+      const first = fixtureCall("g1-p0", 0, [-0.5]);
+      const reset = { ...fixtureCall("g1-p0", 1, [-1]), contextReset: true as const, contextResetReason: "history differs" };
+      await store.recordCall(first);
+      await store.recordCall(reset);
+      await expect(store.recordCall({ ...fixtureCall("g1-p0", 2, [-1]), contextResetReason: "tools changed" })).rejects.toThrow(
+        /call 'g1-p0-c2': contextResetReason without contextReset/,
+      );
+      const calls = (await store.getTrajectory("g1-p0"))?.calls;
+      expect(calls).toEqual([first, reset]);
+      expect("contextResetReason" in (calls?.[0] as object)).toBe(false);
+    });
+
     it("keeps a program with no calls, and groups in creation order with their members", async () => {
       await populate();
       const t = await store.getTrajectory("g2-p0");

@@ -8,7 +8,7 @@ import { ArborError } from "../core/errors.js";
 import type { TinyLlamaConfig } from "../model/config.js";
 import { writeFileAtomic } from "../model/atomic-file.js";
 import { writeGguf } from "../model/gguf.js";
-import type { Vocab } from "../model/vocab.js";
+import type { GgufTokenizerSpec } from "../model/gguf-tokenizer.js";
 import type { Tensor } from "../model/weights.js";
 
 export const MANIFEST_FILE = "manifest.json";
@@ -31,7 +31,8 @@ export interface CheckpointInput {
   dir: string;
   version: number;
   config: TinyLlamaConfig;
-  vocab: Vocab;
+  /** The model's tokenizer and chat template (the checkpoint keeps the model's vocabulary). */
+  tokenizer: GgufTokenizerSpec;
   tensors: Tensor[];
   steps: number;
   now: number;
@@ -60,7 +61,7 @@ export function writeCheckpoint(input: CheckpointInput): { path: string; manifes
   const path = join(input.dir, file);
   writeGguf(path, {
     config: input.config,
-    vocab: input.vocab,
+    tokenizer: input.tokenizer,
     tensors: input.tensors,
     metadata: { "general.name": "arbor-tiny-llama", "arbor.policy_version": input.version },
   });

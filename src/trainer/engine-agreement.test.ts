@@ -32,7 +32,7 @@ describe("trainer/engine logprob agreement", () => {
   it("matches llama.cpp on the checkpoint it wrote, before and after training steps", async () => {
     const tr = await Trainer.create(cfg, tensors, { lr: 3e-3 });
     try {
-      const v0 = tr.checkpoint(dir, vocab);
+      const v0 = tr.checkpoint(dir);
       const before = await engineAgreement(tr.model, v0.path, sequences);
       expect(before.positions).toBe(60 + 120 + 17);
       expect(before.maxAbsLogprobDiff).toBeLessThanOrEqual(1e-4);
@@ -43,7 +43,7 @@ describe("trainer/engine logprob agreement", () => {
       const s = sequences[2] as number[];
       const { tree } = buildPackedTree([{ tokenIds: s, lossMask: s.map((_, i) => (i ? 1 : 0)), advantages: s.map(() => 0), oldLogprobs: s.map(() => 0), weights: s.map(() => 1 / s.length) }]);
       for (let i = 0; i < 3; i++) tr.step({ tree, loss: "sft" });
-      const v3 = tr.checkpoint(dir, vocab);
+      const v3 = tr.checkpoint(dir);
       expect(v3.manifest.version).toBe(3);
       const after = await engineAgreement(tr.model, v3.path, sequences);
       expect(after.maxAbsLogprobDiff).toBeLessThanOrEqual(1e-4);
@@ -60,7 +60,7 @@ describe("trainer/engine logprob agreement", () => {
     const tr = await Trainer.create(cfg, tensors);
     const wrong = new TinyLlama({ ...cfg, ropeFreqBase: 500 }, tensors);
     try {
-      const { path } = tr.checkpoint(join(dir, "control"), vocab);
+      const { path } = tr.checkpoint(join(dir, "control"));
       const stats = await engineAgreement(wrong, path, sequences);
       expect(stats.maxAbsLogprobDiff).toBeGreaterThan(1e-2);
     } finally {

@@ -90,7 +90,7 @@ describe("Trainer", () => {
     try {
       const { tree } = buildPackedTree([{ ...sample([1, 40, 41, 42], 0, 0.5) }]);
       tr.step({ tree, loss: "sft" });
-      const { path, manifest } = tr.checkpoint(root, vocab);
+      const { path, manifest } = tr.checkpoint(root);
       expect(manifest.version).toBe(11);
       expect(path).toBe(join(root, "policy-v11.gguf"));
       const back = await Trainer.fromGguf(path);

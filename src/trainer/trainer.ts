@@ -11,8 +11,9 @@ import { realClock } from "../core/real-clock.js";
 import { referenceLoss, type LossSpec } from "../batch/estimators/loss-spec.js";
 import type { PackedTree } from "../batch/tree/packed-tree.js";
 import type { TinyLlamaConfig } from "../model/config.js";
-import { configFromGguf, readGguf } from "../model/gguf.js";
-import type { Vocab } from "../model/vocab.js";
+import { configFromGguf, readGguf, vocabTokenizerSpec } from "../model/gguf.js";
+import { tokenizerSpecFromGguf, type GgufTokenizerSpec } from "../model/gguf-tokenizer.js";
+import { Vocab } from "../model/vocab.js";
 import type { Tensor } from "../model/weights.js";
 import { writeCheckpoint, type CheckpointManifest } from "./checkpoint.js";
 import { clipByGlobalNorm } from "./grad-clip.js";
@@ -51,6 +52,11 @@ export interface TrainerOptions {
    */
   maxStepBytes?: number;
   clock?: Clock;
+  /**
+   * The model's tokenizer and chat template, written into every checkpoint (default: Arbor's
+   * vocabulary; `fromGguf` takes the file's own), so a checkpoint of any model keeps its vocabulary.
+   */
+  tokenizer?: GgufTokenizerSpec;
 }
 
 /** What one step did. */
@@ -91,6 +97,8 @@ export class Trainer {
   private readonly maxStepBytes: number;
   private steps = 0;
   private currentVersion: number;
+  /** What checkpoints carry as their tokenizer (see TrainerOptions.tokenizer; absent: Arbor's vocabulary). */
+  readonly tokenizer: GgufTokenizerSpec | undefined;
 
   private constructor(config: TinyLlamaConfig, tensors: readonly Tensor[], opts: TrainerOptions) {
     const lr = opts.lr ?? 1e-3;
@@ -101,6 +109,7 @@ export class Trainer {
     this.maxStepBytes = opts.maxStepBytes ?? DEFAULT_MAX_STEP_BYTES;
     if (!(this.maxStepBytes > 0)) throw new ArborError(`trainer: maxStepBytes must be > 0, got ${this.maxStepBytes}`, "config");
     this.currentVersion = opts.version ?? 0;
+    this.tokenizer = opts.tokenizer;
     this.clock = opts.clock ?? realClock;
     this.model = new TinyLlama(config, tensors);
     this.optimizer = tf.train.adam(lr, opts.beta1 ?? 0.9, opts.beta2 ?? 0.999, opts.epsilon ?? 1e-8);
@@ -117,7 +126,8 @@ export class Trainer {
     const file = readGguf(path);
     const stored = file.metadata.get("arbor.policy_version");
     const version = opts.version ?? (typeof stored === "number" ? stored : 0);
-    return Trainer.create(configFromGguf(file.metadata, path), file.tensors, { ...opts, version });
+    const tokenizer = opts.tokenizer ?? tokenizerSpecFromGguf(file.metadata, path);
+    return Trainer.create(configFromGguf(file.metadata, path), file.tensors, { ...opts, version, tokenizer });
   }
 
   get config(): TinyLlamaConfig {
@@ -195,12 +205,12 @@ export class Trainer {
   }
 
   /** Publish the current weights as `policy-v{version}.gguf` in `dir` and update its manifest. */
-  checkpoint(dir: string, vocab: Vocab, keep?: number): { path: string; manifest: CheckpointManifest } {
+  checkpoint(dir: string, keep?: number): { path: string; manifest: CheckpointManifest } {
     return writeCheckpoint({
       dir,
       version: this.currentVersion,
       config: this.config,
-      vocab,
+      tokenizer: this.tokenizer ?? vocabTokenizerSpec(new Vocab()),
       tensors: this.model.toTensors(),
       steps: this.steps,
       now: this.clock.now(),

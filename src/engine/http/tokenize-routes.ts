@@ -17,6 +17,12 @@ const TokenizeCompletionSchema = z.object({
   prompt: z.string({ error: "must be a string" }),
   /** vLLM default true: `<s>` first, as /v1/completions does for a text prompt. */
   add_special_tokens: z.boolean().nullish(),
+  /**
+   * llama-server's parse_special: special tokens' text (`<|tool_call|>`, `<tool_call>`) becomes their
+   * ids. Default: as the completion endpoints read a text prompt (Hugging Face models: yes; Arbor: no).
+   * The gateway tokenizes a forced tool call's opening with it on.
+   */
+  parse_special: z.boolean().nullish(),
   return_token_strs: z.boolean().nullish(),
 });
 
@@ -73,7 +79,7 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
       if (!parsed.success) throw fromZodError(parsed.error);
       const b = parsed.data;
       deps.checkModel(b.model);
-      tokens = tok.encode(b.prompt, { special: served.promptSpecial });
+      tokens = tok.encode(b.prompt, { special: b.parse_special ?? served.promptSpecial });
       // As vLLM (HF add_special_tokens): BOS only for a tokenizer that adds one.
       if ((b.add_special_tokens ?? true) && tok.addBos && tok.bosId !== undefined) tokens.unshift(tok.bosId);
       returnStrs = b.return_token_strs === true;

@@ -13,6 +13,22 @@ function errorOf(body: unknown): AnthropicError {
 }
 
 describe("anthropicToChat", () => {
+  it("keeps an assistant turn's thinking blocks as its reasoning_content; refuses them in user turns", () => {
+    const chat = anthropicToChat({
+      model: "m",
+      max_tokens: 10,
+      messages: [
+        { role: "user", content: "2+2?" },
+        { role: "assistant", content: [{ type: "thinking", thinking: "add", signature: "" }, { type: "text", text: "4" }] },
+        { role: "user", content: "ok" },
+      ],
+    });
+    expect(chat.messages[1]).toEqual({ role: "assistant", content: "4", reasoning_content: "add" });
+    expect(() => anthropicToChat({ model: "m", max_tokens: 10, messages: [{ role: "user", content: [{ type: "thinking", thinking: "x" }] }] })).toThrow(
+      "messages.0.content.0.type: thinking blocks belong in assistant messages",
+    );
+  });
+
   it("translates a text request with sampling options and system blocks", () => {
     const body = anthropicToChat({
       model: "m",

@@ -1,6 +1,8 @@
 // Translates an Anthropic Messages request (POST /v1/messages) into the OpenAI chat.completions body
 // the gateway's backends speak: system → first system message, tool_use → assistant tool_calls,
-// tool_result → tool messages, tools → functions. Bad input fails with Anthropic's 400, naming the field.
+// thinking → the assistant turn's reasoning_content (so templates that re-render reasoning see it and
+// the token path can tell the answer sent back is the engine's), tool_result → tool messages,
+// tools → functions. Bad input fails with Anthropic's 400, naming the field.
 import { z } from "zod";
 import { AnthropicError } from "./anthropic-error.js";
 
@@ -20,8 +22,10 @@ const toolResultBlock = z.object({
   is_error: z.boolean().optional(),
   cache_control: cacheControl,
 });
-const BLOCK_TYPES = ["text", "tool_use", "tool_result"] as const;
-const block = z.discriminatedUnion("type", [textBlock, toolUseBlock, toolResultBlock]);
+// The signature Anthropic's API signs its thinking with; the gateway's answers carry none to check.
+const thinkingBlock = z.object({ type: z.literal("thinking"), thinking: z.string(), signature: z.string().optional(), cache_control: cacheControl });
+const BLOCK_TYPES = ["text", "tool_use", "tool_result", "thinking"] as const;
+const block = z.discriminatedUnion("type", [textBlock, toolUseBlock, toolResultBlock, thinkingBlock]);
 const content = z.union([z.string(), z.array(block)]);
 
 const requestSchema = z.object({
@@ -63,7 +67,7 @@ type Block = z.infer<typeof block>;
 /** An OpenAI chat message as sent upstream. */
 export type ChatRequestMessage =
   | { role: "system" | "user"; content: string }
-  | { role: "assistant"; content: string | null; tool_calls?: ChatToolCall[] }
+  | { role: "assistant"; content: string | null; tool_calls?: ChatToolCall[]; reasoning_content?: string }
   | { role: "tool"; tool_call_id: string; content: string };
 
 export interface ChatToolCall {
@@ -205,13 +209,16 @@ function assistantMessage(content: string | Block[], i: number): ChatRequestMess
   if (typeof content === "string") return { role: "assistant", content };
   const texts: string[] = [];
   const toolCalls: ChatToolCall[] = [];
+  const thoughts: string[] = [];
   content.forEach((b, j) => {
     if (b.type === "text") texts.push(b.text);
     else if (b.type === "tool_use") toolCalls.push({ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input) } });
+    else if (b.type === "thinking") thoughts.push(b.thinking);
     else throw AnthropicError.invalidRequest(`messages.${i}.content.${j}.type`, "tool_result blocks belong in user messages");
   });
   const msg: ChatRequestMessage = { role: "assistant", content: texts.length > 0 ? texts.join("\n") : null };
   if (toolCalls.length > 0) msg.tool_calls = toolCalls;
+  if (thoughts.length > 0) msg.reasoning_content = thoughts.join("");
   return msg;
 }
 
@@ -233,7 +240,7 @@ function userMessages(content: string | Block[], i: number, openToolUses: Set<st
       const text = b.content === undefined ? "" : typeof b.content === "string" ? b.content : joinText(b.content);
       // OpenAI has no is_error flag; keep the fact in the text the model reads.
       tools.push({ role: "tool", tool_call_id: b.tool_use_id, content: b.is_error === true ? `[tool error] ${text}` : text });
-    } else throw AnthropicError.invalidRequest(`messages.${i}.content.${j}.type`, "tool_use blocks belong in assistant messages");
+    } else throw AnthropicError.invalidRequest(`messages.${i}.content.${j}.type`, `${b.type} blocks belong in assistant messages`);
   });
   return texts.length > 0 ? [...tools, { role: "user", content: texts.join("\n") }] : tools;
 }

@@ -5,6 +5,14 @@ import { chatToAnthropic } from "./anthropic-response.js";
 const usage = { prompt_tokens: 12, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 8 } };
 
 describe("chatToAnthropic", () => {
+  it("puts reasoning_content first, as a thinking block", () => {
+    const m = chatToAnthropic({ id: "chatcmpl-r", choices: [{ message: { content: "4", reasoning_content: "add them" }, finish_reason: "stop" }] }, "claude-x");
+    expect(m.content).toEqual([
+      { type: "thinking", thinking: "add them", signature: "" },
+      { type: "text", text: "4" },
+    ]);
+  });
+
   it("translates a text answer", () => {
     const msg = chatToAnthropic(
       { id: "chatcmpl-abc123", choices: [{ message: { content: "Hello." }, finish_reason: "stop" }], usage },

@@ -1,5 +1,6 @@
 // Translates an OpenAI chat.completion (what the backends answer) into an Anthropic Message:
-// text and tool_calls become content blocks, finish_reason becomes stop_reason, usage is renamed.
+// reasoning_content, text and tool_calls become thinking, text and tool_use content blocks,
+// finish_reason becomes stop_reason, usage is renamed.
 import { AnthropicError } from "./anthropic-error.js";
 import type { AnthropicContentBlock, AnthropicMessage, AnthropicStopReason, AnthropicUsage } from "./anthropic-types.js";
 
@@ -10,6 +11,8 @@ export interface ChatCompletionLike {
     message: {
       content?: string | null;
       tool_calls?: { id?: string; type?: string; function: { name: string; arguments: string } }[] | null;
+      /** The reasoning split out of the answer (vLLM's reasoning parsers, the gateway's token path). */
+      reasoning_content?: string | null;
     };
     finish_reason: string | null;
     /** vLLM's extension: the stop string (or token id) that ended generation. */
@@ -89,6 +92,8 @@ export function chatToAnthropic(chat: ChatCompletionLike, requestModel: string):
   const choice = chat.choices[0];
   if (!choice) throw AnthropicError.upstream("choices is empty");
   const content: AnthropicContentBlock[] = [];
+  const thinking = choice.message.reasoning_content;
+  if (typeof thinking === "string" && thinking !== "") content.push({ type: "thinking", thinking, signature: "" });
   const text = choice.message.content;
   if (typeof text === "string" && text !== "") content.push({ type: "text", text });
   const id = messageIdFor(chat.id, "0");

@@ -8,6 +8,23 @@ function convert(chunks: ChatChunkLike[]) {
 }
 
 describe("ChatChunkToAnthropicEvents", () => {
+  it("streams reasoning_content as a thinking block (thinking_delta, then an empty signature) before the text", () => {
+    const events = convert([
+      { id: "chatcmpl-t1", choices: [{ delta: { reasoning_content: "add ", content: "" } }] },
+      { choices: [{ delta: { reasoning_content: "them" } }] },
+      { choices: [{ delta: { content: "4" }, finish_reason: "stop" }] },
+    ]);
+    expect(events.slice(1, 8)).toEqual([
+      { type: "content_block_start", index: 0, content_block: { type: "thinking", thinking: "", signature: "" } },
+      { type: "content_block_delta", index: 0, delta: { type: "thinking_delta", thinking: "add " } },
+      { type: "content_block_delta", index: 0, delta: { type: "thinking_delta", thinking: "them" } },
+      { type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "" } },
+      { type: "content_block_stop", index: 0 },
+      { type: "content_block_start", index: 1, content_block: { type: "text", text: "" } },
+      { type: "content_block_delta", index: 1, delta: { type: "text_delta", text: "4" } },
+    ]);
+  });
+
   it("streams text then a tool call in Anthropic's event order", () => {
     const events = convert([
       { id: "chatcmpl-s1", choices: [{ delta: { content: "Hel" } }] },

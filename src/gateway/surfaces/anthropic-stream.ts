@@ -12,6 +12,7 @@ export interface ChatChunkLike {
     delta?: {
       content?: string | null;
       tool_calls?: { index: number; id?: string; function?: { name?: string; arguments?: string } }[] | null;
+      reasoning_content?: string | null;
     };
     finish_reason?: string | null;
     stop_reason?: string | number | null;
@@ -19,7 +20,7 @@ export interface ChatChunkLike {
   usage?: OpenAiUsage | null;
 }
 
-type OpenBlock = { kind: "text"; index: number } | { kind: "tool"; index: number; toolIndex: number };
+type OpenBlock = { kind: "thinking"; index: number } | { kind: "text"; index: number } | { kind: "tool"; index: number; toolIndex: number };
 
 /**
  * Stateful converter: `push` each upstream chunk, then `finish` when the upstream stream ends.
@@ -52,6 +53,12 @@ export class ChatChunkToAnthropicEvents {
     if (chunk.usage) this.usage = chunk.usage;
     const choice = chunk.choices?.[0];
     if (!choice) return out;
+    // Reasoning comes before the answer: a thinking block, its text as thinking_delta events.
+    const thinking = choice.delta?.reasoning_content;
+    if (typeof thinking === "string" && thinking !== "") {
+      if (this.open?.kind !== "thinking") this.openBlock(out, { kind: "thinking" }, { type: "thinking", thinking: "", signature: "" });
+      out.push({ type: "content_block_delta", index: this.nextBlock - 1, delta: { type: "thinking_delta", thinking } });
+    }
     const text = choice.delta?.content;
     if (typeof text === "string" && text !== "") {
       if (this.open?.kind !== "text") this.openBlock(out, { kind: "text" }, { type: "text", text: "" });
@@ -121,7 +128,7 @@ export class ChatChunkToAnthropicEvents {
 
   private openBlock(
     out: AnthropicStreamEvent[],
-    kind: { kind: "text" } | { kind: "tool"; toolIndex: number },
+    kind: { kind: "thinking" } | { kind: "text" } | { kind: "tool"; toolIndex: number },
     block: Extract<AnthropicStreamEvent, { type: "content_block_start" }>["content_block"],
   ): void {
     this.closeBlock(out);
@@ -133,6 +140,8 @@ export class ChatChunkToAnthropicEvents {
   private closeBlock(out: AnthropicStreamEvent[]): void {
     if (!this.open) return;
     if (this.open.kind === "tool") this.closedTools.add(this.open.toolIndex);
+    // Anthropic closes a thinking block with its signature; the engine's reasoning has none.
+    if (this.open.kind === "thinking") out.push({ type: "content_block_delta", index: this.open.index, delta: { type: "signature_delta", signature: "" } });
     out.push({ type: "content_block_stop", index: this.open.index });
     this.open = null;
   }

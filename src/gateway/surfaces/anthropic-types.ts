@@ -15,7 +15,14 @@ export interface AnthropicToolUseBlock {
   input: unknown;
 }
 
-export type AnthropicContentBlock = AnthropicTextBlock | AnthropicToolUseBlock;
+/** The model's reasoning (the engine's reasoning_content); no signature, as nothing signed it. */
+export interface AnthropicThinkingBlock {
+  type: "thinking";
+  thinking: string;
+  signature: string;
+}
+
+export type AnthropicContentBlock = AnthropicThinkingBlock | AnthropicTextBlock | AnthropicToolUseBlock;
 
 export interface AnthropicUsage {
   input_tokens: number;
@@ -41,7 +48,11 @@ export type AnthropicStreamEvent =
   | {
       type: "content_block_delta";
       index: number;
-      delta: { type: "text_delta"; text: string } | { type: "input_json_delta"; partial_json: string };
+      delta:
+        | { type: "text_delta"; text: string }
+        | { type: "input_json_delta"; partial_json: string }
+        | { type: "thinking_delta"; thinking: string }
+        | { type: "signature_delta"; signature: string };
     }
   | { type: "content_block_stop"; index: number }
   | {

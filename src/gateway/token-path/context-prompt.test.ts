@@ -16,6 +16,12 @@ async function tokenize(req: TokenizeRequest): Promise<TokenizeResult> {
   return { tokens: ids, maxModelLen: 500 };
 }
 
+// The toy engine's detokenizer: characters back, the ids 900/901 it generates for "o"/"k", specials as nothing.
+async function detokenize(ids: number[]): Promise<string> {
+  return ids.map((id) => (id === 900 ? "o" : id === 901 ? "k" : id >= 100 ? String.fromCharCode(id - 100) : "")).join("");
+}
+const engine = { tokenize, detokenize };
+
 const user = (content: string): ChatMessage => ({ role: "user", content });
 const assistant = (content: string): ChatMessage => ({ role: "assistant", content });
 
@@ -32,22 +38,48 @@ describe("buildPrompt", () => {
   it("continues from the previous prompt and the engine's own output ids (not the re-tokenized answer)", async () => {
     // The engine produced ids 900, 901 for "ok" and stopped on <|end|> (5): different ids than text("ok").
     const prev = chatContext([user("hi")], [900, 901, 5], "ok", "stop");
-    const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("ok"), user("more")] }, prev, tokenize);
+    const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("ok"), user("more")] }, prev, engine);
     expect(p.contextReset).toBe(false);
     expect(p.promptTokenIds).toEqual([...prev.promptTokenIds, 900, 901, 5, 3, ...text("more"), 5, 4]);
   });
 
   it("closes a cut-off answer with the template's turn ending", async () => {
     const prev = chatContext([user("hi")], [900, 901], "ok", "length");
-    const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("ok"), user("go")] }, prev, tokenize);
+    const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("ok"), user("go")] }, prev, engine);
     expect(p.promptTokenIds).toEqual([...prev.promptTokenIds, 900, 901, 5, 3, ...text("go"), 5, 4]);
+  });
+
+  it("without a detokenizer, engine ids that differ from the re-render cannot be compared: a reset", async () => {
+    const prev = chatContext([user("hi")], [900, 901, 5], "ok", "stop");
+    const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("ok"), user("more")] }, prev, tokenize);
+    expect(p).toMatchObject({ contextReset: true, contextResetReason: "template re-renders earlier turns" });
+  });
+
+  it("takes the full render when the previous prompt and answer re-render to exactly the engine's ids", async () => {
+    const prev = chatContext([user("hi")], [...text("ok"), 5], "ok", "stop");
+    const messages = [user("hi"), assistant("ok"), user("more")];
+    const p = await buildPrompt({ endpoint: "chat", messages }, prev, tokenize);
+    expect(p).toEqual({ promptTokenIds: (await tokenize({ messages, addGenerationPrompt: true })).tokens, contextReset: false, maxModelLen: 500 });
+  });
+
+  it("resets when the stop token the engine ended on is not the template's turn ending", async () => {
+    // A stop string's token (777) ended the answer; the template ends the turn with <|end|> (5).
+    const prev = chatContext([user("hi")], [900, 901, 777], "ok", "stop");
+    const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("ok"), user("more")] }, prev, engine);
+    expect(p).toMatchObject({ contextReset: true, contextResetReason: "template re-renders earlier turns" });
   });
 
   it("resets (tokenizing whole) when the client edited or dropped history", async () => {
     const prev = chatContext([user("hi")], [900, 5], "o", "stop");
-    for (const messages of [[user("HI"), assistant("o"), user("x")], [user("hi"), assistant("changed"), user("x")], [user("x")], [user("hi")]]) {
-      const p = await buildPrompt({ endpoint: "chat", messages }, prev, tokenize);
-      expect(p).toEqual({ promptTokenIds: (await tokenize({ messages, addGenerationPrompt: true })).tokens, contextReset: true, maxModelLen: 500 });
+    const cases: [ChatMessage[], string][] = [
+      [[user("HI"), assistant("o"), user("x")], "history differs"],
+      [[user("hi"), assistant("changed"), user("x")], "answer differs from the engine's output"],
+      [[user("x")], "history differs"],
+      [[user("hi")], "history differs"],
+    ];
+    for (const [messages, reason] of cases) {
+      const p = await buildPrompt({ endpoint: "chat", messages }, prev, engine);
+      expect(p).toEqual({ promptTokenIds: (await tokenize({ messages, addGenerationPrompt: true })).tokens, contextReset: true, contextResetReason: reason, maxModelLen: 500 });
     }
   });
 
@@ -57,7 +89,7 @@ describe("buildPrompt", () => {
     expect(cont).toEqual({ promptTokenIds: [...prev.promptTokenIds, 950, ...text(" 3+3=")], contextReset: false, maxModelLen: 500 });
     // An identical re-send is a fresh sample.
     const again = await buildPrompt({ endpoint: "completions", prompt: "1+1=2" }, prev, tokenize);
-    expect(again).toEqual({ promptTokenIds: [1, ...text("1+1=2")], contextReset: true, maxModelLen: 500 });
+    expect(again).toEqual({ promptTokenIds: [1, ...text("1+1=2")], contextReset: true, contextResetReason: "prompt does not extend the previous context", maxModelLen: 500 });
     const ids = await buildPrompt({ endpoint: "completions", prompt: [...prev.promptTokenIds, 950, 7] }, prev, tokenize);
     expect(ids).toEqual({ promptTokenIds: [...prev.promptTokenIds, 950, 7], contextReset: false, maxModelLen: null });
     expect((await buildPrompt({ endpoint: "completions", prompt: [7] }, prev, tokenize)).contextReset).toBe(true);
@@ -67,11 +99,18 @@ describe("buildPrompt", () => {
     const tools = [{ type: "function", function: { name: "calc" } }];
     requests.length = 0;
     const prev = { ...chatContext([user("hi")], [900, 5], "o", "stop"), tools };
-    const same = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("o"), user("x")], tools }, prev, tokenize);
+    const same = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("o"), user("x")], tools }, prev, engine);
     expect(same.contextReset).toBe(false);
-    expect(requests.map((r) => ("messages" in r ? r.tools : "text"))).toEqual([tools, tools]);
+    expect(requests.map((r) => ("messages" in r ? r.tools : "text")).slice(0, 2)).toEqual([tools, tools]);
     const other = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("o"), user("x")] }, prev, tokenize);
-    expect(other.contextReset).toBe(true);
+    expect(other).toMatchObject({ contextReset: true, contextResetReason: "tools changed" });
+  });
+
+  it("continues across a change of tools when the template renders the earlier turns exactly as before", async () => {
+    // The toy template does not render tools: the previous prompt and answer re-render unchanged.
+    const prev = { ...chatContext([user("hi")], [...text("o"), 5], "o", "stop"), tools: [{ type: "function", function: { name: "calc" } }] };
+    const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("o"), user("x")] }, prev, tokenize);
+    expect(p.contextReset).toBe(false);
   });
 
   it("passes the caller's signal to every tokenize request", async () => {
@@ -94,7 +133,7 @@ describe("buildPrompt with tool calls", () => {
 
   it("continues when the agent sends back the answer's tool calls (arguments as JSON values, ids its own)", async () => {
     for (const sent of [asked("ok"), asked("ok", [{ ...call, id: "other", arguments: '{"x":1}' }])]) {
-      const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), sent, result], tools }, prev, tokenize);
+      const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), sent, result], tools }, prev, engine);
       expect(p.contextReset).toBe(false);
       expect(p.promptTokenIds).toEqual([...prev.promptTokenIds, 900, 901, 5, 6, ...text("2"), 5, 4]);
     }
@@ -102,8 +141,8 @@ describe("buildPrompt with tool calls", () => {
 
   it("resets when the calls sent back differ from the answer's", async () => {
     for (const sent of [asked("ok", []), asked("ok", [{ ...call, arguments: '{"x":2}' }]), asked("ok", [call, call]), asked("ok!")]) {
-      const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), sent, result], tools }, prev, tokenize);
-      expect(p.contextReset).toBe(true);
+      const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), sent, result], tools }, prev, engine);
+      expect(p).toMatchObject({ contextReset: true, contextResetReason: "answer differs from the engine's output" });
     }
   });
 
@@ -113,7 +152,7 @@ describe("buildPrompt with tool calls", () => {
     const same = await buildPrompt({ endpoint: "chat", messages: [user("hi"), asked("ok"), result], tools }, relayed, tokenize);
     expect(same).toEqual({ promptTokenIds: [...relayed.promptTokenIds, ...text("ok"), 5, 6, ...text("2"), 5, 4], contextReset: false, maxModelLen: 500 });
     const other: ProgramContext = { ...relayed, outputTokenIds: [900, 901, 5] };
-    expect((await buildPrompt({ endpoint: "chat", messages: [user("hi"), asked("ok"), result], tools }, other, tokenize)).contextReset).toBe(true);
+    expect((await buildPrompt({ endpoint: "chat", messages: [user("hi"), asked("ok"), result], tools }, other, engine)).contextReset).toBe(true);
   });
 
   it("earlier tool calls and tool_call_ids must be unchanged", () => {
@@ -124,17 +163,22 @@ describe("buildPrompt with tool calls", () => {
     expect(extendsConversation(ctx, [user("hi"), asked("ok"), { ...result, toolCallId: "x" }, assistant("done")])).toBe(false);
   });
 
-  it("asks for the forced call's opening only in the render it generates from", async () => {
+  it("ends only the render it generates from with the forced call's opening, tokenized with special tokens read", async () => {
     requests.length = 0;
-    await buildPrompt({ endpoint: "chat", messages: [user("hi"), asked("ok"), result], tools, toolChoice: "required" }, prev, tokenize);
-    const chats = requests.filter((r): r is Extract<TokenizeRequest, { messages: unknown }> => "messages" in r);
-    expect(chats.map((r) => [r.addGenerationPrompt, r.toolChoice])).toEqual([
-      [true, "required"],
-      [false, undefined],
-    ]);
+    const fresh = await buildPrompt({ endpoint: "chat", messages: [user("x")], tools, prefill: "<call>" }, undefined, tokenize);
+    expect(fresh.promptTokenIds).toEqual([...(await tokenize({ messages: [user("x")], addGenerationPrompt: true })).tokens, ...text("<call>")]);
     requests.length = 0;
-    await buildPrompt({ endpoint: "chat", messages: [user("x")], tools, toolChoice: "required" }, undefined, tokenize);
-    expect(requests.map((r) => ("messages" in r ? r.toolChoice : null))).toEqual(["required"]);
+    await buildPrompt({ endpoint: "chat", messages: [user("hi"), asked("ok"), result], tools, prefill: "<call>" }, prev, engine);
+    expect(requests.filter((r) => "text" in r)).toEqual([{ text: "<call>", addSpecialTokens: false, parseSpecial: true, signal: undefined }]);
+  });
+});
+
+describe("extendsConversation reasoning", () => {
+  it("needs the reasoning sent back to be the answer's", () => {
+    const prev: ProgramContext = { ...chatContext([user("hi")], [], "ok", "stop"), answer: { content: "ok", toolCalls: [], reasoning: "think" } };
+    expect(extendsConversation(prev, [user("hi"), { ...assistant("ok"), reasoning: "think" }])).toBe(true);
+    expect(extendsConversation(prev, [user("hi"), assistant("ok")])).toBe(false);
+    expect(extendsConversation(prev, [user("hi"), { ...assistant("ok"), reasoning: "other" }])).toBe(false);
   });
 });
 

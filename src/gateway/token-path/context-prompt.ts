@@ -1,10 +1,15 @@
 // The token-id prompt of a program's next call: its previous context (the last call's prompt ids
 // followed by the output ids exactly as the engine produced them) extended by the token ids of what
 // the new request adds, so earlier turns are never re-tokenized from text. What the request adds
-// is found by rendering with the engine's own template and tokenizer and diffing two renders; a
-// request that does not extend the previous conversation is tokenized whole (a context reset).
-// An agent's tool loop extends it too: the assistant turn sent back (content + tool_calls) must be
-// the answer the client got, or re-render to exactly the engine's output ids.
+// is found by rendering with the engine's own template and tokenizer and diffing two renders.
+// A continuation is taken only when it is exactly what the template makes of the whole
+// conversation: the previous prompt and answer must re-render to the engine's ids (or, where the
+// engine's tokens of the answer differ from a re-tokenization, to the same text). Otherwise the
+// request is tokenized whole (a context reset) and the reason is recorded: the client changed
+// history, the tools changed, the answer sent back is not the engine's, the template renders earlier
+// turns differently once more follow (Qwen3 drops earlier reasoning), or a cut-off answer's turn
+// ending is unknown. A forced tool call's opening (the backend's parser's prefill) ends the prompt,
+// tokenized by the engine with special tokens read as such, the same way for every engine.
 import type { TokenizeRequest, TokenizeResult } from "../../backends/backend.js";
 import type { ChatMessage, FinishReason, MessageToolCall } from "../../core/types.js";
 import type { Endpoint } from "../openai-request.js";
@@ -22,34 +27,59 @@ export interface ProgramContext {
   /** The chat request's tool definitions (rendered into the prompt by some templates). */
   tools?: unknown[];
   /**
-   * The answer as the client got it, tool calls read out (token path); absent: the client got
-   * `outputText` as its content, with any tool calls unknown to the gateway.
+   * The answer as the client got it, tool calls and reasoning read out (token path); absent: the
+   * client got `outputText` as its content, with any tool calls unknown to the gateway.
    */
-  answer?: { content: string; toolCalls: MessageToolCall[] };
+  answer?: { content: string; toolCalls: MessageToolCall[]; reasoning?: string };
 }
 
 /** The new request, as the prompt builder needs it. */
 export type PromptSource =
-  /** `toolChoice`: the request's tool_choice (a forced call's opening ends the prompt). */
-  | { endpoint: "chat"; messages: ChatMessage[]; tools?: unknown[]; toolChoice?: unknown }
+  /** `prefill`: a forced tool call's opening in the backend's format, which ends the prompt. */
+  | { endpoint: "chat"; messages: ChatMessage[]; tools?: unknown[]; prefill?: string }
   | { endpoint: "completions"; prompt: string | number[] };
 
 export interface BuiltPrompt {
   promptTokenIds: number[];
   /** There was a previous context and this prompt does not continue it. */
   contextReset: boolean;
+  /** Why it does not (with `contextReset` only). */
+  contextResetReason?: string;
   /** The engine's context length, when a tokenize answer reported it. */
   maxModelLen: number | null;
 }
 
+/** Why a prompt does not continue the previous context (recorded on the call). */
+export const RESET_REASONS = {
+  history: "history differs",
+  tools: "tools changed",
+  answer: "answer differs from the engine's output",
+  rerender: "template re-renders earlier turns",
+  turnEnding: "cut-off answer's turn ending unknown",
+  endpoint: "endpoint changed",
+  prompt: "prompt does not extend the previous context",
+} as const;
+
 type Tokenize = (req: TokenizeRequest) => Promise<TokenizeResult>;
+type Detokenize = (ids: number[], signal?: AbortSignal) => Promise<string>;
+
+/** The engine's tokenizer endpoints the prompt builder uses. */
+export interface PromptEngine {
+  tokenize: Tokenize;
+  /** Compares texts where the engine's answer ids differ from a re-render's (absent: ids must be equal). */
+  detokenize?: Detokenize;
+}
+
+const reset = (whole: TokenizeResult, reason: string): BuiltPrompt => ({ promptTokenIds: whole.tokens, contextReset: true, contextResetReason: reason, maxModelLen: whole.maxModelLen });
 
 /** Build the prompt ids of the next call of a program whose latest call was `prev` (if any). */
-export async function buildPrompt(src: PromptSource, prev: ProgramContext | undefined, tokenize: Tokenize, signal?: AbortSignal): Promise<BuiltPrompt> {
+export async function buildPrompt(src: PromptSource, prev: ProgramContext | undefined, engine: PromptEngine | Tokenize, signal?: AbortSignal): Promise<BuiltPrompt> {
+  const { tokenize, detokenize } = typeof engine === "function" ? { tokenize: engine, detokenize: undefined } : engine;
   const context = prev ? [...prev.promptTokenIds, ...prev.outputTokenIds] : [];
   if (src.endpoint === "completions") {
     if (typeof src.prompt !== "string") {
-      return { promptTokenIds: src.prompt, contextReset: prev !== undefined && !startsWith(src.prompt, context), maxModelLen: null };
+      if (prev === undefined || startsWith(src.prompt, context)) return { promptTokenIds: src.prompt, contextReset: false, maxModelLen: null };
+      return { promptTokenIds: src.prompt, contextReset: true, contextResetReason: RESET_REASONS.prompt, maxModelLen: null };
     }
     const before = prev?.endpoint === "completions" && prev.messages.length === 1 ? (prev.messages[0] as ChatMessage).content + prev.outputText : undefined;
     // An identical re-send is a new sample, not a continuation: the continuation must add text.
@@ -58,57 +88,90 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
       return { promptTokenIds: [...context, ...delta.tokens], contextReset: false, maxModelLen: delta.maxModelLen };
     }
     const whole = await tokenize({ text: src.prompt, addSpecialTokens: true, signal });
-    return { promptTokenIds: whole.tokens, contextReset: prev !== undefined, maxModelLen: whole.maxModelLen };
+    if (prev === undefined) return { promptTokenIds: whole.tokens, contextReset: false, maxModelLen: whole.maxModelLen };
+    return reset(whole, prev.endpoint === "completions" ? RESET_REASONS.prompt : RESET_REASONS.endpoint);
   }
 
-  const { messages, tools, toolChoice } = src;
+  const { messages, tools, prefill } = src;
   const chat = (m: ChatMessage[], addGenerationPrompt: boolean): TokenizeRequest => ({ messages: m, addGenerationPrompt, ...(tools?.length ? { tools } : {}), signal });
   // Only the render this call generates from ends with a forced tool call's opening.
-  const generating = (m: ChatMessage[]): TokenizeRequest => ({ ...chat(m, true), ...(tools?.length && toolChoice != null ? { toolChoice } : {}) });
-  // Tool definitions are part of the rendered prompt: other tools, another prompt.
-  if (!prev || prev.endpoint !== "chat" || !sameHistory(prev, messages) || JSON.stringify(prev.tools ?? []) !== JSON.stringify(tools ?? [])) {
-    const whole = await tokenize(generating(messages));
-    return { promptTokenIds: whole.tokens, contextReset: prev !== undefined, maxModelLen: whole.maxModelLen };
+  const generating = async (): Promise<TokenizeResult> => {
+    const [gen, open] = await Promise.all([
+      tokenize(chat(messages, true)),
+      prefill !== undefined && prefill !== "" ? tokenize({ text: prefill, addSpecialTokens: false, parseSpecial: true, signal }) : undefined,
+    ]);
+    return open ? { tokens: [...gen.tokens, ...open.tokens], maxModelLen: gen.maxModelLen } : gen;
+  };
+  if (!prev) {
+    const whole = await generating();
+    return { promptTokenIds: whole.tokens, contextReset: false, maxModelLen: whole.maxModelLen };
   }
+  if (prev.endpoint !== "chat") return reset(await generating(), RESET_REASONS.endpoint);
+  if (!sameHistory(prev, messages)) return reset(await generating(), RESET_REASONS.history);
+  // Tool definitions are part of the rendered prompt in most templates: with other tools the
+  // context continues only if the template renders the earlier turns exactly as before.
+  const toolsChanged = JSON.stringify(prev.tools ?? []) !== JSON.stringify(tools ?? []);
+  const why = (reason: string): string => (toolsChanged ? RESET_REASONS.tools : reason);
   // Everything the new messages add is what the full render has beyond the render of the
   // conversation up to the previous answer; the previous answer itself stays as the engine's ids.
   const upToAnswer = messages.slice(0, prev.messages.length + 1);
-  const [full, before] = await Promise.all([tokenize(generating(messages)), tokenize(chat(upToAnswer, false))]);
-  // An answer the gateway cannot compare (tool calls it did not read out) continues the context
-  // only when it re-renders to exactly the engine's ids, turn ending included.
-  const sameAnswer = extendsConversation(prev, messages) || (prev.finishReason === "stop" && sameIds(before.tokens, [...prev.promptTokenIds, ...prev.outputTokenIds]));
-  if (!sameAnswer || !startsWith(full.tokens, before.tokens)) {
-    // Another answer than the engine's, or a template that renders history differently once more
-    // turns follow: no exact continuation exists.
-    return { promptTokenIds: full.tokens, contextReset: true, maxModelLen: full.maxModelLen };
-  }
-  let closing: number[] = [];
-  if (prev.finishReason !== "stop") {
+  const [full, before] = await Promise.all([generating(), tokenize(chat(upToAnswer, false))]);
+  // A template that renders history differently once more turns follow: no continuation exists.
+  if (!startsWith(full.tokens, before.tokens)) return reset(full, why(RESET_REASONS.rerender));
+  // The previous prompt and answer re-render to exactly the engine's ids (the turn's ending, e.g.
+  // ChatML's newline after <|im_end|>, may follow): the full render continues them as it is.
+  if (startsWith(before.tokens, context)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen };
+  // The engine's ids differ from the re-render. The answer the client sent back must be the one it
+  // got; then the turn must re-render to the same text (the engine's tokens of it are kept).
+  if (!extendsConversation(prev, messages)) return reset(full, why(RESET_REASONS.answer));
+  const ending = await turnEnding(prev.messages, (m, gen) => tokenize(chat(m, gen)));
+  let closing: number[];
+  if (prev.finishReason === "stop") {
+    // The engine's stop token ends the output: the template's turn ending follows from its second token.
+    const stop = prev.outputTokenIds.at(-1);
+    if (ending === undefined || ending[0] !== stop) return reset(full, why(RESET_REASONS.rerender));
+    closing = ending.slice(1);
+  } else {
     // The answer was cut off before its end-of-turn token: add the template's turn ending.
-    const ending = await turnEnding(prev.messages, (m, gen) => tokenize(chat(m, gen)));
-    if (ending === undefined) return { promptTokenIds: full.tokens, contextReset: true, maxModelLen: full.maxModelLen };
+    if (ending === undefined) return reset(full, why(RESET_REASONS.turnEnding));
     closing = ending;
   }
-  return { promptTokenIds: [...context, ...closing, ...full.tokens.slice(before.tokens.length)], contextReset: false, maxModelLen: full.maxModelLen };
+  const continued = [...context, ...closing];
+  if (!(await sameText(continued, before.tokens, detokenize, signal))) return reset(full, why(RESET_REASONS.rerender));
+  return { promptTokenIds: [...continued, ...full.tokens.slice(before.tokens.length)], contextReset: false, maxModelLen: full.maxModelLen };
 }
 
-/** Whether `messages` repeat the previous call's messages, then its answer as an assistant turn. */
+/**
+ * Whether two id sequences are the same text: equal ids, or (given a detokenizer) equal text after
+ * their common prefix — the engine may have produced other tokens for the same text than a
+ * re-tokenization makes, and those are the ones it computed with.
+ */
+async function sameText(a: readonly number[], b: readonly number[], detokenize: Detokenize | undefined, signal?: AbortSignal): Promise<boolean> {
+  if (sameIds(a, b)) return true;
+  if (!detokenize) return false;
+  let p = 0;
+  while (p < a.length && p < b.length && a[p] === b[p]) p++;
+  const [x, y] = await Promise.all([detokenize(a.slice(p), signal), detokenize(b.slice(p), signal)]);
+  return x === y;
+}
+
+/** Whether `messages` repeat the previous call's messages, then its answer as an assistant turn (reasoning too). */
 export function extendsConversation(prev: ProgramContext, messages: readonly ChatMessage[]): boolean {
   if (!sameHistory(prev, messages)) return false;
   const sent = messages[prev.messages.length] as ChatMessage;
   // Recorded without a read-out answer (a streamed relay): the text the client got is the content.
   const got = prev.answer ?? { content: prev.outputText, toolCalls: [] };
-  return sent.content === got.content && sameCalls(sent.toolCalls ?? [], got.toolCalls, false);
+  return sent.content === got.content && (sent.reasoning ?? "") === (got.reasoning ?? "") && sameCalls(sent.toolCalls ?? [], got.toolCalls, false);
 }
 
-/** The previous call's messages unchanged (tool calls and ids too), then an assistant turn. */
+/** The previous call's messages unchanged (tool calls, ids and reasoning too), then an assistant turn. */
 function sameHistory(prev: ProgramContext, messages: readonly ChatMessage[]): boolean {
   const k = prev.messages.length;
   if (messages.length <= k || (messages[k] as ChatMessage).role !== "assistant") return false;
   for (let i = 0; i < k; i++) {
     const a = prev.messages[i] as ChatMessage;
     const b = messages[i] as ChatMessage;
-    if (a.role !== b.role || a.content !== b.content || a.name !== b.name || a.toolCallId !== b.toolCallId) return false;
+    if (a.role !== b.role || a.content !== b.content || a.name !== b.name || a.toolCallId !== b.toolCallId || a.reasoning !== b.reasoning) return false;
     if (!sameCalls(a.toolCalls ?? [], b.toolCalls ?? [], true)) return false;
   }
   return true;
@@ -141,7 +204,7 @@ function sameIds(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && startsWith(a, b);
 }
 
-/** The tokens the template puts after an assistant turn's content (e.g. `<|end|>`), if it can tell. */
+/** The tokens the template puts after an assistant turn's content (e.g. `<|end|>`, `<|im_end|>\n`), if it can tell. */
 async function turnEnding(history: ChatMessage[], render: (m: ChatMessage[], addGenerationPrompt: boolean) => Promise<TokenizeResult>): Promise<number[] | undefined> {
   const [open, closed] = await Promise.all([render(history, true), render([...history, { role: "assistant", content: "" }], false)]);
   return startsWith(closed.tokens, open.tokens) ? closed.tokens.slice(open.tokens.length) : undefined;

@@ -6,9 +6,10 @@ import type { PromptSource } from "./context-prompt.js";
 /** The prompt source of a prepared (already validated) request. */
 export function promptSource(endpoint: Endpoint, prepared: PreparedRequest): PromptSource {
   if (endpoint === "chat") {
-    const { tools, tool_choice: toolChoice } = prepared.upstreamBody;
+    // A forced call's opening is added where the backend (and so its parser's format) is known.
+    const { tools } = prepared.upstreamBody;
     if (!(Array.isArray(tools) && tools.length > 0)) return { endpoint, messages: prepared.messages };
-    return { endpoint, messages: prepared.messages, tools, ...(toolChoice != null ? { toolChoice } : {}) };
+    return { endpoint, messages: prepared.messages, tools };
   }
   let p: unknown = prepared.upstreamBody.prompt;
   if (Array.isArray(p) && p.length === 1 && (typeof p[0] === "string" || Array.isArray(p[0]))) p = p[0];

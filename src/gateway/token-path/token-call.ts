@@ -12,7 +12,9 @@ import {
 } from "../../backends/backend.js";
 import { GatewayRejection } from "../auth/auth-errors.js";
 import { InvalidRequestError } from "../http-errors.js";
-import { buildPrompt, type ProgramContext, type PromptSource } from "./context-prompt.js";
+import type { ToolPlan } from "../../model/tool-markup.js";
+import { answerPlan, type AnswerPlan } from "./answer-plan.js";
+import { buildPrompt, type BuiltPrompt, type ProgramContext, type PromptEngine, type PromptSource } from "./context-prompt.js";
 import type { TokenSampling } from "./sampling.js";
 import { contentTokenIds, type DecodedOutput } from "./token-response.js";
 
@@ -46,14 +48,41 @@ export interface TokenCallInput {
   source: PromptSource;
   previous: ProgramContext | undefined;
   sampling: TokenSampling;
+  /** A chat request's tool plan and its raw tool_choice (read with the backend's parser). */
+  tools?: { plan: ToolPlan; choice: unknown };
 }
 
 export interface TokenCallResult {
   backend: TokenBackend;
   promptTokenIds: number[];
   contextReset: boolean;
+  /** Why the prompt does not continue the previous context (with contextReset). */
+  contextResetReason?: string;
   result: GenerateResult;
   decoded: DecodedOutput;
+  /** How the answer is read (chat): the parsers of the backend the prompt was built on. */
+  answer: AnswerPlan;
+}
+
+/** A call's prompt, built once on the first backend that takes it, with the answer plan it was built for. */
+export type CallPrompt = BuiltPrompt & { answer: AnswerPlan };
+
+/**
+ * Build the call's prompt on `backend`: the answer plan of its parsers (chat), a forced call's
+ * opening in that parser's format at the end, the program's context continued where it can be.
+ */
+export async function buildCallPrompt(input: TokenCallInput, backend: TokenBackend, signal: AbortSignal): Promise<CallPrompt> {
+  const src = input.source;
+  if (src.endpoint !== "chat") return { ...(await buildPrompt(src, input.previous, promptEngine(backend), signal)), answer: {} };
+  const answer = answerPlan(backend, input.tools?.plan, input.tools?.choice);
+  const source = answer.prefill !== undefined ? { ...src, prefill: answer.prefill } : src;
+  return { ...(await buildPrompt(source, input.previous, promptEngine(backend), signal)), answer };
+}
+
+/** The backend's tokenizer endpoints for the prompt builder. */
+function promptEngine(backend: TokenBackend): PromptEngine {
+  const d = backend.detokenize;
+  return { tokenize: tokenizer(backend), ...(d ? { detokenize: (ids: number[], signal?: AbortSignal) => d.call(backend, ids, signal) } : {}) };
 }
 
 /** Whether an attempt's error means the backend itself failed (worth one try elsewhere). */
@@ -64,19 +93,27 @@ export function isTransportFailure(e: unknown): e is BackendUnreachableError | B
 /** Run the call, retrying once on another backend after a transport failure. */
 export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): Promise<TokenCallResult> {
   const failures: { backend: string; cause: string }[] = [];
-  let prompt: { promptTokenIds: number[]; contextReset: boolean; maxModelLen: number | null } | undefined;
+  let prompt: CallPrompt | undefined;
   for (;;) {
     const attempt = routeAttempt(deps, prompt?.promptTokenIds, failures);
     const { backend, signal } = attempt;
     let outcome: { promptTokenIds: number[]; result: GenerateResult } | undefined;
     try {
       // The prompt is built once: a retry sends the very same ids (only a failed build is redone).
-      prompt ??= await buildPrompt(input.source, input.previous, tokenizer(backend), signal);
+      prompt ??= await buildCallPrompt(input, backend, signal);
       const req = await generateRequest(backend, input, prompt, signal);
       const result = deps.generate ? await deps.generate(backend, req) : await backend.generate(req);
       outcome = { promptTokenIds: prompt.promptTokenIds, result };
       const decoded = await decode(backend, result, input.sampling.logprobs, signal);
-      return { backend, promptTokenIds: prompt.promptTokenIds, contextReset: prompt.contextReset, result, decoded };
+      return {
+        backend,
+        promptTokenIds: prompt.promptTokenIds,
+        contextReset: prompt.contextReset,
+        ...(prompt.contextResetReason !== undefined ? { contextResetReason: prompt.contextResetReason } : {}),
+        result,
+        decoded,
+        answer: prompt.answer,
+      };
     } catch (e) {
       // A failure after the engine produced the answer is not retried: generating again would
       // sample a different answer for the same call.

@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../model/markup.js";
 import type { GenerateResult } from "../../backends/backend.js";
-import { planTools, toolCallAnswer } from "../../model/tool-markup.js";
+import { reasoningParserNamed, toolParserNamed } from "../../backends/answer-parsers.js";
+import { planTools } from "../../model/tool-markup.js";
+import { answerPlan, readAnswer } from "./answer-plan.js";
 import { TokenChunks, visibleChunk } from "./token-chunks.js";
 import { toolCallIdPrefix } from "./token-response.js";
 
@@ -28,20 +30,40 @@ describe("TokenChunks", () => {
   });
 
   it("chat with tools: the markup is read out into tool_calls deltas, adding up to the non-streamed answer", () => {
-    const plan = planTools({ tools: [{ function: { name: "get_weather" } }] })!;
+    const plan = answerPlan({ toolParser: toolParserNamed("arbor", "test") }, planTools({ tools: [{ function: { name: "get_weather" } }] }), undefined);
     const text = `Checking. ${TOOL_CALL_OPEN}get_weather {"city":"Oslo"}${TOOL_CALL_CLOSE}`;
-    const tc = new TokenChunks({ endpoint: "chat", callId: "c1", created: 5, model: "m", promptTokenIds: [1], logprobs: false, includeUsage: false, tools: plan });
+    const tc = new TokenChunks({ endpoint: "chat", callId: "c1", created: 5, model: "m", promptTokenIds: [1], logprobs: false, includeUsage: false, answer: plan });
     tc.start(null);
     const pieces = [text.slice(0, 12), text.slice(12, 30), text.slice(30)];
     const chunks = pieces.slice(0, -1).flatMap((p, i) => tc.delta({ ids: [i], logprobs: [-1], text: p }, null));
     chunks.push(...tc.finish({ ids: [], logprobs: [], text: pieces.at(-1)! }, result([0, 1, 2])));
     const content = chunks.map((c) => (choiceOf(c).delta as { content: string }).content).join("");
     const calls = chunks.flatMap((c) => ((choiceOf(c).delta as { tool_calls?: unknown[] }).tool_calls ?? []));
-    const plain = toolCallAnswer(text, "stop", plan, toolCallIdPrefix("c1"));
+    const plain = readAnswer(text, "stop", plan, toolCallIdPrefix("c1"));
     expect(content).toBe(plain.message.content);
-    expect(calls).toEqual(plain.message.tool_calls!.map((c, i) => ({ index: i, ...c })));
+    // As vLLM streams a call: its header with empty arguments, then the arguments.
+    expect(calls).toEqual(
+      plain.message.tool_calls!.flatMap((c, i) => [
+        { index: i, id: c.id, type: "function", function: { name: c.function.name, arguments: "" } },
+        { index: i, function: { arguments: c.function.arguments } },
+      ]),
+    );
     expect(choiceOf(chunks.at(-1)!).finish_reason).toBe("tool_calls");
     expect(chunks.some((c) => ((choiceOf(c).delta as { content: string }).content).includes(TOOL_CALL_OPEN))).toBe(false);
+  });
+
+  it("chat with a reasoning parser: <think> goes out as reasoning_content deltas, held back across a split tag", () => {
+    const plan = answerPlan({ toolParser: toolParserNamed("arbor", "test"), reasoningParser: reasoningParserNamed("think", "test") }, planTools({ tools: [{ function: { name: "calc" } }] }), undefined);
+    const text = `<think>2+2, so call calc</think>Sure.${TOOL_CALL_OPEN}calc {"x":4}${TOOL_CALL_CLOSE}`;
+    for (let cut = 1; cut < text.length; cut += 3) {
+      const tc = new TokenChunks({ endpoint: "chat", callId: "c2", created: 5, model: "m", promptTokenIds: [1], logprobs: false, includeUsage: false, answer: plan });
+      const chunks = [...tc.delta({ ids: [0], logprobs: [-1], text: text.slice(0, cut) }, null), ...tc.finish({ ids: [1], logprobs: [-1], text: text.slice(cut) }, result([0, 1]))];
+      const deltas = chunks.map((c) => choiceOf(c).delta as { content: string; reasoning_content?: string });
+      const plain = readAnswer(text, "stop", plan, toolCallIdPrefix("c2"));
+      expect(deltas.map((d) => d.reasoning_content ?? "").join("")).toBe(plain.message.reasoning_content);
+      expect(deltas.map((d) => d.content).join("")).toBe(plain.message.content);
+      expect(plain.message).toMatchObject({ content: "Sure.", reasoning_content: "2+2, so call calc", tool_calls: [{ function: { name: "calc", arguments: '{"x":4}' } }] });
+    }
   });
 
   it("completions: prompt ids on the first chunk's choice, logprobs with running text offsets", () => {

@@ -1,13 +1,15 @@
 // The OpenAI stream chunks of a token-path answer, built by the gateway from the engine's token
 // deltas and the text decoded for them: chat.completion.chunk (role chunk first, prompt ids on it)
 // or text_completion chunks in vLLM's shapes (token_ids, prompt_token_ids, policy_version), the
-// finish reason last, then a usage chunk when asked. With tools, the policy's call markup is read
-// out of the text as it arrives (the same filter the engine and the non-streamed answer use) and
-// completed calls go out as `delta.tool_calls`. Pure: the caller decodes and writes.
+// finish reason last, then a usage chunk when asked. A chat answer is read as it arrives with the
+// backend's parsers (answer-plan.ts, the reader the non-streamed answer uses): reasoning goes out
+// as `delta.reasoning_content`, and each completed tool call as vLLM streams one — a delta
+// `{index, id, type: "function", function: {name, arguments: ""}}` followed by
+// `{index, function: {arguments}}`. Pure: the caller decodes and writes.
 import type { GenerateResult } from "../../backends/backend.js";
-import { toolCallFilter, type ToolCallFilter, type ToolPlan } from "../../model/tool-markup.js";
 import type { Endpoint } from "../openai-request.js";
 import type { StreamChunk } from "../surfaces/stream-surface.js";
+import { AnswerReader, type AnswerPlan } from "./answer-plan.js";
 import { toolCallIdPrefix } from "./token-response.js";
 
 export interface TokenChunksOptions {
@@ -22,7 +24,8 @@ export interface TokenChunksOptions {
   logprobs: boolean;
   /** `stream_options.include_usage`: a last chunk with usage and no choices. */
   includeUsage: boolean;
-  tools?: ToolPlan;
+  /** How a chat answer is read (tools, reasoning); absent: plain text. */
+  answer?: AnswerPlan;
 }
 
 /** One delta as decoded: its ids and logprobs, the text it adds, and (with logprobs) each token's text. */
@@ -38,12 +41,12 @@ const jsonLogprob = (lp: number): number => (Number.isFinite(lp) ? lp : -9999);
 
 /** Builds one answer's chunks; {@link start}, {@link delta} per decoded delta, {@link finish} once. */
 export class TokenChunks {
-  private readonly filter: ToolCallFilter | undefined;
+  private readonly reader: AnswerReader | undefined;
   private textOffset = 0;
   private promptSent = false;
 
   constructor(private readonly o: TokenChunksOptions) {
-    this.filter = o.tools?.parse ? toolCallFilter(o.tools, toolCallIdPrefix(o.callId)) : undefined;
+    this.reader = o.answer && (o.answer.tools || o.answer.reasoning) ? new AnswerReader(o.answer, toolCallIdPrefix(o.callId)) : undefined;
   }
 
   /** Chunks before any token: chat's role chunk carrying the prompt ids; none for completions. */
@@ -76,14 +79,22 @@ export class TokenChunks {
     if (this.o.endpoint === "chat") {
       const delta: Record<string, unknown> = { content: d.text };
       let finish: string | null = finishReason;
-      if (this.filter) {
-        const got = this.filter.push(d.text);
-        const rest = finishReason !== null ? this.filter.flush() : { content: "", calls: [] };
+      if (this.reader) {
+        const got = this.reader.push(d.text);
+        const rest = finishReason !== null ? this.reader.flush() : { reasoning: "", content: "", calls: [] };
         const calls = [...got.calls, ...rest.calls];
-        const before = this.filter.callCount - calls.length;
+        const before = this.reader.callCount - calls.length;
+        const reasoning = got.reasoning + rest.reasoning;
+        if (reasoning !== "") delta.reasoning_content = reasoning;
         delta.content = got.content + rest.content;
-        if (calls.length > 0) delta.tool_calls = calls.map((c, i) => ({ index: before + i, ...c }));
-        if (finishReason === "stop" && this.filter.callCount > 0) finish = "tool_calls";
+        if (calls.length > 0) {
+          // vLLM's shape: the call's header (id, type, name, empty arguments), then its arguments.
+          delta.tool_calls = calls.flatMap((c, i) => [
+            { index: before + i, id: c.id, type: "function", function: { name: c.function.name, arguments: "" } },
+            { index: before + i, function: { arguments: c.function.arguments } },
+          ]);
+        }
+        if (finishReason === "stop" && this.reader.callCount > 0) finish = "tool_calls";
       }
       choice.delta = delta;
       choice.logprobs = this.o.logprobs

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { GenerateResult } from "../../backends/backend.js";
+import { toolParserNamed } from "../../backends/answer-parsers.js";
 import { planTools } from "../../model/tool-markup.js";
+import { answerPlan } from "./answer-plan.js";
 import { contentTokenIds, tokenAnswer } from "./token-response.js";
 
 const result: GenerateResult = { outputTokenIds: [7, 8, 2], logprobs: [-0.5, -Infinity, -0.125], finishReason: "stop", policyVersion: 3, promptTokenIds: [1, 5] };
@@ -56,11 +58,12 @@ describe("tokenAnswer", () => {
 });
 
 describe("tokenAnswer with tools", () => {
-  const tools = planTools({ tools: [{ function: { name: "calc" } }] });
+  const arbor = { toolParser: toolParserNamed("arbor", "test") };
+  const tools = answerPlan(arbor, planTools({ tools: [{ function: { name: "calc" } }] }), undefined);
   const decoded = (text: string) => ({ text });
 
   it("reads the policy's tool-call markup into tool_calls, ids from the call id", () => {
-    const a = tokenAnswer({ ...base, endpoint: "chat", logprobs: false, decoded: decoded('Sure.<|tool_call|>calc {"x":1}<|/tool_call|>'), ...(tools ? { tools } : {}) });
+    const a = tokenAnswer({ ...base, endpoint: "chat", logprobs: false, decoded: decoded('Sure.<|tool_call|>calc {"x":1}<|/tool_call|>'), answer: tools });
     expect((a.choices as unknown[])[0]).toMatchObject({
       message: { role: "assistant", content: "Sure.", tool_calls: [{ id: "call_abcd_0", type: "function", function: { name: "calc", arguments: '{"x":1}' } }] },
       finish_reason: "tool_calls",
@@ -69,10 +72,10 @@ describe("tokenAnswer with tools", () => {
   });
 
   it("keeps text without valid calls as content, and a cut-off answer's finish_reason", () => {
-    const cut = tokenAnswer({ ...base, endpoint: "chat", logprobs: false, result: { ...result, finishReason: "length" }, decoded: decoded("<|tool_call|>calc {"), ...(tools ? { tools } : {}) });
+    const cut = tokenAnswer({ ...base, endpoint: "chat", logprobs: false, result: { ...result, finishReason: "length" }, decoded: decoded("<|tool_call|>calc {"), answer: tools });
     expect((cut.choices as unknown[])[0]).toMatchObject({ message: { content: "<|tool_call|>calc {" }, finish_reason: "length" });
-    const none = planTools({ tools: [{ function: { name: "calc" } }], tool_choice: "none" });
-    const raw = tokenAnswer({ ...base, endpoint: "chat", logprobs: false, decoded: decoded("<|tool_call|>calc<|/tool_call|>"), ...(none ? { tools: none } : {}) });
+    const none = answerPlan(arbor, planTools({ tools: [{ function: { name: "calc" } }], tool_choice: "none" }), "none");
+    const raw = tokenAnswer({ ...base, endpoint: "chat", logprobs: false, decoded: decoded("<|tool_call|>calc<|/tool_call|>"), answer: none });
     expect((raw.choices as unknown[])[0]).toMatchObject({ message: { content: "<|tool_call|>calc<|/tool_call|>" }, finish_reason: "stop" });
   });
 });

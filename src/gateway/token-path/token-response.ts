@@ -1,10 +1,10 @@
 // The OpenAI answer of a token-path call, built from what the engine generated: the same shape the
 // engine's own chat.completion / text_completion has (vLLM's token_ids and prompt_token_ids,
-// Arbor's policy_version), with text decoded by the engine and, for a request with tools, the
-// policy's tool-call markup read out into `tool_calls` exactly as the engine reads it.
+// Arbor's policy_version), with text decoded by the engine and, for a chat answer, tool calls and
+// reasoning read out with the backend's parsers (answer-plan.ts) as vLLM's parsers do.
 import type { GenerateResult } from "../../backends/backend.js";
-import { toolCallAnswer, type ToolCallAnswer, type ToolPlan } from "../../model/tool-markup.js";
 import type { Endpoint } from "../openai-request.js";
+import { readAnswer, type AnswerPlan, type ChatAnswer } from "./answer-plan.js";
 
 /** Text the engine decoded for one call: the answer and, when logprobs were asked, each token. */
 export interface DecodedOutput {
@@ -24,8 +24,8 @@ export interface TokenAnswerInput {
   result: GenerateResult;
   decoded: DecodedOutput;
   logprobs: boolean;
-  /** The chat request's tool plan: calls in the answer become `tool_calls`. */
-  tools?: ToolPlan;
+  /** How the chat answer is read: calls become `tool_calls`, reasoning `reasoning_content`. */
+  answer?: AnswerPlan;
 }
 
 /** JSON has no -Infinity; vLLM reports impossible tokens as -9999. */
@@ -94,8 +94,7 @@ export function toolCallIdPrefix(callId: string): string {
   return `call_${callId.replaceAll("-", "")}`;
 }
 
-/** The chat answer's message and finish_reason (tool calls read out when the request has tools). */
-export function chatMessage(a: Pick<TokenAnswerInput, "callId" | "result" | "decoded" | "tools">): ToolCallAnswer {
-  if (!a.tools) return { message: { role: "assistant", content: a.decoded.text }, finishReason: a.result.finishReason };
-  return toolCallAnswer(a.decoded.text, a.result.finishReason, a.tools, toolCallIdPrefix(a.callId));
+/** The chat answer's message and finish_reason (tool calls and reasoning read out with the answer plan). */
+export function chatMessage(a: Pick<TokenAnswerInput, "callId" | "result" | "decoded" | "answer">): ChatAnswer {
+  return readAnswer(a.decoded.text, a.result.finishReason, a.answer ?? {}, toolCallIdPrefix(a.callId));
 }

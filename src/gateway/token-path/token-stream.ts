@@ -7,9 +7,9 @@
 import type { GenerateResult, GenerateStream, TokenBackend, TokenDelta } from "../../backends/backend.js";
 import { ArborError } from "../../core/errors.js";
 import type { StreamChunk } from "../surfaces/stream-surface.js";
-import { buildPrompt } from "./context-prompt.js";
+import type { AnswerPlan } from "./answer-plan.js";
 import { IncrementalText } from "./incremental-text.js";
-import { generateRequest, isTransportFailure, retryAfter, routeAttempt, tokenizer, type TokenCallDeps, type TokenCallInput } from "./token-call.js";
+import { buildCallPrompt, generateRequest, isTransportFailure, retryAfter, routeAttempt, type CallPrompt, type TokenCallDeps, type TokenCallInput } from "./token-call.js";
 import { TokenChunks, type TokenChunksOptions } from "./token-chunks.js";
 import { contentTokenIds } from "./token-response.js";
 
@@ -19,6 +19,10 @@ export interface OpenedTokenStream {
   backend: TokenBackend;
   promptTokenIds: number[];
   contextReset: boolean;
+  /** Why the prompt does not continue the previous context (with contextReset). */
+  contextResetReason?: string;
+  /** How the answer is read (chat): the parsers of the backend the prompt was built on. */
+  answer: AnswerPlan;
   stream: GenerateStream;
   /** The signal bounding the generation (timeout, client gone, backend down, {@link cancel}). */
   signal: AbortSignal;
@@ -31,7 +35,7 @@ export interface OpenedTokenStream {
 /** Route, build the prompt and open the engine's stream, retrying once elsewhere after a transport failure. */
 export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCallDeps, "generate">): Promise<OpenedTokenStream> {
   const failures: { backend: string; cause: string }[] = [];
-  let prompt: Awaited<ReturnType<typeof buildPrompt>> | undefined;
+  let prompt: CallPrompt | undefined;
   for (;;) {
     const attempt = routeAttempt(deps, prompt?.promptTokenIds, failures);
     const { backend } = attempt;
@@ -47,7 +51,7 @@ export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCal
     try {
       const open = backend.generateStream;
       if (!open) throw new ArborError(`backend '${backend.name}' cannot stream token ids; the token path cannot stream from it`, "backend_capability");
-      prompt ??= await buildPrompt(input.source, input.previous, tokenizer(backend), ac.signal);
+      prompt ??= await buildCallPrompt(input, backend, ac.signal);
       const req = await generateRequest(backend, input, prompt, ac.signal);
       const stream = await open.call(backend, req);
       return {
@@ -55,6 +59,8 @@ export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCal
         backend,
         promptTokenIds: prompt.promptTokenIds,
         contextReset: prompt.contextReset,
+        ...(prompt.contextResetReason !== undefined ? { contextResetReason: prompt.contextResetReason } : {}),
+        answer: prompt.answer,
         stream,
         signal: ac.signal,
         cancel: (reason) => ac.abort(reason),
@@ -79,7 +85,7 @@ const DECODE_PARALLEL = 16;
  */
 export async function streamTokenAnswer(
   opened: OpenedTokenStream,
-  options: Omit<TokenChunksOptions, "promptTokenIds">,
+  options: Omit<TokenChunksOptions, "promptTokenIds" | "answer">,
   emit: (chunks: StreamChunk[]) => void,
 ): Promise<{ result: GenerateResult; text: string }> {
   const { backend, signal } = opened;
@@ -87,7 +93,7 @@ export async function streamTokenAnswer(
   if (!detok) throw new ArborError(`backend '${backend.name}' has no detokenizer endpoint; the token path cannot serve it`, "backend_capability");
   const decode = (ids: number[]): Promise<string> => detok.call(backend, ids, signal);
   const text = new IncrementalText(decode);
-  const chunks = new TokenChunks({ ...options, promptTokenIds: opened.promptTokenIds });
+  const chunks = new TokenChunks({ ...options, promptTokenIds: opened.promptTokenIds, ...(options.endpoint === "chat" ? { answer: opened.answer } : {}) });
 
   const queue: TokenDelta[] = [];
   let ended = false;

@@ -1,7 +1,7 @@
 // How the token path reads a chat request's tools: the same plan the built-in engine makes
-// (src/model/tool-markup.ts), from a body the gateway has not shape-checked yet. Only engines whose
-// tool-call format is the policy's markup take tool requests on the token path (see usesTokenPath
-// in server.ts); the engine itself validates the tools again when it renders them.
+// (src/model/tool-markup.ts), from a body the gateway has not shape-checked yet. The backend's
+// tool-call parser then reads the calls (answer-plan.ts); backends without one take tool requests
+// through the passthrough (usesTokenPath). The engine validates the tools again when it renders them.
 import { planTools, ToolChoiceError, type ToolFields, type ToolPlan } from "../../model/tool-markup.js";
 import { InvalidRequestError } from "../http-errors.js";
 

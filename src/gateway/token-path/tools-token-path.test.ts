@@ -7,7 +7,9 @@ import Anthropic from "@anthropic-ai/sdk";
 import { run } from "@openai/agents";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createBackend } from "../../backends/registry.js";
 import { createArborBackend, createVllmBackend } from "../../backends/vllm.js";
+import { BackendConfigSchema } from "../../core/config.js";
 import type { Call } from "../../core/types.js";
 import type { ListeningEngineServer } from "../../engine/server.js";
 import { createGateway, type Gateway } from "../server.js";
@@ -18,6 +20,8 @@ const policy = weatherPolicy();
 let engine: ListeningEngineServer;
 let gateway: Gateway;
 let vllmGateway: Gateway;
+let parsedGateway: Gateway;
+let parsedUrl: string;
 let url: string;
 let vllmUrl: string;
 const calls: Call[] = [];
@@ -30,10 +34,15 @@ beforeAll(async () => {
   // The same engine seen as a vLLM server: the gateway cannot know a vLLM model's tool-call format.
   vllmGateway = createGateway({ backends: [createVllmBackend({ name: "vllm", url: `${engine.url}/v1` })], sink: { recordCall: async (c) => void calls.push(c) } });
   vllmUrl = await vllmGateway.listen("127.0.0.1", 0);
+  // …unless the config names the served model's tool-call format: then the gateway reads the calls itself.
+  const parsed = createBackend(BackendConfigSchema.parse({ name: "vllm-parsed", type: "vllm", url: `${engine.url}/v1`, toolParser: "arbor" }));
+  parsedGateway = createGateway({ backends: [parsed], sink: { recordCall: async (c) => void calls.push(c) } });
+  parsedUrl = await parsedGateway.listen("127.0.0.1", 0);
 });
 
 afterAll(async () => {
   await vllmGateway?.close();
+  await parsedGateway?.close();
   await gateway?.close();
   await engine?.close();
 });
@@ -84,6 +93,14 @@ describe("OpenAI chat with tools on the token path", () => {
     // The forced opening is prompt, not output: the trace holds only what the policy generated.
     const [call] = callsOf("tp-forced") as [Call];
     expect(call.outputText).toBe('{"city":"Oslo"}<|/tool_call|>');
+    // The gateway appended the opening itself (special tokens read as such): exactly the ids the
+    // engine's own render of the forced request has, `<|tool_call|>` as its control token.
+    const own = await fetch(`${engine.url}/tokenize`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: "Weather?" }], tools, tool_choice: { type: "function", function: { name: "get_weather" } } }),
+    });
+    expect(call.promptTokenIds).toEqual(((await own.json()) as { tokens: number[] }).tokens);
     const bad = await client.chat.completions
       .create({ model: "arbor-tiny", messages: [{ role: "user", content: "x" }], tools, tool_choice: { type: "function", function: { name: "nope" } } })
       .catch((e: unknown) => e);
@@ -126,6 +143,23 @@ describe("OpenAI chat with tools on the token path", () => {
     const { data: plain, response: plainResponse } = await client.chat.completions.create({ model: "arbor-tiny", messages: [{ role: "user", content: "Hello" }] }).withResponse();
     expect(tokenPathAnswer(plain.id, plainResponse.headers.get("x-arbor-call-id"))).toBe(true);
     expect(callsOf("tp-vllm")).toHaveLength(2);
+  });
+});
+
+describe("tool calls on the token path of a vLLM-type backend with a configured toolParser", () => {
+  it("reads the calls with the backend's parser and continues the context through the tool loop", async () => {
+    const client = new OpenAI({ baseURL: `${parsedUrl}/p/tp-parsed/v1`, apiKey: "unused", maxRetries: 0 });
+    const messages = [{ role: "user" as const, content: "Weather in Oslo?" }];
+    const { data: res, response } = await client.chat.completions.create({ model: "arbor-tiny", messages, tools }).withResponse();
+    expect(tokenPathAnswer(res.id, response.headers.get("x-arbor-call-id"))).toBe(true);
+    const tc = res.choices[0]!.message.tool_calls![0]!;
+    expect(tc).toMatchObject({ type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } });
+    const next = await client.chat.completions.create({ model: "arbor-tiny", tools, messages: [...messages, res.choices[0]!.message, { role: "tool", tool_call_id: tc.id, content: "3C" }] });
+    expect(next.choices[0]?.finish_reason).toBe("stop");
+    const [first, second] = callsOf("tp-parsed") as [Call, Call];
+    expect(first.backend).toBe("vllm-parsed");
+    expect(second.contextReset).toBeUndefined();
+    expect(second.promptTokenIds.slice(0, first.promptTokenIds.length + first.outputTokenIds.length)).toEqual([...first.promptTokenIds, ...first.outputTokenIds]);
   });
 });
 
