@@ -1,7 +1,7 @@
-// `arbor run` with a model that is not Arbor's policy: the engines serve the ChatML test GGUF
-// (src/testing/chatml-gguf-fixture.ts) with its own tokenizer, template and stop tokens (under the
-// configured served name, which the gateway sends), and every recorded call's ids are exactly what
-// the engine used and produced.
+// `arbor run` with a model that is not Arbor's policy: the engines serve the made-here Qwen-like
+// model (byte-level BPE + ChatML with tools, src/model/made/) with its own tokenizer, template and
+// stop tokens (under the configured served name, which the gateway sends), and every recorded call's
+// ids are exactly what the engine used and produced.
 import { chmodSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,18 +9,19 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { BackendReply } from "../backends/backend.js";
 import { parseRunConfig } from "../core/config.js";
 import { LlamaTokenizer } from "../engine/llama-tokenizer.js";
+import { makeModel } from "../model/made/made-models.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { writeChatmlModel, type ChatmlModel } from "../testing/chatml-gguf-fixture.js";
 import { runIteration, type RunSummary } from "./run.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-e2e-real-"));
 chmodSync(dir, 0o755);
 const replies: BackendReply[] = [];
-let model: ChatmlModel;
+let model: { path: string; imStart: number };
 let summary: RunSummary;
 
 beforeAll(async () => {
-  model = writeChatmlModel(join(dir, "chatml.gguf"), { contextLength: 2048 });
+  const made = makeModel("bpe-chatml", join(dir, "models"), { seed: 5, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 2048 });
+  model = { path: made.path, imStart: made.tokenizer.encode("<|im_start|>", { special: true })[0] as number };
   const cfg = parseRunConfig({
     name: "e2e-real",
     seed: 3,

@@ -1,26 +1,8 @@
 // Response bodies in vLLM's shapes (chat: `token_ids` in the choice, `prompt_token_ids` at the top;
 // completions: both in the choice), plus Arbor's `policy_version` on every body.
 import type { ModelTokenizer } from "../model/tokenizer.js";
-import { Vocab } from "../model/vocab.js";
 import type { GenerateResult } from "./executor.js";
 import type { SampledToken, TokenLogprob } from "./sampling.js";
-import { VocabTokenizer } from "./vocab-tokenizer.js";
-
-/** What the response builders read token text from: a model's tokenizer, or Arbor's Vocab. */
-export type TokenSource = ModelTokenizer | Vocab;
-
-const adapters = new WeakMap<Vocab, VocabTokenizer>();
-
-/** `src` as a ModelTokenizer (Arbor's Vocab through its adapter). */
-export function asTokenizer(src: TokenSource): ModelTokenizer {
-  if (!(src instanceof Vocab)) return src;
-  let tok = adapters.get(src);
-  if (!tok) {
-    tok = new VocabTokenizer(src);
-    adapters.set(src, tok);
-  }
-  return tok;
-}
 
 /** JSON has no -Infinity; vLLM reports impossible tokens as -9999. */
 const MIN_LOGPROB = -9999;
@@ -29,18 +11,13 @@ function jsonLogprob(lp: number): number {
   return Number.isFinite(lp) ? lp : MIN_LOGPROB;
 }
 
-/** The raw bytes a token stands for (one byte for byte-fallback tokens, else its UTF-8 text). */
-export function tokenBytes(src: TokenSource, id: number): number[] {
-  return asTokenizer(src).tokenBytes(id);
-}
-
 /**
  * Output text: the generated tokens decoded, without the stop token that ended them. `special`
  * renders special tokens as their text (vLLM's skip_special_tokens=false, which tool parsers of
  * formats with special markers need).
  */
-export function outputText(src: TokenSource, result: GenerateResult, special = false): string {
-  return asTokenizer(src).decode(contentTokenIds(result), { special });
+export function outputText(tok: ModelTokenizer, result: GenerateResult, special = false): string {
+  return tok.decode(contentTokenIds(result), { special });
 }
 
 function contentTokenIds(result: GenerateResult): number[] {
@@ -60,17 +37,16 @@ export function usage(promptTokens: number, completionTokens: number): Usage {
 }
 
 /** vLLM's `stop_reason`: the stop token id unless the stop was the model's EOS (then null). */
-export function stopReason(src: TokenSource, result: GenerateResult): number | null {
-  return result.stopTokenId !== undefined && result.stopTokenId !== src.eosId ? result.stopTokenId : null;
+export function stopReason(tok: ModelTokenizer, result: GenerateResult): number | null {
+  return result.stopTokenId !== undefined && result.stopTokenId !== tok.eosId ? result.stopTokenId : null;
 }
 
 /** Chat `logprobs.content`: one entry per output token, stop token included. */
-export function chatLogprobs(src: TokenSource, tokens: readonly SampledToken[]): { content: unknown[] } {
-  const vocab = asTokenizer(src);
+export function chatLogprobs(tok: ModelTokenizer, tokens: readonly SampledToken[]): { content: unknown[] } {
   const entry = (t: TokenLogprob): { token: string; logprob: number; bytes: number[] } => ({
-    token: vocab.tokenText(t.id),
+    token: tok.tokenText(t.id),
     logprob: jsonLogprob(t.logprob),
-    bytes: vocab.tokenBytes(t.id),
+    bytes: tok.tokenBytes(t.id),
   });
   return { content: tokens.map((t) => ({ ...entry(t), top_logprobs: t.top.map(entry) })) };
 }
@@ -80,38 +56,35 @@ export function chatLogprobs(src: TokenSource, tokens: readonly SampledToken[]):
  * one (OpenAI: up to n + 1 entries); `text_offset[i]` is where token i starts in the output text.
  */
 export function completionLogprobs(
-  src: TokenSource,
+  tok: ModelTokenizer,
   result: GenerateResult,
 ): { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] } {
-  const vocab = asTokenizer(src);
   const content = contentTokenIds(result);
   const textOffset: number[] = [];
   for (let i = 0; i < result.tokens.length; i++) {
-    textOffset.push(vocab.decode(content.slice(0, Math.min(i, content.length))).length);
+    textOffset.push(tok.decode(content.slice(0, Math.min(i, content.length))).length);
   }
   return {
-    tokens: result.tokens.map((t) => vocab.tokenText(t.id)),
+    tokens: result.tokens.map((t) => tok.tokenText(t.id)),
     token_logprobs: result.tokens.map((t) => jsonLogprob(t.logprob)),
-    top_logprobs: result.tokens.map((t) => completionTopLogprobs(vocab, t)),
+    top_logprobs: result.tokens.map((t) => completionTopLogprobs(tok, t)),
     text_offset: textOffset,
   };
 }
 
 /** One legacy `top_logprobs` entry: the `n` alternatives plus the chosen token. */
-export function completionTopLogprobs(src: TokenSource, t: SampledToken): Record<string, number> {
-  const vocab = asTokenizer(src);
+export function completionTopLogprobs(tok: ModelTokenizer, t: SampledToken): Record<string, number> {
   const top: Record<string, number> = {};
-  for (const alt of t.top) top[vocab.tokenText(alt.id)] = jsonLogprob(alt.logprob);
-  top[vocab.tokenText(t.id)] = jsonLogprob(t.logprob);
+  for (const alt of t.top) top[tok.tokenText(alt.id)] = jsonLogprob(alt.logprob);
+  top[tok.tokenText(t.id)] = jsonLogprob(t.logprob);
   return top;
 }
 
 /** Legacy completions logprobs of one streamed token that starts at `textOffset` of the output. */
 export function completionChunkLogprobs(
-  src: TokenSource,
+  tok: ModelTokenizer,
   t: SampledToken,
   textOffset: number,
 ): { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] } {
-  const vocab = asTokenizer(src);
-  return { tokens: [vocab.tokenText(t.id)], token_logprobs: [jsonLogprob(t.logprob)], top_logprobs: [completionTopLogprobs(vocab, t)], text_offset: [textOffset] };
+  return { tokens: [tok.tokenText(t.id)], token_logprobs: [jsonLogprob(t.logprob)], top_logprobs: [completionTopLogprobs(tok, t)], text_offset: [textOffset] };
 }

@@ -1,16 +1,23 @@
-// The built-in engine serving a GGUF that is not Arbor's policy (the ChatML test model of
-// src/testing/chatml-gguf-fixture.ts): llama.cpp's tokenizer, the GGUF's Jinja chat template, its
-// end-of-generation tokens and a configured served name; and the one-line refusals of bad models.
+// The built-in engine serving GGUFs that are not Arbor's policy — the made-here models of
+// src/model/made/ (Qwen-like byte-level BPE + ChatML with tools, and SentencePiece + Llama-3.1-like
+// template): llama.cpp's tokenizer, the GGUF's Jinja chat template, its end-of-generation tokens, the
+// tool-call parser its template implies and a configured served name; and the one-line refusals of
+// bad models.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Template } from "@huggingface/jinja";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JinjaChatFormat } from "../model/jinja-chat-format.js";
-import { ensurePolicy } from "../model/policy.js";
 import { stopTokenIds } from "../model/chat-template.js";
+import { JinjaChatFormat } from "../model/jinja-chat-format.js";
+import { makeModel } from "../model/made/made-models.js";
+import { CHATML_TOOLS_TEMPLATE } from "../model/made/templates.js";
+import { ensurePolicy } from "../model/policy.js";
+import type { ModelTokenizer } from "../model/tokenizer.js";
 import { Vocab } from "../model/vocab.js";
-import { CHATML_TOOLS_TEMPLATE, writeChatmlModel, type ChatmlModel } from "../testing/chatml-gguf-fixture.js";
+import { writeMadeVariant } from "../testing/made-model-variants.js";
+import { ScriptedExecutor } from "../testing/scripted-executor.js";
 import { IncrementalText } from "./http/stream-chunks.js";
 import { LlamaTokenizer } from "./llama-tokenizer.js";
 import { isArborVocabulary } from "./served-model.js";
@@ -21,12 +28,39 @@ const MESSAGES = [
   { role: "system", content: "You are a calculator." },
   { role: "user", content: "What is 2+3? é" },
 ];
+/** A character outside the made corpus (U+1D11E, four UTF-8 bytes). */
+const RARE = "\u{1D11E}";
 const TOOLS = [{ type: "function", function: { name: "add", description: "Add two numbers", parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } } } } }];
 
+/** The made models' shape: small enough for CPU tests, a context of 1024. */
+const INIT = { seed: 5, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024 };
+
+interface MadeModel {
+  path: string;
+  /** The JS tokenizer of the made vocabulary (src/model/made/). */
+  js: ModelTokenizer;
+  /** Id of `<|im_start|>` / `<|im_end|>`. */
+  imStart: number;
+  imEnd: number;
+}
+
 let dir: string;
-let model: ChatmlModel;
+let model: MadeModel;
 let tok: LlamaTokenizer;
 let server: ListeningEngineServer;
+
+/** Id of a special token's text in `tok`. */
+function specialId(tok: ModelTokenizer, text: string): number {
+  return tok.encode(text, { special: true })[0] as number;
+}
+
+/** The JSON events of an SSE body, without the closing `[DONE]`. */
+function sseEvents<T>(body: string): T[] {
+  return body
+    .split("\n\n")
+    .filter((l) => l.startsWith("data: ") && l !== "data: [DONE]")
+    .map((l) => JSON.parse(l.slice(6)) as T);
+}
 
 async function post(path: string, payload: unknown, target: EngineServer = server) {
   const res = await target.app.inject({ method: "POST", url: path, payload: payload as object });
@@ -43,7 +77,8 @@ interface ChatChoice {
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-real-model-"));
-  model = writeChatmlModel(join(dir, "chatml.gguf"));
+  const made = makeModel("bpe-chatml", dir, INIT);
+  model = { path: made.path, js: made.tokenizer, imStart: specialId(made.tokenizer, "<|im_start|>"), imEnd: specialId(made.tokenizer, "<|im_end|>") };
   tok = await LlamaTokenizer.load(model.path);
   server = await startEngineServer({ name: "rm", modelPath: model.path, policyVersion: 1, sequences: 2, contextSize: 1024, maxWaiting: 4, seed: 3, servedModelName: NAME });
 });
@@ -56,32 +91,37 @@ afterAll(async () => {
 
 describe("LlamaTokenizer", () => {
   it("reads the model's ids, special tokens, EOG set and add_bos_token from the GGUF", () => {
-    expect(tok.size).toBe(model.pieces.length);
+    expect(tok.size).toBe(model.js.size);
     expect(tok.addBos).toBe(false);
-    expect(tok.bosId).toBe(1);
-    expect(tok.eosId).toBe(2);
-    // EOS, the `<|end|>` llama.cpp takes for EOT, and `<|im_end|>` found by its text.
+    // Qwen's ids: `<|endoftext|>` as BOS (never added), `<|im_end|>` as EOS and EOT.
+    expect(tok.bosId).toBe(model.js.bosId);
+    expect(tok.eosId).toBe(model.imEnd);
+    expect([...tok.stopIds]).toEqual([...model.js.stopIds]);
     expect(tok.stopIds).toContain(model.imEnd);
-    expect(tok.stopIds).toContain(2);
     expect(tok.encode("<|im_start|>user", { special: true })[0]).toBe(model.imStart);
     expect(tok.encode("<|im_start|>user")).not.toContain(model.imStart);
     expect(tok.isSpecial(model.imEnd)).toBe(true);
     expect(tok.isSpecial(tok.encode("a")[0]!)).toBe(false);
-    const e = tok.encode("é");
-    expect(e).toHaveLength(2);
-    expect(e.flatMap((id) => tok.tokenBytes(id))).toEqual([...Buffer.from("é")]);
-    expect(tok.decode(e)).toBe("é");
+    for (const text of ["é", RARE]) {
+      const e = tok.encode(text);
+      expect(e).toEqual(model.js.encode(text));
+      expect(e.flatMap((id) => tok.tokenBytes(id))).toEqual([...Buffer.from(text)]);
+      expect(tok.decode(e)).toBe(text);
+    }
     expect(tok.decode([model.imStart, ...tok.encode("hi")])).toBe("hi");
     expect(tok.decode([model.imStart, ...tok.encode("hi")], { special: true })).toBe("<|im_start|>hi");
     expect(tok.tokenText(tok.encode(" ")[0]!)).toBe(" ");
   });
 
   it("streams text that holds back an incomplete UTF-8 character until it completes", () => {
-    const ids = [...tok.encode("aé"), ...tok.encode("b")];
+    // A character the made vocabulary never merged: one byte-level token per UTF-8 byte.
+    const rare = tok.encode(RARE);
+    expect(rare).toHaveLength(4);
+    const ids = [...tok.encode("a"), ...rare, ...tok.encode("b")];
     const t = new IncrementalText(tok);
-    expect(ids.map((id) => t.push(id))).toEqual(["a", "", "é", "b"]);
+    expect(ids.map((id) => t.push(id))).toEqual(["a", "", "", "", RARE, "b"]);
     const cut = new IncrementalText(tok);
-    expect(cut.push(ids[1]!)).toBe("");
+    expect(cut.push(rare[0]!)).toBe("");
     expect(cut.push(null, true)).toBe("\uFFFD");
   });
 
@@ -100,7 +140,7 @@ describe("LlamaTokenizer", () => {
 describe("chat on a non-Arbor GGUF", () => {
   const format = () => new JinjaChatFormat({ template: CHATML_TOOLS_TEMPLATE, source: "test", tokenizer: tok });
 
-  it("renders the GGUF's template with llama.cpp's ids, and /tokenize gives the ids the chat route generated from", async () => {
+  it("renders the GGUF's template with llama.cpp's ids, equal to the JS tokenizer's, and /tokenize gives the ids the chat route generated from", async () => {
     const res = await post("/v1/chat/completions", { model: NAME, messages: MESSAGES, max_tokens: 8, return_token_ids: true, seed: 1 });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.model).toBe(NAME);
@@ -110,22 +150,30 @@ describe("chat on a non-Arbor GGUF", () => {
     );
     expect(res.body.prompt_token_ids).toEqual(expected);
     expect(expected[0]).toBe(model.imStart);
+    expect(model.js.encode(new Template(CHATML_TOOLS_TEMPLATE).render({ messages: MESSAGES, add_generation_prompt: true }), { special: true })).toEqual(expected);
     expect(format().render(MESSAGES as never, { addGenerationPrompt: true })).toEqual(expected);
     const t = await post("/tokenize", { model: NAME, messages: MESSAGES });
     expect(t.status).toBe(200);
     expect(t.body.tokens).toEqual(expected);
+    // The template's <think> makes the engine split reasoning out (the "think" parser): the answer's
+    // text is its reasoning and content, each a piece of the decoded output.
     const c = res.body.choices[0] as ChatChoice;
-    const content = c.finish_reason === "stop" ? c.token_ids.slice(0, -1) : c.token_ids;
-    expect(c.message.content).toBe(tok.decode(content));
+    const text = tok.decode(c.finish_reason === "stop" ? c.token_ids.slice(0, -1) : c.token_ids);
+    const { content, reasoning_content: reasoning } = c.message as { content: string | null; reasoning_content?: string };
+    if (reasoning === undefined || reasoning === null) expect(content).toBe(text);
+    else {
+      expect(text).toContain(reasoning);
+      expect(text).toContain(content ?? "");
+    }
   });
 
-  it("stops at <|im_end|> (an EOG token that is not EOS), reporting it as stop_reason", async () => {
+  it("stops at <|im_end|> (its EOS: stop_reason null, as vLLM)", async () => {
     const res = await post("/v1/chat/completions", { messages: MESSAGES, max_tokens: 8, return_token_ids: true, logit_bias: { [model.imEnd]: 100 } });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     const c = res.body.choices[0] as ChatChoice;
     expect(c.token_ids).toEqual([model.imEnd]);
     expect(c.finish_reason).toBe("stop");
-    expect(c.stop_reason).toBe(model.imEnd);
+    expect(c.stop_reason).toBeNull();
     expect(c.message.content).toBe("");
   });
 
@@ -146,10 +194,7 @@ describe("chat on a non-Arbor GGUF", () => {
     const payload = { messages: MESSAGES, max_tokens: 24, return_token_ids: true, seed: 9, temperature: 1.5 };
     const whole = await post("/v1/chat/completions", payload);
     const res = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...payload, stream: true }) });
-    const events = (await res.text())
-      .split("\n\n")
-      .filter((l) => l.startsWith("data: ") && l !== "data: [DONE]")
-      .map((l) => JSON.parse(l.slice(6)) as { choices: { delta?: { content?: string }; token_ids?: number[] }[]; prompt_token_ids?: number[] });
+    const events = sseEvents<{ choices: { delta?: { content?: string }; token_ids?: number[] }[]; prompt_token_ids?: number[] }>(await res.text());
     const text = events.map((e) => e.choices[0]?.delta?.content ?? "").join("");
     const ids = events.flatMap((e) => e.choices[0]?.token_ids ?? []);
     const c = whole.body.choices[0] as ChatChoice;
@@ -167,6 +212,7 @@ describe("chat on a non-Arbor GGUF", () => {
     const t = await post("/tokenize", { messages: history, tools: TOOLS });
     expect(t.status, JSON.stringify(t.body)).toBe(200);
     const text = tok.decode(t.body.tokens, { special: true });
+    expect(text).toMatch(/^<\|im_start\|>system\nYou are a calculator\.\n\n# Tools\n/);
     expect(text).toContain('<tools>\n{"type": "function", "function": {"name": "add"');
     expect(text).toContain('<|im_start|>assistant\n<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call><|im_end|>');
     expect(text).toContain("<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
@@ -228,11 +274,168 @@ describe("chat on a non-Arbor GGUF", () => {
     expect(res.status).toBe(400);
     expect(res.body.error.message).toMatch(/vocabulary is not the served model's/);
     expect(res.body.error.message).toContain(arborPath);
-    const same = writeChatmlModel(join(dir, "chatml-v2.gguf"), { seed: 77 });
+    const same = writeMadeVariant("bpe-chatml", join(dir, "chatml-v2.gguf"), { ...INIT, seed: 77 });
     const ok = await post("/v1/load_weights", { model_path: same.path, policy_version: 2 });
     expect(ok.status, JSON.stringify(ok.body)).toBe(200);
     const t = await post("/tokenize", { messages: MESSAGES });
     expect(t.body.tokens[0]).toBe(model.imStart);
+  });
+});
+
+/**
+ * An engine over `path` whose answers are scripted (the random made models never write a tool call),
+ * with llama.cpp's tokenizer of the file, so the engine serves the file's template and detects its
+ * parsers exactly as for the real executor.
+ */
+async function scriptedEngine(path: string, answer: string): Promise<{ server: EngineServer; executor: ScriptedExecutor; close: () => Promise<void> }> {
+  const own = await LlamaTokenizer.load(path);
+  const executor = new ScriptedExecutor(() => answer, { tokenizer: own, contextSize: 1024, sequences: 1 });
+  const s = await createEngineServer({ name: "scripted", modelPath: path, policyVersion: 1, sequences: 1, contextSize: 1024, maxWaiting: 1, executor });
+  return {
+    server: s,
+    executor,
+    close: async () => {
+      await s.close();
+      await own.dispose();
+    },
+  };
+}
+
+interface ToolCallChoice {
+  message: { content: string | null; tool_calls?: { type: string; function: { name: string; arguments: string } }[] };
+  finish_reason: string;
+  token_ids: number[];
+}
+
+describe("tool calls in the model's own format (scripted answers)", () => {
+  it("bpe-chatml: the Hermes parser (detected from the template) reads <tool_call> blocks, whole and streamed", async () => {
+    const e = await scriptedEngine(model.path, '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>');
+    try {
+      const payload = { messages: MESSAGES, tools: TOOLS, max_tokens: 64, return_token_ids: true };
+      const res = await post("/v1/chat/completions", payload, e.server);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const c = res.body.choices[0] as ToolCallChoice;
+      expect(c.finish_reason).toBe("tool_calls");
+      expect(c.message.tool_calls?.map((t) => [t.function.name, JSON.parse(t.function.arguments)])).toEqual([["add", { a: 2, b: 3 }]]);
+      expect(c.token_ids.at(-1)).toBe(model.imEnd);
+      // The executor was given the template's render with the tools, in the model's ids.
+      expect(e.executor.prompts[0]).toContain('<tools>\n{"type": "function", "function": {"name": "add"');
+      const streamed = await e.server.app.inject({ method: "POST", url: "/v1/chat/completions", payload: { ...payload, stream: true } });
+      const deltas = sseEvents<{ choices: { delta?: { tool_calls?: { function?: { name?: string; arguments?: string } }[] } }[] }>(streamed.body).flatMap(
+        (e) => e.choices[0]?.delta?.tool_calls ?? [],
+      );
+      expect(deltas.map((d) => d.function?.name ?? "").join("")).toBe("add");
+      expect(JSON.parse(deltas.map((d) => d.function?.arguments ?? "").join(""))).toEqual({ a: 2, b: 3 });
+    } finally {
+      await e.close();
+    }
+  });
+});
+
+describe("SentencePiece + Llama-3 made model", () => {
+  const SPM_MESSAGES = [
+    { role: "system", content: "You add numbers." },
+    { role: "user", content: "What is 2+3? é" },
+  ];
+  let spm: MadeModel & { bos: number; eot: number; eom: number; template: string };
+  let spmTok: LlamaTokenizer;
+  let s: EngineServer;
+
+  beforeAll(async () => {
+    const made = makeModel("spm-llama3", dir, INIT);
+    spm = {
+      path: made.path,
+      js: made.tokenizer,
+      imStart: -1,
+      imEnd: -1,
+      bos: specialId(made.tokenizer, "<|begin_of_text|>"),
+      eot: specialId(made.tokenizer, "<|eot_id|>"),
+      eom: specialId(made.tokenizer, "<|eom_id|>"),
+      template: made.spec.chatTemplate as string,
+    };
+    spmTok = await LlamaTokenizer.load(spm.path);
+    s = await createEngineServer({ name: "spm", modelPath: spm.path, policyVersion: 1, sequences: 1, contextSize: 1024, maxWaiting: 2, seed: 3 });
+  });
+
+  afterAll(async () => {
+    await s?.close();
+    await spmTok?.dispose();
+  });
+
+  it("reads BOS, EOS/EOT <|eot_id|> and EOM <|eom_id|> from the GGUF, as the JS tokenizer does", () => {
+    expect(spmTok.size).toBe(spm.js.size);
+    expect(spmTok.addBos).toBe(true);
+    expect(spmTok.bosId).toBe(spm.bos);
+    expect(spmTok.eosId).toBe(spm.eot);
+    // llama.cpp's end-of-generation set: EOT, EOM and `<|end_of_text|>` (found by its text).
+    expect(spmTok.stopIds).toContain(spm.eot);
+    expect(spmTok.stopIds).toContain(spm.eom);
+    expect(spmTok.stopIds).toContain(specialId(spm.js, "<|end_of_text|>"));
+    expect([...spm.js.stopIds].sort((a, b) => a - b)).toEqual([...spmTok.stopIds].sort((a, b) => a - b));
+  });
+
+  it("chat with return_token_ids: prompt ids equal /tokenize of the same messages and the JS tokenizer's encode of the template render", async () => {
+    const res = await post("/v1/chat/completions", { messages: SPM_MESSAGES, max_tokens: 6, return_token_ids: true, seed: 1 }, s);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const t = await post("/tokenize", { messages: SPM_MESSAGES }, s);
+    expect(t.status).toBe(200);
+    expect(res.body.prompt_token_ids).toEqual(t.body.tokens);
+    const text = new Template(spm.template).render({ messages: SPM_MESSAGES, bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>", add_generation_prompt: true });
+    expect(text).toMatch(/^<\|begin_of_text\|><\|start_header_id\|>system<\|end_header_id\|>\n\n/);
+    expect(text.endsWith("<|start_header_id|>assistant<|end_header_id|>\n\n")).toBe(true);
+    const want = spm.js.encode(text, { special: true });
+    expect(res.body.prompt_token_ids).toEqual(want);
+    expect(want).toEqual(spmTok.encode(text, { special: true }));
+    // The template writes BOS itself; the engine adds no second one.
+    expect(want[0]).toBe(spm.bos);
+    expect(want[1]).not.toBe(spm.bos);
+    const c = res.body.choices[0] as ChatChoice;
+    const content = c.finish_reason === "stop" ? c.token_ids.slice(0, -1) : c.token_ids;
+    expect(c.message.content).toBe(spmTok.decode(content));
+  });
+
+  it("stops at <|eot_id|> (its EOS: stop_reason null) and at <|eom_id|> (an EOG token that is not EOS: stop_reason its id)", async () => {
+    for (const [id, reason] of [
+      [spm.eot, null],
+      [spm.eom, spm.eom],
+    ] as const) {
+      const res = await post("/v1/chat/completions", { messages: SPM_MESSAGES, max_tokens: 8, return_token_ids: true, logit_bias: { [id]: 100 } }, s);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const c = res.body.choices[0] as ChatChoice;
+      expect(c.token_ids).toEqual([id]);
+      expect(c.finish_reason).toBe("stop");
+      expect(c.stop_reason).toBe(reason);
+      expect(c.message.content).toBe("");
+    }
+  });
+
+  it("a tool request is read by the llama3_json parser (detected from the template)", async () => {
+    const e = await scriptedEngine(spm.path, '{"name": "add", "parameters": {"a": 2, "b": 3}}');
+    try {
+      const res = await post("/v1/chat/completions", { messages: SPM_MESSAGES, tools: TOOLS, max_tokens: 64, return_token_ids: true }, e.server);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const c = res.body.choices[0] as ToolCallChoice;
+      expect(c.finish_reason).toBe("tool_calls");
+      expect(c.message.tool_calls?.map((t) => [t.type, t.function.name, JSON.parse(t.function.arguments)])).toEqual([["function", "add", { a: 2, b: 3 }]]);
+      expect(c.message.content ?? "").toBe("");
+      expect(c.token_ids.at(-1)).toBe(spm.eot);
+      // The tools reached the model through the template's system turn (tools_in_user_message=false).
+      expect(e.executor.prompts[0]).toContain("Environment: ipython\n");
+      expect(e.executor.prompts[0]).toContain('"name": "add"');
+      // Earlier calls and their results render as the template writes them (ipython turns).
+      const history = [
+        ...SPM_MESSAGES,
+        { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "add", arguments: '{"a": 2, "b": 3}' } }] },
+        { role: "tool", tool_call_id: "c1", content: "5" },
+      ];
+      const t = await post("/tokenize", { messages: history, tools: TOOLS }, e.server);
+      expect(t.status, JSON.stringify(t.body)).toBe(200);
+      const text = spmTok.decode(t.body.tokens, { special: true });
+      expect(text).toContain('<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "add", "parameters": {"a": 2, "b": 3}}<|eot_id|>');
+      expect(text).toContain("<|start_header_id|>ipython<|end_header_id|>\n\n5<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    } finally {
+      await e.close();
+    }
   });
 });
 
@@ -255,7 +458,7 @@ describe("gpu: auto", () => {
 
 describe("bad models: one line naming the file and the reason", () => {
   it("an architecture llama.cpp cannot run", async () => {
-    const bad = writeChatmlModel(join(dir, "nonsense.gguf"), { architecture: "nonsense" });
+    const bad = writeMadeVariant("bpe-chatml", join(dir, "nonsense.gguf"), INIT, { architecture: "nonsense" });
     const err = await createEngineServer({ name: "x", modelPath: bad.path, policyVersion: 1, sequences: 1, contextSize: 256, maxWaiting: 1 }).then(
       () => undefined,
       (e: Error) => e,
@@ -266,7 +469,7 @@ describe("bad models: one line naming the file and the reason", () => {
   });
 
   it("a context length smaller than the engine's contextSize", async () => {
-    const small = writeChatmlModel(join(dir, "small.gguf"), { contextLength: 256 });
+    const small = writeMadeVariant("bpe-chatml", join(dir, "small.gguf"), { ...INIT, contextLength: 256 });
     const err = await createEngineServer({ name: "x", modelPath: small.path, policyVersion: 1, sequences: 1, contextSize: 512, maxWaiting: 1 }).then(
       () => undefined,
       (e: Error) => e,
@@ -275,7 +478,7 @@ describe("bad models: one line naming the file and the reason", () => {
   });
 
   it("a chat template that does not parse (at load) or fails to render (400 on the request)", async () => {
-    const unparsable = writeChatmlModel(join(dir, "unparsable.gguf"), { chatTemplate: "{% for m in messages %}{{ m.content }" });
+    const unparsable = writeMadeVariant("bpe-chatml", join(dir, "unparsable.gguf"), INIT, { chatTemplate: "{% for m in messages %}{{ m.content }" });
     const err = await createEngineServer({ name: "x", modelPath: unparsable.path, policyVersion: 1, sequences: 1, contextSize: 256, maxWaiting: 1 }).then(
       () => undefined,
       (e: Error) => e,
@@ -283,7 +486,7 @@ describe("bad models: one line naming the file and the reason", () => {
     expect(err?.message).toMatch(new RegExp(`^model ${unparsable.path}: chat template ${unparsable.path} \\(tokenizer\\.chat_template\\): does not parse`));
     expect(err?.message).not.toContain("\n");
 
-    const raising = writeChatmlModel(join(dir, "raising.gguf"), { chatTemplate: "{% if messages[0].role != 'user' %}{{ raise_exception('Conversations must start with a user turn') }}{% endif %}x" });
+    const raising = writeMadeVariant("bpe-chatml", join(dir, "raising.gguf"), INIT, { chatTemplate: "{% if messages[0].role != 'user' %}{{ raise_exception('Conversations must start with a user turn') }}{% endif %}x" });
     const s = await createEngineServer({ name: "x", modelPath: raising.path, policyVersion: 1, sequences: 1, contextSize: 256, maxWaiting: 1 });
     try {
       const res = await post("/v1/chat/completions", { messages: MESSAGES, max_tokens: 2 }, s);
@@ -297,7 +500,7 @@ describe("bad models: one line naming the file and the reason", () => {
   });
 
   it("a GGUF without a chat template serves completions and refuses chat with the reason", async () => {
-    const none = writeChatmlModel(join(dir, "none.gguf"), { chatTemplate: null });
+    const none = writeMadeVariant("bpe-chatml", join(dir, "none.gguf"), INIT, { chatTemplate: null });
     const s = await createEngineServer({ name: "x", modelPath: none.path, policyVersion: 1, sequences: 1, contextSize: 256, maxWaiting: 1 });
     try {
       const res = await post("/v1/chat/completions", { messages: MESSAGES, max_tokens: 2 }, s);

@@ -16,7 +16,6 @@ import { CONTROL_TOKENS, Vocab } from "../model/vocab.js";
 import type { Executor } from "./executor.js";
 import { LlamaTokenizer } from "./llama-tokenizer.js";
 import type { LlamaGpu } from "./llama-runtime.js";
-import { VocabTokenizer } from "./vocab-tokenizer.js";
 
 /** A model as the HTTP surface serves it. */
 export interface ServedModel {
@@ -85,15 +84,27 @@ export async function resolveServedModel(executor: Executor, modelPath: string, 
   }
 }
 
+/**
+ * Arbor's Vocab (the tiny policy's ModelTokenizer, exact to llama.cpp) as the engine serves it, with
+ * one difference kept so the engine answers as it always has: decoded text never shows `<s>`, `</s>`
+ * or `<unk>`, even where special tokens are asked for (/detokenize, answers read by a tool parser).
+ * Arbor's format puts only the chat markers in text, and Vocab renders those anyway; a client that
+ * reads `<s>` back through /tokenize (plain text for Arbor) would get three characters, not BOS.
+ */
+class ServedArborVocab extends Vocab {
+  override decode(ids: readonly number[]): string {
+    return super.decode(ids);
+  }
+}
+
 /** Arbor's vocabulary, template and markup. */
 export function arborModel(): ServedModel {
-  const vocab = new Vocab();
-  const tokenizer = new VocabTokenizer(vocab);
+  const vocab = new ServedArborVocab();
   return {
     arbor: true,
-    tokenizer,
+    tokenizer: vocab,
     chat: new ArborChatFormat(vocab),
-    stopIds: tokenizer.stopIds,
+    stopIds: vocab.stopIds,
     maxTokenChars: 1,
     promptSpecial: false,
     formats: { toolParser: "arbor" },

@@ -1,15 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
-import { VocabTokenizer } from "../engine/vocab-tokenizer.js";
-import { CHATML_TOOLS_TEMPLATE } from "../testing/chatml-gguf-fixture.js";
 import { ArborChatFormat } from "./arbor-chat-format.js";
 import { ChatTemplateError } from "./chat-format.js";
 import { renderChat } from "./chat-template.js";
 import { JinjaChatFormat, strftime } from "./jinja-chat-format.js";
+import { CHATML_TOOLS_TEMPLATE } from "./made/templates.js";
 import { Vocab } from "./vocab.js";
 
 const vocab = new Vocab();
-const tokenizer = new VocabTokenizer(vocab);
+const tokenizer = vocab;
 
 function jinja(template: string, clock?: VirtualClock): JinjaChatFormat {
   return new JinjaChatFormat({ template, source: "t.jinja", tokenizer, ...(clock ? { clock } : {}) });
@@ -72,7 +71,7 @@ describe("JinjaChatFormat", () => {
       ],
       { addGenerationPrompt: true },
     );
-    expect(text).toBe("<|im_start|>user\nhi<|im_end|>\n<|im_start|>user\n<tool_response>\na\n</tool_response>\n<tool_response>\nb\n</tool_response><|im_end|>\n<|im_start|>assistant\n01");
+    expect(text).toBe("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>user\n<tool_response>\na\n</tool_response>\n<tool_response>\nb\n</tool_response><|im_end|>\n<|im_start|>assistant\n01");
   });
 });
 

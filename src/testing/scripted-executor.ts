@@ -6,6 +6,7 @@
 // makes every token wait for the test's `tick()`.
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../model/markup.js";
 import { ArborError } from "../core/errors.js";
+import type { ModelTokenizer } from "../model/tokenizer.js";
 import { Vocab } from "../model/vocab.js";
 import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult } from "../engine/executor.js";
 import type { SampledToken } from "../engine/sampling.js";
@@ -33,6 +34,12 @@ export interface ScriptedExecutorOptions {
   hold?: (prompt: string, req: GenerateRequest) => Promise<boolean | void> | undefined;
   /** Each token waits for {@link ScriptedExecutor.tick} (deterministic timing against running requests). */
   paced?: PacedOptions;
+  /**
+   * A model's own tokenizer instead of Arbor's vocabulary (the engine then serves that model): ids
+   * are its ids, prompts are decoded with special tokens as their text, and a text answer is
+   * encoded with special-token text parsed and ends with the tokenizer's EOS (else its first stop id).
+   */
+  tokenizer?: ModelTokenizer;
 }
 
 export interface PacedOptions {
@@ -68,6 +75,7 @@ export class ScriptedExecutor implements Executor {
   produced = 0;
   closed = false;
   private readonly opts: ScriptedExecutorOptions;
+  readonly tokenizer?: ModelTokenizer;
   private readonly vocab = new Vocab();
   private gates: (() => void)[] = [];
 
@@ -77,13 +85,14 @@ export class ScriptedExecutor implements Executor {
   ) {
     const opts = typeof contextSizeOrOptions === "number" ? { contextSize: contextSizeOrOptions } : contextSizeOrOptions;
     this.opts = opts;
-    this.vocabSize = this.vocab.size;
+    if (opts.tokenizer) this.tokenizer = opts.tokenizer;
+    this.vocabSize = this.tokenizer?.size ?? this.vocab.size;
     this.contextSize = opts.contextSize ?? 4096;
     this.sequences = opts.sequences ?? 2;
   }
 
   tokenize(text: string): number[] {
-    return this.vocab.encode(text);
+    return (this.tokenizer ?? this.vocab).encode(text);
   }
 
   /** Text in which the tool-call markers stand for their control tokens, as token ids. */
@@ -91,6 +100,13 @@ export class ScriptedExecutor implements Executor {
     return text
       .split(/(<\|tool_call\|>|<\|\/tool_call\|>)/)
       .flatMap((part) => (part === TOOL_CALL_OPEN || part === TOOL_CALL_CLOSE ? [this.vocab.controlId(part)] : this.vocab.encode(part)));
+  }
+
+  /** A text answer as ids and the stop token that ends it (see {@link ScriptedExecutorOptions.tokenizer}). */
+  private encodeAnswer(text: string): ScriptedTokens {
+    if (!this.tokenizer) return { tokenIds: this.encodeWithControls(text), stopTokenId: this.vocab.controlId("<|end|>") };
+    const stop = this.tokenizer.eosId ?? this.tokenizer.stopIds[0];
+    return { tokenIds: this.tokenizer.encode(text, { special: true }), ...(stop !== undefined ? { stopTokenId: stop } : {}) };
   }
 
   /** Let every paced generation produce one more token. */
@@ -102,7 +118,7 @@ export class ScriptedExecutor implements Executor {
     // As every executor (executor.contract.ts): a closed engine answers nothing more.
     if (this.closed) throw new ArborError("engine is shut down", "closed");
     checkGenerateRequest(req, this);
-    const prompt = this.vocab.decode([...req.promptTokenIds]);
+    const prompt = this.tokenizer ? this.tokenizer.decode(req.promptTokenIds, { special: true }) : this.vocab.decode([...req.promptTokenIds]);
     this.prompts.push(prompt);
     this.requests.push(req);
     this.running++;
@@ -110,7 +126,7 @@ export class ScriptedExecutor implements Executor {
       const held = this.opts.hold?.(prompt, req);
       if (held && ((await waitOrAbort(held, req.signal)) || (await held) === true)) return { tokens: [], finishReason: "abort" };
       const answer = this.script(prompt, req);
-      const { tokenIds, stopTokenId } = typeof answer === "string" ? { tokenIds: this.encodeWithControls(answer), stopTokenId: this.vocab.controlId("<|end|>") } : answer;
+      const { tokenIds, stopTokenId } = typeof answer === "string" ? this.encodeAnswer(answer) : answer;
       const all = stopTokenId === undefined ? [...tokenIds] : [...tokenIds, stopTokenId];
       const ids = all.slice(0, req.maxTokens);
       this.outputs.push(ids);

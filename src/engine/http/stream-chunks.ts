@@ -3,13 +3,13 @@
 // The concatenated deltas equal the non-streaming text; token ids and logprobs likewise.
 import type { ModelTokenizer } from "../../model/tokenizer.js";
 import type { GenerateResult } from "../executor.js";
-import { asTokenizer, chatLogprobs, completionChunkLogprobs, stopReason, usage, type TokenSource, type Usage } from "../openai-responses.js";
+import { chatLogprobs, completionChunkLogprobs, stopReason, usage, type Usage } from "../openai-responses.js";
 import type { SampledToken } from "../sampling.js";
 
 export interface StreamSpec {
   kind: "chat" | "completion";
-  /** The served model's tokenizer (or Arbor's Vocab). */
-  vocab: TokenSource;
+  /** The served model's tokenizer. */
+  vocab: ModelTokenizer;
   /** Decode special tokens as their text (as the non-streamed answer does for the same request). */
   special?: boolean;
   id: string;
@@ -77,10 +77,10 @@ export class IncrementalText {
   private readonly tok: ModelTokenizer;
 
   constructor(
-    vocab: TokenSource,
+    vocab: ModelTokenizer,
     private readonly special = false,
   ) {
-    this.tok = asTokenizer(vocab);
+    this.tok = vocab;
   }
 
   /** Characters emitted so far. */

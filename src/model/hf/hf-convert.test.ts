@@ -220,5 +220,15 @@ describe("bad Hugging Face input: one line naming the file and the reason", () =
     fail(d, /tokenizer\.json: token '.*' has id 100, beyond config.json vocab_size 100|model\.embed_tokens\.weight has shape/);
     d = variant((d) => editJson(join(d, "config.json"), (j) => (j.rope_scaling = { type: "yarn", factor: 4 })));
     fail(d, `${d}/config.json: rope_scaling {"type":"yarn","factor":4} is not supported (plain RoPE only)`);
+    // A vocabulary llama.cpp could not load as written (an empty piece): the GGUF tokenizer check, naming the checkpoint.
+    d = variant((d) =>
+      editJson(join(d, "tokenizer.json"), (j) => {
+        const vocab = (j.model as { vocab: Record<string, number> }).vocab;
+        const [piece, id] = Object.entries(vocab).at(-1)!;
+        delete vocab[piece];
+        vocab[""] = id;
+      }),
+    );
+    fail(d, new RegExp(`^${d.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: tokenizer\\.tokens\\[\\d+\\]: empty piece$`));
   });
 });

@@ -9,7 +9,7 @@
 import { basename } from "node:path";
 import { writeGgufRaw, type MetaValue } from "../gguf.js";
 import type { Tensor } from "../weights.js";
-import { ggufTokenizerMeta } from "./gguf-tokenizer.js";
+import { tokenizerMetadata } from "../gguf-tokenizer.js";
 import { readHfCheckpoint, type HfCheckpoint } from "./hf-checkpoint.js";
 import { ggufTensorName, permuteRopeRows } from "./hf-tensors.js";
 import { ggufTokenizerFromHf } from "./hf-tokenizer-import.js";
@@ -71,7 +71,12 @@ export function convertHfToGguf(dir: string, outPath: string): HfConvertResult {
     // LlamaModel.set_gguf_parameters adds these two.
     meta.push(["llama.vocab_size", { type: "u32", value: shape.vocab }], ["llama.rope.dimension_count", { type: "u32", value: shape.headDim }]);
   }
-  meta.push(...ggufTokenizerMeta(tok));
+  try {
+    meta.push(...tokenizerMetadata(tok));
+  } catch (err) {
+    // The tokenizer came from the checkpoint's files, so a bad one is the checkpoint's fault: name it.
+    throw new Error(`${dir}: ${(err as Error).message}`, { cause: err });
+  }
   writeGgufRaw(outPath, meta, tensors);
   const dtypes: Record<string, number> = {};
   for (const w of ckpt.weights.values()) dtypes[w.dtype] = (dtypes[w.dtype] ?? 0) + 1;

@@ -9,7 +9,7 @@ import { writeFileAtomic } from "../atomic-file.js";
 import { configFromGguf, readGguf } from "../gguf.js";
 import { writeSafetensors } from "../safetensors.js";
 import { expectedShapes, type Tensor } from "../weights.js";
-import { readGgufTokenizer } from "./gguf-tokenizer.js";
+import { tokenizerSpecFromGguf } from "../gguf-tokenizer.js";
 import { hfTensorName, unpermuteRopeRows } from "./hf-tensors.js";
 import { hfTokenizerFiles } from "./hf-tokenizer-export.js";
 
@@ -32,7 +32,7 @@ export interface HfExportResult {
 export function exportHfCheckpoint(ggufPath: string, outDir: string): HfExportResult {
   const gguf = readGguf(ggufPath);
   const cfg = configFromGguf(gguf.metadata, ggufPath);
-  const tok = readGgufTokenizer(gguf.metadata, ggufPath);
+  const tok = tokenizerSpecFromGguf(gguf.metadata, ggufPath);
   if (tok.tokens.length !== cfg.nVocab) {
     throw new Error(`${ggufPath}: llama.vocab_size ${cfg.nVocab} != ${tok.tokens.length} tokens in tokenizer.ggml.tokens`);
   }

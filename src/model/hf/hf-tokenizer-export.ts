@@ -8,9 +8,10 @@
 //     of its `tokenizer.ggml.pre` type (byte-level-pre.ts).
 // Control and user-defined tokens become `added_tokens` (special for control tokens).
 
+import type { GgufTokenizerSpec } from "../gguf-tokenizer.js";
+import { TokenType } from "../vocab.js";
 import { ARBOR_CHAT_TEMPLATE, isArborVocabulary } from "./arbor-jinja-template.js";
 import { byteLevelPre } from "./byte-level-pre.js";
-import { TOKEN_TYPE, type GgufTokenizer } from "./gguf-tokenizer.js";
 import { spmMerges } from "./spm-merges.js";
 
 /** The exported files' JSON and the special-token ids config.json and generation_config.json need. */
@@ -26,7 +27,7 @@ const SPACE = "\u2581";
 export const PAD_SLOT = /^\[PAD\d+\]$/;
 
 /** Hugging Face tokenizer files of a GGUF tokenizer; `source` (the GGUF) prefixes errors. */
-export function hfTokenizerFiles(tok: GgufTokenizer, opts: { source: string; contextLength: number }): HfTokenizerFiles {
+export function hfTokenizerFiles(tok: GgufTokenizerSpec, opts: { source: string; contextLength: number }): HfTokenizerFiles {
   const { source } = opts;
   const vocab: Record<string, number> = {};
   const added: Record<string, unknown>[] = [];
@@ -34,9 +35,9 @@ export function hfTokenizerFiles(tok: GgufTokenizer, opts: { source: string; con
   tok.tokens.forEach((piece, id) => {
     const type = tok.types[id] as number;
     // Padding slots exist only to fill the embedding table; HF leaves those ids out of the vocabulary.
-    if (type === TOKEN_TYPE.unused && PAD_SLOT.test(piece)) return;
-    const special = type === TOKEN_TYPE.control || (type === TOKEN_TYPE.unknown && isSpm);
-    if (special || type === TOKEN_TYPE.userDefined) {
+    if (type === TokenType.unused && PAD_SLOT.test(piece)) return;
+    const special = type === TokenType.control || (type === TokenType.unknown && isSpm);
+    if (special || type === TokenType.userDefined) {
       added.push({ id, content: piece, single_word: false, lstrip: false, rstrip: false, normalized: false, special });
       // Llama-2 keeps its specials in the model vocabulary too; byte-level models (Qwen) do not.
       if (!isSpm) return;
@@ -141,7 +142,7 @@ export function hfTokenizerFiles(tok: GgufTokenizer, opts: { source: string; con
 }
 
 /** tokenizers' TemplateProcessing adding BOS / EOS around a sequence, or null when neither is added. */
-function postProcessor(tok: GgufTokenizer, addBos: boolean, addEos: boolean): Record<string, unknown> | null {
+function postProcessor(tok: GgufTokenizerSpec, addBos: boolean, addEos: boolean): Record<string, unknown> | null {
   const bos = addBos && tok.bosId !== undefined ? (tok.tokens[tok.bosId] as string) : undefined;
   const eos = addEos && tok.eosId !== undefined ? (tok.tokens[tok.eosId] as string) : undefined;
   if (bos === undefined && eos === undefined) return null;

@@ -11,9 +11,10 @@
 // id from generation_config.json when its eos_token_id list names exactly one id besides EOS, BOS and
 // padding (Arbor's <|end|>; convert_hf_to_gguf.py leaves EOT to llama.cpp's detection by token text).
 
+import type { GgufTokenizerSpec } from "../gguf-tokenizer.js";
+import { TokenType } from "../vocab.js";
 import { ARBOR_CHAT_TEMPLATE } from "./arbor-jinja-template.js";
 import { detectByteLevelPre } from "./byte-level-pre.js";
-import { TOKEN_TYPE, type GgufTokenizer } from "./gguf-tokenizer.js";
 import { scoresFromMerges } from "./spm-merges.js";
 
 /** The JSON files of a HF checkpoint the tokenizer comes from, with their paths for errors. */
@@ -33,7 +34,7 @@ interface AddedToken {
 }
 
 /** The GGUF tokenizer of a HF checkpoint whose embedding table has `vocabSize` rows. */
-export function ggufTokenizerFromHf(src: HfTokenizerSources, vocabSize: number): GgufTokenizer {
+export function ggufTokenizerFromHf(src: HfTokenizerSources, vocabSize: number): GgufTokenizerSpec {
   const tjPath = src.tokenizerJson.path;
   const model = src.tokenizerJson.json.model as { type?: unknown; vocab?: unknown; merges?: unknown; byte_fallback?: unknown; unk_token?: unknown } | undefined;
   if (!model || typeof model !== "object") throw new Error(`${tjPath}: no "model" object`);
@@ -71,16 +72,16 @@ export function ggufTokenizerFromHf(src: HfTokenizerSources, vocabSize: number):
     return typeof fromConfig === "number" && Number.isInteger(fromConfig) && fromConfig >= 0 && fromConfig < vocabSize ? fromConfig : undefined;
   };
 
-  let tok: GgufTokenizer;
+  let tok: GgufTokenizerSpec;
   if (model.byte_fallback === true) {
     const unkName = typeof model.unk_token === "string" ? model.unk_token : undefined;
     const tokens = pieces.map((p, i) => p ?? `[PAD${i}]`);
     const types = pieces.map((p, i): number => {
-      if (p === undefined) return TOKEN_TYPE.unused;
-      if (p === unkName) return TOKEN_TYPE.unknown;
+      if (p === undefined) return TokenType.unused;
+      if (p === unkName) return TokenType.unknown;
       const a = addedById.get(i);
-      if (a) return a.special ? TOKEN_TYPE.control : TOKEN_TYPE.userDefined;
-      return /^<0x[0-9A-Fa-f]{2}>$/.test(p) ? TOKEN_TYPE.byte : TOKEN_TYPE.normal;
+      if (a) return a.special ? TokenType.control : TokenType.userDefined;
+      return /^<0x[0-9A-Fa-f]{2}>$/.test(p) ? TokenType.byte : TokenType.normal;
     });
     tok = { model: "llama", tokens, types, scores: scoresFromMerges(tokens, merges), addSpacePrefix: spmAddsSpacePrefix(src.tokenizerJson.json) };
     const unk = unkName === undefined ? undefined : idOf.get(unkName);
@@ -92,10 +93,10 @@ export function ggufTokenizerFromHf(src: HfTokenizerSources, vocabSize: number):
     const pre = detectByteLevelPre(src.tokenizerJson.json.pre_tokenizer, tjPath);
     const tokens = pieces.map((p, i) => p ?? `[PAD${i}]`);
     const types = pieces.map((p, i): number => {
-      if (p === undefined) return TOKEN_TYPE.unused;
+      if (p === undefined) return TokenType.unused;
       const a = addedById.get(i);
-      if (!a) return TOKEN_TYPE.normal;
-      return a.special || looksSpecial(p) ? TOKEN_TYPE.control : TOKEN_TYPE.userDefined;
+      if (!a) return TokenType.normal;
+      return a.special || looksSpecial(p) ? TokenType.control : TokenType.userDefined;
     });
     tok = { model: "gpt2", pre, tokens, types, merges: merges.map(([l, r]) => `${l} ${r}`) };
   }

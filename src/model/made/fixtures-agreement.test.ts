@@ -1,6 +1,6 @@
-// The JS tokenizers on GGUFs made elsewhere in the tests (the ChatML fixture over Arbor's pieces,
-// the HF tests' byte-level and SentencePiece vocabularies): read from the file's metadata alone,
-// they must tokenize and detokenize exactly as llama.cpp does.
+// The JS tokenizers on GGUFs made elsewhere in the tests (ChatML specials over Arbor's pieces, the HF
+// tests' byte-level and SentencePiece vocabularies): read from the file's metadata alone, they must
+// tokenize and detokenize exactly as llama.cpp does.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,16 +8,33 @@ import type { Token } from "node-llama-cpp";
 import { afterAll, describe, expect, it } from "vitest";
 import { Rng } from "../../core/rng.js";
 import { llamaRuntime } from "../../engine/llama-runtime.js";
-import { writeChatmlModel } from "../../testing/chatml-gguf-fixture.js";
 import { writeByteLevelGguf, writeSpmGguf } from "../../testing/hf-fixtures.js";
-import { readGgufMetadata } from "../gguf.js";
+import { tinyConfig } from "../config.js";
+import { readGgufMetadata, vocabTokenizerSpec, writeGguf } from "../gguf.js";
+import { TokenType, Vocab } from "../vocab.js";
+import { initWeights } from "../weights.js";
 import { tokenizerFromGguf } from "./tokenizer-from-spec.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-fixtures-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** Arbor's SPM pieces plus ChatML's `<|im_start|>`/`<|im_end|>` (CONTROL), no BOS added: an SPM vocabulary whose end-of-turn llama.cpp finds by its text. */
+function writeArborChatml(path: string): void {
+  const spec = vocabTokenizerSpec(new Vocab());
+  const tokenizer = {
+    ...spec,
+    tokens: [...spec.tokens, "<|im_start|>", "<|im_end|>"],
+    types: [...spec.types, TokenType.control, TokenType.control],
+    scores: [...(spec.scores ?? []), 0, 0],
+    addBos: false,
+  };
+  delete tokenizer.eotId;
+  const config = tinyConfig({ nVocab: tokenizer.tokens.length, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 256 });
+  writeGguf(path, { config, tokenizer, tensors: initWeights(config, new Rng(5)) });
+}
+
 const FIXTURES: [string, (path: string) => void][] = [
-  ["ChatML over Arbor's pieces", (p) => writeChatmlModel(p)],
+  ["ChatML over Arbor's pieces", writeArborChatml],
   ["byte-level BPE, qwen2", (p) => writeByteLevelGguf(p, { pre: "qwen2" })],
   ["byte-level BPE, llama-bpe", (p) => writeByteLevelGguf(p, { pre: "llama-bpe" })],
   ["byte-level BPE, gpt-2", (p) => writeByteLevelGguf(p, { pre: "gpt-2" })],
