@@ -23,7 +23,7 @@ export const MADE_MODEL_KINDS = ["bpe-chatml", "spm-llama3"] as const;
 export type MadeModelKind = (typeof MADE_MODEL_KINDS)[number];
 
 /** Bump when the weights' init or the file layout changes (vocabulary changes change the hash by themselves). */
-export const MADE_MODEL_FORMAT = 1;
+export const MADE_MODEL_FORMAT = 2;
 
 const SPECS: Record<MadeModelKind, () => GgufTokenizerSpec> = {
   "bpe-chatml": bpeChatmlSpec,

@@ -35,10 +35,10 @@ export const CHATML_TOOLS_TEMPLATE = `{%- if tools %}
     {%- elif message.role == 'assistant' %}
         {{- '<|im_start|>assistant\\n' }}
         {%- if message.reasoning_content %}
-            {{- '<think>\\n' + message.reasoning_content + '\\n</think>\\n\\n' }}
+            {{- '<think>\\n' + message.reasoning_content.strip('\\n') + '\\n</think>\\n\\n' }}
         {%- endif %}
         {%- if message.content %}
-            {{- message.content }}
+            {{- message.content.lstrip('\\n') if message.reasoning_content else message.content }}
         {%- endif %}
         {%- if message.tool_calls %}
             {%- for tool_call in message.tool_calls %}
