@@ -1,4 +1,4 @@
-// `arbor run examples/bpe-chatml.yaml` end to end, unchanged but for its size and where it writes: the
+// `arbor run examples/bpe-chatml.yaml` end to end, unchanged but for its first iteration only and where it writes: the
 // made-here BPE + ChatML model (models/calc-chatml-sft.gguf) calls its calc tool natively, the engine's
 // template renders the declared tools, the Hermes parser reads the calls on the gateway's token path,
 // every recorded call's ids are the engine's, the exported batch's ids are the recorded ones, and the
@@ -28,7 +28,6 @@ beforeAll(async () => {
   const shipped = loadRunConfig(join(import.meta.dirname, "../../examples/bpe-chatml.yaml"));
   const cfg = parseRunConfig({
     ...shipped,
-    env: { ...shipped.env, tasks: 2 },
     iterations: 1,
     sandbox: { ...shipped.sandbox, root: join(dir, "sandboxes") },
     output: { dir: join(dir, "out") },
@@ -46,9 +45,9 @@ beforeAll(async () => {
 
 describe("arbor run examples/bpe-chatml.yaml", () => {
   it("ends and rewards every program, and the model's tool calls reach the calc tool", () => {
-    expect(summary.stats.programs).toBe(8);
+    expect(summary.stats.programs).toBe(16);
     expect(summary.stats.unfinished).toBe(0);
-    expect(summary.stats.rewarded).toBe(8);
+    expect(summary.stats.rewarded).toBe(16);
     // Calls the Hermes parser read from the model's output: the agent only runs tools it got as tool_calls.
     expect(summary.toolCalls).toBeGreaterThan(0);
     expect(toolEvents.filter((e) => e.tool === "calc").length).toBe(summary.toolCalls);
@@ -88,5 +87,8 @@ describe("arbor run examples/bpe-chatml.yaml", () => {
   it("publishes a checkpoint with the model's tokenizer and template, which the engine loads", () => {
     expect(summary.policyVersion).toBe(1);
     expect(summary.engineVersions).toEqual([1]);
+    const ckpt = summary.iterations[0]!.update!.checkpoint!;
+    const shipped = tokenizerSpecFromGguf(readGgufMetadata(join(import.meta.dirname, "../../models/calc-chatml-sft.gguf")).metadata);
+    expect(tokenizerSpecFromGguf(readGgufMetadata(ckpt).metadata)).toEqual(shipped);
   });
 });
