@@ -5,7 +5,7 @@
 
 import type { GgufTokenizerSpec } from "../gguf-tokenizer.js";
 import { TokenType } from "../vocab.js";
-import { BigramQueue } from "./bigram-queue.js";
+import { BigramQueue, SymbolLinks } from "./bigram-queue.js";
 import { byteLevelToBytes, bytesToByteLevel } from "./byte-level.js";
 import { splitSpecial, wellFormed } from "./llama-vocab-rules.js";
 import { preTokenizer, type PreTokenizer } from "./pre-tokenize.js";
@@ -72,8 +72,7 @@ export class BpeTokenizer extends VocabTokenizer {
     // leftmost on ties; a pair whose sides changed since it was queued is skipped.
     const sym = Array.from(word);
     const n = sym.length;
-    const next = sym.map((_, i) => (i + 1 < n ? i + 1 : -1));
-    const prev = sym.map((_, i) => i - 1);
+    const links = new SymbolLinks(n);
     const queue = new BigramQueue<{ left: number; right: number; rank: number; text: string }>((a, b) => a.rank < b.rank || (a.rank === b.rank && a.left < b.left));
     const tryAdd = (left: number, right: number): void => {
       if (left < 0 || right < 0) return;
@@ -88,10 +87,8 @@ export class BpeTokenizer extends VocabTokenizer {
       if (l === "" || r === "" || l + r !== b.text) continue;
       sym[b.left] = b.text;
       sym[b.right] = "";
-      const after = next[b.right] as number;
-      next[b.left] = after;
-      if (after >= 0) prev[after] = b.left;
-      tryAdd(prev[b.left] as number, b.left);
+      const after = links.join(b.left, b.right);
+      tryAdd(links.prev[b.left] as number, b.left);
       tryAdd(b.left, after);
     }
     const symbols = sym.filter((s) => s !== "");

@@ -6,7 +6,7 @@
 
 import type { GgufTokenizerSpec } from "../gguf-tokenizer.js";
 import { SPACE_PIECE, TokenType } from "../vocab.js";
-import { BigramQueue } from "./bigram-queue.js";
+import { BigramQueue, SymbolLinks } from "./bigram-queue.js";
 import { splitSpecial, wellFormed } from "./llama-vocab-rules.js";
 import { VocabTokenizer } from "./vocab-tokenizer.js";
 
@@ -68,8 +68,7 @@ export class SpmTokenizer extends VocabTokenizer {
     const n = sym.length;
     if (n === 0) return;
     const sizes = sym.map((s) => Buffer.byteLength(s, "utf8"));
-    const prev = sym.map((_, i) => i - 1);
-    const next = sym.map((_, i) => (i + 1 < n ? i + 1 : -1));
+    const links = new SymbolLinks(n);
     // Highest score first, then the leftmost: llm_bigram_spm's order.
     const queue = new BigramQueue<Bigram>((a, b) => a.score > b.score || (a.score === b.score && a.left < b.left));
     const tryAdd = (left: number, right: number): void => {
@@ -89,13 +88,11 @@ export class SpmTokenizer extends VocabTokenizer {
       sizes[b.left] = ls + rs;
       sizes[b.right] = 0;
       sym[b.right] = "";
-      const after = next[b.right] as number;
-      next[b.left] = after;
-      if (after >= 0) prev[after] = b.left;
-      tryAdd(prev[b.left] as number, b.left);
+      const after = links.join(b.left, b.right);
+      tryAdd(links.prev[b.left] as number, b.left);
       tryAdd(b.left, after);
     }
-    for (let i = 0; i !== -1; i = next[i] as number) {
+    for (let i = 0; i !== -1; i = links.next[i] as number) {
       const s = sym[i] as string;
       const id = this.tokenToId.get(s);
       if (id !== undefined) {
