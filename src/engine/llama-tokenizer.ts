@@ -3,27 +3,11 @@
 // Pieces, token types and `add_bos_token` come from the GGUF metadata that node-llama-cpp read.
 import type { LlamaModel, Token } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
+import { BYTE_CHARS } from "../model/made/byte-level.js";
 import { checkTokenId, type ModelTokenizer } from "../model/tokenizer.js";
 import { TokenType } from "../model/vocab.js";
 import { loadLlamaModel } from "./llama-context.js";
 import type { LlamaGpu } from "./llama-runtime.js";
-
-/** GPT-2's bytes→unicode table, inverted: byte-level BPE pieces back to their bytes. */
-function gpt2UnicodeToByte(): Map<string, number> {
-  const bs: number[] = [];
-  for (let b = 0x21; b <= 0x7e; b++) bs.push(b);
-  for (let b = 0xa1; b <= 0xac; b++) bs.push(b);
-  for (let b = 0xae; b <= 0xff; b++) bs.push(b);
-  const cs = [...bs];
-  let n = 0;
-  for (let b = 0; b < 256; b++) {
-    if (!bs.includes(b)) {
-      bs.push(b);
-      cs.push(256 + n++);
-    }
-  }
-  return new Map(bs.map((b, i) => [String.fromCodePoint(cs[i] as number), b]));
-}
 
 let unicodeToByte: Map<string, number> | undefined;
 
@@ -112,7 +96,8 @@ export class LlamaTokenizer implements ModelTokenizer {
     }
     if (type === TokenType.control || type === TokenType.userDefined) return [...Buffer.from(piece, "utf8")];
     if (this.kind === "gpt2") {
-      unicodeToByte ??= gpt2UnicodeToByte();
+      // GPT-2's bytes→unicode table, inverted: byte-level BPE pieces back to their bytes.
+      unicodeToByte ??= new Map(BYTE_CHARS.map((c, b) => [c, b]));
       const out: number[] = [];
       for (const ch of piece) {
         const b = unicodeToByte.get(ch);

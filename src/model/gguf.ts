@@ -2,10 +2,11 @@
 // vocabulary and F32 tensors (layout and exact key types as verified in docs/references.md §L); reads
 // any GGUF's metadata and its F32, F16 and BF16 tensors back (as float32), naming quantized types.
 
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, openSync } from "node:fs";
 import { endianness } from "node:os";
 import { writeFileAtomic } from "./atomic-file.js";
 import { bf16ToF32, f16ToF32 } from "./half-float.js";
+import { readAt } from "./read-at.js";
 import { validateConfig, type TinyLlamaConfig } from "./config.js";
 import type { MetaValue } from "./gguf-meta.js";
 import { tokenizerMetadata, type GgufTokenizerSpec } from "./gguf-tokenizer.js";
@@ -244,17 +245,6 @@ function readHeader(r: ByteReader): { version: number; nTensors: number; metadat
     metadata.set(key, readMetaValue(r, r.u32(), key));
   }
   return { version, nTensors, metadata };
-}
-
-function readAt(fd: number, position: number, length: number): ArrayBuffer {
-  const out = new Uint8Array(length);
-  let done = 0;
-  while (done < length) {
-    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
-    if (n === 0) break;
-    done += n;
-  }
-  return out.buffer;
 }
 
 function readGgufFrom(fd: number, path: string, fileSize: number, head: Buffer): GgufFile {

@@ -6,10 +6,11 @@
 // an `IntTensor` when every value fits in int32). F32 and I32 are both 4 bytes wide,
 // so with the 8-aligned buffer start every written tensor starts aligned to its element size.
 
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, openSync } from "node:fs";
 import { endianness } from "node:os";
 import { writeFileAtomic } from "./atomic-file.js";
 import { bf16ToF32, f16ToF32 } from "./half-float.js";
+import { readAt } from "./read-at.js";
 import { numel, type Tensor } from "./weights.js";
 
 /** Largest header accepted when reading, as in the reference implementation. */
@@ -91,18 +92,6 @@ export function readSafetensors(path: string): { tensors: AnyTensor[]; metadata:
   } finally {
     closeSync(fd);
   }
-}
-
-function readAt(fd: number, position: number, length: number): ArrayBuffer {
-  const out = new Uint8Array(length);
-  let done = 0;
-  while (done < length) {
-    // readSync takes at most 2 GiB a call: an embedding table can be larger.
-    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
-    if (n === 0) break;
-    done += n;
-  }
-  return out.buffer;
 }
 
 function readSafetensorsFd(fd: number, path: string): { tensors: AnyTensor[]; metadata: Record<string, string>; dtypes: Map<string, string> } {

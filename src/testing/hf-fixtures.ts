@@ -7,27 +7,15 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Rng } from "../core/rng.js";
 import { tinyConfig, type TinyLlamaConfig } from "../model/config.js";
-import { writeGgufRaw, type MetaValue } from "../model/gguf.js";
+import { writeGguf } from "../model/gguf.js";
+import type { GgufTokenizerSpec } from "../model/gguf-tokenizer.js";
+import { BYTE_CHARS } from "../model/made/byte-level.js";
 import { initWeights, numel, type Tensor } from "../model/weights.js";
 import { f32ToBf16, f32ToF16 } from "./half-floats.js";
 
 /** GPT-2's bytes_to_unicode: the printable character standing for each byte. */
 export function byteLevelAlphabet(): string[] {
-  const bs: number[] = [];
-  for (let b = 0x21; b <= 0x7e; b++) bs.push(b);
-  for (let b = 0xa1; b <= 0xac; b++) bs.push(b);
-  for (let b = 0xae; b <= 0xff; b++) bs.push(b);
-  const cs = [...bs];
-  let n = 0;
-  for (let b = 0; b < 256; b++) {
-    if (!bs.includes(b)) {
-      bs.push(b);
-      cs.push(256 + n++);
-    }
-  }
-  const out: string[] = new Array(256);
-  bs.forEach((b, i) => (out[b] = String.fromCodePoint(cs[i] as number)));
-  return out;
+  return [...BYTE_CHARS];
 }
 
 /** Merges of the test vocabulary, highest priority first. */
@@ -50,34 +38,21 @@ export function byteLevelVocab(): { tokens: string[]; types: number[] } {
 export function writeByteLevelGguf(path: string, opts: { seed?: number; pre?: string; nEmbd?: number } = {}): { config: TinyLlamaConfig; tokens: string[] } {
   const { tokens, types } = byteLevelVocab();
   const cfg = tinyConfig({ nVocab: tokens.length, nEmbd: opts.nEmbd ?? 32, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 64, contextLength: 256 });
-  const meta: [string, MetaValue][] = [
-    ["general.architecture", { type: "string", value: "llama" }],
-    ["general.alignment", { type: "u32", value: 32 }],
-    ["general.name", { type: "string", value: "bpe-test" }],
-    ["llama.vocab_size", { type: "u32", value: cfg.nVocab }],
-    ["llama.context_length", { type: "u32", value: cfg.contextLength }],
-    ["llama.embedding_length", { type: "u32", value: cfg.nEmbd }],
-    ["llama.block_count", { type: "u32", value: cfg.nLayer }],
-    ["llama.feed_forward_length", { type: "u32", value: cfg.nFf }],
-    ["llama.attention.head_count", { type: "u32", value: cfg.nHead }],
-    ["llama.attention.head_count_kv", { type: "u32", value: cfg.nHeadKv }],
-    ["llama.rope.dimension_count", { type: "u32", value: cfg.nEmbd / cfg.nHead }],
-    ["llama.attention.layer_norm_rms_epsilon", { type: "f32", value: cfg.rmsEps }],
-    ["llama.rope.freq_base", { type: "f32", value: cfg.ropeFreqBase }],
-    ["tokenizer.ggml.model", { type: "string", value: "gpt2" }],
-    ["tokenizer.ggml.pre", { type: "string", value: opts.pre ?? "qwen2" }],
-    ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: tokens }],
-    ["tokenizer.ggml.token_type", { type: "array", elem: "i32", value: types }],
-    ["tokenizer.ggml.merges", { type: "array", elem: "string", value: BPE_MERGES }],
-    ["tokenizer.ggml.bos_token_id", { type: "u32", value: tokens.indexOf("<|endoftext|>") }],
-    ["tokenizer.ggml.eos_token_id", { type: "u32", value: tokens.indexOf("<|im_end|>") }],
-    ["tokenizer.ggml.padding_token_id", { type: "u32", value: tokens.indexOf("<|endoftext|>") }],
-    ["tokenizer.ggml.add_bos_token", { type: "bool", value: false }],
-    ["tokenizer.chat_template", { type: "string", value: CHATML_TEMPLATE }],
-  ];
+  const tokenizer: GgufTokenizerSpec = {
+    model: "gpt2",
+    pre: opts.pre ?? "qwen2",
+    tokens,
+    types,
+    merges: BPE_MERGES,
+    bosId: tokens.indexOf("<|endoftext|>"),
+    eosId: tokens.indexOf("<|im_end|>"),
+    padId: tokens.indexOf("<|endoftext|>"),
+    addBos: false,
+    chatTemplate: CHATML_TEMPLATE,
+  };
   const rng = new Rng((opts.seed ?? 1) + 100);
   const tensors = initWeights(cfg, new Rng(opts.seed ?? 1)).map((t) => ({ ...t, data: t.data.map((x) => (t.name.includes("norm") ? 1 + 0.2 * rng.normal() : x * 20)) }));
-  writeGgufRaw(path, meta, tensors);
+  writeGguf(path, { config: cfg, tokenizer, tensors, metadata: { "general.name": "bpe-test" } });
   return { config: cfg, tokens };
 }
 
@@ -254,29 +229,18 @@ export function writeSpmGguf(path: string, opts: { seed?: number } = {}): { toke
     scores.push(0);
   }
   const cfg = tinyConfig({ nVocab: tokens.length, nEmbd: 32, nLayer: 1, nHead: 4, nHeadKv: 4, nFf: 48, contextLength: 128 });
-  const meta: [string, MetaValue][] = [
-    ["general.architecture", { type: "string", value: "llama" }],
-    ["general.alignment", { type: "u32", value: 32 }],
-    ["llama.vocab_size", { type: "u32", value: cfg.nVocab }],
-    ["llama.context_length", { type: "u32", value: cfg.contextLength }],
-    ["llama.embedding_length", { type: "u32", value: cfg.nEmbd }],
-    ["llama.block_count", { type: "u32", value: cfg.nLayer }],
-    ["llama.feed_forward_length", { type: "u32", value: cfg.nFf }],
-    ["llama.attention.head_count", { type: "u32", value: cfg.nHead }],
-    ["llama.attention.head_count_kv", { type: "u32", value: cfg.nHeadKv }],
-    ["llama.attention.layer_norm_rms_epsilon", { type: "f32", value: cfg.rmsEps }],
-    ["llama.rope.freq_base", { type: "f32", value: cfg.ropeFreqBase }],
-    ["tokenizer.ggml.model", { type: "string", value: "llama" }],
-    ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: tokens }],
-    ["tokenizer.ggml.scores", { type: "array", elem: "f32", value: scores }],
-    ["tokenizer.ggml.token_type", { type: "array", elem: "i32", value: types }],
-    ["tokenizer.ggml.unknown_token_id", { type: "u32", value: 0 }],
-    ["tokenizer.ggml.bos_token_id", { type: "u32", value: 1 }],
-    ["tokenizer.ggml.eos_token_id", { type: "u32", value: 2 }],
-    ["tokenizer.ggml.eot_token_id", { type: "u32", value: tokens.indexOf("<|eot_id|>") }],
-    ["tokenizer.ggml.add_space_prefix", { type: "bool", value: true }],
-    ["tokenizer.ggml.add_bos_token", { type: "bool", value: true }],
-  ];
-  writeGgufRaw(path, meta, initWeights(cfg, new Rng(opts.seed ?? 2)));
+  const tokenizer: GgufTokenizerSpec = {
+    model: "llama",
+    tokens,
+    types,
+    scores,
+    unkId: 0,
+    bosId: 1,
+    eosId: 2,
+    eotId: tokens.indexOf("<|eot_id|>"),
+    addSpacePrefix: true,
+    addBos: true,
+  };
+  writeGguf(path, { config: cfg, tokenizer, tensors: initWeights(cfg, new Rng(opts.seed ?? 2)) });
   return { tokens, scores };
 }

@@ -45,3 +45,25 @@ export class BigramQueue<T> {
     return top;
   }
 }
+
+/**
+ * A word's symbols as the doubly linked list both llama.cpp sessions keep (`prev`/`next` indexes,
+ * -1 at the ends), so a merge unlinks its right side without moving the others.
+ */
+export class SymbolLinks {
+  readonly prev: number[];
+  readonly next: number[];
+
+  constructor(n: number) {
+    this.prev = Array.from({ length: n }, (_, i) => i - 1);
+    this.next = Array.from({ length: n }, (_, i) => (i + 1 < n ? i + 1 : -1));
+  }
+
+  /** Unlinks `right` once it is merged into `left`; returns the symbol now after `left` (-1: none). */
+  join(left: number, right: number): number {
+    const after = this.next[right] as number;
+    this.next[left] = after;
+    if (after >= 0) this.prev[after] = left;
+    return after;
+  }
+}

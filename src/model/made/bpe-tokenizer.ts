@@ -4,52 +4,38 @@
 // (lowest first, leftmost on ties, as llm_tokenizer_bpe_session), decoded back through the byte map.
 
 import type { GgufTokenizerSpec } from "../gguf-tokenizer.js";
-import { checkTokenId, type ModelTokenizer } from "../tokenizer.js";
 import { TokenType } from "../vocab.js";
-import { BigramQueue } from "./bigram-queue.js";
+import { BigramQueue, SymbolLinks } from "./bigram-queue.js";
 import { byteLevelToBytes, bytesToByteLevel } from "./byte-level.js";
-import { joinPieces, splitSpecial, utf8Text, vocabRules, wellFormed, type VocabRules } from "./llama-vocab-rules.js";
+import { splitSpecial, wellFormed } from "./llama-vocab-rules.js";
 import { preTokenizer, type PreTokenizer } from "./pre-tokenize.js";
-
-const EMPTY = new Uint8Array(0);
+import { VocabTokenizer } from "./vocab-tokenizer.js";
 
 /** Words whose tokens are remembered; a bound, so a long-running engine's cache cannot grow forever. */
 const WORD_CACHE_LIMIT = 20_000;
 
 /** Byte-level BPE tokenizer (GGUF `tokenizer.ggml.model` "gpt2"). */
-export class BpeTokenizer implements ModelTokenizer {
-  readonly size: number;
-  readonly bosId: number | undefined;
-  readonly eosId: number | undefined;
-  readonly stopIds: readonly number[];
-  readonly addBos: boolean;
-  /** Characters of the longest token's text (the engine bounds a prompt's token count with it). */
-  readonly maxTokenChars: number;
-  private readonly tokens: readonly string[];
-  private readonly rules: VocabRules;
+export class BpeTokenizer extends VocabTokenizer {
   private readonly pre: PreTokenizer;
-  private readonly tokenToId = new Map<string, number>();
   private readonly ranks = new Map<string, Map<string, number>>();
-  private readonly addSpacePrefix: boolean;
-  private readonly pieces: (Uint8Array | undefined)[] = [];
   private readonly wordCache = new Map<string, number[]>();
 
   constructor(spec: GgufTokenizerSpec) {
     if (spec.model !== "gpt2") throw new RangeError(`BpeTokenizer: tokenizer.model is '${spec.model}', expected 'gpt2'`);
     if (spec.pre === undefined) throw new RangeError("BpeTokenizer: tokenizer.pre is missing");
-    this.tokens = spec.tokens;
-    this.size = spec.tokens.length;
-    this.pre = preTokenizer(spec.pre);
+    const pre = preTokenizer(spec.pre);
     // llama.cpp's defaults for a gpt2 vocabulary without the keys: BOS = EOS = 11, no UNK.
-    const dflt = (id: number | undefined): number | undefined => id ?? (11 < this.size ? 11 : undefined);
-    this.bosId = this.pre.noDefaultBos ? spec.bosId : dflt(spec.bosId);
-    this.eosId = dflt(spec.eosId);
-    this.addBos = spec.addBos ?? this.pre.addBosDefault;
-    this.addSpacePrefix = spec.addSpacePrefix ?? false;
-    this.rules = vocabRules(spec, this.eosId);
-    this.stopIds = this.rules.eogIds;
-    this.maxTokenChars = spec.tokens.reduce((m, _, id) => Math.max(m, this.tokenText(id).length), 1);
-    spec.tokens.forEach((t, i) => this.tokenToId.set(t, i));
+    const dflt = (id: number | undefined): number | undefined => id ?? (11 < spec.tokens.length ? 11 : undefined);
+    super(spec, {
+      bosId: pre.noDefaultBos ? spec.bosId : dflt(spec.bosId),
+      eosId: dflt(spec.eosId),
+      addBos: spec.addBos ?? pre.addBosDefault,
+      addSpacePrefix: spec.addSpacePrefix ?? false,
+      cleanSpaces: pre.cleanSpaces,
+      // BYTE, UNUSED and undefined types render as nothing in a BPE vocabulary.
+      piece: (type, text) => (type === TokenType.normal ? byteLevelToBytes(text) : []),
+    });
+    this.pre = pre;
     (spec.merges ?? []).forEach((m, rank) => {
       const at = m.indexOf(" ", 1);
       const left = m.slice(0, at);
@@ -70,48 +56,6 @@ export class BpeTokenizer implements ModelTokenizer {
     return out;
   }
 
-  decode(ids: readonly number[], opts: { special?: boolean } = {}): string {
-    const special = opts.special ?? false;
-    return utf8Text(joinPieces(ids.map((id) => this.piece(id, special)), this.addSpacePrefix, this.pre.cleanSpaces));
-  }
-
-  tokenText(id: number): string {
-    return utf8Text(this.piece(id, true));
-  }
-
-  tokenBytes(id: number): number[] {
-    return Array.from(this.piece(id, true));
-  }
-
-  isSpecial(id: number): boolean {
-    checkTokenId(this, id);
-    const t = this.rules.types[id];
-    return t === TokenType.control || t === TokenType.unknown;
-  }
-
-  /**
-   * Bytes of one token as llama.cpp's token_to_piece gives them: CONTROL and UNKNOWN tokens only
-   * with `special`. Cached per id, as llama.cpp caches its pieces.
-   */
-  private piece(id: number, special: boolean): Uint8Array {
-    checkTokenId(this, id);
-    const type = this.rules.types[id];
-    if (!special && (type === TokenType.control || type === TokenType.unknown)) return EMPTY;
-    let bytes = this.pieces[id];
-    if (bytes === undefined) this.pieces[id] = bytes = Uint8Array.from(this.specialPiece(id));
-    return bytes;
-  }
-
-  private specialPiece(id: number): number[] {
-    const type = this.rules.types[id];
-    const text = this.tokens[id] as string;
-    if (type === TokenType.control || type === TokenType.unknown) return [...Buffer.from(text, "utf8")];
-    if (type === TokenType.userDefined) return [...Buffer.from(text, "utf8")];
-    if (type === TokenType.normal) return byteLevelToBytes(text);
-    // BYTE, UNUSED and undefined types render as nothing in a BPE vocabulary.
-    return [];
-  }
-
   private encodeWord(word: string): number[] {
     const cached = this.wordCache.get(word);
     if (cached !== undefined) return cached;
@@ -128,8 +72,7 @@ export class BpeTokenizer implements ModelTokenizer {
     // leftmost on ties; a pair whose sides changed since it was queued is skipped.
     const sym = Array.from(word);
     const n = sym.length;
-    const next = sym.map((_, i) => (i + 1 < n ? i + 1 : -1));
-    const prev = sym.map((_, i) => i - 1);
+    const links = new SymbolLinks(n);
     const queue = new BigramQueue<{ left: number; right: number; rank: number; text: string }>((a, b) => a.rank < b.rank || (a.rank === b.rank && a.left < b.left));
     const tryAdd = (left: number, right: number): void => {
       if (left < 0 || right < 0) return;
@@ -144,10 +87,8 @@ export class BpeTokenizer implements ModelTokenizer {
       if (l === "" || r === "" || l + r !== b.text) continue;
       sym[b.left] = b.text;
       sym[b.right] = "";
-      const after = next[b.right] as number;
-      next[b.left] = after;
-      if (after >= 0) prev[after] = b.left;
-      tryAdd(prev[b.left] as number, b.left);
+      const after = links.join(b.left, b.right);
+      tryAdd(links.prev[b.left] as number, b.left);
       tryAdd(b.left, after);
     }
     const symbols = sym.filter((s) => s !== "");

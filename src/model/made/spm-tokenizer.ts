@@ -5,12 +5,10 @@
 // that never become a token fall back to their `<0xXX>` byte tokens.
 
 import type { GgufTokenizerSpec } from "../gguf-tokenizer.js";
-import { checkTokenId, type ModelTokenizer } from "../tokenizer.js";
 import { SPACE_PIECE, TokenType } from "../vocab.js";
-import { BigramQueue } from "./bigram-queue.js";
-import { joinPieces, splitSpecial, utf8Text, vocabRules, wellFormed, type VocabRules } from "./llama-vocab-rules.js";
-
-const EMPTY = new Uint8Array(0);
+import { BigramQueue, SymbolLinks } from "./bigram-queue.js";
+import { splitSpecial, wellFormed } from "./llama-vocab-rules.js";
+import { VocabTokenizer } from "./vocab-tokenizer.js";
 
 interface Bigram {
   left: number;
@@ -20,37 +18,28 @@ interface Bigram {
 }
 
 /** SentencePiece-style tokenizer (GGUF `tokenizer.ggml.model` "llama"). */
-export class SpmTokenizer implements ModelTokenizer {
-  readonly size: number;
-  readonly bosId: number | undefined;
-  readonly eosId: number | undefined;
-  readonly stopIds: readonly number[];
-  readonly addBos: boolean;
-  /** Characters of the longest token's text (the engine bounds a prompt's token count with it). */
-  readonly maxTokenChars: number;
-  private readonly tokens: readonly string[];
+export class SpmTokenizer extends VocabTokenizer {
   private readonly scores: readonly number[];
-  private readonly rules: VocabRules;
-  private readonly tokenToId = new Map<string, number>();
   private readonly byteIds: number[] = [];
-  private readonly addSpacePrefix: boolean;
-  private readonly pieces: (Uint8Array | undefined)[] = [];
 
   constructor(spec: GgufTokenizerSpec) {
     if (spec.model !== "llama") throw new RangeError(`SpmTokenizer: tokenizer.model is '${spec.model}', expected 'llama'`);
-    this.tokens = spec.tokens;
-    this.size = spec.tokens.length;
+    const size = spec.tokens.length;
+    // llama.cpp's SPM defaults: BOS 1, EOS 2 (where the vocabulary is that large), add_bos, space prefix.
+    super(spec, {
+      bosId: spec.bosId ?? (1 < size ? 1 : undefined),
+      eosId: spec.eosId ?? (2 < size ? 2 : undefined),
+      addBos: spec.addBos ?? true,
+      addSpacePrefix: spec.addSpacePrefix ?? true,
+      cleanSpaces: false,
+      piece: (type, text) => {
+        if (type === TokenType.normal) return [...Buffer.from(text.replaceAll(SPACE_PIECE, " "), "utf8")];
+        if (type === TokenType.byte) return [Number.parseInt(text.slice(3), 16) & 0xff];
+        return [];
+      },
+    });
     // llama.cpp scores are f32; a merge decision between two close doubles must round as it does.
     this.scores = (spec.scores ?? spec.tokens.map(() => 0)).map((s) => Math.fround(s));
-    // llama.cpp's SPM defaults: BOS 1, EOS 2 (where the vocabulary is that large), add_bos, space prefix.
-    this.bosId = spec.bosId ?? (1 < this.size ? 1 : undefined);
-    this.eosId = spec.eosId ?? (2 < this.size ? 2 : undefined);
-    this.addBos = spec.addBos ?? true;
-    this.addSpacePrefix = spec.addSpacePrefix ?? true;
-    this.rules = vocabRules(spec, this.eosId);
-    this.stopIds = this.rules.eogIds;
-    this.maxTokenChars = spec.tokens.reduce((m, _, id) => Math.max(m, this.tokenText(id).length), 1);
-    spec.tokens.forEach((t, i) => this.tokenToId.set(t, i));
     for (let b = 0; b < 256; b++) {
       const id = this.tokenToId.get(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`) ?? (b < 0x80 ? this.tokenToId.get(String.fromCharCode(b)) : undefined);
       this.byteIds.push(id ?? -1);
@@ -73,56 +62,13 @@ export class SpmTokenizer implements ModelTokenizer {
     return out;
   }
 
-  decode(ids: readonly number[], opts: { special?: boolean } = {}): string {
-    const special = opts.special ?? false;
-    return utf8Text(joinPieces(ids.map((id) => this.piece(id, special)), this.addSpacePrefix, false));
-  }
-
-  tokenText(id: number): string {
-    return utf8Text(this.piece(id, true));
-  }
-
-  tokenBytes(id: number): number[] {
-    return Array.from(this.piece(id, true));
-  }
-
-  isSpecial(id: number): boolean {
-    checkTokenId(this, id);
-    const t = this.rules.types[id];
-    return t === TokenType.control || t === TokenType.unknown;
-  }
-
-  /**
-   * Bytes of one token as llama.cpp's token_to_piece gives them: CONTROL and UNKNOWN tokens only
-   * with `special`. Cached per id, as llama.cpp caches its pieces.
-   */
-  private piece(id: number, special: boolean): Uint8Array {
-    checkTokenId(this, id);
-    const type = this.rules.types[id];
-    if (!special && (type === TokenType.control || type === TokenType.unknown)) return EMPTY;
-    let bytes = this.pieces[id];
-    if (bytes === undefined) this.pieces[id] = bytes = Uint8Array.from(this.specialPiece(id));
-    return bytes;
-  }
-
-  private specialPiece(id: number): number[] {
-    const type = this.rules.types[id];
-    const text = this.tokens[id] as string;
-    if (type === TokenType.control || type === TokenType.unknown) return [...Buffer.from(text, "utf8")];
-    if (type === TokenType.userDefined) return [...Buffer.from(text, "utf8")];
-    if (type === TokenType.normal) return [...Buffer.from(text.replaceAll(SPACE_PIECE, " "), "utf8")];
-    if (type === TokenType.byte) return [Number.parseInt(text.slice(3), 16) & 0xff];
-    return [];
-  }
-
   private tokenizeEscaped(text: string, out: number[]): void {
     // Symbols are the text's characters, linked so merges can unlink the right one.
     const sym = Array.from(text);
     const n = sym.length;
     if (n === 0) return;
     const sizes = sym.map((s) => Buffer.byteLength(s, "utf8"));
-    const prev = sym.map((_, i) => i - 1);
-    const next = sym.map((_, i) => (i + 1 < n ? i + 1 : -1));
+    const links = new SymbolLinks(n);
     // Highest score first, then the leftmost: llm_bigram_spm's order.
     const queue = new BigramQueue<Bigram>((a, b) => a.score > b.score || (a.score === b.score && a.left < b.left));
     const tryAdd = (left: number, right: number): void => {
@@ -142,13 +88,11 @@ export class SpmTokenizer implements ModelTokenizer {
       sizes[b.left] = ls + rs;
       sizes[b.right] = 0;
       sym[b.right] = "";
-      const after = next[b.right] as number;
-      next[b.left] = after;
-      if (after >= 0) prev[after] = b.left;
-      tryAdd(prev[b.left] as number, b.left);
+      const after = links.join(b.left, b.right);
+      tryAdd(links.prev[b.left] as number, b.left);
       tryAdd(b.left, after);
     }
-    for (let i = 0; i !== -1; i = next[i] as number) {
+    for (let i = 0; i !== -1; i = links.next[i] as number) {
       const s = sym[i] as string;
       const id = this.tokenToId.get(s);
       if (id !== undefined) {

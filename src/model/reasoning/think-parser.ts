@@ -5,28 +5,21 @@
 // dropped) and without one it is all reasoning. A reasoning cut off before `</think>` (max_tokens)
 // stays reasoning, as vLLM streams it, so streamed deltas and the whole answer always agree. Text
 // is kept as generated (the newlines around the tags included), as vLLM returns it.
+import { BufferedStream } from "../tool-parsers/buffered-stream.js";
 import { heldPrefix } from "../tool-parsers/scan.js";
 import type { ReasoningParser, ReasoningParserOptions, ReasoningStep, ReasoningStream } from "./reasoning-parser.js";
 
 const OPEN = "<think>";
 const CLOSE = "</think>";
 
-class ThinkStream implements ReasoningStream {
-  private buffer = "";
+class ThinkStream extends BufferedStream<ReasoningStep> implements ReasoningStream {
   private phase: "start" | "reasoning" | "content" = "start";
 
-  constructor(private readonly startsInReasoning: boolean) {}
-
-  push(text: string): ReasoningStep {
-    this.buffer += text;
-    return this.drain(false);
+  constructor(private readonly startsInReasoning: boolean) {
+    super();
   }
 
-  flush(): ReasoningStep {
-    return this.drain(true);
-  }
-
-  private drain(final: boolean): ReasoningStep {
+  protected drain(final: boolean): ReasoningStep {
     let reasoning = "";
     let content = "";
     if (this.phase === "start") {

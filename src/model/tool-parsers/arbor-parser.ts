@@ -2,64 +2,14 @@
 // markers being control tokens of its vocabulary (src/model/markup.ts). Arguments are kept as the
 // policy wrote them (a JSON object, or nothing for `{}`).
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../markup.js";
-import { heldPrefix, isPlainObject, parseJson } from "./scan.js";
-import type { ParsedCall, ToolCallParser, ToolCallStream, ToolParseOptions, ToolParseStep } from "./tool-parser.js";
+import { ToolStreamBase } from "./buffered-stream.js";
+import { isPlainObject, parseJson } from "./scan.js";
+import type { ParsedCall, ToolCallParser, ToolParseStep } from "./tool-parser.js";
 
 /** Reads one answer in Arbor's markup; calls are decided at their closing marker. */
-export class ArborToolStream implements ToolCallStream {
-  private buffer: string;
-  private readonly calls: ParsedCall[] = [];
-
-  constructor(private readonly opts: ToolParseOptions) {
-    this.buffer = opts.prefill ?? "";
-  }
-
-  get callCount(): number {
-    return this.calls.length;
-  }
-
-  push(text: string): ToolParseStep {
-    this.buffer += text;
-    return this.drain(false);
-  }
-
-  flush(): ToolParseStep {
-    return this.drain(true);
-  }
-
-  private drain(final: boolean): ToolParseStep {
-    let content = "";
-    const calls: ParsedCall[] = [];
-    for (;;) {
-      const parsing = !(this.opts.single === true && this.calls.length > 0);
-      const open = parsing ? this.buffer.indexOf(TOOL_CALL_OPEN) : -1;
-      if (open < 0) {
-        const keep = final || !parsing ? 0 : heldPrefix(this.buffer, TOOL_CALL_OPEN);
-        content += this.buffer.slice(0, this.buffer.length - keep);
-        this.buffer = this.buffer.slice(this.buffer.length - keep);
-        break;
-      }
-      content += this.buffer.slice(0, open);
-      this.buffer = this.buffer.slice(open);
-      const close = this.buffer.indexOf(TOOL_CALL_CLOSE, TOOL_CALL_OPEN.length);
-      if (close < 0) {
-        if (final) {
-          content += this.buffer;
-          this.buffer = "";
-        }
-        break;
-      }
-      const whole = this.buffer.slice(0, close + TOOL_CALL_CLOSE.length);
-      this.buffer = this.buffer.slice(whole.length);
-      const call = this.toCall(whole.slice(TOOL_CALL_OPEN.length, close));
-      if (call) {
-        this.calls.push(call);
-        calls.push(call);
-      } else {
-        content += whole;
-      }
-    }
-    return { content, calls };
+export class ArborToolStream extends ToolStreamBase {
+  protected drain(final: boolean): ToolParseStep {
+    return this.drainDelimited(final, { open: TOOL_CALL_OPEN, close: TOOL_CALL_CLOSE }, (body) => this.toCall(body));
   }
 
   /** `<declared name> <JSON object or nothing>`, else not a call. */
@@ -71,7 +21,7 @@ export class ArborToolStream implements ToolCallStream {
     const input = (m[2] ?? "").trim();
     const args = input === "" ? "{}" : input;
     if (!isPlainObject(parseJson(args))) return undefined;
-    return { id: `${this.opts.idPrefix}_${this.calls.length}`, type: "function", function: { name, arguments: args } };
+    return { id: this.nextId(), type: "function", function: { name, arguments: args } };
   }
 }
 

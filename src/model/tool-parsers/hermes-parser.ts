@@ -4,8 +4,9 @@
 // `name` and an object `arguments`, returned as its JSON text. The newline Qwen's chat template
 // writes before each call (after the content, between calls) belongs to the call's markup: the
 // parsed content then renders back through the template to exactly the generated text.
-import { heldPrefix, jsonCall, parseJson } from "./scan.js";
-import type { ParsedCall, ToolCallParser, ToolCallStream, ToolParseOptions, ToolParseStep } from "./tool-parser.js";
+import { ToolStreamBase } from "./buffered-stream.js";
+import { jsonCall, parseJson } from "./scan.js";
+import type { ToolCallParser, ToolParseStep } from "./tool-parser.js";
 
 const OPEN = "<tool_call>";
 const CLOSE = "</tool_call>";
@@ -13,62 +14,11 @@ const CLOSE = "</tool_call>";
 const SEP = "\n";
 
 /** Reads one answer in the Hermes format; each call is decided at its `</tool_call>`. */
-class HermesToolStream implements ToolCallStream {
-  private buffer: string;
-  private readonly calls: ParsedCall[] = [];
-
-  constructor(private readonly opts: ToolParseOptions) {
-    this.buffer = opts.prefill ?? "";
-  }
-
-  get callCount(): number {
-    return this.calls.length;
-  }
-
-  push(text: string): ToolParseStep {
-    this.buffer += text;
-    return this.drain(false);
-  }
-
-  flush(): ToolParseStep {
-    return this.drain(true);
-  }
-
-  private drain(final: boolean): ToolParseStep {
-    let content = "";
-    const calls: ParsedCall[] = [];
-    for (;;) {
-      const parsing = !(this.opts.single === true && this.calls.length > 0);
-      const open = parsing ? this.buffer.indexOf(OPEN) : -1;
-      if (open < 0) {
-        const keep = final || !parsing ? 0 : heldPrefix(this.buffer, SEP + OPEN, OPEN);
-        content += this.buffer.slice(0, this.buffer.length - keep);
-        this.buffer = this.buffer.slice(this.buffer.length - keep);
-        break;
-      }
-      const start = open > 0 && this.buffer.endsWith(SEP, open) ? open - SEP.length : open;
-      content += this.buffer.slice(0, start);
-      this.buffer = this.buffer.slice(start);
-      const bodyStart = open - start + OPEN.length;
-      const close = this.buffer.indexOf(CLOSE, bodyStart);
-      if (close < 0) {
-        if (final) {
-          content += this.buffer;
-          this.buffer = "";
-        }
-        break;
-      }
-      const whole = this.buffer.slice(0, close + CLOSE.length);
-      this.buffer = this.buffer.slice(whole.length);
-      const call = jsonCall(parseJson(whole.slice(bodyStart, close).trim()), this.opts.names, ["arguments"], `${this.opts.idPrefix}_${this.calls.length}`);
-      if (call) {
-        this.calls.push(call);
-        calls.push(call);
-      } else {
-        content += whole;
-      }
-    }
-    return { content, calls };
+class HermesToolStream extends ToolStreamBase {
+  protected drain(final: boolean): ToolParseStep {
+    return this.drainDelimited(final, { open: OPEN, close: CLOSE, separator: SEP }, (body) =>
+      jsonCall(parseJson(body.trim()), this.opts.names, ["arguments"], this.nextId()),
+    );
   }
 }
 

@@ -4,38 +4,20 @@
 // whitespace) has calls, as in vLLM; each call is decided when its object closes, and whatever
 // follows that is not `; {another call}` stays text. Llama's template drops the content of a turn
 // with calls, so such a turn has none.
+import { ToolStreamBase } from "./buffered-stream.js";
 import { heldPrefix, jsonCall, jsonEnd, parseJson, skipSpace } from "./scan.js";
-import type { ParsedCall, ToolCallParser, ToolCallStream, ToolParseOptions, ToolParseStep } from "./tool-parser.js";
+import type { ToolCallParser, ToolParseStep } from "./tool-parser.js";
 
 const PYTHON_TAG = "<|python_tag|>";
 const ARGS_KEYS = ["parameters", "arguments"] as const;
 
 /** Reads one answer in Llama 3's JSON format. */
-class Llama3JsonToolStream implements ToolCallStream {
-  private buffer: string;
-  private readonly calls: ParsedCall[] = [];
+class Llama3JsonToolStream extends ToolStreamBase {
   /** "start": nothing decided yet; "calls": after a call; "text": the rest is content. */
   private phase: "start" | "calls" | "text" = "start";
 
-  constructor(private readonly opts: ToolParseOptions) {
-    this.buffer = opts.prefill ?? "";
-  }
-
-  get callCount(): number {
-    return this.calls.length;
-  }
-
-  push(text: string): ToolParseStep {
-    this.buffer += text;
-    return this.drain(false);
-  }
-
-  flush(): ToolParseStep {
-    return this.drain(true);
-  }
-
-  private drain(final: boolean): ToolParseStep {
-    const calls: ParsedCall[] = [];
+  protected drain(final: boolean): ToolParseStep {
+    const step: ToolParseStep = { content: "", calls: [] };
     for (;;) {
       if (this.phase === "text") break;
       if (this.phase === "calls" && this.opts.single === true) {
@@ -56,22 +38,17 @@ class Llama3JsonToolStream implements ToolCallStream {
         if (final) this.phase = "text";
         break;
       }
-      const call = jsonCall(parseJson(this.buffer.slice(at, end)), this.opts.names, ARGS_KEYS, `${this.opts.idPrefix}_${this.calls.length}`);
+      const call = jsonCall(parseJson(this.buffer.slice(at, end)), this.opts.names, ARGS_KEYS, this.nextId());
       if (!call) {
         this.phase = "text";
         break;
       }
-      this.calls.push(call);
-      calls.push(call);
+      this.accept(call, step);
       this.buffer = this.buffer.slice(end);
       this.phase = "calls";
     }
-    let content = "";
-    if (this.phase === "text") {
-      content = this.buffer;
-      this.buffer = "";
-    }
-    return { content, calls };
+    if (this.phase === "text") this.emit(this.buffer.length, step);
+    return step;
   }
 
   /** Where the next call's object opens, "wait" when the text so far cannot tell, "no" when there is none. */

@@ -2,42 +2,19 @@
 // vLLM's `mistral` parser reads them: `[TOOL_CALLS]` then a JSON array of
 // `{"name": ..., "arguments": {...}}`, after any content. The chat template writes `[TOOL_CALLS] [`
 // (the space is the SentencePiece word start), so whitespace after the marker is accepted.
+import { ToolStreamBase } from "./buffered-stream.js";
 import { arrayElementSpans, heldPrefix, jsonCall, jsonEnd, parseJson, skipSpace } from "./scan.js";
-import type { ParsedCall, ToolCallParser, ToolCallStream, ToolParseOptions, ToolParseStep } from "./tool-parser.js";
+import type { ParsedCall, ToolCallParser, ToolParseStep } from "./tool-parser.js";
 
 const MARK = "[TOOL_CALLS]";
 
 /** Reads one answer in Mistral's format; a call block is decided when its array closes. */
-class MistralToolStream implements ToolCallStream {
-  private buffer: string;
-  private readonly calls: ParsedCall[] = [];
-
-  constructor(private readonly opts: ToolParseOptions) {
-    this.buffer = opts.prefill ?? "";
-  }
-
-  get callCount(): number {
-    return this.calls.length;
-  }
-
-  push(text: string): ToolParseStep {
-    this.buffer += text;
-    return this.drain(false);
-  }
-
-  flush(): ToolParseStep {
-    return this.drain(true);
-  }
-
-  private drain(final: boolean): ToolParseStep {
-    let content = "";
-    const calls: ParsedCall[] = [];
-    const emit = (n: number): void => {
-      content += this.buffer.slice(0, n);
-      this.buffer = this.buffer.slice(n);
-    };
+class MistralToolStream extends ToolStreamBase {
+  protected drain(final: boolean): ToolParseStep {
+    const step: ToolParseStep = { content: "", calls: [] };
+    const emit = (n: number): void => this.emit(n, step);
     for (;;) {
-      const parsing = !(this.opts.single === true && this.calls.length > 0);
+      const parsing = this.parsing;
       const open = parsing ? this.buffer.indexOf(MARK) : -1;
       if (open < 0) {
         emit(this.buffer.length - (final || !parsing ? 0 : heldPrefix(this.buffer, MARK)));
@@ -67,13 +44,10 @@ class MistralToolStream implements ToolCallStream {
       this.buffer = this.buffer.slice(end);
       // parallel_tool_calls false: the block's later calls stay text, as written.
       const keep = this.opts.single === true ? 1 : found.length;
-      for (const call of found.slice(0, keep)) {
-        this.calls.push(call);
-        calls.push(call);
-      }
-      if (keep < found.length) content += block.slice(arrayElementSpans(block)[0]?.end);
+      for (const call of found.slice(0, keep)) this.accept(call, step);
+      if (keep < found.length) step.content += block.slice(arrayElementSpans(block)[0]?.end);
     }
-    return { content, calls };
+    return step;
   }
 
   /** Every element of the array a call of a declared tool, else none (the block stays text). */
@@ -82,7 +56,7 @@ class MistralToolStream implements ToolCallStream {
     if (!Array.isArray(value) || value.length === 0) return undefined;
     const calls: ParsedCall[] = [];
     for (const v of value) {
-      const call = jsonCall(v, this.opts.names, ["arguments"], `${this.opts.idPrefix}_${this.calls.length + calls.length}`);
+      const call = jsonCall(v, this.opts.names, ["arguments"], this.nextId(calls.length));
       if (!call) return undefined;
       calls.push(call);
     }
