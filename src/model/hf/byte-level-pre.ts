@@ -32,7 +32,9 @@ function splitThenBytes(regex: string): unknown {
 
 /** The pre-tokenizer types this module can write and recognise. */
 export const BYTE_LEVEL_PRES: readonly ByteLevelPre[] = [
-  { name: "qwen2", normalizer: { type: "NFC" }, preTokenizer: splitThenBytes(QWEN2_REGEX), ignoreMerges: false, regexes: [QWEN2_REGEX] },
+  // Qwen2's own tokenizer.json normalizes to NFC, but llama.cpp does not: an exported tokenizer.json
+  // must give the engine's ids (a compatibility ideograph is its own bytes there), so it has none.
+  { name: "qwen2", normalizer: null, preTokenizer: splitThenBytes(QWEN2_REGEX), ignoreMerges: false, regexes: [QWEN2_REGEX] },
   { name: "llama-bpe", normalizer: null, preTokenizer: splitThenBytes(LLAMA3_REGEX), ignoreMerges: true, regexes: [LLAMA3_REGEX] },
   // GPT-2's own: the ByteLevel pre-tokenizer applies GPT-2's regex itself (or a Split spells it out).
   {
