@@ -2,14 +2,33 @@
 // vLLM's `mistral` parser reads them: `[TOOL_CALLS]` then a JSON array of
 // `{"name": ..., "arguments": {...}}`, after any content. The chat template writes `[TOOL_CALLS] [`
 // (the space is the SentencePiece word start), so whitespace after the marker is accepted.
+import { createHash } from "node:crypto";
 import { ToolStreamBase } from "./buffered-stream.js";
 import { arrayElementSpans, heldPrefix, jsonCall, jsonEnd, parseJson, skipSpace } from "./scan.js";
 import type { ParsedCall, ToolCallParser, ToolParseStep } from "./tool-parser.js";
 
 const MARK = "[TOOL_CALLS]";
 
+const ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+/**
+ * A call id as Mistral's templates require it: 9 characters of [a-zA-Z0-9] (the template raises an
+ * exception otherwise; vLLM's MistralToolCall draws them at random). Derived from the answer's id
+ * prefix and the call's index, so ids are unique per answer and reproducible.
+ */
+export function mistralCallId(idPrefix: string, n: number): string {
+  const digest = createHash("sha256").update(`${idPrefix}_${n}`).digest();
+  let id = "";
+  for (let i = 0; i < 9; i++) id += ALNUM[(digest[i] as number) % ALNUM.length];
+  return id;
+}
+
 /** Reads one answer in Mistral's format; a call block is decided when its array closes. */
 class MistralToolStream extends ToolStreamBase {
+  protected override nextId(offset = 0): string {
+    return mistralCallId(this.opts.idPrefix, this.callCount + offset);
+  }
+
   protected drain(final: boolean): ToolParseStep {
     const step: ToolParseStep = { content: "", calls: [] };
     const emit = (n: number): void => this.emit(n, step);
@@ -70,6 +89,7 @@ export function createMistralParser(): ToolCallParser {
     name: "mistral",
     contentWithCalls: true,
     stream: (opts) => new MistralToolStream(opts),
+    callId: mistralCallId,
     prefill: (name) => `${MARK} [{"name": ${name === undefined ? '"' : `${JSON.stringify(name)}, "arguments": `}`,
     format: (content, calls) =>
       calls.length === 0 ? content : `${content}${MARK} [${calls.map((c) => `{"name": ${JSON.stringify(c.name)}, "arguments": ${c.arguments}}`).join(", ")}]`,

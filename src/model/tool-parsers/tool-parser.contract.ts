@@ -31,7 +31,11 @@ export function parsePieces(parser: ToolCallParser, text: string, cuts: readonly
   return { content: content + rest.content, calls: [...calls, ...rest.calls] };
 }
 
-const asParsed = (calls: readonly Call[]): ParsedCall[] => calls.map((c, i) => ({ id: `call_t_${i}`, type: "function", function: { name: c.name, arguments: c.arguments } }));
+/** The calls as `parser` reports them (ids `call_t_<n>`, or the family's own id scheme). */
+const parsedBy =
+  (parser: ToolCallParser) =>
+  (calls: readonly Call[]): ParsedCall[] =>
+    calls.map((c, i) => ({ id: parser.callId?.("call_t", i) ?? `call_t_${i}`, type: "function", function: { name: c.name, arguments: c.arguments } }));
 
 // Strings inside arguments and content avoid `<` and `[`, which open markers; the fixed cases
 // below put marker-like text where it must stay text.
@@ -41,6 +45,7 @@ const argObject = fc.dictionary(plain(5), fc.oneof(argValue, fc.dictionary(plain
 const callArb: fc.Arbitrary<Call> = fc.record({ name: fc.constantFrom(...NAMES), arguments: argObject.map((o) => pythonJsonDumps(o)) });
 
 export function toolParserContract(parser: ToolCallParser): void {
+  const asParsed = parsedBy(parser);
   describe(`tool-call parser contract: ${parser.name}`, () => {
     const contentFor = (calls: readonly Call[]) => (calls.length > 0 && !parser.contentWithCalls ? fc.constant("") : plain(12));
     const answer = fc

@@ -56,6 +56,11 @@ export interface ToolCallParser {
    * function: that one), written at the end of the prompt so the model can only continue a call.
    */
   prefill(name?: string): string;
+  /**
+   * The id of call `n` of an answer whose ids start with `idPrefix`, when the family's templates
+   * constrain ids (Mistral: 9 alphanumerics); absent: `<idPrefix>_<n>`.
+   */
+  callId?(idPrefix: string, n: number): string;
   /** How an assistant turn with these calls reads in this format (golden data, scripted models). */
   format(content: string, calls: readonly { name: string; arguments: string }[]): string;
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { toolParserRegistry } from "./registry.js";
+import { mistralCallId } from "./mistral-parser.js";
 import { parsePieces, toolParserContract } from "./tool-parser.contract.js";
 
 for (const name of toolParserRegistry.names()) toolParserContract(toolParserRegistry.create(name));
@@ -39,6 +40,11 @@ describe("the formats as the models write them", () => {
 
   it("mistral: [TOOL_CALLS] with or without the template's space, after content; a marker without an array stays text", () => {
     const mistral = toolParserRegistry.create("mistral");
+    // Mistral's templates require call ids of 9 alphanumerics: the parser's ids follow its own scheme.
+    const call = (i: number, name: string, args: string) => ({ id: mistralCallId("call_t", i), type: "function", function: { name, arguments: args } });
+    expect(call(0, "x", "{}").id).toMatch(/^[A-Za-z0-9]{9}$/);
+    expect(call(0, "x", "{}").id).not.toBe(call(1, "x", "{}").id);
+    expect(mistralCallId("call_t", 0)).toBe(call(0, "x", "{}").id);
     const calls = '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "noop", "arguments": {}}]';
     for (const text of [`[TOOL_CALLS] ${calls}`, `[TOOL_CALLS]${calls}`]) {
       expect(parsePieces(mistral, text)).toEqual({ content: "", calls: [call(0, "get_weather", '{"city": "Paris"}'), call(1, "noop", "{}")] });
