@@ -31,15 +31,11 @@ export function policyFileName(init: PolicyInit): string {
   return `policy-${createHash("sha256").update(canonical).digest("hex").slice(0, 12)}.gguf`;
 }
 
-/**
- * Return the GGUF policy for `init` in `dir`, creating it (seeded random weights, policy version 0)
- * when absent. Deterministic: the same init always yields the same, byte-identical file.
- */
-export function ensurePolicy(dir: string, init: PolicyInit): { path: string; config: TinyLlamaConfig; created: boolean } {
+/** The model config of `init` over a vocabulary of `nVocab` tokens; a RangeError for a non-integer seed. */
+export function initConfig(init: PolicyInit, nVocab: number): TinyLlamaConfig {
   if (!Number.isInteger(init.seed)) throw new RangeError(`model.init.seed: must be an integer (got ${init.seed})`);
-  const vocab = new Vocab();
-  const config = tinyConfig({
-    nVocab: vocab.size,
+  return tinyConfig({
+    nVocab,
     nEmbd: init.nEmbd,
     nLayer: init.nLayer,
     nHead: init.nHead,
@@ -47,6 +43,15 @@ export function ensurePolicy(dir: string, init: PolicyInit): { path: string; con
     nFf: init.nFf,
     contextLength: init.contextLength,
   });
+}
+
+/**
+ * Return the GGUF policy for `init` in `dir`, creating it (seeded random weights, policy version 0)
+ * when absent. Deterministic: the same init always yields the same, byte-identical file.
+ */
+export function ensurePolicy(dir: string, init: PolicyInit): { path: string; config: TinyLlamaConfig; created: boolean } {
+  const vocab = new Vocab();
+  const config = initConfig(init, vocab.size);
   const path = join(dir, policyFileName(init));
   if (existsSync(path)) return { path, config, created: false };
   mkdirSync(dir, { recursive: true });

@@ -8,10 +8,10 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { Rng } from "../../core/rng.js";
-import { tinyConfig, type TinyLlamaConfig } from "../config.js";
+import type { TinyLlamaConfig } from "../config.js";
 import { writeGguf } from "../gguf.js";
 import { tokenizerMetadata, type GgufTokenizerSpec } from "../gguf-tokenizer.js";
-import type { PolicyInit } from "../policy.js";
+import { initConfig, type PolicyInit } from "../policy.js";
 import type { ModelTokenizer } from "../tokenizer.js";
 import { initWeights } from "../weights.js";
 import { bpeChatmlSpec } from "./bpe-vocab.js";
@@ -37,11 +37,14 @@ export function madeTokenizerSpec(kind: MadeModelKind): GgufTokenizerSpec {
   return spec();
 }
 
-/** File name of a made model: `<kind>-<hash of format, init and tokenizer>.gguf`. */
-export function madeModelFileName(kind: MadeModelKind, init: PolicyInit): string {
+/**
+ * File name of a made model: `<kind>-<hash of format, init and tokenizer>.gguf`. `spec` is the
+ * kind's tokenizer when the caller has built it already (building the BPE vocabulary trains it).
+ */
+export function madeModelFileName(kind: MadeModelKind, init: PolicyInit, spec: GgufTokenizerSpec = madeTokenizerSpec(kind)): string {
   const h = createHash("sha256");
   h.update(JSON.stringify([MADE_MODEL_FORMAT, kind, init.seed, init.nEmbd, init.nLayer, init.nHead, init.nHeadKv, init.nFf, init.contextLength]));
-  h.update(JSON.stringify(tokenizerMetadata(madeTokenizerSpec(kind))));
+  h.update(JSON.stringify(tokenizerMetadata(spec)));
   return `${kind}-${h.digest("hex").slice(0, 12)}.gguf`;
 }
 
@@ -54,18 +57,9 @@ export function makeModel(
   dir: string,
   init: PolicyInit,
 ): { path: string; config: TinyLlamaConfig; tokenizer: ModelTokenizer; spec: GgufTokenizerSpec; created: boolean } {
-  if (!Number.isInteger(init.seed)) throw new RangeError(`model.init.seed: must be an integer (got ${init.seed})`);
   const spec = madeTokenizerSpec(kind);
-  const config = tinyConfig({
-    nVocab: spec.tokens.length,
-    nEmbd: init.nEmbd,
-    nLayer: init.nLayer,
-    nHead: init.nHead,
-    nHeadKv: init.nHeadKv,
-    nFf: init.nFf,
-    contextLength: init.contextLength,
-  });
-  const path = join(dir, madeModelFileName(kind, init));
+  const config = initConfig(init, spec.tokens.length);
+  const path = join(dir, madeModelFileName(kind, init, spec));
   const tokenizer = tokenizerFromSpec(spec);
   if (existsSync(path)) return { path, config, tokenizer, spec, created: false };
   mkdirSync(dir, { recursive: true });
