@@ -110,8 +110,12 @@ function wordsOf(cps: number[], ends: number[]): string[] {
   return out;
 }
 
-/** `unicode_regex_split_custom_llama3` (maxDigits 3) and `_qwen2` (maxDigits 1). */
-function splitLlama3Like(text: string, maxDigits: number): string[] {
+/**
+ * What llama.cpp's hand-written splitters share: the text's code points, the word ends found so
+ * far, `add(end)` (a word ends at `end`; returns its length, 0 for an empty one, which is not
+ * recorded) and the code point / Unicode flags at a position (past the end: undefined / none).
+ */
+function splitCursor(text: string) {
   const cps = codePoints(text);
   const n = cps.length;
   const ends: number[] = [];
@@ -124,6 +128,12 @@ function splitLlama3Like(text: string, maxDigits: number): string[] {
   };
   const cpAt = (p: number): number | undefined => (p < n ? cps[p] : undefined);
   const fl = (p: number): Flags => flagsOf(cpAt(p));
+  return { cps, n, ends, add, cpAt, fl };
+}
+
+/** `unicode_regex_split_custom_llama3` (maxDigits 3) and `_qwen2` (maxDigits 1). */
+function splitLlama3Like(text: string, maxDigits: number): string[] {
+  const { cps, n, ends, add, cpAt, fl } = splitCursor(text);
   let pos = 0;
   while (pos < n) {
     const cpt = cps[pos] as number;
@@ -206,18 +216,7 @@ function splitLlama3Like(text: string, maxDigits: number): string[] {
 
 /** `unicode_regex_split_custom_gpt2`: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
 function splitGpt2(text: string): string[] {
-  const cps = codePoints(text);
-  const n = cps.length;
-  const ends: number[] = [];
-  let prevEnd = 0;
-  const add = (end: number): number => {
-    const len = end - prevEnd;
-    if (len > 0) ends.push(end);
-    prevEnd = end;
-    return len;
-  };
-  const cpAt = (p: number): number | undefined => (p < n ? cps[p] : undefined);
-  const fl = (p: number): Flags => flagsOf(cpAt(p));
+  const { cps, n, ends, add, cpAt, fl } = splitCursor(text);
   let pos = 0;
   while (pos < n) {
     const cpt = cps[pos] as number;
