@@ -17,6 +17,7 @@ import { LlamaTokenizer } from "../../engine/llama-tokenizer.js";
 import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
 import { makeModel } from "../../model/made/made-models.js";
 import { ScriptedExecutor } from "../../testing/scripted-executor.js";
+import { chatAnswerOf } from "../../testing/openai-chat-answer.js";
 import { createGateway, type Gateway } from "../server.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-bpe-sdk-"));
@@ -56,20 +57,7 @@ describe("openai client ← gateway ← Arbor's engine serving the BPE + ChatML 
       const programId = `bpe-oa-${stream}`;
       const client = new OpenAI({ baseURL: `${url}/p/${programId}/v1`, apiKey: "unused", maxRetries: 0 });
       const body = { model: "bpe-chatml", messages: [{ role: "user" as const, content: "Weather in Paris?" }], tools: [weather], max_tokens: 200 };
-      let message: OpenAI.Chat.Completions.ChatCompletionMessage & { reasoning_content?: string };
-      let finish: string | undefined;
-      if (stream) {
-        let reasoning = "";
-        const s = client.chat.completions.stream({ ...body, stream: true });
-        s.on("chunk", (c) => void (reasoning += (c.choices[0]?.delta as { reasoning_content?: string } | undefined)?.reasoning_content ?? ""));
-        const done = await s.finalChatCompletion();
-        message = { ...done.choices[0]!.message, reasoning_content: reasoning };
-        finish = done.choices[0]!.finish_reason;
-      } else {
-        const res = await client.chat.completions.create(body);
-        message = res.choices[0]!.message as typeof message;
-        finish = res.choices[0]!.finish_reason;
-      }
+      const { message, finish } = await chatAnswerOf(client, body, stream);
       expect(finish).toBe("tool_calls");
       expect(message.reasoning_content).toBe("\nThe user wants Paris.\n");
       const tc = message.tool_calls![0] as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall;

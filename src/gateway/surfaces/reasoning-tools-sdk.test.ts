@@ -9,6 +9,7 @@ import { reasoningParserNamed, toolParserNamed } from "../../backends/answer-par
 import type { Call, ChatMessage } from "../../core/types.js";
 import { CHATML_CONTROL, QWEN3_LIKE_TEMPLATE, QWEN_ADDED } from "../../testing/chat-template-fixtures.js";
 import { jinjaChatModel, templateBackend, type TemplateBackend } from "../../testing/template-backend.js";
+import { chatAnswerOf } from "../../testing/openai-chat-answer.js";
 import { createGateway, type Gateway } from "../server.js";
 
 const model = jinjaChatModel("qwen3-like", QWEN3_LIKE_TEMPLATE, CHATML_CONTROL, QWEN_ADDED, ["<|im_end|>"]);
@@ -38,20 +39,7 @@ describe("openai client: tool calls and reasoning on the token path of a Hermes/
       const client = new OpenAI({ baseURL: `${url}/p/${programId}/v1`, apiKey: "unused", maxRetries: 0 });
       backend.script({ history, tools: [weather], turn });
       const body = { model: "qwen", messages: [{ role: "user" as const, content: "Weather in Paris?" }], tools: [weather], max_tokens: 500 };
-      let message: OpenAI.Chat.Completions.ChatCompletionMessage & { reasoning_content?: string };
-      let finish: string | undefined;
-      if (stream) {
-        let reasoning = "";
-        const s = client.chat.completions.stream({ ...body, stream: true });
-        s.on("chunk", (c) => void (reasoning += (c.choices[0]?.delta as { reasoning_content?: string } | undefined)?.reasoning_content ?? ""));
-        const done = await s.finalChatCompletion();
-        message = { ...done.choices[0]!.message, reasoning_content: reasoning };
-        finish = done.choices[0]!.finish_reason;
-      } else {
-        const res = await client.chat.completions.create(body);
-        message = res.choices[0]!.message as typeof message;
-        finish = res.choices[0]!.finish_reason;
-      }
+      const { message, finish } = await chatAnswerOf(client, body, stream);
       expect(finish).toBe("tool_calls");
       expect(message.content ?? "").toBe("");
       // Qwen3's template writes the reasoning between newlines; the parser keeps them, as vLLM's does.
