@@ -1,4 +1,5 @@
-// `arbor run examples/bpe-chatml.yaml` end to end, unchanged but for its first iteration only and where it writes: the
+// `arbor run examples/bpe-chatml.yaml` end to end, unchanged but for its first iteration only, where it writes and
+// a small completion-time reward term (below): the
 // made-here BPE + ChatML model (models/calc-chatml-sft.gguf) calls its calc tool natively, the engine's
 // template renders the declared tools, the Hermes parser reads the calls on the gateway's token path,
 // every recorded call's ids are the engine's, the exported batch's ids are the recorded ones, and the
@@ -29,6 +30,10 @@ beforeAll(async () => {
   const cfg = parseRunConfig({
     ...shipped,
     iterations: 1,
+    // The example's rewards can tie in every group of one iteration (sampling under load differs run to run),
+    // and then no step is taken. Wall times never tie: a small completion-time term, open to every completed
+    // program whatever its score, gives each group a spread, so the step this test checks always happens.
+    reward: { ...shipped.reward, "completion-time": 0.01, options: { ...shipped.reward.options, "completion-time": { minOutcome: -1e9 } } },
     sandbox: { ...shipped.sandbox, root: join(dir, "sandboxes") },
     output: { dir: join(dir, "out") },
   });

@@ -2,10 +2,10 @@
 // new checkpoint over its own HTTP API (POST /v1/load_weights) and confirm it does (GET /v1/policy_version),
 // so the loop only tells the rollout about a version every engine serves.
 import { ArborError } from "../core/errors.js";
+import type { InFlightOnSwitch } from "../backends/weights/engine-weights.js";
 import type { WeightSync } from "./trainer-port.js";
 
-/** What in-flight requests do on a weight switch (the engine's `in_flight`). */
-export type InFlightOnSwitch = "finish" | "abort" | "resume";
+export type { InFlightOnSwitch } from "../backends/weights/engine-weights.js";
 
 /** An engine the loop syncs: its server root (no `/v1`), e.g. http://127.0.0.1:8000. */
 export interface SyncedEngine {
