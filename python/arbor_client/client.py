@@ -54,14 +54,29 @@ class TrainerClient:
         """
         if format not in FORMATS:
             raise ValueError(f"format: '{format}' is not a batch format (known: {', '.join(FORMATS)})")
+        if format == "arrow":
+            # Checked before asking: a batch taken and then unreadable here would sit in flight on the server.
+            try:
+                import pyarrow  # noqa: F401
+            except ImportError as e:
+                raise ImportError("next_batch(format='arrow') needs pyarrow (pip install pyarrow); format='safetensors' needs numpy only") from e
         what = f"GET /v1/batches/next?format={format}"
         status, headers, body = self._request("GET", f"/v1/batches/next?format={format}", what)
         if status == 204:
             return None
-        batch = Batch.from_safetensors(body) if format == "safetensors" else Batch.from_arrow(body)
         header = headers.get("x-arbor-batch-id")
-        if header != batch.batch_id:
-            raise TrainerProtocolError(f"trainer protocol: {what}: batch id header '{header}' differs from the file's '{batch.batch_id}'", status)
+        try:
+            batch = Batch.from_safetensors(body) if format == "safetensors" else Batch.from_arrow(body)
+            if header != batch.batch_id:
+                raise TrainerProtocolError(f"trainer protocol: {what}: batch id header '{header}' differs from the file's '{batch.batch_id}'", status)
+        except Exception as e:
+            # Unreadable here: give it back rather than leave it in flight until the rollout's wait runs out.
+            if header:
+                try:
+                    self.requeue(header)
+                except TrainerProtocolError as requeue_error:
+                    e.add_note(f"requeueing batch {header} failed too: {requeue_error}")
+            raise
         return batch
 
     def ack(self, batch_id: str) -> None:

@@ -5,8 +5,13 @@ it (and the client) against the real trainer server.
 """
 from __future__ import annotations
 
+import json
 import socket
+import sys
+import threading
 import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from unittest import mock
 from typing import List, Optional
 
 from arbor_client.batch import Batch
@@ -105,7 +110,79 @@ class TrainLoopTest(unittest.TestCase):
             train_loop(RecordingClient([]), lambda b: None, batches=-1)
 
 
+class ScriptedServer:
+    """A real HTTP server answering each path with a fixed (status, headers, body); records every request."""
+
+    def __init__(self, routes):
+        self.routes = routes
+        self.requests: List[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                outer.requests.append(f"{self.command} {self.path}")
+                length = int(self.headers.get("content-length") or 0)
+                if length:
+                    self.rfile.read(length)
+                status, headers, body = outer.routes.get(f"{self.command} {self.path.split('?')[0]}", (404, {}, b'{"error":"no route"}'))
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = _answer
+            do_POST = _answer
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "ScriptedServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 class TrainerClientTest(unittest.TestCase):
+    def test_an_unreadable_batch_is_given_back_before_the_error(self) -> None:
+        routes = {
+            "GET /v1/batches/next": (200, {"x-arbor-batch-id": "bad/1"}, b"not safetensors"),
+            "POST /v1/batches/bad%2F1/requeue": (200, {}, b'{"ok":true}'),
+        }
+        with ScriptedServer(routes) as server:
+            with self.assertRaisesRegex(ValueError, "safetensors batch: safetensors: header length"):
+                TrainerClient(server.url).next_batch()
+            self.assertEqual(server.requests, ["GET /v1/batches/next?format=safetensors", "POST /v1/batches/bad%2F1/requeue"])
+
+    def test_arrow_without_pyarrow_fails_before_taking_a_batch(self) -> None:
+        with ScriptedServer({}) as server:
+            with mock.patch.dict(sys.modules, {"pyarrow": None}):
+                with self.assertRaisesRegex(ImportError, r"next_batch\(format='arrow'\) needs pyarrow"):
+                    TrainerClient(server.url).next_batch("arrow")
+            self.assertEqual(server.requests, [])
+
+    def test_server_errors_carry_status_and_text(self) -> None:
+        routes = {
+            "POST /v1/weights": (409, {"content-type": "application/json"}, json.dumps({"error": "policy_version: stale"}).encode()),
+            "GET /v1/stats": (500, {}, b"<html>boom</html>"),
+        }
+        with ScriptedServer(routes) as server:
+            client = TrainerClient(server.url)
+            with self.assertRaises(TrainerProtocolError) as ctx:
+                client.announce_weights(3, "/w")
+            self.assertEqual((ctx.exception.status, ctx.exception.error, str(ctx.exception)), (409, "policy_version: stale", "trainer protocol: POST /v1/weights: HTTP 409 (policy_version: stale)"))
+            with self.assertRaises(TrainerProtocolError) as ctx:
+                client.stats()
+            self.assertEqual((ctx.exception.status, str(ctx.exception)), (500, "trainer protocol: GET /v1/stats: HTTP 500"))
+
     def test_unreachable_server_is_a_protocol_error_saying_so(self) -> None:
         # A port nothing listens on: bind one, then close it.
         with socket.socket() as s:
