@@ -35,19 +35,23 @@ use ``Batch.flat()``'s ``weight`` in a custom loss.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .batch import Batch
+from .batch import Batch, FlatSample
 
 __all__ = ["split_samples", "to_verl", "to_trl", "to_slime"]
 
 
 def split_samples(batch: Batch) -> List[int]:
     """Prompt length of each sample: the index of its first model token (its length when it has none)."""
+    return _cuts(batch.flat())
+
+
+def _cuts(flat: List[FlatSample]) -> List[int]:
     out = []
-    for s in batch.flat():
+    for s in flat:
         model = np.nonzero(s.loss_mask)[0]
         out.append(int(model[0]) if len(model) else len(s.tokens))
     return out
@@ -73,10 +77,9 @@ def _width(lengths: List[int], given: Optional[int], name: str) -> int:
     return given
 
 
-def _parts(batch: Batch):
+def _parts(batch: Batch) -> Tuple[List[FlatSample], List[int]]:
     flat = batch.flat()
-    cut = split_samples(batch)
-    return flat, cut
+    return flat, _cuts(flat)
 
 
 def to_verl(batch: Batch, pad_token_id: int = 0, prompt_length: Optional[int] = None, response_length: Optional[int] = None) -> Dict[str, np.ndarray]:
