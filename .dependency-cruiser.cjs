@@ -27,10 +27,8 @@ const LAYERS = [
  * trainers, or a simulation of an engine role that does not exist yet. Everything else must be reachable.
  */
 const NOT_YET_WIRED = [
-  // Tree batches as safetensors, and the tree-attention metadata external kernels consume (docs/batch-schema.md):
-  // library functions for Python/Megatron trainers; the trainer protocol serves Arrow.
-  "^src/batch/export-safetensors\\.ts$",
-  "^src/model/safetensors\\.ts$",
+  // The tree-attention metadata external kernels consume (docs/batch-schema.md): a library for Python/Megatron
+  // trainers. (Tree batches as safetensors are wired: the trainer protocol serves them.)
   "^src/batch/tree/attention\\.ts$",
   // Prefill/decode disaggregation, simulated until the built-in engines serve prefill and decode roles.
   "^src/sim/disagg/",

@@ -28,7 +28,13 @@ export interface ImportedBatch extends ExportedBatch {
   stats: TreeStats;
 }
 
-type SampleMeta = Pick<ScoredSample, "id" | "programId" | "groupId" | "taskId" | "callIds" | "segment">;
+/** What the `arbor.samples` metadata (Arrow and safetensors files alike) holds of each sample. */
+export type SampleMeta = Pick<ScoredSample, "id" | "programId" | "groupId" | "taskId" | "callIds" | "segment">;
+
+/** The `arbor.samples` entries of samples: their ids, program, group, task, calls and segment. */
+export function sampleMeta(samples: readonly ScoredSample[]): SampleMeta[] {
+  return samples.map((s) => ({ id: s.id, programId: s.programId, groupId: s.groupId, taskId: s.taskId, callIds: s.callIds, segment: s.segment }));
+}
 
 function fail(message: string): never {
   throw new ArborError(`arrow batch: ${message}`, "batch");
@@ -78,7 +84,7 @@ export function batchToArrow(batch: ExportedBatch): Uint8Array {
     cols.unit[(rowOf[tb.tree.terms.sample[j] as number] as number) + (tb.termToken[j] as number)] = tb.termUnit[j] as number;
   }
   const table = makeTable(cols);
-  const meta: SampleMeta[] = batch.samples.map((s) => ({ id: s.id, programId: s.programId, groupId: s.groupId, taskId: s.taskId, callIds: s.callIds, segment: s.segment }));
+  const meta = sampleMeta(batch.samples);
   table.schema.metadata.set("arbor.schema", ARROW_SCHEMA_VERSION);
   table.schema.metadata.set("arbor.batch_id", batch.id);
   table.schema.metadata.set("arbor.loss", JSON.stringify(batch.loss));

@@ -1,10 +1,14 @@
 // A tree batch as a safetensors file (docs/batch-schema.md): the packed prefix tree's arrays as tensors, for
 // trainers that load tensors directly. Ids, indices, positions and offsets are I32 tensors; advantages, old
 // logprobs and weights are F32. Files of the older schema arbor.tree.v1 (every tensor F32) are still read.
-import { isIntTensor, readSafetensors, writeSafetensors, type AnyTensor, type IntTensor } from "../model/safetensors.js";
+// The same bytes are served by the trainer protocol (GET /v1/batches/next?format=safetensors) to trainers
+// that read tensors with numpy alone, so the in-memory form carries the samples' metadata as the Arrow file does.
+import { isIntTensor, readSafetensors, safetensorsBytes, type AnyTensor, type IntTensor } from "../model/safetensors.js";
+import { writeFileAtomic } from "../model/atomic-file.js";
 import { ArborError } from "../core/errors.js";
 import { validateLossSpec, type LossSpec } from "./estimators/loss-spec.js";
-import type { TreeBatch } from "./tree/tree-batch.js";
+import { sampleMeta, type ExportedBatch } from "./export-arrow.js";
+import { buildTreeBatch, type TreeBatch } from "./tree/tree-batch.js";
 import type { TreeStats } from "./tree/tree-stats.js";
 
 /** Version of the safetensors tree schema written (v2: integer arrays as I32). */
@@ -21,8 +25,11 @@ function ints(name: string, data: Int32Array): IntTensor {
   return { name, shape: [data.length], data };
 }
 
-/** Write a tree batch to `path` (atomically, via src/model/safetensors.ts). */
-export function writeTreeSafetensors(path: string, batch: TreeBatch, batchId: string): void {
+/**
+ * A tree batch as safetensors bytes (schema arbor.tree.v2). `metadata` adds entries to the file's metadata
+ * (e.g. `arbor.samples`); the schema, batch id, loss and tree stats always come from `batch`.
+ */
+export function treeToSafetensors(batch: TreeBatch, batchId: string, metadata: Record<string, string> = {}): Uint8Array {
   const { tree } = batch;
   const offsets = new Int32Array(tree.samplePaths.length + 1);
   tree.samplePaths.forEach((p, i) => (offsets[i + 1] = (offsets[i] as number) + p.length));
@@ -43,12 +50,30 @@ export function writeTreeSafetensors(path: string, batch: TreeBatch, batchId: st
     ints("sample_offsets", offsets),
     ints("sample_paths", flatPaths),
   ];
-  writeSafetensors(path, tensors, {
+  return safetensorsBytes(tensors, {
+    ...metadata,
     "arbor.schema": SAFETENSORS_SCHEMA_VERSION,
     "arbor.batch_id": batchId,
     "arbor.loss": JSON.stringify(batch.loss),
     "arbor.tree_stats": JSON.stringify(batch.stats),
   });
+}
+
+/**
+ * A whole exported batch as safetensors bytes: the prefix tree of every sample (built as `offer()` and the
+ * Arrow export build it, or `tree` when the caller has it already) plus `arbor.samples` (and `arbor.programs`
+ * when the batch has them) in the metadata, the same JSON as the Arrow file's.
+ */
+export function batchToSafetensors(batch: ExportedBatch, tree: TreeBatch = buildTreeBatch(batch.samples, batch.loss)): Uint8Array {
+  const metadata: Record<string, string> = { "arbor.samples": JSON.stringify(sampleMeta(batch.samples)) };
+  if (batch.programs) metadata["arbor.programs"] = JSON.stringify(batch.programs);
+  return treeToSafetensors(tree, batch.id, metadata);
+}
+
+/** Write a tree batch to `path` (atomically). */
+export function writeTreeSafetensors(path: string, batch: TreeBatch, batchId: string): void {
+  const bytes = treeToSafetensors(batch, batchId);
+  writeFileAtomic(path, (put) => put(bytes));
 }
 
 /**

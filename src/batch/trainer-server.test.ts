@@ -1,6 +1,6 @@
 // The external-trainer path end to end over real HTTP: calls recorded in SQLite → merged samples → GRPO →
 // Arrow batch served by the trainer protocol → pulled by TrainerClient, which reconstructs every sample exactly.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,6 +10,11 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import type { ScoredSample } from "./batch-sample.js";
 import { createGrpo } from "./estimators/grpo.js";
+import { createGspo } from "./estimators/gspo.js";
+import { sampleMeta } from "./export-arrow.js";
+import { readTreeSafetensors } from "./export-safetensors.js";
+import { fixtureSet } from "../testing/estimator-fixtures.js";
+import { buildTreeBatch } from "./tree/tree-batch.js";
 import { TrainerClient } from "./trainer-client.js";
 import { createTrainerServer, type BatchEvent, type TrainerServer, type WeightsAnnouncement } from "./trainer-server.js";
 import { buildSampleSet } from "./trajectory-samples.js";
@@ -112,5 +117,73 @@ describe("trainer protocol over HTTP", () => {
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: string }).error).toMatch(/policy_version: must be a number/);
     expect((await client.stats()).policyVersion).toBe(5);
+  });
+});
+
+describe("GET /v1/batches/next?format=", () => {
+  // GSPO over two programs sharing a prompt, one with two chunks: sequence ratio units, a masked tool token.
+  const set = fixtureSet([
+    { id: "a", group: "g", reward: 1, chunks: [2, 2] },
+    { id: "b", group: "g", reward: 0, chunks: [3] },
+  ]);
+  const scored = createGspo().score(set);
+  let server: TrainerServer;
+  let address: string;
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "arbor-trainer-st-"));
+    server = createTrainerServer({ capacity: 2, onWeights: () => undefined });
+    server.offer({ id: "t1", samples: scored.samples, loss: scored.loss, programs: set.programs });
+    address = await server.app.listen({ host: "127.0.0.1", port: 0 });
+  });
+  afterAll(async () => {
+    await server.app.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("refuses an unknown format with 400 naming `format`, without taking a batch", async () => {
+    const res = await fetch(`${address}/v1/batches/next?format=parquet`);
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toBe("format: 'parquet' is not a batch format (known: arrow, safetensors)");
+    expect(server.stats()).toMatchObject({ queued: 1, inFlight: 0, delivered: 0 });
+  });
+
+  it("serves the batch's whole prefix tree as safetensors with the samples' metadata; acks drop it", async () => {
+    const res = await fetch(`${address}/v1/batches/next?format=safetensors`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/octet-stream");
+    expect(res.headers.get("x-arbor-batch-id")).toBe("t1");
+    expect(res.headers.get("x-arbor-schema")).toBe("arbor.tree.v2");
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const path = join(dir, "t1.safetensors");
+    writeFileSync(path, bytes);
+    const back = readTreeSafetensors(path);
+    const want = buildTreeBatch(scored.samples, scored.loss);
+    expect(back.batchId).toBe("t1");
+    expect(back.tree).toEqual(want.tree);
+    expect(back.tree.samplePaths).toHaveLength(2);
+    expect(back.termUnit).toEqual(want.termUnit);
+    expect(back.termToken).toEqual(want.termToken);
+    expect(back.loss).toEqual(scored.loss);
+    expect(back.stats).toEqual(want.stats);
+    // The metadata (read by hand: readTreeSafetensors keeps only the tree) names the samples and programs.
+    const n = Number(Buffer.from(bytes).readBigUInt64LE(0));
+    const meta = (JSON.parse(Buffer.from(bytes.subarray(8, 8 + n)).toString("utf8")) as { __metadata__: Record<string, string> }).__metadata__;
+    expect(JSON.parse(meta["arbor.samples"] as string)).toEqual(sampleMeta(scored.samples));
+    expect(JSON.parse(meta["arbor.programs"] as string)).toEqual(set.programs);
+    // The Arrow form of the same batch after a requeue; format=arrow is the default spelled out.
+    await fetch(`${address}/v1/batches/t1/requeue`, { method: "POST" });
+    const arrow = await fetch(`${address}/v1/batches/next?format=arrow`);
+    expect(arrow.headers.get("content-type")).toBe("application/vnd.apache.arrow.file");
+    expect(arrow.headers.get("x-arbor-schema")).toBe("arbor.batch.v1");
+    await arrow.arrayBuffer();
+    expect((await fetch(`${address}/v1/batches/t1/ack`, { method: "POST" })).status).toBe(200);
+    expect((await fetch(`${address}/v1/batches/next?format=safetensors`)).status).toBe(204);
+    // Acked, the id may be offered again and is served afresh.
+    server.offer({ id: "t1", samples: scored.samples.slice(1), loss: scored.loss });
+    const again = await fetch(`${address}/v1/batches/next?format=safetensors`);
+    writeFileSync(path, new Uint8Array(await again.arrayBuffer()));
+    expect(readTreeSafetensors(path).tree.samplePaths).toHaveLength(1);
   });
 });

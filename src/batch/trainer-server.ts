@@ -1,5 +1,7 @@
 // The trainer protocol over HTTP (fastify), a thin shell around a BatchQueue:
-//   GET  /v1/batches/next        → 200 Arrow IPC file (headers x-arbor-batch-id, x-arbor-schema) | 204 none queued
+//   GET  /v1/batches/next        → 200 Arrow IPC file (headers x-arbor-batch-id, x-arbor-schema) | 204 none queued;
+//                                   ?format=safetensors: the batch's prefix tree as safetensors (arbor.tree.v2), for
+//                                   trainers that read tensors with numpy alone (python/arbor_client)
 //   POST /v1/batches/:id/ack     → the trainer consumed the batch
 //   POST /v1/batches/:id/requeue → give it back (e.g. the trainer is shutting down)
 //   POST /v1/weights             → {policy_version, model_path}: a new version is ready; calls the onWeights hook
@@ -10,6 +12,7 @@ import { z } from "zod";
 import { ArborError, CapacityError } from "../core/errors.js";
 import { BatchQueue, type BatchQueueStats } from "./batch-queue.js";
 import { ARROW_SCHEMA_VERSION, batchToArrow, type ExportedBatch } from "./export-arrow.js";
+import { batchToSafetensors, SAFETENSORS_SCHEMA_VERSION } from "./export-safetensors.js";
 import { buildTreeBatch } from "./tree/tree-batch.js";
 
 /** A new policy version announced by a trainer. */
@@ -49,6 +52,10 @@ export interface TrainerServer {
   stats(): TrainerServerStats;
 }
 
+/** The batch formats GET /v1/batches/next serves (`?format=`); Arrow when absent. */
+const FORMATS = ["arrow", "safetensors"] as const;
+type BatchFormat = (typeof FORMATS)[number];
+
 const WeightsSchema = z.object({
   policy_version: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).min(0),
   model_path: z.string({ error: "must be the path of the new weights" }).min(1, { error: "must not be empty" }),
@@ -59,6 +66,9 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
   const queue = new BatchQueue(opts.capacity);
   let policyVersion = opts.initialPolicyVersion ?? 0;
   let modelPath: string | null = opts.initialModelPath ?? null;
+  // The safetensors form of each queued or in-flight batch, made at offer() from the same tree as the stats
+  // (the tree is small beside the Arrow rows); dropped on ack.
+  const safetensors = new Map<string, Uint8Array>();
   const app = Fastify({ logger: false, bodyLimit: 1 << 20 });
   const stats = (): TrainerServerStats => ({ ...queue.stats(), policyVersion, modelPath });
 
@@ -69,19 +79,29 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
     return reply.code(status).send({ error: (err as Error).message });
   });
 
-  app.get("/v1/batches/next", async (_req, reply) => {
+  app.get<{ Querystring: { format?: string } }>("/v1/batches/next", async (req, reply) => {
+    const format = req.query.format ?? "arrow";
+    // Checked before taking a batch: a malformed request must not put one in flight.
+    if (!(FORMATS as readonly string[]).includes(format)) {
+      return reply.code(400).send({ error: `format: '${format}' is not a batch format (known: ${FORMATS.join(", ")})` });
+    }
     const b = queue.next();
     if (!b) return reply.code(204).send();
     opts.onBatch?.("taken", b.id);
+    const [type, schema, bytes] =
+      (format as BatchFormat) === "safetensors"
+        ? ["application/octet-stream", SAFETENSORS_SCHEMA_VERSION, safetensors.get(b.id) as Uint8Array]
+        : ["application/vnd.apache.arrow.file", ARROW_SCHEMA_VERSION, b.bytes];
     return reply
-      .header("content-type", "application/vnd.apache.arrow.file")
+      .header("content-type", type)
       .header("x-arbor-batch-id", b.id)
-      .header("x-arbor-schema", ARROW_SCHEMA_VERSION)
-      .send(Buffer.from(b.bytes.buffer, b.bytes.byteOffset, b.bytes.byteLength));
+      .header("x-arbor-schema", schema)
+      .send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   });
 
   app.post<{ Params: { id: string } }>("/v1/batches/:id/ack", async (req) => {
     queue.ack(req.params.id);
+    safetensors.delete(req.params.id);
     opts.onBatch?.("acked", req.params.id);
     return { ok: true };
   });
@@ -117,8 +137,11 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
   return {
     app,
     offer(batch: ExportedBatch): void {
-      const s = buildTreeBatch(batch.samples, batch.loss).stats;
+      const tree = buildTreeBatch(batch.samples, batch.loss);
+      const s = tree.stats;
+      const tensors = batchToSafetensors(batch, tree);
       queue.push({ id: batch.id, bytes: batchToArrow(batch), samples: s.samples, flatTokens: s.flatTokens, treeTokens: s.treeTokens });
+      safetensors.set(batch.id, tensors);
     },
     stats,
   };

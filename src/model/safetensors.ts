@@ -38,10 +38,11 @@ function dtypeOf(t: AnyTensor): "F32" | "I32" {
 }
 
 /**
- * Write tensors (in the given order) and optional string metadata as a safetensors file, via a
- * temporary file renamed into place. Float32Array data is stored as F32, Int32Array data as I32.
+ * The parts of a safetensors file holding `tensors` (in the given order) and optional string metadata: the
+ * header length, the header, then each tensor's bytes (views of the tensors' own data, not copies).
+ * Float32Array data is stored as F32, Int32Array data as I32.
  */
-export function writeSafetensors(path: string, tensors: readonly AnyTensor[], metadata?: Record<string, string>): void {
+function safetensorsParts(tensors: readonly AnyTensor[], metadata?: Record<string, string>): Uint8Array[] {
   assertLittleEndian();
   const header: Record<string, unknown> = {};
   if (metadata && Object.keys(metadata).length > 0) {
@@ -69,12 +70,24 @@ export function writeSafetensors(path: string, tensors: readonly AnyTensor[], me
   const headerBytes = Buffer.from(json, "utf8");
   const len = Buffer.alloc(8);
   len.writeBigUInt64LE(BigInt(headerBytes.byteLength));
+  return [len, headerBytes, ...tensors.map((t) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength))];
+}
 
+/**
+ * Write tensors (in the given order) and optional string metadata as a safetensors file, via a
+ * temporary file renamed into place. Float32Array data is stored as F32, Int32Array data as I32.
+ */
+export function writeSafetensors(path: string, tensors: readonly AnyTensor[], metadata?: Record<string, string>): void {
+  const parts = safetensorsParts(tensors, metadata);
+  // Streamed part by part: a checkpoint may be larger than one Buffer.
   writeFileAtomic(path, (put) => {
-    put(len);
-    put(headerBytes);
-    for (const t of tensors) put(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+    for (const p of parts) put(p);
   });
+}
+
+/** The same file as {@link writeSafetensors} writes, in memory (for small files served over HTTP). */
+export function safetensorsBytes(tensors: readonly AnyTensor[], metadata?: Record<string, string>): Uint8Array {
+  return Buffer.concat(safetensorsParts(tensors, metadata));
 }
 
 /**

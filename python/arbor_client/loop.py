@@ -1,0 +1,98 @@
+"""An external trainer's main loop over the trainer protocol, in the protocol's order (docs/batch-schema.md):
+
+    pull a batch → step on it → announce the new weights (returns once the engines serve them) → ack it.
+
+A step that brings no new weights (``step_fn`` returns None: e.g. no sample carries a non-zero advantage) is
+acked without an announcement. If the step or the announcement raises, the batch is requeued (it goes back
+to the head of the server's queue, untrained as far as the rollout knows) and the error re-raised.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Tuple
+
+from .batch import Batch
+from .client import TrainerClient, TrainerProtocolError
+
+__all__ = ["train_loop", "LoopSummary", "StepResult"]
+
+#: What ``step_fn`` returns: the new weights ``(policy_version, model_path)``, or None when it learned nothing.
+StepResult = Optional[Tuple[int, str]]
+
+
+@dataclass
+class LoopSummary:
+    """What a :func:`train_loop` run did."""
+
+    #: Batches acked, in order.
+    batch_ids: List[str] = field(default_factory=list)
+    #: Policy versions announced, in order (one per batch that brought new weights).
+    versions: List[int] = field(default_factory=list)
+    #: Batches acked without an announcement (``step_fn`` returned None).
+    skipped: int = 0
+    #: Polls that found no batch queued.
+    empty_polls: int = 0
+
+    @property
+    def batches(self) -> int:
+        """Number of batches acked."""
+        return len(self.batch_ids)
+
+
+def train_loop(
+    client: TrainerClient,
+    step_fn: Callable[[Batch], StepResult],
+    *,
+    batches: Optional[int] = None,
+    poll_s: float = 0.2,
+    stop: Optional[Callable[[], bool]] = None,
+    idle_timeout_s: Optional[float] = None,
+    format: str = "safetensors",
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> LoopSummary:
+    """Pull, step, announce, ack until ``batches`` batches are acked or ``stop()`` is true (checked before each pull).
+
+    ``step_fn(batch)`` trains on the batch and returns ``(policy_version, model_path)`` of the weights it wrote,
+    or None for nothing to learn. With neither ``batches`` nor ``stop`` the loop runs until an error.
+    ``idle_timeout_s`` bounds the wait for a batch: no batch for that long raises :class:`TrainerProtocolError`.
+    ``sleep`` and ``clock`` are injectable for tests. Returns a :class:`LoopSummary`.
+    """
+    if batches is not None and batches < 0:
+        raise ValueError(f"batches: must be >= 0, got {batches}")
+    if not poll_s >= 0:
+        raise ValueError(f"poll_s: must be >= 0, got {poll_s}")
+    summary = LoopSummary()
+    idle_since = clock()
+    while (batches is None or summary.batches < batches) and not (stop is not None and stop()):
+        batch = client.next_batch(format=format)
+        if batch is None:
+            summary.empty_polls += 1
+            if idle_timeout_s is not None and clock() - idle_since >= idle_timeout_s:
+                raise TrainerProtocolError(
+                    f"trainer protocol: no batch from {client.base_url} within {idle_timeout_s}s "
+                    f"({summary.batches} acked so far, {summary.empty_polls} empty polls)"
+                )
+            sleep(poll_s)
+            continue
+        try:
+            result = step_fn(batch)
+            if result is not None:
+                version, model_path = result
+                client.announce_weights(version, model_path)
+        except BaseException as e:
+            # Give the batch back before surfacing the error: the rollout must not wait for an ack that never comes.
+            try:
+                client.requeue(batch.batch_id)
+            except TrainerProtocolError as requeue_error:
+                e.add_note(f"requeueing batch {batch.batch_id} failed too: {requeue_error}")
+            raise
+        client.ack(batch.batch_id)
+        summary.batch_ids.append(batch.batch_id)
+        if result is None:
+            summary.skipped += 1
+        else:
+            summary.versions.append(result[0])
+        idle_since = clock()
+    return summary
