@@ -88,6 +88,42 @@ export const EngineConfigSchema = z
   })
   .strict();
 
+/**
+ * How a run's trainer gets new weights onto an external engine, through the engine's own API
+ * (src/backends/weights/): `sglang` (POST /update_weights_from_disk, pausing generation where asked),
+ * `vllm-reload` (sleep, reload the weights from disk, wake), `vllm-lora` (a LoRA adapter per version),
+ * `llamacpp-restart` (Arbor starts llama-server itself and restarts it on each new GGUF).
+ */
+export const WeightSyncConfigSchema = z
+  .object({
+    kind: z.enum(["sglang", "vllm-reload", "vllm-lora", "llamacpp-restart"], { error: "must be one of sglang, vllm-reload, vllm-lora, llamacpp-restart" }),
+    /** In-flight calls at a switch: finish on the old weights (drained first), are aborted, or resume on the new ones where the engine can. */
+    inFlightOnWeightSwitch: z.enum(["finish", "abort", "resume"]).default("finish"),
+    /** Longest wait for one engine request of a switch (load, pause, restart), ms. */
+    timeoutMs: positiveInt.default(600_000),
+    /** Longest wait for in-flight calls to end before a switch, ms. */
+    drainTimeoutMs: positiveInt.default(600_000),
+    /** How the engine sees Arbor's checkpoint directory when it runs elsewhere: the prefix `from` of a path becomes `to`. */
+    pathMap: z.object({ from: z.string().min(1), to: z.string().min(1) }).strict().optional(),
+    /** llamacpp-restart: the llama-server binary (default: $ARBOR_LLAMA_SERVER, else the one scripts/setup.sh --llama-server built). */
+    binary: z.string().min(1).optional(),
+    /** llamacpp-restart: extra llama-server arguments (e.g. ["-c", "4096", "-np", "4"]). */
+    args: z.array(z.string()).default([]),
+    /** llamacpp-restart: port it listens on, the same across restarts (0: one chosen at start). */
+    port: z.number().int().min(0).max(65535).default(0),
+    /** llamacpp-restart: on a restart, drop the slots' KV or save it and restore it into the new process. */
+    slots: z.enum(["drain", "save"]).default("save"),
+  })
+  .strict()
+  .superRefine((w, ctx) => {
+    if (w.kind !== "llamacpp-restart") {
+      for (const k of ["binary", "slots"] as const) {
+        if (w[k] !== undefined && !(k === "slots" && w.slots === "save")) ctx.addIssue({ code: "custom", path: [k], message: "only used with kind: llamacpp-restart" });
+      }
+      if (w.args.length > 0 || w.port !== 0) ctx.addIssue({ code: "custom", path: [w.args.length > 0 ? "args" : "port"], message: "only used with kind: llamacpp-restart" });
+    }
+  });
+
 /** An inference backend the gateway routes to. */
 export const BackendConfigSchema = z
   .object({
@@ -110,6 +146,8 @@ export const BackendConfigSchema = z
     toolParser: z.string().min(1).optional(),
     /** The served model's reasoning format (`think`: `<think>…</think>` becomes `reasoning_content`). Default: none. */
     reasoningParser: z.string().min(1).optional(),
+    /** How training's new weights reach this (external) engine; required for every external backend of a run with `train`. */
+    weightSync: WeightSyncConfigSchema.optional(),
   })
   .strict();
 
@@ -431,7 +469,17 @@ export const RunConfigSchema = z
     });
     const engineNames = new Set(cfg.engines.map((e) => e.name));
     cfg.backends.forEach((b, i) => {
-      if (!b.url && !engineNames.has(b.name)) {
+      if (b.weightSync !== undefined && engineNames.has(b.name)) {
+        ctx.addIssue({ code: "custom", path: ["backends", i, "weightSync"], message: `backend '${b.name}' is the in-process engine of that name, which loads weights itself; remove weightSync` });
+      }
+      if (b.weightSync?.kind === "llamacpp-restart" && b.type !== "llamacpp") {
+        ctx.addIssue({ code: "custom", path: ["backends", i, "weightSync", "kind"], message: `llamacpp-restart manages a llama-server: backend '${b.name}' must have type: llamacpp` });
+      }
+      const managed = b.weightSync?.kind === "llamacpp-restart";
+      if (managed && b.url) {
+        ctx.addIssue({ code: "custom", path: ["backends", i, "url"], message: `backend '${b.name}' is a llama-server Arbor starts (weightSync.kind: llamacpp-restart); set weightSync.port instead of url` });
+      }
+      if (!b.url && !engineNames.has(b.name) && !managed) {
         ctx.addIssue({
           code: "custom",
           path: ["backends", i, "url"],
@@ -452,8 +500,16 @@ export const RunConfigSchema = z
         message: "external trainers are not supported with rollout.mode: async yet (only sync iterations drive the trainer protocol); use rollout.mode: sync or train.trainer: reference",
       });
     }
-    if (cfg.train !== undefined && cfg.engines.length === 0) {
-      ctx.addIssue({ code: "custom", path: ["train"], message: "training syncs weights to in-process engines; add `engines`" });
+    if (cfg.train !== undefined) {
+      cfg.backends.forEach((b, i) => {
+        if (!engineNames.has(b.name) && b.weightSync === undefined) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["backends", i, "weightSync"],
+            message: `training must get every policy version onto backend '${b.name}'; add weightSync (kind: sglang, vllm-reload, vllm-lora or llamacpp-restart) or remove the backend`,
+          });
+        }
+      });
     }
     if (cfg.engines.length === 0 && cfg.backends.length === 0) {
       ctx.addIssue({ code: "custom", path: ["engines"], message: "need at least one engine or backend" });
@@ -463,6 +519,7 @@ export const RunConfigSchema = z
 export type RunConfig = z.infer<typeof RunConfigSchema>;
 export type EngineConfig = z.infer<typeof EngineConfigSchema>;
 export type BackendConfig = z.infer<typeof BackendConfigSchema>;
+export type WeightSyncConfig = z.infer<typeof WeightSyncConfigSchema>;
 export type ModelConfig = z.infer<typeof ModelConfigSchema>;
 export type ExternalTrainerConfig = z.infer<typeof ExternalTrainerConfigSchema>;
 
