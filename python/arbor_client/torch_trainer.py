@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Dict, List, Optional, Tuple
+import types
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -22,9 +23,15 @@ from .hf_checkpoint import load_hf_checkpoint, save_hf_checkpoint
 from .torch_llama import LlamaConfig, TorchLlama
 from .torch_losses import batch_loss
 
-__all__ = ["TorchTrainer", "sample_paths_of", "LAYOUTS"]
+__all__ = ["TorchTrainer", "sample_paths_of", "sub_batch", "micro_batches", "LAYOUTS", "DEFAULT_MAX_PASS_TOKENS"]
 
 LAYOUTS = ("tree", "flat")
+
+#: Tokens one forward/backward pass may run (tree nodes, or Σ sample lengths in the flat layout) by default.
+DEFAULT_MAX_PASS_TOKENS = 4096
+
+#: The per-term arrays a sub-batch slices.
+_TERM_FIELDS = ("term_target", "term_unit", "term_token", "term_advantage", "term_old_logprob", "term_weight")
 
 
 def sample_paths_of(batch: object) -> List[np.ndarray]:
@@ -34,6 +41,64 @@ def sample_paths_of(batch: object) -> List[np.ndarray]:
     if offsets.ndim != 1 or offsets.shape[0] < 1 or offsets[0] != 0 or offsets[-1] != flat.shape[0] or np.any(np.diff(offsets) < 0):
         raise ValueError(f"trainer: sample_offsets {offsets.tolist()[:8]}… do not partition the {flat.shape[0]} sample_paths entries")
     return [flat[offsets[i] : offsets[i + 1]] for i in range(offsets.shape[0] - 1)]
+
+
+def sub_batch(batch: object, samples: Sequence[int]) -> Tuple[types.SimpleNamespace, np.ndarray]:
+    """The batch restricted to ``samples`` (a sub-tree: the union of their paths, renumbered in pre-order) and
+    the indices, in the full batch, of its terms. Exact for the loss: terms, ratio units and the mismatch mask
+    never span samples, and each weight already carries the batch-wide normaliser."""
+    paths = sample_paths_of(batch)
+    keep = np.unique(np.concatenate([paths[s] for s in samples])) if samples else np.zeros(0, dtype=np.int64)
+    local = np.full(np.asarray(getattr(batch, "tokens")).shape[0], -1, dtype=np.int64)
+    local[keep] = np.arange(keep.shape[0])
+    parents = np.asarray(getattr(batch, "parents"), dtype=np.int64)[keep]
+    new_sample = np.full(len(paths), -1, dtype=np.int64)
+    new_sample[np.asarray(samples, dtype=np.int64)] = np.arange(len(samples))
+    term_sample = np.asarray(getattr(batch, "term_sample"), dtype=np.int64)
+    terms = np.flatnonzero(new_sample[term_sample] >= 0)
+    sub_paths = [local[paths[s]] for s in samples]
+    out = types.SimpleNamespace(
+        batch_id=getattr(batch, "batch_id", ""),
+        loss=getattr(batch, "loss"),
+        tokens=np.asarray(getattr(batch, "tokens"))[keep],
+        # Ancestors of a kept node are on the same path, so they are kept too; sorting kept pre-order.
+        parents=np.where(parents >= 0, local[np.maximum(parents, 0)], -1).astype(np.int32),
+        positions=np.asarray(getattr(batch, "positions"))[keep],
+        term_node=local[np.asarray(getattr(batch, "term_node"), dtype=np.int64)[terms]].astype(np.int32),
+        term_sample=new_sample[term_sample[terms]].astype(np.int32),
+        sample_offsets=np.concatenate([[0], np.cumsum([len(p) for p in sub_paths])]).astype(np.int32),
+        sample_paths=(np.concatenate(sub_paths) if sub_paths else np.zeros(0)).astype(np.int32),
+    )
+    for field in _TERM_FIELDS:
+        if hasattr(batch, field):
+            setattr(out, field, np.asarray(getattr(batch, field))[terms])
+    return out, terms
+
+
+def micro_batches(batch: object, layout: str, max_tokens: int) -> List[Tuple[object, np.ndarray]]:
+    """Split ``batch`` into runs of consecutive samples whose pass runs at most ``max_tokens`` tokens (a sample
+    longer than that gets a pass of its own); the batch itself when it fits. Returns ``(batch, term indices)``."""
+    paths = sample_paths_of(batch)
+    n_terms = np.asarray(getattr(batch, "term_node")).shape[0]
+    total = np.asarray(getattr(batch, "tokens")).shape[0] if layout == "tree" else sum(len(p) for p in paths)
+    if total <= max_tokens:
+        return [(batch, np.arange(n_terms))]
+    groups: List[List[int]] = []
+    nodes: set = set()
+    count = 0
+    for s, path in enumerate(paths):
+        added = len(set(path.tolist()) - nodes) if layout == "tree" else len(path)
+        if groups and count + added > max_tokens:
+            groups.append([])
+            nodes, count = set(), 0
+            added = len(path)
+        if not groups:
+            groups.append([])
+        groups[-1].append(s)
+        nodes.update(path.tolist())
+        count += added
+    out = [sub_batch(batch, g) for g in groups]
+    return [(b, t) for b, t in out if t.shape[0] > 0]
 
 
 class TorchTrainer:
@@ -47,6 +112,7 @@ class TorchTrainer:
         layout: str = "tree",
         dtype: torch.dtype = torch.float32,
         version: int = 0,
+        max_pass_tokens: int = DEFAULT_MAX_PASS_TOKENS,
     ):
         if not lr > 0:
             raise ValueError(f"trainer: lr must be > 0, got {lr}")
@@ -56,12 +122,15 @@ class TorchTrainer:
             raise ValueError(f"trainer: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
         if not (isinstance(version, int) and version >= 0):
             raise ValueError(f"trainer: version must be an integer >= 0, got {version!r}")
+        if not (isinstance(max_pass_tokens, int) and max_pass_tokens > 0):
+            raise ValueError(f"trainer: max_pass_tokens must be an integer > 0, got {max_pass_tokens!r}")
         ckpt = load_hf_checkpoint(hf_dir, dtype)
         self.hf_dir = hf_dir
         self.hf_config = ckpt.config
         self.model = TorchLlama(LlamaConfig.from_hf(ckpt.config), ckpt.tensors, dtype)
         self.max_grad_norm = float(max_grad_norm)
         self.layout = layout
+        self.max_pass_tokens = max_pass_tokens
         self.version = version
         self.steps = 0
         self.optimizer = torch.optim.Adam(list(self.model.params.values()), lr=lr, betas=(0.9, 0.999), eps=1e-8)
@@ -87,15 +156,29 @@ class TorchTrainer:
             getattr(batch, "term_target"),
         )
 
-    def _loss(self, batch: object, layout: Optional[str]) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float]]:
-        if np.asarray(getattr(batch, "term_node")).shape[0] == 0:
+    def _loss(self, batch: object, layout: Optional[str]) -> Tuple[float, np.ndarray, Dict[str, float]]:
+        """Loss, term logprobs and loss stats of ``batch``, its gradients accumulated into the parameters' ``.grad``
+        over micro-batches of at most ``max_pass_tokens`` tokens per pass."""
+        n_terms = np.asarray(getattr(batch, "term_node")).shape[0]
+        if n_terms == 0:
             raise ValueError("trainer: the batch has no loss terms (every token is masked)")
+        layout = layout or self.layout
         for p in self.model.params.values():
             p.grad = None
-        lp = self.logprobs(batch, layout)
-        loss, stats = batch_loss(getattr(batch, "loss"), lp, batch)
-        loss.backward()
-        return loss, lp, stats
+        total = 0.0
+        logprobs = np.zeros(n_terms)
+        stats = {"clip_fraction": 0.0, "dual_clip_fraction": 0.0, "masked_units": 0.0}
+        for mb, terms in micro_batches(batch, layout, self.max_pass_tokens):
+            lp = self.logprobs(mb, layout)
+            loss, s = batch_loss(getattr(batch, "loss"), lp, mb)
+            loss.backward()
+            total += float(loss.item())
+            logprobs[terms] = lp.detach().cpu().double().numpy()
+            # Fractions are of the batch's terms; units masked add up.
+            stats["clip_fraction"] += s["clip_fraction"] * terms.shape[0] / n_terms
+            stats["dual_clip_fraction"] += s["dual_clip_fraction"] * terms.shape[0] / n_terms
+            stats["masked_units"] += s["masked_units"]
+        return total, logprobs, stats
 
     def gradients(self, batch: object, layout: Optional[str] = None) -> Tuple[float, np.ndarray, Dict[str, np.ndarray]]:
         """``(loss, term logprobs, {hf_name: gradient})`` of ``batch`` in ``layout``; the weights do not change."""
@@ -103,7 +186,7 @@ class TorchTrainer:
         grads = {name: (p.grad if p.grad is not None else torch.zeros_like(p)).detach().cpu().numpy().copy() for name, p in self.model.params.items()}
         for p in self.model.params.values():
             p.grad = None
-        return float(loss.item()), lp.detach().cpu().numpy(), grads
+        return loss, lp, grads
 
     def step(self, batch: object) -> Dict[str, float]:
         """One optimizer step on ``batch``: loss, gradients, global-norm clip, Adam; the version advances by one.
@@ -132,7 +215,7 @@ class TorchTrainer:
         self.steps += 1
         self.version += 1
         return {
-            "loss": float(loss.item()),
+            "loss": loss,
             "grad_norm": norm,
             "version": self.version,
             "terms": int(np.asarray(getattr(batch, "term_node")).shape[0]),

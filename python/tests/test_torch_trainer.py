@@ -15,7 +15,7 @@ try:
     import torch
 
     from arbor_client.hf_checkpoint import load_hf_checkpoint
-    from arbor_client.torch_trainer import TorchTrainer
+    from arbor_client.torch_trainer import TorchTrainer, micro_batches, sub_batch
     from arbor_client.train_worker import has_signal, make_step_fn, parse_args
 except ImportError:
     torch = None
@@ -59,6 +59,27 @@ class TorchTrainerTest(unittest.TestCase):
         np.testing.assert_allclose(pt, pf, atol=1e-12)
         for name in gt:
             np.testing.assert_allclose(gt[name], gf[name], atol=1e-12, err_msg=name)
+
+    def test_micro_batches_sum_to_the_whole_batch(self):
+        whole = TorchTrainer(self.hf, dtype=torch.float64)
+        split = TorchTrainer(self.hf, dtype=torch.float64, max_pass_tokens=3)
+        for spec in (GRPO, GSPO):
+            b = tiny_batch(spec)
+            for layout in ("tree", "flat"):
+                self.assertEqual(len(micro_batches(b, layout, 3)), 2)
+                lw, pw, gw = whole.gradients(b, layout)
+                ls, ps, gs = split.gradients(b, layout)
+                self.assertAlmostEqual(lw, ls, places=12)
+                np.testing.assert_allclose(pw, ps, atol=1e-12)
+                for name in gw:
+                    np.testing.assert_allclose(gw[name], gs[name], atol=1e-12, err_msg=name)
+
+    def test_sub_batch_is_the_samples_subtree(self):
+        sub, terms = sub_batch(tiny_batch(GRPO), [1])
+        self.assertEqual(terms.tolist(), [2])
+        self.assertEqual((sub.tokens.tolist(), sub.parents.tolist(), sub.positions.tolist()), ([3, 4, 7], [-1, 0, 1], [0, 1, 2]))
+        self.assertEqual((sub.term_node.tolist(), sub.term_target.tolist(), sub.term_sample.tolist()), ([1], [7], [0]))
+        self.assertEqual((sub.sample_offsets.tolist(), sub.sample_paths.tolist()), ([0, 3], [0, 1, 2]))
 
     def test_step_clips_then_adam_and_saves_policy_dirs(self):
         tr = TorchTrainer(self.hf, lr=1e-2, max_grad_norm=1e-3, version=7)

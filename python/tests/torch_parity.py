@@ -4,7 +4,8 @@ trainer, what the TypeScript trainer computed for each case, and prints the diff
 Usage: ``python torch_parity.py MANIFEST.json``. The manifest (written by the TS test) holds ``hf_dir`` (the HF
 export of the GGUF the TS trainer ran), ``cases`` (``name``, ``batch``: tree safetensors, ``grads``:
 safetensors of the TS gradients by HF name, q/k rows in HF order, metadata ``loss``, tensor
-``term_logprobs``), ``layouts``, ``dtypes``, and optionally ``step`` (``batch``, ``out_dir``, ``lr``: one
+``term_logprobs``), ``layouts``, ``dtypes``, optionally ``split_tokens`` (also run float64 in micro-batches
+of at most that many tokens per pass: gradient accumulation must match too), and optionally ``step`` (``batch``, ``out_dir``, ``lr``: one
 TorchTrainer step then ``save``) and ``roundtrip_dir`` (the checkpoint saved unchanged).
 
 Per case, layout and dtype it reports the loss's relative error, the worst per-parameter
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from arbor_client.hf_checkpoint import load_hf_checkpoint, save_hf_checkpoint  # noqa: E402
 from arbor_client.safetensors import load_safetensors  # noqa: E402
-from arbor_client.torch_trainer import TorchTrainer  # noqa: E402
+from arbor_client.torch_trainer import TorchTrainer, micro_batches  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -65,12 +66,15 @@ def main(manifest_path: str) -> None:
         m = json.load(f)
     out: dict = {"results": []}
     trainers = {name: TorchTrainer(m["hf_dir"], dtype=DTYPES[name]) for name in m["dtypes"]}
+    if m.get("split_tokens"):
+        trainers["float64-split"] = TorchTrainer(m["hf_dir"], dtype=torch.float64, max_pass_tokens=int(m["split_tokens"]))
     for case in m["cases"]:
         batch = read_batch(case["batch"])
         for dtype, trainer in trainers.items():
             for layout in m["layouts"]:
                 r = compare(trainer, batch, case["grads"], layout)
-                out["results"].append({"case": case["name"], "dtype": dtype, "layout": layout, **r})
+                passes = len(micro_batches(batch, layout, trainer.max_pass_tokens))
+                out["results"].append({"case": case["name"], "dtype": dtype, "layout": layout, "passes": passes, **r})
     if m.get("step"):
         s = m["step"]
         trainer = TorchTrainer(m["hf_dir"], lr=s["lr"], max_grad_norm=s.get("max_grad_norm", 1.0), version=s.get("version", 0))

@@ -132,6 +132,7 @@ interface ParityRow {
   grad_rel: number;
   worst_param: string;
   logprob_abs: number;
+  passes: number;
 }
 
 describe.skipIf(!PY.python)(`PyTorch trainer parity (python/arbor_client)${PY.python ? "" : ` — skipped: ${PY.reason}`}`, () => {
@@ -184,6 +185,7 @@ describe.skipIf(!PY.python)(`PyTorch trainer parity (python/arbor_client)${PY.py
       cases,
       layouts: ["tree", "flat"],
       dtypes: ["float32", "float64"],
+      split_tokens: 16,
       step: { batch: (cases[0] as { batch: string }).batch, out_dir: join(dir, "torch-out"), lr: 1e-2, version: 4 },
       roundtrip_dir: join(dir, "roundtrip"),
     };
@@ -195,9 +197,11 @@ describe.skipIf(!PY.python)(`PyTorch trainer parity (python/arbor_client)${PY.py
   }, 300_000);
 
   it("matches the TS trainer's loss, term logprobs and every parameter's gradient for every estimator, tree and flat layouts", () => {
-    expect(report.results.length).toBe(CASES.length * 2 * 2);
+    expect(report.results.length).toBe(CASES.length * 2 * 3);
+    // "float64-split": the same in micro-batches of at most 16 tokens per pass, gradients accumulated.
+    for (const r of report.results.filter((x) => x.dtype === "float64-split")) expect(r.passes, `${r.case} ${r.layout} passes`).toBeGreaterThan(2);
     // The measured errors, for the record (a change's report quotes them).
-    const table = report.results.map((r) => `${r.case.padEnd(16)} ${r.dtype} ${r.layout.padEnd(4)} loss ${r.loss_rel.toExponential(2)}  grad ${r.grad_rel.toExponential(2)} (${r.worst_param})  logprob ${r.logprob_abs.toExponential(2)}`);
+    const table = report.results.map((r) => `${r.case.padEnd(16)} ${r.dtype.padEnd(13)} ${r.layout.padEnd(4)} loss ${r.loss_rel.toExponential(2)}  grad ${r.grad_rel.toExponential(2)} (${r.worst_param})  logprob ${r.logprob_abs.toExponential(2)}  passes ${r.passes}`);
     console.log(`torch vs TS trainer (relative errors):\n${table.join("\n")}`);
     for (const r of report.results) {
       const what = `${r.case} (${r.layout}, torch ${r.dtype})`;
@@ -206,7 +210,7 @@ describe.skipIf(!PY.python)(`PyTorch trainer parity (python/arbor_client)${PY.py
       // The loss is a sum of terms of both signs (advantages centred per group), so its relative error grows
       // with the cancellation: torch in float64 is held to 1e-5, torch in float32 (two float32 sums in different
       // orders) to 3e-5 — measured up to 1.1e-5 (dapo, tree).
-      expect(r.loss_rel, `${what} loss`).toBeLessThanOrEqual(r.dtype === "float64" ? TOL : 3 * TOL);
+      expect(r.loss_rel, `${what} loss`).toBeLessThanOrEqual(r.dtype === "float32" ? 3 * TOL : TOL);
     }
   });
 
