@@ -1,7 +1,9 @@
 """A reference trainer in PyTorch with the TypeScript trainer's maths (src/trainer/trainer.ts): term logprobs
 of a packed prefix-tree batch (tree or flat layout), the batch's LossSpec loss, gradients of every parameter,
 global-norm clipping, then Adam (β 0.9/0.999, ε 1e-8); the policy version advances by one per step and
-checkpoints are Hugging Face directories ``policy-v{N}/`` that ``arbor hf convert`` turns into GGUF.
+checkpoints are Hugging Face directories ``policy-v{N}/`` that ``arbor hf convert`` turns into GGUF. A batch
+larger than ``max_pass_tokens`` per pass is split by sample and the gradients summed before the one update
+(as src/trainer/micro-batches.ts; exact, since no loss term, ratio unit or mismatch mask spans samples).
 
 The batch is duck-typed: any object with the tree safetensors' tensors (docs/batch-schema.md, schema
 ``arbor.tree.v2``) as numpy arrays under the same names — ``tokens``, ``parents``, ``positions``, ``term_node``,

@@ -1,5 +1,6 @@
 """The PyTorch reference external trainer: ``python -m arbor_client.train_worker --url URL --from HF_DIR
---out-dir DIR [--lr 1e-3 --max-grad-norm 1 --batches N --poll-s 0.2 --layout tree|flat]``.
+--out-dir DIR [--lr 1e-3 --max-grad-norm 1 --batches N --poll-s 0.2 --layout tree|flat --dtype float32|float64
+--max-pass-tokens 4096 --version N]``.
 
 It starts from the Hugging Face checkpoint ``--from`` (``arbor hf export`` of the GGUF the engines serve) at the
 server's current policy version, then loops over the trainer protocol (docs/batch-schema.md): next batch → one
@@ -19,7 +20,7 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 import torch
 
-from .torch_trainer import LAYOUTS, TorchTrainer
+from .torch_trainer import DEFAULT_MAX_PASS_TOKENS, LAYOUTS, TorchTrainer
 
 __all__ = ["parse_args", "has_signal", "make_step_fn", "main"]
 
@@ -38,6 +39,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--poll-s", type=float, default=0.2, help="seconds between polls while no batch is queued (default 0.2)")
     p.add_argument("--layout", choices=LAYOUTS, default="tree", help="prefix tree (default) or every sample separately")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="training precision (default float32)")
+    p.add_argument("--max-pass-tokens", type=int, default=DEFAULT_MAX_PASS_TOKENS, help=f"tokens per forward/backward pass; larger batches are split by sample and their gradients summed (default {DEFAULT_MAX_PASS_TOKENS})")
     p.add_argument("--version", type=int, default=None, help="policy version of --from (default: the server's current version)")
     args = p.parse_args(argv)
     if not args.lr > 0:
@@ -48,6 +50,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         p.error(f"--batches must be >= 1, got {args.batches}")
     if not args.poll_s >= 0:
         p.error(f"--poll-s must be >= 0, got {args.poll_s}")
+    if args.max_pass_tokens < 1:
+        p.error(f"--max-pass-tokens must be >= 1, got {args.max_pass_tokens}")
     if args.version is not None and args.version < 0:
         p.error(f"--version must be >= 0, got {args.version}")
     return args
@@ -85,7 +89,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     client = TrainerClient(args.url)
     version = args.version if args.version is not None else int(client.stats().get("policyVersion", 0))
-    trainer = TorchTrainer(args.from_dir, lr=args.lr, max_grad_norm=args.max_grad_norm, layout=args.layout, dtype=DTYPES[args.dtype], version=version)
+    trainer = TorchTrainer(args.from_dir, lr=args.lr, max_grad_norm=args.max_grad_norm, layout=args.layout, dtype=DTYPES[args.dtype], version=version, max_pass_tokens=args.max_pass_tokens)
     print(f"train-worker  {args.url}: training {args.from_dir} ({args.layout}, {args.dtype}) from policy version {version}, checkpoints in {args.out_dir}", flush=True)
     summary = train_loop(client, make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True)), batches=args.batches, poll_s=args.poll_s)
     print(f"train-worker: {summary.batches} batch(es), {len(summary.versions)} step(s), policy v{trainer.version}", flush=True)

@@ -128,7 +128,7 @@ class TrainWorkerTest(unittest.TestCase):
 
     def test_parse_args(self):
         a = parse_args(["--url", "http://127.0.0.1:8400", "--from", self.hf, "--out-dir", "o", "--batches", "2", "--layout", "flat"])
-        self.assertEqual((a.url, a.from_dir, a.out_dir, a.lr, a.max_grad_norm, a.batches, a.poll_s, a.layout, a.dtype, a.version), ("http://127.0.0.1:8400", self.hf, "o", 1e-3, 1.0, 2, 0.2, "flat", "float32", None))
+        self.assertEqual((a.url, a.from_dir, a.out_dir, a.lr, a.max_grad_norm, a.batches, a.poll_s, a.layout, a.dtype, a.max_pass_tokens, a.version), ("http://127.0.0.1:8400", self.hf, "o", 1e-3, 1.0, 2, 0.2, "flat", "float32", 4096, None))
         with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
             parse_args(["--url", "u", "--from", self.hf, "--out-dir", "o", "--lr", "-1"])
 
