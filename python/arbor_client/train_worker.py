@@ -1,0 +1,100 @@
+"""The PyTorch reference external trainer: ``python -m arbor_client.train_worker --url URL --from HF_DIR
+--out-dir DIR [--lr 1e-3 --max-grad-norm 1 --batches N --poll-s 0.2 --layout tree|flat --dtype float32|float64
+--max-pass-tokens 4096 --version N]``.
+
+It starts from the Hugging Face checkpoint ``--from`` (``arbor hf export`` of the GGUF the engines serve) at the
+server's current policy version, then loops over the trainer protocol (docs/batch-schema.md): next batch → one
+TorchTrainer step → ``policy-v{N}/`` in ``--out-dir`` → announce → ack. A batch in which no term has a non-zero
+advantage·weight teaches nothing: it is acked without a step or an announcement. ``arbor hf convert`` turns a
+``policy-v{N}/`` directory into the GGUF an engine loads.
+
+Argument parsing (:func:`parse_args`) and the step function (:func:`make_step_fn`) work without a server.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from .torch_trainer import DEFAULT_MAX_PASS_TOKENS, LAYOUTS, TorchTrainer
+
+__all__ = ["parse_args", "has_signal", "make_step_fn", "main"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """The worker's options (``argv`` defaults to ``sys.argv[1:]``); exits with a usage message on bad input."""
+    p = argparse.ArgumentParser(prog="python -m arbor_client.train_worker", description="PyTorch reference trainer for Arbor's trainer protocol")
+    p.add_argument("--url", required=True, help="trainer protocol server, e.g. http://127.0.0.1:8400")
+    p.add_argument("--from", dest="from_dir", required=True, help="Hugging Face checkpoint directory to start from")
+    p.add_argument("--out-dir", required=True, help="where policy-v{N}/ checkpoints are written")
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
+    p.add_argument("--max-grad-norm", type=float, default=1.0, help="global gradient-norm limit (default 1)")
+    p.add_argument("--batches", type=int, default=None, help="stop after N batches are acked (default: run until stopped)")
+    p.add_argument("--poll-s", type=float, default=0.2, help="seconds between polls while no batch is queued (default 0.2)")
+    p.add_argument("--layout", choices=LAYOUTS, default="tree", help="prefix tree (default) or every sample separately")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="training precision (default float32)")
+    p.add_argument("--max-pass-tokens", type=int, default=DEFAULT_MAX_PASS_TOKENS, help=f"tokens per forward/backward pass; larger batches are split by sample and their gradients summed (default {DEFAULT_MAX_PASS_TOKENS})")
+    p.add_argument("--version", type=int, default=None, help="policy version of --from (default: the server's current version)")
+    args = p.parse_args(argv)
+    if not args.lr > 0:
+        p.error(f"--lr must be > 0, got {args.lr}")
+    if not args.max_grad_norm > 0:
+        p.error(f"--max-grad-norm must be > 0, got {args.max_grad_norm}")
+    if args.batches is not None and args.batches < 1:
+        p.error(f"--batches must be >= 1, got {args.batches}")
+    if not args.poll_s >= 0:
+        p.error(f"--poll-s must be >= 0, got {args.poll_s}")
+    if args.max_pass_tokens < 1:
+        p.error(f"--max-pass-tokens must be >= 1, got {args.max_pass_tokens}")
+    if args.version is not None and args.version < 0:
+        p.error(f"--version must be >= 0, got {args.version}")
+    return args
+
+
+def has_signal(batch: object) -> bool:
+    """Whether some term of ``batch`` has a non-zero advantage·weight (otherwise a step changes nothing)."""
+    adv = np.asarray(getattr(batch, "term_advantage"), dtype=np.float64)
+    weight = np.asarray(getattr(batch, "term_weight"), dtype=np.float64)
+    return bool(np.any(adv * weight != 0))
+
+
+def make_step_fn(trainer: TorchTrainer, out_dir: str, log: Callable[[str], None] = print) -> Callable[[object], Optional[Tuple[int, str]]]:
+    """``step_fn(batch)`` for ``arbor_client.loop.train_loop``: None for a batch without signal, otherwise one
+    step, a checkpoint in ``out_dir`` and ``(policy_version, absolute checkpoint path)``."""
+
+    def step_fn(batch: object) -> Optional[Tuple[int, str]]:
+        batch_id = getattr(batch, "batch_id", "?")
+        if not has_signal(batch):
+            log(f"train-worker  batch {batch_id}: no term carries an advantage; acked without a step (policy v{trainer.version})")
+            return None
+        r = trainer.step(batch)
+        path = os.path.abspath(trainer.save(out_dir))
+        log(f"train-worker  batch {batch_id}: loss {r['loss']:.4f}  grad {r['grad_norm']:.3f}  {r['terms']} terms  policy v{r['version']} ({path})")
+        return int(r["version"]), path
+
+    return step_fn
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the worker against a live server (uses ``arbor_client.client`` and ``arbor_client.loop``)."""
+    args = parse_args(argv)
+    from .client import TrainerClient
+    from .loop import train_loop
+
+    client = TrainerClient(args.url)
+    version = args.version if args.version is not None else int(client.stats().get("policyVersion", 0))
+    trainer = TorchTrainer(args.from_dir, lr=args.lr, max_grad_norm=args.max_grad_norm, layout=args.layout, dtype=DTYPES[args.dtype], version=version, max_pass_tokens=args.max_pass_tokens)
+    print(f"train-worker  {args.url}: training {args.from_dir} ({args.layout}, {args.dtype}) from policy version {version}, checkpoints in {args.out_dir}", flush=True)
+    summary = train_loop(client, make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True)), batches=args.batches, poll_s=args.poll_s)
+    print(f"train-worker: {summary.batches} batch(es), {len(summary.versions)} step(s), policy v{trainer.version}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+// The PyTorch train worker (python -m arbor_client.train_worker) against a real trainer protocol server with
+// batches from the real batch builder, as src/cli/train-worker.test.ts runs the TS worker: it starts from the HF
+// export of models/calc-sft.gguf, steps on the batch with signal, writes policy-v1/ (an HF checkpoint that
+// `arbor hf convert` turns into a GGUF the TS trainer loads, with moved weights), announces it while the batch
+// is in flight and then acks; the batch without signal is acked unannounced. Needs an interpreter with torch
+// and the protocol client (python/arbor_client/client.py, loop.py); skipped, saying which is missing, otherwise.
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { buildTrainingBatch } from "../batch/build-batch.js";
+import type { ExportedBatch } from "../batch/export-arrow.js";
+import { createTrainerServer, type TrainerServerStats, type WeightsAnnouncement } from "../batch/trainer-server.js";
+import { readGguf } from "../model/gguf.js";
+import { convertHfToGguf } from "../model/hf/hf-convert.js";
+import { exportHfCheckpoint } from "../model/hf/hf-export.js";
+import { specTrajectories, type BatchSpec } from "../testing/test-batches.js";
+import { Trainer } from "./trainer.js";
+
+const PYTHON_DIR = fileURLToPath(new URL("../../python", import.meta.url));
+const FROM = "models/calc-sft.gguf";
+/** Bound on the worker's run (torch import, two batches on a tiny model). */
+const WORKER_TIMEOUT_MS = 120_000;
+
+/** Why the suite cannot run here, or "" when it can. */
+function missing(): string {
+  for (const f of ["client.py", "loop.py"]) {
+    if (!existsSync(join(PYTHON_DIR, "arbor_client", f))) return `python/arbor_client/${f} is missing (the protocol client)`;
+  }
+  const python = process.env.ARBOR_PYTHON ?? "/usr/bin/python3";
+  const r = spawnSync(python, ["-c", "import torch, numpy"], { encoding: "utf8", timeout: 120_000 });
+  return r.status === 0 ? "" : `${python} cannot import torch and numpy; set ARBOR_PYTHON to an interpreter that can`;
+}
+const MISSING = missing();
+const PYTHON = process.env.ARBOR_PYTHON ?? "/usr/bin/python3";
+
+/** A GRPO batch of one group of three two-call programs with the given rewards (equal rewards: no signal). */
+function batch(id: string, rewards: number[]): ExportedBatch {
+  const call = (output: number[]) => ({ output, tool: [40, 41], logprobs: output.map(() => -2.5) });
+  const spec: BatchSpec = {
+    prompts: [[30, 31, 32, 33]],
+    groups: [rewards.map((reward, p) => ({ forkFrom: 0, forkDepth: p, calls: [call([50 + p, 60, 61]), call([70, 71 + p])], reward }))],
+    estimator: "grpo",
+    mode: "merged",
+  };
+  const { trajectories, groups } = specTrajectories(spec);
+  return buildTrainingBatch({ id, trajectories, groups, estimator: "grpo" }).batch;
+}
+
+/** Run the worker to its exit (killed after WORKER_TIMEOUT_MS); resolves with its exit code, signal and output. */
+function runWorker(args: string[]): Promise<{ code: number | null; signal: string | null; out: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(PYTHON, ["-m", "arbor_client.train_worker", ...args], {
+      env: { ...process.env, PYTHONPATH: PYTHON_DIR },
+      timeout: WORKER_TIMEOUT_MS,
+      killSignal: "SIGKILL",
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+    child.on("error", reject);
+    child.on("exit", (code, signal) => resolve({ code, signal, out }));
+  });
+}
+
+describe.skipIf(MISSING !== "")(`python -m arbor_client.train_worker${MISSING ? ` — skipped: ${MISSING}` : ""}`, () => {
+  const dir = mkdtempSync(join(tmpdir(), "arbor-py-worker-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("steps on a batch with signal, announces policy-v1/ before acking, acks a batch without signal unannounced", async () => {
+    const hf = join(dir, "hf");
+    exportHfCheckpoint(FROM, hf);
+    const announced: (WeightsAnnouncement & { at: TrainerServerStats })[] = [];
+    const server = createTrainerServer({ capacity: 4, initialPolicyVersion: 0, onWeights: (w) => void announced.push({ ...w, at: server.stats() }) });
+    server.offer(batch("b1", [0, 1, 0.5]));
+    server.offer(batch("b2", [1, 1, 1]));
+    const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
+    const outDir = join(dir, "out");
+    try {
+      const r = await runWorker(["--url", url, "--from", hf, "--out-dir", outDir, "--batches", "2", "--poll-s", "0.05", "--lr", "1e-3"]);
+      expect(r.signal, `killed after ${WORKER_TIMEOUT_MS} ms?\n${r.out}`).toBeNull();
+      expect(r.code, r.out).toBe(0);
+      const ckpt = join(outDir, "policy-v1");
+      expect(announced.map((a) => [a.policyVersion, a.modelPath])).toEqual([[1, ckpt]]);
+      expect(announced[0]?.at).toMatchObject({ inFlight: 1, acked: 0 });
+      expect(server.stats()).toMatchObject({ acked: 2, inFlight: 0, queued: 0, policyVersion: 1, modelPath: ckpt });
+      expect(r.out).toMatch(/batch b2: no term carries an advantage; acked without a step/);
+    } finally {
+      await server.app.close();
+    }
+
+    const gguf = join(dir, "policy-v1.gguf");
+    convertHfToGguf(join(outDir, "policy-v1"), gguf);
+    const start = new Map(readGguf(FROM).tensors.map((t) => [t.name, t.data]));
+    const after = readGguf(gguf).tensors;
+    expect(after.map((t) => t.name).sort()).toEqual([...start.keys()].sort());
+    expect(after.some((t) => t.data.some((x, i) => x !== start.get(t.name)?.[i]))).toBe(true);
+    const tr = await Trainer.fromGguf(gguf);
+    tr.dispose();
+  });
+});
