@@ -14,6 +14,8 @@ export interface FakeSglangAdminOptions {
   weightVersionRoute?: boolean;
   /** Delay of each load, ms. */
   loadDelayMs?: number;
+  /** --api-key: every route wants `Authorization: Bearer <key>` (401 otherwise). */
+  apiKey?: string;
 }
 
 /** One accepted /update_weights_from_disk request. */
@@ -39,6 +41,8 @@ export interface FakeSglangAdmin {
   failNextLoad(message: string): void;
   /** Never answer loads from now on (until close). */
   hangLoads(): void;
+  /** Close the connection of the next load without an answer, before or after applying it (a lost answer). */
+  dropNextLoad(when: "before" | "after"): void;
   close(): Promise<void>;
 }
 
@@ -56,13 +60,15 @@ export async function startFakeSglangAdmin(opts: FakeSglangAdminOptions = {}): P
   let paused: FakeSglangAdmin["paused"] = false;
   let failure: string | undefined;
   let hanging = false;
+  let drop: "before" | "after" | undefined;
   const hung: (() => void)[] = [];
   const loads: SglangLoad[] = [];
   const log: string[] = [];
 
   const app = Fastify({ logger: false, forceCloseConnections: true });
-  app.addHook("onRequest", async (req) => {
+  app.addHook("onRequest", async (req, reply) => {
     log.push(`${req.method} ${req.url}`);
+    if (opts.apiKey !== undefined && req.headers.authorization !== `Bearer ${opts.apiKey}`) return reply.code(401).send({ error: "Unauthorized" });
   });
 
   app.post("/update_weights_from_disk", async (req, reply) => {
@@ -78,6 +84,13 @@ export async function startFakeSglangAdmin(opts: FakeSglangAdminOptions = {}): P
     }
     if (hanging) return new Promise<void>((resolve) => hung.push(resolve));
     if (opts.loadDelayMs) await realClock.sleep(opts.loadDelayMs);
+    const dropNow = drop;
+    drop = undefined;
+    if (dropNow === "before") {
+      reply.hijack();
+      req.raw.socket.destroy();
+      return;
+    }
     if (failure !== undefined) {
       const message = failure;
       failure = undefined;
@@ -96,19 +109,28 @@ export async function startFakeSglangAdmin(opts: FakeSglangAdminOptions = {}): P
       weightVersion = load.weight_version;
       message += ` Weight version updated to ${load.weight_version}.`;
     }
+    if (dropNow === "after") {
+      reply.hijack();
+      req.raw.socket.destroy();
+      return;
+    }
     return { success: true, message, num_paused_requests: 0 };
   });
 
   app.post("/pause_generation", async (req, reply) => {
+    // The route takes a PauseGenerationReqInput body: FastAPI requires one (an empty object selects the defaults).
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const b: any = req.body ?? {};
+    const b: any = req.body;
+    if (b === null || typeof b !== "object" || Array.isArray(b)) return reply.code(400).send(validationError("body: Field required"));
     const mode = b.mode ?? "abort";
     if (!PAUSE_MODES.includes(mode)) return reply.code(400).send(validationError(`Invalid mode: '${String(mode)}'. Expected one of ['abort', 'retract', 'in_place'].`));
     paused = mode;
     return { message: "Generation paused successfully.", status: "ok" };
   });
 
-  app.post("/continue_generation", async () => {
+  app.post("/continue_generation", async (req, reply) => {
+    const b: unknown = req.body;
+    if (b === null || typeof b !== "object" || Array.isArray(b)) return reply.code(400).send(validationError("body: Field required"));
     paused = false;
     return { message: "Generation continued successfully.", status: "ok" };
   });
@@ -122,6 +144,9 @@ export async function startFakeSglangAdmin(opts: FakeSglangAdminOptions = {}): P
     preferred_sampling_params: null,
     weight_version: weightVersion,
   }));
+
+  // Starlette's answer for a route that does not exist.
+  app.setNotFoundHandler((_req, reply) => reply.code(404).send({ detail: "Not Found" }));
 
   await app.listen({ host: "127.0.0.1", port: 0 });
   const addr = app.server.address();
@@ -145,6 +170,9 @@ export async function startFakeSglangAdmin(opts: FakeSglangAdminOptions = {}): P
     },
     hangLoads() {
       hanging = true;
+    },
+    dropNextLoad(when) {
+      drop = when;
     },
     async close() {
       for (const r of hung.splice(0)) r();

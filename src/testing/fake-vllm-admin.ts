@@ -17,6 +17,8 @@ export interface FakeVllmAdminOptions {
   loraUpdating?: boolean;
   /** Delay of each load (reload_weights, load_lora_adapter), ms. */
   loadDelayMs?: number;
+  /** --api-key: routes under /v1 want `Authorization: Bearer <key>` (401 otherwise); the admin routes do not. */
+  apiKey?: string;
 }
 
 export interface FakeVllmAdmin {
@@ -67,8 +69,11 @@ export async function startFakeVllmAdmin(opts: FakeVllmAdminOptions = {}): Promi
   const adapterLoads: { lora_name: string; lora_path: string }[] = [];
 
   const app = Fastify({ logger: false, forceCloseConnections: true });
-  app.addHook("onRequest", async (req) => {
+  app.addHook("onRequest", async (req, reply) => {
     log.push(`${req.method} ${req.url}`);
+    if (opts.apiKey !== undefined && req.url.startsWith("/v1") && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+      return reply.code(401).send({ error: "Unauthorized" });
+    }
   });
   // Routes answering an empty 200 (Response(status_code=200)) accept a body of any type, or none.
   app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => done(null, body));
@@ -214,6 +219,9 @@ export async function startFakeVllmAdmin(opts: FakeVllmAdminOptions = {}): Promi
       ...[...adapters].map(([id, path]) => ({ id, object: "model", owned_by: "vllm", root: path, parent: model })),
     ],
   }));
+
+  // Starlette's answer for a route that does not exist.
+  app.setNotFoundHandler((_req, reply) => reply.code(404).send({ detail: "Not Found" }));
 
   await app.listen({ host: "127.0.0.1", port: 0 });
   const addr = app.server.address();

@@ -13,6 +13,8 @@ export interface AdminHttpOptions {
   url: string;
   /** Limit for one request, ms. */
   timeoutMs: number;
+  /** Sent as `Authorization: Bearer` (SGLang --api-key / --admin-api-key, vLLM --api-key). */
+  apiKey?: string;
   clock?: Clock;
 }
 
@@ -59,9 +61,12 @@ export function createAdminHttp(opts: AdminHttpOptions): AdminHttp {
     // Bounded: an engine that accepted the connection but never answers (a hung load) must not hold the switch.
     const timer = clock.setTimer(timeoutMs, () => ac.abort());
     try {
+      const headers: Record<string, string> = { accept: "application/json" };
+      if (body) headers["content-type"] = "application/json";
+      if (opts.apiKey !== undefined) headers.authorization = `Bearer ${opts.apiKey}`;
       const res = await fetch(root + path, {
         method,
-        headers: body ? { "content-type": "application/json", accept: "application/json" } : { accept: "application/json" },
+        headers,
         body: body ? JSON.stringify(body) : undefined,
         signal: ac.signal,
       });

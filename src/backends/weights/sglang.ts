@@ -19,6 +19,8 @@ export interface SglangWeightLoaderOptions {
   pathMap?: PathMap;
   /** `load_format` sent with each load; omitted by default (the server's own --load-format applies). */
   loadFormat?: string;
+  /** Bearer token for the engine's API key, where it has one. */
+  apiKey?: string;
   clock?: Clock;
 }
 
@@ -33,7 +35,7 @@ export interface SglangWeightLoaderOptions {
  */
 export function createSglangWeightLoader(opts: SglangWeightLoaderOptions): EngineWeightLoader {
   const { name } = opts;
-  const http = createAdminHttp({ name, url: opts.url, timeoutMs: opts.timeoutMs ?? 600_000, clock: opts.clock });
+  const http = createAdminHttp({ name, url: opts.url, timeoutMs: opts.timeoutMs ?? 600_000, apiKey: opts.apiKey, clock: opts.clock });
   let paused = false;
 
   async function continueGeneration(): Promise<void> {

@@ -18,6 +18,8 @@ export interface VllmLoraLoaderOptions {
   timeoutMs?: number;
   /** Rewrite Arbor's adapter path to the engine's mount of it. */
   pathMap?: PathMap;
+  /** Bearer token for the engine's API key, where it has one. */
+  apiKey?: string;
   clock?: Clock;
 }
 
@@ -31,7 +33,7 @@ export const loraAdapterName = (version: number): string => `arbor-v${version}`;
  */
 export function createVllmLoraLoader(opts: VllmLoraLoaderOptions): EngineWeightLoader {
   const { name } = opts;
-  const http = createAdminHttp({ name, url: opts.url, timeoutMs: opts.timeoutMs ?? 120_000, clock: opts.clock });
+  const http = createAdminHttp({ name, url: opts.url, timeoutMs: opts.timeoutMs ?? 120_000, apiKey: opts.apiKey, clock: opts.clock });
   let paused = false;
   let current: string | undefined;
 
@@ -80,7 +82,8 @@ export function createVllmLoraLoader(opts: VllmLoraLoaderOptions): EngineWeightL
         const a = await postLoad({ lora_name: adapter, lora_path });
         // "already been loaded" (HTTP 400) after a lost answer: confirmed by the model list instead.
         if (a !== "already" && (a.status < 200 || a.status >= 300) && !(await listed(adapter))) {
-          throw new ArborError(`weight sync: engine ${name} (${opts.url}) refused LoRA adapter ${adapter} from ${lora_path} (HTTP ${a.status}): ${message(a)}`, "weight_sync");
+          const hint = a.status === 404 && typeof (a.json as { error?: unknown } | undefined)?.error !== "object" ? " (runtime LoRA loading needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora on the vLLM server)" : "";
+          throw new ArborError(`weight sync: engine ${name} (${opts.url}) refused LoRA adapter ${adapter} from ${lora_path} (HTTP ${a.status}): ${message(a)}${hint}`, "weight_sync");
         }
         const previous = current;
         current = adapter;

@@ -25,6 +25,8 @@ export interface VllmReloadLoaderOptions {
    * discarded), freeing GPU memory while the new weights load; undefined: no sleep (the default).
    */
   sleepLevel?: 1 | 2;
+  /** Bearer token for the engine's API key, where it has one. */
+  apiKey?: string;
   clock?: Clock;
 }
 
@@ -39,7 +41,7 @@ export interface VllmReloadLoaderOptions {
  */
 export function createVllmReloadLoader(opts: VllmReloadLoaderOptions): EngineWeightLoader {
   const { name } = opts;
-  const http = createAdminHttp({ name, url: opts.url, timeoutMs: opts.timeoutMs ?? 600_000, clock: opts.clock });
+  const http = createAdminHttp({ name, url: opts.url, timeoutMs: opts.timeoutMs ?? 600_000, apiKey: opts.apiKey, clock: opts.clock });
   let paused = false;
   let sleeping = false;
   let loaded: { path: string; version: number } | undefined;
@@ -49,7 +51,8 @@ export function createVllmReloadLoader(opts: VllmReloadLoaderOptions): EngineWei
     const a = await http.send("POST", "/collective_rpc", { method, args });
     if (a.status < 200 || a.status >= 300) {
       throw new ArborError(
-        `weight sync: engine ${name} (${opts.url}) refused loading version ${version} from ${modelPath}: collective_rpc ${method} answered HTTP ${a.status}: ${errorDetail(a.text)}`,
+        `weight sync: engine ${name} (${opts.url}) refused loading version ${version} from ${modelPath}: collective_rpc ${method} answered HTTP ${a.status}: ${errorDetail(a.text)}` +
+          (a.status === 404 ? " (the development routes need VLLM_SERVER_DEV_MODE=1 on the vLLM server)" : ""),
         "weight_sync",
       );
     }
