@@ -14,6 +14,8 @@ export interface FakeSglangAdminOptions {
   weightVersionRoute?: boolean;
   /** Delay of each load, ms. */
   loadDelayMs?: number;
+  /** Serve /pause_generation and /continue_generation (older servers have neither). */
+  pauseRoutes?: boolean;
   /** --api-key: every route wants `Authorization: Bearer <key>` (401 otherwise). */
   apiKey?: string;
 }
@@ -117,23 +119,25 @@ export async function startFakeSglangAdmin(opts: FakeSglangAdminOptions = {}): P
     return { success: true, message, num_paused_requests: 0 };
   });
 
-  app.post("/pause_generation", async (req, reply) => {
-    // The route takes a PauseGenerationReqInput body: FastAPI requires one (an empty object selects the defaults).
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const b: any = req.body;
-    if (b === null || typeof b !== "object" || Array.isArray(b)) return reply.code(400).send(validationError("body: Field required"));
-    const mode = b.mode ?? "abort";
-    if (!PAUSE_MODES.includes(mode)) return reply.code(400).send(validationError(`Invalid mode: '${String(mode)}'. Expected one of ['abort', 'retract', 'in_place'].`));
-    paused = mode;
-    return { message: "Generation paused successfully.", status: "ok" };
-  });
+  if (opts.pauseRoutes ?? true) {
+    app.post("/pause_generation", async (req, reply) => {
+      // The route takes a PauseGenerationReqInput body: FastAPI requires one (an empty object selects the defaults).
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      const b: any = req.body;
+      if (b === null || typeof b !== "object" || Array.isArray(b)) return reply.code(400).send(validationError("body: Field required"));
+      const mode = b.mode ?? "abort";
+      if (!PAUSE_MODES.includes(mode)) return reply.code(400).send(validationError(`Invalid mode: '${String(mode)}'. Expected one of ['abort', 'retract', 'in_place'].`));
+      paused = mode;
+      return { message: "Generation paused successfully.", status: "ok" };
+    });
 
-  app.post("/continue_generation", async (req, reply) => {
-    const b: unknown = req.body;
-    if (b === null || typeof b !== "object" || Array.isArray(b)) return reply.code(400).send(validationError("body: Field required"));
-    paused = false;
-    return { message: "Generation continued successfully.", status: "ok" };
-  });
+    app.post("/continue_generation", async (req, reply) => {
+      const b: unknown = req.body;
+      if (b === null || typeof b !== "object" || Array.isArray(b)) return reply.code(400).send(validationError("body: Field required"));
+      paused = false;
+      return { message: "Generation continued successfully.", status: "ok" };
+    });
+  }
 
   if (opts.weightVersionRoute ?? true) app.get("/get_weight_version", async () => ({ weight_version: weightVersion }));
 

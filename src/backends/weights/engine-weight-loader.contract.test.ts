@@ -57,7 +57,7 @@ describeWeightLoaderContract("vllm-reload", async ({ timeoutMs, url }) => {
     hangLoads: () => engine.hangLoads(),
     close: () => engine.close(),
   };
-});
+}, "sleep level 1");
 
 describeWeightLoaderContract("vllm-lora", async ({ timeoutMs, url }) => {
   const engine = await startFakeVllmAdmin({ model: "base" });

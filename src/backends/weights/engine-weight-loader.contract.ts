@@ -56,9 +56,12 @@ async function rejection(p: Promise<unknown>): Promise<ArborError> {
   return e as ArborError;
 }
 
-/** Register the contract suite for one loader kind. */
-export function describeWeightLoaderContract(name: string, makeHarness: MakeWeightLoaderHarness): void {
-  describe(`EngineWeightLoader contract: ${name}`, () => {
+/**
+ * Register the contract suite for one loader kind (`name` is the loader's `kind`); `variant` tells apart two
+ * configurations of one kind in the test names.
+ */
+export function describeWeightLoaderContract(name: string, makeHarness: MakeWeightLoaderHarness, variant?: string): void {
+  describe(`EngineWeightLoader contract: ${name}${variant ? ` (${variant})` : ""}`, () => {
     const open: WeightLoaderHarness[] = [];
     const make = async (opts: HarnessOptions = { timeoutMs: 5_000 }): Promise<WeightLoaderHarness> => {
       const h = await makeHarness(opts);

@@ -49,6 +49,14 @@ describe("createSglangWeightLoader", () => {
     ]);
   });
 
+  it("falls back to finish on a server without /pause_generation", async () => {
+    const e = await engine({ pauseRoutes: false });
+    const l = createSglangWeightLoader({ name: "s", url: e.url });
+    expect(await l.prepare("abort")).toBe("finish");
+    await l.load("/ckpt/v1", 1);
+    expect(e.log.filter((r) => r.startsWith("POST"))).toEqual(["POST /pause_generation", "POST /update_weights_from_disk"]);
+  });
+
   it("reads the version from /get_model_info on a server without /get_weight_version; a non-integer version is null", async () => {
     const e = await engine({ weightVersionRoute: false });
     const l = createSglangWeightLoader({ name: "s", url: e.url });

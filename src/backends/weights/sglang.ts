@@ -32,6 +32,7 @@ export interface SglangWeightLoaderOptions {
  *                ("in_place" would keep KV computed by the old weights, and flush_cache fails while it holds any);
  *   - `finish` → nothing is paused: the caller drains → mode "finish".
  * SGLang up to 0.5.5 takes no body on /pause_generation and always aborts; there `resume` behaves as `abort`.
+ * A server without /pause_generation (404) falls back to "finish" (the update itself waits for running requests).
  */
 export function createSglangWeightLoader(opts: SglangWeightLoaderOptions): EngineWeightLoader {
   const { name } = opts;
@@ -75,7 +76,10 @@ export function createSglangWeightLoader(opts: SglangWeightLoaderOptions): Engin
     async prepare(requested: InFlightOnSwitch): Promise<InFlightOnSwitch> {
       if (requested === "finish") return "finish";
       const mode = requested === "abort" ? "abort" : "retract";
-      await http.ok("POST", "/pause_generation", { mode }, `POST /pause_generation (mode ${mode})`);
+      const a = await http.send("POST", "/pause_generation", { mode });
+      // Servers before /pause_generation: nothing to pause with, the caller drains.
+      if (a.status === 404) return "finish";
+      if (a.status < 200 || a.status >= 300) throw http.refused(`POST /pause_generation (mode ${mode})`, a);
       paused = true;
       return requested;
     },
