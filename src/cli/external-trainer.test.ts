@@ -15,7 +15,6 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { specTrajectories } from "../testing/test-batches.js";
 import { buildTrainingBatch } from "../batch/build-batch.js";
 import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
-import { engineWeightSync } from "../loop/weight-sync.js";
 import { runIteration, type RunSummary } from "./run.js";
 import { smallRlConfig } from "../testing/rl-config.js";
 import { runTrainWorker, type TrainWorkerResult } from "./train-worker.js";
@@ -120,7 +119,7 @@ describe("waiting for the external trainer", () => {
   async function start(clock: VirtualClock, signal?: AbortSignal): Promise<ExternalTrainer> {
     return startExternalTrainer({
       config: { host: "127.0.0.1", port: 0, waitMs: 1000 },
-      weights: engineWeightSync([], "finish"),
+      weights: { load: async () => {} }, // no engines: only the protocol is under test
       modelPath: "models/x.gguf",
       clock,
       ...(signal ? { signal } : {}),

@@ -6,7 +6,8 @@ import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import cliProgress from "cli-progress";
-import { isTokenBackend, type Backend, type BackendReply, type GenerateRequest } from "../backends/backend.js";
+import { isTokenBackend, type Backend, type BackendReply, type GenerateRequest, type TokenBackend } from "../backends/backend.js";
+import type { SyncedBackend } from "../backends/weights/synced-backend.js";
 import { createBackend } from "../backends/registry.js";
 import { loadRunConfig, servedModelOf, type BackendConfig, type RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
@@ -23,7 +24,7 @@ import type { IterationResult } from "../loop/iteration-result.js";
 import { startReferenceTrainer } from "../loop/reference-trainer.js";
 import { runTrainLoop, type TrainLoopResult } from "../loop/train-loop.js";
 import type { Trainer } from "../loop/trainer-port.js";
-import { engineWeightSync } from "../loop/weight-sync.js";
+import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
 import { makeModel } from "../model/made/made-models.js";
 import { ensurePolicy } from "../model/policy.js";
 import { createRewardFromConfig } from "../reward/registry.js";
@@ -39,6 +40,7 @@ import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { createStore } from "../store/registry.js";
 import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
 import { checkPortsFree, runPorts } from "./check-ports.js";
+import { startExternalEngine } from "./external-engines.js";
 import { createRunJudge } from "./run-judge.js";
 import { asyncStepLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
@@ -64,6 +66,8 @@ export interface RunSummary {
   policyVersion?: number;
   /** The version each in-process engine serves at the end, in cfg.engines order. */
   engineVersions: number[];
+  /** External engines with weight sync: the version each serves at the end, or why it left the rotation. */
+  backendVersions?: { name: string; version: number; retired?: string }[];
 }
 
 export interface RunOptions {
@@ -118,6 +122,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   const adminToken = gatewayAdminToken(cfg);
 
   const engines: ListeningEngineServer[] = [];
+  /** External engines that switch weights through their own API (backends with weightSync). */
+  const external: SyncedBackend[] = [];
   let store: TrajectoryStore | undefined;
   let sandboxes: SandboxProvider | undefined;
   let pool: SandboxPool | undefined;
@@ -166,15 +172,23 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     engines.forEach((e, i) => log(`engine   ${e.url} (${cfg.engines[i]?.executor}, policy version 0)`));
     const backendCfgs: BackendConfig[] =
       cfg.backends.length > 0 ? cfg.backends : cfg.engines.map((e) => ({ name: e.name, type: "builtin" }));
-    const backends = backendCfgs.map((b) => {
+    const tap = (b: TokenBackend): TokenBackend => (opts.onBackendReply ? tapBackend(b, opts.onBackendReply) : b);
+    const backends: TokenBackend[] = [];
+    for (const b of backendCfgs) {
+      if (b.weightSync !== undefined) {
+        // An external engine training switches to new weights through its own API (SGLang, vLLM, a managed llama-server).
+        const synced = await startExternalEngine({ cfg: { ...b, weightSync: b.weightSync }, modelPath, workDir: join(outDir, "engines"), clock, wrap: tap, log });
+        external.push(synced);
+        backends.push(synced.backend);
+        continue;
+      }
       const local = engines.find((e, i) => cfg.engines[i]?.name === b.name);
       const engineCfg = cfg.engines.find((e) => e.name === b.name);
       // An in-process engine's backend reads answers with the engine's own parsers: the configured
       // ones, else those its model's template implies (the gateway's token path parses the ids itself).
       const parsers = local && !b.url ? { ...local.served.formats, ...pickDefined({ toolParser: engineCfg?.toolParser, reasoningParser: engineCfg?.reasoningParser }) } : {};
-      const backend = createBackend(b, local && !b.url ? { url: `${local.url}/v1`, ...(engineCfg ? { model: engineCfg.servedModelName } : {}), ...parsers } : {});
-      return opts.onBackendReply ? tapBackend(backend, opts.onBackendReply) : backend;
-    });
+      backends.push(tap(createBackend(b, local && !b.url ? { url: `${local.url}/v1`, ...(engineCfg ? { model: engineCfg.servedModelName } : {}), ...parsers } : {})));
+    }
 
     const storePath = join(outDir, "store.sqlite");
     store = createStore({ kind: "sqlite", path: storePath });
@@ -245,7 +259,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const runOf = (position: number): string => (sync && cfg.iterations > 1 ? `${baseRunId}-it${Math.floor(position / settings.batchGroups) + 1}` : baseRunId);
     const checkpointDir = join(outDir, "checkpoints");
     const synced = cfg.engines.map((e, i) => ({ name: e.name, url: (engines[i] as ListeningEngineServer).url, inFlight: e.inFlightOnWeightSwitch }));
-    const weights = engineWeightSync(synced, cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish");
+    const weights = fleetWeightSync({ engines: synced, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external, log });
     if (cfg.train?.external) {
       trainer = await startExternalTrainer({ config: cfg.train.external, weights, modelPath, clock, signal: abort.signal });
       log(`trainer  ${(trainer as ExternalTrainer).url} (external: waiting for a trainer)`);
@@ -281,8 +295,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       rng: new Rng(cfg.seed).fork("dataset"),
       // The instances the scheduling policy places programs on: the in-process engines, else (external backends
       // only) one per backend, each taking up to `concurrency` programs with their whole token budget.
-      // Backends this run did not start serve versions of their own (and are never synced: no training).
-      trackVersions: cfg.engines.length > 0,
+      // Backends without weight sync serve versions of their own (and are never synced: no training).
+      trackVersions: cfg.engines.length > 0 || external.length > 0,
       engines:
         cfg.engines.length > 0
           ? cfg.engines.map((e) => ({ name: e.name, maxActive: e.sequences, kvCapacityTokens: e.sequences * e.contextSize }))
@@ -344,6 +358,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       ...(rewardPlot ? { rewardPlot } : {}),
       ...(trainer ? { policyVersion: trainer.version } : {}),
       engineVersions: engines.map((e) => e.slot.policyVersion),
+      ...(external.length > 0 ? { backendVersions: external.map((b) => ({ name: b.name, version: b.version, ...(b.retired !== undefined ? { retired: b.retired } : {}) })) } : {}),
     };
   } finally {
     process.off("SIGINT", onSignal);
@@ -353,7 +368,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     await gateway?.close();
     await judge.close();
     await trainer?.close();
-    await Promise.allSettled(engines.map((e) => e.close()));
+    await Promise.allSettled([...engines.map((e) => e.close()), ...external.map((b) => b.close())]);
     await store?.close();
   }
 }

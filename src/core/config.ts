@@ -91,7 +91,8 @@ export const EngineConfigSchema = z
 /**
  * How a run's trainer gets new weights onto an external engine, through the engine's own API
  * (src/backends/weights/): `sglang` (POST /update_weights_from_disk, pausing generation where asked),
- * `vllm-reload` (sleep, reload the weights from disk, wake), `vllm-lora` (a LoRA adapter per version),
+ * `vllm-reload` (reload the weights from disk through collective_rpc, sleeping around it with `sleepLevel`;
+ * the server needs VLLM_SERVER_DEV_MODE=1), `vllm-lora` (a LoRA adapter per version),
  * `llamacpp-restart` (Arbor starts llama-server itself and restarts it on each new GGUF).
  */
 export const WeightSyncConfigSchema = z
@@ -105,6 +106,12 @@ export const WeightSyncConfigSchema = z
     drainTimeoutMs: positiveInt.default(600_000),
     /** How the engine sees Arbor's checkpoint directory when it runs elsewhere: the prefix `from` of a path becomes `to`. */
     pathMap: z.object({ from: z.string().min(1), to: z.string().min(1) }).strict().optional(),
+    /** vllm-reload: sleep level around the reload (1: weights offloaded, KV discarded; 2: both discarded); default no sleep. */
+    sleepLevel: z.union([z.literal(1), z.literal(2)], { error: "must be 1 or 2" }).optional(),
+    /** sglang: `load_format` of the update (default: the server's). */
+    loadFormat: z.string().min(1).optional(),
+    /** Name of the environment variable holding the engine's API key (sent as a bearer token to its admin routes). */
+    apiKeyEnv: z.string().min(1).optional(),
     /** llamacpp-restart: the llama-server binary (default: $ARBOR_LLAMA_SERVER, else the one scripts/setup.sh --llama-server built). */
     binary: z.string().min(1).optional(),
     /** llamacpp-restart: extra llama-server arguments (e.g. ["-c", "4096", "-np", "4"]). */
@@ -116,6 +123,8 @@ export const WeightSyncConfigSchema = z
   })
   .strict()
   .superRefine((w, ctx) => {
+    if (w.sleepLevel !== undefined && w.kind !== "vllm-reload") ctx.addIssue({ code: "custom", path: ["sleepLevel"], message: "only used with kind: vllm-reload" });
+    if (w.loadFormat !== undefined && w.kind !== "sglang") ctx.addIssue({ code: "custom", path: ["loadFormat"], message: "only used with kind: sglang" });
     if (w.kind !== "llamacpp-restart") {
       for (const k of ["binary", "slots"] as const) {
         if (w[k] !== undefined && !(k === "slots" && w.slots === "save")) ctx.addIssue({ code: "custom", path: [k], message: "only used with kind: llamacpp-restart" });

@@ -1,9 +1,8 @@
-// Weight sync of the training loop (the WeightSync port for in-process engines): tell every engine to serve a
-// new checkpoint over its own HTTP API (POST /v1/load_weights) and confirm it does (GET /v1/policy_version),
-// so the loop only tells the rollout about a version every engine serves.
+// Weight sync to the in-process engines (used by the run's fleet weight sync, fleet-weight-sync.ts): tell every
+// engine to serve a new checkpoint over its own HTTP API (POST /v1/load_weights) and confirm it does (GET
+// /v1/policy_version), so the loop only tells the rollout about a version every engine serves.
 import { ArborError } from "../core/errors.js";
 import type { InFlightOnSwitch } from "../backends/weights/engine-weights.js";
-import type { WeightSync } from "./trainer-port.js";
 
 export type { InFlightOnSwitch } from "../backends/weights/engine-weights.js";
 
@@ -65,11 +64,6 @@ async function servedVersion(e: SyncedEngine): Promise<unknown> {
 }
 
 const root = (u: string): string => u.replace(/\/+$/, "");
-
-/** The WeightSync of engines reached over HTTP: {@link loadWeightsEverywhere} with their default `inFlight`. */
-export function engineWeightSync(engines: readonly SyncedEngine[], inFlight: InFlightOnSwitch): WeightSync {
-  return { load: (modelPath, version) => loadWeightsEverywhere(engines, modelPath, version, inFlight) };
-}
 
 /** An error's message with its cause's (fetch says only "fetch failed"; the cause says why: refused, reset, timeout). */
 function reason(err: unknown): string {
