@@ -6,6 +6,8 @@
 #   scripts/setup.sh --dry-run        say what it would install and run; change nothing
 #   scripts/setup.sh --llama-server   also (best effort) the build tools and a llama-server built from
 #                                     node-llama-cpp's bundled source, for the llamacpp live test (CI)
+#   scripts/setup.sh --python         also (best effort) Debian's python3-numpy and python3-torch, for the
+#                                     Python client's and the PyTorch trainer's tests (CI; python/)
 #
 # System packages (apt-get; installed only when their command is missing): bubblewrap (the tool
 # sandboxes), util-linux (setpriv, prlimit: the sandbox's uid and limits), strace (grader-access
@@ -16,12 +18,14 @@ cd "$(dirname "$0")/.."
 
 dry=0
 llama=0
+python=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
     --llama-server) llama=1 ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "setup: unknown option '$arg' (known: --dry-run, --llama-server, --help)" >&2; exit 2 ;;
+    --python) python=1 ;;
+    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: unknown option '$arg' (known: --dry-run, --llama-server, --python, --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -103,5 +107,15 @@ if [ "$llama" = 1 ]; then
     apt_install $tools || say "could not install$tools; the llama-server live test will be skipped"
   fi
   run scripts/build-llama-server.sh || say "llama-server build failed; the llama-server live test will be skipped"
+fi
+if [ "$python" = 1 ]; then
+  # Best effort: the Python tests say they are skipped, and why, where no interpreter imports numpy and torch.
+  # Debian's packages install for its own interpreter; ARBOR_PYTHON (as the tests read it) names another.
+  if "${ARBOR_PYTHON:-/usr/bin/python3}" -c "import numpy, torch" >/dev/null 2>&1; then
+    say "python3-numpy and python3-torch present"
+  else
+    say "installing python3-numpy and python3-torch (best effort)"
+    apt_install --no-install-recommends python3-numpy python3-torch || say "could not install python3-numpy python3-torch; the Python trainer tests will be skipped"
+  fi
 fi
 [ "$dry" = 1 ] || say "done"

@@ -29,6 +29,8 @@ interface Case {
   args?: string[];
   /** A node stand-in that reports this version instead of the real node. */
   nodeVersion?: string;
+  /** Environment variables besides PATH. */
+  env?: Record<string, string>;
 }
 
 /** Runs scripts/setup.sh in such a PATH; returns its output and the stand-ins' recorded calls. */
@@ -46,7 +48,7 @@ function setup(c: Case): { status: number | null; out: string; calls: string[] }
   if (c.nodeVersion) fake("node", `[ "$1" = --version ] && echo v${c.nodeVersion}; [ "$1" = -e ] && exit 1; exit 0`);
   fake("id", `echo ${c.uid}`);
   for (const name of c.fakes ?? []) fake(name, `echo "${name} $*" >> ${log}`);
-  const r = spawnSync(script, c.args ?? [], { encoding: "utf8", env: { PATH: bin } });
+  const r = spawnSync(script, c.args ?? [], { encoding: "utf8", env: { PATH: bin, ...c.env } });
   return { status: r.status, out: `${r.stdout}${r.stderr}`, calls: existsSync(log) ? readFileSync(log, "utf8").trim().split("\n") : [] };
 }
 
@@ -116,5 +118,15 @@ describe("scripts/setup.sh", () => {
     expect(r.out).toContain("setup: installing the llama-server build tools (best effort): cmake ninja-build g++ git\n");
     expect(r.out).toContain("setup: would run: scripts/build-llama-server.sh\n");
     expect(r.status).toBe(0);
+  });
+
+  it("--python installs Debian's numpy and torch (best effort) where the interpreter lacks them, and nothing where it has them", () => {
+    const missing = setup({ uid: 0, present: ["bwrap", ...ALL_BUT_BWRAP], fakes: ["apt-get", "npm"], args: ["--dry-run", "--python"], env: { ARBOR_PYTHON: "/bin/false" } });
+    expect(missing.out).toContain("setup: installing python3-numpy and python3-torch (best effort)\n");
+    expect(missing.out).toContain("setup: would run: env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-numpy python3-torch\n");
+    expect(missing.status).toBe(0);
+    const present = setup({ uid: 0, present: ["bwrap", ...ALL_BUT_BWRAP], fakes: ["apt-get", "npm"], args: ["--dry-run", "--python"], env: { ARBOR_PYTHON: "/bin/true" } });
+    expect(present.out).toContain("setup: python3-numpy and python3-torch present\n");
+    expect(present.out).not.toContain("python3-torch\n");
   });
 });

@@ -14,10 +14,47 @@ describe("training config (iterations, train)", () => {
 
   it("rejects settings that cannot train, naming the field", () => {
     expect(() => parseRunConfig({ engines, iterations: 2 })).toThrow(/iterations: more than one iteration needs `train`/);
-    expect(() => parseRunConfig({ backends: [{ name: "x", type: "vllm", url: "http://127.0.0.1:1" }], train: {} })).toThrow(/train: training syncs weights to in-process engines/);
+    expect(() => parseRunConfig({ backends: [{ name: "x", type: "vllm", url: "http://127.0.0.1:1" }], train: {} })).toThrow(
+      /backends\[0\]\.weightSync: training must get every policy version onto backend 'x'; add weightSync \(kind: sglang, vllm-reload, vllm-lora or llamacpp-restart\)/,
+    );
     expect(() => parseRunConfig({ engines, train: { lr: 0 } })).toThrow(/train\.lr/);
     expect(() => parseRunConfig({ engines, iterations: 0, train: {} })).toThrow(/iterations/);
     expect(() => parseRunConfig({ engines, train: { lr: 1e-3, typo: 1 } })).toThrow(/train/);
+  });
+
+  it("checks weightSync: its kind, options of other kinds, managed llama-servers, in-process engines", () => {
+    const vllm = { name: "v", type: "vllm", url: "http://127.0.0.1:1/v1" };
+    expect(parseRunConfig({ backends: [{ ...vllm, weightSync: { kind: "vllm-reload" } }], train: {} }).backends[0]?.weightSync).toEqual({
+      kind: "vllm-reload",
+      inFlightOnWeightSwitch: "finish",
+      timeoutMs: 600_000,
+      drainTimeoutMs: 600_000,
+      args: [],
+      port: 0,
+      slots: "save",
+    });
+    expect(() => parseRunConfig({ backends: [{ ...vllm, weightSync: { kind: "tgi" } }] })).toThrow(/backends\[0\]\.weightSync\.kind: must be one of sglang, vllm-reload, vllm-lora, llamacpp-restart/);
+    expect(() => parseRunConfig({ backends: [{ ...vllm, weightSync: { kind: "sglang", sleepLevel: 1 } }] })).toThrow(/weightSync\.sleepLevel: only used with kind: vllm-reload/);
+    expect(() => parseRunConfig({ backends: [{ ...vllm, weightSync: { kind: "vllm-lora", args: ["-c", "1"] } }] })).toThrow(/weightSync\.args: only used with kind: llamacpp-restart/);
+    expect(() => parseRunConfig({ backends: [{ ...vllm, weightSync: { kind: "llamacpp-restart" } }] })).toThrow(/llamacpp-restart manages a llama-server: backend 'v' must have type: llamacpp/);
+    expect(() => parseRunConfig({ backends: [{ name: "l", type: "llamacpp", url: "http://127.0.0.1:1", weightSync: { kind: "llamacpp-restart" } }] })).toThrow(/backends\[0\]\.url: backend 'l' is a llama-server Arbor starts .* set weightSync\.port instead of url/);
+    expect(parseRunConfig({ backends: [{ name: "l", type: "llamacpp", weightSync: { kind: "llamacpp-restart", port: 8090 } }], train: {} }).backends[0]?.weightSync?.port).toBe(8090);
+    expect(() => parseRunConfig({ engines, backends: [{ name: "e0", type: "builtin", weightSync: { kind: "sglang" } }] })).toThrow(/backend 'e0' is the in-process engine of that name, which loads weights itself; remove weightSync/);
+  });
+
+  it("accepts the shipped fleet examples: every backend syncs weights through its engine's API", () => {
+    const vllm = loadRunConfig("examples/vllm-fleet.yaml");
+    expect(vllm.backends.map((b) => [b.type, b.weightSync?.kind])).toEqual([
+      ["vllm", "vllm-reload"],
+      ["vllm", "vllm-reload"],
+    ]);
+    expect(vllm.train?.trainer).toBe("reference");
+    const sglang = loadRunConfig("examples/sglang-fleet.yaml");
+    expect(sglang.backends.map((b) => [b.type, b.weightSync?.kind, b.weightSync?.inFlightOnWeightSwitch])).toEqual([
+      ["sglang", "sglang", "finish"],
+      ["sglang", "sglang", "resume"],
+    ]);
+    expect(sglang.train?.trainer).toBe("external");
   });
 
   it("accepts the shipped quick-start config", () => {

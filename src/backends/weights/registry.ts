@@ -1,5 +1,6 @@
 // Weight loaders by config kind (`backends[].weightSync.kind`): each makes an external engine serve new policy
 // weights through the engine's own API. One registry, one contract suite (engine-weight-loader.contract.ts).
+import { resolve } from "node:path";
 import type { Clock } from "../../core/clock.js";
 import type { WeightSyncConfig } from "../../core/config.js";
 import { ArborError } from "../../core/errors.js";
@@ -26,7 +27,8 @@ const common = (cfg: WeightSyncConfig, t: WeightLoaderTarget, apiKey: string | u
   url: t.url,
   timeoutMs: cfg.timeoutMs,
   clock: t.clock,
-  ...(cfg.pathMap ? { pathMap: cfg.pathMap } : {}),
+  // Arbor's side of the map is a path on this machine: relative to the working directory, as output.dir is.
+  ...(cfg.pathMap ? { pathMap: { from: resolve(cfg.pathMap.from), to: cfg.pathMap.to } } : {}),
   ...(apiKey !== undefined ? { apiKey } : {}),
 });
 
