@@ -8,6 +8,7 @@
 // (checked on the TS side, so the cases exercise what they claim). One torch step's checkpoint must convert
 // back to GGUF with moved weights, and a checkpoint saved unchanged must convert to the original tensors.
 import { spawnSync } from "node:child_process";
+import { findPython, noPythonReason } from "../testing/python.js";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,18 +33,8 @@ import { Trainer } from "./trainer.js";
 const TOL = 1e-5;
 const PYTHON_DIR = fileURLToPath(new URL("../../python", import.meta.url));
 
-/** An interpreter that imports torch and numpy: $ARBOR_PYTHON, else /usr/bin/python3; or why there is none. */
-function torchPython(): { python?: string; reason: string } {
-  const candidates = process.env.ARBOR_PYTHON ? [process.env.ARBOR_PYTHON] : ["/usr/bin/python3"];
-  for (const python of candidates) {
-    const r = spawnSync(python, ["-c", "import torch, numpy"], { encoding: "utf8", timeout: 120_000 });
-    if (r.status === 0) return { python, reason: "" };
-    const why = r.error ? r.error.message : (r.stderr.trim().split("\n").pop() ?? `exit ${r.status}`);
-    return { reason: `${python} cannot import torch and numpy (${why}); set ARBOR_PYTHON to an interpreter that can` };
-  }
-  return { reason: "no Python interpreter" };
-}
-const PY = torchPython();
+const TORCH = ["torch", "numpy"];
+const PY = { python: findPython(TORCH), reason: noPythonReason(TORCH) };
 
 /** One program: its calls' outputs, tool outputs and behaviour logprobs (reset later), fork and reward. */
 function program(forkFrom: number, forkDepth: number, reward: number, calls: number[][][]): BatchSpec["groups"][number][number] {

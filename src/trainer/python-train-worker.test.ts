@@ -4,8 +4,8 @@
 // `arbor hf convert` turns into a GGUF the TS trainer loads, with moved weights), announces it while the batch
 // is in flight and then acks; the batch without signal is acked unannounced. Needs an interpreter with torch
 // and the protocol client (python/arbor_client/client.py, loop.py); skipped, saying which is missing, otherwise.
-import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -16,6 +16,7 @@ import { createTrainerServer, type TrainerServerStats, type WeightsAnnouncement 
 import { readGguf } from "../model/gguf.js";
 import { convertHfToGguf } from "../model/hf/hf-convert.js";
 import { exportHfCheckpoint } from "../model/hf/hf-export.js";
+import { findPython, noPythonReason } from "../testing/python.js";
 import { specTrajectories, type BatchSpec } from "../testing/test-batches.js";
 import { Trainer } from "./trainer.js";
 
@@ -24,17 +25,10 @@ const FROM = "models/calc-sft.gguf";
 /** Bound on the worker's run (torch import, two batches on a tiny model). */
 const WORKER_TIMEOUT_MS = 120_000;
 
+const TORCH = ["torch", "numpy"];
+const PYTHON = findPython(TORCH);
 /** Why the suite cannot run here, or "" when it can. */
-function missing(): string {
-  for (const f of ["client.py", "loop.py"]) {
-    if (!existsSync(join(PYTHON_DIR, "arbor_client", f))) return `python/arbor_client/${f} is missing (the protocol client)`;
-  }
-  const python = process.env.ARBOR_PYTHON ?? "/usr/bin/python3";
-  const r = spawnSync(python, ["-c", "import torch, numpy"], { encoding: "utf8", timeout: 120_000 });
-  return r.status === 0 ? "" : `${python} cannot import torch and numpy; set ARBOR_PYTHON to an interpreter that can`;
-}
-const MISSING = missing();
-const PYTHON = process.env.ARBOR_PYTHON ?? "/usr/bin/python3";
+const MISSING = PYTHON === undefined ? noPythonReason(TORCH) : "";
 
 /** A GRPO batch of one group of three two-call programs with the given rewards (equal rewards: no signal). */
 function batch(id: string, rewards: number[]): ExportedBatch {
@@ -52,7 +46,7 @@ function batch(id: string, rewards: number[]): ExportedBatch {
 /** Run the worker to its exit (killed after WORKER_TIMEOUT_MS); resolves with its exit code, signal and output. */
 function runWorker(args: string[]): Promise<{ code: number | null; signal: string | null; out: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(PYTHON, ["-m", "arbor_client.train_worker", ...args], {
+    const child = spawn(PYTHON as string, ["-m", "arbor_client.train_worker", ...args], {
       env: { ...process.env, PYTHONPATH: PYTHON_DIR },
       timeout: WORKER_TIMEOUT_MS,
       killSignal: "SIGKILL",
