@@ -3,7 +3,7 @@
 // export of models/calc-sft.gguf, steps on the batch with signal, writes policy-v1/ (an HF checkpoint that
 // `arbor hf convert` turns into a GGUF the TS trainer loads, with moved weights), announces it while the batch
 // is in flight and then acks; the batch without signal is acked unannounced. Needs an interpreter with torch
-// and the protocol client (python/arbor_client/client.py, loop.py); skipped, saying which is missing, otherwise.
+// and numpy (testing/python.ts); skipped, saying why, otherwise.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
