@@ -189,13 +189,20 @@ describe("llamacpp-restart loader (stand-in llama-server process)", () => {
     expect(await servedPath(server.url)).toBe(b);
   });
 
-  it("recover serves the last GGUF again after an abort that no load followed", async () => {
-    const { a, server, loader } = await setup("drain");
+  it("recover serves the last GGUF again, with its caches, after an abort that no load followed", async () => {
+    const { dir, a, b, server, loader } = await setup("save");
+    await complete(server.url, [1, 2, 3], 2);
     await loader.prepare("abort");
     expect(server.running).toBe(false);
     await loader.recover!();
     expect(server.running).toBe(true);
     expect(await servedPath(server.url)).toBe(a);
+    expect((await complete(server.url, [1, 2, 3, 4], 2)).timings).toEqual({ cache_n: 3, prompt_n: 1 });
+    expect(readdirSync(dir).filter((f) => f.startsWith("arbor-switch-"))).toEqual([]);
+    // The next load saves the slots as they are then, not what the abort saved.
+    await complete(server.url, [8, 9], 0);
+    await loader.load(b, 1);
+    expect(loader.lastSwitch()?.saved.map((x) => x.slot)).toEqual([0, 2]);
     // A second recover with the engine running changes nothing.
     const pid = server.pid;
     await loader.recover!();
@@ -208,7 +215,7 @@ describe("llamacpp-restart loader (stand-in llama-server process)", () => {
     await loader.close();
     expect(alive(pid)).toBe(false);
     await loader.close();
-    await expect(loader.load(b, 1)).rejects.toThrow(ArborError);
+    await expect(loader.load(b, 1)).rejects.toThrow(/engine 'fake-1': weight sync failed: load\(.*b\.gguf, 1\) after close/);
   });
 });
 

@@ -83,6 +83,7 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
   let savedAtAbort: { slot: number; tokens: number }[] | undefined;
   let abortErrors: string[] = [];
   let busy = false;
+  let closed = false;
 
   const fail = (why: string) => new ArborError(`engine '${name}': weight sync failed: ${why}`, "weight_sync");
   const http = (): EngineHttp => createEngineHttp({ name, url: server.url, root: server.url, clock, probeTimeoutMs: timeoutMs });
@@ -166,6 +167,7 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
   }
 
   async function load(path: string, version: number): Promise<void> {
+    if (closed) throw fail(`load(${path}, ${version}) after close`);
     if (busy) throw fail(`load(${path}, ${version}) while another load is running`);
     busy = true;
     try {
@@ -229,7 +231,7 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
     kind: "llamacpp-restart",
     format: "gguf",
     async prepare(requested: InFlightOnSwitch): Promise<InFlightOnSwitch> {
-      if (requested !== "abort") return "finish";
+      if (requested !== "abort" || closed) return "finish";
       // The only way to end llama-server's running generations from here is to end the process.
       if (opts.slots === "save" && server.running) {
         abortErrors = [];
@@ -244,18 +246,31 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
     },
     load,
     async recover(): Promise<void> {
-      // After prepare("abort") and no successful load, the process may be stopped: serve the last GGUF again.
+      // After prepare("abort") and no load, the process is stopped: serve the last GGUF again, with the
+      // caches saved at the abort (computed by these very weights); they must not wait for a later load,
+      // whose slots will hold other programs by then.
+      const saved = savedAtAbort ?? [];
+      savedAtAbort = undefined;
+      abortErrors = [];
       try {
-        if (!server.running) await server.startOn(server.modelPath);
+        if (!closed && !server.running) {
+          await server.startOn(server.modelPath);
+          await restoreSlots(saved, []);
+        }
       } catch {
         // Best effort by contract; the caller takes the engine out of rotation.
+      } finally {
+        for (const { slot } of saved) removeSlotFile(slot);
       }
     },
     async servedVersion(): Promise<number | null> {
       return served;
     },
     lastSwitch: () => report,
-    close: () => server.close(),
+    async close(): Promise<void> {
+      closed = true;
+      await server.close();
+    },
   };
 }
 

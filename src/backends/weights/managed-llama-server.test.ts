@@ -125,6 +125,14 @@ describe("ManagedLlamaServer (stand-in llama-server process)", () => {
     }
   });
 
+  it("refuses extra arguments that would fight its own", async () => {
+    const { dir, a } = setup();
+    const err = await ManagedLlamaServer.start({ ...fakeLlamaServerCommand(), name: "e6", modelPath: a, slotSaveDir: dir, extraArgs: ["--parallel", "2", "--port=9999"] }).catch((e) => e);
+    expect(err).toBeInstanceOf(ArborError);
+    expect(err.code).toBe("config");
+    expect(err.message).toBe("llama-server 'e6' extraArgs: --port=9999 is set by Arbor (modelPath, port, slotSaveDir)");
+  });
+
   it("names a binary that cannot be started", async () => {
     const { dir, a } = setup();
     const err = await ManagedLlamaServer.start({ binary: join(dir, "no-such-llama-server"), modelPath: a, slotSaveDir: dir }).catch((e) => e);

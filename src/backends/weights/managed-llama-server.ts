@@ -55,6 +55,8 @@ export interface ManagedLlamaServerOptions {
 const LOG_LINES = 40;
 /** Bound of one /health probe while waiting for a start. */
 const PROBE_MS = 2_000;
+/** The arguments the manager sets itself: a restart changes the model and keeps the host, port and save path. */
+const OWN_ARGS = new Set(["-m", "--model", "--host", "--port", "--slot-save-path", "-mu", "--model-url", "-hf", "--hf-repo"]);
 /** Pause between /health probes. */
 const POLL_MS = 50;
 
@@ -90,6 +92,8 @@ export class ManagedLlamaServer {
     this.clock = opts.clock ?? realClock;
     this.fixedPort = opts.port ? opts.port : undefined;
     this.model = opts.modelPath;
+    const owned = (opts.extraArgs ?? []).filter((a) => OWN_ARGS.has(a.split("=")[0] as string));
+    if (owned.length) throw new ArborError(`llama-server '${this.name}' extraArgs: ${owned.join(", ")} is set by Arbor (modelPath, port, slotSaveDir)`, "config");
     const port = opts.port ?? 0;
     if (!(Number.isInteger(port) && port >= 0 && port <= 65535)) throw new ArborError(`llama-server '${this.name}' port: must be an integer in 0..65535, got ${port}`, "config");
   }
