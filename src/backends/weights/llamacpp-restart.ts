@@ -192,7 +192,7 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
         r.fellBack = true;
         // prepare("abort") may have stopped the process: serve the old weights (and caches) again before refusing.
         if (!server.running) {
-          await startPrevious(previous, why);
+          await startPrevious(previous, why, "");
           r.restored = await restoreSlots(r.saved, slotErrors);
         }
         throw fail(`${why}; serving ${previous}`);
@@ -201,12 +201,13 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
       try {
         await server.restart(path);
       } catch (e) {
-        const why = `could not start on ${path} (version ${version}): ${message(e)}`;
+        // The summary first: the llama-server error ends with the process's last log lines.
+        const why = `could not start on ${path} (version ${version})`;
         r.fellBack = true;
-        await startPrevious(previous, why);
+        await startPrevious(previous, why, ` Starting ${path}: ${message(e)}`);
         // The saved caches were computed by these very weights: restoring them is exact.
         r.restored = await restoreSlots(r.saved, slotErrors);
-        throw fail(`${why}; serving ${previous} again`);
+        throw fail(`${why}; serving ${previous} again. ${message(e)}`);
       }
       r.restored = await restoreSlots(r.saved, slotErrors);
       await confirm(path);
@@ -217,13 +218,13 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
   }
 
   /** Start the previous GGUF again after a failed switch; when that fails too the engine is down. */
-  async function startPrevious(previous: string, why: string): Promise<void> {
+  async function startPrevious(previous: string, why: string, detail: string): Promise<void> {
     if (server.running) return;
     try {
       await server.restart(previous);
       await confirm(previous);
     } catch (e) {
-      throw fail(`${why}; starting the previous GGUF ${previous} again failed too, the engine is down: ${message(e)}`);
+      throw fail(`${why}, and starting the previous GGUF ${previous} again failed too: the engine is down.${detail} Starting ${previous}: ${message(e)}`);
     }
   }
 
