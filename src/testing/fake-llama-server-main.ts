@@ -3,7 +3,8 @@
 // "listening on" log line, and the routes Arbor uses with llama-server's shapes (/health, /props, /slots,
 // /slots/:id?action=save|restore|erase, a /completion that reports how much of the prompt a slot had
 // cached). A "model" is a file starting with GGUF whose remaining text names its weights; a file that
-// does not start with GGUF, or that contains FAIL, makes it exit 1 as a failed load does.
+// does not start with GGUF, or that contains FAIL, makes it exit 1 as a failed load does; one that contains
+// HANG never finishes loading.
 // FAKE_LLAMA_IGNORE_SIGTERM=1 makes it ignore SIGTERM (for the SIGKILL path).
 // Run as: node --import tsx src/testing/fake-llama-server-main.ts -m model.gguf --port 0 ...
 import { readFileSync, writeFileSync } from "node:fs";
@@ -22,17 +23,26 @@ const saveDir = arg("--slot-save-path");
 const nSlots = Number(arg("--parallel") ?? "1");
 const N_CTX = 512;
 
-let weights: string;
-try {
-  const text = readFileSync(modelPath, "utf8");
-  if (!text.startsWith("GGUF") || text.includes("FAIL")) throw new Error("invalid magic characters or unsupported tensors");
-  weights = text.slice(4).trim();
-} catch (e) {
-  console.error(`llama_model_load: error loading model: ${(e as Error).message}`);
+const readModel = (): string => {
+  try {
+    return readFileSync(modelPath, "utf8");
+  } catch (e) {
+    return `unreadable: ${(e as Error).message}`;
+  }
+};
+const text = readModel();
+if (text.startsWith("GGUF") && text.includes("HANG")) {
+  // A load that never ends (a huge model on a slow disk, a hung device).
+  console.error(`srv    load_model: loading model '${modelPath}'`);
+  for (;;) await realClock.sleep(60_000);
+}
+if (!text.startsWith("GGUF") || text.includes("FAIL")) {
+  console.error(`llama_model_load: error loading model: invalid magic characters or unsupported tensors (${text.slice(0, 80).trim()})`);
   console.error("srv    load_model: failed to load model, '" + modelPath + "'");
   console.error("srv    operator(): exiting due to model loading error");
   process.exit(1);
 }
+const weights = text.slice(4).trim();
 
 interface Slot {
   id: number;

@@ -162,6 +162,35 @@ describe("llamacpp-restart loader (stand-in llama-server process)", () => {
     expect(server.running).toBe(false);
   });
 
+  it("loading the version it serves again restarts nothing, but starts the process an abort stopped", async () => {
+    const { b, server, loader } = await setup("save");
+    await loader.load(b, 1);
+    const pid = server.pid;
+    await loader.load(b, 1);
+    expect(server.pid).toBe(pid);
+    await complete(server.url, [1, 2], 0);
+    expect(await loader.prepare("abort")).toBe("abort");
+    expect(server.running).toBe(false);
+    await loader.load(b, 1);
+    expect(server.running).toBe(true);
+    expect(await servedPath(server.url)).toBe(b);
+    expect((await complete(server.url, [1, 2, 3], 0)).timings).toEqual({ cache_n: 2, prompt_n: 1 });
+  });
+
+  it("bounds a start that never becomes healthy by timeoutMs, then serves the previous GGUF", async () => {
+    const dir = fx.dir("arbor-restart-fake-");
+    const a = writeFakeGguf(join(dir, "a.gguf"), "weights-a");
+    const hang = writeFakeGguf(join(dir, "hang.gguf"), "HANG");
+    const server = await ManagedLlamaServer.start({ ...fakeLlamaServerCommand(), name: "fake-2", modelPath: a, slotSaveDir: dir });
+    const loader = fx.track(createLlamacppRestartLoader({ name: "fake-2", server, slots: "drain", timeoutMs: 8_000 }));
+    const err = await loader.load(hang, 1).catch((e) => e);
+    expect(err).toBeInstanceOf(ArborError);
+    expect(err.code).toBe("weight_sync");
+    expect(err.message).toMatch(/^engine 'fake-2': weight sync failed: could not start on .*hang\.gguf \(version 1\); serving .*a\.gguf again\. .*had no answer "200 OK" to GET \/health within 8000 ms/);
+    expect(err.message).toContain("loading model");
+    expect(await servedPath(server.url)).toBe(a);
+  });
+
   it("prepare: finish stays finish, resume falls back to finish, abort ends the running generations", async () => {
     const { b, server, loader } = await setup("save");
     expect(await loader.prepare("finish")).toBe("finish");

@@ -33,7 +33,10 @@ export interface LlamacppRestartOptions {
   /** The process the loader restarts (it owns it from now on: `close()` stops it). */
   server: ManagedLlamaServer;
   slots: LlamacppSlotPolicy;
-  /** Bound of each request to the server: GET /slots, /props, each slot save and restore (default 60 s). */
+  /**
+   * Bound of each request to the server (GET /slots, /props, each slot save and restore; default 60 s) and,
+   * when given, of each restart too (otherwise the server's own `startTimeoutMs`).
+   */
   timeoutMs?: number;
   /** The policy version the server's first GGUF holds, when known (what `servedVersion` answers before any load). */
   version?: number;
@@ -197,9 +200,17 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
         }
         throw fail(`${why}; serving ${previous}`);
       }
+      if (version === served && path === previous) {
+        // Already served (a retried switch): no restart, but one prepare("abort") stopped is started again.
+        if (!server.running) {
+          await startPrevious(previous, `could not serve version ${version} again`, "");
+          r.restored = await restoreSlots(r.saved, slotErrors);
+        }
+        return;
+      }
       if (opts.slots === "save" && fromAbort === undefined && server.running) r.saved = await saveSlots(slotErrors, false);
       try {
-        await server.restart(path);
+        await server.restart(path, opts.timeoutMs);
       } catch (e) {
         // The summary first: the llama-server error ends with the process's last log lines.
         const why = `could not start on ${path} (version ${version})`;
@@ -221,7 +232,7 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
   async function startPrevious(previous: string, why: string, detail: string): Promise<void> {
     if (server.running) return;
     try {
-      await server.restart(previous);
+      await server.restart(previous, opts.timeoutMs);
       await confirm(previous);
     } catch (e) {
       throw fail(`${why}, and starting the previous GGUF ${previous} again failed too: the engine is down.${detail} Starting ${previous}: ${message(e)}`);
@@ -255,7 +266,7 @@ export function createLlamacppRestartLoader(opts: LlamacppRestartOptions): Llama
       abortErrors = [];
       try {
         if (!closed && !server.running) {
-          await server.startOn(server.modelPath);
+          await server.startOn(server.modelPath, opts.timeoutMs);
           await restoreSlots(saved, []);
         }
       } catch {

@@ -96,7 +96,7 @@ describe("ManagedLlamaServer (stand-in llama-server process)", () => {
     // Node with tsx needs far longer than 1 ms to start the stand-in.
     const err = await ManagedLlamaServer.start({ ...fakeLlamaServerCommand(), name: "e3", modelPath: a, slotSaveDir: dir, startTimeoutMs: 1 }).catch((e) => e);
     expect(err).toBeInstanceOf(ArborError);
-    expect(err.message).toMatch(/was not healthy within 1 ms/);
+    expect(err.message).toMatch(/had no answer "200 OK" to GET \/health within 1 ms/);
   });
 
   it("sends SIGKILL when SIGTERM is ignored", async () => {

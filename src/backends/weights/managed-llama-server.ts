@@ -149,22 +149,23 @@ export class ManagedLlamaServer {
    * Stop the running process and start one on `modelPath`, on the same port. On failure no process
    * runs and the error (ArborError "llama_server", with the new process's last log lines) is thrown;
    * the caller decides whether to start the previous GGUF again.
+   * @param startTimeoutMs bound of this start (default: the `startTimeoutMs` option)
    */
-  restart(modelPath: string): Promise<void> {
+  restart(modelPath: string, startTimeoutMs?: number): Promise<void> {
     return this.serialized(async () => {
       await this.stopNow();
-      await this.startNow(modelPath);
+      await this.startNow(modelPath, startTimeoutMs);
     });
   }
 
   /** Start on `modelPath` when no process runs (a no-op when one runs on that path; an error on another). */
-  startOn(modelPath: string): Promise<void> {
+  startOn(modelPath: string, startTimeoutMs?: number): Promise<void> {
     return this.serialized(async () => {
       if (this.running) {
         if (this.model === modelPath) return;
         throw new ArborError(`llama-server '${this.name}' already serves ${this.model}; restart it to serve ${modelPath}`, "llama_server");
       }
-      await this.startNow(modelPath);
+      await this.startNow(modelPath, startTimeoutMs);
     });
   }
 
@@ -185,7 +186,7 @@ export class ManagedLlamaServer {
     return next;
   }
 
-  private async startNow(modelPath: string): Promise<void> {
+  private async startNow(modelPath: string, startTimeoutMs?: number): Promise<void> {
     if (this.closed) throw new ArborError(`llama-server '${this.name}' is closed`, "llama_server");
     const args = [
       "-m", modelPath,
@@ -199,14 +200,14 @@ export class ManagedLlamaServer {
     this.model = modelPath;
     const p = this.spawnProc(args);
     this.proc = p;
-    const timeoutMs = this.opts.startTimeoutMs ?? 120_000;
+    const timeoutMs = startTimeoutMs ?? this.opts.startTimeoutMs ?? 120_000;
     const deadline = this.clock.now() + timeoutMs;
     const fail = (why: string) =>
       new ArborError(`llama-server '${this.name}' (${this.opts.binary}) on ${modelPath} ${why}; last log lines:\n${this.logTail()}`, "llama_server");
     try {
       for (;;) {
         if (p.exited !== undefined) throw fail(p.exited);
-        if (this.clock.now() > deadline) throw fail(`was not healthy within ${timeoutMs} ms`);
+        if (this.clock.now() > deadline) throw fail(`had no answer "200 OK" to GET /health within ${timeoutMs} ms (still loading, or hung)`);
         // Wait for the process's own "listening on" line too: a /health answer alone could come from
         // another process that took the port while ours was loading.
         if (p.port !== undefined) {
