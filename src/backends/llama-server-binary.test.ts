@@ -1,11 +1,11 @@
-// Where the live tests look for llama-server: $ARBOR_LLAMA_SERVER, else the path
-// scripts/build-llama-server.sh builds into (keyed by the sha256 of the bundled llama.cpp source).
+// Where Arbor looks for llama-server: $ARBOR_LLAMA_SERVER, else the path scripts/build-llama-server.sh
+// builds into (keyed by the sha256 of the bundled llama.cpp source).
 import { createHash } from "node:crypto";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { findLlamaServer } from "../testing/llamacpp-server.js";
+import { findLlamaServer } from "./llama-server-binary.js";
 
 describe("findLlamaServer", () => {
   let dir = "";
