@@ -32,10 +32,6 @@ const NOT_YET_WIRED = [
   "^src/batch/tree/attention\\.ts$",
   // Prefill/decode disaggregation, simulated until the built-in engines serve prefill and decode roles.
   "^src/sim/disagg/",
-  // The Arbor-managed llama-server restarted on new weights (llamacpp-restart weight loader), until the
-  // run's weight sync wires external engines' loaders.
-  "^src/backends/weights/(managed-llama-server|llamacpp-restart)\\.ts$",
-  "^src/backends/llama-server-binary\\.ts$",
 ];
 
 /** Tests, contract suites and test support. */

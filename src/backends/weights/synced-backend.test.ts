@@ -5,12 +5,6 @@ import { BackendUnreachableError, type GenerateRequest, type GenerateResult, typ
 import type { EngineWeightLoader, InFlightOnSwitch } from "./engine-weights.js";
 import { SyncedBackend } from "./synced-backend.js";
 
-/** A deferred promise. */
-function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
-  let resolve!: (v: T) => void;
-  return { promise: new Promise<T>((r) => (resolve = r)), resolve };
-}
-
 /**
  * An engine whose generations end when the test says (`finishNext`), reporting no version (as vLLM), and a
  * stream that yields one token per `push`.

@@ -10,7 +10,7 @@
 // weights).
 import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
-import { BackendUnreachableError, type GenerateRequest, type GenerateResult, type GenerateStream, type TokenBackend } from "../backend.js";
+import { BackendUnreachableError, type GenerateRequest, type GenerateResult, type GenerateStream, type TokenBackend, type TokenDelta } from "../backend.js";
 import type { EngineWeightLoader, InFlightOnSwitch, WeightsFormat } from "./engine-weights.js";
 
 /** Options of {@link SyncedBackend}. */
@@ -188,53 +188,55 @@ export class SyncedBackend {
     }
     // Deltas of a held call arrive after the switch: the version is read as each arrives, so a streamed call
     // that a resuming switch continued knows the version of every token.
-    const self = this;
     const versions: number[] = [];
-    async function* deltas() {
-      try {
-        for await (const d of s.deltas) {
-          const v = d.policyVersion ?? (f.spanned ? self.current : f.version);
-          for (let k = 0; k < d.ids.length; k++) versions.push(v);
-          yield d.policyVersion !== null ? d : { ...d, policyVersion: v };
-        }
-      } finally {
-        self.leave(f);
-      }
-    }
     const result = (): GenerateResult => {
       const r = s.result();
       if (r.policyVersion !== null || !f.spanned || versions.length !== r.outputTokenIds.length) return this.stamp(f, r);
       return { ...r, policyVersion: f.version, tokenPolicyVersions: versions };
     };
-    return { deltas: deltas(), result };
+    return { deltas: this.relay(s, f, versions), result };
+  }
+
+  /** The stream's deltas stamped with the version of each (noting it per token), leaving the flight at the end. */
+  private async *relay(s: GenerateStream, f: Flight, versions: number[]): AsyncGenerator<TokenDelta> {
+    try {
+      for await (const d of s.deltas) {
+        const v = d.policyVersion ?? (f.spanned ? this.current : f.version);
+        for (let k = 0; k < d.ids.length; k++) versions.push(v);
+        yield d.policyVersion !== null ? d : { ...d, policyVersion: v };
+      }
+    } finally {
+      this.leave(f);
+    }
   }
 
   private wrap(): TokenBackend {
-    const self = this;
+    // Getters: the adapter can be remade (a new model name), and the gateway keeps this one object.
+    const inner = (): TokenBackend => this.inner;
     const b: TokenBackend = {
       get name() {
-        return self.inner.name;
+        return inner().name;
       },
       get url() {
-        return self.inner.url;
+        return inner().url;
       },
       get servedModel() {
-        return self.inner.servedModel;
+        return inner().servedModel;
       },
       get type() {
-        return self.inner.type;
+        return inner().type;
       },
       get capabilities() {
-        return self.inner.capabilities;
+        return inner().capabilities;
       },
       get toolParser() {
-        return self.inner.toolParser;
+        return inner().toolParser;
       },
       get reasoningParser() {
-        return self.inner.reasoningParser;
+        return inner().reasoningParser;
       },
       get samplingControls() {
-        return self.inner.samplingControls;
+        return inner().samplingControls;
       },
       chatCompletions: (body, signal) => this.guarded((i) => i.chatCompletions(body, signal)),
       completions: (body, signal) => this.guarded((i) => i.completions(body, signal)),
