@@ -38,6 +38,8 @@ interface WorkerExit {
 describe.skipIf(PYTHON === undefined)(`arbor run trained by the PyTorch worker${PYTHON === undefined ? ` (skipped: ${noPythonReason(MODULES)})` : ""}${LLAMA ? "" : ` (without the managed llama-server: ${(llama as { missing: string }).missing})`}`, () => {
   const workerOut = join(dir, "worker");
   const lines: string[] = [];
+  /** Every successful engine answer, as the adapter received it (before the version is stamped): backend and ids. */
+  const replies: string[] = [];
   let summary: RunSummary;
   let worker: WorkerExit;
 
@@ -69,6 +71,11 @@ describe.skipIf(PYTHON === undefined)(`arbor run trained by the PyTorch worker${
         const url = /^trainer {2}(http:\/\/\S+) \(external: waiting for a trainer\)$/.exec(line)?.[1];
         if (url !== undefined) started = runWorker(["--url", url, "--from", hf, "--out-dir", workerOut, "--lr", "3e-3", "--batches", "2", "--poll-s", "0.05"]);
       },
+      onBackendReply: (backend, reply) => {
+        if (reply.status === 200 && Array.isArray(reply.json.choices)) {
+          replies.push(`${backend} ${(reply.json.prompt_token_ids as number[]).join()}|${(reply.json.choices[0].token_ids as number[]).join()}`);
+        }
+      },
     });
     expect(started, "the run printed no trainer URL").toBeDefined();
     worker = await (started as Promise<WorkerExit>);
@@ -88,9 +95,17 @@ describe.skipIf(PYTHON === undefined)(`arbor run trained by the PyTorch worker${
     if (LLAMA) expect(summary.backendVersions).toEqual([{ name: "ls0", version: 2 }]);
   });
 
-  it("serves every call of iteration k with the version acknowledged before it, on every engine", async () => {
+  it("serves every call of iteration k with the version acknowledged before it, on every engine; records each answer once", async () => {
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
+      const all = (await Promise.all(summary.iterations.map((r) => store.listTrajectories(r.runId)))).flat().flatMap((t) => t.calls);
+      // Nothing recorded twice: one call per engine answer, each answer's ids recorded exactly once.
+      expect(new Set(all.map((c) => c.id)).size).toBe(all.length);
+      expect(all.length).toBe(replies.length);
+      const recorded = all.map((c) => `${c.backend} ${c.promptTokenIds.join()}|${c.outputTokenIds.join()}`).sort();
+      const answered = [...replies].sort();
+      // Compared without printing thousands of ids on failure.
+      expect(recorded.every((c, i) => c === answered[i]), "recorded calls differ from the engines' answers").toBe(true);
       for (const r of summary.iterations) {
         const calls = (await store.listTrajectories(r.runId)).flatMap((t) => t.calls);
         expect(calls.length).toBeGreaterThanOrEqual(8);

@@ -8,6 +8,7 @@ import { join, resolve } from "node:path";
 import cliProgress from "cli-progress";
 import { isTokenBackend, type Backend, type BackendReply, type GenerateRequest, type TokenBackend } from "../backends/backend.js";
 import type { SyncedBackend } from "../backends/weights/synced-backend.js";
+import { registerWeightMetrics } from "../backends/weights/weight-metrics.js";
 import { createBackend } from "../backends/registry.js";
 import { loadRunConfig, servedModelOf, type BackendConfig, type RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
@@ -215,6 +216,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       ...(adminToken && cfg.gateway.auth ? { auth: { adminToken, requireProgramKeys: cfg.gateway.auth.requireProgramKeys } } : {}),
       ...(cfg.gateway.limits ? { limits: cfg.gateway.limits } : {}),
     });
+    if (external.length > 0) registerWeightMetrics(gateway.metrics.registry, external);
     await gateway.checkBackends();
     const gatewayUrl = await gateway.listen(cfg.gateway.host, cfg.gateway.port);
     const routing = typeof cfg.gateway.routing === "string" ? cfg.gateway.routing : "custom routing";
