@@ -26,6 +26,8 @@ export interface ExternalEngineOptions {
   /** Wraps each adapter made (the run's reply tap); identity by default. */
   wrap?: (b: TokenBackend) => TokenBackend;
   log?: (line: string) => void;
+  /** Told when the engine fails to load a version and leaves the rotation for good. */
+  onRetired?: (name: string, reason: string) => void;
 }
 
 /** Start (for a managed llama-server) or connect to one external engine and wrap it for weight switches. */
@@ -50,6 +52,7 @@ export async function startExternalEngine(o: ExternalEngineOptions): Promise<Syn
     drainTimeoutMs: ws.drainTimeoutMs,
     clock,
     ...(o.log ? { log: o.log } : {}),
+    ...(o.onRetired ? { onRetired: (reason: string) => o.onRetired?.(cfg.name, reason) } : {}),
   });
 }
 

@@ -178,7 +178,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     for (const b of backendCfgs) {
       if (b.weightSync !== undefined) {
         // An external engine training switches to new weights through its own API (SGLang, vLLM, a managed llama-server).
-        const synced = await startExternalEngine({ cfg: { ...b, weightSync: b.weightSync }, modelPath, workDir: join(outDir, "engines"), clock, wrap: tap, log });
+        // One that fails to load a version leaves the gateway's rotation at once (its health checks then fail too).
+        const onRetired = (name: string, reason: string): void => gateway?.health.callFailed(name, reason);
+        const synced = await startExternalEngine({ cfg: { ...b, weightSync: b.weightSync }, modelPath, workDir: join(outDir, "engines"), clock, wrap: tap, log, onRetired });
         external.push(synced);
         backends.push(synced.backend);
         continue;

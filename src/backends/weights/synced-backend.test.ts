@@ -155,8 +155,10 @@ describe("SyncedBackend", () => {
   it("a failed load retires the backend: the error names it, the loader recovers, calls and health checks fail with the reason", async () => {
     const e = heldEngine();
     const { loader, log } = scriptedLoader({ fail: "engine said: no such file" });
-    const s = new SyncedBackend({ makeBackend: () => e.backend, loader, inFlight: "finish", clock: realClock });
+    const retired: string[] = [];
+    const s = new SyncedBackend({ makeBackend: () => e.backend, loader, inFlight: "finish", clock: realClock, onRetired: (r) => retired.push(r) });
     await expect(s.switchTo("/missing", 1)).rejects.toThrow(/weight sync: backend ext failed to load version 1: engine said: no such file/);
+    expect(retired).toEqual([s.retired]);
     expect(log).toEqual(["prepare finish", "load /missing v1", "recover"]);
     expect(s.retired).toMatch(/no such file/);
     expect(s.version).toBe(0);

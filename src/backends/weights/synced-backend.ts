@@ -27,6 +27,8 @@ export interface SyncedBackendOptions {
   clock: Clock;
   /** Told each switch's outcome (the run's log). */
   log?: (line: string) => void;
+  /** Told once when a failed switch retires the backend (the gateway takes it out of rotation at once). */
+  onRetired?: (reason: string) => void;
 }
 
 /** What one switch did. */
@@ -115,6 +117,7 @@ export class SyncedBackend {
     } catch (e) {
       const why = e instanceof ArborError && e.code === "weight_sync" ? e.message : `weight sync: backend ${this.name} failed to load version ${version}: ${(e as Error).message}`;
       this.retiredBecause = why;
+      this.o.onRetired?.(why);
       throw new ArborError(why, "weight_sync");
     } finally {
       this.gate = undefined;
