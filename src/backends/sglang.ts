@@ -64,7 +64,7 @@ export function createSglangBackend(opts: SglangBackendOptions): TokenBackend {
     if (type !== "stop" && type !== "length" && type !== "abort") {
       throw new BackendProtocolError(name, url, `returned meta_info.finish_reason ${JSON.stringify(meta.finish_reason ?? null)} (expected type stop, length or abort)`);
     }
-    return { outputTokenIds: ids, logprobs: lps as number[], finishReason: type, policyVersion: null, promptTokenIds: prompt };
+    return { outputTokenIds: ids, logprobs: lps as number[], finishReason: type, policyVersion: weightVersion(meta.weight_version), promptTokenIds: prompt };
   }
 
   async function kvCapacity(): Promise<number | null> {
@@ -117,4 +117,13 @@ function poolTokens(samples: readonly PromSample[]): number | null {
 
 function sameIds(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/**
+ * The policy version in SGLang's `meta_info.weight_version` (the server's weight version when the output was
+ * produced): Arbor's weight sync sets it to the version's number (`weight_version` of /update_weights_from_disk);
+ * anything else (the server's default "default", a name of its own) is no version.
+ */
+function weightVersion(v: unknown): number | null {
+  return typeof v === "string" && /^\d{1,9}$/.test(v) ? Number(v) : null;
 }
