@@ -226,11 +226,12 @@ describeBackendContract("llamacpp (fixtures)", async () => {
       tokenizer: {
         cases: [
           {
-            // /apply-template renders the text, whose special tokens /tokenize then parses (no second BOS).
+            // /apply-template renders the text without the BOS the model adds (llama.cpp strips it), and /tokenize
+            // parses its special tokens and adds the BOS once, as llama-server's own chat route does.
             label: "chat messages through /apply-template",
             req: { messages: [{ role: "user", content: "The capital of France is" }], addGenerationPrompt: true },
             expected: { tokens: PROMPT, maxModelLen: f.props.default_generation_settings.n_ctx },
-            sent: { path: "/tokenize", body: { content: f.apply_template.prompt, add_special: false, parse_special: true } },
+            sent: { path: "/tokenize", body: { content: f.apply_template.prompt, add_special: true, parse_special: true } },
           },
           {
             label: "plain text",

@@ -176,9 +176,10 @@ export function createLlamacppBackend(opts: LlamacppBackendOptions): TokenBacken
     throw new BackendProtocolError(name, url, `returned stop_type ${JSON.stringify(t ?? null)} (expected eos, word, limit or none)`);
   }
 
-  // Chat: llama-server renders the model's template with /apply-template; the rendered text carries
-  // the template's special tokens (BOS included) as text, so it is tokenized with parse_special and
-  // without another BOS. Plain text: parsed as /completion parses a text prompt.
+  // Chat: llama-server renders the model's template with /apply-template and tokenizes the text as its own
+  // chat route does: special tokens parsed, and with add_special, because the rendering drops a leading BOS
+  // the model adds itself (common/chat.cpp strips it so that the tokenizer adds it once). Plain text: parsed
+  // as /completion parses a text prompt.
   async function tokenize(req: TokenizeRequest): Promise<TokenizeResult> {
     let content: string;
     let addSpecial: boolean;
@@ -191,7 +192,7 @@ export function createLlamacppBackend(opts: LlamacppBackendOptions): TokenBacken
       const t: any = await http.postJson("/apply-template", body, req.signal);
       if (typeof t?.prompt !== "string") throw new BackendProtocolError(name, url, "answered /apply-template without prompt (the rendered text)");
       content = t.prompt;
-      addSpecial = false;
+      addSpecial = true;
     } else {
       content = req.text;
       addSpecial = req.addSpecialTokens;

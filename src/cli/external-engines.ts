@@ -1,7 +1,7 @@
 // The external engines of a run that trains (backends with `weightSync`): each backend wrapped in a
 // SyncedBackend over its weight loader, and for `llamacpp-restart` the llama-server process Arbor starts on the
 // run's GGUF and restarts on every new version. The run routes to `backend`s and syncs weights through them.
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { TokenBackend } from "../backends/backend.js";
 import { findLlamaServer } from "../backends/llama-server-binary.js";
@@ -14,6 +14,9 @@ import { SyncedBackend } from "../backends/weights/synced-backend.js";
 import type { Clock } from "../core/clock.js";
 import type { BackendConfig, WeightSyncConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
+import { readGgufMetadata } from "../model/gguf.js";
+import { tokenizerSpecFromGguf } from "../model/gguf-tokenizer.js";
+import { ARBOR_CHAT_TEMPLATE, isArborVocabulary } from "../model/hf/arbor-jinja-template.js";
 
 /** Options of {@link startExternalEngine}. */
 export interface ExternalEngineOptions {
@@ -64,5 +67,22 @@ async function startManagedLlamaServer(name: string, ws: WeightSyncConfig, model
     binary = found.path;
   }
   mkdirSync(dir, { recursive: true });
-  return ManagedLlamaServer.start({ name, binary, modelPath, slotSaveDir: dir, port: ws.port, extraArgs: ws.args, clock });
+  return ManagedLlamaServer.start({ name, binary, modelPath, slotSaveDir: dir, port: ws.port, extraArgs: [...ws.args, ...templateArgs(modelPath, dir, ws.args)], clock });
+}
+
+/**
+ * llama-server renders chats with the GGUF's `tokenizer.chat_template`, and without one falls back to ChatML,
+ * whose markers Arbor's vocabulary spells out letter by letter: the model would see prompts unlike any it was
+ * trained on. Arbor's own policies carry no template (Arbor's engine renders them itself), so the server gets
+ * Arbor's template as Jinja (the one `arbor hf export` writes), unless the configured args choose a template.
+ */
+function templateArgs(modelPath: string, dir: string, args: readonly string[]): string[] {
+  if (args.some((a) => a.startsWith("--chat-template"))) return [];
+  const meta = readGgufMetadata(modelPath).metadata;
+  if (meta.has("tokenizer.chat_template")) return [];
+  const tok = tokenizerSpecFromGguf(meta, modelPath);
+  if (!isArborVocabulary(tok.tokens, tok.types)) return [];
+  const file = join(dir, "arbor-chat-template.jinja");
+  writeFileSync(file, ARBOR_CHAT_TEMPLATE);
+  return [...(args.includes("--jinja") ? [] : ["--jinja"]), "--chat-template-file", file];
 }

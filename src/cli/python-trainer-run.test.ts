@@ -106,6 +106,11 @@ describe.skipIf(PYTHON === undefined)(`arbor run trained by the PyTorch worker${
       const answered = [...replies].sort();
       // Compared without printing thousands of ids on failure.
       expect(recorded.every((c, i) => c === answered[i]), "recorded calls differ from the engines' answers").toBe(true);
+      // Every program's first prompt starts with the same system turn, token for token, whichever engine rendered
+      // it (Arbor's engine renders its own template; the managed llama-server gets it as Jinja).
+      const firsts = (await Promise.all(summary.iterations.map((r) => store.listTrajectories(r.runId)))).flat().map((t) => t.calls[0]!);
+      const head = (c: (typeof firsts)[number]) => c.promptTokenIds.slice(0, 40).join();
+      expect(new Set(firsts.map(head)).size).toBe(1);
       for (const r of summary.iterations) {
         const calls = (await store.listTrajectories(r.runId)).flatMap((t) => t.calls);
         expect(calls.length).toBeGreaterThanOrEqual(8);
