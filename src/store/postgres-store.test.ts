@@ -169,7 +169,22 @@ describe.skipIf(unreachable !== undefined)(`postgres store (${unreachable ?? url
       expect((err as Error).message).not.toContain("secret");
     });
 
+    it("writes and reads go on after the server ended the store's connections (nothing was committed on them)", async () => {
+      const store = await open();
+      await oneProgram(store);
+      await store.recordCall(fixtureCall("g-p0", 0, [-1]));
+      const ended = await postgresQuery<{ ok: boolean }>("SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = $1", [
+        `arbor:${schema}`,
+      ]);
+      expect(ended.length).toBeGreaterThan(0);
+      await store.recordCall(fixtureCall("g-p0", 1, [-2]));
+      expect((await store.getTrajectory("g-p0"))?.calls.map((c) => c.index)).toEqual([0, 1]);
+      await postgresQuery("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [`arbor:${schema}`]);
+      expect((await store.stats("run-1")).calls).toBe(2);
+    });
+
     it("names bad options", async () => {
+      await expect(open({ url: `${url}?options=-c%20search_path%3Dpublic` })).rejects.toThrow(/^url: the 'options' parameter is not supported/);
       await expect(PostgresTrajectoryStore.open({ url: "mysql://x", schema })).rejects.toThrow(/^url: must be a postgres:\/\/ or postgresql:\/\/ URL/);
       await expect(open({ poolSize: 0 })).rejects.toThrow("poolSize: must be an integer in [1, 256], got 0");
     });

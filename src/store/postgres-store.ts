@@ -30,7 +30,7 @@ import {
   type RunRow,
   type ToolRow,
 } from "./postgres-rows.js";
-import { PgWriteQueue, Refused, type PgWriteQueueOptions } from "./postgres-write-queue.js";
+import { connectionLost, messageOf, PgWriteQueue, Refused, type PgWriteQueueOptions } from "./postgres-write-queue.js";
 import { currentOwner, ownerAlive } from "./run-owner.js";
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
@@ -82,10 +82,15 @@ export function checkPostgresOptions(opts: Partial<PostgresStoreOptions>, prefix
   if (typeof url !== "string" || !/^postgres(ql)?:\/\//.test(url)) {
     throw new ArborError(`${prefix}url: must be a postgres:// or postgresql:// URL, got ${JSON.stringify(url)}`, "config");
   }
+  let parsed: URL;
   try {
-    new URL(url);
+    parsed = new URL(url);
   } catch {
     throw new ArborError(`${prefix}url: not a valid URL: ${safeUrl(url)}`, "config");
+  }
+  // The store sets the connection's search_path (its schema) through `options`; one in the URL would replace it.
+  if (parsed.searchParams.has("options")) {
+    throw new ArborError(`${prefix}url: the 'options' parameter is not supported (the store sets search_path itself); use schema and statementTimeoutMs`, "config");
   }
   const schema = opts.schema ?? "arbor";
   if (typeof schema !== "string" || !SCHEMA_NAME.test(schema)) {
@@ -110,12 +115,6 @@ function safeUrl(url: string): string {
   } catch {
     return url.replace(/:[^:@/]*@/, ":***@");
   }
-}
-
-/** A message for any error, including Node's AggregateError (both address families refused) whose message is empty. */
-function messageOf(e: unknown): string {
-  if (e instanceof AggregateError && !e.message) return e.errors.map((x) => messageOf(x)).join("; ");
-  return e instanceof Error ? e.message || e.name : String(e);
 }
 
 function requireString(v: unknown, field: string): void {
@@ -310,10 +309,13 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       // A client-side bound too, for a server or network that stops answering altogether.
       query_timeout: o.statementTimeoutMs + o.connectTimeoutMs,
       options: `-c search_path=${o.schema}`,
-      application_name: "arbor",
+      application_name: `arbor:${o.schema}`,
     });
     // An idle connection the server dropped: the pool discards it and the next checkout reconnects.
     pool.on("error", () => undefined);
+    // A checked-out connection the server drops also emits "error" (after the failed query has
+    // rejected): without a listener that would end the process instead of failing one batch.
+    pool.on("connect", (client) => client.on("error", () => undefined));
     let client: PoolClient;
     try {
       client = await pool.connect();
@@ -343,31 +345,37 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     return this.writes.write(op, fn);
   }
 
-  /** Run `fn` in a read-only repeatable-read snapshot, once the writes queued before it have settled. */
+  /**
+   * Run `fn` in a read-only repeatable-read snapshot, once the writes queued before it have
+   * settled. A read whose connection was lost (a server restart) is run again on a fresh one, twice at most.
+   */
   private async read<T>(op: string, fn: (c: PoolClient) => Promise<T>): Promise<T> {
     if (this.closing) this.fail("is closed");
     await this.writes.settled();
-    if (this.closing) this.fail("is closed");
-    let c: PoolClient;
-    try {
-      c = await this.pool.connect();
-    } catch (e) {
-      this.fail(`${op}: cannot connect: ${messageOf(e)}`);
-    }
-    try {
-      await c.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-      const out = await fn(c);
-      await c.query("COMMIT");
-      c.release();
-      return out;
-    } catch (e) {
-      const ok = await c.query("ROLLBACK").then(
-        () => true,
-        () => false,
-      );
-      c.release(ok ? undefined : (e as Error));
-      if (e instanceof Refused) this.fail(e.message);
-      this.fail(`${op}: ${messageOf(e)}`);
+    for (let attempt = 1; ; attempt++) {
+      if (this.closing) this.fail("is closed");
+      let c: PoolClient;
+      try {
+        c = await this.pool.connect();
+      } catch (e) {
+        this.fail(`${op}: cannot connect: ${messageOf(e)}`);
+      }
+      try {
+        await c.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+        const out = await fn(c);
+        await c.query("COMMIT");
+        c.release();
+        return out;
+      } catch (e) {
+        const ok = await c.query("ROLLBACK").then(
+          () => true,
+          () => false,
+        );
+        c.release(ok ? undefined : (e as Error));
+        if (e instanceof Refused) this.fail(e.message);
+        if (connectionLost(e) && attempt < 3) continue;
+        this.fail(`${op}: ${messageOf(e)}`);
+      }
     }
   }
 

@@ -36,6 +36,25 @@ function sqlState(e: unknown): string | undefined {
   return e instanceof pg.DatabaseError ? e.code : undefined;
 }
 
+// Errors after which the connection is gone: the server ended it (class 08, admin shutdown,
+// crash, restart) or the socket broke.
+const CONNECTION_STATES = new Set(["57P01", "57P02", "57P03"]);
+const SOCKET_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "ENOTCONN"]);
+
+/** Whether `e` says the connection was lost (so nothing more can run on it). */
+export function connectionLost(e: unknown): boolean {
+  const state = sqlState(e);
+  if (state !== undefined) return state.startsWith("08") || CONNECTION_STATES.has(state);
+  if (SOCKET_CODES.has((e as NodeJS.ErrnoException)?.code ?? "")) return true;
+  return /Connection terminated|not queryable|Connection ended/i.test(messageOf(e));
+}
+
+/** A message for any error, including Node's AggregateError (both address families refused) whose message is empty. */
+export function messageOf(e: unknown): string {
+  if (e instanceof AggregateError && !e.message) return e.errors.map((x) => messageOf(x)).join("; ");
+  return e instanceof Error ? e.message || e.name : String(e);
+}
+
 function positiveInt(v: number | undefined, fallback: number, field: string): number {
   if (v === undefined) return fallback;
   if (!Number.isInteger(v) || v < 1) throw new ArborError(`${field}: must be an integer >= 1, got ${v}`, "config");
@@ -108,19 +127,26 @@ export class PgWriteQueue {
 
   private error(w: Pending, e: unknown): ArborError {
     if (e instanceof Refused) return new ArborError(`${this.label}: ${e.message}`, "store");
-    return new ArborError(`${this.label}: ${w.op}: ${(e as Error).message ?? String(e)}`, "store");
+    return new ArborError(`${this.label}: ${w.op}: ${messageOf(e)}`, "store");
   }
 
-  /** Apply one batch; one entry per write: undefined when committed, else why not. */
+  /**
+   * Apply one batch; one entry per write: undefined when committed, else why not. A batch is run
+   * again (at most maxBatchAttempts times) when it lost a deadlock or serialization race, or when
+   * its connection broke before COMMIT was sent (nothing was committed, e.g. a server restart
+   * between batches); a connection lost during COMMIT leaves the outcome unknown and fails the
+   * batch saying so (a retried recordCall is then safe: identical retries are no-ops).
+   */
   private async apply(batch: Pending[]): Promise<(ArborError | undefined)[]> {
     for (let attempt = 1; ; attempt++) {
       let client: PoolClient;
       try {
         client = await this.pool.connect();
       } catch (e) {
-        return batch.map((w) => this.error(w, new Error(`cannot connect: ${(e as Error).message}`)));
+        return batch.map((w) => this.error(w, new Error(`cannot connect: ${messageOf(e)}`)));
       }
       const results: (ArborError | undefined)[] = [];
+      let committing = false;
       try {
         await client.query("BEGIN");
         for (const w of batch) {
@@ -132,25 +158,29 @@ export class PgWriteQueue {
             // A refusal or a failed statement voids this write only; a lost race or a broken
             // connection voids the transaction, handled below for the whole batch.
             const state = sqlState(e);
-            if (!(e instanceof Refused) && (state === undefined || RETRYABLE.has(state))) throw e;
+            if (!(e instanceof Refused) && (state === undefined || RETRYABLE.has(state) || connectionLost(e))) throw e;
             await client.query("ROLLBACK TO SAVEPOINT arbor_write");
             results.push(this.error(w, e));
           }
           await client.query("RELEASE SAVEPOINT arbor_write");
         }
+        committing = true;
         await client.query("COMMIT");
         client.release();
         return results;
       } catch (e) {
-        const state = sqlState(e);
         const rolledBack = await client.query("ROLLBACK").then(
           () => true,
           () => false,
         );
         // A connection that could not even roll back is destroyed rather than reused.
         client.release(rolledBack ? undefined : (e as Error));
-        if (state !== undefined && RETRYABLE.has(state) && attempt < this.maxAttempts) continue;
-        const why = state !== undefined && RETRYABLE.has(state) ? new Error(`${(e as Error).message} (after ${attempt} attempts)`) : e;
+        const state = sqlState(e);
+        const again = (state !== undefined && RETRYABLE.has(state)) || (connectionLost(e) && !committing);
+        if (again && attempt < this.maxAttempts) continue;
+        let why = e;
+        if (again) why = new Error(`${messageOf(e)} (after ${attempt} attempts)`);
+        else if (committing && connectionLost(e)) why = new Error(`connection lost during COMMIT, the writes may or may not be committed: ${messageOf(e)}`);
         return batch.map((w) => this.error(w, why));
       }
     }
