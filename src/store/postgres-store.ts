@@ -54,7 +54,8 @@ export interface PostgresStoreOptions extends PgWriteQueueOptions {
   clock?: Clock;
 }
 
-interface Resolved {
+/** Postgres store options with the defaults filled in. */
+export interface ResolvedPostgresOptions {
   url: string;
   schema: string;
   poolSize: number;
@@ -77,7 +78,7 @@ function intIn(v: unknown, field: string, lo: number, hi: number, fallback: numb
  * Check a Postgres store's options, naming a bad field as `${prefix}${field}` (the registry passes
  * `store.`), and fill in the defaults. Throws an {@link ArborError} with code `config`.
  */
-export function checkPostgresOptions(opts: Partial<PostgresStoreOptions>, prefix = ""): Resolved {
+export function checkPostgresOptions(opts: Partial<PostgresStoreOptions>, prefix = ""): ResolvedPostgresOptions {
   const url = opts.url;
   if (typeof url !== "string" || !/^postgres(ql)?:\/\//.test(url)) {
     throw new ArborError(`${prefix}url: must be a postgres:// or postgresql:// URL, got ${JSON.stringify(url)}`, "config");
@@ -285,7 +286,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     /** Names the store in every error: the URL (password masked) and the schema. */
     readonly label: string,
     readonly recovered: Recovered,
-    private readonly resolved: Resolved,
+    private readonly resolved: ResolvedPostgresOptions,
     options: PostgresStoreOptions,
   ) {
     this.clock = options.clock ?? realClock;
