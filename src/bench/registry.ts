@@ -6,6 +6,7 @@ import { pausingBench } from "./pausing-bench.js";
 import { schedulingBench } from "./scheduling-bench.js";
 import { gatewayBench } from "./gateway-bench.js";
 import { sandboxBench } from "./sandbox-bench.js";
+import { storeBench } from "./store-bench.js";
 import { treeBench } from "./tree-bench.js";
 
 const BENCHMARKS: Record<string, Benchmark> = {
@@ -15,6 +16,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   gateway: gatewayBench,
   sandbox: sandboxBench,
   tree: treeBench,
+  store: storeBench,
 };
 
 /** Names of the registered benchmarks. */

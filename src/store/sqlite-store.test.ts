@@ -353,7 +353,7 @@ describe("createStore", () => {
   });
 
   it("names unknown kinds and missing paths", async () => {
-    expect(() => createStore({ kind: "redis" })).toThrow("store.kind: unknown store kind 'redis' (known: sqlite)");
+    expect(() => createStore({ kind: "redis" })).toThrow("store.kind: unknown store kind 'redis' (known: sqlite, postgres)");
     expect(() => createStore({ kind: "toString" })).toThrow(/unknown store kind/);
     expect(() => createStore({ kind: "sqlite", path: "" })).toThrow("store.path: required for the sqlite store");
   });

@@ -9,8 +9,8 @@ import { TERMINATION_KINDS, type TrajectoryStore } from "./trajectory-store.js";
 export interface StoreHarness {
   /** Open a store over this harness's backing data (every call sees the same data once the previous store is closed). */
   open(): TrajectoryStore | Promise<TrajectoryStore>;
-  /** Remove the backing data. */
-  dispose(): void;
+  /** Remove the backing data (a networked store's may take a round trip). */
+  dispose(): void | Promise<void>;
 }
 
 /** Values chosen to catch any rounding through text or float32. */
@@ -39,7 +39,7 @@ export function describeTrajectoryStoreContract(
     });
     afterEach(async () => {
       await store.close();
-      harness.dispose();
+      await harness.dispose();
     });
 
     /** A run with group g1 (2 programs) and g2 (1 program); p0 of g1 has 3 calls recorded out of order. */

@@ -1,0 +1,201 @@
+// Rows of the Postgres store's tables and their conversion to Arbor's types (token ids and
+// logprobs decoded from bytea by codec.ts, bit for bit).
+import type {
+  Call,
+  ChatMessage,
+  ContextAction,
+  ContextEvent,
+  FinishReason,
+  Group,
+  Program,
+  ProgramState,
+  Reward,
+  Termination,
+  TerminationKind,
+  ToolEvent,
+} from "../core/types.js";
+import { decodeFloat64s, decodeTokenIds } from "./codec.js";
+import type { RunRecord } from "./trajectory-store.js";
+
+export interface RunRow {
+  id: string;
+  name: string;
+  config_json: string;
+  started_at: number;
+  ended_at: number | null;
+}
+export interface GroupRow {
+  id: string;
+  run_id: string;
+  task_id: string;
+  program_ids: string[];
+}
+export interface ProgramRow {
+  id: string;
+  run_id: string;
+  group_id: string;
+  task_id: string;
+  sample_index: number;
+  state: string;
+  created_at: number;
+  ended_at: number | null;
+  termination_kind: string | null;
+  termination_detail: string | null;
+}
+export interface CallRow {
+  id: string;
+  program_id: string;
+  idx: number;
+  messages: string;
+  prompt_token_ids: Buffer;
+  output_token_ids: Buffer;
+  logprobs: Buffer;
+  output_text: string;
+  finish_reason: string;
+  backend: string;
+  policy_version: number;
+  start_ms: number;
+  end_ms: number;
+  trainable: boolean;
+  context_reset: boolean;
+  token_policy_versions: Buffer | null;
+  served_model: string | null;
+  context_reset_reason: string | null;
+}
+export interface ToolRow {
+  program_id: string;
+  call_index: number;
+  tool: string;
+  input: string;
+  output: string;
+  ok: boolean;
+  duration_ms: number;
+}
+export interface ContextEventRow {
+  program_id: string;
+  call_index: number;
+  policy: string;
+  action: string;
+  tokens_before: number;
+  tokens_after: number;
+  messages_before: number;
+  messages_after: number;
+  detail: string | null;
+}
+export interface RewardRow {
+  program_id: string;
+  total: number;
+  components: string;
+}
+
+/** Columns of `calls` in insert order (also the order of {@link callParams}). */
+export const CALL_COLUMNS = [
+  "id",
+  "program_id",
+  "idx",
+  "messages",
+  "prompt_token_ids",
+  "output_token_ids",
+  "logprobs",
+  "output_text",
+  "finish_reason",
+  "backend",
+  "policy_version",
+  "start_ms",
+  "end_ms",
+  "trainable",
+  "context_reset",
+  "token_policy_versions",
+  "served_model",
+  "context_reset_reason",
+] as const;
+
+/** A run as stored. */
+export function runFromRow(r: RunRow): RunRecord {
+  const run: RunRecord = { id: r.id, name: r.name, configJson: r.config_json, startedAt: r.started_at };
+  if (r.ended_at !== null) run.endedAt = r.ended_at;
+  return run;
+}
+
+/** A group as stored (members in the order they joined). */
+export function groupFromRow(g: GroupRow): Group {
+  return { id: g.id, runId: g.run_id, taskId: g.task_id, programIds: g.program_ids };
+}
+
+/** A program as stored; absent end and termination stay absent. */
+export function programFromRow(r: ProgramRow): Program {
+  const p: Program = {
+    id: r.id,
+    runId: r.run_id,
+    taskId: r.task_id,
+    groupId: r.group_id,
+    sampleIndex: r.sample_index,
+    state: r.state as ProgramState,
+    createdAt: r.created_at,
+  };
+  if (r.ended_at !== null) p.endedAt = r.ended_at;
+  if (r.termination_kind !== null) {
+    const t: Termination = { kind: r.termination_kind as TerminationKind };
+    if (r.termination_detail !== null) t.detail = r.termination_detail;
+    p.termination = t;
+  }
+  return p;
+}
+
+/** A call as stored; optional flags are present only when they were set. */
+export function callFromRow(r: CallRow): Call {
+  const call: Call = {
+    id: r.id,
+    programId: r.program_id,
+    index: r.idx,
+    messages: JSON.parse(r.messages) as ChatMessage[],
+    promptTokenIds: decodeTokenIds(r.prompt_token_ids),
+    outputTokenIds: decodeTokenIds(r.output_token_ids),
+    logprobs: decodeFloat64s(r.logprobs),
+    outputText: r.output_text,
+    finishReason: r.finish_reason as FinishReason,
+    backend: r.backend,
+    policyVersion: r.policy_version,
+    timings: { start: r.start_ms, end: r.end_ms },
+  };
+  if (!r.trainable) call.trainable = false;
+  if (r.context_reset) call.contextReset = true;
+  if (r.token_policy_versions !== null) call.tokenPolicyVersions = decodeTokenIds(r.token_policy_versions);
+  if (r.served_model !== null) call.servedModel = r.served_model;
+  if (r.context_reset_reason !== null) call.contextResetReason = r.context_reset_reason;
+  return call;
+}
+
+/** A tool event as stored. */
+export function toolFromRow(r: ToolRow): ToolEvent {
+  return {
+    programId: r.program_id,
+    callIndex: r.call_index,
+    tool: r.tool,
+    input: r.input,
+    output: r.output,
+    ok: r.ok,
+    durationMs: r.duration_ms,
+  };
+}
+
+/** A context-management event as stored. */
+export function contextEventFromRow(r: ContextEventRow): ContextEvent {
+  const e: ContextEvent = {
+    programId: r.program_id,
+    callIndex: r.call_index,
+    policy: r.policy,
+    action: r.action as ContextAction,
+    tokensBefore: r.tokens_before,
+    tokensAfter: r.tokens_after,
+    messagesBefore: r.messages_before,
+    messagesAfter: r.messages_after,
+  };
+  if (r.detail !== null) e.detail = r.detail;
+  return e;
+}
+
+/** A reward as stored. */
+export function rewardFromRow(r: RewardRow): Reward {
+  return { total: r.total, components: JSON.parse(r.components) as Record<string, number> };
+}

@@ -1,0 +1,714 @@
+// The networked trajectory store on Postgres (`pg`): many processes and hosts share one schema.
+// Tables are versioned by postgres-migrations.ts; token ids and logprobs are bytea through the same
+// codec as SQLite (bit-exact); writes are batched through postgres-write-queue.ts. A write retried
+// with identical content (a call, a program, an end, a reward whose acknowledgement was lost) is
+// a no-op; the same id with other content is an error naming it. Runs whose owner is gone are
+// ended on open: a process on this host by its pid (run-owner.ts), one elsewhere by its heartbeat.
+import { hostname } from "node:os";
+import pg from "pg";
+import type { Pool, PoolClient } from "pg";
+import { ArborError } from "../core/errors.js";
+import type { Clock, Timer } from "../core/clock.js";
+import { realClock } from "../core/real-clock.js";
+import type { Call, ContextAction, ContextEvent, Group, Program, Reward, Termination, TerminationKind, ToolEvent, Trajectory } from "../core/types.js";
+import { encodeFloat64s, encodeTokenIds } from "./codec.js";
+import { migratePostgres, SCHEMA_NAME } from "./postgres-migrations.js";
+import {
+  CALL_COLUMNS,
+  callFromRow,
+  contextEventFromRow,
+  groupFromRow,
+  programFromRow,
+  rewardFromRow,
+  runFromRow,
+  toolFromRow,
+  type CallRow,
+  type ContextEventRow,
+  type GroupRow,
+  type ProgramRow,
+  type RewardRow,
+  type RunRow,
+  type ToolRow,
+} from "./postgres-rows.js";
+import { connectionLost, messageOf, PgWriteQueue, Refused, type PgWriteQueueOptions } from "./postgres-write-queue.js";
+import { currentOwner, ownerAlive } from "./run-owner.js";
+import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
+
+export interface PostgresStoreOptions extends PgWriteQueueOptions {
+  /** Connection URL, e.g. `postgres://postgres@127.0.0.1:5432/test`. */
+  url: string;
+  /** Schema holding the store's tables (created if absent; default `arbor`). Lower-case letters, digits, `_`. */
+  schema?: string;
+  /** Connections at most (default 4; the writer uses one at a time, reads the others). */
+  poolSize?: number;
+  /** Server-side limit of one statement, ms (default 30000). */
+  statementTimeoutMs?: number;
+  /** Limit on connecting, and on waiting for a free pooled connection, ms (default 10000). */
+  connectTimeoutMs?: number;
+  /**
+   * A run owned by a process on another host is taken for dead (and ended on open) once its
+   * heartbeat is this old, ms (default 300000). Its owner refreshes it every quarter of this.
+   */
+  ownerTimeoutMs?: number;
+  /** End time of runs and programs ended on open, and the heartbeat timer (default: the wall clock). */
+  clock?: Clock;
+}
+
+/** Postgres store options with the defaults filled in. */
+export interface ResolvedPostgresOptions {
+  url: string;
+  schema: string;
+  poolSize: number;
+  statementTimeoutMs: number;
+  connectTimeoutMs: number;
+  ownerTimeoutMs: number;
+}
+
+const CONTEXT_ACTIONS: readonly ContextAction[] = ["discard", "clear-thinking", "summarize"];
+
+function intIn(v: unknown, field: string, lo: number, hi: number, fallback: number): number {
+  if (v === undefined) return fallback;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < lo || v > hi) {
+    throw new ArborError(`${field}: must be an integer in [${lo}, ${hi}], got ${String(v)}`, "config");
+  }
+  return v;
+}
+
+/**
+ * Check a Postgres store's options, naming a bad field as `${prefix}${field}` (the registry passes
+ * `store.`), and fill in the defaults. Throws an {@link ArborError} with code `config`.
+ */
+export function checkPostgresOptions(opts: Partial<PostgresStoreOptions>, prefix = ""): ResolvedPostgresOptions {
+  const url = opts.url;
+  if (typeof url !== "string" || !/^postgres(ql)?:\/\//.test(url)) {
+    throw new ArborError(`${prefix}url: must be a postgres:// or postgresql:// URL, got ${JSON.stringify(url)}`, "config");
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ArborError(`${prefix}url: not a valid URL: ${safeUrl(url)}`, "config");
+  }
+  // The store sets the connection's search_path (its schema) through `options`; one in the URL would replace it.
+  if (parsed.searchParams.has("options")) {
+    throw new ArborError(`${prefix}url: the 'options' parameter is not supported (the store sets search_path itself); use schema and statementTimeoutMs`, "config");
+  }
+  const schema = opts.schema ?? "arbor";
+  if (typeof schema !== "string" || !SCHEMA_NAME.test(schema)) {
+    throw new ArborError(`${prefix}schema: must be lower-case letters, digits and '_' (at most 63), got ${JSON.stringify(schema)}`, "config");
+  }
+  return {
+    url,
+    schema,
+    poolSize: intIn(opts.poolSize, `${prefix}poolSize`, 1, 256, 4),
+    statementTimeoutMs: intIn(opts.statementTimeoutMs, `${prefix}statementTimeoutMs`, 1, 86_400_000, 30_000),
+    connectTimeoutMs: intIn(opts.connectTimeoutMs, `${prefix}connectTimeoutMs`, 1, 600_000, 10_000),
+    ownerTimeoutMs: intIn(opts.ownerTimeoutMs, `${prefix}ownerTimeoutMs`, 1_000, 86_400_000, 300_000),
+  };
+}
+
+/** The URL with any password masked, for messages. */
+function safeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return url.replace(/:[^:@/]*@/, ":***@");
+  }
+}
+
+function requireString(v: unknown, field: string): void {
+  if (typeof v !== "string" || v.length === 0) throw new ArborError(`${field}: must be a non-empty string`, "store");
+}
+
+function requireFinite(v: unknown, field: string): void {
+  if (typeof v !== "number" || !Number.isFinite(v)) throw new ArborError(`${field}: must be a finite number, got ${String(v)}`, "store");
+}
+
+function requireIndex(v: unknown, field: string): void {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw new ArborError(`${field}: must be an integer >= 0, got ${String(v)}`, "store");
+}
+
+/** A call's column values in {@link CALL_COLUMNS} order, validated (naming the call and field). */
+function callParams(call: Call): unknown[] {
+  requireString(call.id, "call.id");
+  requireIndex(call.index, `call '${call.id}' index`);
+  requireIndex(call.policyVersion, `call '${call.id}' policyVersion`);
+  requireFinite(call.timings?.start, `call '${call.id}' timings.start`);
+  requireFinite(call.timings?.end, `call '${call.id}' timings.end`);
+  if (call.logprobs.length !== call.outputTokenIds.length) {
+    throw new ArborError(`call '${call.id}': ${call.logprobs.length} logprobs for ${call.outputTokenIds.length} output tokens`, "store");
+  }
+  if (call.contextResetReason !== undefined) {
+    // A reason says why a reset happened: without the reset it would describe nothing.
+    if (call.contextReset !== true) throw new ArborError(`call '${call.id}': contextResetReason without contextReset`, "store");
+    requireString(call.contextResetReason, `call '${call.id}' contextResetReason`);
+  }
+  let versions: Buffer | null = null;
+  if (call.tokenPolicyVersions !== undefined) {
+    const v = call.tokenPolicyVersions as number[];
+    if (!Array.isArray(v) || v.length !== call.outputTokenIds.length) {
+      throw new ArborError(`call '${call.id}': ${Array.isArray(v) ? v.length : "no"} tokenPolicyVersions for ${call.outputTokenIds.length} output tokens`, "store");
+    }
+    versions = encodeTokenIds(v, `call '${call.id}' tokenPolicyVersions`);
+  }
+  return [
+    call.id,
+    call.programId,
+    call.index,
+    JSON.stringify(call.messages),
+    encodeTokenIds(call.promptTokenIds, `call '${call.id}' promptTokenIds`),
+    encodeTokenIds(call.outputTokenIds, `call '${call.id}' outputTokenIds`),
+    encodeFloat64s(call.logprobs, `call '${call.id}' logprobs`),
+    call.outputText,
+    call.finishReason,
+    call.backend,
+    call.policyVersion,
+    call.timings.start,
+    call.timings.end,
+    call.trainable !== false,
+    call.contextReset === true,
+    versions,
+    call.servedModel ?? null,
+    call.contextResetReason ?? null,
+  ];
+}
+
+const INSERT_CALL = `INSERT INTO calls (${CALL_COLUMNS.join(", ")}) VALUES (${CALL_COLUMNS.map((_, i) => `$${i + 1}`).join(", ")})
+  ON CONFLICT (id) DO NOTHING RETURNING id`;
+// The same call already recorded: every column equal (NULLs included).
+const SAME_CALL = `SELECT 1 FROM calls WHERE id = $1 AND ${CALL_COLUMNS.slice(1)
+  .map((c, i) => `${c} IS NOT DISTINCT FROM $${i + 2}`)
+  .join(" AND ")}`;
+
+/** Refuse unless the program exists and has not ended; holds its row against a concurrent end until commit. */
+async function requireActive(c: PoolClient, programId: string, what: string): Promise<void> {
+  const r = await c.query<{ termination_kind: string | null }>("SELECT termination_kind FROM programs WHERE id = $1 FOR SHARE", [programId]);
+  const row = r.rows[0];
+  if (!row) throw new Refused(`${what}: unknown program '${programId}'`);
+  if (row.termination_kind !== null) throw new Refused(`${what}: program '${programId}' already ended (${row.termination_kind})`);
+}
+
+async function requireRun(c: PoolClient, runId: string, what: string): Promise<void> {
+  if ((await c.query("SELECT 1 FROM runs WHERE id = $1", [runId])).rowCount === 0) throw new Refused(`${what}: unknown run '${runId}'`);
+}
+
+function sameProgram(r: ProgramRow, p: Program): boolean {
+  return (
+    r.run_id === p.runId &&
+    r.group_id === p.groupId &&
+    r.task_id === p.taskId &&
+    r.sample_index === p.sampleIndex &&
+    r.state === p.state &&
+    r.created_at === p.createdAt &&
+    r.ended_at === (p.endedAt ?? null) &&
+    r.termination_kind === (p.termination?.kind ?? null) &&
+    r.termination_detail === (p.termination?.detail ?? null)
+  );
+}
+
+interface OwnerRow {
+  id: string;
+  host: string | null;
+  boot_id: string | null;
+  pid: number | null;
+  pid_start: number | null;
+  silent_ms: number | null;
+}
+
+/**
+ * End every unfinished run whose owner is gone, and its active programs as `aborted`. An owner on
+ * this host is gone when its process is (run-owner.ts, as SQLite); one on another host cannot be
+ * checked, so it is gone once its heartbeat is older than `ownerTimeoutMs` (database time, so the
+ * hosts' clocks need not agree).
+ */
+async function recover(c: PoolClient, now: number, ownerTimeoutMs: number): Promise<Recovered> {
+  const recovered: Recovered = { runs: [], programs: [] };
+  await c.query("BEGIN");
+  try {
+    // NO KEY UPDATE: does not block live writers inserting rows that reference these runs.
+    const open = await c.query<OwnerRow>(
+      `SELECT r.id, o.host, o.boot_id, o.pid, o.pid_start::float8 AS pid_start,
+              (EXTRACT(EPOCH FROM now() - o.heartbeat_at) * 1000)::float8 AS silent_ms
+       FROM runs r LEFT JOIN run_owners o ON o.run_id = r.id
+       WHERE r.ended_at IS NULL ORDER BY r.seq FOR NO KEY UPDATE OF r`,
+    );
+    const here = hostname();
+    for (const r of open.rows) {
+      const owner = r.host === null ? undefined : { host: r.host, bootId: r.boot_id ?? "", pid: r.pid ?? -1, pidStart: r.pid_start ?? -1 };
+      let who: string;
+      if (!owner) who = "no process is recorded as running it";
+      else if (owner.host === here) {
+        if (ownerAlive(owner)) continue;
+        who = `its process (pid ${owner.pid} on ${owner.host}) is gone`;
+      } else {
+        const silent = r.silent_ms ?? Infinity;
+        if (silent <= ownerTimeoutMs) continue;
+        who = `its process (pid ${owner.pid} on ${owner.host}) sent no heartbeat for ${Math.round(silent / 1000)} s (ownerTimeoutMs ${ownerTimeoutMs})`;
+      }
+      const detail = `run '${r.id}' ended without finishing: ${who}; ended when the store was next opened`;
+      const programs = await c.query<{ id: string }>("SELECT id FROM programs WHERE run_id = $1 AND termination_kind IS NULL ORDER BY seq", [r.id]);
+      await c.query(
+        `UPDATE programs SET state = 'terminated', ended_at = $1, termination_kind = 'aborted', termination_detail = $2
+         WHERE run_id = $3 AND termination_kind IS NULL`,
+        [now, detail, r.id],
+      );
+      await c.query("UPDATE runs SET ended_at = $1 WHERE id = $2", [now, r.id]);
+      recovered.runs.push(r.id);
+      recovered.programs.push(...programs.rows.map((p) => p.id));
+    }
+    await c.query("COMMIT");
+    return recovered;
+  } catch (e) {
+    await c.query("ROLLBACK").catch(() => undefined);
+    throw e;
+  }
+}
+
+/**
+ * A {@link TrajectoryStore} in one schema of a Postgres database, shared by any number of store
+ * objects in any number of processes. Opened with the asynchronous {@link PostgresTrajectoryStore.open}
+ * (connect, migrate, recover), so `recovered` is known before the store is handed out. Writes of
+ * one store object commit in order, in batches; a read waits for the writes its store object
+ * queued before it and runs in one repeatable-read snapshot.
+ */
+export class PostgresTrajectoryStore implements TrajectoryStore {
+  private readonly writes: PgWriteQueue;
+  private readonly clock: Clock;
+  /** Unfinished runs this store object created: their heartbeat says their owner lives. */
+  private readonly owned = new Set<string>();
+  private heartbeat: Timer | undefined;
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    private readonly pool: Pool,
+    /** Names the store in every error: the URL (password masked) and the schema. */
+    readonly label: string,
+    readonly recovered: Recovered,
+    private readonly resolved: ResolvedPostgresOptions,
+    options: PostgresStoreOptions,
+  ) {
+    this.clock = options.clock ?? realClock;
+    this.writes = new PgWriteQueue(pool, label, options);
+  }
+
+  /**
+   * Connect to `url`, create or migrate `schema`, end the runs whose owner is gone (see
+   * {@link PostgresStoreOptions.ownerTimeoutMs}) and hand out the store. Rejects with an
+   * {@link ArborError} naming the URL when the server cannot be reached, the schema is not an
+   * Arbor store or is newer than this build.
+   */
+  static async open(options: PostgresStoreOptions): Promise<PostgresTrajectoryStore> {
+    const o = checkPostgresOptions(options);
+    const label = `postgres store ${safeUrl(o.url)} (schema ${o.schema})`;
+    const pool = new pg.Pool({
+      connectionString: o.url,
+      max: o.poolSize,
+      connectionTimeoutMillis: o.connectTimeoutMs,
+      statement_timeout: o.statementTimeoutMs,
+      // A client-side bound too, for a server or network that stops answering altogether.
+      query_timeout: o.statementTimeoutMs + o.connectTimeoutMs,
+      options: `-c search_path=${o.schema}`,
+      application_name: `arbor:${o.schema}`,
+    });
+    // An idle connection the server dropped: the pool discards it and the next checkout reconnects.
+    pool.on("error", () => undefined);
+    // A checked-out connection the server drops also emits "error" (after the failed query has
+    // rejected): without a listener that would end the process instead of failing one batch.
+    pool.on("connect", (client) => client.on("error", () => undefined));
+    let client: PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (e) {
+      await pool.end().catch(() => undefined);
+      throw new ArborError(`${label}: cannot connect: ${messageOf(e)}`, "store_unreachable");
+    }
+    let recovered: Recovered;
+    try {
+      await migratePostgres(client, o.schema);
+      recovered = await recover(client, (options.clock ?? realClock).now(), o.ownerTimeoutMs);
+    } catch (e) {
+      client.release();
+      await pool.end().catch(() => undefined);
+      throw new ArborError(`${label}: cannot open: ${messageOf(e)}`, e instanceof ArborError ? e.code : "store");
+    }
+    client.release();
+    return new PostgresTrajectoryStore(pool, label, recovered, o, options);
+  }
+
+  private fail(message: string): never {
+    throw new ArborError(`${this.label}: ${message}`, "store");
+  }
+
+  private write(op: string, fn: (c: PoolClient) => Promise<void>): Promise<void> {
+    if (this.closing) return Promise.reject(new ArborError(`${this.label} is closed`, "store"));
+    return this.writes.write(op, fn);
+  }
+
+  /**
+   * Run `fn` in a read-only repeatable-read snapshot, once the writes queued before it have
+   * settled. A read whose connection was lost (a server restart) is run again on a fresh one, twice at most.
+   */
+  private async read<T>(op: string, fn: (c: PoolClient) => Promise<T>): Promise<T> {
+    if (this.closing) this.fail("is closed");
+    await this.writes.settled();
+    for (let attempt = 1; ; attempt++) {
+      if (this.closing) this.fail("is closed");
+      let c: PoolClient;
+      try {
+        c = await this.pool.connect();
+      } catch (e) {
+        this.fail(`${op}: cannot connect: ${messageOf(e)}`);
+      }
+      try {
+        await c.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+        const out = await fn(c);
+        await c.query("COMMIT");
+        c.release();
+        return out;
+      } catch (e) {
+        const ok = await c.query("ROLLBACK").then(
+          () => true,
+          () => false,
+        );
+        c.release(ok ? undefined : (e as Error));
+        if (e instanceof Refused) this.fail(e.message);
+        if (connectionLost(e) && attempt < 3) continue;
+        this.fail(`${op}: ${messageOf(e)}`);
+      }
+    }
+  }
+
+  /** Keep the owned runs' heartbeat fresh while there are any (see {@link PostgresStoreOptions.ownerTimeoutMs}). */
+  private beat(): void {
+    if (this.heartbeat || this.closing || this.owned.size === 0) return;
+    this.heartbeat = this.clock.setTimer(this.resolved.ownerTimeoutMs / 4, () => {
+      this.heartbeat = undefined;
+      if (this.closing || this.owned.size === 0) return;
+      // A missed beat is not an error of any caller's write: the next one retries, and only a
+      // silence longer than ownerTimeoutMs lets another host end the run.
+      void this.pool
+        .query("UPDATE run_owners SET heartbeat_at = now() WHERE run_id = ANY($1)", [[...this.owned]])
+        .catch(() => undefined)
+        .finally(() => this.beat());
+    });
+  }
+
+  async createRun(run: NewRun): Promise<void> {
+    requireString(run.id, "run.id");
+    requireString(run.name, "run.name");
+    if (typeof run.configJson !== "string") throw new ArborError("run.configJson: must be a string", "store");
+    requireFinite(run.startedAt, "run.startedAt");
+    const owner = currentOwner();
+    await this.write(`createRun '${run.id}'`, async (c) => {
+      const r = await c.query("INSERT INTO runs (id, name, config_json, started_at) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING RETURNING id", [
+        run.id,
+        run.name,
+        run.configJson,
+        run.startedAt,
+      ]);
+      if (r.rowCount === 0) throw new Refused(`createRun: run '${run.id}' already exists`);
+      await c.query("INSERT INTO run_owners (run_id, host, boot_id, pid, pid_start) VALUES ($1, $2, $3, $4, $5)", [
+        run.id,
+        owner.host,
+        owner.bootId,
+        owner.pid,
+        owner.pidStart,
+      ]);
+    });
+    this.owned.add(run.id);
+    this.beat();
+  }
+
+  async finishRun(id: string, endedAt: number): Promise<void> {
+    requireFinite(endedAt, "endedAt");
+    await this.write(`finishRun '${id}'`, async (c) => {
+      const r = await c.query("UPDATE runs SET ended_at = $1 WHERE id = $2 AND ended_at IS NULL RETURNING id", [endedAt, id]);
+      if (r.rowCount !== 0) return;
+      await requireRun(c, id, "finishRun");
+      throw new Refused(`finishRun: run '${id}' already finished`);
+    });
+    this.owned.delete(id);
+  }
+
+  getRun(id: string): Promise<RunRecord | undefined> {
+    return this.read("getRun", async (c) => {
+      const r = (await c.query<RunRow>("SELECT * FROM runs WHERE id = $1", [id])).rows[0];
+      return r ? runFromRow(r) : undefined;
+    });
+  }
+
+  listRuns(): Promise<RunRecord[]> {
+    return this.read("listRuns", async (c) => (await c.query<RunRow>("SELECT * FROM runs ORDER BY seq")).rows.map(runFromRow));
+  }
+
+  async createGroup(group: Group): Promise<void> {
+    requireString(group.id, "group.id");
+    requireString(group.taskId, "group.taskId");
+    if (!Array.isArray(group.programIds)) throw new ArborError("group.programIds: must be an array", "store");
+    if (new Set(group.programIds).size !== group.programIds.length) throw new ArborError(`group '${group.id}': duplicate program ids`, "store");
+    await this.write(`createGroup '${group.id}'`, async (c) => {
+      await requireRun(c, group.runId, `createGroup '${group.id}'`);
+      const r = await c.query("INSERT INTO groups (id, run_id, task_id, program_ids) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING RETURNING id", [
+        group.id,
+        group.runId,
+        group.taskId,
+        JSON.stringify(group.programIds),
+      ]);
+      if (r.rowCount === 0) throw new Refused(`createGroup: group '${group.id}' already exists`);
+    });
+  }
+
+  async createProgram(program: Program): Promise<void> {
+    requireString(program.id, "program.id");
+    requireString(program.taskId, "program.taskId");
+    requireIndex(program.sampleIndex, "program.sampleIndex");
+    requireFinite(program.createdAt, "program.createdAt");
+    const what = `createProgram '${program.id}'`;
+    const g = program.groupId;
+    await this.write(what, async (c) => {
+      await requireRun(c, program.runId, what);
+      const existing = async (): Promise<void> => {
+        const row = (await c.query<ProgramRow>("SELECT * FROM programs WHERE id = $1", [program.id])).rows[0];
+        if (row && sameProgram(row, program)) return; // a retried create: already made
+        throw new Refused(`createProgram: program '${program.id}' already exists`);
+      };
+      if ((await c.query("SELECT 1 FROM programs WHERE id = $1", [program.id])).rowCount !== 0) return existing();
+      const group = (await c.query<{ run_id: string; task_id: string }>("SELECT run_id, task_id FROM groups WHERE id = $1 FOR UPDATE", [g])).rows[0];
+      if (!group) throw new Refused(`${what}: unknown group '${g}'`);
+      if (group.run_id !== program.runId) throw new Refused(`${what}: group '${g}' belongs to run '${group.run_id}', not '${program.runId}'`);
+      if (group.task_id !== program.taskId) throw new Refused(`${what}: group '${g}' is for task '${group.task_id}', not '${program.taskId}'`);
+      const r = await c.query(
+        `INSERT INTO programs (id, run_id, group_id, task_id, sample_index, state, created_at, ended_at, termination_kind, termination_detail)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING RETURNING id`,
+        [
+          program.id,
+          program.runId,
+          g,
+          program.taskId,
+          program.sampleIndex,
+          program.state,
+          program.createdAt,
+          program.endedAt ?? null,
+          program.termination?.kind ?? null,
+          program.termination?.detail ?? null,
+        ],
+      );
+      // Another process created it between the check and the insert.
+      if (r.rowCount === 0) return existing();
+      // Append the program to its group's members unless the group already lists it.
+      await c.query("UPDATE groups SET program_ids = program_ids || jsonb_build_array($1::text) WHERE id = $2 AND NOT (program_ids ? $1)", [program.id, g]);
+    });
+  }
+
+  async recordCall(call: Call): Promise<void> {
+    const params = callParams(call);
+    const what = `recordCall '${call.id}'`;
+    await this.write(what, async (c) => {
+      // A retry of a write whose acknowledgement was lost finds its call already recorded.
+      if ((await c.query(SAME_CALL, params)).rowCount !== 0) return;
+      await requireActive(c, call.programId, what);
+      let r;
+      try {
+        r = await c.query(INSERT_CALL, params);
+      } catch (e) {
+        if (e instanceof pg.DatabaseError && e.code === "23505" && e.constraint === "calls_program_idx") {
+          throw new Refused(`${what}: program '${call.programId}' already has a call at index ${call.index}`);
+        }
+        throw e;
+      }
+      if (r.rowCount !== 0) return;
+      // The id is taken: by this very call, committed by another process meanwhile, or by another call.
+      if ((await c.query(SAME_CALL, params)).rowCount !== 0) return;
+      throw new Refused(`${what}: duplicate call id (a call with this id and other content is recorded)`);
+    });
+  }
+
+  async recordTool(event: ToolEvent): Promise<void> {
+    requireIndex(event.callIndex, "tool.callIndex");
+    requireString(event.tool, "tool.tool");
+    requireFinite(event.durationMs, "tool.durationMs");
+    const what = `recordTool '${event.tool}'`;
+    await this.write(what, async (c) => {
+      await requireActive(c, event.programId, what);
+      await c.query("INSERT INTO tools (program_id, call_index, tool, input, output, ok, duration_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)", [
+        event.programId,
+        event.callIndex,
+        event.tool,
+        event.input,
+        event.output,
+        event.ok,
+        event.durationMs,
+      ]);
+    });
+  }
+
+  async recordContextEvent(event: ContextEvent): Promise<void> {
+    const what = `recordContextEvent '${event?.policy}'`;
+    requireIndex(event.callIndex, "contextEvent.callIndex");
+    requireString(event.policy, "contextEvent.policy");
+    if (!CONTEXT_ACTIONS.includes(event.action)) throw new ArborError(`${what}: unknown action '${String(event.action)}'`, "store");
+    for (const f of ["tokensBefore", "tokensAfter", "messagesBefore", "messagesAfter"] as const) requireIndex(event[f], `contextEvent.${f}`);
+    await this.write(what, async (c) => {
+      await requireActive(c, event.programId, what);
+      await c.query(
+        `INSERT INTO context_events (program_id, call_index, policy, action, tokens_before, tokens_after, messages_before, messages_after, detail)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+        [
+          event.programId,
+          event.callIndex,
+          event.policy,
+          event.action,
+          event.tokensBefore,
+          event.tokensAfter,
+          event.messagesBefore,
+          event.messagesAfter,
+          event.detail ?? null,
+        ],
+      );
+    });
+  }
+
+  async endProgram(programId: string, termination: Termination, endedAt: number): Promise<void> {
+    if (!TERMINATION_KINDS.includes(termination?.kind)) {
+      throw new ArborError(`endProgram '${programId}': unknown termination kind '${termination?.kind}'`, "store");
+    }
+    requireFinite(endedAt, "endedAt");
+    const detail = termination.detail ?? null;
+    await this.write(`endProgram '${programId}'`, async (c) => {
+      const r = await c.query(
+        `UPDATE programs SET state = 'terminated', ended_at = $1, termination_kind = $2, termination_detail = $3
+         WHERE id = $4 AND termination_kind IS NULL RETURNING id`,
+        [endedAt, termination.kind, detail, programId],
+      );
+      if (r.rowCount !== 0) return;
+      const row = (await c.query<ProgramRow>("SELECT * FROM programs WHERE id = $1", [programId])).rows[0];
+      if (!row) throw new Refused(`endProgram: unknown program '${programId}'`);
+      // The same end again (a retry) is already made; any other end of an ended program is refused.
+      if (row.termination_kind === termination.kind && row.termination_detail === detail && row.ended_at === endedAt) return;
+      throw new Refused(`endProgram: program '${programId}' already ended (${row.termination_kind})`);
+    });
+  }
+
+  async setReward(programId: string, reward: Reward): Promise<void> {
+    requireFinite(reward?.total, `reward of '${programId}' total`);
+    for (const [name, v] of Object.entries(reward.components ?? {})) requireFinite(v, `reward of '${programId}' component '${name}'`);
+    const components = JSON.stringify(reward.components ?? {});
+    await this.write(`setReward '${programId}'`, async (c) => {
+      const p = (await c.query<{ termination_kind: string | null }>("SELECT termination_kind FROM programs WHERE id = $1 FOR SHARE", [programId])).rows[0];
+      if (!p) throw new Refused(`setReward: unknown program '${programId}'`);
+      if (p.termination_kind === null) throw new Refused(`setReward: program '${programId}' has not ended`);
+      const r = await c.query("INSERT INTO rewards (program_id, total, components) VALUES ($1, $2, $3) ON CONFLICT (program_id) DO NOTHING RETURNING 1", [
+        programId,
+        reward.total,
+        components,
+      ]);
+      if (r.rowCount !== 0) return;
+      const same = await c.query("SELECT 1 FROM rewards WHERE program_id = $1 AND total = $2 AND components = $3", [programId, reward.total, components]);
+      if (same.rowCount === 0) throw new Refused(`setReward: program '${programId}' already has a reward`);
+    });
+  }
+
+  getTrajectory(programId: string): Promise<Trajectory | undefined> {
+    return this.read("getTrajectory", async (c) => {
+      const p = (await c.query<ProgramRow>("SELECT * FROM programs WHERE id = $1", [programId])).rows[0];
+      if (!p) return undefined;
+      const calls = await c.query<CallRow>("SELECT * FROM calls WHERE program_id = $1 ORDER BY idx", [programId]);
+      const tools = await c.query<ToolRow>("SELECT * FROM tools WHERE program_id = $1 ORDER BY seq", [programId]);
+      const reward = (await c.query<RewardRow>("SELECT * FROM rewards WHERE program_id = $1", [programId])).rows[0];
+      const events = await c.query<ContextEventRow>("SELECT * FROM context_events WHERE program_id = $1 ORDER BY seq", [programId]);
+      const t: Trajectory = { program: programFromRow(p), calls: calls.rows.map(callFromRow), tools: tools.rows.map(toolFromRow) };
+      if (reward) t.reward = rewardFromRow(reward);
+      if (events.rows.length > 0) t.contextEvents = events.rows.map(contextEventFromRow);
+      return t;
+    });
+  }
+
+  listTrajectories(runId: string): Promise<Trajectory[]> {
+    return this.read("listTrajectories", async (c) => {
+      await requireRun(c, runId, "listTrajectories");
+      const programs = await c.query<ProgramRow>("SELECT * FROM programs WHERE run_id = $1 ORDER BY seq", [runId]);
+      const byId = new Map<string, Trajectory>();
+      for (const p of programs.rows) byId.set(p.id, { program: programFromRow(p), calls: [], tools: [] });
+      const join = "JOIN programs p ON p.id = x.program_id WHERE p.run_id = $1";
+      for (const r of (await c.query<CallRow>(`SELECT x.* FROM calls x ${join} ORDER BY x.program_id, x.idx`, [runId])).rows) {
+        byId.get(r.program_id)?.calls.push(callFromRow(r));
+      }
+      for (const r of (await c.query<ToolRow>(`SELECT x.* FROM tools x ${join} ORDER BY x.seq`, [runId])).rows) {
+        byId.get(r.program_id)?.tools.push(toolFromRow(r));
+      }
+      for (const r of (await c.query<ContextEventRow>(`SELECT x.* FROM context_events x ${join} ORDER BY x.seq`, [runId])).rows) {
+        const t = byId.get(r.program_id);
+        if (t) (t.contextEvents ??= []).push(contextEventFromRow(r));
+      }
+      for (const r of (await c.query<RewardRow>(`SELECT x.* FROM rewards x ${join}`, [runId])).rows) {
+        const t = byId.get(r.program_id);
+        if (t) t.reward = rewardFromRow(r);
+      }
+      return [...byId.values()];
+    });
+  }
+
+  listGroups(runId: string): Promise<Group[]> {
+    return this.read("listGroups", async (c) => {
+      await requireRun(c, runId, "listGroups");
+      return (await c.query<GroupRow>("SELECT * FROM groups WHERE run_id = $1 ORDER BY seq", [runId])).rows.map(groupFromRow);
+    });
+  }
+
+  stats(runId: string): Promise<RunStats> {
+    return this.read("stats", async (c) => {
+      await requireRun(c, runId, "stats");
+      const progs = (
+        await c.query<{ n: number; open: number }>(
+          "SELECT count(*)::int AS n, count(*) FILTER (WHERE termination_kind IS NULL)::int AS open FROM programs WHERE run_id = $1",
+          [runId],
+        )
+      ).rows[0] as { n: number; open: number };
+      const calls = (
+        await c.query<{ n: number; prompt: number; output: number }>(
+          `SELECT count(*)::int AS n, (coalesce(sum(octet_length(x.prompt_token_ids)), 0) / 4)::float8 AS prompt,
+                  (coalesce(sum(octet_length(x.output_token_ids)), 0) / 4)::float8 AS output
+           FROM calls x JOIN programs p ON p.id = x.program_id WHERE p.run_id = $1`,
+          [runId],
+        )
+      ).rows[0] as { n: number; prompt: number; output: number };
+      const terminations = Object.fromEntries(TERMINATION_KINDS.map((k) => [k, 0])) as Record<TerminationKind, number>;
+      const kinds = await c.query<{ kind: TerminationKind; n: number }>(
+        "SELECT termination_kind AS kind, count(*)::int AS n FROM programs WHERE run_id = $1 AND termination_kind IS NOT NULL GROUP BY termination_kind",
+        [runId],
+      );
+      for (const k of kinds.rows) terminations[k.kind] = k.n;
+      const rewards = (
+        await c.query<{ n: number; mean: number | null }>(
+          "SELECT count(*)::int AS n, avg(x.total)::float8 AS mean FROM rewards x JOIN programs p ON p.id = x.program_id WHERE p.run_id = $1",
+          [runId],
+        )
+      ).rows[0] as { n: number; mean: number | null };
+      return {
+        programs: progs.n,
+        unfinished: progs.open,
+        calls: calls.n,
+        promptTokens: calls.prompt,
+        outputTokens: calls.output,
+        terminations,
+        rewarded: rewards.n,
+        meanReward: rewards.n > 0 ? rewards.mean : null,
+      };
+    });
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.heartbeat?.cancel();
+      this.heartbeat = undefined;
+      try {
+        await this.writes.settled();
+      } finally {
+        await this.pool.end();
+      }
+    })();
+    return this.closing;
+  }
+}

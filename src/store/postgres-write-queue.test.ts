@@ -1,0 +1,91 @@
+import pg from "pg";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { dropTestSchema, POSTGRES_TEST_URL, postgresQuery, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
+import { PgWriteQueue, Refused } from "./postgres-write-queue.js";
+
+const unreachable = await postgresUnreachable();
+
+describe.skipIf(unreachable !== undefined)(`PgWriteQueue (${unreachable ?? POSTGRES_TEST_URL})`, () => {
+  let schema: string;
+  let pools: pg.Pool[];
+  const pool = (): pg.Pool => {
+    const p = new pg.Pool({ connectionString: POSTGRES_TEST_URL, max: 2, options: `-c search_path=${schema}` });
+    p.on("error", () => undefined);
+    p.on("connect", (client) => client.on("error", () => undefined));
+    pools.push(p);
+    return p;
+  };
+  const rows = async (): Promise<{ k: string; v: number }[]> => postgresQuery(`SELECT k, v FROM ${schema}.kv ORDER BY k`);
+
+  beforeEach(async () => {
+    schema = testSchemaName();
+    pools = [];
+    await postgresQuery(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.kv (k text PRIMARY KEY, v int NOT NULL)`);
+  });
+  afterEach(async () => {
+    await Promise.all(pools.map((p) => p.end()));
+    await dropTestSchema(schema);
+  });
+
+  it("runs a batch again when its connection was lost before COMMIT, so each write is made once", async () => {
+    const q = new PgWriteQueue(pool(), "test store");
+    let attempts = 0;
+    const writes = [
+      q.write("put a", async (c) => {
+        await c.query("INSERT INTO kv VALUES ('a', 1)");
+      }),
+      q.write("refused", async () => {
+        throw new Refused("refused: no");
+      }),
+      q.write("put b", async (c) => {
+        attempts++;
+        // The server ends this very connection mid-batch, the first time only.
+        if (attempts === 1) await c.query("SELECT pg_terminate_backend(pg_backend_pid())");
+        await c.query("INSERT INTO kv VALUES ('b', 2)");
+      }),
+    ];
+    const settled = await Promise.allSettled(writes);
+    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/test store: refused: no/);
+    expect(attempts).toBe(2);
+    expect(await rows()).toEqual([
+      { k: "a", v: 1 },
+      { k: "b", v: 2 },
+    ]);
+  });
+
+  it("gives up after maxBatchAttempts, naming the write and the attempts", async () => {
+    const q = new PgWriteQueue(pool(), "test store", { maxBatchAttempts: 2 });
+    const w = q.write("put a", async (c) => {
+      await c.query("INSERT INTO kv VALUES ('a', 1)");
+      await c.query("SELECT pg_terminate_backend(pg_backend_pid())");
+    });
+    await expect(w).rejects.toThrow(/^test store: put a: terminating connection due to administrator command \(after 2 attempts\)/);
+    expect(await rows()).toEqual([]);
+  });
+
+  it("runs again the batch that lost a deadlock, so both writers' writes are made", async () => {
+    await postgresQuery(`INSERT INTO ${schema}.kv VALUES ('x', 0), ('y', 0)`);
+    const a = new PgWriteQueue(pool(), "a");
+    const b = new PgWriteQueue(pool(), "b");
+    // Opposite lock orders with a pause between: the server's deadlock detector aborts one of them.
+    const crossed = (first: string, second: string) => async (c: pg.PoolClient) => {
+      await c.query("UPDATE kv SET v = v + 1 WHERE k = $1", [first]);
+      await c.query("SELECT pg_sleep(0.3)");
+      await c.query("UPDATE kv SET v = v + 1 WHERE k = $1", [second]);
+    };
+    await Promise.all([a.write("a", crossed("x", "y")), b.write("b", crossed("y", "x"))]);
+    expect(await rows()).toEqual([
+      { k: "x", v: 2 },
+      { k: "y", v: 2 },
+    ]);
+  });
+
+  it("refuses a write beyond maxPendingWrites, and a bad option, naming them", async () => {
+    expect(() => new PgWriteQueue(pool(), "s", { maxBatchWrites: 0 })).toThrow("maxBatchWrites: must be an integer >= 1, got 0");
+    const q = new PgWriteQueue(pool(), "s", { maxPendingWrites: 1 });
+    const first = q.write("one", async () => undefined);
+    await expect(q.write("two", async () => undefined)).rejects.toThrow("s: two: write queue is full (maxPendingWrites 1 writes waiting to commit)");
+    await first;
+  });
+});
