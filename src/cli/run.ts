@@ -38,7 +38,7 @@ import { bwrapAvailable } from "../sandbox/bwrap.js";
 import { createSandboxPool, type SandboxPool } from "../sandbox/pool.js";
 import { createSandboxProvider } from "../sandbox/registry.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
-import { createStore } from "../store/registry.js";
+import { createStore, openStore } from "../store/registry.js";
 import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
 import { checkPortsFree, runPorts } from "./check-ports.js";
 import { startExternalEngine } from "./external-engines.js";
@@ -50,6 +50,7 @@ export type { IterationResult } from "../loop/iteration-result.js";
 export interface RunSummary {
   runId: string;
   stats: RunStats;
+  /** The SQLite file, or the Postgres store's name (`postgres store <url> (schema <s>)`). */
   storePath: string;
   batchPath: string;
   samples: number;
@@ -193,8 +194,13 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       backends.push(tap(createBackend(b, local && !b.url ? { url: `${local.url}/v1`, ...(engineCfg ? { model: engineCfg.servedModelName } : {}), ...parsers } : {})));
     }
 
-    const storePath = join(outDir, "store.sqlite");
-    store = createStore({ kind: "sqlite", path: storePath });
+    const st = cfg.store;
+    store =
+      st.kind === "sqlite"
+        ? createStore({ kind: "sqlite", path: join(outDir, "store.sqlite") })
+        : await openStore({ kind: "postgres", url: st.url as string, ...(st.schema !== undefined ? { schema: st.schema } : {}), ...(st.poolSize !== undefined ? { poolSize: st.poolSize } : {}) });
+    // The file of the embedded store, else the networked store's name (its url without a password, and schema).
+    const storePath = (store as { label?: string }).label ?? join(outDir, "store.sqlite");
     const { recovered } = store;
     if (recovered.runs.length > 0) {
       log(`store    ended ${recovered.programs.length} program(s) of ${recovered.runs.length} run(s) left unfinished by a killed process, as aborted`);

@@ -461,6 +461,26 @@ export const RunConfigSchema = z
       // An external trainer always gets a listening address and a wait limit, the defaults when not given.
       .transform((t) => (t.trainer === "external" ? { ...t, external: t.external ?? ExternalTrainerConfigSchema.parse({}) } : t))
       .optional(),
+    /**
+     * Where trajectories are stored: `sqlite` (default; `output.dir/store.sqlite`, embedded) or `postgres`
+     * (`url`, e.g. postgres://user@host:5432/db, and `schema`, default "arbor"; several processes and hosts
+     * share it: src/store/postgres-store.ts).
+     */
+    store: z
+      .object({
+        kind: z.enum(["sqlite", "postgres"], { error: "must be sqlite or postgres" }).default("sqlite"),
+        url: z.string().min(1).optional(),
+        schema: z.string().min(1).optional(),
+        poolSize: positiveInt.optional(),
+      })
+      .strict()
+      .superRefine((st, ctx) => {
+        if (st.kind === "postgres" && st.url === undefined) ctx.addIssue({ code: "custom", path: ["url"], message: "required for the postgres store (e.g. postgres://postgres@127.0.0.1:5432/arbor)" });
+        if (st.kind === "sqlite") {
+          for (const k of ["url", "schema", "poolSize"] as const) if (st[k] !== undefined) ctx.addIssue({ code: "custom", path: [k], message: "only used with kind: postgres (the sqlite store is output.dir/store.sqlite)" });
+        }
+      })
+      .prefault({}),
     output: z
       .object({
         /** Directory for the store, the batch and the model (relative to the working directory). */
