@@ -129,20 +129,28 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
   private async setUp(): Promise<void> {
     const o = this.o;
     const common = { storage: StorageType.File, duplicate_window: nanos(o.duplicateWindowMs), max_msgs: o.maxMessages, discard: DiscardPolicy.New };
-    await this.admin(`create stream ${o.stream}`, () =>
-      this.jsm.streams.add({ name: o.stream, subjects: [o.subject], retention: RetentionPolicy.Workqueue, ...common }),
-    );
-    await this.admin(`create stream ${this.deadStream}`, () =>
-      this.jsm.streams.add({ name: this.deadStream, subjects: [o.deadLetterSubject], retention: RetentionPolicy.Limits, ...common }),
-    );
-    await this.admin(`create consumer ${o.consumer}`, () =>
-      this.jsm.consumers.add(o.stream, {
-        durable_name: o.consumer,
-        ack_policy: AckPolicy.Explicit,
-        ack_wait: nanos(o.ackWaitMs),
-        max_deliver: o.maxDeliver,
-        filter_subject: o.subject,
-      }),
+    const work = { name: o.stream, subjects: [o.subject], retention: RetentionPolicy.Workqueue, ...common };
+    const dead = { name: this.deadStream, subjects: [o.deadLetterSubject], retention: RetentionPolicy.Limits, ...common };
+    for (const config of [work, dead]) {
+      await this.ensure(
+        `stream ${config.name}`,
+        config,
+        () => this.jsm.streams.info(config.name).then((i) => i.config as unknown as Record<string, unknown>),
+        () => this.jsm.streams.add(config),
+      );
+    }
+    const consumer = {
+      durable_name: o.consumer,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: nanos(o.ackWaitMs),
+      max_deliver: o.maxDeliver,
+      filter_subject: o.subject,
+    };
+    await this.ensure(
+      `consumer ${o.consumer} of stream ${o.stream}`,
+      consumer,
+      () => this.jsm.consumers.info(o.stream, o.consumer).then((i) => i.config as unknown as Record<string, unknown>),
+      () => this.jsm.consumers.add(o.stream, consumer),
     );
     // A queue group: each advisory reaches one client of this queue, which dead-letters the message.
     this.advisories = this.nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${o.stream}.${o.consumer}`, {
@@ -157,11 +165,36 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     await this.nc.flush();
   }
 
-  private async admin<R>(what: string, op: () => Promise<R>): Promise<R> {
+  /**
+   * Creates `what` with `wanted` unless it exists; an existing one must have the same settings, because adding
+   * over it would silently change the ack wait or bounds every other worker relies on.
+   */
+  private async ensure(
+    what: string,
+    wanted: Record<string, unknown>,
+    info: () => Promise<Record<string, unknown>>,
+    add: () => Promise<unknown>,
+  ): Promise<void> {
+    let existing: Record<string, unknown> | undefined;
     try {
-      return await op();
+      existing = await info();
     } catch (error) {
-      throw new ArborError(`work queue ${this.o.stream}: cannot ${what}: ${describe(error)}`, "broker_setup");
+      if (!/not found/i.test(describe(error))) {
+        throw new ArborError(`work queue ${this.o.stream}: cannot read ${what}: ${describe(error)}`, "broker_setup");
+      }
+    }
+    if (existing) {
+      const differ = Object.keys(wanted).filter((k) => JSON.stringify(existing[k]) !== JSON.stringify(wanted[k]));
+      if (differ.length > 0) {
+        const detail = differ.map((k) => `${k} is ${JSON.stringify(existing[k])}, wanted ${JSON.stringify(wanted[k])}`).join("; ");
+        throw new ArborError(`work queue ${this.o.stream}: ${what} exists with other settings: ${detail}`, "broker_setup");
+      }
+      return;
+    }
+    try {
+      await add();
+    } catch (error) {
+      throw new ArborError(`work queue ${this.o.stream}: cannot create ${what}: ${describe(error)}`, "broker_setup");
     }
   }
 
@@ -349,13 +382,15 @@ class JetStreamConsumer<T> implements WorkConsumer {
           m.working();
           await flush();
         },
-        term: async (reason) => {
-          m.term(reason);
+        term: async () => {
+          // A plain +TERM: servers before 2.10 ignore "+TERM <reason>" and would redeliver the message. The
+          // reason is the worker's to record (the program's termination), not the broker's.
+          m.term();
           await flush();
         },
         deadLetter: async (reason) => {
           await q.publishDeadLetter(m.seq, { id, payload: payload.value, deliveries: m.info.deliveryCount, reason });
-          m.term(`dead-lettered: ${reason}`);
+          m.term();
           await flush();
         },
       };
@@ -366,7 +401,7 @@ class JetStreamConsumer<T> implements WorkConsumer {
       run = q
         .publishDeadLetter(m.seq, { id, payload: undefined, deliveries: m.info.deliveryCount, reason })
         .then(() => {
-          m.term("undecodable payload");
+          m.term();
           return flush();
         });
     }

@@ -69,6 +69,8 @@ export async function runDelivery<T>(
   }
   const text = failure instanceof Error ? failure.message : String(failure);
   if (settled) {
+    // A second settle's own error (broker_settled) keeps its code.
+    if (failure instanceof ArborError && failure.code === "broker_settled") throw failure;
     throw new ArborError(`work queue ${queue}: handler of message ${d.id} threw after settling it: ${text}`, "broker_handler");
   }
   await settle("nak", () =>

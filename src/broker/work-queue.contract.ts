@@ -209,6 +209,29 @@ export function describeWorkQueueContract(name: string, make: () => Promise<Work
       expect(handled.sort()).toEqual(Array.from({ length: total }, (_, i) => `m${i}:1`).sort());
     });
 
+    it("inProgress extends the ack wait: a long handler keeps its message past several ack waits", async () => {
+      const h = await start();
+      const workerA = await h.open(options());
+      const workerB = await h.open(options());
+      await workerA.publish("long", { n: 1 });
+      const seen: string[] = [];
+      let done = false;
+      const a = workerA.consume(async (m) => {
+        seen.push(`a:${m.delivery}`);
+        for (let i = 0; i < 5; i++) {
+          await h.pass(ackWaitMs / 2);
+          await m.inProgress();
+        }
+        await m.ack();
+        done = true;
+      }, { maxInFlight: 1 });
+      const b = workerB.consume(async (m) => void seen.push(`b:${m.delivery}`), { maxInFlight: 1 });
+      await h.until("long handler done", () => done, limit);
+      await h.pass(ackWaitMs * 1.5);
+      await Promise.all([a.close(), b.close()]);
+      expect(seen).toEqual(["a:1"]);
+    });
+
     it("close drains: it waits for in-flight handlers, whose settlement holds", async () => {
       const h = await start();
       const q = await h.open(options());
