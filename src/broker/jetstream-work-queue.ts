@@ -47,6 +47,8 @@ export interface JetStreamWorkQueueOptions<T> extends WorkQueueOptions<T> {
   deadLetterSubject?: string;
   /** How long one pull waits for messages (ms, >= 1000, default 1000): `close()` waits at most this for the pull. */
   pullExpiresMs?: number;
+  /** Failures outside any consumer (turning a max-deliveries advisory into a dead letter). */
+  onError?: (error: Error) => void;
   /** Consecutive failed pulls after which a consumer stops with an error (default 10). */
   maxPullFailures?: number;
   clock?: Clock;
@@ -72,8 +74,8 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     private readonly ownsConnection: boolean,
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
-    private readonly o: Required<Omit<JetStreamWorkQueueOptions<T>, "onDeadLetter">> &
-      Pick<JetStreamWorkQueueOptions<T>, "onDeadLetter">,
+    private readonly o: Required<Omit<JetStreamWorkQueueOptions<T>, "onDeadLetter" | "onError">> &
+      Pick<JetStreamWorkQueueOptions<T>, "onDeadLetter" | "onError">,
   ) {}
 
   /** Connects to `servers` (this queue closes the connection on `close()`) and opens the queue. */
@@ -263,7 +265,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     await this.jsm.streams.deleteMessage(this.o.stream, seq, false).catch(() => false);
   }
 
-  /** Publishes `dl` once per stream sequence and reports it when this call was the one that published it. */
+  /** (For this module's consumers.) Publishes `dl` once per stream sequence and reports it when this call was the one that published it. */
   async publishDeadLetter(seq: number, dl: DeadLetter<T>): Promise<void> {
     let duplicate: boolean;
     try {
@@ -275,7 +277,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     if (!duplicate) this.o.onDeadLetter?.(dl);
   }
 
-  /** What a consumer needs from its queue. */
+  /** (For this module's consumers.) The resolved options. */
   get settings() {
     return this.o;
   }
@@ -288,10 +290,11 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     return this.js;
   }
 
-  report(error: unknown): void {
-    // Advisory failures have no handler to go to; the first consumer's onError hears them.
-    const sink = [...this.consumers][0];
-    sink?.reportError(error);
+  private report(error: unknown): void {
+    // An advisory failure has no handler to go to: the queue's onError hears it, else the first consumer's.
+    const e = error instanceof Error ? error : new Error(String(error));
+    if (this.o.onError) this.o.onError(e);
+    else [...this.consumers][0]?.reportError(e);
   }
 }
 
