@@ -10,7 +10,7 @@
 const LAYERS = [
   ["core"],
   ["model"],
-  ["engine", "backends", "store", "sandbox"],
+  ["engine", "backends", "store", "sandbox", "broker"],
   ["batch", "gateway"],
   ["trainer", "agents"],
   ["envs"],
@@ -32,6 +32,9 @@ const NOT_YET_WIRED = [
   "^src/batch/tree/attention\\.ts$",
   // Prefill/decode disaggregation, simulated until the built-in engines serve prefill and decode roles.
   "^src/sim/disagg/",
+  // The work stream of issue 16 (JetStream and in-process work queues): the broker layer lands first; the
+  // orchestrator and workers are wired onto it next.
+  "^src/broker/",
 ];
 
 /** Tests, contract suites and test support. */
