@@ -60,6 +60,8 @@ describe("reward plot", () => {
       }),
     );
     expect(niceAxis([0.25, 0.25])).toMatchObject({ step: 0.02, ticks: [0.2, 0.22, 0.24, 0.26, 0.28, 0.3] });
+    // Two values a few ulps apart at 1e4: padded like equal values, not split into ticks finer than the floats.
+    expect(niceAxis([9999.999999999998, 10000]).ticks).toEqual([9000, 9500, 10000, 10500, 11000]);
     expect(niceAxis([0, 0.5, 1]).ticks).toEqual([0, 0.2, 0.4, 0.6, 0.8, 1]);
     expect(niceAxis([-0.203, -0.094, -0.016, 0])).toMatchObject({ step: 0.05, ticks: [-0.25, -0.2, -0.15, -0.1, -0.05, 0] });
   });

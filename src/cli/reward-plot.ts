@@ -50,7 +50,8 @@ export function niceAxis(values: readonly number[]): YAxis {
   const finite = values.filter(Number.isFinite);
   let min = finite.length > 0 ? Math.min(...finite) : 0;
   let max = finite.length > 0 ? Math.max(...finite) : 1;
-  if (max - min < 1e-12) {
+  // A spread at the limit of the values' float precision (1e4 + 1e-12) has no round ticks between its ends.
+  if (max - min < 1e-9 * Math.max(1, Math.abs(min), Math.abs(max))) {
     const pad = Math.max(Math.abs(min) * 0.1, 0.05);
     min -= pad;
     max += pad;
