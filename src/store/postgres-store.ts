@@ -29,7 +29,7 @@ import {
   type RewardRow,
   type RunRow,
   type ToolRow,
-} from "./postgres-rows.js";
+} from "./store-rows.js";
 import { connectionLost, messageOf, PgWriteQueue, Refused, type PgWriteQueueOptions } from "./postgres-write-queue.js";
 import { currentOwner, ownerAlive } from "./run-owner.js";
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";

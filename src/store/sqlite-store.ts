@@ -6,13 +6,10 @@ import Database from "better-sqlite3";
 import { ArborError } from "../core/errors.js";
 import type {
   Call,
-  ChatMessage,
   ContextAction,
   ContextEvent,
-  FinishReason,
   Group,
   Program,
-  ProgramState,
   Reward,
   Termination,
   TerminationKind,
@@ -24,7 +21,21 @@ import { realClock } from "../core/real-clock.js";
 import { currentOwner, ownerAlive } from "./run-owner.js";
 import { SqliteWriteQueue, type WriteQueueOptions } from "./sqlite-write-queue.js";
 import type { WriteStep } from "./sqlite-writer.mjs";
-import { decodeFloat64s, decodeTokenIds, encodeFloat64s, encodeTokenIds } from "./codec.js";
+import { encodeFloat64s, encodeTokenIds } from "./codec.js";
+import {
+  callFromRow,
+  contextEventFromRow,
+  programFromRow,
+  rewardFromRow,
+  runFromRow,
+  toolFromRow,
+  type CallRow,
+  type ContextEventRow,
+  type ProgramRow,
+  type RewardRow,
+  type RunRow,
+  type ToolRow,
+} from "./store-rows.js";
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
@@ -157,75 +168,11 @@ export interface SqliteStoreOptions extends WriteQueueOptions {
 }
 
 
-interface RunRow {
-  id: string;
-  name: string;
-  config_json: string;
-  started_at: number;
-  ended_at: number | null;
-}
 interface GroupRow {
   id: string;
   run_id: string;
   task_id: string;
   program_ids: string;
-}
-interface ProgramRow {
-  id: string;
-  run_id: string;
-  group_id: string;
-  task_id: string;
-  sample_index: number;
-  state: string;
-  created_at: number;
-  ended_at: number | null;
-  termination_kind: string | null;
-  termination_detail: string | null;
-}
-interface CallRow {
-  id: string;
-  program_id: string;
-  idx: number;
-  messages: string;
-  prompt_token_ids: Buffer;
-  output_token_ids: Buffer;
-  logprobs: Buffer;
-  output_text: string;
-  finish_reason: string;
-  backend: string;
-  policy_version: number;
-  start_ms: number;
-  end_ms: number;
-  trainable: number;
-  context_reset: number;
-  token_policy_versions: Buffer | null;
-  served_model: string | null;
-  context_reset_reason: string | null;
-}
-interface ToolRow {
-  program_id: string;
-  call_index: number;
-  tool: string;
-  input: string;
-  output: string;
-  ok: number;
-  duration_ms: number;
-}
-interface ContextEventRow {
-  program_id: string;
-  call_index: number;
-  policy: string;
-  action: string;
-  tokens_before: number;
-  tokens_after: number;
-  messages_before: number;
-  messages_after: number;
-  detail: string | null;
-}
-interface RewardRow {
-  program_id: string;
-  total: number;
-  components: string;
 }
 
 function fail(message: string): never {
@@ -251,85 +198,6 @@ function encodeTokenVersions(call: Call): Buffer {
     fail(`call '${call.id}': ${Array.isArray(versions) ? versions.length : "no"} tokenPolicyVersions for ${call.outputTokenIds.length} output tokens`);
   }
   return encodeTokenIds(versions, `call '${call.id}' tokenPolicyVersions`);
-}
-
-function programFromRow(r: ProgramRow): Program {
-  const p: Program = {
-    id: r.id,
-    runId: r.run_id,
-    taskId: r.task_id,
-    groupId: r.group_id,
-    sampleIndex: r.sample_index,
-    state: r.state as ProgramState,
-    createdAt: r.created_at,
-  };
-  if (r.ended_at !== null) p.endedAt = r.ended_at;
-  if (r.termination_kind !== null) {
-    const t: Termination = { kind: r.termination_kind as TerminationKind };
-    if (r.termination_detail !== null) t.detail = r.termination_detail;
-    p.termination = t;
-  }
-  return p;
-}
-
-function callFromRow(r: CallRow): Call {
-  const call: Call = {
-    id: r.id,
-    programId: r.program_id,
-    index: r.idx,
-    messages: JSON.parse(r.messages) as ChatMessage[],
-    promptTokenIds: decodeTokenIds(r.prompt_token_ids),
-    outputTokenIds: decodeTokenIds(r.output_token_ids),
-    logprobs: decodeFloat64s(r.logprobs),
-    outputText: r.output_text,
-    finishReason: r.finish_reason as FinishReason,
-    backend: r.backend,
-    policyVersion: r.policy_version,
-    timings: { start: r.start_ms, end: r.end_ms },
-  };
-  if (r.trainable === 0) call.trainable = false;
-  if (r.context_reset !== 0) call.contextReset = true;
-  if (r.token_policy_versions !== null) call.tokenPolicyVersions = decodeTokenIds(r.token_policy_versions);
-  if (r.served_model !== null) call.servedModel = r.served_model;
-  if (r.context_reset_reason !== null) call.contextResetReason = r.context_reset_reason;
-  return call;
-}
-
-function toolFromRow(r: ToolRow): ToolEvent {
-  return {
-    programId: r.program_id,
-    callIndex: r.call_index,
-    tool: r.tool,
-    input: r.input,
-    output: r.output,
-    ok: r.ok !== 0,
-    durationMs: r.duration_ms,
-  };
-}
-
-function contextEventFromRow(r: ContextEventRow): ContextEvent {
-  const e: ContextEvent = {
-    programId: r.program_id,
-    callIndex: r.call_index,
-    policy: r.policy,
-    action: r.action as ContextAction,
-    tokensBefore: r.tokens_before,
-    tokensAfter: r.tokens_after,
-    messagesBefore: r.messages_before,
-    messagesAfter: r.messages_after,
-  };
-  if (r.detail !== null) e.detail = r.detail;
-  return e;
-}
-
-function rewardFromRow(r: RewardRow): Reward {
-  return { total: r.total, components: JSON.parse(r.components) as Record<string, number> };
-}
-
-function runFromRow(r: RunRow): RunRecord {
-  const run: RunRecord = { id: r.id, name: r.name, configJson: r.config_json, startedAt: r.started_at };
-  if (r.ended_at !== null) run.endedAt = r.ended_at;
-  return run;
 }
 
 /** A check that fails the write unless the query finds a row. */

@@ -1,5 +1,6 @@
-// Rows of the Postgres store's tables and their conversion to Arbor's types (token ids and
-// logprobs decoded from bytea by codec.ts, bit for bit).
+// Rows of the stores' tables (SQLite and Postgres share the schema's column names) and their conversion to
+// Arbor's types: token ids and logprobs decoded from their blobs by codec.ts, bit for bit; flags are booleans
+// in Postgres and 0/1 in SQLite.
 import type {
   Call,
   ChatMessage,
@@ -56,8 +57,8 @@ export interface CallRow {
   policy_version: number;
   start_ms: number;
   end_ms: number;
-  trainable: boolean;
-  context_reset: boolean;
+  trainable: boolean | number;
+  context_reset: boolean | number;
   token_policy_versions: Buffer | null;
   served_model: string | null;
   context_reset_reason: string | null;
@@ -68,7 +69,7 @@ export interface ToolRow {
   tool: string;
   input: string;
   output: string;
-  ok: boolean;
+  ok: boolean | number;
   duration_ms: number;
 }
 export interface ContextEventRow {
@@ -174,7 +175,7 @@ export function toolFromRow(r: ToolRow): ToolEvent {
     tool: r.tool,
     input: r.input,
     output: r.output,
-    ok: r.ok,
+    ok: Boolean(r.ok),
     durationMs: r.duration_ms,
   };
 }
