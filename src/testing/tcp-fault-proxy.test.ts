@@ -4,13 +4,16 @@ import { VirtualClock } from "../core/clock.js";
 import { startTcpFaultProxy, type TcpFaultProxy } from "./tcp-fault-proxy.js";
 
 // An echo server: what a client sends comes back.
-async function startEcho(): Promise<{ server: Server; port: number }> {
+async function startEcho(): Promise<{ server: Server; port: number; sockets: Set<Socket> }> {
+  const sockets = new Set<Socket>();
   const server = createServer((s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
     s.on("error", () => undefined);
     s.pipe(s);
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  return { server, port: (server.address() as AddressInfo).port };
+  return { server, port: (server.address() as AddressInfo).port, sockets };
 }
 
 /** Connect to the proxy; resolves with the socket and a promise of how it ended ("close" or the error code). */
@@ -41,7 +44,7 @@ function echo(socket: Socket, text: string): Promise<string> {
 }
 
 describe("tcp fault proxy", () => {
-  let echoServer: { server: Server; port: number };
+  let echoServer: Awaited<ReturnType<typeof startEcho>>;
   let proxy: TcpFaultProxy;
   let clock: VirtualClock;
 
@@ -52,7 +55,7 @@ describe("tcp fault proxy", () => {
   });
   afterEach(async () => {
     await proxy.close();
-    echoServer.server.closeAllConnections?.();
+    for (const s of echoServer.sockets) s.destroy();
     await new Promise<void>((r) => echoServer.server.close(() => r()));
   });
 
