@@ -6,13 +6,13 @@
 import { chmodSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { readSamplesJsonl } from "../batch/export-jsonl.js";
 import { parseRunConfig } from "../core/config.js";
-import type { Call, Program } from "../core/types.js";
 import { PostgresTrajectoryStore } from "../store/postgres-store.js";
 import { dropTestSchema, POSTGRES_TEST_URL, postgresQuery, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
 import { smallRlConfig } from "../testing/rl-config.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { startTcpFaultProxy, type TcpFaultProxy } from "../testing/tcp-fault-proxy.js";
 import { runIteration, type RunSummary } from "./run.js";
 
@@ -74,7 +74,12 @@ describe.skipIf(UNREACHABLE !== undefined)(`store connection cut mid-run${UNREAC
 
     it("cut the store's connections while programs ran, and the run completed", () => {
       expect(cutAfter).toBeDefined();
+      // The cut came after the first program's end: the other 15 programs of the run ended after it.
+      expect(done[0]).toBe(cutAfter);
+      expect(done).toHaveLength(16);
       expect(proxy.connectionsCut).toBeGreaterThan(0);
+      // The store tried to reach the server during the outage (and was refused), rather than waiting idly.
+      expect(proxy.connectionsRefused).toBeGreaterThan(0);
       // The run must ride out a short outage: nothing in it is lost, so there is no reason to fail.
       expect(failure).toBeUndefined();
       expect(summary?.iterations).toHaveLength(2);
@@ -84,7 +89,6 @@ describe.skipIf(UNREACHABLE !== undefined)(`store connection cut mid-run${UNREAC
       const store = await PostgresTrajectoryStore.open({ url: POSTGRES_TEST_URL, schema });
       try {
         const runs = (await store.listRuns()).map((r) => r.id).sort();
-        if (process.env.SF_DEBUG) for (const r of runs) console.log(r, JSON.stringify((await store.listTrajectories(r)).map((t) => [t.program.id, t.program.termination, t.calls.length, t.reward?.total])));
         expect(runs).toEqual(["pg-fault-it1", "pg-fault-it2"]);
         const allCallIds = await postgresQuery<{ id: string }>(`SELECT id FROM ${schema}.calls`);
         expect(new Set(allCallIds.map((r) => r.id)).size).toBe(allCallIds.length);
@@ -113,6 +117,83 @@ describe.skipIf(UNREACHABLE !== undefined)(`store connection cut mid-run${UNREAC
       }
     });
   });
-});
 
-void ({} as Call | Program);
+  describe("the store alone, through the proxy", () => {
+    let proxy: TcpFaultProxy;
+    let schema: string;
+    const opened: PostgresTrajectoryStore[] = [];
+    const open = async (reconnectMs?: number): Promise<PostgresTrajectoryStore> => {
+      const s = await PostgresTrajectoryStore.open({ url: throughProxy(proxy), schema, ...(reconnectMs !== undefined ? { reconnectMs } : {}) });
+      opened.push(s);
+      return s;
+    };
+    /** A run with one group of one active program `g-p0`, and its first call recorded (the pool has live connections). */
+    async function oneProgram(store: PostgresTrajectoryStore): Promise<string> {
+      await store.createRun(fixtureRun());
+      const g = fixtureGroup("g", "run-1", 1);
+      await store.createGroup(g);
+      await store.createProgram(fixtureProgram(g, 0));
+      await store.recordCall(fixtureCall("g-p0", 0, [-0.5]));
+      return "g-p0";
+    }
+    const directCalls = (): Promise<{ id: string }[]> => postgresQuery<{ id: string }>(`SELECT id FROM ${schema}.calls ORDER BY idx`);
+
+    beforeAll(async () => {
+      proxy = await startProxy();
+    });
+    afterAll(async () => {
+      await proxy?.close();
+    });
+    beforeEach(() => {
+      schema = testSchemaName();
+    });
+    afterEach(async () => {
+      await Promise.all(opened.splice(0).map((s) => s.close().catch(() => undefined)));
+      await dropTestSchema(schema);
+    });
+
+    it("calls recorded while the connection is cut are queued, retried and made once each; the program ends and is rewarded", async () => {
+      const store = await open();
+      const id = await oneProgram(store);
+      const refusedBefore = proxy.connectionsRefused;
+      const back = proxy.cut(1500);
+      // As the gateway does: record the program's calls as they are answered, while the store is unreachable.
+      const writes = [1, 2, 3].map((i) => store.recordCall(fixtureCall(id, i, [-0.25, -1])));
+      await Promise.all([...writes, back]);
+      await store.endProgram(id, { kind: "completed" }, 9000);
+      await store.setReward(id, { total: 1, components: { outcome: 1 } });
+      expect(proxy.connectionsRefused).toBeGreaterThan(refusedBefore);
+      expect((await directCalls()).map((r) => r.id)).toEqual([0, 1, 2, 3].map((i) => `${id}-c${i}`));
+      const direct = await PostgresTrajectoryStore.open({ url: POSTGRES_TEST_URL, schema });
+      try {
+        const t = await direct.getTrajectory(id);
+        expect(t?.program.termination?.kind).toBe("completed");
+        expect(t?.reward?.total).toBe(1);
+      } finally {
+        await direct.close();
+      }
+    });
+
+    it("a read while the connection is cut waits for the server and answers", async () => {
+      const store = await open();
+      const id = await oneProgram(store);
+      const back = proxy.cut(1500);
+      const [trajectories] = await Promise.all([store.listTrajectories("run-1"), back]);
+      expect(trajectories.map((t) => [t.program.id, t.calls.map((c) => c.id)])).toEqual([[id, [`${id}-c0`]]]);
+      expect((await store.stats("run-1")).calls).toBe(1);
+    });
+
+    it("an outage longer than reconnectMs fails the write and the read with an error naming the store, and nothing half-made is left", async () => {
+      const store = await open(300);
+      const id = await oneProgram(store);
+      const back = proxy.cut(2000);
+      const label = `postgres store ${throughProxy(proxy)} (schema ${schema})`;
+      await expect(store.recordCall(fixtureCall(id, 1, [-1]))).rejects.toThrow(`${label}: recordCall '${id}-c1': cannot connect (tried for`);
+      await expect(store.getTrajectory(id)).rejects.toThrow(`${label}: getTrajectory: cannot connect (tried for`);
+      await back;
+      // Once the server answers again the store works: the refused call can be recorded, once.
+      await store.recordCall(fixtureCall(id, 1, [-1]));
+      expect((await directCalls()).map((r) => r.id)).toEqual([`${id}-c0`, `${id}-c1`]);
+    });
+  });
+});
