@@ -30,7 +30,7 @@ import {
   type RunRow,
   type ToolRow,
 } from "./postgres-rows.js";
-import { connectionLost, connectUntil, messageOf, PgWriteQueue, Refused, type PgWriteQueueOptions } from "./postgres-write-queue.js";
+import { connectionLost, connectUntil, FIRST_BACKOFF_MS, messageOf, PgWriteQueue, Refused, type PgWriteQueueOptions } from "./postgres-write-queue.js";
 import { currentOwner, ownerAlive } from "./run-owner.js";
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
@@ -365,8 +365,10 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       } catch (e) {
         this.fail(`${op}: ${messageOf(e)}`);
       }
+      let begun = false;
       try {
         await c.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+        begun = true;
         const out = await fn(c);
         await c.query("COMMIT");
         c.release();
@@ -378,10 +380,14 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
         );
         c.release(ok ? undefined : (e as Error));
         if (e instanceof Refused) this.fail(e.message);
-        if (connectionLost(e) && attempt < 3) {
-          lostAt ??= this.clock.now();
+        if (connectionLost(e)) lostAt ??= this.clock.now();
+        if (connectionLost(e) && !begun && this.clock.now() < (lostAt ?? 0) + this.resolved.reconnectMs) {
+          // A pooled connection that died idle (the cut killed it): not an attempt of the read.
+          attempt--;
+          await this.clock.sleep(FIRST_BACKOFF_MS);
           continue;
         }
+        if (connectionLost(e) && attempt < 3) continue;
         this.fail(`${op}: ${messageOf(e)}`);
       }
     }

@@ -70,7 +70,7 @@ export function messageOf(e: unknown): string {
 
 // Waits between reconnection tries: short first (a dropped idle connection reconnects at once), then
 // at most a second apart so an outage's end is noticed soon.
-const FIRST_BACKOFF_MS = 50;
+export const FIRST_BACKOFF_MS = 50;
 const MAX_BACKOFF_MS = 1000;
 
 /**
@@ -245,6 +245,7 @@ export class PgWriteQueue {
           // Dead before the batch began (an idle pooled connection the cut killed): reaching the
           // server again is not an attempt of the batch.
           attempt--;
+          await this.clock.sleep(FIRST_BACKOFF_MS);
           continue;
         }
         const state = sqlState(e);
