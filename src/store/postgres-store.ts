@@ -30,7 +30,7 @@ import {
   type RunRow,
   type ToolRow,
 } from "./store-rows.js";
-import { connectionLost, messageOf, PgWriteQueue, Refused, type PgWriteQueueOptions } from "./postgres-write-queue.js";
+import { connectionLost, connectUntil, FIRST_BACKOFF_MS, messageOf, PgWriteQueue, Refused, type PgWriteQueueOptions } from "./postgres-write-queue.js";
 import { currentOwner, ownerAlive } from "./run-owner.js";
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
@@ -62,6 +62,7 @@ export interface ResolvedPostgresOptions {
   statementTimeoutMs: number;
   connectTimeoutMs: number;
   ownerTimeoutMs: number;
+  reconnectMs: number;
 }
 
 const CONTEXT_ACTIONS: readonly ContextAction[] = ["discard", "clear-thinking", "summarize"];
@@ -104,6 +105,7 @@ export function checkPostgresOptions(opts: Partial<PostgresStoreOptions>, prefix
     statementTimeoutMs: intIn(opts.statementTimeoutMs, `${prefix}statementTimeoutMs`, 1, 86_400_000, 30_000),
     connectTimeoutMs: intIn(opts.connectTimeoutMs, `${prefix}connectTimeoutMs`, 1, 600_000, 10_000),
     ownerTimeoutMs: intIn(opts.ownerTimeoutMs, `${prefix}ownerTimeoutMs`, 1_000, 86_400_000, 300_000),
+    reconnectMs: intIn(opts.reconnectMs, `${prefix}reconnectMs`, 0, 86_400_000, 30_000),
   };
 }
 
@@ -290,7 +292,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     options: PostgresStoreOptions,
   ) {
     this.clock = options.clock ?? realClock;
-    this.writes = new PgWriteQueue(pool, label, options);
+    this.writes = new PgWriteQueue(pool, label, { ...options, reconnectMs: resolved.reconnectMs, clock: this.clock });
   }
 
   /**
@@ -348,21 +350,25 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
 
   /**
    * Run `fn` in a read-only repeatable-read snapshot, once the writes queued before it have
-   * settled. A read whose connection was lost (a server restart) is run again on a fresh one, twice at most.
+   * settled. A read whose connection was lost (a server restart, a network cut) is run again on a
+   * fresh one, twice at most; reaching the server again is tried for up to reconnectMs.
    */
   private async read<T>(op: string, fn: (c: PoolClient) => Promise<T>): Promise<T> {
     if (this.closing) this.fail("is closed");
     await this.writes.settled();
+    let lostAt: number | undefined;
     for (let attempt = 1; ; attempt++) {
       if (this.closing) this.fail("is closed");
       let c: PoolClient;
       try {
-        c = await this.pool.connect();
+        c = await connectUntil(this.pool, this.clock, (lostAt ?? this.clock.now()) + this.resolved.reconnectMs);
       } catch (e) {
-        this.fail(`${op}: cannot connect: ${messageOf(e)}`);
+        this.fail(`${op}: ${messageOf(e)}`);
       }
+      let begun = false;
       try {
         await c.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+        begun = true;
         const out = await fn(c);
         await c.query("COMMIT");
         c.release();
@@ -374,6 +380,13 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
         );
         c.release(ok ? undefined : (e as Error));
         if (e instanceof Refused) this.fail(e.message);
+        if (connectionLost(e)) lostAt ??= this.clock.now();
+        if (connectionLost(e) && !begun && this.clock.now() < (lostAt ?? 0) + this.resolved.reconnectMs) {
+          // A pooled connection that died idle (the cut killed it): not an attempt of the read.
+          attempt--;
+          await this.clock.sleep(FIRST_BACKOFF_MS);
+          continue;
+        }
         if (connectionLost(e) && attempt < 3) continue;
         this.fail(`${op}: ${messageOf(e)}`);
       }

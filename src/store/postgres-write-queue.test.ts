@@ -1,6 +1,7 @@
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { dropTestSchema, POSTGRES_TEST_URL, postgresQuery, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
+import { VirtualClock } from "../core/clock.js";
 import { PgWriteQueue, Refused } from "./postgres-write-queue.js";
 
 const unreachable = await postgresUnreachable();
@@ -52,6 +53,68 @@ describe.skipIf(unreachable !== undefined)(`PgWriteQueue (${unreachable ?? POSTG
       { k: "a", v: 1 },
       { k: "b", v: 2 },
     ]);
+  });
+
+  /**
+   * Make this pooled connection lose its COMMIT once: `sent` — the COMMIT reaches the server (and
+   * commits) but its answer is lost with the connection; not sent — the connection breaks first.
+   */
+  function loseCommit(c: pg.PoolClient, sent: boolean): void {
+    const client = c as unknown as { query: (text: unknown, ...rest: unknown[]) => Promise<unknown>; connection: { stream: { destroy(): void } } };
+    const orig = client.query.bind(c);
+    client.query = async (text, ...rest) => {
+      if (text !== "COMMIT") return orig(text, ...rest);
+      client.query = orig;
+      if (sent) await orig("COMMIT");
+      client.connection.stream.destroy();
+      throw new Error("Connection terminated unexpectedly");
+    };
+  }
+
+  it("a batch whose COMMIT answer was lost asks the server: committed, so it is not run again", async () => {
+    const q = new PgWriteQueue(pool(), "test store");
+    let attempts = 0;
+    await q.write("put a", async (c) => {
+      attempts++;
+      await c.query("INSERT INTO kv VALUES ('a', 1)");
+      if (attempts === 1) loseCommit(c, true);
+    });
+    expect(attempts).toBe(1);
+    expect(await rows()).toEqual([{ k: "a", v: 1 }]);
+  });
+
+  it("a batch whose connection broke as it was to COMMIT asks the server: aborted, so it is run again, once", async () => {
+    const q = new PgWriteQueue(pool(), "test store");
+    let attempts = 0;
+    await q.write("put a", async (c) => {
+      attempts++;
+      await c.query("INSERT INTO kv VALUES ('a', 1)");
+      if (attempts === 1) loseCommit(c, false);
+    });
+    expect(attempts).toBe(2);
+    expect(await rows()).toEqual([{ k: "a", v: 1 }]);
+  });
+
+  it("a server that cannot be reached for reconnectMs fails the batch, saying for how long it tried", async () => {
+    // Nothing listens on port 1: every connect is refused at once.
+    const dead = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:1/test", max: 1 });
+    pools.push(dead);
+    const clock = new VirtualClock(0);
+    const q = new PgWriteQueue(dead, "test store", { reconnectMs: 2000, clock });
+    const w = q.write("put a", async () => undefined);
+    const settled = w.then(
+      () => "made",
+      (e: Error) => e.message,
+    );
+    // Drive the virtual clock through the backoff until the write settles.
+    let outcome: string | undefined;
+    void settled.then((m) => (outcome = m));
+    for (let i = 0; i < 200 && outcome === undefined; i++) {
+      await new Promise((r) => setImmediate(r));
+      clock.advance(50);
+    }
+    expect(outcome).toMatch(/^test store: put a: cannot connect \(tried for \d+ ms\): .*ECONNREFUSED/);
+    expect(() => new PgWriteQueue(dead, "s", { reconnectMs: -1 })).toThrow("reconnectMs: must be an integer >= 0, got -1");
   });
 
   it("gives up after maxBatchAttempts, naming the write and the attempts", async () => {

@@ -2,10 +2,15 @@
 // transaction per batch and one savepoint per write, on one pooled connection at a time, so the
 // writes of one store object apply in the order they were made, a refused write leaves nothing
 // behind and does not fail the others, and a batch costs one commit (one WAL flush) however many
-// calls it holds. A batch that lost a deadlock or serialization race is retried (bounded).
+// calls it holds. A batch that lost a deadlock or serialization race is retried (bounded). A lost
+// connection (a server restart, a network cut) is ridden out for a bounded time: the batch waits for
+// the server to answer again, and a batch whose COMMIT was cut off asks the server whether its
+// transaction committed (txid_status) instead of guessing, so no write is lost or made twice.
 import pg from "pg";
 import type { Pool, PoolClient } from "pg";
+import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
 
 /** One write: its statements and checks on the batch's connection (inside a savepoint). */
 export type PgWrite = (client: PoolClient) => Promise<void>;
@@ -18,8 +23,16 @@ export interface PgWriteQueueOptions {
   maxPendingWrites?: number;
   /** Writes committed in one transaction at most (default 512). */
   maxBatchWrites?: number;
-  /** Attempts of a batch that lost a deadlock or serialization race (default 3). */
+  /** Attempts of a batch that lost a deadlock or serialization race, or its connection mid-batch (default 3). */
   maxBatchAttempts?: number;
+  /**
+   * How long a batch or a read keeps trying to reach the server after its connection was lost or
+   * refused, ms, before it fails naming the store (default 30000). Connecting again does not count
+   * as an attempt: an outage shorter than this loses nothing.
+   */
+  reconnectMs?: number;
+  /** Times the waits between reconnection tries (default: the wall clock). */
+  clock?: Clock;
 }
 
 interface Pending {
@@ -55,6 +68,31 @@ export function messageOf(e: unknown): string {
   return e instanceof Error ? e.message || e.name : String(e);
 }
 
+// Waits between reconnection tries: short first (a dropped idle connection reconnects at once), then
+// at most a second apart so an outage's end is noticed soon.
+export const FIRST_BACKOFF_MS = 50;
+const MAX_BACKOFF_MS = 1000;
+
+/**
+ * A pooled connection, trying again while the server cannot be reached until `deadline` (clock time)
+ * has passed; then throws an Error saying for how long it tried and why the last try failed.
+ */
+export async function connectUntil(pool: Pool, clock: Clock, deadline: number): Promise<PoolClient> {
+  const started = clock.now();
+  for (let wait = FIRST_BACKOFF_MS; ; wait = Math.min(2 * wait, MAX_BACKOFF_MS)) {
+    try {
+      return await pool.connect();
+    } catch (e) {
+      const now = clock.now();
+      if (now >= deadline) {
+        const tried = now > started ? ` (tried for ${Math.round(now - started)} ms)` : "";
+        throw new Error(`cannot connect${tried}: ${messageOf(e)}`, { cause: e });
+      }
+      await clock.sleep(Math.min(wait, deadline - now));
+    }
+  }
+}
+
 function positiveInt(v: number | undefined, fallback: number, field: string): number {
   if (v === undefined) return fallback;
   if (!Number.isInteger(v) || v < 1) throw new ArborError(`${field}: must be an integer >= 1, got ${v}`, "config");
@@ -66,6 +104,8 @@ export class PgWriteQueue {
   private readonly maxPending: number;
   private readonly maxBatch: number;
   private readonly maxAttempts: number;
+  private readonly reconnectMs: number;
+  private readonly clock: Clock;
   private readonly queue: Pending[] = [];
   private pending = 0;
   private draining = false;
@@ -80,6 +120,11 @@ export class PgWriteQueue {
     this.maxPending = positiveInt(opts.maxPendingWrites, 10_000, "maxPendingWrites");
     this.maxBatch = positiveInt(opts.maxBatchWrites, 512, "maxBatchWrites");
     this.maxAttempts = positiveInt(opts.maxBatchAttempts, 3, "maxBatchAttempts");
+    this.reconnectMs = opts.reconnectMs ?? 30_000;
+    if (!Number.isInteger(this.reconnectMs) || this.reconnectMs < 0) {
+      throw new ArborError(`reconnectMs: must be an integer >= 0, got ${opts.reconnectMs}`, "config");
+    }
+    this.clock = opts.clock ?? realClock;
   }
 
   /** Queue a write; resolves once its batch has committed, rejects with why it was not made. */
@@ -133,22 +178,28 @@ export class PgWriteQueue {
   /**
    * Apply one batch; one entry per write: undefined when committed, else why not. A batch is run
    * again (at most maxBatchAttempts times) when it lost a deadlock or serialization race, or when
-   * its connection broke before COMMIT was sent (nothing was committed, e.g. a server restart
-   * between batches); a connection lost during COMMIT leaves the outcome unknown and fails the
-   * batch saying so (a retried recordCall is then safe: identical retries are no-ops).
+   * its connection broke before COMMIT was sent (nothing was committed). Reaching the server again
+   * is tried for up to reconnectMs and is not an attempt. A connection lost during COMMIT leaves
+   * the outcome to the server: the batch's transaction id is looked up (txid_status) on a new
+   * connection — committed: done; aborted: run again; still in progress: asked again.
    */
   private async apply(batch: Pending[]): Promise<(ArborError | undefined)[]> {
+    let lostAt: number | undefined;
     for (let attempt = 1; ; attempt++) {
       let client: PoolClient;
       try {
-        client = await this.pool.connect();
+        client = await connectUntil(this.pool, this.clock, (lostAt ?? this.clock.now()) + this.reconnectMs);
       } catch (e) {
-        return batch.map((w) => this.error(w, new Error(`cannot connect: ${messageOf(e)}`)));
+        return batch.map((w) => this.error(w, e));
       }
       const results: (ArborError | undefined)[] = [];
       let committing = false;
+      let xid: string | undefined;
       try {
         await client.query("BEGIN");
+        // Known before COMMIT, so a COMMIT whose answer is lost can be looked up afterwards. Also
+        // proves the connection alive: a pooled one that died idle fails here, before any write ran.
+        xid = (await client.query<{ xid: string }>("SELECT txid_current()::text AS xid")).rows[0]?.xid;
         for (const w of batch) {
           await client.query("SAVEPOINT arbor_write");
           try {
@@ -169,20 +220,66 @@ export class PgWriteQueue {
         client.release();
         return results;
       } catch (e) {
-        const rolledBack = await client.query("ROLLBACK").then(
-          () => true,
-          () => false,
-        );
+        const lost = connectionLost(e);
+        const rolledBack = lost
+          ? false
+          : await client.query("ROLLBACK").then(
+              () => true,
+              () => false,
+            );
         // A connection that could not even roll back is destroyed rather than reused.
         client.release(rolledBack ? undefined : (e as Error));
+        if (lost) lostAt ??= this.clock.now();
+        if (committing && lost && xid !== undefined) {
+          let outcome: string;
+          try {
+            outcome = await this.outcomeOf(xid, lostAt ?? this.clock.now());
+          } catch (e2) {
+            const why = new Error(`connection lost during COMMIT, the writes may or may not be committed: ${messageOf(e)}; then ${messageOf(e2)}`);
+            return batch.map((w) => this.error(w, why));
+          }
+          if (outcome === "committed") return results;
+          // Aborted: nothing of the batch was made; it is run again below like a batch cut off before COMMIT.
+        }
+        if (lost && xid === undefined && this.clock.now() < (lostAt ?? 0) + this.reconnectMs) {
+          // Dead before the batch began (an idle pooled connection the cut killed): reaching the
+          // server again is not an attempt of the batch.
+          attempt--;
+          await this.clock.sleep(FIRST_BACKOFF_MS);
+          continue;
+        }
         const state = sqlState(e);
-        const again = (state !== undefined && RETRYABLE.has(state)) || (connectionLost(e) && !committing);
+        const again = (state !== undefined && RETRYABLE.has(state)) || lost;
         if (again && attempt < this.maxAttempts) continue;
-        let why = e;
-        if (again) why = new Error(`${messageOf(e)} (after ${attempt} attempts)`);
-        else if (committing && connectionLost(e)) why = new Error(`connection lost during COMMIT, the writes may or may not be committed: ${messageOf(e)}`);
+        const why = again ? new Error(`${messageOf(e)} (after ${attempt} attempts)`) : e;
         return batch.map((w) => this.error(w, why));
       }
+    }
+  }
+
+  /**
+   * Whether transaction `xid` committed, asked on a new connection: "committed" or "aborted"; waits
+   * while it is still in progress (the server has not yet noticed its client is gone), until
+   * reconnectMs after `lostAt`. Throws when the server cannot say.
+   */
+  private async outcomeOf(xid: string, lostAt: number): Promise<string> {
+    const deadline = lostAt + this.reconnectMs;
+    for (let wait = FIRST_BACKOFF_MS; ; wait = Math.min(2 * wait, MAX_BACKOFF_MS)) {
+      const client = await connectUntil(this.pool, this.clock, deadline);
+      let status: string | null | undefined;
+      try {
+        status = (await client.query<{ s: string | null }>("SELECT txid_status($1::bigint) AS s", [xid])).rows[0]?.s;
+        client.release();
+      } catch (e) {
+        client.release(e as Error);
+        if (!connectionLost(e) || this.clock.now() >= deadline) throw new Error(`cannot look up transaction ${xid}: ${messageOf(e)}`, { cause: e });
+        continue;
+      }
+      if (status === "committed" || status === "aborted") return status;
+      if (status !== "in progress") throw new Error(`transaction ${xid}: the server no longer knows its status (${String(status)})`);
+      const now = this.clock.now();
+      if (now >= deadline) throw new Error(`transaction ${xid} still in progress after ${this.reconnectMs} ms (reconnectMs)`);
+      await this.clock.sleep(Math.min(wait, deadline - now));
     }
   }
 }
