@@ -198,7 +198,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     store =
       st.kind === "sqlite"
         ? createStore({ kind: "sqlite", path: join(outDir, "store.sqlite") })
-        : await openStore({ kind: "postgres", url: st.url as string, ...(st.schema !== undefined ? { schema: st.schema } : {}), ...(st.poolSize !== undefined ? { poolSize: st.poolSize } : {}) });
+        : await openStore({ kind: "postgres", url: st.url as string, ...(st.schema !== undefined ? { schema: st.schema } : {}), ...(st.poolSize !== undefined ? { poolSize: st.poolSize } : {}), ...(st.reconnectMs !== undefined ? { reconnectMs: st.reconnectMs } : {}) });
     // The file of the embedded store, else the networked store's name (its url without a password, and schema).
     const storePath = (store as { label?: string }).label ?? join(outDir, "store.sqlite");
     const { recovered } = store;

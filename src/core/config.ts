@@ -472,12 +472,14 @@ export const RunConfigSchema = z
         url: z.string().min(1).optional(),
         schema: z.string().min(1).optional(),
         poolSize: positiveInt.optional(),
+        /** How long a write or read keeps trying to reach the server through an outage, ms (default 30000). */
+        reconnectMs: z.number().int().min(0).max(86_400_000).optional(),
       })
       .strict()
       .superRefine((st, ctx) => {
         if (st.kind === "postgres" && st.url === undefined) ctx.addIssue({ code: "custom", path: ["url"], message: "required for the postgres store (e.g. postgres://postgres@127.0.0.1:5432/arbor)" });
         if (st.kind === "sqlite") {
-          for (const k of ["url", "schema", "poolSize"] as const) if (st[k] !== undefined) ctx.addIssue({ code: "custom", path: [k], message: "only used with kind: postgres (the sqlite store is output.dir/store.sqlite)" });
+          for (const k of ["url", "schema", "poolSize", "reconnectMs"] as const) if (st[k] !== undefined) ctx.addIssue({ code: "custom", path: [k], message: "only used with kind: postgres (the sqlite store is output.dir/store.sqlite)" });
         }
       })
       .prefault({}),
