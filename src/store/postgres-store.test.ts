@@ -94,6 +94,19 @@ describe.skipIf(unreachable !== undefined)(`postgres store (${unreachable ?? url
       expect((await store.stats("run-1")).calls).toBe(1);
     });
 
+    it("a retried write of text with NUL characters (stored escaped) is still the same write", async () => {
+      const s = await open();
+      await oneProgram(s);
+      const call = { ...fixtureCall("g-p0", 0, [-1]), outputText: "x\u0000y" };
+      await s.recordCall(call);
+      await s.recordCall(call);
+      await s.endProgram("g-p0", { kind: "engine_error", detail: "\u0000" }, 5);
+      await s.endProgram("g-p0", { kind: "engine_error", detail: "\u0000" }, 5);
+      const t = await s.getTrajectory("g-p0");
+      expect(t?.calls.map((c) => c.outputText)).toEqual(["x\u0000y"]);
+      expect(t?.program.termination).toEqual({ kind: "engine_error", detail: "\u0000" });
+    });
+
     it("two stores racing to record the same call record it once", async () => {
       const a = await open();
       const b = await open();

@@ -31,6 +31,7 @@ import {
   type ToolRow,
 } from "./store-rows.js";
 import { connectionLost, connectUntil, FIRST_BACKOFF_MS, messageOf, PgWriteQueue, Refused, type PgWriteQueueOptions } from "./postgres-write-queue.js";
+import { PG_TEXT_TYPES, pgText } from "./pg-text.js";
 import { currentOwner, ownerAlive } from "./run-owner.js";
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
@@ -163,7 +164,7 @@ function callParams(call: Call): unknown[] {
     encodeTokenIds(call.promptTokenIds, `call '${call.id}' promptTokenIds`),
     encodeTokenIds(call.outputTokenIds, `call '${call.id}' outputTokenIds`),
     encodeFloat64s(call.logprobs, `call '${call.id}' logprobs`),
-    call.outputText,
+    pgText(call.outputText),
     call.finishReason,
     call.backend,
     call.policyVersion,
@@ -313,6 +314,8 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       query_timeout: o.statementTimeoutMs + o.connectTimeoutMs,
       options: `-c search_path=${o.schema}`,
       application_name: `arbor:${o.schema}`,
+      // Text columns come back as written: NUL-bearing strings are stored escaped (pg-text.ts).
+      types: PG_TEXT_TYPES,
     });
     // An idle connection the server dropped: the pool discards it and the next checkout reconnects.
     pool.on("error", () => undefined);
@@ -505,7 +508,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
           program.createdAt,
           program.endedAt ?? null,
           program.termination?.kind ?? null,
-          program.termination?.detail ?? null,
+          program.termination?.detail === undefined ? null : pgText(program.termination.detail),
         ],
       );
       // Another process created it between the check and the insert.
@@ -549,8 +552,8 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
         event.programId,
         event.callIndex,
         event.tool,
-        event.input,
-        event.output,
+        pgText(event.input),
+        pgText(event.output),
         event.ok,
         event.durationMs,
       ]);
@@ -577,7 +580,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
           event.tokensAfter,
           event.messagesBefore,
           event.messagesAfter,
-          event.detail ?? null,
+          event.detail === undefined ? null : pgText(event.detail),
         ],
       );
     });
@@ -588,7 +591,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       throw new ArborError(`endProgram '${programId}': unknown termination kind '${termination?.kind}'`, "store");
     }
     requireFinite(endedAt, "endedAt");
-    const detail = termination.detail ?? null;
+    const detail = termination.detail === undefined ? null : pgText(termination.detail);
     await this.write(`endProgram '${programId}'`, async (c) => {
       const r = await c.query(
         `UPDATE programs SET state = 'terminated', ended_at = $1, termination_kind = $2, termination_detail = $3
@@ -599,7 +602,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       const row = (await c.query<ProgramRow>("SELECT * FROM programs WHERE id = $1", [programId])).rows[0];
       if (!row) throw new Refused(`endProgram: unknown program '${programId}'`);
       // The same end again (a retry) is already made; any other end of an ended program is refused.
-      if (row.termination_kind === termination.kind && row.termination_detail === detail && row.ended_at === endedAt) return;
+      if (row.termination_kind === termination.kind && row.termination_detail === (termination.detail ?? null) && row.ended_at === endedAt) return;
       throw new Refused(`endProgram: program '${programId}' already ended (${row.termination_kind})`);
     });
   }

@@ -82,6 +82,24 @@ export function describeTrajectoryStoreContract(
       expect(tr.reward).toEqual({ total: 1, components: { outcome: 1, format: -1e-12 } });
     });
 
+    it("keeps any text exactly: NUL characters (a sampled <0x00> byte), a leading U+E000, non-BMP characters", async () => {
+      await store.createRun(fixtureRun());
+      const g = fixtureGroup("g1", "run-1", 1);
+      await store.createGroup(g);
+      await store.createProgram(fixtureProgram(g, 0));
+      const texts = ["a\u0000b", "\uE000{\"x\"}", "\u0000", "😀 \uE000"];
+      const calls = texts.map((outputText, i) => ({ ...fixtureCall("g1-p0", i, [-1]), outputText }));
+      for (const c of calls) await store.recordCall(c);
+      await store.recordTool({ programId: "g1-p0", callIndex: 0, tool: "calc", input: texts[0]!, output: texts[1]!, ok: true, durationMs: 1 });
+      await store.recordContextEvent({ programId: "g1-p0", callIndex: 1, policy: "p", action: "discard", tokensBefore: 2, tokensAfter: 1, messagesBefore: 2, messagesAfter: 1, detail: texts[2]! });
+      await store.endProgram("g1-p0", { kind: "engine_error", detail: texts[3]! }, 10);
+      const t = (await store.getTrajectory("g1-p0")) as Trajectory;
+      expect(t.calls.map((c) => c.outputText)).toEqual(texts);
+      expect(t.tools.map((x) => [x.input, x.output])).toEqual([[texts[0], texts[1]]]);
+      expect(t.contextEvents?.map((e) => e.detail)).toEqual([texts[2]]);
+      expect(t.program.termination).toEqual({ kind: "engine_error", detail: texts[3] });
+    });
+
     it("keeps a call's context reset and its reason, and refuses a reason without a reset", async () => {
       await store.createRun(fixtureRun());
       const g = fixtureGroup("g1", "run-1", 1);
