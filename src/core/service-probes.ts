@@ -83,14 +83,13 @@ export function registerServiceProbes(app: FastifyInstance, opts: ServiceProbeOp
     settled(timeoutMs) {
       if (inFlight === 0) return Promise.resolve(0);
       return new Promise<number>((resolve) => {
-        let timer: Timer | undefined;
         const idle = (): void => {
           waiters.delete(idle);
-          timer?.cancel();
+          timer.cancel();
           resolve(0);
         };
         waiters.add(idle);
-        timer = opts.clock.setTimer(timeoutMs, () => {
+        const timer: Timer = opts.clock.setTimer(timeoutMs, () => {
           waiters.delete(idle);
           resolve(inFlight);
         });
