@@ -63,6 +63,17 @@ async function waitReady(base: string, svc: Service): Promise<void> {
   throw new Error(`${base} not ready after 90 s (last: ${last}); log:\n${svc.log()}`);
 }
 
+/** Wait (bounded: 30 s) until the engine reports a request running. */
+async function untilRunning(base: string): Promise<void> {
+  const started = Date.now();
+  while (Date.now() - started < 30_000) {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    if (/^vllm:num_requests_running\{[^}]*\} [1-9]/m.test(text)) return;
+    await new Promise((r) => globalThis.setTimeout(r, 50));
+  }
+  throw new Error(`${base}: no request running after 30 s`);
+}
+
 function writeCluster(dir: string, file: string, lines: string[]): string {
   const path = join(dir, file);
   writeFileSync(path, lines.join("\n"));
@@ -223,6 +234,35 @@ describe.skipIf(unreachable !== undefined)("arbor serve engine / gateway", () =>
     expect(finish).toBe("length");
     expect(await engine.exited).toBe(0);
     expect(engine.log()).toMatch(/engine slow: drained/);
+  }, 120_000);
+
+  it("a drain past --drain-ms cuts what is left and says so; a second signal exits at once with 143", async () => {
+    const base = `http://127.0.0.1:${ports.slow}`;
+    const body = JSON.stringify({ model: "arbor-tiny", messages: [{ role: "user", content: "count" }], max_tokens: 800 });
+    const post = { method: "POST", headers: { "content-type": "application/json" }, body };
+    // Bounded drain: the 800-token request (about 10 s of modelled time) outlives --drain-ms 300.
+    const bounded = serve(["engine", "--cluster", slowCluster, "--name", "slow", "--drain-ms", "300"]);
+    running.push(bounded);
+    await waitReady(base, bounded);
+    const cut = fetch(`${base}/v1/chat/completions`, post).then((r) => r.status, () => "cut");
+    await untilRunning(base);
+    bounded.child.kill("SIGTERM");
+    expect(await bounded.exited).toBe(0);
+    expect(await cut).toBe("cut");
+    expect(bounded.log()).toMatch(/engine slow: drain: 1 request\(s\) still in flight after 300 ms; aborting them/);
+
+    const twice = serve(["engine", "--cluster", slowCluster, "--name", "slow"]);
+    running.push(twice);
+    await waitReady(base, twice);
+    const held = fetch(`${base}/v1/chat/completions`, post).then((r) => r.status, () => "cut");
+    await untilRunning(base);
+    twice.child.kill("SIGTERM");
+    for (let i = 0; i < 500 && !/draining/.test(twice.log()); i++) await new Promise((r) => globalThis.setTimeout(r, 20));
+    expect(twice.log()).toMatch(/engine slow: received SIGTERM: draining/);
+    twice.child.kill("SIGTERM");
+    expect(await twice.exited).toBe(143);
+    expect(await held).toBe("cut");
+    expect(twice.log()).toMatch(/engine slow: received SIGTERM again while draining; exiting now/);
   }, 120_000);
 
   it("config errors exit 1 with one line: a sqlite store, an unknown engine name", async () => {
