@@ -6,6 +6,7 @@ import { benchmarkNames } from "../bench/registry.js";
 import { benchCommand } from "./bench.js";
 import { hfConvertCommand, hfExportCommand } from "./hf.js";
 import { runCommand } from "./run.js";
+import { registerServeCommands } from "./serve.js";
 import { sftCommand } from "./sft.js";
 import { trainWorkerCommand, type TrainWorkerCommandOptions } from "./train-worker.js";
 import { validateCommand } from "../validate/validate-command.js";
@@ -24,6 +25,8 @@ program
   .action(async (config: string, opts: { progress: boolean }) => {
     await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true });
   });
+
+registerServeCommands(program);
 
 program
   .command("sft")

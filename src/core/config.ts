@@ -160,6 +160,84 @@ export const BackendConfigSchema = z
   })
   .strict();
 
+/** The gateway: where it listens, routing, health checks, auth, limits, divided rollout, pausing (run and cluster files). */
+export const GatewayConfigSchema = z
+  .object({
+    host: z.string().default("127.0.0.1"),
+    port: z.number().int().min(0).max(65535).default(0),
+    /**
+     * A preset (`least-load`, `kv-usage`, `sticky-program`, `prefix-affinity`, `cost-aware`) or
+     * `{filters, scorers: [{name, weight, options}]}`; the gateway validates it (gateway/routing/registry.ts).
+     */
+    routing: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default("sticky-program"),
+    /** Per-call timeout towards a backend, ms. */
+    callTimeoutMs: positiveInt.default(120_000),
+    /** Backend health checks: in-rotation backends every intervalMs (default 10 s), out-of-rotation ones every recheckMs. */
+    health: z
+      .object({ intervalMs: positiveInt.default(10_000), recheckMs: positiveInt.default(1000) })
+      .strict()
+      .prefault({}),
+    /**
+     * Require credentials: every program calls with its own key, admin endpoints with the admin
+     * token, read from the environment variable named here (secrets stay out of config files).
+     */
+    auth: z
+      .object({
+        adminTokenEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name").default("ARBOR_ADMIN_TOKEN"),
+        requireProgramKeys: z.boolean().default(true),
+      })
+      .strict()
+      .optional(),
+    /** Per-program limits; beyond them the gateway answers 429. */
+    limits: z
+      .object({
+        maxInFlightPerProgram: positiveInt.optional(),
+        requestsPerSecond: z.number().positive().optional(),
+        burst: positiveInt.optional(),
+      })
+      .strict()
+      .optional(),
+    /**
+     * Seer divided rollout (gateway/divided/): token-level generations go out in chunks of at most
+     * chunkTokens, each on the backend with the most free KV, continuing from the tokens so far.
+     */
+    dividedRollout: z
+      .object({
+        chunkTokens: positiveInt,
+        /** Chunks one generation may take (default 4096); a max_tokens needing more is refused. */
+        maxChunks: positiveInt.optional(),
+      })
+      .strict()
+      .optional(),
+    /**
+     * ThunderAgent state-aware pause/restore (gateway/pausing/pause-gate.ts): pause programs when a
+     * backend's KV passes lambdaMax·C, restore below lambdaMin·C, with the engine's own
+     * pause/restore where the backend has one, else by holding calls at the gateway.
+     */
+    pausing: z
+      .object({
+        enabled: z.boolean().default(false),
+        lambdaMax: z.number().positive().default(1),
+        lambdaMin: z.number().positive().default(1),
+        /** Scheduling period Δt, ms. */
+        tickMs: positiveInt.default(5000),
+        /** A call held longer than this is resumed whatever the capacity, ms. */
+        forceResumeMs: positiveInt.default(1_800_000),
+        /** Calls held at the gateway at once; beyond it calls are refused (429). */
+        maxHeldCalls: z.number().int().min(0).default(10_000),
+        /** `most-free` (ThunderAgent) or `best-fit` (textbook BFD) placement of restored programs. */
+        restorePacking: z.enum(["most-free", "best-fit"]).default("most-free"),
+        /** Tokens reserved per active program for decode headroom. */
+        bufferPerProgram: z.number().int().min(0).default(100),
+        /** KV capacity in tokens by backend name, for backends whose metrics do not report it. */
+        capacities: z.record(z.string(), positiveInt).optional(),
+      })
+      .strict()
+      .refine((p) => p.lambdaMin <= p.lambdaMax, { message: "lambdaMin must be <= lambdaMax", path: ["lambdaMin"] })
+      .prefault({}),
+  })
+  .strict();
+
 /** Options of the reward functions (src/reward/), by function name. */
 export const RewardOptionsSchema = z
   .object({
@@ -197,83 +275,7 @@ export const RunConfigSchema = z
     model: ModelConfigSchema.prefault({}),
     engines: z.array(EngineConfigSchema).default([]),
     backends: z.array(BackendConfigSchema).default([]),
-    gateway: z
-      .object({
-        host: z.string().default("127.0.0.1"),
-        port: z.number().int().min(0).max(65535).default(0),
-        /**
-         * A preset (`least-load`, `kv-usage`, `sticky-program`, `prefix-affinity`, `cost-aware`) or
-         * `{filters, scorers: [{name, weight, options}]}`; the gateway validates it (gateway/routing/registry.ts).
-         */
-        routing: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default("sticky-program"),
-        /** Per-call timeout towards a backend, ms. */
-        callTimeoutMs: positiveInt.default(120_000),
-        /** Backend health checks: in-rotation backends every intervalMs (default 10 s), out-of-rotation ones every recheckMs. */
-        health: z
-          .object({ intervalMs: positiveInt.default(10_000), recheckMs: positiveInt.default(1000) })
-          .strict()
-          .prefault({}),
-        /**
-         * Require credentials: every program calls with its own key, admin endpoints with the admin
-         * token, read from the environment variable named here (secrets stay out of config files).
-         */
-        auth: z
-          .object({
-            adminTokenEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name").default("ARBOR_ADMIN_TOKEN"),
-            requireProgramKeys: z.boolean().default(true),
-          })
-          .strict()
-          .optional(),
-        /** Per-program limits; beyond them the gateway answers 429. */
-        limits: z
-          .object({
-            maxInFlightPerProgram: positiveInt.optional(),
-            requestsPerSecond: z.number().positive().optional(),
-            burst: positiveInt.optional(),
-          })
-          .strict()
-          .optional(),
-        /**
-         * Seer divided rollout (gateway/divided/): token-level generations go out in chunks of at most
-         * chunkTokens, each on the backend with the most free KV, continuing from the tokens so far.
-         */
-        dividedRollout: z
-          .object({
-            chunkTokens: positiveInt,
-            /** Chunks one generation may take (default 4096); a max_tokens needing more is refused. */
-            maxChunks: positiveInt.optional(),
-          })
-          .strict()
-          .optional(),
-        /**
-         * ThunderAgent state-aware pause/restore (gateway/pausing/pause-gate.ts): pause programs when a
-         * backend's KV passes lambdaMax·C, restore below lambdaMin·C, with the engine's own
-         * pause/restore where the backend has one, else by holding calls at the gateway.
-         */
-        pausing: z
-          .object({
-            enabled: z.boolean().default(false),
-            lambdaMax: z.number().positive().default(1),
-            lambdaMin: z.number().positive().default(1),
-            /** Scheduling period Δt, ms. */
-            tickMs: positiveInt.default(5000),
-            /** A call held longer than this is resumed whatever the capacity, ms. */
-            forceResumeMs: positiveInt.default(1_800_000),
-            /** Calls held at the gateway at once; beyond it calls are refused (429). */
-            maxHeldCalls: z.number().int().min(0).default(10_000),
-            /** `most-free` (ThunderAgent) or `best-fit` (textbook BFD) placement of restored programs. */
-            restorePacking: z.enum(["most-free", "best-fit"]).default("most-free"),
-            /** Tokens reserved per active program for decode headroom. */
-            bufferPerProgram: z.number().int().min(0).default(100),
-            /** KV capacity in tokens by backend name, for backends whose metrics do not report it. */
-            capacities: z.record(z.string(), positiveInt).optional(),
-          })
-          .strict()
-          .refine((p) => p.lambdaMin <= p.lambdaMax, { message: "lambdaMin must be <= lambdaMax", path: ["lambdaMin"] })
-          .prefault({}),
-      })
-      .strict()
-      .prefault({}),
+    gateway: GatewayConfigSchema.prefault({}),
     env: z
       .object({
         name: z.enum(["calc", "swe-mini", "search-qa"]).default("calc"),
@@ -553,6 +555,7 @@ export type BackendConfig = z.infer<typeof BackendConfigSchema>;
 export type WeightSyncConfig = z.infer<typeof WeightSyncConfigSchema>;
 export type ModelConfig = z.infer<typeof ModelConfigSchema>;
 export type ExternalTrainerConfig = z.infer<typeof ExternalTrainerConfigSchema>;
+export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 
 /** Format a zod error as `path: reason` lines, one per issue. */
 export function formatZodError(err: z.ZodError): string {

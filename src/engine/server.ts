@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { Clock } from "../core/clock.js";
 import { ArborError, CapacityError } from "../core/errors.js";
+import { registerServiceProbes, type ServiceProbes } from "../core/service-probes.js";
 import { fastifyHttpLimitOptions, limitConnections, resolveHttpLimits, type HttpLimits } from "../core/http-limits.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
@@ -124,6 +125,8 @@ export interface EngineServer {
   /** How the model is served: its tokenizer, chat template and stop tokens (Arbor's for Arbor's vocabulary). */
   readonly served: ServedModel;
   metrics: EngineMetrics;
+  /** GET /healthz, GET /readyz and the drain (`arbor serve engine`): draining refuses new requests with 503. */
+  probes: ServiceProbes;
   /** Base URL (`http://host:port`) once listening. */
   url?: string;
   /** Stop serving and release the model (an injected executor is left open). */
@@ -232,6 +235,14 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   app.setNotFoundHandler((req, reply) =>
     sendError(reply, new HttpError(404, `no route ${req.method} ${req.url}`, "invalid_request_error", null, "not_found")),
   );
+
+  // The model is loaded before the server exists, so it is ready until it closes or drains.
+  const probes = registerServiceProbes(app, {
+    clock,
+    notReady: () => (closed ? "engine is shutting down" : undefined),
+    // Every POST is new work (generation, tokenize, weight loads); reads still answer.
+    refuseWhileDraining: (req) => (req.method === "POST" ? `engine ${opts.name} is draining: no new requests` : undefined),
+  });
 
   const checkModel = (model: string | null | undefined): void => {
     if (model != null && model !== servedModelName) {
@@ -555,6 +566,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     slot,
     served,
     metrics,
+    probes,
     close: async () => {
       if (closed) return;
       closed = true;

@@ -4,13 +4,14 @@
 // and what it calls, surface-routes.ts, program-routes.ts). Open by default — listen on 127.0.0.1
 // only (the CLI's default) unless `auth` is configured: then program keys and an admin token guard it.
 import { randomUUID } from "node:crypto";
-import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { BackendUnreachableError, isTokenBackend, type Backend } from "../backends/backend.js";
 import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { fastifyHttpLimitOptions, limitConnections, resolveHttpLimits, type HttpLimits } from "../core/http-limits.js";
 import { jsonShapeViolation } from "../core/json-limits.js";
 import { realClock } from "../core/real-clock.js";
+import { registerServiceProbes, type ServiceProbes } from "../core/service-probes.js";
 import type { Call, TraceSink } from "../core/types.js";
 import { admitted, PROGRAM_HEADER, programHeader, type ProgramRequest } from "./admit-call.js";
 import { GatewayRejection } from "./auth/auth-errors.js";
@@ -21,6 +22,7 @@ import { checkBackends } from "./check-backends.js";
 import { dividedRolloutFromConfig } from "./divided/divided-rollout.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { GatewayMetrics, type ReleaseReason } from "./gateway-metrics.js";
+import { gatewayNotReady } from "./gateway-readiness.js";
 import { HealthLoop } from "./health/health-loop.js";
 import { createHealthMetrics } from "./health/health-metrics.js";
 import { CAPACITY_RETRY_AFTER_S, InvalidRequestError, openAiError, openAiErrorType, toOpenAiError } from "./http-errors.js";
@@ -110,6 +112,8 @@ export interface GatewayOptions {
   pausing?: PauseGateConfig & { enabled?: boolean };
   /** Seer divided rollout on the token path: generations go out in chunks on the backend with most free KV. */
   dividedRollout?: { chunkTokens: number; maxChunks?: number };
+  /** Extra readiness checks for GET /readyz (e.g. the store of `arbor serve gateway`): why it cannot serve, or undefined. */
+  notReady?: () => Promise<string | undefined> | string | undefined;
 }
 
 export interface Gateway {
@@ -125,6 +129,8 @@ export interface Gateway {
   checkBackends(): Promise<void>;
   /** Backend rotation: which backends are in, and the checks that move them. */
   health: HealthLoop;
+  /** GET /healthz, GET /readyz and the drain: draining refuses new programs and calls of programs not held here (503). */
+  probes: ServiceProbes;
 }
 
 /** Build the gateway (not yet listening). */
@@ -248,7 +254,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       const route = req.routeOptions.url;
       const headers = req.headers as CredentialHeaders;
       const params = req.params as { id?: string; programId?: string };
-      if (route === "/health") return;
+      if (route === "/health" || route === "/healthz" || route === "/readyz") return;
       if (route === undefined) {
         if (/^\/(admin|programs)(\/|$|\?)/.test(req.url)) auth.requireAdmin(headers);
         return;
@@ -268,6 +274,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
       auth.requireAdmin(headers);
     });
   }
+
+  const probes = registerServiceProbes(app, {
+    clock,
+    notReady: () => gatewayNotReady({ backends: opts.backends, health, clock, ...(opts.notReady ? { extra: opts.notReady } : {}) }),
+    refuseWhileDraining: (req) => drainingRefusal(req, table),
+  });
 
   // Before any handler reads the body: its shape is bounded (a body nesting 50,000 arrays would
   // overflow JSON.stringify on its way to a backend, which then looked like a dead backend).
@@ -373,5 +385,21 @@ export function createGateway(opts: GatewayOptions): Gateway {
     },
     checkBackends: () => checkBackends(opts.backends),
     health,
+    probes,
   };
+}
+
+/**
+ * While the gateway drains, new work goes elsewhere: no new program, and no call of a program this
+ * gateway does not hold (another replica, or a load balancer's retry, takes it); its own programs finish.
+ */
+function drainingRefusal(req: FastifyRequest, table: ProgramTable): string | undefined {
+  const route = req.routeOptions.url ?? "";
+  if (req.method === "POST" && route === "/programs") return "gateway is draining: no new programs";
+  if (!/\/v1\/((chat\/)?completions|responses|messages)$/.test(route)) return undefined;
+  const header = req.headers[PROGRAM_HEADER];
+  const bodyId = (req.body as { program_id?: unknown } | undefined)?.program_id;
+  const id = (req.params as { programId?: string }).programId ?? (typeof header === "string" && header !== "" ? header : typeof bodyId === "string" ? bodyId : undefined);
+  if (id !== undefined && table.get(id)?.state === "active") return undefined;
+  return `gateway is draining: program '${id ?? "(none)"}' is not active here`;
 }

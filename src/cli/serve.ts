@@ -1,0 +1,37 @@
+// `arbor serve <role>`: Arbor's parts as separate services described by one deployment file
+// (cluster.yaml, src/core/cluster-config.ts): `engine --name <e>` and `gateway`. Each runs alone with
+// GET /healthz and GET /readyz and drains gracefully on SIGTERM; `arbor run` stays the embedded mode.
+import { InvalidArgumentError, type Command } from "commander";
+import { serveEngineCommand } from "./serve-engine.js";
+import { serveGatewayCommand } from "./serve-gateway.js";
+
+/** Default drain bound on SIGTERM, ms. */
+export const DEFAULT_DRAIN_MS = 30_000;
+
+/** Add `serve engine` and `serve gateway` to the `arbor` command. */
+export function registerServeCommands(program: Command): void {
+  const serve = program.command("serve").description("run one part of a deployment (cluster.yaml) as a service with /healthz, /readyz and a graceful drain on SIGTERM");
+  serve
+    .command("engine")
+    .description("serve one engine of the cluster file on its host and port")
+    .requiredOption("--cluster <file>", "the deployment file (cluster.yaml)")
+    .requiredOption("--name <engine>", "the engine's name in the file")
+    .option("--drain-ms <n>", "on SIGTERM, longest wait for in-flight requests before they are aborted", toDrainMs, DEFAULT_DRAIN_MS)
+    .action(async (o: { cluster: string; name: string; drainMs: number }) => {
+      await serveEngineCommand(o);
+    });
+  serve
+    .command("gateway")
+    .description("serve the cluster file's gateway over its backends, recording into its Postgres store")
+    .requiredOption("--cluster <file>", "the deployment file (cluster.yaml)")
+    .option("--drain-ms <n>", "on SIGTERM, longest wait for in-flight calls before they are aborted", toDrainMs, DEFAULT_DRAIN_MS)
+    .action(async (o: { cluster: string; drainMs: number }) => {
+      await serveGatewayCommand(o);
+    });
+}
+
+function toDrainMs(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`must be an integer >= 0 (ms), got ${v}`);
+  return n;
+}

@@ -1,0 +1,100 @@
+// The deployment file (`cluster.yaml`) of Arbor run as separate services: `arbor serve engine --name <e>`
+// starts one of its engines, `arbor serve gateway` its gateway over its backends, recording into its
+// networked store. It reuses the run config's schemas (engines, backends, gateway, model), so one engine
+// or gateway block means the same in both files; an invalid file fails with the field and the reason.
+import { readFileSync } from "node:fs";
+import { parse as parseYaml, YAMLParseError } from "yaml";
+import { z } from "zod";
+import { BackendConfigSchema, EngineConfigSchema, formatZodError, GatewayConfigSchema, ModelConfigSchema } from "./config.js";
+import { ArborError } from "./errors.js";
+
+/** One engine of the deployment: the run config's engine, plus the address it listens on (any host). */
+export const ClusterEngineConfigSchema = EngineConfigSchema.extend({
+  /** Address to listen on: 0.0.0.0 to be reached from other hosts (run's engines listen on 127.0.0.1). */
+  host: z.string().min(1, { error: "must be a host name or address to listen on" }).default("127.0.0.1"),
+}).strict();
+
+/** The gateway's store: Postgres only, because every gateway (and later worker) on any host shares it. */
+export const ClusterStoreConfigSchema = z
+  .object({
+    kind: z.enum(["postgres", "sqlite"], { error: "must be postgres" }),
+    url: z.string().min(1).optional(),
+    schema: z.string().min(1).optional(),
+    poolSize: z.number().int().min(1).optional(),
+  })
+  .strict()
+  .superRefine((st, ctx) => {
+    if (st.kind === "sqlite") {
+      ctx.addIssue({ code: "custom", path: ["kind"], message: "sqlite cannot be shared across hosts (it is a file on one machine); use kind: postgres with a url" });
+    } else if (st.url === undefined) {
+      ctx.addIssue({ code: "custom", path: ["url"], message: "required for the postgres store (e.g. postgres://postgres@127.0.0.1:5432/arbor)" });
+    }
+  });
+
+export const ClusterConfigSchema = z
+  .object({
+    name: z.string().min(1).default("cluster"),
+    seed: z.number().int().default(1),
+    /** What every engine serves (a GGUF path; absent: the tiny policy created from `init`, as `arbor run` does). */
+    model: ModelConfigSchema.prefault({}),
+    store: ClusterStoreConfigSchema,
+    engines: z.array(ClusterEngineConfigSchema).default([]),
+    /** What the gateway routes to: engines of this file by URL, or external vLLM/SGLang/llama-server ones. */
+    backends: z.array(BackendConfigSchema).min(1, { error: "need at least one backend for the gateway to route to" }),
+    gateway: GatewayConfigSchema.prefault({}),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    const seen = new Set<string>();
+    c.engines.forEach((e, i) => {
+      if (seen.has(e.name)) ctx.addIssue({ code: "custom", path: ["engines", i, "name"], message: `'${e.name}' is named twice` });
+      seen.add(e.name);
+    });
+    const backends = new Set<string>();
+    c.backends.forEach((b, i) => {
+      if (backends.has(b.name)) ctx.addIssue({ code: "custom", path: ["backends", i, "name"], message: `'${b.name}' is named twice` });
+      backends.add(b.name);
+      // The gateway runs in its own process: it reaches every engine over the network, never in process.
+      if (b.url === undefined) ctx.addIssue({ code: "custom", path: ["backends", i, "url"], message: "required in a cluster file (the engine's base URL, e.g. http://e0:8101/v1)" });
+      if (b.weightSync !== undefined) ctx.addIssue({ code: "custom", path: ["backends", i, "weightSync"], message: "not supported by `arbor serve gateway` yet (weight sync belongs to the trainer role)" });
+    });
+  });
+
+export type ClusterConfig = z.infer<typeof ClusterConfigSchema>;
+export type ClusterEngineConfig = z.infer<typeof ClusterEngineConfigSchema>;
+
+/** Validate an already-parsed deployment object. Throws {@link ArborError} naming the field and the reason. */
+export function parseClusterConfig(raw: unknown, source = "cluster file"): ClusterConfig {
+  const result = ClusterConfigSchema.safeParse(raw ?? {});
+  if (!result.success) throw new ArborError(`invalid ${source}: ${formatZodError(result.error)}`, "config");
+  return result.data;
+}
+
+/** Load and validate a deployment YAML file. */
+export function loadClusterConfig(path: string): ClusterConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ArborError(`cannot read cluster file ${path}: ${code === "ENOENT" ? "no such file" : String(e)}`, "config");
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (e) {
+    const msg = e instanceof YAMLParseError ? e.message.split("\n")[0] : String(e);
+    throw new ArborError(`invalid cluster file ${path}: YAML syntax: ${msg}`, "config");
+  }
+  return parseClusterConfig(raw, `cluster file ${path}`);
+}
+
+/** The engine named `name`, or an error listing the names the file has. */
+export function clusterEngine(cfg: ClusterConfig, name: string): ClusterEngineConfig {
+  const e = cfg.engines.find((x) => x.name === name);
+  if (!e) {
+    const known = cfg.engines.map((x) => x.name);
+    throw new ArborError(`engine '${name}' is not in the cluster file (engines: ${known.length > 0 ? known.join(", ") : "none"})`, "config");
+  }
+  return e;
+}
