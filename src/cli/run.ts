@@ -26,8 +26,6 @@ import { startReferenceTrainer } from "../loop/reference-trainer.js";
 import { runTrainLoop, type TrainLoopResult } from "../loop/train-loop.js";
 import type { Trainer } from "../loop/trainer-port.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
-import { makeModel } from "../model/made/made-models.js";
-import { ensurePolicy } from "../model/policy.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { GroupRewarder } from "../reward/group-rewarder.js";
 import { OrchestratedRollout } from "../rollout/async-rollout.js";
@@ -42,6 +40,7 @@ import { createStore, openStore } from "../store/registry.js";
 import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
 import { checkPortsFree, runPorts } from "./check-ports.js";
 import { startExternalEngine } from "./external-engines.js";
+import { engineServerOptions, policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { asyncStepLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
@@ -140,36 +139,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   process.once("SIGTERM", onSignal);
   try {
     const log = opts.log ?? (() => {});
-    let modelPath = cfg.model.path;
-    if (modelPath === undefined) {
-      const dir = resolve(".arbor/models");
-      const vocab = cfg.model.vocab;
-      const policy = vocab === "arbor" ? ensurePolicy(dir, cfg.model.init) : makeModel(vocab, dir, cfg.model.init);
-      modelPath = policy.path;
-      log(`policy   ${policy.path} (${policy.created ? "created" : "cached"}, ${vocab} vocabulary, seed ${cfg.model.init.seed})`);
-    }
+    const modelPath = policyPath(cfg.model, log);
     for (const [i, e] of cfg.engines.entries()) {
-      engines.push(
-        await startEngineServer({
-          name: e.name,
-          modelPath,
-          policyVersion: 0,
-          sequences: e.sequences,
-          contextSize: e.contextSize,
-          maxWaiting: e.maxWaiting,
-          host: "127.0.0.1",
-          port: e.port,
-          seed: cfg.seed + i,
-          inFlightOnWeightSwitch: e.inFlightOnWeightSwitch,
-          executorKind: e.executor,
-          costProfile: e.costProfile,
-          servedModelName: e.servedModelName,
-          gpu: e.gpu,
-          ...(e.toolParser !== undefined ? { toolParser: e.toolParser } : {}),
-          ...(e.reasoningParser !== undefined && e.reasoningParser !== "none" ? { reasoningParser: e.reasoningParser } : {}),
-          clock,
-        }),
-      );
+      engines.push(await startEngineServer(engineServerOptions(e, { modelPath, host: "127.0.0.1", seed: cfg.seed + i, clock })));
     }
     engines.forEach((e, i) => log(`engine   ${e.url} (${cfg.engines[i]?.executor}, policy version 0)`));
     const backendCfgs: BackendConfig[] =

@@ -1,0 +1,42 @@
+// What `arbor run` and `arbor serve engine` share to start an engine: the GGUF it serves (the config's
+// `model.path`, else the tiny or made-here policy created once from `model.init`) and the engine server's
+// options from an engine's config.
+import { resolve } from "node:path";
+import type { Clock } from "../core/clock.js";
+import type { EngineConfig, ModelConfig } from "../core/config.js";
+import type { EngineServerOptions } from "../engine/server.js";
+import { makeModel } from "../model/made/made-models.js";
+import { ensurePolicy } from "../model/policy.js";
+
+/** The GGUF engines serve: `model.path`, else the policy made (once, cached in .arbor/models) from `model.init`. */
+export function policyPath(model: ModelConfig, log: (line: string) => void): string {
+  if (model.path !== undefined) return model.path;
+  const dir = resolve(".arbor/models");
+  const vocab = model.vocab;
+  const policy = vocab === "arbor" ? ensurePolicy(dir, model.init) : makeModel(vocab, dir, model.init);
+  log(`policy   ${policy.path} (${policy.created ? "created" : "cached"}, ${vocab} vocabulary, seed ${model.init.seed})`);
+  return policy.path;
+}
+
+/** The engine server's options for engine `e` of a config, at policy version 0. */
+export function engineServerOptions(e: EngineConfig, o: { modelPath: string; host: string; seed: number; clock: Clock }): EngineServerOptions {
+  return {
+    name: e.name,
+    modelPath: o.modelPath,
+    policyVersion: 0,
+    sequences: e.sequences,
+    contextSize: e.contextSize,
+    maxWaiting: e.maxWaiting,
+    host: o.host,
+    port: e.port,
+    seed: o.seed,
+    inFlightOnWeightSwitch: e.inFlightOnWeightSwitch,
+    executorKind: e.executor,
+    costProfile: e.costProfile,
+    servedModelName: e.servedModelName,
+    gpu: e.gpu,
+    ...(e.toolParser !== undefined ? { toolParser: e.toolParser } : {}),
+    ...(e.reasoningParser !== undefined && e.reasoningParser !== "none" ? { reasoningParser: e.reasoningParser } : {}),
+    clock: o.clock,
+  };
+}
