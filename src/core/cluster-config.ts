@@ -31,9 +31,38 @@ export const ClusterStoreConfigSchema = z
     }
   });
 
+/** The message broker the orchestrator and workers share: NATS with JetStream. */
+export const ClusterBrokerConfigSchema = z
+  .object({
+    kind: z.literal("nats", { error: "must be nats (NATS with JetStream)" }),
+    url: z.string().min(1).default("nats://127.0.0.1:4222"),
+    /** A program's delivery not acked (or extended) within this long goes to another worker. */
+    ackWaitMs: z.number().int().min(1000).default(30_000),
+    /** Deliveries of one program before it is dead-lettered and ended by the orchestrator. */
+    maxDeliver: z.number().int().min(1).max(100).default(3),
+    /** A repeat of a message id within this long is a duplicate (JetStream's duplicate window). */
+    duplicateWindowMs: z.number().int().min(1000).default(120_000),
+  })
+  .strict();
+
+/** Every `arbor serve worker` of the deployment (replicas share it; each has its own --name). */
+export const ClusterWorkerConfigSchema = z
+  .object({
+    host: z.string().min(1).default("127.0.0.1"),
+    /** Port of the worker's /healthz and /readyz (0: any free port, said in its log). */
+    port: z.number().int().min(0).max(65535).default(0),
+    /** Programs one worker runs at once. */
+    concurrency: z.number().int().min(1).max(1024).default(4),
+  })
+  .strict();
+
 export const ClusterConfigSchema = z
   .object({
-    name: z.string().min(1).default("cluster"),
+    /** Names the broker's streams (`ARBOR_<name>_…`), so it is limited to letters, digits, `-` and `_`. */
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,48}$/, { error: "must be 1-48 of [A-Za-z0-9_-] (it names the broker's streams)" })
+      .default("cluster"),
     seed: z.number().int().default(1),
     /** What every engine serves (a GGUF path; absent: the tiny policy created from `init`, as `arbor run` does). */
     model: ModelConfigSchema.prefault({}),
@@ -42,6 +71,16 @@ export const ClusterConfigSchema = z
     /** What the gateway routes to: engines of this file by URL, or external vLLM/SGLang/llama-server ones. */
     backends: z.array(BackendConfigSchema).min(1, { error: "need at least one backend for the gateway to route to" }),
     gateway: GatewayConfigSchema.prefault({}),
+    /** How workers and the orchestrator reach the gateway (default: its host and port; 127.0.0.1 for 0.0.0.0). */
+    gatewayUrl: z.url({ error: "must be the gateway's URL, e.g. http://gateway:8080" }).optional(),
+    /** Needed by workers and `arbor run --cluster`: programs go to workers over it. */
+    broker: ClusterBrokerConfigSchema.optional(),
+    worker: ClusterWorkerConfigSchema.prefault({}),
+    /** `arbor serve trainer-api`: the trainer protocol for trainers outside the deployment. */
+    trainerApi: z
+      .object({ host: z.string().min(1).default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(0) })
+      .strict()
+      .prefault({}),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -62,6 +101,22 @@ export const ClusterConfigSchema = z
 
 export type ClusterConfig = z.infer<typeof ClusterConfigSchema>;
 export type ClusterEngineConfig = z.infer<typeof ClusterEngineConfigSchema>;
+export type ClusterBrokerConfig = z.infer<typeof ClusterBrokerConfigSchema>;
+
+/** Where workers and the orchestrator reach the gateway. */
+export function clusterGatewayUrl(cfg: ClusterConfig): string {
+  if (cfg.gatewayUrl !== undefined) return cfg.gatewayUrl.replace(/\/+$/, "");
+  const g = cfg.gateway;
+  if (g.port === 0) throw new ArborError("cluster file: gatewayUrl is required when gateway.port is 0 (the port is only known once the gateway listens)", "config");
+  const host = g.host === "0.0.0.0" || g.host === "::" ? "127.0.0.1" : g.host;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${g.port}`;
+}
+
+/** The broker block, or an error saying that `what` needs one. */
+export function clusterBroker(cfg: ClusterConfig, what: string): ClusterBrokerConfig {
+  if (cfg.broker === undefined) throw new ArborError(`cluster file: ${what} needs a broker (broker: {kind: nats, url: nats://127.0.0.1:4222})`, "config");
+  return cfg.broker;
+}
 
 /** Validate an already-parsed deployment object. Throws {@link ArborError} naming the field and the reason. */
 export function parseClusterConfig(raw: unknown, source = "cluster file"): ClusterConfig {

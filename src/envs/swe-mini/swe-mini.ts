@@ -141,7 +141,9 @@ export function createSweMiniEnvironment(opts: SweMiniOptions = {}): Environment
       for (const [p, content] of Object.entries(vendorFiles(1))) await sandbox.writeFile(p, content);
       const planted = await sandbox.exec(["/usr/bin/patch", "-p1", "-R", "-b", "-s", "-d", REPO_DIR], { stdin: t.fixPatch });
       if (planted.exitCode !== 0) {
-        throw new ArborError(`swe-mini: planting the bug of ${t.id} failed: ${(planted.stdout + planted.stderr).trim().slice(0, 300)}`, "env");
+        // Say how it ended too: a kill by a signal or a sandbox limit leaves no output to quote.
+        const how = `exit ${planted.exitCode ?? planted.signal}${planted.limit ? `, the sandbox's ${planted.limit} limit` : ""}${planted.timedOut ? ", timed out" : ""} after ${Math.round(planted.durationMs)} ms`;
+        throw new ArborError(`swe-mini: planting the bug of ${t.id} failed (${how}): ${(planted.stdout + planted.stderr).trim().slice(0, 300)}`, "env");
       }
       for (const [p, content] of Object.entries(variant?.files ?? {})) await sandbox.writeFile(p, content);
       if (variant?.remove?.length) {
