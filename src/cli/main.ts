@@ -22,8 +22,9 @@ program
   .description("run rollout iterations from a YAML config: engines, gateway, agents in sandboxes, rewards, store, batch, and RL training with `train`")
   .argument("<config>", "path of the run config (YAML)")
   .option("--no-progress", "do not draw a progress bar")
-  .action(async (config: string, opts: { progress: boolean }) => {
-    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true });
+  .option("--cluster <file>", "run on a deployment's services (cluster.yaml: its store, gateway, engines; programs on its workers)")
+  .action(async (config: string, opts: { progress: boolean; cluster?: string }) => {
+    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}) });
   });
 
 registerServeCommands(program);

@@ -6,19 +6,15 @@ import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import cliProgress from "cli-progress";
-import { isTokenBackend, type Backend, type BackendReply, type GenerateRequest, type TokenBackend } from "../backends/backend.js";
-import type { SyncedBackend } from "../backends/weights/synced-backend.js";
-import { registerWeightMetrics } from "../backends/weights/weight-metrics.js";
-import { createBackend } from "../backends/registry.js";
-import { loadRunConfig, servedModelOf, type BackendConfig, type RunConfig } from "../core/config.js";
+import { loadClusterConfig, loadClusterRunConfig, type ClusterConfig } from "../core/cluster-config.js";
+import { loadRunConfig, servedModelOf, type RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
-import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createEnvironment } from "../envs/registry.js";
 import { nativeTask } from "../envs/native-tools.js";
 import { createContextPolicy } from "../agents/context/registry.js";
-import { createGateway } from "../gateway/server.js";
+import type { BackendReply } from "../backends/backend.js";
 import { jsonlBatchExporter } from "../loop/export-batch.js";
 import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
 import type { IterationResult } from "../loop/iteration-result.js";
@@ -33,15 +29,11 @@ import { agentSpecOf } from "../rollout/blackbox-program.js";
 import { orchestratorSettings, schedulerFromConfig } from "../rollout/orchestrator/from-config.js";
 import type { ProgramResult } from "../rollout/sync-rollout.js";
 import { bwrapAvailable } from "../sandbox/bwrap.js";
-import { createSandboxPool, type SandboxPool } from "../sandbox/pool.js";
-import { createSandboxProvider } from "../sandbox/registry.js";
-import type { SandboxProvider } from "../sandbox/sandbox.js";
-import { createStore, openStore } from "../store/registry.js";
-import type { RunStats, TrajectoryStore } from "../store/trajectory-store.js";
+import type { RunStats } from "../store/trajectory-store.js";
 import { checkPortsFree, runPorts } from "./check-ports.js";
-import { startExternalEngine } from "./external-engines.js";
-import { engineServerOptions, policyPath } from "./engine-start.js";
+import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
+import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { asyncStepLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
@@ -85,12 +77,18 @@ export interface RunOptions {
    * depend on it (they come from the config seed, the task and the sample index).
    */
   runId?: string;
+  /**
+   * Run on the services of this deployment (`--cluster cluster.yaml`): its store, gateway and engines, programs on
+   * its workers. The config must come from `loadClusterRunConfig` (the deployment's parts merged in).
+   */
+  cluster?: ClusterConfig;
 }
 
 /** CLI entry: load the config, run, print the summary. */
-export async function runCommand(configPath: string, opts: RunOptions): Promise<void> {
-  const cfg = loadRunConfig(configPath);
-  const summary = await runIteration(cfg, { ...opts, log: (line) => console.error(line) });
+export async function runCommand(configPath: string, opts: Omit<RunOptions, "cluster"> & { cluster?: string }): Promise<void> {
+  const cluster = opts.cluster !== undefined ? loadClusterConfig(opts.cluster) : undefined;
+  const cfg = cluster ? loadClusterRunConfig(configPath, cluster) : loadRunConfig(configPath);
+  const summary = await runIteration(cfg, { ...opts, cluster, log: (line) => console.error(line) });
   printSummary(summary);
 }
 
@@ -102,11 +100,13 @@ export async function runCommand(configPath: string, opts: RunOptions): Promise<
 export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<RunSummary> {
   const clock = realClock;
   const started = clock.now();
-  if (cfg.sandbox.provider === "bwrap") {
+  const cluster = opts.cluster;
+  if (cfg.sandbox.provider === "bwrap" && cluster === undefined) {
     const bw = bwrapAvailable();
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
   }
-  await checkPortsFree(runPorts(cfg));
+  // With a cluster only the trainer listens here; the rest are its services.
+  await checkPortsFree(cluster ? runPorts(cfg).filter((p) => p.what.startsWith("train.")) : runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
   mkdirSync(outDir, { recursive: true });
   const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});
@@ -122,13 +122,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   const rewarder = new GroupRewarder(reward);
   const adminToken = gatewayAdminToken(cfg);
 
-  const engines: ListeningEngineServer[] = [];
-  /** External engines that switch weights through their own API (backends with weightSync). */
-  const external: SyncedBackend[] = [];
-  let store: TrajectoryStore | undefined;
-  let sandboxes: SandboxProvider | undefined;
-  let pool: SandboxPool | undefined;
-  let gateway: ReturnType<typeof createGateway> | undefined;
+  /** What the deployment started or opened, closed in reverse order whatever happens. */
+  const closers: (() => Promise<void>)[] = [];
   /** The reference trainer in process, or (train.trainer: external) the trainer protocol server another process trains through. */
   let trainer: Trainer | undefined;
   const abort = new AbortController();
@@ -140,95 +135,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   try {
     const log = opts.log ?? (() => {});
     const modelPath = policyPath(cfg.model, log);
-    for (const [i, e] of cfg.engines.entries()) {
-      engines.push(await startEngineServer(engineServerOptions(e, { modelPath, host: "127.0.0.1", seed: cfg.seed + i, clock })));
-    }
-    engines.forEach((e, i) => log(`engine   ${e.url} (${cfg.engines[i]?.executor}, policy version 0)`));
-    const backendCfgs: BackendConfig[] =
-      cfg.backends.length > 0 ? cfg.backends : cfg.engines.map((e) => ({ name: e.name, type: "builtin" }));
-    const tap = (b: TokenBackend): TokenBackend => (opts.onBackendReply ? tapBackend(b, opts.onBackendReply) : b);
-    const backends: TokenBackend[] = [];
-    for (const b of backendCfgs) {
-      if (b.weightSync !== undefined) {
-        // An external engine training switches to new weights through its own API (SGLang, vLLM, a managed llama-server).
-        // One that fails to load a version leaves the gateway's rotation at once (its health checks then fail too).
-        const onRetired = (name: string, reason: string): void => gateway?.health.callFailed(name, reason);
-        const synced = await startExternalEngine({ cfg: { ...b, weightSync: b.weightSync }, modelPath, workDir: join(outDir, "engines"), clock, wrap: tap, log, onRetired });
-        external.push(synced);
-        backends.push(synced.backend);
-        continue;
-      }
-      const local = engines.find((e, i) => cfg.engines[i]?.name === b.name);
-      const engineCfg = cfg.engines.find((e) => e.name === b.name);
-      // An in-process engine's backend reads answers with the engine's own parsers: the configured
-      // ones, else those its model's template implies (the gateway's token path parses the ids itself).
-      const parsers = local && !b.url ? { ...local.served.formats, ...pickDefined({ toolParser: engineCfg?.toolParser, reasoningParser: engineCfg?.reasoningParser }) } : {};
-      backends.push(tap(createBackend(b, local && !b.url ? { url: `${local.url}/v1`, ...(engineCfg ? { model: engineCfg.servedModelName } : {}), ...parsers } : {})));
-    }
-
-    const st = cfg.store;
-    store =
-      st.kind === "sqlite"
-        ? createStore({ kind: "sqlite", path: join(outDir, "store.sqlite") })
-        : await openStore({ kind: "postgres", url: st.url as string, ...(st.schema !== undefined ? { schema: st.schema } : {}), ...(st.poolSize !== undefined ? { poolSize: st.poolSize } : {}), ...(st.reconnectMs !== undefined ? { reconnectMs: st.reconnectMs } : {}) });
-    // The file of the embedded store, else the networked store's name (its url without a password, and schema).
-    const storePath = (store as { label?: string }).label ?? join(outDir, "store.sqlite");
-    const { recovered } = store;
-    if (recovered.runs.length > 0) {
-      log(`store    ended ${recovered.programs.length} program(s) of ${recovered.runs.length} run(s) left unfinished by a killed process, as aborted`);
-    }
-    const traces = store;
-    gateway = createGateway({
-      backends,
-      // The gateway owns the programs: it creates and ends their rows and records their calls.
-      store,
-      // GET /programs/:id/trace reads the program's calls back from the store.
-      traceSource: { callsOf: async (id) => (await traces.getTrajectory(id))?.calls ?? [] },
-      clock,
-      routing: cfg.gateway.routing,
-      callTimeoutMs: cfg.gateway.callTimeoutMs,
-      health: cfg.gateway.health,
-      onProgramTerminated: async (id) => {
-        await pool?.reclaim(id);
-      },
-      ...(cfg.gateway.pausing.enabled ? { pausing: cfg.gateway.pausing } : {}),
-      ...(cfg.gateway.dividedRollout ? { dividedRollout: cfg.gateway.dividedRollout } : {}),
-      ...(adminToken && cfg.gateway.auth ? { auth: { adminToken, requireProgramKeys: cfg.gateway.auth.requireProgramKeys } } : {}),
-      ...(cfg.gateway.limits ? { limits: cfg.gateway.limits } : {}),
-    });
-    if (external.length > 0) registerWeightMetrics(gateway.metrics.registry, external);
-    await gateway.checkBackends();
-    const gatewayUrl = await gateway.listen(cfg.gateway.host, cfg.gateway.port);
-    const routing = typeof cfg.gateway.routing === "string" ? cfg.gateway.routing : "custom routing";
-    log(`gateway  ${gatewayUrl} (${routing} over ${backends.map((b) => b.name).join(", ")})`);
-    await judge.start(backends);
-
-    const shared = { maxProcesses: cfg.sandbox.maxProcesses, workspaceMb: cfg.sandbox.workspaceMb };
-    sandboxes = createSandboxProvider(cfg.sandbox.provider, {
-      root: cfg.sandbox.root,
-      limits: { cpuSeconds: cfg.sandbox.cpuSeconds, memoryMb: cfg.sandbox.memoryMb, wallMs: cfg.sandbox.wallMs },
-      clock,
-      bwrap: shared,
-      docker: { ...shared, image: cfg.sandbox.docker.image, cpus: cfg.sandbox.docker.cpus },
-      k8s: { workspaceMb: cfg.sandbox.workspaceMb, namespace: cfg.sandbox.k8s.namespace, image: cfg.sandbox.k8s.image, cpus: cfg.sandbox.k8s.cpus },
-    });
-    const swept = (sandboxes as { sweptOnStart?: string[] }).sweptOnStart ?? [];
-    if (swept.length > 0) log(`sandbox  removed ${swept.length} workspace(s) left behind by killed runs`);
-    // Hook-based GC (ThunderAgent §B2): a program's sandbox is reclaimed as soon as the gateway ends
-    // the program, whatever the cause; the leak check catches any sandbox whose program is gone.
-    const livePrograms = gateway;
-    pool = createSandboxPool({
-      provider: sandboxes,
-      clock,
-      warmSize: cfg.sandbox.poolSize,
-      registry: gateway.metrics.registry,
-      livePrograms: () => livePrograms.table.list().filter((p) => p.state === "active").map((p) => p.id),
-      leakCheckMs: cfg.sandbox.leakCheckMs,
-      log: (line) => log(`sandbox  ${line}`),
-    });
-    // Asynchronous preparation: the first programs find warm sandboxes; each program that ends
-    // starts the preparation of one more, for the program that will take its place.
-    if (cfg.sandbox.poolSize > 0) pool.prepare(cfg.sandbox.poolSize);
+    const ctx = { cfg, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
+    const d = cluster ? await connectCluster(ctx, cluster) : await startEmbedded(ctx);
+    const { store, storePath } = d;
+    await judge.start(d.backends);
 
     const baseRunId = opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
     const sync = cfg.rollout.mode === "sync";
@@ -240,8 +150,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const allTasks = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native" ? drawn.map((t) => nativeTask(env, t)) : drawn;
     const runOf = (position: number): string => (sync && cfg.iterations > 1 ? `${baseRunId}-it${Math.floor(position / settings.batchGroups) + 1}` : baseRunId);
     const checkpointDir = join(outDir, "checkpoints");
-    const synced = cfg.engines.map((e, i) => ({ name: e.name, url: (engines[i] as ListeningEngineServer).url, inFlight: e.inFlightOnWeightSwitch }));
-    const weights = fleetWeightSync({ engines: synced, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external, log });
+    const weights = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     if (cfg.train?.external) {
       trainer = await startExternalTrainer({ config: cfg.train.external, weights, modelPath, clock, signal: abort.signal });
       log(`trainer  ${(trainer as ExternalTrainer).url} (external: waiting for a trainer)`);
@@ -249,7 +158,6 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       trainer = await startReferenceTrainer(modelPath, { lr: cfg.train.lr, maxGradNorm: cfg.train.maxGradNorm, clock, checkpointDir, keepCheckpoints: cfg.train.keepCheckpoints });
     }
     const progress = opts.progress ? progressBar(cfg, settings.batchGroups * cfg.rollout.groupSize) : undefined;
-    let done = 0;
     const rollout = new OrchestratedRollout({
       runId: baseRunId,
       runOf,
@@ -259,8 +167,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       shuffle: !sync,
       concurrency: cfg.rollout.concurrency,
       store,
-      sandboxes: pool.asProvider(),
-      gatewayUrl,
+      programs: d.programs,
+      gatewayUrl: d.gatewayUrl,
       ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
       model: servedModelOf(cfg),
       limits: cfg.agent,
@@ -275,18 +183,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       settings,
       scheduler: schedulerFromConfig(cfg.rollout),
       rng: new Rng(cfg.seed).fork("dataset"),
-      // The instances the scheduling policy places programs on: the in-process engines, else (external backends
-      // only) one per backend, each taking up to `concurrency` programs with their whole token budget.
-      // Backends without weight sync serve versions of their own (and are never synced: no training).
-      trackVersions: cfg.engines.length > 0 || external.length > 0,
-      engines:
-        cfg.engines.length > 0
-          ? cfg.engines.map((e) => ({ name: e.name, maxActive: e.sequences, kvCapacityTokens: e.sequences * e.contextSize }))
-          : backends.map((b) => ({ name: b.name, maxActive: cfg.rollout.concurrency, kvCapacityTokens: cfg.rollout.concurrency * Math.max(cfg.agent.maxTotalTokens, 1) })),
+      trackVersions: d.trackVersions,
+      engines: d.instances,
       onProgramDone: (p) => {
-        done++;
-        // Each program that ends starts the preparation of one more sandbox, for the program that takes its place.
-        if (cfg.sandbox.poolSize > 0 && done + cfg.sandbox.poolSize < allTasks.length * cfg.rollout.groupSize) pool?.prepare(1);
+        d.programDone();
         progress?.program(p.reward.total);
         opts.onProgramDone?.(p);
       },
@@ -323,9 +223,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const runStats = sync ? last.stats : await store.stats(baseRunId);
     const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.length, 0);
     // Before the engines close: their executors' cache counters (scheduled executors only).
-    const engineStats = engines.map((e) => e.executor.stats());
-    const queries = engineStats.reduce((n, x) => n + (x.prefixCacheQueries ?? 0), 0);
-    const hits = engineStats.reduce((n, x) => n + (x.prefixCacheHits ?? 0), 0);
+    const cache = d.engineStats();
     return {
       runId: last.runId,
       stats: runStats,
@@ -333,25 +231,21 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       batchPath: last.batchPath,
       samples: last.samples,
       toolCalls,
-      prefixCache: queries > 0 ? { queries, hits, preemptions: engineStats.reduce((n, x) => n + (x.preemptions ?? 0), 0) } : undefined,
+      prefixCache: cache.queries > 0 ? cache : undefined,
       elapsedMs: clock.now() - started,
       tokensPerSecond: (runStats.outputTokens * 1000) / (sync ? last.rolloutMs : loop.rolloutMs),
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
       ...(trainer ? { policyVersion: trainer.version } : {}),
-      engineVersions: engines.map((e) => e.slot.policyVersion),
-      ...(external.length > 0 ? { backendVersions: external.map((b) => ({ name: b.name, version: b.version, ...(b.retired !== undefined ? { retired: b.retired } : {}) })) } : {}),
+      engineVersions: d.engineVersions(),
+      ...(d.external.length > 0 ? { backendVersions: d.external.map((b) => ({ name: b.name, version: b.version, ...(b.retired !== undefined ? { retired: b.retired } : {}) })) } : {}),
     };
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
-    await pool?.close();
-    await sandboxes?.destroyAll();
-    await gateway?.close();
     await judge.close();
     await trainer?.close();
-    await Promise.allSettled([...engines.map((e) => e.close()), ...external.map((b) => b.close())]);
-    await store?.close();
+    for (const close of closers.reverse()) await close();
   }
 }
 
@@ -364,29 +258,6 @@ function gatewayAdminToken(cfg: RunConfig): string | undefined {
     throw new ArborError(`gateway.auth: set ${auth.adminTokenEnv} to an admin token of at least 16 characters`, "config");
   }
   return token;
-}
-
-function tapBackend<B extends Backend>(b: B, tap: (backend: string, reply: BackendReply) => void): B {
-  const seen = (reply: BackendReply): BackendReply => {
-    tap(b.name, reply);
-    return reply;
-  };
-  // Everything else (metrics, pause/restore, tokenize) is inherited from the adapter.
-  return Object.assign(Object.create(b) as B, {
-    chatCompletions: async (body: object, signal?: AbortSignal) => seen(await b.chatCompletions(body, signal)),
-    completions: async (body: object, signal?: AbortSignal) => seen(await b.completions(body, signal)),
-    // The gateway's token path: the engine's answer to a token-id prompt, in the shape the tap reads.
-    ...(isTokenBackend(b)
-      ? {
-          generate: async (req: GenerateRequest) => {
-            const r = await b.generate(req);
-            const choice = { token_ids: r.outputTokenIds, logprobs: { content: r.logprobs.map((logprob) => ({ logprob })) } };
-            seen({ status: 200, json: { prompt_token_ids: r.promptTokenIds, choices: [choice], policy_version: r.policyVersion } });
-            return r;
-          },
-        }
-      : {}),
-  });
 }
 
 function printSummary(s: RunSummary): void {
@@ -444,9 +315,4 @@ function progressBar(cfg: RunConfig, perStep: number): { program: (reward: numbe
     },
     stop: () => bar?.stop(),
   };
-}
-
-/** The fields of `o` that are set. */
-function pickDefined<T extends Record<string, string | undefined>>(o: T): Partial<Record<keyof T, string>> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<Record<keyof T, string>>;
 }

@@ -1,14 +1,16 @@
 // `arbor serve <role>`: Arbor's parts as separate services described by one deployment file
-// (cluster.yaml, src/core/cluster-config.ts): `engine --name <e>` and `gateway`. Each runs alone with
+// (cluster.yaml, src/core/cluster-config.ts): `engine --name <e>`, `gateway` and `worker --name <w>`. Each runs alone with
 // GET /healthz and GET /readyz and drains gracefully on SIGTERM; `arbor run` stays the embedded mode.
+import { hostname } from "node:os";
 import { InvalidArgumentError, type Command } from "commander";
 import { serveEngineCommand } from "./serve-engine.js";
 import { serveGatewayCommand } from "./serve-gateway.js";
+import { serveWorkerCommand } from "./serve-worker.js";
 
 /** Default drain bound on SIGTERM, ms. */
 export const DEFAULT_DRAIN_MS = 30_000;
 
-/** Add `serve engine` and `serve gateway` to the `arbor` command. */
+/** Add `serve engine`, `serve gateway` and `serve worker` to the `arbor` command. */
 export function registerServeCommands(program: Command): void {
   const serve = program.command("serve").description("run one part of a deployment (cluster.yaml) as a service with /healthz, /readyz and a graceful drain on SIGTERM");
   serve
@@ -28,6 +30,29 @@ export function registerServeCommands(program: Command): void {
     .action(async (o: { cluster: string; drainMs: number }) => {
       await serveGatewayCommand(o);
     });
+  serve
+    .command("worker")
+    .description("run programs taken from the cluster's work stream (agents in their sandboxes), reporting each end")
+    .requiredOption("--cluster <file>", "the deployment file (cluster.yaml)")
+    .option("--name <name>", "the worker's name, unique per worker (default: the host name)", hostname())
+    .option("--concurrency <n>", "programs at once (default: the file's worker.concurrency)", toPositiveInt)
+    .option("--port <n>", "port of /healthz and /readyz (default: the file's worker.port; 0 for any free port)", toPort)
+    .option("--drain-ms <n>", "on SIGTERM, longest wait for the programs in flight before they are aborted (each still ends recorded)", toDrainMs, DEFAULT_DRAIN_MS)
+    .action(async (o: { cluster: string; name: string; concurrency?: number; port?: number; drainMs: number }) => {
+      await serveWorkerCommand(o);
+    });
+}
+
+function toPositiveInt(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`must be an integer >= 1, got ${v}`);
+  return n;
+}
+
+function toPort(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`must be a port number 0-65535, got ${v}`);
+  return n;
 }
 
 function toDrainMs(v: string): number {

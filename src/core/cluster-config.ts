@@ -2,10 +2,8 @@
 // starts one of its engines, `arbor serve gateway` its gateway over its backends, recording into its
 // networked store. It reuses the run config's schemas (engines, backends, gateway, model), so one engine
 // or gateway block means the same in both files; an invalid file fails with the field and the reason.
-import { readFileSync } from "node:fs";
-import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
-import { BackendConfigSchema, EngineConfigSchema, formatZodError, GatewayConfigSchema, ModelConfigSchema } from "./config.js";
+import { BackendConfigSchema, EngineConfigSchema, formatZodError, GatewayConfigSchema, ModelConfigSchema, parseRunConfig, readYamlFile, type RunConfig } from "./config.js";
 import { ArborError } from "./errors.js";
 
 /** One engine of the deployment: the run config's engine, plus the address it listens on (any host). */
@@ -127,21 +125,33 @@ export function parseClusterConfig(raw: unknown, source = "cluster file"): Clust
 
 /** Load and validate a deployment YAML file. */
 export function loadClusterConfig(path: string): ClusterConfig {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new ArborError(`cannot read cluster file ${path}: ${code === "ENOENT" ? "no such file" : String(e)}`, "config");
+  return parseClusterConfig(readYamlFile(path, "cluster file"), `cluster file ${path}`);
+}
+
+/** The parts of a run config a deployment file gives instead (`arbor run --cluster`). */
+const DEPLOYMENT_KEYS = ["engines", "backends", "gateway", "store", "model"] as const;
+
+/**
+ * The run config at `path` for a run on `cluster`'s services: the deployment's engines (without their listen
+ * host), backends, gateway, store and model merged in, so the config means what the services serve. A run
+ * config that sets one of those itself is an error naming it (two answers to one question).
+ */
+export function loadClusterRunConfig(path: string, cluster: ClusterConfig): RunConfig {
+  const raw = readYamlFile(path, "config") ?? {};
+  if (typeof raw !== "object" || Array.isArray(raw)) throw new ArborError(`invalid config ${path}: must be a mapping`, "config");
+  const own = DEPLOYMENT_KEYS.filter((k) => k in raw);
+  if (own.length > 0) {
+    throw new ArborError(`invalid config ${path}: ${own.join(", ")}: given by the cluster file with --cluster; remove ${own.length > 1 ? "them" : "it"} from the run config`, "config");
   }
-  let raw: unknown;
-  try {
-    raw = parseYaml(text);
-  } catch (e) {
-    const msg = e instanceof YAMLParseError ? e.message.split("\n")[0] : String(e);
-    throw new ArborError(`invalid cluster file ${path}: YAML syntax: ${msg}`, "config");
-  }
-  return parseClusterConfig(raw, `cluster file ${path}`);
+  const merged = {
+    ...raw,
+    engines: cluster.engines.map(({ host: _host, ...e }) => e),
+    backends: cluster.backends,
+    gateway: cluster.gateway,
+    store: cluster.store,
+    model: cluster.model,
+  };
+  return parseRunConfig(merged, `config ${path} (with cluster file)`);
 }
 
 /** The engine named `name`, or an error listing the names the file has. */

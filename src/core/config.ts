@@ -576,22 +576,24 @@ export function parseRunConfig(raw: unknown, source = "config"): RunConfig {
 
 /** Load and validate a YAML run config. Relative paths inside stay relative to the working directory. */
 export function loadRunConfig(path: string): RunConfig {
+  return parseRunConfig(readYamlFile(path, "config"), `config ${path}`);
+}
+
+/** The parsed YAML of a file; throws naming the file (as `what`) and the reason when it is missing or not YAML. */
+export function readYamlFile(path: string, what: string): unknown {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new ArborError(`cannot read config ${path}: ${code === "ENOENT" ? "no such file" : String(e)}`, "config");
+    throw new ArborError(`cannot read ${what} ${path}: ${code === "ENOENT" ? "no such file" : String(e)}`, "config");
   }
-  let raw: unknown;
   try {
-    raw = parseYaml(text);
+    return parseYaml(text);
   } catch (e) {
     const msg = e instanceof YAMLParseError ? e.message.split("\n")[0] : String(e);
-    throw new ArborError(`invalid config ${path}: YAML syntax: ${msg}`, "config");
+    throw new ArborError(`invalid ${what} ${path}: YAML syntax: ${msg}`, "config");
   }
-  const cfg = parseRunConfig(raw, `config ${path}`);
-  return cfg;
 }
 
 /**

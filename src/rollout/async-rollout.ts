@@ -19,7 +19,8 @@ import { RolloutOrchestrator, type RolloutBatch, type VersionSpan } from "./orch
 import { createRolloutScheduler } from "./scheduling/registry.js";
 import type { InstanceView, Placement, RolloutScheduler } from "./scheduling/types.js";
 import { Semaphore } from "./semaphore.js";
-import { rewardProgram, runProgram, type ProgramResult, type RolloutOptions } from "./sync-rollout.js";
+import type { SandboxProvider } from "../sandbox/sandbox.js";
+import { localPrograms, rewardProgram, type ProgramResult, type ProgramRunner, type ProgramRunOptions, type RolloutOptions } from "./sync-rollout.js";
 
 /** An engine as the scheduling policy sees it. */
 export interface RolloutEngine {
@@ -41,7 +42,10 @@ export interface TakenBatch {
   trajectories: Trajectory[];
 }
 
-export interface OrchestratedRolloutOptions extends Omit<RolloutOptions, "groupSize" | "onProgramDone"> {
+export interface OrchestratedRolloutOptions extends Omit<RolloutOptions, "groupSize" | "onProgramDone" | "sandboxes"> {
+  /** Where programs run: in sandboxes of this process (`sandboxes`), or on workers (`programs`, `rollout/remote/`). */
+  sandboxes?: SandboxProvider;
+  programs?: ProgramRunner;
   /** Orchestrator settings (orchestratorSettings(cfg.rollout, tasks)). */
   settings: OrchestratorSettings;
   /** The scheduling policy (default fifo-group). It orders program starts; the gateway routes their calls. */
@@ -108,6 +112,7 @@ export class OrchestratedRollout {
   /** Cuts the programs still running when the loop stops or the caller aborts. */
   private readonly cut = new AbortController();
   private readonly sem: Semaphore;
+  private readonly runner: ProgramRunner;
   private readonly programs = new Map<string, ProgramState>();
   private readonly groups = new Map<string, GroupState>();
   private readonly consumed = new Set<string>();
@@ -143,6 +148,9 @@ export class OrchestratedRollout {
       idPrefix: `${o.runId}/g`,
     });
     this.sem = new Semaphore(o.concurrency);
+    const programs = o.programs ?? (o.sandboxes ? localPrograms(o.sandboxes) : undefined);
+    if (programs === undefined) throw new ArborError("rollout: needs sandboxes to run programs in, or a program runner (workers)", "config");
+    this.runner = programs;
     this.active = new Map(o.engines.map((e) => [e.name, 0]));
     if (o.signal?.aborted) this.onAbort();
     else o.signal?.addEventListener("abort", this.onAbort, { once: true });
@@ -236,15 +244,15 @@ export class OrchestratedRollout {
     this.tick();
   }
 
-  private optionsOf(runId: string): RolloutOptions {
-    return { ...this.o, runId, groupSize: this.o.settings.groupSize, signal: this.cut.signal };
+  private optionsOf(runId: string): Omit<ProgramRunOptions, "sandboxes"> & Pick<RolloutOptions, "reward"> {
+    return { ...this.o, runId, signal: this.cut.signal };
   }
 
   private start(id: string, st: ProgramState): void {
     st.started = true;
     const ro = this.optionsOf(st.group.group.runId);
     const job = st.group.ready
-      .then(() => this.sem.with(() => runProgram(ro, st.task, st.group.group, st.programId, st.sampleIndex)))
+      .then(() => this.sem.with(() => this.runner.run(ro, st.task, st.group.group, st.programId, st.sampleIndex)))
       .then(async (ended) => {
         const r = await rewardProgram(ro, st.group.group, ended);
         this.results.push(r);

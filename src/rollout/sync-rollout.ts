@@ -50,6 +50,9 @@ export interface RolloutOptions {
   onProgramDone?: (p: ProgramResult) => void;
 }
 
+/** What running one program needs: the rollout's options without the group-level ones (tasks, rewards). */
+export type ProgramRunOptions = Omit<RolloutOptions, "tasks" | "groupSize" | "concurrency" | "reward" | "onProgramDone">;
+
 export interface ProgramResult {
   programId: string;
   groupId: string;
@@ -66,8 +69,18 @@ export interface EndedProgram {
   zeroReward: boolean;
 }
 
+/** Runs programs to their end: here, in sandboxes of this process ({@link localPrograms}), or on workers. */
+export interface ProgramRunner {
+  run(o: Omit<ProgramRunOptions, "sandboxes">, task: Task, group: Group, programId: string, sampleIndex: number): Promise<EndedProgram>;
+}
+
+/** Programs run in this process, each in a sandbox of `sandboxes`. */
+export function localPrograms(sandboxes: SandboxProvider): ProgramRunner {
+  return { run: (o, task, group, programId, sampleIndex) => runProgram({ ...o, sandboxes }, task, group, programId, sampleIndex) };
+}
+
 /** Compute and store an ended program's reward (zeroed when the env's hygiene rules say so). */
-export async function rewardProgram(o: RolloutOptions, group: Group, ended: EndedProgram): Promise<ProgramResult> {
+export async function rewardProgram(o: Pick<RolloutOptions, "reward" | "store">, group: Group, ended: EndedProgram): Promise<ProgramResult> {
   const computed = await o.reward(group, ended.ctx);
   // A zeroed reward keeps its components for analysis, but no per-call step reward may survive it.
   const reward = ended.zeroReward
@@ -84,7 +97,7 @@ export async function rewardProgram(o: RolloutOptions, group: Group, ended: Ende
  * termination. Throws when the gateway cannot create or end the program (then there is no program
  * to record an outcome for, or its outcome could not be recorded).
  */
-export async function runProgram(o: RolloutOptions, task: Task, group: Group, programId: string, sampleIndex: number): Promise<EndedProgram> {
+export async function runProgram(o: ProgramRunOptions, task: Task, group: Group, programId: string, sampleIndex: number): Promise<EndedProgram> {
   const variant = sampleVariant(o.env.variants?.() ?? [], o.seed, programId);
   // The program's own key: it reaches only this program's endpoints and trace at the gateway.
   const apiKey = await createAtGateway(o, {
@@ -176,13 +189,52 @@ export async function runProgram(o: RolloutOptions, task: Task, group: Group, pr
 
   // Ended where it was created: the gateway records the end after every call of the program.
   await endAtGateway(o, programId, termination);
+  return endedProgram(o, task, group, programId, { termination, calls, finalAnswer, ...(check ? { check } : {}), zeroReward });
+}
+
+/** How a program ended, as a worker reports it (plain JSON: it crosses the broker). */
+export interface ProgramEnd {
+  termination: Termination;
+  calls: number;
+  finalAnswer: string;
+  check?: CheckResult;
+  zeroReward: boolean;
+}
+
+/** The ended program with its trajectory read back from the store, ready for its reward. */
+export async function endedProgram(o: Pick<ProgramRunOptions, "store" | "env">, task: Task, group: Group, programId: string, end: ProgramEnd): Promise<EndedProgram> {
   const trajectory = await o.store.getTrajectory(programId);
   if (!trajectory) throw new Error(`program ${programId} vanished from the store`);
   return {
-    result: { programId, groupId: group.id, termination, calls },
-    ctx: { trajectory, task, env: o.env, finalAnswer, ...(check ? { check } : {}) },
-    zeroReward,
+    result: { programId, groupId: group.id, termination: end.termination, calls: end.calls },
+    ctx: { trajectory, task, env: o.env, finalAnswer: end.finalAnswer, ...(end.check ? { check: end.check } : {}) },
+    zeroReward: end.zeroReward,
   };
+}
+
+/**
+ * End a program that will not run (again) with `termination`: one whose worker died mid-way, or whose work
+ * ran out of deliveries. It is created at the gateway first when it never was, so the outcome has a row; one
+ * already ended keeps its first termination. Resolves with the termination the store holds.
+ */
+export async function endUnrunProgram(o: Omit<ProgramRunOptions, "sandboxes">, task: Task, group: Group, programId: string, sampleIndex: number, termination: Termination): Promise<Termination> {
+  let row = (await o.store.getTrajectory(programId))?.program;
+  if (row === undefined) {
+    const { status, json } = await gatewayPost(o, "/programs", { id: programId, run_id: o.runId, group_id: group.id, task_id: task.id, sample_index: sampleIndex }, `creating program ${programId}`);
+    // 409: the gateway created it for a worker whose row write had not landed yet; it is ended below all the same.
+    if (status !== 201 && status !== 409) {
+      throw new ArborError(`gateway refused to create program ${programId}: ${status} ${json.error?.message ?? ""}`.trim(), "backend_protocol");
+    }
+  } else if (row.state === "terminated" && row.termination) return row.termination;
+  const { status, json } = await gatewayPost(o, `/programs/${encodeURIComponent(programId)}/release`, { termination }, `ending program ${programId}`);
+  if (status === 404) {
+    // The gateway does not hold it (restarted since): the row is ended in the store directly.
+    await o.store.endProgram(programId, termination, o.clock.now());
+  } else if (status !== 200) {
+    throw new ArborError(`gateway could not end program ${programId}: ${status} ${json.error?.message ?? ""}`.trim(), "backend_protocol");
+  }
+  row = (await o.store.getTrajectory(programId))?.program;
+  return row?.termination ?? termination;
 }
 
 /** Where a program goes in the store, as POST /programs takes it. */
@@ -195,7 +247,7 @@ interface NewProgramBody {
   variant?: { id: string; kind: "variant" | "perturbation" };
 }
 
-async function gatewayPost(o: RolloutOptions, path: string, body: object, what: string): Promise<{ status: number; json: { api_key?: string; error?: { message?: string } } }> {
+async function gatewayPost(o: Pick<ProgramRunOptions, "gatewayUrl" | "gatewayAdminToken">, path: string, body: object, what: string): Promise<{ status: number; json: { api_key?: string; error?: { message?: string } } }> {
   try {
     const res = await fetch(`${o.gatewayUrl}${path}`, {
       method: "POST",
@@ -209,7 +261,7 @@ async function gatewayPost(o: RolloutOptions, path: string, body: object, what: 
 }
 
 /** Create the program at the gateway (which creates its stored row); returns its key. */
-async function createAtGateway(o: RolloutOptions, body: NewProgramBody): Promise<string> {
+async function createAtGateway(o: ProgramRunOptions, body: NewProgramBody): Promise<string> {
   const { status, json } = await gatewayPost(o, "/programs", body, `creating program ${body.id}`);
   if (status !== 201 || typeof json.api_key !== "string") {
     throw new ArborError(`gateway refused to create program ${body.id}: ${status} ${json.error?.message ?? ""}`.trim(), "backend_protocol");
@@ -218,7 +270,7 @@ async function createAtGateway(o: RolloutOptions, body: NewProgramBody): Promise
 }
 
 /** End the program at the gateway with its termination; resolves once the gateway recorded the end. */
-async function endAtGateway(o: RolloutOptions, programId: string, termination: Termination): Promise<void> {
+async function endAtGateway(o: ProgramRunOptions, programId: string, termination: Termination): Promise<void> {
   const { status, json } = await gatewayPost(o, `/programs/${encodeURIComponent(programId)}/release`, { termination }, `ending program ${programId}`);
   if (status !== 200) {
     throw new ArborError(`gateway could not end program ${programId}: ${status} ${json.error?.message ?? ""}`.trim(), "backend_protocol");
