@@ -101,6 +101,11 @@ export type ClusterConfig = z.infer<typeof ClusterConfigSchema>;
 export type ClusterEngineConfig = z.infer<typeof ClusterEngineConfigSchema>;
 export type ClusterBrokerConfig = z.infer<typeof ClusterBrokerConfigSchema>;
 
+/** The broker's streams of a deployment: program work, batch work (to the trainer-api), and events. */
+export function clusterStreams(cfg: Pick<ClusterConfig, "name">): { programs: string; batches: string; events: string } {
+  return { programs: `ARBOR_${cfg.name}_PROGRAMS`, batches: `ARBOR_${cfg.name}_BATCHES`, events: `ARBOR_${cfg.name}_EVENTS` };
+}
+
 /** Where workers and the orchestrator reach the gateway. */
 export function clusterGatewayUrl(cfg: ClusterConfig): string {
   if (cfg.gatewayUrl !== undefined) return cfg.gatewayUrl.replace(/\/+$/, "");

@@ -43,12 +43,6 @@ export interface RolloutEvents extends ArborEvents {
   "run-cancelled": RunCancelledEvent;
 }
 
-/** The broker's names for a deployment called `cluster`: the program work stream and the event stream. */
-export function rolloutStreams(cluster: string): { programs: string; events: string } {
-  const token = cluster.replace(/[^A-Za-z0-9_-]/g, "_");
-  return { programs: `ARBOR_${token}_PROGRAMS`, events: `ARBOR_${token}_EVENTS` };
-}
-
 /** Checks a received work message's shape; throws naming the field (the delivery is then dead-lettered). */
 export function checkProgramWork(w: unknown): ProgramWork {
   const o = w as Partial<ProgramWork> | null;

@@ -38,6 +38,8 @@ export class ProgramWorker {
   /** Per run: aborted when the orchestrator cancels the run. */
   private readonly runs = new Map<string, AbortController>();
   private endedCount = 0;
+  /** Programs being handled now, by id. */
+  private readonly current = new Set<string>();
 
   private constructor(private readonly o: ProgramWorkerOptions) {}
 
@@ -57,6 +59,11 @@ export class ProgramWorker {
   /** Programs being run (or ended) now. */
   get inFlight(): number {
     return this.consumer?.inFlight ?? 0;
+  }
+
+  /** Ids of the programs being handled now. */
+  get programIds(): string[] {
+    return [...this.current];
   }
 
   /** Programs this worker reported ended. */
@@ -111,11 +118,22 @@ export class ProgramWorker {
   }
 
   private async handle(m: WorkMessage<ProgramWork>): Promise<void> {
+    try {
+      await this.handleWork(m);
+    } catch (e) {
+      // The queue redelivers it (or dead-letters it on the last delivery); the reason is said here too.
+      this.log(`program ${m.id} (delivery ${m.delivery} of ${m.maxDeliver}) failed: ${e instanceof Error ? e.message : String(e)}`);
+      throw e;
+    }
+  }
+
+  private async handleWork(m: WorkMessage<ProgramWork>): Promise<void> {
     const w = checkProgramWork(m.payload);
     const ctx = await this.o.contextOf(w.config);
     const signal = AbortSignal.any([this.stop.signal, this.runSignal(w.runId)]);
     const o: ProgramRunOptions = { ...ctx, runId: w.runId, signal };
     const beat = this.heartbeat(m);
+    this.current.add(w.programId);
     try {
       const row = (await ctx.store.getTrajectory(w.programId))?.program;
       if (row?.state === "terminated" && row.termination) {
@@ -138,6 +156,7 @@ export class ProgramWorker {
       }
     } finally {
       beat.cancel();
+      this.current.delete(w.programId);
     }
   }
 
