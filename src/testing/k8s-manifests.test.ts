@@ -4,7 +4,8 @@
 // CLI has, probed on the ports cluster.yaml gives them, with a grace period longer than their drain; every
 // Service selects pods; the workers may do what the k8s sandbox provider does. Each check is also shown to
 // fail on a broken copy of the manifests. Where kubectl is installed, `kubectl kustomize` renders the same
-// objects as the test's own build.
+// objects as the test's own build. deploy/Dockerfile copies files that exist, runs the CLI and holds the
+// models the cluster files serve.
 import { execFileSync, spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -126,6 +127,28 @@ describe("deploy/k8s manifests", () => {
       expect(await allProblems(rendered)).toEqual([]);
     });
   }
+
+  it("builds the arbor image from files that exist, with the CLI as entrypoint and the models the cluster files serve", () => {
+    const lines = readFileSync(join(REPO, "deploy/Dockerfile"), "utf8").split("\n").map((l) => l.trim());
+    // The final stage: what runs in the pods.
+    const final = lines.slice(lines.map((l) => l.startsWith("FROM ")).lastIndexOf(true));
+    expect(final[0]).toMatch(/^FROM node:20-bookworm-slim$/);
+    expect(final).toContain('ENTRYPOINT ["node", "bin/arbor.mjs"]');
+    const workdir = final.filter((l) => l.startsWith("WORKDIR ")).pop()?.slice("WORKDIR ".length);
+    expect(workdir).toBe("/app");
+    const copied = final.filter((l) => l.startsWith("COPY ") && !l.includes("--from=")).flatMap((l) => l.split(/\s+/).slice(1, -1));
+    expect(copied.filter((src) => !statSync(join(REPO, src), { throwIfNoEntry: false }))).toEqual([]);
+    for (const bin of ["bin", "src", "package.json"]) expect(copied).toContain(bin);
+    for (const dir of dirs) {
+      const cm = buildKustomization(dir).objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === "arbor-config");
+      const cluster = parseYaml((cm?.data as Record<string, string>)["cluster.yaml"] as string) as { model?: { path?: string } };
+      const path = cluster.model?.path;
+      if (path === undefined || path.startsWith("/")) continue;
+      // A relative model path is read from the working directory, /app: it must be copied into the image.
+      expect(copied.some((src) => path === src || path.startsWith(`${src.replace(/\/$/, "")}/`)), `${relative(REPO, dir)}: model.path ${path} is not in the image`).toBe(true);
+      expect(statSync(join(REPO, path)).isFile()).toBe(true);
+    }
+  });
 
   describe("fails on a broken manifest", () => {
     let base: KustomizeBuild | undefined;
