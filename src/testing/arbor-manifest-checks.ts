@@ -161,10 +161,12 @@ function hostPort(url: string): { host: string; port: number } | undefined {
 }
 
 /** The Service a URL host names (`svc`, `svc.ns`, `svc.ns.svc…`) in namespace `ns`, and the workloads behind it. */
-function serviceAt(objects: K8sObject[], workloads: Workload[], url: string, ns: string): { problem?: string; pods: { w: Workload; c: IContainer; targetPort: number }[] } {
+function serviceAt(objects: K8sObject[], workloads: Workload[], url: string, ns: string): { problem?: string; external?: boolean; pods: { w: Workload; c: IContainer; targetPort: number }[] } {
   const hp = hostPort(url);
   if (!hp) return { problem: `'${url}' is not a URL with a port`, pods: [] };
   const [svcName, svcNs = ns] = hp.host.split(".");
+  // An address outside the manifests (another namespace, an IP, an external host) cannot be checked here.
+  if (svcNs !== ns || /^[\d.]+$|^\[/.test(hp.host)) return { external: true, pods: [] };
   const svc = objects.find((o) => o.kind === "Service" && o.metadata.name === svcName && (o.metadata.namespace ?? "") === svcNs);
   if (!svc) return { problem: `'${url}': no Service '${svcName}' in namespace '${svcNs}'`, pods: [] };
   const spec = svc.spec as { selector?: Record<string, string>; ports?: { port: number; targetPort?: string | number }[] };
@@ -335,7 +337,7 @@ export function arborManifestProblems(objects: K8sObject[], o: ManifestCheckOpti
     for (const [field, url] of urls) {
       const at = serviceAt(objects, workloads, url, ns);
       if (at.problem) problems.push(`cluster file ${field}: ${at.problem}`);
-      else if (at.pods.length === 0) problems.push(`cluster file ${field}: '${url}' reaches no container port of a selected pod`);
+      else if (!at.external && at.pods.length === 0) problems.push(`cluster file ${field}: '${url}' reaches no container port of a selected pod`);
     }
     if (cfg.gatewayUrl !== undefined) {
       const at = serviceAt(objects, workloads, cfg.gatewayUrl, ns);

@@ -130,6 +130,8 @@ export function buildKustomization(dir: string): KustomizeBuild {
   const labels = ((raw.labels as { pairs?: Record<string, string> }[] | undefined) ?? []).reduce<Record<string, string>>((acc, l) => ({ ...acc, ...l.pairs }), {});
   for (const o of objects) {
     if (ns !== undefined && !CLUSTER_SCOPED.has(o.kind)) o.metadata.namespace = ns;
+    // As kustomize: a Namespace object becomes the namespace the kustomization sets.
+    if (ns !== undefined && o.kind === "Namespace") o.metadata.name = ns;
     // As kustomize: a RoleBinding's service-account subjects follow the namespace they are deployed in.
     if (ns !== undefined && (o.kind === "RoleBinding" || o.kind === "ClusterRoleBinding")) {
       for (const s of (o.subjects as { kind: string; namespace?: string }[] | undefined) ?? []) if (s.kind === "ServiceAccount") s.namespace = ns;
