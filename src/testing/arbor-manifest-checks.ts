@@ -9,7 +9,7 @@ import type { IContainer } from "kubernetes-models/v1/Container";
 import type { IPodSpec } from "kubernetes-models/v1/PodSpec";
 import type { IProbe } from "kubernetes-models/v1/Probe";
 import { parse as parseYaml } from "yaml";
-import { parseClusterConfig, type ClusterConfig } from "../core/cluster-config.js";
+import { clusterRunConfig, parseClusterConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { parseRunConfig, type RunConfig } from "../core/config.js";
 import type { K8sObject } from "./kustomize-build.js";
 
@@ -293,7 +293,9 @@ export function arborManifestProblems(objects: K8sObject[], o: ManifestCheckOpti
         if ("problem" in f) problems.push(`${where}: run config ${f.problem}`);
         else {
           try {
-            runs.push({ cfg: parseRunConfig(parseYaml(f.text), `run config ${runPath} of ${where}`), cluster, where });
+            const source = `run config ${runPath} of ${where}`;
+            // With --cluster, the deployment's store, backends and engines are merged in (and may not be repeated).
+            runs.push({ cfg: cluster ? clusterRunConfig(parseYaml(f.text), cluster, source) : parseRunConfig(parseYaml(f.text), source), cluster, where });
           } catch (e) {
             problems.push((e as Error).message);
           }
@@ -365,11 +367,6 @@ export function arborManifestProblems(objects: K8sObject[], o: ManifestCheckOpti
       problems.push(`${where}: \`arbor run\` without --cluster runs everything in its own pod`);
       continue;
     }
-    if (cfg.store.kind !== "postgres" || cfg.store.url !== cluster.store.url) problems.push(`${where}: run config store ${cfg.store.kind} ${cfg.store.url ?? ""} is not the cluster file's (${cluster.store.url ?? ""})`);
-    const sig = (b: { name: string; type: string; url?: string }): string => `${b.name} ${b.type} ${b.url ?? ""}`;
-    const runBackends = cfg.backends.map(sig).sort().join("; ");
-    const clusterBackends = cluster.backends.map(sig).sort().join("; ");
-    if (runBackends !== clusterBackends) problems.push(`${where}: run config backends (${runBackends}) differ from the cluster file's (${clusterBackends})`);
     if (cfg.sandbox.provider !== "k8s") problems.push(`${where}: run config sandbox.provider is ${cfg.sandbox.provider}; in Kubernetes sandboxes are pods (provider k8s)`);
     else {
       const ns = cfg.sandbox.k8s.namespace;
