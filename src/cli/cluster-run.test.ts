@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseRunConfig } from "../core/config.js";
 import { openStore } from "../store/registry.js";
 import { deleteStreams, freePort, natsUnreachable, NATS_TEST_URL, spawnArbor, waitReady, type ArborProcess } from "../testing/arbor-services.js";
+import { startTcpFaultProxy, type TcpFaultProxy } from "../testing/tcp-fault-proxy.js";
 import { dropTestSchema, POSTGRES_TEST_URL, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
 import { runIteration } from "./run.js";
 
@@ -42,7 +43,7 @@ function writeYaml(name: string, lines: string[]): string {
 }
 
 /** A cluster file: the store, the broker, a gateway on `gatewayPort` over `engines` (name → port, executor). */
-function clusterFile(file: string, name: string, gatewayPort: number, engines: { name: string; port: number; extra?: string }[], ackWaitMs: number, trainerApiPort = 0): string {
+function clusterFile(file: string, name: string, gatewayPort: number, engines: { name: string; port: number; extra?: string }[], ackWaitMs: number, trainerApiPort = 0, natsUrl = NATS_TEST_URL): string {
   return writeYaml(file, [
     `name: ${name}`,
     "seed: 3",
@@ -53,7 +54,7 @@ function clusterFile(file: string, name: string, gatewayPort: number, engines: {
     "backends:",
     ...engines.map((e) => `  - {name: ${e.name}, type: builtin, url: "http://127.0.0.1:${e.port}/v1"}`),
     `gateway: {host: 127.0.0.1, port: ${gatewayPort}, routing: sticky-program}`,
-    `broker: {kind: nats, url: "${NATS_TEST_URL}", ackWaitMs: ${ackWaitMs}, maxDeliver: 3}`,
+    `broker: {kind: nats, url: "${natsUrl}", ackWaitMs: ${ackWaitMs}, maxDeliver: 3}`,
     "worker: {host: 127.0.0.1, port: 0, concurrency: 2}",
     `trainerApi: {host: 127.0.0.1, port: ${trainerApiPort}}`,
   ]);
@@ -222,3 +223,85 @@ describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as pro
     expect(ended.ended).toBeGreaterThan(0);
   }, 400_000);
 });
+
+/** Every program of the run named `name` ended (once), and its batch holds each sample once, of those programs only. */
+async function checkNothingLost(name: string, batchPath: string, programs: number): Promise<{ terminations: Record<string, string | undefined> }> {
+  const store = await openStore({ kind: "postgres", url: POSTGRES_TEST_URL, schema });
+  try {
+    const runId = (await store.listRuns()).find((r) => r.name === name)?.id as string;
+    const trajectories = await store.listTrajectories(runId);
+    expect(trajectories).toHaveLength(programs);
+    const terminations: Record<string, string | undefined> = {};
+    for (const t of trajectories) {
+      expect(t.program.state, t.program.id).toBe("terminated");
+      expect(t.calls.map((c) => c.index)).toEqual(t.calls.map((_, i) => i));
+      terminations[t.program.id] = t.program.termination?.kind;
+    }
+    const samples = batch(batchPath) as { id: string; programId: string }[];
+    expect(new Set(samples.map((x) => x.id)).size).toBe(samples.length);
+    const ids = new Set(trajectories.map((t) => t.program.id.replace(/^[^/]*\//, "")));
+    for (const x of samples) expect(ids.has(x.programId.replace(/^[^/]*\//, ""))).toBe(true);
+    return { terminations };
+  } finally {
+    await store.close();
+  }
+}
+
+describe.skipIf(unreachable !== undefined)(`faults on the services: an engine killed, the broker cut${unreachable ? ` (skipped: ${unreachable})` : ""}`, () => {
+  let file = "";
+  let ports = { s0: 0, s1: 0, gw: 0 };
+  let broker: TcpFaultProxy;
+  let engines: Record<string, ArborProcess> = {};
+  const slow = ", executor: costmodel, costProfile: llama-3-8b/h100";
+  // Calls of 300 tokens at about 12 ms a token (modelled time): seconds each, so faults land mid-program.
+  const run = { ...RUN, iterations: 1, rollout: { groupSize: 2, concurrency: 4 }, agent: { maxTurns: 1, maxTokensPerCall: 300, maxTotalTokens: 600, temperature: 1.0 } };
+
+  beforeAll(async () => {
+    broker = await startTcpFaultProxy("127.0.0.1", 4222);
+    ports = { s0: await freePort(), s1: await freePort(), gw: await freePort() };
+    file = clusterFile("faults.yaml", `${clusterName}x`, ports.gw, [{ name: "s0", port: ports.s0, extra: slow }, { name: "s1", port: ports.s1, extra: slow }], 3000, 0, `nats://127.0.0.1:${broker.port}`);
+    engines = { s0: start(["serve", "engine", "--cluster", file, "--name", "s0"]), s1: start(["serve", "engine", "--cluster", file, "--name", "s1"]) };
+    const gw = start(["serve", "gateway", "--cluster", file]);
+    await waitReady(`http://127.0.0.1:${ports.s0}`, engines.s0!);
+    await waitReady(`http://127.0.0.1:${ports.s1}`, engines.s1!);
+    await waitReady(`http://127.0.0.1:${ports.gw}`, gw);
+    await startWorker(file, "w4");
+    await startWorker(file, "w5");
+  }, 180_000);
+
+  afterAll(async () => {
+    await broker?.close();
+  });
+
+  it("an engine killed mid-generation: its programs end recorded, the rest run on the other engine", async () => {
+    const runYaml = writeYaml("engine-kill.yaml", [JSON.stringify({ ...run, name: "engine-kill", env: { name: "calc", tasks: 3, seed: 7 }, output: { dir: join(dir, "engine-kill-out") } })]);
+    const orchestrator = start(["run", runYaml, "--cluster", file, "--no-progress"]);
+    await untilRunning(`http://127.0.0.1:${ports.s1}`);
+    engines.s1!.child.kill("SIGKILL");
+    expect(await exitOf(orchestrator, 180_000), orchestrator.log()).toBe(0);
+    const { terminations } = await checkNothingLost("engine-kill", join(dir, "engine-kill-out", "batch.jsonl"), 6);
+    // The calls the dead engine held failed, and their programs say so; the others ran on s0.
+    expect(Object.values(terminations), `${JSON.stringify(terminations)}\n${orchestrator.log()}`).toContain("engine_error");
+  }, 300_000);
+
+  it("the broker cut for a few seconds mid-run: every program ends once, none lost", async () => {
+    const runYaml = writeYaml("broker-cut.yaml", [JSON.stringify({ ...run, name: "broker-cut", output: { dir: join(dir, "broker-cut-out") } })]);
+    const orchestrator = start(["run", runYaml, "--cluster", file, "--no-progress"]);
+    await untilRunning(`http://127.0.0.1:${ports.s0}`);
+    await broker.cut(4000);
+    expect(broker.connectionsCut).toBeGreaterThan(0);
+    expect(await exitOf(orchestrator, 180_000), orchestrator.log()).toBe(0);
+    await checkNothingLost("broker-cut", join(dir, "broker-cut-out", "batch.jsonl"), 4);
+  }, 300_000);
+});
+
+/** Wait (bounded: 60 s) until the engine at `base` reports a request running. */
+async function untilRunning(base: string): Promise<void> {
+  const started = Date.now();
+  while (Date.now() - started < 60_000) {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    if (/^vllm:num_requests_running\{[^}]*\} [1-9]/m.test(text)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${base}: no request running after 60 s`);
+}

@@ -223,7 +223,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const rewardPlot = cfg.train ? writeRewardPlot(outDir, results) : undefined;
     // Async: the summary describes the whole run (every program, consumed by a batch or not), sync the last iteration.
     const runStats = sync ? last.stats : await store.stats(baseRunId);
-    const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.length, 0);
+    const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0);
     // Before the engines close: their executors' cache counters (scheduled executors only).
     const cache = d.engineStats();
     return {
