@@ -20,6 +20,8 @@ export interface BenchOptions {
    * (the CLI passes its own run command in: benchmarks sit below the CLI in the layer order).
    */
   runConfig?: (configPath: string, log: (line: string) => void) => Promise<string>;
+  /** The argv that runs the `arbor` command (the CLI passes its own), for benchmarks that start Arbor's services. */
+  arbor?: readonly string[];
 }
 
 export interface Benchmark {

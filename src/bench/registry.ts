@@ -6,6 +6,7 @@ import { pausingBench } from "./pausing-bench.js";
 import { schedulingBench } from "./scheduling-bench.js";
 import { gatewayBench } from "./gateway-bench.js";
 import { sandboxBench } from "./sandbox-bench.js";
+import { scaleBench } from "./scale-bench.js";
 import { storeBench } from "./store-bench.js";
 import { treeBench } from "./tree-bench.js";
 
@@ -17,6 +18,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   sandbox: sandboxBench,
   tree: treeBench,
   store: storeBench,
+  scale: scaleBench,
 };
 
 /** Names of the registered benchmarks. */

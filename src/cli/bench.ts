@@ -1,4 +1,5 @@
 // `arbor bench <name>`: runs a registered benchmark and prints its tables.
+import { join } from "node:path";
 import { getBenchmark } from "../bench/registry.js";
 import { formatTable } from "../bench/format-table.js";
 import { loadRunConfig } from "../core/config.js";
@@ -12,6 +13,8 @@ export async function benchCommand(name: string, opts: { quick: boolean }): Prom
     const { runIteration } = await import("./run.js");
     return (await runIteration(loadRunConfig(path), { progress: false, log })).storePath;
   };
-  const tables = await bench.run({ quick: opts.quick, log: (line) => console.error(`  ${line}`), runConfig });
+  // This very CLI: benchmarks that start Arbor's services run them as `arbor serve …` processes.
+  const arbor = [process.execPath, join(import.meta.dirname, "../../bin/arbor.mjs")];
+  const tables = await bench.run({ quick: opts.quick, log: (line) => console.error(`  ${line}`), runConfig, arbor });
   console.log(tables.map(formatTable).join("\n\n"));
 }

@@ -1,0 +1,250 @@
+// `arbor bench scale`: programs per second of one run with 1, 2 and 4 worker processes (`arbor serve worker`) on
+// the same deployment — two cost-model engines (`arbor serve engine`, modelled time), the gateway, Postgres and
+// NATS JetStream — side by side, each row with its ratio to one worker. Every process is real: the orchestrator
+// is `arbor run --cluster`, programs go to the workers over the broker and run in their bubblewrap sandboxes.
+// Needs Postgres and NATS (the local ones by default); says which is missing otherwise.
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import pg from "pg";
+import { ArborError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
+
+export interface ScaleBenchConfig {
+  quick: boolean;
+  /** Worker processes of each row. */
+  workers: number[];
+  /** Programs one worker runs at once. */
+  workerConcurrency: number;
+  /** calc tasks of the run, and programs per task. */
+  tasks: number;
+  groupSize: number;
+  /** Tokens of each model call (the cost model's time per call grows with it). */
+  maxTokensPerCall: number;
+  costProfile: string;
+  postgresUrl: string;
+  natsUrl: string;
+}
+
+/** The workload; `quick` is small enough for tests and smoke runs. */
+export function scaleBenchConfig(quick: boolean): ScaleBenchConfig {
+  return {
+    quick,
+    workers: quick ? [1, 2] : [1, 2, 4],
+    workerConcurrency: 4,
+    tasks: quick ? 2 : 16,
+    groupSize: quick ? 2 : 4,
+    maxTokensPerCall: 16,
+    costProfile: "llama-3-8b/h100",
+    postgresUrl: process.env.ARBOR_BENCH_POSTGRES_URL ?? process.env.ARBOR_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+    natsUrl: process.env.ARBOR_BENCH_NATS_URL ?? "nats://127.0.0.1:4222",
+  };
+}
+
+/** One row: a run with `workers` workers. */
+export interface ScaleRun {
+  workers: number;
+  programs: number;
+  /** The run's elapsed time as its summary says (connecting to the deployment included). */
+  elapsedS: number;
+}
+
+/** Run the benchmark with `cfg`; `arbor` is the argv that runs the CLI. */
+export async function runScaleBench(cfg: ScaleBenchConfig, arbor: readonly string[], log: (line: string) => void): Promise<BenchTable[]> {
+  await reachable(cfg);
+  const runs: ScaleRun[] = [];
+  for (const n of cfg.workers) {
+    log(`${n} worker(s): starting the deployment`);
+    runs.push(await runWith(cfg, arbor, n, log));
+    const last = runs[runs.length - 1] as ScaleRun;
+    log(`${n} worker(s): ${last.programs} programs in ${last.elapsedS.toFixed(1)} s`);
+  }
+  const base = runs[0] as ScaleRun;
+  const rate = (r: ScaleRun): number => r.programs / r.elapsedS;
+  return [
+    {
+      title: `Programs per second by worker processes (${cfg.tasks * cfg.groupSize} calc programs, ${cfg.workerConcurrency} at once per worker, 2 cost-model engines ${cfg.costProfile})`,
+      columns: ["workers", "programs", "elapsed s", "programs/s", "× 1 worker"],
+      rows: runs.map((r) => [r.workers, r.programs, r.elapsedS.toFixed(1), rate(r).toFixed(2), (rate(r) / rate(base)).toFixed(2)]),
+      notes: [
+        "Each row is one `arbor run --cluster` on fresh services: engines and gateway, the workers, Postgres and NATS JetStream.",
+        "Workers share this machine's cores with the engines, the gateway and the sandboxes, so the ratio is bounded by the cores here, not by Arbor.",
+      ],
+    },
+  ];
+}
+
+export const scaleBench: Benchmark = {
+  name: "scale",
+  description: "programs per second with 1, 2 and 4 worker processes on cost-model engines (Postgres, NATS)",
+  run: async (opts: BenchOptions) => {
+    if (opts.arbor === undefined) throw new ArborError("bench scale: needs the command that runs arbor (run it as `arbor bench scale`)", "config");
+    return runScaleBench(scaleBenchConfig(opts.quick), opts.arbor, opts.log);
+  },
+};
+
+/** Throws naming Postgres or NATS when one cannot be reached. */
+async function reachable(cfg: ScaleBenchConfig): Promise<void> {
+  const client = new pg.Client({ connectionString: cfg.postgresUrl, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+  } catch (e) {
+    throw new ArborError(`bench scale: Postgres at ${cfg.postgresUrl} is unreachable (${(e as Error).message}); set ARBOR_BENCH_POSTGRES_URL or start it (scripts/start-services.sh)`, "config");
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  try {
+    const nc = await connect({ servers: cfg.natsUrl, timeout: 3000, reconnect: false });
+    await nc.close();
+  } catch (e) {
+    throw new ArborError(`bench scale: NATS at ${cfg.natsUrl} is unreachable (${(e as Error).message}); set ARBOR_BENCH_NATS_URL or start it (scripts/start-services.sh)`, "config");
+  }
+}
+
+/** One run on fresh services with `workers` workers; everything is stopped and removed afterwards. */
+async function runWith(cfg: ScaleBenchConfig, arbor: readonly string[], workers: number, log: (line: string) => void): Promise<ScaleRun> {
+  const dir = mkdtempSync(join(tmpdir(), "arbor-bench-scale-"));
+  // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
+  chmodSync(dir, 0o755);
+  const id = randomBytes(4).toString("hex");
+  const name = `bench_scale_${id}`;
+  const schema = `arbor_bench_${id}`;
+  const procs: Service[] = [];
+  try {
+    const ports = { e0: await freePort(), e1: await freePort(), gw: await freePort() };
+    const engine = (e: string): string => `  - {name: ${e}, host: 127.0.0.1, port: ${ports[e as "e0"]}, sequences: 16, contextSize: 2048, executor: costmodel, costProfile: ${cfg.costProfile}}`;
+    const backend = (e: string): string => `  - {name: ${e}, type: builtin, url: "http://127.0.0.1:${ports[e as "e0"]}/v1"}`;
+    const cluster = join(dir, "cluster.yaml");
+    writeFileSync(
+      cluster,
+      [
+        `name: ${name}`,
+        // The tokenizer and template the cost-model engines serve with (their tokens are modelled).
+        `model: {path: "${join(import.meta.dirname, "../../models/calc-sft.gguf")}"}`,
+        `store: {kind: postgres, url: "${cfg.postgresUrl}", schema: ${schema}}`,
+        `broker: {kind: nats, url: "${cfg.natsUrl}"}`,
+        "engines:",
+        engine("e0"),
+        engine("e1"),
+        "backends:",
+        backend("e0"),
+        backend("e1"),
+        `gateway: {host: 127.0.0.1, port: ${ports.gw}}`,
+        `worker: {host: 127.0.0.1, port: 0, concurrency: ${cfg.workerConcurrency}}`,
+      ].join("\n"),
+    );
+    const run = {
+      name: "bench-scale",
+      env: { name: "calc", tasks: cfg.tasks, seed: 7 },
+      rollout: { groupSize: cfg.groupSize, concurrency: 256 },
+      agent: { maxTurns: 3, maxTokensPerCall: cfg.maxTokensPerCall, maxTotalTokens: 4 * cfg.maxTokensPerCall, temperature: 1.0 },
+      sandbox: { root: join(dir, "sandboxes") },
+      output: { dir: join(dir, "out") },
+    };
+    const runPath = join(dir, "run.yaml");
+    writeFileSync(runPath, JSON.stringify(run));
+    const serve = (args: string[]): Service => {
+      const s = start(arbor, ["serve", ...args, "--cluster", cluster]);
+      procs.push(s);
+      return s;
+    };
+    const e0 = serve(["engine", "--name", "e0"]);
+    const e1 = serve(["engine", "--name", "e1"]);
+    const gw = serve(["gateway"]);
+    await ready(`http://127.0.0.1:${ports.e0}`, e0);
+    await ready(`http://127.0.0.1:${ports.e1}`, e1);
+    await ready(`http://127.0.0.1:${ports.gw}`, gw);
+    const ws = Array.from({ length: workers }, (_, i) => serve(["worker", "--name", `w${i}`]));
+    for (const w of ws) await ready(await workerUrl(w), w);
+    log(`${workers} worker(s): running ${cfg.tasks * cfg.groupSize} programs`);
+    const orchestrator = start(arbor, ["run", runPath, "--cluster", cluster, "--no-progress"]);
+    procs.push(orchestrator);
+    const code = await orchestrator.exited;
+    if (code !== 0) throw new ArborError(`bench scale: the run with ${workers} worker(s) failed (exit ${code}):\n${orchestrator.log().slice(-2000)}`, "internal");
+    const elapsed = /elapsed\s+([\d.]+) s/.exec(orchestrator.log());
+    const programs = /programs\s+(\d+) \(/.exec(orchestrator.log());
+    if (!elapsed || !programs) throw new ArborError(`bench scale: no run summary in the orchestrator's output:\n${orchestrator.log().slice(-2000)}`, "internal");
+    return { workers, programs: Number(programs[1]), elapsedS: Number(elapsed[1]) };
+  } finally {
+    for (const p of procs) if (p.child.exitCode === null) p.child.kill("SIGKILL");
+    await Promise.all(procs.map((p) => p.exited));
+    await cleanUp(cfg, name, schema);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+interface Service {
+  child: ChildProcess;
+  log(): string;
+  exited: Promise<number | null>;
+}
+
+function start(arbor: readonly string[], args: string[]): Service {
+  const [cmd, ...pre] = arbor as [string, ...string[]];
+  const child = spawn(cmd, [...pre, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+  return { child, log: () => out, exited };
+}
+
+/** Poll GET /readyz until 200 (at most 90 s; the service's exit or the timeout is an error with its log). */
+async function ready(base: string, s: Service): Promise<void> {
+  const until = realClock.now() + 90_000;
+  for (;;) {
+    if (s.child.exitCode !== null) throw new ArborError(`bench scale: a service exited (${s.child.exitCode}):\n${s.log().slice(-2000)}`, "internal");
+    const ok = await fetch(`${base}/readyz`).then((r) => r.ok, () => false);
+    if (ok) return;
+    if (realClock.now() > until) throw new ArborError(`bench scale: ${base} not ready after 90 s:\n${s.log().slice(-2000)}`, "internal");
+    await realClock.sleep(200);
+  }
+}
+
+/** A worker's URL, from its log line (it listens on a free port). */
+async function workerUrl(s: Service): Promise<string> {
+  const until = realClock.now() + 90_000;
+  for (;;) {
+    const m = /listening on (http:\/\/\S+)/.exec(s.log());
+    if (m) return m[1] as string;
+    if (s.child.exitCode !== null || realClock.now() > until) throw new ArborError(`bench scale: a worker did not start:\n${s.log().slice(-2000)}`, "internal");
+    await realClock.sleep(100);
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const a = srv.address();
+      srv.close(() => resolve(typeof a === "object" && a ? a.port : 0));
+    });
+  });
+}
+
+/** Drop the run's schema and delete its streams (best effort: a failure leaves only a stale schema or stream). */
+async function cleanUp(cfg: ScaleBenchConfig, name: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: cfg.postgresUrl, connectionTimeoutMillis: 3000 });
+  await client
+    .connect()
+    .then(() => client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`))
+    .catch(() => undefined)
+    .finally(() => client.end().catch(() => undefined));
+  const nc = await connect({ servers: cfg.natsUrl, timeout: 3000, reconnect: false }).catch(() => undefined);
+  if (nc === undefined) return;
+  try {
+    const jsm = await jetstreamManager(nc);
+    for await (const s of jsm.streams.list()) if (s.config.name.startsWith(`ARBOR_${name}_`)) await jsm.streams.delete(s.config.name);
+  } catch {
+    // Best effort, as above.
+  } finally {
+    await nc.close();
+  }
+}
