@@ -58,12 +58,17 @@ export interface ScaleRun {
 /** Run the benchmark with `cfg`; `arbor` is the argv that runs the CLI. */
 export async function runScaleBench(cfg: ScaleBenchConfig, arbor: readonly string[], log: (line: string) => void): Promise<BenchTable[]> {
   await reachable(cfg);
+  log("starting the engines and the gateway");
+  const d = await startDeployment(cfg, arbor);
   const runs: ScaleRun[] = [];
-  for (const n of cfg.workers) {
-    log(`${n} worker(s): starting the deployment`);
-    runs.push(await runWith(cfg, arbor, n, log));
-    const last = runs[runs.length - 1] as ScaleRun;
-    log(`${n} worker(s): ${last.programs} programs in ${last.elapsedS.toFixed(1)} s`);
+  try {
+    for (const n of cfg.workers) {
+      runs.push(await runWith(d, arbor, n, cfg.tasks * cfg.groupSize, log));
+      const last = runs[runs.length - 1] as ScaleRun;
+      log(`${n} worker(s): ${last.programs} programs in ${last.elapsedS.toFixed(1)} s`);
+    }
+  } finally {
+    await d.close();
   }
   const base = runs[0] as ScaleRun;
   const rate = (r: ScaleRun): number => r.programs / r.elapsedS;
@@ -73,7 +78,7 @@ export async function runScaleBench(cfg: ScaleBenchConfig, arbor: readonly strin
       columns: ["workers", "programs", "elapsed s", "programs/s", "× 1 worker"],
       rows: runs.map((r) => [r.workers, r.programs, r.elapsedS.toFixed(1), rate(r).toFixed(2), (rate(r) / rate(base)).toFixed(2)]),
       notes: [
-        "Each row is one `arbor run --cluster` on fresh services: engines and gateway, the workers, Postgres and NATS JetStream.",
+        "Each row is one `arbor run --cluster` on the same services (engines, gateway, Postgres, NATS JetStream) with that many fresh workers.",
         "Workers share this machine's cores with the engines, the gateway and the sandboxes, so the ratio is bounded by the cores here, not by Arbor.",
       ],
     },
@@ -107,8 +112,15 @@ async function reachable(cfg: ScaleBenchConfig): Promise<void> {
   }
 }
 
-/** One run on fresh services with `workers` workers; everything is stopped and removed afterwards. */
-async function runWith(cfg: ScaleBenchConfig, arbor: readonly string[], workers: number, log: (line: string) => void): Promise<ScaleRun> {
+/** The services every row shares, and where its files are. */
+interface Deployment {
+  cluster: string;
+  runPath: string;
+  close(): Promise<void>;
+}
+
+/** Start the two engines and the gateway of a fresh deployment (its own schema, streams and folder). */
+async function startDeployment(cfg: ScaleBenchConfig, arbor: readonly string[]): Promise<Deployment> {
   const dir = mkdtempSync(join(tmpdir(), "arbor-bench-scale-"));
   // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
   chmodSync(dir, 0o755);
@@ -116,10 +128,16 @@ async function runWith(cfg: ScaleBenchConfig, arbor: readonly string[], workers:
   const name = `bench_scale_${id}`;
   const schema = `arbor_bench_${id}`;
   const procs: Service[] = [];
+  const close = async (): Promise<void> => {
+    for (const p of procs) if (p.child.exitCode === null) p.child.kill("SIGKILL");
+    await Promise.all(procs.map((p) => p.exited));
+    await cleanUp(cfg, name, schema);
+    rmSync(dir, { recursive: true, force: true });
+  };
   try {
     const ports = { e0: await freePort(), e1: await freePort(), gw: await freePort() };
-    const engine = (e: string): string => `  - {name: ${e}, host: 127.0.0.1, port: ${ports[e as "e0"]}, sequences: 16, contextSize: 2048, executor: costmodel, costProfile: ${cfg.costProfile}}`;
-    const backend = (e: string): string => `  - {name: ${e}, type: builtin, url: "http://127.0.0.1:${ports[e as "e0"]}/v1"}`;
+    const engine = (e: "e0" | "e1"): string => `  - {name: ${e}, host: 127.0.0.1, port: ${ports[e]}, sequences: 16, contextSize: 2048, executor: costmodel, costProfile: ${cfg.costProfile}}`;
+    const backend = (e: "e0" | "e1"): string => `  - {name: ${e}, type: builtin, url: "http://127.0.0.1:${ports[e]}/v1"}`;
     const cluster = join(dir, "cluster.yaml");
     writeFileSync(
       cluster,
@@ -160,10 +178,21 @@ async function runWith(cfg: ScaleBenchConfig, arbor: readonly string[], workers:
     await ready(`http://127.0.0.1:${ports.e0}`, e0);
     await ready(`http://127.0.0.1:${ports.e1}`, e1);
     await ready(`http://127.0.0.1:${ports.gw}`, gw);
-    const ws = Array.from({ length: workers }, (_, i) => serve(["worker", "--name", `w${i}`]));
-    for (const w of ws) await ready(await workerUrl(w), w);
-    log(`${workers} worker(s): running ${cfg.tasks * cfg.groupSize} programs`);
-    const orchestrator = start(arbor, ["run", runPath, "--cluster", cluster, "--no-progress"]);
+    return { cluster, runPath, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+/** One run with `workers` fresh workers, stopped (drained) afterwards. */
+async function runWith(d: Deployment, arbor: readonly string[], workers: number, expected: number, log: (line: string) => void): Promise<ScaleRun> {
+  const procs: Service[] = [];
+  try {
+    for (let i = 0; i < workers; i++) procs.push(start(arbor, ["serve", "worker", "--cluster", d.cluster, "--name", `w${i}`]));
+    for (const w of procs) await ready(await workerUrl(w), w);
+    log(`${workers} worker(s): running ${expected} programs`);
+    const orchestrator = start(arbor, ["run", d.runPath, "--cluster", d.cluster, "--no-progress"]);
     procs.push(orchestrator);
     const code = await orchestrator.exited;
     if (code !== 0) throw new ArborError(`bench scale: the run with ${workers} worker(s) failed (exit ${code}):\n${orchestrator.log().slice(-2000)}`, "internal");
@@ -172,10 +201,8 @@ async function runWith(cfg: ScaleBenchConfig, arbor: readonly string[], workers:
     if (!elapsed || !programs) throw new ArborError(`bench scale: no run summary in the orchestrator's output:\n${orchestrator.log().slice(-2000)}`, "internal");
     return { workers, programs: Number(programs[1]), elapsedS: Number(elapsed[1]) };
   } finally {
-    for (const p of procs) if (p.child.exitCode === null) p.child.kill("SIGKILL");
+    for (const p of procs) if (p.child.exitCode === null) p.child.kill("SIGTERM");
     await Promise.all(procs.map((p) => p.exited));
-    await cleanUp(cfg, name, schema);
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 
