@@ -2,6 +2,7 @@
 // (llama.cpp today; a calibrated cost model for simulation later). Token-in, token-out.
 import type { Rng } from "../core/rng.js";
 import type { ModelTokenizer } from "../model/tokenizer.js";
+import type { KvStateEntry } from "./kv/state-tier.js";
 import { checkSamplingControls, type SampledToken, type SamplingControls } from "./sampling.js";
 
 /** One generation on one sequence. */
@@ -86,6 +87,28 @@ export interface ProgramControl {
   info(programId: string): ProgramInfo;
 }
 
+/**
+ * Moving one request's KV between engines (prefill/decode disaggregation through the global KV pool,
+ * kv/state-pool.ts), on executors that hold real KV. States are llama.cpp sequence-state files.
+ */
+export interface KvTransfer {
+  /** The engine shape a state must come from to load here (model file, sequences, KV type). */
+  readonly compat: string;
+  /**
+   * Once the program's requests have finished: save its last context's KV and hand the state file
+   * to `read`; the KV leaves this engine (its sequence is cleared). Undefined when no intact context
+   * of the program is held.
+   */
+  exportState<T>(programId: string, read: (path: string, entry: KvStateEntry) => Promise<T>): Promise<T | undefined>;
+  /**
+   * Hold a state (written by `write(path)`) for the program's next request, which loads it instead
+   * of recomputing those tokens. Rejects with a "kv_incompatible" ArborError when `compat` differs.
+   */
+  importState(programId: string, tokenIds: readonly number[], compat: string, write: (path: string) => Promise<unknown>): Promise<void>;
+  /** Forget an imported state that no request loaded; true when one was still held. */
+  discardState(programId: string): boolean;
+}
+
 export interface Executor {
   /** Tokens in the vocabulary (valid ids are 0..vocabSize-1). */
   readonly vocabSize: number;
@@ -108,6 +131,8 @@ export interface Executor {
   readonly schedulingPolicy?: "fcfs" | "priority";
   /** Program pause/restore, on executors that support it. */
   readonly programs?: ProgramControl;
+  /** KV handoff between engines, on executors that hold real KV (the scheduled llama.cpp one). */
+  readonly kvTransfer?: KvTransfer;
 }
 
 /**

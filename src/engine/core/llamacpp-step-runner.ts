@@ -5,6 +5,9 @@
 // LlamaCppExecutor for the same seed whatever the batching, chunking or preemption.
 // Program-aware KV: a paused program's last context is saved as a sequence state to L2 (this
 // runner's host store) or L3 (a store shared by engines) and loaded back for its next request.
+// KV handoff (`transfer`): a finished request's context is exported as a state file (a prefill
+// engine's prompt KV, sent to the global pool), and a state from another engine is imported into L2
+// under a program id, so that program's next request loads it like a paused program's.
 import { statSync } from "node:fs";
 import { copyFile } from "node:fs/promises";
 import { resolve } from "node:path";
@@ -12,7 +15,7 @@ import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-
 import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
-import type { ProgramPauseTarget } from "../executor.js";
+import type { KvTransfer, ProgramPauseTarget } from "../executor.js";
 import { LlamaTokenizer } from "../llama-tokenizer.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
@@ -97,6 +100,7 @@ export class LlamaCppStepRunner implements StepRunner {
   /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
   readonly compat: string;
   readonly programs: RunnerProgramKv;
+  readonly transfer: KvTransfer;
   private readonly l2: KvStateTier;
   private readonly l3: KvStateTier | undefined;
   /** Per program, its last context while the sequence may still hold it (at most one per sequence). */
@@ -127,6 +131,12 @@ export class LlamaCppStepRunner implements StepRunner {
       tiers: this.l3 ? ["L2", "L3"] : ["L2"],
       pauseProgram: (id, to) => this.pauseProgram(id, to),
       programKv: (id) => this.programKv(id),
+    };
+    this.transfer = {
+      compat: this.compat,
+      exportState: (id, read) => this.exportState(id, read),
+      importState: (id, tokens, compat, write) => this.importState(id, tokens, compat, write),
+      discardState: (id) => this.l2.delete(id),
     };
   }
 
@@ -294,6 +304,34 @@ export class LlamaCppStepRunner implements StepRunner {
       });
     });
     if (wait) await wait;
+  }
+
+  /** Save the program's last context to L2 (once its sequence is handed back), then hand that file out and drop it. */
+  private async exportState<T>(programId: string, read: (path: string, entry: KvStateEntry) => Promise<T>): Promise<T | undefined> {
+    await this.pauseProgram(programId, "L2");
+    return this.exclusive(async () => {
+      if (this.closed) throw new ArborError("llama.cpp runner is closed", "closed");
+      if (!this.l2.peek(programId)) return undefined;
+      try {
+        return await this.l2.read(programId, read);
+      } finally {
+        this.l2.delete(programId);
+      }
+    });
+  }
+
+  /** Put another engine's state into L2 under `programId`: that program's next request loads it. */
+  private async importState(programId: string, tokenIds: readonly number[], compat: string, write: (path: string) => Promise<unknown>): Promise<void> {
+    if (compat !== this.compat) {
+      throw new ArborError(`KV state for ${programId} comes from an engine of another shape (${compat}); this engine loads states of ${this.compat}`, "kv_incompatible");
+    }
+    if (tokenIds.length > this.contextSize) {
+      throw new ArborError(`KV state for ${programId} covers ${tokenIds.length} tokens, more than this engine's context (${this.contextSize})`, "kv_incompatible");
+    }
+    await this.exclusive(async () => {
+      if (this.closed) throw new ArborError("llama.cpp runner is closed", "closed");
+      await this.l2.put(programId, tokenIds, compat, write);
+    });
   }
 
   private holdsSequence(programId: string): boolean {

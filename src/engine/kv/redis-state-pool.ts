@@ -183,7 +183,7 @@ export class RedisStatePool implements KvStatePool {
   }
 
   keys(): Promise<string[]> {
-    return this.call("keys", () => this.redis.zrange(this.lru, 0, -1));
+    return this.call("keys", () => this.redis.zrange(this.lru, "0", "-1"));
   }
 
   async stats(): Promise<KvStateTierStats> {
@@ -199,7 +199,7 @@ export class RedisStatePool implements KvStatePool {
       const pattern = `${this.base.replace(/[*?[\]\\]/g, "\\$&")}*`;
       let cursor = "0";
       do {
-        const [next, found] = await this.redis.scan(cursor, "MATCH", pattern, "COUNT", 500);
+        const [next, found] = await this.redis.scan(cursor, "MATCH", pattern, "COUNT", "500");
         if (found.length > 0) await this.redis.del(...found);
         cursor = next;
       } while (cursor !== "0");
