@@ -87,25 +87,32 @@ export interface ProgramControl {
   info(programId: string): ProgramInfo;
 }
 
+/** A sequence state as bytes (a llama.cpp sequence-state file) and what it holds. */
+export interface ExportedState {
+  entry: KvStateEntry;
+  data: Buffer;
+}
+
 /**
  * Moving one request's KV between engines (prefill/decode disaggregation through the global KV pool,
- * kv/state-pool.ts), on executors that hold real KV. States are llama.cpp sequence-state files.
+ * kv/state-pool.ts), on executors that hold real KV.
  */
 export interface KvTransfer {
   /** The engine shape a state must come from to load here (model file, sequences, KV type). */
   readonly compat: string;
   /**
-   * Once the program's requests have finished: save its last context's KV and hand the state file
-   * to `read`; the KV leaves this engine (its sequence is cleared). Undefined when no intact context
-   * of the program is held.
+   * Export the context of the program's request: call it before submitting the request (or while
+   * it runs). When the request finishes, its sequence's KV is saved in the same step that hands the
+   * sequence back (before another request can take it), cleared from the sequence and resolved here.
+   * Undefined when nothing was held (the request never ran) or {@link discardState} cancelled it.
    */
-  exportState<T>(programId: string, read: (path: string, entry: KvStateEntry) => Promise<T>): Promise<T | undefined>;
+  exportState(programId: string): Promise<ExportedState | undefined>;
   /**
-   * Hold a state (written by `write(path)`) for the program's next request, which loads it instead
-   * of recomputing those tokens. Rejects with a "kv_incompatible" ArborError when `compat` differs.
+   * Hold a state for the program's next request, which loads it instead of recomputing those tokens.
+   * Rejects with a "kv_incompatible" ArborError when `compat` differs from this engine's.
    */
-  importState(programId: string, tokenIds: readonly number[], compat: string, write: (path: string) => Promise<unknown>): Promise<void>;
-  /** Forget an imported state that no request loaded; true when one was still held. */
+  importState(programId: string, tokenIds: readonly number[], compat: string, data: Uint8Array): Promise<void>;
+  /** Forget an imported state no request loaded (true when one was still held) and cancel a pending export. */
   discardState(programId: string): boolean;
 }
 

@@ -90,13 +90,9 @@ export class ScheduledExecutor implements Executor {
     if (transfer) {
       this.kvTransfer = {
         compat: transfer.compat,
-        exportState: (id, read) => {
-          if (this.closed) return Promise.reject(new ArborError("engine is shut down", "closed"));
-          // The runner saves once the program's sequences are handed back, which the loop's next plan does.
-          this.notify();
-          return transfer.exportState(id, read);
-        },
-        importState: (id, tokens, compat, write) => transfer.importState(id, tokens, compat, write),
+        // Registered synchronously: the request it waits for may be submitted right after.
+        exportState: (id) => (this.closed ? Promise.reject(new ArborError("engine is shut down", "closed")) : transfer.exportState(id)),
+        importState: (id, tokens, compat, data) => transfer.importState(id, tokens, compat, data),
         discardState: (id) => transfer.discardState(id),
       };
     }

@@ -25,7 +25,6 @@
 // without `do_remote_decode`, a decode engine those without `do_remote_prefill`; a mixed engine with
 // a pool serves plain requests and either half.
 import { randomUUID } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
 import { z } from "zod";
 import { ArborError } from "../../core/errors.js";
 import type { Executor, GenerateRequest, GenerateResult, KvTransfer } from "../executor.js";
@@ -130,16 +129,25 @@ export class KvHandoff {
 
   private async prefill(req: GenerateRequest, generate: (r: GenerateRequest) => Promise<GenerateResult>, transfer: KvTransfer, pool: KvStatePool): Promise<HandoffResult> {
     const key = `kv-${randomUUID()}`;
-    // One token, under a program id of its own so that the prompt's context can be exported.
-    const result = await generate({ ...req, maxTokens: 1, controls: shiftControls(req.controls, 0, 1), programId: key });
+    // Registered before the request: its context is saved in the very step that frees its sequence.
+    const exported = transfer.exportState(key);
+    let result: GenerateResult;
+    try {
+      // One token, under a program id of its own so that the prompt's context can be exported.
+      result = await generate({ ...req, maxTokens: 1, controls: shiftControls(req.controls, 0, 1), programId: key });
+    } catch (err) {
+      transfer.discardState(key);
+      await exported.catch(() => undefined);
+      throw err;
+    }
+    const state = await exported;
     const first = result.tokens[0];
     if (!first || result.finishReason !== "length" || req.maxTokens === 1) {
-      // The first token ends the request: this answer is the whole one, and no KV needs to move (the
-      // context stays in its sequence for prefix reuse, like any finished request's).
+      // The first token ends the request: this answer is the whole one, and no KV needs to move.
       return { ...result, kvTransfer: { done: true } };
     }
-    const saved = await transfer.exportState(key, async (path, entry) => pool.put(key, entry.tokenIds, entry.compat, await readFile(path)));
-    if (!saved) throw new ArborError(`engine ${this.engine}: the prompt's KV was gone after its prefill (a weight switch or sleep meanwhile?)`, "engine");
+    if (!state) throw new ArborError(`engine ${this.engine}: the prompt's KV was not held after its prefill`, "engine");
+    const saved = await pool.put(key, state.entry.tokenIds, state.entry.compat, state.data);
     return {
       ...result,
       kvTransfer: {
@@ -170,7 +178,7 @@ export class KvHandoff {
       if (!got) missReason = `no state under ${key} in the KV pool (never saved, evicted, or taken by another engine)`;
       else {
         stateTokens = got.entry.tokenIds.length;
-        await transfer.importState(programId, got.entry.tokenIds, got.entry.compat, (path) => writeFile(path, got.data));
+        await transfer.importState(programId, got.entry.tokenIds, got.entry.compat, got.data);
         imported = true;
       }
     } catch (err) {
