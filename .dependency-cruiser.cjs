@@ -30,8 +30,11 @@ const NOT_YET_WIRED = [
   // The tree-attention metadata external kernels consume (docs/batch-schema.md): a library for Python/Megatron
   // trainers. (Tree batches as safetensors are wired: the trainer protocol serves them.)
   "^src/batch/tree/attention\\.ts$",
-  // Prefill/decode disaggregation, simulated until the built-in engines serve prefill and decode roles.
+  // Prefill/decode disaggregation at scale on the cost model (the engines serve the roles for real:
+  // engine/http/kv-handoff.ts), and the backend that places calls on engines of those roles: not in the
+  // gateway's config yet (a backend `type: disagg` listing its prefill, decode and mixed engines).
   "^src/sim/disagg/",
+  "^src/backends/disagg-(backend|placement)\\.ts$",
   // The work stream of issue 16 (JetStream and in-process work queues): the broker layer lands first; the
   // orchestrator and workers are wired onto it next.
   "^src/broker/",
