@@ -18,7 +18,7 @@ describe("arbor run with engine roles", () => {
       output: { dir },
     });
     expect(cfg.engines[0]?.role).toBe("mixed");
-    await expect(runIteration(cfg, { log: () => undefined })).rejects.toThrow(/engines\[1\]\.role: "prefill" engines are served by `arbor serve engine`/);
+    await expect(runIteration(cfg, { progress: false, log: () => undefined })).rejects.toThrow(/engines\[1\]\.role: "prefill" engines are served by `arbor serve engine`/);
   });
 
   it("validates role and kvPool in the engine config, naming the field", () => {
