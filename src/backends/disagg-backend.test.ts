@@ -58,10 +58,14 @@ describe.skipIf(unreachable !== undefined)("createDisaggBackend", () => {
       expect(got.finishReason).toBe(want.finishReason);
       got.logprobs.forEach((lp, k) => expect(Math.abs(lp - want.logprobs[k]!)).toBeLessThan(1e-5));
       expect(got.promptTokenIds).toEqual(prompt);
-      if (got.kvTransferParams) expect(got.kvTransferParams).toMatchObject({ kv_loaded: true, kv_tokens: prompt.length });
+      // The answer is a plain engine's: the handoff's fields stay inside the backend.
+      expect(got.kvTransferParams).toBeUndefined();
     }
     const stats = split.stats();
     expect(stats.split).toBe(prompts.length);
+    // Every decode loaded its prompt's KV from the pool (none was recomputed).
+    expect(stats.kvLoaded + stats.endedAtPrefill).toBe(prompts.length);
+    expect(stats.kvRecomputed).toBe(0);
     // Learnt from the prefill answers: the tiny model's f32 KV of 2 layers × 64 wide is 1 KiB a token, plus the state's header.
     expect(stats.kvBytesPerToken).toBeGreaterThan(1024);
     expect(stats.kvBytesPerToken).toBeLessThan(4096);

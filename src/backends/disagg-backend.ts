@@ -36,6 +36,9 @@ export interface DisaggStats {
   split: number;
   /** Split calls the prefill alone answered (the first token ended them). */
   endedAtPrefill: number;
+  /** Split (non-streamed) calls whose decode engine loaded the prompt's KV from the pool, and those it recomputed. */
+  kvLoaded: number;
+  kvRecomputed: number;
   /** Mean KV bytes per prompt token seen in prefill answers (the cost model's estimate). */
   kvBytesPerToken: number;
 }
@@ -52,7 +55,7 @@ export function createDisaggBackend(opts: DisaggBackendOptions): TokenBackend & 
   if (opts.prefill.length === 0 && mixed.length === 0) throw new ArborError(`backend '${opts.name}': needs prefill and decode engines (or mixed ones)`, "config");
   const members: Record<Role, readonly TokenBackend[]> = { prefill: opts.prefill, decode: opts.decode, mixed };
   const inFlight: Record<Role, number[]> = { prefill: opts.prefill.map(() => 0), decode: opts.decode.map(() => 0), mixed: mixed.map(() => 0) };
-  const counters = { mixed: 0, split: 0, endedAtPrefill: 0 };
+  const counters = { mixed: 0, split: 0, endedAtPrefill: 0, kvLoaded: 0, kvRecomputed: 0 };
   let bytesSeen = 0;
   let tokensSeen = 0;
   let last: Placement | undefined;
@@ -99,13 +102,21 @@ export function createDisaggBackend(opts: DisaggBackendOptions): TokenBackend & 
 
   const decodeParams = (h: { kv_key: string; first_token: unknown }): Record<string, unknown> => ({ do_remote_prefill: true, kv_key: h.kv_key, first_token: h.first_token });
 
+  /** Count what the decode engine did with the KV; the answer goes on as a plain engine's (no kv_transfer_params). */
+  function decoded(r: GenerateResult): GenerateResult {
+    if (r.kvTransferParams?.kv_loaded === true) counters.kvLoaded++;
+    else counters.kvRecomputed++;
+    const { kvTransferParams: _kv, ...plain } = r;
+    return plain;
+  }
+
   async function generate(req: GenerateRequest): Promise<GenerateResult> {
     const where = place(req.promptTokenIds.length);
     if (where.kind === "mixed") return on("mixed", where.engine, (b) => b.generate(req));
     const pre = await on("prefill", where.prefill, (b) => b.generate({ ...req, kvTransferParams: { do_remote_decode: true } }));
     const h = handoffOf(members.prefill[where.prefill] as TokenBackend, pre.kvTransferParams);
-    if (!h) return pre;
-    return on("decode", where.decode, (b) => b.generate({ ...req, kvTransferParams: decodeParams(h) }));
+    if (!h) return withoutKv(pre);
+    return decoded(await on("decode", where.decode, (b) => b.generate({ ...req, kvTransferParams: decodeParams(h) })));
   }
 
   async function generateStream(req: GenerateRequest): Promise<GenerateStream> {
@@ -119,8 +130,10 @@ export function createDisaggBackend(opts: DisaggBackendOptions): TokenBackend & 
     if (where.kind === "mixed") return streamOn("mixed", where.engine, req);
     const pre = await on("prefill", where.prefill, (b) => b.generate({ ...req, kvTransferParams: { do_remote_decode: true } }));
     const h = handoffOf(members.prefill[where.prefill] as TokenBackend, pre.kvTransferParams);
-    if (!h) return finishedStream(pre);
-    return streamOn("decode", where.decode, { ...req, kvTransferParams: decodeParams(h) });
+    if (!h) return finishedStream(withoutKv(pre));
+    const stream = await streamOn("decode", where.decode, { ...req, kvTransferParams: decodeParams(h) });
+    // A streamed answer carries no kv_transfer_params: the stats count non-streamed decodes only.
+    return { deltas: stream.deltas, result: () => withoutKv(stream.result()) };
   }
 
   /** The OpenAI routes (the gateway's passthrough): the same two steps on request bodies. */
@@ -163,6 +176,11 @@ export function createDisaggBackend(opts: DisaggBackendOptions): TokenBackend & 
     stats: () => ({ ...counters, kvBytesPerToken: kvBytesPerToken() }),
     lastPlacement: () => last,
   };
+}
+
+function withoutKv(r: GenerateResult): GenerateResult {
+  const { kvTransferParams: _kv, ...plain } = r;
+  return plain;
 }
 
 /** A generation already complete (the prefill's answer ended it), as a stream. */
