@@ -197,6 +197,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   } catch (err) {
     if (ownsExecutor) await executor.close();
     await served.close();
+    await opts.kvPool?.close();
     throw err;
   }
   const stopSet: ReadonlySet<number> = new Set(stops);
