@@ -35,9 +35,9 @@ const NOT_YET_WIRED = [
   // gateway's config yet (a backend `type: disagg` listing its prefill, decode and mixed engines).
   "^src/sim/disagg/",
   "^src/backends/disagg-(backend|placement)\\.ts$",
-  // The work stream of issue 16 (JetStream and in-process work queues): the broker layer lands first; the
-  // orchestrator and workers are wired onto it next.
-  "^src/broker/",
+  // The in-process work queue and event bus on a Clock (the JetStream ones are wired: arbor serve worker,
+  // trainer-api, run --cluster): for workers simulated on the virtual clock; the contract suites use them now.
+  "^src/broker/memory-(work-queue|event-bus)\\.ts$",
 ];
 
 /** Tests, contract suites and test support. */

@@ -49,6 +49,11 @@ export interface TrainerServer {
   app: FastifyInstance;
   /** Serialise and queue a batch; throws {@link CapacityError} when the queue is full. */
   offer(batch: ExportedBatch): void;
+  /**
+   * The engines serve `version` from `modelPath` now, whatever was announced here before: the trainer-api's
+   * orchestrator says so with each batch (a new run starts at 0; a restarted trainer-api learns the version).
+   */
+  setPolicy(version: number, modelPath: string): void;
   stats(): TrainerServerStats;
 }
 
@@ -142,6 +147,10 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
       const tensors = batchToSafetensors(batch, tree);
       queue.push({ id: batch.id, bytes: batchToArrow(batch), samples: s.samples, flatTokens: s.flatTokens, treeTokens: s.treeTokens });
       safetensors.set(batch.id, tensors);
+    },
+    setPolicy(version, path) {
+      policyVersion = version;
+      modelPath = path;
     },
     stats,
   };

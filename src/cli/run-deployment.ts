@@ -11,14 +11,16 @@ import { registerWeightMetrics } from "../backends/weights/weight-metrics.js";
 import { JetStreamEventBus } from "../broker/jetstream-event-bus.js";
 import { JetStreamWorkQueue } from "../broker/jetstream-work-queue.js";
 import type { Clock } from "../core/clock.js";
-import { clusterBroker, clusterGatewayUrl, type ClusterConfig } from "../core/cluster-config.js";
+import { clusterBroker, clusterGatewayUrl, clusterStreams, type ClusterConfig } from "../core/cluster-config.js";
 import type { BackendConfig, RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createGateway } from "../gateway/server.js";
+import { startBrokeredTrainer, type BatchWork, type TrainerEvents } from "../loop/brokered-trainer.js";
+import type { Trainer } from "../loop/trainer-port.js";
 import type { SyncedEngine } from "../loop/weight-sync.js";
 import type { RolloutEngine } from "../rollout/async-rollout.js";
-import { rolloutStreams, type ProgramWork, type RolloutEvents } from "../rollout/remote/program-work.js";
+import { type ProgramWork, type RolloutEvents } from "../rollout/remote/program-work.js";
 import { RemotePrograms } from "../rollout/remote/remote-programs.js";
 import { localPrograms, type ProgramRunner } from "../rollout/sync-rollout.js";
 import { createSandboxPool, type SandboxPool } from "../sandbox/pool.js";
@@ -51,6 +53,8 @@ export interface RunDeployment {
   engineStats(): { queries: number; hits: number; preemptions: number };
   /** The version each in-process engine serves. */
   engineVersions(): number[];
+  /** With a cluster, train.trainer: external goes through its trainer-api service (else the protocol is served here). */
+  trainerApi?: (o: { waitMs: number; signal: AbortSignal }) => Promise<Trainer>;
 }
 
 export interface DeploymentContext {
@@ -205,21 +209,16 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
   const storePath = (store as { label?: string }).label ?? "postgres store";
   await waitReady(gatewayUrl, clock, 60_000);
   log(`gateway  ${gatewayUrl} (cluster ${cluster.name}; ready)`);
-  const streams = rolloutStreams(cluster.name);
+  const streams = clusterStreams(cluster);
   const queueOptions = { stream: streams.programs, ackWaitMs: broker.ackWaitMs, maxDeliver: broker.maxDeliver, duplicateWindowMs: broker.duplicateWindowMs };
   const queue = await JetStreamWorkQueue.connect<ProgramWork>(broker.url, queueOptions);
   c.onClose(() => queue.close());
-  const bus = await JetStreamEventBus.connect<RolloutEvents>(broker.url, { stream: streams.events, duplicateWindowMs: broker.duplicateWindowMs });
+  const bus = await JetStreamEventBus.connect<RolloutEvents & TrainerEvents>(broker.url, { stream: streams.events, duplicateWindowMs: broker.duplicateWindowMs });
   c.onClose(() => bus.close());
   const programs = await RemotePrograms.start({ queue, bus, config: JSON.stringify(cfg), clock, log });
   c.onClose(() => programs.close());
   log(`workers  programs go to ${streams.programs} at ${broker.url} (arbor serve worker --cluster …)`);
-  // An engine of the file loads weights over Arbor's engine API at the URL its backend of the same name gives.
-  const engines = cluster.engines.map((e): SyncedEngine => {
-    const b = cluster.backends.find((x) => x.name === e.name);
-    if (b?.url === undefined) throw new ArborError(`cluster file: engine '${e.name}' needs a backend of the same name with its url (the gateway reaches it there, and weights are loaded there)`, "config");
-    return { name: e.name, url: b.url.replace(/\/v1\/?$/, ""), inFlight: e.inFlightOnWeightSwitch };
-  });
+  const engines = clusterSyncedEngines(cluster);
   return {
     store,
     storePath,
@@ -233,7 +232,23 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
     programDone: () => {},
     engineStats: () => ({ queries: 0, hits: 0, preemptions: 0 }),
     engineVersions: () => [],
+    trainerApi: async ({ waitMs, signal }) => {
+      const batches = await JetStreamWorkQueue.connect<BatchWork>(broker.url, { ...queueOptions, stream: streams.batches });
+      c.onClose(() => batches.close());
+      const trainer = await startBrokeredTrainer({ queue: batches, bus, dir: join(c.outDir, "batches"), modelPath: c.modelPath, waitMs, clock, signal });
+      log(`trainer  batches go to ${streams.batches} for arbor serve trainer-api (files in ${join(c.outDir, "batches")})`);
+      return trainer;
+    },
   };
+}
+
+/** The engines of a cluster file as weight-sync targets: each at the URL of its backend of the same name. */
+export function clusterSyncedEngines(cluster: ClusterConfig): SyncedEngine[] {
+  return cluster.engines.map((e): SyncedEngine => {
+    const b = cluster.backends.find((x) => x.name === e.name);
+    if (b?.url === undefined) throw new ArborError(`cluster file: engine '${e.name}' needs a backend of the same name with its url (the gateway reaches it there, and weights are loaded there)`, "config");
+    return { name: e.name, url: b.url.replace(/\/v1\/?$/, ""), inFlight: e.inFlightOnWeightSwitch };
+  });
 }
 
 /** The run's store: SQLite in the output folder, or the networked one the config names. */

@@ -105,8 +105,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const bw = bwrapAvailable();
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
   }
-  // With a cluster only the trainer listens here; the rest are its services.
-  await checkPortsFree(cluster ? runPorts(cfg).filter((p) => p.what.startsWith("train.")) : runPorts(cfg));
+  // With a cluster nothing listens here (the trainer protocol is the trainer-api service's).
+  if (cluster === undefined) await checkPortsFree(runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
   mkdirSync(outDir, { recursive: true });
   const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});
@@ -151,7 +151,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const runOf = (position: number): string => (sync && cfg.iterations > 1 ? `${baseRunId}-it${Math.floor(position / settings.batchGroups) + 1}` : baseRunId);
     const checkpointDir = join(outDir, "checkpoints");
     const weights = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
-    if (cfg.train?.external) {
+    if (cfg.train?.external && d.trainerApi) {
+      trainer = await d.trainerApi({ waitMs: cfg.train.external.waitMs, signal: abort.signal });
+    } else if (cfg.train?.external) {
       trainer = await startExternalTrainer({ config: cfg.train.external, weights, modelPath, clock, signal: abort.signal });
       log(`trainer  ${(trainer as ExternalTrainer).url} (external: waiting for a trainer)`);
     } else if (cfg.train) {
@@ -221,7 +223,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const rewardPlot = cfg.train ? writeRewardPlot(outDir, results) : undefined;
     // Async: the summary describes the whole run (every program, consumed by a batch or not), sync the last iteration.
     const runStats = sync ? last.stats : await store.stats(baseRunId);
-    const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.length, 0);
+    const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0);
     // Before the engines close: their executors' cache counters (scheduled executors only).
     const cache = d.engineStats();
     return {

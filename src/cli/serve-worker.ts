@@ -2,14 +2,14 @@
 // programs from the broker's work stream (rollout/remote/program-worker.ts), runs each in a sandbox of the run
 // config the work carries (its workspaces under `<sandbox.root>/<name>`, so workers sharing a host never sweep
 // each other's), records through the deployment's Postgres store and the gateway, and reports each end on the
-// event stream. GET /healthz, GET /readyz; on SIGTERM it stops taking work and gives the programs in flight
+// event stream. GET /healthz, GET /readyz, GET /programs (what it runs now); on SIGTERM it stops taking work and gives the programs in flight
 // `--drain-ms` to end, then aborts the rest (each ends recorded as aborted).
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Fastify from "fastify";
 import { JetStreamEventBus } from "../broker/jetstream-event-bus.js";
 import { JetStreamWorkQueue } from "../broker/jetstream-work-queue.js";
-import { clusterBroker, clusterGatewayUrl, loadClusterConfig } from "../core/cluster-config.js";
+import { clusterBroker, clusterGatewayUrl, clusterStreams, loadClusterConfig } from "../core/cluster-config.js";
 import { parseRunConfig, servedModelOf } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
@@ -17,7 +17,7 @@ import { registerServiceProbes, type ServiceProbes } from "../core/service-probe
 import { createContextPolicy } from "../agents/context/registry.js";
 import { createEnvironment } from "../envs/registry.js";
 import { agentSpecOf } from "../rollout/blackbox-program.js";
-import { rolloutStreams, type ProgramWork, type RolloutEvents } from "../rollout/remote/program-work.js";
+import { type ProgramWork, type RolloutEvents } from "../rollout/remote/program-work.js";
 import { ProgramWorker, type WorkerRunContext } from "../rollout/remote/program-worker.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { openStore } from "../store/registry.js";
@@ -52,7 +52,7 @@ export async function serveWorkerCommand(o: ServeWorkerOptions): Promise<void> {
   const adminToken = cfg.gateway.auth ? process.env[cfg.gateway.auth.adminTokenEnv] : undefined;
   const st = cfg.store;
   const store = await openStore({ kind: "postgres", url: st.url as string, ...(st.schema !== undefined ? { schema: st.schema } : {}), ...(st.poolSize !== undefined ? { poolSize: st.poolSize } : {}) });
-  const streams = rolloutStreams(cfg.name);
+  const streams = clusterStreams(cfg);
   const closers: (() => Promise<void>)[] = [() => store.close()];
   const closeAll = async (): Promise<void> => {
     for (const c of closers.reverse()) await c().catch((e: unknown) => log(`worker ${o.name}: while closing: ${e instanceof Error ? e.message : String(e)}`));
@@ -88,6 +88,8 @@ export async function serveWorkerCommand(o: ServeWorkerOptions): Promise<void> {
       // The programs in flight get the time to end; what is left is aborted (and still ends recorded).
       settled: (ms) => worker.drain(ms),
     };
+    // What this worker runs now (operators, and the fault tests that kill a worker mid-program).
+    app.get("/programs", async () => ({ worker: o.name, running: worker.programIds, ended: worker.ended }));
     const url = await app.listen({ host: cfg.worker.host, port: o.port ?? cfg.worker.port });
     log(`worker ${o.name} listening on ${url} (/healthz, /readyz); taking programs from ${streams.programs} at ${broker.url}, ${concurrency} at once, gateway ${gatewayUrl}`);
     await serveUntilSignalled({ name: `worker ${o.name}`, probes, drainMs: o.drainMs, close: closeAll, log });

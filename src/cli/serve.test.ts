@@ -2,66 +2,17 @@
 // flips to 200, an OpenAI client's call through the gateway is answered by the engine process and
 // recorded in Postgres, SIGTERM drains (readiness 503, new work 503, the call in flight completes, exit 0),
 // and config errors exit 1 with one line.
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore } from "../store/registry.js";
+import { freePort, readyz, spawnArbor, waitReady, type ArborProcess } from "../testing/arbor-services.js";
 import { dropTestSchema, POSTGRES_TEST_URL, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
 
-const root = join(import.meta.dirname, "../..");
 const unreachable = await postgresUnreachable();
-
-interface Service {
-  child: ChildProcessWithoutNullStreams;
-  log(): string;
-  exited: Promise<number | null>;
-}
-
-function serve(args: string[]): Service {
-  const child = spawn(process.execPath, [join(root, "bin/arbor.mjs"), "serve", ...args], { cwd: root });
-  let log = "";
-  child.stderr.on("data", (d: Buffer) => (log += d.toString()));
-  child.stdout.on("data", (d: Buffer) => (log += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
-  return { child, log: () => log, exited };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const addr = s.address();
-      s.close(() => resolve(typeof addr === "object" && addr ? addr.port : 0));
-    });
-  });
-}
-
-async function readyz(base: string): Promise<{ status: number; body: { status?: string; reason?: string } }> {
-  const r = await fetch(`${base}/readyz`);
-  return { status: r.status, body: (await r.json()) as { status?: string; reason?: string } };
-}
-
-/** Poll /readyz until 200 (bounded: 90 s, then fail with the service's log). */
-async function waitReady(base: string, svc: Service): Promise<void> {
-  const started = Date.now();
-  let last = "";
-  while (Date.now() - started < 90_000) {
-    try {
-      const r = await readyz(base);
-      if (r.status === 200) return;
-      last = JSON.stringify(r.body);
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    await new Promise((r) => globalThis.setTimeout(r, 200));
-  }
-  throw new Error(`${base} not ready after 90 s (last: ${last}); log:\n${svc.log()}`);
-}
+const serve = (args: string[]): ArborProcess => spawnArbor(["serve", ...args]);
 
 /** Wait (bounded: 30 s) until the engine reports a request running. */
 async function untilRunning(base: string): Promise<void> {
@@ -86,7 +37,7 @@ describe.skipIf(unreachable !== undefined)("arbor serve engine / gateway", () =>
   let ports: { e0: number; slow: number; gw: number; gwSlow: number };
   let cluster = "";
   let slowCluster = "";
-  const running: Service[] = [];
+  const running: ArborProcess[] = [];
 
   beforeAll(async () => {
     ports = { e0: await freePort(), slow: await freePort(), gw: await freePort(), gwSlow: await freePort() };

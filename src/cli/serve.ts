@@ -1,17 +1,18 @@
 // `arbor serve <role>`: Arbor's parts as separate services described by one deployment file
-// (cluster.yaml, src/core/cluster-config.ts): `engine --name <e>`, `gateway` and `worker --name <w>`. Each runs alone with
+// (cluster.yaml, src/core/cluster-config.ts): `engine --name <e>`, `gateway`, `worker --name <w>` and `trainer-api`. Each runs alone with
 // GET /healthz and GET /readyz and drains gracefully on SIGTERM; `arbor run` stays the embedded mode.
 import { hostname } from "node:os";
 import { InvalidArgumentError, type Command } from "commander";
 import { ENGINE_ROLES, type EngineRole } from "../engine/http/kv-handoff.js";
 import { serveEngineCommand } from "./serve-engine.js";
 import { serveGatewayCommand } from "./serve-gateway.js";
+import { serveTrainerApiCommand } from "./serve-trainer-api.js";
 import { serveWorkerCommand } from "./serve-worker.js";
 
 /** Default drain bound on SIGTERM, ms. */
 export const DEFAULT_DRAIN_MS = 30_000;
 
-/** Add `serve engine`, `serve gateway` and `serve worker` to the `arbor` command. */
+/** Add `serve engine`, `serve gateway`, `serve worker` and `serve trainer-api` to the `arbor` command. */
 export function registerServeCommands(program: Command): void {
   const serve = program.command("serve").description("run one part of a deployment (cluster.yaml) as a service with /healthz, /readyz and a graceful drain on SIGTERM");
   serve
@@ -42,6 +43,14 @@ export function registerServeCommands(program: Command): void {
     .option("--drain-ms <n>", "on SIGTERM, longest wait for the programs in flight before they are aborted (each still ends recorded)", toDrainMs, DEFAULT_DRAIN_MS)
     .action(async (o: { cluster: string; name: string; concurrency?: number; port?: number; drainMs: number }) => {
       await serveWorkerCommand(o);
+    });
+  serve
+    .command("trainer-api")
+    .description("serve the trainer protocol to trainers outside the deployment: batches from the cluster's broker, weights loaded on its engines")
+    .requiredOption("--cluster <file>", "the deployment file (cluster.yaml)")
+    .option("--drain-ms <n>", "on SIGTERM, longest wait for a trainer's ack of the batch it holds (else the batch goes back to the queue)", toDrainMs, DEFAULT_DRAIN_MS)
+    .action(async (o: { cluster: string; drainMs: number }) => {
+      await serveTrainerApiCommand(o);
     });
 }
 

@@ -101,6 +101,11 @@ export type ClusterConfig = z.infer<typeof ClusterConfigSchema>;
 export type ClusterEngineConfig = z.infer<typeof ClusterEngineConfigSchema>;
 export type ClusterBrokerConfig = z.infer<typeof ClusterBrokerConfigSchema>;
 
+/** The broker's streams of a deployment: program work, batch work (to the trainer-api), and events. */
+export function clusterStreams(cfg: Pick<ClusterConfig, "name">): { programs: string; batches: string; events: string } {
+  return { programs: `ARBOR_${cfg.name}_PROGRAMS`, batches: `ARBOR_${cfg.name}_BATCHES`, events: `ARBOR_${cfg.name}_EVENTS` };
+}
+
 /** Where workers and the orchestrator reach the gateway. */
 export function clusterGatewayUrl(cfg: ClusterConfig): string {
   if (cfg.gatewayUrl !== undefined) return cfg.gatewayUrl.replace(/\/+$/, "");
@@ -137,21 +142,26 @@ const DEPLOYMENT_KEYS = ["engines", "backends", "gateway", "store", "model"] as 
  * config that sets one of those itself is an error naming it (two answers to one question).
  */
 export function loadClusterRunConfig(path: string, cluster: ClusterConfig): RunConfig {
-  const raw = readYamlFile(path, "config") ?? {};
-  if (typeof raw !== "object" || Array.isArray(raw)) throw new ArborError(`invalid config ${path}: must be a mapping`, "config");
-  const own = DEPLOYMENT_KEYS.filter((k) => k in raw);
+  return clusterRunConfig(readYamlFile(path, "config"), cluster, `config ${path}`);
+}
+
+/** {@link loadClusterRunConfig} of an already-parsed run config (`source` names it in errors). */
+export function clusterRunConfig(raw: unknown, cluster: ClusterConfig, source: string): RunConfig {
+  const given = raw ?? {};
+  if (typeof given !== "object" || Array.isArray(given)) throw new ArborError(`invalid ${source}: must be a mapping`, "config");
+  const own = DEPLOYMENT_KEYS.filter((k) => k in given);
   if (own.length > 0) {
-    throw new ArborError(`invalid config ${path}: ${own.join(", ")}: given by the cluster file with --cluster; remove ${own.length > 1 ? "them" : "it"} from the run config`, "config");
+    throw new ArborError(`invalid ${source}: ${own.join(", ")}: given by the cluster file with --cluster; remove ${own.length > 1 ? "them" : "it"} from the run config`, "config");
   }
   const merged = {
-    ...raw,
+    ...given,
     engines: cluster.engines.map(({ host: _host, ...e }) => e),
     backends: cluster.backends,
     gateway: cluster.gateway,
     store: cluster.store,
     model: cluster.model,
   };
-  return parseRunConfig(merged, `config ${path} (with cluster file)`);
+  return parseRunConfig(merged, `${source} (with the cluster file)`);
 }
 
 /** The engine named `name`, or an error listing the names the file has. */

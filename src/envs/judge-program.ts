@@ -10,6 +10,8 @@ export const HYGIENE_EVENT_TOOL = "arbor:hygiene_violation";
 /** A tool run whose file accesses could not be checked (killed before its trace came back). */
 export const UNVERIFIED_EVENT_TOOL = "arbor:hygiene_unverified";
 export const SETUP_EVENT_TOOL = "arbor:env_setup";
+/** How a program run on a worker was judged (final answer, check, zeroed reward), recorded before it ends. */
+export const JUDGEMENT_EVENT_TOOL = "arbor:judgement";
 
 export interface AgentOutcomeLike {
   termination: Termination;

@@ -10,7 +10,8 @@ import type { ExternalTrainerConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { buildTreeBatch } from "../batch/tree/tree-batch.js";
 import { createTrainerServer } from "../batch/trainer-server.js";
-import { samplesWithSignal } from "./rl-update.js";
+import type { BuiltBatch } from "../batch/build-batch.js";
+import { samplesWithSignal, type RlUpdate } from "./rl-update.js";
 import type { Trainer, WeightSync } from "./trainer-port.js";
 
 /** Options of {@link startExternalTrainer}. */
@@ -141,8 +142,6 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
     },
     async step(built) {
       if (closed) throw new ArborError(`external trainer at ${url} is closed`, "trainer_protocol");
-      const all = built.batch.samples;
-      const useful = samplesWithSignal(all);
       const before = server.stats().policyVersion;
       lastWeightsError = undefined;
       const wait = waitForAck(built.batch.id);
@@ -153,28 +152,39 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       }
       await wait.done;
       const after = server.stats();
-      const tree = useful.length > 0 ? buildTreeBatch(useful, built.batch.loss).stats : undefined;
-      const stepped = after.policyVersion > before;
-      return {
-        stepped,
-        ...(stepped ? { synced: true as const } : {}),
-        version: after.policyVersion,
-        ...(after.policyVersion > before && after.modelPath !== null ? { checkpoint: after.modelPath } : {}),
-        loss: NaN,
-        gradNorm: NaN,
-        clipFraction: NaN,
-        samples: all.length,
-        trainedSamples: useful.length,
-        treeTokens: tree?.treeTokens ?? 0,
-        flatTokens: tree?.flatTokens ?? 0,
-        droppedGroups: built.dropped.length,
-        external: true,
-      };
+      return externalUpdate(built, before, after.policyVersion, after.modelPath);
     },
     async close() {
       if (closed) return;
       closed = true;
       await server.app.close();
     },
+  };
+}
+
+/**
+ * The loop's view of a step another process took on `built`: whether the engines' version moved from `before` to
+ * `after` (they serve the announced weights already: `synced`), and the batch's sizes. Loss, gradient norm and
+ * clip fraction are NaN: the trainer computed them and the protocol does not report them.
+ */
+export function externalUpdate(built: BuiltBatch, before: number, after: number, modelPath: string | null): RlUpdate {
+  const all = built.batch.samples;
+  const useful = samplesWithSignal(all);
+  const tree = useful.length > 0 ? buildTreeBatch(useful, built.batch.loss).stats : undefined;
+  const stepped = after > before;
+  return {
+    stepped,
+    ...(stepped ? { synced: true as const } : {}),
+    version: after,
+    ...(stepped && modelPath !== null ? { checkpoint: modelPath } : {}),
+    loss: NaN,
+    gradNorm: NaN,
+    clipFraction: NaN,
+    samples: all.length,
+    trainedSamples: useful.length,
+    treeTokens: tree?.treeTokens ?? 0,
+    flatTokens: tree?.flatTokens ?? 0,
+    droppedGroups: built.dropped.length,
+    external: true,
   };
 }

@@ -71,7 +71,8 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
         rewardComponents: meanRewardComponents(taken.trajectories),
         batchPath,
         samples: built.batch.samples.length,
-        toolCalls: taken.trajectories.reduce((n, t) => n + t.tools.length, 0),
+        // The agents' tool calls: Arbor's own events (env setup, hygiene, a worker's judgement) are not counted.
+        toolCalls: taken.trajectories.reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0),
         rolloutMs: Math.max(1, trainStart - stepStart),
         trainMs: now - trainStart,
         policyVersion: taken.batch.version,

@@ -11,7 +11,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import type { Group, Reward, Termination } from "../core/types.js";
 import type { CheckResult, Environment, Task } from "../envs/env.js";
-import { judgeProgram, setupEvent } from "../envs/judge-program.js";
+import { JUDGEMENT_EVENT_TOOL, judgeProgram, setupEvent } from "../envs/judge-program.js";
 import { sampleVariant } from "../envs/variants.js";
 import type { RewardContext } from "../reward/reward-fn.js";
 import type { Sandbox, SandboxProvider } from "../sandbox/sandbox.js";
@@ -48,6 +48,11 @@ export interface RolloutOptions {
   agent?: AgentSpec;
   /** Called after each program has ended and been rewarded. */
   onProgramDone?: (p: ProgramResult) => void;
+  /**
+   * Record how the program was judged (`arbor:judgement`: final answer, check, zeroed reward) before it ends, so
+   * that whoever finds it ended can reward it (workers: the reporting worker may die after the end).
+   */
+  recordJudgement?: boolean;
 }
 
 /** What running one program needs: the rollout's options without the group-level ones (tasks, rewards). */
@@ -163,6 +168,10 @@ export async function runProgram(o: ProgramRunOptions, task: Task, group: Group,
     // Checked while the sandbox lives: the env may run hidden tests in it.
     const judged = await judgeProgram(o.env, task, sandbox, programId, outcome);
     for (const ev of judged.events) await o.store.recordTool(ev);
+    if (o.recordJudgement) {
+      const judgement = { finalAnswer: outcome.finalAnswer, ...(judged.check ? { check: judged.check } : {}), zeroReward: judged.zeroReward };
+      await o.store.recordTool({ programId, callIndex: Math.max(0, outcome.calls - 1), tool: JUDGEMENT_EVENT_TOOL, input: "", output: JSON.stringify(judgement), ok: true, durationMs: 0 });
+    }
     termination = judged.termination;
     check = judged.check;
     zeroReward = judged.zeroReward;

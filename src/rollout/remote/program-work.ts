@@ -4,8 +4,9 @@
 // needs to end the program a dead one left behind.
 import type { ArborEvents } from "../../broker/event-bus.js";
 import { ArborError } from "../../core/errors.js";
-import type { Group, Termination } from "../../core/types.js";
-import type { Task } from "../../envs/env.js";
+import type { Group, Termination, ToolEvent } from "../../core/types.js";
+import type { CheckResult, Task } from "../../envs/env.js";
+import { JUDGEMENT_EVENT_TOOL } from "../../envs/judge-program.js";
 import type { ProgramEnd } from "../sync-rollout.js";
 
 /** One program to run, published by the orchestrator under the program's id. */
@@ -43,12 +44,6 @@ export interface RolloutEvents extends ArborEvents {
   "run-cancelled": RunCancelledEvent;
 }
 
-/** The broker's names for a deployment called `cluster`: the program work stream and the event stream. */
-export function rolloutStreams(cluster: string): { programs: string; events: string } {
-  const token = cluster.replace(/[^A-Za-z0-9_-]/g, "_");
-  return { programs: `ARBOR_${token}_PROGRAMS`, events: `ARBOR_${token}_EVENTS` };
-}
-
 /** Checks a received work message's shape; throws naming the field (the delivery is then dead-lettered). */
 export function checkProgramWork(w: unknown): ProgramWork {
   const o = w as Partial<ProgramWork> | null;
@@ -68,4 +63,12 @@ export function checkProgramWork(w: unknown): ProgramWork {
 /** The termination of a program whose earlier delivery never finished (its worker died, or failed to end it). */
 export function workerLost(delivery: number, maxDeliver: number, worker: string): Termination {
   return { kind: "aborted", detail: `its worker stopped before ending it (redelivered: delivery ${delivery} of ${maxDeliver}); ended by worker ${worker}` };
+}
+
+/** The judgement a program's worker recorded before ending it (`runProgram`'s recordJudgement), if any. */
+export function recordedJudgement(tools: readonly ToolEvent[]): Pick<ProgramEnd, "finalAnswer" | "check" | "zeroReward"> | undefined {
+  const ev = tools.find((t) => t.tool === JUDGEMENT_EVENT_TOOL);
+  if (ev === undefined) return undefined;
+  const j = JSON.parse(ev.output) as { finalAnswer?: unknown; check?: CheckResult; zeroReward?: unknown };
+  return { finalAnswer: typeof j.finalAnswer === "string" ? j.finalAnswer : "", ...(j.check ? { check: j.check } : {}), zeroReward: j.zeroReward === true };
 }

@@ -9,7 +9,8 @@ import type { EventBus, EventSubscription } from "../../broker/event-bus.js";
 import type { WorkConsumer, WorkMessage, WorkQueue } from "../../broker/work-queue.js";
 import type { Clock, Timer } from "../../core/clock.js";
 import { runProgram, endUnrunProgram, type ProgramRunOptions } from "../sync-rollout.js";
-import { checkProgramWork, workerLost, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
+import { retryBroker, DEFAULT_BROKER_ATTEMPTS } from "../../broker/retry.js";
+import { checkProgramWork, recordedJudgement, workerLost, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
 
 /** What running a work message's programs needs, built once per run config and kept. */
 export type WorkerRunContext = Omit<ProgramRunOptions, "runId" | "signal">;
@@ -38,6 +39,8 @@ export class ProgramWorker {
   /** Per run: aborted when the orchestrator cancels the run. */
   private readonly runs = new Map<string, AbortController>();
   private endedCount = 0;
+  /** Programs being handled now, by id. */
+  private readonly current = new Set<string>();
 
   private constructor(private readonly o: ProgramWorkerOptions) {}
 
@@ -57,6 +60,11 @@ export class ProgramWorker {
   /** Programs being run (or ended) now. */
   get inFlight(): number {
     return this.consumer?.inFlight ?? 0;
+  }
+
+  /** Ids of the programs being handled now. */
+  get programIds(): string[] {
+    return [...this.current];
   }
 
   /** Programs this worker reported ended. */
@@ -111,19 +119,31 @@ export class ProgramWorker {
   }
 
   private async handle(m: WorkMessage<ProgramWork>): Promise<void> {
+    try {
+      await this.handleWork(m);
+    } catch (e) {
+      // The queue redelivers it (or dead-letters it on the last delivery); the reason is said here too.
+      this.log(`program ${m.id} (delivery ${m.delivery} of ${m.maxDeliver}) failed: ${e instanceof Error ? e.message : String(e)}`);
+      throw e;
+    }
+  }
+
+  private async handleWork(m: WorkMessage<ProgramWork>): Promise<void> {
     const w = checkProgramWork(m.payload);
     const ctx = await this.o.contextOf(w.config);
     const signal = AbortSignal.any([this.stop.signal, this.runSignal(w.runId)]);
-    const o: ProgramRunOptions = { ...ctx, runId: w.runId, signal };
+    const o: ProgramRunOptions = { ...ctx, runId: w.runId, signal, recordJudgement: true };
     const beat = this.heartbeat(m);
+    this.current.add(w.programId);
     try {
       const row = (await ctx.store.getTrajectory(w.programId))?.program;
       if (row?.state === "terminated" && row.termination) {
-        // Ended and recorded by a worker that stopped before it acked: report it again (a duplicate report is
-        // dropped by the bus), without the final answer and check, which died with that worker.
-        const calls = (await ctx.store.getTrajectory(w.programId))?.calls.length ?? 0;
-        const recovered = "its worker stopped after the program ended; its final answer and check were lost";
-        await this.report(w, { termination: row.termination, calls, finalAnswer: "", zeroReward: false, recovered });
+        // Ended and recorded by a worker that stopped (or lost the broker) before it reported: report it again
+        // from the store, with the judgement that worker recorded (a duplicate report is dropped by the bus).
+        const t = await ctx.store.getTrajectory(w.programId);
+        const judged = recordedJudgement(t?.tools ?? []) ?? { finalAnswer: "", zeroReward: false };
+        const recovered = "its worker stopped after the program ended, before reporting it; reported from the store";
+        await this.report(w, { termination: row.termination, calls: t?.calls.length ?? 0, ...judged, recovered });
       } else if (row !== undefined) {
         // Started by a worker that died: its agent and sandbox are gone with it, so the program ends here with
         // that said. (With no row, nothing was recorded: the program runs from the start below. A row whose
@@ -138,6 +158,7 @@ export class ProgramWorker {
       }
     } finally {
       beat.cancel();
+      this.current.delete(w.programId);
     }
   }
 
@@ -154,8 +175,9 @@ export class ProgramWorker {
 
   private async report(w: ProgramWork, end: Omit<ProgramEndedEvent, "programId" | "runId" | "worker">): Promise<void> {
     const event: ProgramEndedEvent = { ...end, programId: w.programId, runId: w.runId, worker: this.o.name };
-    // One report per program: a second worker's report of the same end is a duplicate id.
-    await this.o.bus.publish("program-ended", event, `ended:${w.programId}`);
+    // One report per program: a second worker's report of the same end is a duplicate id; a broker out for a
+    // while is ridden out (a report that still fails fails the delivery, which the next worker reports).
+    await retryBroker(`reporting the end of ${w.programId}`, () => this.o.bus.publish("program-ended", event, `ended:${w.programId}`), this.o.clock, DEFAULT_BROKER_ATTEMPTS, (e) => this.log(`reporting ${w.programId}: ${e.message}; retrying`));
     this.endedCount++;
   }
 }

@@ -1,0 +1,307 @@
+// Arbor as separate processes (issue 16): two `arbor serve engine`, `arbor serve gateway`, two `arbor serve
+// worker` and the orchestrator (`arbor run --cluster`) on loopback with the local Postgres and NATS. A training
+// run there produces the same batches as the same run in one process (tokens, logprobs, advantages); and a
+// worker killed (SIGKILL) mid-program has its programs redelivered to the other worker, which ends them with a
+// recorded termination: every program ends, none twice, and the batch holds each once.
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseRunConfig } from "../core/config.js";
+import { openStore } from "../store/registry.js";
+import { deleteStreams, freePort, natsUnreachable, NATS_TEST_URL, spawnArbor, waitReady, type ArborProcess } from "../testing/arbor-services.js";
+import { startTcpFaultProxy, type TcpFaultProxy } from "../testing/tcp-fault-proxy.js";
+import { dropTestSchema, POSTGRES_TEST_URL, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
+import { runIteration } from "./run.js";
+
+const unreachable = (await postgresUnreachable()) ?? (await natsUnreachable());
+const dir = mkdtempSync(join(tmpdir(), "arbor-cluster-run-"));
+// Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
+chmodSync(dir, 0o755);
+const schema = testSchemaName();
+const clusterName = `ct${process.pid}`;
+const running: ArborProcess[] = [];
+
+/** The run config both runs share (the cluster run gets its deployment from the cluster file). */
+const RUN = {
+  name: "eq",
+  seed: 3,
+  env: { name: "calc", tasks: 2, seed: 7 },
+  // One program at a time: each engine step then holds one sequence, so the two runs compute bit for bit alike.
+  rollout: { groupSize: 3, concurrency: 1 },
+  // The process part varies rewards within a group, so the batches carry signal and the trainer steps.
+  reward: { outcome: 1.0, process: 1.0 },
+  agent: { maxTurns: 3, maxTokensPerCall: 32, maxTotalTokens: 96, temperature: 1.0 },
+  iterations: 2,
+  sandbox: { root: join(dir, "sandboxes") },
+};
+
+function writeYaml(name: string, lines: string[]): string {
+  const path = join(dir, name);
+  writeFileSync(path, lines.join("\n") + "\n");
+  return path;
+}
+
+/** A cluster file: the store, the broker, a gateway on `gatewayPort` over `engines` (name → port, executor). */
+function clusterFile(file: string, name: string, gatewayPort: number, engines: { name: string; port: number; extra?: string }[], ackWaitMs: number, trainerApiPort = 0, natsUrl = NATS_TEST_URL): string {
+  return writeYaml(file, [
+    `name: ${name}`,
+    "seed: 3",
+    "model: {path: models/calc-sft.gguf}",
+    `store: {kind: postgres, url: "${POSTGRES_TEST_URL}", schema: ${schema}}`,
+    "engines:",
+    ...engines.map((e) => `  - {name: ${e.name}, host: 127.0.0.1, port: ${e.port}, sequences: 2, contextSize: 1024${e.extra ?? ""}}`),
+    "backends:",
+    ...engines.map((e) => `  - {name: ${e.name}, type: builtin, url: "http://127.0.0.1:${e.port}/v1"}`),
+    `gateway: {host: 127.0.0.1, port: ${gatewayPort}, routing: sticky-program}`,
+    `broker: {kind: nats, url: "${natsUrl}", ackWaitMs: ${ackWaitMs}, maxDeliver: 3}`,
+    "worker: {host: 127.0.0.1, port: 0, concurrency: 2}",
+    `trainerApi: {host: 127.0.0.1, port: ${trainerApiPort}}`,
+  ]);
+}
+
+function start(args: string[]): ArborProcess {
+  const p = spawnArbor(args);
+  running.push(p);
+  return p;
+}
+
+/** Start a worker and wait until its /readyz answers (its port is in its log line). */
+async function startWorker(cluster: string, name: string): Promise<{ proc: ArborProcess; url: string }> {
+  const proc = start(["serve", "worker", "--cluster", cluster, "--name", name, "--drain-ms", "5000"]);
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    const m = /listening on (http:\/\/[^\s]+)/.exec(proc.log());
+    if (m) {
+      await waitReady(m[1] as string, proc);
+      return { proc, url: m[1] as string };
+    }
+    if (proc.child.exitCode !== null || Date.now() > deadline) throw new Error(`worker ${name} did not start; log:\n${proc.log()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Wait (bounded) for a process to exit; fails with its log. */
+async function exitOf(p: ArborProcess, limitMs: number): Promise<number | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const code = await Promise.race([p.exited, new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), limitMs)))]);
+  clearTimeout(timer);
+  if (code === "timeout") throw new Error(`still running after ${limitMs} ms; log:\n${p.log()}`);
+  return code;
+}
+
+/** A batch file with run ids replaced (they hold the start time), one parsed sample per line. */
+function batch(path: string): unknown[] {
+  const text = readFileSync(path, "utf8").replace(/"[^"]*?-it(\d+)\/g(\d+)/g, '"RUN-it$1/g$2');
+  // Call ids are random (UUIDs): their number is compared.
+  return text
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { callIds?: string[] })
+    .map((s) => ({ ...s, callIds: s.callIds?.length }));
+}
+
+afterAll(async () => {
+  for (const p of running) if (p.child.exitCode === null) p.child.kill("SIGKILL");
+  if (unreachable === undefined) {
+    await dropTestSchema(schema);
+    await deleteStreams(`ARBOR_${clusterName}`);
+  }
+});
+
+describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as processes${unreachable ? ` (skipped: ${unreachable})` : ""}`, () => {
+  let cluster = "";
+  let ports = { e0: 0, e1: 0, gw: 0, api: 0 };
+
+  beforeAll(async () => {
+    ports = { e0: await freePort(), e1: await freePort(), gw: await freePort(), api: await freePort() };
+    cluster = clusterFile("cluster.yaml", clusterName, ports.gw, [{ name: "e0", port: ports.e0 }, { name: "e1", port: ports.e1 }], 3000, ports.api);
+    const e0 = start(["serve", "engine", "--cluster", cluster, "--name", "e0"]);
+    const e1 = start(["serve", "engine", "--cluster", cluster, "--name", "e1"]);
+    const gw = start(["serve", "gateway", "--cluster", cluster]);
+    await waitReady(`http://127.0.0.1:${ports.e0}`, e0);
+    await waitReady(`http://127.0.0.1:${ports.e1}`, e1);
+    await waitReady(`http://127.0.0.1:${ports.gw}`, gw);
+    await startWorker(cluster, "w0");
+    await startWorker(cluster, "w1");
+  }, 180_000);
+
+  it("a training run on the services (trainer-api and an external trainer) produces the same batches as in one process", async () => {
+    // Both runs train through the trainer protocol with `arbor train-worker`: here through the trainer-api service.
+    const train = { estimator: "grpo", trainer: "external", external: { waitMs: 240_000 } };
+    const api = start(["serve", "trainer-api", "--cluster", cluster]);
+    const apiUrl = `http://127.0.0.1:${ports.api}`;
+    await waitReady(apiUrl, api);
+    const worker = start(["train-worker", "--url", apiUrl, "--from", "models/calc-sft.gguf", "--out-dir", join(dir, "ckpt-cluster"), "--lr", "0.003", "--batches", "2"]);
+    const runYaml = writeYaml("run.yaml", [JSON.stringify({ ...RUN, train, output: { dir: join(dir, "cluster-out") } })]);
+    const orchestrator = start(["run", runYaml, "--cluster", cluster, "--no-progress"]);
+    expect(await exitOf(orchestrator, 300_000), orchestrator.log()).toBe(0);
+    expect(orchestrator.log()).toMatch(/workers {2}programs go to ARBOR_ct\d+_PROGRAMS/);
+    expect(await exitOf(worker, 30_000), worker.log()).toBe(0);
+    const served = [...api.log().matchAll(/every engine serves policy version (\d+)/g)].map((m) => Number(m[1]));
+    expect(served.length, api.log()).toBeGreaterThan(0);
+
+    // The same run in this process: engines, gateway, sandboxes and the trainer protocol here.
+    const port = await freePort();
+    const embedded = parseRunConfig({
+      ...RUN,
+      train: { ...train, external: { ...train.external, port } },
+      model: { path: "models/calc-sft.gguf" },
+      engines: [
+        { name: "e0", sequences: 2, contextSize: 1024 },
+        { name: "e1", sequences: 2, contextSize: 1024 },
+      ],
+      gateway: { routing: "sticky-program" },
+      output: { dir: join(dir, "embedded-out") },
+    });
+    const localWorker = start(["train-worker", "--url", `http://127.0.0.1:${port}`, "--from", "models/calc-sft.gguf", "--out-dir", join(dir, "ckpt-single"), "--lr", "0.003", "--batches", "2"]);
+    const single = await runIteration(embedded, { progress: false, runId: "eq-single" });
+    expect(await exitOf(localWorker, 30_000), localWorker.log()).toBe(0);
+    expect(single.policyVersion).toBe(Math.max(...served));
+    for (const k of [1, 2]) {
+      const one = batch(join(dir, "embedded-out", `batch-it${k}.jsonl`));
+      const many = batch(join(dir, "cluster-out", `batch-it${k}.jsonl`));
+      expect(many.length).toBeGreaterThan(0);
+      expect(many).toEqual(one);
+    }
+  }, 400_000);
+
+  it("a worker killed mid-program: its programs end recorded on the other worker, none lost or made twice", async () => {
+    const fault = { slow: await freePort(), gw: await freePort() };
+    // Modelled time (about 12 ms a token): a call of 300 tokens takes seconds, so the kill lands mid-program.
+    const faultFile = clusterFile("fault.yaml", `${clusterName}f`, fault.gw, [{ name: "slow", port: fault.slow, extra: ", executor: costmodel, costProfile: llama-3-8b/h100" }], 2000);
+    const slow = start(["serve", "engine", "--cluster", faultFile, "--name", "slow"]);
+    const gw = start(["serve", "gateway", "--cluster", faultFile]);
+    await waitReady(`http://127.0.0.1:${fault.slow}`, slow);
+    await waitReady(`http://127.0.0.1:${fault.gw}`, gw);
+    const doomed = await startWorker(faultFile, "w2");
+    const survivor = await startWorker(faultFile, "w3");
+    const run = { ...RUN, name: "fault", iterations: 1, rollout: { groupSize: 2, concurrency: 4 }, agent: { maxTurns: 1, maxTokensPerCall: 300, maxTotalTokens: 600, temperature: 1.0 } };
+    const runYaml = writeYaml("fault-run.yaml", [JSON.stringify({ ...run, output: { dir: join(dir, "fault-out") } })]);
+    const orchestrator = start(["run", runYaml, "--cluster", faultFile, "--no-progress"]);
+
+    let killed: string[] = [];
+    let killedAt = 0;
+    const deadline = Date.now() + 120_000;
+    while (killed.length === 0) {
+      if (Date.now() > deadline) throw new Error(`worker w2 never ran a program; log:\n${doomed.proc.log()}\norchestrator:\n${orchestrator.log()}`);
+      const { running } = (await (await fetch(`${doomed.url}/programs`)).json()) as { running: string[] };
+      // Killed once a program it runs exists at the gateway (created, its call under way): one it took but had
+      // not created yet has nothing recorded, and the other worker simply runs it from the start.
+      const { programs } = (await (await fetch(`http://127.0.0.1:${fault.gw}/programs`)).json()) as { programs: { id: string; state: string }[] };
+      const now = running.filter((id) => programs.some((p) => p.id === id && p.state === "active"));
+      if (now.length > 0) {
+        doomed.proc.child.kill("SIGKILL");
+        killedAt = Date.now();
+        killed = now;
+      } else await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(await exitOf(orchestrator, 180_000), orchestrator.log()).toBe(0);
+
+    const store = await openStore({ kind: "postgres", url: POSTGRES_TEST_URL, schema });
+    try {
+      const runId = (await store.listRuns()).find((r) => r.name === "fault")?.id as string;
+      const trajectories = await store.listTrajectories(runId);
+      expect(trajectories).toHaveLength(4);
+      for (const t of trajectories) {
+        expect(t.program.state, t.program.id).toBe("terminated");
+        expect(t.calls.map((c) => c.index)).toEqual(t.calls.map((_, i) => i));
+        if (killed.includes(t.program.id)) {
+          const why = `${t.program.id}: ${JSON.stringify(t.program.termination)}, ended ${(t.program.endedAt ?? 0) - killedAt} ms after the kill; w2:\n${doomed.proc.log()}\nw3:\n${survivor.proc.log()}`;
+          expect(t.program.termination?.kind, why).toBe("aborted");
+          expect(t.program.termination?.detail).toMatch(/its worker stopped before ending it \(redelivered: delivery 2 of 3\); ended by worker w3/);
+        }
+      }
+      const samples = batch(join(dir, "fault-out", "batch.jsonl")) as { id: string; programId: string }[];
+      expect(new Set(samples.map((s) => s.id)).size).toBe(samples.length);
+      const ids = new Set(trajectories.map((t) => t.program.id.replace(/^[^/]*\//, "")));
+      for (const s of samples) expect(ids.has(s.programId.replace(/^[^/]*\//, ""))).toBe(true);
+    } finally {
+      await store.close();
+    }
+    const ended = (await (await fetch(`${survivor.url}/programs`)).json()) as { ended: number };
+    expect(ended.ended).toBeGreaterThan(0);
+  }, 400_000);
+});
+
+/** Every program of the run named `name` ended (once), and its batch holds each sample once, of those programs only. */
+async function checkNothingLost(name: string, batchPath: string, programs: number): Promise<{ terminations: Record<string, string | undefined> }> {
+  const store = await openStore({ kind: "postgres", url: POSTGRES_TEST_URL, schema });
+  try {
+    const runId = (await store.listRuns()).find((r) => r.name === name)?.id as string;
+    const trajectories = await store.listTrajectories(runId);
+    expect(trajectories).toHaveLength(programs);
+    const terminations: Record<string, string | undefined> = {};
+    for (const t of trajectories) {
+      expect(t.program.state, t.program.id).toBe("terminated");
+      expect(t.calls.map((c) => c.index)).toEqual(t.calls.map((_, i) => i));
+      terminations[t.program.id] = t.program.termination?.kind;
+    }
+    const samples = batch(batchPath) as { id: string; programId: string }[];
+    expect(new Set(samples.map((x) => x.id)).size).toBe(samples.length);
+    const ids = new Set(trajectories.map((t) => t.program.id.replace(/^[^/]*\//, "")));
+    for (const x of samples) expect(ids.has(x.programId.replace(/^[^/]*\//, ""))).toBe(true);
+    return { terminations };
+  } finally {
+    await store.close();
+  }
+}
+
+describe.skipIf(unreachable !== undefined)(`faults on the services: an engine killed, the broker cut${unreachable ? ` (skipped: ${unreachable})` : ""}`, () => {
+  let file = "";
+  let ports = { s0: 0, s1: 0, gw: 0 };
+  let broker: TcpFaultProxy;
+  let engines: Record<string, ArborProcess> = {};
+  const slow = ", executor: costmodel, costProfile: llama-3-8b/h100";
+  // Calls of 300 tokens at about 12 ms a token (modelled time): seconds each, so faults land mid-program.
+  const run = { ...RUN, iterations: 1, rollout: { groupSize: 2, concurrency: 4 }, agent: { maxTurns: 1, maxTokensPerCall: 300, maxTotalTokens: 600, temperature: 1.0 } };
+
+  beforeAll(async () => {
+    broker = await startTcpFaultProxy("127.0.0.1", 4222);
+    ports = { s0: await freePort(), s1: await freePort(), gw: await freePort() };
+    file = clusterFile("faults.yaml", `${clusterName}x`, ports.gw, [{ name: "s0", port: ports.s0, extra: slow }, { name: "s1", port: ports.s1, extra: slow }], 3000, 0, `nats://127.0.0.1:${broker.port}`);
+    engines = { s0: start(["serve", "engine", "--cluster", file, "--name", "s0"]), s1: start(["serve", "engine", "--cluster", file, "--name", "s1"]) };
+    const gw = start(["serve", "gateway", "--cluster", file]);
+    await waitReady(`http://127.0.0.1:${ports.s0}`, engines.s0!);
+    await waitReady(`http://127.0.0.1:${ports.s1}`, engines.s1!);
+    await waitReady(`http://127.0.0.1:${ports.gw}`, gw);
+    await startWorker(file, "w4");
+    await startWorker(file, "w5");
+  }, 180_000);
+
+  afterAll(async () => {
+    await broker?.close();
+  });
+
+  it("an engine killed mid-generation: its programs end recorded, the rest run on the other engine", async () => {
+    const runYaml = writeYaml("engine-kill.yaml", [JSON.stringify({ ...run, name: "engine-kill", env: { name: "calc", tasks: 3, seed: 7 }, output: { dir: join(dir, "engine-kill-out") } })]);
+    const orchestrator = start(["run", runYaml, "--cluster", file, "--no-progress"]);
+    await untilRunning(`http://127.0.0.1:${ports.s1}`);
+    engines.s1!.child.kill("SIGKILL");
+    expect(await exitOf(orchestrator, 180_000), orchestrator.log()).toBe(0);
+    const { terminations } = await checkNothingLost("engine-kill", join(dir, "engine-kill-out", "batch.jsonl"), 6);
+    // The calls the dead engine held failed, and their programs say so; the others ran on s0.
+    expect(Object.values(terminations), `${JSON.stringify(terminations)}\n${orchestrator.log()}`).toContain("engine_error");
+  }, 300_000);
+
+  it("the broker cut for a few seconds mid-run: every program ends once, none lost", async () => {
+    const runYaml = writeYaml("broker-cut.yaml", [JSON.stringify({ ...run, name: "broker-cut", output: { dir: join(dir, "broker-cut-out") } })]);
+    const orchestrator = start(["run", runYaml, "--cluster", file, "--no-progress"]);
+    await untilRunning(`http://127.0.0.1:${ports.s0}`);
+    await broker.cut(4000);
+    expect(broker.connectionsCut).toBeGreaterThan(0);
+    expect(await exitOf(orchestrator, 180_000), orchestrator.log()).toBe(0);
+    await checkNothingLost("broker-cut", join(dir, "broker-cut-out", "batch.jsonl"), 4);
+  }, 300_000);
+});
+
+/** Wait (bounded: 60 s) until the engine at `base` reports a request running. */
+async function untilRunning(base: string): Promise<void> {
+  const started = Date.now();
+  while (Date.now() - started < 60_000) {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    if (/^vllm:num_requests_running\{[^}]*\} [1-9]/m.test(text)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${base}: no request running after 60 s`);
+}

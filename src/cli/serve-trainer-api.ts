@@ -1,0 +1,119 @@
+// `arbor serve trainer-api --cluster cluster.yaml`: the trainer protocol (docs/trainers.md) as its own service.
+// It takes the batches the orchestrator publishes on the broker (loop/brokered-trainer.ts) and serves them to
+// trainers (`arbor train-worker`, python/arbor_client, Megatron/FSDP loops); a trainer's announced weights are
+// loaded on every engine of the cluster file before its POST /v1/weights answers, and its ack of a batch is
+// published (`batch-acked`, with the version the engines serve) before the batch's work is acked, so the
+// orchestrator's step ends exactly once. A batch whose ack was already published (the trainer-api died after
+// publishing) is acked without being served again. GET /healthz, /readyz; SIGTERM drains: no new batch is taken,
+// a batch out with a trainer gets `--drain-ms` for its ack, else it goes back to the queue for another instance.
+import { readFile } from "node:fs/promises";
+import { JetStreamEventBus } from "../broker/jetstream-event-bus.js";
+import { JetStreamWorkQueue } from "../broker/jetstream-work-queue.js";
+import type { WorkMessage } from "../broker/work-queue.js";
+import { createTrainerServer } from "../batch/trainer-server.js";
+import type { ExportedBatch } from "../batch/export-arrow.js";
+import { clusterBroker, clusterStreams, loadClusterConfig } from "../core/cluster-config.js";
+import { ArborError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import { registerServiceProbes, type ServiceProbes } from "../core/service-probes.js";
+import type { BatchWork, TrainerEvents } from "../loop/brokered-trainer.js";
+import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
+import { clusterSyncedEngines } from "./run-deployment.js";
+import { serveUntilSignalled } from "./service-lifecycle.js";
+
+export interface ServeTrainerApiOptions {
+  cluster: string;
+  /** On SIGTERM, longest wait for a trainer's ack of the batch it holds, ms. */
+  drainMs: number;
+  log?: (line: string) => void;
+}
+
+/** Batches out at once (taken from the broker and offered to trainers). */
+const BATCHES_AT_ONCE = 2;
+
+/** Connect, serve the trainer protocol and take batches until a signal; resolves once drained and closed. */
+export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise<void> {
+  const log = o.log ?? ((line: string) => console.error(line));
+  const cfg = loadClusterConfig(o.cluster);
+  const broker = clusterBroker(cfg, "arbor serve trainer-api");
+  const streams = clusterStreams(cfg);
+  const engines = clusterSyncedEngines(cfg);
+  const weights = fleetWeightSync({ engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: [], log });
+  const closers: (() => Promise<void>)[] = [];
+  const closeAll = async (): Promise<void> => {
+    for (const c of closers.reverse()) await c().catch((e: unknown) => log(`trainer-api: while closing: ${e instanceof Error ? e.message : String(e)}`));
+  };
+  try {
+    const bus = await JetStreamEventBus.connect<TrainerEvents>(broker.url, { stream: streams.events, duplicateWindowMs: broker.duplicateWindowMs });
+    closers.push(() => bus.close());
+    // Acks already published (replayed from the bus), so a redelivered batch is never served twice.
+    const published = new Set<string>();
+    const replayed = await bus.subscribe("batch-acked", (ev) => void published.add(ev.data.batchId), { replay: "all" });
+    closers.push(() => replayed.close());
+    const held = new Map<string, () => void>();
+    const server = createTrainerServer({
+      capacity: BATCHES_AT_ONCE,
+      onWeights: async (w) => {
+        await weights.load(w.modelPath, w.policyVersion);
+        await bus.publish("policy-version", { version: w.policyVersion, checkpoint: w.modelPath }, `weights:${w.policyVersion}:${w.modelPath}`);
+        log(`trainer-api: every engine serves policy version ${w.policyVersion} (${w.modelPath})`);
+      },
+      onBatch: (event, id) => {
+        if (event === "acked") held.get(id)?.();
+      },
+    });
+    closers.push(() => server.app.close());
+    const queue = await JetStreamWorkQueue.connect<BatchWork>(broker.url, { stream: streams.batches, ackWaitMs: broker.ackWaitMs, maxDeliver: broker.maxDeliver, duplicateWindowMs: broker.duplicateWindowMs });
+    closers.push(() => queue.close());
+    const serveBatch = async (m: WorkMessage<BatchWork>): Promise<void> => {
+      const w = m.payload;
+      if (published.has(w.batchId)) return;
+      let batch: ExportedBatch;
+      try {
+        batch = JSON.parse(await readFile(w.path, "utf8")) as ExportedBatch;
+      } catch (e) {
+        throw new ArborError(`trainer-api: batch ${w.batchId}: cannot read ${w.path} (the orchestrator's output folder must be shared with the trainer-api): ${(e as Error).message}`, "trainer_protocol");
+      }
+      // The orchestrator knows what the engines serve: the next announcement must be above it.
+      server.setPolicy(w.policyVersion, w.modelPath);
+      const acked = new Promise<void>((resolve) => held.set(w.batchId, resolve));
+      const beat = setInterval(() => void m.inProgress().catch(() => undefined), Math.max(500, Math.floor(broker.ackWaitMs / 3)));
+      try {
+        server.offer(batch);
+        log(`trainer-api: batch ${w.batchId} offered (${batch.samples.length} samples; engines at version ${w.policyVersion})`);
+        await acked;
+        const stats = server.stats();
+        await bus.publish("batch-acked", { batchId: w.batchId, policyVersion: stats.policyVersion, modelPath: stats.modelPath }, `acked:${w.batchId}`);
+        published.add(w.batchId);
+      } finally {
+        clearInterval(beat);
+        held.delete(w.batchId);
+      }
+    };
+    const consumer = queue.consume(serveBatch, { maxInFlight: BATCHES_AT_ONCE, drainTimeoutMs: Math.max(1, o.drainMs), onError: (e) => log(`trainer-api: batches: ${e.message}`) });
+    const http = registerServiceProbes(server.app, { clock: realClock, notReady: () => undefined, refuseWhileDraining: () => undefined });
+    const probes: ServiceProbes = {
+      get draining() {
+        return http.draining;
+      },
+      get inFlight() {
+        return consumer.inFlight;
+      },
+      drain: (reason) => http.drain(reason),
+      settled: async (ms) => {
+        let timer: NodeJS.Timeout | undefined;
+        const left = await Promise.race([consumer.close().then(() => 0, () => consumer.inFlight), new Promise<number>((r) => (timer = setTimeout(() => r(consumer.inFlight), ms)))]);
+        clearTimeout(timer);
+        // What is left goes back to the queue (unacked) when this process closes: another instance serves it.
+        if (left > 0) await consumer.abandon();
+        return left;
+      },
+    };
+    const url = await server.app.listen({ host: cfg.trainerApi.host, port: cfg.trainerApi.port });
+    log(`trainer-api listening on ${url} (trainer protocol /v1/batches/next, /v1/weights; /healthz, /readyz); batches from ${streams.batches} at ${broker.url}; weights loaded on ${engines.map((e) => e.name).join(", ") || "no engine"}`);
+    await serveUntilSignalled({ name: "trainer-api", probes, drainMs: o.drainMs, close: closeAll, log });
+  } catch (e) {
+    await closeAll();
+    throw e;
+  }
+}
