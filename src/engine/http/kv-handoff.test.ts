@@ -190,6 +190,23 @@ describe.skipIf(unreachable !== undefined)("prefill/decode engines through the R
     expect(d.json.kv_transfer_params).toMatchObject({ kv_loaded: false, kv_miss_reason: expect.stringMatching(/no state under kv-.* in the KV pool/) });
   });
 
+  it("a first token that ends the request is the whole answer, streamed too", async () => {
+    const stopId = decode.served.stopIds[0]!;
+    const body = { prompt: "What is 1+1?", max_tokens: 8, seed: 1, logprobs: 0, return_token_ids: true };
+    const params = { do_remote_prefill: true, kv_key: "kv-none", first_token: { id: stopId, logprob: -0.25 } };
+    const whole = await post(decode, "/v1/completions", { ...body, kv_transfer_params: params });
+    expect(whole.status).toBe(200);
+    expect(whole.json.choices[0]).toMatchObject({ token_ids: [stopId], finish_reason: "stop" });
+    expect(whole.json.kv_transfer_params).toMatchObject({ kv_loaded: false, kv_miss_reason: expect.stringMatching(/no state under kv-none/) });
+    const res = await decode.app.inject({ method: "POST", url: "/v1/completions", payload: { ...body, stream: true, kv_transfer_params: params } });
+    const chunks = res.body
+      .split("\n\n")
+      .filter((l) => l.startsWith("data: {"))
+      .map((l) => JSON.parse(l.slice(6)) as { choices: { token_ids?: number[]; finish_reason?: string | null }[] });
+    expect(chunks.flatMap((c) => c.choices[0]?.token_ids ?? [])).toEqual([stopId]);
+    expect(chunks.map((c) => c.choices[0]?.finish_reason).filter((f) => f != null)).toEqual(["stop"]);
+  });
+
   it("each role refuses what it does not serve, naming kv_transfer_params", async () => {
     const body = chatBody(QUESTIONS[0]!, 1);
     const plainOnPrefill = await post(prefill, "/v1/chat/completions", body);

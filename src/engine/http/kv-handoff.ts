@@ -187,11 +187,12 @@ export class KvHandoff {
     }
     try {
       const stop = new StopRule(this.stopTokenIds, req.controls ?? {});
+      // A stream gets the prefill's token first, whether or not more follow.
+      req.onToken?.(first);
       let result: GenerateResult;
       if (stop.stopsAt(first.id, 1)) result = { tokens: [first], finishReason: "stop", stopTokenId: first.id };
       else if (req.maxTokens === 1) result = { tokens: [first], finishReason: "length" };
       else {
-        req.onToken?.(first);
         const rest = await generate({
           ...req,
           promptTokenIds: [...req.promptTokenIds, first.id],
