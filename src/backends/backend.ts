@@ -73,6 +73,8 @@ export interface GenerateRequest {
   ignoreEos?: boolean;
   /** The agent program the call belongs to (program-aware engines keep its KV; llama-server picks its slot). */
   programId?: string;
+  /** Prefill/decode handoff (Arbor's engine, vLLM's field): sent as `kv_transfer_params` (backends/disagg-backend.ts). */
+  kvTransferParams?: Record<string, unknown>;
   signal?: AbortSignal;
 }
 
@@ -90,6 +92,8 @@ export interface GenerateResult {
    * `token_policy_versions`); null entries: no version known. Absent = all at policyVersion.
    */
   tokenPolicyVersions?: (number | null)[];
+  /** The engine's `kv_transfer_params` answer to a prefill/decode handoff (Arbor's engine). */
+  kvTransferParams?: Record<string, unknown>;
 }
 
 /** Output tokens as they arrive from a streamed generation (aligned ids and logprobs). */

@@ -72,6 +72,7 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     if (req.stopTokenIds?.length) body.stop_token_ids = req.stopTokenIds;
     Object.assign(body, vllmSamplingFields(req));
     if (arbor && req.programId !== undefined) body.program_id = req.programId;
+    if (arbor && req.kvTransferParams !== undefined) body.kv_transfer_params = req.kvTransferParams;
     return body;
   }
 
@@ -111,6 +112,8 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
       policyVersion = json.policy_version;
     }
     const result: GenerateResult = { outputTokenIds: ids, logprobs: lp as number[], finishReason: finishReason(choice.finish_reason), policyVersion, promptTokenIds: prompt };
+    const kv: unknown = json.kv_transfer_params;
+    if (arbor && typeof kv === "object" && kv !== null && !Array.isArray(kv)) result.kvTransferParams = kv as Record<string, unknown>;
     // Arbor's engine says which weights made each token (they differ after an in_flight resume); vLLM sends none.
     const versions: unknown = choice.token_policy_versions;
     if (arbor && versions !== undefined && versions !== null) {

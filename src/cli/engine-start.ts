@@ -4,6 +4,7 @@
 import { resolve } from "node:path";
 import type { Clock } from "../core/clock.js";
 import type { EngineConfig, ModelConfig } from "../core/config.js";
+import { RedisStatePool } from "../engine/kv/redis-state-pool.js";
 import type { EngineServerOptions } from "../engine/server.js";
 import { makeModel } from "../model/made/made-models.js";
 import { ensurePolicy } from "../model/policy.js";
@@ -18,7 +19,10 @@ export function policyPath(model: ModelConfig, log: (line: string) => void): str
   return policy.path;
 }
 
-/** The engine server's options for engine `e` of a config, at policy version 0. */
+/**
+ * The engine server's options for engine `e` of a config, at policy version 0. With `kvPool`, the
+ * options carry a client of the Redis pool (connected on first use, closed with the engine).
+ */
 export function engineServerOptions(e: EngineConfig, o: { modelPath: string; host: string; seed: number; clock: Clock }): EngineServerOptions {
   return {
     name: e.name,
@@ -37,6 +41,8 @@ export function engineServerOptions(e: EngineConfig, o: { modelPath: string; hos
     gpu: e.gpu,
     ...(e.toolParser !== undefined ? { toolParser: e.toolParser } : {}),
     ...(e.reasoningParser !== undefined && e.reasoningParser !== "none" ? { reasoningParser: e.reasoningParser } : {}),
+    role: e.role,
+    ...(e.kvPool ? { kvPool: new RedisStatePool({ url: e.kvPool.url, capacityBytes: e.kvPool.capacityBytes, name: e.kvPool.name }) } : {}),
     clock: o.clock,
   };
 }

@@ -77,6 +77,12 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
     await Promise.allSettled(engines.map((e) => e.close()));
   });
   for (const [i, e] of cfg.engines.entries()) {
+    // The run's gateway sends whole calls, which prefill and decode engines refuse.
+    if (e.role !== "mixed") {
+      throw new ArborError(`engines[${i}].role: "${e.role}" engines are served by \`arbor serve engine\` (a run's gateway does not route prefill→decode calls yet); use mixed`, "config");
+    }
+  }
+  for (const [i, e] of cfg.engines.entries()) {
     engines.push(await startEngineServer(engineServerOptions(e, { modelPath: c.modelPath, host: "127.0.0.1", seed: cfg.seed + i, clock })));
   }
   engines.forEach((e, i) => log(`engine   ${e.url} (${cfg.engines[i]?.executor}, policy version 0)`));

@@ -2,6 +2,7 @@
 // process, on its own host and port, with /healthz, /readyz and a graceful drain on SIGTERM.
 import { clusterEngine, loadClusterConfig } from "../core/cluster-config.js";
 import { realClock } from "../core/real-clock.js";
+import type { EngineRole } from "../engine/http/kv-handoff.js";
 import { startEngineServer } from "../engine/server.js";
 import { engineServerOptions, policyPath } from "./engine-start.js";
 import { serveUntilSignalled } from "./service-lifecycle.js";
@@ -10,6 +11,8 @@ export interface ServeEngineOptions {
   cluster: string;
   /** The engine's `name` in the cluster file. */
   name: string;
+  /** Overrides the engine's `role` in the file (prefill, decode or mixed). */
+  role?: EngineRole;
   /** Longest wait for in-flight requests on SIGTERM, ms. */
   drainMs: number;
   log?: (line: string) => void;
@@ -19,11 +22,13 @@ export interface ServeEngineOptions {
 export async function serveEngineCommand(o: ServeEngineOptions): Promise<void> {
   const log = o.log ?? ((line: string) => console.error(line));
   const cfg = loadClusterConfig(o.cluster);
-  const e = clusterEngine(cfg, o.name);
-  const index = cfg.engines.indexOf(e);
+  const fileEngine = clusterEngine(cfg, o.name);
+  const index = cfg.engines.indexOf(fileEngine);
+  const e = o.role !== undefined ? { ...fileEngine, role: o.role } : fileEngine;
   const modelPath = policyPath(cfg.model, log);
   // As `arbor run`: each engine of the file draws from its own seed.
   const engine = await startEngineServer(engineServerOptions(e, { modelPath, host: e.host, seed: cfg.seed + index, clock: realClock }));
-  log(`engine ${e.name} listening on ${engine.url} (OpenAI API at ${engine.url}/v1; ${e.executor}, model ${modelPath}, served as ${e.servedModelName}; /healthz, /readyz)`);
+  const pool = e.kvPool ? `, KV pool ${e.kvPool.url} "${e.kvPool.name}"` : "";
+  log(`engine ${e.name} listening on ${engine.url} (OpenAI API at ${engine.url}/v1; role ${e.role}, ${e.executor}, model ${modelPath}, served as ${e.servedModelName}${pool}; /healthz, /readyz)`);
   await serveUntilSignalled({ name: `engine ${e.name}`, probes: engine.probes, drainMs: o.drainMs, close: () => engine.close(), log });
 }

@@ -3,6 +3,7 @@
 // GET /healthz and GET /readyz and drains gracefully on SIGTERM; `arbor run` stays the embedded mode.
 import { hostname } from "node:os";
 import { InvalidArgumentError, type Command } from "commander";
+import { ENGINE_ROLES, type EngineRole } from "../engine/http/kv-handoff.js";
 import { serveEngineCommand } from "./serve-engine.js";
 import { serveGatewayCommand } from "./serve-gateway.js";
 import { serveTrainerApiCommand } from "./serve-trainer-api.js";
@@ -19,8 +20,9 @@ export function registerServeCommands(program: Command): void {
     .description("serve one engine of the cluster file on its host and port")
     .requiredOption("--cluster <file>", "the deployment file (cluster.yaml)")
     .requiredOption("--name <engine>", "the engine's name in the file")
+    .option("--role <role>", "prefill, decode or mixed: overrides the engine's role in the file (prefill/decode hand KV over through its kvPool)", toRole)
     .option("--drain-ms <n>", "on SIGTERM, longest wait for in-flight requests before they are aborted", toDrainMs, DEFAULT_DRAIN_MS)
-    .action(async (o: { cluster: string; name: string; drainMs: number }) => {
+    .action(async (o: { cluster: string; name: string; role?: EngineRole; drainMs: number }) => {
       await serveEngineCommand(o);
     });
   serve
@@ -68,4 +70,9 @@ function toDrainMs(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`must be an integer >= 0 (ms), got ${v}`);
   return n;
+}
+
+function toRole(v: string): EngineRole {
+  if (!(ENGINE_ROLES as readonly string[]).includes(v)) throw new InvalidArgumentError(`must be ${ENGINE_ROLES.join(", ")}, got ${JSON.stringify(v)}`);
+  return v as EngineRole;
 }

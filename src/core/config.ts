@@ -85,6 +85,24 @@ export const EngineConfigSchema = z
     toolParser: z.enum(TOOL_PARSER_NAMES, { error: `must be one of ${TOOL_PARSER_NAMES.join(", ")}` }).optional(),
     /** How the model writes reasoning (`think`: `<think>…</think>` becomes reasoning_content; default none). */
     reasoningParser: z.enum(REASONING_PARSER_NAMES, { error: `must be one of ${REASONING_PARSER_NAMES.join(", ")}` }).optional(),
+    /**
+     * Prefill/decode disaggregation (engine/http/kv-handoff.ts): `prefill` evaluates prompts and hands
+     * their KV to decode engines through `kvPool`, `decode` generates from it, `mixed` (default) serves
+     * whole requests. Prefill and decode need `kvPool` and the `llamacpp-scheduled` executor.
+     */
+    role: z.enum(["prefill", "decode", "mixed"], { error: "must be prefill, decode or mixed" }).default("mixed"),
+    /** The global KV pool on Redis shared by the engines of a prefill/decode pair (engine/kv/redis-state-pool.ts). */
+    kvPool: z
+      .object({
+        /** e.g. redis://127.0.0.1:6379 */
+        url: z.string().regex(/^rediss?:\/\//, { error: "must be a redis:// or rediss:// URL" }),
+        /** Byte budget of all states in the pool (the same on every engine of the pool); default 1 GiB. */
+        capacityBytes: positiveInt.default(1024 * 1024 * 1024),
+        /** Engines with the same pool name share states. */
+        name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: "must be 1-64 letters, digits, '-', '_' or '.'" }).default("default"),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 

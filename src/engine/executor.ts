@@ -2,6 +2,7 @@
 // (llama.cpp today; a calibrated cost model for simulation later). Token-in, token-out.
 import type { Rng } from "../core/rng.js";
 import type { ModelTokenizer } from "../model/tokenizer.js";
+import type { KvStateEntry } from "./kv/state-tier.js";
 import { checkSamplingControls, type SampledToken, type SamplingControls } from "./sampling.js";
 
 /** One generation on one sequence. */
@@ -86,6 +87,35 @@ export interface ProgramControl {
   info(programId: string): ProgramInfo;
 }
 
+/** A sequence state as bytes (a llama.cpp sequence-state file) and what it holds. */
+export interface ExportedState {
+  entry: KvStateEntry;
+  data: Buffer;
+}
+
+/**
+ * Moving one request's KV between engines (prefill/decode disaggregation through the global KV pool,
+ * kv/state-pool.ts), on executors that hold real KV.
+ */
+export interface KvTransfer {
+  /** The engine shape a state must come from to load here (model file, sequences, KV type). */
+  readonly compat: string;
+  /**
+   * Export the context of the program's request: call it before submitting the request (or while
+   * it runs). When the request finishes, its sequence's KV is saved in the same step that hands the
+   * sequence back (before another request can take it), cleared from the sequence and resolved here.
+   * Undefined when nothing was held (the request never ran) or {@link discardState} cancelled it.
+   */
+  exportState(programId: string): Promise<ExportedState | undefined>;
+  /**
+   * Hold a state for the program's next request, which loads it instead of recomputing those tokens.
+   * Rejects with a "kv_incompatible" ArborError when `compat` differs from this engine's.
+   */
+  importState(programId: string, tokenIds: readonly number[], compat: string, data: Uint8Array): Promise<void>;
+  /** Forget an imported state no request loaded (true when one was still held) and cancel a pending export. */
+  discardState(programId: string): boolean;
+}
+
 export interface Executor {
   /** Tokens in the vocabulary (valid ids are 0..vocabSize-1). */
   readonly vocabSize: number;
@@ -108,6 +138,8 @@ export interface Executor {
   readonly schedulingPolicy?: "fcfs" | "priority";
   /** Program pause/restore, on executors that support it. */
   readonly programs?: ProgramControl;
+  /** KV handoff between engines, on executors that hold real KV (the scheduled llama.cpp one). */
+  readonly kvTransfer?: KvTransfer;
 }
 
 /**

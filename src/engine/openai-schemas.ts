@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { ChatMessage } from "../core/types.js";
 import { invalidRequest } from "./openai-errors.js";
 import type { SamplingControls } from "./sampling.js";
+import { KvTransferParamsSchema } from "./http/kv-handoff.js";
 
 const nonNegInt = z.number().int().min(0);
 const maxTokens = z.number().int().min(1).nullish();
@@ -134,6 +135,8 @@ export const ChatCompletionRequestSchema = z.object({
   stream_options: streamOptions,
   priority,
   program_id: programId,
+  /** Prefill/decode disaggregation (http/kv-handoff.ts). */
+  kv_transfer_params: KvTransferParamsSchema,
   tools: ChatToolsSchema,
   tool_choice: toolChoice,
   parallel_tool_calls: z.boolean().nullish(),
@@ -158,6 +161,8 @@ export const CompletionRequestSchema = z.object({
   stream_options: streamOptions,
   priority,
   program_id: programId,
+  /** Prefill/decode disaggregation (http/kv-handoff.ts). */
+  kv_transfer_params: KvTransferParamsSchema,
   suffix: onlyNoOp(() => false, "is not currently supported"),
   ...samplingControls,
   ...unsupported,

@@ -5,6 +5,8 @@
 // Arbor extensions: `policy_version` on every answer and chunk (the version of its last tokens), and
 // with `return_token_ids` a choice's `token_policy_versions`, one per output token: a request
 // resumed across a weight switch (`in_flight: "resume"`) has old-version tokens, then new ones.
+// Prefill/decode roles (`role`, `kvPool`): `kv_transfer_params` in a request and its answer hand a
+// prompt's KV from a prefill engine to a decode engine through the global KV pool (http/kv-handoff.ts).
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { Clock } from "../core/clock.js";
@@ -20,6 +22,8 @@ import { EngineMetrics } from "./engine-metrics.js";
 import type { Executor, GenerateResult } from "./executor.js";
 import { registerAdminRoutes } from "./http/admin-routes.js";
 import { registerProgramRoutes } from "./http/program-routes.js";
+import { KvHandoff, type EngineRole, type HandoffResult, type KvTransferParams } from "./http/kv-handoff.js";
+import type { KvStatePool } from "./kv/state-pool.js";
 import { ExecutorSlot, type InFlightPolicy, type SlotLease } from "./http/executor-slot.js";
 import { SseWriter } from "./http/sse-writer.js";
 import { StreamChunker, type Chunk, type StreamSpec } from "./http/stream-chunks.js";
@@ -106,6 +110,13 @@ export interface EngineServerOptions {
   l2CapacityBytes?: number;
   /** The L3 store of paused programs, shared by the engines of this process (left open on close). */
   l3Store?: KvStateTier;
+  /**
+   * What the engine serves (default "mixed": whole requests): "prefill" evaluates prompts and hands
+   * their KV to decode engines through `kvPool`; "decode" generates from such KV (http/kv-handoff.ts).
+   */
+  role?: EngineRole;
+  /** The global KV pool (kv/state-pool.ts) prompts' KV goes through; needed by the prefill and decode roles. Closed with the engine. */
+  kvPool?: KvStatePool;
   /** Time to receive a request and open connections at most (default DEFAULT_HTTP_LIMITS: 60 s, 20 s for headers, 4096). */
   httpLimits?: Partial<HttpLimits>;
 }
@@ -179,6 +190,16 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   }
   const tok = served.tokenizer;
   const stops = served.stopIds;
+  let handoff: KvHandoff;
+  try {
+    handoff = new KvHandoff({ engine: opts.name, role: opts.role ?? "mixed", stopTokenIds: stops, ...(opts.kvPool ? { pool: opts.kvPool } : {}) });
+    handoff.checkExecutor(executor, kind);
+  } catch (err) {
+    if (ownsExecutor) await executor.close();
+    await served.close();
+    await opts.kvPool?.close();
+    throw err;
+  }
   const stopSet: ReadonlySet<number> = new Set(stops);
   // Configured parsers win over the ones the model's template implies; unknown names fail here, at start.
   const parsers: ChatParsers = { ...served.formats };
@@ -332,11 +353,20 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     lease: SlotLease,
     prompt: number[],
     maxTokens: number,
-    body: { temperature?: number | null; top_p?: number | null; seed?: number | null; program_id?: string | null; priority?: number | null },
+    body: {
+      temperature?: number | null;
+      top_p?: number | null;
+      seed?: number | null;
+      program_id?: string | null;
+      priority?: number | null;
+      stream?: boolean | null;
+      kv_transfer_params?: KvTransferParams;
+    },
     topLogprobs: number,
     controls: SamplingControls | undefined,
     onToken?: (tok: SampledToken) => void,
-  ): Promise<GenerateResult> => {
+  ): Promise<HandoffResult> => {
+    const mode = handoff.mode(body.kv_transfer_params, body.stream === true, lease.executor.vocabSize);
     const rng = body.seed != null ? requestRng(body.seed) : engineRng.fork(`request-${requestCounter++}`);
     const onClose = (): void => {
       if (!reply.raw.writableEnded) lease.abort();
@@ -344,9 +374,9 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     reply.raw.on("close", onClose);
     const start = clock.now();
     try {
-      let result: GenerateResult;
+      let result: HandoffResult;
       try {
-        result = await lease.executor.generate({
+        result = await handoff.generate(mode, {
           promptTokenIds: prompt,
           maxTokens,
           temperature: body.temperature ?? 1,
@@ -358,7 +388,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
           ...(body.program_id != null ? { programId: body.program_id } : {}),
           ...(body.priority != null ? { priority: body.priority } : {}),
           ...(onToken ? { onToken } : {}),
-        });
+        }, (r) => lease.executor.generate(r), slot.executor.kvTransfer);
       } catch (err) {
         // Aborted by a weight switch while waiting for a sequence: still an answer, with no tokens.
         if (err instanceof AbortedError && lease.abortedBySwitch) result = { tokens: [], finishReason: "abort" };
@@ -422,6 +452,8 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     if (topLogprobs > 0 && !body.logprobs) throw invalidRequest("top_logprobs", "requires logprobs: true");
     const lease = slot.acquire();
     try {
+      // Refused by the engine's role before a stream starts (run checks it again, for its mode).
+      handoff.mode(body.kv_transfer_params, body.stream === true, lease.executor.vocabSize);
       const messages = toChatMessages(body.messages);
       checkChatPromptFits(messages, body.tools, lease.executor.contextSize, served.maxTokenChars);
       // The same render as /tokenize (a forced tool call's opening included), so token-level
@@ -465,6 +497,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
         usage: usage(prompt.length, result.tokens.length),
         ...(body.return_token_ids ? { prompt_token_ids: prompt } : {}),
         policy_version: lease.policyVersion,
+        ...(result.kvTransfer ? { kv_transfer_params: result.kvTransfer } : {}),
       };
     } finally {
       lease.release();
@@ -479,6 +512,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     checkProgramTags(request.headers, body);
     const lease = slot.acquire();
     try {
+      handoff.mode(body.kv_transfer_params, body.stream === true, lease.executor.vocabSize);
       let prompt: number[];
       if (typeof body.prompt === "string") {
         checkTextPromptFits(body.prompt, lease.executor.contextSize, served.maxTokenChars);
@@ -520,6 +554,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
         ],
         usage: usage(prompt.length, result.tokens.length),
         policy_version: lease.policyVersion,
+        ...(result.kvTransfer ? { kv_transfer_params: result.kvTransfer } : {}),
       };
     } finally {
       lease.release();
@@ -573,6 +608,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       await app.close();
       await slot.close();
       await served.close();
+      await opts.kvPool?.close();
     },
   };
 }

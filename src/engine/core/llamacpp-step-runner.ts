@@ -5,14 +5,17 @@
 // LlamaCppExecutor for the same seed whatever the batching, chunking or preemption.
 // Program-aware KV: a paused program's last context is saved as a sequence state to L2 (this
 // runner's host store) or L3 (a store shared by engines) and loaded back for its next request.
+// KV handoff (`transfer`): a finished request's context is exported as a state file (a prefill
+// engine's prompt KV, sent to the global pool), and a state from another engine is imported into L2
+// under a program id, so that program's next request loads it like a paused program's.
 import { statSync } from "node:fs";
-import { copyFile } from "node:fs/promises";
+import { copyFile, readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
-import type { ProgramPauseTarget } from "../executor.js";
+import type { ExportedState, KvTransfer, ProgramPauseTarget } from "../executor.js";
 import { LlamaTokenizer } from "../llama-tokenizer.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
@@ -97,11 +100,14 @@ export class LlamaCppStepRunner implements StepRunner {
   /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
   readonly compat: string;
   readonly programs: RunnerProgramKv;
+  readonly transfer: KvTransfer;
   private readonly l2: KvStateTier;
   private readonly l3: KvStateTier | undefined;
   /** Per program, its last context while the sequence may still hold it (at most one per sequence). */
   private readonly lastContext = new Map<string, LastContext>();
   private readonly pendingSaves = new Map<string, PendingSave>();
+  /** Programs whose context is exported when their request finishes (KV handoff). */
+  private readonly exportIntents = new Map<string, PendingSave["waiters"]>();
   /** Steps and program moves run one at a time: a save must not race a step reusing its sequence. */
   private lock: Promise<unknown> = Promise.resolve();
   private closed = false;
@@ -127,6 +133,12 @@ export class LlamaCppStepRunner implements StepRunner {
       tiers: this.l3 ? ["L2", "L3"] : ["L2"],
       pauseProgram: (id, to) => this.pauseProgram(id, to),
       programKv: (id) => this.programKv(id),
+    };
+    this.transfer = {
+      compat: this.compat,
+      exportState: (id) => this.exportState(id),
+      importState: (id, tokens, compat, data) => this.importState(id, tokens, compat, data),
+      discardState: (id) => this.discardState(id),
     };
   }
 
@@ -184,6 +196,15 @@ export class LlamaCppStepRunner implements StepRunner {
     // The program's last context: what its sequence holds now, until another request takes it.
     if (r.programId !== undefined && r.seq !== undefined) {
       this.lastContext.set(r.programId, { seq: r.seq, tokens: [...(this.seqs[r.seq] as LlamaContextSequence).contextTokens] });
+    }
+    // An export waits for this: it becomes a save to L2, flushed before the step assigns sequences.
+    const intents = r.programId !== undefined ? this.exportIntents.get(r.programId) : undefined;
+    if (intents && r.programId !== undefined) {
+      this.exportIntents.delete(r.programId);
+      const p = this.pendingSaves.get(r.programId) ?? { to: "L2", waiters: [] };
+      p.to = "L2";
+      p.waiters.push(...intents);
+      this.pendingSaves.set(r.programId, p);
     }
     this.release(r);
     this.requests.delete(requestId);
@@ -253,6 +274,8 @@ export class LlamaCppStepRunner implements StepRunner {
       const err = new ArborError("llama.cpp runner is closed", "closed");
       for (const p of this.pendingSaves.values()) for (const w of p.waiters) w.reject(err);
       this.pendingSaves.clear();
+      for (const ws of this.exportIntents.values()) for (const w of ws) w.reject(err);
+      this.exportIntents.clear();
       this.l2.close();
       await this.context.dispose();
       await this.model.dispose();
@@ -294,6 +317,53 @@ export class LlamaCppStepRunner implements StepRunner {
       });
     });
     if (wait) await wait;
+  }
+
+  /**
+   * Registered at once (synchronously): when the program's request finishes, its context is saved to
+   * L2 in that step (removeRequest, then flushSaves, before any sequence is reassigned), then read
+   * out and dropped here.
+   */
+  private exportState(programId: string): Promise<ExportedState | undefined> {
+    if (this.closed) return Promise.reject(new ArborError("llama.cpp runner is closed", "closed"));
+    const saved = new Promise<void>((resolve, reject) => {
+      const ws = this.exportIntents.get(programId) ?? [];
+      ws.push({ resolve, reject });
+      this.exportIntents.set(programId, ws);
+    });
+    return saved.then(() =>
+      this.exclusive(async () => {
+        if (this.closed) throw new ArborError("llama.cpp runner is closed", "closed");
+        if (!this.l2.peek(programId)) return undefined;
+        try {
+          return await this.l2.read(programId, async (path, entry) => ({ entry, data: await readFile(path) }));
+        } finally {
+          this.l2.delete(programId);
+        }
+      }),
+    );
+  }
+
+  /** Put another engine's state into L2 under `programId`: that program's next request loads it. */
+  private async importState(programId: string, tokenIds: readonly number[], compat: string, data: Uint8Array): Promise<void> {
+    if (compat !== this.compat) {
+      throw new ArborError(`KV state for ${programId} comes from an engine of another shape (${compat}); this engine loads states of ${this.compat}`, "kv_incompatible");
+    }
+    if (tokenIds.length > this.contextSize) {
+      throw new ArborError(`KV state for ${programId} covers ${tokenIds.length} tokens, more than this engine's context (${this.contextSize})`, "kv_incompatible");
+    }
+    await this.exclusive(async () => {
+      if (this.closed) throw new ArborError("llama.cpp runner is closed", "closed");
+      await this.l2.put(programId, tokenIds, compat, (path) => writeFile(path, data));
+    });
+  }
+
+  /** Drop an imported state and cancel a pending export (it resolves with nothing). */
+  private discardState(programId: string): boolean {
+    const intents = this.exportIntents.get(programId);
+    this.exportIntents.delete(programId);
+    for (const w of intents ?? []) w.resolve();
+    return this.l2.delete(programId);
   }
 
   private holdsSequence(programId: string): boolean {

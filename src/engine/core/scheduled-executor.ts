@@ -6,7 +6,7 @@ import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
 import type { ModelTokenizer } from "../../model/tokenizer.js";
-import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult, type ProgramControl, type ProgramInfo, type ProgramPauseTarget } from "../executor.js";
+import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult, type KvTransfer, type ProgramControl, type ProgramInfo, type ProgramPauseTarget } from "../executor.js";
 import { KvBlockManager, type KvBlockManagerOptions } from "../kv/block-manager.js";
 import { StopRule, type SampledToken } from "../sampling.js";
 import { Scheduler, type FinishedRequest, type SchedulerConfig } from "../scheduler/scheduler.js";
@@ -49,6 +49,7 @@ export class ScheduledExecutor implements Executor {
   readonly runner: StepRunner;
   readonly schedulingPolicy: "fcfs" | "priority";
   readonly programs: ProgramControl;
+  readonly kvTransfer?: KvTransfer;
   readonly tokenizer?: ModelTokenizer;
   private readonly tokenizeFn: (text: string) => number[];
   private readonly onStep: ScheduledExecutorOptions["onStep"];
@@ -85,6 +86,16 @@ export class ScheduledExecutor implements Executor {
       restore: (id) => this.restoreProgram(id),
       info: (id) => this.programInfo(id),
     };
+    const transfer = opts.runner.transfer;
+    if (transfer) {
+      this.kvTransfer = {
+        compat: transfer.compat,
+        // Registered synchronously: the request it waits for may be submitted right after.
+        exportState: (id) => (this.closed ? Promise.reject(new ArborError("engine is shut down", "closed")) : transfer.exportState(id)),
+        importState: (id, tokens, compat, data) => transfer.importState(id, tokens, compat, data),
+        discardState: (id) => transfer.discardState(id),
+      };
+    }
     this.loopDone = this.loop();
   }
 

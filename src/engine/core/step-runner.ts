@@ -2,7 +2,7 @@
 // real tokens, the cost model for modelled time) and reports the sampled tokens. It keeps each
 // request's tokens and sampling state between steps; the scheduler keeps everything else.
 import type { Rng } from "../../core/rng.js";
-import type { ProgramPauseTarget } from "../executor.js";
+import type { KvTransfer, ProgramPauseTarget } from "../executor.js";
 import type { KvTierName } from "../kv/tier.js";
 import type { SamplingControls, StopRule, TokenLogprob } from "../sampling.js";
 import type { StepPlan, StepResult } from "../scheduler/step-plan.js";
@@ -60,4 +60,6 @@ export interface StepRunner {
   close(): Promise<void>;
   /** Program KV movement, on runners that hold real KV (llama.cpp). */
   readonly programs?: RunnerProgramKv;
+  /** KV handoff to and from other engines, on runners that hold real KV (llama.cpp). */
+  readonly transfer?: KvTransfer;
 }

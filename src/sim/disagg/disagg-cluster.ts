@@ -3,7 +3,8 @@
 // sharing one L3 pool. A request runs whole on a `mixed` instance, or is prefilled on a `prefill`
 // instance (prompt + first token), handed over through L3 at the pool's bandwidth, and decoded on a
 // `decode` instance whose prefix lookup loads the KV back from L3.
-// A simulation only: it lives under sim/ until the built-in engines serve prefill and decode roles.
+// The cost model of what the built-in engines now do for real (engine/http/kv-handoff.ts: roles, the
+// prompt's KV through the Redis pool); it measures interference and transfer time at scale.
 import type { VirtualClock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
 import type { Rng } from "../../core/rng.js";
@@ -11,13 +12,14 @@ import { CostModelExecutor } from "../../engine/costmodel/costmodel-executor.js"
 import { validateCostProfile, type CostProfile } from "../../engine/costmodel/profile.js";
 import { transferTimeMs } from "../../engine/costmodel/step-time.js";
 import { KvBlockManager } from "../../engine/kv/block-manager.js";
+import type { EngineRole } from "../../engine/http/kv-handoff.js";
 import { InProcessKvTier } from "../../engine/kv/tier.js";
 import { Scheduler, type FinishedRequest, type NewRequest, type SchedulerConfig } from "../../engine/scheduler/scheduler.js";
 import { runUntilIdle, SimEngine } from "../../engine/sim-engine.js";
 import { StepRecorder, type StepRecord } from "./step-recorder.js";
 
-/** What an instance serves: whole requests, only prefills (+ first token), or only decodes. */
-export type EngineRole = "prefill" | "decode" | "mixed";
+/** What an instance serves: whole requests, only prefills (+ first token), or only decodes (the engines' roles). */
+export type { EngineRole };
 
 export interface DisaggClusterOptions {
   /** One entry per instance. Either all "mixed", or at least one "prefill" and one "decode". */
