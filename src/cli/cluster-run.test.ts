@@ -2,7 +2,8 @@
 // worker` and the orchestrator (`arbor run --cluster`) on loopback with the local Postgres and NATS. A training
 // run there produces the same batches as the same run in one process (tokens, logprobs, advantages); and a
 // worker killed (SIGKILL) mid-program has its programs redelivered to the other worker, which ends them with a
-// recorded termination: every program ends, none twice, and the batch holds each once.
+// recorded termination: every program ends, none twice, and the batch holds each once. So do an engine killed
+// mid-generation, the gateway killed and restarted (it takes its programs back from the store) and the broker cut.
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -247,11 +248,12 @@ async function checkNothingLost(name: string, batchPath: string, programs: numbe
   }
 }
 
-describe.skipIf(unreachable !== undefined)(`faults on the services: an engine killed, the broker cut${unreachable ? ` (skipped: ${unreachable})` : ""}`, () => {
+describe.skipIf(unreachable !== undefined)(`faults on the services: an engine killed, the gateway restarted, the broker cut${unreachable ? ` (skipped: ${unreachable})` : ""}`, () => {
   let file = "";
   let ports = { s0: 0, s1: 0, gw: 0 };
   let broker: TcpFaultProxy;
   let engines: Record<string, ArborProcess> = {};
+  let gateway: ArborProcess;
   const slow = ", executor: costmodel, costProfile: llama-3-8b/h100";
   // Calls of 300 tokens at about 12 ms a token (modelled time): seconds each, so faults land mid-program.
   const run = { ...RUN, iterations: 1, rollout: { groupSize: 2, concurrency: 4 }, agent: { maxTurns: 1, maxTokensPerCall: 300, maxTotalTokens: 600, temperature: 1.0 } };
@@ -261,10 +263,10 @@ describe.skipIf(unreachable !== undefined)(`faults on the services: an engine ki
     ports = { s0: await freePort(), s1: await freePort(), gw: await freePort() };
     file = clusterFile("faults.yaml", `${clusterName}x`, ports.gw, [{ name: "s0", port: ports.s0, extra: slow }, { name: "s1", port: ports.s1, extra: slow }], 3000, 0, `nats://127.0.0.1:${broker.port}`);
     engines = { s0: start(["serve", "engine", "--cluster", file, "--name", "s0"]), s1: start(["serve", "engine", "--cluster", file, "--name", "s1"]) };
-    const gw = start(["serve", "gateway", "--cluster", file]);
+    gateway = start(["serve", "gateway", "--cluster", file]);
     await waitReady(`http://127.0.0.1:${ports.s0}`, engines.s0!);
     await waitReady(`http://127.0.0.1:${ports.s1}`, engines.s1!);
-    await waitReady(`http://127.0.0.1:${ports.gw}`, gw);
+    await waitReady(`http://127.0.0.1:${ports.gw}`, gateway);
     await startWorker(file, "w4");
     await startWorker(file, "w5");
   }, 180_000);
@@ -282,6 +284,19 @@ describe.skipIf(unreachable !== undefined)(`faults on the services: an engine ki
     const { backends } = await checkNothingLost("engine-kill", join(dir, "engine-kill-out", "batch.jsonl"), 6);
     // The gateway gave the calls the dead engine held to s0: each program's one call served once, there.
     expect(backends).toEqual(Array.from({ length: 6 }, () => "s0"));
+  }, 300_000);
+
+  it("the gateway killed and restarted mid-run: it takes back the programs active in the store, every program ends once", async () => {
+    const runYaml = writeYaml("gateway-restart.yaml", [JSON.stringify({ ...run, name: "gateway-restart", output: { dir: join(dir, "gateway-restart-out") } })]);
+    const orchestrator = start(["run", runYaml, "--cluster", file, "--no-progress"]);
+    await untilRunning(`http://127.0.0.1:${ports.s0}`);
+    gateway.child.kill("SIGKILL");
+    await gateway.exited;
+    gateway = start(["serve", "gateway", "--cluster", file]);
+    await waitReady(`http://127.0.0.1:${ports.gw}`, gateway);
+    expect(gateway.log()).toMatch(/took back \d+ program\(s\) active in the store/);
+    expect(await exitOf(orchestrator, 180_000), orchestrator.log()).toBe(0);
+    await checkNothingLost("gateway-restart", join(dir, "gateway-restart-out", "batch.jsonl"), 4);
   }, 300_000);
 
   it("the broker cut for a few seconds mid-run: every program ends once, none lost", async () => {

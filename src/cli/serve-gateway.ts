@@ -1,12 +1,14 @@
 // `arbor serve gateway --cluster cluster.yaml`: the deployment's gateway alone in its process, routing
 // to the file's backends (its engines by URL, external vLLM/SGLang ones), recording into its Postgres
-// store; /healthz, /readyz (store open and a backend healthy) and a graceful drain on SIGTERM.
+// store; /healthz, /readyz (store open and a backend healthy) and a graceful drain on SIGTERM. It takes back the
+// programs active in the store when it starts and leaves its own active when it stops, so a restart loses none.
 import { createBackend } from "../backends/registry.js";
 import { loadClusterConfig } from "../core/cluster-config.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { createGateway } from "../gateway/server.js";
 import { openStore } from "../store/registry.js";
+import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { serveUntilSignalled } from "./service-lifecycle.js";
 
 export interface ServeGatewayOptions {
@@ -40,8 +42,19 @@ export async function serveGatewayCommand(o: ServeGatewayOptions): Promise<void>
     ...(g.dividedRollout ? { dividedRollout: g.dividedRollout } : {}),
     ...(adminToken && g.auth ? { auth: { adminToken, requireProgramKeys: g.auth.requireProgramKeys } } : {}),
     ...(g.limits ? { limits: g.limits } : {}),
+    // A deployment's gateway may restart (or be replaced): its programs stay active in the store when it stops,
+    // and the next one takes them back with their keys.
+    restorable: { activePrograms: () => activePrograms(store) },
   });
   let url: string;
+  let restored: number;
+  try {
+    restored = await gateway.restore();
+  } catch (e) {
+    await gateway.close().catch(() => undefined);
+    await store.close();
+    throw new ArborError(`gateway: cannot take back the programs active in the store: ${(e as Error).message}`, "config");
+  }
   try {
     // Unlike `arbor run`, engines need not be up yet: readiness says when one is.
     url = await gateway.listen(g.host, g.port);
@@ -53,12 +66,13 @@ export async function serveGatewayCommand(o: ServeGatewayOptions): Promise<void>
   const storeName = (store as { label?: string }).label ?? "postgres store";
   const routing = typeof g.routing === "string" ? g.routing : "custom routing";
   log(`gateway listening on ${url} (${routing} over ${cfg.backends.map((b) => `${b.name} ${b.url}`).join(", ")}; store ${storeName}; /healthz, /readyz)`);
+  if (restored > 0) log(`gateway: took back ${restored} program(s) active in the store (their calls and keys go on as before)`);
   await serveUntilSignalled({
     name: "gateway",
     probes: gateway.probes,
     drainMs: o.drainMs,
     close: async () => {
-      // Programs still active end as aborted in the store before it closes.
+      // Programs still active stay active in the store: the gateway that starts next takes them back.
       await gateway.close();
       storeClosed = true;
       await store.close();
@@ -73,4 +87,14 @@ function adminTokenOf(env: string | undefined): string | undefined {
   const token = process.env[env];
   if (!token || token.length < 16) throw new ArborError(`gateway.auth: set ${env} to an admin token of at least 16 characters`, "config");
   return token;
+}
+
+/** The programs active in the store, with their recorded calls: those of runs not finished yet. */
+async function activePrograms(store: TrajectoryStore): Promise<{ id: string; calls: number }[]> {
+  const out: { id: string; calls: number }[] = [];
+  for (const run of await store.listRuns()) {
+    if (run.endedAt !== undefined) continue;
+    for (const t of await store.listTrajectories(run.id)) if (t.program.state === "active") out.push({ id: t.program.id, calls: t.calls.length });
+  }
+  return out;
 }

@@ -1,6 +1,7 @@
 // `arbor serve engine` and `arbor serve gateway` as separate processes from one cluster.yaml: readiness
 // flips to 200, an OpenAI client's call through the gateway is answered by the engine process and
-// recorded in Postgres, SIGTERM drains (readiness 503, new work 503, the call in flight completes, exit 0),
+// recorded in Postgres, SIGTERM drains (readiness 503, new work 503, the call in flight completes, exit 0; the
+// gateway started again takes back the program left active),
 // and config errors exit 1 with one line.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -106,7 +107,7 @@ describe.skipIf(unreachable !== undefined)("arbor serve engine / gateway", () =>
     expect(engine.log()).toMatch(/engine e0: stopped/);
   }, 180_000);
 
-  it("SIGTERM to the gateway during a slow call: readiness 503, new programs 503, the call completes, the program ends in the store, exit 0", async () => {
+  it("SIGTERM to the gateway during a slow call: readiness 503, new programs 503, the call completes, exit 0; restarted, it takes the program back", async () => {
     const engine = serve(["engine", "--cluster", slowCluster, "--name", "slow"]);
     const gateway = serve(["gateway", "--cluster", slowCluster]);
     running.push(engine, gateway);
@@ -150,11 +151,22 @@ describe.skipIf(unreachable !== undefined)("arbor serve engine / gateway", () =>
 
     const store = await openStore({ kind: "postgres", url: POSTGRES_TEST_URL, schema });
     try {
+      // Still active when the gateway stopped: left active in the store, for the gateway that starts next.
+      expect((await store.getTrajectory(id))?.program.state).toBe("active");
+      // The gateway restarted takes it back: its next call goes through, numbered after the recorded one.
+      const again = serve(["gateway", "--cluster", slowCluster]);
+      running.push(again);
+      await waitReady(gw, again);
+      expect(again.log()).toMatch(/took back 1 program\(s\) active in the store/);
+      const next = await client.chat.completions.create({ model: "arbor-tiny", messages: [{ role: "user", content: "count again" }], max_tokens: 4 });
+      expect(next.choices[0]?.message).toBeDefined();
+      const released = await fetch(`${gw}/programs/${id}/release`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ termination: { kind: "completed" } }) });
+      expect(released.status).toBe(200);
       const t = await store.getTrajectory(id);
-      // Still active when the gateway closed: ended in the store before it closed. (The call itself is not
-      // asserted here: the cost-model engine's random bytes may include NUL, which Postgres text refuses.)
-      expect(t?.program.state).toBe("terminated");
-      expect(t?.program.termination?.detail).toMatch(/the gateway closed while the program was active/);
+      expect(t?.program.termination?.kind).toBe("completed");
+      expect(t?.calls.map((c) => c.index)).toEqual([0, 1]);
+      again.child.kill("SIGTERM");
+      expect(await again.exited).toBe(0);
     } finally {
       await store.close();
     }

@@ -220,6 +220,22 @@ export class ProgramTable {
   }
 
   /**
+   * Take back a program whose row is active in the store (created by this gateway before it restarted, or by
+   * another replica): it is active again here, its next call numbered after the `calls` already recorded.
+   * Idempotent for a program the table holds; throws at the table's capacity.
+   */
+  restore(id: string, calls: number): ProgramEntry {
+    const held = this.active.get(id);
+    if (held) return snapshot(held);
+    this.open(id);
+    const row = this.active.get(id) as Row;
+    row.calls = calls;
+    row.nextIndex = calls;
+    row.created = Promise.resolve(true);
+    return snapshot(row);
+  }
+
+  /**
    * The program a call names, ready for {@link beginCall}: a trace-only table opens it on its first
    * call; a store-backed one requires it created (`program_unknown` otherwise).
    */

@@ -75,6 +75,12 @@ export interface GatewayOptions {
    * program's inference routes, entry and trace (403 otherwise, 401 without a valid credential).
    */
   auth?: AuthConfig;
+  /**
+   * A gateway of a deployment, which may restart (or be one of several): program keys are derived from the admin
+   * token, {@link Gateway.restore} takes back the programs active in the store, and `close()` leaves them active
+   * for the gateway that serves them next, instead of ending them as aborted.
+   */
+  restorable?: { activePrograms(): Promise<{ id: string; calls: number }[]> };
   /** Per-program concurrency and request-rate limits (default none); beyond them → 429. */
   limits?: ProgramLimits;
   /** Where GET /programs/:id/trace reads a program's recorded calls (e.g. the trajectory store). */
@@ -131,6 +137,8 @@ export interface Gateway {
   health: HealthLoop;
   /** GET /healthz, GET /readyz and the drain: draining refuses new programs and calls of programs not held here (503). */
   probes: ServiceProbes;
+  /** With `restorable`: take back every program active in the store (with its key); resolves with how many. */
+  restore(): Promise<number>;
 }
 
 /** Build the gateway (not yet listening). */
@@ -191,7 +199,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     ...fastifyHttpLimitOptions(httpLimits, (status, message, code) => openAiError(message, openAiErrorType(status), null, code)),
   });
   limitConnections(app.server, httpLimits);
-  const keys = new ProgramKeyTable({ maxKeys: opts.maxPrograms ?? 1024 });
+  const keys = new ProgramKeyTable({ maxKeys: opts.maxPrograms ?? 1024, ...(opts.restorable && opts.auth ? { secret: opts.auth.adminToken } : {}) });
   const auth = opts.auth ? new GatewayAuth(opts.auth, keys) : undefined;
   const ctx: GatewayContext = {
     clock,
@@ -379,9 +387,19 @@ export function createGateway(opts: GatewayOptions): Gateway {
       const gate = await gateReady?.catch(() => undefined);
       await gate?.close();
       await app.close();
-      // Every program ends with one recorded outcome, and nothing is left half-written for the store's owner to close.
-      table.endAll({ kind: "aborted", detail: "the gateway closed while the program was active" });
+      // Every program ends with one recorded outcome, and nothing is left half-written for the store's owner to
+      // close; a restorable gateway leaves its programs active for the gateway that restores them.
+      if (!opts.restorable) table.endAll({ kind: "aborted", detail: "the gateway closed while the program was active" });
       await table.drain();
+    },
+    restore: async () => {
+      if (!opts.restorable) throw new ArborError("gateway: restore() needs the restorable option", "config");
+      const active = await opts.restorable.activePrograms();
+      for (const p of active) {
+        table.restore(p.id, p.calls);
+        if (opts.auth) keys.restore(p.id);
+      }
+      return active.length;
     },
     checkBackends: () => checkBackends(opts.backends),
     health,

@@ -9,6 +9,7 @@ import { recordAgentEvents } from "../agents/record-outcome.js";
 import { createContextPolicy } from "../agents/context/registry.js";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
+import { retrying } from "../core/retry.js";
 import type { Group, Reward, Termination } from "../core/types.js";
 import type { CheckResult, Environment, Task } from "../envs/env.js";
 import { JUDGEMENT_EVENT_TOOL, judgeProgram, setupEvent } from "../envs/judge-program.js";
@@ -256,14 +257,22 @@ interface NewProgramBody {
   variant?: { id: string; kind: "variant" | "perturbation" };
 }
 
-async function gatewayPost(o: Pick<ProgramRunOptions, "gatewayUrl" | "gatewayAdminToken">, path: string, body: object, what: string): Promise<{ status: number; json: { api_key?: string; error?: { message?: string } } }> {
-  try {
+/**
+ * POST to the gateway's admin routes. A gateway that cannot be reached (restarting, a cut connection) is tried
+ * again for about 25 s: creating and releasing a program are safe to repeat (a repeat is refused as existing, or
+ * answered with the first release's result).
+ */
+async function gatewayPost(o: Pick<ProgramRunOptions, "gatewayUrl" | "gatewayAdminToken" | "clock">, path: string, body: object, what: string): Promise<{ status: number; json: { api_key?: string; error?: { message?: string } } }> {
+  const post = async (): Promise<{ status: number; json: { api_key?: string; error?: { message?: string } } }> => {
     const res = await fetch(`${o.gatewayUrl}${path}`, {
       method: "POST",
       headers: { "content-type": "application/json", ...(o.gatewayAdminToken ? { authorization: `Bearer ${o.gatewayAdminToken}` } : {}) },
       body: JSON.stringify(body),
     });
     return { status: res.status, json: (await res.json()) as { api_key?: string; error?: { message?: string } } };
+  };
+  try {
+    return await retrying(`gateway ${what}`, post, o.clock);
   } catch (e) {
     throw new ArborError(`gateway unreachable ${what}: ${e instanceof Error ? e.message : String(e)}`, "backend_unreachable");
   }

@@ -64,3 +64,25 @@ describe("ProgramKeyTable", () => {
     expect(secretsEqual("abc", "abcd")).toBe(false);
   });
 });
+
+describe("ProgramKeyTable with a secret (restartable gateways)", () => {
+  it("derives each program's key from the secret, so a new table restores it; other secrets and ids do not match", () => {
+    const first = new ProgramKeyTable({ secret: "admin-token-0123456789" });
+    const key = first.issue("p1");
+    expect(key.startsWith(PROGRAM_KEY_PREFIX)).toBe(true);
+    expect(first.issue("p2")).not.toBe(key);
+    const restarted = new ProgramKeyTable({ secret: "admin-token-0123456789" });
+    expect(restarted.programOf(key)).toBeUndefined();
+    restarted.restore("p1");
+    expect(restarted.programOf(key)).toBe("p1");
+    restarted.restore("p1");
+    expect(restarted.size).toBe(1);
+    const other = new ProgramKeyTable({ secret: "another-admin-token-99" });
+    other.restore("p1");
+    expect(other.programOf(key)).toBeUndefined();
+  });
+
+  it("cannot restore without the secret", () => {
+    expect(() => new ProgramKeyTable().restore("p1")).toThrow(/restoring needs the key secret/);
+  });
+});

@@ -1,6 +1,6 @@
 // Per-program API keys: minted when the orchestrator creates a program, shown once, stored only as
 // sha256 hashes. I/O-free apart from the random bytes, which are injectable for tests and simulation.
-import { createHash, randomBytes as cryptoRandomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, randomBytes as cryptoRandomBytes, timingSafeEqual } from "node:crypto";
 import { ArborError, CapacityError } from "../../core/errors.js";
 
 /** Prefix of every program key, so a leaked one is recognisable in logs and secret scanners. */
@@ -13,6 +13,11 @@ export interface KeyTableOptions {
   maxReleased?: number;
   /** Source of key material (default node:crypto randomBytes). */
   randomBytes?: (n: number) => Buffer;
+  /**
+   * Derive each program's key from this secret and the program's id (HMAC-SHA256) instead of drawing it: a
+   * gateway restarted with the same secret can take its programs back with their keys ({@link restore}).
+   */
+  secret?: string;
 }
 
 /** sha256 of a secret, hex: what the table keeps instead of the key. */
@@ -30,6 +35,7 @@ export class ProgramKeyTable {
   private readonly maxKeys: number;
   private readonly maxReleased: number;
   private readonly randomBytes: (n: number) => Buffer;
+  private readonly secret: string | undefined;
   private readonly programByHash = new Map<string, string>();
   private readonly hashByProgram = new Map<string, string>();
   // Insertion order = release order: the first entry is the oldest released program.
@@ -47,6 +53,7 @@ export class ProgramKeyTable {
     this.maxKeys = maxKeys;
     this.maxReleased = maxReleased;
     this.randomBytes = opts.randomBytes ?? cryptoRandomBytes;
+    this.secret = opts.secret;
   }
 
   /** Programs holding a key (live or released-but-remembered). */
@@ -63,7 +70,7 @@ export class ProgramKeyTable {
       throw new ArborError(`program '${programId}' already has an API key; create programs once`, "program_exists");
     }
     if (this.hashByProgram.size - this.released.size >= this.maxKeys) throw new CapacityError("program key table", this.maxKeys);
-    const bytes = this.randomBytes(32);
+    const bytes = this.secret !== undefined ? derivedKeyBytes(this.secret, programId) : this.randomBytes(32);
     if (bytes.length !== 32) throw new ArborError(`randomBytes: must return 32 bytes, got ${bytes.length}`, "config");
     const key = PROGRAM_KEY_PREFIX + bytes.toString("base64url");
     const hash = hashSecret(key);
@@ -71,6 +78,19 @@ export class ProgramKeyTable {
     this.programByHash.set(hash, programId);
     this.hashByProgram.set(programId, hash);
     return key;
+  }
+
+  /**
+   * Take back the key of a program created before this gateway (re)started: its key is derived again from the
+   * secret, so the program's client keeps using the key it was given. Needs `secret`; idempotent.
+   */
+  restore(programId: string): void {
+    if (this.secret === undefined) throw new ArborError("program keys: restoring needs the key secret the keys were derived from", "config");
+    if (this.hashByProgram.has(programId)) return;
+    if (this.hashByProgram.size - this.released.size >= this.maxKeys) throw new CapacityError("program key table", this.maxKeys);
+    const hash = hashSecret(PROGRAM_KEY_PREFIX + derivedKeyBytes(this.secret, programId).toString("base64url"));
+    this.programByHash.set(hash, programId);
+    this.hashByProgram.set(programId, hash);
   }
 
   /** The program a key belongs to, or undefined for an unknown key. */
@@ -102,4 +122,9 @@ export class ProgramKeyTable {
     this.hashByProgram.delete(programId);
     this.released.delete(programId);
   }
+}
+
+/** A program's key material derived from the gateway's secret (HMAC-SHA256 of the program id). */
+function derivedKeyBytes(secret: string, programId: string): Buffer {
+  return createHmac("sha256", secret).update(`arbor-program-key:${programId}`, "utf8").digest();
 }

@@ -9,7 +9,7 @@ import type { EventBus, EventSubscription } from "../../broker/event-bus.js";
 import type { WorkConsumer, WorkMessage, WorkQueue } from "../../broker/work-queue.js";
 import type { Clock, Timer } from "../../core/clock.js";
 import { runProgram, endUnrunProgram, type ProgramRunOptions } from "../sync-rollout.js";
-import { retryBroker, DEFAULT_BROKER_ATTEMPTS } from "../../broker/retry.js";
+import { retrying } from "../../core/retry.js";
 import { checkProgramWork, recordedJudgement, workerLost, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
 
 /** What running a work message's programs needs, built once per run config and kept. */
@@ -177,7 +177,7 @@ export class ProgramWorker {
     const event: ProgramEndedEvent = { ...end, programId: w.programId, runId: w.runId, worker: this.o.name };
     // One report per program: a second worker's report of the same end is a duplicate id; a broker out for a
     // while is ridden out (a report that still fails fails the delivery, which the next worker reports).
-    await retryBroker(`reporting the end of ${w.programId}`, () => this.o.bus.publish("program-ended", event, `ended:${w.programId}`), this.o.clock, DEFAULT_BROKER_ATTEMPTS, (e) => this.log(`reporting ${w.programId}: ${e.message}; retrying`));
+    await retrying(`reporting the end of ${w.programId}`, () => this.o.bus.publish("program-ended", event, `ended:${w.programId}`), this.o.clock, { onRetry: (e) => this.log(`reporting ${w.programId}: ${e.message}; retrying`) });
     this.endedCount++;
   }
 }

@@ -5,7 +5,7 @@
 // letter's reason; when the run is cut, workers are told (run-cancelled) and whatever no worker ended within
 // `cancelGraceMs` is ended here as aborted. Every program the rollout started thus ends with a recorded outcome.
 import type { EventBus, EventSubscription } from "../../broker/event-bus.js";
-import { DEFAULT_BROKER_ATTEMPTS, retryBroker } from "../../broker/retry.js";
+import { retrying } from "../../core/retry.js";
 import type { WorkQueue } from "../../broker/work-queue.js";
 import type { Clock, Timer } from "../../core/clock.js";
 import type { Group, Termination } from "../../core/types.js";
@@ -75,7 +75,7 @@ export class RemotePrograms implements ProgramRunner {
       this.pending.set(programId, { o, task, group, sampleIndex, resolve, reject, ending: false });
     });
     const work: ProgramWork = { v: 1, runId: o.runId, config: this.o.config, task, group, programId, sampleIndex };
-    retryBroker(`publishing program ${programId}`, () => this.o.queue.publish(programId, work), this.o.clock, DEFAULT_BROKER_ATTEMPTS, (e) => this.log(`publishing ${programId}: ${e.message}; retrying`)).then(
+    retrying(`publishing program ${programId}`, () => this.o.queue.publish(programId, work), this.o.clock, { onRetry: (e) => this.log(`publishing ${programId}: ${e.message}; retrying`) }).then(
       () => this.watch(o),
       (e: unknown) => this.settle(programId, (p) => p.reject(e)),
     );
@@ -119,7 +119,7 @@ export class RemotePrograms implements ProgramRunner {
         if (this.cancelled.has(o.runId)) return;
         this.cancelled.add(o.runId);
         const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "cut");
-        retryBroker(`announcing the cut of ${o.runId}`, () => this.o.bus.publish("run-cancelled", { runId: o.runId, reason }, `cancel:${o.runId}`), this.o.clock).catch((e: unknown) => this.log(`cannot announce the cut of ${o.runId}: ${String(e)}`));
+        retrying(`announcing the cut of ${o.runId}`, () => this.o.bus.publish("run-cancelled", { runId: o.runId, reason }, `cancel:${o.runId}`), this.o.clock).catch((e: unknown) => this.log(`cannot announce the cut of ${o.runId}: ${String(e)}`));
         this.o.clock.setTimer(this.o.cancelGraceMs ?? 60_000, () => this.endLeft(o.runId, reason));
       };
       if (signal.aborted) cancel();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { VirtualClock } from "../core/clock.js";
-import { retryBroker } from "./retry.js";
+import { VirtualClock } from "./clock.js";
+import { retrying } from "./retry.js";
 
 /** Let the retries run: settle pending promises, then fire the next pause, until none is left. */
 async function drive(clock: VirtualClock): Promise<void> {
@@ -10,12 +10,12 @@ async function drive(clock: VirtualClock): Promise<void> {
   }
 }
 
-describe("retryBroker", () => {
+describe("retrying", () => {
   it("retries with doubling pauses until the operation succeeds", async () => {
     const clock = new VirtualClock();
     const at: number[] = [];
     let calls = 0;
-    const done = retryBroker("publish x", async () => {
+    const done = retrying("publish x", async () => {
       at.push(clock.now());
       if (++calls < 4) throw new Error("disconnected");
       return "ok";
@@ -28,10 +28,20 @@ describe("retryBroker", () => {
   it("gives up after the attempts, naming the operation and the last error", async () => {
     const clock = new VirtualClock();
     const retried: number[] = [];
-    const done = retryBroker("publish y", async () => Promise.reject(new Error("timeout")), clock, 3, (_e, n) => retried.push(n));
+    const done = retrying("publish y", async () => Promise.reject(new Error("timeout")), clock, { attempts: 3, onRetry: (_e, n) => retried.push(n) });
     const failed = expect(done).rejects.toThrow("publish y: failed 3 times, last: timeout");
     await drive(clock);
     await failed;
     expect(retried).toEqual([1, 2]);
+  });
+
+  it("rethrows at once a failure that is not retryable", async () => {
+    let calls = 0;
+    const done = retrying("create p", async () => {
+      calls++;
+      throw new Error("409 exists");
+    }, new VirtualClock(), { retryable: (e) => !e.message.startsWith("409") });
+    await expect(done).rejects.toThrow("409 exists");
+    expect(calls).toBe(1);
   });
 });
