@@ -96,8 +96,8 @@ function batch(path: string): unknown[] {
   const text = readFileSync(path, "utf8").replace(/"[^"]*?-it(\d+)\/g(\d+)/g, '"RUN-it$1/g$2');
   // Call ids are random (UUIDs): their number is compared.
   return text
-    .trim()
     .split("\n")
+    .filter((l) => l.trim() !== "")
     .map((l) => JSON.parse(l) as { callIds?: string[] })
     .map((s) => ({ ...s, callIds: s.callIds?.length }));
 }

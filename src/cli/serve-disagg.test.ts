@@ -5,63 +5,20 @@
 // bit, the same logprobs as the mixed engine's. (The mixed engine computes each prompt afresh: one
 // sequence, overwritten between prompts by an unrelated one, so no earlier prefix is reused — reuse
 // evaluates the prompt's tail alone, which can move llama.cpp's sums in the last digits.)
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisStatePool } from "../engine/kv/redis-state-pool.js";
+import { freePort, spawnArbor, waitReady, type ArborProcess } from "../testing/arbor-services.js";
 import { REDIS_TEST_URL, redisUnreachable } from "../testing/redis-test.js";
 
 const root = join(import.meta.dirname, "../..");
 const unreachable = await redisUnreachable();
 if (unreachable) console.warn(`skipping the prefill/decode process test: ${unreachable}`);
 
-interface Service {
-  child: ChildProcessWithoutNullStreams;
-  log(): string;
-  exited: Promise<number | null>;
-}
-
-function serve(args: string[]): Service {
-  const child = spawn(process.execPath, [join(root, "bin/arbor.mjs"), "serve", ...args], { cwd: root });
-  let log = "";
-  child.stderr.on("data", (d: Buffer) => (log += d.toString()));
-  child.stdout.on("data", (d: Buffer) => (log += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
-  return { child, log: () => log, exited };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const addr = s.address();
-      s.close(() => resolve(typeof addr === "object" && addr ? addr.port : 0));
-    });
-  });
-}
-
-/** Poll /readyz until 200 (bounded: 90 s, then fail with the service's log). */
-async function waitReady(base: string, svc: Service): Promise<void> {
-  const started = Date.now();
-  let last = "";
-  while (Date.now() - started < 90_000) {
-    if (svc.child.exitCode !== null) throw new Error(`${base} exited ${svc.child.exitCode}; log:\n${svc.log()}`);
-    try {
-      const r = await fetch(`${base}/readyz`);
-      if (r.status === 200) return;
-      last = String(r.status);
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    await new Promise((r) => globalThis.setTimeout(r, 200));
-  }
-  throw new Error(`${base} not ready after 90 s (last: ${last}); log:\n${svc.log()}`);
-}
+const serve = (args: string[]): ArborProcess => spawnArbor(["serve", ...args]);
 
 interface Answer {
   choices: { token_ids: number[]; finish_reason: string; logprobs: { content: { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[] } }[];
@@ -83,9 +40,9 @@ const QUESTIONS = ["What is 2+3?", "Compute 17*4-9.", "What is (8+5)*3?", "How m
 describe.skipIf(unreachable !== undefined)("arbor serve engine --role prefill | decode", () => {
   const dir = mkdtempSync(join(tmpdir(), "arbor-disagg-"));
   const poolName = `test-${randomBytes(6).toString("hex")}`;
-  const running: Service[] = [];
+  const running: ArborProcess[] = [];
   let base: { mixed: string; prefill: string; decode: string };
-  let services: { mixed: Service; prefill: Service; decode: Service };
+  let services: { mixed: ArborProcess; prefill: ArborProcess; decode: ArborProcess };
 
   beforeAll(async () => {
     const ports = { mixed: await freePort(), prefill: await freePort(), decode: await freePort() };

@@ -15,11 +15,11 @@ import type { ExportedBatch } from "../batch/export-arrow.js";
 import { clusterBroker, clusterStreams, loadClusterConfig } from "../core/cluster-config.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
-import { registerServiceProbes, type ServiceProbes } from "../core/service-probes.js";
+import { registerServiceProbes } from "../core/service-probes.js";
 import type { BatchWork, TrainerEvents } from "../loop/brokered-trainer.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
 import { clusterSyncedEngines } from "./run-deployment.js";
-import { serveUntilSignalled } from "./service-lifecycle.js";
+import { serveUntilSignalled, workProbes } from "./service-lifecycle.js";
 
 export interface ServeTrainerApiOptions {
   cluster: string;
@@ -92,14 +92,8 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
     };
     const consumer = queue.consume(serveBatch, { maxInFlight: BATCHES_AT_ONCE, drainTimeoutMs: Math.max(1, o.drainMs), onError: (e) => log(`trainer-api: batches: ${e.message}`) });
     const http = registerServiceProbes(server.app, { clock: realClock, notReady: () => undefined, refuseWhileDraining: () => undefined });
-    const probes: ServiceProbes = {
-      get draining() {
-        return http.draining;
-      },
-      get inFlight() {
-        return consumer.inFlight;
-      },
-      drain: (reason) => http.drain(reason),
+    const probes = workProbes(http, {
+      inFlight: () => consumer.inFlight,
       settled: async (ms) => {
         let timer: NodeJS.Timeout | undefined;
         const left = await Promise.race([consumer.close().then(() => 0, () => consumer.inFlight), new Promise<number>((r) => (timer = setTimeout(() => r(consumer.inFlight), ms)))]);
@@ -108,7 +102,7 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
         if (left > 0) await consumer.abandon();
         return left;
       },
-    };
+    });
     const url = await server.app.listen({ host: cfg.trainerApi.host, port: cfg.trainerApi.port });
     log(`trainer-api listening on ${url} (trainer protocol /v1/batches/next, /v1/weights; /healthz, /readyz); batches from ${streams.batches} at ${broker.url}; weights loaded on ${engines.map((e) => e.name).join(", ") || "no engine"}`);
     await serveUntilSignalled({ name: "trainer-api", probes, drainMs: o.drainMs, close: closeAll, log });

@@ -13,7 +13,7 @@ import { clusterBroker, clusterGatewayUrl, clusterStreams, loadClusterConfig } f
 import { parseRunConfig, servedModelOf } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
-import { registerServiceProbes, type ServiceProbes } from "../core/service-probes.js";
+import { registerServiceProbes } from "../core/service-probes.js";
 import { createContextPolicy } from "../agents/context/registry.js";
 import { createEnvironment } from "../envs/registry.js";
 import { agentSpecOf } from "../rollout/blackbox-program.js";
@@ -23,7 +23,7 @@ import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { sandboxesFromConfig } from "./sandboxes-from-config.js";
-import { serveUntilSignalled } from "./service-lifecycle.js";
+import { serveUntilSignalled, workProbes } from "./service-lifecycle.js";
 
 export interface ServeWorkerOptions {
   cluster: string;
@@ -77,17 +77,8 @@ export async function serveWorkerCommand(o: ServeWorkerOptions): Promise<void> {
     const app = Fastify();
     closers.push(() => app.close());
     const http = registerServiceProbes(app, { clock: realClock, notReady: () => undefined, refuseWhileDraining: () => undefined });
-    const probes: ServiceProbes = {
-      get draining() {
-        return http.draining;
-      },
-      get inFlight() {
-        return worker.inFlight;
-      },
-      drain: (reason) => http.drain(reason),
-      // The programs in flight get the time to end; what is left is aborted (and still ends recorded).
-      settled: (ms) => worker.drain(ms),
-    };
+    // The programs in flight get the time to end; what is left is aborted (and still ends recorded).
+    const probes = workProbes(http, { inFlight: () => worker.inFlight, settled: (ms) => worker.drain(ms) });
     // What this worker runs now (operators, and the fault tests that kill a worker mid-program).
     app.get("/programs", async () => ({ worker: o.name, running: worker.programIds, ended: worker.ended }));
     const url = await app.listen({ host: cfg.worker.host, port: o.port ?? cfg.worker.port });

@@ -45,3 +45,21 @@ export function serveUntilSignalled(o: ServiceLifecycleOptions): Promise<void> {
     process.on("SIGTERM", onSignal);
   });
 }
+
+/**
+ * The probes of a service whose work is not its HTTP requests (a worker's programs, the trainer-api's batches):
+ * readiness and the drain flag from `http` (its /healthz and /readyz), the work in flight and the wait for it
+ * from `work` — `settled(ms)` resolves with what was still in flight after `ms`.
+ */
+export function workProbes(http: ServiceProbes, work: { inFlight(): number; settled(ms: number): Promise<number> }): ServiceProbes {
+  return {
+    get draining() {
+      return http.draining;
+    },
+    get inFlight() {
+      return work.inFlight();
+    },
+    drain: (reason) => http.drain(reason),
+    settled: (ms) => work.settled(ms),
+  };
+}
