@@ -12,6 +12,9 @@ import { runProgram, endUnrunProgram, type ProgramRunOptions } from "../sync-rol
 import { retrying } from "../../core/retry.js";
 import { checkProgramWork, recordedJudgement, workerLost, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
 
+/** Runs whose cancellation a worker keeps track of at once. */
+const MAX_RUNS = 1024;
+
 /** What running a work message's programs needs, built once per run config and kept. */
 export type WorkerRunContext = Omit<ProgramRunOptions, "runId" | "signal">;
 
@@ -113,6 +116,8 @@ export class ProgramWorker {
     if (c === undefined) {
       c = new AbortController();
       this.runs.set(runId, c);
+      // Bounded: the oldest run's signal is forgotten (its programs ended long ago, or it was cut already).
+      if (this.runs.size > MAX_RUNS) this.runs.delete(this.runs.keys().next().value as string);
     }
     if (cancelReason !== undefined && !c.signal.aborted) c.abort(new Error(`run ${runId} cancelled: ${cancelReason}`));
     return c.signal;
@@ -136,11 +141,11 @@ export class ProgramWorker {
     const beat = this.heartbeat(m);
     this.current.add(w.programId);
     try {
-      const row = (await ctx.store.getTrajectory(w.programId))?.program;
+      const t = await ctx.store.getTrajectory(w.programId);
+      const row = t?.program;
       if (row?.state === "terminated" && row.termination) {
         // Ended and recorded by a worker that stopped (or lost the broker) before it reported: report it again
         // from the store, with the judgement that worker recorded (a duplicate report is dropped by the bus).
-        const t = await ctx.store.getTrajectory(w.programId);
         const judged = recordedJudgement(t?.tools ?? []) ?? { finalAnswer: "", zeroReward: false };
         const recovered = "its worker stopped after the program ended, before reporting it; reported from the store";
         await this.report(w, { termination: row.termination, calls: t?.calls.length ?? 0, ...judged, recovered });

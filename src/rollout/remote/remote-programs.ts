@@ -45,6 +45,7 @@ interface Pending {
 export class RemotePrograms implements ProgramRunner {
   private readonly pending = new Map<string, Pending>();
   private readonly cancelled = new Set<string>();
+  private readonly watched = new Set<string>();
   private subscription: EventSubscription | undefined;
   private poll: Timer | undefined;
   private lastReport: number;
@@ -114,7 +115,9 @@ export class RemotePrograms implements ProgramRunner {
   /** On the run's cut, tell the workers once and arm the grace period; keep the dead-letter poll running. */
   private watch(o: RunOptions): void {
     const signal = o.signal;
-    if (signal !== undefined && !this.cancelled.has(o.runId)) {
+    // One listener per run, not per program: the run's cut signal is shared by all its programs.
+    if (signal !== undefined && !this.watched.has(o.runId)) {
+      this.watched.add(o.runId);
       const cancel = (): void => {
         if (this.cancelled.has(o.runId)) return;
         this.cancelled.add(o.runId);
