@@ -102,6 +102,8 @@ export async function runScaleBench(cfg: ScaleBenchConfig, arbor: readonly strin
 /** One row of the prefill/decode table. */
 export interface DisaggRun extends ScaleRun {
   setup: string;
+  /** Requests each engine finished during the run (its /metrics), by engine name. */
+  engineRequests: Record<string, number>;
 }
 
 /**
@@ -118,7 +120,15 @@ async function disaggTable(cfg: ScaleBenchConfig, arbor: readonly string[], log:
     log(`${setup}: starting the engines and the gateway`);
     const d = await startDeployment(cfg, arbor, layout);
     try {
-      runs.push({ setup, ...(await runWith(d, arbor, n, cfg.tasks * cfg.groupSize, log)) });
+      const before = await finishedRequests(d.engines);
+      const run = await runWith(d, arbor, n, cfg.tasks * cfg.groupSize, log);
+      const after = await finishedRequests(d.engines);
+      const engineRequests = Object.fromEntries(Object.keys(d.engines).map((e) => [e, (after[e] ?? 0) - (before[e] ?? 0)]));
+      // Both engines of the pair must have served (one whose decode engine answered nothing handed no KV over);
+      // of two mixed engines, routing may leave one idle with so few programs.
+      const idle = Object.keys(engineRequests).filter((e) => engineRequests[e] === 0);
+      if (layout.kvPool !== undefined && idle.length > 0) throw new ArborError(`bench scale: ${setup}: engine(s) ${idle.join(", ")} finished no request during the run`, "internal");
+      runs.push({ setup, ...run, engineRequests });
       const last = runs[runs.length - 1] as DisaggRun;
       log(`${setup}, ${n} worker(s): ${last.programs} programs in ${last.elapsedS.toFixed(1)} s`);
     } finally {
@@ -129,10 +139,20 @@ async function disaggTable(cfg: ScaleBenchConfig, arbor: readonly string[], log:
   const base = runs[0] as DisaggRun;
   return {
     title: `Two mixed engines vs a prefill/decode pair (${cfg.tasks * cfg.groupSize} calc programs, ${n} workers × ${cfg.workerConcurrency}, llamacpp-scheduled on models/calc-sft.gguf, ${cfg.engineSequences} sequences each)`,
-    columns: ["setup", "workers", "programs", "elapsed s", "programs/s", "× mixed"],
-    rows: runs.map((r) => [r.setup, r.workers, r.programs, r.elapsedS.toFixed(1), rate(r).toFixed(2), (rate(r) / rate(base)).toFixed(2)]),
+    columns: ["setup", "workers", "programs", "engine requests", "elapsed s", "programs/s", "× mixed"],
+    rows: runs.map((r) => [
+      r.setup,
+      r.workers,
+      r.programs,
+      Object.entries(r.engineRequests)
+        .map(([e, k]) => `${e} ${k}`)
+        .join(", "),
+      r.elapsedS.toFixed(1),
+      rate(r).toFixed(2),
+      (rate(r) / rate(base)).toFixed(2),
+    ]),
     notes: [
-      "Both rows: the same run, workers and number of engine processes. Disagg: every call is prefilled on the prefill engine, its KV written to the Redis pool, taken by the decode engine, which generates the rest (the backend's cost-aware placement over 1 + 1 engines).",
+      "Both rows: the same run, workers and number of engine processes; engine requests are the requests each engine finished (a split call is one on each of p0 and d0). Disagg: every call is prefilled on the prefill engine, its KV written to the Redis pool, taken by the decode engine, which generates the rest (the backend's cost-aware placement over 1 + 1 engines).",
       "On a 2-core CPU machine the engines share the two cores with each other, the gateway, the workers, the sandboxes and Redis: a prefill engine cannot run beside a busy decode engine without taking its core, and each handoff adds a state export, two Redis round trips and an import. The ratio here measures that overhead on a tiny model, not what disaggregation gains where prefill and decode each have an accelerator of their own.",
     ],
   };
@@ -234,6 +254,8 @@ function disaggLayout(cfg: ScaleBenchConfig): Layout {
 interface Deployment {
   cluster: string;
   runPath: string;
+  /** Each engine's base URL, by name. */
+  engines: Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -287,7 +309,7 @@ async function startDeployment(cfg: ScaleBenchConfig, arbor: readonly string[], 
     const gw = serve(["gateway"], cluster);
     for (const [e, s] of started) await ready(`http://127.0.0.1:${ports[e]}`, s);
     await ready(`http://127.0.0.1:${ports.gw}`, gw);
-    return { cluster, runPath, close };
+    return { cluster, runPath, engines: Object.fromEntries(layout.engines.map((e) => [e, `http://127.0.0.1:${ports[e]}`])), close };
   } catch (e) {
     await close();
     throw e;
@@ -341,6 +363,16 @@ async function ready(base: string, s: Service): Promise<void> {
     if (realClock.now() > until) throw new ArborError(`bench scale: ${base} not ready after 90 s:\n${s.log().slice(-2000)}`, "internal");
     await realClock.sleep(200);
   }
+}
+
+/** Requests each engine has finished (`vllm:request_success_total`, every finish reason), by engine name. */
+async function finishedRequests(engines: Record<string, string>): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [name, base] of Object.entries(engines)) {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    out[name] = [...text.matchAll(/^vllm:request_success_total\{[^}]*\} ([\d.e+]+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  }
+  return out;
 }
 
 /** A worker's URL, from its log line (it listens on a free port). */
