@@ -2,8 +2,9 @@
 // process (`arbor serve engine --role`, on models/calc-sft.gguf and the Redis KV pool) as one backend, and a
 // program's call through the gateway is prefilled on one, decoded on the other and recorded with the same
 // prompt ids, output ids and logprobs as the same call through a second gateway over one mixed engine.
+// `arbor run` without --cluster takes the same backend (its engines reached by URL, as they run apart).
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
@@ -120,5 +121,34 @@ describe.skipIf(unreachable !== undefined)(`arbor serve gateway over a type: dis
     expect(split.promptTokenIds).toEqual(whole.promptTokenIds);
     expect(split.outputTokenIds).toEqual(whole.outputTokenIds);
     expect(split.logprobs).toEqual(whole.logprobs);
+  }, 120_000);
+
+  it("`arbor run` (embedded) routes its programs through the same pair by URL", async () => {
+    const before = { p0: await finished(base.p0), d0: await finished(base.d0) };
+    // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
+    chmodSync(dir, 0o755);
+    const run = join(dir, "run.yaml");
+    writeFileSync(
+      run,
+      JSON.stringify({
+        name: "embedded-disagg",
+        model: { path: join(root, "models/calc-sft.gguf") },
+        backends: [{ name: "pd", type: "disagg", prefill: [`${base.p0}/v1`], decode: [`${base.d0}/v1`] }],
+        env: { name: "calc", tasks: 1, seed: 7 },
+        rollout: { groupSize: 2, concurrency: 2 },
+        agent: { maxTurns: 2, maxTokensPerCall: 16, maxTotalTokens: 64, temperature: 1.0 },
+        sandbox: { root: join(dir, "sandboxes") },
+        output: { dir: join(dir, "out") },
+      }),
+    );
+    const r = spawnArbor(["run", run, "--no-progress"]);
+    running.push(r);
+    expect(await r.exited, r.log()).toBe(0);
+    expect(r.log()).toMatch(/programs\s+2 \(completed 2\)/);
+    const calls = Number(/calls\s+(\d+) model calls/.exec(r.log())?.[1]);
+    expect(calls).toBeGreaterThanOrEqual(2);
+    // Every call was prefilled on p0; decoded on d0 unless its first token ended it.
+    expect(await finished(base.p0)).toBe(before.p0 + calls);
+    expect(await finished(base.d0)).toBeGreaterThan(before.d0);
   }, 120_000);
 });
