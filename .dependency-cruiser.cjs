@@ -31,10 +31,8 @@ const NOT_YET_WIRED = [
   // trainers. (Tree batches as safetensors are wired: the trainer protocol serves them.)
   "^src/batch/tree/attention\\.ts$",
   // Prefill/decode disaggregation at scale on the cost model (the engines serve the roles for real:
-  // engine/http/kv-handoff.ts), and the backend that places calls on engines of those roles: not in the
-  // gateway's config yet (a backend `type: disagg` listing its prefill, decode and mixed engines).
+  // engine/http/kv-handoff.ts, and a backend `type: disagg` places calls on them: backends/disagg-backend.ts).
   "^src/sim/disagg/",
-  "^src/backends/disagg-(backend|placement)\\.ts$",
   // The in-process work queue and event bus on a Clock (the JetStream ones are wired: arbor serve worker,
   // trainer-api, run --cluster): for workers simulated on the virtual clock; the contract suites use them now.
   "^src/broker/memory-(work-queue|event-bus)\\.ts$",

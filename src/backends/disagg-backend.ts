@@ -4,7 +4,7 @@
 // pool) and decoded on a decode engine with the key and first token it answered. The answer is the
 // decode engine's, identical to a mixed engine's for a seeded call. Load is the calls this backend has
 // in flight on each engine; the KV's bytes per token are learnt from the prefill answers.
-// Not wired into the gateway's config yet (a backend `type: disagg` listing its engines): a library.
+// In the config it is a backend `type: disagg` listing its engines by URL (registry.ts builds it).
 import { ArborError } from "../core/errors.js";
 import {
   BackendProtocolError,

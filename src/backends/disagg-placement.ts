@@ -3,22 +3,11 @@
 // global KV pool. The choice weighs queueing delay against the cost of moving the KV: each engine's
 // delay is modelled from the requests it has in flight, the move from the KV's bytes (prompt tokens ×
 // bytes per token) over the pool's bandwidth, written once and read once, plus a fixed latency.
-import { z } from "zod";
+import { DisaggCostOptionsSchema, type DisaggCostOptions } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 
-export const DisaggCostOptionsSchema = z
-  .object({
-    /** Expected wait behind each request an engine has in flight, ms. */
-    queueMsPerRequest: z.number().min(0).default(50),
-    /** Bandwidth of the KV pool, bytes/ms (1 GB/s default). */
-    transferBytesPerMs: z.number().gt(0).default(1_000_000),
-    /** Fixed cost of one handoff (the pool's round trips), ms. */
-    transferLatencyMs: z.number().min(0).default(2),
-    /** KV bytes per prompt token until a prefill engine's answer tells the real size. */
-    kvBytesPerToken: z.number().min(0).default(32 * 1024),
-  })
-  .strict();
-export type DisaggCostOptions = z.input<typeof DisaggCostOptionsSchema>;
+// The schema lives in core/config.ts: a `type: disagg` backend's `cost` is the same object.
+export { DisaggCostOptionsSchema, type DisaggCostOptions };
 
 /** Requests in flight on each engine of a role (index = engine). */
 export interface DisaggLoad {

@@ -3,6 +3,7 @@ import type { BackendConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { reasoningParserNamed, toolParserNamed } from "./answer-parsers.js";
 import type { TokenBackend } from "./backend.js";
+import { createDisaggBackend } from "./disagg-backend.js";
 import { createLlamacppBackend } from "./llamacpp.js";
 import { createOpenAiBackend } from "./openai.js";
 import { createSglangBackend } from "./sglang.js";
@@ -20,7 +21,7 @@ const factories: Record<string, BackendFactory> = {
 };
 
 /** Names of the backend types that {@link createBackend} knows. */
-export const backendTypes: readonly string[] = Object.keys(factories);
+export const backendTypes: readonly string[] = [...Object.keys(factories), "disagg"];
 
 /** What an in-process engine adds to a backend config that leaves it out. */
 export interface BackendOverrides {
@@ -42,6 +43,7 @@ export interface BackendOverrides {
  */
 export function createBackend(cfg: BackendConfig, overrides: BackendOverrides = {}): TokenBackend {
   const type: string = cfg.type;
+  if (type === "disagg") return withParsers(cfg, createDisaggFromConfig(cfg, overrides), overrides);
   const factory = Object.hasOwn(factories, type) ? factories[type] : undefined;
   if (!factory) {
     throw new ArborError(
@@ -54,13 +56,47 @@ export function createBackend(cfg: BackendConfig, overrides: BackendOverrides = 
     throw new ArborError(`backend '${cfg.name}' url: missing (no url in config and no in-process engine url given)`, "config");
   }
   const model = cfg.model ?? overrides.model;
-  const toolName = cfg.toolParser ?? overrides.toolParser ?? (type === "builtin" ? "arbor" : undefined);
+  // Parsers are resolved before the adapter is made: a misspelt name fails the config, not the first tool call.
+  parsersOf(cfg, overrides);
+  return withParsers(cfg, factory({ name: cfg.name, url, ...(model !== undefined ? { model } : {}) }), overrides);
+}
+
+/** The configured (else the in-process engine's) parsers; Arbor's markup by default for Arbor engines. */
+function parsersOf(cfg: BackendConfig, overrides: BackendOverrides): Pick<TokenBackend, "toolParser" | "reasoningParser"> {
+  const arborEngines = cfg.type === "builtin" || cfg.type === "disagg";
+  const toolName = cfg.toolParser ?? overrides.toolParser ?? (arborEngines ? "arbor" : undefined);
   const reasoningName = cfg.reasoningParser ?? overrides.reasoningParser;
-  // Resolved before the adapter is made: a misspelt name fails the config, not the first tool call.
   const where = `backend '${cfg.name}'`;
-  const toolParser = toolName !== undefined ? toolParserNamed(toolName, `${where} toolParser`) : undefined;
-  const reasoningParser = reasoningName !== undefined ? reasoningParserNamed(reasoningName, `${where} reasoningParser`) : undefined;
-  const backend = factory({ name: cfg.name, url, ...(model !== undefined ? { model } : {}) });
-  if (toolParser === undefined && reasoningParser === undefined) return backend;
-  return { ...backend, ...(toolParser ? { toolParser } : {}), ...(reasoningParser ? { reasoningParser } : {}) };
+  return {
+    ...(toolName !== undefined ? { toolParser: toolParserNamed(toolName, `${where} toolParser`) } : {}),
+    ...(reasoningName !== undefined ? { reasoningParser: reasoningParserNamed(reasoningName, `${where} reasoningParser`) } : {}),
+  };
+}
+
+function withParsers(cfg: BackendConfig, backend: TokenBackend, overrides: BackendOverrides): TokenBackend {
+  const parsers = parsersOf(cfg, overrides);
+  if (parsers.toolParser === undefined && parsers.reasoningParser === undefined) return backend;
+  // Spread keeps the disagg backend's own methods (stats, lastPlacement) too.
+  return { ...backend, ...parsers };
+}
+
+/**
+ * A `type: disagg` backend: one Arbor engine adapter per URL of `prefill`, `decode` and `mixed`, named
+ * `<backend>.<role><i>` in errors, all sending the configured served model name.
+ */
+function createDisaggFromConfig(cfg: BackendConfig, overrides: BackendOverrides): TokenBackend {
+  // The schema checks these; a config built in code gets the same words.
+  for (const role of ["prefill", "decode"] as const) {
+    if ((cfg[role] ?? []).length === 0) throw new ArborError(`backend '${cfg.name}' ${role}: type: disagg needs at least one engine with role ${role} (its base URL)`, "config");
+  }
+  const model = cfg.model ?? overrides.model;
+  const engines = (role: "prefill" | "decode" | "mixed"): TokenBackend[] =>
+    (cfg[role] ?? []).map((url, i) => createArborBackend({ name: `${cfg.name}.${role}${i}`, url, ...(model !== undefined ? { model } : {}) }));
+  return createDisaggBackend({
+    name: cfg.name,
+    prefill: engines("prefill"),
+    decode: engines("decode"),
+    ...(cfg.mixed !== undefined ? { mixed: engines("mixed") } : {}),
+    ...(cfg.cost !== undefined ? { cost: cfg.cost } : {}),
+  });
 }

@@ -3,7 +3,7 @@
 // store; /healthz, /readyz (store open and a backend healthy) and a graceful drain on SIGTERM. It takes back the
 // programs active in the store when it starts and leaves its own active when it stops, so a restart loses none.
 import { createBackend } from "../backends/registry.js";
-import { loadClusterConfig } from "../core/cluster-config.js";
+import { loadClusterConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { createGateway } from "../gateway/server.js";
@@ -65,7 +65,7 @@ export async function serveGatewayCommand(o: ServeGatewayOptions): Promise<void>
   }
   const storeName = (store as { label?: string }).label ?? "postgres store";
   const routing = typeof g.routing === "string" ? g.routing : "custom routing";
-  log(`gateway listening on ${url} (${routing} over ${cfg.backends.map((b) => `${b.name} ${b.url}`).join(", ")}; store ${storeName}; /healthz, /readyz)`);
+  log(`gateway listening on ${url} (${routing} over ${cfg.backends.map(backendWhere).join(", ")}; store ${storeName}; /healthz, /readyz)`);
   if (restored > 0) log(`gateway: took back ${restored} program(s) active in the store (their calls and keys go on as before)`);
   await serveUntilSignalled({
     name: "gateway",
@@ -79,6 +79,13 @@ export async function serveGatewayCommand(o: ServeGatewayOptions): Promise<void>
     },
     log,
   });
+}
+
+/** A backend as the start-up line names it: its URL, or a disagg backend's engines by role. */
+function backendWhere(b: ClusterConfig["backends"][number]): string {
+  if (b.type !== "disagg") return `${b.name} ${b.url}`;
+  const roles = (["prefill", "decode", "mixed"] as const).filter((r) => b[r] !== undefined).map((r) => `${r} ${(b[r] as string[]).join(" ")}`);
+  return `${b.name} (disagg: ${roles.join("; ")})`;
 }
 
 /** The admin token from the environment variable `gateway.auth` names, when it asks for one. */

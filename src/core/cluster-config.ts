@@ -92,7 +92,7 @@ export const ClusterConfigSchema = z
       if (backends.has(b.name)) ctx.addIssue({ code: "custom", path: ["backends", i, "name"], message: `'${b.name}' is named twice` });
       backends.add(b.name);
       // The gateway runs in its own process: it reaches every engine over the network, never in process.
-      if (b.url === undefined) ctx.addIssue({ code: "custom", path: ["backends", i, "url"], message: "required in a cluster file (the engine's base URL, e.g. http://e0:8101/v1)" });
+      if (b.url === undefined && b.type !== "disagg") ctx.addIssue({ code: "custom", path: ["backends", i, "url"], message: "required in a cluster file (the engine's base URL, e.g. http://e0:8101/v1)" });
       if (b.weightSync !== undefined) ctx.addIssue({ code: "custom", path: ["backends", i, "weightSync"], message: "not supported by `arbor serve gateway` yet (weight sync belongs to the trainer role)" });
     });
   });

@@ -151,14 +151,49 @@ export const WeightSyncConfigSchema = z
     }
   });
 
+/**
+ * The cost model of a `type: disagg` backend's placement (backends/disagg-placement.ts): queueing delay
+ * against the time to move a prompt's KV through the pool. Defined here so the config and the placement
+ * share one schema (core is below backends).
+ */
+export const DisaggCostOptionsSchema = z
+  .object({
+    /** Expected wait behind each request an engine has in flight, ms. */
+    queueMsPerRequest: z.number().min(0).default(50),
+    /** Bandwidth of the KV pool, bytes/ms (1 GB/s default). */
+    transferBytesPerMs: z.number().gt(0).default(1_000_000),
+    /** Fixed cost of one handoff (the pool's round trips), ms. */
+    transferLatencyMs: z.number().min(0).default(2),
+    /** KV bytes per prompt token until a prefill engine's answer tells the real size. */
+    kvBytesPerToken: z.number().min(0).default(32 * 1024),
+  })
+  .strict();
+
+/** The base URLs of one role's engines in a `type: disagg` backend. */
+const engineUrls = (role: string) =>
+  z.array(z.url({ protocol: /^https?$/, error: `must be an engine's base URL (e.g. http://${role[0]}0:8101/v1)` })).min(1, { error: `needs at least one engine with role ${role} (its base URL)` });
+
+const DISAGG_FIELDS = ["prefill", "decode", "mixed", "cost"] as const;
+
 /** An inference backend the gateway routes to. */
 export const BackendConfigSchema = z
   .object({
     name: z.string().min(1),
-    /** `builtin`: an Arbor engine (OpenAI-compatible with token ids). */
-    type: z.enum(["builtin", "vllm", "sglang", "llamacpp", "openai"]),
+    /**
+     * `builtin`: an Arbor engine (OpenAI-compatible with token ids). `disagg`: Arbor engines serving
+     * prefill/decode roles as one backend (`prefill`, `decode`, optional `mixed`; no `url`).
+     */
+    type: z.enum(["builtin", "vllm", "sglang", "llamacpp", "openai", "disagg"]),
     /** Base URL (e.g. http://127.0.0.1:8000/v1). Omit for an engine started in-process with the same name. */
     url: z.string().url().optional(),
+    /** `type: disagg`: base URLs of Arbor engines with role prefill (and a kvPool), e.g. http://p0:8101/v1. */
+    prefill: engineUrls("prefill").optional(),
+    /** `type: disagg`: base URLs of Arbor engines with role decode, on the prefill engines' KV pool. */
+    decode: engineUrls("decode").optional(),
+    /** `type: disagg`: base URLs of Arbor engines with role mixed a call may also run on whole. */
+    mixed: engineUrls("mixed").optional(),
+    /** `type: disagg`: the placement's cost model (defaults: 50 ms per queued request, 1 GB/s pool, 2 ms per handoff). */
+    cost: DisaggCostOptionsSchema.optional(),
     /**
      * The model name the engine serves, sent with every call whatever name the client used (agents
      * name their own models). Default: an in-process engine's `servedModelName`; else the client's name.
@@ -176,7 +211,21 @@ export const BackendConfigSchema = z
     /** How training's new weights reach this (external) engine; required for every external backend of a run with `train`. */
     weightSync: WeightSyncConfigSchema.optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((b, ctx) => {
+    if (b.type !== "disagg") {
+      for (const k of DISAGG_FIELDS) if (b[k] !== undefined) ctx.addIssue({ code: "custom", path: [k], message: "only used with type: disagg" });
+      return;
+    }
+    if (b.url !== undefined) ctx.addIssue({ code: "custom", path: ["url"], message: "not used with type: disagg (its engines' base URLs go in prefill, decode and mixed)" });
+    if (b.prefill === undefined) ctx.addIssue({ code: "custom", path: ["prefill"], message: "required with type: disagg (base URLs of engines with role prefill)" });
+    if (b.decode === undefined) ctx.addIssue({ code: "custom", path: ["decode"], message: "required with type: disagg (base URLs of engines with role decode)" });
+    if (b.weightSync !== undefined) ctx.addIssue({ code: "custom", path: ["weightSync"], message: "not supported with type: disagg (its engines are Arbor engines, which load weights themselves)" });
+    const urls = [...(b.prefill ?? []), ...(b.decode ?? []), ...(b.mixed ?? [])];
+    const twice = urls.find((u, i) => urls.indexOf(u) !== i);
+    // One engine serves one role: a URL in two lists (or twice in one) would count its load apart.
+    if (twice !== undefined) ctx.addIssue({ code: "custom", path: ["prefill"], message: `${twice} is listed twice (one engine serves one role)` });
+  });
 
 /** The gateway: where it listens, routing, health checks, auth, limits, divided rollout, pausing (run and cluster files). */
 export const GatewayConfigSchema = z
@@ -530,6 +579,20 @@ export const RunConfigSchema = z
       if (managed && b.url) {
         ctx.addIssue({ code: "custom", path: ["backends", i, "url"], message: `backend '${b.name}' is a llama-server Arbor starts (weightSync.kind: llamacpp-restart); set weightSync.port instead of url` });
       }
+      if (b.type === "disagg") {
+        // Its engines are processes of their own (`arbor serve engine --role`), reached by URL.
+        if (engineNames.has(b.name)) {
+          ctx.addIssue({ code: "custom", path: ["backends", i, "name"], message: `backend '${b.name}' (type: disagg) reaches its engines by URL; it cannot share its name with the in-process engine '${b.name}'` });
+        }
+        if (cfg.train !== undefined) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["backends", i, "type"],
+            message: `backend '${b.name}': type: disagg cannot follow training's policy versions yet (its engines run apart and are not synced by this run); remove train or the backend`,
+          });
+        }
+        return;
+      }
       if (!b.url && !engineNames.has(b.name) && !managed) {
         ctx.addIssue({
           code: "custom",
@@ -553,7 +616,7 @@ export const RunConfigSchema = z
     }
     if (cfg.train !== undefined) {
       cfg.backends.forEach((b, i) => {
-        if (!engineNames.has(b.name) && b.weightSync === undefined) {
+        if (!engineNames.has(b.name) && b.weightSync === undefined && b.type !== "disagg") {
           ctx.addIssue({
             code: "custom",
             path: ["backends", i, "weightSync"],
@@ -571,6 +634,7 @@ export type RunConfig = z.infer<typeof RunConfigSchema>;
 export type EngineConfig = z.infer<typeof EngineConfigSchema>;
 export type BackendConfig = z.infer<typeof BackendConfigSchema>;
 export type WeightSyncConfig = z.infer<typeof WeightSyncConfigSchema>;
+export type DisaggCostOptions = z.input<typeof DisaggCostOptionsSchema>;
 export type ModelConfig = z.infer<typeof ModelConfigSchema>;
 export type ExternalTrainerConfig = z.infer<typeof ExternalTrainerConfigSchema>;
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
