@@ -226,8 +226,8 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
     backends,
     engines,
     external: [],
-    instances: instancesOf(cfg, cluster.engines, backends),
-    trackVersions: cluster.engines.length > 0,
+    instances: instancesOf(cfg, servedEngines(cluster), backends),
+    trackVersions: engines.length > 0,
     programs,
     programDone: () => {},
     engineStats: () => ({ queries: 0, hits: 0, preemptions: 0 }),
@@ -242,9 +242,13 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
   };
 }
 
-/** The engines of a cluster file as weight-sync targets: each at the URL of its backend of the same name. */
+/**
+ * The engines of a cluster file as weight-sync targets: each at the URL of its backend of the same name. Prefill
+ * and decode engines are reached through a `type: disagg` backend instead, and are not trained here (a run with
+ * `train` over such a backend is refused).
+ */
 export function clusterSyncedEngines(cluster: ClusterConfig): SyncedEngine[] {
-  return cluster.engines.map((e): SyncedEngine => {
+  return servedEngines(cluster).map((e): SyncedEngine => {
     const b = cluster.backends.find((x) => x.name === e.name);
     if (b?.url === undefined) throw new ArborError(`cluster file: engine '${e.name}' needs a backend of the same name with its url (the gateway reaches it there, and weights are loaded there)`, "config");
     return { name: e.name, url: b.url.replace(/\/v1\/?$/, ""), inFlight: e.inFlightOnWeightSwitch };
@@ -317,4 +321,9 @@ function tapBackend<B extends Backend>(b: B, tap: (backend: string, reply: Backe
 /** The fields of `o` that are set. */
 function pickDefined<T extends Record<string, string | undefined>>(o: T): Partial<Record<keyof T, string>> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<Record<keyof T, string>>;
+}
+
+/** The cluster file's mixed engines (each served by the backend of its name); prefill/decode ones pair up behind a disagg backend. */
+function servedEngines(cluster: ClusterConfig): ClusterConfig["engines"] {
+  return cluster.engines.filter((e) => e.role === "mixed");
 }
