@@ -127,12 +127,12 @@ describe("builtin backend", () => {
 
 describe("backend registry", () => {
   it("creates builtin backends and names the known types for unknown ones", () => {
-    expect(backendTypes).toEqual(["builtin", "vllm", "sglang", "llamacpp", "openai"]);
+    expect(backendTypes).toEqual(["builtin", "vllm", "sglang", "llamacpp", "openai", "disagg"]);
     const b = createBackend({ name: "e1", type: "builtin", url: "http://127.0.0.1:9/v1" });
     expect([b.name, b.url]).toEqual(["e1", "http://127.0.0.1:9/v1"]);
     expect(createBackend({ name: "e2", type: "builtin" }, { url: "http://h:1/v1" }).url).toBe("http://h:1/v1");
     expect(() => createBackend({ name: "x", type: "tgi" as "builtin", url: "http://h/v1" })).toThrow(
-      "backend 'x' type: unknown type 'tgi' (known: builtin, vllm, sglang, llamacpp, openai)",
+      "backend 'x' type: unknown type 'tgi' (known: builtin, vllm, sglang, llamacpp, openai, disagg)",
     );
     expect(() => createBackend({ name: "x", type: "builtin" })).toThrow("backend 'x' url: missing");
   });

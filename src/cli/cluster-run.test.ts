@@ -27,7 +27,7 @@ const running: ArborProcess[] = [];
 const RUN = {
   name: "eq",
   seed: 3,
-  env: { name: "calc", tasks: 2, seed: 7 },
+  env: { name: "calc", tasks: 1, seed: 7 },
   // One program at a time: each engine step then holds one sequence, so the two runs compute bit for bit alike.
   rollout: { groupSize: 3, concurrency: 1 },
   // The process part varies rewards within a group, so the batches carry signal and the trainer steps.
@@ -177,7 +177,7 @@ describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as pro
     await waitReady(`http://127.0.0.1:${fault.gw}`, gw);
     const doomed = await startWorker(faultFile, "w2");
     const survivor = await startWorker(faultFile, "w3");
-    const run = { ...RUN, name: "fault", iterations: 1, rollout: { groupSize: 2, concurrency: 4 }, agent: { maxTurns: 1, maxTokensPerCall: 300, maxTotalTokens: 600, temperature: 1.0 } };
+    const run = { ...RUN, name: "fault", env: { name: "calc", tasks: 2, seed: 7 }, iterations: 1, rollout: { groupSize: 2, concurrency: 4 }, agent: { maxTurns: 1, maxTokensPerCall: 300, maxTotalTokens: 600, temperature: 1.0 } };
     const runYaml = writeYaml("fault-run.yaml", [JSON.stringify({ ...run, output: { dir: join(dir, "fault-out") } })]);
     const orchestrator = start(["run", runYaml, "--cluster", faultFile, "--no-progress"]);
 
@@ -256,7 +256,7 @@ describe.skipIf(unreachable !== undefined)(`faults on the services: an engine ki
   let gateway: ArborProcess;
   const slow = ", executor: costmodel, costProfile: llama-3-8b/h100";
   // Calls of 300 tokens at about 12 ms a token (modelled time): seconds each, so faults land mid-program.
-  const run = { ...RUN, iterations: 1, rollout: { groupSize: 2, concurrency: 4 }, agent: { maxTurns: 1, maxTokensPerCall: 300, maxTotalTokens: 600, temperature: 1.0 } };
+  const run = { ...RUN, env: { name: "calc", tasks: 2, seed: 7 }, iterations: 1, rollout: { groupSize: 2, concurrency: 4 }, agent: { maxTurns: 1, maxTokensPerCall: 300, maxTotalTokens: 600, temperature: 1.0 } };
 
   beforeAll(async () => {
     broker = await startTcpFaultProxy("127.0.0.1", 4222);
