@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Best effort: start the local Postgres (127.0.0.1:5432) and NATS with JetStream (127.0.0.1:4222) that the
-# networked store's and the broker's tests use, where they are installed but not running. Never fails: a test
+# Best effort: start the local Postgres (127.0.0.1:5432), NATS with JetStream (127.0.0.1:4222) and Redis
+# (127.0.0.1:6379) that the networked store's, the broker's and the KV pool's tests use, where they are installed but not running. Never fails: a test
 # whose server is unreachable says it is skipped and why. CI (.ci/run) calls it; `npm test` does not need it.
 set -uo pipefail
 
@@ -32,5 +32,14 @@ elif command -v nats-server >/dev/null 2>&1; then
   for _ in 1 2 3 4 5 6 7 8 9 10; do port_open 4222 && break; sleep 0.5; done
 else
   say "no nats on 127.0.0.1:4222 and none installed here; the broker tests will be skipped"
+fi
+if port_open 6379; then
+  say "redis answers on 127.0.0.1:6379"
+elif command -v redis-server >/dev/null 2>&1; then
+  say "starting redis-server"
+  redis-server --bind 127.0.0.1 --port 6379 --daemonize yes --save "" >/dev/null || say "could not start redis-server"
+  for _ in 1 2 3 4 5 6 7 8 9 10; do port_open 6379 && break; sleep 0.5; done
+else
+  say "no redis on 127.0.0.1:6379 and none installed here; the KV pool's tests will be skipped"
 fi
 exit 0
