@@ -526,10 +526,16 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       if ((await c.query(SAME_CALL, params)).rowCount !== 0) return;
       await requireActive(c, call.programId, what);
       let r;
+      // A savepoint: the same call inserted at the same moment by another store can trip the (program, index)
+      // index before the id's, and the transaction must go on to look at what that store committed.
+      await c.query("SAVEPOINT insert_call");
       try {
         r = await c.query(INSERT_CALL, params);
+        await c.query("RELEASE SAVEPOINT insert_call");
       } catch (e) {
         if (e instanceof pg.DatabaseError && e.code === "23505" && e.constraint === "calls_program_idx") {
+          await c.query("ROLLBACK TO SAVEPOINT insert_call");
+          if ((await c.query(SAME_CALL, params)).rowCount !== 0) return;
           throw new Refused(`${what}: program '${call.programId}' already has a call at index ${call.index}`);
         }
         throw e;
