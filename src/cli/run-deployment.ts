@@ -28,6 +28,7 @@ import { createStore, openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { engineServerOptions } from "./engine-start.js";
 import { startExternalEngine } from "./external-engines.js";
+import { clusterSyncedEngines, servedEngines } from "./cluster-services.js";
 import { sandboxesFromConfig } from "./sandboxes-from-config.js";
 
 /** What the run's loop needs from wherever its parts are. */
@@ -242,19 +243,6 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
   };
 }
 
-/**
- * The engines of a cluster file as weight-sync targets: each at the URL of its backend of the same name. Prefill
- * and decode engines are reached through a `type: disagg` backend instead, and are not trained here (a run with
- * `train` over such a backend is refused).
- */
-export function clusterSyncedEngines(cluster: ClusterConfig): SyncedEngine[] {
-  return servedEngines(cluster).map((e): SyncedEngine => {
-    const b = cluster.backends.find((x) => x.name === e.name);
-    if (b?.url === undefined) throw new ArborError(`cluster file: engine '${e.name}' needs a backend of the same name with its url (the gateway reaches it there, and weights are loaded there)`, "config");
-    return { name: e.name, url: b.url.replace(/\/v1\/?$/, ""), inFlight: e.inFlightOnWeightSwitch };
-  });
-}
-
 /** The run's store: SQLite in the output folder, or the networked one the config names. */
 async function openRunStore(cfg: RunConfig, outDir: string): Promise<TrajectoryStore> {
   const st = cfg.store;
@@ -321,9 +309,4 @@ function tapBackend<B extends Backend>(b: B, tap: (backend: string, reply: Backe
 /** The fields of `o` that are set. */
 function pickDefined<T extends Record<string, string | undefined>>(o: T): Partial<Record<keyof T, string>> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<Record<keyof T, string>>;
-}
-
-/** The cluster file's mixed engines (each served by the backend of its name); prefill/decode ones pair up behind a disagg backend. */
-function servedEngines(cluster: ClusterConfig): ClusterConfig["engines"] {
-  return cluster.engines.filter((e) => e.role === "mixed");
 }

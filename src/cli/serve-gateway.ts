@@ -7,8 +7,8 @@ import { loadClusterConfig, type ClusterConfig } from "../core/cluster-config.js
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { createGateway } from "../gateway/server.js";
-import { openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
+import { openClusterStore } from "./cluster-services.js";
 import { serveUntilSignalled } from "./service-lifecycle.js";
 
 export interface ServeGatewayOptions {
@@ -26,8 +26,7 @@ export async function serveGatewayCommand(o: ServeGatewayOptions): Promise<void>
   const adminToken = adminTokenOf(g.auth?.adminTokenEnv);
   // Backends are built (and their configs checked) before anything opens.
   const backends = cfg.backends.map((b) => createBackend(b));
-  const st = cfg.store;
-  const store = await openStore({ kind: "postgres", url: st.url as string, ...(st.schema !== undefined ? { schema: st.schema } : {}), ...(st.poolSize !== undefined ? { poolSize: st.poolSize } : {}) });
+  const store = await openClusterStore(cfg);
   let storeClosed = false;
   const gateway = createGateway({
     backends,

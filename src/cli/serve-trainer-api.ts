@@ -18,7 +18,7 @@ import { realClock } from "../core/real-clock.js";
 import { registerServiceProbes } from "../core/service-probes.js";
 import type { BatchWork, TrainerEvents } from "../loop/brokered-trainer.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
-import { clusterSyncedEngines } from "./run-deployment.js";
+import { clusterSyncedEngines } from "./cluster-services.js";
 import { serveUntilSignalled, workProbes } from "./service-lifecycle.js";
 
 export interface ServeTrainerApiOptions {

@@ -20,9 +20,9 @@ import { agentSpecOf } from "../rollout/blackbox-program.js";
 import { type ProgramWork, type RolloutEvents } from "../rollout/remote/program-work.js";
 import { ProgramWorker, type WorkerRunContext } from "../rollout/remote/program-worker.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
-import { openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { sandboxesFromConfig } from "./sandboxes-from-config.js";
+import { openClusterStore } from "./cluster-services.js";
 import { serveUntilSignalled, workProbes } from "./service-lifecycle.js";
 
 export interface ServeWorkerOptions {
@@ -50,8 +50,7 @@ export async function serveWorkerCommand(o: ServeWorkerOptions): Promise<void> {
   const gatewayUrl = clusterGatewayUrl(cfg);
   const concurrency = o.concurrency ?? cfg.worker.concurrency;
   const adminToken = cfg.gateway.auth ? process.env[cfg.gateway.auth.adminTokenEnv] : undefined;
-  const st = cfg.store;
-  const store = await openStore({ kind: "postgres", url: st.url as string, ...(st.schema !== undefined ? { schema: st.schema } : {}), ...(st.poolSize !== undefined ? { poolSize: st.poolSize } : {}) });
+  const store = await openClusterStore(cfg);
   const streams = clusterStreams(cfg);
   const closers: (() => Promise<void>)[] = [() => store.close()];
   const closeAll = async (): Promise<void> => {
