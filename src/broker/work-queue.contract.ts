@@ -225,6 +225,8 @@ export function describeWorkQueueContract(name: string, make: () => Promise<Work
         await m.ack();
         done = true;
       }, { maxInFlight: 1 });
+      // B joins once A holds the message (either could win the first pull), so B is there to take a redelivery.
+      await h.until("a holds the message", () => seen.length > 0, limit);
       const b = workerB.consume(async (m) => void seen.push(`b:${m.delivery}`), { maxInFlight: 1 });
       await h.until("long handler done", () => done, limit);
       await h.pass(ackWaitMs * 1.5);
