@@ -222,8 +222,18 @@ export interface TokenBackend extends Backend {
   scrapeMetrics(): Promise<BackendMetrics>;
   /** Offload a program's KV on the engine (only when `capabilities.pauseRestore`). */
   pause?(programId: string): Promise<void>;
-  /** Bring a paused program's KV back (only when `capabilities.pauseRestore`). */
-  restore?(programId: string): Promise<void>;
+  /**
+   * Bring a paused program's KV back (only when `capabilities.pauseRestore`); also called on an engine
+   * that did not pause it, after {@link TokenBackend.shareProgram} on the one that did. Resolves with
+   * the tokens of the program's KV the engine can load now, where it says (0: its next call re-prefills).
+   */
+  restore?(programId: string): Promise<{ kvTokens: number } | void>;
+  /**
+   * Move a paused program's KV to the tier this engine shares with others (its L3: a store of the
+   * process, or the global KV pool), so that another engine's restore can load it. Absent where the
+   * engine type has no such tier; an engine without one refuses with HTTP 400.
+   */
+  shareProgram?(programId: string): Promise<void>;
 }
 
 /** Whether a backend implements the token-level methods. */

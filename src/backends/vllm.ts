@@ -170,8 +170,10 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     return vllmMetrics(parsePrometheusText(await http.getText("/metrics")));
   }
 
-  const programCall = async (programId: string, action: "pause" | "restore", body: object): Promise<void> => {
-    await http.postJson(`/v1/programs/${encodeURIComponent(programId)}/${action}`, body);
+  const programCall = async (programId: string, action: "pause" | "restore", body: object): Promise<{ kvTokens: number }> => {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const json: any = await http.postJson(`/v1/programs/${encodeURIComponent(programId)}/${action}`, body);
+    return { kvTokens: Number.isInteger(json?.kv_tokens) ? json.kv_tokens : 0 };
   };
 
   return {
@@ -188,8 +190,10 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     ...(arbor
       ? {
           // L2 (host memory) keeps the KV restorable fastest; the engine spills to L3 itself when L2 is full.
-          pause: (programId: string) => programCall(programId, "pause", { to: "L2" }),
+          pause: async (programId: string) => void (await programCall(programId, "pause", { to: "L2" })),
           restore: (programId: string) => programCall(programId, "restore", {}),
+          // Moving an already paused program from L2 to L3 (kv/pooled-state-tier.ts with a kvPool).
+          shareProgram: async (programId: string) => void (await programCall(programId, "pause", { to: "L3" })),
         }
       : {}),
   };

@@ -7,6 +7,8 @@
 // resumed across a weight switch (`in_flight: "resume"`) has old-version tokens, then new ones.
 // Prefill/decode roles (`role`, `kvPool`): `kv_transfer_params` in a request and its answer hand a
 // prompt's KV from a prefill engine to a decode engine through the global KV pool (http/kv-handoff.ts).
+// With a pool and no L3 store of its own, the pool is the engine's L3 tier of paused programs
+// (kv/pooled-state-tier.ts): a program paused to L3 here can be restored on any engine of the pool.
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { Clock } from "../core/clock.js";
@@ -23,6 +25,7 @@ import type { Executor, GenerateResult } from "./executor.js";
 import { registerAdminRoutes } from "./http/admin-routes.js";
 import { registerProgramRoutes } from "./http/program-routes.js";
 import { KvHandoff, type EngineRole, type HandoffResult, type KvTransferParams } from "./http/kv-handoff.js";
+import { PooledStateTier } from "./kv/pooled-state-tier.js";
 import type { KvStatePool } from "./kv/state-pool.js";
 import { ExecutorSlot, type InFlightPolicy, type SlotLease } from "./http/executor-slot.js";
 import { SseWriter } from "./http/sse-writer.js";
@@ -108,7 +111,10 @@ export interface EngineServerOptions {
   schedulingPolicy?: "fcfs" | "priority";
   /** Byte budget of a scheduled llama.cpp engine's own L2 store of paused programs (default 256 MiB). */
   l2CapacityBytes?: number;
-  /** The L3 store of paused programs, shared by the engines of this process (left open on close). */
+  /**
+   * The L3 store of paused programs, shared by the engines of this process (left open on close).
+   * Without it, an engine with a `kvPool` uses the pool as its L3 (shared across processes).
+   */
   l3Store?: KvStateTier;
   /**
    * What the engine serves (default "mixed": whole requests): "prefill" evaluates prompts and hands
@@ -156,6 +162,9 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   const clock = opts.clock ?? realClock;
   const servedModelName = opts.servedModelName ?? "arbor-tiny";
   const kind = opts.executorKind ?? "llamacpp";
+  // Serves every executor this engine loads (weight switches keep the paused programs' states).
+  const l3 = opts.l3Store ?? (opts.kvPool ? new PooledStateTier(opts.kvPool, (line) => console.error(`engine ${opts.name}: ${line}`)) : undefined);
+  const ownsL3 = !opts.l3Store && l3 !== undefined;
   const registry = opts.executorRegistry ?? executorRegistry;
   const spec: Omit<ExecutorSpec, "modelPath"> = {
     engine: opts.name,
@@ -169,7 +178,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     ...(opts.exactKv !== undefined ? { exactKv: opts.exactKv } : {}),
     ...(opts.schedulingPolicy ? { schedulingPolicy: opts.schedulingPolicy } : {}),
     ...(opts.l2CapacityBytes !== undefined ? { l2CapacityBytes: opts.l2CapacityBytes } : {}),
-    ...(opts.l3Store ? { l3: opts.l3Store } : {}),
+    ...(l3 ? { l3 } : {}),
     ...(opts.costProfile !== undefined ? { costProfile: opts.costProfile } : {}),
     ...(opts.gpu !== undefined ? { gpu: opts.gpu } : {}),
   };
@@ -197,6 +206,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   } catch (err) {
     if (ownsExecutor) await executor.close();
     await served.close();
+    if (ownsL3) l3?.close();
     await opts.kvPool?.close();
     throw err;
   }
@@ -608,6 +618,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       await app.close();
       await slot.close();
       await served.close();
+      if (ownsL3) l3?.close();
       await opts.kvPool?.close();
     },
   };

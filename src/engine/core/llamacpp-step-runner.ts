@@ -133,6 +133,7 @@ export class LlamaCppStepRunner implements StepRunner {
       tiers: this.l3 ? ["L2", "L3"] : ["L2"],
       pauseProgram: (id, to) => this.pauseProgram(id, to),
       programKv: (id) => this.programKv(id),
+      prefetchProgram: (id) => this.prefetchProgram(id),
     };
     this.transfer = {
       compat: this.compat,
@@ -409,6 +410,13 @@ export class LlamaCppStepRunner implements StepRunner {
       await other.read(programId, (path, e) => store.put(programId, e.tokenIds, e.compat, (dest) => copyFile(path, dest)));
       other.delete(programId);
     }
+  }
+
+  private async prefetchProgram(programId: string): Promise<void> {
+    // What L3 knows may be stale (another engine took the state and put a newer one): ask again.
+    const where = this.programKv(programId).where;
+    if (!this.l3?.prefetch || where === "L1" || where === "L2") return;
+    await this.l3.prefetch(programId);
   }
 
   private programKv(programId: string): { where: "L1" | "L2" | "L3" | "none"; tokens: number } {

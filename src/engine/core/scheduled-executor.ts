@@ -207,6 +207,8 @@ export class ScheduledExecutor implements Executor {
   private async restoreProgram(programId: string): Promise<ProgramInfo> {
     if (this.closed) throw new ArborError("engine is shut down", "closed");
     if (typeof programId !== "string" || programId === "") throw new ArborError("program id must be a non-empty string", "invalid_request");
+    // Paused on another engine to the shared L3 pool: learn of its state before its requests run here.
+    await this.runner.programs?.prefetchProgram?.(programId);
     this.scheduler.restoreProgram(programId);
     // Its held requests can be admitted now: wake the loop, which idles while all waiting are held.
     this.notify();

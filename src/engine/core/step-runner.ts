@@ -38,6 +38,12 @@ export interface RunnerProgramKv {
   pauseProgram(programId: string, to: ProgramPauseTarget): Promise<void>;
   /** Where the program's last context's KV is, and how many tokens it covers. */
   programKv(programId: string): { where: "L1" | "L2" | "L3" | "none"; tokens: number };
+  /**
+   * Make the state of the program that the shared L3 tier holds now loadable here (a program
+   * restored on an engine other than the one that paused it). Nothing when this runner holds the
+   * program's KV in L1/L2 or its L3 is not shared across processes.
+   */
+  prefetchProgram?(programId: string): Promise<void>;
 }
 
 

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -5,8 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { renderChat } from "../../model/chat-template.js";
 import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
+import { REDIS_TEST_URL, redisUnreachable } from "../../testing/redis-test.js";
 import type { LlamaCppStepRunner, LlamaCppStepRunnerStats } from "../core/llamacpp-step-runner.js";
 import type { ScheduledExecutor } from "../core/scheduled-executor.js";
+import { RedisStatePool } from "../kv/redis-state-pool.js";
 import { L3StateTier } from "../kv/state-tier.js";
 import { createEngineServer, type EngineServer, type EngineServerOptions } from "../server.js";
 
@@ -257,5 +260,62 @@ describe("program pause/restore over HTTP", () => {
     await bad(R, "/v1/programs/x/pause", { to: "L3" }, "to");
     // Priority 0 is the default everywhere; program ids are accepted (and ignored) by the v0 executor.
     expect((await V.app.inject({ method: "POST", url: "/v1/completions", payload: { ...base, priority: 0, program_id: "v" } })).statusCode).toBe(200);
+  });
+});
+
+const noRedis = await redisUnreachable();
+
+describe.skipIf(noRedis !== undefined)(`paused programs through the global KV pool (Redis)${noRedis ? ` (skipped: ${noRedis})` : ""}`, () => {
+  // Two engines as two processes would be: each its own client of one pool, no L3 store in common.
+  const poolName = `test-${randomBytes(6).toString("hex")}`;
+  const pool = () => new RedisStatePool({ url: REDIS_TEST_URL, capacityBytes: 64 * 1024 * 1024, name: poolName });
+  let C: EngineServer, D: EngineServer;
+  const peekPool = async (key: string) => {
+    const p = pool();
+    try {
+      return await p.peek(key);
+    } finally {
+      await p.close();
+    }
+  };
+
+  beforeAll(async () => {
+    C = await open({ kvPool: pool() });
+    D = await open({ kvPool: pool() });
+  });
+
+  it("paused to L2 on C, moved to the pool, restored on D: D loads C's state and continues exactly", async () => {
+    const ref = await reference("ref-pool", "What is 5+6?");
+    const t1 = await turn1(C, "p-pool", "What is 5+6?");
+    const held = t1.prompt.length + t1.ids.length - 1;
+    expect((await post(C, "/v1/programs/p-pool/pause", { to: "L2" })).body).toMatchObject({ paused: "L2", kv_location: "L2", kv_tokens: held });
+    // The gateway moves a program it restores elsewhere: the state goes from C's L2 to the pool.
+    expect((await post(C, "/v1/programs/p-pool/pause", { to: "L3" })).body).toMatchObject({ paused: "L3", kv_location: "L3", kv_tokens: held });
+    expect((await peekPool("program:p-pool"))?.tokenIds.length).toBe(held);
+    expect(await info(D, "p-pool")).toMatchObject({ kv_location: "none" });
+
+    // Restoring on D makes it learn of the state; C's restore only lifts its pause.
+    expect((await post(D, "/v1/programs/p-pool/restore")).body).toMatchObject({ paused: null, kv_location: "L3", kv_tokens: held });
+    expect((await post(C, "/v1/programs/p-pool/restore")).body).toMatchObject({ paused: null });
+    const before = runnerStats(D);
+    expectSame(await turn2(D, "p-pool", t1), ref.t2);
+    const after = runnerStats(D);
+    expect(after.loadedStates - before.loadedStates).toBe(1);
+    expect(after.loadedTokens - before.loadedTokens).toBe(held);
+    expect(after.evaluatedTokens - before.evaluatedTokens).toBe(1 + TOOL.length + GEN - 1);
+    // Taken out of the pool by the load: no other engine can load it a second time.
+    expect(await peekPool("program:p-pool")).toBeUndefined();
+  });
+
+  it("a restore with nothing in the pool answers kv none, and the turn recomputes to the same tokens", async () => {
+    const ref = await reference("ref-pool-miss", "What is 3*3?");
+    const t1 = await turn1(C, "p-pool-miss", "What is 3*3?");
+    expect((await post(C, "/v1/programs/p-pool-miss/pause", { to: "L2" })).body).toMatchObject({ kv_location: "L2" });
+    expect((await post(D, "/v1/programs/p-pool-miss/restore")).body).toMatchObject({ kv_location: "none", kv_tokens: 0 });
+    const before = runnerStats(D);
+    expectSame(await turn2(D, "p-pool-miss", t1), ref.t2);
+    expect(runnerStats(D).loadedStates).toBe(before.loadedStates);
+    await post(C, "/v1/programs/p-pool-miss/pause", { to: "drop" });
+    await post(C, "/v1/programs/p-pool-miss/restore");
   });
 });

@@ -51,6 +51,11 @@ export interface KvStateTier {
   read<T>(key: string, read: (path: string, entry: KvStateEntry) => Promise<T>): Promise<T | undefined>;
   /** The entry with `compat` whose tokens are the longest prefix of `tokenIds` (at least `minTokens`). */
   longestPrefix(tokenIds: readonly number[], compat: string, minTokens?: number): KvStateEntry | undefined;
+  /**
+   * (Tiers shared across processes, pooled-state-tier.ts.) Learn of a state another process stored
+   * under `key`, so that `peek` sees it; undefined when there is none.
+   */
+  prefetch?(key: string): Promise<KvStateEntry | undefined>;
   /** Remove `key` and its file; false when absent. */
   delete(key: string): boolean;
   keys(): string[];

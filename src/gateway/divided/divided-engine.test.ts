@@ -1,15 +1,22 @@
 // Divided rollout on two real built-in engines over HTTP (the tiny policy on llama.cpp; one engine
 // runs the v0 executor, the other the scheduled one): with a fixed seed the chunked generation
 // equals the unchunked one whatever the chunk size, and chunks go to the engine with more free KV.
+// With two scheduled engines sharing the Redis KV pool, a chunk on the other engine loads the
+// context's KV moved there instead of prefilling it again.
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GenerateRequest, GenerateResult, TokenBackend } from "../../backends/backend.js";
 import { createArborBackend } from "../../backends/vllm.js";
+import type { LlamaCppStepRunner } from "../../engine/core/llamacpp-step-runner.js";
+import type { ScheduledExecutor } from "../../engine/core/scheduled-executor.js";
+import { RedisStatePool } from "../../engine/kv/redis-state-pool.js";
 import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
 import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
+import { REDIS_TEST_URL, redisUnreachable } from "../../testing/redis-test.js";
 import { DividedRollout } from "./divided-rollout.js";
 
 const CONTEXT = 2048;
@@ -21,6 +28,7 @@ const REQ: GenerateRequest = { promptTokenIds: PROMPT, maxTokens: N, temperature
 const LONG_PROMPT = [vocab.bosId, ...vocab.encode("12+30=")];
 
 let dir: string;
+let policyPath: string;
 let engines: ListeningEngineServer[] = [];
 let backends: TokenBackend[] = [];
 let reference: GenerateResult;
@@ -63,6 +71,7 @@ async function occupy(engine: ListeningEngineServer, backend: TokenBackend): Pro
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-divided-"));
   const policy = ensurePolicy(dir, { seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: CONTEXT });
+  policyPath = policy.path;
   const shape = { modelPath: policy.path, policyVersion: 1, sequences: 2, contextSize: CONTEXT, maxWaiting: 8 };
   engines = [
     await startEngineServer({ name: "e0", ...shape }),
@@ -123,5 +132,54 @@ describe("divided rollout on real built-in engines", () => {
     expect(g.result().chunks.map((c) => c.backend)).toEqual(["e1", "e0", "e0"]);
     // Moving between engines (and executors) mid-generation changes nothing in the output.
     expectSameGeneration(g.result(), reference);
+  }, 60_000);
+});
+
+const noRedis = await redisUnreachable();
+
+describe.skipIf(noRedis !== undefined)(`divided rollout with the KV moving through the pool${noRedis ? ` (skipped: ${noRedis})` : ""}`, () => {
+  it("each chunk on the other engine loads the context's KV from the pool, and the output is the unchunked one", async () => {
+    const name = `test-${randomBytes(6).toString("hex")}`;
+    const pooled = await Promise.all(
+      ["p0", "p1"].map((n) =>
+        startEngineServer({
+          name: n,
+          modelPath: policyPath,
+          policyVersion: 1,
+          sequences: 2,
+          contextSize: CONTEXT,
+          maxWaiting: 8,
+          executorKind: "llamacpp-scheduled",
+          kvPool: new RedisStatePool({ url: REDIS_TEST_URL, capacityBytes: 64 * 1024 * 1024, name }),
+        }),
+      ),
+    );
+    try {
+      // Each engine looks idle on every other scrape, so consecutive chunks alternate between them.
+      let scrapes = 0;
+      const alternating = pooled.map((e, i): TokenBackend => {
+        const b = createArborBackend({ name: `p${i}`, url: `${e.url}/v1` });
+        return Object.assign(Object.create(b) as TokenBackend, {
+          scrapeMetrics: async () => {
+            const m = await b.scrapeMetrics();
+            const turn = Math.floor(scrapes++ / 2) % 2;
+            return { ...m, kvUsage: turn === i ? 0 : 0.5 };
+          },
+        });
+      });
+      const stats = () => pooled.map((e) => ((e.executor as ScheduledExecutor).runner as LlamaCppStepRunner).stats());
+      const before = stats();
+      const r = await new DividedRollout({ backends: alternating, chunkTokens: 8 }).generate(REQ);
+      expectSameGeneration(r, reference);
+      expect(r.chunks.map((c) => c.backend)).toEqual(["p0", "p1", "p0"]);
+      const after = stats();
+      // Chunks 1 and 2 each loaded the context so far (prompt + 8·k tokens, the last one not yet fed).
+      expect(after[1]!.loadedStates - before[1]!.loadedStates).toBe(1);
+      expect(after[0]!.loadedStates - before[0]!.loadedStates).toBe(1);
+      expect(after[1]!.loadedTokens - before[1]!.loadedTokens).toBe(PROMPT.length + 8 - 1);
+      expect(after[0]!.loadedTokens - before[0]!.loadedTokens).toBe(PROMPT.length + 16 - 1);
+    } finally {
+      for (const e of pooled) await e.close();
+    }
   }, 60_000);
 });

@@ -3,6 +3,11 @@
 // prompt ‖ tokens so far with the request's own seed and sampling, and the chunks' outputs,
 // logprobs and policy versions come back as one result. With the built-in engine, whose seeded
 // draws are keyed by sequence position, a chunked generation reproduces the unchunked one.
+// KV follows a generation that changes backend (Seer's global KV pool): where the previous chunk's
+// engine can share a program's KV (TokenBackend.shareProgram: the KV pool as its L3), its context is
+// moved there and the next engine loads it instead of prefilling prompt ‖ tokens so far again. Each
+// generation runs under a program id for that (the call's own, else one of its own).
+import { randomUUID } from "node:crypto";
 import type { RunConfig } from "../../core/config.js";
 import { ArborError } from "../../core/errors.js";
 import { BackendUnreachableError, type GenerateRequest, type TokenBackend } from "../../backends/backend.js";
@@ -48,6 +53,11 @@ export interface Placement {
   /** 0 for the first choice; n when the n better-ranked backends could not be reached. */
   attempt: number;
   scores: CandidateScore[];
+  /**
+   * Set when the chunk runs on another backend than the previous chunk: whether the context's KV
+   * was moved there (`moved`, with the tokens the new engine can load), or why not.
+   */
+  kv?: { moved: true; tokens: number } | { moved: false; reason: string };
 }
 
 /** Places and stitches divided generations; see the file header. */
@@ -106,6 +116,9 @@ export class DividedGeneration {
   /** Every placement so far, in order. */
   readonly placements: Placement[] = [];
   private stepping = false;
+  /** The backend of the last chunk that ran, whose engine holds the context's KV. */
+  private holder: TokenBackend | undefined;
+  private readonly programId: string;
 
   private readonly backends: readonly TokenBackend[];
 
@@ -120,6 +133,7 @@ export class DividedGeneration {
     const needed = (["logitBias", "repetitionPenalty", "minTokens", "ignoreEos"] as const).filter((k) => req[k] !== undefined);
     this.backends = backends.filter((b) => needed.every((k) => b.samplingControls?.includes(k)));
     if (this.backends.length === 0) throw new ArborError(`divided rollout: no backend carries ${needed.join(", ")}`, "invalid_request");
+    this.programId = req.programId ?? `divided-${randomUUID()}`;
   }
 
   /** Whether the generation has ended. */
@@ -156,6 +170,7 @@ export class DividedGeneration {
       const name = ranked[attempt] as string;
       const backend = this.backends.find((b) => b.name === name) as TokenBackend;
       const placement: Placement = { chunk: chunk.index, backend: name, attempt, scores: scores.map((s) => ({ ...s })) };
+      if (this.holder && this.holder !== backend) placement.kv = await this.moveKv(this.holder, backend);
       this.placements.push(placement);
       try {
         this.onPlacement?.(placement);
@@ -176,10 +191,11 @@ export class DividedGeneration {
           ...(this.req.ignoreEos ? { ignoreEos: true } : {}),
           // min_tokens counts the whole generation: what the earlier chunks produced is subtracted.
           ...chunkMinTokens(this.req.minTokens, this.planner.generated, chunk.maxTokens),
-          ...(this.req.programId !== undefined ? { programId: this.req.programId } : {}),
+          programId: this.programId,
           ...(signal ? { signal } : {}),
         });
         this.planner.record(name, r);
+        this.holder = backend;
         return true;
       } catch (err) {
         if (signal?.aborted) return this.aborted();
@@ -195,6 +211,30 @@ export class DividedGeneration {
     this.planner.abort();
     const why = scores.map((s) => `${s.name}: ${s.unavailable ?? "not tried"}`).join("; ");
     throw new ArborError(`divided rollout: no backend available for chunk ${chunk.index} (${why || "no backends"})`, "backend_unavailable");
+  }
+
+  /**
+   * Move the context's KV from the engine of the last chunk to the next one's through the tier they
+   * share: `from` saves it there (which pauses the program on it, lifted at once), `to` learns of
+   * it. Never throws: a failed move costs the next engine a prefill, as without a pool.
+   */
+  private async moveKv(from: TokenBackend, to: TokenBackend): Promise<NonNullable<Placement["kv"]>> {
+    if (!from.shareProgram || !from.restore || !to.restore) return { moved: false, reason: `backend '${from.name}' or '${to.name}' cannot move a program's KV` };
+    const id = this.programId;
+    try {
+      await from.shareProgram(id);
+    } catch (err) {
+      await from.restore(id).catch(() => undefined);
+      return { moved: false, reason: `backend '${from.name}' did not share the KV: ${(err as Error).message}` };
+    }
+    try {
+      await from.restore(id);
+      const got = await to.restore(id);
+      const tokens = got?.kvTokens ?? 0;
+      return tokens > 0 ? { moved: true, tokens } : { moved: false, reason: `backend '${to.name}' found no KV of the program in the tier it shares with '${from.name}'` };
+    } catch (err) {
+      return { moved: false, reason: `moving the KV from '${from.name}' to '${to.name}' failed: ${(err as Error).message}` };
+    }
   }
 
   /** Aborted: end with the tokens so far, or throw the abort reason when there are none. */

@@ -1,6 +1,8 @@
 // PauseGate against the real built-in engine (tiny policy on llama.cpp, scheduled executor): the
 // gate's pause really offloads the program's KV on the engine, and the call it held continues with
-// exactly the tokens of an unpaused run, from the reloaded KV rather than a re-prefill.
+// exactly the tokens of an unpaused run, from the reloaded KV rather than a re-prefill. With two
+// engines sharing the global KV pool (Redis), a program restored on the other engine has its KV moved.
+import { randomBytes } from "node:crypto";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GenerateResult, TokenBackend } from "../../backends/backend.js";
@@ -8,9 +10,12 @@ import { createArborBackend } from "../../backends/vllm.js";
 import { VirtualClock } from "../../core/clock.js";
 import type { LlamaCppStepRunner } from "../../engine/core/llamacpp-step-runner.js";
 import type { ScheduledExecutor } from "../../engine/core/scheduled-executor.js";
-import type { ListeningEngineServer } from "../../engine/server.js";
+import { RedisStatePool } from "../../engine/kv/redis-state-pool.js";
+import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
 import { renderChat, stopTokenIds } from "../../model/chat-template.js";
+import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
+import { REDIS_TEST_URL, redisUnreachable } from "../../testing/redis-test.js";
 import { startTinyEngine, type TinyEngine } from "../../testing/real-engine-fixture.js";
 import { PauseGate } from "./pause-gate.js";
 
@@ -62,7 +67,13 @@ async function until(check: () => Promise<boolean>): Promise<void> {
   throw new Error("condition not reached");
 }
 
-const runnerStats = () => ((engine.executor as ScheduledExecutor).runner as LlamaCppStepRunner).stats();
+const runnerStats = (e: ListeningEngineServer = engine) => ((e.executor as ScheduledExecutor).runner as LlamaCppStepRunner).stats();
+
+/** A metric series' value (0 when absent). */
+async function metricOf(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const m = (await registry.getMetricsAsJSON()).find((x) => x.name === name);
+  return m?.values.find((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value ?? 0;
+}
 
 describe("PauseGate on the real built-in engine", () => {
   it("pauses a program's KV on the engine, holds its call, and continues it exactly after restore", async () => {
@@ -73,10 +84,7 @@ describe("PauseGate on the real built-in engine", () => {
     // The engine's own KV geometry (vllm:cache_config_info): sequences x context at most.
     expect(capacity).toBeGreaterThan(0);
     expect(capacity).toBeLessThanOrEqual(2 * 256);
-    const metric = async (name: string, labels: Record<string, string> = {}): Promise<number> => {
-      const m = (await registry.getMetricsAsJSON()).find((x) => x.name === name);
-      return m?.values.find((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value ?? 0;
-    };
+    const metric = (name: string, labels: Record<string, string> = {}) => metricOf(registry, name, labels);
 
     expect(await gate.beforeCall("p", PROMPT.length)).toBe("e0");
     const t1 = await gen("p", PROMPT, 7);
@@ -158,5 +166,70 @@ describe("PauseGate on the real built-in engine", () => {
     await until(async () => (await engineInfo("m")).paused === null);
     expect(gate.controller.get("m")).toBeUndefined();
     await gate.close();
+  });
+});
+
+const noRedis = await redisUnreachable();
+
+describe.skipIf(noRedis !== undefined)(`PauseGate on two real engines sharing the KV pool${noRedis ? ` (skipped: ${noRedis})` : ""}`, () => {
+  it("restores a program paused on one engine onto the other, which loads its KV from the pool and continues exactly", async () => {
+    // Same GGUF path for both: a state loads only into the engine shape it came from.
+    const policy = ensurePolicy(tiny.dir, { seed: 9, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 2, nFf: 64, contextLength: 1024 });
+    const name = `test-${randomBytes(6).toString("hex")}`;
+    const open = (n: string) =>
+      startEngineServer({
+        name: n,
+        modelPath: policy.path,
+        policyVersion: 1,
+        sequences: 2,
+        contextSize: 256,
+        maxWaiting: 8,
+        executorKind: "llamacpp-scheduled",
+        kvPool: new RedisStatePool({ url: REDIS_TEST_URL, capacityBytes: 64 * 1024 * 1024, name }),
+      });
+    const [x, y] = [await open("x"), await open("y")];
+    try {
+      const bx = createArborBackend({ name: "x", url: `${x.url}/v1` });
+      const by = createArborBackend({ name: "y", url: `${y.url}/v1` });
+      const clock = new VirtualClock(0);
+      const registry = new Registry();
+      const gate = await PauseGate.create({ backends: [bx, by], clock, registry, config: { tickMs: TICK, bufferPerProgram: 0, decayScope: "off" } });
+      const genOn = (b: TokenBackend, prompt: number[], seed: number) =>
+        b.generate({ promptTokenIds: prompt, maxTokens: GEN, temperature: 0.9, seed, stopTokenIds: stopTokenIds(vocab), programId: "mv" });
+
+      expect(await gate.beforeCall("mv", PROMPT.length, undefined, "x")).toBe("x");
+      const t1 = await genOn(bx, PROMPT, 7);
+      const total1 = PROMPT.length + t1.outputTokenIds.length;
+      gate.afterCall("mv", total1);
+      // x is full: mv is paused on x; its next call can only go to y.
+      gate.controller.setCapacity("x", total1 - 1);
+      clock.advance(TICK);
+      await until(async () => (await metricOf(registry, "arbor_gateway_pauses_total", { backend: "x", mode: "engine" })) === 1);
+
+      const prompt2 = [...PROMPT, ...t1.outputTokenIds, ...TOOL];
+      const held = gate.beforeCall("mv", prompt2.length, undefined, "x");
+      clock.advance(TICK);
+      expect(await held).toBe("y");
+      expect(await metricOf(registry, "arbor_gateway_kv_moves_total", { from: "x", to: "y" })).toBe(1);
+      expect(await metricOf(registry, "arbor_gateway_restores_total", { backend: "y", mode: "engine" })).toBe(1);
+
+      const before = runnerStats(y);
+      const t2 = await genOn(by, prompt2, 8);
+      const after = runnerStats(y);
+      expect(after.loadedStates - before.loadedStates).toBe(1);
+      expect(after.loadedTokens - before.loadedTokens).toBe(total1 - 1);
+      expect(after.recomputedTokens - before.recomputedTokens).toBe(0);
+      // The same turns never paused, on the engine the program started on.
+      const r1 = await gen("ref-mv", PROMPT, 7);
+      const r2 = await gen("ref-mv", [...PROMPT, ...r1.outputTokenIds, ...TOOL], 8);
+      expect(t1.outputTokenIds).toEqual(r1.outputTokenIds);
+      expect(t2.outputTokenIds).toEqual(r2.outputTokenIds);
+      t2.logprobs.forEach((lp, i) => expect(Math.abs(lp - r2.logprobs[i]!)).toBeLessThan(1e-6));
+      gate.onRelease("mv");
+      await gate.close();
+    } finally {
+      await x.close();
+      await y.close();
+    }
   });
 });

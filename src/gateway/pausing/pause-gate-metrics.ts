@@ -15,6 +15,7 @@ export class PauseGateMetrics {
   readonly engineFailures: Counter<"backend" | "op">;
   readonly heldCallsEnded: Counter<"outcome">;
   readonly recomputeAvoided: Counter;
+  readonly kvMoves: Counter<"from" | "to">;
   readonly heldCalls: Gauge;
 
   constructor(registry: Registry, controller: PauseController, heldNow: () => number) {
@@ -55,13 +56,19 @@ export class PauseGateMetrics {
       registers,
     });
     // Definition: for each program whose engine pause AND engine restore both succeeded on the same
-    // backend, the controller's context tokens c at pause time (prompt + output of its last call):
+    // backend (or whose KV was moved to the backend it was restored on, kvMoves), the controller's context tokens c at pause time (prompt + output of its last call):
     // the prefix of its next call whose KV the engine reloads instead of prefilling again. An upper
     // bound: the engine still re-evaluates the last sampled token, and may have dropped the state
     // under memory pressure without the gateway knowing.
     this.recomputeAvoided = new Counter({
       name: "arbor_gateway_recompute_avoided_tokens_total",
-      help: "Context tokens of programs restored from engine-saved KV on the engine that saved it (not re-prefilled), counted at restore.",
+      help: "Context tokens of programs restored from engine-saved KV (not re-prefilled) on the engine that saved it or one it was moved to, counted at restore.",
+      registers,
+    });
+    this.kvMoves = new Counter({
+      name: "arbor_gateway_kv_moves_total",
+      help: "Paused programs restored on another backend with their KV moved there through a shared tier (the global KV pool), by origin and target.",
+      labelNames: ["from", "to"],
       registers,
     });
     this.heldCalls = new Gauge({

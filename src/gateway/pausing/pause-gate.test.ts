@@ -1,6 +1,6 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import type { BackendMetrics, GenerateResult, TokenBackend } from "../../backends/backend.js";
+import { BackendHttpError, type BackendMetrics, type GenerateResult, type TokenBackend } from "../../backends/backend.js";
 import { VirtualClock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
 import { PauseGate, type PauseGateConfig } from "./pause-gate.js";
@@ -17,12 +17,16 @@ class FakeBackend implements TokenBackend {
   /** When set, restore waits for this promise. */
   restoreGate: Promise<void> | null = null;
   pause?: (programId: string) => Promise<void>;
-  restore?: (programId: string) => Promise<void>;
+  restore?: (programId: string) => Promise<{ kvTokens: number } | void>;
+  shareProgram?: (programId: string) => Promise<void>;
+  /** With `shared`, a tier the backends have in common: a shared program's KV is loadable by all. */
+  refuseShare = false;
 
   constructor(
     readonly name: string,
     capacity: number | null,
     pauseRestore = true,
+    shared?: Map<string, number>,
   ) {
     this.url = `http://fake-${name}/v1`;
     this.capacity = capacity;
@@ -36,6 +40,14 @@ class FakeBackend implements TokenBackend {
         this.engineCalls.push(`restore:${id}`);
         if (this.restoreGate) await this.restoreGate;
         if (this.failRestore) throw new Error("engine lost it");
+        return { kvTokens: shared?.get(id) ?? 0 };
+      };
+    }
+    if (shared) {
+      this.shareProgram = async (id) => {
+        this.engineCalls.push(`share:${id}`);
+        if (this.refuseShare) throw new BackendHttpError(name, this.url, 400, "no L3 store is configured on this engine");
+        shared.set(id, 700);
       };
     }
   }
@@ -277,6 +289,57 @@ describe("PauseGate", () => {
     expect(b.engineCalls).toEqual([]);
     expect(await metric("arbor_gateway_restores_total", { backend: "B", mode: "proxy" })).toBe(1);
     expect(await metric("arbor_gateway_recompute_avoided_tokens_total")).toBe(0);
+    await gate.close();
+  });
+
+  /** p (700 tokens) paused on A, then restored onto B (A keeps no room for it). */
+  async function movedP(a: FakeBackend, b: FakeBackend, id = "p") {
+    const t = await make([a, b]);
+    expect(await t.gate.beforeCall(id, 600, undefined, "A")).toBe("A");
+    t.gate.afterCall(id, 700);
+    await t.shrink(a, 500);
+    const held = t.gate.beforeCall(id, 710, undefined, "A");
+    await t.shrink(a, 500);
+    expect(await held).toBe("B");
+    return t;
+  }
+
+  it("a program restored onto a backend sharing a KV tier has its KV moved there and counts the avoided recompute", async () => {
+    const shared = new Map<string, number>();
+    const a = new FakeBackend("A", 1000, true, shared);
+    const b = new FakeBackend("B", 1000, true, shared);
+    const { gate, metric } = await movedP(a, b);
+    // The origin shares the KV, the target learns of it, then the origin lets the program go.
+    expect(a.engineCalls).toEqual(["pause:p", "share:p", "restore:p"]);
+    expect(b.engineCalls).toEqual(["restore:p"]);
+    expect(await metric("arbor_gateway_kv_moves_total", { from: "A", to: "B" })).toBe(1);
+    expect(await metric("arbor_gateway_restores_total", { backend: "B", mode: "engine" })).toBe(1);
+    expect(await metric("arbor_gateway_recompute_avoided_tokens_total")).toBe(700);
+    await gate.close();
+  });
+
+  it("an origin that refuses to share (HTTP 400: no shared tier) is not asked again; its programs re-prefill", async () => {
+    const shared = new Map<string, number>();
+    const a = new FakeBackend("A", 1000, true, shared);
+    const b = new FakeBackend("B", 1000, true, shared);
+    a.refuseShare = true;
+    const { gate, metric, logs, shrink } = await movedP(a, b);
+    expect(a.engineCalls).toEqual(["pause:p", "share:p", "restore:p"]);
+    expect(b.engineCalls).toEqual([]);
+    expect(await metric("arbor_gateway_restores_total", { backend: "B", mode: "proxy" })).toBe(1);
+    expect(await metric("arbor_gateway_kv_moves_total", { from: "A", to: "B" })).toBe(0);
+    expect(logs.join("\n")).toMatch(/backend 'A' shares no KV tier with other engines/);
+    // A second program paused on A and moved (p ended, leaving B room): no share asked.
+    gate.afterCall("p", 710);
+    gate.onRelease("p");
+    await shrink(a, 2000);
+    expect(await gate.beforeCall("r", 600, undefined, "A")).toBe("A");
+    gate.afterCall("r", 700);
+    await shrink(a, 500);
+    const held = gate.beforeCall("r", 710, undefined, "A");
+    await shrink(a, 500);
+    expect(await held).toBe("B");
+    expect(a.engineCalls.filter((c) => c.startsWith("share:"))).toEqual(["share:p"]);
     await gate.close();
   });
 

@@ -3,7 +3,7 @@
 // and carries out the controller's decisions, with the engine's own pause/restore where the backend
 // has one (built-in engine, llama-server slots) and at the proxy otherwise.
 import type { Registry } from "prom-client";
-import { isTokenBackend, type Backend, type TokenBackend } from "../../backends/backend.js";
+import { BackendHttpError, isTokenBackend, type Backend, type TokenBackend } from "../../backends/backend.js";
 import type { Clock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
 import type { CallGate } from "./call-gate.js";
@@ -116,6 +116,8 @@ export class PauseGate implements CallGate {
   private readonly held = new Map<string, HeldCall[]>();
   private heldCount = 0;
   private readonly saved = new Map<string, EngineSaved>();
+  /** Backends that refused to share a program's KV (no L3 tier): their programs are not moved again. */
+  private readonly unshared = new Set<string>();
   /** Per program, the tail of its chain of engine operations (pause/restore run in decision order). */
   private readonly ops = new Map<string, Promise<void>>();
   private closed = false;
@@ -356,20 +358,48 @@ export class PauseGate implements CallGate {
 
   /**
    * Restore a program on the engine that saved it. True when its KV is reloaded where it will run
-   * (`target`): only then is re-prefill avoided. A program moved elsewhere is still restored on its
-   * origin so that the engine stops holding it; its next call re-prefills on the target.
+   * (`target`): only then is re-prefill avoided. A program restored elsewhere has its KV moved there
+   * first where the engines share a tier (the global KV pool: {@link PauseGate.moveKv}); its origin is
+   * restored either way, so that the engine stops holding it.
    */
   private async engineRestore(programId: string, s: EngineSaved, target: string | null): Promise<boolean> {
     const b = this.backends.get(s.backend);
     if (!pauseCapable(b)) return false;
+    const moved = target !== null && target !== s.backend && !s.uncertain && (await this.moveKv(programId, b, s.backend, target));
     try {
       await b.restore(programId);
-      return !s.uncertain && target === s.backend;
+      return moved || (!s.uncertain && target === s.backend);
     } catch (e) {
       // After a failed pause the engine may not know the program: no failure to report.
       if (!s.uncertain) {
         this.metrics.engineFailures.inc({ backend: s.backend, op: "restore" });
         this.log(`engine restore of program ${programId} on backend '${s.backend}' failed; its next call re-prefills: ${message(e)}`);
+      }
+      return moved;
+    }
+  }
+
+  /**
+   * Move a paused program's KV from its origin to `target` through the tier they share (Forge's and
+   * Mooncake's global pool): the origin puts it there, the target's restore learns of it. True when
+   * the target says it can load the KV. An origin that has no shared tier (HTTP 400) is not asked again.
+   */
+  private async moveKv(programId: string, origin: PauseCapable, from: string, to: string): Promise<boolean> {
+    const t = this.backends.get(to);
+    if (!origin.shareProgram || !pauseCapable(t) || this.unshared.has(from)) return false;
+    try {
+      await origin.shareProgram(programId);
+      const got = await t.restore(programId);
+      const loaded = (got?.kvTokens ?? 0) > 0;
+      if (loaded) this.metrics.kvMoves.inc({ from, to });
+      return loaded;
+    } catch (e) {
+      if (e instanceof BackendHttpError && e.status === 400) {
+        this.unshared.add(from);
+        this.log(`backend '${from}' shares no KV tier with other engines (${message(e)}); programs it paused re-prefill where they move`);
+      } else {
+        this.metrics.engineFailures.inc({ backend: from, op: "move" });
+        this.log(`moving the KV of program ${programId} from backend '${from}' to '${to}' failed; its next call re-prefills: ${message(e)}`);
       }
       return false;
     }
