@@ -166,6 +166,29 @@ describe("ScheduledExecutor on llama.cpp", () => {
     expect((e.runner as LlamaCppStepRunner).stats().recomputedTokens).toBe(e.stats().prefixCacheHits! - 1);
   });
 
+  it("recomputes a prefix-cache hit when the free sequence holds as many tokens of another prompt", async () => {
+    const shared = "You are a careful assistant who answers with one word. ";
+    const a: Case = { prompt: prompt(shared + "Sky?"), seed: 3, maxTokens: 4, temperature: 1 };
+    const b: Case = { prompt: prompt(shared + "Grass?"), seed: 4, maxTokens: 6, temperature: 1 };
+    // b's prefix-cache hit: a's blocks of 4 it shares (a's outputs come after where the prompts part).
+    let common = 0;
+    while (a.prompt[common] === b.prompt[common]) common++;
+    const hit = Math.floor(common / 4) * 4;
+    // c leaves its sequence holding exactly `hit` tokens (prompt and outputs but the last): b's
+    // computed tokens by count, though only the BOS is b's.
+    const c: Case = { prompt: prompt("Something else entirely."), seed: 6, maxTokens: hit - prompt("Something else entirely.").length + 1, temperature: 1 };
+    const want = await expected([a, c, b]);
+    expect(want[1]!.tokens).toHaveLength(c.maxTokens);
+    const e = await scheduled({ sequences: 1, blockSize: 4 });
+    const got = [await gen(e, a), await gen(e, c)];
+    expect((e.runner as LlamaCppStepRunner).sequenceTokens(0)).toHaveLength(hit);
+    const hitsBefore = e.stats().prefixCacheHits!;
+    got.push(await gen(e, b));
+    expect(e.stats().prefixCacheHits! - hitsBefore).toBe(hit);
+    sameResults(got, want);
+    expect((e.runner as LlamaCppStepRunner).stats().recomputedTokens).toBe(hit - 1);
+  });
+
   it("aborts through the signal: queued requests are refused, started ones end with their tokens", async () => {
     const e = await scheduled({ sequences: 1, maxWaiting: 1 });
     const first = new AbortController();
