@@ -3,6 +3,7 @@
 import * as nodeLlamaCpp from "node-llama-cpp";
 import { readGgufFileInfo, TokenBias, type ControlledEvaluateInputItem, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
+import { guardOutputReorder } from "./llama-output-guard.js";
 import { llamaRuntime, type LlamaGpu } from "./llama-runtime.js";
 
 export interface LlamaContextOptions {
@@ -44,6 +45,13 @@ export async function openLlamaContext(opts: LlamaContextOptions): Promise<{ mod
       threads: 1,
       ...(exact ? { flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" } : {}),
     });
+    try {
+      // Sequences of one batch are sampled in parallel threads: without this, one can get another's distribution.
+      guardOutputReorder(context);
+    } catch (err) {
+      await context.dispose();
+      throw err;
+    }
     return { model, context };
   } catch (err) {
     await model.dispose();

@@ -521,7 +521,9 @@ export class LlamaCppStepRunner implements StepRunner {
     // A sampling chunk evaluates at least its last token: that position's output is the distribution.
     const cap = c.samples ? end - 1 : end;
     const held = seq.nextTokenIndex;
-    const keep = held === c.numComputedTokens && held <= cap ? held : commonPrefix(seq.contextTokens, r.tokens, cap);
+    // A request that kept its sequence since its last step holds its own tokens, so the count is
+    // enough; a fresh one's sequence may hold as many tokens of another prompt: compare them.
+    const keep = !fresh && held === c.numComputedTokens && held <= cap ? held : commonPrefix(seq.contextTokens, r.tokens, cap);
     if (keep < held) await seq.eraseContextTokenRanges([{ start: keep, end: held }]);
     if (fresh && loaded) this.counters.loadedTokens += keep;
     else if (fresh) this.counters.reusedTokens += keep;
