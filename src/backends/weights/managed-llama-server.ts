@@ -27,6 +27,9 @@ import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
 
+/** Longest wait for a process's exit after SIGKILL, at least (ms). */
+const KILL_WAIT_MS = 5_000;
+
 export interface ManagedLlamaServerOptions {
   /** The engine's name, for error messages (default "llama-server"). */
   name?: string;
@@ -282,10 +285,13 @@ export class ManagedLlamaServer {
     p.child.kill("SIGTERM");
     const kill = this.clock.setTimer(stopMs, () => p.child.kill("SIGKILL"));
     let giveUp: (() => void) | undefined;
-    const stuck = this.clock.setTimer(2 * stopMs, () => giveUp?.());
+    // A killed process still needs the kernel and the event loop to report its exit: on a loaded
+    // machine that takes more than a short stop timeout, so the wait after SIGKILL has a floor.
+    const killWaitMs = Math.max(stopMs, KILL_WAIT_MS);
+    const stuck = this.clock.setTimer(stopMs + killWaitMs, () => giveUp?.());
     try {
       const ended = await Promise.race([p.ended.then(() => true), new Promise<boolean>((r) => (giveUp = () => r(false)))]);
-      if (!ended) throw new ArborError(`llama-server '${this.name}' (pid ${p.child.pid}) did not exit within ${stopMs} ms of SIGKILL`, "llama_server");
+      if (!ended) throw new ArborError(`llama-server '${this.name}' (pid ${p.child.pid}) did not exit within ${killWaitMs} ms of SIGKILL`, "llama_server");
     } finally {
       kill.cancel();
       stuck.cancel();
