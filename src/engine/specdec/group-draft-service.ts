@@ -25,7 +25,7 @@ export interface GroupDraftServiceOptions {
   maxSequencesPerGroup?: number;
   /** Tokens per group over its sequences; oldest sequences are evicted to stay within (default 2^20). */
   maxTokensPerGroup?: number;
-  /** Longest substring indexed (default 64). */
+  /** Longest substring indexed (default 24). */
   maxDepth?: number;
   /** Longest TTL a group may ask for (default one day). */
   maxTtlMs?: number;

@@ -9,7 +9,7 @@ import { DEFAULT_MAX_DEPTH, SuffixTrie } from "./suffix-trie.js";
 
 /** Bounds of a cache. */
 export interface SuffixDraftCacheOptions {
-  /** Longest substring indexed (default 64). */
+  /** Longest substring indexed (default 24). */
   maxDepth?: number;
   /** Active requests at most (default 4096); starting one more is refused. */
   maxActiveRequests?: number;

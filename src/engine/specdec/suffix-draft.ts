@@ -95,7 +95,7 @@ export function draftPath(from: SuffixNode, maxTokens: number, minProb: number):
   let prob = 1;
   while (d.tokens.length < maxTokens) {
     let next: SuffixNode | undefined;
-    for (const child of node.children.values()) if (!next || child.count > next.count) next = child;
+    for (const child of node.children()) if (!next || child.count > next.count) next = child;
     if (!next) break;
     prob *= next.count / node.count;
     if (prob < minProb) break;
@@ -126,7 +126,7 @@ export function draftTree(from: SuffixNode, maxTokens: number, minProb: number, 
   const queue: Candidate[] = [];
   let seq = 0;
   const expand = (node: SuffixNode, prob: number, parent: number): void => {
-    for (const child of node.children.values()) {
+    for (const child of node.children()) {
       const p = (prob * child.count) / node.count;
       if (p >= minProb) queue.push({ prob: p, node: child, parent, seq: seq++ });
     }

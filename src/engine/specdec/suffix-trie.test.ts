@@ -21,7 +21,7 @@ function bruteCounts(seqs: number[][], maxDepth: number): Map<string, number> {
 function trieCounts(trie: SuffixTrie): Map<string, number> {
   const out = new Map<string, number>();
   const walk = (node: SuffixNode, path: number[]): void => {
-    for (const child of node.children.values()) {
+    for (const child of node.children()) {
       const p = [...path, child.token];
       out.set(p.join(","), child.count);
       walk(child, p);
@@ -45,7 +45,7 @@ describe("SuffixTrie", () => {
     expect(trie.find([1, 2, 3, 1, 2])).toBeUndefined();
     expect(trie.find([4, 2])).toBeUndefined();
     // Children in first-seen order.
-    expect([...(trie.find([1, 2])?.children.keys() ?? [])]).toEqual([3, 4]);
+    expect([...(trie.find([1, 2])?.children() ?? [])].map((c) => c.token)).toEqual([3, 4]);
   });
 
   it("appending in pieces builds the same trie as at once, across sequences", () => {
@@ -92,6 +92,22 @@ describe("SuffixTrie", () => {
     expect(trie.nodeCount).toBe(1);
     expect(trie.root.count).toBe(0);
     expect(trie.remove("x")).toBe(false);
+  });
+
+  it("keeps children in first-seen order through removals (drafts break ties by it)", () => {
+    const trie = new SuffixTrie({ maxDepth: 2 });
+    trie.append("a", [7, 1]);
+    trie.append("b", [7, 2]);
+    trie.append("c", [7, 3]);
+    const order = (): number[] => [...(trie.find([7])?.children() ?? [])].map((c) => c.token);
+    expect(order()).toEqual([1, 2, 3]);
+    trie.remove("a");
+    expect(order()).toEqual([2, 3]);
+    trie.append("d", [7, 1]);
+    expect(order()).toEqual([2, 3, 1]);
+    trie.remove("c");
+    expect(order()).toEqual([2, 1]);
+    expect(trie.find([7, 3])).toBeUndefined();
   });
 
   it("evicts the oldest other sequences at the token budget and says which", () => {
