@@ -91,6 +91,26 @@ describe("GroupDraftService", () => {
     expect(svc.groupIds()).toEqual(["a", "c"]);
   });
 
+  it("evicts the least recently used other groups when the tokens over all groups pass maxTokens", () => {
+    const { svc } = service({ maxTokensPerGroup: 4, maxTokens: 6 });
+    for (const g of ["a", "b", "c"]) svc.registerGroup(g, 60_000);
+    svc.update("a", "r", 0, [1, 2]);
+    svc.update("b", "r", 0, [1, 2]);
+    svc.update("c", "r", 0, [1]);
+    svc.draft({ groupId: "a", context: [1] }); // a is now more recent than b
+    expect(svc.tokenCount).toBe(5);
+    svc.update("c", "r", 1, [2, 3]);
+    // 7 > 6: b (least recently used) goes; a and c stay.
+    expect(svc.groupIds()).toEqual(["a", "c"]);
+    expect(svc.tokenCount).toBe(5);
+    expect(svc.fetch(["b"], 0).missing).toEqual(["b"]);
+    // Within one group the group's own budget evicts its oldest sequence first.
+    svc.update("c", "s", 0, [4, 4]);
+    expect([...svc.sequences("c").keys()]).toEqual(["s"]);
+    expect(svc.tokenCount).toBe(4);
+    expect(() => service({ maxTokensPerGroup: 8, maxTokens: 4 })).toThrow("maxTokens: must be at least maxTokensPerGroup (8), got 4");
+  });
+
   it("evicts a group's oldest sequence at maxSequencesPerGroup and accepts (drops) its later updates", () => {
     const { svc } = service({ maxSequencesPerGroup: 2 });
     svc.registerGroup("g", 60_000);

@@ -2,9 +2,9 @@
 // responses to one prompt), fed incrementally by every engine with `update(group, request, prevLen,
 // newTokens)`, read back incrementally with `fetch(groups, since)` and drafted from with `draft`. An
 // I/O-free state machine on an injected Clock: groups expire `ttlMs` after their last registration or
-// update (checked on every call), and everything is bounded — groups (least recently used evicted),
-// sequences and tokens per group (oldest sequences evicted), evicted sequences remembered (so their
-// engines' later updates are accepted and dropped) up to a bound.
+// update (checked on every call), and everything is bounded — groups and tokens over all groups (least
+// recently used groups evicted), sequences and tokens per group (oldest sequences evicted), evicted
+// sequences remembered (so their engines' later updates are accepted and dropped) up to a bound.
 //
 // Cursors: every update that adds tokens (or evicts) takes the next number of one service-wide counter
 // and each token remembers the number it arrived with, so `fetch(groups, since)` returns exactly the
@@ -23,8 +23,13 @@ export interface GroupDraftServiceOptions {
   maxGroups?: number;
   /** Sequences per group; a new one evicts the group's oldest (default 64). */
   maxSequencesPerGroup?: number;
-  /** Tokens per group over its sequences; oldest sequences are evicted to stay within (default 2^20). */
+  /** Tokens per group over its sequences; oldest sequences are evicted to stay within (default 2^18). */
   maxTokensPerGroup?: number;
+  /**
+   * Tokens over all groups (default 2^20, at least maxTokensPerGroup): after an update the least recently
+   * used other groups are evicted until the total is within. Memory is about maxTokens × maxDepth trie nodes at worst.
+   */
+  maxTokens?: number;
   /** Longest substring indexed (default 24). */
   maxDepth?: number;
   /** Longest TTL a group may ask for (default one day). */
@@ -78,11 +83,14 @@ export class GroupDraftService implements DraftService {
   readonly maxGroups: number;
   readonly maxSequencesPerGroup: number;
   readonly maxTokensPerGroup: number;
+  readonly maxTokens: number;
   readonly maxDepth: number;
   readonly maxTtlMs: number;
   /** Map order is recency order: the first group is the least recently used. */
   private readonly groups = new Map<string, Group>();
   private version = 0;
+  /** Tokens held over all groups. */
+  private tokens = 0;
 
   constructor(options: GroupDraftServiceOptions) {
     this.clock = options.clock;
@@ -93,7 +101,11 @@ export class GroupDraftService implements DraftService {
     };
     this.maxGroups = bound(options.maxGroups, 1024, "maxGroups");
     this.maxSequencesPerGroup = bound(options.maxSequencesPerGroup, 64, "maxSequencesPerGroup");
-    this.maxTokensPerGroup = bound(options.maxTokensPerGroup, 1 << 20, "maxTokensPerGroup");
+    this.maxTokensPerGroup = bound(options.maxTokensPerGroup, 1 << 18, "maxTokensPerGroup");
+    this.maxTokens = bound(options.maxTokens, Math.max(1 << 20, this.maxTokensPerGroup), "maxTokens");
+    if (this.maxTokens < this.maxTokensPerGroup) {
+      throw new ArborError(`maxTokens: must be at least maxTokensPerGroup (${this.maxTokensPerGroup}), got ${this.maxTokens}`, "config");
+    }
     this.maxDepth = bound(options.maxDepth, DEFAULT_MAX_DEPTH, "maxDepth");
     this.maxTtlMs = bound(options.maxTtlMs, 86_400_000, "maxTtlMs");
   }
@@ -131,7 +143,7 @@ export class GroupDraftService implements DraftService {
     let evictedGroup: string | undefined;
     if (this.groups.size >= this.maxGroups) {
       evictedGroup = this.groups.keys().next().value as string;
-      this.groups.delete(evictedGroup);
+      this.drop(evictedGroup);
     }
     const group: Group = {
       ttlMs,
@@ -184,12 +196,14 @@ export class GroupDraftService implements DraftService {
 
     const at = ++this.version;
     const evicted: string[] = [];
+    const before = g.trie.tokenCount;
     if (cur === 0 && g.trie.sequenceIds().length >= this.maxSequencesPerGroup) {
       const oldest = g.trie.sequenceIds()[0] as string;
       g.trie.remove(oldest);
       evicted.push(oldest);
     }
     evicted.push(...g.trie.append(requestId, fresh));
+    this.tokens += g.trie.tokenCount - before;
     for (const id of evicted) this.bury(g, id, at);
     let stamps = g.stamps.get(requestId);
     if (!stamps) {
@@ -198,6 +212,11 @@ export class GroupDraftService implements DraftService {
     }
     for (let i = 0; i < fresh.length; i++) stamps.push(at);
     this.touch(groupId, g);
+    // Over the service's budget: the least recently used other groups go (this one is now the most recent).
+    for (const other of [...this.groups.keys()]) {
+      if (this.tokens <= this.maxTokens || other === groupId) break;
+      this.drop(other);
+    }
     return { length: cur + fresh.length, appended: fresh.length, evicted };
   }
 
@@ -246,7 +265,7 @@ export class GroupDraftService implements DraftService {
     const now = this.clock.now();
     const gone: string[] = [];
     for (const [id, g] of this.groups) if (now >= g.expiresAt) gone.push(id);
-    for (const id of gone) this.groups.delete(id);
+    for (const id of gone) this.drop(id);
     return gone;
   }
 
@@ -255,6 +274,18 @@ export class GroupDraftService implements DraftService {
     const g = this.groups.get(groupId);
     if (!g) throw new ArborError(`groupId: no group '${groupId}' (never registered, expired or evicted): register it first`, "not_found");
     return g;
+  }
+
+  /** Tokens held over all groups. */
+  get tokenCount(): number {
+    return this.tokens;
+  }
+
+  private drop(groupId: string): void {
+    const g = this.groups.get(groupId);
+    if (!g) return;
+    this.tokens -= g.trie.tokenCount;
+    this.groups.delete(groupId);
   }
 
   private touch(groupId: string, g: Group): void {
