@@ -8,6 +8,7 @@ import { isTokenBackend, type Backend, type BackendReply, type GenerateRequest, 
 import { createBackend } from "../backends/registry.js";
 import type { SyncedBackend } from "../backends/weights/synced-backend.js";
 import { registerWeightMetrics } from "../backends/weights/weight-metrics.js";
+import { announcedWeightSync } from "../loop/announced-weight-sync.js";
 import { JetStreamEventBus } from "../broker/jetstream-event-bus.js";
 import { JetStreamWorkQueue } from "../broker/jetstream-work-queue.js";
 import type { Clock } from "../core/clock.js";
@@ -17,7 +18,7 @@ import { ArborError } from "../core/errors.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createGateway } from "../gateway/server.js";
 import { startBrokeredTrainer, type BatchWork, type TrainerEvents } from "../loop/brokered-trainer.js";
-import type { Trainer } from "../loop/trainer-port.js";
+import type { Trainer, WeightSync } from "../loop/trainer-port.js";
 import type { SyncedEngine } from "../loop/weight-sync.js";
 import type { RolloutEngine } from "../rollout/async-rollout.js";
 import { type ProgramWork, type RolloutEvents } from "../rollout/remote/program-work.js";
@@ -54,6 +55,8 @@ export interface RunDeployment {
   engineStats(): { queries: number; hits: number; preemptions: number };
   /** The version each in-process engine serves. */
   engineVersions(): number[];
+  /** With a cluster: tells its other parts (the event bus) that the engines serve a new policy version. */
+  announce?: (sync: WeightSync) => WeightSync;
   /** With a cluster, train.trainer: external goes through its trainer-api service (else the protocol is served here). */
   trainerApi?: (o: { waitMs: number; signal: AbortSignal }) => Promise<Trainer>;
 }
@@ -233,6 +236,7 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
     programDone: () => {},
     engineStats: () => ({ queries: 0, hits: 0, preemptions: 0 }),
     engineVersions: () => [],
+    announce: (sync) => announcedWeightSync(sync, bus),
     trainerApi: async ({ waitMs, signal }) => {
       const batches = await JetStreamWorkQueue.connect<BatchWork>(broker.url, { ...queueOptions, stream: streams.batches });
       c.onClose(() => batches.close());

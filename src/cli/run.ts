@@ -150,7 +150,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const allTasks = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native" ? drawn.map((t) => nativeTask(env, t)) : drawn;
     const runOf = (position: number): string => (sync && cfg.iterations > 1 ? `${baseRunId}-it${Math.floor(position / settings.batchGroups) + 1}` : baseRunId);
     const checkpointDir = join(outDir, "checkpoints");
-    const weights = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
+    const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
+    const weights = d.announce ? d.announce(fleet) : fleet;
     if (cfg.train?.external && d.trainerApi) {
       trainer = await d.trainerApi({ waitMs: cfg.train.external.waitMs, signal: abort.signal });
     } else if (cfg.train?.external) {

@@ -17,6 +17,7 @@ import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { registerServiceProbes } from "../core/service-probes.js";
 import type { BatchWork, TrainerEvents } from "../loop/brokered-trainer.js";
+import { announcedWeightSync } from "../loop/announced-weight-sync.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
 import { clusterSyncedEngines } from "./cluster-services.js";
 import { serveUntilSignalled, workProbes } from "./service-lifecycle.js";
@@ -38,7 +39,6 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
   const broker = clusterBroker(cfg, "arbor serve trainer-api");
   const streams = clusterStreams(cfg);
   const engines = clusterSyncedEngines(cfg);
-  const weights = fleetWeightSync({ engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: [], log });
   const closers: (() => Promise<void>)[] = [];
   const closeAll = async (): Promise<void> => {
     for (const c of closers.reverse()) await c().catch((e: unknown) => log(`trainer-api: while closing: ${e instanceof Error ? e.message : String(e)}`));
@@ -46,6 +46,7 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
   try {
     const bus = await JetStreamEventBus.connect<TrainerEvents>(broker.url, { stream: streams.events, duplicateWindowMs: broker.duplicateWindowMs });
     closers.push(() => bus.close());
+    const weights = announcedWeightSync(fleetWeightSync({ engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: [], log }), bus);
     // Acks already published (replayed from the bus), so a redelivered batch is never served twice.
     const published = new Set<string>();
     const replayed = await bus.subscribe("batch-acked", (ev) => void published.add(ev.data.batchId), { replay: "all" });
@@ -55,7 +56,6 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
       capacity: BATCHES_AT_ONCE,
       onWeights: async (w) => {
         await weights.load(w.modelPath, w.policyVersion);
-        await bus.publish("policy-version", { version: w.policyVersion, checkpoint: w.modelPath }, `weights:${w.policyVersion}:${w.modelPath}`);
         log(`trainer-api: every engine serves policy version ${w.policyVersion} (${w.modelPath})`);
       },
       onBatch: (event, id) => {
