@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ArborError } from "../../core/errors.js";
 import type { KvStatePool } from "./state-pool.js";
-import type { KvStateEntry, KvStateTier, KvStateTierStats } from "./state-tier.js";
+import { longestPrefixOf, type KvStateEntry, type KvStateTier, type KvStateTierStats } from "./state-tier.js";
 
 /** Pool keys of paused programs; a handoff's keys (`kv-<uuid>`, http/kv-handoff.ts) never collide. */
 const PREFIX = "program:";
@@ -95,15 +95,7 @@ export class PooledStateTier implements KvStateTier {
   }
 
   longestPrefix(tokenIds: readonly number[], compat: string, minTokens = 1): KvStateEntry | undefined {
-    let best: KvStateEntry | undefined;
-    for (const e of this.index.values()) {
-      const n = e.tokenIds.length;
-      if (e.compat !== compat || n < minTokens || n > tokenIds.length || (best && n <= best.tokenIds.length)) continue;
-      let i = 0;
-      while (i < n && e.tokenIds[i] === tokenIds[i]) i++;
-      if (i === n) best = e;
-    }
-    return best;
+    return longestPrefixOf(this.index.values(), tokenIds, compat, minTokens);
   }
 
   /** Forget `key` here and remove it from the pool (in the background: the runner's call is synchronous). */

@@ -166,14 +166,7 @@ class FileStateTier implements KvStateTier {
   }
 
   longestPrefix(tokenIds: readonly number[], compat: string, minTokens = 1): KvStateEntry | undefined {
-    let best: Slot | undefined;
-    for (const slot of this.slots.values()) {
-      const n = slot.tokenIds.length;
-      if (slot.compat !== compat || n < minTokens || n > tokenIds.length || (best && n <= best.tokenIds.length)) continue;
-      let i = 0;
-      while (i < n && slot.tokenIds[i] === tokenIds[i]) i++;
-      if (i === n) best = slot;
-    }
+    const best = longestPrefixOf(this.slots.values(), tokenIds, compat, minTokens);
     return best ? publicEntry(best) : undefined;
   }
 
@@ -231,6 +224,19 @@ class FileStateTier implements KvStateTier {
   private ensureOpen(): void {
     if (this.closed) throw new ArborError(`${this.name} KV store is closed`, "closed");
   }
+}
+
+/** Of `entries`, the one with `compat` whose tokens are the longest prefix of `tokenIds` (at least `minTokens`). */
+export function longestPrefixOf<E extends KvStateEntry>(entries: Iterable<E>, tokenIds: readonly number[], compat: string, minTokens = 1): E | undefined {
+  let best: E | undefined;
+  for (const e of entries) {
+    const n = e.tokenIds.length;
+    if (e.compat !== compat || n < minTokens || n > tokenIds.length || (best && n <= best.tokenIds.length)) continue;
+    let i = 0;
+    while (i < n && e.tokenIds[i] === tokenIds[i]) i++;
+    if (i === n) best = e;
+  }
+  return best;
 }
 
 function publicEntry(s: Slot): KvStateEntry {
