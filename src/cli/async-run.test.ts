@@ -116,5 +116,9 @@ describe("arbor run with rollout.mode: async (end to end)", () => {
     expect(stepLines[0]).toMatch(/staleness mean \d\.\d{2} max \d+ {2}token versions v0/);
     expect(summary.rewardPlot).toBe(join(out, "reward.svg"));
     expect(readFileSync(summary.rewardPlot!, "utf8").match(/<circle /g)).toHaveLength(STEPS);
+    // metrics.jsonl: a line per trainer step, with its staleness.
+    const recs = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { kind: string; index: number; stalenessMax: number | null; policyVersionAfter: number });
+    expect(recs.map((r) => [r.kind, r.index, r.policyVersionAfter])).toEqual(summary.iterations.map((r, i) => ["step", i + 1, r.update?.version]));
+    expect(recs.map((r) => r.stalenessMax)).toEqual(summary.iterations.map((r) => r.staleness?.max ?? null));
   });
 });

@@ -4,11 +4,12 @@
 // Seeds are fixed, but which requests share a llama.cpp batch changes float rounding and now and then a sampled
 // token, so runs differ a little: the margin asked for is well below the rise every run so far has shown
 // (0.12–0.20 at the fourth iteration).
-import { chmodSync, mkdtempSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadRunConfig, parseRunConfig } from "../core/config.js";
+import type { MetricsRecord } from "../loop/metrics-log.js";
 import { runIteration, type RunSummary } from "./run.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-quickstart-"));
@@ -40,5 +41,25 @@ describe("npm start (examples/quickstart.yaml)", () => {
   it("the rise is the policy writing fewer malformed or failing tool calls (the process part of the reward)", () => {
     const process = summary.iterations.map((r) => r.rewardComponents?.process ?? NaN);
     expect(process[process.length - 1]! - process[0]!).toBeGreaterThan(0.05);
+  });
+
+  it("writes metrics.jsonl: one line per iteration with its reward, loss and timings, as the summary says", () => {
+    expect(summary.metricsPath).toBe(join(dir, "out", "metrics.jsonl"));
+    const recs = readFileSync(summary.metricsPath, "utf8").trim().split("\n").map((l) => JSON.parse(l) as MetricsRecord);
+    expect(recs.map((r) => [r.kind, r.index])).toEqual([1, 2, 3, 4].map((i) => ["iteration", i]));
+    recs.forEach((rec, i) => {
+      const it = summary.iterations[i]!;
+      expect(rec.meanReward).toBeCloseTo(it.stats.meanReward!, 12);
+      expect(rec.rewardComponents).toEqual(it.rewardComponents);
+      expect(rec.policyVersion).toBe(it.policyVersion);
+      expect(rec.samples).toBe(it.samples);
+      expect(rec.outputTokens).toBe(it.stats.outputTokens);
+      if (it.update?.stepped) {
+        expect(rec.loss).toBe(it.update.loss);
+        expect(rec.gradNorm).toBeGreaterThan(0);
+        expect(rec.policyVersionAfter).toBe(it.policyVersion + 1);
+      }
+      expect(rec.rolloutMs).toBeGreaterThan(0);
+    });
   });
 });

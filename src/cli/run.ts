@@ -34,6 +34,7 @@ import { checkPortsFree, runPorts } from "./check-ports.js";
 import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
+import { MetricsLog } from "../loop/metrics-log.js";
 import { asyncStepLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
@@ -55,6 +56,8 @@ export interface RunSummary {
   iterations: IterationResult[];
   /** SVG of mean reward per iteration (training runs). */
   rewardPlot?: string;
+  /** One JSON line of metrics per iteration (sync) or trainer step (async): `loop/metrics-log.ts`. */
+  metricsPath: string;
   /** Policy version the engines serve at the end (training runs). */
   policyVersion?: number;
   /** The version each in-process engine serves at the end, in cfg.engines order. */
@@ -194,6 +197,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         opts.onProgramDone?.(p);
       },
     });
+    const metrics = new MetricsLog(join(outDir, "metrics.jsonl"));
     const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);
     let loop: TrainLoopResult;
     try {
@@ -207,6 +211,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         exportBatch: jsonlBatchExporter(outDir, batchName),
         clock,
         onStep: (r) => {
+          metrics.append(r, sync ? "iteration" : "step");
           progress?.step();
           if (!sync) log(asyncStepLine(r, cfg.iterations));
           else if (cfg.train || cfg.iterations > 1) log(iterationLine(r, cfg.iterations));
@@ -239,6 +244,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       tokensPerSecond: (runStats.outputTokens * 1000) / (sync ? last.rolloutMs : loop.rolloutMs),
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
+      metricsPath: metrics.path,
       ...(trainer ? { policyVersion: trainer.version } : {}),
       engineVersions: d.engineVersions(),
       ...(d.external.length > 0 ? { backendVersions: d.external.map((b) => ({ name: b.name, version: b.version, ...(b.retired !== undefined ? { retired: b.retired } : {}) })) } : {}),
@@ -282,6 +288,7 @@ function printSummary(s: RunSummary): void {
     ["elapsed", `${(s.elapsedMs / 1000).toFixed(1)} s`],
     ["store", s.storePath],
     ["batch", `${s.batchPath} (${s.samples} samples)`],
+    ["metrics", s.metricsPath],
     ...summaryTrainingRows(s),
   ];
   const w = Math.max(...rows.map(([k]) => k.length));

@@ -1,0 +1,53 @@
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import type { IterationResult } from "./iteration-result.js";
+import { MetricsLog, metricsRecord } from "./metrics-log.js";
+
+const base: IterationResult = {
+  iteration: 2,
+  runId: "r-it2",
+  stats: { programs: 4, unfinished: 0, calls: 8, promptTokens: 400, outputTokens: 100, terminations: { completed: 3, max_turns: 1 } as IterationResult["stats"]["terminations"], rewarded: 4, meanReward: 0.25 },
+  rewardComponents: { outcome: 0.25, process: 0 },
+  batchPath: "/out/batch-it2.jsonl",
+  samples: 4,
+  toolCalls: 5,
+  rolloutMs: 2000,
+  trainMs: 300,
+  policyVersion: 1,
+};
+
+describe("metrics.jsonl", () => {
+  it("a reference-trainer iteration: its update, throughput and per-program lengths", () => {
+    const rec = metricsRecord(
+      { ...base, update: { stepped: true, version: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, samples: 4, trainedSamples: 3, treeTokens: 50, flatTokens: 120, droppedGroups: 0 }, staleness: { mean: 0, max: 0, versions: [1] } },
+      "iteration",
+      1234,
+    );
+    expect(rec).toMatchObject({ kind: "iteration", index: 2, time: 1234, policyVersion: 1, policyVersionAfter: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, trainedSamples: 3, treeTokens: 50, flatTokens: 120, stepped: true });
+    // 100 output tokens in 2 s of rollout, over 4 programs.
+    expect(rec.outputTokensPerSecond).toBe(50);
+    expect(rec.meanOutputTokens).toBe(25);
+    expect(rec.stalenessMax).toBe(0);
+  });
+
+  it("an external trainer's unknown loss is null (JSON has no NaN), and a run without training has null updates", () => {
+    const ext = metricsRecord({ ...base, update: { stepped: true, version: 2, loss: NaN, gradNorm: NaN, clipFraction: NaN, samples: 4, trainedSamples: 4, treeTokens: 0, flatTokens: 0, droppedGroups: 0, external: true } }, "step", 1);
+    expect([ext.loss, ext.gradNorm, ext.clipFraction]).toEqual([null, null, null]);
+    expect(JSON.parse(JSON.stringify(ext))).toEqual(ext);
+    const none = metricsRecord({ ...base, stats: { ...base.stats, meanReward: null } }, "iteration", 1);
+    expect([none.loss, none.policyVersionAfter, none.stepped, none.meanReward, none.stalenessMean]).toEqual([null, null, null, null, null]);
+  });
+
+  it("the log starts empty and gets one line per append", () => {
+    const path = join(mkdtempSync(join(tmpdir(), "arbor-metrics-")), "sub", "metrics.jsonl");
+    const log = new MetricsLog(path);
+    expect(readFileSync(path, "utf8")).toBe("");
+    log.append(base, "iteration", 5);
+    log.append({ ...base, iteration: 3 }, "iteration", 6);
+    expect(readFileSync(path, "utf8").trim().split("\n").map((l) => JSON.parse(l).index)).toEqual([2, 3]);
+    new MetricsLog(path);
+    expect(readFileSync(path, "utf8")).toBe("");
+  });
+});

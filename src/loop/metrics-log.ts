@@ -1,0 +1,106 @@
+// Run tracking (issue 19): every run appends one JSON line per iteration (sync) or trainer step (async)
+// to `metrics.jsonl` in its output folder — rewards and their components, loss, gradient norm, clip
+// fraction, lengths, staleness, throughput and timings — so that curves can be drawn by any tool
+// (pandas, jq, a dashboard) without parsing stdout. Unknown values (an external trainer's loss) are
+// null, never NaN, so every line is valid JSON. Lines are appended as each step ends: a killed run
+// keeps the lines of the steps it finished.
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import type { IterationResult } from "./iteration-result.js";
+
+/** One line of metrics.jsonl (field names are stable: tools read them). */
+export interface MetricsRecord {
+  /** `iteration` (sync: a rollout and its step) or `step` (async: one trainer step). */
+  kind: "iteration" | "step";
+  /** 1-based index of the iteration or step. */
+  index: number;
+  /** Milliseconds since the Unix epoch when the line was written. */
+  time: number;
+  runId: string;
+  /** The policy version the trainer held when it took the batch, and the one after its step. */
+  policyVersion: number;
+  policyVersionAfter: number | null;
+  programs: number;
+  rewarded: number;
+  meanReward: number | null;
+  rewardComponents: Record<string, number>;
+  terminations: Record<string, number>;
+  calls: number;
+  toolCalls: number;
+  promptTokens: number;
+  outputTokens: number;
+  /** Output tokens per program. */
+  meanOutputTokens: number | null;
+  samples: number;
+  trainedSamples: number | null;
+  stepped: boolean | null;
+  loss: number | null;
+  gradNorm: number | null;
+  clipFraction: number | null;
+  /** Tokens the trainer ran as a prefix tree, and what a flat layout would have run. */
+  treeTokens: number | null;
+  flatTokens: number | null;
+  droppedGroups: number | null;
+  stalenessMean: number | null;
+  stalenessMax: number | null;
+  rolloutMs: number;
+  trainMs: number;
+  /** Output tokens per second of rollout. */
+  outputTokensPerSecond: number | null;
+}
+
+/** A finite number, else null (JSON has no NaN or Infinity). */
+const num = (x: number | undefined | null): number | null => (typeof x === "number" && Number.isFinite(x) ? x : null);
+
+/** The metrics line of one iteration or trainer step. */
+export function metricsRecord(r: IterationResult, kind: MetricsRecord["kind"], time: number): MetricsRecord {
+  const u = r.update;
+  const s = r.stats;
+  return {
+    kind,
+    index: r.iteration,
+    time,
+    runId: r.runId,
+    policyVersion: r.policyVersion,
+    policyVersionAfter: u ? u.version : null,
+    programs: s.programs,
+    rewarded: s.rewarded,
+    meanReward: num(s.meanReward),
+    rewardComponents: r.rewardComponents ?? {},
+    terminations: { ...s.terminations },
+    calls: s.calls,
+    toolCalls: r.toolCalls,
+    promptTokens: s.promptTokens,
+    outputTokens: s.outputTokens,
+    meanOutputTokens: s.programs > 0 ? s.outputTokens / s.programs : null,
+    samples: r.samples,
+    trainedSamples: u ? u.trainedSamples : null,
+    stepped: u ? u.stepped : null,
+    loss: num(u?.loss),
+    gradNorm: num(u?.gradNorm),
+    clipFraction: num(u?.clipFraction),
+    treeTokens: u ? u.treeTokens : null,
+    flatTokens: u ? u.flatTokens : null,
+    droppedGroups: u ? u.droppedGroups : null,
+    stalenessMean: num(r.staleness?.mean),
+    stalenessMax: num(r.staleness?.max),
+    rolloutMs: r.rolloutMs,
+    trainMs: r.trainMs,
+    outputTokensPerSecond: r.rolloutMs > 0 ? num((s.outputTokens * 1000) / r.rolloutMs) : null,
+  };
+}
+
+/** Appends metrics lines to one file, created empty (a rerun into the same folder starts a new log). */
+export class MetricsLog {
+  constructor(readonly path: string) {
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, "");
+  }
+
+  /** Append `r`'s line now (synchronously: the line is on disk when the step's report is printed). */
+  append(r: IterationResult, kind: MetricsRecord["kind"], time = Date.now()): MetricsRecord {
+    const rec = metricsRecord(r, kind, time);
+    appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
+    return rec;
+  }
+}
