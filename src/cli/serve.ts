@@ -4,7 +4,7 @@
 import { hostname } from "node:os";
 import { InvalidArgumentError, type Command } from "commander";
 // Each service's module is imported when it starts (`arbor --help` loads none of them).
-import { ENGINE_ROLES, type EngineRole } from "../engine/http/kv-handoff.js";
+import { ENGINE_ROLES, type EngineRole } from "../engine/engine-role.js";
 
 /** Default drain bound on SIGTERM, ms. */
 export const DEFAULT_DRAIN_MS = 30_000;
