@@ -26,10 +26,10 @@ program
   .argument("<config>", "path of the run config (YAML)")
   .option("--no-progress", "do not draw a progress bar")
   .option("--cluster <file>", "run on a deployment's services (cluster.yaml: its store, gateway, engines; programs on its workers)")
-  .option("--set <key=value>", "override one setting of the run config: a dotted path, a YAML value (repeatable; e.g. --set train.lr=1e-4)", (v: string, acc: string[]) => [...acc, v], [] as string[])
-  .action(async (config: string, opts: { progress: boolean; cluster?: string; set: string[] }) => {
+  .option("--set <key=value>", "override one setting of the run config: a dotted path, a YAML value (repeatable; e.g. --set train.lr=1e-4)", (v: string, acc: string[] | undefined) => [...(acc ?? []), v])
+  .action(async (config: string, opts: { progress: boolean; cluster?: string; set?: string[] }) => {
     const { runCommand } = await import("./run.js");
-    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}), sets: opts.set });
+    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}), sets: opts.set ?? [] });
   });
 
 registerServeCommands(program);
