@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 /** The llama-server binary, or why there is none. */
 export type LlamaServerBinary = { path: string } | { missing: string };
 
-/** The repository (package) root: src/backends/ is two levels below it; the sources run through tsx. */
+/** The repository (package) root: src/backends/ and its build, dist/backends/, are two levels below it. */
 const PACKAGE_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 /**

@@ -1,6 +1,7 @@
 // Benchmarks by name, for `arbor bench <name>` and `npm run bench -- <name>`.
 import { ArborError } from "../core/errors.js";
 import type { Benchmark } from "./bench.js";
+import { BENCHMARK_NAMES, type BenchmarkName } from "./benchmark-names.js";
 import { engineBench } from "./engine-bench.js";
 import { pausingBench } from "./pausing-bench.js";
 import { schedulingBench } from "./scheduling-bench.js";
@@ -10,7 +11,8 @@ import { scaleBench } from "./scale-bench.js";
 import { storeBench } from "./store-bench.js";
 import { treeBench } from "./tree-bench.js";
 
-const BENCHMARKS: Record<string, Benchmark> = {
+// Typed by the names list: a benchmark missing here or not listed there does not compile.
+const BENCHMARKS: Record<BenchmarkName, Benchmark> = {
   engine: engineBench,
   pausing: pausingBench,
   scheduling: schedulingBench,
@@ -22,11 +24,11 @@ const BENCHMARKS: Record<string, Benchmark> = {
 };
 
 /** Names of the registered benchmarks. */
-export const benchmarkNames: readonly string[] = Object.keys(BENCHMARKS);
+export const benchmarkNames: readonly string[] = BENCHMARK_NAMES;
 
 /** Look a benchmark up by name; an unknown name is an ArborError listing the known ones. */
 export function getBenchmark(name: string): Benchmark {
-  const b = Object.hasOwn(BENCHMARKS, name) ? BENCHMARKS[name] : undefined;
+  const b = Object.hasOwn(BENCHMARKS, name) ? BENCHMARKS[name as BenchmarkName] : undefined;
   if (!b) throw new ArborError(`unknown benchmark '${name}' (known: ${benchmarkNames.join(", ")})`, "config");
   return b;
 }

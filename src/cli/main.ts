@@ -1,19 +1,22 @@
 // The `arbor` command: parses arguments and hands each subcommand to its wiring module.
 // Errors a user can fix print as one line (no stack trace unless --debug) and exit non-zero.
+// Each command's module is imported only when that command runs: they load tfjs, llama.cpp, Fastify, the
+// stores…, and `arbor --help` or `--version` should load commander and little else (src/cli/main.test.ts).
+import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { ArborError } from "../core/errors.js";
-import { benchmarkNames } from "../bench/registry.js";
-import { benchCommand } from "./bench.js";
-import { hfConvertCommand, hfExportCommand } from "./hf.js";
-import { runCommand } from "./run.js";
+import { BENCHMARK_NAMES } from "../bench/benchmark-names.js";
+import type { sftCommand } from "./sft.js";
+import type { TrainWorkerCommandOptions } from "./train-worker.js";
 import { registerServeCommands } from "./serve.js";
-import { sftCommand } from "./sft.js";
-import { trainWorkerCommand, type TrainWorkerCommandOptions } from "./train-worker.js";
-import { validateCommand } from "../validate/validate-command.js";
+
+// src/cli/ and dist/cli/ are both two levels below the package root.
+const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
 
 const program = new Command()
   .name("arbor")
   .description("Agentic reinforcement-learning infrastructure for LLMs")
+  .version(version, "-V, --version", "print the version of arbor")
   .option("--debug", "print stack traces of errors")
   .exitOverride();
 
@@ -23,8 +26,10 @@ program
   .argument("<config>", "path of the run config (YAML)")
   .option("--no-progress", "do not draw a progress bar")
   .option("--cluster <file>", "run on a deployment's services (cluster.yaml: its store, gateway, engines; programs on its workers)")
-  .action(async (config: string, opts: { progress: boolean; cluster?: string }) => {
-    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}) });
+  .option("--set <key=value>", "override one setting of the run config: a dotted path, a YAML value (repeatable; e.g. --set train.lr=1e-4)", (v: string, acc: string[] | undefined) => [...(acc ?? []), v])
+  .action(async (config: string, opts: { progress: boolean; cluster?: string; set?: string[] }) => {
+    const { runCommand } = await import("./run.js");
+    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}), sets: opts.set ?? [] });
   });
 
 registerServeCommands(program);
@@ -52,6 +57,7 @@ program
   .requiredOption("--out <gguf>", "where to write the trained policy")
   .option("--no-progress", "do not draw a progress bar")
   .action(async (o: Omit<Parameters<typeof sftCommand>[0], "progress"> & { progress: boolean }) => {
+    const { sftCommand } = await import("./sft.js");
     await sftCommand({ ...o, progress: o.progress && process.stderr.isTTY === true });
   });
 
@@ -67,6 +73,7 @@ program
   .option("--poll-ms <n>", "wait between polls when no batch is queued", toInt, 200)
   .option("--keep-checkpoints <n>", "checkpoint versions kept on disk", toInt, 3)
   .action(async (o: TrainWorkerCommandOptions) => {
+    const { trainWorkerCommand } = await import("./train-worker.js");
     await trainWorkerCommand(o);
   });
 
@@ -87,6 +94,7 @@ program
   .option("--judge-min-approvals <n>", "CONSISTENT votes needed to keep a task (default: a majority)", toInt)
   .option("--strict", "exit with status 2 when any task is dropped")
   .action(async (target: string, o: { out?: string; env?: string; tasks?: number; seed?: number; concurrency: number; passScore: number; judge: string[]; judgeGateway?: string; judgeAdminTokenEnv?: string; judgeAttempts: number; judgeMinApprovals?: number; strict?: boolean }) => {
+    const { validateCommand } = await import("../validate/validate-command.js");
     const report = await validateCommand(target, { ...o, judges: o.judge });
     if (o.strict && report.summary.dropped > 0) process.exitCode = 2;
   });
@@ -94,9 +102,10 @@ program
 program
   .command("bench")
   .description("run a benchmark beside its baseline and print its tables (e.g. `arbor bench engine`)")
-  .argument("<name>", `benchmark name: ${benchmarkNames.join(", ")}`)
+  .argument("<name>", `benchmark name: ${BENCHMARK_NAMES.join(", ")}`)
   .option("--quick", "small workloads: a smoke run, numbers indicative only")
   .action(async (name: string, opts: { quick?: boolean }) => {
+    const { benchCommand } = await import("./bench.js");
     await benchCommand(name, { quick: opts.quick === true });
   });
 
@@ -105,12 +114,12 @@ hf.command("export")
   .description("write a llama GGUF (e.g. the tiny policy) as a Hugging Face LlamaForCausalLM checkpoint: config.json, model.safetensors, tokenizer.json, tokenizer_config.json, generation_config.json")
   .argument("<policy>", "the GGUF to export (F32, F16 or BF16 llama weights)")
   .argument("<dir>", "output directory (created if missing)")
-  .action((policy: string, dir: string) => hfExportCommand(policy, dir));
+  .action(async (policy: string, dir: string) => (await import("./hf.js")).hfExportCommand(policy, dir));
 hf.command("convert")
   .description("convert a Hugging Face llama or qwen2 checkpoint (F32, F16 or BF16 safetensors, sharded or not) to an F32 GGUF the engine serves")
   .argument("<hf-dir>", "the checkpoint directory (config.json, *.safetensors, tokenizer.json)")
   .argument("<out>", "the GGUF to write")
-  .action((dir: string, out: string) => hfConvertCommand(dir, out));
+  .action(async (dir: string, out: string) => (await import("./hf.js")).hfConvertCommand(dir, out));
 
 try {
   await program.parseAsync(process.argv);

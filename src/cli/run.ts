@@ -8,6 +8,7 @@ import { join, resolve } from "node:path";
 import cliProgress from "cli-progress";
 import { loadClusterConfig, loadClusterRunConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { loadRunConfig, servedModelOf, type RunConfig } from "../core/config.js";
+import { parseOverride } from "../core/config-overrides.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
@@ -88,10 +89,12 @@ export interface RunOptions {
 }
 
 /** CLI entry: load the config, run, print the summary. */
-export async function runCommand(configPath: string, opts: Omit<RunOptions, "cluster"> & { cluster?: string }): Promise<void> {
+export async function runCommand(configPath: string, opts: Omit<RunOptions, "cluster"> & { cluster?: string; sets?: readonly string[] }): Promise<void> {
+  const { sets = [], ...rest } = opts;
+  const overrides = sets.map(parseOverride);
   const cluster = opts.cluster !== undefined ? loadClusterConfig(opts.cluster) : undefined;
-  const cfg = cluster ? loadClusterRunConfig(configPath, cluster) : loadRunConfig(configPath);
-  const summary = await runIteration(cfg, { ...opts, cluster, log: (line) => console.error(line) });
+  const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
+  const summary = await runIteration(cfg, { ...rest, cluster, log: (line) => console.error(line) });
   printSummary(summary);
 }
 

@@ -3,11 +3,8 @@
 // GET /healthz and GET /readyz and drains gracefully on SIGTERM; `arbor run` stays the embedded mode.
 import { hostname } from "node:os";
 import { InvalidArgumentError, type Command } from "commander";
-import { ENGINE_ROLES, type EngineRole } from "../engine/http/kv-handoff.js";
-import { serveEngineCommand } from "./serve-engine.js";
-import { serveGatewayCommand } from "./serve-gateway.js";
-import { serveTrainerApiCommand } from "./serve-trainer-api.js";
-import { serveWorkerCommand } from "./serve-worker.js";
+// Each service's module is imported when it starts (`arbor --help` loads none of them).
+import { ENGINE_ROLES, type EngineRole } from "../engine/engine-role.js";
 
 /** Default drain bound on SIGTERM, ms. */
 export const DEFAULT_DRAIN_MS = 30_000;
@@ -23,6 +20,7 @@ export function registerServeCommands(program: Command): void {
     .option("--role <role>", "prefill, decode or mixed: overrides the engine's role in the file (prefill/decode hand KV over through its kvPool)", toRole)
     .option("--drain-ms <n>", "on SIGTERM, longest wait for in-flight requests before they are aborted", toDrainMs, DEFAULT_DRAIN_MS)
     .action(async (o: { cluster: string; name: string; role?: EngineRole; drainMs: number }) => {
+      const { serveEngineCommand } = await import("./serve-engine.js");
       await serveEngineCommand(o);
     });
   serve
@@ -31,6 +29,7 @@ export function registerServeCommands(program: Command): void {
     .requiredOption("--cluster <file>", "the deployment file (cluster.yaml)")
     .option("--drain-ms <n>", "on SIGTERM, longest wait for in-flight calls before they are aborted", toDrainMs, DEFAULT_DRAIN_MS)
     .action(async (o: { cluster: string; drainMs: number }) => {
+      const { serveGatewayCommand } = await import("./serve-gateway.js");
       await serveGatewayCommand(o);
     });
   serve
@@ -42,6 +41,7 @@ export function registerServeCommands(program: Command): void {
     .option("--port <n>", "port of /healthz and /readyz (default: the file's worker.port; 0 for any free port)", toPort)
     .option("--drain-ms <n>", "on SIGTERM, longest wait for the programs in flight before they are aborted (each still ends recorded)", toDrainMs, DEFAULT_DRAIN_MS)
     .action(async (o: { cluster: string; name: string; concurrency?: number; port?: number; drainMs: number }) => {
+      const { serveWorkerCommand } = await import("./serve-worker.js");
       await serveWorkerCommand(o);
     });
   serve
@@ -50,6 +50,7 @@ export function registerServeCommands(program: Command): void {
     .requiredOption("--cluster <file>", "the deployment file (cluster.yaml)")
     .option("--drain-ms <n>", "on SIGTERM, longest wait for a trainer's ack of the batch it holds (else the batch goes back to the queue)", toDrainMs, DEFAULT_DRAIN_MS)
     .action(async (o: { cluster: string; drainMs: number }) => {
+      const { serveTrainerApiCommand } = await import("./serve-trainer-api.js");
       await serveTrainerApiCommand(o);
     });
 }

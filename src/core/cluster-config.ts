@@ -3,6 +3,7 @@
 // networked store. It reuses the run config's schemas (engines, backends, gateway, model), so one engine
 // or gateway block means the same in both files; an invalid file fails with the field and the reason.
 import { z } from "zod";
+import { applyOverrides, type ConfigOverride } from "./config-overrides.js";
 import { BackendConfigSchema, EngineConfigSchema, formatZodError, GatewayConfigSchema, ModelConfigSchema, parseRunConfig, readYamlFile, type RunConfig } from "./config.js";
 import { ArborError } from "./errors.js";
 
@@ -141,8 +142,9 @@ const DEPLOYMENT_KEYS = ["engines", "backends", "gateway", "store", "model"] as 
  * host), backends, gateway, store and model merged in, so the config means what the services serve. A run
  * config that sets one of those itself is an error naming it (two answers to one question).
  */
-export function loadClusterRunConfig(path: string, cluster: ClusterConfig): RunConfig {
-  return clusterRunConfig(readYamlFile(path, "config"), cluster, `config ${path}`);
+export function loadClusterRunConfig(path: string, cluster: ClusterConfig, overrides: readonly ConfigOverride[] = []): RunConfig {
+  const source = `config ${path}`;
+  return clusterRunConfig(applyOverrides(readYamlFile(path, "config"), overrides, source), cluster, source);
 }
 
 /** {@link loadClusterRunConfig} of an already-parsed run config (`source` names it in errors). */

@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
+import { applyOverrides, type ConfigOverride } from "./config-overrides.js";
 import { ArborError } from "./errors.js";
 
 const positiveInt = z.number().int().min(1);
@@ -656,9 +657,13 @@ export function parseRunConfig(raw: unknown, source = "config"): RunConfig {
   return result.data;
 }
 
-/** Load and validate a YAML run config. Relative paths inside stay relative to the working directory. */
-export function loadRunConfig(path: string): RunConfig {
-  return parseRunConfig(readYamlFile(path, "config"), `config ${path}`);
+/**
+ * Load and validate a YAML run config. Relative paths inside stay relative to the working directory.
+ * @param overrides settings from the command line (`--set`), applied to the file's YAML before validation
+ */
+export function loadRunConfig(path: string, overrides: readonly ConfigOverride[] = []): RunConfig {
+  const source = `config ${path}`;
+  return parseRunConfig(applyOverrides(readYamlFile(path, "config"), overrides, source), source);
 }
 
 /** The parsed YAML of a file; throws naming the file (as `what`) and the reason when it is missing or not YAML. */

@@ -138,7 +138,10 @@ describe("deploy/k8s manifests", () => {
     expect(workdir).toBe("/app");
     const copied = final.filter((l) => l.startsWith("COPY ") && !l.includes("--from=")).flatMap((l) => l.split(/\s+/).slice(1, -1));
     expect(copied.filter((src) => !statSync(join(REPO, src), { throwIfNoEntry: false }))).toEqual([]);
-    for (const bin of ["bin", "src", "package.json"]) expect(copied).toContain(bin);
+    for (const bin of ["bin", "package.json"]) expect(copied).toContain(bin);
+    // The compiled JavaScript comes from the build stage (bin/arbor.mjs runs dist/ where there is no src/).
+    expect(final).toContain("COPY --from=deps /app/dist ./dist");
+    expect(copied).not.toContain("src");
     for (const dir of dirs) {
       const cm = buildKustomization(dir).objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === "arbor-config");
       const cluster = parseYaml((cm?.data as Record<string, string>)["cluster.yaml"] as string) as { model?: { path?: string } };

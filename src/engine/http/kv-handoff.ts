@@ -30,11 +30,12 @@ import { ArborError } from "../../core/errors.js";
 import type { Executor, GenerateRequest, GenerateResult, KvTransfer } from "../executor.js";
 import type { KvStatePool } from "../kv/state-pool.js";
 import { invalidRequest, HttpError } from "../openai-errors.js";
+import { ENGINE_ROLES, type EngineRole } from "../engine-role.js";
 import { StopRule, type SampledToken, type SamplingControls } from "../sampling.js";
 
-/** What an engine serves: prompts for another engine, decodes from another's prompt KV, or whole requests. */
-export type EngineRole = "prefill" | "decode" | "mixed";
-export const ENGINE_ROLES: readonly EngineRole[] = ["prefill", "decode", "mixed"];
+// What an engine serves: prompts for another engine, decodes from another's prompt KV, or whole requests
+// (defined in engine-role.ts, which `arbor serve engine --role` checks without loading this module).
+export { ENGINE_ROLES, type EngineRole } from "../engine-role.js";
 
 const tokenLogprob = z.object({ id: z.number().int().min(0), logprob: z.number() }).strict();
 
