@@ -200,7 +200,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         opts.onProgramDone?.(p);
       },
     });
-    const metrics = new MetricsLog(join(outDir, "metrics.jsonl"));
+    const metrics = new MetricsLog(join(outDir, "metrics.jsonl"), clock);
     const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);
     let loop: TrainLoopResult;
     try {

@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { VirtualClock } from "../core/clock.js";
 import type { IterationResult } from "./iteration-result.js";
 import { MetricsLog, metricsRecord } from "./metrics-log.js";
 
@@ -42,12 +43,14 @@ describe("metrics.jsonl", () => {
 
   it("the log starts empty and gets one line per append", () => {
     const path = join(mkdtempSync(join(tmpdir(), "arbor-metrics-")), "sub", "metrics.jsonl");
-    const log = new MetricsLog(path);
+    const clock = new VirtualClock(5);
+    const log = new MetricsLog(path, clock);
     expect(readFileSync(path, "utf8")).toBe("");
-    log.append(base, "iteration", 5);
-    log.append({ ...base, iteration: 3 }, "iteration", 6);
-    expect(readFileSync(path, "utf8").trim().split("\n").map((l) => JSON.parse(l).index)).toEqual([2, 3]);
-    new MetricsLog(path);
+    log.append(base, "iteration");
+    clock.advance(1);
+    log.append({ ...base, iteration: 3 }, "iteration");
+    expect(readFileSync(path, "utf8").trim().split("\n").map((l) => [JSON.parse(l).index, JSON.parse(l).time])).toEqual([[2, 5], [3, 6]]);
+    new MetricsLog(path, clock);
     expect(readFileSync(path, "utf8")).toBe("");
   });
 });

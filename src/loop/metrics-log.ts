@@ -6,6 +6,7 @@
 // keeps the lines of the steps it finished.
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
+import type { Clock } from "../core/clock.js";
 import type { IterationResult } from "./iteration-result.js";
 
 /** One line of metrics.jsonl (field names are stable: tools read them). */
@@ -14,7 +15,7 @@ export interface MetricsRecord {
   kind: "iteration" | "step";
   /** 1-based index of the iteration or step. */
   index: number;
-  /** Milliseconds since the Unix epoch when the line was written. */
+  /** When the line was written: the run's clock (milliseconds since the Unix epoch on the wall clock). */
   time: number;
   runId: string;
   /** The policy version the trainer held when it took the batch, and the one after its step. */
@@ -92,14 +93,17 @@ export function metricsRecord(r: IterationResult, kind: MetricsRecord["kind"], t
 
 /** Appends metrics lines to one file, created empty (a rerun into the same folder starts a new log). */
 export class MetricsLog {
-  constructor(readonly path: string) {
+  constructor(
+    readonly path: string,
+    private readonly clock: Clock,
+  ) {
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, "");
   }
 
   /** Append `r`'s line now (synchronously: the line is on disk when the step's report is printed). */
-  append(r: IterationResult, kind: MetricsRecord["kind"], time = Date.now()): MetricsRecord {
-    const rec = metricsRecord(r, kind, time);
+  append(r: IterationResult, kind: MetricsRecord["kind"]): MetricsRecord {
+    const rec = metricsRecord(r, kind, this.clock.now());
     appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
     return rec;
   }
