@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadRunConfig, parseRunConfig } from "../core/config.js";
 import type { MetricsRecord } from "../loop/metrics-log.js";
+import { readTfEvents } from "../testing/tfevents-reader.js";
 import { runIteration, type RunSummary } from "./run.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-quickstart-"));
@@ -41,6 +42,21 @@ describe("npm start (examples/quickstart.yaml)", () => {
   it("the rise is the policy writing fewer malformed or failing tool calls (the process part of the reward)", () => {
     const process = summary.iterations.map((r) => r.rewardComponents?.process ?? NaN);
     expect(process[process.length - 1]! - process[0]!).toBeGreaterThan(0.05);
+  });
+
+  it("writes TensorBoard events: the format version, then each iteration's scalars at its step", () => {
+    expect(summary.tensorboardPath.startsWith(join(dir, "out", "tensorboard", "events.out.tfevents."))).toBe(true);
+    const [version, ...steps] = readTfEvents(summary.tensorboardPath);
+    expect(version?.fileVersion).toBe("brain.Event:2");
+    expect(steps.map((e) => e.step)).toEqual([1, 2, 3, 4]);
+    steps.forEach((e, i) => {
+      const it = summary.iterations[i]!;
+      // Scalars are float32 in TensorBoard's Summary.
+      expect(e.scalars["reward/mean"]).toBeCloseTo(it.stats.meanReward!, 6);
+      expect(e.scalars["reward/process"]).toBeCloseTo(it.rewardComponents!.process!, 6);
+      expect(e.scalars["rollout/programs"]).toBe(it.stats.programs);
+      if (it.update?.stepped) expect(e.scalars["train/loss"]).toBeCloseTo(it.update.loss, 5);
+    });
   });
 
   it("writes metrics.jsonl: one line per iteration with its reward, loss and timings, as the summary says", () => {

@@ -4,7 +4,7 @@
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
 import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import cliProgress from "cli-progress";
 import { loadClusterConfig, loadClusterRunConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { loadRunConfig, servedModelOf, type RunConfig } from "../core/config.js";
@@ -59,6 +59,8 @@ export interface RunSummary {
   rewardPlot?: string;
   /** One JSON line of metrics per iteration (sync) or trainer step (async): `loop/metrics-log.ts`. */
   metricsPath: string;
+  /** The TensorBoard event file of the same numbers. */
+  tensorboardPath: string;
   /** Policy version the engines serve at the end (training runs). */
   policyVersion?: number;
   /** The version each in-process engine serves at the end, in cfg.engines order. */
@@ -200,7 +202,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         opts.onProgramDone?.(p);
       },
     });
-    const metrics = new MetricsLog(join(outDir, "metrics.jsonl"), clock);
+    const metrics = new MetricsLog(outDir, clock);
     const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);
     let loop: TrainLoopResult;
     try {
@@ -248,6 +250,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
       metricsPath: metrics.path,
+      tensorboardPath: metrics.tensorboard.path,
       ...(trainer ? { policyVersion: trainer.version } : {}),
       engineVersions: d.engineVersions(),
       ...(d.external.length > 0 ? { backendVersions: d.external.map((b) => ({ name: b.name, version: b.version, ...(b.retired !== undefined ? { retired: b.retired } : {}) })) } : {}),
@@ -291,7 +294,7 @@ function printSummary(s: RunSummary): void {
     ["elapsed", `${(s.elapsedMs / 1000).toFixed(1)} s`],
     ["store", s.storePath],
     ["batch", `${s.batchPath} (${s.samples} samples)`],
-    ["metrics", s.metricsPath],
+    ["metrics", `${s.metricsPath}, ${dirname(s.tensorboardPath)} (TensorBoard)`],
     ...summaryTrainingRows(s),
   ];
   const w = Math.max(...rows.map(([k]) => k.length));

@@ -42,15 +42,16 @@ describe("metrics.jsonl", () => {
   });
 
   it("the log starts empty and gets one line per append", () => {
-    const path = join(mkdtempSync(join(tmpdir(), "arbor-metrics-")), "sub", "metrics.jsonl");
+    const dir = join(mkdtempSync(join(tmpdir(), "arbor-metrics-")), "sub");
+    const path = join(dir, "metrics.jsonl");
     const clock = new VirtualClock(5);
-    const log = new MetricsLog(path, clock);
+    const log = new MetricsLog(dir, clock);
     expect(readFileSync(path, "utf8")).toBe("");
     log.append(base, "iteration");
     clock.advance(1);
     log.append({ ...base, iteration: 3 }, "iteration");
     expect(readFileSync(path, "utf8").trim().split("\n").map((l) => [JSON.parse(l).index, JSON.parse(l).time])).toEqual([[2, 5], [3, 6]]);
-    new MetricsLog(path, clock);
+    new MetricsLog(dir, clock);
     expect(readFileSync(path, "utf8")).toBe("");
   });
 });

@@ -3,11 +3,13 @@
 // fraction, lengths, staleness, throughput and timings — so that curves can be drawn by any tool
 // (pandas, jq, a dashboard) without parsing stdout. Unknown values (an external trainer's loss) are
 // null, never NaN, so every line is valid JSON. Lines are appended as each step ends: a killed run
-// keeps the lines of the steps it finished.
+// keeps the lines of the steps it finished. The same numbers go to TensorBoard event files in the
+// folder's `tensorboard/` (tensorboard-events.ts), tagged by group (`reward/mean`, `train/loss`, …).
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { join } from "node:path";
 import type { Clock } from "../core/clock.js";
 import type { IterationResult } from "./iteration-result.js";
+import { TensorBoardWriter } from "./tensorboard-events.js";
 
 /** One line of metrics.jsonl (field names are stable: tools read them). */
 export interface MetricsRecord {
@@ -91,20 +93,60 @@ export function metricsRecord(r: IterationResult, kind: MetricsRecord["kind"], t
   };
 }
 
-/** Appends metrics lines to one file, created empty (a rerun into the same folder starts a new log). */
+/** The TensorBoard scalars of a metrics line: every known number, tagged by group. */
+export function tensorboardScalars(rec: MetricsRecord): Record<string, number> {
+  const out: Record<string, number> = {};
+  const put = (tag: string, v: number | null): void => {
+    if (v !== null) out[tag] = v;
+  };
+  put("reward/mean", rec.meanReward);
+  for (const [k, v] of Object.entries(rec.rewardComponents)) put(`reward/${k}`, v);
+  put("train/loss", rec.loss);
+  put("train/grad_norm", rec.gradNorm);
+  put("train/clip_fraction", rec.clipFraction);
+  put("train/trained_samples", rec.trainedSamples);
+  put("train/tree_tokens", rec.treeTokens);
+  put("train/flat_tokens", rec.flatTokens);
+  put("train/dropped_groups", rec.droppedGroups);
+  put("policy/version", rec.policyVersion);
+  put("policy/version_after", rec.policyVersionAfter);
+  put("rollout/programs", rec.programs);
+  put("rollout/calls", rec.calls);
+  put("rollout/tool_calls", rec.toolCalls);
+  put("rollout/output_tokens", rec.outputTokens);
+  put("rollout/mean_output_tokens", rec.meanOutputTokens);
+  put("rollout/output_tokens_per_second", rec.outputTokensPerSecond);
+  for (const [k, v] of Object.entries(rec.terminations)) put(`terminations/${k}`, v);
+  put("staleness/mean", rec.stalenessMean);
+  put("staleness/max", rec.stalenessMax);
+  put("time/rollout_ms", rec.rolloutMs);
+  put("time/train_ms", rec.trainMs);
+  return out;
+}
+
+/**
+ * A run's metrics in `dir`: `metrics.jsonl`, created empty (a rerun into the same folder starts a new
+ * log), and a TensorBoard event file in `dir/tensorboard/`.
+ */
 export class MetricsLog {
+  readonly path: string;
+  readonly tensorboard: TensorBoardWriter;
+
   constructor(
-    readonly path: string,
+    dir: string,
     private readonly clock: Clock,
   ) {
-    mkdirSync(dirname(path), { recursive: true });
-    writeFileSync(path, "");
+    mkdirSync(dir, { recursive: true });
+    this.path = join(dir, "metrics.jsonl");
+    writeFileSync(this.path, "");
+    this.tensorboard = new TensorBoardWriter(join(dir, "tensorboard"), clock);
   }
 
-  /** Append `r`'s line now (synchronously: the line is on disk when the step's report is printed). */
+  /** Append `r`'s line and scalars now (synchronously: on disk when the step's report is printed). */
   append(r: IterationResult, kind: MetricsRecord["kind"]): MetricsRecord {
     const rec = metricsRecord(r, kind, this.clock.now());
     appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
+    this.tensorboard.scalars(rec.index, tensorboardScalars(rec));
     return rec;
   }
 }
