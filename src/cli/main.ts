@@ -72,6 +72,7 @@ program
   .option("--batches <n>", "stop after this many batches (default: until the run's server is gone)", toInt)
   .option("--poll-ms <n>", "wait between polls when no batch is queued", toInt, 200)
   .option("--keep-checkpoints <n>", "checkpoint versions kept on disk", toInt, 3)
+  .option("--wait-ms <n>", "how long to wait at start for the run's trainer server to answer", toInt, 120_000)
   .action(async (o: TrainWorkerCommandOptions) => {
     const { trainWorkerCommand } = await import("./train-worker.js");
     await trainWorkerCommand(o);

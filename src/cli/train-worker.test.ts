@@ -112,11 +112,28 @@ describe("arbor train-worker loop", () => {
     expect(server.stats()).toMatchObject({ queued: 1, inFlight: 0, acked: 0, requeued: 1, policyVersion: 0 });
   }, 120_000);
 
+  it("waits at start for a server that is not listening yet (a worker started before its run)", async () => {
+    const probe = createTrainerServer({ capacity: 1, onWeights: () => {} });
+    const url = await probe.app.listen({ host: "127.0.0.1", port: 0 });
+    await probe.app.close();
+    const worker = runTrainWorker({ url, from: FROM, outDir: join(dir, "out-5"), batches: 1, waitMs: 60_000 });
+    // Nothing listens for a while (the worker retries), then the run's server comes up on that port.
+    await new Promise((r) => setTimeout(r, 1200));
+    const server = createTrainerServer({ capacity: 4, initialPolicyVersion: 0, onWeights: () => {} });
+    servers.push(server);
+    server.offer(batch("late", [1, 0, 0, 0]));
+    await server.app.listen({ host: "127.0.0.1", port: Number(new URL(url).port) });
+    const r = await worker;
+    expect(r.reason).toBe("batches");
+    expect(r.batches.map((b) => b.id)).toEqual(["late"]);
+  }, 120_000);
+
   it("fails when no server answers before any batch, and on bad options", async () => {
     const s = createTrainerServer({ capacity: 1, onWeights: () => {} });
     const url = await s.app.listen({ host: "127.0.0.1", port: 0 });
     await s.app.close();
-    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4") })).rejects.toThrow(/trainer protocol: cannot reach http:\/\/127\.0\.0\.1:\d+\/v1\/stats/);
+    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), waitMs: 600 })).rejects.toThrow(/trainer protocol: cannot reach http:\/\/127\.0\.0\.1:\d+\/v1\/stats/);
+    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), waitMs: -1 })).rejects.toThrow(/--wait-ms must be an integer >= 0, got -1/);
     await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), lr: 0 })).rejects.toThrow(/--lr must be > 0, got 0/);
     await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), batches: 0 })).rejects.toThrow(/--batches must be an integer >= 1/);
   });

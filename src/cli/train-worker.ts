@@ -30,6 +30,11 @@ export interface TrainWorkerOptions {
   pollMs?: number;
   /** Checkpoint versions kept on disk (default 3). */
   keepCheckpoints?: number;
+  /**
+   * How long to wait for the server at start, ms (default 120 000): a worker may be started before the run
+   * that serves the protocol is listening.
+   */
+  waitMs?: number;
   clock?: Clock;
   /** Ends the loop between batches (a batch being trained is finished, announced and acked first). */
   signal?: AbortSignal;
@@ -76,12 +81,13 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
   check("--max-grad-norm", o.maxGradNorm, (v) => v > 0, "> 0");
   check("--batches", o.batches, (v) => Number.isInteger(v) && v >= 1, "an integer >= 1");
   check("--poll-ms", o.pollMs, (v) => Number.isInteger(v) && v >= 1, "an integer >= 1");
+  check("--wait-ms", o.waitMs, (v) => Number.isInteger(v) && v >= 0, "an integer >= 0");
   const clock = o.clock ?? realClock;
   const log = o.log ?? (() => {});
   const pollMs = o.pollMs ?? 200;
   const client = new TrainerClient(o.url.replace(/\/+$/, ""));
   // Versions continue from the run's: the next announcement must exceed what the engines serve.
-  const start = await client.stats();
+  const start = await untilReachable(() => client.stats(), clock, o.waitMs ?? 120_000, o.signal);
   mkdirSync(o.outDir, { recursive: true });
   const { Trainer } = await import("../trainer/trainer.js");
   const trainer = await Trainer.fromGguf(o.from, { lr: o.lr ?? 1e-3, maxGradNorm: o.maxGradNorm ?? 1, version: start.policyVersion, clock });
@@ -135,6 +141,19 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
   }
 }
 
+/** `call()`, retried every 500 ms while the server cannot be reached, for at most `waitMs`; then its last error. */
+async function untilReachable<T>(call: () => Promise<T>, clock: Clock, waitMs: number, signal?: AbortSignal): Promise<T> {
+  const deadline = clock.now() + waitMs;
+  for (;;) {
+    try {
+      return await call();
+    } catch (e) {
+      if (!serverGone(e) || clock.now() >= deadline || signal?.aborted) throw e;
+    }
+    await sleep(clock, 500, signal);
+  }
+}
+
 /** Sleep `ms` on the clock, or less when `signal` aborts. */
 function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolveSleep) => {
@@ -161,6 +180,7 @@ export interface TrainWorkerCommandOptions {
   batches?: number;
   pollMs: number;
   keepCheckpoints: number;
+  waitMs: number;
 }
 
 /** CLI entry: run the worker until the run is over (or --batches), ending between batches on SIGINT/SIGTERM. */
@@ -179,6 +199,7 @@ export async function trainWorkerCommand(o: TrainWorkerCommandOptions): Promise<
       ...(o.batches === undefined ? {} : { batches: o.batches }),
       pollMs: o.pollMs,
       keepCheckpoints: o.keepCheckpoints,
+      waitMs: o.waitMs,
       signal: abort.signal,
       log: (line) => console.error(line),
     });
