@@ -55,6 +55,8 @@ export interface ExecutorStats {
   prefixCacheHits?: number;
   /** Running requests preempted so far (vllm:num_preemptions_total). */
   preemptions?: number;
+  /** Speculative decoding's counters (vllm:spec_decode_num_*), on executors that speculate. */
+  specDecode?: { numDrafts: number; numDraftTokens: number; numAcceptedTokens: number };
 }
 
 /** Where a paused program's KV goes: this engine's host memory, the shared pool, or nowhere. */

@@ -8,6 +8,10 @@
 // KV handoff (`transfer`): a finished request's context is exported as a state file (a prefill
 // engine's prompt KV, sent to the global pool), and a state from another engine is imported into L2
 // under a program id, so that program's next request loads it like a paused program's.
+// Speculative decoding (`speculative`): after each step the runner drafts every request's next
+// tokens from a SuffixDraftCache (its prompt and output, and past responses) and reports them; the
+// scheduler plans them into the request's next decode chunk, and the runner verifies them exactly
+// (specdec/verify-draft.ts) from one evaluation, erasing the rejected positions' KV.
 import { statSync } from "node:fs";
 import { copyFile, readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
@@ -17,12 +21,16 @@ import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
 import type { ExportedState, KvTransfer, ProgramPauseTarget } from "../executor.js";
 import { LlamaTokenizer } from "../llama-tokenizer.js";
-import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
+import { evaluateDistributions, evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
-import { sampleToken, splitLogitControls, type SamplingParams, type StopRule, type TokenLogprob } from "../sampling.js";
+import { sampleToken, splitLogitControls, type SampledToken, type SamplingParams, type StopRule, type TokenLogprob } from "../sampling.js";
+import type { DraftOptions } from "../specdec/suffix-draft.js";
+import { SuffixDraftCache } from "../specdec/suffix-draft-cache.js";
+import { resolveSpeculative, type SpeculativeOptions } from "../specdec/speculative-options.js";
+import { acceptedCount, verifyDraft } from "../specdec/verify-draft.js";
 import type { RawLogitControls } from "../llama-context.js";
 import type { SampledTokenOut, ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
-import type { RunnerProgramKv, RunnerRequest, RunnerStepResult, StepRunner } from "./step-runner.js";
+import type { RunnerProgramKv, RunnerRequest, RunnerStepResult, SpecDecodeStats, StepRunner } from "./step-runner.js";
 
 /** `sequences` is the scheduler's maxNumSeqs, `contextSize` its maxModelLen. */
 export interface LlamaCppStepRunnerOptions extends LlamaContextOptions {
@@ -32,6 +40,8 @@ export interface LlamaCppStepRunnerOptions extends LlamaContextOptions {
   l2CapacityBytes?: number;
   /** The L3 store shared with other engines (not closed by this runner); no L3 when absent. */
   l3?: KvStateTier;
+  /** Speculative decoding (off when absent). */
+  speculative?: SpeculativeOptions;
 }
 
 /** Token accounting since load: what prefix reuse saved and what it had to recompute. */
@@ -48,12 +58,19 @@ export interface LlamaCppStepRunnerStats {
   loadedStates: number;
   /** Program states saved to L2/L3 by pauses. */
   savedStates: number;
+  /** Speculative decoding: steps that verified a draft (vllm:spec_decode_num_drafts). */
+  numDrafts: number;
+  /** Draft tokens verified (vllm:spec_decode_num_draft_tokens). */
+  numDraftTokens: number;
+  /** Draft tokens accepted (vllm:spec_decode_num_accepted_tokens). */
+  numAcceptedTokens: number;
 }
 
 interface RunnerReq {
   /** Prompt then the tokens sampled so far. */
   tokens: number[];
   promptLength: number;
+  maxTokens: number;
   params: SamplingParams;
   /** Repetition penalty (and the bias before it), applied by llama.cpp to the raw logits. */
   raw: Omit<RawLogitControls, "history"> | undefined;
@@ -96,7 +113,14 @@ export class LlamaCppStepRunner implements StepRunner {
     loadedTokens: 0,
     loadedStates: 0,
     savedStates: 0,
+    numDrafts: 0,
+    numDraftTokens: 0,
+    numAcceptedTokens: 0,
   };
+  /** Speculative decoding's counters; only when speculation is on (see StepRunner). */
+  readonly specDecodeStats?: () => SpecDecodeStats;
+  /** Speculative decoding's drafter and its options (absent: off). */
+  private readonly drafter: { cache: SuffixDraftCache; options: DraftOptions } | undefined;
   /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
   readonly compat: string;
   readonly programs: RunnerProgramKv;
@@ -129,6 +153,11 @@ export class LlamaCppStepRunner implements StepRunner {
     this.compat = `${resolve(opts.modelPath)}:${file.size}:${Math.floor(file.mtimeMs)}|sequences=${opts.sequences}|kv=${opts.exactKv === false ? "f16" : "f32"}`;
     this.l2 = new L2StateTier({ capacityBytes: opts.l2CapacityBytes ?? DEFAULT_L2_BYTES });
     this.l3 = opts.l3;
+    if (opts.speculative) {
+      const spec = resolveSpeculative(opts.speculative);
+      this.drafter = { cache: new SuffixDraftCache(spec.cache), options: spec.draft };
+      this.specDecodeStats = () => ({ numDrafts: this.counters.numDrafts, numDraftTokens: this.counters.numDraftTokens, numAcceptedTokens: this.counters.numAcceptedTokens });
+    }
     this.programs = {
       tiers: this.l3 ? ["L2", "L3"] : ["L2"],
       pauseProgram: (id, to) => this.pauseProgram(id, to),
@@ -164,6 +193,8 @@ export class LlamaCppStepRunner implements StepRunner {
     return { ...this.counters };
   }
 
+
+
   /** The tokens a sequence holds (tests and debugging). */
   sequenceTokens(index: number): number[] {
     const s = this.seqs[index];
@@ -179,9 +210,11 @@ export class LlamaCppStepRunner implements StepRunner {
   addRequest(requestId: string, req: RunnerRequest): void {
     if (this.requests.has(requestId)) throw new ArborError(`llama.cpp runner: request ${requestId} is already registered`, "engine");
     const { raw, logitBias } = splitLogitControls(req.controls ?? {});
+    this.drafter?.cache.startRequest(requestId, req.promptTokenIds);
     this.requests.set(requestId, {
       tokens: [...req.promptTokenIds],
       promptLength: req.promptTokenIds.length,
+      maxTokens: req.maxTokens,
       params: { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs, ...(logitBias ? { logitBias } : {}) },
       raw,
       stop: req.stop,
@@ -209,6 +242,8 @@ export class LlamaCppStepRunner implements StepRunner {
     }
     this.release(r);
     this.requests.delete(requestId);
+    // Its response stays in the global tree for later requests' drafts.
+    this.drafter?.cache.stopRequest(requestId);
   }
 
   run(plan: StepPlan): Promise<RunnerStepResult> {
@@ -229,13 +264,16 @@ export class LlamaCppStepRunner implements StepRunner {
     const sampled = new Map<string, SampledTokenOut>();
     const top = new Map<string, TokenLogprob[]>();
     if (plan.chunks.length === 0) return { stepId: plan.stepId, sampled, top, durationMs: 0 };
+    const moreTokens = new Map<string, SampledTokenOut[]>();
+    const moreTop = new Map<string, TokenLogprob[][]>();
+    const drafts = new Map<string, number[]>();
 
     const work: { id: string; r: RunnerReq; c: ScheduledChunk; from: number; fresh: boolean; loaded: boolean }[] = [];
     const loads: { w: (typeof work)[number]; store: KvStateTier; entry: KvStateEntry }[] = [];
     for (const c of plan.chunks) {
       const r = this.requests.get(c.requestId);
       if (!r) throw new ArborError(`step ${plan.stepId}: request ${c.requestId} is not registered with the llama.cpp runner`, "engine");
-      const end = c.numComputedTokens + c.numNewTokens;
+      const end = tokensEnd(c);
       if (end > r.tokens.length) {
         throw new ArborError(`step ${plan.stepId}: request ${c.requestId} has ${r.tokens.length} tokens, the plan computes up to ${end}`, "engine");
       }
@@ -252,19 +290,73 @@ export class LlamaCppStepRunner implements StepRunner {
     // Make each sequence hold exactly the tokens it keeps (erasures first, then one batched evaluate).
     await Promise.all(work.map(async (w) => (w.from = await this.align(w.r, w.c, w.fresh, w.loaded))));
     const outs = await Promise.all(work.map((w) => this.evaluate(w.r, w.from, w.c)));
+    const erasures: Promise<void>[] = [];
     for (let i = 0; i < work.length; i++) {
       const w = work[i] as (typeof work)[number];
-      const probs = outs[i];
-      if (!probs) continue;
-      // The distribution follows the chunk's last token: the new token sits at the chunk's end.
-      const suppress = w.r.stop?.suppressAt(w.r.tokens.length - w.r.promptLength);
-      const tok = sampleToken(probs, suppress ? { ...w.r.params, suppress } : w.r.params, w.r.rng, w.c.numComputedTokens + w.c.numNewTokens);
-      // The token is fed back by the next decode chunk; the scheduler keeps the same list.
-      w.r.tokens.push(tok.id);
-      sampled.set(w.id, { tokenId: tok.id, logprob: tok.logprob });
-      if (tok.top.length > 0) top.set(w.id, tok.top);
+      const dists = outs[i];
+      if (!dists) continue;
+      const draft = w.c.draftTokenIds ?? [];
+      const emitted = this.verify(w.r, draft, dists, tokensEnd(w.c));
+      // The tokens are fed back by the next decode chunk; the scheduler keeps the same list.
+      for (const t of emitted) w.r.tokens.push(t.id);
+      const [first, ...rest] = emitted as [SampledToken, ...SampledToken[]];
+      sampled.set(w.id, { tokenId: first.id, logprob: first.logprob });
+      if (first.top.length > 0) top.set(w.id, first.top);
+      if (rest.length > 0) {
+        moreTokens.set(w.id, rest.map((t) => ({ tokenId: t.id, logprob: t.logprob })));
+        if (rest.some((t) => t.top.length > 0)) moreTop.set(w.id, rest.map((t) => t.top));
+      }
+      if (draft.length > 0) {
+        const accepted = acceptedCount(draft, emitted);
+        this.counters.numDrafts++;
+        this.counters.numDraftTokens += draft.length;
+        this.counters.numAcceptedTokens += accepted;
+        // The sequence keeps exactly the accepted tokens: the last emitted one is fed next step.
+        const seq = this.seqs[w.r.seq as number] as LlamaContextSequence;
+        const valid = w.r.tokens.length - 1;
+        if (seq.nextTokenIndex > valid) erasures.push(seq.eraseContextTokenRanges([{ start: valid, end: seq.nextTokenIndex }]));
+      }
+      if (this.drafter) {
+        this.drafter.cache.addResponse(w.id, emitted.map((t) => t.id));
+        const next = this.drafter.cache.draft(w.id, w.r.tokens, this.drafter.options).tokens;
+        if (next.length > 0 && !this.ended(w.r, emitted)) drafts.set(w.id, next);
+      }
     }
-    return { stepId: plan.stepId, sampled, top, durationMs: this.clock.now() - start };
+    await Promise.all(erasures);
+    return {
+      stepId: plan.stepId,
+      sampled,
+      top,
+      ...(moreTokens.size > 0 ? { moreTokens } : {}),
+      ...(moreTop.size > 0 ? { moreTop } : {}),
+      ...(drafts.size > 0 ? { drafts } : {}),
+      durationMs: this.clock.now() - start,
+    };
+  }
+
+  /**
+   * Sample the chunk's token(s) at `pos` (the new token's sequence position) and on: one token
+   * without a draft, else the verified run (see specdec/verify-draft.ts), cut at the request's
+   * stop rule and max_tokens as the scheduler cuts it.
+   */
+  private verify(r: RunnerReq, draft: readonly number[], dists: Map<number, number>[], pos: number): SampledToken[] {
+    const outputs = r.tokens.length - r.promptLength;
+    return verifyDraft(
+      draft,
+      dists,
+      (probs, i) => {
+        const suppress = r.stop?.suppressAt(outputs + i);
+        return sampleToken(probs, suppress ? { ...r.params, suppress } : r.params, r.rng, pos + i);
+      },
+      (t, n) => (r.stop?.stopsAt(t.id, outputs + n) ?? false) || outputs + n >= r.maxTokens,
+    );
+  }
+
+  /** Whether the request's last emitted token ended it (stop rule or max_tokens): nothing to draft for. */
+  private ended(r: RunnerReq, emitted: readonly SampledToken[]): boolean {
+    const last = emitted[emitted.length - 1] as SampledToken;
+    const outputs = r.tokens.length - r.promptLength;
+    return (r.stop?.stopsAt(last.id, outputs) ?? false) || outputs >= r.maxTokens;
   }
 
   async close(): Promise<void> {
@@ -517,7 +609,7 @@ export class LlamaCppStepRunner implements StepRunner {
    */
   private async align(r: RunnerReq, c: ScheduledChunk, fresh: boolean, loaded: boolean): Promise<number> {
     const seq = this.seqs[r.seq as number] as LlamaContextSequence;
-    const end = c.numComputedTokens + c.numNewTokens;
+    const end = tokensEnd(c);
     // A sampling chunk evaluates at least its last token: that position's output is the distribution.
     const cap = c.samples ? end - 1 : end;
     const held = seq.nextTokenIndex;
@@ -531,16 +623,31 @@ export class LlamaCppStepRunner implements StepRunner {
     return keep;
   }
 
-  /** Evaluate tokens [from, end) of the chunk; the next-token distribution when it samples. */
-  private async evaluate(r: RunnerReq, from: number, c: ScheduledChunk): Promise<Map<number, number> | undefined> {
+  /**
+   * Evaluate tokens [from, end) of the chunk, then its draft tokens; when it samples, the
+   * next-token distribution after its last token, or after its last token and each draft token.
+   */
+  private async evaluate(r: RunnerReq, from: number, c: ScheduledChunk): Promise<Map<number, number>[] | undefined> {
     const seq = this.seqs[r.seq as number] as LlamaContextSequence;
-    const end = c.numComputedTokens + c.numNewTokens;
+    const end = tokensEnd(c);
+    const draft = c.draftTokenIds ?? [];
     if (from >= end) return undefined;
-    const tokens = r.tokens.slice(from, end);
+    const tokens = [...r.tokens.slice(from, end), ...draft];
     this.counters.evaluatedTokens += tokens.length;
-    // The penalty covers the prompt and the output so far: every token before the one sampled.
-    return evaluateTokens(seq, tokens, c.samples, c.samples && r.raw ? { ...r.raw, history: r.tokens.slice(0, end) } : undefined);
+    if (draft.length === 0) {
+      // The penalty covers the prompt and the output so far: every token before the one sampled.
+      const probs = await evaluateTokens(seq, tokens, c.samples, c.samples && r.raw ? { ...r.raw, history: r.tokens.slice(0, end) } : undefined);
+      return probs ? [probs] : undefined;
+    }
+    // Each verified position's penalty covers what precedes it there: the draft tokens before it too.
+    const raw = r.raw;
+    return evaluateDistributions(seq, tokens, draft.length + 1, (i) => (raw ? { ...raw, history: [...r.tokens.slice(0, end), ...draft.slice(0, i)] } : undefined));
   }
+}
+
+/** Where the chunk's own tokens end: its draft tokens (not yet the request's) come after. */
+function tokensEnd(c: ScheduledChunk): number {
+  return c.numComputedTokens + c.numNewTokens - (c.draftTokenIds?.length ?? 0);
 }
 
 /** Length of the common prefix of `a` and `b`, at most `cap`. */

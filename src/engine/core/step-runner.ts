@@ -50,6 +50,8 @@ export interface RunnerProgramKv {
 /** A step's result plus the `topLogprobs` alternatives of each sampled token (absent = none). */
 export interface RunnerStepResult extends StepResult {
   top?: Map<string, TokenLogprob[]>;
+  /** The alternatives of each of `moreTokens`' tokens, in order. */
+  moreTop?: Map<string, TokenLogprob[][]>;
 }
 
 export interface StepRunner {
@@ -68,4 +70,16 @@ export interface StepRunner {
   readonly programs?: RunnerProgramKv;
   /** KV handoff to and from other engines, on runners that hold real KV (llama.cpp). */
   readonly transfer?: KvTransfer;
+  /** Speculative decoding's counters since load, on runners that draft (absent: speculation off). */
+  specDecodeStats?(): SpecDecodeStats;
+}
+
+/** Speculative decoding's counters (vLLM's spec_decode metrics). */
+export interface SpecDecodeStats {
+  /** Steps that verified a draft for a request. */
+  numDrafts: number;
+  /** Draft tokens verified. */
+  numDraftTokens: number;
+  /** Draft tokens accepted. */
+  numAcceptedTokens: number;
 }
