@@ -181,7 +181,6 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     const c = GREEDY[1]!;
     const want = await gen(plain, c);
     // A draft that is certainly wrong at first: the global tree holds a different continuation.
-    let runner: LlamaCppStepRunner | undefined;
     let rejections = 0;
     const kvAfterRejection: { held: number[]; accepted: number[] }[] = [];
     const e = await speculative({
@@ -189,15 +188,15 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
       onStep: (plan, result) => {
         const ch = plan.chunks[0]!;
         const draft = ch.draftTokenIds ?? [];
-        if (!runner || draft.length === 0 || (result.moreTokens?.get(ch.requestId)?.length ?? 0) >= draft.length) return;
+        if (draft.length === 0 || (result.moreTokens?.get(ch.requestId)?.length ?? 0) >= draft.length) return;
         // Right after a step that rejected part of its draft: only the accepted tokens are in KV.
         // (The engine swallows an observer's exceptions: record, assert after.)
         rejections++;
         const st = e.scheduler.requestState(ch.requestId)!;
-        kvAfterRejection.push({ held: runner.sequenceTokens(0), accepted: [...c.prompt, ...st.outputTokenIds].slice(0, -1) });
+        kvAfterRejection.push({ held: (e.runner as LlamaCppStepRunner).sequenceTokens(0), accepted: [...c.prompt, ...st.outputTokenIds].slice(0, -1) });
       },
     });
-    runner = e.runner as LlamaCppStepRunner;
+    const runner = e.runner as LlamaCppStepRunner;
     const decoy: Case = { ...c, temperature: 1, rng: () => new PlainRng(99) };
     await gen(e, decoy);
     const before = specStats(e);
