@@ -15,7 +15,7 @@ import { PositionKeyedRng } from "../position-keyed-rng.js";
 import type { SamplingControls } from "../sampling.js";
 import type { StepPlan } from "../scheduler/step-plan.js";
 import type { LlamaCppStepRunner } from "./llamacpp-step-runner.js";
-import { loadScheduledLlamaCpp, type ScheduledEngineOptions } from "./scheduled-engines.js";
+import { loadScheduledLlamaCpp } from "./scheduled-engines.js";
 import type { ScheduledExecutor } from "./scheduled-executor.js";
 import type { RunnerStepResult } from "./step-runner.js";
 
@@ -52,7 +52,7 @@ function gen(e: ScheduledExecutor, c: Case, onToken?: (id: number) => void): Pro
   });
 }
 
-async function speculative(o: Partial<ScheduledEngineOptions> = {}, steps?: { plan: StepPlan; result: RunnerStepResult }[]): Promise<ScheduledExecutor> {
+async function speculative(o: Partial<Parameters<typeof loadScheduledLlamaCpp>[0]> = {}, steps?: { plan: StepPlan; result: RunnerStepResult }[]): Promise<ScheduledExecutor> {
   const e = await loadScheduledLlamaCpp({
     modelPath,
     sequences: 3,
