@@ -94,12 +94,12 @@ export class EngineMetrics {
         this.inc(preemptions.of(stats().preemptions ?? 0));
       },
     });
-    // Speculative decoding's counters, under vLLM's names, on engines that speculate.
+    // Speculative decoding's counters under the names vLLM's are scraped as (its counters get "_total"), on engines that speculate.
     if (stats().specDecode) {
       const spec = [
-        ["vllm:spec_decode_num_drafts", "Number of spec decoding drafts (a request's draft verified in one step).", "numDrafts"],
-        ["vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", "numDraftTokens"],
-        ["vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", "numAcceptedTokens"],
+        ["vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts (a request's draft verified in one step).", "numDrafts"],
+        ["vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "numDraftTokens"],
+        ["vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", "numAcceptedTokens"],
       ] as const;
       for (const [name, help, field] of spec) {
         const m = new Monotonic();

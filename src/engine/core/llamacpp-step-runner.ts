@@ -58,11 +58,11 @@ export interface LlamaCppStepRunnerStats {
   loadedStates: number;
   /** Program states saved to L2/L3 by pauses. */
   savedStates: number;
-  /** Speculative decoding: steps that verified a draft (vllm:spec_decode_num_drafts). */
+  /** Speculative decoding: steps that verified a draft (vllm:spec_decode_num_drafts_total). */
   numDrafts: number;
-  /** Draft tokens verified (vllm:spec_decode_num_draft_tokens). */
+  /** Draft tokens verified (vllm:spec_decode_num_draft_tokens_total). */
   numDraftTokens: number;
-  /** Draft tokens accepted (vllm:spec_decode_num_accepted_tokens). */
+  /** Draft tokens accepted (vllm:spec_decode_num_accepted_tokens_total). */
   numAcceptedTokens: number;
 }
 

@@ -83,9 +83,9 @@ describe("engine server with a scheduled executor", () => {
       got.choices[0]!.logprobs.content.forEach((lp, i) => expect(Math.abs(lp.logprob - ref.choices[0]!.logprobs.content[i]!.logprob)).toBeLessThan(1e-5));
     }
     const text = (await spec.app.inject({ method: "GET", url: "/metrics" })).body;
-    expect(metric(text, "vllm:spec_decode_num_drafts")).toBeGreaterThan(0);
-    expect(metric(text, "vllm:spec_decode_num_accepted_tokens")).toBeGreaterThan(0);
-    expect(metric(text, "vllm:spec_decode_num_draft_tokens")).toBeGreaterThanOrEqual(metric(text, "vllm:spec_decode_num_accepted_tokens"));
+    expect(metric(text, "vllm:spec_decode_num_drafts_total")).toBeGreaterThan(0);
+    expect(metric(text, "vllm:spec_decode_num_accepted_tokens_total")).toBeGreaterThan(0);
+    expect(metric(text, "vllm:spec_decode_num_draft_tokens_total")).toBeGreaterThanOrEqual(metric(text, "vllm:spec_decode_num_accepted_tokens_total"));
     // Engines that do not speculate do not export the counters.
     expect((await plain.app.inject({ method: "GET", url: "/metrics" })).body).not.toMatch(/spec_decode/);
     await expect(createEngineServer({ ...common, executorKind: "llamacpp", speculative: { method: "suffix" } })).rejects.toThrow(/speculative decoding runs on executorKind "llamacpp-scheduled", not "llamacpp"/);

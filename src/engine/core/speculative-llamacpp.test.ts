@@ -17,7 +17,7 @@ import type { StepPlan } from "../scheduler/step-plan.js";
 import type { LlamaCppStepRunner } from "./llamacpp-step-runner.js";
 import { loadScheduledLlamaCpp } from "./scheduled-engines.js";
 import type { ScheduledExecutor } from "./scheduled-executor.js";
-import type { RunnerStepResult } from "./step-runner.js";
+import { meanAcceptanceLength, type RunnerStepResult } from "./step-runner.js";
 
 const INIT = { seed: 1, nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 2048 };
 const vocab = new Vocab();
@@ -120,6 +120,10 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     const s = specStats(e);
     expect(s.numDrafts).toBeGreaterThan(first.numDrafts);
     expect(s.numAcceptedTokens - first.numAcceptedTokens).toBeGreaterThan(0);
+    // Per verification step of the repeated requests, more than two tokens on average.
+    const second = { numDrafts: s.numDrafts - first.numDrafts, numDraftTokens: s.numDraftTokens - first.numDraftTokens, numAcceptedTokens: s.numAcceptedTokens - first.numAcceptedTokens };
+    expect(meanAcceptanceLength(second)).toBeGreaterThan(2);
+    expect(meanAcceptanceLength({ numDrafts: 0, numDraftTokens: 0, numAcceptedTokens: 0 })).toBe(0);
     // A repeated response is drafted from the global tree: most of its tokens come in verified runs.
     expect(s.numAcceptedTokens - first.numAcceptedTokens).toBeGreaterThan(want.reduce((n, r) => n + r.tokens.length, 0) / 2);
     expect(e.stats()).toMatchObject({ running: 0, waiting: 0, usedTokens: 0 });

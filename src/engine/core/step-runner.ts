@@ -83,3 +83,8 @@ export interface SpecDecodeStats {
   /** Draft tokens accepted. */
   numAcceptedTokens: number;
 }
+
+/** Tokens a verification step produced on average: 1 + accepted draft tokens per draft (vLLM's mean acceptance length); 0 before any draft. */
+export function meanAcceptanceLength(s: SpecDecodeStats): number {
+  return s.numDrafts > 0 ? 1 + s.numAcceptedTokens / s.numDrafts : 0;
+}
