@@ -215,6 +215,18 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     expect(runner.sequenceTokens(0)).toEqual([...c.prompt, ...got.tokens.map((t) => t.id)].slice(0, -1));
   });
 
+  it("preempts under a tiny KV cache (draft positions take slots too) and still gives every request its tokens", async () => {
+    const cases = GREEDY.map((c, i) => ({ ...c, maxTokens: 16, temperature: i === 1 ? 0 : 1, rng: () => PositionKeyedRng.fromSeed(40 + i) }));
+    const want = [];
+    for (const c of cases) want.push(await gen(plain, c));
+    const e = await speculative({ blockSize: 4, numBlocks: 18, contextSize: 72, maxNumBatchedTokens: 72 });
+    // Twice: the second round verifies drafts from the first one's responses.
+    for (let round = 0; round < 2; round++) sameResults(await Promise.all(cases.map((c) => gen(e, c))), want);
+    expect(e.stats().preemptions).toBeGreaterThan(0);
+    expect(specStats(e).numAcceptedTokens).toBeGreaterThan(0);
+    expect(e.stats()).toMatchObject({ running: 0, waiting: 0, usedTokens: 0 });
+  });
+
   it("refuses a bad speculative setting, naming the field", async () => {
     await expect(speculative({ speculative: { method: "suffix", maxSpecTokens: 0 } })).rejects.toThrow(/speculative\.maxSpecTokens: must be an integer >= 1/);
     await expect(speculative({ speculative: { method: "eagle" as "suffix" } })).rejects.toThrow(/speculative\.method/);
