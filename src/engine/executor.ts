@@ -27,6 +27,11 @@ export interface GenerateRequest {
   programId?: string;
   /** Lower = sooner, as vLLM; only executors with the "priority" scheduling policy use it (default 0). */
   priority?: number;
+  /**
+   * Speculative decoding (executors that speculate): the group whose responses draft for each other
+   * (Seer: a GRPO group's siblings share one suffix tree). Ignored elsewhere.
+   */
+  draftGroupId?: string;
 }
 
 export type EngineFinishReason = "stop" | "length" | "abort";

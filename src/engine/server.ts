@@ -373,6 +373,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       top_p?: number | null;
       seed?: number | null;
       program_id?: string | null;
+      draft_group_id?: string | null;
       priority?: number | null;
       stream?: boolean | null;
       kv_transfer_params?: KvTransferParams;
@@ -401,6 +402,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
           ...(controls ? { controls } : {}),
           signal: lease.signal,
           ...(body.program_id != null ? { programId: body.program_id } : {}),
+          ...(body.draft_group_id != null ? { draftGroupId: body.draft_group_id } : {}),
           ...(body.priority != null ? { priority: body.priority } : {}),
           ...(onToken ? { onToken } : {}),
         }, (r) => lease.executor.generate(r), slot.executor.kvTransfer);

@@ -11,7 +11,8 @@
 // Speculative decoding (`speculative`): after each step the runner drafts every request's next
 // tokens from a SuffixDraftCache (its prompt and output, and past responses) and reports them; the
 // scheduler plans them into the request's next decode chunk, and the runner verifies them exactly
-// (specdec/verify-draft.ts) from one evaluation, erasing the rejected positions' KV.
+// (specdec/verify-draft.ts) from one evaluation, erasing the rejected positions' KV. Requests of one
+// draft group (GRPO siblings) also draft from their group's tree (Seer; an in-process GroupDraftService).
 import { statSync } from "node:fs";
 import { copyFile, readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
@@ -26,6 +27,7 @@ import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-ti
 import { sampleToken, splitLogitControls, type SampledToken, type SamplingParams, type StopRule, type TokenLogprob } from "../sampling.js";
 import type { DraftOptions } from "../specdec/suffix-draft.js";
 import { SuffixDraftCache } from "../specdec/suffix-draft-cache.js";
+import { GroupDraftService } from "../specdec/group-draft-service.js";
 import { resolveSpeculative, type SpeculativeOptions } from "../specdec/speculative-options.js";
 import { acceptedCount, verifyDraft } from "../specdec/verify-draft.js";
 import type { RawLogitControls } from "../llama-context.js";
@@ -79,6 +81,8 @@ interface RunnerReq {
   rng: RunnerRequest["rng"];
   seq: number | undefined;
   programId: string | undefined;
+  /** Its draft group and how many of its output tokens that group's tree has. */
+  group: { id: string; len: number } | undefined;
 }
 
 /** A program's last context: the sequence its last finished request used and what it held then. */
@@ -94,6 +98,8 @@ interface PendingSave {
 }
 
 const DEFAULT_L2_BYTES = 256 * 1024 * 1024;
+/** A draft group is forgotten this long after its last update (siblings of a GRPO group run together). */
+const GROUP_TTL_MS = 10 * 60 * 1000;
 
 /** A StepRunner over one llama.cpp context; see the file header. */
 export class LlamaCppStepRunner implements StepRunner {
@@ -120,7 +126,7 @@ export class LlamaCppStepRunner implements StepRunner {
   /** Speculative decoding's counters; only when speculation is on (see StepRunner). */
   readonly specDecodeStats?: () => SpecDecodeStats;
   /** Speculative decoding's drafter and its options (absent: off). */
-  private readonly drafter: { cache: SuffixDraftCache; options: DraftOptions } | undefined;
+  private readonly drafter: { cache: SuffixDraftCache; groups: GroupDraftService; options: DraftOptions } | undefined;
   /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
   readonly compat: string;
   readonly programs: RunnerProgramKv;
@@ -155,7 +161,7 @@ export class LlamaCppStepRunner implements StepRunner {
     this.l3 = opts.l3;
     if (opts.speculative) {
       const spec = resolveSpeculative(opts.speculative);
-      this.drafter = { cache: new SuffixDraftCache(spec.cache), options: spec.draft };
+      this.drafter = { cache: new SuffixDraftCache(spec.cache), groups: new GroupDraftService({ clock: this.clock }), options: spec.draft };
       this.specDecodeStats = () => ({ numDrafts: this.counters.numDrafts, numDraftTokens: this.counters.numDraftTokens, numAcceptedTokens: this.counters.numAcceptedTokens });
     }
     this.programs = {
@@ -221,6 +227,7 @@ export class LlamaCppStepRunner implements StepRunner {
       rng: req.rng,
       seq: undefined,
       programId: req.programId,
+      group: this.drafter && req.draftGroupId !== undefined ? { id: req.draftGroupId, len: 0 } : undefined,
     });
   }
 
@@ -317,8 +324,10 @@ export class LlamaCppStepRunner implements StepRunner {
         if (seq.nextTokenIndex > valid) erasures.push(seq.eraseContextTokenRanges([{ start: valid, end: seq.nextTokenIndex }]));
       }
       if (this.drafter) {
-        this.drafter.cache.addResponse(w.id, emitted.map((t) => t.id));
-        const next = this.drafter.cache.draft(w.id, w.r.tokens, this.drafter.options).tokens;
+        const ids = emitted.map((t) => t.id);
+        this.drafter.cache.addResponse(w.id, ids);
+        const groupDraft = this.groupDraft(w.id, w.r, ids);
+        const next = this.drafter.cache.draft(w.id, w.r.tokens, this.drafter.options, groupDraft).tokens;
         if (next.length > 0 && !this.ended(w.r, emitted)) drafts.set(w.id, next);
       }
     }
@@ -350,6 +359,25 @@ export class LlamaCppStepRunner implements StepRunner {
       },
       (t, n) => (r.stop?.stopsAt(t.id, outputs + n) ?? false) || outputs + n >= r.maxTokens,
     );
+  }
+
+  /**
+   * Add the request's new output tokens to its draft group's tree and draft from that tree (undefined
+   * without a group). The group lives while its members keep updating it (GROUP_TTL_MS after the last).
+   */
+  private groupDraft(requestId: string, r: RunnerReq, newTokens: readonly number[]) {
+    const g = r.group;
+    const groups = this.drafter?.groups;
+    if (!g || !groups) return undefined;
+    groups.registerGroup(g.id, GROUP_TTL_MS);
+    try {
+      groups.update(g.id, requestId, g.len, newTokens);
+    } catch {
+      // The group expired or was evicted and has just been created afresh: it gets the whole output.
+      groups.update(g.id, requestId, 0, r.tokens.slice(r.promptLength));
+    }
+    g.len = r.tokens.length - r.promptLength;
+    return groups.draft({ groupId: g.id, context: r.tokens, ...this.drafter?.options });
   }
 
   /** Whether the request's last emitted token ended it (stop rule or max_tokens): nothing to draft for. */

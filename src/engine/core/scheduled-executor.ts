@@ -145,6 +145,7 @@ export class ScheduledExecutor implements Executor {
       ...(req.controls ? { controls: req.controls } : {}),
       ...(stop ? { stop } : {}),
       ...(req.programId !== undefined ? { programId: req.programId } : {}),
+      ...(req.draftGroupId !== undefined ? { draftGroupId: req.draftGroupId } : {}),
     });
     try {
       this.scheduler.addRequest({

@@ -82,6 +82,13 @@ describe("engine server with a scheduled executor", () => {
       expect(got.choices[0]!.token_ids).toEqual(ref.choices[0]!.token_ids);
       got.choices[0]!.logprobs.content.forEach((lp, i) => expect(Math.abs(lp.logprob - ref.choices[0]!.logprobs.content[i]!.logprob)).toBeLessThan(1e-5));
     }
+    // A draft group (GRPO siblings) is a request field; it changes what is drafted, never the answer.
+    const grouped = await spec.app.inject({ method: "POST", url: "/v1/chat/completions", payload: { messages: MESSAGES, max_tokens: 6, seed: 42, logprobs: true, return_token_ids: true, draft_group_id: "g1" } });
+    expect(grouped.statusCode, grouped.body).toBe(200);
+    expect(grouped.json().choices[0].token_ids).toEqual(ref.choices[0]!.token_ids);
+    const bad = await spec.app.inject({ method: "POST", url: "/v1/completions", payload: { prompt: "hi", max_tokens: 2, draft_group_id: "" } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body).toMatch(/draft_group_id/);
     const text = (await spec.app.inject({ method: "GET", url: "/metrics" })).body;
     expect(metric(text, "vllm:spec_decode_num_drafts_total")).toBeGreaterThan(0);
     expect(metric(text, "vllm:spec_decode_num_accepted_tokens_total")).toBeGreaterThan(0);

@@ -227,6 +227,26 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     expect(e.stats()).toMatchObject({ running: 0, waiting: 0, usedTokens: 0 });
   });
 
+  it("siblings of a draft group draft from each other's responses (Seer), with the same outputs", async () => {
+    // Greedy siblings give the same response: the group's tree drafts the second from the first.
+    const c: Case = { ...GREEDY[0]!, maxTokens: 30 };
+    const want = await gen(plain, c);
+    const run = async (draftGroupId?: string): Promise<number> => {
+      // No global tree: only the request's own tree and, with a group, the group's.
+      const e = await speculative({ speculative: { method: "suffix", maxSpecTokens: 6, maxCachedResponses: 0 } });
+      for (let i = 0; i < 2; i++) {
+        const r = await e.generate({ promptTokenIds: c.prompt, maxTokens: c.maxTokens, temperature: 0, topP: 1, topLogprobs: 2, rng: c.rng(), ...(draftGroupId ? { draftGroupId } : {}) });
+        sameResults([r], [want]);
+      }
+      return specStats(e).numAcceptedTokens;
+    };
+    const alone = await run();
+    const grouped = await run("group-1");
+    expect(grouped).toBeGreaterThan(alone);
+    // The group adds more accepted draft tokens than half the response.
+    expect(grouped - alone).toBeGreaterThan(want.tokens.length / 2);
+  });
+
   it("refuses a bad speculative setting, naming the field", async () => {
     await expect(speculative({ speculative: { method: "suffix", maxSpecTokens: 0 } })).rejects.toThrow(/speculative\.maxSpecTokens: must be an integer >= 1/);
     await expect(speculative({ speculative: { method: "eagle" as "suffix" } })).rejects.toThrow(/speculative\.method/);

@@ -25,6 +25,8 @@ export interface RunnerRequest {
   outputLength?: number;
   /** The program the request belongs to: its KV may be saved on pause and loaded back for it. */
   programId?: string;
+  /** Speculative decoding: the group whose responses draft for each other (see GenerateRequest). */
+  draftGroupId?: string;
 }
 
 /** Runners that hold real KV move a paused program's last context between tiers. */
