@@ -25,7 +25,7 @@ import { LlamaTokenizer } from "../llama-tokenizer.js";
 import { evaluateDistributions, evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
 import { sampleToken, splitLogitControls, type SampledToken, type SamplingParams, type StopRule, type TokenLogprob } from "../sampling.js";
-import type { DraftOptions } from "../specdec/suffix-draft.js";
+import type { Draft, DraftOptions } from "../specdec/suffix-draft.js";
 import { SuffixDraftCache } from "../specdec/suffix-draft-cache.js";
 import { GroupDraftService } from "../specdec/group-draft-service.js";
 import { resolveSpeculative, type SpeculativeOptions } from "../specdec/speculative-options.js";
@@ -161,7 +161,9 @@ export class LlamaCppStepRunner implements StepRunner {
     this.l3 = opts.l3;
     if (opts.speculative) {
       const spec = resolveSpeculative(opts.speculative);
-      this.drafter = { cache: new SuffixDraftCache(spec.cache), groups: new GroupDraftService({ clock: this.clock }), options: spec.draft };
+      // The scheduler bounds the requests and their length: the drafter must never refuse one.
+      const cache = new SuffixDraftCache({ ...spec.cache, maxActiveRequests: Number.MAX_SAFE_INTEGER, maxRequestTokens: Math.max(context.contextSize, 1) });
+      this.drafter = { cache, groups: new GroupDraftService({ clock: this.clock }), options: spec.draft };
       this.specDecodeStats = () => ({ numDrafts: this.counters.numDrafts, numDraftTokens: this.counters.numDraftTokens, numAcceptedTokens: this.counters.numAcceptedTokens });
     }
     this.programs = {
@@ -198,8 +200,6 @@ export class LlamaCppStepRunner implements StepRunner {
   stats(): LlamaCppStepRunnerStats {
     return { ...this.counters };
   }
-
-
 
   /** The tokens a sequence holds (tests and debugging). */
   sequenceTokens(index: number): number[] {
@@ -365,15 +365,16 @@ export class LlamaCppStepRunner implements StepRunner {
    * Add the request's new output tokens to its draft group's tree and draft from that tree (undefined
    * without a group). The group lives while its members keep updating it (GROUP_TTL_MS after the last).
    */
-  private groupDraft(requestId: string, r: RunnerReq, newTokens: readonly number[]) {
+  private groupDraft(requestId: string, r: RunnerReq, newTokens: readonly number[]): Draft | undefined {
     const g = r.group;
     const groups = this.drafter?.groups;
     if (!g || !groups) return undefined;
     groups.registerGroup(g.id, GROUP_TTL_MS);
     try {
       groups.update(g.id, requestId, g.len, newTokens);
-    } catch {
+    } catch (err) {
       // The group expired or was evicted and has just been created afresh: it gets the whole output.
+      if (!(err instanceof ArborError)) throw err;
       groups.update(g.id, requestId, 0, r.tokens.slice(r.promptLength));
     }
     g.len = r.tokens.length - r.promptLength;
