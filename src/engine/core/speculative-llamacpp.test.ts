@@ -247,6 +247,25 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     expect(grouped - alone).toBeGreaterThan(want.tokens.length / 2);
   });
 
+  it("a paused program's saved KV (accepted tokens only) is loaded for its next turn, which continues exactly", async () => {
+    const base = GREEDY[1]!;
+    const turn = async (e: ScheduledExecutor, p: number[]) =>
+      e.generate({ promptTokenIds: p, maxTokens: 20, temperature: 1, topP: 1, topLogprobs: 2, rng: PositionKeyedRng.fromSeed(5), programId: "prog" });
+    const play = async (e: ScheduledExecutor): Promise<GenerateResult[]> => {
+      const t1 = await turn(e, base.prompt);
+      await e.programs!.pause("prog", "L2");
+      await e.programs!.restore("prog");
+      const t2 = await turn(e, [...base.prompt, ...t1.tokens.map((t) => t.id), ...vocab.encode(" again:")]);
+      return [t1, t2];
+    };
+    const want = await play(plain);
+    const e = await speculative({ sequences: 1 });
+    await gen(e, base); // the global tree drafts the program's turns
+    sameResults(await play(e), want);
+    expect((e.runner as LlamaCppStepRunner).stats()).toMatchObject({ savedStates: 1, loadedStates: 1 });
+    expect(specStats(e).numAcceptedTokens).toBeGreaterThan(0);
+  });
+
   it("refuses a bad speculative setting, naming the field", async () => {
     await expect(speculative({ speculative: { method: "suffix", maxSpecTokens: 0 } })).rejects.toThrow(/speculative\.maxSpecTokens: must be an integer >= 1/);
     await expect(speculative({ speculative: { method: "eagle" as "suffix" } })).rejects.toThrow(/speculative\.method/);
