@@ -36,9 +36,9 @@ const NOT_YET_WIRED = [
   // The in-process work queue and event bus on a Clock (the JetStream ones are wired: arbor serve worker,
   // trainer-api, run --cluster): for workers simulated on the virtual clock; the contract suites use them now.
   "^src/broker/memory-(work-queue|event-bus)\\.ts$",
-  // Speculative decoding's suffix trees, drafting and the grouped draft service (issue 17, items 1-3): the
-  // engine's verification that will call them comes later.
-  "^src/engine/specdec/",
+  // Seer's grouped draft service shared by engines over HTTP (issue 17, item 3): the engine drafts from
+  // a group's tree in process (group-draft-service.ts); sharing it across engines comes later.
+  "^src/engine/specdec/(group-replica|draft-service-routes|draft-service-client)\\.ts$",
 ];
 
 /** Tests, contract suites and test support. */

@@ -42,6 +42,7 @@ export function engineServerOptions(e: EngineConfig, o: { modelPath: string; hos
     ...(e.toolParser !== undefined ? { toolParser: e.toolParser } : {}),
     ...(e.reasoningParser !== undefined && e.reasoningParser !== "none" ? { reasoningParser: e.reasoningParser } : {}),
     role: e.role,
+    ...(e.speculative ? { speculative: e.speculative } : {}),
     ...(e.kvPool ? { kvPool: new RedisStatePool({ url: e.kvPool.url, capacityBytes: e.kvPool.capacityBytes, name: e.kvPool.name }) } : {}),
     clock: o.clock,
   };

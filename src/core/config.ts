@@ -92,6 +92,26 @@ export const EngineConfigSchema = z
      * whole requests. Prefill and decode need `kvPool` and the `llamacpp-scheduled` executor.
      */
     role: z.enum(["prefill", "decode", "mixed"], { error: "must be prefill, decode or mixed" }).default("mixed"),
+    /**
+     * Speculative decoding on a `llamacpp-scheduled` engine (engine/specdec/): drafts from SuffixDecoding's
+     * suffix trees (the request's prompt and output, past responses), verified exactly (outputs and
+     * logprobs unchanged). Off when absent.
+     */
+    speculative: z
+      .object({
+        method: z.literal("suffix", { error: 'must be "suffix"' }),
+        /** Draft tokens verified per step at most (default 8). */
+        maxSpecTokens: positiveInt.optional(),
+        /** Pruning threshold on a draft token's estimated probability (default 0.1). */
+        minTokenProb: z.number().min(0).max(1).optional(),
+        /** A draft is at most matchLen × maxSpecFactor + maxSpecOffset tokens (defaults 1, 0). */
+        maxSpecFactor: z.number().min(0).optional(),
+        maxSpecOffset: z.number().optional(),
+        /** Past responses kept in the engine's global tree (default 10000; 0: per-request trees only). */
+        maxCachedResponses: z.number().int().min(0).optional(),
+      })
+      .strict()
+      .optional(),
     /** The global KV pool on Redis shared by the engines of a prefill/decode pair (engine/kv/redis-state-pool.ts). */
     kvPool: z
       .object({
@@ -566,6 +586,9 @@ export const RunConfigSchema = z
     cfg.engines.forEach((e, i) => {
       if (e.executor === "costmodel" && e.costProfile === undefined) {
         ctx.addIssue({ code: "custom", path: ["engines", i, "costProfile"], message: "required when executor is costmodel" });
+      }
+      if (e.speculative !== undefined && e.executor !== "llamacpp-scheduled") {
+        ctx.addIssue({ code: "custom", path: ["engines", i, "speculative"], message: `speculative decoding runs on the llamacpp-scheduled executor, not ${e.executor}` });
       }
     });
     const engineNames = new Set(cfg.engines.map((e) => e.name));

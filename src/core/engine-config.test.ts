@@ -22,6 +22,20 @@ describe("engines[] model fields", () => {
   });
 });
 
+describe("engines[].speculative", () => {
+  it("is off by default and takes SuffixDecoding's knobs", () => {
+    expect(parseRunConfig({ engines: [{ name: "e0" }] }).engines[0]!.speculative).toBeUndefined();
+    const e = parseRunConfig({ engines: [{ name: "e0", speculative: { method: "suffix", maxSpecTokens: 6, minTokenProb: 0.2 } }] }).engines[0]!;
+    expect(e.speculative).toEqual({ method: "suffix", maxSpecTokens: 6, minTokenProb: 0.2 });
+  });
+
+  it("refuses another method, a bad value and an executor that does not speculate, naming the field", () => {
+    expect(() => parseRunConfig({ engines: [{ name: "e0", speculative: { method: "eagle" } }] })).toThrowError(/engines\[0\]\.speculative\.method: must be "suffix"/);
+    expect(() => parseRunConfig({ engines: [{ name: "e0", speculative: { method: "suffix", maxSpecTokens: 0 } }] })).toThrowError(/engines\[0\]\.speculative\.maxSpecTokens/);
+    expect(() => parseRunConfig({ engines: [{ name: "e0", executor: "llamacpp", speculative: { method: "suffix" } }] })).toThrowError(/engines\[0\]\.speculative: speculative decoding runs on the llamacpp-scheduled executor/);
+  });
+});
+
 describe("examples/real-model.yaml", () => {
   it("is a valid run config serving a downloaded GGUF with its own formats", () => {
     const cfg = loadRunConfig("examples/real-model.yaml");

@@ -94,6 +94,26 @@ export class EngineMetrics {
         this.inc(preemptions.of(stats().preemptions ?? 0));
       },
     });
+    // Speculative decoding's counters under the names vLLM's are scraped as (its counters get "_total"), on engines that speculate.
+    if (stats().specDecode) {
+      const spec = [
+        ["vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts (a request's draft verified in one step).", "numDrafts"],
+        ["vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "numDraftTokens"],
+        ["vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", "numAcceptedTokens"],
+      ] as const;
+      for (const [name, help, field] of spec) {
+        const m = new Monotonic();
+        new Counter({
+          name,
+          help,
+          registers,
+          collect() {
+            this.reset();
+            this.inc(m.of(stats().specDecode?.[field] ?? 0));
+          },
+        });
+      }
+    }
     this.promptTokens = new Counter({ name: "vllm:prompt_tokens_total", help: "Number of prefill tokens processed.", registers });
     this.generationTokens = new Counter({ name: "vllm:generation_tokens_total", help: "Number of generation tokens processed.", registers });
     this.requestSuccess = new Counter({

@@ -69,6 +69,12 @@ describe("executor registry", () => {
     await ex.close();
   });
 
+  it("refuses speculative decoding on the kinds that do not speculate", async () => {
+    for (const kind of ["llamacpp", "costmodel"]) {
+      await expect(executorRegistry.create(kind, spec({ speculative: { method: "suffix" }, costProfile: "llama-3-8b/h100" }))).rejects.toThrow(/speculative decoding runs on executorKind "llamacpp-scheduled"/);
+    }
+  });
+
   it("refuses costmodel without a profile as a config error", async () => {
     const err = await executorRegistry.create("costmodel", spec()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ArborError);
@@ -85,6 +91,14 @@ for (const [kind, h] of Object.entries(harnessOf)) {
     deterministic: h.deterministic,
   });
 }
+
+// Speculative decoding changes how tokens are computed, never what the contract promises.
+describeExecutorContract("llamacpp-scheduled with speculative decoding", {
+  open: () => executorRegistry.create("llamacpp-scheduled", spec({ speculative: { method: "suffix", maxSpecTokens: 4 } })),
+  stopTokenIds: STOPS,
+  prompt,
+  deterministic: true,
+});
 
 describeExecutorContract("scripted (test double)", {
   open: async () => new ScriptedExecutor((p) => (p.length % 2 === 0 ? "even answer" : "odd")),

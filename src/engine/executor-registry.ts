@@ -13,6 +13,7 @@ import type { Executor } from "./executor.js";
 import type { KvStateTier } from "./kv/state-tier.js";
 import { LlamaCppExecutor } from "./llamacpp-executor.js";
 import type { LlamaGpu } from "./llama-runtime.js";
+import type { SpeculativeOptions } from "./specdec/speculative-options.js";
 
 /** Everything a factory may need to build one executor of an engine. */
 export interface ExecutorSpec {
@@ -45,6 +46,8 @@ export interface ExecutorSpec {
   l3?: KvStateTier;
   /** Cost profile name (see costmodel/profile.ts) of the cost-model executor. */
   costProfile?: string;
+  /** Speculative decoding on the scheduled llama.cpp engine (absent: off; other kinds refuse it). */
+  speculative?: SpeculativeOptions;
 }
 
 /** Builds one executor; rejects with a "config" ArborError when `spec` lacks what the kind needs. */
@@ -92,8 +95,9 @@ export class ExecutorRegistry {
 /** The built-in kinds: the v0 llama.cpp executor, the scheduled llama.cpp engine and the cost model. */
 export function builtinExecutors(): ExecutorRegistry {
   return new ExecutorRegistry()
-    .register("llamacpp", (s) =>
-      LlamaCppExecutor.load({
+    .register("llamacpp", async (s) => {
+      noSpeculation(s, "llamacpp");
+      return LlamaCppExecutor.load({
         modelPath: s.modelPath,
         sequences: s.sequences,
         contextSize: s.contextSize,
@@ -101,8 +105,8 @@ export function builtinExecutors(): ExecutorRegistry {
         ...(s.stopTokenIds ? { stopTokenIds: s.stopTokenIds } : {}),
         ...(s.exactKv !== undefined ? { exactKv: s.exactKv } : {}),
         ...(s.gpu !== undefined ? { gpu: s.gpu } : {}),
-      }),
-    )
+      });
+    })
     .register("llamacpp-scheduled", (s) =>
       loadScheduledLlamaCpp({
         modelPath: s.modelPath,
@@ -116,9 +120,11 @@ export function builtinExecutors(): ExecutorRegistry {
         ...(s.schedulingPolicy ? { schedulingPolicy: s.schedulingPolicy } : {}),
         ...(s.l2CapacityBytes !== undefined ? { l2CapacityBytes: s.l2CapacityBytes } : {}),
         ...(s.l3 ? { l3: s.l3 } : {}),
+        ...(s.speculative ? { speculative: s.speculative } : {}),
       }),
     )
     .register("costmodel", async (s) => {
+      noSpeculation(s, "costmodel");
       if (s.costProfile === undefined) throw new ArborError(`engine ${s.engine}: executorKind "costmodel" needs costProfile`, "config");
       return createCostModelEngine({
         sequences: s.sequences,
@@ -133,6 +139,11 @@ export function builtinExecutors(): ExecutorRegistry {
         seed: s.seed,
       });
     });
+}
+
+/** Kinds that do not speculate refuse a `speculative` setting rather than ignore it. */
+function noSpeculation(s: ExecutorSpec, kind: string): void {
+  if (s.speculative) throw new ArborError(`engine ${s.engine}: speculative decoding runs on executorKind "llamacpp-scheduled", not "${kind}"`, "config");
 }
 
 /** The registry engines use unless given their own. */

@@ -27,6 +27,11 @@ export interface GenerateRequest {
   programId?: string;
   /** Lower = sooner, as vLLM; only executors with the "priority" scheduling policy use it (default 0). */
   priority?: number;
+  /**
+   * Speculative decoding (executors that speculate): the group whose responses draft for each other
+   * (Seer: a GRPO group's siblings share one suffix tree). Ignored elsewhere.
+   */
+  draftGroupId?: string;
 }
 
 export type EngineFinishReason = "stop" | "length" | "abort";
@@ -55,6 +60,8 @@ export interface ExecutorStats {
   prefixCacheHits?: number;
   /** Running requests preempted so far (vllm:num_preemptions_total). */
   preemptions?: number;
+  /** Speculative decoding's counters (vllm:spec_decode_num_*), on executors that speculate. */
+  specDecode?: { numDrafts: number; numDraftTokens: number; numAcceptedTokens: number };
 }
 
 /** Where a paused program's KV goes: this engine's host memory, the shared pool, or nowhere. */

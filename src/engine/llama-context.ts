@@ -151,3 +151,31 @@ function rawControlOptions(seq: LlamaContextSequence, c: RawLogitControls) {
     ...(tokenBias ? { tokenBias } : {}),
   };
 }
+
+/**
+ * Feed `tokens` to `seq` and return the temperature-0 next-token distribution after each of the
+ * last `count` tokens, in order (speculative decoding: the distributions a draft is verified
+ * against, from one evaluation). `controlsAt(i)` gives the controls of the i-th of them.
+ */
+export async function evaluateDistributions(
+  seq: LlamaContextSequence,
+  tokens: readonly number[],
+  count: number,
+  controlsAt: (i: number) => RawLogitControls | undefined,
+): Promise<Map<number, number>[]> {
+  const first = tokens.length - count;
+  if (!Number.isInteger(count) || count < 1 || first < 0) throw new ArborError(`evaluateDistributions: count must be in 1..${tokens.length}, got ${count}`, "engine");
+  const items = tokens.map((id, i): ControlledEvaluateInputItem => {
+    if (i < first) return id as Token;
+    const c = controlsAt(i - first);
+    return [id as Token, { generateNext: { probabilities: true, options: c ? rawControlOptions(seq, c) : { temperature: 0 } } }];
+  });
+  const out = await seq.controlledEvaluate(items);
+  const dists: Map<number, number>[] = [];
+  for (let i = first; i < tokens.length; i++) {
+    const probs = out[i]?.next.probabilities;
+    if (!probs || probs.size === 0) throw new ArborError(`llama.cpp returned no next-token distribution at position ${i} of the evaluation`, "engine");
+    dists.push(probs);
+  }
+  return dists;
+}

@@ -135,6 +135,8 @@ export const ChatCompletionRequestSchema = z.object({
   stream_options: streamOptions,
   priority,
   program_id: programId,
+  /** Arbor: speculative decoding's draft group (GRPO siblings draft from each other's responses). */
+  draft_group_id: programId,
   /** Prefill/decode disaggregation (http/kv-handoff.ts). */
   kv_transfer_params: KvTransferParamsSchema,
   tools: ChatToolsSchema,
@@ -161,6 +163,8 @@ export const CompletionRequestSchema = z.object({
   stream_options: streamOptions,
   priority,
   program_id: programId,
+  /** Arbor: speculative decoding's draft group (GRPO siblings draft from each other's responses). */
+  draft_group_id: programId,
   /** Prefill/decode disaggregation (http/kv-handoff.ts). */
   kv_transfer_params: KvTransferParamsSchema,
   suffix: onlyNoOp(() => false, "is not currently supported"),

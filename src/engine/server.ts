@@ -49,6 +49,7 @@ import { StopRule, type SampledToken, type SamplingControls } from "./sampling.j
 import { chatLogprobs, completionLogprobs, outputText, stopReason, usage } from "./openai-responses.js";
 import { chatAnswer, ChatAnswerStream, filterToolCallChunk, modelParsers } from "./openai-tools.js";
 import type { LlamaGpu } from "./llama-runtime.js";
+import type { SpeculativeOptions } from "./specdec/speculative-options.js";
 import { checkSameVocabulary, resolveServedModel, type ServedModel } from "./served-model.js";
 import { AbortedError } from "./sequence-pool.js";
 
@@ -111,6 +112,8 @@ export interface EngineServerOptions {
   schedulingPolicy?: "fcfs" | "priority";
   /** Byte budget of a scheduled llama.cpp engine's own L2 store of paused programs (default 256 MiB). */
   l2CapacityBytes?: number;
+  /** Speculative decoding on a scheduled llama.cpp engine (engine/specdec/; off when absent). */
+  speculative?: SpeculativeOptions;
   /**
    * The L3 store of paused programs, shared by the engines of this process (left open on close).
    * Without it, an engine with a `kvPool` uses the pool as its L3 (shared across processes).
@@ -179,6 +182,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     ...(opts.schedulingPolicy ? { schedulingPolicy: opts.schedulingPolicy } : {}),
     ...(opts.l2CapacityBytes !== undefined ? { l2CapacityBytes: opts.l2CapacityBytes } : {}),
     ...(l3 ? { l3 } : {}),
+    ...(opts.speculative ? { speculative: opts.speculative } : {}),
     ...(opts.costProfile !== undefined ? { costProfile: opts.costProfile } : {}),
     ...(opts.gpu !== undefined ? { gpu: opts.gpu } : {}),
   };
@@ -237,6 +241,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       if (cur.prefixCacheQueries !== undefined) out.prefixCacheQueries = cur.prefixCacheQueries;
       if (cur.prefixCacheHits !== undefined) out.prefixCacheHits = cur.prefixCacheHits;
       if (cur.preemptions !== undefined) out.preemptions = cur.preemptions;
+      if (cur.specDecode !== undefined) out.specDecode = cur.specDecode;
       return out;
     },
     // The paged KV geometry of a scheduled executor; llama.cpp's own cache is per token cell.
@@ -368,6 +373,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       top_p?: number | null;
       seed?: number | null;
       program_id?: string | null;
+      draft_group_id?: string | null;
       priority?: number | null;
       stream?: boolean | null;
       kv_transfer_params?: KvTransferParams;
@@ -396,6 +402,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
           ...(controls ? { controls } : {}),
           signal: lease.signal,
           ...(body.program_id != null ? { programId: body.program_id } : {}),
+          ...(body.draft_group_id != null ? { draftGroupId: body.draft_group_id } : {}),
           ...(body.priority != null ? { priority: body.priority } : {}),
           ...(onToken ? { onToken } : {}),
         }, (r) => lease.executor.generate(r), slot.executor.kvTransfer);

@@ -8,6 +8,11 @@
 // KV handoff (`transfer`): a finished request's context is exported as a state file (a prefill
 // engine's prompt KV, sent to the global pool), and a state from another engine is imported into L2
 // under a program id, so that program's next request loads it like a paused program's.
+// Speculative decoding (`speculative`): after each step the runner drafts every request's next
+// tokens from a SuffixDraftCache (its prompt and output, and past responses) and reports them; the
+// scheduler plans them into the request's next decode chunk, and the runner verifies them exactly
+// (specdec/verify-draft.ts) from one evaluation, erasing the rejected positions' KV. Requests of one
+// draft group (GRPO siblings) also draft from their group's tree (Seer; an in-process GroupDraftService).
 import { statSync } from "node:fs";
 import { copyFile, readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
@@ -17,12 +22,17 @@ import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
 import type { ExportedState, KvTransfer, ProgramPauseTarget } from "../executor.js";
 import { LlamaTokenizer } from "../llama-tokenizer.js";
-import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
+import { evaluateDistributions, evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
-import { sampleToken, splitLogitControls, type SamplingParams, type StopRule, type TokenLogprob } from "../sampling.js";
+import { sampleToken, splitLogitControls, type SampledToken, type SamplingParams, type StopRule, type TokenLogprob } from "../sampling.js";
+import type { Draft, DraftOptions } from "../specdec/suffix-draft.js";
+import { SuffixDraftCache } from "../specdec/suffix-draft-cache.js";
+import { GroupDraftService } from "../specdec/group-draft-service.js";
+import { resolveSpeculative, type SpeculativeOptions } from "../specdec/speculative-options.js";
+import { acceptedCount, verifyDraft } from "../specdec/verify-draft.js";
 import type { RawLogitControls } from "../llama-context.js";
 import type { SampledTokenOut, ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
-import type { RunnerProgramKv, RunnerRequest, RunnerStepResult, StepRunner } from "./step-runner.js";
+import type { RunnerProgramKv, RunnerRequest, RunnerStepResult, SpecDecodeStats, StepRunner } from "./step-runner.js";
 
 /** `sequences` is the scheduler's maxNumSeqs, `contextSize` its maxModelLen. */
 export interface LlamaCppStepRunnerOptions extends LlamaContextOptions {
@@ -32,6 +42,8 @@ export interface LlamaCppStepRunnerOptions extends LlamaContextOptions {
   l2CapacityBytes?: number;
   /** The L3 store shared with other engines (not closed by this runner); no L3 when absent. */
   l3?: KvStateTier;
+  /** Speculative decoding (off when absent). */
+  speculative?: SpeculativeOptions;
 }
 
 /** Token accounting since load: what prefix reuse saved and what it had to recompute. */
@@ -48,12 +60,19 @@ export interface LlamaCppStepRunnerStats {
   loadedStates: number;
   /** Program states saved to L2/L3 by pauses. */
   savedStates: number;
+  /** Speculative decoding: steps that verified a draft (vllm:spec_decode_num_drafts_total). */
+  numDrafts: number;
+  /** Draft tokens verified (vllm:spec_decode_num_draft_tokens_total). */
+  numDraftTokens: number;
+  /** Draft tokens accepted (vllm:spec_decode_num_accepted_tokens_total). */
+  numAcceptedTokens: number;
 }
 
 interface RunnerReq {
   /** Prompt then the tokens sampled so far. */
   tokens: number[];
   promptLength: number;
+  maxTokens: number;
   params: SamplingParams;
   /** Repetition penalty (and the bias before it), applied by llama.cpp to the raw logits. */
   raw: Omit<RawLogitControls, "history"> | undefined;
@@ -62,6 +81,8 @@ interface RunnerReq {
   rng: RunnerRequest["rng"];
   seq: number | undefined;
   programId: string | undefined;
+  /** Its draft group and how many of its output tokens that group's tree has. */
+  group: { id: string; len: number } | undefined;
 }
 
 /** A program's last context: the sequence its last finished request used and what it held then. */
@@ -77,6 +98,8 @@ interface PendingSave {
 }
 
 const DEFAULT_L2_BYTES = 256 * 1024 * 1024;
+/** A draft group is forgotten this long after its last update (siblings of a GRPO group run together). */
+const GROUP_TTL_MS = 10 * 60 * 1000;
 
 /** A StepRunner over one llama.cpp context; see the file header. */
 export class LlamaCppStepRunner implements StepRunner {
@@ -96,7 +119,14 @@ export class LlamaCppStepRunner implements StepRunner {
     loadedTokens: 0,
     loadedStates: 0,
     savedStates: 0,
+    numDrafts: 0,
+    numDraftTokens: 0,
+    numAcceptedTokens: 0,
   };
+  /** Speculative decoding's counters; only when speculation is on (see StepRunner). */
+  readonly specDecodeStats?: () => SpecDecodeStats;
+  /** Speculative decoding's drafter and its options (absent: off). */
+  private readonly drafter: { cache: SuffixDraftCache; groups: GroupDraftService; options: DraftOptions } | undefined;
   /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
   readonly compat: string;
   readonly programs: RunnerProgramKv;
@@ -129,6 +159,13 @@ export class LlamaCppStepRunner implements StepRunner {
     this.compat = `${resolve(opts.modelPath)}:${file.size}:${Math.floor(file.mtimeMs)}|sequences=${opts.sequences}|kv=${opts.exactKv === false ? "f16" : "f32"}`;
     this.l2 = new L2StateTier({ capacityBytes: opts.l2CapacityBytes ?? DEFAULT_L2_BYTES });
     this.l3 = opts.l3;
+    if (opts.speculative) {
+      const spec = resolveSpeculative(opts.speculative);
+      // The scheduler bounds the requests and their length: the drafter must never refuse one.
+      const cache = new SuffixDraftCache({ ...spec.cache, maxActiveRequests: Number.MAX_SAFE_INTEGER, maxRequestTokens: Math.max(context.contextSize, 1) });
+      this.drafter = { cache, groups: new GroupDraftService({ clock: this.clock }), options: spec.draft };
+      this.specDecodeStats = () => ({ numDrafts: this.counters.numDrafts, numDraftTokens: this.counters.numDraftTokens, numAcceptedTokens: this.counters.numAcceptedTokens });
+    }
     this.programs = {
       tiers: this.l3 ? ["L2", "L3"] : ["L2"],
       pauseProgram: (id, to) => this.pauseProgram(id, to),
@@ -179,15 +216,18 @@ export class LlamaCppStepRunner implements StepRunner {
   addRequest(requestId: string, req: RunnerRequest): void {
     if (this.requests.has(requestId)) throw new ArborError(`llama.cpp runner: request ${requestId} is already registered`, "engine");
     const { raw, logitBias } = splitLogitControls(req.controls ?? {});
+    this.drafter?.cache.startRequest(requestId, req.promptTokenIds);
     this.requests.set(requestId, {
       tokens: [...req.promptTokenIds],
       promptLength: req.promptTokenIds.length,
+      maxTokens: req.maxTokens,
       params: { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs, ...(logitBias ? { logitBias } : {}) },
       raw,
       stop: req.stop,
       rng: req.rng,
       seq: undefined,
       programId: req.programId,
+      group: this.drafter && req.draftGroupId !== undefined ? { id: req.draftGroupId, len: 0 } : undefined,
     });
   }
 
@@ -209,6 +249,8 @@ export class LlamaCppStepRunner implements StepRunner {
     }
     this.release(r);
     this.requests.delete(requestId);
+    // Its response stays in the global tree for later requests' drafts.
+    this.drafter?.cache.stopRequest(requestId);
   }
 
   run(plan: StepPlan): Promise<RunnerStepResult> {
@@ -229,13 +271,16 @@ export class LlamaCppStepRunner implements StepRunner {
     const sampled = new Map<string, SampledTokenOut>();
     const top = new Map<string, TokenLogprob[]>();
     if (plan.chunks.length === 0) return { stepId: plan.stepId, sampled, top, durationMs: 0 };
+    const moreTokens = new Map<string, SampledTokenOut[]>();
+    const moreTop = new Map<string, TokenLogprob[][]>();
+    const drafts = new Map<string, number[]>();
 
     const work: { id: string; r: RunnerReq; c: ScheduledChunk; from: number; fresh: boolean; loaded: boolean }[] = [];
     const loads: { w: (typeof work)[number]; store: KvStateTier; entry: KvStateEntry }[] = [];
     for (const c of plan.chunks) {
       const r = this.requests.get(c.requestId);
       if (!r) throw new ArborError(`step ${plan.stepId}: request ${c.requestId} is not registered with the llama.cpp runner`, "engine");
-      const end = c.numComputedTokens + c.numNewTokens;
+      const end = tokensEnd(c);
       if (end > r.tokens.length) {
         throw new ArborError(`step ${plan.stepId}: request ${c.requestId} has ${r.tokens.length} tokens, the plan computes up to ${end}`, "engine");
       }
@@ -252,19 +297,95 @@ export class LlamaCppStepRunner implements StepRunner {
     // Make each sequence hold exactly the tokens it keeps (erasures first, then one batched evaluate).
     await Promise.all(work.map(async (w) => (w.from = await this.align(w.r, w.c, w.fresh, w.loaded))));
     const outs = await Promise.all(work.map((w) => this.evaluate(w.r, w.from, w.c)));
+    const erasures: Promise<void>[] = [];
     for (let i = 0; i < work.length; i++) {
       const w = work[i] as (typeof work)[number];
-      const probs = outs[i];
-      if (!probs) continue;
-      // The distribution follows the chunk's last token: the new token sits at the chunk's end.
-      const suppress = w.r.stop?.suppressAt(w.r.tokens.length - w.r.promptLength);
-      const tok = sampleToken(probs, suppress ? { ...w.r.params, suppress } : w.r.params, w.r.rng, w.c.numComputedTokens + w.c.numNewTokens);
-      // The token is fed back by the next decode chunk; the scheduler keeps the same list.
-      w.r.tokens.push(tok.id);
-      sampled.set(w.id, { tokenId: tok.id, logprob: tok.logprob });
-      if (tok.top.length > 0) top.set(w.id, tok.top);
+      const dists = outs[i];
+      if (!dists) continue;
+      const draft = w.c.draftTokenIds ?? [];
+      const emitted = this.verify(w.r, draft, dists, tokensEnd(w.c));
+      // The tokens are fed back by the next decode chunk; the scheduler keeps the same list.
+      for (const t of emitted) w.r.tokens.push(t.id);
+      const [first, ...rest] = emitted as [SampledToken, ...SampledToken[]];
+      sampled.set(w.id, { tokenId: first.id, logprob: first.logprob });
+      if (first.top.length > 0) top.set(w.id, first.top);
+      if (rest.length > 0) {
+        moreTokens.set(w.id, rest.map((t) => ({ tokenId: t.id, logprob: t.logprob })));
+        if (rest.some((t) => t.top.length > 0)) moreTop.set(w.id, rest.map((t) => t.top));
+      }
+      if (draft.length > 0) {
+        const accepted = acceptedCount(draft, emitted);
+        this.counters.numDrafts++;
+        this.counters.numDraftTokens += draft.length;
+        this.counters.numAcceptedTokens += accepted;
+        // The sequence keeps exactly the accepted tokens: the last emitted one is fed next step.
+        const seq = this.seqs[w.r.seq as number] as LlamaContextSequence;
+        const valid = w.r.tokens.length - 1;
+        if (seq.nextTokenIndex > valid) erasures.push(seq.eraseContextTokenRanges([{ start: valid, end: seq.nextTokenIndex }]));
+      }
+      if (this.drafter) {
+        const ids = emitted.map((t) => t.id);
+        this.drafter.cache.addResponse(w.id, ids);
+        const groupDraft = this.groupDraft(w.id, w.r, ids);
+        const next = this.drafter.cache.draft(w.id, w.r.tokens, this.drafter.options, groupDraft).tokens;
+        if (next.length > 0 && !this.ended(w.r, emitted)) drafts.set(w.id, next);
+      }
     }
-    return { stepId: plan.stepId, sampled, top, durationMs: this.clock.now() - start };
+    await Promise.all(erasures);
+    return {
+      stepId: plan.stepId,
+      sampled,
+      top,
+      ...(moreTokens.size > 0 ? { moreTokens } : {}),
+      ...(moreTop.size > 0 ? { moreTop } : {}),
+      ...(drafts.size > 0 ? { drafts } : {}),
+      durationMs: this.clock.now() - start,
+    };
+  }
+
+  /**
+   * Sample the chunk's token(s) at `pos` (the new token's sequence position) and on: one token
+   * without a draft, else the verified run (see specdec/verify-draft.ts), cut at the request's
+   * stop rule and max_tokens as the scheduler cuts it.
+   */
+  private verify(r: RunnerReq, draft: readonly number[], dists: Map<number, number>[], pos: number): SampledToken[] {
+    const outputs = r.tokens.length - r.promptLength;
+    return verifyDraft(
+      draft,
+      dists,
+      (probs, i) => {
+        const suppress = r.stop?.suppressAt(outputs + i);
+        return sampleToken(probs, suppress ? { ...r.params, suppress } : r.params, r.rng, pos + i);
+      },
+      (t, n) => (r.stop?.stopsAt(t.id, outputs + n) ?? false) || outputs + n >= r.maxTokens,
+    );
+  }
+
+  /**
+   * Add the request's new output tokens to its draft group's tree and draft from that tree (undefined
+   * without a group). The group lives while its members keep updating it (GROUP_TTL_MS after the last).
+   */
+  private groupDraft(requestId: string, r: RunnerReq, newTokens: readonly number[]): Draft | undefined {
+    const g = r.group;
+    const groups = this.drafter?.groups;
+    if (!g || !groups) return undefined;
+    groups.registerGroup(g.id, GROUP_TTL_MS);
+    try {
+      groups.update(g.id, requestId, g.len, newTokens);
+    } catch (err) {
+      // The group expired or was evicted and has just been created afresh: it gets the whole output.
+      if (!(err instanceof ArborError)) throw err;
+      groups.update(g.id, requestId, 0, r.tokens.slice(r.promptLength));
+    }
+    g.len = r.tokens.length - r.promptLength;
+    return groups.draft({ groupId: g.id, context: r.tokens, ...this.drafter?.options });
+  }
+
+  /** Whether the request's last emitted token ended it (stop rule or max_tokens): nothing to draft for. */
+  private ended(r: RunnerReq, emitted: readonly SampledToken[]): boolean {
+    const last = emitted[emitted.length - 1] as SampledToken;
+    const outputs = r.tokens.length - r.promptLength;
+    return (r.stop?.stopsAt(last.id, outputs) ?? false) || outputs >= r.maxTokens;
   }
 
   async close(): Promise<void> {
@@ -517,7 +638,7 @@ export class LlamaCppStepRunner implements StepRunner {
    */
   private async align(r: RunnerReq, c: ScheduledChunk, fresh: boolean, loaded: boolean): Promise<number> {
     const seq = this.seqs[r.seq as number] as LlamaContextSequence;
-    const end = c.numComputedTokens + c.numNewTokens;
+    const end = tokensEnd(c);
     // A sampling chunk evaluates at least its last token: that position's output is the distribution.
     const cap = c.samples ? end - 1 : end;
     const held = seq.nextTokenIndex;
@@ -531,16 +652,31 @@ export class LlamaCppStepRunner implements StepRunner {
     return keep;
   }
 
-  /** Evaluate tokens [from, end) of the chunk; the next-token distribution when it samples. */
-  private async evaluate(r: RunnerReq, from: number, c: ScheduledChunk): Promise<Map<number, number> | undefined> {
+  /**
+   * Evaluate tokens [from, end) of the chunk, then its draft tokens; when it samples, the
+   * next-token distribution after its last token, or after its last token and each draft token.
+   */
+  private async evaluate(r: RunnerReq, from: number, c: ScheduledChunk): Promise<Map<number, number>[] | undefined> {
     const seq = this.seqs[r.seq as number] as LlamaContextSequence;
-    const end = c.numComputedTokens + c.numNewTokens;
+    const end = tokensEnd(c);
+    const draft = c.draftTokenIds ?? [];
     if (from >= end) return undefined;
-    const tokens = r.tokens.slice(from, end);
+    const tokens = [...r.tokens.slice(from, end), ...draft];
     this.counters.evaluatedTokens += tokens.length;
-    // The penalty covers the prompt and the output so far: every token before the one sampled.
-    return evaluateTokens(seq, tokens, c.samples, c.samples && r.raw ? { ...r.raw, history: r.tokens.slice(0, end) } : undefined);
+    if (draft.length === 0) {
+      // The penalty covers the prompt and the output so far: every token before the one sampled.
+      const probs = await evaluateTokens(seq, tokens, c.samples, c.samples && r.raw ? { ...r.raw, history: r.tokens.slice(0, end) } : undefined);
+      return probs ? [probs] : undefined;
+    }
+    // Each verified position's penalty covers what precedes it there: the draft tokens before it too.
+    const raw = r.raw;
+    return evaluateDistributions(seq, tokens, draft.length + 1, (i) => (raw ? { ...raw, history: [...r.tokens.slice(0, end), ...draft.slice(0, i)] } : undefined));
   }
+}
+
+/** Where the chunk's own tokens end: its draft tokens (not yet the request's) come after. */
+function tokensEnd(c: ScheduledChunk): number {
+  return c.numComputedTokens + c.numNewTokens - (c.draftTokenIds?.length ?? 0);
 }
 
 /** Length of the common prefix of `a` and `b`, at most `cap`. */

@@ -9,6 +9,7 @@ import type { KvStateTier } from "../kv/state-tier.js";
 import type { LlamaGpu } from "../llama-runtime.js";
 import type { SchedulingPolicy } from "../scheduler/request-queue.js";
 import type { SchedulerConfig } from "../scheduler/scheduler.js";
+import type { SpeculativeOptions } from "../specdec/speculative-options.js";
 import { CostModelStepRunner } from "./costmodel-step-runner.js";
 import { LlamaCppStepRunner } from "./llamacpp-step-runner.js";
 import { ScheduledExecutor, type ScheduledExecutorOptions } from "./scheduled-executor.js";
@@ -74,6 +75,8 @@ export async function loadScheduledLlamaCpp(
     l2CapacityBytes?: number;
     /** The L3 store of paused programs shared with other engines (left open on close). */
     l3?: KvStateTier;
+    /** Speculative decoding (off when absent). */
+    speculative?: SpeculativeOptions;
   },
 ): Promise<ScheduledExecutor> {
   const runner = await LlamaCppStepRunner.load({
@@ -84,6 +87,7 @@ export async function loadScheduledLlamaCpp(
     ...(o.gpu !== undefined ? { gpu: o.gpu } : {}),
     ...(o.l2CapacityBytes !== undefined ? { l2CapacityBytes: o.l2CapacityBytes } : {}),
     ...(o.l3 ? { l3: o.l3 } : {}),
+    ...(o.speculative ? { speculative: o.speculative } : {}),
     clock: o.clock ?? realClock,
   });
   try {

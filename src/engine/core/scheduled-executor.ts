@@ -114,6 +114,7 @@ export class ScheduledExecutor implements Executor {
       prefixCacheQueries: k.queries,
       prefixCacheHits: k.hits,
       preemptions: s.preemptions,
+      ...(this.runner.specDecodeStats ? { specDecode: this.runner.specDecodeStats() } : {}),
     };
   }
 
@@ -132,7 +133,8 @@ export class ScheduledExecutor implements Executor {
     if (req.signal?.aborted) return Promise.reject(new AbortedError());
 
     const requestId = `req-${this.nextId++}`;
-    const stop = req.controls ? new StopRule(this.scheduler.config.stopTokenIds, req.controls) : undefined;
+    // With speculation the runner cuts a verified run at the stops itself, so it is told them too.
+    const stop = req.controls || this.runner.specDecodeStats ? new StopRule(this.scheduler.config.stopTokenIds, req.controls ?? {}) : undefined;
     this.runner.addRequest(requestId, {
       promptTokenIds: prompt,
       maxTokens: req.maxTokens,
@@ -143,6 +145,7 @@ export class ScheduledExecutor implements Executor {
       ...(req.controls ? { controls: req.controls } : {}),
       ...(stop ? { stop } : {}),
       ...(req.programId !== undefined ? { programId: req.programId } : {}),
+      ...(req.draftGroupId !== undefined ? { draftGroupId: req.draftGroupId } : {}),
     });
     try {
       this.scheduler.addRequest({
@@ -309,16 +312,25 @@ export class ScheduledExecutor implements Executor {
 
   /** Append each sampled token to its request (streaming it), then settle the finished ones. */
   private deliver(result: RunnerStepResult, finished: FinishedRequest[]): void {
+    // A verified run cut by a stop or a length cap: the scheduler kept this many outputs.
+    const kept = new Map(finished.map((f) => [f.requestId, f.outputTokenIds.length]));
     for (const [id, s] of result.sampled) {
       // Requests aborted while the step ran are gone from `pending`; the scheduler dropped their token too.
       const p = this.pending.get(id);
       if (!p) continue;
-      const tok: SampledToken = { id: s.tokenId, logprob: s.logprob, top: result.top?.get(id) ?? [] };
-      p.tokens.push(tok);
-      try {
-        p.onToken?.(tok);
-      } catch {
-        // onToken must not throw; a failing stream is the HTTP layer's to handle.
+      const more = result.moreTokens?.get(id) ?? [];
+      const moreTop = result.moreTop?.get(id);
+      const run = [s, ...more];
+      for (let i = 0; i < run.length; i++) {
+        if (p.tokens.length >= (kept.get(id) ?? Infinity)) break;
+        const t = run[i] as (typeof run)[number];
+        const tok: SampledToken = { id: t.tokenId, logprob: t.logprob, top: (i === 0 ? result.top?.get(id) : moreTop?.[i - 1]) ?? [] };
+        p.tokens.push(tok);
+        try {
+          p.onToken?.(tok);
+        } catch {
+          // onToken must not throw; a failing stream is the HTTP layer's to handle.
+        }
       }
     }
     for (const f of finished) {

@@ -69,6 +69,35 @@ describe("engine server with a scheduled executor", () => {
     expect(text).toMatch(/^vllm:cache_config_info\{block_size="16",num_gpu_blocks="32"/m);
   });
 
+  it("speculative decoding over HTTP: the same answer and logprobs, and vLLM's spec_decode counters", async () => {
+    const modelPath = ensurePolicy(dir, INIT).path;
+    const common = { name: "s", modelPath, policyVersion: 1, sequences: 2, contextSize: 256, maxWaiting: 4, seed: 3, executorKind: "llamacpp-scheduled" as const };
+    const spec = await createEngineServer({ ...common, speculative: { method: "suffix", maxSpecTokens: 4 } });
+    servers.push(spec);
+    const plain = await createEngineServer(common);
+    servers.push(plain);
+    const ref = await chat(plain, 42);
+    // The second identical request is drafted from the first one's response (the global tree).
+    for (const got of [await chat(spec, 42), await chat(spec, 42)]) {
+      expect(got.choices[0]!.token_ids).toEqual(ref.choices[0]!.token_ids);
+      got.choices[0]!.logprobs.content.forEach((lp, i) => expect(Math.abs(lp.logprob - ref.choices[0]!.logprobs.content[i]!.logprob)).toBeLessThan(1e-5));
+    }
+    // A draft group (GRPO siblings) is a request field; it changes what is drafted, never the answer.
+    const grouped = await spec.app.inject({ method: "POST", url: "/v1/chat/completions", payload: { messages: MESSAGES, max_tokens: 6, seed: 42, logprobs: true, return_token_ids: true, draft_group_id: "g1" } });
+    expect(grouped.statusCode, grouped.body).toBe(200);
+    expect(grouped.json().choices[0].token_ids).toEqual(ref.choices[0]!.token_ids);
+    const bad = await spec.app.inject({ method: "POST", url: "/v1/completions", payload: { prompt: "hi", max_tokens: 2, draft_group_id: "" } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body).toMatch(/draft_group_id/);
+    const text = (await spec.app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(metric(text, "vllm:spec_decode_num_drafts_total")).toBeGreaterThan(0);
+    expect(metric(text, "vllm:spec_decode_num_accepted_tokens_total")).toBeGreaterThan(0);
+    expect(metric(text, "vllm:spec_decode_num_draft_tokens_total")).toBeGreaterThanOrEqual(metric(text, "vllm:spec_decode_num_accepted_tokens_total"));
+    // Engines that do not speculate do not export the counters.
+    expect((await plain.app.inject({ method: "GET", url: "/metrics" })).body).not.toMatch(/spec_decode/);
+    await expect(createEngineServer({ ...common, executorKind: "llamacpp", speculative: { method: "suffix" } })).rejects.toThrow(/speculative decoding runs on executorKind "llamacpp-scheduled", not "llamacpp"/);
+  });
+
   it("costmodel serves random tokens to max_tokens with the profile's timing", async () => {
     const server = await createEngineServer({
       name: "cm",

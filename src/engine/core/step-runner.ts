@@ -25,6 +25,8 @@ export interface RunnerRequest {
   outputLength?: number;
   /** The program the request belongs to: its KV may be saved on pause and loaded back for it. */
   programId?: string;
+  /** Speculative decoding: the group whose responses draft for each other (see GenerateRequest). */
+  draftGroupId?: string;
 }
 
 /** Runners that hold real KV move a paused program's last context between tiers. */
@@ -50,6 +52,8 @@ export interface RunnerProgramKv {
 /** A step's result plus the `topLogprobs` alternatives of each sampled token (absent = none). */
 export interface RunnerStepResult extends StepResult {
   top?: Map<string, TokenLogprob[]>;
+  /** The alternatives of each of `moreTokens`' tokens, in order. */
+  moreTop?: Map<string, TokenLogprob[][]>;
 }
 
 export interface StepRunner {
@@ -68,4 +72,21 @@ export interface StepRunner {
   readonly programs?: RunnerProgramKv;
   /** KV handoff to and from other engines, on runners that hold real KV (llama.cpp). */
   readonly transfer?: KvTransfer;
+  /** Speculative decoding's counters since load, on runners that draft (absent: speculation off). */
+  specDecodeStats?(): SpecDecodeStats;
+}
+
+/** Speculative decoding's counters (vLLM's spec_decode metrics). */
+export interface SpecDecodeStats {
+  /** Steps that verified a draft for a request. */
+  numDrafts: number;
+  /** Draft tokens verified. */
+  numDraftTokens: number;
+  /** Draft tokens accepted. */
+  numAcceptedTokens: number;
+}
+
+/** Tokens a verification step produced on average: 1 + accepted draft tokens per draft (vLLM's mean acceptance length); 0 before any draft. */
+export function meanAcceptanceLength(s: SpecDecodeStats): number {
+  return s.numDrafts > 0 ? 1 + s.numAcceptedTokens / s.numDrafts : 0;
 }

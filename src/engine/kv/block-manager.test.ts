@@ -137,6 +137,26 @@ describe("KvBlockManager: allocation and eviction", () => {
     m.checkInvariants();
   });
 
+  it("trimSlots gives back the slots of rejected draft positions, unhashed blocks to the front of the free queue", () => {
+    const m = mgr({ blockSize: 4, numBlocks: 8 });
+    const t = range(5);
+    admit(m, "a", t);
+    // A decode step verifying 6 draft tokens: slots for 5 + 1 + 6 = 12 tokens, 3 blocks.
+    expect(m.allocateSlots("a", [...t, 50], 7)).toHaveLength(1);
+    expect(m.numTokensOf("a")).toBe(12);
+    const third = m.blocksOf("a")[2]!;
+    // One draft token accepted: 7 tokens hold KV, 2 blocks.
+    m.trimSlots("a", 7);
+    expect(m.numTokensOf("a")).toBe(7);
+    expect(m.blocksOf("a")).toHaveLength(2);
+    expect(m.freeQueueOrder()[0]).toBe(third);
+    expect(m.blockInfo(third)).toMatchObject({ refCount: 0, free: true, hash: null });
+    m.trimSlots("a", 9); // more than it holds: nothing
+    expect(m.numTokensOf("a")).toBe(7);
+    expect(() => m.trimSlots("a", 0)).toThrow(/would drop hashed blocks/);
+    m.checkInvariants();
+  });
+
   it("returns null and changes nothing when free blocks are short", () => {
     const m = mgr({ numBlocks: 4 });
     admit(m, "a", range(12));

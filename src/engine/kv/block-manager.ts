@@ -264,6 +264,27 @@ export class KvBlockManager {
   }
 
   /**
+   * Shrinks a request's slots to `numTokens` (speculative decoding: the positions of rejected draft
+   * tokens). Blocks no longer needed go back to the front of the free queue: they were never
+   * hashed (drafts are not part of the request's tokens), so they cache nothing. Unknown requests
+   * and a `numTokens` at or above what the request holds are ignored.
+   */
+  trimSlots(requestId: string, numTokens: number): void {
+    if (!Number.isInteger(numTokens) || numTokens < 0) throw new Error(`trimSlots(${requestId}): numTokens must be an integer >= 0, got ${numTokens}`);
+    const req = this.requests.get(requestId);
+    if (req === undefined || numTokens >= req.numTokens) return;
+    const keep = Math.ceil(numTokens / this.blockSize);
+    if (keep < req.numHashed) throw new Error(`trimSlots(${requestId}): ${numTokens} tokens would drop hashed blocks (${req.numHashed} hashed)`);
+    for (const b of req.blocks.splice(keep).reverse()) {
+      const rc = (this.refCount[b] ?? 0) - 1;
+      if (rc < 0) throw new Error(`trimSlots(${requestId}): block ${b} refCount would go negative`);
+      this.refCount[b] = rc;
+      if (rc === 0) this.queue.pushFront(b);
+    }
+    req.numTokens = numTokens;
+  }
+
+  /**
    * Releases a request's blocks (refCount − 1), tail first so that a prompt's last blocks are
    * evicted before its first ones. Blocks reaching 0 join the free queue; hashed ones stay
    * reusable as cached blocks until evicted. Unknown requests are ignored.

@@ -102,6 +102,7 @@ export type SchedulerKv = Pick<
   | "bytesPerToken"
   | "getComputedBlocks"
   | "allocateSlots"
+  | "trimSlots"
   | "free"
   | "offloadRequest"
   | "offloadPrefix"
@@ -128,6 +129,8 @@ interface Req {
   stop: StopRule | undefined;
   firstScheduledTime?: number;
   firstTokenTime?: number;
+  /** Speculative decoding: the executor's draft for the next decode step (empty: none). */
+  draftTokenIds: number[];
 }
 
 /**
@@ -230,6 +233,7 @@ export class Scheduler {
       numPreemptions: 0,
       numCachedTokens: 0,
       stop: req.stop,
+      draftTokenIds: [],
     };
     this.requests.set(requestId, r);
     this.waiting.add(r);
@@ -274,6 +278,8 @@ export class Scheduler {
     this.pendingTransfers = [];
     /** Running requests scheduled this step, in order (a preemption may take one back). */
     const scheduledRunning: Req[] = [];
+    /** Draft tokens planned for verification, per request (a subset of `scheduled`). */
+    const drafts = new Map<string, number[]>();
 
     // 1. RUNNING requests: decode steps and the rest of chunked prefills.
     let i = 0;
@@ -286,6 +292,10 @@ export class Scheduler {
         i++;
         continue;
       }
+      // A decode step verifies the draft too: its positions take KV slots and budget, and it never
+      // reaches past max_tokens or maxModelLen (a fully accepted run emits draft + 1 tokens).
+      const draft = n === 1 ? draftFor(r, budget - 1, cfg.maxModelLen - 2 - r.numComputedTokens) : [];
+      n += draft.length;
       let ok = false;
       for (;;) {
         if (this.kv.allocateSlots(r.requestId, r.tokenIds, n) !== null) {
@@ -303,6 +313,7 @@ export class Scheduler {
           scheduledRunning.splice(k, 1);
           budget += scheduled.get(victim.requestId) ?? 0;
           scheduled.delete(victim.requestId);
+          drafts.delete(victim.requestId);
         }
         this.preempt(victim);
         preempted.push(victim);
@@ -311,6 +322,7 @@ export class Scheduler {
       if (!ok) break;
       scheduledRunning.push(r);
       scheduled.set(r.requestId, n);
+      if (draft.length > 0) drafts.set(r.requestId, draft);
       budget -= n;
       i++;
     }
@@ -354,15 +366,18 @@ export class Scheduler {
     const chunks: ScheduledChunk[] = [];
     for (const r of [...scheduledRunning, ...admitted]) {
       const n = scheduled.get(r.requestId) as number;
+      const draft = drafts.get(r.requestId);
       const before = r.numComputedTokens;
       r.numComputedTokens += n;
       r.firstScheduledTime ??= now;
-      chunks.push({
+      const chunk: ScheduledChunk = {
         requestId: r.requestId,
         numNewTokens: n,
         numComputedTokens: before,
-        samples: r.numComputedTokens === r.tokenIds.length,
-      });
+        samples: r.numComputedTokens === r.tokenIds.length + (draft?.length ?? 0),
+      };
+      if (draft) chunk.draftTokenIds = draft;
+      chunks.push(chunk);
     }
     transfers.push(...this.kv.takeEvictionTransfers());
     let numBatchedTokens = 0;
@@ -398,6 +413,10 @@ export class Scheduler {
       if (c.samples && r && r.status !== "finished" && !result.sampled.has(c.requestId)) {
         throw new Error(`onStepDone: step ${result.stepId} has no sampled token for request ${c.requestId}`);
       }
+      const more = result.moreTokens?.get(c.requestId)?.length ?? 0;
+      if (more > (c.draftTokenIds?.length ?? 0)) {
+        throw new Error(`onStepDone: step ${result.stepId} reports ${more + 1} tokens for request ${c.requestId}, more than its ${c.draftTokenIds?.length ?? 0} draft tokens + 1`);
+      }
     }
     this.inFlight = undefined;
     const now = this.clock.now();
@@ -407,19 +426,30 @@ export class Scheduler {
       const r = this.requests.get(c.requestId);
       // Aborted (or preempted and re-admitted elsewhere) while the step ran: drop its token.
       if (!r || r.status !== "running" || !c.samples) continue;
-      const s = result.sampled.get(c.requestId);
-      if (!s) continue;
-      r.tokenIds.push(s.tokenId);
-      r.logprobs.push(s.logprob);
+      const first = result.sampled.get(c.requestId);
+      if (!first) continue;
       r.firstTokenTime ??= now;
-      const numOutputs = r.tokenIds.length - r.numPromptTokens;
-      // vLLM check_stop order: stop tokens first, then length caps.
-      if (r.stop ? r.stop.stopsAt(s.tokenId, numOutputs) : stop.has(s.tokenId)) {
-        r.finishReason = "stop";
-        r.stopTokenId = s.tokenId;
-      } else if (numOutputs >= r.maxTokens || r.tokenIds.length >= this.config.maxModelLen) {
-        r.finishReason = "length";
+      // A verified draft gives several tokens: each is checked as if sampled alone, so a stop or a
+      // length cap inside the run ends the request there and drops the tokens after it.
+      for (const s of [first, ...(result.moreTokens?.get(c.requestId) ?? [])]) {
+        r.tokenIds.push(s.tokenId);
+        r.logprobs.push(s.logprob);
+        const numOutputs = r.tokenIds.length - r.numPromptTokens;
+        // vLLM check_stop order: stop tokens first, then length caps.
+        if (r.stop ? r.stop.stopsAt(s.tokenId, numOutputs) : stop.has(s.tokenId)) {
+          r.finishReason = "stop";
+          r.stopTokenId = s.tokenId;
+        } else if (numOutputs >= r.maxTokens || r.tokenIds.length >= this.config.maxModelLen) {
+          r.finishReason = "length";
+        }
+        if (r.finishReason) break;
       }
+      if (c.draftTokenIds && !r.finishReason) {
+        // Rejected draft positions hold no valid KV: everything but the last token is computed.
+        r.numComputedTokens = r.tokenIds.length - 1;
+        this.kv.trimSlots(r.requestId, r.numComputedTokens);
+      }
+      r.draftTokenIds = r.finishReason ? [] : (result.drafts?.get(c.requestId) ?? []);
       if (r.finishReason) {
         this.running = this.running.filter((x) => x !== r);
         this.releaseKv(r);
@@ -526,6 +556,7 @@ export class Scheduler {
     this.kv.free(r.requestId);
     r.status = "preempted";
     r.numComputedTokens = 0;
+    r.draftTokenIds = [];
     r.numPreemptions++;
     this.numPreemptions++;
     this.waiting.prepend(r);
@@ -565,6 +596,16 @@ export class Scheduler {
     if (r.programId !== undefined) out.programId = r.programId;
     return out;
   }
+}
+
+/**
+ * The part of a running request's draft its next decode step verifies: at most `room` tokens (the
+ * step's budget and the model length left), and never past max_tokens: a run emits draft + 1 tokens.
+ */
+function draftFor(r: Req, room: number, roomInModel: number): number[] {
+  const outputsLeft = r.maxTokens - (r.tokenIds.length - r.numPromptTokens);
+  const k = Math.min(r.draftTokenIds.length, room, roomInModel, outputsLeft - 1);
+  return k > 0 ? r.draftTokenIds.slice(0, k) : [];
 }
 
 function validateConfig(c: SchedulerConfig): void {

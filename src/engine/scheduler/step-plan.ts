@@ -11,6 +11,12 @@ export interface ScheduledChunk {
   numComputedTokens: number;
   /** True when the step ends the prompt or decodes: the executor samples one token for it. */
   samples: boolean;
+  /**
+   * Speculative decoding: draft tokens fed after the request's last token in the same evaluation
+   * (counted in numNewTokens, not in the request's tokens); the executor verifies them and may
+   * report several tokens for the request (StepResult.moreTokens). Only on a decode chunk.
+   */
+  draftTokenIds?: number[];
 }
 
 /** KV traffic between tiers that a step waits for (the cost model charges it by bandwidth). */
@@ -48,6 +54,13 @@ export interface StepResult {
   stepId: number;
   /** A token for every chunk with `samples: true`. */
   sampled: Map<string, SampledTokenOut>;
+  /**
+   * Speculative decoding: the tokens a verified chunk produced after its first one, in order (one
+   * per accepted draft token, then the target's own token). At most the chunk's draft length.
+   */
+  moreTokens?: Map<string, SampledTokenOut[]>;
+  /** Draft tokens proposed for each request's next step (the scheduler plans them as draftTokenIds). */
+  drafts?: Map<string, number[]>;
   /** Time the step took (measured for llama.cpp, modelled for the cost model), ms. */
   durationMs: number;
 }

@@ -1,0 +1,43 @@
+// The built-in engine's speculative decoding setting (`speculative` on a scheduled llama.cpp engine):
+// which drafter, how many draft tokens a step verifies, and the drafter's knobs. Off when absent.
+import { ArborError } from "../../core/errors.js";
+import type { DraftOptions } from "./suffix-draft.js";
+import type { SuffixDraftCacheOptions } from "./suffix-draft-cache.js";
+
+export interface SpeculativeOptions {
+  /** The drafter: "suffix" (SuffixDecoding: per-request trees and the global tree of past responses). */
+  method: "suffix";
+  /** Draft tokens verified per step at most (default 8). */
+  maxSpecTokens?: number;
+  /** SuffixDecoding's pruning threshold on a draft token's estimated probability (default 0.1). */
+  minTokenProb?: number;
+  /** Draft at most matchLen × maxSpecFactor + maxSpecOffset tokens (defaults 1 and 0). */
+  maxSpecFactor?: number;
+  maxSpecOffset?: number;
+  /** Responses kept in the global tree (default 10000; 0: per-request trees only). */
+  maxCachedResponses?: number;
+}
+
+export const DEFAULT_MAX_SPEC_TOKENS = 8;
+
+/** Check a speculative setting (ArborError "config" naming the field) and split it for the drafter. */
+export function resolveSpeculative(s: SpeculativeOptions): { draft: DraftOptions; cache: SuffixDraftCacheOptions } {
+  if (typeof s !== "object" || s === null) throw new ArborError("speculative: must be an object with a method", "config");
+  if (s.method !== "suffix") throw new ArborError(`speculative.method: must be "suffix", got ${JSON.stringify(s.method)}`, "config");
+  const int = (field: string, v: number | undefined, min: number): void => {
+    if (v !== undefined && !(Number.isInteger(v) && v >= min)) throw new ArborError(`speculative.${field}: must be an integer >= ${min}, got ${String(v)}`, "config");
+  };
+  const num = (field: string, v: number | undefined, ok: (x: number) => boolean, what: string): void => {
+    if (v !== undefined && !(typeof v === "number" && Number.isFinite(v) && ok(v))) throw new ArborError(`speculative.${field}: must be ${what}, got ${String(v)}`, "config");
+  };
+  int("maxSpecTokens", s.maxSpecTokens, 1);
+  int("maxCachedResponses", s.maxCachedResponses, 0);
+  num("minTokenProb", s.minTokenProb, (x) => x >= 0 && x <= 1, "a number in [0, 1]");
+  num("maxSpecFactor", s.maxSpecFactor, (x) => x >= 0, "a number >= 0");
+  num("maxSpecOffset", s.maxSpecOffset, () => true, "a finite number");
+  const draft: DraftOptions = { maxSpecTokens: s.maxSpecTokens ?? DEFAULT_MAX_SPEC_TOKENS };
+  if (s.minTokenProb !== undefined) draft.minTokenProb = s.minTokenProb;
+  if (s.maxSpecFactor !== undefined) draft.maxSpecFactor = s.maxSpecFactor;
+  if (s.maxSpecOffset !== undefined) draft.maxSpecOffset = s.maxSpecOffset;
+  return { draft, cache: s.maxCachedResponses !== undefined ? { maxCachedResponses: s.maxCachedResponses } : {} };
+}
