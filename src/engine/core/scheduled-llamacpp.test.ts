@@ -15,6 +15,7 @@ import { AbortedError } from "../sequence-pool.js";
 import { loadScheduledLlamaCpp, type ScheduledEngineOptions } from "./scheduled-engines.js";
 import type { ScheduledExecutor } from "./scheduled-executor.js";
 import type { LlamaCppStepRunner } from "./llamacpp-step-runner.js";
+import { expectSameResults } from "../../testing/same-results.js";
 
 const INIT = { seed: 1, nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 2048 };
 const vocab = new Vocab();
@@ -61,18 +62,6 @@ async function scheduled(o: Partial<ScheduledEngineOptions>, plans?: StepPlan[])
   return e;
 }
 
-function sameResults(got: GenerateResult[], want: GenerateResult[]): void {
-  expect(got.map((r) => r.tokens.map((t) => t.id))).toEqual(want.map((r) => r.tokens.map((t) => t.id)));
-  expect(got.map((r) => [r.finishReason, r.stopTokenId])).toEqual(want.map((r) => [r.finishReason, r.stopTokenId]));
-  got.forEach((g, i) =>
-    g.tokens.forEach((t, k) => {
-      const w = want[i]!.tokens[k]!;
-      expect(t.logprob).toBeCloseTo(w.logprob, 5);
-      expect(t.top.map((x) => x.id)).toEqual(w.top.map((x) => x.id));
-    }),
-  );
-}
-
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-sched-llama-"));
   modelPath = ensurePolicy(dir, INIT).path;
@@ -96,11 +85,11 @@ describe("ScheduledExecutor on llama.cpp", () => {
     const want = await expected(CASES);
     const plans: StepPlan[] = [];
     const e = await scheduled({}, plans);
-    sameResults([await gen(e, CASES[0]!)], [want[0]!]);
+    expectSameResults([await gen(e, CASES[0]!)], [want[0]!]);
     expect(plans.every((p) => p.chunks.length === 1)).toBe(true);
     plans.length = 0;
     const got = await Promise.all(CASES.map((c) => gen(e, c)));
-    sameResults(got, want);
+    expectSameResults(got, want);
     // Continuous batching: the three prompts are prefilled in one step (the first one's leading
     // blocks are prefix-cache hits from the single run), then decoded together.
     expect(plans[0]!.chunks.map((c) => c.numComputedTokens + c.numNewTokens)).toEqual(CASES.map((c) => c.prompt.length));
@@ -115,7 +104,7 @@ describe("ScheduledExecutor on llama.cpp", () => {
     const want = await expected([c]);
     const plans: StepPlan[] = [];
     const e = await scheduled({ maxNumBatchedTokens: 16 }, plans);
-    sameResults([await gen(e, c)], want);
+    expectSameResults([await gen(e, c)], want);
     const prefill = plans.filter((p) => p.chunks[0]!.numNewTokens > 1);
     expect(prefill.length).toBe(Math.ceil(c.prompt.length / 16));
     expect(prefill.slice(0, -1).every((p) => !p.chunks[0]!.samples)).toBe(true);
@@ -127,7 +116,7 @@ describe("ScheduledExecutor on llama.cpp", () => {
     // The first two alone outgrow 18 blocks of 4 tokens while decoding (11 + 8 blocks).
     const e = await scheduled({ blockSize: 4, numBlocks: 18, contextSize: 72, maxNumBatchedTokens: 72 });
     const got = await Promise.all(cases.map((c) => gen(e, c)));
-    sameResults(got, want);
+    expectSameResults(got, want);
     expect(e.stats().preemptions).toBeGreaterThan(0);
   });
 
@@ -137,9 +126,9 @@ describe("ScheduledExecutor on llama.cpp", () => {
     const b: Case = { prompt: prompt(shared + "Grass?"), seed: 4, maxTokens: 6, temperature: 1 };
     const want = await expected([a, b]);
     const e = await scheduled({ blockSize: 8 });
-    sameResults([await gen(e, a)], [want[0]!]);
+    expectSameResults([await gen(e, a)], [want[0]!]);
     expect(e.stats().prefixCacheHits).toBe(0);
-    sameResults([await gen(e, b)], [want[1]!]);
+    expectSameResults([await gen(e, b)], [want[1]!]);
     const s = e.stats();
     expect(s.prefixCacheQueries).toBe(a.prompt.length + b.prompt.length);
     expect(s.prefixCacheHits).toBe(Math.floor((b.prompt.length - 1) / 8) * 8);
@@ -158,7 +147,7 @@ describe("ScheduledExecutor on llama.cpp", () => {
     const want = await expected([a, c, b]);
     const e = await scheduled({ sequences: 1, blockSize: 8 });
     const got = [await gen(e, a), await gen(e, c), await gen(e, b)];
-    sameResults(got, want);
+    expectSameResults(got, want);
     expect(e.stats().prefixCacheHits).toBeGreaterThan(40);
     // c overwrote a's sequence except the BOS they share: the rest of b's cache hit is recomputed.
     expect((e.runner as LlamaCppStepRunner).stats().recomputedTokens).toBe(e.stats().prefixCacheHits! - 1);
@@ -183,7 +172,7 @@ describe("ScheduledExecutor on llama.cpp", () => {
     const hitsBefore = e.stats().prefixCacheHits!;
     got.push(await gen(e, b));
     expect(e.stats().prefixCacheHits! - hitsBefore).toBe(hit);
-    sameResults(got, want);
+    expectSameResults(got, want);
     expect((e.runner as LlamaCppStepRunner).stats().recomputedTokens).toBe(hit - 1);
   });
 
@@ -212,7 +201,7 @@ describe("ScheduledExecutor on llama.cpp", () => {
     expect(r.finishReason).toBe("abort");
     expect(r.tokens).toHaveLength(3);
     // The engine keeps serving after aborts.
-    sameResults([await gen(e, CASES[2]!)], await expected([CASES[2]!]));
+    expectSameResults([await gen(e, CASES[2]!)], await expected([CASES[2]!]));
     expect(e.stats()).toMatchObject({ running: 0, waiting: 0 });
   });
 
@@ -224,7 +213,7 @@ describe("ScheduledExecutor on llama.cpp", () => {
     ];
     const want = await expected(cases);
     const e = await scheduled({ clock });
-    sameResults(await Promise.all(cases.map((c) => gen(e, c))), want);
+    expectSameResults(await Promise.all(cases.map((c) => gen(e, c))), want);
     // The virtual clock never moved: nothing in the engine waited on wall time.
     expect(clock.now()).toBe(5_000);
   });

@@ -18,6 +18,7 @@ import type { LlamaCppStepRunner } from "./llamacpp-step-runner.js";
 import { loadScheduledLlamaCpp } from "./scheduled-engines.js";
 import type { ScheduledExecutor } from "./scheduled-executor.js";
 import { meanAcceptanceLength, type RunnerStepResult } from "./step-runner.js";
+import { expectSameResults } from "../../testing/same-results.js";
 
 const INIT = { seed: 1, nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: 192, contextLength: 2048 };
 const vocab = new Vocab();
@@ -67,19 +68,6 @@ async function speculative(o: Partial<Parameters<typeof loadScheduledLlamaCpp>[0
   return e;
 }
 
-function sameResults(got: GenerateResult[], want: GenerateResult[]): void {
-  expect(got.map((r) => r.tokens.map((t) => t.id))).toEqual(want.map((r) => r.tokens.map((t) => t.id)));
-  expect(got.map((r) => [r.finishReason, r.stopTokenId])).toEqual(want.map((r) => [r.finishReason, r.stopTokenId]));
-  got.forEach((g, i) =>
-    g.tokens.forEach((t, k) => {
-      const w = want[i]!.tokens[k]!;
-      expect(Math.abs(t.logprob - w.logprob)).toBeLessThan(1e-5);
-      expect(t.top.map((x) => x.id)).toEqual(w.top.map((x) => x.id));
-      t.top.forEach((x, j) => expect(Math.abs(x.logprob - w.top[j]!.logprob)).toBeLessThan(1e-5));
-    }),
-  );
-}
-
 const specStats = (e: ScheduledExecutor) => e.stats().specDecode!;
 
 beforeAll(async () => {
@@ -114,9 +102,9 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     // Alone, then batched; the second round drafts from the global tree of the first responses.
     const got = [];
     for (const c of GREEDY) got.push(await gen(e, c));
-    sameResults(got, want);
+    expectSameResults(got, want);
     const first = specStats(e);
-    sameResults(await Promise.all(GREEDY.map((c) => gen(e, c))), want);
+    expectSameResults(await Promise.all(GREEDY.map((c) => gen(e, c))), want);
     const s = specStats(e);
     expect(s.numDrafts).toBeGreaterThan(first.numDrafts);
     expect(s.numAcceptedTokens - first.numAcceptedTokens).toBeGreaterThan(0);
@@ -135,9 +123,9 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     const e = await speculative();
     const got = [];
     for (const c of SAMPLED) got.push(await gen(e, c));
-    sameResults(got, want);
+    expectSameResults(got, want);
     const before = specStats(e);
-    sameResults(await Promise.all(SAMPLED.map((c) => gen(e, c))), want);
+    expectSameResults(await Promise.all(SAMPLED.map((c) => gen(e, c))), want);
     const s = specStats(e);
     expect(s.numAcceptedTokens - before.numAcceptedTokens).toBeGreaterThan(0);
     expect(s.numAcceptedTokens).toBeLessThanOrEqual(s.numDraftTokens);
@@ -150,7 +138,7 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     await gen(e, c);
     const streamed: number[] = [];
     const got = await gen(e, c, (id) => streamed.push(id));
-    sameResults([got], [want]);
+    expectSameResults([got], [want]);
     expect(streamed).toEqual(want.tokens.map((t) => t.id));
   });
 
@@ -173,7 +161,7 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     await gen(e, base); // its response goes to the global tree: the next runs are drafted from it
     for (const [i, c] of [stopCase, lengthCase].entries()) {
       steps.length = 0;
-      sameResults([await gen(e, c)], [want[i]!]);
+      expectSameResults([await gen(e, c)], [want[i]!]);
       // The last step of the request produced several tokens: the end fell inside a verified run.
       const last = steps.filter((s) => s.result.sampled.size > 0).at(-1)!;
       const id = last.plan.chunks[0]!.requestId;
@@ -206,7 +194,7 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     const before = specStats(e);
     rejections = 0;
     const got = await gen(e, c);
-    sameResults([got], [want]);
+    expectSameResults([got], [want]);
     expect(rejections).toBeGreaterThan(0);
     for (const k of kvAfterRejection) expect(k.held).toEqual(k.accepted);
     const s = specStats(e);
@@ -221,7 +209,7 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     for (const c of cases) want.push(await gen(plain, c));
     const e = await speculative({ blockSize: 4, numBlocks: 18, contextSize: 72, maxNumBatchedTokens: 72 });
     // Twice: the second round verifies drafts from the first one's responses.
-    for (let round = 0; round < 2; round++) sameResults(await Promise.all(cases.map((c) => gen(e, c))), want);
+    for (let round = 0; round < 2; round++) expectSameResults(await Promise.all(cases.map((c) => gen(e, c))), want);
     expect(e.stats().preemptions).toBeGreaterThan(0);
     expect(specStats(e).numAcceptedTokens).toBeGreaterThan(0);
     expect(e.stats()).toMatchObject({ running: 0, waiting: 0, usedTokens: 0 });
@@ -236,7 +224,7 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
       const e = await speculative({ speculative: { method: "suffix", maxSpecTokens: 6, maxCachedResponses: 0 } });
       for (let i = 0; i < 2; i++) {
         const r = await e.generate({ promptTokenIds: c.prompt, maxTokens: c.maxTokens, temperature: 0, topP: 1, topLogprobs: 2, rng: c.rng(), ...(draftGroupId ? { draftGroupId } : {}) });
-        sameResults([r], [want]);
+        expectSameResults([r], [want]);
       }
       return specStats(e).numAcceptedTokens;
     };
@@ -261,7 +249,7 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     const want = await play(plain);
     const e = await speculative({ sequences: 1 });
     await gen(e, base); // the global tree drafts the program's turns
-    sameResults(await play(e), want);
+    expectSameResults(await play(e), want);
     expect((e.runner as LlamaCppStepRunner).stats()).toMatchObject({ savedStates: 1, loadedStates: 1 });
     expect(specStats(e).numAcceptedTokens).toBeGreaterThan(0);
   });
