@@ -17,9 +17,10 @@ describe("arbor bench store", () => {
       ["postgres / sqlite", "", "", ""],
     ]);
     for (const row of t?.rows ?? []) for (const v of row.slice(4)) expect(v).toBeGreaterThan(0);
-    expect(lines.some((l) => /schema arbor_bench_[0-9a-f]+/.test(l))).toBe(true);
-    // The throwaway schema is gone.
-    expect(await postgresQuery("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'arbor_bench_%'")).toEqual([]);
+    const schema = lines.map((l) => /schema (arbor_bench_[0-9a-f]+)/.exec(l)?.[1]).find((x) => x !== undefined);
+    expect(schema).toBeDefined();
+    // This run's throwaway schema is gone (other tests may bench at the same time, with schemas of their own).
+    expect(await postgresQuery(`SELECT nspname FROM pg_namespace WHERE nspname = '${schema}'`)).toEqual([]);
   }, 60_000);
 
   it("reports an unreachable Postgres in the notes and keeps the SQLite row", async () => {
