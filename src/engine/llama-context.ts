@@ -117,18 +117,10 @@ export async function evaluateTokens(
   sample: boolean,
   controls?: RawLogitControls,
 ): Promise<Map<number, number> | undefined> {
-  const last = tokens.length - 1;
-  const options = controls ? rawControlOptions(seq, controls) : { temperature: 0 };
+  if (sample) return (await evaluateDistributions(seq, tokens, 1, () => controls))[0];
   // node-llama-cpp brands token ids; callers range-check ours against the vocabulary.
-  const items = tokens.map(
-    (id, i): ControlledEvaluateInputItem =>
-      sample && i === last ? [id as Token, { generateNext: { probabilities: true, options } }] : (id as Token),
-  );
-  const out = await seq.controlledEvaluate(items);
-  if (!sample) return undefined;
-  const probs = out[last]?.next.probabilities;
-  if (!probs || probs.size === 0) throw new ArborError("llama.cpp returned no next-token distribution", "engine");
-  return probs;
+  await seq.controlledEvaluate(tokens.map((id) => id as Token));
+  return undefined;
 }
 
 /** node-llama-cpp's sampling options for {@link RawLogitControls} (greedy: the chain only reshapes logits). */

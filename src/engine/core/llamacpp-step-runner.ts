@@ -357,7 +357,7 @@ export class LlamaCppStepRunner implements StepRunner {
         const suppress = r.stop?.suppressAt(outputs + i);
         return sampleToken(probs, suppress ? { ...r.params, suppress } : r.params, r.rng, pos + i);
       },
-      (t, n) => (r.stop?.stopsAt(t.id, outputs + n) ?? false) || outputs + n >= r.maxTokens,
+      (t, n) => endsAt(r, t.id, outputs + n),
     );
   }
 
@@ -383,9 +383,7 @@ export class LlamaCppStepRunner implements StepRunner {
 
   /** Whether the request's last emitted token ended it (stop rule or max_tokens): nothing to draft for. */
   private ended(r: RunnerReq, emitted: readonly SampledToken[]): boolean {
-    const last = emitted[emitted.length - 1] as SampledToken;
-    const outputs = r.tokens.length - r.promptLength;
-    return (r.stop?.stopsAt(last.id, outputs) ?? false) || outputs >= r.maxTokens;
+    return endsAt(r, (emitted[emitted.length - 1] as SampledToken).id, r.tokens.length - r.promptLength);
   }
 
   async close(): Promise<void> {
@@ -663,15 +661,17 @@ export class LlamaCppStepRunner implements StepRunner {
     if (from >= end) return undefined;
     const tokens = [...r.tokens.slice(from, end), ...draft];
     this.counters.evaluatedTokens += tokens.length;
-    if (draft.length === 0) {
-      // The penalty covers the prompt and the output so far: every token before the one sampled.
-      const probs = await evaluateTokens(seq, tokens, c.samples, c.samples && r.raw ? { ...r.raw, history: r.tokens.slice(0, end) } : undefined);
-      return probs ? [probs] : undefined;
-    }
-    // Each verified position's penalty covers what precedes it there: the draft tokens before it too.
+    if (!c.samples) return void (await evaluateTokens(seq, tokens, false));
+    // Each sampled position's penalty covers every token before it: the prompt, the output so far and
+    // the draft tokens before it.
     const raw = r.raw;
     return evaluateDistributions(seq, tokens, draft.length + 1, (i) => (raw ? { ...raw, history: [...r.tokens.slice(0, end), ...draft.slice(0, i)] } : undefined));
   }
+}
+
+/** Whether token `id` as the request's `outputs`-th output ends it: its stop rule, or max_tokens reached. */
+function endsAt(r: RunnerReq, id: number, outputs: number): boolean {
+  return (r.stop?.stopsAt(id, outputs) ?? false) || outputs >= r.maxTokens;
 }
 
 /** Where the chunk's own tokens end: its draft tokens (not yet the request's) come after. */
