@@ -11,6 +11,7 @@ import { randomUUID } from "node:crypto";
 import type { RunConfig } from "../../core/config.js";
 import { ArborError } from "../../core/errors.js";
 import { BackendUnreachableError, type GenerateRequest, type TokenBackend } from "../../backends/backend.js";
+import { canMoveProgramKv, moveProgramKv, type KvOrigin, type KvTarget } from "../../backends/program-kv-move.js";
 import { ChunkPlanner, type DividedResult } from "./chunk-planner.js";
 import { rankByFreeKv, type CandidateScore, type PlacementCandidate } from "./placement.js";
 
@@ -219,21 +220,16 @@ export class DividedGeneration {
    * it. Never throws: a failed move costs the next engine a prefill, as without a pool.
    */
   private async moveKv(from: TokenBackend, to: TokenBackend): Promise<NonNullable<Placement["kv"]>> {
-    if (!from.shareProgram || !from.restore || !to.restore) return { moved: false, reason: `backend '${from.name}' or '${to.name}' cannot move a program's KV` };
+    if (!canMoveProgramKv(from, to)) return { moved: false, reason: `backend '${from.name}' or '${to.name}' cannot move a program's KV` };
     const id = this.programId;
     try {
-      await from.shareProgram(id);
-    } catch (err) {
-      await from.restore(id).catch(() => undefined);
-      return { moved: false, reason: `backend '${from.name}' did not share the KV: ${(err as Error).message}` };
-    }
-    try {
-      await from.restore(id);
-      const got = await to.restore(id);
-      const tokens = got?.kvTokens ?? 0;
+      const tokens = await moveProgramKv(from as KvOrigin, to as KvTarget, id);
       return tokens > 0 ? { moved: true, tokens } : { moved: false, reason: `backend '${to.name}' found no KV of the program in the tier it shares with '${from.name}'` };
     } catch (err) {
       return { moved: false, reason: `moving the KV from '${from.name}' to '${to.name}' failed: ${(err as Error).message}` };
+    } finally {
+      // Sharing paused the program on `from`: lift it, whether or not the move worked.
+      await (from as KvOrigin).restore(id).catch(() => undefined);
     }
   }
 

@@ -4,6 +4,7 @@
 // has one (built-in engine, llama-server slots) and at the proxy otherwise.
 import type { Registry } from "prom-client";
 import { BackendHttpError, isTokenBackend, type Backend, type TokenBackend } from "../../backends/backend.js";
+import { canMoveProgramKv, moveProgramKv, type KvOrigin } from "../../backends/program-kv-move.js";
 import type { Clock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
 import type { CallGate } from "./call-gate.js";
@@ -386,11 +387,9 @@ export class PauseGate implements CallGate {
    */
   private async moveKv(programId: string, origin: PauseCapable, from: string, to: string): Promise<boolean> {
     const t = this.backends.get(to);
-    if (!origin.shareProgram || !pauseCapable(t) || this.unshared.has(from)) return false;
+    if (!pauseCapable(t) || !canMoveProgramKv(origin, t) || this.unshared.has(from)) return false;
     try {
-      await origin.shareProgram(programId);
-      const got = await t.restore(programId);
-      const loaded = (got?.kvTokens ?? 0) > 0;
+      const loaded = (await moveProgramKv(origin as KvOrigin, t, programId)) > 0;
       if (loaded) this.metrics.kvMoves.inc({ from, to });
       return loaded;
     } catch (e) {
