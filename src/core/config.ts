@@ -109,6 +109,8 @@ export const EngineConfigSchema = z
         maxSpecOffset: z.number().optional(),
         /** Past responses kept in the engine's global tree (default 10000; 0: per-request trees only). */
         maxCachedResponses: z.number().int().min(0).optional(),
+        /** Seer's adaptive budget: draft tokens per step from measured step time and acceptance (default true). */
+        adaptive: z.boolean().optional(),
       })
       .strict()
       .optional(),

@@ -6,6 +6,7 @@ import { Rng } from "../core/rng.js";
 import { KvBlockManager, type KvBlockManagerOptions } from "../engine/kv/block-manager.js";
 import { Scheduler, type FinishedRequest, type SchedulerConfig } from "../engine/scheduler/scheduler.js";
 import type { SampledTokenOut, StepPlan } from "../engine/scheduler/step-plan.js";
+import type { DraftBudget } from "../engine/specdec/draft-budget.js";
 
 export interface Harness {
   clock: VirtualClock;
@@ -30,6 +31,7 @@ export function makeHarness(
   cfg: Partial<SchedulerConfig> = {},
   kvOpts: Partial<KvBlockManagerOptions> = {},
   seed = 1,
+  draftBudget?: DraftBudget,
 ): Harness {
   const clock = new VirtualClock();
   const kv = new KvBlockManager({ blockSize: 4, numBlocks: 64, enablePrefixCaching: true, bytesPerToken: 2, ...kvOpts });
@@ -46,6 +48,7 @@ export function makeHarness(
     },
     kv,
     clock,
+    draftBudget,
   );
   const rng = new Rng(seed);
   const plans: StepPlan[] = [];

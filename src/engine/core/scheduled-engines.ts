@@ -9,7 +9,8 @@ import type { KvStateTier } from "../kv/state-tier.js";
 import type { LlamaGpu } from "../llama-runtime.js";
 import type { SchedulingPolicy } from "../scheduler/request-queue.js";
 import type { SchedulerConfig } from "../scheduler/scheduler.js";
-import type { SpeculativeOptions } from "../specdec/speculative-options.js";
+import { DraftBudget } from "../specdec/draft-budget.js";
+import { resolveSpeculative, type SpeculativeOptions } from "../specdec/speculative-options.js";
 import { CostModelStepRunner } from "./costmodel-step-runner.js";
 import { LlamaCppStepRunner } from "./llamacpp-step-runner.js";
 import { ScheduledExecutor, type ScheduledExecutorOptions } from "./scheduled-executor.js";
@@ -91,6 +92,8 @@ export async function loadScheduledLlamaCpp(
     clock: o.clock ?? realClock,
   });
   try {
+    const spec = o.speculative ? resolveSpeculative(o.speculative) : undefined;
+    const budget = spec?.adaptive ? new DraftBudget({ maxPositions: spec.draft.maxSpecTokens }) : undefined;
     return new ScheduledExecutor({
       runner,
       vocabSize: runner.vocabSize,
@@ -99,6 +102,7 @@ export async function loadScheduledLlamaCpp(
       ...engineConfig({ ...o, stopTokenIds: o.stopTokenIds ?? runner.tokenizer.stopIds }),
       clock: o.clock ?? realClock,
       ...(o.onStep ? { onStep: o.onStep } : {}),
+      ...(budget ? { draftBudget: budget } : {}),
     });
   } catch (err) {
     await runner.close();

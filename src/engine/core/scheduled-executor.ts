@@ -9,6 +9,7 @@ import type { ModelTokenizer } from "../../model/tokenizer.js";
 import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult, type KvTransfer, type ProgramControl, type ProgramInfo, type ProgramPauseTarget } from "../executor.js";
 import { KvBlockManager, type KvBlockManagerOptions } from "../kv/block-manager.js";
 import { StopRule, type SampledToken } from "../sampling.js";
+import type { DraftBudget } from "../specdec/draft-budget.js";
 import { Scheduler, type FinishedRequest, type SchedulerConfig } from "../scheduler/scheduler.js";
 import type { StepPlan } from "../scheduler/step-plan.js";
 import { AbortedError } from "../sequence-pool.js";
@@ -28,6 +29,8 @@ export interface ScheduledExecutorOptions {
   clock?: Clock;
   /** Observer of every step run (tests, tracing); must not throw. */
   onStep?: (plan: StepPlan, result: RunnerStepResult) => void;
+  /** Speculative decoding's adaptive budget (absent: drafts verified in full). */
+  draftBudget?: DraftBudget;
 }
 
 interface Pending {
@@ -77,7 +80,7 @@ export class ScheduledExecutor implements Executor {
     if (opts.tokenizer) this.tokenizer = opts.tokenizer;
     this.onStep = opts.onStep;
     this.kv = new KvBlockManager(opts.kv);
-    this.scheduler = new Scheduler(opts.scheduler, this.kv, opts.clock ?? realClock);
+    this.scheduler = new Scheduler(opts.scheduler, this.kv, opts.clock ?? realClock, opts.draftBudget);
     this.contextSize = opts.scheduler.maxModelLen;
     this.sequences = opts.scheduler.maxNumSeqs;
     this.schedulingPolicy = opts.scheduler.policy;

@@ -60,7 +60,8 @@ async function speculative(o: Partial<Parameters<typeof loadScheduledLlamaCpp>[0
     contextSize: CTX,
     maxWaiting: 8,
     stopTokenIds: STOPS,
-    speculative: { method: "suffix", maxSpecTokens: 6 },
+    // Every draft verified in full (no adaptive budget): these tests check verification itself.
+    speculative: { method: "suffix", maxSpecTokens: 6, adaptive: false },
     ...(steps ? { onStep: (plan: StepPlan, result: RunnerStepResult) => steps.push({ plan, result }) } : {}),
     ...o,
   });
@@ -129,6 +130,14 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     const s = specStats(e);
     expect(s.numAcceptedTokens - before.numAcceptedTokens).toBeGreaterThan(0);
     expect(s.numAcceptedTokens).toBeLessThanOrEqual(s.numDraftTokens);
+  });
+
+  it("with the adaptive budget (the default), whatever it decides, the outputs are the same", async () => {
+    const want = [];
+    for (const c of [...GREEDY, ...SAMPLED]) want.push(await gen(plain, c));
+    const e = await speculative({ speculative: { method: "suffix", maxSpecTokens: 6 } });
+    for (let round = 0; round < 3; round++) expectSameResults(await Promise.all([...GREEDY, ...SAMPLED].map((c) => gen(e, c))), want);
+    expect(specStats(e).numAcceptedTokens).toBeLessThanOrEqual(specStats(e).numDraftTokens);
   });
 
   it("streams every token of a verified run, in order", async () => {

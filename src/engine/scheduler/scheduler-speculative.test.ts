@@ -4,13 +4,19 @@
 // positions of rejected draft tokens give their KV slots back.
 import { describe, expect, it } from "vitest";
 import { makeHarness, toks } from "../../testing/scheduler-helpers.js";
+import { DraftBudget } from "../specdec/draft-budget.js";
 import type { FinishedRequest } from "./scheduler.js";
 import type { SampledTokenOut, StepPlan } from "./step-plan.js";
 
 type H = ReturnType<typeof makeHarness>;
 
 /** One step: `emit` gives each sampling request's tokens (first, then the run), `drafts` its next draft. */
-function step(h: H, emit: (c: StepPlan["chunks"][number]) => number[], drafts: Record<string, number[]> = {}): { plan: StepPlan; finished: FinishedRequest[] } {
+function step(
+  h: H,
+  emit: (c: StepPlan["chunks"][number]) => number[],
+  drafts: Record<string, number[]> = {},
+  durationMs: (plan: StepPlan) => number = () => 1,
+): { plan: StepPlan; finished: FinishedRequest[] } {
   const plan = h.sched.schedule();
   h.kv.checkInvariants();
   const sampled = new Map<string, SampledTokenOut>();
@@ -21,7 +27,7 @@ function step(h: H, emit: (c: StepPlan["chunks"][number]) => number[], drafts: R
     sampled.set(c.requestId, first!);
     if (rest.length > 0) moreTokens.set(c.requestId, rest);
   }
-  const finished = h.sched.onStepDone({ stepId: plan.stepId, sampled, moreTokens, drafts: new Map(Object.entries(drafts)), durationMs: 1 });
+  const finished = h.sched.onStepDone({ stepId: plan.stepId, sampled, moreTokens, drafts: new Map(Object.entries(drafts)), durationMs: durationMs(plan) });
   h.kv.checkInvariants();
   return { plan, finished };
 }
@@ -114,5 +120,32 @@ describe("scheduler: speculative decoding", () => {
     expect(chunk.draftTokenIds).toBeUndefined();
     // Its prompt's blocks are prefix-cache hits; the rest is its prompt and output, no draft position.
     expect(chunk.numComputedTokens + chunk.numNewTokens).toBe(9);
+  });
+
+  it("with the adaptive budget: keeps verifying drafts where a step costs mostly its fixed part, stops where it is compute bound", () => {
+    /** Steps of one request whose drafts are always accepted, timed T(n) = a + b·n; the draft lengths planned. */
+    const planned = (a: number, b: number): number[] => {
+      const h = makeHarness({ maxModelLen: 64 }, {}, 1, new DraftBudget({ exploreEvery: 0 }));
+      h.sched.addRequest({ requestId: "a", promptTokenIds: toks(4), maxTokens: 40 });
+      const lens: number[] = [];
+      for (let s = 0; s < 12 && h.sched.hasUnfinished(); s++) {
+        const { plan } = step(
+          h,
+          (c) => [70, ...(c.draftTokenIds ?? [])].slice(0, (c.draftTokenIds?.length ?? 0) + 1),
+          { a: [71, 72] },
+          (p) => a + b * p.numBatchedTokens,
+        );
+        lens.push(plan.chunks[0]?.draftTokenIds?.length ?? 0);
+      }
+      return lens;
+    };
+    // Until 8 steps have timed it, every draft is verified (the prefill step has none).
+    const fixed = planned(20, 1);
+    const bound = planned(0, 1);
+    expect(fixed.slice(0, 8)).toEqual([0, 2, 2, 2, 2, 2, 2, 2]);
+    expect(bound.slice(0, 8)).toEqual(fixed.slice(0, 8));
+    // Then a fixed-cost step keeps speculating; a compute-bound one (each draft token costs a full token) stops.
+    expect(fixed.slice(8)).toEqual([2, 2, 2, 2]);
+    expect(bound.slice(8)).toEqual([0, 0, 0, 0]);
   });
 });

@@ -6,6 +6,7 @@ import type { Clock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
 import type { KvBlockManager } from "../kv/block-manager.js";
 import type { StopRule } from "../sampling.js";
+import type { DraftBudget, DraftCandidate } from "../specdec/draft-budget.js";
 import { RequestQueue, compareQueued, type SchedulingPolicy } from "./request-queue.js";
 import type { KvTransfer, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
 
@@ -163,6 +164,8 @@ export class Scheduler {
     readonly config: SchedulerConfig,
     private readonly kv: SchedulerKv,
     private readonly clock: Clock,
+    /** Speculative decoding's adaptive budget (Seer): absent, every draft is verified in full. */
+    private readonly draftBudget?: DraftBudget,
   ) {
     validateConfig(config);
     if (Math.ceil(config.maxModelLen / kv.blockSize) > kv.numBlocks) {
@@ -282,6 +285,7 @@ export class Scheduler {
     const drafts = new Map<string, number[]>();
 
     // 1. RUNNING requests: decode steps and the rest of chunked prefills.
+    const draftCaps = this.planDraftBudget(threshold);
     let i = 0;
     while (i < this.running.length && budget > 0) {
       const r = this.running[i] as Req;
@@ -294,7 +298,7 @@ export class Scheduler {
       }
       // A decode step verifies the draft too: its positions take KV slots and budget, and it never
       // reaches past max_tokens or maxModelLen (a fully accepted run emits draft + 1 tokens).
-      const draft = n === 1 ? draftFor(r, budget - 1, cfg.maxModelLen - 2 - r.numComputedTokens) : [];
+      const draft = n === 1 ? draftFor(r, Math.min(budget - 1, draftCaps ? (draftCaps.get(r.requestId) ?? 0) : Infinity), cfg.maxModelLen - 2 - r.numComputedTokens) : [];
       n += draft.length;
       let ok = false;
       for (;;) {
@@ -419,6 +423,7 @@ export class Scheduler {
       }
     }
     this.inFlight = undefined;
+    this.observeDraftBudget(flight.plan, result);
     const now = this.clock.now();
     const done: FinishedRequest[] = [];
     const stop = new Set(this.config.stopTokenIds);
@@ -457,6 +462,36 @@ export class Scheduler {
       }
     }
     return done;
+  }
+
+  /**
+   * The adaptive budget's draft length for each running decode request with a draft (undefined:
+   * no budget, or no drafts). The step's other tokens are estimated from the running requests alone.
+   */
+  private planDraftBudget(threshold: number): Map<string, number> | undefined {
+    if (!this.draftBudget || !this.running.some((r) => r.draftTokenIds.length > 0)) return undefined;
+    let baseTokens = 0;
+    let sampling = 0;
+    const candidates: DraftCandidate[] = [];
+    for (const r of this.running) {
+      const left = r.tokenIds.length - r.numComputedTokens;
+      baseTokens += threshold > 0 ? Math.min(left, threshold) : left;
+      if (left !== 1) continue;
+      sampling++;
+      if (r.draftTokenIds.length > 0) candidates.push({ requestId: r.requestId, available: r.draftTokenIds.length, outputTokens: r.tokenIds.length - r.numPromptTokens });
+    }
+    const base = Math.min(baseTokens, this.config.maxNumBatchedTokens);
+    return this.draftBudget.plan(candidates, base, sampling, this.config.maxNumBatchedTokens - base);
+  }
+
+  /** Feed a finished step's time and its drafts' acceptance to the adaptive budget. */
+  private observeDraftBudget(plan: StepPlan, result: StepResult): void {
+    if (!this.draftBudget) return;
+    this.draftBudget.observeStep(plan.numBatchedTokens, result.durationMs);
+    for (const c of plan.chunks) {
+      const k = c.draftTokenIds?.length ?? 0;
+      if (k > 0 && result.sampled.has(c.requestId)) this.draftBudget.observeDraft(k, result.moreTokens?.get(c.requestId)?.length ?? 0);
+    }
   }
 
   /** True while any request is waiting or running (held ones included). */

@@ -3,16 +3,18 @@ import { DEFAULT_MAX_SPEC_TOKENS, resolveSpeculative, type SpeculativeOptions } 
 
 describe("resolveSpeculative", () => {
   it("fills the defaults and passes the drafter's knobs through", () => {
-    expect(resolveSpeculative({ method: "suffix" })).toEqual({ draft: { maxSpecTokens: DEFAULT_MAX_SPEC_TOKENS }, cache: {} });
-    expect(resolveSpeculative({ method: "suffix", maxSpecTokens: 4, minTokenProb: 0.2, maxSpecFactor: 2, maxSpecOffset: 1, maxCachedResponses: 0 })).toEqual({
+    expect(resolveSpeculative({ method: "suffix" })).toEqual({ draft: { maxSpecTokens: DEFAULT_MAX_SPEC_TOKENS }, cache: {}, adaptive: true });
+    expect(resolveSpeculative({ method: "suffix", maxSpecTokens: 4, minTokenProb: 0.2, maxSpecFactor: 2, maxSpecOffset: 1, maxCachedResponses: 0, adaptive: false })).toEqual({
       draft: { maxSpecTokens: 4, minTokenProb: 0.2, maxSpecFactor: 2, maxSpecOffset: 1 },
       cache: { maxCachedResponses: 0 },
+      adaptive: false,
     });
   });
 
   it("refuses bad values, naming the field", () => {
     const bad = (s: Partial<SpeculativeOptions>) => () => resolveSpeculative({ method: "suffix", ...s } as SpeculativeOptions);
     expect(bad({ method: "ngram" as "suffix" })).toThrow(/speculative\.method: must be "suffix", got "ngram"/);
+    expect(bad({ adaptive: "yes" as unknown as boolean })).toThrow(/speculative\.adaptive: must be true or false, got "yes"/);
     expect(bad({ maxSpecTokens: 0 })).toThrow(/speculative\.maxSpecTokens: must be an integer >= 1, got 0/);
     expect(bad({ maxSpecTokens: 2.5 })).toThrow(/speculative\.maxSpecTokens/);
     expect(bad({ minTokenProb: 1.5 })).toThrow(/speculative\.minTokenProb: must be a number in \[0, 1\]/);

@@ -16,12 +16,17 @@ export interface SpeculativeOptions {
   maxSpecOffset?: number;
   /** Responses kept in the global tree (default 10000; 0: per-request trees only). */
   maxCachedResponses?: number;
+  /**
+   * Seer's adaptive budget (default true): draft tokens per step chosen from the measured step time and
+   * acceptance to maximise tokens per second, so a large batch stops speculating (draft-budget.ts).
+   */
+  adaptive?: boolean;
 }
 
 export const DEFAULT_MAX_SPEC_TOKENS = 8;
 
 /** Check a speculative setting (ArborError "config" naming the field) and split it for the drafter. */
-export function resolveSpeculative(s: SpeculativeOptions): { draft: DraftOptions; cache: SuffixDraftCacheOptions } {
+export function resolveSpeculative(s: SpeculativeOptions): { draft: DraftOptions; cache: SuffixDraftCacheOptions; adaptive: boolean } {
   if (typeof s !== "object" || s === null) throw new ArborError("speculative: must be an object with a method", "config");
   if (s.method !== "suffix") throw new ArborError(`speculative.method: must be "suffix", got ${JSON.stringify(s.method)}`, "config");
   const int = (field: string, v: number | undefined, min: number): void => {
@@ -35,9 +40,10 @@ export function resolveSpeculative(s: SpeculativeOptions): { draft: DraftOptions
   num("minTokenProb", s.minTokenProb, (x) => x >= 0 && x <= 1, "a number in [0, 1]");
   num("maxSpecFactor", s.maxSpecFactor, (x) => x >= 0, "a number >= 0");
   num("maxSpecOffset", s.maxSpecOffset, () => true, "a finite number");
+  if (s.adaptive !== undefined && typeof s.adaptive !== "boolean") throw new ArborError(`speculative.adaptive: must be true or false, got ${JSON.stringify(s.adaptive)}`, "config");
   const draft: DraftOptions = { maxSpecTokens: s.maxSpecTokens ?? DEFAULT_MAX_SPEC_TOKENS };
   if (s.minTokenProb !== undefined) draft.minTokenProb = s.minTokenProb;
   if (s.maxSpecFactor !== undefined) draft.maxSpecFactor = s.maxSpecFactor;
   if (s.maxSpecOffset !== undefined) draft.maxSpecOffset = s.maxSpecOffset;
-  return { draft, cache: s.maxCachedResponses !== undefined ? { maxCachedResponses: s.maxCachedResponses } : {} };
+  return { draft, cache: s.maxCachedResponses !== undefined ? { maxCachedResponses: s.maxCachedResponses } : {}, adaptive: s.adaptive ?? true };
 }
