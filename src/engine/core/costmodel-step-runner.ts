@@ -4,10 +4,10 @@
 import type { Clock } from "../../core/clock.js";
 import { realClock } from "../../core/real-clock.js";
 import { Rng } from "../../core/rng.js";
-import { CostModelExecutor } from "../costmodel/costmodel-executor.js";
+import { CostModelExecutor, type ModelledSpeculation } from "../costmodel/costmodel-executor.js";
 import type { CostProfile } from "../costmodel/profile.js";
 import type { StepPlan } from "../scheduler/step-plan.js";
-import type { RunnerRequest, RunnerStepResult, StepRunner } from "./step-runner.js";
+import type { RunnerRequest, RunnerStepResult, SpecDecodeStats, StepRunner } from "./step-runner.js";
 
 export interface CostModelStepRunnerOptions {
   profile: CostProfile;
@@ -18,6 +18,8 @@ export interface CostModelStepRunnerOptions {
   /** Seeds the per-request token streams (default 0). */
   seed?: number;
   clock?: Clock;
+  /** Modelled speculative decoding (costmodel-executor.ts); off when absent. */
+  speculation?: ModelledSpeculation;
 }
 
 /**
@@ -29,13 +31,18 @@ export class CostModelStepRunner implements StepRunner {
   private readonly clock: Clock;
   private stepsRun = 0;
   private modelledMs = 0;
+  private readonly spec: SpecDecodeStats = { numDrafts: 0, numDraftTokens: 0, numAcceptedTokens: 0 };
+  /** Speculation's counters (vllm:spec_decode_*), on a runner that speculates. */
+  readonly specDecodeStats?: () => SpecDecodeStats;
 
   constructor(opts: CostModelStepRunnerOptions) {
     this.executor = new CostModelExecutor(opts.profile, new Rng(opts.seed ?? 0), {
       vocabSize: opts.vocabSize,
       stopTokenIds: opts.stopTokenIds,
+      ...(opts.speculation ? { speculation: opts.speculation } : {}),
     });
     this.clock = opts.clock ?? realClock;
+    if (opts.speculation) this.specDecodeStats = () => ({ ...this.spec });
   }
 
   /** Steps run and the modelled time they took, ms. */
@@ -55,6 +62,13 @@ export class CostModelStepRunner implements StepRunner {
   async run(plan: StepPlan, kvTokensOf: (requestId: string) => number): Promise<RunnerStepResult> {
     const result = this.executor.run(plan, kvTokensOf);
     if (plan.chunks.length === 0) return { ...result, durationMs: 0 };
+    for (const c of plan.chunks) {
+      const k = c.draftTokenIds?.length ?? 0;
+      if (k === 0 || !result.sampled.has(c.requestId)) continue;
+      this.spec.numDrafts++;
+      this.spec.numDraftTokens += k;
+      this.spec.numAcceptedTokens += result.moreTokens?.get(c.requestId)?.length ?? 0;
+    }
     this.stepsRun++;
     this.modelledMs += result.durationMs;
     await this.clock.sleep(result.durationMs);

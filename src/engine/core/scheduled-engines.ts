@@ -3,6 +3,7 @@
 import type { Clock } from "../../core/clock.js";
 import { ArborError } from "../../core/errors.js";
 import { realClock } from "../../core/real-clock.js";
+import type { ModelledSpeculation } from "../costmodel/costmodel-executor.js";
 import type { CostProfile } from "../costmodel/profile.js";
 import type { KvBlockManagerOptions } from "../kv/block-manager.js";
 import type { KvStateTier } from "../kv/state-tier.js";
@@ -115,7 +116,15 @@ export async function loadScheduledLlamaCpp(
  * geometry defaults to the profile's block size and HBM capacity.
  */
 export function createCostModelEngine(
-  o: ScheduledEngineOptions & { stopTokenIds: readonly number[]; profile: CostProfile; vocabSize: number; tokenize: (text: string) => number[]; seed?: number },
+  o: ScheduledEngineOptions & {
+    stopTokenIds: readonly number[];
+    profile: CostProfile;
+    vocabSize: number;
+    tokenize: (text: string) => number[];
+    seed?: number;
+    /** Modelled speculative decoding, with the adaptive draft budget unless `adaptive` is false. */
+    speculation?: ModelledSpeculation & { adaptive?: boolean };
+  },
 ): ScheduledExecutor {
   const blockSize = o.blockSize ?? o.profile.blockSize;
   const minBlocks = Math.ceil(o.contextSize / blockSize);
@@ -126,6 +135,7 @@ export function createCostModelEngine(
     vocabSize: o.vocabSize,
     stopTokenIds: [...o.stopTokenIds],
     ...(o.seed !== undefined ? { seed: o.seed } : {}),
+    ...(o.speculation ? { speculation: { maxSpecTokens: o.speculation.maxSpecTokens, acceptance: o.speculation.acceptance } } : {}),
     clock,
   });
   return new ScheduledExecutor({
@@ -135,5 +145,6 @@ export function createCostModelEngine(
     ...engineConfig({ ...o, blockSize, numBlocks }),
     clock,
     ...(o.onStep ? { onStep: o.onStep } : {}),
+    ...(o.speculation && o.speculation.adaptive !== false ? { draftBudget: new DraftBudget({ maxPositions: o.speculation.maxSpecTokens }) } : {}),
   });
 }

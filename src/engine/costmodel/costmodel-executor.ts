@@ -12,10 +12,55 @@ export interface CostModelExecutorOptions {
   vocabSize: number;
   /** Ids that end a generation; drawn only at the annotated output length. */
   stopTokenIds: number[];
+  /** Modelled speculative decoding (off when absent): see ModelledSpeculation. */
+  speculation?: ModelledSpeculation;
+}
+
+/**
+ * Speculative decoding on the cost model. Every sampled request proposes `maxSpecTokens` draft tokens
+ * for its next step; the scheduler plans them (budget, KV) and the step's time is the profile's for the
+ * chunk it makes: a verification of k drafts is a (k + 1)-token chunk over the request's KV, costed as a
+ * prefill chunk (step-time.ts). How many are accepted follows an acceptance model fitted to measured data
+ * (`acceptance[i]`: P(position i + 1 accepted | position i accepted); positions past the list use its last
+ * entry; `acceptanceForMeanLength` fits one rate to a measured mean acceptance length). Acceptance is drawn
+ * from a stream of its own, so a request's tokens are the same with or without speculation.
+ */
+export interface ModelledSpeculation {
+  maxSpecTokens: number;
+  acceptance: readonly number[];
+}
+
+/**
+ * The constant per-position acceptance rate p whose expected accepted run with `maxSpecTokens` drafts gives
+ * `meanLength` = 1 + Σ_{i=1..k} p^i tokens per verification step (vLLM's mean acceptance length), e.g. Seer's
+ * measured 1.70 (no sibling) and 2.85 (15 siblings), or `arbor bench specdec`'s.
+ */
+export function acceptanceForMeanLength(meanLength: number, maxSpecTokens: number): number {
+  if (!Number.isInteger(maxSpecTokens) || maxSpecTokens < 1) throw new ArborError(`acceptance: maxSpecTokens must be an integer >= 1, got ${maxSpecTokens}`, "config");
+  if (!(meanLength >= 1 && meanLength <= 1 + maxSpecTokens)) {
+    throw new ArborError(`acceptance: a mean acceptance length with ${maxSpecTokens} draft tokens is in [1, ${1 + maxSpecTokens}], got ${meanLength}`, "config");
+  }
+  const length = (p: number): number => {
+    let sum = 1;
+    let term = 1;
+    for (let i = 0; i < maxSpecTokens; i++) sum += term *= p;
+    return sum;
+  };
+  // length(p) rises monotonically from 1 (p = 0) to 1 + k (p = 1): bisection.
+  let lo = 0;
+  let hi = 1;
+  for (let i = 0; i < 60; i++) {
+    const mid = (lo + hi) / 2;
+    if (length(mid) < meanLength) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
 }
 
 interface RequestState {
   rng: Rng;
+  /** Draws the acceptance of its drafts (apart from `rng`: tokens do not depend on speculation). */
+  acceptRng: Rng;
   /** Tokens sampled so far (kept across preemption: recompute does not redo sampling). */
   sampled: number;
   /** Annotated output length (stop token included), if any. */
@@ -30,6 +75,9 @@ export class CostModelExecutor {
   private readonly stops: number[];
   private readonly requests = new Map<string, RequestState>();
   private readonly annotations = new Map<string, number>();
+  private readonly speculation: ModelledSpeculation | undefined;
+  /** The placeholder draft every sampled request proposes (a non-stop id; its value is never checked). */
+  private readonly draft: number[] = [];
 
   constructor(
     profile: CostProfile,
@@ -50,6 +98,19 @@ export class CostModelExecutor {
     if (this.stops.length >= this.vocabSize) {
       throw new ArborError("costmodel executor: every token id is a stop token", "config");
     }
+    const spec = opts.speculation;
+    if (spec) {
+      if (!Number.isInteger(spec.maxSpecTokens) || spec.maxSpecTokens < 1) {
+        throw new ArborError(`costmodel executor: speculation.maxSpecTokens must be an integer >= 1 (got ${spec.maxSpecTokens})`, "config");
+      }
+      if (spec.acceptance.length === 0 || !spec.acceptance.every((p) => p >= 0 && p <= 1)) {
+        throw new ArborError(`costmodel executor: speculation.acceptance must be a non-empty list of rates in [0, 1] (got ${JSON.stringify(spec.acceptance)})`, "config");
+      }
+      let filler = 0;
+      while (this.stops.includes(filler)) filler++;
+      this.draft = new Array<number>(spec.maxSpecTokens).fill(filler);
+    }
+    this.speculation = spec;
   }
 
   /**
@@ -71,8 +132,9 @@ export class CostModelExecutor {
   }
 
   /**
-   * Runs one step: forgets finished requests, samples one token for every chunk with `samples`, and
-   * reports the modelled duration (stepTimeMs).
+   * Runs one step: forgets finished requests, samples one token for every chunk with `samples` (and,
+   * for a verified draft, one more per accepted draft token), and reports the modelled duration
+   * (stepTimeMs) and, with speculation, every sampled request's next draft.
    */
   run(plan: StepPlan, kvTokensOf: (requestId: string) => number): StepResult {
     for (const id of plan.finished) {
@@ -81,14 +143,30 @@ export class CostModelExecutor {
     }
     const durationMs = stepTimeMs(this.profile, plan, kvTokensOf);
     const sampled = new Map<string, SampledTokenOut>();
+    const moreTokens = new Map<string, SampledTokenOut[]>();
     for (const c of plan.chunks) {
       if (!c.samples) continue;
       if (sampled.has(c.requestId)) {
         throw new ArborError(`step ${plan.stepId}: ${c.requestId} is scheduled twice`, "engine");
       }
-      sampled.set(c.requestId, this.sample(this.state(c.requestId)));
+      const st = this.state(c.requestId);
+      sampled.set(c.requestId, this.sample(st));
+      const accepted = this.accepted(st, c.draftTokenIds?.length ?? 0);
+      if (accepted > 0) moreTokens.set(c.requestId, Array.from({ length: accepted }, () => this.sample(st)));
     }
-    return { stepId: plan.stepId, sampled, durationMs };
+    if (!this.speculation) return { stepId: plan.stepId, sampled, durationMs };
+    const drafts = new Map<string, number[]>();
+    for (const id of sampled.keys()) drafts.set(id, this.draft);
+    return { stepId: plan.stepId, sampled, moreTokens, drafts, durationMs };
+  }
+
+  /** Draft tokens of a k-token draft the acceptance model accepts (a run from the first position). */
+  private accepted(st: RequestState, k: number): number {
+    const rates = this.speculation?.acceptance;
+    if (!rates) return 0;
+    let a = 0;
+    while (a < k && st.acceptRng.float() < (rates[Math.min(a, rates.length - 1)] as number)) a++;
+    return a;
   }
 
   /** Requests the executor holds state for (annotated or sampled, not yet finished). */
@@ -100,7 +178,7 @@ export class CostModelExecutor {
     let st = this.requests.get(requestId);
     if (!st) {
       // One stream per request: its tokens do not depend on what it was batched with.
-      st = { rng: this.rng.fork(`costmodel:${requestId}`), sampled: 0 };
+      st = { rng: this.rng.fork(`costmodel:${requestId}`), acceptRng: this.rng.fork(`costmodel-accept:${requestId}`), sampled: 0 };
       const n = this.annotations.get(requestId);
       if (n !== undefined) st.outputLength = n;
       this.requests.set(requestId, st);

@@ -10,7 +10,7 @@ export interface StepTimeBreakdown {
   baseMs: number;
   /** prefillPerTokenMs × prefill tokens. */
   prefillMs: number;
-  /** decodePerSeqMs × decoding sequences. */
+  /** decodePerSeqMs × decoding sequences' tokens (a verified draft's tokens included). */
   decodeMs: number;
   /** attnPerKvTokenMs × (KV tokens of decoding sequences + cached prefix of prefill chunks). */
   attentionMs: number;
@@ -46,10 +46,12 @@ export function transferTimeMs(profile: CostProfile, t: KvTransfer): number {
  * Time of one engine step, split into its parts.
  *
  * A chunk of one new token on top of existing KV is a decoding sequence (the last token of a chunked
- * prompt is computed the same way, so it is costed the same); any other chunk is prefill.
+ * prompt is computed the same way, so it is costed the same); so is a decode chunk that verifies k draft
+ * tokens (speculative decoding), whose 1 + k tokens each pay the per-token GEMMs and the MLP while the
+ * KV is streamed once; any other chunk is prefill.
  *   T = max(P ? prefillBase : 0, D ? decodeBase : 0)        one forward pass, paid once
  *     + prefillPerToken × Σ_prefill numNewTokens
- *     + decodePerSeq × |D|
+ *     + decodePerSeq × Σ_D numNewTokens                     (1 per sequence, 1 + k when verifying k drafts)
  *     + attnPerKvToken × (Σ_D kvTokensOf(id) + Σ_P numComputedTokens)
  *     + mlp(Σ numNewTokens)
  *     + Σ_transfers bytes / bandwidth(tier)
@@ -65,6 +67,8 @@ export function stepTimeBreakdown(
   let prefillTokens = 0;
   let prefillChunks = 0;
   let decodeSeqs = 0;
+  /** Decoding sequences' tokens: one each, plus the draft tokens a verification adds. */
+  let decodeTokens = 0;
   let kvTokens = 0;
   for (const c of plan.chunks) {
     if (!Number.isInteger(c.numNewTokens) || c.numNewTokens < 1) {
@@ -73,12 +77,14 @@ export function stepTimeBreakdown(
     if (!Number.isInteger(c.numComputedTokens) || c.numComputedTokens < 0) {
       throw new ArborError(`step ${plan.stepId}: ${c.requestId}.numComputedTokens must be an integer >= 0 (got ${c.numComputedTokens})`, "engine");
     }
-    if (c.numNewTokens === 1 && c.numComputedTokens > 0) {
+    const drafted = c.draftTokenIds?.length ?? 0;
+    if (c.numNewTokens === 1 + drafted && c.numComputedTokens > 0) {
       const kv = kvTokensOf(c.requestId);
       if (!Number.isFinite(kv) || kv < 0) {
         throw new ArborError(`step ${plan.stepId}: KV tokens of ${c.requestId} must be a finite number >= 0 (got ${kv})`, "engine");
       }
       decodeSeqs++;
+      decodeTokens += c.numNewTokens;
       kvTokens += kv;
     } else {
       prefillChunks++;
@@ -88,9 +94,9 @@ export function stepTimeBreakdown(
   }
   const baseMs = Math.max(prefillChunks > 0 ? profile.prefillBaseMs : 0, decodeSeqs > 0 ? profile.decodeBaseMs : 0);
   const prefillMs = profile.prefillPerTokenMs * prefillTokens;
-  const decodeMs = profile.decodePerSeqMs * decodeSeqs;
+  const decodeMs = profile.decodePerSeqMs * decodeTokens;
   const attentionMs = profile.attnPerKvTokenMs * kvTokens;
-  const mlpMs = mlpTimeMs(profile, prefillTokens + decodeSeqs);
+  const mlpMs = mlpTimeMs(profile, prefillTokens + decodeTokens);
   let transferMs = 0;
   for (const t of plan.transfers) transferMs += transferTimeMs(profile, t);
   const totalMs = baseMs + prefillMs + decodeMs + attentionMs + mlpMs + transferMs;
