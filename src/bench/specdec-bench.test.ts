@@ -7,7 +7,7 @@ import { specdecBench } from "./specdec-bench.js";
 describe("arbor bench specdec (quick)", () => {
   it("compares no speculation, per-request, global and group-shared trees; acceptance grows with siblings", async () => {
     const lines: string[] = [];
-    const [a, b, c] = await specdecBench.run({ quick: true, log: (l) => lines.push(l) });
+    const [a, b, c, d] = await specdecBench.run({ quick: true, log: (l) => lines.push(l) });
     for (const t of [a!, b!]) {
       const col = (name: string) => t.columns.indexOf(name);
       expect(t.rows.map((r) => r[col("drafting")])).toEqual(["none", "per-request trees", "suffix (+ global tree)", "group-shared trees (Seer)", "group-shared, adaptive budget"]);
@@ -27,5 +27,14 @@ describe("arbor bench specdec (quick)", () => {
     expect(sweep.map(([s]) => s)).toEqual([0, 3]);
     expect(sweep[1]![1]).toBeGreaterThan(sweep[0]![1]);
     expect(lines.some((l) => l.includes("siblings 3"))).toBe(true);
+    // (d) on the cost model: a lone request gains from speculation, with or without the budget.
+    const gpu = d!.rows.map((r) => Object.fromEntries(d!.columns.map((col, i) => [col, r[i]])));
+    expect(gpu.map((r) => [r["mean acceptance length"], r.requests])).toEqual([
+      [1.7, 1],
+      [1.7, 64],
+      [2.85, 1],
+      [2.85, 64],
+    ]);
+    for (const r of gpu.filter((x) => x.requests === 1)) expect(r["× adaptive"]).toBeGreaterThan(1.4);
   }, 300_000);
 });
