@@ -2,7 +2,7 @@
 // store's API with the shared fixtures (store-fixtures.ts). Run `run-1` (env calc, Arbor's vocabulary, GRPO)
 // has group g1, two rewarded programs of two calls each (the second continuing the first; a tool call, a
 // context-management event and a context reset), and group g2, one program ended without a reward. Run `run-2`
-// has one program left active (ended as aborted when the store is next opened: its writer is gone). Token ids are Arbor's vocabulary's, so they decode to the texts below.
+// has one program aborted without a reward. Token ids are Arbor's vocabulary's, so they decode to the texts below.
 import type { Call, Trajectory } from "../core/types.js";
 import { Vocab } from "../model/vocab.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
@@ -77,6 +77,8 @@ export async function writeInspectStore(path: string): Promise<InspectStore> {
   const d = call("g3-p0", 0, ids("Hi"), "Hello");
   await store.recordCall(d);
   calls.push(d);
+  await store.endProgram("g3-p0", { kind: "aborted", detail: "run cut" }, 8000);
+  await store.finishRun("run-2", 9000);
   await store.close();
   return { path, calls, texts, rewards };
 }
