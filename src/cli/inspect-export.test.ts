@@ -6,7 +6,9 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeInspectStore, type InspectStore } from "../testing/inspect-store.js";
+import { PostgresTrajectoryStore } from "../store/postgres-store.js";
+import { fillInspectStore, writeInspectStore, type InspectStore } from "../testing/inspect-store.js";
+import { dropTestSchema, POSTGRES_TEST_URL, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
 import type { RunSummary, TrajectoryView } from "./inspect.js";
 
 const root = join(import.meta.dirname, "../..");
@@ -102,5 +104,28 @@ describe("arbor export", () => {
   it("errors: unknown format, unknown store, one line each", () => {
     expectOneLineError(arbor("export", fixture.path, "--format", "csv", "--out", join(dir, "x")), /--format: unknown format 'csv' \(known: parquet, jsonl, arrow, safetensors\)/);
     expectOneLineError(arbor("export", join(dir, "nope.sqlite"), "--format", "jsonl", "--out", join(dir, "x")), /store: no such file/);
+  });
+});
+
+const UNREACHABLE = await postgresUnreachable();
+
+describe.skipIf(UNREACHABLE !== undefined)(`a Postgres store by URL${UNREACHABLE ? ` (skipped: ${UNREACHABLE})` : ""}`, () => {
+  const schema = testSchemaName();
+  afterAll(() => dropTestSchema(schema));
+
+  it("inspects and exports the same runs as the SQLite file holds (?schema= names the schema)", async () => {
+    await fillInspectStore(await PostgresTrajectoryStore.open({ url: POSTGRES_TEST_URL, schema }));
+    const url = `${POSTGRES_TEST_URL}?schema=${schema}`;
+    const fromPg = JSON.parse(arbor("inspect", url, "--json").stdout) as { store: string; runs: RunSummary[] };
+    const fromFile = JSON.parse(arbor("inspect", fixture.path, "--json").stdout) as { runs: RunSummary[] };
+    expect(fromPg.store).toContain(`(schema ${schema})`);
+    // Start and end times are each store's own; everything else is the same.
+    const strip = (runs: RunSummary[]): unknown => runs.map(({ startedAt: _s, endedAt: _e, ...r }) => r);
+    expect(strip(fromPg.runs)).toEqual(strip(fromFile.runs));
+    const view = JSON.parse(arbor("inspect", url, "g1-p0", "--json").stdout) as TrajectoryView;
+    expect(view.turns[1]!.outputText).toBe(fixture.texts.output1);
+    const r = arbor("export", url, "--format", "jsonl", "--out", join(dir, "pg-out"));
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`(${fixture.calls.length} calls)`);
   });
 });

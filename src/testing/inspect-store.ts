@@ -3,9 +3,10 @@
 // has group g1, two rewarded programs of two calls each (the second continuing the first; a tool call, a
 // context-management event and a context reset), and group g2, one program ended without a reward. Run `run-2`
 // has one program aborted without a reward. Token ids are Arbor's vocabulary's, so they decode to the texts below.
-import type { Call, Trajectory } from "../core/types.js";
+import type { Call } from "../core/types.js";
 import { Vocab } from "../model/vocab.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "./store-fixtures.js";
 
 /** What the store holds, as written (calls with their exact ids and logprobs). */
@@ -28,9 +29,13 @@ function call(programId: string, index: number, promptIds: number[], outputText:
   return { ...base, promptTokenIds: promptIds, outputTokenIds: outputIds, outputText, servedModel: "arbor-tiny", policyVersion: 2, ...extra };
 }
 
-/** Write the store at `path` (it must not exist). */
+/** Write the SQLite store at `path` (it must not exist). */
 export async function writeInspectStore(path: string): Promise<InspectStore> {
-  const store = new SqliteTrajectoryStore(path);
+  return { path, ...(await fillInspectStore(new SqliteTrajectoryStore(path))) };
+}
+
+/** Write the runs into `store` (any kind, empty), then close it. */
+export async function fillInspectStore(store: TrajectoryStore): Promise<Omit<InspectStore, "path">> {
   const calls: Call[] = [];
   const texts = {
     prompt0: "<|system|>Use the calc tool.<|end|><|user|>What is 6*7?<|end|><|assistant|>",
@@ -80,15 +85,5 @@ export async function writeInspectStore(path: string): Promise<InspectStore> {
   await store.endProgram("g3-p0", { kind: "aborted", detail: "run cut" }, 8000);
   await store.finishRun("run-2", 9000);
   await store.close();
-  return { path, calls, texts, rewards };
-}
-
-/** The trajectories of a store written by {@link writeInspectStore}, read back through the store's API. */
-export async function readInspectTrajectories(path: string): Promise<Trajectory[]> {
-  const store = new SqliteTrajectoryStore(path);
-  try {
-    return [...(await store.listTrajectories("run-1")), ...(await store.listTrajectories("run-2"))];
-  } finally {
-    await store.close();
-  }
+  return { calls, texts, rewards };
 }
