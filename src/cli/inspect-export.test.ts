@@ -60,6 +60,8 @@ describe("arbor inspect", () => {
     // Turn 0 shows its whole prompt; turn 1 only what it added (the tool turn) after the 0th call's prompt ‖ output.
     const [turn0, turn1] = r.stdout.split(/^── call /m).slice(1);
     expect(turn0).toContain(`    ${t.prompt0}\n  output:\n    ${t.output0}\n  tool calc (ok, 3 ms)\n    input: {"expr":"6*7"}\n    output: 42`);
+    // The fixture's second call switched weights after two tokens.
+    expect(turn1).toMatch(/policy v2 \(tokens v1–v2\), finish stop/);
     expect(turn1).toMatch(/prompt \(new after token \d+\):\n {4}<\|tool\|>42<\|end\|><\|assistant\|>\n {2}output:\n {4}The answer is 42\.<\|end\|>/);
   });
 

@@ -52,6 +52,8 @@ export interface Turn {
   backend: string;
   servedModel: string | null;
   policyVersion: number;
+  /** Policy version of each output token when they differ (an engine switched weights mid-call); else null. */
+  tokenPolicyVersions: number[] | null;
   finishReason: string;
   /** Context events (recorded before this call) whose changed context this call is the first to see. */
   contextEvents: Trajectory["contextEvents"];
@@ -140,6 +142,7 @@ export function trajectoryView(t: Trajectory, tok: RunTokenizer): TrajectoryView
       backend: c.backend,
       servedModel: c.servedModel ?? null,
       policyVersion: c.policyVersion,
+      tokenPolicyVersions: c.tokenPolicyVersions ?? null,
       finishReason: c.finishReason,
       contextEvents: (t.contextEvents ?? []).filter((e) => e.callIndex === c.index),
       contextReset: c.contextReset ? (c.contextResetReason ?? "reason not recorded") : null,
@@ -188,6 +191,14 @@ function printRuns(runs: RunSummary[], label: string): void {
   }
 }
 
+/** ` (tokens v1–v2)` when a call's tokens came from several policy versions. */
+function versionSpan(versions: number[] | null): string {
+  if (versions === null || versions.length === 0) return "";
+  const lo = Math.min(...versions);
+  const hi = Math.max(...versions);
+  return lo === hi ? "" : ` (tokens v${lo}–v${hi})`;
+}
+
 /** Indent every line of `text` by `pad`, showing an empty text as such. */
 function block(text: string, pad: string): string {
   return text === "" ? `${pad}(empty)` : text.split("\n").map((l) => pad + l).join("\n");
@@ -204,7 +215,7 @@ function printTrajectory(v: TrajectoryView): void {
     for (const e of t.contextEvents ?? []) {
       console.log(`  context ${e.policy}: ${e.action}, ${e.tokensBefore} → ${e.tokensAfter} tokens, ${e.messagesBefore} → ${e.messagesAfter} messages${e.detail ? ` (${e.detail})` : ""}`);
     }
-    console.log(`── call ${t.callIndex}  ${t.callId}  (${t.backend}${t.servedModel ? `, ${t.servedModel}` : ""}, policy v${t.policyVersion}, finish ${t.finishReason}, ${t.promptTokens} prompt + ${t.outputIds.length} output tokens)`);
+    console.log(`── call ${t.callIndex}  ${t.callId}  (${t.backend}${t.servedModel ? `, ${t.servedModel}` : ""}, policy v${t.policyVersion}${versionSpan(t.tokenPolicyVersions)}, finish ${t.finishReason}, ${t.promptTokens} prompt + ${t.outputIds.length} output tokens)`);
     if (t.contextReset !== null) console.log(`  context reset: ${t.contextReset}`);
     const promptHead = t.newPromptFrom > 0 ? `  prompt (new after token ${t.newPromptFrom}):` : "  prompt:";
     console.log(promptHead);
