@@ -110,6 +110,29 @@ program
     await benchCommand(name, { quick: opts.quick === true });
   });
 
+program
+  .command("inspect")
+  .description("print a store's runs and programs, or one program's trajectory as readable turns (tokens decoded, tool calls, context events, rewards, termination)")
+  .argument("<store>", "the store: a SQLite file (a run's <output.dir>/store.sqlite), a run's output folder, or a postgres:// URL (?schema= for another schema)")
+  .argument("[program]", "a program id: print its trajectory")
+  .option("--json", "print JSON instead of text")
+  .option("--model <gguf>", "decode with this GGUF's tokenizer instead of the run's model")
+  .action(async (store: string, programId: string | undefined, o: { json?: boolean; model?: string }) => {
+    const { inspectCommand } = await import("./inspect.js");
+    await inspectCommand(store, programId, o);
+  });
+
+program
+  .command("export")
+  .description("write a store's trajectories (one row per call) and one batch per run as Parquet, JSONL, Arrow or safetensors files (docs/batch-schema.md)")
+  .argument("<store>", "the store: a SQLite file (a run's <output.dir>/store.sqlite), a run's output folder, or a postgres:// URL (?schema= for another schema)")
+  .requiredOption("--format <format>", "parquet, jsonl, arrow or safetensors")
+  .requiredOption("--out <dir>", "output folder: trajectories.<ext> and batches/<run id>.<ext>")
+  .action(async (store: string, o: { format: string; out: string }) => {
+    const { exportCommand } = await import("./export.js");
+    await exportCommand(store, o);
+  });
+
 const hf = program.command("hf").description("Hugging Face checkpoints: export a policy GGUF, convert a checkpoint to GGUF for serving");
 hf.command("export")
   .description("write a llama GGUF (e.g. the tiny policy) as a Hugging Face LlamaForCausalLM checkpoint: config.json, model.safetensors, tokenizer.json, tokenizer_config.json, generation_config.json")

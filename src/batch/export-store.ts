@@ -1,0 +1,110 @@
+// `arbor export`'s work: every run of a trajectory store as a trajectory file (one row per call) and one batch per
+// run, built by the one batch builder (build-batch.ts) with the run's configured estimator over its complete
+// groups (every program rewarded), written with the existing batch exports (JSONL, Arrow, safetensors) or as
+// Parquet from the Arrow batch. Layout under `out`: `trajectories.<ext>` and `batches/<run id>.<ext>`.
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { ArborError } from "../core/errors.js";
+import type { Group, Trajectory } from "../core/types.js";
+import { writeFileAtomic } from "../model/atomic-file.js";
+import type { RunRecord, TrajectoryStore } from "../store/trajectory-store.js";
+import { buildTrainingBatch } from "./build-batch.js";
+import { writeArrowBatch, type ExportedBatch } from "./export-arrow.js";
+import { writeSamplesJsonl } from "./export-jsonl.js";
+import { batchToParquet } from "./export-parquet.js";
+import { batchToSafetensors } from "./export-safetensors.js";
+import { EXPORT_FORMATS, formatExtension, writeTrajectories, type ExportFormat } from "./export-trajectories.js";
+import { trajectoryRows } from "./trajectory-rows.js";
+
+/** What `exportStore` wrote. */
+export interface StoreExport {
+  trajectoriesPath: string;
+  rows: number;
+  /** One per run with at least one complete group; runs without one are listed in `skipped`. */
+  batches: { runId: string; path: string; samples: number }[];
+  skipped: { runId: string; reason: string }[];
+}
+
+/** Check a `--format` value; throws an {@link ArborError} listing the formats. */
+export function checkExportFormat(format: string): ExportFormat {
+  if (!(EXPORT_FORMATS as readonly string[]).includes(format)) {
+    throw new ArborError(`--format: unknown format '${format}' (known: ${EXPORT_FORMATS.join(", ")})`, "config");
+  }
+  return format as ExportFormat;
+}
+
+/** The run's `train.estimator` and its options from the stored config JSON (GRPO when it names none). */
+function estimatorOf(run: RunRecord): { estimator: string; estimatorOptions: Record<string, unknown> } {
+  let cfg: { train?: { estimator?: unknown; estimatorOptions?: unknown } } = {};
+  try {
+    cfg = JSON.parse(run.configJson) as typeof cfg;
+  } catch {
+    // A run whose config is not JSON trains with the default estimator.
+  }
+  const estimator = typeof cfg?.train?.estimator === "string" ? cfg.train.estimator : "grpo";
+  const opts = cfg?.train?.estimatorOptions;
+  return { estimator, estimatorOptions: typeof opts === "object" && opts !== null ? (opts as Record<string, unknown>) : {} };
+}
+
+/** The batch of one run over its groups whose every program has a finite reward, or why there is none. */
+export function runBatch(run: RunRecord, trajectories: readonly Trajectory[], groups: readonly Group[]): ExportedBatch | string {
+  const byId = new Map(trajectories.map((t) => [t.program.id, t]));
+  const complete = groups.filter((g) => g.programIds.length > 0 && g.programIds.every((id) => Number.isFinite(byId.get(id)?.reward?.total)));
+  if (complete.length === 0) return "no group has a reward for every program";
+  const ids = new Set(complete.flatMap((g) => g.programIds));
+  const built = buildTrainingBatch({ id: run.id, trajectories: trajectories.filter((t) => ids.has(t.program.id)), groups: complete, ...estimatorOf(run), mode: "merged" });
+  return built.batch;
+}
+
+/** A run id as a file name: characters other than letters, digits, `.`, `_` and `-` become `_`. */
+function fileName(runId: string): string {
+  return runId.replace(/[^A-Za-z0-9._-]/g, "_");
+}
+
+async function writeBatch(path: string, batch: ExportedBatch, format: ExportFormat): Promise<void> {
+  switch (format) {
+    case "jsonl":
+      return writeSamplesJsonl(path, batch.samples);
+    case "arrow":
+      return writeArrowBatch(path, batch);
+    case "safetensors": {
+      const bytes = batchToSafetensors(batch);
+      return writeFileAtomic(path, (put) => put(bytes));
+    }
+    case "parquet": {
+      const bytes = batchToParquet(batch);
+      return writeFileAtomic(path, (put) => put(bytes));
+    }
+  }
+}
+
+/**
+ * Export every run of `store` to the folder `out` (created) in `format`. Throws an {@link ArborError} when the
+ * store has no run, and the batch builder's error (naming the program) when a run's trajectories are inconsistent.
+ */
+export async function exportStore(store: TrajectoryStore, opts: { format: ExportFormat; out: string }): Promise<StoreExport> {
+  const runs = await store.listRuns();
+  if (runs.length === 0) throw new ArborError("the store has no run to export", "config");
+  const ext = formatExtension(opts.format);
+  mkdirSync(join(opts.out, "batches"), { recursive: true });
+  const allTrajectories: Trajectory[] = [];
+  const batches: ExportedBatch[] = [];
+  const result: StoreExport = { trajectoriesPath: join(opts.out, `trajectories.${ext}`), rows: 0, batches: [], skipped: [] };
+  for (const run of runs) {
+    const trajectories = await store.listTrajectories(run.id);
+    allTrajectories.push(...trajectories);
+    const batch = runBatch(run, trajectories, await store.listGroups(run.id));
+    if (typeof batch === "string") {
+      result.skipped.push({ runId: run.id, reason: batch });
+      continue;
+    }
+    const path = join(opts.out, "batches", `${fileName(run.id)}.${ext}`);
+    await writeBatch(path, batch, opts.format);
+    batches.push(batch);
+    result.batches.push({ runId: run.id, path, samples: batch.samples.length });
+  }
+  const rows = trajectoryRows(allTrajectories, batches);
+  await writeTrajectories(result.trajectoriesPath, rows, opts.format);
+  result.rows = rows.length;
+  return result;
+}

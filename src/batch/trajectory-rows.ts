@@ -1,0 +1,112 @@
+// Stored trajectories as flat rows, one per call (docs/batch-schema.md, "Trajectory export"): the exact prompt
+// and output ids the engine used, their logprobs and policy versions, the call's messages and answer text, and
+// the program's group, task, reward and termination. Where a batch built from the store covers the call, the row
+// carries that batch's advantage of each output token, so a dataset row and the trained-on sample agree.
+import type { Trajectory } from "../core/types.js";
+import type { ExportedBatch } from "./export-arrow.js";
+
+/** One chat message of a call's prompt, as exported (tool calls travel inside the JSON of `prompt_json`). */
+export interface RowMessage {
+  role: string;
+  content: string;
+}
+
+/** One exported call. Field names are the columns of every format (snake_case, as verl and pandas read them). */
+export interface TrajectoryRow {
+  run_id: string;
+  program_id: string;
+  group_id: string;
+  task_id: string;
+  sample_index: number;
+  call_index: number;
+  call_id: string;
+  /** The call's chat messages (role and content), e.g. verl's `prompt` column. */
+  prompt: RowMessage[];
+  /** The answer text the gateway returned (verl's `response` for SFT). */
+  response: string;
+  prompt_ids: number[];
+  output_ids: number[];
+  /** Behaviour logprob of each output token. */
+  logprobs: number[];
+  /** Policy version of each output token. */
+  policy_versions: number[];
+  finish_reason: string;
+  trainable: boolean;
+  context_reset: boolean;
+  context_reset_reason: string | null;
+  served_model: string | null;
+  /** The program's reward total; null when it has none. */
+  reward: number | null;
+  /** The reward's components as JSON text (`{"outcome":1}`); null when the program has no reward. */
+  reward_components: string | null;
+  termination: string | null;
+  termination_detail: string | null;
+  /** The batch that covers this call (its id is the store run's), or null. */
+  batch_id: string | null;
+  /** That batch's advantage of each output token; null when no batch covers the call. */
+  advantages: number[] | null;
+}
+
+/** A call's output-token advantages in `batch`, found by its trainable-call ordinal (the sample's `chunks`). */
+function advantagesByCall(batch: ExportedBatch, chunkOf: ReadonlyMap<string, number>): Map<string, number[]> {
+  const out = new Map<string, number[]>();
+  for (const s of batch.samples) {
+    for (const callId of s.callIds) {
+      const chunk = chunkOf.get(callId);
+      if (chunk === undefined) continue;
+      out.set(callId, s.advantages.filter((_, i) => s.lossMask[i] === 1 && s.chunks[i] === chunk));
+    }
+  }
+  return out;
+}
+
+/**
+ * One row per call of `trajectories` (programs in the given order, calls by index). `batches` are the batches
+ * built from the same trajectories; a call in one of them gets its batch id and per-token advantages.
+ */
+export function trajectoryRows(trajectories: readonly Trajectory[], batches: readonly ExportedBatch[] = []): TrajectoryRow[] {
+  // Chunk = ordinal of the call among its program's trainable calls, as the sample builder numbers them.
+  const chunkOf = new Map<string, number>();
+  for (const t of trajectories) {
+    [...t.calls]
+      .filter((c) => c.trainable !== false)
+      .sort((a, b) => a.index - b.index)
+      .forEach((c, k) => chunkOf.set(c.id, k));
+  }
+  const covered = new Map<string, { batchId: string; advantages: number[] }>();
+  for (const b of batches) for (const [callId, advantages] of advantagesByCall(b, chunkOf)) covered.set(callId, { batchId: b.id, advantages });
+  const rows: TrajectoryRow[] = [];
+  for (const t of trajectories) {
+    const p = t.program;
+    for (const c of [...t.calls].sort((a, b) => a.index - b.index)) {
+      const inBatch = covered.get(c.id);
+      rows.push({
+        run_id: p.runId,
+        program_id: p.id,
+        group_id: p.groupId,
+        task_id: p.taskId,
+        sample_index: p.sampleIndex,
+        call_index: c.index,
+        call_id: c.id,
+        prompt: c.messages.map((m) => ({ role: m.role, content: m.content })),
+        response: c.outputText,
+        prompt_ids: c.promptTokenIds,
+        output_ids: c.outputTokenIds,
+        logprobs: c.logprobs,
+        policy_versions: c.tokenPolicyVersions ?? c.outputTokenIds.map(() => c.policyVersion),
+        finish_reason: c.finishReason,
+        trainable: c.trainable !== false,
+        context_reset: c.contextReset === true,
+        context_reset_reason: c.contextResetReason ?? null,
+        served_model: c.servedModel ?? null,
+        reward: t.reward?.total ?? null,
+        reward_components: t.reward ? JSON.stringify(t.reward.components) : null,
+        termination: p.termination?.kind ?? null,
+        termination_detail: p.termination?.detail ?? null,
+        batch_id: inBatch?.batchId ?? null,
+        advantages: inBatch && inBatch.advantages.length === c.outputTokenIds.length ? inBatch.advantages : null,
+      });
+    }
+  }
+  return rows;
+}

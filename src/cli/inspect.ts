@@ -1,0 +1,252 @@
+// `arbor inspect <store> [program]`: a store read as a person reads it. Without a program: each run with its
+// aggregates and one line per program (env/task, state, termination, reward and components, calls, tokens).
+// With one: its trajectory as turns — each call's new prompt tokens and its output decoded with the run's
+// tokenizer (run-tokenizer.ts; ids shown, with the reason, where there is none), the tools the output called,
+// context resets and context-management events where they happened, the reward's components and the
+// termination. `--json` prints the same facts as one JSON document.
+import { ArborError } from "../core/errors.js";
+import type { Call, Trajectory } from "../core/types.js";
+import type { ModelTokenizer } from "../model/tokenizer.js";
+import type { RunRecord, RunStats, TrajectoryStore } from "../store/trajectory-store.js";
+import { decodeIds, runTokenizer, type RunTokenizer } from "./run-tokenizer.js";
+import { openStoreArg } from "./store-arg.js";
+
+/** Options of `arbor inspect`. */
+export interface InspectOptions {
+  json?: boolean;
+  /** A GGUF whose tokenizer decodes the ids (overrides the run's model). */
+  model?: string;
+}
+
+/** One program's line of the run listing. */
+export interface ProgramSummary {
+  id: string;
+  groupId: string;
+  taskId: string;
+  state: string;
+  termination: string | null;
+  terminationDetail: string | null;
+  reward: number | null;
+  components: Record<string, number> | null;
+  calls: number;
+  toolCalls: number;
+  promptTokens: number;
+  outputTokens: number;
+}
+
+/** One run of the listing. */
+export interface RunSummary {
+  id: string;
+  name: string;
+  env: string | null;
+  startedAt: number;
+  endedAt: number | null;
+  stats: RunStats;
+  programs: ProgramSummary[];
+}
+
+/** One call of a trajectory, as turns. */
+export interface Turn {
+  callIndex: number;
+  callId: string;
+  backend: string;
+  servedModel: string | null;
+  policyVersion: number;
+  /** Policy version of each output token when they differ (an engine switched weights mid-call); else null. */
+  tokenPolicyVersions: number[] | null;
+  finishReason: string;
+  /** Context events (recorded before this call) whose changed context this call is the first to see. */
+  contextEvents: Trajectory["contextEvents"];
+  contextReset: string | null;
+  /** Prompt ids this call added to the previous call's prompt ‖ output (all of them after a reset or on the first call). */
+  newPromptIds: number[];
+  /** Where `newPromptIds` start within the call's prompt. */
+  newPromptFrom: number;
+  promptTokens: number;
+  newPromptText: string | null;
+  outputIds: number[];
+  outputText: string | null;
+  tools: Trajectory["tools"];
+}
+
+/** One program's trajectory, as turns. */
+export interface TrajectoryView {
+  program: Trajectory["program"];
+  reward: Trajectory["reward"] | null;
+  tokenizer: { source: string } | { unavailable: string };
+  turns: Turn[];
+}
+
+function envOf(run: RunRecord): string | null {
+  try {
+    const name = (JSON.parse(run.configJson) as { env?: { name?: unknown } }).env?.name;
+    return typeof name === "string" ? name : null;
+  } catch {
+    return null;
+  }
+}
+
+function programSummary(t: Trajectory): ProgramSummary {
+  const p = t.program;
+  return {
+    id: p.id,
+    groupId: p.groupId,
+    taskId: p.taskId,
+    state: p.state,
+    termination: p.termination?.kind ?? null,
+    terminationDetail: p.termination?.detail ?? null,
+    reward: t.reward?.total ?? null,
+    components: t.reward?.components ?? null,
+    calls: t.calls.length,
+    toolCalls: t.tools.filter((x) => !x.tool.startsWith("arbor:")).length,
+    promptTokens: t.calls.reduce((n, c) => n + c.promptTokenIds.length, 0),
+    outputTokens: t.calls.reduce((n, c) => n + c.outputTokenIds.length, 0),
+  };
+}
+
+/** Every run of the store with its programs. */
+export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary[]> {
+  const out: RunSummary[] = [];
+  for (const run of await store.listRuns()) {
+    const trajectories = await store.listTrajectories(run.id);
+    out.push({
+      id: run.id,
+      name: run.name,
+      env: envOf(run),
+      startedAt: run.startedAt,
+      endedAt: run.endedAt ?? null,
+      stats: await store.stats(run.id),
+      programs: trajectories.map(programSummary),
+    });
+  }
+  return out;
+}
+
+function startsWith(seq: readonly number[], prefix: readonly number[]): boolean {
+  return prefix.length <= seq.length && prefix.every((x, i) => seq[i] === x);
+}
+
+/** The trajectory as turns, decoded with `tok` when there is one. */
+export function trajectoryView(t: Trajectory, tok: RunTokenizer): TrajectoryView {
+  const calls = [...t.calls].sort((a, b) => a.index - b.index);
+  const decode = (ids: readonly number[]): string | null => (tok.tokenizer ? (decodeIds(tok.tokenizer as ModelTokenizer, ids) ?? null) : null);
+  let prev: Call | undefined;
+  const turns = calls.map((c): Turn => {
+    const context = prev ? [...prev.promptTokenIds, ...prev.outputTokenIds] : [];
+    const from = prev && !c.contextReset && startsWith(c.promptTokenIds, context) ? context.length : 0;
+    prev = c;
+    const newPromptIds = c.promptTokenIds.slice(from);
+    return {
+      callIndex: c.index,
+      callId: c.id,
+      backend: c.backend,
+      servedModel: c.servedModel ?? null,
+      policyVersion: c.policyVersion,
+      tokenPolicyVersions: c.tokenPolicyVersions ?? null,
+      finishReason: c.finishReason,
+      contextEvents: (t.contextEvents ?? []).filter((e) => e.callIndex === c.index),
+      contextReset: c.contextReset ? (c.contextResetReason ?? "reason not recorded") : null,
+      newPromptIds,
+      newPromptFrom: from,
+      promptTokens: c.promptTokenIds.length,
+      newPromptText: decode(newPromptIds),
+      outputIds: c.outputTokenIds,
+      outputText: decode(c.outputTokenIds),
+      tools: t.tools.filter((x) => x.callIndex === c.index),
+    };
+  });
+  const anyUndecodable = tok.tokenizer !== undefined && turns.some((x) => x.newPromptText === null || x.outputText === null);
+  return {
+    program: t.program,
+    reward: t.reward ?? null,
+    tokenizer: tok.tokenizer
+      ? anyUndecodable
+        ? { unavailable: `some ids are outside ${tok.source} (size ${tok.tokenizer.size}); pass --model <gguf>` }
+        : { source: tok.source }
+      : { unavailable: tok.reason },
+    turns,
+  };
+}
+
+const fmt = (x: number | null): string => (x === null ? "-" : Number.isInteger(x) ? String(x) : x.toFixed(3));
+const components = (c: Record<string, number> | null): string => (c === null ? "" : Object.entries(c).map(([k, v]) => `${k}=${fmt(v)}`).join(" "));
+
+function table(rows: string[][]): string[] {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join("  ").trimEnd());
+}
+
+function printRuns(runs: RunSummary[], label: string): void {
+  if (runs.length === 0) console.log(`${label}: no runs`);
+  for (const r of runs) {
+    const s = r.stats;
+    const ends = Object.entries(s.terminations).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ");
+    console.log(`run ${r.id}  (${r.name}${r.env ? `, env ${r.env}` : ""}; started ${new Date(r.startedAt).toISOString()}, ${r.endedAt === null ? "not ended" : `ended ${new Date(r.endedAt).toISOString()}`})`);
+    console.log(`  ${s.programs} program${s.programs === 1 ? "" : "s"} (${ends || "none ended"}${s.unfinished > 0 ? `, ${s.unfinished} unfinished` : ""}), ${s.calls} calls, ${s.promptTokens} prompt + ${s.outputTokens} output tokens, mean reward ${fmt(s.meanReward)}`);
+    const rows = [["  program", "task", "state", "termination", "reward", "calls", "tools", "tokens", "components"]];
+    for (const p of r.programs) {
+      rows.push([`  ${p.id}`, p.taskId, p.state, p.termination ?? "-", fmt(p.reward), String(p.calls), String(p.toolCalls), `${p.promptTokens}+${p.outputTokens}`, components(p.components)]);
+    }
+    for (const line of table(rows)) console.log(line);
+  }
+}
+
+/** ` (tokens v1–v2)` when a call's tokens came from several policy versions. */
+function versionSpan(versions: number[] | null): string {
+  if (versions === null || versions.length === 0) return "";
+  const lo = Math.min(...versions);
+  const hi = Math.max(...versions);
+  return lo === hi ? "" : ` (tokens v${lo}–v${hi})`;
+}
+
+/** Indent every line of `text` by `pad`, showing an empty text as such. */
+function block(text: string, pad: string): string {
+  return text === "" ? `${pad}(empty)` : text.split("\n").map((l) => pad + l).join("\n");
+}
+
+function printTrajectory(v: TrajectoryView): void {
+  const p = v.program;
+  console.log(`program ${p.id}  (run ${p.runId}, group ${p.groupId}, task ${p.taskId}, sample ${p.sampleIndex})`);
+  console.log(`state ${p.state}; termination ${p.termination ? `${p.termination.kind}${p.termination.detail ? ` (${p.termination.detail})` : ""}` : "-"}`);
+  console.log(`reward ${v.reward ? `${fmt(v.reward.total)}  ${components(v.reward.components)}` : "-"}`);
+  console.log("tokenizer" in v && "source" in v.tokenizer ? `tokens decoded with ${v.tokenizer.source}` : `token ids shown: ${(v.tokenizer as { unavailable: string }).unavailable}`);
+  for (const t of v.turns) {
+    console.log("");
+    for (const e of t.contextEvents ?? []) {
+      console.log(`  context ${e.policy}: ${e.action}, ${e.tokensBefore} → ${e.tokensAfter} tokens, ${e.messagesBefore} → ${e.messagesAfter} messages${e.detail ? ` (${e.detail})` : ""}`);
+    }
+    console.log(`── call ${t.callIndex}  ${t.callId}  (${t.backend}${t.servedModel ? `, ${t.servedModel}` : ""}, policy v${t.policyVersion}${versionSpan(t.tokenPolicyVersions)}, finish ${t.finishReason}, ${t.promptTokens} prompt + ${t.outputIds.length} output tokens)`);
+    if (t.contextReset !== null) console.log(`  context reset: ${t.contextReset}`);
+    const promptHead = t.newPromptFrom > 0 ? `  prompt (new after token ${t.newPromptFrom}):` : "  prompt:";
+    console.log(promptHead);
+    console.log(block(t.newPromptText ?? `ids ${JSON.stringify(t.newPromptIds)}`, "    "));
+    console.log("  output:");
+    console.log(block(t.outputText ?? `ids ${JSON.stringify(t.outputIds)}`, "    "));
+    for (const x of t.tools ?? []) {
+      console.log(`  tool ${x.tool} (${x.ok ? "ok" : "failed"}, ${x.durationMs} ms)`);
+      console.log(block(`input: ${x.input}`, "    "));
+      console.log(block(`output: ${x.output}`, "    "));
+    }
+  }
+}
+
+/** `arbor inspect`: print the store's runs, or one program's trajectory. Throws an {@link ArborError} for an unknown program. */
+export async function inspectCommand(storeArg: string, programId: string | undefined, opts: InspectOptions = {}): Promise<void> {
+  const { store, label } = await openStoreArg(storeArg);
+  try {
+    if (programId === undefined) {
+      const runs = await summarizeStore(store);
+      if (opts.json) console.log(JSON.stringify({ store: label, runs }, null, 2));
+      else printRuns(runs, label);
+      return;
+    }
+    const t = await store.getTrajectory(programId);
+    if (!t) throw new ArborError(`program '${programId}' is not in ${label}`, "config");
+    const run = await store.getRun(t.program.runId);
+    const view = trajectoryView(t, runTokenizer(run?.configJson ?? "{}", opts.model));
+    if (opts.json) console.log(JSON.stringify(view, null, 2));
+    else printTrajectory(view);
+  } finally {
+    await store.close();
+  }
+}
