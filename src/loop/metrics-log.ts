@@ -1,6 +1,6 @@
 // Run tracking (issue 19): every run appends one JSON line per iteration (sync) or trainer step (async)
 // to `metrics.jsonl` in its output folder — rewards and their components, loss, gradient norm, clip
-// fraction, lengths, staleness, throughput and timings — so that curves can be drawn by any tool
+// fraction, KL (sampling policy to trainer), lengths, staleness, throughput and timings — so that curves can be drawn by any tool
 // (pandas, jq, a dashboard) without parsing stdout. Unknown values (an external trainer's loss) are
 // null, never NaN, so every line is valid JSON. Lines are appended as each step ends: a killed run
 // keeps the lines of the steps it finished. The same numbers go to TensorBoard event files in the
@@ -40,6 +40,8 @@ export interface MetricsRecord {
   loss: number | null;
   gradNorm: number | null;
   clipFraction: number | null;
+  /** KL(sampling policy ‖ trainer before the step), k3 estimator. */
+  kl: number | null;
   /** Tokens the trainer ran as a prefix tree, and what a flat layout would have run. */
   treeTokens: number | null;
   flatTokens: number | null;
@@ -82,6 +84,7 @@ export function metricsRecord(r: IterationResult, kind: MetricsRecord["kind"], t
     loss: num(u?.loss),
     gradNorm: num(u?.gradNorm),
     clipFraction: num(u?.clipFraction),
+    kl: num(u?.kl),
     treeTokens: u ? u.treeTokens : null,
     flatTokens: u ? u.flatTokens : null,
     droppedGroups: u ? u.droppedGroups : null,
@@ -104,6 +107,7 @@ export function tensorboardScalars(rec: MetricsRecord): Record<string, number> {
   put("train/loss", rec.loss);
   put("train/grad_norm", rec.gradNorm);
   put("train/clip_fraction", rec.clipFraction);
+  put("train/kl", rec.kl);
   put("train/trained_samples", rec.trainedSamples);
   put("train/tree_tokens", rec.treeTokens);
   put("train/flat_tokens", rec.flatTokens);
