@@ -93,7 +93,9 @@ describe("the exported batch of an iteration", () => {
         evaluate: async (step, version) => void evaluated.push([step, version, loaded.length]),
         clock: new VirtualClock(0),
       });
+      // The starting policy first (step 0, nothing loaded yet), then after each step's sync.
       expect(evaluated).toEqual([
+        [0, 0, 0],
         [1, 1, 1],
         [2, 2, 2],
       ]);
