@@ -23,6 +23,12 @@ export const AdvantageShapingSchema = z
 
 export type AdvantageShaping = z.infer<typeof AdvantageShapingSchema>;
 
+/**
+ * A program solved its task when its `outcome` reward component (the env checker's score in [0, 1]) is at least
+ * this: the checker's full score. Held-out evaluation counts solved programs the same way.
+ */
+export const SOLVED_OUTCOME = 1;
+
 /** The option names {@link AdvantageShapingSchema} owns (every estimator accepts them beside its own). */
 export const ADVANTAGE_SHAPING_KEYS: readonly string[] = Object.keys(AdvantageShapingSchema.shape);
 

@@ -4,15 +4,13 @@
 // a store run of their own (`<run>-eval`, one group per version and task) and are handed to no orchestrator,
 // so no held-out program can ever reach a training batch; their outcome is stored as their reward.
 import type { Clock } from "../core/clock.js";
+import { SOLVED_OUTCOME } from "../core/estimator-options.js";
 import type { Group } from "../core/types.js";
 import type { Task } from "../envs/env.js";
 import { createOutcomeReward } from "../reward/outcome.js";
 import type { ProgramRunner, ProgramRunOptions } from "../rollout/sync-rollout.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import type { HeldOutRun } from "./held-out-eval.js";
-
-/** A task's outcome counts as solved at the checker's full score. */
-export const SOLVED_OUTCOME = 1;
 
 export interface HeldOutProgramsOptions {
   /** The store run of the held-out programs (e.g. `${runId}-eval`), created at the first program. */
