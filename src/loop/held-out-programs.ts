@@ -35,9 +35,15 @@ export interface HeldOutPrograms {
 export function heldOutPrograms(o: HeldOutProgramsOptions): HeldOutPrograms {
   const outcome = createOutcomeReward();
   let created: Promise<void> | undefined;
+  // The groups of the version being scored (one version at a time: the loop waits for each evaluation).
   const groups = new Map<string, Promise<Group>>();
+  let groupsVersion: number | undefined;
   const runCreated = (): Promise<void> => (created ??= o.store.createRun({ id: o.runId, name: `${o.run.name} (held-out evaluation)`, configJson: o.run.configJson, startedAt: o.clock.now() }));
   const groupOf = (task: Task, taskIndex: number, version: number): Promise<Group> => {
+    if (version !== groupsVersion) {
+      groups.clear();
+      groupsVersion = version;
+    }
     const id = `${o.runId}/v${version}/t${taskIndex}`;
     let g = groups.get(id);
     if (g === undefined) {
