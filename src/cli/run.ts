@@ -130,6 +130,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     // Checked before anything starts: async batches exist only for a trainer to take them.
     throw new ArborError("rollout.mode: 'async' needs `train` (its trainer takes the batches); add train or use mode: sync", "config");
   }
+  if (cluster !== undefined && cfg.eval?.temperature !== undefined && cfg.eval.temperature !== cfg.agent.temperature) {
+    // Workers sample every program at the run config's agent.temperature (the work message carries no other).
+    throw new ArborError(`eval.temperature: with --cluster, held-out programs run on workers at agent.temperature (${cfg.agent.temperature}); remove eval.temperature or set it to that`, "config");
+  }
   const judge = createRunJudge({ reward: cfg.reward, callsPath: join(outDir, "judge-calls.jsonl"), timeoutMs: cfg.gateway.callTimeoutMs, clock, ...(opts.log ? { log: opts.log } : {}) });
   const reward = createRewardFromConfig(cfg.reward, judge.deps);
   const rewarder = new GroupRewarder(reward);
