@@ -222,7 +222,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       const temperature = cfg.eval.temperature ?? cfg.agent.temperature;
       const held = heldOutPrograms({
         runId: `${baseRunId}-eval`,
-        run: { name: cfg.name, configJson: JSON.stringify(cfg) },
+        run: { name: cfg.name, configJson: JSON.stringify(cfg), of: baseRunId },
         programs: d.programs,
         options: {
           env,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
+import { heldOutRunOf } from "../core/held-out-run.js";
 import type { Group } from "../core/types.js";
 import { createEnvironment } from "../envs/registry.js";
 import type { Task } from "../envs/env.js";
@@ -92,7 +93,7 @@ describe("heldOutPrograms", () => {
     };
     const held = heldOutPrograms({
       runId: "r-eval",
-      run: { name: "r", configJson: "{}" },
+      run: { name: "r", configJson: "{}", of: "r" },
       programs,
       options: { env, store, gatewayUrl: "http://unused", model: "m", limits: { maxTurns: 1, maxTokensPerCall: 8, maxTotalTokens: 8 }, seed: 5, clock },
       temperature: 0.5,
@@ -118,6 +119,10 @@ describe("heldOutPrograms", () => {
     expect(stored).toHaveLength(8);
     expect(stored.map((t) => t.reward?.total).sort()).toEqual([0, 0, 0, 0, 1, 1, 1, 1]);
     expect((await store.listGroups("r-eval")).map((g) => g.id).sort()).toEqual(["r-eval/v0/t0", "r-eval/v0/t1", "r-eval/v1/t0", "r-eval/v1/t1"]);
+    // Marked as the held-out run of "r" in its stored config (arbor export builds no batch from it).
+    const run = (await store.listRuns()).find((x) => x.id === "r-eval");
+    expect(run && heldOutRunOf(run.configJson)).toBe("r");
+    expect(run?.endedAt).toBe(10);
     await store.close();
   });
 });

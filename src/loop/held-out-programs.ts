@@ -1,10 +1,12 @@
 // The run-time half of held-out evaluation: each held-out (task, sample) runs as a program exactly as the
 // rollout runs its programs (the ProgramRunner: created at the gateway, its calls served by the engines and
 // recorded, its sandbox, its env check) and is scored by the outcome reward (1 = solved). Its programs go to
-// a store run of their own (`<run>-eval`, one group per version and task) and are handed to no orchestrator,
-// so no held-out program can ever reach a training batch; their outcome is stored as their reward.
+// a store run of their own (`<run>-eval`, one group per version and task, marked held-out in its stored config
+// so that `arbor export` builds no batch from it) and are handed to no orchestrator, so no held-out program can
+// ever reach a training batch; their outcome is stored as their reward.
 import type { Clock } from "../core/clock.js";
 import { SOLVED_OUTCOME } from "../core/estimator-options.js";
+import { heldOutRunConfigJson } from "../core/held-out-run.js";
 import type { Group } from "../core/types.js";
 import type { Task } from "../envs/env.js";
 import { createOutcomeReward } from "../reward/outcome.js";
@@ -15,7 +17,8 @@ import type { HeldOutRun } from "./held-out-eval.js";
 export interface HeldOutProgramsOptions {
   /** The store run of the held-out programs (e.g. `${runId}-eval`), created at the first program. */
   runId: string;
-  run: { name: string; configJson: string };
+  /** The training run's name and config, and its id (`of`) the evaluation belongs to. */
+  run: { name: string; configJson: string; of: string };
   programs: ProgramRunner;
   /** The rollout's program options (gateway, env, agent, limits, seed, signal …); runId and temperature are set here. */
   options: Omit<ProgramRunOptions, "sandboxes" | "runId" | "temperature">;
@@ -38,7 +41,9 @@ export function heldOutPrograms(o: HeldOutProgramsOptions): HeldOutPrograms {
   // The groups of the version being scored (one version at a time: the loop waits for each evaluation).
   const groups = new Map<string, Promise<Group>>();
   let groupsVersion: number | undefined;
-  const runCreated = (): Promise<void> => (created ??= o.store.createRun({ id: o.runId, name: `${o.run.name} (held-out evaluation)`, configJson: o.run.configJson, startedAt: o.clock.now() }));
+  // Marked as held-out in its stored config: `arbor export` builds no batch from it either.
+  const configJson = heldOutRunConfigJson(o.run.configJson, o.run.of);
+  const runCreated = (): Promise<void> => (created ??= o.store.createRun({ id: o.runId, name: `${o.run.name} (held-out evaluation)`, configJson, startedAt: o.clock.now() }));
   const groupOf = (task: Task, taskIndex: number, version: number): Promise<Group> => {
     if (version !== groupsVersion) {
       groups.clear();
