@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import type { IterationResult } from "./iteration-result.js";
-import { MetricsLog, metricsRecord } from "./metrics-log.js";
+import type { HeldOutScore } from "./held-out-eval.js";
+import { MetricsLog, metricsRecord, tensorboardScalars } from "./metrics-log.js";
 
 const base: IterationResult = {
   iteration: 2,
@@ -53,5 +54,22 @@ describe("metrics.jsonl", () => {
     expect(readFileSync(path, "utf8").trim().split("\n").map((l) => [JSON.parse(l).index, JSON.parse(l).time])).toEqual([[2, 5], [3, 6]]);
     new MetricsLog(dir, clock);
     expect(readFileSync(path, "utf8")).toBe("");
+  });
+
+  it("held-out scores: on the step's line and scalars, and the starting version's as a line of its own", () => {
+    const start: HeldOutScore = { version: 0, solved: { mean: 0.25, se: 0.05, n: 8 }, baseVersion: 0, tasks: 8, samples: 2, temperature: 1 };
+    const later: HeldOutScore = { ...start, version: 2, solved: { mean: 0.375, se: 0.06, n: 8 }, diff: { mean: 0.125, se: 0.03, n: 8 } };
+    const rec = metricsRecord({ ...base, heldOut: later }, "iteration", 1);
+    expect(rec.heldOut).toEqual({ version: 2, solved: 0.375, solvedSe: 0.06, baseVersion: 0, diff: 0.125, diffSe: 0.03, tasks: 8, samples: 2, temperature: 1 });
+    expect(tensorboardScalars(rec)).toMatchObject({ "heldout/solved": 0.375, "heldout/solved_se": 0.06, "heldout/diff": 0.125, "heldout/diff_se": 0.03, "heldout/version": 2 });
+    expect(metricsRecord(base, "iteration", 1).heldOut).toBeNull();
+    expect(Object.keys(tensorboardScalars(metricsRecord(base, "iteration", 1))).some((k) => k.startsWith("heldout/"))).toBe(false);
+    const dir = mkdtempSync(join(tmpdir(), "arbor-metrics-"));
+    const log = new MetricsLog(dir, new VirtualClock(9));
+    log.appendHeldOut(start);
+    log.append({ ...base, heldOut: later }, "iteration");
+    const lines = readFileSync(join(dir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines[0]).toEqual({ kind: "held-out", index: 0, time: 9, policyVersion: 0, heldOut: { version: 0, solved: 0.25, solvedSe: 0.05, baseVersion: 0, diff: null, diffSe: null, tasks: 8, samples: 2, temperature: 1 } });
+    expect(lines[1].heldOut.diff).toBe(0.125);
   });
 });
