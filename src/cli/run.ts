@@ -39,6 +39,7 @@ import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { MetricsLog } from "../loop/metrics-log.js";
+import { scheduledLr } from "../trainer/lr-schedule.js";
 import { asyncStepLine, heldOutStartLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
@@ -178,7 +179,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       trainer = await startExternalTrainer({ config: cfg.train.external, weights, modelPath, clock, signal: abort.signal });
       log(`trainer  ${(trainer as ExternalTrainer).url} (external: waiting for a trainer)`);
     } else if (cfg.train) {
-      trainer = await startReferenceTrainer(modelPath, { lr: cfg.train.lr, maxGradNorm: cfg.train.maxGradNorm, clock, checkpointDir, keepCheckpoints: cfg.train.keepCheckpoints });
+      const t = cfg.train;
+      const lrAt = t.lrSchedule === "constant" ? undefined : (step: number) => scheduledLr(t.lr, step, cfg.iterations * t.epochs, t.lrSchedule, t.warmupSteps);
+      trainer = await startReferenceTrainer(modelPath, { lr: t.lr, maxGradNorm: t.maxGradNorm, clock, checkpointDir, keepCheckpoints: t.keepCheckpoints, epochs: t.epochs, ...(lrAt ? { lrAt } : {}) });
     }
     const progress = opts.progress ? progressBar(cfg, settings.batchGroups * cfg.rollout.groupSize) : undefined;
     const rollout = new OrchestratedRollout({

@@ -550,6 +550,17 @@ export const RunConfigSchema = z
         estimator: z.string().min(1).default("grpo"),
         estimatorOptions: z.record(z.string(), z.unknown()).default({}),
         lr: z.number().positive().default(1e-3),
+        /**
+         * Optimizer steps on each batch (PPO epochs): from the second on, the ratio against the batch's behaviour
+         * logprobs moves off 1 and the estimator's clip (and dual clip) bound the update. One version per batch.
+         */
+        epochs: positiveInt.max(64).default(1),
+        /**
+         * Learning-rate schedule over the run's optimizer steps (iterations × epochs): `constant` (lr throughout) or
+         * `cosine` (linear warm-up over `warmupSteps`, then cosine decay to lr/10 at the last step).
+         */
+        lrSchedule: z.enum(["constant", "cosine"], { error: "must be 'constant' or 'cosine'" }).default("constant"),
+        warmupSteps: z.number().int().min(0).default(0),
         maxGradNorm: z.number().positive().default(1),
         /** Checkpoint versions kept on disk. */
         keepCheckpoints: positiveInt.default(3),
@@ -557,7 +568,7 @@ export const RunConfigSchema = z
          * Who trains: `reference` (the default) is the in-process reference trainer; `external` serves
          * each batch over the HTTP trainer protocol (docs/batch-schema.md) to a trainer in another process
          * (`arbor train-worker`, or a Megatron/FSDP trainer), which announces new weights and acks the batch.
-         * lr, maxGradNorm and keepCheckpoints are the reference trainer's; an external trainer has its own.
+         * lr, epochs, lrSchedule, warmupSteps, maxGradNorm and keepCheckpoints are the reference trainer's; an external trainer has its own.
          */
         trainer: z
           .enum(["reference", "external"], { error: "must be 'reference' (the in-process trainer) or 'external' (a trainer over the HTTP trainer protocol)" })
@@ -654,6 +665,9 @@ export const RunConfigSchema = z
       if (shaping.zeroAdvantageUnsolvedGroups === true && cfg.reward.outcome === 0) {
         ctx.addIssue({ code: "custom", path: ["train", "estimatorOptions", "zeroAdvantageUnsolvedGroups"], message: "needs the outcome reward (reward.outcome must not be 0): it tells which programs solved their task" });
       }
+    }
+    if (cfg.train !== undefined && cfg.train.warmupSteps > 0 && cfg.train.lrSchedule !== "cosine") {
+      ctx.addIssue({ code: "custom", path: ["train", "warmupSteps"], message: "is the cosine schedule's warm-up: set lrSchedule: cosine, or leave warmupSteps at 0" });
     }
     if (cfg.iterations > 1 && cfg.train === undefined) {
       ctx.addIssue({ code: "custom", path: ["iterations"], message: "more than one iteration needs `train` (what would change between them?)" });

@@ -1,6 +1,6 @@
 // One RL policy update on the in-process reference trainer: the training batch the loop built (a registered
-// advantage estimator, merged multi-call samples, prefix tree) → one reference-trainer step → a versioned GGUF
-// checkpoint the engines can load. Samples whose every advantage is 0 (a group whose programs all got the same
+// advantage estimator, merged multi-call samples, prefix tree) → one reference-trainer step (`epochs` optimizer
+// steps on the same batch, at the scheduled learning rate) → one versioned GGUF checkpoint the engines can load. Samples whose every advantage is 0 (a group whose programs all got the same
 // reward, under GRPO) are left out of the step: they add nothing to the loss or its gradient, and the weights
 // already normalise over the whole batch, so the step is unchanged and cheaper.
 import type { ScoredSample } from "../batch/batch-sample.js";
@@ -12,6 +12,10 @@ export interface RlUpdateOptions {
   /** Directory of the versioned checkpoints (`policy-v{N}.gguf` + manifest.json). */
   checkpointDir: string;
   keepCheckpoints?: number;
+  /** Optimizer steps on each batch (default 1); one version is published per batch however many. */
+  epochs?: number;
+  /** Learning rate of each optimizer step (1-based over the run); absent: the trainer's fixed rate. */
+  lrAt?: (optimizerStep: number) => number;
   /** Sees the tree the trainer steps on, just before the step (tests check it against the exported batch). */
   onTree?: (tree: TreeBatch) => void;
 }
@@ -25,7 +29,10 @@ export interface RlUpdate {
   checkpoint?: string;
   loss: number;
   gradNorm: number;
+  /** Fraction of terms the PPO clip bounded, averaged over the batch's epochs. */
   clipFraction: number;
+  /** Learning rate of the batch's last optimizer step (absent when no step was taken). */
+  lr?: number;
   /** KL(sampling policy ‖ trainer) over the step's terms (k3; loss-spec.ts). */
   kl: number;
   /** Samples in the batch and those that carried a non-zero advantage into the step. */
@@ -47,7 +54,7 @@ export function samplesWithSignal<S extends ScoredSample>(samples: readonly S[])
   return samples.filter((s) => s.advantages.some((a, i) => a !== 0 && s.lossMask[i] === 1));
 }
 
-/** Take one step on `built` when it carries any signal, and publish the new weights as a checkpoint. */
+/** Train on `built` (o.epochs optimizer steps) when it carries any signal, and publish the new weights as one checkpoint. */
 export function rlUpdate(trainer: Trainer, built: BuiltBatch, o: RlUpdateOptions): RlUpdate {
   const all = built.batch.samples;
   const useful = samplesWithSignal(all);
@@ -57,7 +64,10 @@ export function rlUpdate(trainer: Trainer, built: BuiltBatch, o: RlUpdateOptions
   }
   const tb = buildTreeBatch(useful, built.batch.loss);
   o.onTree?.(tb);
-  const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
+  const r = trainer.step(
+    { tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) },
+    { ...(o.epochs === undefined ? {} : { epochs: o.epochs }), ...(o.lrAt ? { lrAt: o.lrAt } : {}) },
+  );
   const { path } = trainer.checkpoint(o.checkpointDir, o.keepCheckpoints);
   return {
     ...base,
@@ -67,6 +77,7 @@ export function rlUpdate(trainer: Trainer, built: BuiltBatch, o: RlUpdateOptions
     loss: r.loss,
     gradNorm: r.gradNorm,
     clipFraction: r.clipFraction,
+    lr: r.epochs[r.epochs.length - 1]?.lr,
     kl: r.kl,
     treeTokens: tb.stats.treeTokens,
     flatTokens: tb.stats.flatTokens,

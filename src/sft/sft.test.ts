@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { configFromGguf, readGguf } from "../model/gguf.js";
-import { runSft, scheduledLr, sftSplit, sftTree, truncateToContext, type SftOptions, type SftStep } from "./sft.js";
+import { runSft, sftSplit, sftTree, truncateToContext, type SftOptions, type SftStep } from "./sft.js";
 import { goldenSample } from "./golden-samples.js";
 import { ArborChatFormat } from "../model/arbor-chat-format.js";
 import { stopTokenIds } from "../model/chat-template.js";
@@ -71,16 +71,6 @@ describe("runSft", () => {
     const r = await runSft({ ...base(out, (s) => (s.step === 3 ? stop.abort() : undefined)), signal: stop.signal });
     expect(r).toMatchObject({ steps: 3, stopped: true });
     expect(JSON.parse(readGguf(out).metadata.get("arbor.sft") as string)).toMatchObject({ step: 3, steps: 8 });
-  });
-
-  it("schedules the learning rate: constant, or linear warm-up then cosine decay to a tenth", () => {
-    expect(scheduledLr(0.01, 7, 100)).toBe(0.01);
-    expect(scheduledLr(0.01, 5, 100, "cosine", 10)).toBeCloseTo(0.005, 12);
-    expect(scheduledLr(0.01, 10, 100, "cosine", 10)).toBeCloseTo(0.01, 12);
-    expect(scheduledLr(0.01, 55, 100, "cosine", 10)).toBeCloseTo(0.0055, 12); // half-way: (1 + 0.1) / 2
-    expect(scheduledLr(0.01, 100, 100, "cosine", 10)).toBeCloseTo(0.001, 12);
-    const lrs = Array.from({ length: 90 }, (_, i) => scheduledLr(0.01, i + 11, 100, "cosine", 10));
-    for (let i = 1; i < lrs.length; i++) expect(lrs[i]).toBeLessThan(lrs[i - 1] as number);
   });
 
   it("a cosine run differs from a constant one and records its schedule in the GGUF", async () => {

@@ -26,6 +26,7 @@ import type { PolicyInit } from "../model/policy.js";
 import { Vocab } from "../model/vocab.js";
 import { initWeights } from "../model/weights.js";
 import { Trainer } from "../trainer/trainer.js";
+import { scheduledLr } from "../trainer/lr-schedule.js";
 import { goldenSample, type SftSample } from "./golden-samples.js";
 import { sftModelFromGguf, sftModelOf, type SftModel, type SftVocab } from "./sft-model.js";
 
@@ -166,14 +167,6 @@ async function createTrainer(opts: SftOptions, model: SftModel): Promise<Trainer
   const { seed, ...shape } = opts.init;
   const config = tinyConfig({ nVocab: model.spec.tokens.length, ...shape });
   return Trainer.create(config, initWeights(config, new Rng(seed)), { ...trainerOpts, tokenizer: model.spec });
-}
-
-/** The learning rate of step `step` (1-based) of `steps` under `schedule`. */
-export function scheduledLr(lr: number, step: number, steps: number, schedule: "constant" | "cosine" = "constant", warmupSteps = 0): number {
-  if (schedule === "constant") return lr;
-  if (step <= warmupSteps) return (lr * step) / warmupSteps;
-  const t = steps > warmupSteps ? (step - warmupSteps) / (steps - warmupSteps) : 1;
-  return lr * (0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * t)));
 }
 
 /** Held-out loss per assistant token and greedy token accuracy (from the trainer's logprobs). */

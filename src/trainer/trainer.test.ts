@@ -65,6 +65,66 @@ describe("Trainer", () => {
     }
   });
 
+  it("epochs: k optimizer steps on one batch against its old logprobs, one version; the clip bounds the later ones", async () => {
+    const clip = { ratio: "token", objective: "clip", epsLow: 0.2, epsHigh: 0.2, normaliser: "token-mean" } as const;
+    const { tree } = buildPackedTree([sample([1, 2, 3, 4, 5], 1, 1 / 6), sample([1, 2, 9, 10, 11], -1, 1 / 6)]);
+    const batch: TrainBatch = { tree, termUnit: tree.terms.sample, loss: clip };
+    const lrs: number[] = [];
+    const a = await Trainer.create(cfg, weights(), { lr: 5e-2 });
+    const b = await Trainer.create(cfg, weights(), { lr: 5e-2 });
+    try {
+      const r = a.step(batch, { epochs: 4, lrAt: (n) => (lrs.push(n), 5e-2) });
+      expect(r.version).toBe(1); // one published version per batch
+      expect(a.stepCount).toBe(4);
+      expect(lrs).toEqual([1, 2, 3, 4]);
+      expect(r.epochs).toHaveLength(4);
+      // The first epoch runs on the weights the batch came from (near-uniform, its old logprobs): ratio ≈ 1, no clip.
+      expect(r.epochs[0]?.clipFraction).toBe(0);
+      expect(r.loss).toBe(r.epochs[0]?.loss);
+      // Later epochs see ratios moved off 1 and the clip stops some terms' gradient.
+      expect(Math.max(...r.epochs.slice(1).map((e) => e.clipFraction))).toBeGreaterThan(0);
+      expect(r.clipFraction).toBeCloseTo(r.epochs.reduce((x, e) => x + e.clipFraction, 0) / 4, 12);
+      const ratios = Array.from(a.logprobs(tree), (lp, j) => Math.exp(lp - (tree.terms.oldLogprob[j] as number)));
+      expect(Math.max(...ratios.map((q) => Math.abs(q - 1)))).toBeGreaterThan(0.2);
+      // The same as four single steps on the batch (the ratio is always against the batch's old logprobs).
+      for (let i = 0; i < 4; i++) b.step(batch);
+      expect(b.version).toBe(4);
+      const la = a.logprobs(tree);
+      b.logprobs(tree).forEach((x, j) => expect(la[j]).toBeCloseTo(x, 5));
+    } finally {
+      a.dispose();
+      b.dispose();
+    }
+  });
+
+  it("epochs: the dual clip bounds a negative-advantage term whose ratio ran above c, in every epoch", async () => {
+    const { tree } = buildPackedTree([sample([1, 2, 3, 4, 5], 1, 1 / 6), sample([1, 2, 9, 10, 11], -1, 1 / 6)]);
+    // The negative sample's behaviour logprobs 2 nats below the near-uniform policy's: ratio ≈ e² ≈ 7.4 > c = 3.
+    const old = Float32Array.from(tree.terms.oldLogprob, (x, j) => (tree.terms.sample[j] === 1 ? x - 2 : x));
+    const crafted = { ...tree, terms: { ...tree.terms, oldLogprob: old } };
+    const loss = { ratio: "token", objective: "clip", epsLow: 0.2, epsHigh: 0.2, normaliser: "token-mean", clipRatioC: 3 } as const;
+    const tr = await Trainer.create(cfg, weights(), { lr: 1e-2 });
+    try {
+      const r = tr.step({ tree: crafted, termUnit: tree.terms.sample, loss }, { epochs: 2 });
+      // 3 of the 6 terms are the negative sample's; the dual clip bounds them (and zeroes their gradient) in both epochs.
+      expect(r.epochs.map((e) => e.dualClipFraction)).toEqual([0.5, 0.5]);
+      expect(r.dualClipFraction).toBe(0.5);
+    } finally {
+      tr.dispose();
+    }
+  });
+
+  it("rejects epochs that are not a positive integer", async () => {
+    const tr = await Trainer.create(cfg, weights(), { lr: 1e-2 });
+    try {
+      const { tree } = buildPackedTree([sample([1, 2, 3, 4], 0, 1)]);
+      expect(() => tr.step({ tree, loss: "sft" }, { epochs: 0 })).toThrow(/epochs must be an integer ≥ 1, got 0/);
+      expect(tr.version).toBe(0);
+    } finally {
+      tr.dispose();
+    }
+  });
+
   it("reports the pre-clip global gradient norm and the tokens of the chosen layout", async () => {
     const flat = await Trainer.create(cfg, weights(), { layout: "flat", maxGradNorm: 1e-3 });
     try {

@@ -1,7 +1,7 @@
-// The reference trainer: the tiny llama policy on tfjs (wasm), one optimizer step per packed batch —
+// The reference trainer: the tiny llama policy on tfjs (wasm), one or more optimizer steps per packed batch —
 // term logprobs in the tree (or flat) layout, the batch's loss (policy-gradient LossSpec or SFT),
 // gradients of every parameter, global-norm clipping, Adam — and versioned GGUF checkpoints for the
-// engines. The policy version advances by one per applied step. Every sample must fit the model's context,
+// engines. The policy version advances by one per batch, however many optimizer steps (epochs) it took. Every sample must fit the model's context,
 // and a batch too large for one pass is split into micro-batches whose gradients are summed before the one
 // update (micro-batches.ts), so memory per step is bounded whatever the batch size.
 import * as tf from "@tensorflow/tfjs";
@@ -59,10 +59,34 @@ export interface TrainerOptions {
   tokenizer?: GgufTokenizerSpec;
 }
 
-/** What one step did. */
-export interface StepResult {
+/** How `Trainer.step` treats its batch. */
+export interface StepOptions {
+  /**
+   * Optimizer steps on the same batch (default 1). Each recomputes the term logprobs under the weights the
+   * previous one left, so from the second on the PPO ratio against the batch's behaviour logprobs moves off 1
+   * and the clip (and dual clip) bound what the batch can still move; the version advances by one in all.
+   */
+  epochs?: number;
+  /** Adam's learning rate for optimizer step `n` (1-based, counted over the trainer's life: `stepCount + 1`). */
+  lrAt?: (optimizerStep: number) => number;
+}
+
+/** What one epoch (optimizer step) on the batch did. */
+export interface EpochResult {
   loss: number;
   /** Global gradient norm before clipping. */
+  gradNorm: number;
+  clipFraction: number;
+  dualClipFraction: number;
+  /** Learning rate the step ran at. */
+  lr: number;
+}
+
+/** What one step did. */
+export interface StepResult {
+  /** Loss of the first epoch (under the weights the batch was sampled from, up to engine/trainer mismatch). */
+  loss: number;
+  /** Global gradient norm before clipping, of the first epoch. */
   gradNorm: number;
   /** Tokens run through the model (tree nodes, or the sum of sample lengths in the flat layout; summed over micro-batches). */
   tokens: number;
@@ -71,14 +95,17 @@ export interface StepResult {
   terms: number;
   /** Wall time of the step on the trainer's clock. */
   ms: number;
+  /** Fraction of terms clipped, averaged over the epochs (the first is ~0: its ratio is ~1). */
   clipFraction: number;
-  /** Fraction of terms the dual clip bounded (LossSpec.clipRatioC). */
+  /** Fraction of terms the dual clip bounded (LossSpec.clipRatioC), averaged over the epochs. */
   dualClipFraction: number;
   /** KL(sampling policy ‖ trainer before the step), k3 estimator per term (loss-spec.ts); 0 for SFT. */
   kl: number;
   maskedUnits: number;
   /** Policy version after the step. */
   version: number;
+  /** Each optimizer step on the batch, in order (one unless `StepOptions.epochs` > 1). */
+  epochs: EpochResult[];
 }
 
 /** Loss, term logprobs and per-parameter gradients of a batch, without updating anything. */
@@ -148,6 +175,11 @@ export class Trainer {
     (this.optimizer as unknown as { learningRate: number }).learningRate = lr;
   }
 
+  /** Adam's current learning rate. */
+  get learningRate(): number {
+    return (this.optimizer as unknown as { learningRate: number }).learningRate;
+  }
+
   /** Optimizer steps applied. */
   get stepCount(): number {
     return this.steps;
@@ -175,35 +207,56 @@ export class Trainer {
     return { loss, logprobs, grads: out };
   }
 
-  /** One optimizer step on `batch`: loss, gradients, global-norm clip, Adam; the version advances by one. */
-  step(batch: TrainBatch): StepResult {
+  /**
+   * One training step on `batch`: `epochs` optimizer updates (loss, gradients, global-norm clip, Adam), each on
+   * the weights the previous one left; the version advances by one.
+   */
+  step(batch: TrainBatch, opts: StepOptions = {}): StepResult {
+    const epochs = opts.epochs ?? 1;
+    if (!Number.isInteger(epochs) || epochs < 1) throw new ArborError(`trainer: epochs must be an integer ≥ 1, got ${epochs}`, "config");
     const start = this.clock.now();
-    const { loss, grads, logprobs, tokens, microBatches } = this.lossAndGrads(batch, this.layout);
-    let clipped: tf.NamedTensorMap;
-    let gradNorm: number;
-    try {
-      ({ norm: gradNorm, grads: clipped } = clipByGlobalNorm(grads, this.maxGradNorm));
-    } catch (err) {
-      tf.dispose(grads);
-      throw err;
+    const done: EpochResult[] = [];
+    let first: { tokens: number; microBatches: number; kl: number; maskedUnits: number; logprobs: Float32Array } | undefined;
+    for (let e = 0; e < epochs; e++) {
+      const lr = opts.lrAt?.(this.steps + 1);
+      if (lr !== undefined) this.setLearningRate(lr);
+      // The mismatch mask compares the engine with the trainer's weights *before* the batch's first update.
+      const { loss, grads, logprobs, tokens, microBatches } = this.lossAndGrads(batch, this.layout, first?.logprobs);
+      let clipped: tf.NamedTensorMap;
+      let gradNorm: number;
+      try {
+        ({ norm: gradNorm, grads: clipped } = clipByGlobalNorm(grads, this.maxGradNorm));
+      } catch (err) {
+        tf.dispose(grads);
+        throw err;
+      }
+      this.optimizer.applyGradients(Object.entries(clipped).map(([name, tensor]) => ({ name, tensor })));
+      tf.dispose(clipped);
+      this.steps++;
+      const stats =
+        batch.loss === "sft"
+          ? { clipFraction: 0, dualClipFraction: 0, kl: 0, maskedUnits: 0 }
+          : referenceLoss(batch.loss, { ...this.lossInput(batch, logprobs), trainerOldLogprob: first?.logprobs ?? logprobs });
+      first ??= { tokens, microBatches, kl: stats.kl, maskedUnits: stats.maskedUnits, logprobs };
+      done.push({ loss, gradNorm, clipFraction: stats.clipFraction, dualClipFraction: stats.dualClipFraction, lr: this.learningRate });
     }
-    this.optimizer.applyGradients(Object.entries(clipped).map(([name, tensor]) => ({ name, tensor })));
-    tf.dispose(clipped);
-    this.steps++;
     this.currentVersion++;
-    const stats = batch.loss === "sft" ? { clipFraction: 0, dualClipFraction: 0, kl: 0, maskedUnits: 0 } : referenceLoss(batch.loss, this.lossInput(batch, logprobs));
+    const head = done[0] as EpochResult;
+    const f = first as NonNullable<typeof first>;
+    const mean = (k: "clipFraction" | "dualClipFraction") => done.reduce((a, d) => a + d[k], 0) / done.length;
     return {
-      loss,
-      gradNorm,
-      tokens,
-      microBatches,
+      loss: head.loss,
+      gradNorm: head.gradNorm,
+      tokens: f.tokens,
+      microBatches: f.microBatches,
       terms: batch.tree.terms.node.length,
       ms: this.clock.now() - start,
-      clipFraction: stats.clipFraction,
-      dualClipFraction: stats.dualClipFraction,
-      kl: stats.kl,
-      maskedUnits: stats.maskedUnits,
+      clipFraction: mean("clipFraction"),
+      dualClipFraction: mean("dualClipFraction"),
+      kl: f.kl,
+      maskedUnits: f.maskedUnits,
       version: this.currentVersion,
+      epochs: done,
     };
   }
 
@@ -248,7 +301,7 @@ export class Trainer {
    * Loss, summed gradients and term logprobs of `batch` over its micro-batches (one when it fits
    * `maxStepBytes`). Micro-batches without loss terms are skipped: they add nothing to either.
    */
-  private lossAndGrads(batch: TrainBatch, layout: Layout): { loss: number; grads: tf.NamedTensorMap; logprobs: Float32Array; tokens: number; microBatches: number } {
+  private lossAndGrads(batch: TrainBatch, layout: Layout, trainerOld?: Float32Array): { loss: number; grads: tf.NamedTensorMap; logprobs: Float32Array; tokens: number; microBatches: number } {
     const unit = this.units(batch);
     if (batch.tree.terms.node.length === 0) throw new ArborError("trainer: the batch has no loss terms (every token is masked)", "trainer");
     checkContext(batch.tree, this.config.contextLength, batch.sampleIds);
@@ -259,7 +312,8 @@ export class Trainer {
     let tokens = 0;
     try {
       for (const mb of plan) {
-        const r = this.microLossAndGrads(batch.loss, mb, Int32Array.from(mb.terms, (j) => unit[j] as number), layout);
+        const old = trainerOld && Float32Array.from(mb.terms, (j) => trainerOld[j] as number);
+        const r = this.microLossAndGrads(batch.loss, mb, Int32Array.from(mb.terms, (j) => unit[j] as number), layout, old);
         loss += r.value.dataSync()[0] as number;
         r.value.dispose();
         mb.terms.forEach((j, i) => (logprobs[j] = r.logprobs[i] as number));
@@ -282,7 +336,7 @@ export class Trainer {
     return { loss, grads, logprobs, tokens, microBatches: plan.length };
   }
 
-  private microLossAndGrads(spec: LossSpec | "sft", mb: MicroBatch, unit: Int32Array, layout: Layout): { value: tf.Scalar; grads: tf.NamedTensorMap; logprobs: Float32Array } {
+  private microLossAndGrads(spec: LossSpec | "sft", mb: MicroBatch, unit: Int32Array, layout: Layout, trainerOld?: Float32Array): { value: tf.Scalar; grads: tf.NamedTensorMap; logprobs: Float32Array } {
     let logprobs = new Float32Array(0);
     const { value, grads } = tf.variableGrads(() => {
       const lp = termLogprobs(this.model, mb.tree, layout);
@@ -290,7 +344,7 @@ export class Trainer {
       const t = mb.tree.terms;
       return spec === "sft"
         ? sftLoss(lp, t.weight)
-        : policyLoss(spec, lp, { oldLogprob: t.oldLogprob, advantage: t.advantage, weight: t.weight, unit, trainerOldLogprob: logprobs });
+        : policyLoss(spec, lp, { oldLogprob: t.oldLogprob, advantage: t.advantage, weight: t.weight, unit, trainerOldLogprob: trainerOld ?? logprobs });
     }, [...this.model.params.values()]);
     return { value, grads, logprobs };
   }
