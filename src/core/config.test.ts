@@ -71,4 +71,13 @@ describe("run config", () => {
     expect(() => opts({ positiveOnly: "yes" })).toThrowError(/train\.estimatorOptions\.positiveOnly: /);
     expect(() => opts({ zeroAdvantageUnsolvedGroups: true }, { outcome: 0, process: 1 })).toThrowError(/zeroAdvantageUnsolvedGroups: needs the outcome reward/);
   });
+  it("train.epochs and the learning-rate schedule: defaults, values, and errors naming the field", () => {
+    const train = (t: Record<string, unknown>) => parseRunConfig({ engines: [{ name: "e0" }], train: t }).train;
+    expect(train({})).toMatchObject({ epochs: 1, lrSchedule: "constant", warmupSteps: 0 });
+    expect(train({ epochs: 4, lrSchedule: "cosine", warmupSteps: 2 })).toMatchObject({ epochs: 4, lrSchedule: "cosine", warmupSteps: 2 });
+    expect(() => train({ epochs: 0 })).toThrowError(/train\.epochs: /);
+    expect(() => train({ epochs: 1.5 })).toThrowError(/train\.epochs: /);
+    expect(() => train({ lrSchedule: "linear" })).toThrowError(/train\.lrSchedule: must be 'constant' or 'cosine'/);
+    expect(() => train({ warmupSteps: 3 })).toThrowError(/train\.warmupSteps: is the cosine schedule's warm-up/);
+  });
 });

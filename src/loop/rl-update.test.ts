@@ -79,6 +79,26 @@ describe("rlUpdate", () => {
     }
   });
 
+  it("epochs: k optimizer steps at the scheduled rates, one published version, the ratio clipped in later epochs", async () => {
+    const tr = await trainer();
+    try {
+      const trajectories = [program("a", 0, [50, 51, 2], 1), program("a", 1, [52, 53, 2], 0)];
+      const built = buildTrainingBatch({ id: "x", trajectories, groups: [group("a", 2)], estimator: "grpo", mode: "merged" });
+      const asked: number[] = [];
+      const u = rlUpdate(tr, built, { checkpointDir: dir, epochs: 3, lrAt: (n) => (asked.push(n), 0.1 / n) });
+      expect(asked).toEqual([1, 2, 3]);
+      expect(u).toMatchObject({ stepped: true, version: 1, checkpoint: join(dir, "policy-v1.gguf") });
+      expect(u.lr).toBeCloseTo(0.1 / 3, 12);
+      expect(tr.stepCount).toBe(3);
+      // Behaviour logprobs of −3 against a near-uniform policy (about −5.9): ratios far below 0.8, where the clip stops
+      // the negative-advantage sample's gradient.
+      expect(u.clipFraction).toBeGreaterThan(0);
+      expect(existsSync(join(dir, "policy-v2.gguf"))).toBe(false);
+    } finally {
+      tr.dispose();
+    }
+  });
+
   it("takes no step and publishes nothing when every group's rewards are equal", async () => {
     const tr = await trainer();
     try {
