@@ -43,6 +43,8 @@ export interface MetricsRecord {
   loss: number | null;
   gradNorm: number | null;
   clipFraction: number | null;
+  /** Learning rate of the step's last optimizer step (train.lrSchedule); null without a step or with an external trainer. */
+  lr: number | null;
   /** KL(sampling policy ‖ trainer before the step), k3 estimator. */
   kl: number | null;
   /** Tokens the trainer ran as a prefix tree, and what a flat layout would have run. */
@@ -127,6 +129,7 @@ export function metricsRecord(r: IterationResult, kind: MetricsRecord["kind"], t
     loss: num(u?.loss),
     gradNorm: num(u?.gradNorm),
     clipFraction: num(u?.clipFraction),
+    lr: num(u?.lr),
     kl: num(u?.kl),
     treeTokens: u ? u.treeTokens : null,
     flatTokens: u ? u.flatTokens : null,
@@ -151,6 +154,7 @@ export function tensorboardScalars(rec: MetricsRecord): Record<string, number> {
   put("train/loss", rec.loss);
   put("train/grad_norm", rec.gradNorm);
   put("train/clip_fraction", rec.clipFraction);
+  put("train/lr", rec.lr);
   put("train/kl", rec.kl);
   put("train/trained_samples", rec.trainedSamples);
   put("train/tree_tokens", rec.treeTokens);
