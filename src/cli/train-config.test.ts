@@ -9,7 +9,7 @@ describe("training config (iterations, train)", () => {
     expect(plain.iterations).toBe(1);
     expect(plain.train).toBeUndefined();
     const cfg = parseRunConfig({ engines, iterations: 3, train: {} });
-    expect(cfg.train).toEqual({ estimator: "grpo", estimatorOptions: {}, lr: 1e-3, maxGradNorm: 1, keepCheckpoints: 3, trainer: "reference" });
+    expect(cfg.train).toEqual({ estimator: "grpo", estimatorOptions: {}, lr: 1e-3, epochs: 1, lrSchedule: "constant", warmupSteps: 0, maxGradNorm: 1, keepCheckpoints: 3, trainer: "reference" });
   });
 
   it("rejects settings that cannot train, naming the field", () => {
@@ -67,7 +67,8 @@ describe("training config (iterations, train)", () => {
   it("accepts the shipped learn-calc config: the stronger checkpoint, held-out evaluation and shaping options", () => {
     const cfg = loadRunConfig("examples/learn-calc.yaml");
     expect(cfg.model.path).toBe("models/calc-solver.gguf");
-    expect(cfg.eval).toEqual({ tasks: 48, samples: 4, temperature: 1, every: 4 });
+    expect(cfg.eval).toEqual({ tasks: 160, samples: 4, temperature: 1, every: 8 });
+    expect(cfg.train).toMatchObject({ lr: 0.0003, epochs: 1, lrSchedule: "constant" });
     expect(cfg.train?.estimatorOptions).toEqual({ positiveOnly: true, zeroAdvantageUnsolvedGroups: true });
   });
 });
