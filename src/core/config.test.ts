@@ -79,5 +79,7 @@ describe("run config", () => {
     expect(() => train({ epochs: 1.5 })).toThrowError(/train\.epochs: /);
     expect(() => train({ lrSchedule: "linear" })).toThrowError(/train\.lrSchedule: must be 'constant' or 'cosine'/);
     expect(() => train({ warmupSteps: 3 })).toThrowError(/train\.warmupSteps: is the cosine schedule's warm-up/);
+    expect(() => train({ trainer: "external", epochs: 2 })).toThrowError(/train\.epochs: is the reference trainer's/);
+    expect(() => train({ trainer: "external", lrSchedule: "cosine" })).toThrowError(/train\.lrSchedule: is the reference trainer's/);
   });
 });

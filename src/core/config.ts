@@ -666,6 +666,11 @@ export const RunConfigSchema = z
         ctx.addIssue({ code: "custom", path: ["train", "estimatorOptions", "zeroAdvantageUnsolvedGroups"], message: "needs the outcome reward (reward.outcome must not be 0): it tells which programs solved their task" });
       }
     }
+    if (cfg.train?.trainer === "external") {
+      // The external trainer has its own optimizer settings; silently ignoring these would mislead.
+      if (cfg.train.epochs !== 1) ctx.addIssue({ code: "custom", path: ["train", "epochs"], message: "is the reference trainer's: an external trainer (train.trainer: external) sets its own" });
+      if (cfg.train.lrSchedule !== "constant") ctx.addIssue({ code: "custom", path: ["train", "lrSchedule"], message: "is the reference trainer's: an external trainer (train.trainer: external) sets its own" });
+    }
     if (cfg.train !== undefined && cfg.train.warmupSteps > 0 && cfg.train.lrSchedule !== "cosine") {
       ctx.addIssue({ code: "custom", path: ["train", "warmupSteps"], message: "is the cosine schedule's warm-up: set lrSchedule: cosine, or leave warmupSteps at 0" });
     }
