@@ -2,6 +2,7 @@
 // rewards, store, the orchestrated rollout (sync or async), the trainer (in process, or external over the
 // trainer protocol) and the engines' weight sync — into the training loop (src/loop/train-loop.ts), which
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
+import { lineLog, processLog } from "../core/logger.js";
 import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -101,7 +102,7 @@ export async function runCommand(configPath: string, opts: Omit<RunOptions, "clu
   const overrides = sets.map(parseOverride);
   const cluster = opts.cluster !== undefined ? loadClusterConfig(opts.cluster) : undefined;
   const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
-  const summary = await runIteration(cfg, { ...rest, cluster, log: (line) => console.error(line) });
+  const summary = await runIteration(cfg, { ...rest, cluster, log: lineLog(processLog("run")) });
   printSummary(summary);
 }
 
