@@ -4,6 +4,7 @@
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
 import { lineLog, processLog } from "../core/logger.js";
 import { flattenParams, MlflowSink } from "../loop/mlflow-sink.js";
+import { WandbSink } from "../loop/wandb-sink.js";
 import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -219,9 +220,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         opts.onProgramDone?.(p);
       },
     });
-    const mlflow = cfg.tracking?.mlflow ? await startMlflow(cfg, baseRunId, clock, log) : undefined;
-    if (mlflow) closers.push(async () => void (await mlflow.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
-    const metrics = new MetricsLog(outDir, clock, mlflow ? [mlflow] : []);
+    const sinks = await startTrackingSinks(cfg, baseRunId, clock, log);
+    for (const s of sinks) closers.push(async () => void (await s.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
+    const metrics = new MetricsLog(outDir, clock, sinks);
     // Held-out programs run as the rollout's do (gateway, engines, sandboxes) in a store run of their own that
     // no batch is taken from.
     let evaluation: HeldOutEvaluation | undefined;
@@ -328,12 +329,21 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   }
 }
 
-/** The run's MLflow run (config `tracking.mlflow`): its params are the run config's settings, flattened. */
-async function startMlflow(cfg: RunConfig, runId: string, clock: Clock, log: (line: string) => void): Promise<MlflowSink> {
-  const m = cfg.tracking?.mlflow ?? {};
-  const url = m.url ?? process.env.MLFLOW_TRACKING_URI;
-  if (!url) throw new ArborError("tracking.mlflow.url: set it, or MLFLOW_TRACKING_URI, to the tracking server's URL", "config");
-  return MlflowSink.start({ url, experiment: m.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log });
+/** The run's tracking sinks (config `tracking`): MLflow and W&B runs whose params/config are the run config's settings. */
+async function startTrackingSinks(cfg: RunConfig, runId: string, clock: Clock, log: (line: string) => void): Promise<(MlflowSink | WandbSink)[]> {
+  const sinks: (MlflowSink | WandbSink)[] = [];
+  const { mlflow, wandb } = cfg.tracking ?? {};
+  if (mlflow) {
+    const url = mlflow.url ?? process.env.MLFLOW_TRACKING_URI;
+    if (!url) throw new ArborError("tracking.mlflow.url: set it, or MLFLOW_TRACKING_URI, to the tracking server's URL", "config");
+    sinks.push(await MlflowSink.start({ url, experiment: mlflow.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log }));
+  }
+  if (wandb) {
+    sinks.push(
+      await WandbSink.start({ project: wandb.project, ...(wandb.entity ? { entity: wandb.entity } : {}), ...(wandb.baseUrl ? { baseUrl: wandb.baseUrl } : {}), runId, displayName: runId, config: flattenParams(cfg), clock, log }),
+    );
+  }
+  return sinks;
 }
 
 /** The gateway's admin token from the environment, when `gateway.auth` asks for one. */

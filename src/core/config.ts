@@ -540,7 +540,7 @@ export const RunConfigSchema = z
       .optional(),
     /**
      * Run tracking beyond metrics.jsonl and TensorBoard (always written): MLflow through its REST API
-     * (loop/mlflow-sink.ts). Off when absent.
+     * (loop/mlflow-sink.ts), Weights & Biases through its HTTP API (loop/wandb-sink.ts). Off when absent.
      */
     tracking: z
       .object({
@@ -550,6 +550,17 @@ export const RunConfigSchema = z
             url: z.string().url().optional(),
             /** Experiment name, created when missing (default: the run's name). */
             experiment: z.string().min(1).optional(),
+          })
+          .strict()
+          .optional(),
+        /** Weights & Biases over its HTTP API (loop/wandb-sink.ts); the key from WANDB_API_KEY. */
+        wandb: z
+          .object({
+            project: z.string().min(1),
+            /** User or team (default: the key's default entity). */
+            entity: z.string().min(1).optional(),
+            /** Server (default: WANDB_BASE_URL, else https://api.wandb.ai). */
+            baseUrl: z.string().url().optional(),
           })
           .strict()
           .optional(),
