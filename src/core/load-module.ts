@@ -53,15 +53,25 @@ export async function loadModuleExport(spec: string, field: string): Promise<unk
     const msg = (e instanceof Error ? e.message : String(e)).split("\n")[0];
     throw new ArborError(`${field}: cannot load ${path}: ${msg}`, "config");
   }
-  // A CommonJS module (or a TypeScript one compiled as such) puts its exports under `default`.
-  const value = Object.hasOwn(mod, exportName) ? mod[exportName] : commonJsExport(mod, exportName);
+  const ns = namespaceOf(mod);
+  const value = Object.hasOwn(ns, exportName) ? ns[exportName] : commonJsExport(ns, exportName);
   if (value === undefined) {
-    const names = Object.keys(mod).filter((k) => k !== "__esModule");
+    const names = Object.keys(ns).filter((k) => k !== "__esModule" && k !== "module.exports").sort();
     throw new ArborError(`${field}: ${path} has no export '${exportName}' (exports: ${names.length > 0 ? names.join(", ") : "none"})`, "config");
   }
   return value;
 }
 
+/**
+ * The module's exports as its author wrote them. A TypeScript file outside a `"type": "module"` package is
+ * compiled as CommonJS, and Node's import then gives its whole `exports` object (marked `__esModule`) as `default`.
+ */
+function namespaceOf(mod: Record<string, unknown>): Record<string, unknown> {
+  const d = mod.default;
+  return typeof d === "object" && d !== null && (d as { __esModule?: unknown }).__esModule === true ? (d as Record<string, unknown>) : mod;
+}
+
+/** A plain CommonJS module's `module.exports` is the namespace's `default`: its members are the exports. */
 function commonJsExport(mod: Record<string, unknown>, name: string): unknown {
   const d = mod.default;
   if (name === "default" || typeof d !== "object" || d === null || !Object.hasOwn(d, name)) return undefined;

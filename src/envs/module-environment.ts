@@ -38,9 +38,9 @@ export function checkEnvironmentShape(value: unknown, where: string): Environmen
 }
 
 function describe(v: unknown): string {
-  if (v === null) return "null";
+  if (v === null || v === undefined) return String(v);
   if (Array.isArray(v)) return "an array";
-  if (typeof v === "string") return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (typeof v === "string") return `string ${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)}`;
   return typeof v === "object" || typeof v === "function" ? `a ${typeof v}` : `${typeof v} ${String(v)}`;
 }
 
