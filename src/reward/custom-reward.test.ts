@@ -25,10 +25,10 @@ beforeAll(async () => {
     "export function sneaky() { return Promise.resolve(1); }",
     "export default () => 0.25;",
   ].join("\n"));
-  [{ fn: exampleFn }, { fn: asyncFn }] = await loadCustomRewards([
+  [exampleFn, asyncFn] = (await loadCustomRewards([
     { module: `${example}#toolSuccess`, weight: 1 },
     { module: `${join(dir, "r.mjs")}#answerLength`, weight: 1 },
-  ]);
+  ])).map((w) => w.fn) as [RewardFn, RewardFn];
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -67,10 +67,10 @@ describe("custom rewards", () => {
     expect(await err({ module: `${join(dir, "r.mjs")}#nope`, weight: 1 })).toMatch(/^reward\.custom: .*r\.mjs has no export 'nope' \(exports: answerLength, bad, default, notAFunction, rewardFn, sneaky\)$/);
     expect(await err({ module: join(dir, "missing.ts"), weight: 1 })).toMatch(/^reward\.custom: module .*missing\.ts not found/);
     expect(await err({ module: `${join(dir, "r.mjs")}#rewardFn`, name: "other", weight: 1 })).toMatch(/name 'other' differs from the RewardFn's own name 'always-one'$/);
-    const [{ fn: bad }, { fn: sneaky }] = await loadCustomRewards([
+    const [bad, sneaky] = (await loadCustomRewards([
       { module: `${join(dir, "r.mjs")}#bad`, weight: 1 },
       { module: `${join(dir, "r.mjs")}#sneaky`, weight: 1 },
-    ]) as [{ fn: RewardFn }, { fn: RewardFn }];
+    ])).map((w) => w.fn) as [RewardFn, RewardFn];
     const ctx = contractGroup()[0] as RewardContext;
     expect(() => bad.compute(ctx)).toThrow(/^reward\.custom bad \(.*r\.mjs#bad\): returned "high" for program 'p0' \(expected a finite number or \{value, steps\}\)$/);
     expect(() => sneaky.compute(ctx)).toThrow(/returned a promise from a function not declared async for program 'p0'/);
