@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { tableFromArrays } from "apache-arrow";
+import { Field, Int64, List, Struct, Table, tableFromArrays, Utf8, vectorFromArray } from "apache-arrow";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeParquetFile } from "../batch/export-parquet.js";
 import { loadDataset } from "../validate/dataset.js";
@@ -81,6 +81,19 @@ describe("task files", () => {
       { id: "p0", prompt, meta: { expression: "6*7", answer: 42 } },
       { id: "p1", prompt: prompt.slice(1), meta: {} },
     ]);
+    // Nested columns: prompt a list of {role, content} structs, meta a struct (INT64 answers come back as numbers).
+    const nested = join(dir, "nested.parquet");
+    const message = new Struct([new Field("role", new Utf8()), new Field("content", new Utf8())]);
+    const metaType = new Struct([new Field("expression", new Utf8()), new Field("answer", new Int64())]);
+    writeParquetFile(
+      nested,
+      new Table({
+        id: vectorFromArray(["n0"], new Utf8()),
+        prompt: vectorFromArray([prompt], new List(new Field("item", message))),
+        meta: vectorFromArray([{ expression: "6*7", answer: 42n }], metaType),
+      }),
+    );
+    expect(await loadTaskFile(nested)).toEqual([{ id: "n0", prompt, meta: { expression: "6*7", answer: 42 } }]);
     const bad = join(dir, "bad.parquet");
     writeParquetFile(bad, tableFromArrays({ id: ["p0", ""], prompt: [JSON.stringify(prompt), JSON.stringify(prompt)], meta: ["{}", "{}"] }));
     expect(await loadError(bad)).toMatch(/bad\.parquet row 1: id must be a non-empty string$/);
