@@ -10,3 +10,15 @@ export function toolSuccess(ctx: RewardContext): number {
   if (calls.length === 0) return 0;
   return calls.filter((t) => t.ok).length / calls.length;
 }
+
+/** Tokens a program may generate in this example (config.yaml `agent.maxTotalTokens`). */
+const TOKEN_BUDGET = 96;
+
+/**
+ * A second reward: the share of the token budget the program left unused, so between two programs that do the
+ * same, the shorter scores higher. It varies within a group where `toolSuccess` often does not.
+ */
+export function brevity(ctx: RewardContext): number {
+  const used = ctx.trajectory.calls.reduce((n, c) => n + c.outputTokenIds.length, 0);
+  return Math.max(0, 1 - used / TOKEN_BUDGET);
+}

@@ -1,7 +1,8 @@
 // examples/custom-env end to end (issue 19: "runs through arbor run with a task file and a custom reward"): its
 // environment module passes the environment contract the shipped ones pass, on the tasks of its file; then
 // `arbor run` runs the example as shipped (the tiny SFT policy, two iterations with training) and the store says
-// the programs ran on the file's tasks, slice by slice, each rewarded with the custom `tool-success` component.
+// the programs ran on the file's tasks, slice by slice, each rewarded with the custom `tool-success` and `brevity`
+// components.
 import { spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -36,11 +37,13 @@ describe("arbor run examples/custom-env/config.yaml", () => {
   }, 450_000);
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("loads the module, the task file and the custom reward, and runs both iterations", () => {
+  it("loads the module, the task file and the custom rewards, and trains for both iterations", () => {
     expect(run.status, run.stderr).toBe(0);
     expect(run.stderr).toMatch(/^env {6}shop \(.*examples\/custom-env\/my-env\.ts\): 6 tasks from .*examples\/custom-env\/tasks\.jsonl, 3 per iteration$/m);
-    expect(run.stderr).toMatch(/^iteration 2\/2 .*tool-success/m);
+    expect(run.stderr).toMatch(/^iteration 1\/2 .*brevity .*tool-success .*policy v0 → v1$/m);
+    expect(run.stderr).toMatch(/^iteration 2\/2 .*policy v1 → v2$/m);
     expect(run.stdout).toMatch(/^ {4}tool-success +\d/m);
+    expect(run.stdout).toMatch(/^ {4}brevity +\d/m);
   });
 
   it("each iteration ran the next slice of the file's tasks, every program with model calls", () => {
@@ -55,14 +58,16 @@ describe("arbor run examples/custom-env/config.yaml", () => {
     }
   });
 
-  it("stores the custom reward as a component of every program's reward, weighted 0.5 in the total", () => {
+  it("stores the custom rewards as components of every program's reward, weighted 0.5 and 0.1 in the total", () => {
     const programs = runs.flatMap((r) => r.programs);
     for (const p of programs) {
-      expect(Object.keys(p.components ?? {}).sort(), p.id).toEqual(["outcome", "tool-success"]);
+      expect(Object.keys(p.components ?? {}).sort(), p.id).toEqual(["brevity", "outcome", "tool-success"]);
       const c = p.components as Record<string, number>;
       expect(c["tool-success"]).toBeGreaterThanOrEqual(0);
       expect(c["tool-success"]).toBeLessThanOrEqual(1);
-      expect(p.reward).toBeCloseTo(c.outcome! + 0.5 * c["tool-success"]!, 9);
+      // brevity: the share of the 96-token budget left unused.
+      expect(c.brevity).toBeCloseTo(1 - p.outputTokens / 96, 9);
+      expect(p.reward).toBeCloseTo(c.outcome! + 0.5 * c["tool-success"]! + 0.1 * c.brevity!, 9);
     }
     // The component follows the programs' tool calls: none called means 0.
     for (const p of programs.filter((x) => x.toolCalls === 0)) expect(p.components!["tool-success"]).toBe(0);
