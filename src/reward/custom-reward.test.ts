@@ -14,6 +14,7 @@ const example = join(import.meta.dirname, "../../examples/custom-env/my-reward.t
 let dir: string;
 let exampleFn: RewardFn;
 let asyncFn: RewardFn;
+let brevityFn: RewardFn;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-custom-reward-"));
@@ -25,14 +26,16 @@ beforeAll(async () => {
     "export function sneaky() { return Promise.resolve(1); }",
     "export default () => 0.25;",
   ].join("\n"));
-  [exampleFn, asyncFn] = (await loadCustomRewards([
+  [exampleFn, brevityFn, asyncFn] = (await loadCustomRewards([
     { module: `${example}#toolSuccess`, weight: 1 },
+    { module: `${example}#brevity`, weight: 1 },
     { module: `${join(dir, "r.mjs")}#answerLength`, weight: 1 },
-  ])).map((w) => w.fn) as [RewardFn, RewardFn];
+  ])).map((w) => w.fn) as [RewardFn, RewardFn, RewardFn];
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("examples/custom-env/my-reward.ts#toolSuccess", () => rewardFnContract("tool-success", () => exampleFn));
+describe("examples/custom-env/my-reward.ts#brevity", () => rewardFnContract("brevity", () => brevityFn));
 describe("an async custom reward", () => rewardFnContract("answer-length", () => asyncFn));
 
 describe("custom rewards", () => {
