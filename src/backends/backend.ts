@@ -75,6 +75,8 @@ export interface GenerateRequest {
   programId?: string;
   /** Prefill/decode handoff (Arbor's engine, vLLM's field): sent as `kv_transfer_params` (backends/disagg-backend.ts). */
   kvTransferParams?: Record<string, unknown>;
+  /** The program's GRPO group: Arbor's engine drafts from its siblings' responses (`draft_group_id`, speculative decoding). */
+  draftGroupId?: string;
   signal?: AbortSignal;
 }
 

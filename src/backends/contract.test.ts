@@ -62,12 +62,12 @@ function vllmLike(type: "vllm" | "builtin") {
         cases: [
           {
             label: "stop (eos)",
-            req: { promptTokenIds: PROMPT, maxTokens: 8, temperature: 0.7, topP: 0.9, seed: 5, programId: "prog-1" },
+            req: { promptTokenIds: PROMPT, maxTokens: 8, temperature: 0.7, topP: 0.9, seed: 5, programId: "prog-1", draftGroupId: "group-1" },
             // vLLM clamps -inf to -9999.0.
             expected: { outputTokenIds: STOP_IDS, logprobs: [-0.021118164, -0.4609375, -9999.0], finishReason: "stop", policyVersion, promptTokenIds: PROMPT },
             sent: {
               path: "/v1/completions",
-              body: { prompt: PROMPT, max_tokens: 8, temperature: 0.7, top_p: 0.9, seed: 5, logprobs: 0, return_token_ids: true, ...(type === "builtin" ? { program_id: "prog-1" } : {}) },
+              body: { prompt: PROMPT, max_tokens: 8, temperature: 0.7, top_p: 0.9, seed: 5, logprobs: 0, return_token_ids: true, ...(type === "builtin" ? { program_id: "prog-1", draft_group_id: "group-1" } : {}) },
             },
           },
           {

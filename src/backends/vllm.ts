@@ -73,6 +73,7 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
     Object.assign(body, vllmSamplingFields(req));
     if (arbor && req.programId !== undefined) body.program_id = req.programId;
     if (arbor && req.kvTransferParams !== undefined) body.kv_transfer_params = req.kvTransferParams;
+    if (arbor && req.draftGroupId !== undefined) body.draft_group_id = req.draftGroupId;
     return body;
   }
 

@@ -35,6 +35,8 @@ export interface ProgramOutcome {
   chunkLengths: number[];
   /** Optional per-chunk rewards (process rewards) for reward-to-go; absent = only the final reward. */
   stepRewards?: number[];
+  /** The reward's `outcome` component (the env checker's score; solved at 1), when the reward has one. */
+  outcome?: number;
 }
 
 /** Samples plus the outcome of every program of the batch's groups (programs with no trainable call included). */

@@ -14,7 +14,8 @@ import { writeInspectStore, type InspectStore } from "../testing/inspect-store.j
 import { readArrowBatch } from "./export-arrow.js";
 import { readSamplesJsonl } from "./export-jsonl.js";
 import { readTreeSafetensors } from "./export-safetensors.js";
-import { checkExportFormat, exportStore, type StoreExport } from "./export-store.js";
+import { checkExportFormat, exportStore, runBatch, type StoreExport } from "./export-store.js";
+import { heldOutRunConfigJson } from "../core/held-out-run.js";
 import type { ExportFormat } from "./export-trajectories.js";
 import type { ScoredSample } from "./batch-sample.js";
 
@@ -161,6 +162,19 @@ describe("exportStore", () => {
     expect(tree.tree.samplePaths.map((p) => p.length)).toEqual(samples.map((s) => s.tokenIds.length));
     // The prefix tree holds each sample's tokens along its path.
     samples.forEach((s, i) => expect(Array.from(tree.tree.samplePaths[i]!, (n) => tree.tree.tokens[n])).toEqual(s.tokenIds));
+  });
+
+  it("builds no batch from a held-out evaluation's run, however complete its groups", async () => {
+    const store = new SqliteTrajectoryStore(fixture.path);
+    try {
+      const run = (await store.listRuns()).find((r) => r.id === "run-1")!;
+      const trajectories = await store.listTrajectories(run.id);
+      const groups = await store.listGroups(run.id);
+      expect(typeof runBatch(run, trajectories, groups)).toBe("object");
+      expect(runBatch({ ...run, configJson: heldOutRunConfigJson(run.configJson, "train-run") }, trajectories, groups)).toBe("held-out evaluation of run train-run: never trained on");
+    } finally {
+      await store.close();
+    }
   });
 
   it("refuses an unknown format, naming the known ones", () => {

@@ -5,6 +5,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../core/errors.js";
+import { heldOutRunOf } from "../core/held-out-run.js";
 import type { Group, Trajectory } from "../core/types.js";
 import { writeFileAtomic } from "../model/atomic-file.js";
 import type { RunRecord, TrajectoryStore } from "../store/trajectory-store.js";
@@ -46,8 +47,13 @@ function estimatorOf(run: RunRecord): { estimator: string; estimatorOptions: Rec
   return { estimator, estimatorOptions: typeof opts === "object" && opts !== null ? (opts as Record<string, unknown>) : {} };
 }
 
-/** The batch of one run over its groups whose every program has a finite reward, or why there is none. */
+/**
+ * The batch of one run over its groups whose every program has a finite reward, or why there is none (a held-out
+ * evaluation's run never has one: its programs are never trained on).
+ */
 export function runBatch(run: RunRecord, trajectories: readonly Trajectory[], groups: readonly Group[]): ExportedBatch | string {
+  const of = heldOutRunOf(run.configJson);
+  if (of !== undefined) return `held-out evaluation of run ${of}: never trained on`;
   const byId = new Map(trajectories.map((t) => [t.program.id, t]));
   const complete = groups.filter((g) => g.programIds.length > 0 && g.programIds.every((id) => Number.isFinite(byId.get(id)?.reward?.total)));
   if (complete.length === 0) return "no group has a reward for every program";

@@ -70,7 +70,8 @@ describe("buildSampleSet", () => {
     expect(s2).toMatchObject({ callIds: ["p0-c5"], segment: 2, tokenIds: [1, 7, 8, 4], lossMask: [0, 0, 0, 1], chunks: [-1, -1, -1, 4] });
     // The text-only call is no chunk; p1 has no calls but still is an outcome of its group.
     expect(programs).toEqual([
-      { programId: "p0", groupId: "g", reward: 1, chunkCount: 5, chunkLengths: [2, 1, 1, 1, 1], stepRewards: [0, 0.25, 0, 0, 0] },
+      // The outcome component rides along (advantage shaping tells solved programs by it); p1's reward has none.
+      { programId: "p0", groupId: "g", reward: 1, chunkCount: 5, chunkLengths: [2, 1, 1, 1, 1], stepRewards: [0, 0.25, 0, 0, 0], outcome: 1 },
       { programId: "p1", groupId: "g", reward: 0, chunkCount: 0, chunkLengths: [] },
     ]);
   });

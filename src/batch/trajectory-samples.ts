@@ -140,6 +140,8 @@ export function buildSampleSet(trajectories: readonly Trajectory[], groups: read
     };
     const steps = stepRewardsOf(t, calls.length);
     if (steps) outcome.stepRewards = steps;
+    const solved = t.reward?.components.outcome;
+    if (typeof solved === "number") outcome.outcome = solved;
     programs.push(outcome);
   }
   return { samples, programs };

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import type { Trajectory } from "../core/types.js";
 import { batchStats, meanRewardComponents, type IterationResult } from "../loop/iteration-result.js";
 import type { RlUpdate } from "../loop/rl-update.js";
-import { iterationLine, summaryTrainingRows } from "./iteration-report.js";
+import type { HeldOutScore } from "../loop/held-out-eval.js";
+import { heldOutPoints, heldOutText, iterationLine, summaryTrainingRows } from "./iteration-report.js";
 import type { RunSummary } from "./run.js";
 
 function trajectory(components: Record<string, number> | undefined): Trajectory {
@@ -28,7 +29,7 @@ function iteration(k: number, reward: number, components: Record<string, number>
     trainMs: 500,
     policyVersion: k - 1,
     ...(update
-      ? { update: { stepped: true, version: k, loss: 0.1234, gradNorm: 0.5, clipFraction: 0, samples: 4, trainedSamples: 3, treeTokens: 10, flatTokens: 30, droppedGroups: 0, ...update } }
+      ? { update: { stepped: true, version: k, loss: 0.1234, gradNorm: 0.5, clipFraction: 0, kl: 0, samples: 4, trainedSamples: 3, treeTokens: 10, flatTokens: 30, droppedGroups: 0, ...update } }
       : {}),
   };
 }
@@ -62,5 +63,26 @@ describe("iteration report", () => {
     expect(rows["  outcome"]).toMatch(/^0\.100 → 0\.400 /);
     expect(rows["  process"]).toMatch(/^-0\.300 → -0\.100 /);
     expect(rows.iterations).toBe("2, policy v0 → v2");
+  });
+
+  it("shows the held-out score on the iteration line and first → last with the paired difference in the summary", () => {
+    const v0: HeldOutScore = { version: 0, solved: { mean: 0.25, se: 0.041, n: 32 }, baseVersion: 0, tasks: 32, samples: 4, temperature: 1 };
+    const v2: HeldOutScore = { ...v0, version: 2, solved: { mean: 0.3125, se: 0.045, n: 32 }, diff: { mean: 0.0625, se: 0.02, n: 32 } };
+    const v3: HeldOutScore = { ...v0, version: 3, solved: { mean: 0.3, se: 0.044, n: 32 }, diff: { mean: 0.05, se: 0.021, n: 32 } };
+    expect(heldOutText(v0)).toBe("held-out v0 solved 25.0% ± 4.1 (32 tasks × 4)");
+    expect(heldOutText(v3)).toBe("held-out v3 solved 30.0% ± 4.4  Δ vs v0 +5.0 ± 2.1 pts (32 tasks × 4)");
+    expect(heldOutText({ ...v3, diff: { mean: -0.05, se: 0.021, n: 32 } })).toContain("Δ vs v0 -5.0 ± 2.1 pts");
+    const it2 = { ...iteration(2, 0.3, { outcome: 0.3 }, {}), heldOut: v2 };
+    expect(iterationLine(it2, 3)).toMatch(/policy v1 → v2 {2}held-out v2 solved 31\.3% ± 4\.5 {2}Δ vs v0 \+6\.3 ± 2\.0 pts/);
+    expect(iterationLine(iteration(1, 0.3, { outcome: 0.3 }, {}), 3)).not.toContain("held-out");
+    const rows = Object.fromEntries(summaryTrainingRows({ iterations: [iteration(1, 0, { outcome: 0 }), it2], rewardPlot: "/r.svg", policyVersion: 3, heldOut: [v0, v2, v3] }));
+    expect(rows["held-out"]).toBe("solved v0 25.0% ± 4.1 → v3 30.0% ± 4.4, paired Δ +5.0 ± 2.1 pts (32 tasks × 4 samples, temperature 1, never trained on)");
+    expect(rows["  versions"]).toMatch(/^v0 25\.0% {2}v2 31\.3% {2}v3 30\.0% {2}/);
+    expect(summaryTrainingRows({ iterations: [it2], rewardPlot: "/r.svg" }).some(([k]) => k === "held-out")).toBe(false);
+    // The plot's points: version 0 at iteration 0, then each scored step's version at its iteration.
+    expect(heldOutPoints([iteration(1, 0, {}), it2], v0)).toEqual([
+      { iteration: 0, version: 0, solved: 0.25, se: 0.041 },
+      { iteration: 2, version: 2, solved: 0.3125, se: 0.045 },
+    ]);
   });
 });

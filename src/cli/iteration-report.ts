@@ -1,9 +1,11 @@
 // What a training run prints and writes about its iterations: one line per iteration (mean reward and its
-// components, loss, tokens, time, policy versions), the reward plot in the output directory and the summary's rows.
+// components, loss, tokens, time, policy versions, the held-out score when one was due), the reward plot in the
+// output directory and the summary's rows.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { HeldOutScore } from "../loop/held-out-eval.js";
 import type { IterationResult } from "../loop/iteration-result.js";
-import { rewardPlotSvg, sparkline } from "./reward-plot.js";
+import { rewardPlotSvg, sparkline, type HeldOutPoint } from "./reward-plot.js";
 
 function meanReward(r: IterationResult): number {
   return r.stats.meanReward ?? 0;
@@ -34,7 +36,23 @@ export function iterationLine(r: IterationResult, of: number): string {
       `policy v${r.policyVersion} → v${u.version}`,
     );
   }
+  if (r.heldOut) parts.push(heldOutText(r.heldOut));
   return parts.join("  ");
+}
+
+/** Percentage points with one decimal. */
+const pts = (x: number): string => (100 * x).toFixed(1);
+
+/** `held-out v4 solved 37.5% ± 4.1  Δ vs v0 +6.2 ± 2.0 pts (32 tasks × 4)`: the rate, its SE and the paired difference. */
+export function heldOutText(s: HeldOutScore): string {
+  const rate = `held-out v${s.version} solved ${pts(s.solved.mean)}% ± ${pts(s.solved.se)}`;
+  const diff = s.diff ? `  Δ vs v${s.baseVersion} ${s.diff.mean >= 0 ? "+" : ""}${pts(s.diff.mean)} ± ${pts(s.diff.se)} pts` : "";
+  return `${rate}${diff} (${s.tasks} tasks × ${s.samples})`;
+}
+
+/** The line of the starting policy's held-out score, before the first iteration. */
+export function heldOutStartLine(s: HeldOutScore): string {
+  return `eval     ${heldOutText(s)} at temperature ${s.temperature}`;
 }
 
 /** The sync mode's iteration line with the batch's staleness and the versions its tokens came from (async steps). */
@@ -44,15 +62,22 @@ export function asyncStepLine(r: IterationResult, of: number): string {
   return s === undefined ? line : `${line}  staleness mean ${s.mean.toFixed(2)} max ${s.max}  token versions ${s.versions.map((v) => `v${v}`).join(",")}`;
 }
 
-/** Write `reward.svg` (mean reward per iteration) into `dir`; returns its path. */
-export function writeRewardPlot(dir: string, results: readonly IterationResult[]): string {
+/** The held-out points of the plot: the starting version at iteration 0, then each scored step's. */
+export function heldOutPoints(results: readonly IterationResult[], start?: HeldOutScore): HeldOutPoint[] {
+  const point = (iteration: number, s: HeldOutScore): HeldOutPoint => ({ iteration, version: s.version, solved: s.solved.mean, se: s.solved.se });
+  return [...(start ? [point(0, start)] : []), ...results.flatMap((r) => (r.heldOut ? [point(r.iteration, r.heldOut)] : []))];
+}
+
+/** Write `reward.svg` (mean reward per iteration, and the held-out solved rate with error bars) into `dir`; returns its path. */
+export function writeRewardPlot(dir: string, results: readonly IterationResult[], heldOutStart?: HeldOutScore): string {
   const path = join(dir, "reward.svg");
-  writeFileSync(path, rewardPlotSvg(results.map((r) => ({ iteration: r.iteration, meanReward: meanReward(r), ...(r.rewardComponents ? { components: r.rewardComponents } : {}) }))));
+  const points = results.map((r) => ({ iteration: r.iteration, meanReward: meanReward(r), ...(r.rewardComponents ? { components: r.rewardComponents } : {}) }));
+  writeFileSync(path, rewardPlotSvg(points, undefined, heldOutPoints(results, heldOutStart)));
   return path;
 }
 
 /** Summary rows of a training run (none for a plain rollout). */
-export function summaryTrainingRows(s: { iterations: readonly IterationResult[]; rewardPlot?: string; policyVersion?: number }): [string, string][] {
+export function summaryTrainingRows(s: { iterations: readonly IterationResult[]; rewardPlot?: string; policyVersion?: number; heldOut?: readonly HeldOutScore[] }): [string, string][] {
   if (s.rewardPlot === undefined) return [];
   const rewards = s.iterations.map(meanReward);
   const row = (values: number[]): string => `${(values[0] ?? 0).toFixed(3)} → ${(values[values.length - 1] ?? 0).toFixed(3)}  ${sparkline(values)}  (${values.map((x) => x.toFixed(2)).join(" ")})`;
@@ -62,6 +87,20 @@ export function summaryTrainingRows(s: { iterations: readonly IterationResult[];
     ["reward", row(rewards)],
     // Each component's own curve: a total can rise through one part alone (e.g. fewer malformed calls).
     ...(names.length > 1 ? names.map((n): [string, string] => [`  ${n}`, row(s.iterations.map((r) => r.rewardComponents?.[n] ?? 0))]) : []),
+    ...heldOutRows(s.heldOut ?? []),
     ["plot", s.rewardPlot],
+  ];
+}
+
+/** The summary's held-out rows: first and last version with SEs and their paired difference, then every version scored. */
+function heldOutRows(scores: readonly HeldOutScore[]): [string, string][] {
+  const first = scores[0];
+  const last = scores[scores.length - 1];
+  if (first === undefined || last === undefined) return [];
+  const at = (s: HeldOutScore): string => `v${s.version} ${pts(s.solved.mean)}% ± ${pts(s.solved.se)}`;
+  const diff = last.diff ? `, paired Δ ${last.diff.mean >= 0 ? "+" : ""}${pts(last.diff.mean)} ± ${pts(last.diff.se)} pts` : "";
+  return [
+    ["held-out", `solved ${at(first)} → ${at(last)}${diff} (${first.tasks} tasks × ${first.samples} samples, temperature ${first.temperature}, never trained on)`],
+    ...(scores.length > 2 ? ([["  versions", `${scores.map((s) => `v${s.version} ${pts(s.solved.mean)}%`).join("  ")}  ${sparkline(scores.map((s) => s.solved.mean))}`]] as [string, string][]) : []),
   ];
 }

@@ -112,4 +112,35 @@ describe("reward plot", () => {
     expect(sparkline([0.2, 0.2])).toBe("▁▁");
     expect(sparkline([])).toBe("");
   });
+
+  it("draws the held-out solved rate per version with ±1 SE bars, version 0 at iteration 0", () => {
+    const svg = rewardPlotSvg(
+      [
+        { iteration: 1, meanReward: 0.1 },
+        { iteration: 2, meanReward: 0.2 },
+      ],
+      undefined,
+      [
+        { iteration: 0, version: 0, solved: 0.2, se: 0.05 },
+        { iteration: 2, version: 2, solved: 0.4, se: 0.1 },
+      ],
+    );
+    expect(svg).toContain("mean reward and held-out solved rate per iteration");
+    expect(svg).toContain("held-out solved (±1 SE)");
+    expect(svg).toContain("held-out v2: 40.0% ± 10.0");
+    // The axis covers every bar's ends (0.15 .. 0.5) and the x axis starts at iteration 0.
+    const ticks = [...tickLabels(svg).keys()].map(Number);
+    expect(Math.min(...ticks)).toBeLessThanOrEqual(0.1);
+    expect(Math.max(...ticks)).toBeGreaterThanOrEqual(0.5);
+    expect(svg).toMatch(/text-anchor="middle">0<\/text>/);
+    // One vertical bar per version, its length twice the SE on the axis' scale: v2's twice v0's.
+    const bars = [...svg.matchAll(/<line x1="([\d.]+)" y1="([\d.]+)" x2="\1" y2="([\d.]+)" stroke="#17becf"/g)].map((m) => Number(m[3]) - Number(m[2]));
+    expect(bars).toHaveLength(2);
+    expect(bars[1]! / bars[0]!).toBeCloseTo(2, 1);
+    // Higher rate higher up: the markers' y falls from v0 to v2.
+    const marks = [...svg.matchAll(/<rect x="[\d.]+" y="([\d.]+)" width="7"/g)].map((m) => Number(m[1]));
+    expect(marks[0]!).toBeGreaterThan(marks[1]!);
+    // Without held-out points the plot is as before.
+    expect(rewardPlotSvg([{ iteration: 1, meanReward: 0.1 }])).not.toContain("held-out");
+  });
 });

@@ -1,5 +1,6 @@
-// The learning curve of a training run: mean reward per iteration (and each reward component's mean, dashed)
-// as a small standalone SVG written to the run's output directory, and as a one-line terminal sparkline.
+// The learning curve of a training run: mean reward per iteration (and each reward component's mean, dashed),
+// and the held-out solved rate of each evaluated policy version with ±1 standard-error bars (version 0 at
+// iteration 0), as a small standalone SVG written to the run's output directory, and a terminal sparkline.
 
 /** One point of the curve. */
 export interface RewardPoint {
@@ -8,6 +9,17 @@ export interface RewardPoint {
   /** Mean of each reward component at this iteration (drawn as dashed lines when there are two or more). */
   components?: Record<string, number>;
 }
+
+/** A held-out score on the plot: the version evaluated after `iteration` (0: before training). */
+export interface HeldOutPoint {
+  iteration: number;
+  version: number;
+  /** Solved rate (0..1) and its standard error. */
+  solved: number;
+  se: number;
+}
+
+const HELD_OUT_COLOUR = "#17becf";
 
 const COMPONENT_COLOURS = ["#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"];
 
@@ -71,7 +83,8 @@ export function niceAxis(values: readonly number[]): YAxis {
  * ({@link niceAxis}), a point and its value at every iteration (labels kept inside the frame), each reward
  * component as a dashed line with a legend. Self-contained (no fonts or scripts to fetch).
  */
-export function rewardPlotSvg(points: readonly RewardPoint[], title = "mean reward per iteration"): string {
+export function rewardPlotSvg(points: readonly RewardPoint[], title?: string, heldOut: readonly HeldOutPoint[] = []): string {
+  const heading = title ?? (heldOut.length > 0 ? "mean reward and held-out solved rate per iteration" : "mean reward per iteration");
   const W = 640;
   const H = 360;
   const m = { left: 56, right: 24, top: 40, bottom: 48 };
@@ -80,11 +93,11 @@ export function rewardPlotSvg(points: readonly RewardPoint[], title = "mean rewa
   const names = [...new Set(points.flatMap((p) => Object.keys(p.components ?? {})))].sort();
   // A single component is the total itself.
   const series = names.length > 1 ? names : [];
-  const ys = [...points.map((p) => p.meanReward), ...points.flatMap((p) => series.map((n) => p.components?.[n] ?? 0))];
+  const ys = [...points.map((p) => p.meanReward), ...points.flatMap((p) => series.map((n) => p.components?.[n] ?? 0)), ...heldOut.flatMap((h) => [h.solved - h.se, h.solved + h.se])];
   const axis = niceAxis(ys);
   const yMin = axis.lo;
   const yMax = axis.hi;
-  const xs = points.map((p) => p.iteration);
+  const xs = [...points.map((p) => p.iteration), ...heldOut.map((h) => h.iteration)];
   const xMin = Math.min(...xs, 1);
   const xMax = Math.max(...xs, xMin + 1);
   const x = (v: number): number => m.left + ((v - xMin) / (xMax - xMin)) * pw;
@@ -93,15 +106,16 @@ export function rewardPlotSvg(points: readonly RewardPoint[], title = "mean rewa
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
     `<rect width="${W}" height="${H}" fill="white"/>`,
-    `<text x="${W / 2}" y="22" text-anchor="middle" font-size="15">${esc(title)}</text>`,
+    `<text x="${W / 2}" y="22" text-anchor="middle" font-size="15">${esc(heading)}</text>`,
   ];
   for (const v of axis.ticks) {
     out.push(`<line x1="${m.left}" y1="${f(y(v))}" x2="${W - m.right}" y2="${f(y(v))}" stroke="#ddd"/>`);
     out.push(`<text x="${m.left - 8}" y="${f(y(v) + 4)}" text-anchor="end">${v.toFixed(axis.decimals)}</text>`);
   }
-  for (const p of points) out.push(`<text x="${f(x(p.iteration))}" y="${H - m.bottom + 18}" text-anchor="middle">${p.iteration}</text>`);
+  for (const it of [...new Set(xs)].sort((a, b) => a - b)) out.push(`<text x="${f(x(it))}" y="${H - m.bottom + 18}" text-anchor="middle">${it}</text>`);
   out.push(`<text x="${m.left + pw / 2}" y="${H - 10}" text-anchor="middle">iteration</text>`);
-  out.push(`<text x="16" y="${m.top + ph / 2}" text-anchor="middle" transform="rotate(-90 16 ${m.top + ph / 2})">mean reward</text>`);
+  const yLabel = heldOut.length > 0 ? "mean reward / solved rate" : "mean reward";
+  out.push(`<text x="16" y="${m.top + ph / 2}" text-anchor="middle" transform="rotate(-90 16 ${m.top + ph / 2})">${yLabel}</text>`);
   out.push(`<rect x="${m.left}" y="${m.top}" width="${pw}" height="${ph}" fill="none" stroke="#888"/>`);
   if (points.length > 0) {
     // The total first: it is the chart's subject, drawn and labelled in full.
@@ -123,14 +137,38 @@ export function rewardPlotSvg(points: readonly RewardPoint[], title = "mean rewa
       const d = points.map((p, i) => `${i === 0 ? "M" : "L"}${f(x(p.iteration))},${f(y(p.components?.[name] ?? 0))}`).join(" ");
       out.push(`<path d="${d}" fill="none" stroke="${colour}" stroke-width="1.5" stroke-dasharray="5 3"><title>${esc(name)}</title></path>`);
     });
-    const legend: [string, string, string][] = [["total", "#1f77b4", ""], ...series.map((n, k): [string, string, string] => [n, COMPONENT_COLOURS[k % COMPONENT_COLOURS.length] as string, ' stroke-dasharray="5 3"'])];
-    if (series.length > 0) {
-      legend.forEach(([name, colour, dash], k) => {
-        const ly = m.top + 14 + k * 16;
-        out.push(`<line x1="${m.left + 10}" y1="${ly - 4}" x2="${m.left + 34}" y2="${ly - 4}" stroke="${colour}" stroke-width="2"${dash}/>`);
-        out.push(`<text x="${m.left + 40}" y="${ly}">${esc(name)}</text>`);
-      });
+  }
+  if (heldOut.length > 0) {
+    // Held-out solved rate: a line through the versions, each with a ±1 SE bar and its value in percent.
+    const d = heldOut.map((h, i) => `${i === 0 ? "M" : "L"}${f(x(h.iteration))},${f(y(h.solved))}`).join(" ");
+    out.push(`<path d="${d}" fill="none" stroke="${HELD_OUT_COLOUR}" stroke-width="2"/>`);
+    for (const h of heldOut) {
+      const px = x(h.iteration);
+      const [top, bottom] = [y(h.solved + h.se), y(h.solved - h.se)];
+      out.push(`<line x1="${f(px)}" y1="${f(top)}" x2="${f(px)}" y2="${f(bottom)}" stroke="${HELD_OUT_COLOUR}" stroke-width="1.5"/>`);
+      out.push(`<line x1="${f(px - 4)}" y1="${f(top)}" x2="${f(px + 4)}" y2="${f(top)}" stroke="${HELD_OUT_COLOUR}" stroke-width="1.5"/>`);
+      out.push(`<line x1="${f(px - 4)}" y1="${f(bottom)}" x2="${f(px + 4)}" y2="${f(bottom)}" stroke="${HELD_OUT_COLOUR}" stroke-width="1.5"/>`);
+      out.push(
+        `<rect x="${f(px - 3.5)}" y="${f(y(h.solved) - 3.5)}" width="7" height="7" fill="${HELD_OUT_COLOUR}"><title>held-out v${h.version}: ${(100 * h.solved).toFixed(1)}% ± ${(100 * h.se).toFixed(1)}</title></rect>`,
+      );
+      const anchor = px >= W - m.right - 20 ? "end" : px <= m.left + 20 ? "start" : "middle";
+      const lx = anchor === "end" ? px - 6 : anchor === "start" ? px + 6 : px;
+      const ly = bottom + 14 > m.top + ph ? top - 6 : bottom + 14;
+      out.push(`<text x="${f(lx)}" y="${f(ly)}" text-anchor="${anchor}" fill="${HELD_OUT_COLOUR}">${(100 * h.solved).toFixed(0)}%</text>`);
     }
+  }
+  const legend: [string, string, string][] = [
+    ["total", "#1f77b4", ""],
+    ...series.map((n, k): [string, string, string] => [n, COMPONENT_COLOURS[k % COMPONENT_COLOURS.length] as string, ' stroke-dasharray="5 3"']),
+    ...(heldOut.length > 0 ? ([["held-out solved (±1 SE)", HELD_OUT_COLOUR, ""]] as [string, string, string][]) : []),
+  ];
+  // A legend only when there is more than the total to tell apart.
+  if (points.length > 0 && legend.length > 1) {
+    legend.forEach(([name, colour, dash], k) => {
+      const ly = m.top + 14 + k * 16;
+      out.push(`<line x1="${m.left + 10}" y1="${ly - 4}" x2="${m.left + 34}" y2="${ly - 4}" stroke="${colour}" stroke-width="2"${dash}/>`);
+      out.push(`<text x="${m.left + 40}" y="${ly}">${esc(name)}</text>`);
+    });
   }
   out.push("</svg>");
   return `${out.join("\n")}\n`;

@@ -2,6 +2,7 @@
 // rewards, store, the orchestrated rollout (sync or async), the trainer (in process, or external over the
 // trainer protocol) and the engines' weight sync — into the training loop (src/loop/train-loop.ts), which
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
+import { lineLog, processLog } from "../core/logger.js";
 import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -19,6 +20,8 @@ import type { BackendReply } from "../backends/backend.js";
 import { jsonlBatchExporter } from "../loop/export-batch.js";
 import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
 import type { IterationResult } from "../loop/iteration-result.js";
+import { HeldOutEvaluation, type HeldOutScore } from "../loop/held-out-eval.js";
+import { heldOutPrograms } from "../loop/held-out-programs.js";
 import { startReferenceTrainer } from "../loop/reference-trainer.js";
 import { runTrainLoop, type TrainLoopResult } from "../loop/train-loop.js";
 import type { Trainer } from "../loop/trainer-port.js";
@@ -37,7 +40,7 @@ import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { MetricsLog } from "../loop/metrics-log.js";
-import { asyncStepLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
+import { asyncStepLine, heldOutStartLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
 
@@ -56,8 +59,10 @@ export interface RunSummary {
   tokensPerSecond: number;
   /** Every iteration in order (one without `iterations`); the fields above describe the last one. */
   iterations: IterationResult[];
-  /** SVG of mean reward per iteration (training runs). */
+  /** SVG of mean reward per iteration and the held-out solved rate per version (training runs). */
   rewardPlot?: string;
+  /** Held-out evaluation (`eval`): each scored version's solved rate, SE and paired difference against version 0. */
+  heldOut?: HeldOutScore[];
   /** One JSON line of metrics per iteration (sync) or trainer step (async): `loop/metrics-log.ts`. */
   metricsPath: string;
   /** The TensorBoard event file of the same numbers. */
@@ -97,7 +102,7 @@ export async function runCommand(configPath: string, opts: Omit<RunOptions, "clu
   const overrides = sets.map(parseOverride);
   const cluster = opts.cluster !== undefined ? loadClusterConfig(opts.cluster) : undefined;
   const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
-  const summary = await runIteration(cfg, { ...rest, cluster, log: (line) => console.error(line) });
+  const summary = await runIteration(cfg, { ...rest, cluster, log: lineLog(processLog("run")) });
   printSummary(summary);
 }
 
@@ -120,7 +125,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   mkdirSync(outDir, { recursive: true });
   // The user's environment module, task file and reward modules load here: a bad one fails before anything starts.
   const env = await environmentFromConfig(cfg.env);
-  const { tasks: drawn, perIteration: tasksPerIteration, source: taskSource } = await runTasks(env, cfg.env, cfg.iterations);
+  // With `eval`, the held-out tasks come after the training ones (or at the end of a task file), none sharing a training task's prompt.
+  const { tasks: trainTasks, heldOut, perIteration: tasksPerIteration, source: taskSource } = await runTasks(env, cfg.env, cfg.iterations, cfg.eval?.tasks ?? 0);
+  const split = { train: trainTasks, heldOut };
   const custom = cfg.reward.custom ? await loadCustomRewards(cfg.reward.custom) : undefined;
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
@@ -128,6 +135,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   if (cfg.rollout.mode === "async" && cfg.train === undefined) {
     // Checked before anything starts: async batches exist only for a trainer to take them.
     throw new ArborError("rollout.mode: 'async' needs `train` (its trainer takes the batches); add train or use mode: sync", "config");
+  }
+  if (cluster !== undefined && cfg.eval?.temperature !== undefined && cfg.eval.temperature !== cfg.agent.temperature) {
+    // Workers sample every program at the run config's agent.temperature (the work message carries no other).
+    throw new ArborError(`eval.temperature: with --cluster, held-out programs run on workers at agent.temperature (${cfg.agent.temperature}); remove eval.temperature or set it to that`, "config");
   }
   const judge = createRunJudge({ reward: cfg.reward, callsPath: join(outDir, "judge-calls.jsonl"), timeoutMs: cfg.gateway.callTimeoutMs, clock, ...(opts.log ? { log: opts.log } : {}) });
   const reward = createRewardFromConfig(cfg.reward, { ...judge.deps, ...(custom ? { custom } : {}) });
@@ -159,7 +170,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     // k-th slice of env.tasks(n·iterations, seed)), each iteration in its own store run; async: one run.
     const settings = orchestratorSettings(cfg.rollout, tasksPerIteration);
     // Native tool calls: the system prompt declares no markup (the request's `tools` declare the tools).
-    const allTasks = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native" ? drawn.map((t) => nativeTask(env, t)) : drawn;
+    const native = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native";
+    const allTasks = native ? split.train.map((t) => nativeTask(env, t)) : split.train;
+    const heldOutTasks = native ? split.heldOut.map((t) => nativeTask(env, t)) : split.heldOut;
     const runOf = (position: number): string => (sync && cfg.iterations > 1 ? `${baseRunId}-it${Math.floor(position / settings.batchGroups) + 1}` : baseRunId);
     const checkpointDir = join(outDir, "checkpoints");
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
@@ -207,6 +220,36 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       },
     });
     const metrics = new MetricsLog(outDir, clock);
+    // Held-out programs run as the rollout's do (gateway, engines, sandboxes) in a store run of their own that
+    // no batch is taken from.
+    let evaluation: HeldOutEvaluation | undefined;
+    if (cfg.eval) {
+      const temperature = cfg.eval.temperature ?? cfg.agent.temperature;
+      const held = heldOutPrograms({
+        runId: `${baseRunId}-eval`,
+        run: { name: cfg.name, configJson: JSON.stringify(cfg), of: baseRunId },
+        programs: d.programs,
+        options: {
+          env,
+          store,
+          gatewayUrl: d.gatewayUrl,
+          ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
+          model: servedModelOf(cfg),
+          limits: cfg.agent,
+          ...(cfg.agent.context !== undefined ? { context: cfg.agent.context } : {}),
+          agent,
+          seed: cfg.seed,
+          clock,
+          signal: abort.signal,
+        },
+        temperature,
+        samples: cfg.eval.samples,
+        store,
+        clock,
+      });
+      closers.push(() => held.close());
+      evaluation = new HeldOutEvaluation({ tasks: heldOutTasks, samples: cfg.eval.samples, every: cfg.eval.every, concurrency: cfg.rollout.concurrency, temperature, run: held.run });
+    }
     const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);
     let loop: TrainLoopResult;
     try {
@@ -219,6 +262,19 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         weights,
         exportBatch: jsonlBatchExporter(outDir, batchName),
         clock,
+        ...(evaluation
+          ? {
+              evaluate: async (step: number, version: number, last: boolean) => {
+                if (!evaluation.due(version, last)) return undefined;
+                const score = await evaluation.score(version);
+                if (step === 0) {
+                  metrics.appendHeldOut(score);
+                  log(heldOutStartLine(score));
+                }
+                return score;
+              },
+            }
+          : {}),
         onStep: (r) => {
           metrics.append(r, sync ? "iteration" : "step");
           progress?.step();
@@ -235,7 +291,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     if (end.unconsumedGroups.length > 0) log(`async    ${end.unconsumedGroups.length} group(s) admitted but not trained on (cut or left when the run stopped)`);
     const last = results[results.length - 1];
     if (last === undefined) throw new ArborError(`the rollout ended before its first batch; programs recorded in ${storePath}`, "aborted");
-    const rewardPlot = cfg.train ? writeRewardPlot(outDir, results) : undefined;
+    const rewardPlot = cfg.train ? writeRewardPlot(outDir, results, loop.heldOutStart) : undefined;
     // Async: the summary describes the whole run (every program, consumed by a batch or not), sync the last iteration.
     const runStats = sync ? last.stats : await store.stats(baseRunId);
     const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0);
@@ -253,6 +309,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       tokensPerSecond: (runStats.outputTokens * 1000) / (sync ? last.rolloutMs : loop.rolloutMs),
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
+      ...(evaluation ? { heldOut: evaluation.scores } : {}),
       metricsPath: metrics.path,
       tensorboardPath: metrics.tensorboard.path,
       ...(trainer ? { policyVersion: trainer.version } : {}),

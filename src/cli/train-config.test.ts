@@ -63,4 +63,11 @@ describe("training config (iterations, train)", () => {
     expect(cfg.iterations).toBeGreaterThan(1);
     expect(cfg.train?.estimator).toBe("grpo");
   });
+
+  it("accepts the shipped learn-calc config: the stronger checkpoint, held-out evaluation and shaping options", () => {
+    const cfg = loadRunConfig("examples/learn-calc.yaml");
+    expect(cfg.model.path).toBe("models/calc-solver.gguf");
+    expect(cfg.eval).toEqual({ tasks: 48, samples: 4, temperature: 1, every: 4 });
+    expect(cfg.train?.estimatorOptions).toEqual({ positiveOnly: true, zeroAdvantageUnsolvedGroups: true });
+  });
 });

@@ -50,4 +50,25 @@ describe("run config", () => {
     expect(() => loadRunConfig(writeTmp("engines: [\n"))).toThrowError(/YAML syntax/);
     expect(() => loadRunConfig("/nonexistent/x.yaml")).toThrowError(/no such file/);
   });
+
+  it("held-out evaluation: defaults, off when absent, needs training, and names a bad field", () => {
+    const train = { engines: [{ name: "e0" }], train: {} };
+    expect(parseRunConfig(train).eval).toBeUndefined();
+    expect(parseRunConfig({ ...train, eval: {} }).eval).toEqual({ tasks: 32, samples: 4, every: 1 });
+    expect(parseRunConfig({ ...train, eval: { tasks: 8, samples: 2, temperature: 0.5, every: 3 } }).eval).toEqual({ tasks: 8, samples: 2, temperature: 0.5, every: 3 });
+    expect(() => parseRunConfig({ ...train, eval: { samples: 0 } })).toThrowError(/eval\.samples: .*>=\s*1/);
+    expect(() => parseRunConfig({ ...train, eval: { every: 1.5 } })).toThrowError(/eval\.every: /);
+    expect(() => parseRunConfig({ ...train, eval: { temperature: -1 } })).toThrowError(/eval\.temperature: /);
+    expect(() => parseRunConfig({ ...train, eval: { task: 3 } })).toThrowError(/eval: .*task/);
+    expect(() => parseRunConfig({ engines: [{ name: "e0" }], eval: {} })).toThrowError(/eval: held-out evaluation compares policy versions: it needs `train`/);
+  });
+
+  it("advantage-shaping estimator options are checked when the config is read, naming the field", () => {
+    const opts = (estimatorOptions: Record<string, unknown>, reward: Record<string, unknown> = {}) => parseRunConfig({ engines: [{ name: "e0" }], train: { estimatorOptions }, reward });
+    expect(opts({ negativeAdvantageScale: 0.25, negativeAdvantageFloor: -1, zeroAdvantageUnsolvedGroups: true, positiveOnly: false, clipRatioC: 3 }).train?.estimatorOptions).toMatchObject({ negativeAdvantageScale: 0.25, clipRatioC: 3 });
+    expect(() => opts({ negativeAdvantageScale: -1 })).toThrowError(/train\.estimatorOptions\.negativeAdvantageScale: must be >= 0/);
+    expect(() => opts({ negativeAdvantageFloor: 0.5 })).toThrowError(/train\.estimatorOptions\.negativeAdvantageFloor: must be <= 0/);
+    expect(() => opts({ positiveOnly: "yes" })).toThrowError(/train\.estimatorOptions\.positiveOnly: /);
+    expect(() => opts({ zeroAdvantageUnsolvedGroups: true }, { outcome: 0, process: 1 })).toThrowError(/zeroAdvantageUnsolvedGroups: needs the outcome reward/);
+  });
 });

@@ -6,6 +6,7 @@ import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
 import { applyOverrides, type ConfigOverride } from "./config-overrides.js";
 import { ArborError } from "./errors.js";
+import { AdvantageShapingSchema, splitShapingOptions } from "./estimator-options.js";
 
 const positiveInt = z.number().int().min(1);
 
@@ -552,6 +553,21 @@ export const RunConfigSchema = z
         path: ["options", "judge"],
       })
       .prefault({}),
+    /**
+     * Held-out evaluation (issue 20): `tasks` tasks of the environment that no iteration trains on (drawn after
+     * the training tasks, any with a training task's prompt skipped), `samples` programs each at `temperature`
+     * (default: agent.temperature), run for policy version 0 and then every `every` versions and the last. Each
+     * (task, sample) has the same sampling seed at every version, so versions compare pairwise. Off when absent.
+     */
+    eval: z
+      .object({
+        tasks: positiveInt.max(10_000).default(32),
+        samples: positiveInt.max(1_000).default(4),
+        temperature: z.number().min(0).max(5).optional(),
+        every: positiveInt.default(1),
+      })
+      .strict()
+      .optional(),
     /** Rollout → reward → batch → train → weight sync, this many times (training needs `train`). */
     iterations: positiveInt.default(1),
     /**
@@ -657,6 +673,18 @@ export const RunConfigSchema = z
         });
       }
     });
+    if (cfg.eval !== undefined && cfg.train === undefined) {
+      ctx.addIssue({ code: "custom", path: ["eval"], message: "held-out evaluation compares policy versions: it needs `train`" });
+    }
+    if (cfg.train !== undefined) {
+      // Every estimator takes the shaping options (batch/estimators/advantage-shaping.ts) beside its own.
+      const { shaping } = splitShapingOptions(cfg.train.estimatorOptions);
+      const parsed = AdvantageShapingSchema.safeParse(shaping);
+      if (!parsed.success) for (const issue of parsed.error.issues) ctx.addIssue({ code: "custom", path: ["train", "estimatorOptions", ...issue.path.map(String)], message: issue.message });
+      if (shaping.zeroAdvantageUnsolvedGroups === true && cfg.reward.outcome === 0) {
+        ctx.addIssue({ code: "custom", path: ["train", "estimatorOptions", "zeroAdvantageUnsolvedGroups"], message: "needs the outcome reward (reward.outcome must not be 0): it tells which programs solved their task" });
+      }
+    }
     if (cfg.iterations > 1 && cfg.train === undefined) {
       ctx.addIssue({ code: "custom", path: ["iterations"], message: "more than one iteration needs `train` (what would change between them?)" });
     }

@@ -59,6 +59,23 @@ describe("environment from the config", () => {
     expect((await runTasks(await environmentFromConfig(whole), whole, 2)).tasks.map((t) => t.id)).toEqual(["f0", "f1", "f2", "f0", "f1", "f2"]);
   });
 
+  it("holds out the last eval.tasks tasks of a file, or drawn tasks after the training ones for a count", async () => {
+    const filed = envCfg({ module: `${join(dir, "object.mjs")}#env`, tasks: join(dir, "tasks.jsonl") });
+    const env = await environmentFromConfig(filed);
+    const r = await runTasks(env, filed, 2, 1);
+    expect([r.tasks.map((t) => t.id), r.heldOut.map((t) => t.id), r.perIteration]).toEqual([["f0", "f1", "f0", "f1"], ["f2"], 2]);
+    await expect(runTasks(env, filed, 1, 3)).rejects.toThrow(/^eval\.tasks: .*tasks\.jsonl has 3 tasks; holding out 3 leaves none to train on$/);
+    writeFileSync(join(dir, "same.jsonl"), ["a", "b"].map((id) => JSON.stringify({ id, prompt: [{ role: "user", content: "same" }], meta: {} })).join("\n"));
+    const same = envCfg({ module: `${join(dir, "object.mjs")}#env`, tasks: join(dir, "same.jsonl") });
+    await expect(runTasks(env, same, 1, 1)).rejects.toThrow("eval.tasks: held-out task 'b' (of the last 1 in");
+    const counted = envCfg({ name: "calc", tasks: 2, seed: 5 });
+    const calc = await environmentFromConfig(counted);
+    const c = await runTasks(calc, counted, 2, 3);
+    expect(c.tasks).toEqual(calc.tasks(4, 5));
+    expect(c.heldOut).toHaveLength(3);
+    expect(c.heldOut.some((h) => c.tasks.some((t) => JSON.stringify(t.prompt) === JSON.stringify(h.prompt)))).toBe(false);
+  });
+
   it("reads a folder of swe-mini task folders (arbor validate's filtered output) for swe-mini only", async () => {
     const folder = join(import.meta.dirname, "swe-mini/tasks");
     const cfg = envCfg({ name: "swe-mini", tasks: folder, perIteration: 2 });

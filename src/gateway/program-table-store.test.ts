@@ -32,6 +32,9 @@ describe("ProgramTable with a store", () => {
     await table.create("member", { groupId: "g", taskId: "t", sampleIndex: 3 });
     expect((await store.getTrajectory("alone"))?.program).toEqual({ id: "alone", runId: "run", taskId: "none", groupId: "alone", sampleIndex: 0, state: "active", createdAt: 50 });
     expect((await store.getTrajectory("member"))?.program).toMatchObject({ groupId: "g", taskId: "t", sampleIndex: 3 });
+    // The table keeps a named group (speculative decoding's draft group); a group of its own is not one.
+    expect(table.get("member")?.groupId).toBe("g");
+    expect(table.get("alone")?.groupId).toBeUndefined();
     expect(await store.listGroups("run")).toEqual([
       { id: "g", runId: "run", taskId: "t", programIds: ["member"] },
       { id: "alone", runId: "run", taskId: "none", programIds: ["alone"] },

@@ -40,6 +40,8 @@ export interface ProgramEntry {
   backend: string | null;
   /** "reasoning" while a call is in flight, "acting" between calls (the agent runs tools). */
   phase: ProgramPhase;
+  /** The group named at creation (a GRPO group: its siblings share speculative decoding's draft tree). */
+  groupId?: string;
   openedAt: number;
   lastActivity: number;
   releasedAt?: number;
@@ -189,6 +191,7 @@ export class ProgramTable {
     }
     this.open(id);
     const row = this.active.get(id) as Row;
+    if (place.groupId !== undefined) row.groupId = place.groupId;
     if (!store) return snapshot(row);
     row.creating = true;
     let createdFlag!: (ok: boolean) => void;

@@ -8,10 +8,26 @@ import { recordCall, resetFlags } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { usesTokenPath } from "./token-path-choice.js";
 import { promptSource } from "./token-path/prompt-source.js";
-import { runTokenCall } from "./token-path/token-call.js";
+import { runTokenCall, type TokenCallInput } from "./token-path/token-call.js";
+import type { TokenSampling } from "./token-path/sampling.js";
+import type { ToolPlan } from "../model/tool-markup.js";
 import { tokenAnswer } from "./token-path/token-response.js";
 import { tokenRouting, type RoutedTokenCall } from "./token-routing.js";
 import { tokenVersionsOf, type ExtractedTrace } from "./trace-extract.js";
+
+/** A routed call's input to the token path: its prompt source, the program's context and group, the plan's sampling and tools. */
+export function tokenCallInput(ctx: GatewayContext, call: RoutedTokenCall, plan: { sampling: TokenSampling; tools?: ToolPlan | undefined }): TokenCallInput {
+  const { programId } = call.place;
+  const groupId = ctx.table.get(programId)?.groupId;
+  return {
+    programId,
+    ...(groupId !== undefined ? { draftGroupId: groupId } : {}),
+    source: promptSource(call.endpoint, call.prepared),
+    previous: ctx.contexts.get(programId),
+    sampling: plan.sampling,
+    ...(plan.tools ? { tools: { plan: plan.tools, choice: call.prepared.upstreamBody.tool_choice } } : {}),
+  };
+}
 
 /** Serve a call routed to `call.first` on the token path; `recorded` says whether a Call was recorded. */
 export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall): Promise<{ recorded: boolean; result: unknown }> {
@@ -21,15 +37,10 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
   const routing = tokenRouting(ctx, call, (b) => usesTokenPath(ctx, b, prepared));
   const divided = ctx.divided;
   try {
-    const { sampling, tools } = routing.plan(endpoint);
+    const plan = routing.plan(endpoint);
+    const { sampling } = plan;
     const out = await runTokenCall(
-      {
-        programId,
-        source: promptSource(endpoint, prepared),
-        previous: ctx.contexts.get(programId),
-        sampling,
-        ...(tools ? { tools: { plan: tools, choice: prepared.upstreamBody.tool_choice } } : {}),
-      },
+      tokenCallInput(ctx, call, plan),
       {
         ...routing.deps,
         finished: (routeId, o) =>
@@ -47,9 +58,9 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
       policyVersion: out.result.policyVersion ?? 0,
       ...tokenVersionsOf(out.result.tokenPolicyVersions, out.result.policyVersion ?? 0),
     };
-    const call = recordCall(ctx, trace, callId, out.backend, prepared, place, resetFlags(out));
+    const recorded = recordCall(ctx, trace, callId, out.backend, prepared, place, resetFlags(out));
     rememberAnswer(ctx, programId, endpoint, { callId, result: out.result, decoded: out.decoded, answer: out.answer });
-    reply.header("x-arbor-call-id", call.id).header("x-arbor-call-index", String(index));
+    reply.header("x-arbor-call-id", recorded.id).header("x-arbor-call-index", String(index));
     const answer = tokenAnswer({
       endpoint,
       callId,

@@ -8,8 +8,8 @@ import { recordCall, resetFlags } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { sseResponse } from "./sse-response.js";
 import { openAiStreamSurface, type StreamSurface } from "./surfaces/stream-surface.js";
+import { tokenCallInput } from "./serve-token-path.js";
 import { usesTokenStream } from "./token-path-choice.js";
-import { promptSource } from "./token-path/prompt-source.js";
 import { visibleChunk } from "./token-path/token-chunks.js";
 import { openTokenStream, streamTokenAnswer, type OpenedTokenStream } from "./token-path/token-stream.js";
 import { tokenRouting, type RoutedTokenCall } from "./token-routing.js";
@@ -34,13 +34,7 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
     try {
       plan = routing.plan(endpoint);
       opened = await openTokenStream(
-        {
-          programId,
-          source: promptSource(endpoint, prepared),
-          previous: ctx.contexts.get(programId),
-          sampling: plan.sampling,
-          ...(plan.tools ? { tools: { plan: plan.tools, choice: prepared.upstreamBody.tool_choice } } : {}),
-        },
+        tokenCallInput(ctx, call, plan),
         { ...routing.deps, finished: (routeId) => ctx.router.onFinished(routeId, { outputTokens: 0, ok: false }) },
       );
     } catch (e) {

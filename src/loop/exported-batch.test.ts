@@ -90,14 +90,22 @@ describe("the exported batch of an iteration", () => {
         trainer,
         weights: { load: async (path, v) => void loaded.push([path, v]) },
         exportBatch: jsonlBatchExporter(join(dir, "out"), (k) => `batch-it${k}.jsonl`),
-        evaluate: async (step, version) => void evaluated.push([step, version, loaded.length]),
+        // A score returned (here for every version but 1) goes into the step's record, the start's into the result.
+        evaluate: async (step, version) => {
+          evaluated.push([step, version, loaded.length]);
+          return version === 1 ? undefined : { version, solved: { mean: version / 10, se: 0, n: 1 }, baseVersion: 0, tasks: 1, samples: 1, temperature: 1 };
+        },
         clock: new VirtualClock(0),
       });
+      // The starting policy first (step 0, nothing loaded yet), then after each step's sync.
       expect(evaluated).toEqual([
+        [0, 0, 0],
         [1, 1, 1],
         [2, 2, 2],
       ]);
       expect(out.iterations.map((r) => r.update?.stepped)).toEqual([true, true]);
+      expect(out.heldOutStart?.version).toBe(0);
+      expect(out.iterations.map((r) => r.heldOut?.solved.mean)).toEqual([undefined, 0.2]);
       expect(given).toHaveLength(2);
       expect(trees).toHaveLength(2);
       expect(published).toEqual([1, 2]);

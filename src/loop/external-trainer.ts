@@ -30,7 +30,7 @@ export interface ExternalTrainerOptions {
 /**
  * A listening trainer-protocol server driving the run's policy updates. `version` is the policy version the
  * engines serve: the last one a trainer announced (0 at the start). `step(batch)` offers exactly the batch the
- * loop built and waits until a trainer acks it; `loss`, `gradNorm` and `clipFraction` are NaN (the trainer
+ * loop built and waits until a trainer acks it; `loss`, `gradNorm`, `clipFraction` and `kl` are NaN (the trainer
  * computed them and the protocol does not report them); `stepped` says whether the version moved before the
  * ack, and then `synced` (the engines loaded the announced weights already). `close()` stops serving.
  */
@@ -180,6 +180,7 @@ export function externalUpdate(built: BuiltBatch, before: number, after: number,
     loss: NaN,
     gradNorm: NaN,
     clipFraction: NaN,
+    kl: NaN,
     samples: all.length,
     trainedSamples: useful.length,
     treeTokens: tree?.treeTokens ?? 0,

@@ -4,6 +4,7 @@
 import type { Trajectory } from "../core/types.js";
 import type { TakenBatch } from "../rollout/async-rollout.js";
 import { TERMINATION_KINDS, type RunStats } from "../store/trajectory-store.js";
+import type { HeldOutScore } from "./held-out-eval.js";
 import type { RlUpdate } from "./rl-update.js";
 
 /** One step of the loop: a rollout batch and the policy update that followed it. */
@@ -26,6 +27,8 @@ export interface IterationResult {
   update?: RlUpdate;
   /** The batch's token staleness (trainer version − token version) and its tokens' versions (0 and one version in sync mode). */
   staleness?: { mean: number; max: number; versions: number[] };
+  /** Held-out evaluation of the version the engines serve after this step (held-out-eval.ts), when one was due. */
+  heldOut?: HeldOutScore;
 }
 
 /** Mean of each reward component over the rewarded trajectories (a component a program lacks counts as 0). */

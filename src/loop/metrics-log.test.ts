@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import type { IterationResult } from "./iteration-result.js";
-import { MetricsLog, metricsRecord } from "./metrics-log.js";
+import type { HeldOutScore } from "./held-out-eval.js";
+import { MetricsLog, metricsRecord, tensorboardScalars } from "./metrics-log.js";
 
 const base: IterationResult = {
   iteration: 2,
@@ -22,11 +23,11 @@ const base: IterationResult = {
 describe("metrics.jsonl", () => {
   it("a reference-trainer iteration: its update, throughput and per-program lengths", () => {
     const rec = metricsRecord(
-      { ...base, update: { stepped: true, version: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, samples: 4, trainedSamples: 3, treeTokens: 50, flatTokens: 120, droppedGroups: 0 }, staleness: { mean: 0, max: 0, versions: [1] } },
+      { ...base, update: { stepped: true, version: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, kl: 0.02, samples: 4, trainedSamples: 3, treeTokens: 50, flatTokens: 120, droppedGroups: 0 }, staleness: { mean: 0, max: 0, versions: [1] } },
       "iteration",
       1234,
     );
-    expect(rec).toMatchObject({ kind: "iteration", index: 2, time: 1234, policyVersion: 1, policyVersionAfter: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, trainedSamples: 3, treeTokens: 50, flatTokens: 120, stepped: true });
+    expect(rec).toMatchObject({ kind: "iteration", index: 2, time: 1234, policyVersion: 1, policyVersionAfter: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, kl: 0.02, trainedSamples: 3, treeTokens: 50, flatTokens: 120, stepped: true });
     // 100 output tokens in 2 s of rollout, over 4 programs.
     expect(rec.outputTokensPerSecond).toBe(50);
     expect(rec.meanOutputTokens).toBe(25);
@@ -34,8 +35,8 @@ describe("metrics.jsonl", () => {
   });
 
   it("an external trainer's unknown loss is null (JSON has no NaN), and a run without training has null updates", () => {
-    const ext = metricsRecord({ ...base, update: { stepped: true, version: 2, loss: NaN, gradNorm: NaN, clipFraction: NaN, samples: 4, trainedSamples: 4, treeTokens: 0, flatTokens: 0, droppedGroups: 0, external: true } }, "step", 1);
-    expect([ext.loss, ext.gradNorm, ext.clipFraction]).toEqual([null, null, null]);
+    const ext = metricsRecord({ ...base, update: { stepped: true, version: 2, loss: NaN, gradNorm: NaN, clipFraction: NaN, kl: NaN, samples: 4, trainedSamples: 4, treeTokens: 0, flatTokens: 0, droppedGroups: 0, external: true } }, "step", 1);
+    expect([ext.loss, ext.gradNorm, ext.clipFraction, ext.kl]).toEqual([null, null, null, null]);
     expect(JSON.parse(JSON.stringify(ext))).toEqual(ext);
     const none = metricsRecord({ ...base, stats: { ...base.stats, meanReward: null } }, "iteration", 1);
     expect([none.loss, none.policyVersionAfter, none.stepped, none.meanReward, none.stalenessMean]).toEqual([null, null, null, null, null]);
@@ -53,5 +54,22 @@ describe("metrics.jsonl", () => {
     expect(readFileSync(path, "utf8").trim().split("\n").map((l) => [JSON.parse(l).index, JSON.parse(l).time])).toEqual([[2, 5], [3, 6]]);
     new MetricsLog(dir, clock);
     expect(readFileSync(path, "utf8")).toBe("");
+  });
+
+  it("held-out scores: on the step's line and scalars, and the starting version's as a line of its own", () => {
+    const start: HeldOutScore = { version: 0, solved: { mean: 0.25, se: 0.05, n: 8 }, baseVersion: 0, tasks: 8, samples: 2, temperature: 1 };
+    const later: HeldOutScore = { ...start, version: 2, solved: { mean: 0.375, se: 0.06, n: 8 }, diff: { mean: 0.125, se: 0.03, n: 8 } };
+    const rec = metricsRecord({ ...base, heldOut: later }, "iteration", 1);
+    expect(rec.heldOut).toEqual({ version: 2, solved: 0.375, solvedSe: 0.06, baseVersion: 0, diff: 0.125, diffSe: 0.03, tasks: 8, samples: 2, temperature: 1 });
+    expect(tensorboardScalars(rec)).toMatchObject({ "heldout/solved": 0.375, "heldout/solved_se": 0.06, "heldout/diff": 0.125, "heldout/diff_se": 0.03, "heldout/version": 2 });
+    expect(metricsRecord(base, "iteration", 1).heldOut).toBeNull();
+    expect(Object.keys(tensorboardScalars(metricsRecord(base, "iteration", 1))).some((k) => k.startsWith("heldout/"))).toBe(false);
+    const dir = mkdtempSync(join(tmpdir(), "arbor-metrics-"));
+    const log = new MetricsLog(dir, new VirtualClock(9));
+    log.appendHeldOut(start);
+    log.append({ ...base, heldOut: later }, "iteration");
+    const lines = readFileSync(join(dir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines[0]).toEqual({ kind: "held-out", index: 0, time: 9, policyVersion: 0, heldOut: { version: 0, solved: 0.25, solvedSe: 0.05, baseVersion: 0, diff: null, diffSe: null, tasks: 8, samples: 2, temperature: 1 } });
+    expect(lines[1].heldOut.diff).toBe(0.125);
   });
 });

@@ -1,13 +1,16 @@
 // Run tracking (issue 19): every run appends one JSON line per iteration (sync) or trainer step (async)
 // to `metrics.jsonl` in its output folder — rewards and their components, loss, gradient norm, clip
-// fraction, lengths, staleness, throughput and timings — so that curves can be drawn by any tool
+// fraction, KL (sampling policy to trainer), lengths, staleness, throughput and timings — so that curves can be drawn by any tool
 // (pandas, jq, a dashboard) without parsing stdout. Unknown values (an external trainer's loss) are
 // null, never NaN, so every line is valid JSON. Lines are appended as each step ends: a killed run
 // keeps the lines of the steps it finished. The same numbers go to TensorBoard event files in the
 // folder's `tensorboard/` (tensorboard-events.ts), tagged by group (`reward/mean`, `train/loss`, …).
+// Held-out evaluation (held-out-eval.ts) adds its score to the line of the step after which it ran, and
+// the starting policy's score is a line of its own (kind `held-out`, index 0); TensorBoard gets `heldout/*`.
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../core/clock.js";
+import type { HeldOutScore } from "./held-out-eval.js";
 import type { IterationResult } from "./iteration-result.js";
 import { TensorBoardWriter } from "./tensorboard-events.js";
 
@@ -40,6 +43,8 @@ export interface MetricsRecord {
   loss: number | null;
   gradNorm: number | null;
   clipFraction: number | null;
+  /** KL(sampling policy ‖ trainer before the step), k3 estimator. */
+  kl: number | null;
   /** Tokens the trainer ran as a prefix tree, and what a flat layout would have run. */
   treeTokens: number | null;
   flatTokens: number | null;
@@ -50,6 +55,46 @@ export interface MetricsRecord {
   trainMs: number;
   /** Output tokens per second of rollout. */
   outputTokensPerSecond: number | null;
+  /** Held-out evaluation after this step (null when none was due). */
+  heldOut: HeldOutFields | null;
+}
+
+/** A held-out score as metrics carry it: rates as fractions (0.125 = 12.5%). */
+export interface HeldOutFields {
+  version: number;
+  solved: number;
+  solvedSe: number;
+  /** Paired difference against `baseVersion` (null for the base itself). */
+  baseVersion: number;
+  diff: number | null;
+  diffSe: number | null;
+  tasks: number;
+  samples: number;
+  temperature: number;
+}
+
+/** The line of the starting policy's held-out score (before the first step). */
+export interface HeldOutRecord {
+  kind: "held-out";
+  index: number;
+  time: number;
+  policyVersion: number;
+  heldOut: HeldOutFields;
+}
+
+/** A held-out score's metrics fields. */
+export function heldOutFields(s: HeldOutScore): HeldOutFields {
+  return {
+    version: s.version,
+    solved: s.solved.mean,
+    solvedSe: s.solved.se,
+    baseVersion: s.baseVersion,
+    diff: s.diff ? s.diff.mean : null,
+    diffSe: s.diff ? s.diff.se : null,
+    tasks: s.tasks,
+    samples: s.samples,
+    temperature: s.temperature,
+  };
 }
 
 /** A finite number, else null (JSON has no NaN or Infinity). */
@@ -82,6 +127,7 @@ export function metricsRecord(r: IterationResult, kind: MetricsRecord["kind"], t
     loss: num(u?.loss),
     gradNorm: num(u?.gradNorm),
     clipFraction: num(u?.clipFraction),
+    kl: num(u?.kl),
     treeTokens: u ? u.treeTokens : null,
     flatTokens: u ? u.flatTokens : null,
     droppedGroups: u ? u.droppedGroups : null,
@@ -90,6 +136,7 @@ export function metricsRecord(r: IterationResult, kind: MetricsRecord["kind"], t
     rolloutMs: r.rolloutMs,
     trainMs: r.trainMs,
     outputTokensPerSecond: r.rolloutMs > 0 ? num((s.outputTokens * 1000) / r.rolloutMs) : null,
+    heldOut: r.heldOut ? heldOutFields(r.heldOut) : null,
   };
 }
 
@@ -104,6 +151,7 @@ export function tensorboardScalars(rec: MetricsRecord): Record<string, number> {
   put("train/loss", rec.loss);
   put("train/grad_norm", rec.gradNorm);
   put("train/clip_fraction", rec.clipFraction);
+  put("train/kl", rec.kl);
   put("train/trained_samples", rec.trainedSamples);
   put("train/tree_tokens", rec.treeTokens);
   put("train/flat_tokens", rec.flatTokens);
@@ -121,7 +169,18 @@ export function tensorboardScalars(rec: MetricsRecord): Record<string, number> {
   put("staleness/max", rec.stalenessMax);
   put("time/rollout_ms", rec.rolloutMs);
   put("time/train_ms", rec.trainMs);
+  if (rec.heldOut) Object.assign(out, heldOutScalars(rec.heldOut));
   return out;
+}
+
+/** The TensorBoard scalars of a held-out score. */
+export function heldOutScalars(h: HeldOutFields): Record<string, number> {
+  return {
+    "heldout/solved": h.solved,
+    "heldout/solved_se": h.solvedSe,
+    "heldout/version": h.version,
+    ...(h.diff !== null && h.diffSe !== null ? { "heldout/diff": h.diff, "heldout/diff_se": h.diffSe } : {}),
+  };
 }
 
 /**
@@ -147,6 +206,14 @@ export class MetricsLog {
     const rec = metricsRecord(r, kind, this.clock.now());
     appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
     this.tensorboard.scalars(rec.index, tensorboardScalars(rec));
+    return rec;
+  }
+
+  /** Append the starting policy's held-out score as its own line (index 0) and scalars at step 0. */
+  appendHeldOut(score: HeldOutScore): HeldOutRecord {
+    const rec: HeldOutRecord = { kind: "held-out", index: 0, time: this.clock.now(), policyVersion: score.version, heldOut: heldOutFields(score) };
+    appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
+    this.tensorboard.scalars(0, heldOutScalars(rec.heldOut));
     return rec;
   }
 }

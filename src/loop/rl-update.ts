@@ -26,6 +26,8 @@ export interface RlUpdate {
   loss: number;
   gradNorm: number;
   clipFraction: number;
+  /** KL(sampling policy ‖ trainer) over the step's terms (k3; loss-spec.ts). */
+  kl: number;
   /** Samples in the batch and those that carried a non-zero advantage into the step. */
   samples: number;
   trainedSamples: number;
@@ -34,7 +36,7 @@ export interface RlUpdate {
   flatTokens: number;
   /** Groups that dynamic sampling dropped (estimators that do it, e.g. DAPO). */
   droppedGroups: number;
-  /** Stepped by an external trainer (train.trainer: external): loss, gradNorm and clipFraction are unknown (NaN). */
+  /** Stepped by an external trainer (train.trainer: external): loss, gradNorm, clipFraction and kl are unknown (NaN). */
   external?: true;
   /** The engines already serve `version` (an external trainer announced it, and they loaded it, before its ack). */
   synced?: true;
@@ -51,7 +53,7 @@ export function rlUpdate(trainer: Trainer, built: BuiltBatch, o: RlUpdateOptions
   const useful = samplesWithSignal(all);
   const base = { samples: all.length, trainedSamples: useful.length, droppedGroups: built.dropped.length };
   if (useful.length === 0) {
-    return { ...base, stepped: false, version: trainer.version, loss: 0, gradNorm: 0, clipFraction: 0, treeTokens: 0, flatTokens: 0 };
+    return { ...base, stepped: false, version: trainer.version, loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, treeTokens: 0, flatTokens: 0 };
   }
   const tb = buildTreeBatch(useful, built.batch.loss);
   o.onTree?.(tb);
@@ -65,6 +67,7 @@ export function rlUpdate(trainer: Trainer, built: BuiltBatch, o: RlUpdateOptions
     loss: r.loss,
     gradNorm: r.gradNorm,
     clipFraction: r.clipFraction,
+    kl: r.kl,
     treeTokens: tb.stats.treeTokens,
     flatTokens: tb.stats.flatTokens,
   };

@@ -1,5 +1,6 @@
 // The RL algorithm on one screen, sync and async alike: rollout → rewards → batch → trainer step → weight sync
-// → evaluation, once per step. The rollout is the orchestrator on the real stack (src/rollout/async-rollout.ts):
+// → evaluation, once per step (the starting policy is evaluated before the first). The rollout is the
+// orchestrator on the real stack (src/rollout/async-rollout.ts):
 // in sync mode it admits one iteration of groups and waits for the step; in async mode it goes on while the
 // trainer trains, within the window and the staleness bound. The batch is built once (build-batch.ts: the
 // configured estimator, merged multi-call samples, the prefix tree), exported, and that same batch is what the
@@ -7,6 +8,7 @@
 import { buildTrainingBatch, type BuiltBatch } from "../batch/build-batch.js";
 import type { Clock } from "../core/clock.js";
 import type { OrchestratedRollout, RolloutEnd } from "../rollout/async-rollout.js";
+import type { HeldOutScore } from "./held-out-eval.js";
 import { batchStaleness, batchStats, meanRewardComponents, type IterationResult } from "./iteration-result.js";
 import type { Trainer, WeightSync } from "./trainer-port.js";
 
@@ -25,8 +27,12 @@ export interface TrainLoopOptions {
   weights: WeightSync;
   /** Writes the batch the trainer will get (JSONL of its samples); returns the path. */
   exportBatch: (step: number, built: BuiltBatch) => Promise<string>;
-  /** Evaluation after each step's weight sync, with the version the engines now serve. */
-  evaluate?: (step: number, version: number) => Promise<void>;
+  /**
+   * Evaluation of the policy the engines serve: once before step 1 (step 0, the starting version), then after
+   * each step's weight sync with the version the engines now serve; `last` on the run's last step. A score it
+   * returns (held-out-eval.ts) goes into that step's record. Nothing trains while it runs.
+   */
+  evaluate?: (step: number, version: number, last: boolean) => Promise<HeldOutScore | undefined | void>;
   clock: Clock;
   /** Each step's record as soon as it is complete (the CLI prints a line). */
   onStep?: (r: IterationResult) => void;
@@ -38,6 +44,8 @@ export interface TrainLoopResult {
   end: RolloutEnd;
   /** Wall time from the first admission to the end, ms. */
   rolloutMs: number;
+  /** The starting policy's evaluation (step 0), when `evaluate` returned one. */
+  heldOutStart?: HeldOutScore;
 }
 
 /** Run the loop; the rollout is finished (every program ended) before it returns or throws. */
@@ -45,7 +53,10 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
   const iterations: IterationResult[] = [];
   const started = o.clock.now();
   let stepStart = started;
+  let heldOutStart: HeldOutScore | undefined;
   try {
+    // 0. Evaluation of the starting policy: the first rollout may already run, but no weights change before it ends.
+    heldOutStart = (await o.evaluate?.(0, o.trainer?.version ?? 0, false)) ?? undefined;
     for (let step = 1; step <= o.steps; step++) {
       // 1. Rollout and 2. rewards: programs run and are rewarded as they end, until the orchestrator has a batch.
       const taken = await o.rollout.next();
@@ -62,7 +73,7 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
         o.rollout.published(update.version);
       } else o.rollout.skipped();
       // 6. Evaluation of the policy the engines now serve.
-      await o.evaluate?.(step, update?.version ?? taken.batch.version);
+      const heldOut = (await o.evaluate?.(step, update?.version ?? taken.batch.version, step === o.steps)) ?? undefined;
       const now = o.clock.now();
       const r: IterationResult = {
         iteration: step,
@@ -78,6 +89,7 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
         policyVersion: taken.batch.version,
         ...(update ? { update } : {}),
         staleness: batchStaleness(taken),
+        ...(heldOut ? { heldOut } : {}),
       };
       stepStart = now;
       iterations.push(r);
@@ -89,5 +101,5 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
     throw e;
   }
   const end = await o.rollout.finish(iterations.length >= o.steps ? "steps" : "drained");
-  return { iterations, end, rolloutMs: Math.max(1, o.clock.now() - started) };
+  return { iterations, end, rolloutMs: Math.max(1, o.clock.now() - started), ...(heldOutStart ? { heldOutStart } : {}) };
 }

@@ -8,6 +8,8 @@ export interface FixtureProgram {
   reward: number;
   chunks: number[];
   steps?: number[];
+  /** The reward's outcome component (solved at 1). */
+  outcome?: number;
 }
 
 /**
@@ -39,6 +41,7 @@ export function fixtureSet(programs: readonly FixtureProgram[]): SampleSet {
     if (p.chunks.length > 0) samples.push(s);
     const o: ProgramOutcome = { programId: p.id, groupId: p.group, reward: p.reward, chunkCount: p.chunks.length, chunkLengths: p.chunks.slice() };
     if (p.steps) o.stepRewards = p.steps.slice();
+    if (p.outcome !== undefined) o.outcome = p.outcome;
     outcomes.push(o);
   });
   return { samples, programs: outcomes };

@@ -74,6 +74,8 @@ export interface StepResult {
   clipFraction: number;
   /** Fraction of terms the dual clip bounded (LossSpec.clipRatioC). */
   dualClipFraction: number;
+  /** KL(sampling policy ‖ trainer before the step), k3 estimator per term (loss-spec.ts); 0 for SFT. */
+  kl: number;
   maskedUnits: number;
   /** Policy version after the step. */
   version: number;
@@ -189,7 +191,7 @@ export class Trainer {
     tf.dispose(clipped);
     this.steps++;
     this.currentVersion++;
-    const stats = batch.loss === "sft" ? { clipFraction: 0, dualClipFraction: 0, maskedUnits: 0 } : referenceLoss(batch.loss, this.lossInput(batch, logprobs));
+    const stats = batch.loss === "sft" ? { clipFraction: 0, dualClipFraction: 0, kl: 0, maskedUnits: 0 } : referenceLoss(batch.loss, this.lossInput(batch, logprobs));
     return {
       loss,
       gradNorm,
@@ -199,6 +201,7 @@ export class Trainer {
       ms: this.clock.now() - start,
       clipFraction: stats.clipFraction,
       dualClipFraction: stats.dualClipFraction,
+      kl: stats.kl,
       maskedUnits: stats.maskedUnits,
       version: this.currentVersion,
     };

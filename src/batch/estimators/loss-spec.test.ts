@@ -24,6 +24,9 @@ describe("referenceLoss (values worked out by hand)", () => {
     expect(r.loss).toBeCloseTo(0.25, 12);
     expect(r.clipFraction).toBe(0.5);
     expect(r.units).toBe(4);
+    // KL by k3, (ρ − 1) − ln ρ per term: 0.094535 + 0.193147 + 0.193147 + 0.004690 = 0.485519, mean 0.121380.
+    expect(r.kl).toBeCloseTo(0.12138, 5);
+    expect(referenceLoss(spec, { logprob: old, oldLogprob: old, advantage: [1, 1, 1, 1], weight: [1, 1, 1, 1], unit: [0, 0, 0, 0] }).kl).toBe(0);
   });
 
   it("dual-clip PPO (clipRatioC = 3, verl's clip_ratio_c): a negative-advantage term's loss is at most −3·A", () => {

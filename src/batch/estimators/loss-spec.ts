@@ -78,6 +78,11 @@ export interface LossResult {
   clipFraction: number;
   /** Fraction of terms (by count) bounded by the dual clip (verl's `pg_clipfrac_lower`); 0 without `clipRatioC`. */
   dualClipFraction: number;
+  /**
+   * KL(μ‖π) between the sampling policy μ (`oldLogprob`) and the trainer's π, per term, by the k3 estimator
+   * (e^r − 1 − r with r = log π − log μ: unbiased on μ's samples, never negative); mean over all terms, 0 for none.
+   */
+  kl: number;
   /** Units dropped by the mismatch mask. */
   maskedUnits: number;
   units: number;
@@ -136,7 +141,10 @@ export function referenceLoss(spec: LossSpec, input: LossInput): LossResult {
   let loss = 0;
   let clipped = 0;
   let dual = 0;
+  let kl = 0;
   for (let t = 0; t < n; t++) {
+    const r = (input.logprob[t] as number) - (input.oldLogprob[t] as number);
+    kl += Math.expm1(r) - r;
     const u = unitOf(t);
     if (masked.has(u)) continue;
     const rho = Math.exp((sumD.get(u) as number) / (count.get(u) as number));
@@ -156,7 +164,7 @@ export function referenceLoss(spec: LossSpec, input: LossInput): LossResult {
     }
     loss -= (input.weight[t] as number) * f;
   }
-  return { loss, clipFraction: n === 0 ? 0 : clipped / n, dualClipFraction: n === 0 ? 0 : dual / n, maskedUnits: masked.size, units: count.size };
+  return { loss, clipFraction: n === 0 ? 0 : clipped / n, dualClipFraction: n === 0 ? 0 : dual / n, kl: n === 0 ? 0 : kl / n, maskedUnits: masked.size, units: count.size };
 }
 
 /**

@@ -1,5 +1,7 @@
 // Advantage estimators by name: the one place where they are registered and selected (config `batch.estimator`).
 import { ArborError } from "../../core/errors.js";
+import { splitShapingOptions } from "../../core/estimator-options.js";
+import { parseAdvantageShaping, withAdvantageShaping } from "./advantage-shaping.js";
 import { createChunkedMdp } from "./chunked-mdp.js";
 import { createCispo } from "./cispo.js";
 import { createDapo } from "./dapo.js";
@@ -24,9 +26,13 @@ const factories: Record<string, (opts?: any) => Estimator> = {
 /** Names of every registered estimator. */
 export const ESTIMATOR_NAMES: readonly string[] = Object.keys(factories);
 
-/** Create the estimator `name` with its options; throws an {@link ArborError} listing the names for an unknown one. */
+/**
+ * Create the estimator `name` with its options: its own, and the advantage-shaping ones every estimator takes
+ * (advantage-shaping.ts). Throws an {@link ArborError} listing the names for an unknown one.
+ */
 export function createEstimator(name: string, options: Record<string, unknown> = {}): Estimator {
   const f = factories[name];
   if (!f) throw new ArborError(`batch.estimator: unknown estimator '${name}' (known: ${ESTIMATOR_NAMES.join(", ")})`, "config");
-  return f(options);
+  const { shaping, rest } = splitShapingOptions(options);
+  return withAdvantageShaping(f(rest), parseAdvantageShaping(shaping));
 }

@@ -90,7 +90,12 @@ describe("runTokenCall", () => {
     expect(r.promptTokenIds).toEqual([1, 15]);
     expect(r.decoded).toEqual({ text: "<7><8>", tokenTexts: ["<7>", "<8>", "<2>"] });
     expect(a.generated[0]).toMatchObject({ promptTokenIds: [1, 15], maxTokens: 5, temperature: 1, programId: "p" });
+    expect(a.generated[0]).not.toHaveProperty("draftGroupId");
     expect(log).toEqual(["route 0 a", "finished 0 ok", "done 0"]);
+    // A program of a GRPO group names it, for engines that draft from the siblings.
+    const b = fake("b");
+    await runTokenCall({ ...input(), draftGroupId: "g7" }, deps([b]).d);
+    expect(b.generated[0]).toMatchObject({ programId: "p", draftGroupId: "g7" });
   });
 
   for (const fault of ["unreachable", "http500"] as const) {

@@ -45,6 +45,8 @@ export interface TokenCallDeps {
 
 export interface TokenCallInput {
   programId: string;
+  /** The program's group, sent to engines that draft from siblings (GenerateRequest.draftGroupId). */
+  draftGroupId?: string;
   source: PromptSource;
   previous: ProgramContext | undefined;
   sampling: TokenSampling;
@@ -197,6 +199,7 @@ export async function generateRequest(
     ...(stopTokenIds.length > 0 ? { stopTokenIds } : {}),
     ...controls,
     programId: input.programId,
+    ...(input.draftGroupId !== undefined ? { draftGroupId: input.draftGroupId } : {}),
     signal,
   };
 }

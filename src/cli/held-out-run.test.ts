@@ -1,0 +1,85 @@
+// Held-out evaluation in a real run (issue 20): the small RL run with `eval`, on the real stack. Checks that
+// every version due is scored on the same held-out (task, sample) pairs by programs served at that version,
+// that no held-out task is trained on and no held-out program reaches a batch, and that the score reaches
+// the iteration lines, metrics.jsonl, TensorBoard's scalars, the plot and the summary.
+import { chmodSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { parseRunConfig } from "../core/config.js";
+import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import { readTfEvents } from "../testing/tfevents-reader.js";
+import { smallRlConfig } from "../testing/rl-config.js";
+import { runIteration, type RunSummary } from "./run.js";
+
+const dir = mkdtempSync(join(tmpdir(), "arbor-heldout-"));
+chmodSync(dir, 0o755);
+const out = join(dir, "out");
+const lines: string[] = [];
+let summary: RunSummary;
+
+beforeAll(async () => {
+  const cfg = parseRunConfig(smallRlConfig(dir, "heldout", { iterations: 2, eval: { tasks: 3, samples: 2, every: 1 }, output: { dir: out } }));
+  summary = await runIteration(cfg, { progress: false, runId: "heldout", log: (line) => lines.push(line) });
+}, 300_000);
+
+describe("arbor run with held-out evaluation (end to end)", () => {
+  it("scores version 0 and each new version on the same held-out pairs, pairing each with version 0", () => {
+    const scores = summary.heldOut ?? [];
+    expect(scores.map((s) => s.version)).toEqual([0, 1, 2]);
+    for (const s of scores) expect([s.tasks, s.samples, s.solved.n, s.baseVersion]).toEqual([3, 2, 3, 0]);
+    expect(scores[0]?.diff).toBeUndefined();
+    expect(scores[1]?.diff?.n).toBe(3);
+    expect(scores[2]?.diff?.mean).toBeCloseTo((scores[2]?.solved.mean ?? NaN) - (scores[0]?.solved.mean ?? NaN), 12);
+  });
+
+  it("runs held-out programs through the gateway at the version evaluated, in a run of their own no batch takes from", async () => {
+    const store = new SqliteTrajectoryStore(join(out, "store.sqlite"));
+    try {
+      const held = await store.listTrajectories("heldout-eval");
+      expect(held).toHaveLength(3 * 2 * 3);
+      for (const t of held) {
+        const version = Number(/\/v(\d+)\//.exec(t.program.id)?.[1]);
+        // Served by the engines, each call at the version being evaluated.
+        expect(t.calls.length).toBeGreaterThan(0);
+        for (const c of t.calls) expect(c.policyVersion).toBe(version);
+        expect(t.reward?.components).toHaveProperty("outcome");
+      }
+      const heldTasks = new Set(held.map((t) => t.program.taskId));
+      expect(heldTasks.size).toBe(3);
+      // Each version ran every held-out (task, sample) pair once.
+      for (const v of [0, 1, 2]) expect(new Set(held.filter((t) => t.program.id.includes(`/v${v}/`)).map((t) => `${t.program.taskId}/${t.program.sampleIndex}`)).size).toBe(6);
+      const heldIds = new Set(held.map((t) => t.program.id));
+      // The batches the trainer got: no held-out program, no held-out task.
+      const batches = readdirSync(out).filter((f) => /^batch-it\d+\.jsonl$/.test(f));
+      expect(batches).toHaveLength(2);
+      let samples = 0;
+      for (const f of batches) {
+        for (const line of readFileSync(join(out, f), "utf8").trim().split("\n")) {
+          const s = JSON.parse(line) as { programId: string; taskId: string };
+          samples++;
+          expect(heldIds.has(s.programId)).toBe(false);
+          expect(heldTasks.has(s.taskId)).toBe(false);
+        }
+      }
+      expect(samples).toBeGreaterThan(0);
+      for (const it of ["heldout-it1", "heldout-it2"]) for (const t of await store.listTrajectories(it)) expect(heldTasks.has(t.program.taskId)).toBe(false);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("prints the score, writes it to metrics.jsonl, TensorBoard and the plot, and sums it up", () => {
+    expect(lines.some((l) => /^eval {5}held-out v0 solved \d+\.\d% ± \d+\.\d \(3 tasks × 2\) at temperature 1$/.test(l))).toBe(true);
+    expect(lines.filter((l) => l.startsWith("iteration")).every((l) => /held-out v\d solved .* Δ vs v0 [+-]\d+\.\d ± \d+\.\d pts/.test(l))).toBe(true);
+    const recs = readFileSync(summary.metricsPath, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { kind: string; heldOut: { version: number; diff: number | null } | null });
+    expect(recs.map((r) => [r.kind, r.heldOut?.version])).toEqual([
+      ["held-out", 0],
+      ["iteration", 1],
+      ["iteration", 2],
+    ]);
+    const tags = readTfEvents(summary.tensorboardPath).flatMap((e) => Object.keys(e.scalars ?? {}).map((k) => `${e.step}:${k}`));
+    expect(tags).toEqual(expect.arrayContaining(["0:heldout/solved", "1:heldout/diff", "2:heldout/diff_se"]));
+    expect(readFileSync(summary.rewardPlot as string, "utf8")).toContain("held-out v2:");
+  });
+});

@@ -1,0 +1,89 @@
+// Held-out evaluation per policy version (issue 20): a fixed task set no iteration trains on
+// (envs/held-out.ts), `samples` programs per task, scored for version 0 before training and then every
+// `every` versions and the last, each (task, sample) with the same sampling seed at every version so that
+// versions compare pairwise (held-out-stats.ts). How one program runs is injected (`run`): in a run, the
+// rollout's own program path through the gateway on the engines (held-out-programs.ts), never a batch.
+import { ArborError } from "../core/errors.js";
+import type { Task } from "../envs/env.js";
+import { Semaphore } from "../rollout/semaphore.js";
+import { pairedSolvedDifference, solvedRate, type HeldOutSample, type MeanSe } from "./held-out-stats.js";
+
+/** One version's held-out score. */
+export interface HeldOutScore {
+  version: number;
+  /** Solved rate (mean over tasks of each task's solved fraction) and its standard error over tasks. */
+  solved: MeanSe;
+  /** The version the difference is against (the first scored, version 0 in a run). */
+  baseVersion: number;
+  /** Paired difference of solved rates against `baseVersion` (absent for the base itself). */
+  diff?: MeanSe;
+  tasks: number;
+  samples: number;
+  temperature: number;
+}
+
+/** Runs held-out sample `sample` of `tasks[taskIndex]` on the policy version the engines serve; resolves whether it solved the task. */
+export type HeldOutRun = (task: Task, taskIndex: number, sample: number, version: number) => Promise<boolean>;
+
+export interface HeldOutEvaluationOptions {
+  tasks: readonly Task[];
+  samples: number;
+  /** Score a version when it is a multiple of this (and always the first and the last). */
+  every: number;
+  /** Held-out programs running at once. */
+  concurrency: number;
+  temperature: number;
+  run: HeldOutRun;
+}
+
+/** The held-out evaluation of one run; see the file header. */
+export class HeldOutEvaluation {
+  private readonly o: HeldOutEvaluationOptions;
+  private readonly sem: Semaphore;
+  private readonly byVersion = new Map<number, { samples: HeldOutSample[]; score: HeldOutScore }>();
+  private base: { version: number; samples: HeldOutSample[] } | undefined;
+
+  constructor(o: HeldOutEvaluationOptions) {
+    if (o.tasks.length === 0) throw new ArborError("eval.tasks: need at least one held-out task", "config");
+    if (!Number.isInteger(o.samples) || o.samples < 1) throw new ArborError(`eval.samples: must be an integer >= 1, got ${o.samples}`, "config");
+    if (!Number.isInteger(o.every) || o.every < 1) throw new ArborError(`eval.every: must be an integer >= 1, got ${o.every}`, "config");
+    this.o = o;
+    this.sem = new Semaphore(o.concurrency);
+  }
+
+  /** Every score so far, by version. */
+  get scores(): HeldOutScore[] {
+    return [...this.byVersion.values()].map((v) => v.score).sort((a, b) => a.version - b.version);
+  }
+
+  /** Whether `version` is to be scored: the first, a multiple of `every`, or the run's last. */
+  due(version: number, last: boolean): boolean {
+    return this.base === undefined || last || version % this.o.every === 0;
+  }
+
+  /**
+   * Score `version` (the engines must serve it until this resolves); a version scored before is not run again.
+   * The first version scored is the base of every paired difference.
+   */
+  async score(version: number): Promise<HeldOutScore> {
+    const known = this.byVersion.get(version);
+    if (known !== undefined) return known.score;
+    const jobs = this.o.tasks.flatMap((task, taskIndex) =>
+      Array.from({ length: this.o.samples }, (_, sample) => this.sem.with(async (): Promise<HeldOutSample> => ({ taskId: task.id, sample, solved: await this.o.run(task, taskIndex, sample, version) }))),
+    );
+    const samples = await Promise.all(jobs);
+    const base = this.base ?? { version, samples };
+    this.base = base;
+    const score: HeldOutScore = {
+      version,
+      solved: solvedRate(samples),
+      baseVersion: base.version,
+      ...(base.version !== version ? { diff: pairedSolvedDifference(base.samples, samples) } : {}),
+      tasks: this.o.tasks.length,
+      samples: this.o.samples,
+      temperature: this.o.temperature,
+    };
+    this.byVersion.set(version, { samples, score });
+    return score;
+  }
+}
