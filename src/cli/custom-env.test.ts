@@ -4,7 +4,7 @@
 // the programs ran on the file's tasks, slice by slice, each rewarded with the custom `tool-success` and `brevity`
 // components.
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -71,5 +71,30 @@ describe("arbor run examples/custom-env/config.yaml", () => {
     }
     // The component follows the programs' tool calls: none called means 0.
     for (const p of programs.filter((x) => x.toolCalls === 0)) expect(p.components!["tool-success"]).toBe(0);
+  });
+});
+
+describe("arbor run with a wrong module or task file", () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "arbor-custom-env-errors-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** The example's config with one setting changed: it must stop before starting anything, with one line. */
+  function runWith(set: string): string {
+    const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "examples/custom-env/config.yaml", "--no-progress", "--set", set, "--set", `output.dir=${join(dir, "out")}`], { cwd: root, encoding: "utf8", timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(1);
+    const lines = r.stderr.trim().split("\n");
+    expect(lines, r.stderr).toHaveLength(1);
+    return lines[0] as string;
+  }
+
+  it("names the missing module, the missing export, and the task file's bad line", () => {
+    expect(runWith("env.module=./no-such-env.ts")).toMatch(/^arbor: error: env\.module: module \/.*examples\/custom-env\/no-such-env\.ts not found$/);
+    expect(runWith("reward.custom=./my-reward.ts#score")).toMatch(/^arbor: error: reward\.custom: .*my-reward\.ts has no export 'score' \(exports: brevity, toolSuccess\)$/);
+    const bad = join(dir, "bad.jsonl");
+    writeFileSync(bad, `${JSON.stringify({ id: "a", prompt: [{ role: "user", content: "hi" }], meta: {} })}\n${JSON.stringify({ id: "b", prompt: [{ role: "user" }], meta: {} })}\n`);
+    expect(runWith(`env.tasks=${bad}`)).toMatch(/^arbor: error: env\.tasks: .*bad\.jsonl:2: prompt\[0\]\.content must be a string$/);
   });
 });

@@ -33,7 +33,7 @@ export function parseModuleSpec(spec: string): ModuleSpec {
 export async function loadModuleExport(spec: string, field: string): Promise<unknown> {
   const { path, exportName } = parseModuleSpec(spec);
   const abs = resolve(path);
-  if (!existsSync(abs)) throw new ArborError(`${field}: module ${path} not found (${abs})`, "config");
+  if (!existsSync(abs)) throw new ArborError(`${field}: module ${path} not found${path === abs ? "" : ` (${abs})`}`, "config");
   if (!statSync(abs).isFile()) throw new ArborError(`${field}: ${path} is not a file`, "config");
   const ext = extname(abs);
   if (!TS_EXTENSIONS.has(ext) && !JS_EXTENSIONS.has(ext)) {
