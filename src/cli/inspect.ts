@@ -79,8 +79,10 @@ export interface TrajectoryView {
 
 function envOf(run: RunRecord): string | null {
   try {
-    const name = (JSON.parse(run.configJson) as { env?: { name?: unknown } }).env?.name;
-    return typeof name === "string" ? name : null;
+    const env = (JSON.parse(run.configJson) as { env?: { name?: unknown; module?: unknown } }).env;
+    // A module environment replaces env.name (which keeps its default): name the module's file instead.
+    if (typeof env?.module === "string") return `module ${env.module.split(/[\\/]/).pop() ?? env.module}`;
+    return typeof env?.name === "string" ? env.name : null;
   } catch {
     return null;
   }

@@ -16,8 +16,7 @@ import { ArborError } from "../core/errors.js";
 import type { Clock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
-import { createEnvironment } from "../envs/registry.js";
-import { splitHeldOut } from "../envs/held-out.js";
+import { environmentFromConfig, runTasks } from "../envs/from-config.js";
 import { nativeTask } from "../envs/native-tools.js";
 import { createContextPolicy } from "../agents/context/registry.js";
 import type { BackendReply } from "../backends/backend.js";
@@ -30,6 +29,7 @@ import { startReferenceTrainer } from "../loop/reference-trainer.js";
 import { runTrainLoop, type TrainLoopResult } from "../loop/train-loop.js";
 import type { Trainer } from "../loop/trainer-port.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
+import { loadCustomRewards } from "../reward/custom-reward.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { GroupRewarder } from "../reward/group-rewarder.js";
 import { OrchestratedRollout } from "../rollout/async-rollout.js";
@@ -126,7 +126,12 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   if (cluster === undefined) await checkPortsFree(runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
   mkdirSync(outDir, { recursive: true });
-  const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});
+  // The user's environment module, task file and reward modules load here: a bad one fails before anything starts.
+  const env = await environmentFromConfig(cfg.env);
+  // With `eval`, the held-out tasks come after the training ones (or at the end of a task file), none sharing a training task's prompt.
+  const { tasks: trainTasks, heldOut, perIteration: tasksPerIteration, source: taskSource } = await runTasks(env, cfg.env, cfg.iterations, cfg.eval?.tasks ?? 0);
+  const split = { train: trainTasks, heldOut };
+  const custom = cfg.reward.custom ? await loadCustomRewards(cfg.reward.custom) : undefined;
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const agent = agentSpecOf(cfg.agent);
@@ -139,7 +144,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     throw new ArborError(`eval.temperature: with --cluster, held-out programs run on workers at agent.temperature (${cfg.agent.temperature}); remove eval.temperature or set it to that`, "config");
   }
   const judge = createRunJudge({ reward: cfg.reward, callsPath: join(outDir, "judge-calls.jsonl"), timeoutMs: cfg.gateway.callTimeoutMs, clock, ...(opts.log ? { log: opts.log } : {}) });
-  const reward = createRewardFromConfig(cfg.reward, judge.deps);
+  const reward = createRewardFromConfig(cfg.reward, { ...judge.deps, ...(custom ? { custom } : {}) });
   const rewarder = new GroupRewarder(reward);
   const adminToken = gatewayAdminToken(cfg);
 
@@ -158,7 +163,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   try {
     const log = opts.log ?? (() => {});
     const modelPath = policyPath(cfg.model, log);
-    const ctx = { cfg, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
+    if (cfg.env.module !== undefined || typeof cfg.env.tasks === "string") log(`env      ${env.name}${cfg.env.module !== undefined ? ` (${cfg.env.module})` : ""}: ${taskSource}`);
+    const ctx = { cfg, tasksPerIteration, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
     const d = cluster ? await connectCluster(ctx, cluster) : await startEmbedded(ctx);
     const { store, storePath } = d;
     await judge.start(d.backends);
@@ -167,9 +173,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const sync = cfg.rollout.mode === "sync";
     // Sync: the orchestrator with one iteration of groups at a time, tasks in order (iteration k rolls out the
     // k-th slice of env.tasks(n·iterations, seed)), each iteration in its own store run; async: one run.
-    const settings = orchestratorSettings(cfg.rollout, cfg.env.tasks);
-    // With `eval`, the held-out tasks come after the training ones, none sharing a training task's prompt.
-    const split = cfg.eval ? splitHeldOut(env, cfg.env.seed, cfg.env.tasks * cfg.iterations, cfg.eval.tasks) : { train: env.tasks(cfg.env.tasks * cfg.iterations, cfg.env.seed), heldOut: [] };
+    const settings = orchestratorSettings(cfg.rollout, tasksPerIteration);
     // Native tool calls: the system prompt declares no markup (the request's `tools` declare the tools).
     const native = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native";
     const allTasks = native ? split.train.map((t) => nativeTask(env, t)) : split.train;
