@@ -18,6 +18,16 @@ export interface PreparedRequest {
   stream: boolean;
   /** `program_id` given in the body (ThunderAgent convention; also how `extra_body` arrives). */
   bodyProgramId?: string;
+  /**
+   * The `model` the client asked for, as sent (recorded on the call): the backend serves the call
+   * as its own model whatever the client names (black-box agents name their vendor's).
+   */
+  requestedModel?: string;
+  /**
+   * The client's name of the output budget where a surface translated it to chat's max_tokens (the
+   * Responses API's max_output_tokens), so errors and refusals name the field the client sent.
+   */
+  maxTokensField?: string;
 }
 
 const ROLES = new Set<string>(["system", "user", "assistant", "tool"]);
@@ -36,6 +46,10 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
   if (body.n !== undefined && body.n !== null && body.n !== 1) {
     throw new InvalidRequestError("n", "only n=1 is supported; send one call per sample (one program each)");
   }
+  if (body.model !== undefined && body.model !== null && (typeof body.model !== "string" || body.model === "" || body.model.length > 256)) {
+    throw new InvalidRequestError("model", "must be a string of 1-256 characters");
+  }
+  const requestedModel = typeof body.model === "string" ? { requestedModel: body.model } : {};
   let bodyProgramId: string | undefined;
   if (body.program_id !== undefined && body.program_id !== null) {
     if (typeof body.program_id !== "string") throw new InvalidRequestError("program_id", "must be a string");
@@ -55,7 +69,7 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
     }
     // Arbor needs the behaviour policy's logprob of every output token, asked for or not.
     upstreamBody.logprobs = true;
-    return { endpoint, upstreamBody, messages, clientWantsLogprobs: body.logprobs === true, clientWantsTokenIds, stream, bodyProgramId };
+    return { endpoint, upstreamBody, messages, clientWantsLogprobs: body.logprobs === true, clientWantsTokenIds, stream, bodyProgramId, ...requestedModel };
   }
 
   if (body.echo === true) {
@@ -72,7 +86,7 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
   } else {
     throw new InvalidRequestError("logprobs", "must be an integer >= 0 for completions");
   }
-  return { endpoint, upstreamBody, messages: promptMessages(body.prompt), clientWantsLogprobs, clientWantsTokenIds, stream, bodyProgramId };
+  return { endpoint, upstreamBody, messages: promptMessages(body.prompt), clientWantsLogprobs, clientWantsTokenIds, stream, bodyProgramId, ...requestedModel };
 }
 
 function parseMessages(raw: unknown): ChatMessage[] {

@@ -50,6 +50,7 @@ export function surfaceRoutes(ctx: GatewayContext): { messages: RouteHandler; re
     const start = ctx.clock.now();
     const { chat, echo } = responsesToChat(req.body);
     const prepared = prepareRequest("chat", chat);
+    prepared.maxTokensField = "max_output_tokens";
     if (prepared.stream) {
       ctx.streamSurfaces.set(prepared, (backend, callId) =>
         responsesStreamSurface(echo, Math.floor(ctx.clock.now() / 1000), callId, { backend: backend.name, url: backend.url }),

@@ -10,6 +10,8 @@ import { InvalidRequestError } from "../http-errors.js";
 export interface TokenSampling {
   /** Tokens to generate at most; undefined = up to the engine's context (chat without max_tokens). */
   maxTokens: number | undefined;
+  /** The client's name of that field (max_tokens, max_completion_tokens, max_output_tokens), for errors naming it. */
+  maxTokensField: string;
   temperature: number;
   topP?: number;
   seed?: number;
@@ -34,10 +36,11 @@ const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
 const absent = (v: unknown): boolean => v === undefined || v === null;
 
 /**
- * Map and check a request body's sampling fields (`clientWantsLogprobs` as prepareRequest read it).
- * Throws {@link InvalidRequestError} naming the field.
+ * Map and check a request body's sampling fields (`clientWantsLogprobs` as prepareRequest read it;
+ * `clientMaxField`: the client's own name of max_tokens where a surface translated it, e.g. the
+ * Responses API's max_output_tokens). Throws {@link InvalidRequestError} naming the field.
  */
-export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>, clientWantsLogprobs: boolean): TokenSampling {
+export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>, clientWantsLogprobs: boolean, clientMaxField?: string): TokenSampling {
   const bad = (field: string, why: string): never => {
     throw new InvalidRequestError(field, why);
   };
@@ -52,8 +55,8 @@ export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>,
   onlyDefault("top_k", (v) => v === 0 || v === -1, "is not supported on the token path (0 or -1: disabled)");
   onlyDefault("min_p", (v) => v === 0, "is not supported on the token path (must be 0)");
 
-  const maxField = endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens";
-  const rawMax = body[maxField];
+  const maxField = clientMaxField ?? (endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens");
+  const rawMax = body[endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens"];
   let maxTokens: number | undefined;
   if (absent(rawMax)) maxTokens = endpoint === "completions" ? COMPLETIONS_DEFAULT_MAX_TOKENS : undefined;
   else if (Number.isInteger(rawMax) && (rawMax as number) >= 1) maxTokens = rawMax as number;
@@ -61,7 +64,7 @@ export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>,
 
   const temperature = absent(body.temperature) ? 1 : body.temperature;
   if (!(typeof temperature === "number" && temperature >= 0 && temperature <= 100)) bad("temperature", `must be a number in [0, 100], got ${JSON.stringify(body.temperature)}`);
-  const out: TokenSampling = { maxTokens, temperature: temperature as number, stop: [], stopTokenIds: [], logprobs: false, model: typeof body.model === "string" ? body.model : "arbor" };
+  const out: TokenSampling = { maxTokens, maxTokensField: maxField, temperature: temperature as number, stop: [], stopTokenIds: [], logprobs: false, model: typeof body.model === "string" ? body.model : "arbor" };
   if (!absent(body.top_p)) {
     if (!(typeof body.top_p === "number" && body.top_p > 0 && body.top_p <= 1)) bad("top_p", `must be a number in (0, 1], got ${JSON.stringify(body.top_p)}`);
     out.topP = body.top_p as number;

@@ -143,9 +143,11 @@ describe("token path on the real engine", () => {
     }
     expect(callsOf("tp-d")).toEqual([]);
     // What the engine itself refuses (a 4xx) reaches the client with the engine's status and message.
-    const tooLong = (await ask({ max_tokens: 5000 })) as { status?: number; message?: string };
+    const tooLong = (await client.chat.completions
+      .create({ model: "arbor-tiny", messages: [{ role: "user", content: "x".repeat(2000) }], max_tokens: 3 })
+      .catch((e: unknown) => e)) as { status?: number; message?: string };
     expect(tooLong.status).toBe(400);
-    expect(tooLong.message).toMatch(/max_tokens: the context is 1024 tokens/);
+    expect(tooLong.message).toMatch(/messages\[0\]\.content: has at least 2000 tokens, over the context of 1024 tokens/);
     expect(callsOf("tp-d")).toEqual([]);
     // A one-token stop string maps to its token id: the same seeded sample ends right after it.
     let found: { seed: number; free: Call; cut: number; text: string } | undefined;
