@@ -5,6 +5,7 @@
 // (TokenBackend.samplingControls); token-call.ts refuses them for any other backend.
 import type { Endpoint } from "../openai-request.js";
 import { InvalidRequestError } from "../http-errors.js";
+import { checkServedFields } from "./served-fields.js";
 
 /** The sampling part of one call, before stop strings are turned into token ids. */
 export interface TokenSampling {
@@ -44,6 +45,7 @@ export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>,
   const bad = (field: string, why: string): never => {
     throw new InvalidRequestError(field, why);
   };
+  checkServedFields(endpoint, body);
   const onlyDefault = (field: string, ok: (v: unknown) => boolean, why: string): void => {
     if (!absent(body[field]) && !ok(body[field])) bad(field, why);
   };
