@@ -24,10 +24,16 @@ export interface PreparedRequest {
    */
   requestedModel?: string;
   /**
-   * The client's name of the output budget where a surface translated it to chat's max_tokens (the
-   * Responses API's max_output_tokens), so errors and refusals name the field the client sent.
+   * The client's names of chat fields a surface translated (the Responses API's max_output_tokens,
+   * Anthropic's stop_sequences), so errors and refusals name the field the client sent.
    */
-  maxTokensField?: string;
+  clientNames?: ClientFieldNames;
+}
+
+/** A surface's own names of the chat fields it translates into (absent: the chat name). */
+export interface ClientFieldNames {
+  max_tokens?: string;
+  stop?: string;
 }
 
 const ROLES = new Set<string>(["system", "user", "assistant", "tool"]);

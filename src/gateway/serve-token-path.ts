@@ -72,6 +72,7 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
       decoded: out.decoded,
       logprobs: sampling.logprobs,
       answer: out.answer,
+      stops: out.stops,
     });
     return { recorded: true, result: answer };
   } catch (e) {

@@ -58,7 +58,7 @@ function fake(name: string, faults: { generate?: Fault; tokenize?: Fault; detoke
   };
 }
 
-const sampling = (over: Partial<TokenSampling> = {}): TokenSampling => ({ maxTokens: 5, maxTokensField: "max_tokens", temperature: 1, stop: [], stopTokenIds: [], logprobs: false, model: "m", ...over });
+const sampling = (over: Partial<TokenSampling> = {}): TokenSampling => ({ maxTokens: 5, maxTokensField: "max_tokens", temperature: 1, stop: [], stopField: "stop", stopTokenIds: [], logprobs: false, model: "m", ...over });
 
 /** Deps routing attempt i to backends[i] (throwing past the end), recording what happened. */
 function deps(backends: Fake[]) {

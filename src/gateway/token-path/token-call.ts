@@ -67,6 +67,8 @@ export interface TokenCallResult {
   result: GenerateResult;
   /** The client's max_tokens, clamped to what the context left (absent: served as asked). */
   maxTokensClamped?: MaxTokensClamp;
+  /** The client's stops by token id (the answer's stop_reason). */
+  stops: ReadonlyMap<number, string | number>;
   decoded: DecodedOutput;
   /** How the answer is read (chat): the parsers of the backend the prompt was built on. */
   answer: AnswerPlan;
@@ -109,7 +111,7 @@ export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): 
     try {
       // The prompt is built once: a retry sends the very same ids (only a failed build is redone).
       prompt ??= await buildCallPrompt(input, backend, signal);
-      const { req, clamped } = await generateRequest(backend, input, prompt, signal);
+      const { req, clamped, stops } = await generateRequest(backend, input, prompt, signal);
       const result = deps.generate ? await deps.generate(backend, req) : await backend.generate(req);
       outcome = { promptTokenIds: prompt.promptTokenIds, result };
       const decoded = await decode(backend, result, input.sampling.logprobs, signal);
@@ -120,6 +122,7 @@ export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): 
         ...(prompt.contextResetReason !== undefined ? { contextResetReason: prompt.contextResetReason } : {}),
         result,
         ...(clamped ? { maxTokensClamped: clamped } : {}),
+        stops,
         decoded,
         answer: prompt.answer,
       };
@@ -178,19 +181,22 @@ export async function generateRequest(
   input: TokenCallInput,
   prompt: { promptTokenIds: number[]; maxModelLen: number | null },
   signal: AbortSignal,
-): Promise<{ req: GenerateRequest; clamped?: MaxTokensClamp }> {
+): Promise<{ req: GenerateRequest; clamped?: MaxTokensClamp; stops: Map<number, string | number> }> {
   const s = input.sampling;
   const { maxTokens, clamped } = fitMaxTokens(s.maxTokens, s.maxTokensField, prompt, backend.name, input.maxTokensPolicy ?? "clamp");
   const stopTokenIds = [...s.stopTokenIds];
+  // What each stop token stands for in the answer's stop_reason: the client's string, or its id.
+  const stops = new Map<number, string | number>(s.stopTokenIds.map((id) => [id, id]));
   for (const [i, text] of s.stop.entries()) {
     const ids = (await tokenizer(backend)({ text, addSpecialTokens: false, signal })).tokens;
     if (ids.length !== 1) {
       throw new InvalidRequestError(
-        `stop[${i}]`,
+        `${s.stopField}[${i}]`,
         `${JSON.stringify(text)} is ${ids.length} tokens for backend '${backend.name}'; the token path honours stop strings that are one token only`,
       );
     }
     stopTokenIds.push(ids[0] as number);
+    stops.set(ids[0] as number, text);
   }
   const controls = samplingControls(backend, s, maxTokens);
   const req: GenerateRequest = {
@@ -205,7 +211,7 @@ export async function generateRequest(
     ...(input.draftGroupId !== undefined ? { draftGroupId: input.draftGroupId } : {}),
     signal,
   };
-  return clamped ? { req, clamped } : { req };
+  return clamped ? { req, clamped, stops } : { req, stops };
 }
 
 const CONTROL_FIELDS: Record<SamplingControlName, string> = {

@@ -166,10 +166,18 @@ describe("token path on the real engine", () => {
     }
     expect(found).toBeDefined();
     const { seed, free, cut, text } = found!;
-    await ask({ stop: text, temperature: 1, seed, max_tokens: 12 });
+    const answer = (await ask({ stop: text, temperature: 1, seed, max_tokens: 12 })) as { choices: { stop_reason?: unknown }[] };
     const stopped = callsOf("tp-d").at(-1)!;
     expect(stopped.outputTokenIds).toEqual(free.outputTokenIds.slice(0, cut + 1));
     expect(stopped.finishReason).toBe("stop");
+    // The answer says which stop ended it (vLLM's stop_reason; Anthropic's stop_sequence), plain and streamed.
+    expect(answer.choices[0]!.stop_reason).toBe(text);
+    const stream = await client.chat.completions.create({ model: "arbor-tiny", messages: [{ role: "user", content: "hi" }], stop: text, temperature: 1, seed, max_tokens: 12, stream: true });
+    const reasons: unknown[] = [];
+    for await (const chunk of stream) for (const c of chunk.choices) if (c.finish_reason) reasons.push((c as { stop_reason?: unknown }).stop_reason);
+    expect(reasons).toEqual([text]);
+    const unstopped = (await ask({ temperature: 1, seed, max_tokens: 12 })) as { choices: { stop_reason?: unknown }[] };
+    expect(unstopped.choices[0]!.stop_reason).toBeNull();
   });
 
   it("serves Anthropic Messages and OpenAI Responses through the token path too", async () => {

@@ -24,6 +24,8 @@ export interface OpenedTokenStream {
   contextResetReason?: string;
   /** The client's max_tokens, clamped to what the context left (absent: served as asked). */
   maxTokensClamped?: MaxTokensClamp;
+  /** The client's stops by token id (the last chunk's stop_reason). */
+  stops: ReadonlyMap<number, string | number>;
   /** How the answer is read (chat): the parsers of the backend the prompt was built on. */
   answer: AnswerPlan;
   stream: GenerateStream;
@@ -55,7 +57,7 @@ export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCal
       const open = backend.generateStream;
       if (!open) throw new ArborError(`backend '${backend.name}' cannot stream token ids; the token path cannot stream from it`, "backend_capability");
       prompt ??= await buildCallPrompt(input, backend, ac.signal);
-      const { req, clamped } = await generateRequest(backend, input, prompt, ac.signal);
+      const { req, clamped, stops } = await generateRequest(backend, input, prompt, ac.signal);
       const stream = await open.call(backend, req);
       return {
         routeId: attempt.routeId,
@@ -64,6 +66,7 @@ export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCal
         contextReset: prompt.contextReset,
         ...(prompt.contextResetReason !== undefined ? { contextResetReason: prompt.contextResetReason } : {}),
         ...(clamped ? { maxTokensClamped: clamped } : {}),
+        stops,
         answer: prompt.answer,
         stream,
         signal: ac.signal,
@@ -97,7 +100,7 @@ export async function streamTokenAnswer(
   if (!detok) throw new ArborError(`backend '${backend.name}' has no detokenizer endpoint; the token path cannot serve it`, "backend_capability");
   const decode = (ids: number[]): Promise<string> => detok.call(backend, ids, signal);
   const text = new IncrementalText(decode);
-  const chunks = new TokenChunks({ ...options, promptTokenIds: opened.promptTokenIds, ...(options.endpoint === "chat" ? { answer: opened.answer } : {}) });
+  const chunks = new TokenChunks({ ...options, promptTokenIds: opened.promptTokenIds, stops: opened.stops, ...(options.endpoint === "chat" ? { answer: opened.answer } : {}) });
 
   const queue: TokenDelta[] = [];
   let ended = false;
