@@ -265,9 +265,9 @@ export const GatewayConfigSchema = z
     callTimeoutMs: positiveInt.default(120_000),
     /**
      * A max_tokens larger than the context leaves (the engine's context length minus the prompt's
-     * tokens, known on the token path): `clamp` it to what is left, recorded on the call as
-     * maxTokensClamped (agent CLIs send their vendor's defaults, 64,000 and more), or `refuse` the
-     * call with a 400 naming the field. Passthrough calls reach the engine as sent.
+     * tokens): `clamp` it to what is left, recorded on the call as maxTokensClamped (agent CLIs send
+     * their vendor's defaults, 64,000 and more), or `refuse` the call with a 400 naming the field.
+     * Calls to a backend without the engine's tokenizer, or one that reports no context length, go as sent.
      */
     maxTokensPolicy: z.enum(["clamp", "refuse"]).default("clamp"),
     /** Backend health checks: in-rotation backends every intervalMs (default 10 s), out-of-rotation ones every recheckMs. */

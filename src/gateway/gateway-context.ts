@@ -39,7 +39,7 @@ export interface GatewayContext {
   sink: TraceSink;
   /** False: every call passes through (GatewayOptions.tokenPath). */
   tokenPath: boolean;
-  /** A token-path max_tokens larger than the context leaves: clamped or refused (GatewayOptions.maxTokensPolicy). */
+  /** A max_tokens larger than the context leaves: clamped or refused (GatewayOptions.maxTokensPolicy). */
   maxTokensPolicy: MaxTokensPolicy;
   /**
    * Each program's last context (prompt + output ids): the prefix its next prompt extends, which is

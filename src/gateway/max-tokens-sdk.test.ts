@@ -3,7 +3,8 @@
 // and streamed), driven by the official clients against a real gateway and engine: the asked model
 // name is recorded beside the served one, and a budget larger than the context leaves is clamped to
 // what it leaves and recorded (maxTokensPolicy clamp) or refused with a 400 naming the client's field
-// (refuse), recording nothing. Passthrough calls reach the engine as sent.
+// (refuse), recording nothing. Passthrough calls are fitted alike where the backend has the engine's
+// tokenizer, and reach the engine as sent where it has none.
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -25,6 +26,7 @@ const calls: Call[] = [];
 let clampUrl: string;
 let refuseUrl: string;
 
+/** A gateway in front of the tiny engine: Arbor's token backend, or (`passthrough`) a plain one without its tokenizer. */
 async function gateway(opts: Partial<GatewayOptions>, passthrough = false): Promise<string> {
   const backend = passthrough
     ? createBuiltinBackend({ name: "p0", url: `${tiny.engine.url}/v1`, model: SERVED })
@@ -157,6 +159,26 @@ describe("max_tokens larger than the context leaves, on every surface", () => {
       expect(call.outputTokenIds.length).toBeLessThanOrEqual(3);
       expect(call.requestedModel).toBe("gpt-4o-mini");
     }
+  });
+
+  it("passthrough to a backend with the engine's tokenizer: the budget is fitted alike (clamped and recorded, or refused)", async () => {
+    const clamp = await gateway({ tokenPath: false });
+    const refuse = await gateway({ tokenPath: false, maxTokensPolicy: "refuse" });
+    await openai(clamp, "pt-clamp-0").chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: ASKED, seed: 1 });
+    const events = await anthropic(clamp, "pt-clamp-1").messages.create({ model: "claude-haiku-4-5", max_tokens: ASKED, messages: [{ role: "user", content: "hi" }], stream: true });
+    for await (const e of events) void e;
+    for (const program of ["pt-clamp-0", "pt-clamp-1"]) {
+      const call = only(program);
+      const left = context - call.promptTokenIds.length;
+      expect(call.maxTokensClamped, program).toEqual({ asked: ASKED, granted: left });
+      expect(call.outputTokenIds.length).toBeLessThanOrEqual(left);
+    }
+    const e = (await openai(refuse, "pt-refuse")
+      .chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_completion_tokens: ASKED, stream: true })
+      .catch((x: unknown) => x)) as { status?: number; message?: string };
+    expect(e.status).toBe(400);
+    expect(e.message).toMatch(/max_completion_tokens: is 64000, more than the \d+ tokens the context leaves/);
+    expect(calls.filter((c) => c.programId === "pt-refuse")).toEqual([]);
   });
 
   it("passthrough: the budget reaches the engine as sent (no prompt length known), the asked name is still recorded", async () => {

@@ -1,6 +1,6 @@
 // Turns a client's OpenAI request into the upstream request Arbor needs (token ids and logprobs
 // always on, Arbor-only fields stripped) plus what the trace records about the prompt.
-import type { ChatMessage, ChatRole, MessageToolCall } from "../core/types.js";
+import type { ChatMessage, ChatRole, MaxTokensClamp, MessageToolCall } from "../core/types.js";
 import { InvalidRequestError } from "./http-errors.js";
 
 export type Endpoint = "chat" | "completions";
@@ -28,6 +28,8 @@ export interface PreparedRequest {
    * Anthropic's stop_sequences), so errors and refusals name the field the client sent.
    */
   clientNames?: ClientFieldNames;
+  /** Set on a passthrough call whose max_tokens was clamped to what the context leaves (passthrough-budget.ts). */
+  maxTokensClamped?: MaxTokensClamp;
 }
 
 /** A surface's own names of the chat fields it translates into (absent: the chat name). */

@@ -49,6 +49,7 @@ export function recordCall(
     policyVersion: trace.policyVersion,
     ...(trace.tokenPolicyVersions ? { tokenPolicyVersions: trace.tokenPolicyVersions } : {}),
     timings: { start, end: ctx.clock.now() },
+    ...(prepared.maxTokensClamped ? { maxTokensClamped: prepared.maxTokensClamped } : {}),
     ...flags,
   };
   let write: Promise<void>;

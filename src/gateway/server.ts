@@ -118,9 +118,9 @@ export interface GatewayOptions {
   tokenPath?: boolean;
   /**
    * A max_tokens larger than the context leaves (the engine's context length minus the prompt's
-   * tokens, known on the token path): `clamp` it to what the context leaves and record the clamp on
-   * the call (default), or `refuse` the call with a 400 naming the field. Passthrough calls go to
-   * the engine as sent.
+   * tokens): `clamp` it to what the context leaves and record the clamp on the call (default), or
+   * `refuse` the call with a 400 naming the field. Passthrough calls are fitted alike where the
+   * backend has the engine's tokenizer (passthrough-budget.ts), else go as sent.
    */
   maxTokensPolicy?: MaxTokensPolicy;
   /**

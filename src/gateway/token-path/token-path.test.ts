@@ -202,8 +202,10 @@ describe("token path on the real engine", () => {
       const base = await gw.listen("127.0.0.1", 0);
       const client = new OpenAI({ baseURL: `${base}/p/tp-off/v1`, apiKey: "unused", maxRetries: 0 });
       await client.chat.completions.create({ model: "arbor-tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 3 });
-      // The backend asks once which model name the engine serves (no name configured), then forwards the call.
-      expect(proxy.seen.map((r) => r.path)).toEqual(["/v1/models", "/v1/chat/completions"]);
+      // The prompt is tokenized once to check max_tokens against the context (it fits: the body goes as sent); the
+      // backend asks once which model name the engine serves (no name configured), then forwards the call.
+      expect(proxy.seen.map((r) => r.path)).toEqual(["/tokenize", "/v1/models", "/v1/chat/completions"]);
+      expect(local[0]!.maxTokensClamped).toBeUndefined();
       expect(local).toHaveLength(1);
     } finally {
       await gw.close();
