@@ -135,6 +135,7 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
     clock,
     routing: cfg.gateway.routing,
     callTimeoutMs: cfg.gateway.callTimeoutMs,
+    maxTokensPolicy: cfg.gateway.maxTokensPolicy,
     health: cfg.gateway.health,
     onProgramTerminated: async (id) => {
       await late.pool?.reclaim(id);

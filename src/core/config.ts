@@ -264,6 +264,13 @@ export const GatewayConfigSchema = z
     routing: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default("sticky-program"),
     /** Per-call timeout towards a backend, ms. */
     callTimeoutMs: positiveInt.default(120_000),
+    /**
+     * A max_tokens larger than the context leaves (the engine's context length minus the prompt's
+     * tokens): `clamp` it to what is left, recorded on the call as maxTokensClamped (agent CLIs send
+     * their vendor's defaults, 64,000 and more), or `refuse` the call with a 400 naming the field.
+     * Calls to a backend without the engine's tokenizer, or one that reports no context length, go as sent.
+     */
+    maxTokensPolicy: z.enum(["clamp", "refuse"]).default("clamp"),
     /** Backend health checks: in-rotation backends every intervalMs (default 10 s), out-of-rotation ones every recheckMs. */
     health: z
       .object({ intervalMs: positiveInt.default(10_000), recheckMs: positiveInt.default(1000) })
