@@ -379,6 +379,8 @@ export class BwrapProvider implements SandboxProvider {
 
     this.root = resolve(opts.root ?? join(tmpdir(), "arbor-sandboxes"));
     const uid = sandboxUid(opts.uid ?? DEFAULT_SANDBOX_UID);
+    // Checked before anything is made or swept: a bad mount leaves no trace.
+    const readOnlyMounts = checkReadOnlyMounts(opts.readOnlyMounts ?? [], { onThisHost: true, uid });
     mkdirSync(this.root, { recursive: true, mode: 0o755 });
     checkTraversable(this.root, uid);
     this.sweptOnStart = sweepStaleWorkspaces(this.root);
@@ -398,7 +400,7 @@ export class BwrapProvider implements SandboxProvider {
       limitWorkspace: opts.limitWorkspace ?? true,
       sandboxMemoryMb,
       useCgroups: opts.useCgroups ?? true,
-      readOnlyMounts: checkReadOnlyMounts(opts.readOnlyMounts ?? [], { onThisHost: true, uid }),
+      readOnlyMounts,
     };
   }
 
