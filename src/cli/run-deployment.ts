@@ -153,7 +153,7 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
   const routing = typeof cfg.gateway.routing === "string" ? cfg.gateway.routing : "custom routing";
   log(`gateway  ${gatewayUrl} (${routing} over ${backends.map((b) => b.name).join(", ")})`);
 
-  const sandboxes = sandboxesFromConfig(cfg, clock);
+  const sandboxes = await sandboxesFromConfig(cfg, clock, cfg.sandbox.root, log);
   c.onClose(() => sandboxes.destroyAll());
   const swept = (sandboxes as { sweptOnStart?: string[] }).sweptOnStart ?? [];
   if (swept.length > 0) log(`sandbox  removed ${swept.length} workspace(s) left behind by killed runs`);

@@ -108,7 +108,7 @@ function runContexts(o: { store: TrajectoryStore; gatewayUrl: string; adminToken
     if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
     // Each worker its own folder: a provider sweeps the workspaces it finds in its root when it starts.
     const root = join(cfg.sandbox.root ?? join(tmpdir(), "arbor-sandboxes"), o.worker);
-    const sandboxes = sandboxesFromConfig(cfg, realClock, root);
+    const sandboxes = await sandboxesFromConfig(cfg, realClock, root, o.log);
     o.log(`worker ${o.worker}: run config '${cfg.name}': env ${env.name}, ${cfg.sandbox.provider} sandboxes under ${root}`);
     const ctx: WorkerRunContext = {
       env,

@@ -486,6 +486,17 @@ export const RunConfigSchema = z
         files: z.record(z.string().min(1), z.string().min(1)).optional(),
         /** Black box: installed npm packages the command imports (read-only copies in /workspace/node_modules). */
         nodePackages: z.array(z.string().min(1)).optional(),
+        /**
+         * Black box: the agent's install, seen read-only by every sandbox at /opt/agent and never copied
+         * into a workspace — a folder, or `npm:<name>@<exact version>`, which Arbor installs once into
+         * `installCache` (`npm install --prefix`, the machine's npm) before the run. With it the command's
+         * HOME (and XDG config/cache dirs) is /workspace/.home, writable.
+         */
+        install: z.string().min(1).optional(),
+        /** Black box: cache folder of npm installs (default `<tmpdir>/arbor-agent-installs`; readable by the sandbox uid). */
+        installCache: z.string().min(1).optional(),
+        /** Black box: longest an npm install may take, ms. */
+        installTimeoutMs: positiveInt.default(300_000),
         /** Black box: workspace path the task text (the prompt's user turns) is written to. */
         taskFile: z.string().min(1).default("TASK.md"),
         /** Black box: extra environment of the command. */
@@ -500,7 +511,7 @@ export const RunConfigSchema = z
           if (a.context !== undefined) ctx.addIssue({ code: "custom", path: ["context"], message: "applies to kind white-box only (a black box manages its own context)" });
           return;
         }
-        for (const f of ["command", "files", "nodePackages", "env", "wallMs"] as const) {
+        for (const f of ["command", "files", "nodePackages", "install", "installCache", "env", "wallMs"] as const) {
           if (a[f] !== undefined) ctx.addIssue({ code: "custom", path: [f], message: "applies to kind black-box only" });
         }
       })
