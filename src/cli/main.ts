@@ -18,7 +18,15 @@ const program = new Command()
   .description("Agentic reinforcement-learning infrastructure for LLMs")
   .version(version, "-V, --version", "print the version of arbor")
   .option("--debug", "print stack traces of errors")
-  .exitOverride();
+  .addOption(new Option("--log-level <level>", "lowest level of the logs written to stderr (env ARBOR_LOG_LEVEL)").choices(["fatal", "error", "warn", "info", "debug", "trace", "silent"]))
+  .addOption(new Option("--log-format <format>", "text: plain lines; json: pino's JSON lines for log collectors (env ARBOR_LOG_FORMAT)").choices(["text", "json"]))
+  .exitOverride()
+  // The logger (core/logger.ts, loaded by the commands that log) reads these, so --help loads no logging library.
+  .hook("preAction", (root) => {
+    const o = root.opts<{ logLevel?: string; logFormat?: string }>();
+    if (o.logLevel !== undefined) process.env.ARBOR_LOG_LEVEL = o.logLevel;
+    if (o.logFormat !== undefined) process.env.ARBOR_LOG_FORMAT = o.logFormat;
+  });
 
 program
   .command("run")

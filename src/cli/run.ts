@@ -2,6 +2,8 @@
 // rewards, store, the orchestrated rollout (sync or async), the trainer (in process, or external over the
 // trainer protocol) and the engines' weight sync — into the training loop (src/loop/train-loop.ts), which
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
+import { lineLog, processLog } from "../core/logger.js";
+import { flattenParams, MlflowSink } from "../loop/mlflow-sink.js";
 import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -10,6 +12,7 @@ import { loadClusterConfig, loadClusterRunConfig, type ClusterConfig } from "../
 import { loadRunConfig, servedModelOf, type RunConfig } from "../core/config.js";
 import { parseOverride } from "../core/config-overrides.js";
 import { ArborError } from "../core/errors.js";
+import type { Clock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
 import { createEnvironment } from "../envs/registry.js";
@@ -110,14 +113,14 @@ export async function runCommand(configPath: string | undefined, opts: Omit<RunO
   if (resumeDir !== undefined) {
     if (clusterPath !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
     const { cfg, state } = loadResumedRun(resumeDir, configPath, overrides);
-    const summary = await runIteration(cfg, { ...rest, resume: state, log: (line) => console.error(line) });
+    const summary = await runIteration(cfg, { ...rest, resume: state, log: lineLog(processLog("run")) });
     printSummary(summary);
     return;
   }
   if (configPath === undefined) throw new ArborError("arbor run: give a config file, or --resume <run dir>", "config");
   const cluster = clusterPath !== undefined ? loadClusterConfig(clusterPath) : undefined;
   const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
-  const summary = await runIteration(cfg, { ...rest, cluster, log: (line) => console.error(line) });
+  const summary = await runIteration(cfg, { ...rest, cluster, log: lineLog(processLog("run")) });
   printSummary(summary);
 }
 
@@ -167,6 +170,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   const closers: (() => Promise<void>)[] = [];
   /** The reference trainer in process, or (train.trainer: external) the trainer protocol server another process trains through. */
   let trainer: Trainer | undefined;
+  // Set once the run has its result: the MLflow run is marked FINISHED, else FAILED (KILLED on a signal).
+  let finished = false;
   const abort = new AbortController();
   // Every program's client listens on this one signal.
   setMaxListeners(0, abort.signal);
@@ -260,7 +265,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         opts.onProgramDone?.(p);
       },
     });
-    const metrics = new MetricsLog(outDir, clock, resume !== undefined ? done : undefined);
+    const mlflow = cfg.tracking?.mlflow ? await startMlflow(cfg, baseRunId, clock, log) : undefined;
+    if (mlflow) closers.push(async () => void (await mlflow.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
+    const metrics = new MetricsLog(outDir, clock, mlflow ? [mlflow] : [], resume !== undefined ? done : undefined);
     // Held-out programs run as the rollout's do (gateway, engines, sandboxes) in a store run of their own that
     // no batch is taken from.
     let evaluation: HeldOutEvaluation | undefined;
@@ -345,6 +352,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0);
     // Before the engines close: their executors' cache counters (scheduled executors only).
     const cache = d.engineStats();
+    finished = true;
     return {
       runId: last.runId,
       stats: runStats,
@@ -371,6 +379,14 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     await trainer?.close();
     for (const close of closers.reverse()) await close();
   }
+}
+
+/** The run's MLflow run (config `tracking.mlflow`): its params are the run config's settings, flattened. */
+async function startMlflow(cfg: RunConfig, runId: string, clock: Clock, log: (line: string) => void): Promise<MlflowSink> {
+  const m = cfg.tracking?.mlflow ?? {};
+  const url = m.url ?? process.env.MLFLOW_TRACKING_URI;
+  if (!url) throw new ArborError("tracking.mlflow.url: set it, or MLFLOW_TRACKING_URI, to the tracking server's URL", "config");
+  return MlflowSink.start({ url, experiment: m.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log });
 }
 
 /** The gateway's admin token from the environment, when `gateway.auth` asks for one. */

@@ -4,6 +4,7 @@
 // each other's), records through the deployment's Postgres store and the gateway, and reports each end on the
 // event stream. GET /healthz, GET /readyz, GET /programs (what it runs now); on SIGTERM it stops taking work and gives the programs in flight
 // `--drain-ms` to end, then aborts the rest (each ends recorded as aborted).
+import { lineLog, processLog } from "../core/logger.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Fastify from "fastify";
@@ -43,7 +44,7 @@ const MAX_RUN_CONTEXTS = 8;
 
 /** Connect, take work and serve until a signal; resolves once drained and closed. */
 export async function serveWorkerCommand(o: ServeWorkerOptions): Promise<void> {
-  const log = o.log ?? ((line: string) => console.error(line));
+  const log = o.log ?? lineLog(processLog("worker"));
   if (!/^[A-Za-z0-9_.-]{1,63}$/.test(o.name)) throw new ArborError(`--name: must be 1-63 of [A-Za-z0-9_.-] (it names the worker's sandbox folder), got '${o.name}'`, "config");
   const cfg = loadClusterConfig(o.cluster);
   const broker = clusterBroker(cfg, "arbor serve worker");

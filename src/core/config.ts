@@ -538,6 +538,24 @@ export const RunConfigSchema = z
       })
       .strict()
       .optional(),
+    /**
+     * Run tracking beyond metrics.jsonl and TensorBoard (always written): MLflow through its REST API
+     * (loop/mlflow-sink.ts). Off when absent.
+     */
+    tracking: z
+      .object({
+        mlflow: z
+          .object({
+            /** Tracking server URL (default: MLFLOW_TRACKING_URI). */
+            url: z.string().url().optional(),
+            /** Experiment name, created when missing (default: the run's name). */
+            experiment: z.string().min(1).optional(),
+          })
+          .strict()
+          .optional(),
+      })
+      .strict()
+      .optional(),
     /** Rollout → reward → batch → train → weight sync, this many times (training needs `train`). */
     iterations: positiveInt.default(1),
     /**

@@ -37,6 +37,8 @@ import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./
 import { serveCall } from "./serve-call.js";
 import { surfaceRoutes } from "./surface-routes.js";
 import { asAnthropicErrorBody } from "./surfaces/anthropic-error.js";
+import { fastifyLogger } from "../core/logger.js";
+import type { Logger } from "pino";
 
 export { PROGRAM_HEADER };
 
@@ -49,6 +51,8 @@ export const MAX_TOOLS = 128;
 
 export interface GatewayOptions {
   backends: Backend[];
+  /** Structured logs (pino, core/logger.ts): Fastify's, requests at debug; none when absent. */
+  logger?: Logger;
   /** Where calls are recorded when the gateway has no store (a trace-only gateway: programs open on their first call). */
   sink?: TraceSink;
   /**
@@ -191,7 +195,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
   const bodyLimit = opts.bodyLimitBytes ?? 32 * 1024 * 1024;
   const app = Fastify({
-    logger: false,
+    ...fastifyLogger(opts.logger),
     bodyLimit,
     forceCloseConnections: true,
     // Path ids may be as long as the program table accepts (256 characters), percent-encoded (×3).

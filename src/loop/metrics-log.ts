@@ -14,6 +14,11 @@ import type { HeldOutScore } from "./held-out-eval.js";
 import type { IterationResult } from "./iteration-result.js";
 import { TensorBoardWriter } from "./tensorboard-events.js";
 
+/** A sink of each metrics line's scalars at its step (must not throw; it may post in the background). */
+export interface MetricsSink {
+  log(step: number, scalars: Record<string, number>, time: number): void;
+}
+
 /** One line of metrics.jsonl (field names are stable: tools read them). */
 export interface MetricsRecord {
   /** `iteration` (sync: a rollout and its step) or `step` (async: one trainer step). */
@@ -195,6 +200,8 @@ export class MetricsLog {
   constructor(
     dir: string,
     private readonly clock: Clock,
+    /** Further sinks of every line's scalars (e.g. MLflow), fed as the TensorBoard file is. */
+    private readonly sinks: readonly MetricsSink[] = [],
     keepThrough?: number,
   ) {
     mkdirSync(dir, { recursive: true });
@@ -208,7 +215,9 @@ export class MetricsLog {
   append(r: IterationResult, kind: MetricsRecord["kind"]): MetricsRecord {
     const rec = metricsRecord(r, kind, this.clock.now());
     appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
-    this.tensorboard.scalars(rec.index, tensorboardScalars(rec));
+    const scalars = tensorboardScalars(rec);
+    this.tensorboard.scalars(rec.index, scalars);
+    for (const s of this.sinks) s.log(rec.index, scalars, rec.time);
     return rec;
   }
 
@@ -216,7 +225,9 @@ export class MetricsLog {
   appendHeldOut(score: HeldOutScore): HeldOutRecord {
     const rec: HeldOutRecord = { kind: "held-out", index: 0, time: this.clock.now(), policyVersion: score.version, heldOut: heldOutFields(score) };
     appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
-    this.tensorboard.scalars(0, heldOutScalars(rec.heldOut));
+    const scalars = heldOutScalars(rec.heldOut);
+    this.tensorboard.scalars(0, scalars);
+    for (const s of this.sinks) s.log(0, scalars, rec.time);
     return rec;
   }
 }
