@@ -13,6 +13,7 @@ import type { ProgramResult } from "../rollout/sync-rollout.js";
 import { runIteration, type RunSummary } from "./run.js";
 import { smallRlConfig } from "../testing/rl-config.js";
 import { startFakeMlflow, type FakeMlflow } from "../testing/fake-mlflow.js";
+import { startFakeWandb, type FakeWandb } from "../testing/fake-wandb.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-async-run-"));
 // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
@@ -29,9 +30,12 @@ const done: ProgramResult[] = [];
 let summary: RunSummary;
 
 let mlflow: FakeMlflow;
+let wandb: FakeWandb;
 
 beforeAll(async () => {
   mlflow = await startFakeMlflow();
+  wandb = await startFakeWandb();
+  process.env.WANDB_API_KEY = wandb.apiKey;
   const cfg = parseRunConfig(
     smallRlConfig(dir, "async-e2e", {
       seed: 3,
@@ -43,7 +47,7 @@ beforeAll(async () => {
       rollout: { mode: "async", groupSize: 4, concurrency: 4, batchGroups: B, maxInFlightGroups: 2 * B, window: W, maxStaleness: ETA },
       iterations: STEPS,
       output: { dir: out },
-      tracking: { mlflow: { url: mlflow.url, experiment: "async-e2e" } },
+      tracking: { mlflow: { url: mlflow.url, experiment: "async-e2e" }, wandb: { project: "async-e2e", baseUrl: wandb.url } },
     }),
   );
   summary = await runIteration(cfg, {
@@ -57,7 +61,11 @@ beforeAll(async () => {
   });
 }, 300_000);
 
-afterAll(() => mlflow.close());
+afterAll(async () => {
+  delete process.env.WANDB_API_KEY;
+  await mlflow.close();
+  await wandb.close();
+});
 
 describe("arbor run with rollout.mode: async (end to end)", () => {
   it("takes one trainer step per batch and ends with every engine on the last version", async () => {
@@ -142,5 +150,11 @@ describe("arbor run with rollout.mode: async (end to end)", () => {
       if (r.meanReward !== null) expect(at("reward/mean")).toBeCloseTo(r.meanReward, 12);
     }
     expect(new Set(run.metrics.map((m) => m.step))).toEqual(new Set(recs.map((r) => r.index)));
+    // The same rows in W&B: one history row per step, the config, exit code 0.
+    const w = [...wandb.runs.values()];
+    expect(w).toHaveLength(1);
+    expect(w[0]!.complete).toEqual({ exitcode: 0 });
+    expect(w[0]!.config["rollout.mode"]).toEqual({ value: "async", desc: null });
+    expect(w[0]!.history.map((h) => [h._step, h["train/loss"] ?? null])).toEqual(recs.map((r) => [r.index, r.loss]));
   });
 });

@@ -4,6 +4,7 @@
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
 import { lineLog, processLog } from "../core/logger.js";
 import { flattenParams, MlflowSink } from "../loop/mlflow-sink.js";
+import { WandbSink } from "../loop/wandb-sink.js";
 import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -15,8 +16,7 @@ import { ArborError } from "../core/errors.js";
 import type { Clock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
-import { createEnvironment } from "../envs/registry.js";
-import { splitHeldOut } from "../envs/held-out.js";
+import { environmentFromConfig, runTasks } from "../envs/from-config.js";
 import { nativeTask } from "../envs/native-tools.js";
 import { createContextPolicy } from "../agents/context/registry.js";
 import type { BackendReply } from "../backends/backend.js";
@@ -29,6 +29,7 @@ import { startReferenceTrainer } from "../loop/reference-trainer.js";
 import { runTrainLoop, type TrainLoopResult } from "../loop/train-loop.js";
 import type { Trainer } from "../loop/trainer-port.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
+import { loadCustomRewards } from "../reward/custom-reward.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { GroupRewarder } from "../reward/group-rewarder.js";
 import { OrchestratedRollout } from "../rollout/async-rollout.js";
@@ -149,7 +150,12 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   if (cluster === undefined) await checkPortsFree(runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
   mkdirSync(outDir, { recursive: true });
-  const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});
+  // The user's environment module, task file and reward modules load here: a bad one fails before anything starts.
+  const env = await environmentFromConfig(cfg.env);
+  // With `eval`, the held-out tasks come after the training ones (or at the end of a task file), none sharing a training task's prompt.
+  const { tasks: trainTasks, heldOut, perIteration: tasksPerIteration, source: taskSource } = await runTasks(env, cfg.env, cfg.iterations, cfg.eval?.tasks ?? 0);
+  const split = { train: trainTasks, heldOut };
+  const custom = cfg.reward.custom ? await loadCustomRewards(cfg.reward.custom) : undefined;
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const agent = agentSpecOf(cfg.agent);
@@ -162,7 +168,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     throw new ArborError(`eval.temperature: with --cluster, held-out programs run on workers at agent.temperature (${cfg.agent.temperature}); remove eval.temperature or set it to that`, "config");
   }
   const judge = createRunJudge({ reward: cfg.reward, callsPath: join(outDir, "judge-calls.jsonl"), timeoutMs: cfg.gateway.callTimeoutMs, clock, ...(opts.log ? { log: opts.log } : {}) });
-  const reward = createRewardFromConfig(cfg.reward, judge.deps);
+  const reward = createRewardFromConfig(cfg.reward, { ...judge.deps, ...(custom ? { custom } : {}) });
   const rewarder = new GroupRewarder(reward);
   const adminToken = gatewayAdminToken(cfg);
 
@@ -181,7 +187,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   try {
     const log = opts.log ?? (() => {});
     const modelPath = policyPath(cfg.model, log);
-    const ctx = { cfg, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
+    if (cfg.env.module !== undefined || typeof cfg.env.tasks === "string") log(`env      ${env.name}${cfg.env.module !== undefined ? ` (${cfg.env.module})` : ""}: ${taskSource}`);
+    const ctx = { cfg, tasksPerIteration, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
     const d = cluster ? await connectCluster(ctx, cluster) : await startEmbedded(ctx);
     const { store, storePath } = d;
     await judge.start(d.backends);
@@ -190,9 +197,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const sync = cfg.rollout.mode === "sync";
     // Sync: the orchestrator with one iteration of groups at a time, tasks in order (iteration k rolls out the
     // k-th slice of env.tasks(n·iterations, seed)), each iteration in its own store run; async: one run.
-    const settings = orchestratorSettings(cfg.rollout, cfg.env.tasks);
-    // With `eval`, the held-out tasks come after the training ones, none sharing a training task's prompt.
-    const split = cfg.eval ? splitHeldOut(env, cfg.env.seed, cfg.env.tasks * cfg.iterations, cfg.eval.tasks) : { train: env.tasks(cfg.env.tasks * cfg.iterations, cfg.env.seed), heldOut: [] };
+    const settings = orchestratorSettings(cfg.rollout, tasksPerIteration);
     // Native tool calls: the system prompt declares no markup (the request's `tools` declare the tools).
     const native = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native";
     const allTasks = native ? split.train.map((t) => nativeTask(env, t)) : split.train;
@@ -265,9 +270,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         opts.onProgramDone?.(p);
       },
     });
-    const mlflow = cfg.tracking?.mlflow ? await startMlflow(cfg, baseRunId, clock, log) : undefined;
-    if (mlflow) closers.push(async () => void (await mlflow.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
-    const metrics = new MetricsLog(outDir, clock, mlflow ? [mlflow] : [], resume !== undefined ? done : undefined);
+    const sinks = await startTrackingSinks(cfg, baseRunId, clock, log);
+    for (const s of sinks) closers.push(async () => void (await s.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
+    const metrics = new MetricsLog(outDir, clock, sinks, resume !== undefined ? done : undefined);
     // Held-out programs run as the rollout's do (gateway, engines, sandboxes) in a store run of their own that
     // no batch is taken from.
     let evaluation: HeldOutEvaluation | undefined;
@@ -381,12 +386,21 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   }
 }
 
-/** The run's MLflow run (config `tracking.mlflow`): its params are the run config's settings, flattened. */
-async function startMlflow(cfg: RunConfig, runId: string, clock: Clock, log: (line: string) => void): Promise<MlflowSink> {
-  const m = cfg.tracking?.mlflow ?? {};
-  const url = m.url ?? process.env.MLFLOW_TRACKING_URI;
-  if (!url) throw new ArborError("tracking.mlflow.url: set it, or MLFLOW_TRACKING_URI, to the tracking server's URL", "config");
-  return MlflowSink.start({ url, experiment: m.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log });
+/** The run's tracking sinks (config `tracking`): MLflow and W&B runs whose params/config are the run config's settings. */
+async function startTrackingSinks(cfg: RunConfig, runId: string, clock: Clock, log: (line: string) => void): Promise<(MlflowSink | WandbSink)[]> {
+  const sinks: (MlflowSink | WandbSink)[] = [];
+  const { mlflow, wandb } = cfg.tracking ?? {};
+  if (mlflow) {
+    const url = mlflow.url ?? process.env.MLFLOW_TRACKING_URI;
+    if (!url) throw new ArborError("tracking.mlflow.url: set it, or MLFLOW_TRACKING_URI, to the tracking server's URL", "config");
+    sinks.push(await MlflowSink.start({ url, experiment: mlflow.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log }));
+  }
+  if (wandb) {
+    sinks.push(
+      await WandbSink.start({ project: wandb.project, ...(wandb.entity ? { entity: wandb.entity } : {}), ...(wandb.baseUrl ? { baseUrl: wandb.baseUrl } : {}), runId, displayName: runId, config: flattenParams(cfg), clock, log }),
+    );
+  }
+  return sinks;
 }
 
 /** The gateway's admin token from the environment, when `gateway.auth` asks for one. */

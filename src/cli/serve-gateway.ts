@@ -37,6 +37,7 @@ export async function serveGatewayCommand(o: ServeGatewayOptions): Promise<void>
     clock: realClock,
     routing: g.routing,
     callTimeoutMs: g.callTimeoutMs,
+    maxTokensPolicy: g.maxTokensPolicy,
     health: g.health,
     notReady: () => (storeClosed ? "the store is closed" : undefined),
     ...(g.pausing.enabled ? { pausing: g.pausing } : {}),

@@ -16,7 +16,7 @@ import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { registerServiceProbes } from "../core/service-probes.js";
 import { createContextPolicy } from "../agents/context/registry.js";
-import { createEnvironment } from "../envs/registry.js";
+import { environmentFromConfig } from "../envs/from-config.js";
 import { agentSpecOf } from "../rollout/blackbox-program.js";
 import { type ProgramWork, type RolloutEvents } from "../rollout/remote/program-work.js";
 import { ProgramWorker, type WorkerRunContext } from "../rollout/remote/program-worker.js";
@@ -104,12 +104,12 @@ function runContexts(o: { store: TrajectoryStore; gatewayUrl: string; adminToken
       throw new ArborError(`program work: config is not JSON: ${(e as Error).message}`, "config");
     }
     const cfg = parseRunConfig(raw, "the run config of a program's work");
-    const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});
+    const env = await environmentFromConfig(cfg.env);
     if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
     // Each worker its own folder: a provider sweeps the workspaces it finds in its root when it starts.
     const root = join(cfg.sandbox.root ?? join(tmpdir(), "arbor-sandboxes"), o.worker);
     const sandboxes = sandboxesFromConfig(cfg, realClock, root);
-    o.log(`worker ${o.worker}: run config '${cfg.name}': env ${cfg.env.name}, ${cfg.sandbox.provider} sandboxes under ${root}`);
+    o.log(`worker ${o.worker}: run config '${cfg.name}': env ${env.name}, ${cfg.sandbox.provider} sandboxes under ${root}`);
     const ctx: WorkerRunContext = {
       env,
       store: o.store,
