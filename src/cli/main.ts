@@ -31,13 +31,14 @@ const program = new Command()
 program
   .command("run")
   .description("run rollout iterations from a YAML config: engines, gateway, agents in sandboxes, rewards, store, batch, and RL training with `train`")
-  .argument("<config>", "path of the run config (YAML)")
+  .argument("[config]", "path of the run config (YAML); optional with --resume (the run's stored config)")
   .option("--no-progress", "do not draw a progress bar")
   .option("--cluster <file>", "run on a deployment's services (cluster.yaml: its store, gateway, engines; programs on its workers)")
   .option("--set <key=value>", "override one setting of the run config: a dotted path, a YAML value (repeatable; e.g. --set train.lr=1e-4)", (v: string, acc: string[] | undefined) => [...(acc ?? []), v])
-  .action(async (config: string, opts: { progress: boolean; cluster?: string; set?: string[] }) => {
+  .option("--resume <run dir>", "continue a killed or finished sync run from its output folder (resume.json): same config, only iterations may be raised")
+  .action(async (config: string | undefined, opts: { progress: boolean; cluster?: string; set?: string[]; resume?: string }) => {
     const { runCommand } = await import("./run.js");
-    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}), sets: opts.set ?? [] });
+    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}), ...(opts.resume !== undefined ? { resume: opts.resume } : {}), sets: opts.set ?? [] });
   });
 
 registerServeCommands(program);

@@ -43,6 +43,9 @@ import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { MetricsLog } from "../loop/metrics-log.js";
+import { writeResumeState, type ResumeState } from "../loop/resume-state.js";
+import { optimizerFileName } from "../trainer/checkpoint.js";
+import { loadResumedRun } from "./run-resume.js";
 import { asyncStepLine, heldOutStartLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
@@ -97,13 +100,26 @@ export interface RunOptions {
    * its workers. The config must come from `loadClusterRunConfig` (the deployment's parts merged in).
    */
   cluster?: ClusterConfig;
+  /**
+   * Continue the run whose state this is (`--resume <run dir>`, sync runs): its id, the iterations after the
+   * done ones, from its checkpoint and optimizer state; the config must be the run's (run-resume.ts).
+   */
+  resume?: ResumeState;
 }
 
-/** CLI entry: load the config, run, print the summary. */
-export async function runCommand(configPath: string, opts: Omit<RunOptions, "cluster"> & { cluster?: string; sets?: readonly string[] }): Promise<void> {
-  const { sets = [], ...rest } = opts;
+/** CLI entry: load the config (or, with `resume`, the run's stored one), run, print the summary. */
+export async function runCommand(configPath: string | undefined, opts: Omit<RunOptions, "cluster" | "resume"> & { cluster?: string; sets?: readonly string[]; resume?: string }): Promise<void> {
+  const { sets = [], resume: resumeDir, cluster: clusterPath, ...rest } = opts;
   const overrides = sets.map(parseOverride);
-  const cluster = opts.cluster !== undefined ? loadClusterConfig(opts.cluster) : undefined;
+  if (resumeDir !== undefined) {
+    if (clusterPath !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
+    const { cfg, state } = loadResumedRun(resumeDir, configPath, overrides);
+    const summary = await runIteration(cfg, { ...rest, resume: state, log: lineLog(processLog("run")) });
+    printSummary(summary);
+    return;
+  }
+  if (configPath === undefined) throw new ArborError("arbor run: give a config file, or --resume <run dir>", "config");
+  const cluster = clusterPath !== undefined ? loadClusterConfig(clusterPath) : undefined;
   const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
   const summary = await runIteration(cfg, { ...rest, cluster, log: lineLog(processLog("run")) });
   printSummary(summary);
@@ -121,6 +137,14 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   if (cfg.sandbox.provider === "bwrap" && cluster === undefined) {
     const bw = bwrapAvailable();
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
+  }
+  const resume = opts.resume;
+  if (resume !== undefined) {
+    // Checked before anything starts; what only a sync run in this process keeps in resume.json.
+    if (cfg.rollout.mode !== "sync") throw new ArborError("--resume: rollout.mode 'async' runs cannot be resumed yet (sync runs can)", "config");
+    if (cluster !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
+    if (cfg.train?.external) throw new ArborError("--resume: runs with an external trainer (train.external) cannot be resumed yet: its optimizer state is its own", "config");
+    if (cfg.eval) throw new ArborError("--resume: runs with held-out evaluation (eval) cannot be resumed yet", "config");
   }
   // With a cluster nothing listens here (the trainer protocol is the trainer-api service's).
   if (cluster === undefined) await checkPortsFree(runPorts(cfg));
@@ -169,7 +193,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const { store, storePath } = d;
     await judge.start(d.backends);
 
-    const baseRunId = opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
+    const baseRunId = resume?.runId ?? opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
     const sync = cfg.rollout.mode === "sync";
     // Sync: the orchestrator with one iteration of groups at a time, tasks in order (iteration k rolls out the
     // k-th slice of env.tasks(n·iterations, seed)), each iteration in its own store run; async: one run.
@@ -178,8 +202,23 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const native = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native";
     const allTasks = native ? split.train.map((t) => nativeTask(env, t)) : split.train;
     const heldOutTasks = native ? split.heldOut.map((t) => nativeTask(env, t)) : split.heldOut;
-    const runOf = (position: number): string => (sync && cfg.iterations > 1 ? `${baseRunId}-it${Math.floor(position / settings.batchGroups) + 1}` : baseRunId);
+    // A resumed run goes on after the iterations done, at the task cursor; the iteration a kill interrupted is
+    // rolled out again from its start in a store run of a fresh id (so fresh group ids): the killed attempt's
+    // programs stay in the store, ended as aborted, and no batch holds them, so every task slot trains once.
+    const done = resume?.completedIterations ?? 0;
+    const tasks = done > 0 ? allTasks.slice(done * settings.batchGroups) : allTasks;
+    const runOf = (position: number): string => {
+      if (!sync || (cfg.iterations === 1 && resume === undefined)) return baseRunId;
+      const k = done + Math.floor(position / settings.batchGroups) + 1;
+      return `${baseRunId}-it${k}${resume !== undefined && k === done + 1 ? `-r${resume.resumes + 1}` : ""}`;
+    };
     const checkpointDir = join(outDir, "checkpoints");
+    // Sync runs in this process can be resumed: resume.json says what is done, rewritten after each iteration.
+    const resumable = sync && cluster === undefined && !cfg.train?.external && !cfg.eval;
+    let state: ResumeState = resume
+      ? { ...resume, config: cfg, resumes: resume.resumes + 1, updatedAt: clock.now() }
+      : { format: 1, runId: baseRunId, config: cfg, completedIterations: 0, taskCursor: 0, policyVersion: 0, resumes: 0, updatedAt: clock.now() };
+    if (resumable) writeResumeState(outDir, state);
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     const weights = d.announce ? d.announce(fleet) : fleet;
     if (cfg.train?.external && d.trainerApi) {
@@ -188,15 +227,21 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       trainer = await startExternalTrainer({ config: cfg.train.external, weights, modelPath, clock, signal: abort.signal });
       log(`trainer  ${(trainer as ExternalTrainer).url} (external: waiting for a trainer)`);
     } else if (cfg.train) {
-      trainer = await startReferenceTrainer(modelPath, { lr: cfg.train.lr, maxGradNorm: cfg.train.maxGradNorm, clock, checkpointDir, keepCheckpoints: cfg.train.keepCheckpoints });
+      const from = resume?.checkpoint !== undefined ? { version: resume.policyVersion, checkpoint: resume.checkpoint, ...(resume.optimizer !== undefined ? { optimizer: resume.optimizer } : {}) } : undefined;
+      trainer = await startReferenceTrainer(modelPath, { lr: cfg.train.lr, maxGradNorm: cfg.train.maxGradNorm, clock, checkpointDir, keepCheckpoints: cfg.train.keepCheckpoints, ...(from ? { resume: from } : {}) });
     }
+    if (resume?.checkpoint !== undefined && resume.policyVersion > 0) {
+      // The engines started from the model file: they serve the resumed version before any program runs.
+      await weights.load(resume.checkpoint, resume.policyVersion);
+      log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done, policy v${resume.policyVersion}`);
+    } else if (resume !== undefined) log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done`);
     const progress = opts.progress ? progressBar(cfg, settings.batchGroups * cfg.rollout.groupSize) : undefined;
     const rollout = new OrchestratedRollout({
       runId: baseRunId,
       runOf,
       run: { name: cfg.name, configJson: JSON.stringify(cfg) },
       env,
-      tasks: allTasks,
+      tasks,
       shuffle: !sync,
       concurrency: cfg.rollout.concurrency,
       store,
@@ -216,6 +261,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       settings,
       scheduler: schedulerFromConfig(cfg.rollout),
       rng: new Rng(cfg.seed).fork("dataset"),
+      ...(resume !== undefined ? { baseVersion: resume.policyVersion } : {}),
       trackVersions: d.trackVersions,
       engines: d.instances,
       onProgramDone: (p) => {
@@ -226,7 +272,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     });
     const sinks = await startTrackingSinks(cfg, baseRunId, clock, log);
     for (const s of sinks) closers.push(async () => void (await s.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
-    const metrics = new MetricsLog(outDir, clock, sinks);
+    const metrics = new MetricsLog(outDir, clock, sinks, resume !== undefined ? done : undefined);
     // Held-out programs run as the rollout's do (gateway, engines, sandboxes) in a store run of their own that
     // no batch is taken from.
     let evaluation: HeldOutEvaluation | undefined;
@@ -263,6 +309,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       loop = await runTrainLoop({
         rollout,
         steps: cfg.iterations,
+        ...(done > 0 ? { firstStep: done + 1 } : {}),
         estimator: cfg.train?.estimator ?? "grpo",
         ...(cfg.train?.estimatorOptions ? { estimatorOptions: cfg.train.estimatorOptions } : {}),
         ...(trainer ? { trainer } : {}),
@@ -283,6 +330,12 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
             }
           : {}),
         onStep: (r) => {
+          if (resumable) {
+            const u = r.update;
+            if (u?.stepped && u.checkpoint !== undefined) state = { ...state, checkpoint: u.checkpoint, optimizer: join(checkpointDir, optimizerFileName(u.version)) };
+            state = { ...state, completedIterations: r.iteration, taskCursor: r.iteration * settings.batchGroups, policyVersion: u?.version ?? state.policyVersion, updatedAt: clock.now() };
+            writeResumeState(outDir, state);
+          }
           metrics.append(r, sync ? "iteration" : "step");
           progress?.step();
           if (!sync) log(asyncStepLine(r, cfg.iterations));

@@ -7,7 +7,7 @@
 // folder's `tensorboard/` (tensorboard-events.ts), tagged by group (`reward/mean`, `train/loss`, …).
 // Held-out evaluation (held-out-eval.ts) adds its score to the line of the step after which it ran, and
 // the starting policy's score is a line of its own (kind `held-out`, index 0); TensorBoard gets `heldout/*`.
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../core/clock.js";
 import type { HeldOutScore } from "./held-out-eval.js";
@@ -190,7 +190,8 @@ export function heldOutScalars(h: HeldOutFields): Record<string, number> {
 
 /**
  * A run's metrics in `dir`: `metrics.jsonl`, created empty (a rerun into the same folder starts a new
- * log), and a TensorBoard event file in `dir/tensorboard/`.
+ * log), and a TensorBoard event file in `dir/tensorboard/`. A resumed run (`keepThrough`: the iterations it
+ * has done) keeps the lines of those iterations and drops any later one (a step a kill left unrecorded).
  */
 export class MetricsLog {
   readonly path: string;
@@ -201,10 +202,12 @@ export class MetricsLog {
     private readonly clock: Clock,
     /** Further sinks of every line's scalars (e.g. MLflow), fed as the TensorBoard file is. */
     private readonly sinks: readonly MetricsSink[] = [],
+    keepThrough?: number,
   ) {
     mkdirSync(dir, { recursive: true });
     this.path = join(dir, "metrics.jsonl");
-    writeFileSync(this.path, "");
+    const kept = keepThrough === undefined || !existsSync(this.path) ? [] : readFileSync(this.path, "utf8").split("\n").filter((l) => l !== "" && (JSON.parse(l) as { index: number }).index <= keepThrough);
+    writeFileSync(this.path, kept.map((l) => `${l}\n`).join(""));
     this.tensorboard = new TensorBoardWriter(join(dir, "tensorboard"), clock);
   }
 
