@@ -39,6 +39,7 @@ import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { MetricsLog } from "../loop/metrics-log.js";
+import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
 import { asyncStepLine, heldOutStartLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
@@ -93,6 +94,8 @@ export interface RunOptions {
    * its workers. The config must come from `loadClusterRunConfig` (the deployment's parts merged in).
    */
   cluster?: ClusterConfig;
+  /** Serve the dashboard beside the run (`--dashboard [port]`): cli/dashboard/, closed when the run ends. */
+  dashboard?: DashboardListen;
 }
 
 /** CLI entry: load the config, run, print the summary. */
@@ -156,6 +159,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const d = cluster ? await connectCluster(ctx, cluster) : await startEmbedded(ctx);
     const { store, storePath } = d;
     await judge.start(d.backends);
+    if (opts.dashboard) closers.push(await startRunDashboard({ listen: opts.dashboard, store, outDir, gatewayUrl: d.gatewayUrl, ...(adminToken ? { gatewayAdminToken: adminToken } : {}), engines: d.engines, clock, log }));
 
     const baseRunId = opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
     const sync = cfg.rollout.mode === "sync";
