@@ -22,7 +22,7 @@ export interface DashboardServerOptions {
   clock: Clock;
   /** Between polls of the source (default 1000 ms). */
   pollMs?: number;
-  /** The built web UI (default: the package's dist/dashboard/). */
+  /** The built web UI (default: $ARBOR_DASHBOARD_WEB, else the package's dist/dashboard/). */
   webRoot?: string;
   /** SSE: events kept per slow client, heartbeat interval. */
   sseQueue?: number;
@@ -43,7 +43,8 @@ const TYPES: Record<string, string> = { ".html": "text/html; charset=utf-8", ".j
 export function createDashboardServer(o: DashboardServerOptions): DashboardServer {
   const pollMs = o.pollMs ?? 1000;
   if (!(pollMs >= 10)) throw new ArborError(`dashboard: pollMs must be >= 10, got ${pollMs}`, "config");
-  const webRoot = resolve(o.webRoot ?? DEFAULT_WEB_ROOT);
+  // ARBOR_DASHBOARD_WEB: another build of the UI (a development build, or a test's own).
+  const webRoot = resolve(o.webRoot ?? process.env.ARBOR_DASHBOARD_WEB ?? DEFAULT_WEB_ROOT);
   const hub = new SseHub({ clock: o.clock, ...(o.sseQueue !== undefined ? { queueSize: o.sseQueue } : {}), ...(o.heartbeatMs !== undefined ? { heartbeatMs: o.heartbeatMs } : {}) });
   const app = Fastify({ logger: false });
   let snapshot: Snapshot = { runs: [], programs: [], engines: [], gateway: null, curves: [], highlights: [], errors: [] };

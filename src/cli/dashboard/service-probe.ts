@@ -5,8 +5,8 @@
 import { firstPresent, meanOf, parsePrometheusText, sumOf, type PromSample } from "../../backends/prometheus-text.js";
 import type { EngineRow, GatewayRow } from "./dashboard-types.js";
 
-/** Longest wait for one /metrics or /health answer. */
-const PROBE_TIMEOUT_MS = 3_000;
+/** Longest wait for one /metrics or /health answer (an in-process engine answers late while llama.cpp computes). */
+const PROBE_TIMEOUT_MS = 10_000;
 /** Largest /metrics page read (a page is a few KB). */
 const MAX_PAGE_BYTES = 4 * 1024 * 1024;
 
