@@ -1,6 +1,6 @@
 // `arbor serve <role>`: Arbor's parts as separate services described by one deployment file
 // (cluster.yaml, src/core/cluster-config.ts): `engine --name <e>`, `gateway`, `worker --name <w>` and `trainer-api`;
-// and `dashboard --store <path>`, the dashboard over a finished run (cli/dashboard/). Each runs alone with
+// and `dashboard --store <path>`, the dashboard over a finished run (cli/dashboard/). Each part runs alone with
 // GET /healthz and GET /readyz and drains gracefully on SIGTERM; `arbor run` stays the embedded mode.
 import { hostname } from "node:os";
 import { InvalidArgumentError, type Command } from "commander";
