@@ -96,7 +96,8 @@ describe.skipIf(missing !== undefined)("dashboard in headless Chromium", () => {
       await page.waitForSelector('[data-engine="engine-1"]');
       // Healthy (a probe may time out while the engines load the policy: the next poll says so).
       await page.waitForFunction(() => document.querySelector('[data-engine="engine-0"] td:nth-child(2)')?.textContent === "ok", undefined, { timeout: 60_000 });
-      expect(await page.textContent('[data-engine="engine-0"] td:nth-child(8)')).toMatch(/^v\d+$/);
+      const version0 = await page.textContent('[data-engine="engine-0"] td:nth-child(8)');
+      expect(version0).toMatch(/^v\d+$/);
       // Programs appear, and the table updates as the run goes on (the count and the poll move).
       await page.waitForSelector(".program-row", { timeout: 120_000 });
       const total0 = await page.textContent("#program-total");
@@ -112,6 +113,9 @@ describe.skipIf(missing !== undefined)("dashboard in headless Chromium", () => {
       expect((await page.textContent("#detail")) ?? "").toMatch(/reward: -?\d/);
       expect((await page.textContent("#detail pre[data-output]"))?.length).toBeGreaterThan(0);
       expect(await page.textContent("#detail")).toMatch(/tokens decoded with/);
+      // The engines update too: after the first trainer step they serve the next policy version.
+      await page.waitForFunction((v) => document.querySelector('[data-engine="engine-0"] td:nth-child(8)')?.textContent !== v, version0, { timeout: 180_000 });
+      expect(await page.textContent('[data-engine="engine-0"] td:nth-child(8)')).toMatch(/^v[1-9]\d*$/);
       const shot = join(dir, "dashboard.png");
       await page.screenshot({ path: shot, fullPage: true });
       expect(statSync(shot).size).toBeGreaterThan(10_000);
