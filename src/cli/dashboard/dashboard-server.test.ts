@@ -159,6 +159,18 @@ describe("dashboard API", () => {
     expect(page.body).toMatch(/web UI is not built .*run `npm run build`/);
   });
 
+  it("reads the store again only once storeRefreshMs have passed (default 3 s)", async () => {
+    const g = fixtureGroup("g5", "run-3", 1, "swe-2");
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
+    await dash.pollNow();
+    expect((await api<ProgramsPage>("/api/programs")).total).toBe(6);
+    clock.advance(3_000);
+    await dash.pollNow();
+    const after = await api<ProgramsPage>("/api/programs?run=run-3");
+    expect(after.rows.map((p) => p.id)).toEqual(["g4-p0", "g4-p1", "g5-p0"]);
+  });
+
   it("GET /api/events streams an overview on connect and one per poll", async () => {
     const url = await dash.listen("127.0.0.1", 0);
     const events: { event: string; data: Overview }[] = [];

@@ -7,7 +7,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../../core/clock.js";
 import type { TrajectoryStore } from "../../store/trajectory-store.js";
-import { summarizeStore, trajectoryView, type TrajectoryView } from "../inspect.js";
+import { summarizeStore, trajectoryView, type RunSummary, type TrajectoryView } from "../inspect.js";
 import { runTokenizer } from "../run-tokenizer.js";
 import type { CurvePoint, EngineRow, GatewayRow, Highlight, ProgramRow, RunRow } from "./dashboard-types.js";
 import { gatewayPrograms, probeEngine, probeGateway, type GatewayProgram } from "./service-probe.js";
@@ -49,6 +49,11 @@ export interface RunSourceOptions {
   validationReport?: string;
   /** An active program with no call activity for this long is highlighted as stuck (default 120 s). */
   stuckMs?: number;
+  /**
+   * The store is read again at most this often (default 3 s; the gateway and engines at every poll): reading every
+   * trajectory of a large run is the poll's one cost that grows with the run, and a live run shares its store.
+   */
+  storeRefreshMs?: number;
   clock: Clock;
 }
 
@@ -56,17 +61,19 @@ export interface RunSourceOptions {
 export class RunSource implements DashboardSource {
   readonly mode: "live" | "store";
   private readonly stuckMs: number;
+  private stored: { at: number; runs: RunSummary[] } | undefined;
 
   constructor(private readonly o: RunSourceOptions) {
     this.mode = o.gatewayUrl !== undefined ? "live" : "store";
     this.stuckMs = o.stuckMs ?? 120_000;
     if (!(this.stuckMs > 0)) throw new Error(`dashboard: stuckMs must be > 0, got ${this.stuckMs}`);
+    if (o.storeRefreshMs !== undefined && !(o.storeRefreshMs >= 0)) throw new Error(`dashboard: storeRefreshMs must be >= 0, got ${o.storeRefreshMs}`);
   }
 
   async poll(): Promise<Snapshot> {
     const errors: string[] = [];
     const [stored, live, engines, gateway] = await Promise.all([
-      summarizeStore(this.o.store).catch((e: unknown) => {
+      this.storeSummary().catch((e: unknown) => {
         errors.push(`store: ${(e as Error).message}`);
         return [];
       }),
@@ -99,6 +106,13 @@ export class RunSource implements DashboardSource {
     const highlights = [...this.stuck(programs, live, runs), ...hygiene(programs), ...engines.filter((e) => !e.healthy).map((e): Highlight => ({ kind: "unhealthy-engine", subject: e.name, reason: e.error ?? "unhealthy" })), ...this.validationDrops(errors)];
     if (gateway && !gateway.healthy) highlights.push({ kind: "unhealthy-engine", subject: "gateway", reason: gateway.error ?? "unhealthy" });
     return { runs, programs, engines, gateway, curves, highlights, errors };
+  }
+
+  /** The store's runs and programs, read again when storeRefreshMs have passed since the last read. */
+  private async storeSummary(): Promise<RunSummary[]> {
+    const now = this.o.clock.now();
+    if (this.stored === undefined || now - this.stored.at >= (this.o.storeRefreshMs ?? 3_000)) this.stored = { at: now, runs: await summarizeStore(this.o.store) };
+    return this.stored.runs;
   }
 
   async program(id: string): Promise<TrajectoryView | undefined> {
