@@ -8,7 +8,7 @@ import { ArborError } from "../core/errors.js";
 import { BENCHMARK_NAMES } from "../bench/benchmark-names.js";
 import type { sftCommand } from "./sft.js";
 import type { TrainWorkerCommandOptions } from "./train-worker.js";
-import { registerServeCommands } from "./serve.js";
+import { DEFAULT_DASHBOARD_PORT, registerServeCommands, toPort } from "./serve.js";
 
 // src/cli/ and dist/cli/ are both two levels below the package root.
 const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
@@ -36,9 +36,11 @@ program
   .option("--cluster <file>", "run on a deployment's services (cluster.yaml: its store, gateway, engines; programs on its workers)")
   .option("--set <key=value>", "override one setting of the run config: a dotted path, a YAML value (repeatable; e.g. --set train.lr=1e-4)", (v: string, acc: string[] | undefined) => [...(acc ?? []), v])
   .option("--resume <run dir>", "continue a killed or finished sync run from its output folder (resume.json): same config, only iterations may be raised")
-  .action(async (config: string | undefined, opts: { progress: boolean; cluster?: string; set?: string[]; resume?: string }) => {
+  .option("--dashboard [port]", "serve the live dashboard (web UI and JSON/SSE API) on 127.0.0.1 beside the run (default port 8600; 0 for any free port); prints its URL", toPort)
+  .action(async (config: string | undefined, opts: { progress: boolean; cluster?: string; set?: string[]; resume?: string; dashboard?: number | true }) => {
     const { runCommand } = await import("./run.js");
-    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}), ...(opts.resume !== undefined ? { resume: opts.resume } : {}), sets: opts.set ?? [] });
+    const dashboard = opts.dashboard === undefined ? {} : { dashboard: { port: opts.dashboard === true ? DEFAULT_DASHBOARD_PORT : opts.dashboard } };
+    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}), ...(opts.resume !== undefined ? { resume: opts.resume } : {}), sets: opts.set ?? [], ...dashboard });
   });
 
 registerServeCommands(program);

@@ -46,6 +46,7 @@ import { MetricsLog } from "../loop/metrics-log.js";
 import { writeResumeState, type ResumeState } from "../loop/resume-state.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
+import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
 import { asyncStepLine, heldOutStartLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
@@ -105,6 +106,8 @@ export interface RunOptions {
    * done ones, from its checkpoint and optimizer state; the config must be the run's (run-resume.ts).
    */
   resume?: ResumeState;
+  /** Serve the dashboard beside the run (`--dashboard [port]`): cli/dashboard/, closed when the run ends. */
+  dashboard?: DashboardListen;
 }
 
 /** CLI entry: load the config (or, with `resume`, the run's stored one), run, print the summary. */
@@ -192,6 +195,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const d = cluster ? await connectCluster(ctx, cluster) : await startEmbedded(ctx);
     const { store, storePath } = d;
     await judge.start(d.backends);
+    if (opts.dashboard) closers.push(await startRunDashboard({ listen: opts.dashboard, store, outDir, gatewayUrl: d.gatewayUrl, ...(adminToken ? { gatewayAdminToken: adminToken } : {}), engines: d.engines, clock, log }));
 
     const baseRunId = resume?.runId ?? opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
     const sync = cfg.rollout.mode === "sync";
