@@ -3,12 +3,14 @@
 // SQLite writer thread's .mjs, swe-mini's task repos and vendored packages: everything under src/ that is not
 // TypeScript, less src/testing/ and test fixtures), removes outputs whose source is gone, and last writes
 // dist/.build-stamp with the time the build started, which bin/arbor.mjs compares with the sources' mtimes.
+// The dashboard's web UI (web/dashboard/) is bundled by Vite into dist/dashboard/ (scripts/build-dashboard.mjs).
 // Plain JavaScript so that it runs before anything is compiled.
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { buildDashboard } from "./build-dashboard.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const src = join(root, "src");
@@ -37,6 +39,13 @@ if (r.status !== 0) {
 const assets = new Set();
 copyAssets(src);
 prune(dist);
+try {
+  await buildDashboard(join(dist, "dashboard"));
+} catch (e) {
+  rmSync(stamp, { force: true });
+  console.error(`arbor build: the dashboard's web UI (web/dashboard/) did not build: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+}
 writeFileSync(stamp, `${started.toISOString()}\n`);
 utimesSync(stamp, started, started);
 
@@ -60,6 +69,8 @@ function prune(dir) {
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, e.name);
     const rel = relative(dist, path);
+    // The web UI's bundle has no source under src/ (the dashboard build rewrites it).
+    if (rel === "dashboard") continue;
     if (e.isDirectory()) {
       prune(path);
       if (readdirSync(path).length === 0) rmSync(path, { recursive: true });

@@ -8,6 +8,8 @@
 #                                     node-llama-cpp's bundled source, for the llamacpp live test (CI)
 #   scripts/setup.sh --python         also (best effort) Debian's python3-numpy and python3-torch, for the
 #                                     Python client's and the PyTorch trainer's tests (CI; python/)
+#   scripts/setup.sh --browser        also (best effort) Debian's chromium, for the dashboard's end-to-end
+#                                     test in a headless browser (CI; src/cli/dashboard/)
 #
 # System packages (apt-get; installed only when their command is missing): bubblewrap (the tool
 # sandboxes), util-linux (setpriv, prlimit: the sandbox's uid and limits), strace (grader-access
@@ -19,13 +21,15 @@ cd "$(dirname "$0")/.."
 dry=0
 llama=0
 python=0
+browser=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
     --llama-server) llama=1 ;;
     --python) python=1 ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "setup: unknown option '$arg' (known: --dry-run, --llama-server, --python, --help)" >&2; exit 2 ;;
+    --browser) browser=1 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: unknown option '$arg' (known: --dry-run, --llama-server, --python, --browser, --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -116,6 +120,15 @@ if [ "$python" = 1 ]; then
   else
     say "installing python3-numpy and python3-torch (best effort)"
     apt_install --no-install-recommends python3-numpy python3-torch || say "could not install python3-numpy python3-torch; the Python trainer tests will be skipped"
+  fi
+fi
+if [ "$browser" = 1 ]; then
+  # Best effort: without chromium the dashboard's browser test says it is skipped and why.
+  if command -v chromium >/dev/null 2>&1; then
+    say "chromium present"
+  else
+    say "installing chromium (best effort)"
+    apt_install --no-install-recommends chromium || say "could not install chromium; the dashboard's browser test will be skipped"
   fi
 fi
 [ "$dry" = 1 ] || say "done"

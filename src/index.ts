@@ -24,6 +24,10 @@ export type { TrajectoryStore } from "./store/trajectory-store.js";
 export { createSandboxProvider } from "./sandbox/registry.js";
 export type { Sandbox, SandboxProvider } from "./sandbox/sandbox.js";
 
+// Your own environments and rewards (`env.module`, `reward.custom`; examples/custom-env): the types they implement.
+export type { CheckContext, CheckResult, Environment, SetupOptions, SetupReport, Task, Tool, ToolResult } from "./envs/env.js";
+export type { RewardContext, RewardFn, RewardValue, StepwiseValue } from "./reward/reward-fn.js";
+
 // The run config `arbor run` reads (YAML), validated with the messages the command prints.
 export { loadRunConfig, parseRunConfig } from "./core/config.js";
 export type { BackendConfig, EngineConfig, RunConfig } from "./core/config.js";

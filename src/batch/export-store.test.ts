@@ -70,6 +70,8 @@ function expectRowsEqualStore(rows: Record<string, unknown>[], opts: { f32?: boo
     expect(row.context_reset).toBe(c.contextReset === true);
     expect(row.context_reset_reason).toBe(c.contextResetReason ?? null);
     expect(row.served_model).toBe("arbor-tiny");
+    expect(row.requested_model).toBe(c.requestedModel ?? null);
+    expect([row.max_tokens_asked, row.max_tokens_granted]).toEqual(c.maxTokensClamped ? [c.maxTokensClamped.asked, c.maxTokensClamped.granted] : [null, null]);
     expect(row.reward).toBe(fixture.rewards[programId] ?? null);
     expect(row.reward_components).toBe(programId in fixture.rewards ? JSON.stringify({ outcome: fixture.rewards[programId], format: 1 }) : null);
     expect(row.termination).toBe(TERMINATIONS[programId]);

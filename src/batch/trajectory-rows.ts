@@ -35,6 +35,11 @@ export interface TrajectoryRow {
   context_reset: boolean;
   context_reset_reason: string | null;
   served_model: string | null;
+  /** The model name the client asked for (null: none recorded). */
+  requested_model: string | null;
+  /** A max_tokens the gateway clamped to what the context left: asked and granted (null: served as asked). */
+  max_tokens_asked: number | null;
+  max_tokens_granted: number | null;
   /** The program's reward total; null when it has none. */
   reward: number | null;
   /** The reward's components as JSON text (`{"outcome":1}`); null when the program has no reward. */
@@ -99,6 +104,9 @@ export function trajectoryRows(trajectories: readonly Trajectory[], batches: rea
         context_reset: c.contextReset === true,
         context_reset_reason: c.contextResetReason ?? null,
         served_model: c.servedModel ?? null,
+        requested_model: c.requestedModel ?? null,
+        max_tokens_asked: c.maxTokensClamped?.asked ?? null,
+        max_tokens_granted: c.maxTokensClamped?.granted ?? null,
         reward: t.reward?.total ?? null,
         reward_components: t.reward ? JSON.stringify(t.reward.components) : null,
         termination: p.termination?.kind ?? null,

@@ -4,7 +4,7 @@
 import { chmodSync, existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BackendReply } from "../backends/backend.js";
 import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
@@ -12,6 +12,8 @@ import { readManifest } from "../trainer/checkpoint.js";
 import type { ProgramResult } from "../rollout/sync-rollout.js";
 import { runIteration, type RunSummary } from "./run.js";
 import { smallRlConfig } from "../testing/rl-config.js";
+import { startFakeMlflow, type FakeMlflow } from "../testing/fake-mlflow.js";
+import { startFakeWandb, type FakeWandb } from "../testing/fake-wandb.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-async-run-"));
 // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
@@ -27,7 +29,13 @@ const lines: string[] = [];
 const done: ProgramResult[] = [];
 let summary: RunSummary;
 
+let mlflow: FakeMlflow;
+let wandb: FakeWandb;
+
 beforeAll(async () => {
+  mlflow = await startFakeMlflow();
+  wandb = await startFakeWandb();
+  process.env.WANDB_API_KEY = wandb.apiKey;
   const cfg = parseRunConfig(
     smallRlConfig(dir, "async-e2e", {
       seed: 3,
@@ -39,6 +47,7 @@ beforeAll(async () => {
       rollout: { mode: "async", groupSize: 4, concurrency: 4, batchGroups: B, maxInFlightGroups: 2 * B, window: W, maxStaleness: ETA },
       iterations: STEPS,
       output: { dir: out },
+      tracking: { mlflow: { url: mlflow.url, experiment: "async-e2e" }, wandb: { project: "async-e2e", baseUrl: wandb.url } },
     }),
   );
   summary = await runIteration(cfg, {
@@ -51,6 +60,12 @@ beforeAll(async () => {
     },
   });
 }, 300_000);
+
+afterAll(async () => {
+  delete process.env.WANDB_API_KEY;
+  await mlflow.close();
+  await wandb.close();
+});
 
 describe("arbor run with rollout.mode: async (end to end)", () => {
   it("takes one trainer step per batch and ends with every engine on the last version", async () => {
@@ -120,5 +135,26 @@ describe("arbor run with rollout.mode: async (end to end)", () => {
     const recs = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { kind: string; index: number; stalenessMax: number | null; policyVersionAfter: number });
     expect(recs.map((r) => [r.kind, r.index, r.policyVersionAfter])).toEqual(summary.iterations.map((r, i) => ["step", i + 1, r.update?.version]));
     expect(recs.map((r) => r.stalenessMax)).toEqual(summary.iterations.map((r) => r.staleness?.max ?? null));
+  });
+
+  it("tracks the run in MLflow: one run, its config as params, each step's scalars, FINISHED", () => {
+    const runs = [...mlflow.runs.values()];
+    expect(runs).toHaveLength(1);
+    const run = runs[0]!;
+    expect(run).toMatchObject({ runName: "async-e2e", status: "FINISHED", tags: { "arbor.run_id": "async-e2e" } });
+    expect(run.params).toMatchObject({ "rollout.mode": "async", "rollout.window": String(W), iterations: String(STEPS) });
+    const recs = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { index: number; loss: number | null; meanReward: number | null });
+    for (const r of recs) {
+      const at = (key: string) => run.metrics.find((m) => m.key === key && m.step === r.index)?.value;
+      if (r.loss !== null) expect(at("train/loss")).toBeCloseTo(r.loss, 12);
+      if (r.meanReward !== null) expect(at("reward/mean")).toBeCloseTo(r.meanReward, 12);
+    }
+    expect(new Set(run.metrics.map((m) => m.step))).toEqual(new Set(recs.map((r) => r.index)));
+    // The same rows in W&B: one history row per step, the config, exit code 0.
+    const w = [...wandb.runs.values()];
+    expect(w).toHaveLength(1);
+    expect(w[0]!.complete).toEqual({ exitcode: 0 });
+    expect(w[0]!.config["rollout.mode"]).toEqual({ value: "async", desc: null });
+    expect(w[0]!.history.map((h) => [h._step, h["train/loss"] ?? null])).toEqual(recs.map((r) => [r.index, r.loss]));
   });
 });

@@ -72,6 +72,12 @@ describe("arbor inspect", () => {
     expect(v.tokenizer).toEqual({ source: "Arbor's vocabulary (the run's model.vocab)" });
     expect(v.reward).toEqual({ total: 0.25, components: { outcome: 0.25, format: 1 } });
     expect(v.turns.map((x) => x.contextReset)).toEqual([null, "history differs"]);
+    expect(v.turns.map((x) => [x.requestedModel, x.maxTokensClamped])).toEqual([
+      [null, null],
+      ["claude-sonnet-4-5", { asked: 64_000, granted: 900 }],
+    ]);
+    const text = arbor("inspect", fixture.path, "g1-p1");
+    expect(text.stdout).toContain("  asked for model: claude-sonnet-4-5\n  max_tokens clamped: 64000 → 900 (what the context left)");
     expect(v.turns[1]!.contextEvents).toEqual([expect.objectContaining({ policy: "discard-all", action: "discard", tokensAfter: 0 })]);
     expect(v.turns[1]!.newPromptText).toBe("<|user|>Again: 6*7?<|end|><|assistant|>");
     expect(v.turns[1]!.outputText).toBe("It is 42.<|end|>");

@@ -51,6 +51,10 @@ export interface Turn {
   callId: string;
   backend: string;
   servedModel: string | null;
+  /** The model name the client asked for, where recorded (black-box agents name their vendor's). */
+  requestedModel: string | null;
+  /** A max_tokens the gateway clamped to what the context left, or null. */
+  maxTokensClamped: { asked: number; granted: number } | null;
   policyVersion: number;
   /** Policy version of each output token when they differ (an engine switched weights mid-call); else null. */
   tokenPolicyVersions: number[] | null;
@@ -79,8 +83,10 @@ export interface TrajectoryView {
 
 function envOf(run: RunRecord): string | null {
   try {
-    const name = (JSON.parse(run.configJson) as { env?: { name?: unknown } }).env?.name;
-    return typeof name === "string" ? name : null;
+    const env = (JSON.parse(run.configJson) as { env?: { name?: unknown; module?: unknown } }).env;
+    // A module environment replaces env.name (which keeps its default): name the module's file instead.
+    if (typeof env?.module === "string") return `module ${env.module.split(/[\\/]/).pop() ?? env.module}`;
+    return typeof env?.name === "string" ? env.name : null;
   } catch {
     return null;
   }
@@ -141,6 +147,8 @@ export function trajectoryView(t: Trajectory, tok: RunTokenizer): TrajectoryView
       callId: c.id,
       backend: c.backend,
       servedModel: c.servedModel ?? null,
+      requestedModel: c.requestedModel ?? null,
+      maxTokensClamped: c.maxTokensClamped ?? null,
       policyVersion: c.policyVersion,
       tokenPolicyVersions: c.tokenPolicyVersions ?? null,
       finishReason: c.finishReason,
@@ -217,6 +225,8 @@ function printTrajectory(v: TrajectoryView): void {
     }
     console.log(`── call ${t.callIndex}  ${t.callId}  (${t.backend}${t.servedModel ? `, ${t.servedModel}` : ""}, policy v${t.policyVersion}${versionSpan(t.tokenPolicyVersions)}, finish ${t.finishReason}, ${t.promptTokens} prompt + ${t.outputIds.length} output tokens)`);
     if (t.contextReset !== null) console.log(`  context reset: ${t.contextReset}`);
+    if (t.requestedModel !== null && t.requestedModel !== t.servedModel) console.log(`  asked for model: ${t.requestedModel}`);
+    if (t.maxTokensClamped !== null) console.log(`  max_tokens clamped: ${t.maxTokensClamped.asked} → ${t.maxTokensClamped.granted} (what the context left)`);
     const promptHead = t.newPromptFrom > 0 ? `  prompt (new after token ${t.newPromptFrom}):` : "  prompt:";
     console.log(promptHead);
     console.log(block(t.newPromptText ?? `ids ${JSON.stringify(t.newPromptIds)}`, "    "));

@@ -83,7 +83,8 @@ export function summaryTrainingRows(s: { iterations: readonly IterationResult[];
   const row = (values: number[]): string => `${(values[0] ?? 0).toFixed(3)} → ${(values[values.length - 1] ?? 0).toFixed(3)}  ${sparkline(values)}  (${values.map((x) => x.toFixed(2)).join(" ")})`;
   const names = [...new Set(s.iterations.flatMap((r) => Object.keys(r.rewardComponents ?? {})))].sort();
   return [
-    ["iterations", `${s.iterations.length}, policy v0 → v${s.policyVersion ?? 0}`],
+    // A resumed run's first iteration starts from the version the killed run reached.
+    ["iterations", `${s.iterations.length}, policy v${s.iterations[0]?.policyVersion ?? 0} → v${s.policyVersion ?? 0}`],
     ["reward", row(rewards)],
     // Each component's own curve: a total can rise through one part alone (e.g. fewer malformed calls).
     ...(names.length > 1 ? names.map((n): [string, string] => [`  ${n}`, row(s.iterations.map((r) => r.rewardComponents?.[n] ?? 0))]) : []),

@@ -8,7 +8,7 @@ import { ArborError } from "../core/errors.js";
 import { BENCHMARK_NAMES } from "../bench/benchmark-names.js";
 import type { sftCommand } from "./sft.js";
 import type { TrainWorkerCommandOptions } from "./train-worker.js";
-import { registerServeCommands } from "./serve.js";
+import { DEFAULT_DASHBOARD_PORT, registerServeCommands, toPort } from "./serve.js";
 
 // src/cli/ and dist/cli/ are both two levels below the package root.
 const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
@@ -18,18 +18,29 @@ const program = new Command()
   .description("Agentic reinforcement-learning infrastructure for LLMs")
   .version(version, "-V, --version", "print the version of arbor")
   .option("--debug", "print stack traces of errors")
-  .exitOverride();
+  .addOption(new Option("--log-level <level>", "lowest level of the logs written to stderr (env ARBOR_LOG_LEVEL)").choices(["fatal", "error", "warn", "info", "debug", "trace", "silent"]))
+  .addOption(new Option("--log-format <format>", "text: plain lines; json: pino's JSON lines for log collectors (env ARBOR_LOG_FORMAT)").choices(["text", "json"]))
+  .exitOverride()
+  // The logger (core/logger.ts, loaded by the commands that log) reads these, so --help loads no logging library.
+  .hook("preAction", (root) => {
+    const o = root.opts<{ logLevel?: string; logFormat?: string }>();
+    if (o.logLevel !== undefined) process.env.ARBOR_LOG_LEVEL = o.logLevel;
+    if (o.logFormat !== undefined) process.env.ARBOR_LOG_FORMAT = o.logFormat;
+  });
 
 program
   .command("run")
   .description("run rollout iterations from a YAML config: engines, gateway, agents in sandboxes, rewards, store, batch, and RL training with `train`")
-  .argument("<config>", "path of the run config (YAML)")
+  .argument("[config]", "path of the run config (YAML); optional with --resume (the run's stored config)")
   .option("--no-progress", "do not draw a progress bar")
   .option("--cluster <file>", "run on a deployment's services (cluster.yaml: its store, gateway, engines; programs on its workers)")
   .option("--set <key=value>", "override one setting of the run config: a dotted path, a YAML value (repeatable; e.g. --set train.lr=1e-4)", (v: string, acc: string[] | undefined) => [...(acc ?? []), v])
-  .action(async (config: string, opts: { progress: boolean; cluster?: string; set?: string[] }) => {
+  .option("--resume <run dir>", "continue a killed or finished sync run from its output folder (resume.json): same config, only iterations may be raised")
+  .option("--dashboard [port]", "serve the live dashboard (web UI and JSON/SSE API) on 127.0.0.1 beside the run (default port 8600; 0 for any free port); prints its URL", toPort)
+  .action(async (config: string | undefined, opts: { progress: boolean; cluster?: string; set?: string[]; resume?: string; dashboard?: number | true }) => {
     const { runCommand } = await import("./run.js");
-    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}), sets: opts.set ?? [] });
+    const dashboard = opts.dashboard === undefined ? {} : { dashboard: { port: opts.dashboard === true ? DEFAULT_DASHBOARD_PORT : opts.dashboard } };
+    await runCommand(config, { progress: opts.progress && process.stderr.isTTY === true, ...(opts.cluster !== undefined ? { cluster: opts.cluster } : {}), ...(opts.resume !== undefined ? { resume: opts.resume } : {}), sets: opts.set ?? [], ...dashboard });
   });
 
 registerServeCommands(program);

@@ -63,6 +63,8 @@ export interface RunDeployment {
 
 export interface DeploymentContext {
   cfg: RunConfig;
+  /** Tasks each iteration rolls out (`env.tasks` as a count, or as many as the task file gives: envs/from-config.ts). */
+  tasksPerIteration: number;
   modelPath: string;
   outDir: string;
   clock: Clock;
@@ -133,6 +135,7 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
     clock,
     routing: cfg.gateway.routing,
     callTimeoutMs: cfg.gateway.callTimeoutMs,
+    maxTokensPolicy: cfg.gateway.maxTokensPolicy,
     health: cfg.gateway.health,
     onProgramTerminated: async (id) => {
       await late.pool?.reclaim(id);
@@ -150,7 +153,7 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
   const routing = typeof cfg.gateway.routing === "string" ? cfg.gateway.routing : "custom routing";
   log(`gateway  ${gatewayUrl} (${routing} over ${backends.map((b) => b.name).join(", ")})`);
 
-  const sandboxes = sandboxesFromConfig(cfg, clock);
+  const sandboxes = await sandboxesFromConfig(cfg, clock, cfg.sandbox.root, log);
   c.onClose(() => sandboxes.destroyAll());
   const swept = (sandboxes as { sweptOnStart?: string[] }).sweptOnStart ?? [];
   if (swept.length > 0) log(`sandbox  removed ${swept.length} workspace(s) left behind by killed runs`);
@@ -170,7 +173,7 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
   // Asynchronous preparation: the first programs find warm sandboxes; each program that ends
   // starts the preparation of one more, for the program that will take its place.
   if (cfg.sandbox.poolSize > 0) sandboxPool.prepare(cfg.sandbox.poolSize);
-  const programsInAll = cfg.env.tasks * cfg.iterations * cfg.rollout.groupSize;
+  const programsInAll = c.tasksPerIteration * cfg.iterations * cfg.rollout.groupSize;
   let done = 0;
 
   return {

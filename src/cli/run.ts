@@ -2,6 +2,9 @@
 // rewards, store, the orchestrated rollout (sync or async), the trainer (in process, or external over the
 // trainer protocol) and the engines' weight sync — into the training loop (src/loop/train-loop.ts), which
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
+import { lineLog, processLog } from "../core/logger.js";
+import { flattenParams, MlflowSink } from "../loop/mlflow-sink.js";
+import { WandbSink } from "../loop/wandb-sink.js";
 import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -10,10 +13,10 @@ import { loadClusterConfig, loadClusterRunConfig, type ClusterConfig } from "../
 import { loadRunConfig, servedModelOf, type RunConfig } from "../core/config.js";
 import { parseOverride } from "../core/config-overrides.js";
 import { ArborError } from "../core/errors.js";
+import type { Clock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
-import { createEnvironment } from "../envs/registry.js";
-import { splitHeldOut } from "../envs/held-out.js";
+import { environmentFromConfig, runTasks } from "../envs/from-config.js";
 import { nativeTask } from "../envs/native-tools.js";
 import { createContextPolicy } from "../agents/context/registry.js";
 import type { BackendReply } from "../backends/backend.js";
@@ -26,6 +29,7 @@ import { startReferenceTrainer } from "../loop/reference-trainer.js";
 import { runTrainLoop, type TrainLoopResult } from "../loop/train-loop.js";
 import type { Trainer } from "../loop/trainer-port.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
+import { loadCustomRewards } from "../reward/custom-reward.js";
 import { createRewardFromConfig } from "../reward/registry.js";
 import { GroupRewarder } from "../reward/group-rewarder.js";
 import { OrchestratedRollout } from "../rollout/async-rollout.js";
@@ -40,6 +44,10 @@ import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { MetricsLog } from "../loop/metrics-log.js";
 import { scheduledLr } from "../trainer/lr-schedule.js";
+import { writeResumeState, type ResumeState } from "../loop/resume-state.js";
+import { optimizerFileName } from "../trainer/checkpoint.js";
+import { loadResumedRun } from "./run-resume.js";
+import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
 import { asyncStepLine, heldOutStartLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
@@ -94,15 +102,30 @@ export interface RunOptions {
    * its workers. The config must come from `loadClusterRunConfig` (the deployment's parts merged in).
    */
   cluster?: ClusterConfig;
+  /**
+   * Continue the run whose state this is (`--resume <run dir>`, sync runs): its id, the iterations after the
+   * done ones, from its checkpoint and optimizer state; the config must be the run's (run-resume.ts).
+   */
+  resume?: ResumeState;
+  /** Serve the dashboard beside the run (`--dashboard [port]`): cli/dashboard/, closed when the run ends. */
+  dashboard?: DashboardListen;
 }
 
-/** CLI entry: load the config, run, print the summary. */
-export async function runCommand(configPath: string, opts: Omit<RunOptions, "cluster"> & { cluster?: string; sets?: readonly string[] }): Promise<void> {
-  const { sets = [], ...rest } = opts;
+/** CLI entry: load the config (or, with `resume`, the run's stored one), run, print the summary. */
+export async function runCommand(configPath: string | undefined, opts: Omit<RunOptions, "cluster" | "resume"> & { cluster?: string; sets?: readonly string[]; resume?: string }): Promise<void> {
+  const { sets = [], resume: resumeDir, cluster: clusterPath, ...rest } = opts;
   const overrides = sets.map(parseOverride);
-  const cluster = opts.cluster !== undefined ? loadClusterConfig(opts.cluster) : undefined;
+  if (resumeDir !== undefined) {
+    if (clusterPath !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
+    const { cfg, state } = loadResumedRun(resumeDir, configPath, overrides);
+    const summary = await runIteration(cfg, { ...rest, resume: state, log: lineLog(processLog("run")) });
+    printSummary(summary);
+    return;
+  }
+  if (configPath === undefined) throw new ArborError("arbor run: give a config file, or --resume <run dir>", "config");
+  const cluster = clusterPath !== undefined ? loadClusterConfig(clusterPath) : undefined;
   const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
-  const summary = await runIteration(cfg, { ...rest, cluster, log: (line) => console.error(line) });
+  const summary = await runIteration(cfg, { ...rest, cluster, log: lineLog(processLog("run")) });
   printSummary(summary);
 }
 
@@ -119,11 +142,24 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const bw = bwrapAvailable();
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
   }
+  const resume = opts.resume;
+  if (resume !== undefined) {
+    // Checked before anything starts; what only a sync run in this process keeps in resume.json.
+    if (cfg.rollout.mode !== "sync") throw new ArborError("--resume: rollout.mode 'async' runs cannot be resumed yet (sync runs can)", "config");
+    if (cluster !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
+    if (cfg.train?.external) throw new ArborError("--resume: runs with an external trainer (train.external) cannot be resumed yet: its optimizer state is its own", "config");
+    if (cfg.eval) throw new ArborError("--resume: runs with held-out evaluation (eval) cannot be resumed yet", "config");
+  }
   // With a cluster nothing listens here (the trainer protocol is the trainer-api service's).
   if (cluster === undefined) await checkPortsFree(runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
   mkdirSync(outDir, { recursive: true });
-  const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});
+  // The user's environment module, task file and reward modules load here: a bad one fails before anything starts.
+  const env = await environmentFromConfig(cfg.env);
+  // With `eval`, the held-out tasks come after the training ones (or at the end of a task file), none sharing a training task's prompt.
+  const { tasks: trainTasks, heldOut, perIteration: tasksPerIteration, source: taskSource } = await runTasks(env, cfg.env, cfg.iterations, cfg.eval?.tasks ?? 0);
+  const split = { train: trainTasks, heldOut };
+  const custom = cfg.reward.custom ? await loadCustomRewards(cfg.reward.custom) : undefined;
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const agent = agentSpecOf(cfg.agent);
@@ -136,7 +172,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     throw new ArborError(`eval.temperature: with --cluster, held-out programs run on workers at agent.temperature (${cfg.agent.temperature}); remove eval.temperature or set it to that`, "config");
   }
   const judge = createRunJudge({ reward: cfg.reward, callsPath: join(outDir, "judge-calls.jsonl"), timeoutMs: cfg.gateway.callTimeoutMs, clock, ...(opts.log ? { log: opts.log } : {}) });
-  const reward = createRewardFromConfig(cfg.reward, judge.deps);
+  const reward = createRewardFromConfig(cfg.reward, { ...judge.deps, ...(custom ? { custom } : {}) });
   const rewarder = new GroupRewarder(reward);
   const adminToken = gatewayAdminToken(cfg);
 
@@ -144,6 +180,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   const closers: (() => Promise<void>)[] = [];
   /** The reference trainer in process, or (train.trainer: external) the trainer protocol server another process trains through. */
   let trainer: Trainer | undefined;
+  // Set once the run has its result: the MLflow run is marked FINISHED, else FAILED (KILLED on a signal).
+  let finished = false;
   const abort = new AbortController();
   // Every program's client listens on this one signal.
   setMaxListeners(0, abort.signal);
@@ -153,24 +191,39 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   try {
     const log = opts.log ?? (() => {});
     const modelPath = policyPath(cfg.model, log);
-    const ctx = { cfg, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
+    if (cfg.env.module !== undefined || typeof cfg.env.tasks === "string") log(`env      ${env.name}${cfg.env.module !== undefined ? ` (${cfg.env.module})` : ""}: ${taskSource}`);
+    const ctx = { cfg, tasksPerIteration, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
     const d = cluster ? await connectCluster(ctx, cluster) : await startEmbedded(ctx);
     const { store, storePath } = d;
     await judge.start(d.backends);
+    if (opts.dashboard) closers.push(await startRunDashboard({ listen: opts.dashboard, store, outDir, gatewayUrl: d.gatewayUrl, ...(adminToken ? { gatewayAdminToken: adminToken } : {}), engines: d.engines, clock, log }));
 
-    const baseRunId = opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
+    const baseRunId = resume?.runId ?? opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
     const sync = cfg.rollout.mode === "sync";
     // Sync: the orchestrator with one iteration of groups at a time, tasks in order (iteration k rolls out the
     // k-th slice of env.tasks(n·iterations, seed)), each iteration in its own store run; async: one run.
-    const settings = orchestratorSettings(cfg.rollout, cfg.env.tasks);
-    // With `eval`, the held-out tasks come after the training ones, none sharing a training task's prompt.
-    const split = cfg.eval ? splitHeldOut(env, cfg.env.seed, cfg.env.tasks * cfg.iterations, cfg.eval.tasks) : { train: env.tasks(cfg.env.tasks * cfg.iterations, cfg.env.seed), heldOut: [] };
+    const settings = orchestratorSettings(cfg.rollout, tasksPerIteration);
     // Native tool calls: the system prompt declares no markup (the request's `tools` declare the tools).
     const native = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native";
     const allTasks = native ? split.train.map((t) => nativeTask(env, t)) : split.train;
     const heldOutTasks = native ? split.heldOut.map((t) => nativeTask(env, t)) : split.heldOut;
-    const runOf = (position: number): string => (sync && cfg.iterations > 1 ? `${baseRunId}-it${Math.floor(position / settings.batchGroups) + 1}` : baseRunId);
+    // A resumed run goes on after the iterations done, at the task cursor; the iteration a kill interrupted is
+    // rolled out again from its start in a store run of a fresh id (so fresh group ids): the killed attempt's
+    // programs stay in the store, ended as aborted, and no batch holds them, so every task slot trains once.
+    const done = resume?.completedIterations ?? 0;
+    const tasks = done > 0 ? allTasks.slice(done * settings.batchGroups) : allTasks;
+    const runOf = (position: number): string => {
+      if (!sync || (cfg.iterations === 1 && resume === undefined)) return baseRunId;
+      const k = done + Math.floor(position / settings.batchGroups) + 1;
+      return `${baseRunId}-it${k}${resume !== undefined && k === done + 1 ? `-r${resume.resumes + 1}` : ""}`;
+    };
     const checkpointDir = join(outDir, "checkpoints");
+    // Sync runs in this process can be resumed: resume.json says what is done, rewritten after each iteration.
+    const resumable = sync && cluster === undefined && !cfg.train?.external && !cfg.eval;
+    let state: ResumeState = resume
+      ? { ...resume, config: cfg, resumes: resume.resumes + 1, updatedAt: clock.now() }
+      : { format: 1, runId: baseRunId, config: cfg, completedIterations: 0, taskCursor: 0, policyVersion: 0, resumes: 0, updatedAt: clock.now() };
+    if (resumable) writeResumeState(outDir, state);
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     const weights = d.announce ? d.announce(fleet) : fleet;
     if (cfg.train?.external && d.trainerApi) {
@@ -181,15 +234,21 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     } else if (cfg.train) {
       const t = cfg.train;
       const lrAt = t.lrSchedule === "constant" ? undefined : (step: number) => scheduledLr(t.lr, step, cfg.iterations * t.epochs, t.lrSchedule, t.warmupSteps);
-      trainer = await startReferenceTrainer(modelPath, { lr: t.lr, maxGradNorm: t.maxGradNorm, clock, checkpointDir, keepCheckpoints: t.keepCheckpoints, epochs: t.epochs, ...(lrAt ? { lrAt } : {}) });
+      const from = resume?.checkpoint !== undefined ? { version: resume.policyVersion, checkpoint: resume.checkpoint, ...(resume.optimizer !== undefined ? { optimizer: resume.optimizer } : {}) } : undefined;
+      trainer = await startReferenceTrainer(modelPath, { lr: t.lr, maxGradNorm: t.maxGradNorm, clock, checkpointDir, keepCheckpoints: t.keepCheckpoints, epochs: t.epochs, ...(lrAt ? { lrAt } : {}), ...(from ? { resume: from } : {}) });
     }
+    if (resume?.checkpoint !== undefined && resume.policyVersion > 0) {
+      // The engines started from the model file: they serve the resumed version before any program runs.
+      await weights.load(resume.checkpoint, resume.policyVersion);
+      log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done, policy v${resume.policyVersion}`);
+    } else if (resume !== undefined) log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done`);
     const progress = opts.progress ? progressBar(cfg, settings.batchGroups * cfg.rollout.groupSize) : undefined;
     const rollout = new OrchestratedRollout({
       runId: baseRunId,
       runOf,
       run: { name: cfg.name, configJson: JSON.stringify(cfg) },
       env,
-      tasks: allTasks,
+      tasks,
       shuffle: !sync,
       concurrency: cfg.rollout.concurrency,
       store,
@@ -209,6 +268,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       settings,
       scheduler: schedulerFromConfig(cfg.rollout),
       rng: new Rng(cfg.seed).fork("dataset"),
+      ...(resume !== undefined ? { baseVersion: resume.policyVersion } : {}),
       trackVersions: d.trackVersions,
       engines: d.instances,
       onProgramDone: (p) => {
@@ -217,7 +277,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         opts.onProgramDone?.(p);
       },
     });
-    const metrics = new MetricsLog(outDir, clock);
+    const sinks = await startTrackingSinks(cfg, baseRunId, clock, log);
+    for (const s of sinks) closers.push(async () => void (await s.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
+    const metrics = new MetricsLog(outDir, clock, sinks, resume !== undefined ? done : undefined);
     // Held-out programs run as the rollout's do (gateway, engines, sandboxes) in a store run of their own that
     // no batch is taken from.
     let evaluation: HeldOutEvaluation | undefined;
@@ -254,6 +316,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       loop = await runTrainLoop({
         rollout,
         steps: cfg.iterations,
+        ...(done > 0 ? { firstStep: done + 1 } : {}),
         estimator: cfg.train?.estimator ?? "grpo",
         ...(cfg.train?.estimatorOptions ? { estimatorOptions: cfg.train.estimatorOptions } : {}),
         ...(trainer ? { trainer } : {}),
@@ -274,6 +337,12 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
             }
           : {}),
         onStep: (r) => {
+          if (resumable) {
+            const u = r.update;
+            if (u?.stepped && u.checkpoint !== undefined) state = { ...state, checkpoint: u.checkpoint, optimizer: join(checkpointDir, optimizerFileName(u.version)) };
+            state = { ...state, completedIterations: r.iteration, taskCursor: r.iteration * settings.batchGroups, policyVersion: u?.version ?? state.policyVersion, updatedAt: clock.now() };
+            writeResumeState(outDir, state);
+          }
           metrics.append(r, sync ? "iteration" : "step");
           progress?.step();
           if (!sync) log(asyncStepLine(r, cfg.iterations));
@@ -295,6 +364,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0);
     // Before the engines close: their executors' cache counters (scheduled executors only).
     const cache = d.engineStats();
+    finished = true;
     return {
       runId: last.runId,
       stats: runStats,
@@ -321,6 +391,23 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     await trainer?.close();
     for (const close of closers.reverse()) await close();
   }
+}
+
+/** The run's tracking sinks (config `tracking`): MLflow and W&B runs whose params/config are the run config's settings. */
+async function startTrackingSinks(cfg: RunConfig, runId: string, clock: Clock, log: (line: string) => void): Promise<(MlflowSink | WandbSink)[]> {
+  const sinks: (MlflowSink | WandbSink)[] = [];
+  const { mlflow, wandb } = cfg.tracking ?? {};
+  if (mlflow) {
+    const url = mlflow.url ?? process.env.MLFLOW_TRACKING_URI;
+    if (!url) throw new ArborError("tracking.mlflow.url: set it, or MLFLOW_TRACKING_URI, to the tracking server's URL", "config");
+    sinks.push(await MlflowSink.start({ url, experiment: mlflow.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log }));
+  }
+  if (wandb) {
+    sinks.push(
+      await WandbSink.start({ project: wandb.project, ...(wandb.entity ? { entity: wandb.entity } : {}), ...(wandb.baseUrl ? { baseUrl: wandb.baseUrl } : {}), runId, displayName: runId, config: flattenParams(cfg), clock, log }),
+    );
+  }
+  return sinks;
 }
 
 /** The gateway's admin token from the environment, when `gateway.auth` asks for one. */

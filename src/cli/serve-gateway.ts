@@ -2,6 +2,7 @@
 // to the file's backends (its engines by URL, external vLLM/SGLang ones), recording into its Postgres
 // store; /healthz, /readyz (store open and a backend healthy) and a graceful drain on SIGTERM. It takes back the
 // programs active in the store when it starts and leaves its own active when it stops, so a restart loses none.
+import { lineLog, processLog } from "../core/logger.js";
 import { createBackend } from "../backends/registry.js";
 import { loadClusterConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { ArborError } from "../core/errors.js";
@@ -20,7 +21,7 @@ export interface ServeGatewayOptions {
 
 /** Open the store, start the gateway over every backend and serve until a signal; resolves once drained and closed. */
 export async function serveGatewayCommand(o: ServeGatewayOptions): Promise<void> {
-  const log = o.log ?? ((line: string) => console.error(line));
+  const log = o.log ?? lineLog(processLog("gateway"));
   const cfg = loadClusterConfig(o.cluster);
   const g = cfg.gateway;
   const adminToken = adminTokenOf(g.auth?.adminTokenEnv);
@@ -30,11 +31,13 @@ export async function serveGatewayCommand(o: ServeGatewayOptions): Promise<void>
   let storeClosed = false;
   const gateway = createGateway({
     backends,
+    logger: processLog("gateway"),
     store,
     traceSource: { callsOf: async (id) => (await store.getTrajectory(id))?.calls ?? [] },
     clock: realClock,
     routing: g.routing,
     callTimeoutMs: g.callTimeoutMs,
+    maxTokensPolicy: g.maxTokensPolicy,
     health: g.health,
     notReady: () => (storeClosed ? "the store is closed" : undefined),
     ...(g.pausing.enabled ? { pausing: g.pausing } : {}),

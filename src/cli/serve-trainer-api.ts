@@ -6,6 +6,7 @@
 // orchestrator's step ends exactly once. A batch whose ack was already published (the trainer-api died after
 // publishing) is acked without being served again. GET /healthz, /readyz; SIGTERM drains: no new batch is taken,
 // a batch out with a trainer gets `--drain-ms` for its ack, else it goes back to the queue for another instance.
+import { lineLog, processLog } from "../core/logger.js";
 import { readFile } from "node:fs/promises";
 import { JetStreamEventBus } from "../broker/jetstream-event-bus.js";
 import { JetStreamWorkQueue } from "../broker/jetstream-work-queue.js";
@@ -34,7 +35,7 @@ const BATCHES_AT_ONCE = 2;
 
 /** Connect, serve the trainer protocol and take batches until a signal; resolves once drained and closed. */
 export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise<void> {
-  const log = o.log ?? ((line: string) => console.error(line));
+  const log = o.log ?? lineLog(processLog("trainer-api"));
   const cfg = loadClusterConfig(o.cluster);
   const broker = clusterBroker(cfg, "arbor serve trainer-api");
   const streams = clusterStreams(cfg);

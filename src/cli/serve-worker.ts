@@ -4,6 +4,7 @@
 // each other's), records through the deployment's Postgres store and the gateway, and reports each end on the
 // event stream. GET /healthz, GET /readyz, GET /programs (what it runs now); on SIGTERM it stops taking work and gives the programs in flight
 // `--drain-ms` to end, then aborts the rest (each ends recorded as aborted).
+import { lineLog, processLog } from "../core/logger.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Fastify from "fastify";
@@ -15,7 +16,7 @@ import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { registerServiceProbes } from "../core/service-probes.js";
 import { createContextPolicy } from "../agents/context/registry.js";
-import { createEnvironment } from "../envs/registry.js";
+import { environmentFromConfig } from "../envs/from-config.js";
 import { agentSpecOf } from "../rollout/blackbox-program.js";
 import { type ProgramWork, type RolloutEvents } from "../rollout/remote/program-work.js";
 import { ProgramWorker, type WorkerRunContext } from "../rollout/remote/program-worker.js";
@@ -43,7 +44,7 @@ const MAX_RUN_CONTEXTS = 8;
 
 /** Connect, take work and serve until a signal; resolves once drained and closed. */
 export async function serveWorkerCommand(o: ServeWorkerOptions): Promise<void> {
-  const log = o.log ?? ((line: string) => console.error(line));
+  const log = o.log ?? lineLog(processLog("worker"));
   if (!/^[A-Za-z0-9_.-]{1,63}$/.test(o.name)) throw new ArborError(`--name: must be 1-63 of [A-Za-z0-9_.-] (it names the worker's sandbox folder), got '${o.name}'`, "config");
   const cfg = loadClusterConfig(o.cluster);
   const broker = clusterBroker(cfg, "arbor serve worker");
@@ -103,12 +104,12 @@ function runContexts(o: { store: TrajectoryStore; gatewayUrl: string; adminToken
       throw new ArborError(`program work: config is not JSON: ${(e as Error).message}`, "config");
     }
     const cfg = parseRunConfig(raw, "the run config of a program's work");
-    const env = createEnvironment(cfg.env.name, cfg.env.hygiene ? { hygiene: cfg.env.hygiene } : {});
+    const env = await environmentFromConfig(cfg.env);
     if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
     // Each worker its own folder: a provider sweeps the workspaces it finds in its root when it starts.
     const root = join(cfg.sandbox.root ?? join(tmpdir(), "arbor-sandboxes"), o.worker);
-    const sandboxes = sandboxesFromConfig(cfg, realClock, root);
-    o.log(`worker ${o.worker}: run config '${cfg.name}': env ${cfg.env.name}, ${cfg.sandbox.provider} sandboxes under ${root}`);
+    const sandboxes = await sandboxesFromConfig(cfg, realClock, root, o.log);
+    o.log(`worker ${o.worker}: run config '${cfg.name}': env ${env.name}, ${cfg.sandbox.provider} sandboxes under ${root}`);
     const ctx: WorkerRunContext = {
       env,
       store: o.store,

@@ -66,7 +66,8 @@ describe.skipIf(unreachable !== undefined)("arbor serve engine / gateway", () =>
   });
 
   it("a call through the gateway process is answered by the engine process and recorded in Postgres; SIGTERM exits 0", async () => {
-    const engine = serve(["engine", "--cluster", cluster, "--name", "e0"]);
+    // The engine logs pino's JSON lines at debug (Fastify's request logs included); the gateway plain text.
+    const engine = spawnArbor(["--log-format", "json", "--log-level", "debug", "serve", "engine", "--cluster", cluster, "--name", "e0"]);
     const gateway = serve(["gateway", "--cluster", cluster]);
     running.push(engine, gateway);
     const gw = `http://127.0.0.1:${ports.gw}`;
@@ -105,6 +106,15 @@ describe.skipIf(unreachable !== undefined)("arbor serve engine / gateway", () =>
     expect(await engine.exited).toBe(0);
     expect(gateway.log()).toMatch(/gateway: drained\n[\s\S]*gateway: stopped/);
     expect(engine.log()).toMatch(/engine e0: stopped/);
+    const json = engine
+      .log()
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as { level: number; msg: string; component?: string; req?: { url?: string } });
+    expect(json.some((l) => l.component === "engine" && l.level === 30 && /engine e0: stopped/.test(l.msg))).toBe(true);
+    expect(json.some((l) => l.level === 30 && l.msg === "incoming request" && l.req?.url === "/v1/completions")).toBe(true);
+    // Text format: the gateway's lines are plain, no JSON.
+    expect(gateway.log().split("\n").some((l) => l.startsWith("{"))).toBe(false);
   }, 180_000);
 
   it("SIGTERM to the gateway during a slow call: readiness 503, new programs 503, the call completes, exit 0; restarted, it takes the program back", async () => {

@@ -1,10 +1,14 @@
 // `arbor serve <role>`: Arbor's parts as separate services described by one deployment file
-// (cluster.yaml, src/core/cluster-config.ts): `engine --name <e>`, `gateway`, `worker --name <w>` and `trainer-api`. Each runs alone with
+// (cluster.yaml, src/core/cluster-config.ts): `engine --name <e>`, `gateway`, `worker --name <w>` and `trainer-api`;
+// and `dashboard --store <path>`, the dashboard over a finished run (cli/dashboard/). Each part runs alone with
 // GET /healthz and GET /readyz and drains gracefully on SIGTERM; `arbor run` stays the embedded mode.
 import { hostname } from "node:os";
 import { InvalidArgumentError, type Command } from "commander";
 // Each service's module is imported when it starts (`arbor --help` loads none of them).
 import { ENGINE_ROLES, type EngineRole } from "../engine/engine-role.js";
+
+/** Default port of `arbor run --dashboard` and `arbor serve dashboard`. */
+export const DEFAULT_DASHBOARD_PORT = 8600;
 
 /** Default drain bound on SIGTERM, ms. */
 export const DEFAULT_DRAIN_MS = 30_000;
@@ -53,6 +57,18 @@ export function registerServeCommands(program: Command): void {
       const { serveTrainerApiCommand } = await import("./serve-trainer-api.js");
       await serveTrainerApiCommand(o);
     });
+  serve
+    .command("dashboard")
+    .description("serve the dashboard (web UI and JSON/SSE API, docs/dashboard.md) read-only over a run's store and output folder")
+    .requiredOption("--store <path>", "the store: a SQLite file (a run's <output.dir>/store.sqlite), a run's output folder, or a postgres:// URL")
+    .option("--run-dir <dir>", "the run's output folder, for metrics.jsonl (default: the store's folder)")
+    .option("--validation <report.json>", "an `arbor validate` report whose dropped tasks are highlighted with their reasons")
+    .option("--host <host>", "address to listen on", "127.0.0.1")
+    .option("--port <n>", "port to listen on (0 for any free port)", toPort, DEFAULT_DASHBOARD_PORT)
+    .action(async (o: { store: string; runDir?: string; validation?: string; host: string; port: number }) => {
+      const { serveDashboardCommand } = await import("./dashboard/dashboard-command.js");
+      await serveDashboardCommand(o);
+    });
 }
 
 function toPositiveInt(v: string): number {
@@ -61,7 +77,8 @@ function toPositiveInt(v: string): number {
   return n;
 }
 
-function toPort(v: string): number {
+/** Parse a port argument (0: any free port). */
+export function toPort(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`must be a port number 0-65535, got ${v}`);
   return n;

@@ -129,4 +129,14 @@ describe("scripts/setup.sh", () => {
     expect(present.out).toContain("setup: python3-numpy and python3-torch present\n");
     expect(present.out).not.toContain("python3-torch\n");
   });
+
+  it("--browser installs Debian's chromium (best effort) where it is missing, and nothing where it is present", () => {
+    const missing = setup({ uid: 0, present: ["bwrap", ...ALL_BUT_BWRAP], fakes: ["apt-get", "npm"], args: ["--dry-run", "--browser"] });
+    expect(missing.out).toContain("setup: installing chromium (best effort)\n");
+    expect(missing.out).toContain("setup: would run: env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium\n");
+    expect(missing.status).toBe(0);
+    const present = setup({ uid: 0, present: ["bwrap", ...ALL_BUT_BWRAP], fakes: ["apt-get", "npm", "chromium"], args: ["--dry-run", "--browser"] });
+    expect(present.out).toContain("setup: chromium present\n");
+    expect(present.out).not.toContain("apt-get install");
+  });
 });

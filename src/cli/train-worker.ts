@@ -3,6 +3,7 @@
 // advantage (packed as a prefix tree, as the in-process path does), write `policy-v{N}.gguf`, announce it and
 // only then ack the batch (docs/batch-schema.md). A batch without signal is acked without a step. It is also
 // the reference for writing such a loop around another trainer.
+import { lineLog, processLog } from "../core/logger.js";
 import { mkdirSync } from "node:fs";
 import { resolve } from "node:path";
 import { TrainerClient } from "../batch/trainer-client.js";
@@ -201,7 +202,7 @@ export async function trainWorkerCommand(o: TrainWorkerCommandOptions): Promise<
       keepCheckpoints: o.keepCheckpoints,
       waitMs: o.waitMs,
       signal: abort.signal,
-      log: (line) => console.error(line),
+      log: lineLog(processLog("train-worker")),
     });
     const steps = r.batches.filter((b) => b.stepped).length;
     const why = { batches: `--batches ${o.batches} reached`, "server-gone": "the run's trainer server is gone", aborted: "interrupted" }[r.reason];

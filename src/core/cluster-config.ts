@@ -4,7 +4,7 @@
 // or gateway block means the same in both files; an invalid file fails with the field and the reason.
 import { z } from "zod";
 import { applyOverrides, type ConfigOverride } from "./config-overrides.js";
-import { BackendConfigSchema, EngineConfigSchema, formatZodError, GatewayConfigSchema, ModelConfigSchema, parseRunConfig, readYamlFile, type RunConfig } from "./config.js";
+import { BackendConfigSchema, EngineConfigSchema, formatZodError, GatewayConfigSchema, ModelConfigSchema, parseRunConfig, readYamlFile, resolveConfigPaths, type RunConfig } from "./config.js";
 import { ArborError } from "./errors.js";
 
 /** One engine of the deployment: the run config's engine, plus the address it listens on (any host). */
@@ -144,7 +144,7 @@ const DEPLOYMENT_KEYS = ["engines", "backends", "gateway", "store", "model"] as 
  */
 export function loadClusterRunConfig(path: string, cluster: ClusterConfig, overrides: readonly ConfigOverride[] = []): RunConfig {
   const source = `config ${path}`;
-  return clusterRunConfig(applyOverrides(readYamlFile(path, "config"), overrides, source), cluster, source);
+  return resolveConfigPaths(clusterRunConfig(applyOverrides(readYamlFile(path, "config"), overrides, source), cluster, source), path);
 }
 
 /** {@link loadClusterRunConfig} of an already-parsed run config (`source` names it in errors). */

@@ -1,6 +1,7 @@
 // Run configuration: a YAML file validated with zod. An invalid file fails with the field path and
 // the reason (e.g. `rollout.groupSize: must be >= 1`), never with a stack trace.
 import { readFileSync } from "node:fs";
+import { dirname, isAbsolute, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
 import { applyOverrides, type ConfigOverride } from "./config-overrides.js";
@@ -263,6 +264,13 @@ export const GatewayConfigSchema = z
     routing: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default("sticky-program"),
     /** Per-call timeout towards a backend, ms. */
     callTimeoutMs: positiveInt.default(120_000),
+    /**
+     * A max_tokens larger than the context leaves (the engine's context length minus the prompt's
+     * tokens): `clamp` it to what is left, recorded on the call as maxTokensClamped (agent CLIs send
+     * their vendor's defaults, 64,000 and more), or `refuse` the call with a 400 naming the field.
+     * Calls to a backend without the engine's tokenizer, or one that reports no context length, go as sent.
+     */
+    maxTokensPolicy: z.enum(["clamp", "refuse"]).default("clamp"),
     /** Backend health checks: in-rotation backends every intervalMs (default 10 s), out-of-rotation ones every recheckMs. */
     health: z
       .object({ intervalMs: positiveInt.default(10_000), recheckMs: positiveInt.default(1000) })
@@ -359,6 +367,21 @@ export const RewardOptionsSchema = z
   })
   .strict();
 
+/**
+ * A custom reward: a module path relative to the config file with `#export` (a function scoring a finished
+ * program, or a RewardFn object), its component name (default: the export's name in kebab-case) and weight.
+ */
+const CustomRewardSpecSchema = z
+  .object({
+    module: z.string().min(1),
+    name: z.string().regex(/^[a-z][a-z0-9]*(-[a-z0-9]+)*$/, "must be kebab-case, e.g. 'tool-success'").optional(),
+    weight: z.number().default(1),
+  })
+  .strict();
+const CustomRewardsSchema = z
+  .union([z.string().min(1), CustomRewardSpecSchema, z.array(z.union([z.string().min(1), CustomRewardSpecSchema])).min(1)])
+  .transform((v) => (Array.isArray(v) ? v : [v]).map((x) => (typeof x === "string" ? { module: x, weight: 1 } : x)));
+
 export const RunConfigSchema = z
   .object({
     name: z.string().min(1).default("run"),
@@ -370,7 +393,18 @@ export const RunConfigSchema = z
     env: z
       .object({
         name: z.enum(["calc", "swe-mini", "search-qa"]).default("calc"),
-        tasks: positiveInt.default(8),
+        /**
+         * Your own environment instead of `name`: a module path relative to this file, `#export` to take a named
+         * export (default: the default export), an Environment or a factory returning one (envs/from-config.ts).
+         */
+        module: z.string().min(1).optional(),
+        /**
+         * A count: tasks per iteration drawn from the environment. A path (relative to this file): the tasks of a
+         * `.jsonl` or `.parquet` file (`arbor validate`'s filtered output included), or for swe-mini a task folder.
+         */
+        tasks: z.union([positiveInt, z.string().min(1)]).default(8),
+        /** With a task file: tasks per iteration (default: the whole file), wrapping around at its end. */
+        perIteration: positiveInt.optional(),
         seed: z.number().int().default(7),
         /** Hygiene (ROLL): zero the reward of, or stop, a program that reads or writes grader paths. */
         hygiene: z
@@ -379,6 +413,7 @@ export const RunConfigSchema = z
           .optional(),
       })
       .strict()
+      .refine((e) => e.perIteration === undefined || typeof e.tasks === "string", { message: "perIteration needs a task file (env.tasks: <path>)", path: ["perIteration"] })
       .prefault({}),
     rollout: z
       .object({
@@ -451,6 +486,17 @@ export const RunConfigSchema = z
         files: z.record(z.string().min(1), z.string().min(1)).optional(),
         /** Black box: installed npm packages the command imports (read-only copies in /workspace/node_modules). */
         nodePackages: z.array(z.string().min(1)).optional(),
+        /**
+         * Black box: the agent's install, seen read-only by every sandbox at /opt/agent and never copied
+         * into a workspace — a folder, or `npm:<name>@<exact version>`, which Arbor installs once into
+         * `installCache` (`npm install --prefix`, the machine's npm) before the run. With it the command's
+         * HOME (and XDG config/cache dirs) is /workspace/.home, writable.
+         */
+        install: z.string().min(1).optional(),
+        /** Black box: cache folder of npm installs (default `<tmpdir>/arbor-agent-installs`; readable by the sandbox uid). */
+        installCache: z.string().min(1).optional(),
+        /** Black box: longest an npm install may take, ms. */
+        installTimeoutMs: positiveInt.default(300_000),
         /** Black box: workspace path the task text (the prompt's user turns) is written to. */
         taskFile: z.string().min(1).default("TASK.md"),
         /** Black box: extra environment of the command. */
@@ -465,7 +511,7 @@ export const RunConfigSchema = z
           if (a.context !== undefined) ctx.addIssue({ code: "custom", path: ["context"], message: "applies to kind white-box only (a black box manages its own context)" });
           return;
         }
-        for (const f of ["command", "files", "nodePackages", "env", "wallMs"] as const) {
+        for (const f of ["command", "files", "nodePackages", "install", "installCache", "env", "wallMs"] as const) {
           if (a[f] !== undefined) ctx.addIssue({ code: "custom", path: [f], message: "applies to kind black-box only" });
         }
       })
@@ -514,6 +560,8 @@ export const RunConfigSchema = z
         process: z.number().optional(),
         "completion-time": z.number().optional(),
         judge: z.number().optional(),
+        /** Your own reward functions (reward/custom-reward.ts): `./my-reward.ts#score`, {module, name, weight} or a list. */
+        custom: CustomRewardsSchema.optional(),
         stepRewards: z.boolean().default(false),
         options: RewardOptionsSchema.prefault({}),
       })
@@ -535,6 +583,35 @@ export const RunConfigSchema = z
         samples: positiveInt.max(1_000).default(4),
         temperature: z.number().min(0).max(5).optional(),
         every: positiveInt.default(1),
+      })
+      .strict()
+      .optional(),
+    /**
+     * Run tracking beyond metrics.jsonl and TensorBoard (always written): MLflow through its REST API
+     * (loop/mlflow-sink.ts), Weights & Biases through its HTTP API (loop/wandb-sink.ts). Off when absent.
+     */
+    tracking: z
+      .object({
+        mlflow: z
+          .object({
+            /** Tracking server URL (default: MLFLOW_TRACKING_URI). */
+            url: z.string().url().optional(),
+            /** Experiment name, created when missing (default: the run's name). */
+            experiment: z.string().min(1).optional(),
+          })
+          .strict()
+          .optional(),
+        /** Weights & Biases over its HTTP API (loop/wandb-sink.ts); the key from WANDB_API_KEY. */
+        wandb: z
+          .object({
+            project: z.string().min(1),
+            /** User or team (default: the key's default entity). */
+            entity: z.string().min(1).optional(),
+            /** Server (default: WANDB_BASE_URL, else https://api.wandb.ai). */
+            baseUrl: z.string().url().optional(),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .optional(),
@@ -704,6 +781,8 @@ export const RunConfigSchema = z
   });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
+export type EnvConfig = RunConfig["env"];
+export type CustomRewardSpec = NonNullable<RunConfig["reward"]["custom"]>[number];
 export type EngineConfig = z.infer<typeof EngineConfigSchema>;
 export type BackendConfig = z.infer<typeof BackendConfigSchema>;
 export type WeightSyncConfig = z.infer<typeof WeightSyncConfigSchema>;
@@ -735,7 +814,27 @@ export function parseRunConfig(raw: unknown, source = "config"): RunConfig {
  */
 export function loadRunConfig(path: string, overrides: readonly ConfigOverride[] = []): RunConfig {
   const source = `config ${path}`;
-  return parseRunConfig(applyOverrides(readYamlFile(path, "config"), overrides, source), source);
+  return resolveConfigPaths(parseRunConfig(applyOverrides(readYamlFile(path, "config"), overrides, source), source), path);
+}
+
+/**
+ * The paths a config names for the user's own code and data (`env.module`, a task file in `env.tasks`,
+ * `reward.custom[].module`) made absolute against the config file's folder, so a config works from any
+ * working directory and a deployment's workers get paths they can open. Other paths stay as they are.
+ */
+export function resolveConfigPaths(cfg: RunConfig, configPath: string): RunConfig {
+  const dir = dirname(resolve(configPath));
+  const abs = (p: string): string => (isAbsolute(p) ? p : resolve(dir, p));
+  // `#export` is not part of the path.
+  const absSpec = (spec: string): string => {
+    const hash = spec.lastIndexOf("#");
+    return hash < 0 ? abs(spec) : `${abs(spec.slice(0, hash))}${spec.slice(hash)}`;
+  };
+  return {
+    ...cfg,
+    env: { ...cfg.env, ...(cfg.env.module !== undefined ? { module: absSpec(cfg.env.module) } : {}), ...(typeof cfg.env.tasks === "string" ? { tasks: abs(cfg.env.tasks) } : {}) },
+    reward: { ...cfg.reward, ...(cfg.reward.custom ? { custom: cfg.reward.custom.map((c) => ({ ...c, module: absSpec(c.module) })) } : {}) },
+  };
 }
 
 /** The parsed YAML of a file; throws naming the file (as `what`) and the reason when it is missing or not YAML. */

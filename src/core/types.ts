@@ -82,6 +82,12 @@ export interface CallTimings {
 }
 
 /** One LLM call of a program, exactly as the engine computed it. */
+/** A clamped output budget: what the client asked for and what the context left it. */
+export interface MaxTokensClamp {
+  asked: number;
+  granted: number;
+}
+
 export interface Call {
   id: string;
   programId: string;
@@ -97,6 +103,18 @@ export interface Call {
   backend: string;
   /** The model name the backend served the call as (its configured name), whatever the client sent. */
   servedModel?: string;
+  /**
+   * The model name the client asked for (its `model` field), kept as sent: black-box agents name
+   * their vendor's models, and the gateway serves them with the program's backend whatever they ask.
+   * Absent: the client sent no model name (or the call predates the field).
+   */
+  requestedModel?: string;
+  /**
+   * The client asked for more output tokens than the context leaves (context length minus prompt)
+   * and the gateway clamped the request to what it leaves (`gateway.maxTokensPolicy: clamp`).
+   * Absent: the request was served as asked.
+   */
+  maxTokensClamped?: MaxTokensClamp;
   policyVersion: number;
   /**
    * The weights version of each output token (same length as outputTokenIds), when they differ:

@@ -52,10 +52,14 @@ import type { LlamaGpu } from "./llama-runtime.js";
 import type { SpeculativeOptions } from "./specdec/speculative-options.js";
 import { checkSameVocabulary, resolveServedModel, type ServedModel } from "./served-model.js";
 import { AbortedError } from "./sequence-pool.js";
+import { fastifyLogger } from "../core/logger.js";
+import type { Logger } from "pino";
 
 export interface EngineServerOptions {
   /** Engine name (logs, errors). */
   name: string;
+  /** Structured logs (pino, core/logger.ts): Fastify's, requests at debug; none when absent. */
+  logger?: Logger;
   /**
    * GGUF to load (llama.cpp executors): Arbor's policy, served with Arbor's template and markup, or
    * any model llama.cpp can run, served with its own tokenizer, chat template and stop tokens.
@@ -253,7 +257,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
   const httpLimits = resolveHttpLimits(opts.httpLimits, `engine ${opts.name}`);
   const app = Fastify({
-    logger: false,
+    ...fastifyLogger(opts.logger),
     bodyLimit: 16 * 1024 * 1024,
     forceCloseConnections: true,
     // Program ids (the /v1/programs/:id routes) may have 256 characters, percent-encoded (×3).

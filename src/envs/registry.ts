@@ -8,11 +8,13 @@ import { createSweMiniEnvironment } from "./swe-mini/swe-mini.js";
 /** Options every environment factory accepts (each uses what applies to it). */
 export interface EnvironmentOptions {
   hygiene?: HygieneConfig;
+  /** swe-mini: a folder of task folders instead of the shipped ones (e.g. the one `arbor validate` filtered). */
+  tasksDir?: string;
 }
 
 const FACTORIES: Record<string, (opts: EnvironmentOptions) => Environment> = {
   calc: () => createCalcEnvironment(),
-  "swe-mini": (opts) => createSweMiniEnvironment(opts.hygiene ? { hygiene: opts.hygiene } : {}),
+  "swe-mini": (opts) => createSweMiniEnvironment({ ...(opts.hygiene ? { hygiene: opts.hygiene } : {}), ...(opts.tasksDir ? { tasksDir: opts.tasksDir } : {}) }),
   "search-qa": () => createSearchQaEnvironment(),
 };
 

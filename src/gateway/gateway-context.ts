@@ -16,6 +16,7 @@ import type { ProgramTable } from "./program-table.js";
 import type { PluginRouter } from "./routing/plugin-router.js";
 import type { StreamSurface } from "./surfaces/stream-surface.js";
 import type { ProgramContext } from "./token-path/context-prompt.js";
+import type { MaxTokensPolicy } from "./token-path/max-tokens.js";
 
 export type { RouteRef } from "./call-path.js";
 
@@ -38,6 +39,8 @@ export interface GatewayContext {
   sink: TraceSink;
   /** False: every call passes through (GatewayOptions.tokenPath). */
   tokenPath: boolean;
+  /** A max_tokens larger than the context leaves: clamped or refused (GatewayOptions.maxTokensPolicy). */
+  maxTokensPolicy: MaxTokensPolicy;
   /**
    * Each program's last context (prompt + output ids): the prefix its next prompt extends, which is
    * what prefix-aware routing matches against the backends' trees. Dropped on release.

@@ -22,6 +22,9 @@ describe("prepareRequest", () => {
       return_token_ids: true,
       logprobs: true,
     });
+    // The model name the client asked for, kept for the recorded call.
+    expect(p.requestedModel).toBe("m");
+    expect(prepareRequest("completions", { prompt: "x" }).requestedModel).toBeUndefined();
     expect(p.messages).toEqual([
       { role: "system", content: "rules" },
       { role: "user", content: "ab" },
@@ -101,6 +104,8 @@ describe("prepareRequest", () => {
       ["completions", { prompt: [1, -2] }, "prompt: must be a string or a non-empty list of token ids"],
       ["completions", { prompt: "x", echo: true }, "echo: not supported"],
       ["completions", { prompt: "x", logprobs: -1 }, "logprobs: must be an integer >= 0"],
+      ["chat", { model: 4, messages: [{ role: "user", content: "x" }] }, "model: must be a string of 1-256 characters"],
+      ["completions", { model: "", prompt: "x" }, "model: must be a string of 1-256 characters"],
     ];
     for (const [endpoint, body, msg] of bad) expect(() => prepareRequest(endpoint, body)).toThrow(msg);
   });

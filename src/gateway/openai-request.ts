@@ -1,6 +1,6 @@
 // Turns a client's OpenAI request into the upstream request Arbor needs (token ids and logprobs
 // always on, Arbor-only fields stripped) plus what the trace records about the prompt.
-import type { ChatMessage, ChatRole, MessageToolCall } from "../core/types.js";
+import type { ChatMessage, ChatRole, MaxTokensClamp, MessageToolCall } from "../core/types.js";
 import { InvalidRequestError } from "./http-errors.js";
 
 export type Endpoint = "chat" | "completions";
@@ -18,6 +18,24 @@ export interface PreparedRequest {
   stream: boolean;
   /** `program_id` given in the body (ThunderAgent convention; also how `extra_body` arrives). */
   bodyProgramId?: string;
+  /**
+   * The `model` the client asked for, as sent (recorded on the call): the backend serves the call
+   * as its own model whatever the client names (black-box agents name their vendor's).
+   */
+  requestedModel?: string;
+  /**
+   * The client's names of chat fields a surface translated (the Responses API's max_output_tokens,
+   * Anthropic's stop_sequences), so errors and refusals name the field the client sent.
+   */
+  clientNames?: ClientFieldNames;
+  /** Set on a passthrough call whose max_tokens was clamped to what the context leaves (passthrough-budget.ts). */
+  maxTokensClamped?: MaxTokensClamp;
+}
+
+/** A surface's own names of the chat fields it translates into (absent: the chat name). */
+export interface ClientFieldNames {
+  max_tokens?: string;
+  stop?: string;
 }
 
 const ROLES = new Set<string>(["system", "user", "assistant", "tool"]);
@@ -36,6 +54,10 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
   if (body.n !== undefined && body.n !== null && body.n !== 1) {
     throw new InvalidRequestError("n", "only n=1 is supported; send one call per sample (one program each)");
   }
+  if (body.model !== undefined && body.model !== null && (typeof body.model !== "string" || body.model === "" || body.model.length > 256)) {
+    throw new InvalidRequestError("model", "must be a string of 1-256 characters");
+  }
+  const requestedModel = typeof body.model === "string" ? { requestedModel: body.model } : {};
   let bodyProgramId: string | undefined;
   if (body.program_id !== undefined && body.program_id !== null) {
     if (typeof body.program_id !== "string") throw new InvalidRequestError("program_id", "must be a string");
@@ -55,7 +77,7 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
     }
     // Arbor needs the behaviour policy's logprob of every output token, asked for or not.
     upstreamBody.logprobs = true;
-    return { endpoint, upstreamBody, messages, clientWantsLogprobs: body.logprobs === true, clientWantsTokenIds, stream, bodyProgramId };
+    return { endpoint, upstreamBody, messages, clientWantsLogprobs: body.logprobs === true, clientWantsTokenIds, stream, bodyProgramId, ...requestedModel };
   }
 
   if (body.echo === true) {
@@ -72,7 +94,7 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
   } else {
     throw new InvalidRequestError("logprobs", "must be an integer >= 0 for completions");
   }
-  return { endpoint, upstreamBody, messages: promptMessages(body.prompt), clientWantsLogprobs, clientWantsTokenIds, stream, bodyProgramId };
+  return { endpoint, upstreamBody, messages: promptMessages(body.prompt), clientWantsLogprobs, clientWantsTokenIds, stream, bodyProgramId, ...requestedModel };
 }
 
 function parseMessages(raw: unknown): ChatMessage[] {

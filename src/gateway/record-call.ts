@@ -3,7 +3,7 @@
 // answer goes out while the store commits (off the request path); the program table tracks the
 // write, ends the program only after it settled, and refuses the program's later calls if it failed.
 import type { Backend } from "../backends/backend.js";
-import type { Call } from "../core/types.js";
+import type { Call, MaxTokensClamp } from "../core/types.js";
 import { callRecorded, type CallPlace } from "./call-path.js";
 import type { GatewayContext } from "./gateway-context.js";
 import type { PreparedRequest } from "./openai-request.js";
@@ -11,10 +11,15 @@ import type { ExtractedTrace } from "./trace-extract.js";
 
 export type { CallPlace } from "./call-path.js";
 
-/** A token-path prompt's reset flags as the Call records them (nothing for a continued context). */
-export function resetFlags(p: { contextReset: boolean; contextResetReason?: string }): Pick<Call, "contextReset" | "contextResetReason"> {
-  if (!p.contextReset) return {};
-  return { contextReset: true, ...(p.contextResetReason !== undefined ? { contextResetReason: p.contextResetReason } : {}) };
+/** What a token-path call records beyond its trace: its prompt's reset flags and a clamped max_tokens (nothing when neither). */
+export function tokenPathFlags(p: {
+  contextReset: boolean;
+  contextResetReason?: string;
+  maxTokensClamped?: MaxTokensClamp;
+}): Pick<Call, "contextReset" | "contextResetReason" | "maxTokensClamped"> {
+  const clamp = p.maxTokensClamped ? { maxTokensClamped: p.maxTokensClamped } : {};
+  if (!p.contextReset) return clamp;
+  return { contextReset: true, ...(p.contextResetReason !== undefined ? { contextResetReason: p.contextResetReason } : {}), ...clamp };
 }
 
 /** Record one finished call: start its write to the sink (tracked by the program table) and update the table. */
@@ -25,7 +30,7 @@ export function recordCall(
   backend: Backend,
   prepared: PreparedRequest,
   place: CallPlace,
-  flags: Pick<Call, "trainable" | "contextReset" | "contextResetReason"> = {},
+  flags: Pick<Call, "trainable" | "contextReset" | "contextResetReason" | "maxTokensClamped"> = {},
 ): Call {
   const { programId, index, start } = place;
   const call: Call = {
@@ -40,9 +45,11 @@ export function recordCall(
     finishReason: trace.finishReason,
     backend: backend.name,
     ...(backend.servedModel !== undefined ? { servedModel: backend.servedModel } : {}),
+    ...(prepared.requestedModel !== undefined ? { requestedModel: prepared.requestedModel } : {}),
     policyVersion: trace.policyVersion,
     ...(trace.tokenPolicyVersions ? { tokenPolicyVersions: trace.tokenPolicyVersions } : {}),
     timings: { start, end: ctx.clock.now() },
+    ...(prepared.maxTokensClamped ? { maxTokensClamped: prepared.maxTokensClamped } : {}),
     ...flags,
   };
   let write: Promise<void>;

@@ -9,6 +9,7 @@ import { abortOnClientClose } from "./client-close.js";
 import type { GatewayContext, RouteRef } from "./gateway-context.js";
 import { toOpenAiError } from "./http-errors.js";
 import type { Endpoint, PreparedRequest } from "./openai-request.js";
+import { fitPassthroughBudget } from "./passthrough-budget.js";
 import { callUpstream } from "./passthrough-call.js";
 import { readTrace } from "./protocol-trace.js";
 import { recordCall } from "./record-call.js";
@@ -82,6 +83,12 @@ async function serveRouted(ctx: GatewayContext, admitted: AdmittedCall, onRouted
       const served = await tokenServe(ctx, { endpoint, prepared, place, reply, first: serving.takeRoute() });
       if (served.recorded) serving.recorded();
       return served.result;
+    }
+    // Passthrough: the body goes as sent, its budget fitted where the engine's tokenizer tells the context.
+    const budget = await fitPassthroughBudget(ctx, backend, prepared);
+    if (budget.clamped) {
+      prepared.upstreamBody = budget.body;
+      prepared.maxTokensClamped = budget.clamped;
     }
     if (prepared.stream) {
       const streamed = await relayStream(ctx, backend, endpoint, prepared, place, reply);

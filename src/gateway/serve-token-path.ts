@@ -4,7 +4,7 @@
 import { BackendHttpError, type GenerateRequest, type TokenBackend } from "../backends/backend.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { openAiError, openAiErrorType } from "./http-errors.js";
-import { recordCall, resetFlags } from "./record-call.js";
+import { recordCall, tokenPathFlags } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { usesTokenPath } from "./token-path-choice.js";
 import { promptSource } from "./token-path/prompt-source.js";
@@ -25,6 +25,7 @@ export function tokenCallInput(ctx: GatewayContext, call: RoutedTokenCall, plan:
     source: promptSource(call.endpoint, call.prepared),
     previous: ctx.contexts.get(programId),
     sampling: plan.sampling,
+    maxTokensPolicy: ctx.maxTokensPolicy,
     ...(plan.tools ? { tools: { plan: plan.tools, choice: call.prepared.upstreamBody.tool_choice } } : {}),
   };
 }
@@ -58,7 +59,7 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
       policyVersion: out.result.policyVersion ?? 0,
       ...tokenVersionsOf(out.result.tokenPolicyVersions, out.result.policyVersion ?? 0),
     };
-    const recorded = recordCall(ctx, trace, callId, out.backend, prepared, place, resetFlags(out));
+    const recorded = recordCall(ctx, trace, callId, out.backend, prepared, place, tokenPathFlags(out));
     rememberAnswer(ctx, programId, endpoint, { callId, result: out.result, decoded: out.decoded, answer: out.answer });
     reply.header("x-arbor-call-id", recorded.id).header("x-arbor-call-index", String(index));
     const answer = tokenAnswer({
@@ -71,6 +72,7 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
       decoded: out.decoded,
       logprobs: sampling.logprobs,
       answer: out.answer,
+      stops: out.stops,
     });
     return { recorded: true, result: answer };
   } catch (e) {

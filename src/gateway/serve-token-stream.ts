@@ -4,7 +4,7 @@
 import { BackendHttpError, BackendUnreachableError, type Backend } from "../backends/backend.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { openAiError, openAiErrorType } from "./http-errors.js";
-import { recordCall, resetFlags } from "./record-call.js";
+import { recordCall, tokenPathFlags } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { sseResponse } from "./sse-response.js";
 import { openAiStreamSurface, type StreamSurface } from "./surfaces/stream-surface.js";
@@ -81,7 +81,7 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
       };
       // Translated before recording: an answer the surface cannot close is a failed call.
       const closing = surface.finish();
-      recordCall(ctx, trace, callId, opened.backend, prepared, place, resetFlags(opened));
+      recordCall(ctx, trace, callId, opened.backend, prepared, place, tokenPathFlags(opened));
       routed = true;
       ctx.router.onFinished(opened.routeId, { promptTokens: trace.promptTokenIds, outputTokens: trace.outputTokenIds, ok: true });
       rememberAnswer(ctx, programId, endpoint, { callId, result, decoded: { text }, answer: opened.answer });

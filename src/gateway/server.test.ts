@@ -96,6 +96,7 @@ describe("gateway in front of one vLLM-shaped upstream", () => {
       outputText: Buffer.from(outIds).toString("utf8"),
       finishReason: "length",
       backend: "e0",
+      requestedModel: "fake-model",
       policyVersion: 3,
       timings: { start: 1000, end: 1000 },
     });

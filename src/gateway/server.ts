@@ -37,6 +37,9 @@ import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./
 import { serveCall } from "./serve-call.js";
 import { surfaceRoutes } from "./surface-routes.js";
 import { asAnthropicErrorBody } from "./surfaces/anthropic-error.js";
+import { fastifyLogger } from "../core/logger.js";
+import type { Logger } from "pino";
+import { MAX_TOKENS_POLICIES, type MaxTokensPolicy } from "./token-path/max-tokens.js";
 
 export { PROGRAM_HEADER };
 
@@ -49,6 +52,8 @@ export const MAX_TOOLS = 128;
 
 export interface GatewayOptions {
   backends: Backend[];
+  /** Structured logs (pino, core/logger.ts): Fastify's, requests at debug; none when absent. */
+  logger?: Logger;
   /** Where calls are recorded when the gateway has no store (a trace-only gateway: programs open on their first call). */
   sink?: TraceSink;
   /**
@@ -112,6 +117,13 @@ export interface GatewayOptions {
    */
   tokenPath?: boolean;
   /**
+   * A max_tokens larger than the context leaves (the engine's context length minus the prompt's
+   * tokens): `clamp` it to what the context leaves and record the clamp on the call (default), or
+   * `refuse` the call with a 400 naming the field. Passthrough calls are fitted alike where the
+   * backend has the engine's tokenizer (passthrough-budget.ts), else go as sent.
+   */
+  maxTokensPolicy?: MaxTokensPolicy;
+  /**
    * ThunderAgent pause/restore (pausing/pause-gate.ts): with `enabled`, calls pass the pause gate,
    * which places programs, pauses them when a backend's KV is oversubscribed and holds their calls.
    */
@@ -144,6 +156,10 @@ export interface Gateway {
 /** Build the gateway (not yet listening). */
 export function createGateway(opts: GatewayOptions): Gateway {
   const clock = opts.clock ?? realClock;
+  const maxTokensPolicy = opts.maxTokensPolicy ?? "clamp";
+  if (!MAX_TOKENS_POLICIES.includes(maxTokensPolicy)) {
+    throw new ArborError(`maxTokensPolicy: must be one of ${MAX_TOKENS_POLICIES.join(", ")}, got ${JSON.stringify(maxTokensPolicy)}`, "config");
+  }
   const callTimeoutMs = opts.callTimeoutMs ?? 120_000;
   if (!(Number.isInteger(callTimeoutMs) && callTimeoutMs >= 1)) {
     throw new ArborError(`callTimeoutMs: must be an integer >= 1, got ${callTimeoutMs}`, "config");
@@ -191,7 +207,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
   const bodyLimit = opts.bodyLimitBytes ?? 32 * 1024 * 1024;
   const app = Fastify({
-    logger: false,
+    ...fastifyLogger(opts.logger),
     bodyLimit,
     forceCloseConnections: true,
     // Path ids may be as long as the program table accepts (256 characters), percent-encoded (×3).
@@ -214,6 +230,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     health,
     sink,
     tokenPath: opts.tokenPath !== false,
+    maxTokensPolicy,
     history: new Map(),
     contexts: new Map(),
     attemptsOn,

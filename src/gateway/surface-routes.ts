@@ -31,6 +31,7 @@ export function surfaceRoutes(ctx: GatewayContext): { messages: RouteHandler; re
       throw e;
     }
     const prepared = prepareRequest("chat", chatBody);
+    prepared.clientNames = { stop: "stop_sequences" };
     if (prepared.stream) ctx.streamSurfaces.set(prepared, () => anthropicStreamSurface(chatBody.model));
     return admitted(ctx, req, prepared, async (programId) => {
       const result = await serveCall(ctx, { endpoint: "chat", prepared, programId, start, reply, surface: "messages" });
@@ -50,6 +51,7 @@ export function surfaceRoutes(ctx: GatewayContext): { messages: RouteHandler; re
     const start = ctx.clock.now();
     const { chat, echo } = responsesToChat(req.body);
     const prepared = prepareRequest("chat", chat);
+    prepared.clientNames = { max_tokens: "max_output_tokens" };
     if (prepared.stream) {
       ctx.streamSurfaces.set(prepared, (backend, callId) =>
         responsesStreamSurface(echo, Math.floor(ctx.clock.now() / 1000), callId, { backend: backend.name, url: backend.url }),

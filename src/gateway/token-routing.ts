@@ -57,7 +57,7 @@ export function tokenRouting(ctx: GatewayContext, call: RoutedTokenCall, takes: 
     plan(endpoint) {
       try {
         return {
-          sampling: tokenSampling(endpoint, prepared.upstreamBody, prepared.clientWantsLogprobs),
+          sampling: tokenSampling(endpoint, prepared.upstreamBody, prepared.clientWantsLogprobs, prepared.clientNames),
           tools: endpoint === "chat" ? requestToolPlan(prepared.upstreamBody) : undefined,
         };
       } catch (e) {

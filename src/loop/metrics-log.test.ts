@@ -73,3 +73,20 @@ describe("metrics.jsonl", () => {
     expect(lines[1].heldOut.diff).toBe(0.125);
   });
 });
+
+describe("metrics.jsonl of a resumed run", () => {
+  it("keeps the lines of the iterations done and drops a later one a kill left unrecorded", () => {
+    const dir = mkdtempSync(join(tmpdir(), "arbor-metrics-resume-"));
+    const clock = new VirtualClock(0);
+    const first = new MetricsLog(dir, clock);
+    for (const iteration of [1, 2, 3]) first.append({ ...base, iteration }, "iteration");
+    // The run recorded 2 iterations as done: iteration 3's line goes, 1 and 2 stay, the resumed run appends.
+    const resumed = new MetricsLog(dir, clock, [], 2);
+    resumed.append({ ...base, iteration: 3, runId: "r-it3-r1" }, "iteration");
+    const lines = readFileSync(join(dir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { index: number; runId: string });
+    expect(lines.map((l) => [l.index, l.runId])).toEqual([[1, "r-it2"], [2, "r-it2"], [3, "r-it3-r1"]]);
+    // A fresh run into the same folder starts a new log.
+    new MetricsLog(dir, clock);
+    expect(readFileSync(join(dir, "metrics.jsonl"), "utf8")).toBe("");
+  });
+});

@@ -7,12 +7,17 @@
 // folder's `tensorboard/` (tensorboard-events.ts), tagged by group (`reward/mean`, `train/loss`, …).
 // Held-out evaluation (held-out-eval.ts) adds its score to the line of the step after which it ran, and
 // the starting policy's score is a line of its own (kind `held-out`, index 0); TensorBoard gets `heldout/*`.
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../core/clock.js";
 import type { HeldOutScore } from "./held-out-eval.js";
 import type { IterationResult } from "./iteration-result.js";
 import { TensorBoardWriter } from "./tensorboard-events.js";
+
+/** A sink of each metrics line's scalars at its step (must not throw; it may post in the background). */
+export interface MetricsSink {
+  log(step: number, scalars: Record<string, number>, time: number): void;
+}
 
 /** One line of metrics.jsonl (field names are stable: tools read them). */
 export interface MetricsRecord {
@@ -189,7 +194,8 @@ export function heldOutScalars(h: HeldOutFields): Record<string, number> {
 
 /**
  * A run's metrics in `dir`: `metrics.jsonl`, created empty (a rerun into the same folder starts a new
- * log), and a TensorBoard event file in `dir/tensorboard/`.
+ * log), and a TensorBoard event file in `dir/tensorboard/`. A resumed run (`keepThrough`: the iterations it
+ * has done) keeps the lines of those iterations and drops any later one (a step a kill left unrecorded).
  */
 export class MetricsLog {
   readonly path: string;
@@ -198,10 +204,14 @@ export class MetricsLog {
   constructor(
     dir: string,
     private readonly clock: Clock,
+    /** Further sinks of every line's scalars (e.g. MLflow), fed as the TensorBoard file is. */
+    private readonly sinks: readonly MetricsSink[] = [],
+    keepThrough?: number,
   ) {
     mkdirSync(dir, { recursive: true });
     this.path = join(dir, "metrics.jsonl");
-    writeFileSync(this.path, "");
+    const kept = keepThrough === undefined || !existsSync(this.path) ? [] : readFileSync(this.path, "utf8").split("\n").filter((l) => l !== "" && (JSON.parse(l) as { index: number }).index <= keepThrough);
+    writeFileSync(this.path, kept.map((l) => `${l}\n`).join(""));
     this.tensorboard = new TensorBoardWriter(join(dir, "tensorboard"), clock);
   }
 
@@ -209,7 +219,9 @@ export class MetricsLog {
   append(r: IterationResult, kind: MetricsRecord["kind"]): MetricsRecord {
     const rec = metricsRecord(r, kind, this.clock.now());
     appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
-    this.tensorboard.scalars(rec.index, tensorboardScalars(rec));
+    const scalars = tensorboardScalars(rec);
+    this.tensorboard.scalars(rec.index, scalars);
+    for (const s of this.sinks) s.log(rec.index, scalars, rec.time);
     return rec;
   }
 
@@ -217,7 +229,9 @@ export class MetricsLog {
   appendHeldOut(score: HeldOutScore): HeldOutRecord {
     const rec: HeldOutRecord = { kind: "held-out", index: 0, time: this.clock.now(), policyVersion: score.version, heldOut: heldOutFields(score) };
     appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
-    this.tensorboard.scalars(0, heldOutScalars(rec.heldOut));
+    const scalars = heldOutScalars(rec.heldOut);
+    this.tensorboard.scalars(0, scalars);
+    for (const s of this.sinks) s.log(0, scalars, rec.time);
     return rec;
   }
 }

@@ -1,7 +1,11 @@
 // The in-process reference trainer (src/trainer/, tfjs) behind the loop's Trainer port: each step is one
-// rlUpdate on the batch the loop built, and each published version is a GGUF checkpoint in `checkpointDir`.
-import { rmSync } from "node:fs";
+// rlUpdate on the batch the loop built, and each published version is a GGUF checkpoint in `checkpointDir`
+// with the optimizer state beside it (`policy-v{N}.adam.safetensors`), so a killed run can resume.
+import { existsSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import type { Clock } from "../core/clock.js";
+import { ArborError } from "../core/errors.js";
+import { MANIFEST_FILE, optimizerFileName, readManifest } from "../trainer/checkpoint.js";
 import type { Trainer as TfTrainer } from "../trainer/trainer.js";
 import { rlUpdate, type RlUpdateOptions } from "./rl-update.js";
 import type { Trainer } from "./trainer-port.js";
@@ -11,6 +15,8 @@ export interface ReferenceTrainerOptions extends RlUpdateOptions {
   lr: number;
   maxGradNorm: number;
   clock: Clock;
+  /** Continue a run (`arbor run --resume`) from the checkpoint of `version` and its optimizer state. */
+  resume?: { version: number; checkpoint: string; optimizer?: string };
 }
 
 /** Wrap a loaded tfjs trainer as the loop's Trainer; `close()` disposes it. */
@@ -21,7 +27,11 @@ export function referenceTrainer(tf: TfTrainer, o: RlUpdateOptions): Trainer {
     get version() {
       return tf.version;
     },
-    step: async (batch) => rlUpdate(tf, batch, o),
+    step: async (batch) => {
+      const update = rlUpdate(tf, batch, o);
+      if (update.stepped) await tf.saveOptimizerState(join(o.checkpointDir, optimizerFileName(update.version)));
+      return update;
+    },
     close: async () => {
       if (closed) return;
       closed = true;
@@ -33,11 +43,39 @@ export function referenceTrainer(tf: TfTrainer, o: RlUpdateOptions): Trainer {
 /**
  * Load the policy GGUF at `modelPath` into the reference trainer at version 0. The checkpoint folder is
  * cleared first: versions restart at 1 in a new run, and the previous run's checkpoints would look newer.
+ * With `resume`, the run's checkpoint of that version and its optimizer state are loaded instead, and only
+ * what a killed run published after it (never recorded as done) is removed.
  */
 export async function startReferenceTrainer(modelPath: string, o: ReferenceTrainerOptions): Promise<Trainer> {
-  rmSync(o.checkpointDir, { recursive: true, force: true });
+  const r = o.resume;
+  if (r === undefined || r.version === 0) rmSync(o.checkpointDir, { recursive: true, force: true });
+  else {
+    for (const path of [r.checkpoint, r.optimizer]) {
+      if (path !== undefined && !existsSync(path)) throw new ArborError(`--resume: ${path} (policy version ${r.version}) is gone; train.keepCheckpoints may have removed it`, "config");
+    }
+    removeNewerThan(o.checkpointDir, r.version);
+  }
   // tfjs loads only when a run trains.
   const { Trainer: Tf } = await import("../trainer/trainer.js");
-  const tf = await Tf.fromGguf(modelPath, { lr: o.lr, maxGradNorm: o.maxGradNorm, version: 0, clock: o.clock });
+  const resumed = r !== undefined && r.version > 0;
+  const tf = await Tf.fromGguf(resumed ? r.checkpoint : modelPath, { lr: o.lr, maxGradNorm: o.maxGradNorm, version: resumed ? r.version : 0, clock: o.clock });
+  try {
+    if (resumed && r.optimizer !== undefined) await tf.loadOptimizerState(r.optimizer);
+  } catch (err) {
+    tf.dispose();
+    throw err;
+  }
   return referenceTrainer(tf, o);
+}
+
+/** Remove checkpoints and optimizer states of versions after `version`, and a manifest that names one. */
+function removeNewerThan(dir: string, version: number): void {
+  if (!existsSync(dir)) return;
+  for (const f of readdirSync(dir)) {
+    const v = /^policy-v(\d+)\./.exec(f)?.[1];
+    if (v !== undefined && Number(v) > version) rmSync(join(dir, f), { force: true });
+  }
+  const manifest = readManifest(dir);
+  // The next checkpoint must be newer than the manifest's version: the next step writes a fresh one.
+  if (manifest !== undefined && manifest.version > version) rmSync(join(dir, MANIFEST_FILE), { force: true });
 }

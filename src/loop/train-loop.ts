@@ -17,8 +17,13 @@ export type RolloutSource = Pick<OrchestratedRollout, "next" | "beginSync" | "pu
 
 export interface TrainLoopOptions {
   rollout: RolloutSource;
-  /** Steps (iterations) at most; fewer when the dataset drains. */
+  /** The last step (iteration) number; fewer are run when the dataset drains. */
   steps: number;
+  /**
+   * The first step's number (default 1): a resumed run (`arbor run --resume`) starts after the steps it has
+   * done, so step numbers, exported batches and evaluations go on where the killed run stopped.
+   */
+  firstStep?: number;
   /** The batch builder's estimator (estimators/registry.ts) and its options. */
   estimator: string;
   estimatorOptions?: Record<string, unknown>;
@@ -54,10 +59,11 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
   const started = o.clock.now();
   let stepStart = started;
   let heldOutStart: HeldOutScore | undefined;
+  const first = o.firstStep ?? 1;
   try {
     // 0. Evaluation of the starting policy: the first rollout may already run, but no weights change before it ends.
     heldOutStart = (await o.evaluate?.(0, o.trainer?.version ?? 0, false)) ?? undefined;
-    for (let step = 1; step <= o.steps; step++) {
+    for (let step = first; step <= o.steps; step++) {
       // 1. Rollout and 2. rewards: programs run and are rewarded as they end, until the orchestrator has a batch.
       const taken = await o.rollout.next();
       if (taken === undefined) break; // drained, aborted or failed: finish() below says which
@@ -100,6 +106,6 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
     await o.rollout.finish("aborted", e);
     throw e;
   }
-  const end = await o.rollout.finish(iterations.length >= o.steps ? "steps" : "drained");
+  const end = await o.rollout.finish(iterations.length >= o.steps - first + 1 ? "steps" : "drained");
   return { iterations, end, rolloutMs: Math.max(1, o.clock.now() - started), ...(heldOutStart ? { heldOutStart } : {}) };
 }

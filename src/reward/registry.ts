@@ -1,8 +1,9 @@
 // Reward plugins by name, and the composition described by a config's `reward` section: weights by
-// name, `stepRewards`, and per-function `options`. The judge reward also needs a way to reach the
-// judge model (a `JudgeChat`, normally `createGatewayChat`), which only the caller can give.
+// name, `stepRewards`, per-function `options`, and the user's `custom` functions (custom-reward.ts; loaded
+// by the caller, loading is asynchronous). The judge reward also needs a way to reach the judge model
+// (a `JudgeChat`, normally `createGatewayChat`), which only the caller can give.
 import { ArborError } from "../core/errors.js";
-import { composeRewards, type ComposedReward } from "./compose.js";
+import { composeRewards, type ComposedReward, type WeightedRewardFn } from "./compose.js";
 import { createCompletionTimeReward, type CompletionTimeOptions } from "./completion-time.js";
 import type { JudgeChat } from "./judge/gateway-chat.js";
 import { createJudgeReward, type JudgeRewardOptions } from "./judge/judge-reward.js";
@@ -22,6 +23,8 @@ export interface RewardDeps {
   options?: RewardOptions;
   /** How the judge reward reaches its model (through the gateway). */
   judgeChat?: JudgeChat;
+  /** The config's `reward.custom` functions, loaded (custom-reward.ts `loadCustomRewards`), with their weights. */
+  custom?: readonly WeightedRewardFn[];
 }
 
 const FACTORIES: Record<string, (deps: RewardDeps) => RewardFn> = {
@@ -48,7 +51,7 @@ export function createRewardFn(name: string, deps: RewardDeps = {}): RewardFn {
 }
 
 /** Keys of a `reward` section that are settings, not weights. */
-const SETTINGS = new Set(["stepRewards", "options"]);
+const SETTINGS = new Set(["stepRewards", "options", "custom"]);
 
 /**
  * Compose the rewards of a config's `reward` section: `{ name: weight, …, stepRewards?, options? }`,
@@ -63,5 +66,7 @@ export function createRewardFromConfig(section: Readonly<Record<string, unknown>
       if (typeof weight !== "number") throw new ArborError(`reward.${name}: weight must be a number, got ${JSON.stringify(weight)}`, "config");
       return { fn: createRewardFn(name, { ...deps, options }), weight };
     });
-  return composeRewards(fns, { stepRewards: section.stepRewards === true });
+  // Loading is asynchronous, so the caller loads `reward.custom` and passes the functions in.
+  if (section.custom !== undefined && deps.custom === undefined) throw new ArborError("reward.custom: the custom reward functions were not loaded (loadCustomRewards)", "config");
+  return composeRewards([...fns, ...(deps.custom ?? [])], { stepRewards: section.stepRewards === true });
 }

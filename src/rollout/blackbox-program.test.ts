@@ -223,6 +223,16 @@ describe("agent config", () => {
     expect(agentSpecOf(cfg.agent)).toMatchObject({ kind: "black-box", files: { "coder/agent.mjs": AGENT }, taskFile: "ISSUE.md", nodePackages: ["openai"] });
   });
 
+  it("takes agent.install for black boxes only, and the cli-agent example's install and command", async () => {
+    expect(() => agentOf({ install: "npm:x@1.0.0" })).toThrow(/agent\.install: applies to kind black-box only/);
+    expect(() => agentOf({ installCache: "/tmp/c" })).toThrow(/agent\.installCache: applies to kind black-box only/);
+    expect(agentSpecOf(agentOf({ kind: "black-box", command: ["x"], install: "npm:x@1.0.0" }))).toMatchObject({ install: "npm:x@1.0.0" });
+    const cfg = loadRunConfig(resolve(import.meta.dirname, "../../examples/cli-agent/swe-mini.yaml"));
+    expect(cfg.agent.install).toMatch(/^npm:@qwen-code\/qwen-code@\d+\.\d+\.\d+$/);
+    expect(agentSpecOf(cfg.agent)).toMatchObject({ kind: "black-box", taskFile: "ISSUE.md", files: {} });
+    expect(cfg.agent.command?.join(" ")).toContain("/opt/agent/node_modules/.bin/qwen");
+  });
+
   it("hands over the task's user turns, not Arbor's tool-loop system prompt", async () => {
     const task = { id: "t", meta: {}, prompt: [{ role: "system" as const, content: "markup rules" }, { role: "user" as const, content: " Fix it. " }] };
     expect(blackBoxTaskText(task)).toBe("Fix it.\n");

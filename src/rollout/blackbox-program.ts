@@ -31,6 +31,11 @@ export interface BlackBoxAgentSpec {
   files?: Record<string, string>;
   /** Installed npm packages the command imports (read-only copies in /workspace/node_modules). */
   nodePackages?: string[];
+  /**
+   * The agent's install (`agent.install` as configured), mounted read-only at /opt/agent by the sandbox
+   * provider. With it the command's HOME and XDG config/cache/data dirs are under /workspace/.home, writable.
+   */
+  install?: string;
   /** Workspace path the task text is written to before the command starts. */
   taskFile: string;
   /** Extra environment of the command. */
@@ -93,6 +98,7 @@ export function agentSpecOf(agent: RunConfig["agent"]): AgentSpec {
     files,
     taskFile: workspacePath("taskFile", agent.taskFile),
     ...(agent.nodePackages ? { nodePackages: agent.nodePackages } : {}),
+    ...(agent.install === undefined ? {} : { install: agent.install }),
     ...(agent.env ? { env: agent.env } : {}),
     ...(agent.wallMs === undefined ? {} : { wallMs: agent.wallMs }),
   };
@@ -112,6 +118,18 @@ function workspacePath(field: string, p: string): string {
     throw new ArborError(`black-box agent: ${field} '${p}' must be a relative path inside the workspace`, "config");
   }
   return norm;
+}
+
+/** Workspace folder of an installed agent's HOME. */
+export const AGENT_HOME = ".home";
+
+/** Make the agent's HOME (and XDG folders) in the workspace, owned by the sandbox's user; its environment. */
+async function agentHome(sandbox: Sandbox): Promise<Record<string, string>> {
+  const home = `/workspace/${AGENT_HOME}`;
+  const dirs = { XDG_CONFIG_HOME: ".config", XDG_CACHE_HOME: ".cache", XDG_DATA_HOME: ".local/share", XDG_STATE_HOME: ".local/state" };
+  // writeFile creates the folders as the sandbox's user; the marker files say whose folder it is.
+  for (const d of Object.values(dirs)) await sandbox.writeFile(`${AGENT_HOME}/${d}/.arbor-agent-home`, "");
+  return { HOME: home, ...Object.fromEntries(Object.entries(dirs).map(([k, d]) => [k, `${home}/${d}`])) };
 }
 
 const sha256 = (b: Uint8Array): string => createHash("sha256").update(b).digest("hex");
@@ -134,6 +152,9 @@ export async function runBlackBoxProgram(o: BlackBoxProgramOptions): Promise<Bla
     const copy = await readFile(join(o.sandbox.hostWorkspace, path));
     shipped.push({ path, sha256: sha256(copy), bytes: copy.length });
   }
+  // An installed agent keeps its settings, sessions and caches in a HOME of its own in the workspace (the
+  // install itself is read-only and shared by every program).
+  const home = o.spec.install === undefined ? {} : await agentHome(o.sandbox);
   if (o.signal?.aborted) throw new ArborError("black-box agent: run aborted before the command started", "aborted");
   // Named like the run's event, so hygiene records attribute violations to it (judgeProgram).
   const origin = { tool: BLACKBOX_EVENT_TOOL, input: JSON.stringify(o.spec.command) };
@@ -144,7 +165,7 @@ export async function runBlackBoxProgram(o: BlackBoxProgramOptions): Promise<Bla
     gatewayUrl: o.gatewayUrl,
     apiKey: o.apiKey,
     command: o.spec.command,
-    env: { ...(o.variantEnv ?? {}), OPENAI_MODEL: o.model, ...(o.spec.env ?? {}) },
+    env: { ...(o.variantEnv ?? {}), ...home, OPENAI_MODEL: o.model, ...(o.spec.env ?? {}) },
     ...(o.spec.nodePackages?.length ? { nodePackages: o.spec.nodePackages } : {}),
     ...(o.spec.wallMs === undefined ? {} : { wallMs: o.spec.wallMs }),
     maxCalls: o.limits.maxTurns,
@@ -165,6 +186,7 @@ export async function runBlackBoxProgram(o: BlackBoxProgramOptions): Promise<Bla
       exitCode: run.exitCode,
       signal: run.signal,
       files: shipped,
+      ...(o.spec.install === undefined ? {} : { install: o.spec.install }),
       proxy: run.proxy,
       stderrTail: run.stderr.slice(-2000),
     }),

@@ -4,6 +4,7 @@
 // is read-only, so files a command writes cannot take host memory past the caps.
 import { lstatSync, readlinkSync } from "node:fs";
 import { posix } from "node:path";
+import type { ReadOnlyMount } from "./sandbox.js";
 
 /** Mount point of the workspace inside the sandbox. */
 export const SANDBOX_WORKSPACE = "/workspace";
@@ -50,6 +51,8 @@ export interface BwrapCommand {
    * privileged, before setpriv) so that everything it starts is counted and capped there.
    */
   cgroupProcs?: readonly string[];
+  /** Host folders bound read-only into the sandbox (an agent's install), checked by read-only-mounts.ts. */
+  readOnlyMounts?: readonly ReadOnlyMount[];
 }
 
 /** Shell used to join the cgroups before exec'ing setpriv (the pid stays the same). */
@@ -169,6 +172,10 @@ function bwrapParts(c: BwrapCommand): BwrapParts {
     "--bind",
     c.hostWorkspace,
     SANDBOX_WORKSPACE,
+  );
+  // Read-only: the agent's install is shared by every sandbox, so no program may change it.
+  for (const m of c.readOnlyMounts ?? []) options.push("--ro-bind", m.hostPath, m.sandboxPath);
+  options.push(
     // The root (and /etc, made on it for the files above) is bwrap's own uncapped tmpfs: once every
     // mount point exists, nothing needs to write there. --remount-ro is not recursive.
     "--remount-ro",

@@ -14,7 +14,8 @@ import { memoryEscapeFilter } from "./seccomp.js";
 import { ownedByDeadProcess, ownerPrefix, sweepStaleWorkspaces } from "./stale-workspaces.js";
 import { registerExitCleanup, unregisterExitCleanup, type SyncDisposable } from "./exit-cleanup.js";
 import { killPidNamespace } from "./proc-scan.js";
-import type { ExecOptions, ExecResult, Sandbox, SandboxLimits, SandboxProvider } from "./sandbox.js";
+import { checkReadOnlyMounts } from "./read-only-mounts.js";
+import type { ExecOptions, ExecResult, ReadOnlyMount, Sandbox, SandboxLimits, SandboxProvider } from "./sandbox.js";
 import { SandboxProcess } from "./sandbox-process.js";
 import { createSandboxCgroup, sweepStaleCgroups, type SandboxCgroup } from "./cgroup.js";
 import { classifyLimit } from "./limit-flags.js";
@@ -72,6 +73,8 @@ export interface BwrapProviderOptions {
    */
   uid?: number;
   binaries?: Partial<SandboxBinaries>;
+  /** Host folders every sandbox sees read-only (`--ro-bind`), e.g. an agent's install at /opt/agent. */
+  readOnlyMounts?: readonly ReadOnlyMount[];
 }
 
 const probeCache = new Map<string, { ok: boolean; message: string }>();
@@ -176,6 +179,7 @@ interface ProviderContext {
   limitWorkspace: boolean;
   sandboxMemoryMb: number;
   useCgroups: boolean;
+  readOnlyMounts: ReadOnlyMount[];
 }
 
 /** Below this many free bytes a size-limited workspace counts as full. */
@@ -224,6 +228,7 @@ class BwrapSandbox implements Sandbox, SyncDisposable {
         infoFd: INFO_FD,
         seccompFd: SECCOMP_FILTER ? SECCOMP_FD : undefined,
         cgroupProcs: this.cgroup?.procsFiles,
+        readOnlyMounts: this.ctx.readOnlyMounts,
       }, ARGS_FD);
     } catch (e) {
       throw new ArborError(`sandbox ${this.programId}: ${(e as Error).message}`, "sandbox");
@@ -374,6 +379,8 @@ export class BwrapProvider implements SandboxProvider {
 
     this.root = resolve(opts.root ?? join(tmpdir(), "arbor-sandboxes"));
     const uid = sandboxUid(opts.uid ?? DEFAULT_SANDBOX_UID);
+    // Checked before anything is made or swept: a bad mount leaves no trace.
+    const readOnlyMounts = checkReadOnlyMounts(opts.readOnlyMounts ?? [], { onThisHost: true, uid });
     mkdirSync(this.root, { recursive: true, mode: 0o755 });
     checkTraversable(this.root, uid);
     this.sweptOnStart = sweepStaleWorkspaces(this.root);
@@ -393,6 +400,7 @@ export class BwrapProvider implements SandboxProvider {
       limitWorkspace: opts.limitWorkspace ?? true,
       sandboxMemoryMb,
       useCgroups: opts.useCgroups ?? true,
+      readOnlyMounts,
     };
   }
 

@@ -3,6 +3,7 @@
 // the exec's pid, the kill of its process tree at the wall-clock limit).
 import type { ContainerCreateOptions, ExecCreateOptions } from "dockerode";
 import { SANDBOX_WORKSPACE } from "./bwrap-args.js";
+import type { ReadOnlyMount } from "./sandbox.js";
 
 export interface DockerSandboxSpec {
   image: string;
@@ -20,6 +21,8 @@ export interface DockerSandboxSpec {
   tmpSizeMb: number;
   /** Labels that mark the container as Arbor's (owner pid), for sweeping after a crash. */
   ownerPid: number;
+  /** Host folders mounted read-only in the container (an agent's install). */
+  readOnlyMounts?: readonly ReadOnlyMount[];
 }
 
 export const BASE_ENV: Record<string, string> = {
@@ -47,7 +50,7 @@ export function containerSpec(s: DockerSandboxSpec): ContainerCreateOptions {
     HostConfig: {
       NetworkMode: "none",
       ReadonlyRootfs: true,
-      Binds: [`${s.hostWorkspace}:${SANDBOX_WORKSPACE}:rw`],
+      Binds: [`${s.hostWorkspace}:${SANDBOX_WORKSPACE}:rw`, ...(s.readOnlyMounts ?? []).map((m) => `${m.hostPath}:${m.sandboxPath}:ro`)],
       Tmpfs: { "/tmp": `rw,nosuid,nodev,size=${s.tmpSizeMb}m` },
       Memory: Math.floor(s.memoryMb * MiB),
       MemorySwap: Math.floor(s.memoryMb * MiB),

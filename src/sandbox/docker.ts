@@ -17,7 +17,8 @@ import { argumentsLimitResult, execSizeProblem } from "./exec-size.js";
 import { checkLimits, counterGrowth, LiveSandboxes, outputSink, positive, withinMs } from "./docker-k8s-shared.js";
 import { containerSpec, countersSpec, execSpec, killSpec, parseCounters } from "./docker-spec.js";
 import { classifyLimit } from "./limit-flags.js";
-import type { ExecOptions, ExecResult, Sandbox, SandboxLimits, SandboxProvider } from "./sandbox.js";
+import { checkReadOnlyMounts } from "./read-only-mounts.js";
+import type { ExecOptions, ExecResult, ReadOnlyMount, Sandbox, SandboxLimits, SandboxProvider } from "./sandbox.js";
 import { CappedOutput, decodeStatus } from "./sandbox-process.js";
 import { ownerPrefix } from "./stale-workspaces.js";
 import { writeWorkspaceFile } from "./workspace-files.js";
@@ -67,6 +68,8 @@ export interface DockerProviderOptions {
   sandboxMemoryMb?: number;
   maxOutputBytes?: number;
   maxSandboxes?: number;
+  /** Host folders every container sees read-only (a read-only bind volume), e.g. an agent's install. */
+  readOnlyMounts?: readonly ReadOnlyMount[];
 }
 
 const DEFAULT_IMAGE = "debian:bookworm-slim";
@@ -235,6 +238,7 @@ export class DockerProvider implements SandboxProvider {
   private readonly uid: number | null;
   private readonly o: Required<Pick<DockerProviderOptions, "cpus" | "maxProcesses" | "maxFileMb" | "tmpSizeMb" | "workspaceMb" | "sandboxMemoryMb" | "maxSandboxes">>;
   private readonly limitWorkspace: boolean;
+  private readonly readOnlyMounts: ReadOnlyMount[];
 
   constructor(opts: DockerProviderOptions) {
     const l = opts.limits;
@@ -255,6 +259,7 @@ export class DockerProvider implements SandboxProvider {
     this.user = opts.user ?? "65534:65534";
     const uid = Number(this.user.split(":")[0]);
     this.uid = process.getuid?.() === 0 && Number.isInteger(uid) ? uid : null;
+    this.readOnlyMounts = checkReadOnlyMounts(opts.readOnlyMounts ?? [], { onThisHost: true, uid: this.uid });
     this.root = resolve(opts.root ?? join(tmpdir(), "arbor-sandboxes"));
     mkdirSync(this.root, { recursive: true, mode: 0o755 });
     this.ctx = {
@@ -287,6 +292,7 @@ export class DockerProvider implements SandboxProvider {
           maxFileMb: this.o.maxFileMb,
           tmpSizeMb: this.o.tmpSizeMb,
           ownerPid: process.pid,
+          readOnlyMounts: this.readOnlyMounts,
         }),
       );
       await container.start();

@@ -4,6 +4,7 @@
 import type { V1NetworkPolicy, V1Pod, V1Status } from "@kubernetes/client-node";
 import { SANDBOX_WORKSPACE } from "./bwrap-args.js";
 import { BASE_ENV, KILL_TREE, RECORD_PID } from "./docker-spec.js";
+import type { ReadOnlyMount } from "./sandbox.js";
 
 export const SANDBOX_CONTAINER = "sandbox";
 
@@ -16,6 +17,11 @@ export interface K8sPodSpec {
   memoryMb: number;
   workspaceMb: number;
   tmpSizeMb: number;
+  /**
+   * Node folders mounted read-only in the pod (hostPath volumes, type Directory: the folder must
+   * exist on every node that runs sandboxes, e.g. an agent's install put there by a DaemonSet).
+   */
+  readOnlyMounts?: readonly ReadOnlyMount[];
 }
 
 /** Label values allow [A-Za-z0-9_.-], at most 63 characters, alphanumeric at both ends. */
@@ -25,6 +31,7 @@ export function labelValue(s: string): string {
 
 /** The pod of one program's sandbox. */
 export function podSpec(s: K8sPodSpec): V1Pod {
+  const mounts = s.readOnlyMounts ?? [];
   const limits = { cpu: String(s.cpus), memory: `${s.memoryMb}Mi`, "ephemeral-storage": `${s.workspaceMb + s.tmpSizeMb}Mi` };
   return {
     apiVersion: "v1",
@@ -49,12 +56,14 @@ export function podSpec(s: K8sPodSpec): V1Pod {
           volumeMounts: [
             { name: "workspace", mountPath: SANDBOX_WORKSPACE },
             { name: "tmp", mountPath: "/tmp" },
+            ...mounts.map((m, i) => ({ name: `ro-${i}`, mountPath: m.sandboxPath, readOnly: true })),
           ],
         },
       ],
       volumes: [
         { name: "workspace", emptyDir: { sizeLimit: `${s.workspaceMb}Mi` } },
         { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: `${s.tmpSizeMb}Mi` } },
+        ...mounts.map((m, i) => ({ name: `ro-${i}`, hostPath: { path: m.hostPath, type: "Directory" } })),
       ],
     },
   };

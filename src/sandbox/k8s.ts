@@ -19,7 +19,8 @@ import { checkLimits, counterGrowth, LiveSandboxes, outputSink, positive, within
 import { countersSpec, parseCounters } from "./docker-spec.js";
 import { exitCodeOf, execCommand, killCommand, networkPolicySpec, podSpec, SANDBOX_CONTAINER, writeCommand } from "./k8s-spec.js";
 import { classifyLimit } from "./limit-flags.js";
-import type { ExecOptions, ExecResult, Sandbox, SandboxLimits, SandboxProvider } from "./sandbox.js";
+import { checkReadOnlyMounts } from "./read-only-mounts.js";
+import type { ExecOptions, ExecResult, ReadOnlyMount, Sandbox, SandboxLimits, SandboxProvider } from "./sandbox.js";
 import { CappedOutput, decodeStatus } from "./sandbox-process.js";
 
 /** The slice of CoreV1Api the provider uses (fakes implement just this). */
@@ -76,6 +77,8 @@ export interface K8sProviderOptions {
   maxSandboxes?: number;
   /** How long a pod may take to run (image pull included), ms (default 120 s). */
   startTimeoutMs?: number;
+  /** Node folders every pod sees read-only (hostPath volumes; see K8sPodSpec.readOnlyMounts). */
+  readOnlyMounts?: readonly ReadOnlyMount[];
 }
 
 /** Every value the provider needs, defaults applied. */
@@ -273,6 +276,7 @@ export class K8sProvider implements SandboxProvider {
     maxSandboxes: number;
     startTimeoutMs: number;
   };
+  private readonly readOnlyMounts: ReadOnlyMount[];
 
   constructor(private readonly opts: K8sProviderOptions) {
     const l = opts.limits;
@@ -288,6 +292,8 @@ export class K8sProvider implements SandboxProvider {
       startTimeoutMs: opts.startTimeoutMs ?? 120_000,
     };
     for (const [k, v] of Object.entries(this.o)) if (typeof v === "number") positive(k, v);
+    // The folders are on the nodes, not here: only their paths can be checked.
+    this.readOnlyMounts = checkReadOnlyMounts(opts.readOnlyMounts ?? [], { onThisHost: false });
     this.live = new LiveSandboxes("k8s sandbox provider", this.o.maxSandboxes, "pod(s)");
   }
 
@@ -315,7 +321,7 @@ export class K8sProvider implements SandboxProvider {
       await ctx.clients.networking.createNamespacedNetworkPolicy({ namespace: ns, body: networkPolicySpec(name) });
       await ctx.clients.core.createNamespacedPod({
         namespace: ns,
-        body: podSpec({ name, programId, image: this.o.image, uid: this.o.uid, cpus: this.o.cpus, memoryMb: this.o.sandboxMemoryMb, workspaceMb: this.o.workspaceMb, tmpSizeMb: this.o.tmpSizeMb }),
+        body: podSpec({ name, programId, image: this.o.image, uid: this.o.uid, cpus: this.o.cpus, memoryMb: this.o.sandboxMemoryMb, workspaceMb: this.o.workspaceMb, tmpSizeMb: this.o.tmpSizeMb, readOnlyMounts: this.readOnlyMounts }),
       });
       await this.waitRunning(ctx, name);
     } catch (e) {

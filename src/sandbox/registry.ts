@@ -4,15 +4,17 @@ import { ArborError } from "../core/errors.js";
 import { createBwrapProvider, type BwrapProviderOptions } from "./bwrap.js";
 import { createDockerProvider, type DockerProviderOptions } from "./docker.js";
 import { createK8sProvider, type K8sProviderOptions } from "./k8s.js";
-import type { SandboxLimits, SandboxProvider } from "./sandbox.js";
+import type { ReadOnlyMount, SandboxLimits, SandboxProvider } from "./sandbox.js";
 
-type Extra<T> = Partial<Omit<T, "limits" | "clock" | "root">>;
+type Extra<T> = Partial<Omit<T, "limits" | "clock" | "root" | "readOnlyMounts">>;
 
 export interface SandboxProviderOptions {
   /** Directory under which per-program workspaces are created (bwrap, docker). */
   root?: string;
   limits: SandboxLimits;
   clock?: Clock;
+  /** Host folders every sandbox sees read-only (an agent's install), whatever the provider. */
+  readOnlyMounts?: readonly ReadOnlyMount[];
   /** Provider-specific options, used only by that provider. */
   bwrap?: Extra<BwrapProviderOptions>;
   docker?: Extra<DockerProviderOptions>;
@@ -20,9 +22,9 @@ export interface SandboxProviderOptions {
 }
 
 const FACTORIES: Record<string, (opts: SandboxProviderOptions) => SandboxProvider> = {
-  bwrap: (o) => createBwrapProvider({ ...o.bwrap, root: o.root, limits: o.limits, clock: o.clock }),
-  docker: (o) => createDockerProvider({ ...o.docker, root: o.root, limits: o.limits, clock: o.clock }),
-  k8s: (o) => createK8sProvider({ ...o.k8s, limits: o.limits, clock: o.clock }),
+  bwrap: (o) => createBwrapProvider({ ...o.bwrap, root: o.root, limits: o.limits, clock: o.clock, readOnlyMounts: o.readOnlyMounts ?? [] }),
+  docker: (o) => createDockerProvider({ ...o.docker, root: o.root, limits: o.limits, clock: o.clock, readOnlyMounts: o.readOnlyMounts ?? [] }),
+  k8s: (o) => createK8sProvider({ ...o.k8s, limits: o.limits, clock: o.clock, readOnlyMounts: o.readOnlyMounts ?? [] }),
 };
 
 /** Names accepted by {@link createSandboxProvider}. */

@@ -45,6 +45,18 @@ export interface ExecResult {
   limit?: SandboxLimitKind;
 }
 
+/**
+ * A host folder every sandbox of a provider sees read-only at a fixed path (an agent's install:
+ * mounted, never copied into the workspace). bwrap binds it, docker mounts it as a read-only
+ * volume, k8s as a read-only hostPath volume (the folder must exist on every node).
+ */
+export interface ReadOnlyMount {
+  /** Absolute host path of the folder. */
+  hostPath: string;
+  /** Absolute path inside the sandbox (not under /workspace, /tmp, /proc or /dev). */
+  sandboxPath: string;
+}
+
 /** One program's sandbox. */
 export interface Sandbox {
   readonly programId: string;

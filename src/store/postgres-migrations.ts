@@ -115,8 +115,19 @@ CREATE TABLE rewards (
 );
 `;
 
+// The model name the client asked for, and a max_tokens the gateway clamped to what the context
+// left (asked, granted; NULL: served as asked).
+const V2 = `
+ALTER TABLE calls ADD COLUMN requested_model text;
+ALTER TABLE calls ADD COLUMN max_tokens_asked integer;
+ALTER TABLE calls ADD COLUMN max_tokens_granted integer;
+`;
+
 /** The store's migrations, oldest first. Append new ones; never edit an applied one. */
-export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [{ version: 1, description: "trajectory store tables", sql: V1 }];
+export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
+  { version: 1, description: "trajectory store tables", sql: V1 },
+  { version: 2, description: "calls: requested model, clamped max_tokens", sql: V2 },
+];
 
 /** A schema name usable unquoted: lower-case letters, digits and `_`, at most 63 bytes. */
 export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;

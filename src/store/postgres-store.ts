@@ -16,6 +16,7 @@ import { migratePostgres, SCHEMA_NAME } from "./postgres-migrations.js";
 import {
   CALL_COLUMNS,
   callFromRow,
+  clientFieldsProblem,
   contextEventFromRow,
   groupFromRow,
   programFromRow,
@@ -148,6 +149,8 @@ function callParams(call: Call): unknown[] {
     if (call.contextReset !== true) throw new ArborError(`call '${call.id}': contextResetReason without contextReset`, "store");
     requireString(call.contextResetReason, `call '${call.id}' contextResetReason`);
   }
+  const clientProblem = clientFieldsProblem(call);
+  if (clientProblem !== undefined) throw new ArborError(clientProblem, "store");
   let versions: Buffer | null = null;
   if (call.tokenPolicyVersions !== undefined) {
     const v = call.tokenPolicyVersions as number[];
@@ -175,6 +178,9 @@ function callParams(call: Call): unknown[] {
     versions,
     call.servedModel ?? null,
     call.contextResetReason ?? null,
+    call.requestedModel ?? null,
+    call.maxTokensClamped?.asked ?? null,
+    call.maxTokensClamped?.granted ?? null,
   ];
 }
 

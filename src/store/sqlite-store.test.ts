@@ -11,6 +11,9 @@ import { SQLITE_SCHEMA_VERSION, SqliteTrajectoryStore } from "./sqlite-store.js"
 import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-store.contract.js";
 
+// Undoes version 6 (requested model, clamped max_tokens) in the upgrade tests of older versions.
+const DROP_V6 = "ALTER TABLE calls DROP COLUMN requested_model; ALTER TABLE calls DROP COLUMN max_tokens_asked; ALTER TABLE calls DROP COLUMN max_tokens_granted;";
+
 describeTrajectoryStoreContract(
   "sqlite file",
   () => {
@@ -97,7 +100,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     // Turn the file back into what version 1 wrote: no flag columns.
     const db = new Database(path);
     db.exec(
-      "ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; UPDATE schema_version SET version = 1;",
+      `ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 1;`,
     );
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
@@ -148,7 +151,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     // Turn the file back into what version 2 wrote: no per-token versions column.
     const db = new Database(path);
     db.exec(
-      "ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; UPDATE schema_version SET version = 2;",
+      `ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 2;`,
     );
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
@@ -180,7 +183,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.recordCall(old);
     await store.close();
     const db = new Database(path);
-    db.exec("ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; UPDATE schema_version SET version = 3;");
+    db.exec(`ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 3;`);
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
     const served = { ...fixtureCall("g1-p0", 1, [-1]), servedModel: "calc-policy" };
@@ -202,13 +205,38 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.recordCall(old);
     await store.close();
     const db = new Database(path);
-    db.exec("ALTER TABLE calls DROP COLUMN context_reset_reason; UPDATE schema_version SET version = 4;");
+    db.exec(`ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 4;`);
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
     const reset = { ...fixtureCall("g1-p0", 1, [-1]), contextReset: true as const, contextResetReason: "template re-renders earlier turns" };
     try {
       await upgraded.recordCall(reset);
       expect((await upgraded.getTrajectory("g1-p0"))?.calls).toEqual([old, reset]);
+    } finally {
+      await upgraded.close();
+    }
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
+    check.close();
+  });
+
+  it("keeps each call's requested model and clamped max_tokens (version 6), and upgrades a version-5 file in place", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    await store.createRun(fixtureRun());
+    const g = fixtureGroup("g1", "run-1", 1);
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
+    const old = fixtureCall("g1-p0", 0, [-0.25]);
+    await store.recordCall(old);
+    await store.close();
+    const db = new Database(path);
+    db.exec(`${DROP_V6} UPDATE schema_version SET version = 5;`);
+    db.close();
+    const upgraded = new SqliteTrajectoryStore(path);
+    const clamped = { ...fixtureCall("g1-p0", 1, [-1]), requestedModel: "gpt-4o-mini", maxTokensClamped: { asked: 64000, granted: 100 } };
+    try {
+      await upgraded.recordCall(clamped);
+      expect((await upgraded.getTrajectory("g1-p0"))?.calls).toEqual([old, clamped]);
     } finally {
       await upgraded.close();
     }

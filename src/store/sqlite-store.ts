@@ -24,6 +24,7 @@ import type { WriteStep } from "./sqlite-writer.mjs";
 import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 import {
   callFromRow,
+  clientFieldsProblem,
   contextEventFromRow,
   programFromRow,
   rewardFromRow,
@@ -39,7 +40,7 @@ import {
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
-export const SQLITE_SCHEMA_VERSION = 5;
+export const SQLITE_SCHEMA_VERSION = 6;
 
 const V1_TO_V2 = `
 ALTER TABLE calls ADD COLUMN trainable INTEGER NOT NULL DEFAULT 1;
@@ -60,6 +61,14 @@ ALTER TABLE calls ADD COLUMN served_model TEXT;
 // or the call continued it).
 const V4_TO_V5 = `
 ALTER TABLE calls ADD COLUMN context_reset_reason TEXT;
+`;
+
+// Version 6 adds the model name the client asked for and a clamped max_tokens (asked, granted;
+// NULL: served as asked).
+const V5_TO_V6 = `
+ALTER TABLE calls ADD COLUMN requested_model TEXT;
+ALTER TABLE calls ADD COLUMN max_tokens_asked INTEGER;
+ALTER TABLE calls ADD COLUMN max_tokens_granted INTEGER;
 `;
 
 const SCHEMA = `
@@ -110,6 +119,9 @@ CREATE TABLE calls (
   token_policy_versions BLOB,
   served_model TEXT,
   context_reset_reason TEXT,
+  requested_model TEXT,
+  max_tokens_asked INTEGER,
+  max_tokens_granted INTEGER,
   UNIQUE (program_id, idx)
 );
 CREATE TABLE tools (
@@ -300,7 +312,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     // Each step only adds columns whose defaults describe the old rows, so files upgrade in place:
     // version 2 adds the calls' trainable/context_reset flags, version 3 their per-token versions,
     // version 4 their served model name, version 5 their context reset reason.
-    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5 };
+    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5, 5: V5_TO_V6 };
     const from = row?.version;
     if (from !== undefined && from in steps) {
       this.db.transaction(() => {
@@ -474,6 +486,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       if (call.contextReset !== true) fail(`call '${call.id}': contextResetReason without contextReset`);
       requireString(call.contextResetReason, `call '${call.id}' contextResetReason`);
     }
+    const clientProblem = clientFieldsProblem(call);
+    if (clientProblem !== undefined) fail(clientProblem);
     const prompt = encodeTokenIds(call.promptTokenIds, `call '${call.id}' promptTokenIds`);
     const output = encodeTokenIds(call.outputTokenIds, `call '${call.id}' outputTokenIds`);
     const logprobs = encodeFloat64s(call.logprobs, `call '${call.id}' logprobs`);
@@ -490,8 +504,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       exec(
         `INSERT INTO calls (id, program_id, idx, messages, prompt_token_ids, output_token_ids, logprobs, output_text,
            finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset, token_policy_versions, served_model,
-           context_reset_reason)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           context_reset_reason, requested_model, max_tokens_asked, max_tokens_granted)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           call.id,
           call.programId,
@@ -511,6 +525,9 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
           versions,
           call.servedModel ?? null,
           call.contextResetReason ?? null,
+          call.requestedModel ?? null,
+          call.maxTokensClamped?.asked ?? null,
+          call.maxTokensClamped?.granted ?? null,
         ],
       ),
     ]);

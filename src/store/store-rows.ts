@@ -62,6 +62,9 @@ export interface CallRow {
   token_policy_versions: Buffer | null;
   served_model: string | null;
   context_reset_reason: string | null;
+  requested_model: string | null;
+  max_tokens_asked: number | null;
+  max_tokens_granted: number | null;
 }
 export interface ToolRow {
   program_id: string;
@@ -109,6 +112,9 @@ export const CALL_COLUMNS = [
   "token_policy_versions",
   "served_model",
   "context_reset_reason",
+  "requested_model",
+  "max_tokens_asked",
+  "max_tokens_granted",
 ] as const;
 
 /** A run as stored. */
@@ -143,6 +149,22 @@ export function programFromRow(r: ProgramRow): Program {
   return p;
 }
 
+/**
+ * What is wrong with a call's client-side fields (requested model, clamped max_tokens), or undefined:
+ * both stores refuse such a call naming the field, so neither stores what the other would not.
+ */
+export function clientFieldsProblem(call: Call): string | undefined {
+  const r = call.requestedModel;
+  if (r !== undefined && (typeof r !== "string" || r.length === 0)) return `call '${call.id}' requestedModel: must be a non-empty string`;
+  const m = call.maxTokensClamped;
+  if (m === undefined) return undefined;
+  const ok = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 1 && (v as number) <= 0x7fffffff;
+  if (typeof m !== "object" || m === null || !ok(m.asked) || !ok(m.granted) || m.granted >= m.asked) {
+    return `call '${call.id}' maxTokensClamped: must be {asked, granted}, integers >= 1 with granted < asked, got ${JSON.stringify(m)}`;
+  }
+  return undefined;
+}
+
 /** A call as stored; optional flags are present only when they were set. */
 export function callFromRow(r: CallRow): Call {
   const call: Call = {
@@ -164,6 +186,8 @@ export function callFromRow(r: CallRow): Call {
   if (r.token_policy_versions !== null) call.tokenPolicyVersions = decodeTokenIds(r.token_policy_versions);
   if (r.served_model !== null) call.servedModel = r.served_model;
   if (r.context_reset_reason !== null) call.contextResetReason = r.context_reset_reason;
+  if (r.requested_model !== null) call.requestedModel = r.requested_model;
+  if (r.max_tokens_asked !== null && r.max_tokens_granted !== null) call.maxTokensClamped = { asked: r.max_tokens_asked, granted: r.max_tokens_granted };
   return call;
 }
 

@@ -117,6 +117,25 @@ export function describeTrajectoryStoreContract(
       expect("contextResetReason" in (calls?.[0] as object)).toBe(false);
     });
 
+    it("keeps the model name the client asked for and a clamped max_tokens, and refuses malformed ones naming the field", async () => {
+      await store.createRun(fixtureRun());
+      const g = fixtureGroup("g1", "run-1", 1);
+      await store.createGroup(g);
+      await store.createProgram(fixtureProgram(g, 0));
+      const plain = fixtureCall("g1-p0", 0, [-0.5]);
+      const asked = { ...fixtureCall("g1-p0", 1, [-1]), servedModel: "calc-policy", requestedModel: "claude-sonnet-4-5", maxTokensClamped: { asked: 64000, granted: 1900 } };
+      await store.recordCall(plain);
+      await store.recordCall(asked);
+      await expect(store.recordCall({ ...fixtureCall("g1-p0", 2, [-1]), requestedModel: "" })).rejects.toThrow(/call 'g1-p0-c2' requestedModel: must be a non-empty string/);
+      await expect(store.recordCall({ ...fixtureCall("g1-p0", 2, [-1]), maxTokensClamped: { asked: 10, granted: 10 } })).rejects.toThrow(
+        /call 'g1-p0-c2' maxTokensClamped: must be \{asked, granted\}/,
+      );
+      const calls = (await store.getTrajectory("g1-p0"))?.calls;
+      expect(calls).toEqual([plain, asked]);
+      expect("requestedModel" in (calls?.[0] as object)).toBe(false);
+      expect("maxTokensClamped" in (calls?.[0] as object)).toBe(false);
+    });
+
     it("keeps a program with no calls, and groups in creation order with their members", async () => {
       await populate();
       const t = await store.getTrajectory("g2-p0");

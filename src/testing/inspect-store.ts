@@ -55,7 +55,13 @@ export async function fillInspectStore(store: TrajectoryStore): Promise<Omit<Ins
     const c1 =
       i === 0
         ? call(id, 1, [...c0.promptTokenIds, ...c0.outputTokenIds, ...specialIds(texts.toolTurn)], texts.output1, { tokenPolicyVersions: specialIds(texts.output1).map((_, k) => (k < 2 ? 1 : 2)) })
-        : call(id, 1, specialIds("<|user|>Again: 6*7?<|end|><|assistant|>"), "It is 42.<|end|>", { contextReset: true, contextResetReason: "history differs" });
+        : call(id, 1, specialIds("<|user|>Again: 6*7?<|end|><|assistant|>"), "It is 42.<|end|>", {
+            contextReset: true,
+            contextResetReason: "history differs",
+            // A black-box client's own model name and a max_tokens the gateway clamped.
+            requestedModel: "claude-sonnet-4-5",
+            maxTokensClamped: { asked: 64_000, granted: 900 },
+          });
     for (const c of [c0, c1]) {
       if (i === 1 && c.index === 1) {
         await store.recordContextEvent({ programId: id, callIndex: 1, policy: "discard-all", action: "discard", tokensBefore: c0.promptTokenIds.length + c0.outputTokenIds.length, tokensAfter: 0, messagesBefore: 3, messagesAfter: 0, detail: "dropped the history" });

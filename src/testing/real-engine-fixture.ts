@@ -113,7 +113,8 @@ export async function abortMidStream(fx: Pick<RealEngineGateway, "engine" | "gat
 export async function refusedBeforeStream(fx: Pick<RealEngineGateway, "gateway" | "calls">, client: OpenAI, programId: string): Promise<void> {
   const n = fx.calls.length;
   const err = await client.chat.completions
-    .create({ model: "arbor-tiny", messages: [{ role: "user", content: "x" }], max_tokens: 100_000, stream: true })
+    // A prompt longer than the context: the engine's to refuse (a too-large max_tokens is the gateway's to clamp).
+    .create({ model: "arbor-tiny", messages: [{ role: "user", content: "x".repeat(2000) }], max_tokens: 3, stream: true })
     .then(() => undefined, (e: unknown) => e);
   expect(err).toBeInstanceOf(OpenAI.APIError);
   expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(400);

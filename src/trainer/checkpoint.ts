@@ -1,7 +1,7 @@
 // Versioned checkpoints for the engines: `policy-v{N}.gguf` (the GGUF llama.cpp loads) plus
 // `manifest.json` naming the latest version. Both are written atomically and the manifest only after
 // its GGUF is in place, so a reader that follows the manifest never sees a missing or partial file.
-// Old versions beyond `keep` are removed so a long run does not fill the disk.
+// Old versions beyond `keep` are removed (with the optimizer state saved beside them) so a long run does not fill the disk.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../core/errors.js";
@@ -45,6 +45,11 @@ export function checkpointFileName(version: number): string {
   return `policy-v${version}.gguf`;
 }
 
+/** `policy-v{N}.adam.safetensors`: the reference trainer's optimizer state beside the checkpoint of version N. */
+export function optimizerFileName(version: number): string {
+  return `policy-v${version}.adam.safetensors`;
+}
+
 const FILE_RE = /^policy-v(\d+)\.gguf$/;
 
 /** Write version `version` and point the manifest at it; returns the GGUF path and the manifest. */
@@ -73,7 +78,10 @@ export function writeCheckpoint(input: CheckpointInput): { path: string; manifes
   const retained = versions.slice(-keep);
   const manifest: CheckpointManifest = { format: 1, version: input.version, file, steps: input.steps, publishedAt: input.now, retained };
   writeFileAtomic(join(input.dir, MANIFEST_FILE), (put) => put(new TextEncoder().encode(`${JSON.stringify(manifest, null, 2)}\n`)));
-  for (const v of versions.slice(0, -keep)) rmSync(join(input.dir, checkpointFileName(v)), { force: true });
+  for (const v of versions.slice(0, -keep)) {
+    rmSync(join(input.dir, checkpointFileName(v)), { force: true });
+    rmSync(join(input.dir, optimizerFileName(v)), { force: true });
+  }
   return { path, manifest };
 }
 

@@ -15,6 +15,7 @@ import { configFromGguf, readGguf, vocabTokenizerSpec } from "../model/gguf.js";
 import { tokenizerSpecFromGguf, type GgufTokenizerSpec } from "../model/gguf-tokenizer.js";
 import { Vocab } from "../model/vocab.js";
 import type { Tensor } from "../model/weights.js";
+import { readSafetensors, writeSafetensors, type AnyTensor } from "../model/safetensors.js";
 import { writeCheckpoint, type CheckpointManifest } from "./checkpoint.js";
 import { clipByGlobalNorm } from "./grad-clip.js";
 import { layoutTokens, termLogprobs, type Layout } from "./layouts.js";
@@ -272,6 +273,61 @@ export class Trainer {
       now: this.clock.now(),
       ...(keep === undefined ? {} : { keep }),
     });
+  }
+
+  /**
+   * Write Adam's state (both moments of every parameter, by GGUF name, and the step count) to `path` as
+   * safetensors, atomically: with the checkpoint of the same version it lets a killed run continue with the
+   * very next step the uninterrupted run would have taken.
+   */
+  async saveOptimizerState(path: string): Promise<void> {
+    const weights = await this.optimizer.getWeights();
+    const [iterations, ...moments] = weights;
+    const tensors: AnyTensor[] = moments.map((w) => {
+      // tfjs names each moment `${variable}/m` or `${variable}/v`; the variable name is this instance's.
+      const slash = w.name.lastIndexOf("/");
+      const kind = w.name.slice(slash + 1);
+      return { name: `${kind}/${this.model.nameOf(w.name.slice(0, slash))}`, shape: [...w.tensor.shape], data: Float32Array.from(w.tensor.dataSync() as Float32Array) };
+    });
+    const steps = iterations ? (iterations.tensor.dataSync()[0] as number) : 0;
+    iterations?.tensor.dispose();
+    writeSafetensors(path, tensors, { format: "arbor-adam-1", iterations: String(steps), trainerSteps: String(this.steps) });
+  }
+
+  /**
+   * Restore Adam's state written by {@link saveOptimizerState} (moments in the order they were written, which
+   * is the order tfjs applies gradients in) and the step count, into a trainer that has not stepped yet.
+   * @throws ArborError when the file is not such a state or a moment does not match a parameter's shape.
+   */
+  async loadOptimizerState(path: string): Promise<void> {
+    const { tensors, metadata } = readSafetensors(path);
+    if (metadata.format !== "arbor-adam-1") throw new ArborError(`trainer: ${path} is not an Arbor optimizer state (metadata format 'arbor-adam-1')`, "checkpoint");
+    const iterations = Number(metadata.iterations);
+    const trainerSteps = Number(metadata.trainerSteps);
+    if (!Number.isInteger(iterations) || iterations < 0 || !Number.isInteger(trainerSteps) || trainerSteps < 0) {
+      throw new ArborError(`trainer: ${path}: iterations and trainerSteps must be integers >= 0`, "checkpoint");
+    }
+    const first = tensors.filter((t) => t.name.startsWith("m/"));
+    const second = tensors.filter((t) => t.name.startsWith("v/"));
+    if (first.length !== second.length || first.length + second.length !== tensors.length) {
+      throw new ArborError(`trainer: ${path}: expected pairs of m/<param> and v/<param> tensors`, "checkpoint");
+    }
+    const named = [...first, ...second].map((t) => {
+      const param = t.name.slice(2);
+      const v = this.model.param(param);
+      if (v.shape.join("x") !== t.shape.join("x")) {
+        throw new ArborError(`trainer: ${path}: moment ${t.name} has shape [${t.shape.join(", ")}], the parameter [${v.shape.join(", ")}]`, "checkpoint");
+      }
+      return { name: `${v.name}/${t.name.slice(0, 1)}`, tensor: tf.tensor(t.data, t.shape, "float32") };
+    });
+    const iter = { name: "iter", tensor: tf.scalar(iterations, "int32") };
+    try {
+      await this.optimizer.setWeights([iter, ...named]);
+    } finally {
+      // setWeights copies each tensor into a variable of its own.
+      tf.dispose([iter.tensor, ...named.map((n) => n.tensor)]);
+    }
+    this.steps = trainerSteps;
   }
 
   /** Free the weights and optimizer state. */

@@ -143,4 +143,86 @@ describe("anthropicToChat", () => {
     ).toMatch(/^tool_choice\.name: /);
     expect(errorOf([1, 2]).message).toBe("request body must be a JSON object");
   });
+
+  // What coding-agent CLIs send: each field is served or refused naming it, never dropped.
+  describe("fields real CLIs send", () => {
+    const base = { model: "claude-sonnet-4-5", max_tokens: 4096, messages: [{ role: "user", content: "x" }] };
+
+    it("system as blocks with cache_control: served, joined in order (the engine's prefix cache does the caching)", () => {
+      const body = anthropicToChat({
+        ...base,
+        system: [
+          { type: "text", text: "You are a coding agent.", cache_control: { type: "ephemeral" } },
+          { type: "text", text: "Be brief.", cache_control: { type: "ephemeral", ttl: "1h" } },
+        ],
+      });
+      expect(body.messages[0]).toEqual({ role: "system", content: "You are a coding agent.\nBe brief." });
+    });
+
+    it("thinking: served (enabled with a budget below max_tokens, adaptive, disabled); refused otherwise, naming the field", () => {
+      for (const thinking of [{ type: "enabled", budget_tokens: 1024 }, { type: "adaptive" }, { type: "disabled" }]) {
+        expect(() => anthropicToChat({ ...base, thinking })).not.toThrow();
+      }
+      expect(errorOf({ ...base, thinking: { type: "enabled", budget_tokens: 4096 } }).message).toMatch(/^thinking\.budget_tokens: must be less than max_tokens \(4096\)/);
+      expect(errorOf({ ...base, thinking: { type: "enabled", budget_tokens: 100 } }).message).toMatch(/^thinking\.budget_tokens: /);
+      expect(errorOf({ ...base, thinking: { type: "enabled" } }).message).toMatch(/^thinking\.budget_tokens: /);
+      expect(errorOf({ ...base, thinking: { type: "always" } }).message).toMatch(/^thinking\.type: /);
+    });
+
+    it("thinking and redacted_thinking blocks in history: thinking kept as the turn's reasoning, redacted refused", () => {
+      const history = [
+        { role: "user", content: "x" },
+        { role: "assistant", content: [{ type: "thinking", thinking: "hmm", signature: "sig" }, { type: "text", text: "y" }] },
+        { role: "user", content: "z" },
+      ];
+      expect(anthropicToChat({ ...base, messages: history }).messages[1]).toEqual({ role: "assistant", content: "y", reasoning_content: "hmm" });
+      const redacted = [history[0], { role: "assistant", content: [{ type: "redacted_thinking", data: "…" }] }, history[2]];
+      expect(errorOf({ ...base, messages: redacted }).message).toMatch(/^messages\.1\.content\.0\.type: content block type 'redacted_thinking' is not supported/);
+    });
+
+    it("tool_result with array content and is_error: served (text joined, the error marked); other parts refused", () => {
+      const messages = [
+        { role: "user", content: "x" },
+        { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "bash", input: { cmd: "ls" } }] },
+        {
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: "t1", is_error: true, content: [{ type: "text", text: "no such" }, { type: "text", text: "file" }], cache_control: { type: "ephemeral" } }],
+        },
+      ];
+      const tools = [{ name: "bash", input_schema: { type: "object" } }];
+      expect(anthropicToChat({ ...base, tools, messages }).messages[2]).toEqual({ role: "tool", tool_call_id: "t1", content: "[tool error] no such\nfile" });
+      const image = structuredClone(messages);
+      (image[2]!.content as { content: unknown[] }[])[0]!.content = [{ type: "image", source: { type: "base64", media_type: "image/png", data: "" } }];
+      expect(errorOf({ ...base, tools, messages: image }).message).toMatch(/^messages\.2\.content\.0\.content/);
+    });
+
+    it("stop_sequences, metadata.user_id, service_tier and every tool_choice: served; other metadata keys refused", () => {
+      const tools = [{ name: "bash", input_schema: { type: "object" } }];
+      const body = anthropicToChat({ ...base, stop_sequences: ["</done>"], metadata: { user_id: "u1" }, service_tier: "auto" });
+      expect(body).toMatchObject({ stop: ["</done>"], user: "u1" });
+      const choices: [unknown, unknown][] = [
+        [{ type: "auto" }, "auto"],
+        [{ type: "any" }, "required"],
+        [{ type: "none" }, "none"],
+        [{ type: "tool", name: "bash" }, { type: "function", function: { name: "bash" } }],
+      ];
+      for (const [choice, chat] of choices) expect(anthropicToChat({ ...base, tools, tool_choice: choice }).tool_choice).toEqual(chat);
+      expect(anthropicToChat({ ...base, tools, tool_choice: { type: "any", disable_parallel_tool_use: true } }).parallel_tool_calls).toBe(false);
+      expect(errorOf({ ...base, metadata: { user_id: "u1", session: "s" } }).message).toMatch(/^metadata\.session: is not supported by this gateway/);
+      expect(errorOf({ ...base, service_tier: "priority" }).message).toMatch(/^service_tier: /);
+    });
+
+    it("refuses top-level fields, block keys and server tools it does not serve, naming each", () => {
+      expect(errorOf({ ...base, mcp_servers: [] }).message).toMatch(/^mcp_servers: is not supported by this gateway \(supported: model, /);
+      expect(errorOf({ ...base, context_management: { edits: [] } }).message).toMatch(/^context_management: is not supported/);
+      expect(errorOf({ ...base, container: "c" }).message).toMatch(/^container: is not supported/);
+      expect(errorOf({ ...base, messages: [{ role: "user", content: [{ type: "text", text: "x", citations: [] }] }] }).message).toMatch(
+        /^messages\.0\.content\.0\.citations: is not supported by this gateway/,
+      );
+      expect(errorOf({ ...base, tools: [{ type: "web_search_20250305", name: "web_search" }] }).message).toMatch(/^tools\.0\.type: server tool "web_search_20250305" is not supported/);
+      expect(errorOf({ ...base, tools: [{ name: "f", input_schema: { type: "object" }, strict: true }] }).message).toMatch(/^tools\.0\.strict: is not supported/);
+      // A client tool may say it is one.
+      expect(anthropicToChat({ ...base, tools: [{ type: "custom", name: "f", input_schema: { type: "object" } }] }).tools).toHaveLength(1);
+    });
+  });
 });

@@ -2,20 +2,23 @@
 // the gateway's backends speak: system → first system message, tool_use → assistant tool_calls,
 // thinking → the assistant turn's reasoning_content (so templates that re-render reasoning see it and
 // the token path can tell the answer sent back is the engine's), tool_result → tool messages,
-// tools → functions. Bad input fails with Anthropic's 400, naming the field.
+// tools → functions. Bad input fails with Anthropic's 400, naming the field. Every field a client
+// sends is either served or refused (400 naming it), never dropped: unknown top-level fields, unknown
+// keys of blocks, tools and metadata, and server tools are refused (the table in docs/architecture.md).
 import { z } from "zod";
 import { AnthropicError } from "./anthropic-error.js";
 
 const cacheControl = z.unknown().optional();
-const textBlock = z.object({ type: z.literal("text"), text: z.string(), cache_control: cacheControl });
-const toolUseBlock = z.object({
+// cache_control is served by the engine's prefix cache: every prompt is cached whether marked or not.
+const textBlock = z.strictObject({ type: z.literal("text"), text: z.string(), cache_control: cacheControl });
+const toolUseBlock = z.strictObject({
   type: z.literal("tool_use"),
   id: z.string().min(1),
   name: z.string().min(1),
   input: z.record(z.string(), z.unknown()),
   cache_control: cacheControl,
 });
-const toolResultBlock = z.object({
+const toolResultBlock = z.strictObject({
   type: z.literal("tool_result"),
   tool_use_id: z.string().min(1),
   content: z.union([z.string(), z.array(textBlock)]).optional(),
@@ -23,12 +26,12 @@ const toolResultBlock = z.object({
   cache_control: cacheControl,
 });
 // The signature Anthropic's API signs its thinking with; the gateway's answers carry none to check.
-const thinkingBlock = z.object({ type: z.literal("thinking"), thinking: z.string(), signature: z.string().optional(), cache_control: cacheControl });
+const thinkingBlock = z.strictObject({ type: z.literal("thinking"), thinking: z.string(), signature: z.string().optional(), cache_control: cacheControl });
 const BLOCK_TYPES = ["text", "tool_use", "tool_result", "thinking"] as const;
 const block = z.discriminatedUnion("type", [textBlock, toolUseBlock, toolResultBlock, thinkingBlock]);
 const content = z.union([z.string(), z.array(block)]);
 
-const requestSchema = z.object({
+const requestSchema = z.strictObject({
   model: z.string().min(1),
   max_tokens: z.number().int().min(1),
   system: z.union([z.string(), z.array(textBlock)]).optional(),
@@ -40,10 +43,26 @@ const requestSchema = z.object({
   top_k: z.number().int().min(0).optional(),
   stop_sequences: z.array(z.string()).optional(),
   stream: z.boolean().optional(),
-  metadata: z.object({ user_id: z.string().nullable().optional() }).optional(),
+  metadata: z.strictObject({ user_id: z.string().nullable().optional() }).optional(),
+  /**
+   * Extended thinking: the policy's reasoning (the backend's reasoning parser) comes back as thinking
+   * blocks. budget_tokens is checked as Anthropic does (>= 1024, < max_tokens) but not enforced on
+   * its own: the whole output, thinking included, is bounded by max_tokens.
+   */
+  thinking: z
+    .discriminatedUnion("type", [
+      z.strictObject({ type: z.literal("enabled"), budget_tokens: z.number().int().min(1024) }),
+      z.strictObject({ type: z.literal("adaptive") }),
+      z.strictObject({ type: z.literal("disabled") }),
+    ])
+    .optional(),
+  // A scheduling preference of Anthropic's API: every call here is served alike, and the answer says so.
+  service_tier: z.enum(["auto", "standard_only"]).optional(),
   tools: z
     .array(
-      z.object({
+      z.strictObject({
+        // Client tools only ("custom", or no type); server tools are refused before this (the gateway runs none).
+        type: z.literal("custom").optional(),
         name: z.string().min(1),
         description: z.string().optional(),
         input_schema: z.object({ type: z.literal("object") }).loose(),
@@ -96,13 +115,15 @@ export interface ChatRequestBody {
 
 /**
  * Validate an Anthropic Messages request and translate it to an OpenAI chat.completions body.
- * Unknown top-level fields (thinking, service_tier, ...) are ignored; unsupported content blocks
- * (images, documents, thinking) are rejected. Throws {@link AnthropicError} (400) naming the field.
+ * Fields it does not serve (top-level ones such as container or mcp_servers, unknown keys of blocks,
+ * tools and metadata, server tools, image and document blocks) are refused, never ignored. Throws
+ * {@link AnthropicError} (400) naming the field.
  */
 export function anthropicToChat(raw: unknown): ChatRequestBody {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw AnthropicError.invalidRequest(null, "request body must be a JSON object");
   }
+  rejectUnknownFields(raw as Record<string, unknown>);
   rejectUnsupportedBlocks(raw as Record<string, unknown>);
   const parsed = requestSchema.safeParse(raw);
   if (!parsed.success) {
@@ -111,6 +132,9 @@ export function anthropicToChat(raw: unknown): ChatRequestBody {
     throw AnthropicError.invalidRequest(path.length > 0 ? path.join(".") : null, message);
   }
   const req = parsed.data;
+  if (req.thinking?.type === "enabled" && req.thinking.budget_tokens >= req.max_tokens) {
+    throw AnthropicError.invalidRequest("thinking.budget_tokens", `must be less than max_tokens (${req.max_tokens}), got ${req.thinking.budget_tokens}`);
+  }
 
   const messages: ChatRequestMessage[] = [];
   if (req.system !== undefined) {
@@ -160,11 +184,34 @@ export function anthropicToChat(raw: unknown): ChatRequestBody {
   return body;
 }
 
-type Issue = { path: PropertyKey[]; message: string; code?: string; errors?: Issue[][] };
+type Issue = { path: PropertyKey[]; message: string; code?: string; errors?: Issue[][]; keys?: string[] };
+
+// The top-level fields this surface serves (each translated or checked below).
+const KNOWN_FIELDS = new Set(Object.keys(requestSchema.shape));
+
+// Fields Anthropic's API has that this gateway does not serve: named, with the reason.
+function rejectUnknownFields(body: Record<string, unknown>): void {
+  for (const key of Object.keys(body)) {
+    if (KNOWN_FIELDS.has(key)) continue;
+    throw AnthropicError.invalidRequest(key, `is not supported by this gateway (supported: ${[...KNOWN_FIELDS].join(", ")})`);
+  }
+  const tools = body.tools;
+  if (!Array.isArray(tools)) return;
+  tools.forEach((t: unknown, i) => {
+    const type = (t as { type?: unknown } | null)?.type;
+    if (type !== undefined && type !== null && type !== "custom") {
+      throw AnthropicError.invalidRequest(`tools.${i}.type`, `server tool ${JSON.stringify(type)} is not supported by this gateway (it runs no server tools; declare client tools)`);
+    }
+  });
+}
 
 // A union (string | blocks) reports only "Invalid input" at its own path; the branch that got
-// furthest names the real field, e.g. `messages.0.content.0.text`.
+// furthest names the real field, e.g. `messages.0.content.0.text`. An unknown key of a strict
+// object is named as the field.
 function mostSpecific(issue: Issue): { path: PropertyKey[]; message: string } {
+  if (issue.code === "unrecognized_keys" && issue.keys && issue.keys.length > 0) {
+    return { path: [...issue.path, issue.keys[0] as string], message: "is not supported by this gateway" };
+  }
   if (issue.code !== "invalid_union" || !issue.errors) return issue;
   let best: { path: PropertyKey[]; message: string } = issue;
   for (const branch of issue.errors) {

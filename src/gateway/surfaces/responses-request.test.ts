@@ -99,4 +99,49 @@ describe("responsesToChat", () => {
     expect(tool.param).toBe("tools.0.type");
     expect(tool.message).toMatch(/web_search.*supported: function/);
   });
+
+  // What Responses clients (the Agents SDK, coding-agent CLIs) send: each field served, accepted
+  // without effect on the answer, or refused naming it — never dropped.
+  it("accepts the fields without effect on the answer, and what the gateway does anyway", () => {
+    const { chat } = responsesToChat({
+      model: "m",
+      input: "x",
+      store: false,
+      metadata: { run: "r1" },
+      prompt_cache_key: "k",
+      prompt_cache_retention: "24h",
+      safety_identifier: "s",
+      service_tier: "auto",
+      include: [],
+      text: { format: { type: "text" } },
+      truncation: "disabled",
+      background: false,
+      reasoning: null,
+      user: "u",
+    });
+    expect(chat).toEqual({ model: "m", messages: [{ role: "user", content: "x" }], user: "u" });
+  });
+
+  it("refuses what it does not serve, naming the field", () => {
+    const base = { model: "m", input: "x" };
+    const refused: [Record<string, unknown>, string][] = [
+      [{ reasoning: { effort: "high" } }, "reasoning.effort"],
+      [{ reasoning: { summary: "auto" } }, "reasoning.summary"],
+      [{ include: ["reasoning.encrypted_content"] }, "include"],
+      [{ text: { format: { type: "json_schema", name: "x", schema: {} } } }, "text.format.type"],
+      [{ text: { verbosity: "low" } }, "text.verbosity"],
+      [{ truncation: "auto" }, "truncation"],
+      [{ background: true }, "background"],
+      [{ conversation: "conv_1" }, "conversation"],
+      [{ max_tool_calls: 3 }, "max_tool_calls"],
+      [{ top_logprobs: 2 }, "top_logprobs"],
+      [{ prompt: { id: "p" } }, "prompt"],
+    ];
+    for (const [extra, param] of refused) {
+      const e = rejection({ ...base, ...extra });
+      expect(e.param, param).toBe(param);
+      expect(e.message, param).toMatch(new RegExp(`^${param.replace(/\./g, "\\.")}: `));
+    }
+    expect(rejection({ ...base, conversation: "c" }).message).toMatch(/is not supported by this gateway \(supported: model, input, /);
+  });
 });

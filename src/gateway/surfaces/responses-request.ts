@@ -1,6 +1,7 @@
 // Translates an OpenAI Responses request (POST /v1/responses, the OpenAI Agents SDK's default API) into
 // the chat.completions body the backends speak: instructions → system message, function_call items →
-// assistant tool_calls, function_call_output items → tool messages. Bad input is a 400 naming the field.
+// assistant tool_calls, function_call_output items → tool messages. Bad input is a 400 naming the field;
+// so is every top-level field this surface does not serve (never dropped: the table in docs/architecture.md).
 import { z } from "zod";
 import { InvalidRequestError } from "../http-errors.js";
 import type { ChatRequestBody, ChatRequestMessage, ChatToolCall } from "./anthropic-request.js";
@@ -37,7 +38,7 @@ const functionTool = z
   })
   .loose();
 
-const requestSchema = z.object({
+const requestSchema = z.strictObject({
   model: z.string().min(1),
   input: z.union([z.string(), z.array(z.unknown())]),
   instructions: z.string().nullable().optional(),
@@ -56,9 +57,30 @@ const requestSchema = z.object({
   previous_response_id: z.string().nullable().optional(),
   user: z.string().optional(),
   program_id: z.string().optional(),
+  // Accepted without effect on the answer: nothing is kept for later retrieval (previous_response_id
+  // and conversation are refused), tags and cache/safety identifiers change no token, every call is
+  // served at one tier.
+  store: z.boolean().nullable().optional(),
+  metadata: z.record(z.string(), z.string()).nullable().optional(),
+  prompt_cache_key: z.string().nullable().optional(),
+  prompt_cache_retention: z.string().nullable().optional(),
+  safety_identifier: z.string().nullable().optional(),
+  service_tier: z.string().nullable().optional(),
+  // Only what the gateway does anyway: no extra output to include, plain text, no truncation, in the foreground.
+  include: z.array(z.string()).max(0, "no extra output can be included by this gateway (send [] or leave it out)").nullable().optional(),
+  text: z
+    .strictObject({ format: z.strictObject({ type: z.literal("text", "only {type: 'text'} is supported (no constrained decoding)") }).optional() })
+    .nullable()
+    .optional(),
+  truncation: z.literal("disabled", "only 'disabled' is supported (the gateway does not truncate the conversation)").nullable().optional(),
+  background: z.literal(false, "background responses are not supported (the gateway keeps no responses)").nullable().optional(),
+  reasoning: z.strictObject({}).nullable().optional(),
   // Chat's n: one answer per response; refused rather than ignored.
   n: z.number().refine((v) => v === 1, { error: "only n = 1 is supported (one output per response)" }).nullable().optional(),
 });
+
+// The top-level fields this surface serves or accepts (each translated or checked here).
+const KNOWN_FIELDS = new Set(Object.keys(requestSchema.shape));
 
 /** What the Response object echoes back from its request. */
 export interface ResponsesEcho {
@@ -81,13 +103,18 @@ export interface TranslatedResponsesRequest {
 
 /**
  * Validate a Responses request and translate it to an OpenAI chat.completions body.
- * Unknown top-level fields (store, include, metadata, text, reasoning, ...) are ignored; item types
- * other than messages and function calls, non-function tools and `previous_response_id` (the gateway
- * keeps no conversation state) are rejected. Throws {@link InvalidRequestError} naming the field.
+ * Fields without effect on the answer (store, metadata, cache and safety identifiers, service_tier)
+ * are accepted; fields the gateway does not serve (reasoning settings, include, structured text
+ * formats, truncation 'auto', background, conversation, previous_response_id, unknown ones), item types
+ * other than messages and function calls and non-function tools are rejected. Throws
+ * {@link InvalidRequestError} naming the field.
  */
 export function responsesToChat(raw: unknown): TranslatedResponsesRequest {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw new InvalidRequestError(null, "request body must be a JSON object");
+  }
+  for (const key of Object.keys(raw)) {
+    if (!KNOWN_FIELDS.has(key)) throw new InvalidRequestError(key, `is not supported by this gateway (supported: ${[...KNOWN_FIELDS].join(", ")})`);
   }
   const parsed = requestSchema.safeParse(raw);
   if (!parsed.success) throw fromZod(parsed.error.issues[0], []);
@@ -155,7 +182,11 @@ export function responsesToChat(raw: unknown): TranslatedResponsesRequest {
   return { chat, echo };
 }
 
-function fromZod(issue: { path: PropertyKey[]; message: string } | undefined, prefix: PropertyKey[]): InvalidRequestError {
+function fromZod(issue: { path: PropertyKey[]; message: string; code?: string; keys?: string[] } | undefined, prefix: PropertyKey[]): InvalidRequestError {
+  // An unknown key of a strict object is named as the field.
+  if (issue?.code === "unrecognized_keys" && issue.keys?.[0] !== undefined) {
+    return new InvalidRequestError([...prefix, ...issue.path, issue.keys[0]].join("."), "is not supported by this gateway");
+  }
   const path = [...prefix, ...(issue?.path ?? [])];
   return new InvalidRequestError(path.length > 0 ? path.join(".") : null, issue?.message ?? "invalid request");
 }

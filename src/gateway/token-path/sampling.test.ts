@@ -5,16 +5,26 @@ describe("tokenSampling", () => {
   it("maps OpenAI sampling fields, with OpenAI's defaults", () => {
     expect(tokenSampling("chat", { model: "m", max_completion_tokens: 9, temperature: 0.5, top_p: 0.9, seed: 4, stop: "x", stop_token_ids: [3] }, true)).toEqual({
       maxTokens: 9,
+      maxTokensField: "max_completion_tokens",
       temperature: 0.5,
       topP: 0.9,
       seed: 4,
       stop: ["x"],
+      stopField: "stop",
       stopTokenIds: [3],
       logprobs: true,
       model: "m",
     });
-    expect(tokenSampling("chat", { messages: [] }, false)).toEqual({ maxTokens: undefined, temperature: 1, stop: [], stopTokenIds: [], logprobs: false, model: "arbor" });
+    expect(tokenSampling("chat", { messages: [] }, false)).toEqual({ maxTokens: undefined, maxTokensField: "max_tokens", temperature: 1, stop: [], stopField: "stop", stopTokenIds: [], logprobs: false, model: "arbor" });
     expect(tokenSampling("completions", { prompt: "x", logprobs: 0 }, true)).toMatchObject({ maxTokens: 16, logprobs: true });
+    // A surface that translated the client's field names it (the Responses API's max_output_tokens).
+    expect(tokenSampling("chat", { max_tokens: 7, stop: ["x"] }, false, { max_tokens: "max_output_tokens", stop: "stop_sequences" })).toMatchObject({
+      maxTokens: 7,
+      maxTokensField: "max_output_tokens",
+      stopField: "stop_sequences",
+    });
+    expect(() => tokenSampling("chat", { max_tokens: 0 }, false, { max_tokens: "max_output_tokens" })).toThrow(/^max_output_tokens: must be an integer >= 1/);
+    expect(() => tokenSampling("chat", { stop: [""] }, false, { stop: "stop_sequences" })).toThrow(/^stop_sequences: must be a non-empty string/);
     // No-op values of unsupported controls are fine.
     expect(() => tokenSampling("chat", { presence_penalty: 0, frequency_penalty: null, logit_bias: {}, top_logprobs: 0, response_format: { type: "text" } }, false)).not.toThrow();
   });

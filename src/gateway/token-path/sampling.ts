@@ -3,18 +3,23 @@
 // silently ignored sampling control would make the recorded behaviour policy wrong. vLLM's
 // logit_bias, repetition_penalty, min_tokens and ignore_eos go to backends that list them
 // (TokenBackend.samplingControls); token-call.ts refuses them for any other backend.
-import type { Endpoint } from "../openai-request.js";
+import type { ClientFieldNames, Endpoint } from "../openai-request.js";
 import { InvalidRequestError } from "../http-errors.js";
+import { checkServedFields } from "./served-fields.js";
 
 /** The sampling part of one call, before stop strings are turned into token ids. */
 export interface TokenSampling {
   /** Tokens to generate at most; undefined = up to the engine's context (chat without max_tokens). */
   maxTokens: number | undefined;
+  /** The client's name of that field (max_tokens, max_completion_tokens, max_output_tokens), for errors naming it. */
+  maxTokensField: string;
   temperature: number;
   topP?: number;
   seed?: number;
   /** Stop strings; each must be one token of the engine's vocabulary. */
   stop: string[];
+  /** The client's name of the stop field (stop; Anthropic's stop_sequences), for errors naming it. */
+  stopField: string;
   /** Stop token ids the client gave directly (vLLM's `stop_token_ids`). */
   stopTokenIds: number[];
   /** vLLM's logit_bias (token id string → bias), repetition_penalty, min_tokens and ignore_eos, when set. */
@@ -34,13 +39,15 @@ const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
 const absent = (v: unknown): boolean => v === undefined || v === null;
 
 /**
- * Map and check a request body's sampling fields (`clientWantsLogprobs` as prepareRequest read it).
- * Throws {@link InvalidRequestError} naming the field.
+ * Map and check a request body's sampling fields (`clientWantsLogprobs` as prepareRequest read it;
+ * `names`: the client's own names of fields a surface translated, e.g. the Responses API's
+ * max_output_tokens). Throws {@link InvalidRequestError} naming the field.
  */
-export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>, clientWantsLogprobs: boolean): TokenSampling {
+export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>, clientWantsLogprobs: boolean, names: ClientFieldNames = {}): TokenSampling {
   const bad = (field: string, why: string): never => {
     throw new InvalidRequestError(field, why);
   };
+  checkServedFields(endpoint, body);
   const onlyDefault = (field: string, ok: (v: unknown) => boolean, why: string): void => {
     if (!absent(body[field]) && !ok(body[field])) bad(field, why);
   };
@@ -52,8 +59,8 @@ export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>,
   onlyDefault("top_k", (v) => v === 0 || v === -1, "is not supported on the token path (0 or -1: disabled)");
   onlyDefault("min_p", (v) => v === 0, "is not supported on the token path (must be 0)");
 
-  const maxField = endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens";
-  const rawMax = body[maxField];
+  const maxField = names.max_tokens ?? (endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens");
+  const rawMax = body[endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens"];
   let maxTokens: number | undefined;
   if (absent(rawMax)) maxTokens = endpoint === "completions" ? COMPLETIONS_DEFAULT_MAX_TOKENS : undefined;
   else if (Number.isInteger(rawMax) && (rawMax as number) >= 1) maxTokens = rawMax as number;
@@ -61,7 +68,7 @@ export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>,
 
   const temperature = absent(body.temperature) ? 1 : body.temperature;
   if (!(typeof temperature === "number" && temperature >= 0 && temperature <= 100)) bad("temperature", `must be a number in [0, 100], got ${JSON.stringify(body.temperature)}`);
-  const out: TokenSampling = { maxTokens, temperature: temperature as number, stop: [], stopTokenIds: [], logprobs: false, model: typeof body.model === "string" ? body.model : "arbor" };
+  const out: TokenSampling = { maxTokens, maxTokensField: maxField, temperature: temperature as number, stop: [], stopField: names.stop ?? "stop", stopTokenIds: [], logprobs: false, model: typeof body.model === "string" ? body.model : "arbor" };
   if (!absent(body.top_p)) {
     if (!(typeof body.top_p === "number" && body.top_p > 0 && body.top_p <= 1)) bad("top_p", `must be a number in (0, 1], got ${JSON.stringify(body.top_p)}`);
     out.topP = body.top_p as number;
@@ -72,7 +79,7 @@ export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>,
   }
   if (!absent(body.stop)) {
     const stop = typeof body.stop === "string" ? [body.stop] : body.stop;
-    if (!Array.isArray(stop) || !stop.every((s) => typeof s === "string" && s !== "")) bad("stop", "must be a non-empty string or a list of them");
+    if (!Array.isArray(stop) || !stop.every((s) => typeof s === "string" && s !== "")) bad(out.stopField, "must be a non-empty string or a list of them");
     out.stop = stop as string[];
   }
   if (!absent(body.stop_token_ids)) {

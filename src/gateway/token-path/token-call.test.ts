@@ -58,7 +58,7 @@ function fake(name: string, faults: { generate?: Fault; tokenize?: Fault; detoke
   };
 }
 
-const sampling = (over: Partial<TokenSampling> = {}): TokenSampling => ({ maxTokens: 5, temperature: 1, stop: [], stopTokenIds: [], logprobs: false, model: "m", ...over });
+const sampling = (over: Partial<TokenSampling> = {}): TokenSampling => ({ maxTokens: 5, maxTokensField: "max_tokens", temperature: 1, stop: [], stopField: "stop", stopTokenIds: [], logprobs: false, model: "m", ...over });
 
 /** Deps routing attempt i to backends[i] (throwing past the end), recording what happened. */
 function deps(backends: Fake[]) {
@@ -158,5 +158,25 @@ describe("runTokenCall", () => {
     expect(a.generated[0]!.maxTokens).toBe(98);
     const e = await runTokenCall(input(sampling({ maxTokens: undefined })), deps([fake("a", { maxModelLen: null })]).d).catch((x: unknown) => x);
     expect((e as Error).message).toMatch(/^max_tokens: required/);
+  });
+
+  it("clamps a max_tokens larger than the context leaves and says so; refuses it by policy naming the client's field", async () => {
+    const a = fake("a");
+    const r = await runTokenCall(input(sampling({ maxTokens: 64_000 })), deps([a]).d);
+    // A context of 100 tokens, a prompt of 2: 98 left.
+    expect(a.generated[0]!.maxTokens).toBe(98);
+    expect(r.maxTokensClamped).toEqual({ asked: 64_000, granted: 98 });
+    const fits = await runTokenCall(input(sampling({ maxTokens: 98 })), deps([fake("a")]).d);
+    expect(fits.maxTokensClamped).toBeUndefined();
+    const b = fake("b");
+    const e = await runTokenCall({ ...input(sampling({ maxTokens: 99, maxTokensField: "max_output_tokens" })), maxTokensPolicy: "refuse" }, deps([b]).d).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InvalidRequestError);
+    expect((e as Error).message).toMatch(/^max_output_tokens: is 99, more than the 98 tokens the context leaves \(backend 'b' has a context of 100 tokens, the prompt takes 2\)/);
+    expect(b.generated).toHaveLength(0);
+    // No context length known: the budget goes to the engine as asked.
+    const c = fake("c", { maxModelLen: null });
+    const unknown = await runTokenCall(input(sampling({ maxTokens: 64_000 })), deps([c]).d);
+    expect(c.generated[0]!.maxTokens).toBe(64_000);
+    expect(unknown.maxTokensClamped).toBeUndefined();
   });
 });

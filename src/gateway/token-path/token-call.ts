@@ -15,6 +15,8 @@ import { InvalidRequestError } from "../http-errors.js";
 import type { ToolPlan } from "../../model/tool-markup.js";
 import { answerPlan, type AnswerPlan } from "./answer-plan.js";
 import { buildPrompt, type BuiltPrompt, type ProgramContext, type PromptEngine, type PromptSource } from "./context-prompt.js";
+import type { MaxTokensClamp } from "../../core/types.js";
+import { fitMaxTokens, type MaxTokensPolicy } from "./max-tokens.js";
 import type { TokenSampling } from "./sampling.js";
 import { contentTokenIds, type DecodedOutput } from "./token-response.js";
 
@@ -50,6 +52,8 @@ export interface TokenCallInput {
   source: PromptSource;
   previous: ProgramContext | undefined;
   sampling: TokenSampling;
+  /** What to do with a max_tokens larger than the context leaves (default clamp). */
+  maxTokensPolicy?: MaxTokensPolicy;
   /** A chat request's tool plan and its raw tool_choice (read with the backend's parser). */
   tools?: { plan: ToolPlan; choice: unknown };
 }
@@ -61,6 +65,10 @@ export interface TokenCallResult {
   /** Why the prompt does not continue the previous context (with contextReset). */
   contextResetReason?: string;
   result: GenerateResult;
+  /** The client's max_tokens, clamped to what the context left (absent: served as asked). */
+  maxTokensClamped?: MaxTokensClamp;
+  /** The client's stops by token id (the answer's stop_reason). */
+  stops: ReadonlyMap<number, string | number>;
   decoded: DecodedOutput;
   /** How the answer is read (chat): the parsers of the backend the prompt was built on. */
   answer: AnswerPlan;
@@ -103,7 +111,7 @@ export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): 
     try {
       // The prompt is built once: a retry sends the very same ids (only a failed build is redone).
       prompt ??= await buildCallPrompt(input, backend, signal);
-      const req = await generateRequest(backend, input, prompt, signal);
+      const { req, clamped, stops } = await generateRequest(backend, input, prompt, signal);
       const result = deps.generate ? await deps.generate(backend, req) : await backend.generate(req);
       outcome = { promptTokenIds: prompt.promptTokenIds, result };
       const decoded = await decode(backend, result, input.sampling.logprobs, signal);
@@ -113,6 +121,8 @@ export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): 
         contextReset: prompt.contextReset,
         ...(prompt.contextResetReason !== undefined ? { contextResetReason: prompt.contextResetReason } : {}),
         result,
+        ...(clamped ? { maxTokensClamped: clamped } : {}),
+        stops,
         decoded,
         answer: prompt.answer,
       };
@@ -162,35 +172,34 @@ export function tokenizer(backend: TokenBackend): NonNullable<TokenBackend["toke
   return (req) => t.call(backend, req);
 }
 
-/** The generate request of a call whose prompt is built: max_tokens up to the context, stop strings as ids. */
+/**
+ * The generate request of a call whose prompt is built: max_tokens fitted to the context
+ * (token-path/max-tokens.ts; `clamped` when it was), stop strings as ids.
+ */
 export async function generateRequest(
   backend: TokenBackend,
   input: TokenCallInput,
   prompt: { promptTokenIds: number[]; maxModelLen: number | null },
   signal: AbortSignal,
-): Promise<GenerateRequest> {
+): Promise<{ req: GenerateRequest; clamped?: MaxTokensClamp; stops: Map<number, string | number> }> {
   const s = input.sampling;
-  let maxTokens = s.maxTokens;
-  if (maxTokens === undefined) {
-    if (prompt.maxModelLen === null) {
-      throw new InvalidRequestError("max_tokens", `required: backend '${backend.name}' does not report its context length`);
-    }
-    // Up to the context, as the engine would do; an over-long prompt is the engine's 400 to give.
-    maxTokens = Math.max(1, prompt.maxModelLen - prompt.promptTokenIds.length);
-  }
+  const { maxTokens, clamped } = fitMaxTokens(s.maxTokens, s.maxTokensField, prompt, backend.name, input.maxTokensPolicy ?? "clamp");
   const stopTokenIds = [...s.stopTokenIds];
+  // What each stop token stands for in the answer's stop_reason: the client's string, or its id.
+  const stops = new Map<number, string | number>(s.stopTokenIds.map((id) => [id, id]));
   for (const [i, text] of s.stop.entries()) {
     const ids = (await tokenizer(backend)({ text, addSpecialTokens: false, signal })).tokens;
     if (ids.length !== 1) {
       throw new InvalidRequestError(
-        `stop[${i}]`,
+        `${s.stopField}[${i}]`,
         `${JSON.stringify(text)} is ${ids.length} tokens for backend '${backend.name}'; the token path honours stop strings that are one token only`,
       );
     }
     stopTokenIds.push(ids[0] as number);
+    stops.set(ids[0] as number, text);
   }
   const controls = samplingControls(backend, s, maxTokens);
-  return {
+  const req: GenerateRequest = {
     promptTokenIds: prompt.promptTokenIds,
     maxTokens,
     temperature: s.temperature,
@@ -202,6 +211,7 @@ export async function generateRequest(
     ...(input.draftGroupId !== undefined ? { draftGroupId: input.draftGroupId } : {}),
     signal,
   };
+  return clamped ? { req, clamped, stops } : { req, stops };
 }
 
 const CONTROL_FIELDS: Record<SamplingControlName, string> = {

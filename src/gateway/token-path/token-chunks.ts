@@ -10,7 +10,7 @@ import type { GenerateResult } from "../../backends/backend.js";
 import type { Endpoint } from "../openai-request.js";
 import type { StreamChunk } from "../surfaces/stream-surface.js";
 import { AnswerReader, type AnswerPlan } from "./answer-plan.js";
-import { toolCallIdPrefix } from "./token-response.js";
+import { stopReasonOf, toolCallIdPrefix } from "./token-response.js";
 
 export interface TokenChunksOptions {
   endpoint: Endpoint;
@@ -26,6 +26,8 @@ export interface TokenChunksOptions {
   includeUsage: boolean;
   /** How a chat answer is read (tools, reasoning); absent: plain text. */
   answer?: AnswerPlan;
+  /** The client's stops by token id: the last chunk's `stop_reason` (token-response.ts stopReasonOf). */
+  stops?: ReadonlyMap<number, string | number>;
 }
 
 /** One delta as decoded: its ids and logprobs, the text it adds, and (with logprobs) each token's text. */
@@ -64,7 +66,9 @@ export class TokenChunks {
 
   /** The last content chunk (the rest of the text, the finish reason) and the usage chunk. */
   finish(d: DecodedDelta, result: GenerateResult): StreamChunk[] {
-    const out = [this.chunk(d, result.finishReason, result.policyVersion)];
+    const last = this.chunk(d, result.finishReason, result.policyVersion);
+    (last.choices as Record<string, unknown>[])[0]!.stop_reason = stopReasonOf(result, this.o.stops);
+    const out = [last];
     if (this.o.includeUsage) {
       const prompt = this.o.promptTokenIds.length;
       const completion = result.outputTokenIds.length;

@@ -143,9 +143,11 @@ describe("token path on the real engine", () => {
     }
     expect(callsOf("tp-d")).toEqual([]);
     // What the engine itself refuses (a 4xx) reaches the client with the engine's status and message.
-    const tooLong = (await ask({ max_tokens: 5000 })) as { status?: number; message?: string };
+    const tooLong = (await client.chat.completions
+      .create({ model: "arbor-tiny", messages: [{ role: "user", content: "x".repeat(2000) }], max_tokens: 3 })
+      .catch((e: unknown) => e)) as { status?: number; message?: string };
     expect(tooLong.status).toBe(400);
-    expect(tooLong.message).toMatch(/max_tokens: the context is 1024 tokens/);
+    expect(tooLong.message).toMatch(/messages\[0\]\.content: has at least 2000 tokens, over the context of 1024 tokens/);
     expect(callsOf("tp-d")).toEqual([]);
     // A one-token stop string maps to its token id: the same seeded sample ends right after it.
     let found: { seed: number; free: Call; cut: number; text: string } | undefined;
@@ -164,10 +166,18 @@ describe("token path on the real engine", () => {
     }
     expect(found).toBeDefined();
     const { seed, free, cut, text } = found!;
-    await ask({ stop: text, temperature: 1, seed, max_tokens: 12 });
+    const answer = (await ask({ stop: text, temperature: 1, seed, max_tokens: 12 })) as { choices: { stop_reason?: unknown }[] };
     const stopped = callsOf("tp-d").at(-1)!;
     expect(stopped.outputTokenIds).toEqual(free.outputTokenIds.slice(0, cut + 1));
     expect(stopped.finishReason).toBe("stop");
+    // The answer says which stop ended it (vLLM's stop_reason; Anthropic's stop_sequence), plain and streamed.
+    expect(answer.choices[0]!.stop_reason).toBe(text);
+    const stream = await client.chat.completions.create({ model: "arbor-tiny", messages: [{ role: "user", content: "hi" }], stop: text, temperature: 1, seed, max_tokens: 12, stream: true });
+    const reasons: unknown[] = [];
+    for await (const chunk of stream) for (const c of chunk.choices) if (c.finish_reason) reasons.push((c as { stop_reason?: unknown }).stop_reason);
+    expect(reasons).toEqual([text]);
+    const unstopped = (await ask({ temperature: 1, seed, max_tokens: 12 })) as { choices: { stop_reason?: unknown }[] };
+    expect(unstopped.choices[0]!.stop_reason).toBeNull();
   });
 
   it("serves Anthropic Messages and OpenAI Responses through the token path too", async () => {
@@ -192,8 +202,10 @@ describe("token path on the real engine", () => {
       const base = await gw.listen("127.0.0.1", 0);
       const client = new OpenAI({ baseURL: `${base}/p/tp-off/v1`, apiKey: "unused", maxRetries: 0 });
       await client.chat.completions.create({ model: "arbor-tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 3 });
-      // The backend asks once which model name the engine serves (no name configured), then forwards the call.
-      expect(proxy.seen.map((r) => r.path)).toEqual(["/v1/models", "/v1/chat/completions"]);
+      // The prompt is tokenized once to check max_tokens against the context (it fits: the body goes as sent); the
+      // backend asks once which model name the engine serves (no name configured), then forwards the call.
+      expect(proxy.seen.map((r) => r.path)).toEqual(["/tokenize", "/v1/models", "/v1/chat/completions"]);
+      expect(local[0]!.maxTokensClamped).toBeUndefined();
       expect(local).toHaveLength(1);
     } finally {
       await gw.close();

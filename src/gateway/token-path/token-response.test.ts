@@ -3,7 +3,7 @@ import type { GenerateResult } from "../../backends/backend.js";
 import { toolParserNamed } from "../../backends/answer-parsers.js";
 import { planTools } from "../../model/tool-markup.js";
 import { answerPlan } from "./answer-plan.js";
-import { contentTokenIds, tokenAnswer } from "./token-response.js";
+import { contentTokenIds, stopReasonOf, tokenAnswer } from "./token-response.js";
 
 const result: GenerateResult = { outputTokenIds: [7, 8, 2], logprobs: [-0.5, -Infinity, -0.125], finishReason: "stop", policyVersion: 3, promptTokenIds: [1, 5] };
 const base = { callId: "ab-cd", created: 100, model: "m", promptTokenIds: [1, 5], result, decoded: { text: "hi", tokenTexts: ["h", "i", ""] } };
@@ -27,6 +27,7 @@ describe("tokenAnswer", () => {
             ],
           },
           finish_reason: "stop",
+          stop_reason: null,
           token_ids: [7, 8, 2],
         },
       ],
@@ -46,6 +47,7 @@ describe("tokenAnswer", () => {
       text: "hi",
       logprobs: { tokens: ["h", "i", ""], token_logprobs: [-0.5, -9999, -0.125], top_logprobs: [{ h: -0.5 }, { i: -9999 }, { "": -0.125 }], text_offset: [0, 1, 2] },
       finish_reason: "stop",
+      stop_reason: null,
       token_ids: [7, 8, 2],
       prompt_token_ids: [1, 5],
     });
@@ -79,3 +81,20 @@ describe("tokenAnswer with tools", () => {
     expect((raw.choices as unknown[])[0]).toMatchObject({ message: { content: "<|tool_call|>calc<|/tool_call|>" }, finish_reason: "stop" });
   });
 });
+
+describe("stopReasonOf", () => {
+  it("names the client's stop the generation ended on: its string, or its token id; null otherwise", () => {
+    const stops = new Map<number, string | number>([
+      [2, "</done>"],
+      [9, 9],
+    ]);
+    const r = (ids: number[], finishReason: "stop" | "length") => ({ outputTokenIds: ids, logprobs: ids.map(() => -1), finishReason, policyVersion: 1, promptTokenIds: [1] });
+    expect(stopReasonOf(r([7, 2], "stop"), stops)).toBe("</done>");
+    expect(stopReasonOf(r([7, 9], "stop"), stops)).toBe(9);
+    // The model's own end token, a cut-off answer, no stops asked.
+    expect(stopReasonOf(r([7, 3], "stop"), stops)).toBeNull();
+    expect(stopReasonOf(r([7, 2], "length"), stops)).toBeNull();
+    expect(stopReasonOf(r([7, 2], "stop"), undefined)).toBeNull();
+  });
+});
+

@@ -26,6 +26,19 @@ export interface TokenAnswerInput {
   logprobs: boolean;
   /** How the chat answer is read: calls become `tool_calls`, reasoning `reasoning_content`. */
   answer?: AnswerPlan;
+  /** The client's stops by token id (a stop string, or a stop token id as given): the answer's `stop_reason`. */
+  stops?: ReadonlyMap<number, string | number>;
+}
+
+/**
+ * vLLM's `stop_reason`: the client's stop (string or token id) the generation ended on, null when
+ * it ended otherwise (the model's own end token, the length). The Anthropic surface reports it as
+ * stop_reason "stop_sequence" with the string.
+ */
+export function stopReasonOf(result: GenerateResult, stops: ReadonlyMap<number, string | number> | undefined): string | number | null {
+  const last = result.outputTokenIds.at(-1);
+  if (result.finishReason !== "stop" || last === undefined || stops === undefined) return null;
+  return stops.get(last) ?? null;
 }
 
 /** JSON has no -Infinity; vLLM reports impossible tokens as -9999. */
@@ -58,7 +71,7 @@ export function tokenAnswer(a: TokenAnswerInput): Record<string, unknown> {
       id: `chatcmpl-${a.callId.replaceAll("-", "")}`,
       object: "chat.completion",
       ...common,
-      choices: [{ index: 0, message, logprobs, finish_reason: finishReason, token_ids: ids }],
+      choices: [{ index: 0, message, logprobs, finish_reason: finishReason, stop_reason: stopReasonOf(result, a.stops), token_ids: ids }],
       usage,
       prompt_token_ids: a.promptTokenIds,
       ...policy,
@@ -83,7 +96,9 @@ export function tokenAnswer(a: TokenAnswerInput): Record<string, unknown> {
     id: `cmpl-${a.callId.replaceAll("-", "")}`,
     object: "text_completion",
     ...common,
-    choices: [{ index: 0, text: decoded.text, logprobs, finish_reason: result.finishReason, token_ids: ids, prompt_token_ids: a.promptTokenIds }],
+    choices: [
+      { index: 0, text: decoded.text, logprobs, finish_reason: result.finishReason, stop_reason: stopReasonOf(result, a.stops), token_ids: ids, prompt_token_ids: a.promptTokenIds },
+    ],
     usage,
     ...policy,
   };

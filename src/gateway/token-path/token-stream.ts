@@ -6,6 +6,7 @@
 // decoded are taken together, so a slow detokenizer costs chunks, not the engine's pace.
 import type { GenerateResult, GenerateStream, TokenBackend, TokenDelta } from "../../backends/backend.js";
 import { ArborError } from "../../core/errors.js";
+import type { MaxTokensClamp } from "../../core/types.js";
 import type { StreamChunk } from "../surfaces/stream-surface.js";
 import type { AnswerPlan } from "./answer-plan.js";
 import { IncrementalText } from "./incremental-text.js";
@@ -21,6 +22,10 @@ export interface OpenedTokenStream {
   contextReset: boolean;
   /** Why the prompt does not continue the previous context (with contextReset). */
   contextResetReason?: string;
+  /** The client's max_tokens, clamped to what the context left (absent: served as asked). */
+  maxTokensClamped?: MaxTokensClamp;
+  /** The client's stops by token id (the last chunk's stop_reason). */
+  stops: ReadonlyMap<number, string | number>;
   /** How the answer is read (chat): the parsers of the backend the prompt was built on. */
   answer: AnswerPlan;
   stream: GenerateStream;
@@ -52,7 +57,7 @@ export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCal
       const open = backend.generateStream;
       if (!open) throw new ArborError(`backend '${backend.name}' cannot stream token ids; the token path cannot stream from it`, "backend_capability");
       prompt ??= await buildCallPrompt(input, backend, ac.signal);
-      const req = await generateRequest(backend, input, prompt, ac.signal);
+      const { req, clamped, stops } = await generateRequest(backend, input, prompt, ac.signal);
       const stream = await open.call(backend, req);
       return {
         routeId: attempt.routeId,
@@ -60,6 +65,8 @@ export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCal
         promptTokenIds: prompt.promptTokenIds,
         contextReset: prompt.contextReset,
         ...(prompt.contextResetReason !== undefined ? { contextResetReason: prompt.contextResetReason } : {}),
+        ...(clamped ? { maxTokensClamped: clamped } : {}),
+        stops,
         answer: prompt.answer,
         stream,
         signal: ac.signal,
@@ -93,7 +100,7 @@ export async function streamTokenAnswer(
   if (!detok) throw new ArborError(`backend '${backend.name}' has no detokenizer endpoint; the token path cannot serve it`, "backend_capability");
   const decode = (ids: number[]): Promise<string> => detok.call(backend, ids, signal);
   const text = new IncrementalText(decode);
-  const chunks = new TokenChunks({ ...options, promptTokenIds: opened.promptTokenIds, ...(options.endpoint === "chat" ? { answer: opened.answer } : {}) });
+  const chunks = new TokenChunks({ ...options, promptTokenIds: opened.promptTokenIds, stops: opened.stops, ...(options.endpoint === "chat" ? { answer: opened.answer } : {}) });
 
   const queue: TokenDelta[] = [];
   let ended = false;

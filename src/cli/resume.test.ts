@@ -1,0 +1,120 @@
+// `arbor run --resume`: a run SIGKILLed during iteration 2 and resumed to the same number of iterations ends
+// where an uninterrupted run of the same config ends — policy version = iterations, every iteration's batch
+// holds the same tasks as the uninterrupted run's, and no group is in two batches (the interrupted iteration
+// is rolled out again under fresh group ids; the killed attempt's programs end as aborted in the store).
+import { spawn } from "node:child_process";
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { expect, it } from "vitest";
+import { readManifest } from "../trainer/checkpoint.js";
+import { readResumeState } from "../loop/resume-state.js";
+import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import { smallRlConfig } from "../testing/rl-config.js";
+
+const root = join(import.meta.dirname, "../..");
+const ITERATIONS = 3;
+const dir = mkdtempSync(join(tmpdir(), "arbor-resume-"));
+chmodSync(dir, 0o755);
+
+/** Write a config file (JSON is YAML) of the small RL run writing under `dir/<name>`. */
+function config(name: string): string {
+  const path = join(dir, `${name}.yaml`);
+  writeFileSync(path, JSON.stringify(smallRlConfig(dir, name, { iterations: ITERATIONS })));
+  return path;
+}
+
+interface Child {
+  stderr: () => string;
+  stdout: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill: (sig: NodeJS.Signals) => void;
+}
+
+function arbor(args: string[]): Child {
+  const child = spawn(process.execPath, [join(root, "bin/arbor.mjs"), ...args], { cwd: root });
+  let stderr = "";
+  let stdout = "";
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  return { stderr: () => stderr, stdout: () => stdout, exited, kill: (sig) => child.kill(sig) };
+}
+
+/** Group id → task id of every sample of an exported batch. */
+function batchGroups(path: string): Map<string, string> {
+  const groups = new Map<string, string>();
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    if (line === "") continue;
+    const s = JSON.parse(line) as { groupId: string; taskId: string };
+    groups.set(s.groupId, s.taskId);
+  }
+  return groups;
+}
+
+it("a run killed mid-iteration 2 and resumed trains every iteration's groups once, as the uninterrupted run does", async () => {
+  // The uninterrupted run of the same config (another name and folder: task ids and seeds do not depend on them).
+  const full = arbor(["run", config("full"), "--no-progress"]);
+  expect((await full.exited).code, full.stderr()).toBe(0);
+
+  const out = join(dir, "killed");
+  const killed = arbor(["run", config("killed"), "--no-progress"]);
+  // SIGKILL once iteration 1 has ended and programs of iteration 2 are under way (created, not ended).
+  const storePath = join(out, "store.sqlite");
+  let active = 0;
+  for (let waited = 0; active === 0 && waited < 240_000; waited += 100) {
+    await new Promise((r) => globalThis.setTimeout(r, 100));
+    if (!killed.stderr().includes(`iteration 1/${ITERATIONS}`)) continue;
+    const peek = new Database(storePath, { readonly: true, fileMustExist: true });
+    try {
+      active = (peek.prepare("SELECT count(*) AS n FROM programs WHERE termination_kind IS NULL AND id LIKE '%-it2/%'").get() as { n: number }).n;
+    } finally {
+      peek.close();
+    }
+  }
+  expect(active, killed.stderr()).toBeGreaterThan(0);
+  killed.kill("SIGKILL");
+  expect((await killed.exited).signal).toBe("SIGKILL");
+  const before = readResumeState(out);
+  expect(before.completedIterations).toBe(1);
+  expect(before.policyVersion).toBe(1);
+
+  const resumed = arbor(["run", "--resume", out, "--no-progress"]);
+  expect((await resumed.exited).code, resumed.stderr()).toBe(0);
+  expect(resumed.stderr()).toMatch(new RegExp(`resume   ${before.runId}: 1 of ${ITERATIONS} iterations done, policy v1`));
+  expect(resumed.stderr()).not.toMatch(/iteration 1\//);
+
+  const state = readResumeState(out);
+  expect(state).toMatchObject({ runId: before.runId, completedIterations: ITERATIONS, policyVersion: ITERATIONS, taskCursor: ITERATIONS * 4, resumes: 1 });
+  expect(readManifest(join(out, "checkpoints"))?.version).toBe(ITERATIONS);
+  expect(readResumeState(join(dir, "full")).policyVersion).toBe(ITERATIONS);
+
+  const seen = new Set<string>();
+  for (let k = 1; k <= ITERATIONS; k++) {
+    const mine = batchGroups(join(out, `batch-it${k}.jsonl`));
+    const theirs = batchGroups(join(dir, "full", `batch-it${k}.jsonl`));
+    expect(mine.size).toBe(4);
+    // The same tasks in every iteration, each group once.
+    expect([...mine.values()].sort()).toEqual([...theirs.values()].sort());
+    for (const g of mine.keys()) {
+      expect(seen.has(g), `group ${g} in two batches`).toBe(false);
+      seen.add(g);
+      // Iteration 2 was rolled out again under a fresh store run (fresh group ids), the others as usual.
+      expect(g.startsWith(`${before.runId}-it${k}${k === 2 ? "-r1" : ""}/g`), g).toBe(true);
+    }
+  }
+
+  const metrics = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { index: number });
+  expect(metrics.map((m) => m.index)).toEqual([1, 2, 3]);
+
+  // The killed attempt at iteration 2: every program has an outcome (recovered as aborted), none in a batch.
+  const store = new SqliteTrajectoryStore(storePath);
+  try {
+    const stats = await store.stats(`${before.runId}-it2`);
+    expect(stats.unfinished).toBe(0);
+    expect(stats.terminations.aborted).toBeGreaterThan(0);
+  } finally {
+    await store.close();
+  }
+}, 600_000);

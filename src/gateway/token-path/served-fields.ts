@@ -1,0 +1,60 @@
+// The request fields the token path serves. It builds the engine's generate request itself, so a
+// field it does not read would be dropped without a word: such a field is refused with a 400 naming
+// it instead (agent CLIs send fields an engine would honour; a silently ignored one makes the
+// recorded behaviour differ from what the agent asked for).
+import type { Endpoint } from "../openai-request.js";
+import { InvalidRequestError } from "../http-errors.js";
+
+// Read by prepareRequest (stream, n, model, logprobs, program_id, return_token_ids), sampling.ts and
+// tool-plan.ts, or without effect on the tokens: end-user and cache identifiers, tags, tiers.
+const COMMON = [
+  "model",
+  "stream",
+  "stream_options",
+  "n",
+  "return_token_ids",
+  "max_tokens",
+  "temperature",
+  "top_p",
+  "seed",
+  "stop",
+  "stop_token_ids",
+  "logit_bias",
+  "repetition_penalty",
+  "min_tokens",
+  "ignore_eos",
+  "presence_penalty",
+  "frequency_penalty",
+  "top_k",
+  "min_p",
+  "logprobs",
+  "user",
+  "metadata",
+  "store",
+  "service_tier",
+  "prompt_cache_key",
+  "prompt_cache_retention",
+  "safety_identifier",
+];
+
+const SERVED: Record<Endpoint, ReadonlySet<string>> = {
+  chat: new Set([...COMMON, "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls"]),
+  completions: new Set([...COMMON, "prompt", "echo", "best_of", "suffix"]),
+};
+
+// Why some fields are refused, beyond "not supported".
+const HINTS: Record<string, string> = {
+  functions: "the legacy function-calling fields are not supported; send tools",
+  function_call: "the legacy function-calling fields are not supported; send tool_choice",
+  reasoning_effort: "the policy's reasoning cannot be steered by the gateway",
+};
+
+/** Refuse (400 naming it) the first field of `body` the token path does not serve for `endpoint`. */
+export function checkServedFields(endpoint: Endpoint, body: Record<string, unknown>): void {
+  const served = SERVED[endpoint];
+  for (const [key, value] of Object.entries(body)) {
+    // An absent value asks for nothing.
+    if (value === undefined || value === null || served.has(key)) continue;
+    throw new InvalidRequestError(key, `${HINTS[key] ?? "is not supported"} on the token path (fields served: ${[...served].join(", ")})`);
+  }
+}

@@ -1,0 +1,65 @@
+// resume.json: written atomically and read back; a missing or malformed file is refused naming the field;
+// a resumed config may differ from the stored one only by more iterations.
+import { mkdtempSync, rmSync, writeFileSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { configDifference, readResumeState, RESUME_FILE, writeResumeState, type ResumeState } from "./resume-state.js";
+
+const root = mkdtempSync(join(tmpdir(), "arbor-resume-state-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const config = { name: "r", iterations: 3, train: { lr: 0.003 }, engines: [{ name: "e0", sequences: 4 }] };
+const state: ResumeState = {
+  format: 1,
+  runId: "r-1",
+  config,
+  completedIterations: 2,
+  taskCursor: 8,
+  policyVersion: 2,
+  checkpoint: "/x/checkpoints/policy-v2.gguf",
+  optimizer: "/x/checkpoints/policy-v2.adam.safetensors",
+  resumes: 0,
+  updatedAt: 5,
+};
+
+describe("resume state file", () => {
+  it("round-trips, replacing the previous file without leaving a temp file", () => {
+    const dir = mkdtempSync(join(root, "ok-"));
+    writeResumeState(dir, { ...state, completedIterations: 1 });
+    writeResumeState(dir, state);
+    expect(readResumeState(dir)).toEqual(state);
+    expect(readdirSync(dir)).toEqual([RESUME_FILE]);
+  });
+
+  it("refuses a folder without the file, invalid JSON and bad fields, naming them", () => {
+    const dir = mkdtempSync(join(root, "bad-"));
+    expect(() => readResumeState(dir)).toThrow(/no resume\.json there/);
+    const put = (v: unknown): void => writeFileSync(join(dir, RESUME_FILE), typeof v === "string" ? v : JSON.stringify(v));
+    put("{");
+    expect(() => readResumeState(dir)).toThrow(/is not valid JSON/);
+    put({ ...state, format: 2 });
+    expect(() => readResumeState(dir)).toThrow(/format must be 1/);
+    put({ ...state, completedIterations: -1 });
+    expect(() => readResumeState(dir)).toThrow(/completedIterations must be an integer >= 0/);
+    put({ ...state, checkpoint: undefined });
+    expect(() => readResumeState(dir)).toThrow(/checkpoint is missing for policy version 2/);
+    put({ ...state, config: null });
+    expect(() => readResumeState(dir)).toThrow(/config must be the run's config object/);
+  });
+});
+
+describe("configDifference", () => {
+  it("accepts the same config and more iterations", () => {
+    expect(configDifference(config, structuredClone(config), 2)).toBeUndefined();
+    expect(configDifference(config, { ...config, iterations: 5 }, 3)).toBeUndefined();
+  });
+
+  it("names the first differing setting, a list's length and iterations below those done", () => {
+    expect(configDifference(config, { ...config, train: { lr: 0.01 } }, 2)).toBe("train.lr: stored 0.003, given 0.01");
+    expect(configDifference(config, { ...config, engines: [...config.engines, { name: "e1", sequences: 4 }] }, 2)).toBe("engines: stored 1 entries, given 2");
+    expect(configDifference(config, { ...config, engines: [{ name: "e0", sequences: 8 }] }, 2)).toBe("engines.0.sequences: stored 4, given 8");
+    expect(configDifference(config, { ...config, eval: { tasks: 4 } }, 2)).toBe('eval: stored (not set), given {"tasks":4}');
+    expect(configDifference(config, { ...config, iterations: 1 }, 2)).toBe("iterations: 1 is below the 2 iterations already done");
+  });
+});

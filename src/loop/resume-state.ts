@@ -1,0 +1,109 @@
+// `arbor run --resume <run dir>`: the small state file a sync run writes to its output folder after each
+// completed iteration (`resume.json`, written atomically), and the checks that a resumed run is the same run.
+// It holds what the next iteration needs and the store does not: the run's config and id, the iterations
+// done (the task cursor follows: iteration k rolls out the k-th slice of the dataset), the policy version
+// with its checkpoint and the trainer's optimizer state beside it, and how many times the run was resumed
+// (a fresh store run id for the iteration a kill interrupted). Random state needs no entry: a sync run takes
+// its tasks in order, and each program's sampling seed is derived from the config seed, its task and its
+// sample index (rollout/sync-rollout.ts), never from a generator's position.
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ArborError } from "../core/errors.js";
+import { writeFileAtomic } from "../model/atomic-file.js";
+
+export const RESUME_FILE = "resume.json";
+
+/** What `resume.json` holds (format 1). */
+export interface ResumeState {
+  format: 1;
+  /** The run's base id (store runs `${runId}-it{k}`). */
+  runId: string;
+  /** The resolved run config the run started with (JSON of RunConfig). */
+  config: unknown;
+  /** Iterations whose step completed (batch exported, trainer stepped, engines synced). */
+  completedIterations: number;
+  /** Tasks the completed iterations rolled out: the next iteration starts at this index of the dataset. */
+  taskCursor: number;
+  /** Policy version after the last completed iteration (0: the starting model). */
+  policyVersion: number;
+  /** Checkpoint GGUF of `policyVersion` (absent at version 0 or without training). */
+  checkpoint?: string;
+  /** The reference trainer's optimizer state saved beside that checkpoint. */
+  optimizer?: string;
+  /** Times this run was resumed so far. */
+  resumes: number;
+  /** Clock time of the write (ms). */
+  updatedAt: number;
+}
+
+/** Write `dir/resume.json` whole or not at all. */
+export function writeResumeState(dir: string, state: ResumeState): void {
+  writeFileAtomic(join(dir, RESUME_FILE), (put) => put(new TextEncoder().encode(`${JSON.stringify(state, null, 2)}\n`)));
+}
+
+/**
+ * Read `dir/resume.json`.
+ * @throws ArborError naming the file and the field when it is missing or not a resume state.
+ */
+export function readResumeState(dir: string): ResumeState {
+  const path = join(dir, RESUME_FILE);
+  if (!existsSync(path)) {
+    throw new ArborError(`--resume ${dir}: no ${RESUME_FILE} there (a sync run writes it after its first completed iteration; is this the run's output.dir?)`, "config");
+  }
+  let s: Record<string, unknown>;
+  try {
+    s = JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+  } catch (err) {
+    throw new ArborError(`--resume: ${path} is not valid JSON (${(err as Error).message})`, "config");
+  }
+  const bad = (field: string, why: string): never => {
+    throw new ArborError(`--resume: ${path}: ${field} ${why}`, "config");
+  };
+  if (s.format !== 1) bad("format", "must be 1");
+  if (typeof s.runId !== "string" || s.runId === "") bad("runId", "must be a non-empty string");
+  if (typeof s.config !== "object" || s.config === null) bad("config", "must be the run's config object");
+  for (const f of ["completedIterations", "taskCursor", "policyVersion", "resumes", "updatedAt"]) {
+    const v = s[f];
+    if (!(typeof v === "number" && Number.isInteger(v) && v >= 0)) bad(f, "must be an integer >= 0");
+  }
+  for (const f of ["checkpoint", "optimizer"]) if (s[f] !== undefined && typeof s[f] !== "string") bad(f, "must be a path");
+  if ((s.policyVersion as number) > 0 && s.checkpoint === undefined) bad("checkpoint", `is missing for policy version ${String(s.policyVersion)}`);
+  return s as unknown as ResumeState;
+}
+
+/**
+ * The first difference between the stored and the given config, as `path: stored X, given Y`, or undefined
+ * when they are the same run. `iterations` may be raised (to continue further) but not set below the
+ * iterations already done.
+ */
+export function configDifference(stored: unknown, given: unknown, completed: number): string | undefined {
+  // Compared as JSON, the form the state file keeps.
+  const s = JSON.parse(JSON.stringify(stored)) as Record<string, unknown>;
+  const g = JSON.parse(JSON.stringify(given)) as Record<string, unknown>;
+  const gi = g.iterations as number;
+  if (gi < completed) return `iterations: ${gi} is below the ${completed} iterations already done`;
+  return firstDifference({ ...s, iterations: 0 }, { ...g, iterations: 0 }, "");
+}
+
+function firstDifference(a: unknown, b: unknown, path: string): string | undefined {
+  const name = path === "" ? "config" : path;
+  if (a === b) return undefined;
+  const show = (v: unknown): string => (v === undefined ? "(not set)" : JSON.stringify(v));
+  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null;
+  if (Array.isArray(a) && Array.isArray(b)) {
+    if (a.length !== b.length) return `${name}: stored ${a.length} entries, given ${b.length}`;
+    for (let i = 0; i < a.length; i++) {
+      const d = firstDifference(a[i], b[i], `${path}${path ? "." : ""}${i}`);
+      if (d) return d;
+    }
+    return undefined;
+  }
+  if (isObj(a) && isObj(b) && !Array.isArray(a) && !Array.isArray(b)) {
+    for (const k of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) {
+      const d = firstDifference(a[k], b[k], `${path}${path ? "." : ""}${k}`);
+      if (d) return d;
+    }
+    return undefined;
+  }
+  return `${name}: stored ${show(a)}, given ${show(b)}`;
+}
