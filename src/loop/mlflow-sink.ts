@@ -16,24 +16,28 @@ export const MLFLOW_MAX_PARAMS_PER_BATCH = 100;
 /** MLflow 2's param value limit (characters); longer values are cut, with "…" at the end. */
 export const MLFLOW_MAX_PARAM_VALUE = 6000;
 
-export interface MlflowSinkOptions {
+/** What every tracking sink takes besides its service's own settings (mlflow-sink.ts, wandb-sink.ts). */
+export interface TrackingSinkOptions {
+  clock: Clock;
+  /** Progress and warnings (a failed post). */
+  log: (line: string) => void;
+  /** Entries waiting to be posted at most: the oldest are dropped beyond it. */
+  maxQueued?: number;
+  /** Tries per request (default 5). */
+  attempts?: number;
+  env?: NodeJS.ProcessEnv;
+  fetch?: typeof fetch;
+}
+
+export interface MlflowSinkOptions extends TrackingSinkOptions {
   /** Tracking server, e.g. http://127.0.0.1:5000 (MLFLOW_TRACKING_URI). */
   url: string;
   experiment: string;
   runName: string;
   /** Logged once as the run's params (the run config, flattened). */
   params?: Record<string, string>;
-  /** Tags of the MLflow run (`arbor.run_id`, …). */
+  /** Tags of the MLflow run (`arbor.run_id`, …). maxQueued counts metrics (default 100,000). */
   tags?: Record<string, string>;
-  clock: Clock;
-  /** Progress and warnings (a failed post). */
-  log: (line: string) => void;
-  /** Metrics waiting to be posted at most (default 100,000): the oldest are dropped beyond it. */
-  maxQueued?: number;
-  /** Tries per request (default 5). */
-  attempts?: number;
-  env?: NodeJS.ProcessEnv;
-  fetch?: typeof fetch;
 }
 
 interface Metric {

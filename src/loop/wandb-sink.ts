@@ -7,11 +7,11 @@
 // with WANDB_API_KEY; WANDB_BASE_URL points at a self-hosted server. As with MLflow (mlflow-sink.ts), an
 // unreachable server fails the run at start; later failures are retried, counted and reported, and the queue
 // is bounded.
-import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { retrying } from "../core/retry.js";
+import type { TrackingSinkOptions } from "./mlflow-sink.js";
 
-export interface WandbSinkOptions {
+export interface WandbSinkOptions extends TrackingSinkOptions {
   /** W&B server (default WANDB_BASE_URL, else https://api.wandb.ai). */
   baseUrl?: string;
   project: string;
@@ -20,16 +20,8 @@ export interface WandbSinkOptions {
   /** The W&B run id (Arbor's run id, made W&B-safe) and its display name. */
   runId: string;
   displayName: string;
-  /** The run's config, flattened or nested. */
+  /** The run's config, flattened or nested. maxQueued counts history rows (default 10,000). */
   config?: Record<string, unknown>;
-  clock: Clock;
-  log: (line: string) => void;
-  /** History rows waiting at most (default 10,000): the oldest are dropped beyond it. */
-  maxQueued?: number;
-  /** Tries per request (default 5). */
-  attempts?: number;
-  env?: NodeJS.ProcessEnv;
-  fetch?: typeof fetch;
 }
 
 const UPSERT_BUCKET = `mutation UpsertBucket($id: String, $name: String, $project: String, $entity: String, $displayName: String, $config: JSONString, $jobType: String, $tags: [String!]) {

@@ -3,6 +3,7 @@
 // with the backends' Prometheus reader, and an Arbor engine's GET /health for its policy version. Every
 // request is bounded by a timeout; a failure makes the row unhealthy with the reason, never throws.
 import { firstPresent, meanOf, parsePrometheusText, sumOf, type PromSample } from "../../backends/prometheus-text.js";
+import type { ProgramEntry } from "../../gateway/program-table.js";
 import type { EngineRow, GatewayRow } from "./dashboard-types.js";
 
 /** Longest wait for one /metrics or /health answer (an in-process engine answers late while llama.cpp computes). */
@@ -71,18 +72,8 @@ export async function probeGateway(url: string, adminToken?: string): Promise<Ga
   return row;
 }
 
-/** One entry of the gateway's GET /programs (its program table). */
-export interface GatewayProgram {
-  id: string;
-  state: "active" | "terminated";
-  calls: number;
-  inFlight: number;
-  contextTokens: number;
-  backend: string | null;
-  phase: "reasoning" | "acting";
-  openedAt: number;
-  lastActivity: number;
-}
+/** One entry of the gateway's GET /programs: a row of its program table. */
+export type GatewayProgram = ProgramEntry;
 
 /** The gateway's program table (GET /programs, admin). Throws with the reason when it cannot be read. */
 export async function gatewayPrograms(url: string, adminToken?: string): Promise<GatewayProgram[]> {
