@@ -158,7 +158,6 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   const env = await environmentFromConfig(cfg.env);
   // With `eval`, the held-out tasks come after the training ones (or at the end of a task file), none sharing a training task's prompt.
   const { tasks: trainTasks, heldOut, perIteration: tasksPerIteration, source: taskSource } = await runTasks(env, cfg.env, cfg.iterations, cfg.eval?.tasks ?? 0);
-  const split = { train: trainTasks, heldOut };
   const custom = cfg.reward.custom ? await loadCustomRewards(cfg.reward.custom) : undefined;
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
@@ -205,8 +204,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const settings = orchestratorSettings(cfg.rollout, tasksPerIteration);
     // Native tool calls: the system prompt declares no markup (the request's `tools` declare the tools).
     const native = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native";
-    const allTasks = native ? split.train.map((t) => nativeTask(env, t)) : split.train;
-    const heldOutTasks = native ? split.heldOut.map((t) => nativeTask(env, t)) : split.heldOut;
+    const allTasks = native ? trainTasks.map((t) => nativeTask(env, t)) : trainTasks;
+    const heldOutTasks = native ? heldOut.map((t) => nativeTask(env, t)) : heldOut;
     // A resumed run goes on after the iterations done, at the task cursor; the iteration a kill interrupted is
     // rolled out again from its start in a store run of a fresh id (so fresh group ids): the killed attempt's
     // programs stay in the store, ended as aborted, and no batch holds them, so every task slot trains once.
@@ -243,28 +242,32 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done, policy v${resume.policyVersion}`);
     } else if (resume !== undefined) log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done`);
     const progress = opts.progress ? progressBar(cfg, settings.batchGroups * cfg.rollout.groupSize) : undefined;
-    const rollout = new OrchestratedRollout({
-      runId: baseRunId,
-      runOf,
-      run: { name: cfg.name, configJson: JSON.stringify(cfg) },
+    // How every program runs (the rollout's and the held-out evaluation's alike).
+    const programOptions = {
       env,
-      tasks,
-      shuffle: !sync,
-      concurrency: cfg.rollout.concurrency,
       store,
-      programs: d.programs,
       gatewayUrl: d.gatewayUrl,
       ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
       model: servedModelOf(cfg),
       limits: cfg.agent,
-      temperature: cfg.agent.temperature,
-      // Rewards relative to the group (completion time) wait for the group's last program.
-      reward: (group, rctx) => rewarder.add(group, rctx),
       ...(cfg.agent.context !== undefined ? { context: cfg.agent.context } : {}),
       agent,
       seed: cfg.seed,
       clock,
       signal: abort.signal,
+    };
+    const rollout = new OrchestratedRollout({
+      ...programOptions,
+      runId: baseRunId,
+      runOf,
+      run: { name: cfg.name, configJson: JSON.stringify(cfg) },
+      tasks,
+      shuffle: !sync,
+      concurrency: cfg.rollout.concurrency,
+      programs: d.programs,
+      temperature: cfg.agent.temperature,
+      // Rewards relative to the group (completion time) wait for the group's last program.
+      reward: (group, rctx) => rewarder.add(group, rctx),
       settings,
       scheduler: schedulerFromConfig(cfg.rollout),
       rng: new Rng(cfg.seed).fork("dataset"),
@@ -289,19 +292,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         runId: `${baseRunId}-eval`,
         run: { name: cfg.name, configJson: JSON.stringify(cfg), of: baseRunId },
         programs: d.programs,
-        options: {
-          env,
-          store,
-          gatewayUrl: d.gatewayUrl,
-          ...(adminToken ? { gatewayAdminToken: adminToken } : {}),
-          model: servedModelOf(cfg),
-          limits: cfg.agent,
-          ...(cfg.agent.context !== undefined ? { context: cfg.agent.context } : {}),
-          agent,
-          seed: cfg.seed,
-          clock,
-          signal: abort.signal,
-        },
+        options: programOptions,
         temperature,
         samples: cfg.eval.samples,
         store,
