@@ -65,7 +65,7 @@ describe("MlflowSink", () => {
     expect(mlflow.requests.at(-1)?.authorization).toBe(`Basic ${Buffer.from("u:p").toString("base64")}`);
     await expect(start({ url: "ftp://x" })).rejects.toThrow(/tracking\.mlflow\.url: must be an http\(s\) URL, got 'ftp:\/\/x'/);
     await mlflow.close();
-    await expect(start({ attempts: 1 })).rejects.toThrow(/MLflow experiments\/get-by-name: failed 1 times/);
+    await expect(start({ attempts: 1 })).rejects.toThrow(/MLflow GET experiments\/get-by-name: failed 1 times/);
     mlflow = await startFakeMlflow();
   });
 });

@@ -6,28 +6,14 @@
 // with backoff; what still fails is counted and reported, never allowed to stop training (metrics.jsonl keeps
 // every number). The queue is bounded: past `maxQueued` metrics the oldest are dropped and counted.
 // Credentials are MLflow's own variables: MLFLOW_TRACKING_TOKEN (bearer) or MLFLOW_TRACKING_USERNAME/PASSWORD.
-import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
-import { retrying } from "../core/retry.js";
+import { TrackingQueue, trackingRequest, type TrackingSinkOptions } from "./tracking-transport.js";
 
 /** MLflow's per-request limits (log-batch). */
 export const MLFLOW_MAX_METRICS_PER_BATCH = 1000;
 export const MLFLOW_MAX_PARAMS_PER_BATCH = 100;
 /** MLflow 2's param value limit (characters); longer values are cut, with "…" at the end. */
 export const MLFLOW_MAX_PARAM_VALUE = 6000;
-
-/** What every tracking sink takes besides its service's own settings (mlflow-sink.ts, wandb-sink.ts). */
-export interface TrackingSinkOptions {
-  clock: Clock;
-  /** Progress and warnings (a failed post). */
-  log: (line: string) => void;
-  /** Entries waiting to be posted at most: the oldest are dropped beyond it. */
-  maxQueued?: number;
-  /** Tries per request (default 5). */
-  attempts?: number;
-  env?: NodeJS.ProcessEnv;
-  fetch?: typeof fetch;
-}
 
 export interface MlflowSinkOptions extends TrackingSinkOptions {
   /** Tracking server, e.g. http://127.0.0.1:5000 (MLFLOW_TRACKING_URI). */
@@ -52,10 +38,7 @@ export type MlflowRunStatus = "FINISHED" | "FAILED" | "KILLED";
 
 /** A run on an MLflow tracking server; see the file header. */
 export class MlflowSink {
-  private queue: Metric[] = [];
-  private draining: Promise<void> | undefined;
-  private dropped = 0;
-  private failed = 0;
+  private readonly queue: TrackingQueue<Metric>;
 
   private constructor(
     private readonly o: MlflowSinkOptions,
@@ -63,7 +46,14 @@ export class MlflowSink {
     /** The MLflow run's id. */
     readonly runId: string,
     readonly experimentId: string,
-  ) {}
+  ) {
+    this.queue = new TrackingQueue<Metric>({
+      max: o.maxQueued ?? 100_000,
+      batch: MLFLOW_MAX_METRICS_PER_BATCH,
+      send: async (metrics) => void (await this.call("POST", "runs/log-batch", { run_id: this.runId, metrics })),
+      log: (n, e) => o.log(`tracking mlflow: ${n} metric(s) not logged: ${e.message}`),
+    });
+  }
 
   /** Find or create the experiment, create the run and log its params. */
   static async start(o: MlflowSinkOptions): Promise<MlflowSink> {
@@ -94,39 +84,23 @@ export class MlflowSink {
 
   /** Queue one step's scalars (non-finite values are left out: MLflow refuses NaN in JSON). */
   log(step: number, scalars: Record<string, number>, timestamp: number): void {
-    for (const [key, value] of Object.entries(scalars)) {
-      if (Number.isFinite(value)) this.queue.push({ key, value, timestamp: Math.round(timestamp), step });
-    }
-    const max = this.o.maxQueued ?? 100_000;
-    if (this.queue.length > max) {
-      this.dropped += this.queue.length - max;
-      this.queue.splice(0, this.queue.length - max);
-    }
-    this.draining ??= this.drain().finally(() => (this.draining = undefined));
+    const metrics = Object.entries(scalars)
+      .filter(([, value]) => Number.isFinite(value))
+      .map(([key, value]) => ({ key, value, timestamp: Math.round(timestamp), step }));
+    this.queue.push(...metrics);
   }
 
   /** Post what is queued, then mark the run `status` with its end time. Never throws: failures are reported. */
   async finish(status: MlflowRunStatus): Promise<{ dropped: number; failed: number }> {
-    while (this.draining) await this.draining;
+    await this.queue.flush();
     try {
       await this.call("POST", "runs/update", { run_id: this.runId, status, end_time: Math.round(this.o.clock.now()) });
     } catch (e) {
       this.o.log(`tracking mlflow: could not mark run ${this.runId} ${status}: ${(e as Error).message}`);
     }
-    if (this.dropped + this.failed > 0) this.o.log(`tracking mlflow: ${this.failed} metric(s) not accepted, ${this.dropped} dropped from a full queue (metrics.jsonl has them all)`);
-    return { dropped: this.dropped, failed: this.failed };
-  }
-
-  private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, MLFLOW_MAX_METRICS_PER_BATCH);
-      try {
-        await this.call("POST", "runs/log-batch", { run_id: this.runId, metrics: batch });
-      } catch (e) {
-        this.failed += batch.length;
-        this.o.log(`tracking mlflow: ${batch.length} metric(s) not logged: ${(e as Error).message}`);
-      }
-    }
+    const { dropped, failed } = this.queue;
+    if (dropped + failed > 0) this.o.log(`tracking mlflow: ${failed} metric(s) not accepted, ${dropped} dropped from a full queue (metrics.jsonl has them all)`);
+    return { dropped, failed };
   }
 
   private async experimentId_(name: string): Promise<string> {
@@ -143,26 +117,14 @@ export class MlflowSink {
    * 404 RESOURCE_DOES_NOT_EXIST answers undefined. A 4xx is an error naming MLflow's error_code and message.
    */
   private call(method: "GET" | "POST", path: string, body: unknown, missingOk = false): Promise<unknown> {
-    const f = this.o.fetch ?? fetch;
-    const url = `${this.o.url}/api/2.0/mlflow/${path}`;
-    const op = async (): Promise<unknown> => {
-      const r = await f(url, { method, headers: this.headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}), signal: AbortSignal.timeout(30_000) });
-      const text = await r.text();
-      let json: { error_code?: string; message?: string } = {};
-      try {
-        json = text ? (JSON.parse(text) as typeof json) : {};
-      } catch {
-        // A proxy's HTML page: reported by status below.
-      }
-      if (r.ok) return json;
-      if (missingOk && r.status === 404 && json.error_code === "RESOURCE_DOES_NOT_EXIST") return undefined;
-      const error = new ArborError(`MLflow ${method} ${path.split("?")[0]}: ${r.status} ${json.error_code ?? ""} ${json.message ?? text.slice(0, 200)}`.trim(), r.status >= 500 || r.status === 429 ? "unreachable" : "config");
-      throw error;
-    };
-    return retrying(`MLflow ${path.split("?")[0]}`, op, this.o.clock, {
-      attempts: this.o.attempts ?? 5,
-      // Refusals (bad request, unauthorised) do not get better by asking again.
-      retryable: (e) => !(e instanceof ArborError && e.code === "config"),
+    return trackingRequest(this.o, {
+      method,
+      url: `${this.o.url}/api/2.0/mlflow/${path}`,
+      headers: this.headers,
+      body,
+      what: `MLflow ${method} ${path.split("?")[0]}`,
+      accept: (status, json) => (missingOk && status === 404 && json.error_code === "RESOURCE_DOES_NOT_EXIST" ? { value: undefined } : undefined),
+      detail: (json, text) => `${typeof json.error_code === "string" ? json.error_code : ""} ${typeof json.message === "string" ? json.message : text.slice(0, 200)}`.trim(),
     });
   }
 }

@@ -8,8 +8,7 @@
 // unreachable server fails the run at start; later failures are retried, counted and reported, and the queue
 // is bounded.
 import { ArborError } from "../core/errors.js";
-import { retrying } from "../core/retry.js";
-import type { TrackingSinkOptions } from "./mlflow-sink.js";
+import { TrackingQueue, trackingRequest, type TrackingSinkOptions } from "./tracking-transport.js";
 
 export interface WandbSinkOptions extends TrackingSinkOptions {
   /** W&B server (default WANDB_BASE_URL, else https://api.wandb.ai). */
@@ -40,12 +39,10 @@ export function wandbRunId(s: string): string {
 
 /** A run on a W&B server; see the file header. */
 export class WandbSink {
-  private queue: string[] = [];
+  private readonly queue: TrackingQueue<string>;
   private summary: Record<string, number> = {};
+  /** The history file's next line number on the server. */
   private offset = 0;
-  private draining: Promise<void> | undefined;
-  private dropped = 0;
-  private failed = 0;
   private readonly started: number;
 
   private constructor(
@@ -55,6 +52,20 @@ export class WandbSink {
     readonly path: { entity: string; project: string; run: string },
   ) {
     this.started = o.clock.now();
+    this.queue = new TrackingQueue<string>({
+      max: o.maxQueued ?? 10_000,
+      batch: Number.POSITIVE_INFINITY,
+      send: async (content) => {
+        const offset = this.offset;
+        this.offset += content.length;
+        await this.post(this.streamUrl(), {
+          files: { "wandb-history.jsonl": { offset, content }, "wandb-summary.json": { offset: 0, content: [JSON.stringify(this.summary)] } },
+        });
+      },
+      log: (n, e) => o.log(`tracking wandb: ${n} history row(s) not logged: ${e.message}`),
+      // Dropped rows still take their place in the history file: the offsets stay the server's.
+      onDrop: (n) => (this.offset += n),
+    });
   }
 
   /** Create (upsert) the run with its config. */
@@ -90,48 +101,24 @@ export class WandbSink {
     for (const [k, v] of Object.entries(scalars)) if (Number.isFinite(v)) row[k] = v;
     Object.assign(this.summary, row);
     this.queue.push(JSON.stringify({ ...row, _step: step, _runtime: (time - this.started) / 1000, _timestamp: time / 1000 }));
-    const max = this.o.maxQueued ?? 10_000;
-    if (this.queue.length > max) {
-      // Dropped rows still take their place in the history file: the offsets stay the server's.
-      const n = this.queue.length - max;
-      this.dropped += n;
-      this.offset += n;
-      this.queue.splice(0, n);
-    }
-    this.draining ??= this.drain().finally(() => (this.draining = undefined));
   }
 
   /** Post what is queued, then mark the file stream complete (exit code 0 for FINISHED, 1 otherwise). Never throws. */
   async finish(status: "FINISHED" | "FAILED" | "KILLED"): Promise<{ dropped: number; failed: number }> {
-    while (this.draining) await this.draining;
+    await this.queue.flush();
     try {
       await this.post(this.streamUrl(), { complete: true, exitcode: status === "FINISHED" ? 0 : status === "KILLED" ? 255 : 1 });
     } catch (e) {
       this.o.log(`tracking wandb: could not mark run ${this.path.run} complete: ${(e as Error).message}`);
     }
-    if (this.dropped + this.failed > 0) this.o.log(`tracking wandb: ${this.failed} history row(s) not accepted, ${this.dropped} dropped from a full queue (metrics.jsonl has them all)`);
-    return { dropped: this.dropped, failed: this.failed };
+    const { dropped, failed } = this.queue;
+    if (dropped + failed > 0) this.o.log(`tracking wandb: ${failed} history row(s) not accepted, ${dropped} dropped from a full queue (metrics.jsonl has them all)`);
+    return { dropped, failed };
   }
 
   private streamUrl(): string {
     const { entity, project, run } = this.path;
     return `${this.o.baseUrl}/files/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/${encodeURIComponent(run)}/file_stream`;
-  }
-
-  private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
-      const content = this.queue.splice(0, this.queue.length);
-      const offset = this.offset;
-      this.offset += content.length;
-      try {
-        await this.post(this.streamUrl(), {
-          files: { "wandb-history.jsonl": { offset, content }, "wandb-summary.json": { offset: 0, content: [JSON.stringify(this.summary)] } },
-        });
-      } catch (e) {
-        this.failed += content.length;
-        this.o.log(`tracking wandb: ${content.length} history row(s) not logged: ${(e as Error).message}`);
-      }
-    }
   }
 
   /** A GraphQL request; GraphQL errors in a 200 answer are errors too. */
@@ -143,18 +130,7 @@ export class WandbSink {
 
   /** POST JSON, retried on network errors, 5xx and 429; a 4xx is an error naming the status. */
   private post(url: string, body: unknown): Promise<unknown> {
-    const f = this.o.fetch ?? fetch;
-    const what = `W&B ${url.replace(this.o.baseUrl, "")}`;
-    const op = async (): Promise<unknown> => {
-      const r = await f(url, { method: "POST", headers: { "content-type": "application/json", authorization: this.auth }, body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
-      const text = await r.text();
-      if (!r.ok) throw new ArborError(`${what}: ${r.status} ${text.slice(0, 200)}`, r.status >= 500 || r.status === 429 ? "unreachable" : "config");
-      try {
-        return text ? (JSON.parse(text) as unknown) : {};
-      } catch {
-        return {};
-      }
-    };
-    return retrying(what, op, this.o.clock, { attempts: this.o.attempts ?? 5, retryable: (e) => !(e instanceof ArborError && e.code === "config") });
+    const headers = { "content-type": "application/json", authorization: this.auth };
+    return trackingRequest(this.o, { method: "POST", url, headers, body, what: `W&B ${url.replace(this.o.baseUrl, "")}` });
   }
 }
