@@ -49,11 +49,13 @@ interface Mode {
   groups: boolean;
 }
 
+const NO_SPECULATION: Mode = { name: "none", groups: false };
+const GROUP_TREES: Mode = { name: "group-shared trees (Seer)", speculative: { method: "suffix", maxCachedResponses: 0, adaptive: false }, groups: true };
 const MODES: Mode[] = [
-  { name: "none", groups: false },
+  NO_SPECULATION,
   { name: "per-request trees", speculative: { method: "suffix", maxCachedResponses: 0, adaptive: false }, groups: false },
   { name: "suffix (+ global tree)", speculative: { method: "suffix", adaptive: false }, groups: false },
-  { name: "group-shared trees (Seer)", speculative: { method: "suffix", maxCachedResponses: 0, adaptive: false }, groups: true },
+  GROUP_TREES,
   { name: "group-shared, adaptive budget", speculative: { method: "suffix", maxCachedResponses: 0 }, groups: true },
 ];
 
@@ -152,7 +154,7 @@ function secondTurn(messages: ChatMessage[], first: GenerateResult): ChatMessage
 
 /** Two-turn agent traces: the first turns from the policy (greedy), replayed as two waves of prompts. */
 async function agentTraces(tasks: number): Promise<Job[][]> {
-  const e = await engine(MODES[0] as Mode, 8);
+  const e = await engine(NO_SPECULATION, 8);
   try {
     const first: Job[] = [];
     const second: Job[] = [];
@@ -171,7 +173,7 @@ async function agentTraces(tasks: number): Promise<Job[][]> {
 
 /** Acceptance length of one response as its finished siblings grow (group trees only). */
 async function siblingSweep(groups: number, counts: readonly number[], opts: BenchOptions): Promise<BenchTable> {
-  const mode = MODES[3] as Mode;
+  const mode = GROUP_TREES;
   const rows: (string | number)[][] = [];
   for (const s of counts) {
     opts.log(`specdec: siblings ${s}`);
