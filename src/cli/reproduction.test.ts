@@ -1,0 +1,61 @@
+// The reproduction table from reports: each figure computed from the right systems, targets judged, a missed
+// target without an attribution flagged, and the text deterministic.
+import { describe, expect, it } from "vitest";
+import { SIM_REPORT_FORMAT, type SimReport, type SimSystemResult } from "../sim/scenario/sim-report.js";
+import { REPRODUCTION_PLAN, REPRODUCTION_ROWS, reproductionMarkdown, unattributedRows } from "./reproduction.js";
+
+function result(system: string, iterationMs: number, tailMs: number, stepsPerMin = 0): SimSystemResult {
+  const summary = { requests: 10, completed: 10, aborted: 0, programs: 2, makespanMs: iterationMs, iterationMs, outputTokens: 1000, throughputTokensPerS: 1e6 / iterationMs, stepsPerMin, tailMs, p50Ms: iterationMs / 2, p90Ms: iterationMs - tailMs, p99Ms: iterationMs * 0.99, preemptions: 3, recomputedTokens: 40, peakKvUsage: 0.9, meanStaleness: 0 };
+  return { system, description: system, summary, series: { throughput: [], kvUsage: {}, preemptions: [], recomputedTokens: [], staleness: [] }, completionPercentilesMs: Array.from({ length: 101 }, (_, i) => (iterationMs * i) / 100) };
+}
+
+function report(name: string, kind: "rollout" | "agent", systems: SimSystemResult[]): SimReport {
+  const base = systems[0] as SimSystemResult;
+  return {
+    format: SIM_REPORT_FORMAT,
+    workload: { name, kind, description: `${name} workload`, sources: ["a paper, Table 3"], scale: { engines: 4 } },
+    seed: 1,
+    baseline: base.system,
+    systems,
+    ratios: systems.map((s) => ({ system: s.system, speedup: base.summary.iterationMs / s.summary.iterationMs, throughput: 1, tailReduction: 1 - s.summary.tailMs / base.summary.tailMs })),
+  };
+}
+
+describe("reproduction table", () => {
+  const reports = new Map<string, SimReport>([
+    // seer 2× faster than verl-like with a tail 80% shorter, at 90% of the oracle; arbor as fast as the oracle.
+    ["seer-moonlight", report("seer-moonlight", "rollout", [result("verl-like", 2000, 500), result("seer", 1000, 100), result("oracle", 900, 90), result("arbor", 900, 90)])],
+    ["thunder-swe", report("thunder-swe", "agent", [result("sglang-router", 1000, 100, 100), result("thunderagent", 1000, 100, 150), result("arbor", 1000, 100, 160)])],
+  ]);
+  const meta = { command: "arbor sim --reproduction", seed: 1, scale: 1 };
+
+  it("computes each figure from its systems and judges it against its target", () => {
+    const md = reproductionMarkdown(reports, {}, meta);
+    const line = (id: string): string => md.split("\n").find((l) => l.startsWith(`| ${id} |`)) ?? "";
+    expect(line("seer-moonlight/speedup")).toContain("| 2.00× | ≥ 1.44× | yes |");
+    expect(line("seer-moonlight/tail")).toContain("| −80% | −72% or better | yes |");
+    expect(line("seer-moonlight/oracle")).toContain("| 90% | ≥ 96% | no | **unattributed** |");
+    expect(line("seer-moonlight/arbor")).toContain("| 1.11× | ≥ 1.00× | yes |"); // the oracle is not a system to beat
+    expect(line("seer-moonlight/ablation-seer-divided")).toContain("| — |");
+    expect(line("seer-moonlight/ablation-seer-divided")).toContain("| not run |");
+    expect(line("thunder-swe/thunderagent")).toContain("| 1.50× | ≥ 1.8× | no |");
+    expect(line("thunder-swe/arbor")).toContain("| 1.07× |");
+    expect(line("seer-kimik2/speedup")).toContain("| not run |");
+    expect(md).toContain("## seer-moonlight");
+    expect(md).toContain("- a paper, Table 3");
+  });
+
+  it("uses the attribution notes, flags the rows missed without one, and is deterministic", () => {
+    expect(unattributedRows(reports, {})).toEqual(["seer-moonlight/oracle", "thunder-swe/thunderagent"]);
+    const notes = { "seer-moonlight/oracle": "length estimate | too low", "thunder-swe/thunderagent": "tool time short" };
+    expect(unattributedRows(reports, notes)).toEqual([]);
+    const md = reproductionMarkdown(reports, notes, meta);
+    expect(md).toContain("| no | length estimate \\| too low |");
+    expect(reproductionMarkdown(reports, notes, meta)).toBe(md);
+  });
+
+  it("plans every workload and system a row needs", () => {
+    for (const row of REPRODUCTION_ROWS) expect(REPRODUCTION_PLAN[row.workload], row.id).toBeDefined();
+    expect(REPRODUCTION_PLAN["seer-moonlight"]).toEqual(expect.arrayContaining(["seer-divided", "seer-specdec", "oracle"]));
+  });
+});
