@@ -1,0 +1,59 @@
+// `arbor sim --reproduction`: runs every workload of the reproduction plan with the systems its rows need, writes
+// each report beside the others (`<out dir>/<workload>/report.json` and its HTML), and regenerates
+// `docs/reproduction.md` from them and the attribution notes (`docs/reproduction-notes.yaml`). See reproduction.ts.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { ArborError } from "../core/errors.js";
+import type { SimReport } from "../sim/scenario/sim-report.js";
+import { REPRODUCTION_PLAN, reproductionMarkdown, unattributedRows } from "./reproduction.js";
+
+/** Runs one workload's systems into a report (the `arbor sim` command's work), and writes its files. */
+export type RunWorkload = (workload: string, systems: readonly string[], o: { seed: number; scale: number }) => Promise<SimReport>;
+
+export interface ReproduceOptions {
+  seed: number;
+  scale: number;
+  /** The document to write (default docs/reproduction.md). */
+  doc: string;
+  /** The attribution notes (default docs/reproduction-notes.yaml); a missing file is no notes. */
+  notes: string;
+  /** Only these workloads of the plan (default all). */
+  workloads?: readonly string[];
+  log: (line: string) => void;
+}
+
+const Notes = z.record(z.string().regex(/^[a-z0-9-]+\/[a-z0-9*-]+$/, "a row id: <workload>/<figure>"), z.string().min(1));
+
+/** Read the attribution notes: a YAML map of row id → text. */
+export function loadReproductionNotes(path: string): Record<string, string> {
+  if (!existsSync(path)) return {};
+  const parsed = Notes.safeParse(parseYaml(readFileSync(path, "utf8")) ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    // A bad key's reason is nested one level down (zod's invalid_key).
+    const reason = issue && "issues" in issue && Array.isArray(issue.issues) && issue.issues[0] ? (issue.issues[0] as { message: string }).message : issue?.message;
+    throw new ArborError(`${path}: ${issue?.path.join(".") || "(top)"}: ${reason ?? "invalid"}`, "config");
+  }
+  return parsed.data;
+}
+
+/** Run the plan and write the document; answers the rows that miss their target without an attribution. */
+export async function reproduceCommand(run: RunWorkload, o: ReproduceOptions): Promise<string[]> {
+  const notes = loadReproductionNotes(o.notes);
+  const names = o.workloads ?? Object.keys(REPRODUCTION_PLAN);
+  for (const w of names) if (!REPRODUCTION_PLAN[w]) throw new ArborError(`--workloads: '${w}' is not in the reproduction plan (${Object.keys(REPRODUCTION_PLAN).join(", ")})`, "config");
+  const reports = new Map<string, SimReport>();
+  for (const [i, w] of names.entries()) {
+    o.log(`reproduction: ${i + 1}/${names.length} ${w} (${(REPRODUCTION_PLAN[w] ?? []).join(", ")})`);
+    reports.set(w, await run(w, REPRODUCTION_PLAN[w] ?? [], { seed: o.seed, scale: o.scale }));
+  }
+  const command = `arbor sim --reproduction --seed ${o.seed}${o.scale !== 1 ? ` --scale ${o.scale}` : ""}`;
+  mkdirSync(dirname(o.doc), { recursive: true });
+  writeFileSync(o.doc, reproductionMarkdown(reports, notes, { command, seed: o.seed, scale: o.scale }));
+  o.log(`reproduction: wrote ${o.doc}`);
+  const missing = unattributedRows(reports, notes);
+  for (const id of missing) o.log(`reproduction: row ${id} misses its target and has no attribution in ${o.notes}`);
+  return missing;
+}
