@@ -7,10 +7,17 @@ describe("arbor bench engine", () => {
     const tables = await getBenchmark("engine").run({ quick: true, log: (l) => lines.push(l) });
     const t = tables.find((x) => x.title.startsWith("(c)"))!;
     expect(t.rows.map((r) => r[0])).toEqual([1, 2]);
+    expect(t.columns.slice(2, 7)).toEqual(["node-llama-cpp tok/s", "arbor tok/s", "ratio", "target", "meets"]);
     for (const r of t.rows) {
-      expect(r[2]).toBeGreaterThan(0);
-      expect(r[3]).toBeGreaterThan(0);
-      expect(r[4]).toBeCloseTo((r[2] as number) / (r[3] as number), 9);
+      const [rawTps, arborTps, ratio, target, meets, rawCpu, arborCpu, cpuRatio] = r.slice(2) as [number, number, number, number, string, number, number, number];
+      expect(rawTps).toBeGreaterThan(0);
+      expect(arborTps).toBeGreaterThan(0);
+      expect(ratio).toBeCloseTo(arborTps / rawTps, 9);
+      expect(target).toBe(0.9);
+      expect(meets).toBe(ratio >= 0.9 ? "yes" : "no");
+      expect(rawCpu).toBeGreaterThan(0);
+      expect(arborCpu).toBeGreaterThan(0);
+      expect(cpuRatio).toBeCloseTo(rawCpu / arborCpu, 9);
     }
     expect(lines.filter((l) => l.startsWith("llamacpp")).length).toBe(2);
     // (a): every cited reference point is matched within 10%.

@@ -2,12 +2,16 @@
 // Each step asks llama.cpp for the temperature-0 next-token distribution of every running
 // sequence; node-llama-cpp gathers the pending steps of all sequences into one decode batch
 // (continuous batching: a new request's prefill joins the running requests' decode steps).
+// The hot path (no repetition penalty) reads the distribution as llama.cpp's flat sorted pairs
+// through a NextTokenReader and samples from them in place; a repetition penalty needs llama.cpp
+// to reshape the raw logits with the history each step, so it keeps the controlled evaluation.
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
 import { LlamaTokenizer } from "./llama-tokenizer.js";
 import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult } from "./executor.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "./llama-context.js";
-import { sampleToken, splitLogitControls, StopRule, type SampledToken } from "./sampling.js";
+import { NextTokenReader } from "./llama-next-token-reader.js";
+import { sampleToken, sampleTokenFromPairs, splitLogitControls, StopRule, type SampledToken } from "./sampling.js";
 import { SequencePool } from "./sequence-pool.js";
 
 export interface LlamaCppExecutorOptions extends LlamaContextOptions {
@@ -82,6 +86,7 @@ export class LlamaCppExecutor implements Executor {
 
     const lease = await this.pool.acquire(req.signal);
     const seq = lease.item;
+    let reader: NextTokenReader | undefined;
     try {
       await seq.clearHistory();
       this.inUse.set(seq, 0);
@@ -89,17 +94,26 @@ export class LlamaCppExecutor implements Executor {
       const { raw, logitBias } = splitLogitControls(controls);
       const rule = new StopRule(this.stopIds, controls);
       const base = { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs, ...(logitBias ? { logitBias } : {}) };
+      if (!raw) reader = new NextTokenReader(seq);
       const tokens: SampledToken[] = [];
       // The prompt is fed whole (llama.cpp splits it over batches); only its last position needs
       // the next-token distribution. After that each step feeds the one token just sampled.
-      let input: number[] = [...prompt];
+      let input: readonly number[] = prompt;
       for (;;) {
         if (req.signal?.aborted) return { tokens, finishReason: "abort" };
-        const rawControls = raw ? { ...raw, history: [...prompt, ...tokens.map((t) => t.id)] } : undefined;
-        const probs = (await evaluateTokens(seq, input, true, rawControls)) as Map<number, number>;
-        this.inUse.set(seq, seq.nextTokenIndex);
         const suppress = rule.suppressAt(tokens.length);
-        const tok = sampleToken(probs, suppress ? { ...base, suppress } : base, req.rng, prompt.length + tokens.length);
+        const params = suppress ? { ...base, suppress } : base;
+        const position = prompt.length + tokens.length;
+        let tok: SampledToken;
+        if (reader) {
+          const pairs = await reader.next(input);
+          tok = sampleTokenFromPairs(pairs, params, req.rng, position);
+        } else {
+          const rawControls = raw ? { ...raw, history: [...prompt, ...tokens.map((t) => t.id)] } : undefined;
+          const probs = (await evaluateTokens(seq, input, true, rawControls)) as Map<number, number>;
+          tok = sampleToken(probs, params, req.rng, position);
+        }
+        this.inUse.set(seq, seq.nextTokenIndex);
         tokens.push(tok);
         req.onToken?.(tok);
         if (rule.stopsAt(tok.id, tokens.length)) return { tokens, finishReason: "stop", stopTokenId: tok.id };
@@ -107,6 +121,7 @@ export class LlamaCppExecutor implements Executor {
         input = [tok.id];
       }
     } finally {
+      reader?.dispose();
       this.inUse.delete(seq);
       lease.release();
     }

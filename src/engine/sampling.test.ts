@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { Rng } from "../core/rng.js";
 import { PositionKeyedRng } from "./position-keyed-rng.js";
-import { checkSamplingControls, sampleToken, splitLogitControls, StopRule } from "./sampling.js";
+import { referenceSampleToken } from "../testing/reference-sampler.js";
+import { checkSamplingControls, sampleToken, sampleTokenFromPairs, splitLogitControls, StopRule, type SampledToken, type SamplingParams } from "./sampling.js";
 
 // A fixed distribution over 5 tokens, listed in a scrambled order (llama.cpp sorts, we must not rely on it).
 const P = new Map<number, number>([
@@ -162,5 +163,77 @@ describe("sampling controls (vLLM logit_bias, min_tokens, ignore_eos, stop_token
     expect(() => checkSamplingControls({ minTokens: 5 }, 4, 10)).toThrow(/min_tokens must be less than or equal to max_tokens=4/);
     expect(() => checkSamplingControls({ stopTokenIds: [10] }, 4, 10)).toThrow(/stop_token_ids/);
     expect(() => checkSamplingControls({ minTokens: 4, stopTokenIds: [9], logitBias: new Map([[0, -100]]) }, 4, 10)).not.toThrow();
+  });
+});
+
+/**
+ * A distribution shaped like llama.cpp's: sorted by probability, most likely first, float32
+ * probabilities, with runs of equal values (listed in no particular id order, as std::sort leaves
+ * them) and a tail of exact zeros (underflow).
+ */
+function llamaLike(rng: Rng, n: number): [number, number][] {
+  const ids = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = rng.int(0, i);
+    [ids[i], ids[j]] = [ids[j] as number, ids[i] as number];
+  }
+  const logits = ids.map(() => (rng.float() < 0.2 ? 3 : Math.round(rng.float() * 40) / 4 - 8));
+  const zeros = rng.int(0, Math.floor(n / 4));
+  for (let k = 0; k < zeros; k++) logits[k] = -200;
+  const max = Math.max(...logits);
+  const z = logits.reduce((a, l) => a + Math.exp(l - max), 0);
+  const pairs = ids.map((id, k): [number, number] => [id, Math.fround(Math.exp((logits[k] as number) - max) / z)]);
+  // Stable by probability only: equal probabilities keep their shuffled id order.
+  return pairs.sort((a, b) => b[1] - a[1]);
+}
+
+describe("the fast sampler against the reference computation (full sort, full log-softmax)", () => {
+  const same = (got: SampledToken, want: SampledToken): void => {
+    expect(got.id).toBe(want.id);
+    expect(Object.is(got.logprob, want.logprob)).toBe(true);
+    expect(got.top).toEqual(want.top);
+  };
+
+  it("gives the same token and bit-identical logprobs, from a Map and from llama.cpp's flat pairs", () => {
+    const gen = new Rng(2026);
+    let reorders = 0;
+    for (let trial = 0; trial < 400; trial++) {
+      const dist = llamaLike(gen, gen.int(2, 301));
+      const n = dist.length;
+      const params: SamplingParams = {
+        temperature: [0, 0.3, 0.7, 1, 1.6][trial % 5] as number,
+        topP: trial % 3 === 0 ? 1 : 0.5 + gen.float() / 2,
+        topLogprobs: trial % 4,
+        // Controls reshape the order (the fast sampler then sorts); some trials have none.
+        ...(trial % 7 === 1 ? { logitBias: new Map([[dist[n - 1]?.[0] as number, 30], [dist[0]?.[0] as number, -1.5]]) } : {}),
+        ...(trial % 11 === 2 ? { suppress: new Set([dist[0]?.[0] as number]) } : {}),
+      };
+      if (params.logitBias || params.suppress) reorders++;
+      const map = new Map(dist);
+      const flat = dist.flat();
+      for (const seed of [1, 2, 3]) {
+        const pos = trial * 3 + seed;
+        const want = referenceSampleToken(map, params, PositionKeyedRng.fromSeed(seed), pos);
+        same(sampleToken(map, params, PositionKeyedRng.fromSeed(seed), pos), want);
+        same(sampleTokenFromPairs(flat, params, PositionKeyedRng.fromSeed(seed), pos), want);
+      }
+      // A plain stream Rng advances the same way.
+      const a = new Rng(trial);
+      const b = new Rng(trial);
+      for (let i = 0; i < 3; i++) same(sampleTokenFromPairs(flat, params, a, i), referenceSampleToken(map, params, b, i));
+      expect(a.nextU32()).toBe(b.nextU32());
+    }
+    expect(reorders).toBeGreaterThan(50);
+  });
+
+  it("orders equal probabilities by id whatever order they arrive in", () => {
+    const flat = [9, 0.25, 4, 0.25, 7, 0.25, 1, 0.125, 3, 0.125, 0, 0, 2, 0];
+    const t = sampleTokenFromPairs(flat, { temperature: 0, topP: 1, topLogprobs: 7 }, new Rng(1), 0);
+    expect(t.id).toBe(4);
+    expect(t.top.map((x) => x.id)).toEqual([4, 7, 9, 1, 3, 0, 2]);
+  });
+
+  it("rejects an empty distribution", () => {
+    expect(() => sampleTokenFromPairs([], { temperature: 1, topP: 1, topLogprobs: 0 }, new Rng(1), 0)).toThrow(/empty/);
   });
 });

@@ -127,71 +127,142 @@ export interface SampledToken extends TokenLogprob {
  * sampled (prompt length + tokens generated before it).
  */
 export function sampleToken(probs: ReadonlyMap<number, number>, params: SamplingParams, rng: Rng, position: number): SampledToken {
-  const { temperature, topP, topLogprobs, logitBias, suppress } = params;
+  checkParams(params);
+  if (probs.size === 0) throw new RangeError("empty probability distribution");
+  const n = probs.size;
+  const s = scratch(n);
+  let i = 0;
+  for (const [id, p] of probs) setCandidate(s, i++, id, p, params);
+  return pick(s, n, params, rng, position);
+}
+
+/**
+ * {@link sampleToken} on the distribution as llama.cpp's sampler hands it over: a flat
+ * `[id0, p0, id1, p1, …]` (node-llama-cpp's raw `sampleToken` result, most likely first), read in
+ * place: no Map, no copy of the distribution, and no sort when it arrives ordered. Same tokens and
+ * bit-identical logprobs as {@link sampleToken} on the Map of the same pairs in the same order.
+ */
+export function sampleTokenFromPairs(pairs: ArrayLike<number>, params: SamplingParams, rng: Rng, position: number): SampledToken {
+  checkParams(params);
+  const n = pairs.length >> 1;
+  if (n === 0) throw new RangeError("empty probability distribution");
+  const s = scratch(n);
+  for (let i = 0; i < n; i++) setCandidate(s, i, pairs[2 * i] as number, pairs[2 * i + 1] as number, params);
+  return pick(s, n, params, rng, position);
+}
+
+function checkParams({ temperature, topP }: SamplingParams): void {
   if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new RangeError(`temperature must be >= 0, got ${temperature}`);
   if (!(topP > 0 && topP <= 1)) throw new RangeError(`top_p must be in (0, 1], got ${topP}`);
-  if (probs.size === 0) throw new RangeError("empty probability distribution");
+}
 
-  const n = probs.size;
-  const ids = new Int32Array(n);
-  const logits = new Float64Array(n); // log p / T (log p when greedy)
-  let i = 0;
-  for (const [id, p] of probs) {
-    ids[i] = id;
-    let lp = p > 0 ? Math.log(p) : -Infinity;
-    if (suppress?.has(id)) lp = -Infinity;
-    else if (logitBias) lp += logitBias.get(id) ?? 0;
-    logits[i] = temperature > 0 ? lp / temperature : lp;
-    i++;
+/** Per-call working arrays, reused across calls (sampling is synchronous, so one set serves all). */
+interface Scratch {
+  ids: Int32Array;
+  /** log p / T (log p when greedy), after the controls. */
+  logits: Float64Array;
+  /** Candidate indexes, most likely first (ties by id). */
+  order: Int32Array;
+  /** Nucleus weights, in `order`. */
+  weights: Float64Array;
+}
+
+let shared: Scratch = { ids: new Int32Array(0), logits: new Float64Array(0), order: new Int32Array(0), weights: new Float64Array(0) };
+
+function scratch(n: number): Scratch {
+  if (shared.ids.length < n) {
+    // Grown to the vocabulary once; bounded by the largest distribution ever sampled.
+    shared = { ids: new Int32Array(n), logits: new Float64Array(n), order: new Int32Array(n), weights: new Float64Array(n) };
   }
-  // Order by probability, most likely first; ties by id so the order never depends on the map.
-  const order = Array.from({ length: n }, (_, k) => k).sort(
-    (a, b) => (logits[b] as number) - (logits[a] as number) || (ids[a] as number) - (ids[b] as number),
-  );
+  return shared;
+}
 
-  if (!(logits[order[0] as number] as number > -Infinity)) throw new RangeError("every token is suppressed or impossible: nothing can be sampled");
+function setCandidate(s: Scratch, i: number, id: number, p: number, { temperature, logitBias, suppress }: SamplingParams): void {
+  s.ids[i] = id;
+  let lp = p > 0 ? Math.log(p) : -Infinity;
+  if (suppress?.has(id)) lp = -Infinity;
+  else if (logitBias) lp += logitBias.get(id) ?? 0;
+  s.logits[i] = temperature > 0 ? lp / temperature : lp;
+}
+
+/**
+ * Fill `order[0, n)` with the candidates most likely first, ties by id, so the order never depends on
+ * how they arrived. llama.cpp's list is sorted by logit already: one pass checks it and orders the
+ * runs of equal values by id; anything else (controls reshaped it, a Map in another order) is sorted.
+ */
+function orderCandidates(s: Scratch, n: number): Int32Array {
+  const { ids, logits } = s;
+  const order = s.order.subarray(0, n);
+  for (let k = 0; k < n; k++) order[k] = k;
+  const byId = (a: number, b: number): number => (ids[a] as number) - (ids[b] as number);
+  let k = 1;
+  while (k < n) {
+    const prev = logits[k - 1] as number;
+    const cur = logits[k] as number;
+    if (cur < prev) {
+      k++;
+      continue;
+    }
+    if (cur > prev) {
+      // -inf - -inf is NaN, falsy: equal logits (even impossible tokens) then go by id.
+      return order.sort((a, b) => (logits[b] as number) - (logits[a] as number) || byId(a, b));
+    }
+    let end = k + 1;
+    while (end < n && logits[end] === prev) end++;
+    order.subarray(k - 1, end).sort(byId);
+    k = end;
+  }
+  return order;
+}
+
+function pick(s: Scratch, n: number, params: SamplingParams, rng: Rng, position: number): SampledToken {
+  const { temperature, topP, topLogprobs, logitBias, suppress } = params;
+  const { ids, logits, weights } = s;
+  const order = orderCandidates(s, n);
+  const first = order[0] as number;
+  if (!((logits[first] as number) > -Infinity)) throw new RangeError("every token is suppressed or impossible: nothing can be sampled");
   let logZ = 0;
   // Controls change the distribution's mass, so log p needs renormalising even when greedy.
   if (temperature > 0 || logitBias || suppress) {
-    const max = logits[order[0] as number] as number;
+    // One pass over the candidates in their arrival order (the order the sum was always taken in).
+    const max = logits[first] as number;
     let sum = 0;
     for (let k = 0; k < n; k++) sum += Math.exp((logits[k] as number) - max);
     logZ = max + Math.log(sum);
   }
-  const logprobAt = (k: number): number => (logits[k] as number) - logZ;
 
   let chosen: number;
   if (temperature === 0) {
-    chosen = order[0] as number;
+    chosen = first;
   } else {
     // Nucleus: the shortest most-likely prefix whose mass reaches topP (always at least one token).
-    const weights: number[] = [];
+    let count = 0;
     let mass = 0;
-    for (const k of order) {
-      const q = Math.exp(logprobAt(k));
+    for (let k = 0; k < n; k++) {
+      const q = Math.exp((logits[order[k] as number] as number) - logZ);
       if (q <= 0) break;
-      weights.push(q);
+      weights[count++] = q;
       mass += q;
       if (mass >= topP) break;
     }
     let r = tokenDraw(rng, position) * mass;
-    let pick = weights.length - 1;
-    for (let w = 0; w < weights.length; w++) {
+    let at = count - 1;
+    for (let w = 0; w < count; w++) {
       r -= weights[w] as number;
       if (r < 0) {
-        pick = w;
+        at = w;
         break;
       }
     }
-    chosen = order[pick] as number;
+    chosen = order[at] as number;
   }
 
   const top: TokenLogprob[] = [];
   for (let k = 0; k < Math.min(topLogprobs, n); k++) {
     const idx = order[k] as number;
-    top.push({ id: ids[idx] as number, logprob: logprobAt(idx) });
+    top.push({ id: ids[idx] as number, logprob: (logits[idx] as number) - logZ });
   }
-  return { id: ids[chosen] as number, logprob: logprobAt(chosen), top };
+  return { id: ids[chosen] as number, logprob: (logits[chosen] as number) - logZ, top };
 }
 
 /** The uniform draw for the token at `position`: position-keyed for seeded requests, else the stream's next. */

@@ -1,0 +1,114 @@
+// The llama.cpp executor's decode step: feed tokens to one sequence and read llama.cpp's next-token
+// distribution after the last one, as the flat `[id, p, id, p, …]` its sampler produces (most likely
+// first), with no Map and no copy. node-llama-cpp's public calls cost the executor ~0.4–0.7× of its
+// own greedy loop: `controlledEvaluate` builds and disposes a native sampler every step, takes the
+// sequence's evaluation lock, and revives the distribution into a Map of the whole vocabulary. Here
+// one greedy native sampler lives for the request and each step goes straight to the sequence's
+// decode queue, so steps of different sequences still share one llama_decode (continuous batching)
+// and sampling still runs through the output-reorder guard (llama-output-guard.ts).
+//
+// This reaches node-llama-cpp 3.21.1's internals (pinned exactly in package.json); the constructor
+// checks each one and refuses with an ArborError naming what is missing rather than misbehave.
+import type { LlamaContextSequence, Token } from "node-llama-cpp";
+import { ArborError } from "../core/errors.js";
+
+/** A native sampler (node-llama-cpp's AddonSampler). */
+interface NativeSampler {
+  applyConfig(config: object): void;
+  dispose(): void;
+}
+
+/** What of LlamaContextSequence's internals the reader uses (node-llama-cpp 3.21.1). */
+interface SequenceInternals {
+  _decodeTokens(
+    tokens: Token[],
+    logits: boolean[],
+    evaluationPriority: number,
+    tokenMeter: unknown,
+    contextShift: unknown,
+    logitDataMapper: (batchLogitIndex: number, tokenIndex: number) => Promise<unknown>,
+    afterBatchAction: unknown,
+  ): Promise<unknown[]>;
+  _resolveSamplerConfig(options: { temperature: number }): object;
+  _tokenMeter: unknown;
+  _contextShift: { size: unknown; strategy: unknown };
+  _takeIntervalCheckpointIfNeededAfterBatch: unknown;
+  _context: {
+    _ctx: { sampleToken(batchLogitIndex: number, sampler: NativeSampler, probabilities: boolean, confidence: boolean): Promise<unknown> };
+    _llama: { _bindings: { AddonSampler: new (model: unknown) => NativeSampler } };
+  };
+  model: { _model: unknown };
+}
+
+/** node-llama-cpp's evaluation priority for a plain `evaluate` (its defaultEvaluationPriority). */
+const PRIORITY = 5;
+
+/**
+ * Reads the temperature-0 next-token distribution of one sequence, step by step, for one request.
+ * The caller owns the sequence exclusively while the reader lives (the executor's sequence pool),
+ * which is what node-llama-cpp's evaluation lock would otherwise ensure. `dispose()` frees the
+ * native sampler.
+ */
+export class NextTokenReader {
+  private readonly seq: SequenceInternals;
+  private readonly sampler: NativeSampler;
+  private readonly contextShift: { size: unknown; strategy: unknown };
+  private disposed = false;
+
+  constructor(sequence: LlamaContextSequence) {
+    const seq = sequence as unknown as Partial<SequenceInternals>;
+    const missing = [
+      typeof seq._decodeTokens !== "function" && "_decodeTokens",
+      typeof seq._resolveSamplerConfig !== "function" && "_resolveSamplerConfig",
+      seq._contextShift === undefined && "_contextShift",
+      typeof seq._context?._ctx?.sampleToken !== "function" && "_context._ctx.sampleToken",
+      typeof seq._context?._llama?._bindings?.AddonSampler !== "function" && "_context._llama._bindings.AddonSampler",
+      seq.model?._model === undefined && "model._model",
+    ].filter((m): m is string => typeof m === "string");
+    if (missing.length > 0) {
+      throw new ArborError(`node-llama-cpp's LlamaContextSequence lacks ${missing.join(", ")}: the executor's decode step needs node-llama-cpp 3.21.1`, "engine");
+    }
+    this.seq = seq as SequenceInternals;
+    this.sampler = new this.seq._context._llama._bindings.AddonSampler(this.seq.model._model);
+    // Temperature 0 is llama.cpp's greedy chain: the logits are read as they are, never reshaped.
+    this.sampler.applyConfig(this.seq._resolveSamplerConfig({ temperature: 0 }));
+    this.contextShift = { size: this.seq._contextShift.size, strategy: this.seq._contextShift.strategy };
+  }
+
+  /**
+   * Feed `tokens` (range-checked by the caller) and return the next-token distribution after the
+   * last one: `[id0, p0, id1, p1, …]` over the whole vocabulary, sorted by logit, most likely first
+   * (float32 softmax of the raw logits, as node-llama-cpp's `probabilities`). The array is the
+   * native call's own; the caller reads it and drops it.
+   */
+  async next(tokens: readonly number[]): Promise<readonly number[]> {
+    if (this.disposed) throw new ArborError("NextTokenReader used after dispose()", "engine");
+    const last = tokens.length - 1;
+    if (last < 0) throw new ArborError("NextTokenReader.next: no tokens to feed", "engine");
+    const logits: boolean[] = [];
+    logits[last] = true;
+    const native = this.seq._context._ctx;
+    const sampler = this.sampler;
+    const out = await this.seq._decodeTokens(
+      tokens as Token[],
+      logits,
+      PRIORITY,
+      this.seq._tokenMeter,
+      this.contextShift,
+      // Looked up per call: the output-reorder guard wraps the context's sampleToken.
+      (batchLogitIndex) => native.sampleToken(batchLogitIndex, sampler, true, false),
+      this.seq._takeIntervalCheckpointIfNeededAfterBatch,
+    );
+    const res = out[last] as [number, readonly number[] | undefined] | undefined;
+    const pairs = res?.[1];
+    if (!pairs || pairs.length === 0) throw new ArborError(`llama.cpp returned no next-token distribution after ${tokens.length} token(s)`, "engine");
+    return pairs;
+  }
+
+  /** Free the native sampler (idempotent). */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.sampler.dispose();
+  }
+}
