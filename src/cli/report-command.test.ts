@@ -63,6 +63,7 @@ describe("arbor report", () => {
     expect(html).toContain('<figure id="completion-cdf"');
     expect(html).toContain('<figure id="throughput"');
     expect(html).toContain("KV usage per engine: not recorded for tiny.");
+    expect(html).toContain("<td>peak KV usage (% of capacity)</td><td>not recorded</td>");
     expect(html).toContain(">tail: last 10% of programs</text>");
     const png = PNG.sync.read(readFileSync(join(out, "key-plot.png")));
     expect(png.width).toBe(1400);

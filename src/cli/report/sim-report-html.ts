@@ -36,8 +36,13 @@ const int = nf(0);
 const two = nf(2);
 const s = (ms: number): string => two.format(ms / 1000);
 
+type System = SimReport["systems"][number];
+/** A figure whose series is empty and whose value is 0 was not recorded (a real run's KV usage), not measured 0. */
+const NOT_RECORDED = "not recorded";
+const recorded = (series: readonly unknown[], value: number): boolean => series.length > 0 || value !== 0;
+
 /** The summary rows: label (with its unit) and how a system's value reads. */
-const ROWS: readonly [string, (x: SimSummary) => string][] = [
+const ROWS: readonly [string, (x: SimSummary, sys: System) => string][] = [
   ["requests (issued)", (x) => int.format(x.requests)],
   ["completed", (x) => int.format(x.completed)],
   ["aborted", (x) => int.format(x.aborted)],
@@ -51,9 +56,9 @@ const ROWS: readonly [string, (x: SimSummary) => string][] = [
   ["p90 completion (s)", (x) => s(x.p90Ms)],
   ["p99 completion (s)", (x) => s(x.p99Ms)],
   ["tail: p90 → last (s)", (x) => s(x.tailMs)],
-  ["preemptions", (x) => int.format(x.preemptions)],
-  ["recomputed tokens", (x) => int.format(x.recomputedTokens)],
-  ["peak KV usage (% of capacity)", (x) => nf(1).format(x.peakKvUsage * 100)],
+  ["preemptions", (x, sys) => (recorded(sys.series.preemptions, x.preemptions) ? int.format(x.preemptions) : NOT_RECORDED)],
+  ["recomputed tokens", (x, sys) => (recorded(sys.series.recomputedTokens, x.recomputedTokens) ? int.format(x.recomputedTokens) : NOT_RECORDED)],
+  ["peak KV usage (% of capacity)", (x, sys) => (recorded(Object.values(sys.series.kvUsage).flat(), x.peakKvUsage) ? nf(1).format(x.peakKvUsage * 100) : NOT_RECORDED)],
   ["mean staleness (policy versions)", (x) => two.format(x.meanStaleness)],
 ];
 
@@ -77,7 +82,7 @@ function summaryTable(report: SimReport): string {
     ratioRow(`speedup vs ${b} (iteration time, ×)`, (r) => `${two.format(r.speedup)}×`, (r) => r.speedup, 1),
     ratioRow(`throughput vs ${b} (×)`, (r) => `${two.format(r.throughput)}×`, (r) => r.throughput, 1),
     ratioRow(`tail reduction vs ${b} (%)`, (r) => `${nf(1).format(r.tailReduction * 100)}%`, (r) => r.tailReduction, 0),
-    ...ROWS.map(([label, f]) => `<tr><td>${label}</td>${report.systems.map((x) => `<td>${f(x.summary)}</td>`).join("")}</tr>`),
+    ...ROWS.map(([label, f]) => `<tr><td>${label}</td>${report.systems.map((x) => `<td>${f(x.summary, x)}</td>`).join("")}</tr>`),
   ];
   return `<table class="summary"><thead><tr><th>figure</th>${head}</tr></thead><tbody>\n${rows.join("\n")}\n</tbody></table>`;
 }

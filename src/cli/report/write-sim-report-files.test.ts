@@ -131,7 +131,7 @@ describe("writeSimReportFiles", () => {
 
   it("leaves out plots without data and says so instead of drawing an empty frame", async () => {
     const r = fixture();
-    r.systems = r.systems.map((s) => ({ ...s, series: { ...s.series, kvUsage: s.system === "seer" ? {} : s.series.kvUsage, preemptions: [], recomputedTokens: [], staleness: [] } }));
+    r.systems = r.systems.map((s) => ({ ...s, summary: { ...s.summary, peakKvUsage: s.system === "seer" ? 0 : s.summary.peakKvUsage }, series: { ...s.series, kvUsage: s.system === "seer" ? {} : s.series.kvUsage, preemptions: [], recomputedTokens: [], staleness: [] } }));
     const out = join(dir, "d");
     await writeSimReportFiles(r, out);
     const html = readFileSync(join(out, "report.html"), "utf8");
@@ -140,6 +140,9 @@ describe("writeSimReportFiles", () => {
     expect(html).toContain('<figure id="kv-usage"');
     expect(html).toContain("KV usage per engine: not recorded for seer.");
     expect(html).toContain("Preemptions and recomputed tokens: no series recorded");
+    // In the summary, figures without a series read "not recorded" rather than a measured 0.
+    expect(html).toContain("<td>peak KV usage (% of capacity)</td><td>90</td><td>not recorded</td>");
+    expect(html).toContain("<td>preemptions</td><td>3</td><td>3</td>");
   });
 
   it("key-plot.png is a valid PNG of the completion CDF at 1400 px wide", async () => {
