@@ -118,7 +118,8 @@ function kvChart(report: SimReport, notes: string[]): ReportChart[] {
         spec: {
           width: WIDTH / 2 - 40,
           height: 150,
-          mark: { type: "line", strokeWidth: 1 },
+          // Many engines: thinner, translucent lines, so the band they form shows where most of them are.
+          mark: engines.size > MAX_KV_LEGEND ? { type: "line", strokeWidth: 0.6, opacity: 0.5 } : { type: "line", strokeWidth: 1 },
           encoding: {
             x: { field: "t", type: "quantitative", axis: TIME_AXIS },
             y: { field: "value", type: "quantitative", scale: { domain: [0, 100] }, axis: { title: "KV blocks in use (% of capacity)" } },
