@@ -144,6 +144,17 @@ program
     await exportCommand(store, o);
   });
 
+program
+  .command("report")
+  .description("write a report (report.json, a self-contained report.html with plots, key-plot.png) of a finished run's output folder, or draw again a folder holding an `arbor sim` report.json")
+  .argument("<dir>", "a run's output folder (its store.sqlite and metrics.jsonl), or a folder holding a report.json")
+  .option("--out <dir>", "where to write the files (default: <dir>/report for a run, <dir> for a report.json)")
+  .option("--run <id>", "which run of the store (default: the latest)")
+  .action(async (dir: string, o: { out?: string; run?: string }) => {
+    const { reportCommand } = await import("./report-command.js");
+    await reportCommand(dir, o);
+  });
+
 const hf = program.command("hf").description("Hugging Face checkpoints: export a policy GGUF, convert a checkpoint to GGUF for serving");
 hf.command("export")
   .description("write a llama GGUF (e.g. the tiny policy) as a Hugging Face LlamaForCausalLM checkpoint: config.json, model.safetensors, tokenizer.json, tokenizer_config.json, generation_config.json")

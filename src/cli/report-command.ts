@@ -1,0 +1,65 @@
+// `arbor report <dir> [--out DIR] [--run ID]`: the report files of `arbor sim` (report.json, a self-contained
+// report.html, key-plot.png; report/write-sim-report-files.ts) for a finished real run, read from its output
+// folder (store.sqlite, metrics.jsonl) and converted by report/run-sim-report.ts, or drawn again from a folder
+// that holds a simulation's report.json. A run's files go to `<dir>/report/` unless --out says where; a
+// report.json's are rewritten beside it.
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { ArborError } from "../core/errors.js";
+import { SIM_REPORT_FORMAT, type SimReport } from "../sim/scenario/sim-report.js";
+import { parseSimReport } from "./report/read-sim-report.js";
+import { runSimReport } from "./report/run-sim-report.js";
+import { writeSimReportFiles } from "./report/write-sim-report-files.js";
+import { openStoreArg } from "./store-arg.js";
+
+/** Options of `arbor report`. */
+export interface ReportCommandOptions {
+  /** Where the files go (default: `<dir>/report` for a run, `<dir>` for a report.json). */
+  out?: string;
+  /** Which run of the store (default: the latest). */
+  run?: string;
+  log?: (line: string) => void;
+}
+
+/** Largest report.json read. */
+const MAX_REPORT_BYTES = 256 * 1024 * 1024;
+
+/** Does `path` hold a SimReport (by its format tag)? Another tool's report.json is not one. */
+function isSimReport(path: string): boolean {
+  if (!existsSync(path)) return false;
+  const head = readFileSync(path, "utf8").slice(0, 200);
+  return head.includes(`"format": "${SIM_REPORT_FORMAT}"`) || head.includes(`"format":"${SIM_REPORT_FORMAT}"`);
+}
+
+/** Render the report of `dir` (a run's output folder, or a folder with a report.json); returns the paths written. */
+export async function reportCommand(dir: string, o: ReportCommandOptions = {}): Promise<string[]> {
+  const log = o.log ?? ((line: string) => console.log(line));
+  if (!existsSync(dir)) throw new ArborError(`report: no such folder: ${dir}`, "config");
+  if (!statSync(dir).isDirectory()) throw new ArborError(`report: ${dir} is not a folder (give a run's output folder or a folder holding a report.json)`, "config");
+  const reportJson = join(dir, "report.json");
+  const hasStore = existsSync(join(dir, "store.sqlite"));
+  let report: SimReport;
+  let out: string;
+  if (isSimReport(reportJson) || (!hasStore && existsSync(reportJson))) {
+    if (o.run !== undefined) throw new ArborError(`report: --run applies to a run's folder; ${dir} holds a report.json`, "config");
+    const size = statSync(reportJson).size;
+    if (size > MAX_REPORT_BYTES) throw new ArborError(`report: ${reportJson} is ${size} bytes, more than the ${MAX_REPORT_BYTES} read`, "config");
+    report = parseSimReport(readFileSync(reportJson, "utf8"), reportJson);
+    out = o.out ?? dir;
+  } else if (hasStore) {
+    const { store, label } = await openStoreArg(dir);
+    try {
+      report = await runSimReport(store, { label, runDir: dir, ...(o.run !== undefined ? { runId: o.run } : {}) });
+    } finally {
+      await store.close();
+    }
+    out = o.out ?? join(dir, "report");
+  } else {
+    throw new ArborError(`report: ${dir} holds neither a run's store.sqlite nor a report.json of \`arbor sim\``, "config");
+  }
+  const paths = await writeSimReportFiles(report, out, { warn: (line) => console.error(line) });
+  const s = report.systems.map((x) => `${x.system}: ${x.summary.requests} requests, ${x.summary.programs} programs, ${(x.summary.makespanMs / 1000).toFixed(1)} s, tail ${(x.summary.tailMs / 1000).toFixed(1)} s`).join("; ");
+  log(`report   ${report.workload.name} (${report.workload.kind}) — ${s}`);
+  for (const p of paths) log(`wrote    ${p}`);
+  return paths;
+}
