@@ -57,6 +57,9 @@ describe("arbor bench gateway", () => {
       expect(num(row[4])).toBeCloseTo(num(row[3]) / direct, 9);
     }
     expect(r.gatewayRps).toBe(tp!.rows[2]![3]);
+    expect(tp!.rows[0]![7]).toBe("-");
+    for (const row of tp!.rows.slice(1)) expect(num(row[8])).toBeCloseTo(1000 / num(row[7]), 9);
+    expect(r.gatewayCpuMsPerRequest).toBe(tp!.rows[2]![7]);
     expect(tp!.notes).toContainEqual(expect.stringMatching(/^requests\/s through the gateway with the SQLite store: \d+ \(target >= 5000 on 2 cores: (met|NOT met)\)$/));
 
     // Per gateway: 4 warm-up + 12 latency requests, then 4 warm-up + 40 throughput requests, all recorded durably.

@@ -62,6 +62,8 @@ export interface GatewayBenchResult {
   addedP50Ms: number;
   /** Requests/s through the SQLite gateway (target at least {@link THROUGHPUT_TARGET_RPS}). */
   gatewayRps: number;
+  /** The SQLite gateway's CPU time per chat request, ms (this process, writer thread included). */
+  gatewayCpuMsPerRequest: number;
   /** The SQLite row's added p50 over the memory row's (target at most {@link SQLITE_ADDED_P50_TARGET}). */
   sqliteAddedP50Ratio: number;
 }
@@ -187,25 +189,35 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
     // (b) Throughput: C concurrent clients (one program each at a time) on one path at a time.
     const rps: number[] = [];
     const loaded: { p50: number; p99: number }[] = [];
+    // CPU of this process (the gateway, its store's writer thread included) per chat request: unlike req/s, it
+    // does not depend on what else the machine runs, and 1000 / it is what one core would serve.
+    const cpuMsPerRequest: number[] = [];
     const tpTargets = [targets[0], targets[2], targets[3]] as LoadTarget[];
     for (const [k, t] of tpTargets.entries()) {
       opts.log(`gateway: throughput '${t.name}', ${sizes.throughputRequests} requests from ${sizes.concurrency} clients`);
+      const cpu0 = process.cpuUsage();
       const [r] = await loadInChild(plan("throughput", [t], sizes.throughputRequests, `tp${k}`), (pid) => childPids.push(pid));
+      const cpu = process.cpuUsage(cpu0);
       const res = r as LoadResult;
       count(t, res);
       rps.push((res.requests * 1000) / res.elapsedMs);
       loaded.push({ p50: percentile(res.latenciesMs, 50), p99: percentile(res.latenciesMs, 99) });
+      cpuMsPerRequest.push(t.kind === "gateway" ? (cpu.user + cpu.system) / 1000 / res.sent : NaN);
     }
     const direct = rps[0] as number;
     const gatewayRps = rps[2] as number;
     const throughput: BenchTable = {
       title: `(b) gateway throughput: requests/s with ${sizes.concurrency} concurrent clients`,
-      columns: ["path", "clients", "requests", "req/s", "ratio", "p50 ms", "p99 ms"],
-      rows: tpTargets.map((t, k) => [t.name, sizes.concurrency, sizes.throughputRequests, rps[k] as number, (rps[k] as number) / direct, loaded[k]?.p50 ?? NaN, loaded[k]?.p99 ?? NaN]),
+      columns: ["path", "clients", "requests", "req/s", "ratio", "p50 ms", "p99 ms", "gateway CPU ms/req", "req/s per gateway core"],
+      rows: tpTargets.map((t, k) => {
+        const cpu = cpuMsPerRequest[k] as number;
+        return [t.name, sizes.concurrency, sizes.throughputRequests, rps[k] as number, (rps[k] as number) / direct, loaded[k]?.p50 ?? NaN, loaded[k]?.p99 ?? NaN, Number.isNaN(cpu) ? "-" : cpu, Number.isNaN(cpu) ? "-" : 1000 / cpu];
+      }),
       notes: [
         `requests/s through the gateway with the SQLite store: ${gatewayRps.toFixed(0)} (target >= ${THROUGHPUT_TARGET_RPS} on 2 cores: ${verdict(gatewayRps >= THROUGHPUT_TARGET_RPS)})`,
         "ratio = path req/s / direct req/s; req/s counts chat completions over the timed phase, program creation and release included in its time",
         "upstream, load generator and gateway are separate processes sharing this machine's cores: the gateway's figure is bounded by what the other two leave it",
+        "gateway CPU ms/req = this process's CPU time (user + system, its store's writer thread included) over the phase / chat requests sent (warm-up included; program creation and release included); req/s per gateway core = 1000 / it",
       ],
     };
 
@@ -228,6 +240,7 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
       childPids,
       addedP50Ms,
       gatewayRps,
+      gatewayCpuMsPerRequest: cpuMsPerRequest[2] as number,
       sqliteAddedP50Ratio,
     };
   } finally {
