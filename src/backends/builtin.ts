@@ -1,5 +1,6 @@
 // Adapter for Arbor's built-in engine: a vLLM-compatible OpenAI API (token ids, logprobs and
 // policy_version in every answer), reached with the global fetch.
+import { request } from "undici";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
@@ -37,18 +38,20 @@ export function createBuiltinBackend(opts: BuiltinBackendOptions): StreamingBack
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
 
   async function send(method: "GET" | "POST", path: string, body?: object, signal?: AbortSignal): Promise<BackendReply> {
-    let res: Response;
+    let res: { status: number; ok: boolean };
     let text: string;
     // Outside the try: a body that cannot be serialized is the client's fault, not an unreachable backend.
     const payload = body ? serializeRequestBody(path, body) : undefined;
     try {
-      res = await fetch(url + path, {
+      // undici's request, not fetch: the same keep-alive pool at a fraction of fetch's CPU per call (engine-http.ts).
+      const r = await request(url + path, {
         method,
         headers: body ? { "content-type": "application/json", accept: "application/json" } : { accept: "application/json" },
         body: payload,
         signal,
       });
-      text = await res.text();
+      res = { status: r.statusCode, ok: r.statusCode >= 200 && r.statusCode < 300 };
+      text = await r.body.text();
     } catch (e) {
       if (signal?.aborted) throw signal.reason ?? e;
       throw new BackendUnreachableError(name, url, describeNetworkError(e));

@@ -1,11 +1,19 @@
-// A tiny vLLM-shaped OpenAI server for tests (not a model): deterministic byte-level "token ids"
-// and logprobs in exactly the shapes vLLM / the built-in engine return with return_token_ids.
+// A tiny vLLM-shaped OpenAI server for tests and `arbor bench gateway` (not a model): deterministic
+// byte-level "token ids" and logprobs in exactly the shapes vLLM / the built-in engine return with
+// return_token_ids, and vLLM's /tokenize and /detokenize, so the gateway's token path can serve it.
 import Fastify from "fastify";
 
 export interface FakeVllmOptions {
   /** policy_version reported in every answer. */
   policyVersion?: number;
   model?: string;
+  /**
+   * Keep every inference request in {@link FakeVllm.requests} (default true, for tests). A long
+   * benchmark turns it off: the list would grow without bound.
+   */
+  recordRequests?: boolean;
+  /** max_model_len reported by /tokenize (default 32768). */
+  maxModelLen?: number;
 }
 
 export interface FakeRequest {
@@ -41,9 +49,12 @@ export function fakeLogprob(id: number, i: number): number {
   return -(((id * 31 + i * 7) % 64) + 1) / 64;
 }
 
-/** Render chat messages the way the fake "template" does before tokenizing. */
-export function fakeChatPrompt(messages: { role: string; content: string }[]): string {
-  return messages.map((m) => `<|${m.role}|>${m.content}`).join("") + "<|assistant|>";
+/**
+ * Render chat messages the way the fake "template" does before tokenizing (a render without the
+ * generation prompt leaves out the trailing `<|assistant|>`, as /tokenize with add_generation_prompt false).
+ */
+export function fakeChatPrompt(messages: { role: string; content: string }[], addGenerationPrompt = true): string {
+  return messages.map((m) => `<|${m.role}|>${m.content}`).join("") + (addGenerationPrompt ? "<|assistant|>" : "");
 }
 
 /** The deterministic reply text for a prompt text (before max_tokens truncation). */
@@ -55,6 +66,8 @@ export function fakeReplyText(promptText: string): string {
 export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVllm> {
   const policyVersion = opts.policyVersion ?? 0;
   const model = opts.model ?? "fake-model";
+  const recordRequests = opts.recordRequests ?? true;
+  const maxModelLen = opts.maxModelLen ?? 32_768;
   const requests: FakeRequest[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
   let holding = false;
@@ -77,7 +90,7 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   async function admit(path: string, body: any): Promise<{ status: number; json: unknown } | undefined> {
-    requests.push({ path, body });
+    if (recordRequests) requests.push({ path, body });
     for (const w of waiters.filter((x) => requests.length >= x.n)) {
       waiters.splice(waiters.indexOf(w), 1);
       w.resolve();
@@ -198,6 +211,34 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
     } finally {
       inFlight--;
     }
+  });
+
+  // vLLM's tokenizer routes (at the server root): chat messages rendered by the fake template, or a text.
+  app.post("/tokenize", async (req, reply) => {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const body = req.body as any;
+    let text: string;
+    if (Array.isArray(body?.messages)) {
+      if (!body.messages.every((m: unknown) => typeof (m as { content?: unknown })?.content === "string")) {
+        return reply.code(400).send(errorBody("messages[].content: the fake renders string contents only"));
+      }
+      text = fakeChatPrompt(body.messages, body.add_generation_prompt !== false);
+    } else if (typeof body?.prompt === "string") {
+      text = body.prompt;
+    } else {
+      return reply.code(400).send(errorBody("tokenize: needs messages or prompt"));
+    }
+    const tokens = fakeTokenize(text);
+    return { count: tokens.length, max_model_len: maxModelLen, tokens };
+  });
+
+  app.post("/detokenize", async (req, reply) => {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const tokens = (req.body as any)?.tokens;
+    if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < 256)) {
+      return reply.code(400).send(errorBody("tokens: must be a list of byte ids (0-255)"));
+    }
+    return { prompt: Buffer.from(tokens).toString("utf8") };
   });
 
   app.get("/v1/models", async () => ({

@@ -1,16 +1,20 @@
-// `arbor bench gateway` (issue 4 item 10): what the gateway adds over calling a fast upstream
-// directly, on loopback in one run: per-request latency (p50/p99/mean) and max requests/s.
+// `arbor bench gateway` (issue 4 item 10, issue 18 item 5): what the gateway adds over calling its upstream
+// directly, with the upstream (a fake vLLM-shaped engine) and the load generator each in a process of its own
+// and the gateway in this one, recording into the durable SQLite store. The request is what RL sends: a
+// multi-turn chat completion through a program (/p/{id}/v1/chat/completions) on a token backend (vLLM's
+// protocol), so the gateway serves it on its token path. It reports per-request latency (p50/p99) and
+// requests/s, each beside its target.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { performance } from "node:perf_hooks";
-import { createBuiltinBackend } from "../backends/builtin.js";
-import { startFakeVllm, type FakeVllm } from "../backends/fake-vllm.js";
+import { createVllmBackend } from "../backends/vllm.js";
 import { ArborError } from "../core/errors.js";
 import type { Call, TraceSink } from "../core/types.js";
 import { createGateway, type Gateway } from "../gateway/server.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
+import { loadInChild, startBenchChild, type BenchChild } from "./gateway-bench-child.js";
+import type { LoadPlan, LoadResult, LoadTarget } from "./gateway-bench-load.js";
 
 /** Workload sizes; every count is bounded so a run always ends. */
 export interface GatewayBenchSizes {
@@ -24,49 +28,53 @@ export interface GatewayBenchSizes {
   concurrency: number;
   /** max_tokens of every request. */
   maxTokens: number;
+  /** Chat turns per program (each turn sends the conversation so far back, as an agent does). */
+  turns: number;
+  /** Characters of every conversation's system prompt (one fake token each). */
+  systemChars: number;
 }
 
-export const QUICK_SIZES: GatewayBenchSizes = { warmup: 30, latencyRequests: 150, throughputRequests: 240, concurrency: 16, maxTokens: 8 };
-export const FULL_SIZES: GatewayBenchSizes = { warmup: 300, latencyRequests: 2000, throughputRequests: 4000, concurrency: 16, maxTokens: 8 };
+export const QUICK_SIZES: GatewayBenchSizes = { warmup: 40, latencyRequests: 200, throughputRequests: 1000, concurrency: 32, maxTokens: 16, turns: 4, systemChars: 2000 };
+export const FULL_SIZES: GatewayBenchSizes = { warmup: 400, latencyRequests: 2000, throughputRequests: 20000, concurrency: 64, maxTokens: 16, turns: 4, systemChars: 2000 };
+
+/** Requests/s through the gateway the issue asks for (issue 18 item 5, on 2 cores). */
+export const THROUGHPUT_TARGET_RPS = 5_000;
+/** Added p50 latency over calling the upstream directly the issue allows, ms. */
+export const ADDED_P50_TARGET_MS = 0.5;
+/** The SQLite store may add at most this multiple of the in-memory sink's added p50 latency (issue 4). */
+export const SQLITE_ADDED_P50_TARGET = 1.3;
 
 /** The tables plus what the run checked and used, for tests. */
 export interface GatewayBenchResult {
   tables: BenchTable[];
-  /** Requests sent through each gateway (warm-ups included) and calls its sink recorded. */
+  /** Chat requests sent through each gateway (warm-ups included) and calls its sink recorded. */
   sent: { memory: number; sqlite: number };
   recorded: { memory: number; sqlite: number };
+  /** Programs the SQLite gateway's store holds, and how many of them ended completed (every one released). */
+  programs: { created: number; completed: number };
+  /** Calls the memory-sink gateway recorded as a context reset (the token path continued every other one from its history). */
+  contextResets: number;
   /** Base URLs of the servers the run started (all closed when it returns). */
   urls: string[];
-  /** The SQLite row's added p50 over the memory row's (the target is at most {@link SQLITE_ADDED_P50_TARGET}). */
+  /** Process ids of the child processes it started (all ended when it returns). */
+  childPids: number[];
+  /** The SQLite gateway's added p50 over the direct chat call, ms (target at most {@link ADDED_P50_TARGET_MS}). */
+  addedP50Ms: number;
+  /** Requests/s through the SQLite gateway (target at least {@link THROUGHPUT_TARGET_RPS}). */
+  gatewayRps: number;
+  /** The SQLite gateway's CPU time per chat request, ms (this process, writer thread included). */
+  gatewayCpuMsPerRequest: number;
+  /** The SQLite row's added p50 over the memory row's (target at most {@link SQLITE_ADDED_P50_TARGET}). */
   sqliteAddedP50Ratio: number;
 }
 
-/** The SQLite store may add at most this multiple of the in-memory sink's added p50 latency. */
-export const SQLITE_ADDED_P50_TARGET = 1.3;
-
-/** An in-memory sink that keeps every call (the cheapest recording the gateway can do). */
+/** An in-memory sink that counts calls (the cheapest recording the gateway can do; keeping them would grow without bound). */
 class MemorySink implements TraceSink {
-  readonly calls: Call[] = [];
+  calls = 0;
+  contextResets = 0;
   async recordCall(call: Call): Promise<void> {
-    this.calls.push(call);
-  }
-}
-
-type Target = { name: string; send: (programId: string, i: number) => Promise<void> };
-
-const PER_REQUEST_TIMEOUT_MS = 30_000;
-
-async function post(url: string, body: object): Promise<void> {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(PER_REQUEST_TIMEOUT_MS),
-  });
-  // Read the whole answer: the client's cost includes receiving it, and the socket goes back to the pool.
-  const text = await res.text();
-  if (res.status !== 200) {
-    throw new ArborError(`gateway bench: POST ${url} answered HTTP ${res.status}: ${text.slice(0, 200)}`);
+    this.calls++;
+    if (call.contextReset === true) this.contextResets++;
   }
 }
 
@@ -80,45 +88,45 @@ function mean(xs: number[]): number {
   return xs.reduce((a, b) => a + b, 0) / xs.length;
 }
 
-async function runClients(target: Target, requests: number, clients: number, programIdOf: (client: number) => string): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(clients, requests) }, async (_, c) => {
-      while (next < requests) await target.send(programIdOf(c), next++);
-    }),
-  );
-}
+const verdict = (ok: boolean): string => (ok ? "met" : "NOT met");
 
 /**
- * Run the gateway benchmark: a fake vLLM upstream, one gateway recording into memory and one into
- * a SQLite store (temp file), measured against direct calls. Throws if any call went unrecorded.
+ * Run the gateway benchmark: a fake vLLM upstream in a child process, one gateway recording into memory and
+ * one into a SQLite store (temp file, the store's defaults) in this process, and the load in child processes,
+ * measured against direct calls. Throws if any request failed or any call went unrecorded.
  */
 export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSizes = opts.quick ? QUICK_SIZES : FULL_SIZES): Promise<GatewayBenchResult> {
   for (const [k, v] of Object.entries(sizes)) {
-    if (!(Number.isInteger(v) && v >= 1)) throw new ArborError(`gateway bench sizes.${k}: must be an integer >= 1, got ${v}`, "config");
+    const min = k === "systemChars" ? 0 : 1;
+    if (!(Number.isInteger(v) && v >= min)) throw new ArborError(`gateway bench sizes.${k}: must be an integer >= ${min}, got ${v}`, "config");
   }
   const runId = "gateway-bench";
-  const clientIds = Array.from({ length: sizes.concurrency }, (_, c) => `client-${c}`);
-  const programIds = ["latency", ...clientIds];
   const dir = mkdtempSync(join(tmpdir(), "arbor-gateway-bench-"));
   const memory = new MemorySink();
   let store: SqliteTrajectoryStore | undefined;
-  let fake: FakeVllm | undefined;
+  let upstream: BenchChild | undefined;
   const gateways: Gateway[] = [];
   const urls: string[] = [];
+  const childPids: number[] = [];
   const sent = { memory: 0, sqlite: 0 };
   try {
-    // The store's defaults (synchronous=full: every recorded call is fsynced), as `arbor run` opens it;
-    // its gateway owns the programs, created below through POST /programs as a rollout creates them.
+    // The store's defaults (synchronous=full: every recorded call is fsynced), as `arbor run` opens it; its
+    // gateway owns the programs, which the load generator creates and releases as a rollout does.
     store = new SqliteTrajectoryStore(join(dir, "store.db"));
     await store.createRun({ id: runId, name: runId, configJson: "{}", startedAt: 0 });
     await store.createGroup({ id: "g", runId, taskId: "t", programIds: [] });
 
-    fake = await startFakeVllm();
-    urls.push(fake.url);
-    const backend = createBuiltinBackend({ name: "fake", url: fake.url });
+    opts.log("gateway: starting the upstream process (fake vLLM-shaped engine)");
+    upstream = startBenchChild("upstream");
+    if (upstream.process.pid !== undefined) childPids.push(upstream.process.pid);
+    const upstreamUrl = ((await upstream.first) as { url: string }).url;
+    urls.push(upstreamUrl);
+    const upstreamRoot = upstreamUrl.replace(/\/v1$/, "");
+    // vLLM's protocol: the gateway serves chat on its token path (tokenize, generate from ids, detokenize).
+    const backend = createVllmBackend({ name: "vllm", url: upstreamUrl });
     const gatewayUrl = async (recording: { sink: TraceSink } | { store: SqliteTrajectoryStore; runId: string }): Promise<string> => {
-      const g = createGateway({ backends: [backend], ...recording });
+      // Every program of the run may be active at once in the throughput phase's ramp (the default table holds 1024).
+      const g = createGateway({ backends: [backend], maxPrograms: 4 * sizes.concurrency + 16, ...recording });
       gateways.push(g);
       const url = await g.listen("127.0.0.1", 0);
       urls.push(url);
@@ -126,107 +134,118 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
     };
     const memUrl = await gatewayUrl({ sink: memory });
     const sqlUrl = await gatewayUrl({ store, runId });
-    for (const [i, id] of programIds.entries()) {
-      const res = await fetch(`${sqlUrl}/programs`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ id, group_id: "g", task_id: "t", sample_index: i }),
-      });
-      if (res.status !== 201) throw new ArborError(`gateway bench: POST /programs answered HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`);
-    }
 
-    const messages = (i: number) => [{ role: "user", content: `request ${i}: say something short` }];
-    const clientBody = (i: number) => ({ model: "fake-model", messages: messages(i), max_tokens: sizes.maxTokens });
-    // Direct calls ask for what the gateway asks upstream (token ids, logprobs): the upstream does
-    // the same work on both paths, so the difference is the gateway's own.
-    const directUrl = `${fake.url}/chat/completions`;
-    const targets: Target[] = [
-      { name: "direct", send: (_p, i) => post(directUrl, { ...clientBody(i), return_token_ids: true, logprobs: true }) },
-      {
-        name: "gateway, memory sink",
-        send: (p, i) => {
-          sent.memory++;
-          return post(`${memUrl}/p/${p}/v1/chat/completions`, clientBody(i));
-        },
-      },
-      {
-        name: "gateway, SQLite store",
-        send: (p, i) => {
-          sent.sqlite++;
-          return post(`${sqlUrl}/p/${p}/v1/chat/completions`, clientBody(i));
-        },
-      },
+    const targets: LoadTarget[] = [
+      { kind: "direct", name: "direct: chat completion", upstream: upstreamRoot },
+      { kind: "direct-token-calls", name: "direct: the token path's 3 upstream calls", upstream: upstreamRoot },
+      { kind: "gateway", name: "gateway, memory sink", gateway: memUrl },
+      { kind: "gateway", name: "gateway, SQLite store", gateway: sqlUrl, place: { groupId: "g", taskId: "t" } },
     ];
-
-    // (a) Latency: sequential requests, interleaved across the paths so drift (other load on the
-    // machine, JIT, GC) hits all of them alike.
-    opts.log(`gateway: latency warm-up, ${sizes.warmup} requests per path`);
-    for (let i = 0; i < sizes.warmup; i++) for (const t of targets) await t.send("latency", i);
-    opts.log(`gateway: latency, ${sizes.latencyRequests} sequential requests per path`);
-    const samples = targets.map(() => [] as number[]);
-    for (let i = 0; i < sizes.latencyRequests; i++) {
-      for (const [k, t] of targets.entries()) {
-        const t0 = performance.now();
-        await t.send("latency", i);
-        samples[k]?.push(performance.now() - t0);
-      }
-    }
-    const stats = samples.map((s) => {
-      const sorted = [...s].sort((a, b) => a - b);
-      return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), mean: mean(s) };
+    const count = (t: LoadTarget, r: LoadResult): void => {
+      if (t.kind !== "gateway") return;
+      if (t.gateway === memUrl) sent.memory += r.sent;
+      else sent.sqlite += r.sent;
+    };
+    const plan = (mode: LoadPlan["mode"], ts: LoadTarget[], requests: number, tag: string): LoadPlan => ({
+      mode,
+      targets: ts,
+      requests,
+      warmup: sizes.warmup,
+      clients: mode === "latency" ? 1 : sizes.concurrency,
+      turns: sizes.turns,
+      maxTokens: sizes.maxTokens,
+      systemChars: sizes.systemChars,
+      programPrefix: tag,
     });
+
+    // (a) Latency: one client, its turns interleaved across the paths so drift (other load on the machine,
+    // JIT, GC) hits all of them alike.
+    opts.log(`gateway: latency, ${sizes.warmup} warm-up + ${sizes.latencyRequests} sequential requests per path`);
+    const lat = await loadInChild(plan("latency", targets, sizes.latencyRequests, "lat"), (pid) => childPids.push(pid));
+    targets.forEach((t, k) => count(t, lat[k] as LoadResult));
+    const stats = lat.map((r) => ({ p50: percentile(r.latenciesMs, 50), p99: percentile(r.latenciesMs, 99), mean: mean(r.latenciesMs) }));
     const base = stats[0] as { p50: number; p99: number; mean: number };
-    const added = (k: number): number => (stats[k]?.p50 ?? NaN) - base.p50;
-    const sqliteAddedP50Ratio = added(2) / added(1);
-    const verdict = sqliteAddedP50Ratio <= SQLITE_ADDED_P50_TARGET ? "within" : "OVER";
+    const addedOf = (k: number): number => (stats[k]?.p50 ?? NaN) - base.p50;
+    const addedP50Ms = addedOf(3);
+    const sqliteAddedP50Ratio = addedOf(3) / addedOf(2);
     const latency: BenchTable = {
-      title: "(a) gateway latency: sequential chat completions, direct vs through the gateway",
+      title: "(a) gateway latency: sequential chat completions, direct vs through the gateway's token path",
       columns: ["path", "requests", "p50 ms", "p99 ms", "mean ms", "added p50 ms", "added p99 ms", "p50 ratio", "p99 ratio"],
       rows: targets.map((t, k) => {
         const s = stats[k] as typeof base;
         return [t.name, sizes.latencyRequests, s.p50, s.p99, s.mean, s.p50 - base.p50, s.p99 - base.p99, s.p50 / base.p50, s.p99 / base.p99];
       }),
       notes: [
-        `loopback (127.0.0.1), fake vLLM upstream, max_tokens ${sizes.maxTokens}, keep-alive fetch; ${sizes.warmup} warm-up requests per path`,
-        "added = gateway − direct; ratio = gateway / direct (direct row: 0 and 1)",
-        "direct requests carry the upstream body the gateway sends (return_token_ids, logprobs)",
-        `SQLite store added p50 / memory sink added p50 = ${sqliteAddedP50Ratio.toFixed(2)} (target <= ${SQLITE_ADDED_P50_TARGET}: ${verdict})`,
-        "the gateway answers once a call's write is queued; the store commits it (fsync) in its writer thread, in batches gathered over 2 ms, and a program ends only after its calls are durable",
+        `added p50 through the gateway with the SQLite store: ${addedP50Ms.toFixed(3)} ms (target <= ${ADDED_P50_TARGET_MS} ms: ${verdict(addedP50Ms <= ADDED_P50_TARGET_MS)})`,
+        `SQLite store added p50 / memory sink added p50 = ${sqliteAddedP50Ratio.toFixed(2)} (target <= ${SQLITE_ADDED_P50_TARGET}: ${verdict(sqliteAddedP50Ratio <= SQLITE_ADDED_P50_TARGET)})`,
+        "path measured: POST /p/{id}/v1/chat/completions on a vLLM-protocol token backend (the gateway's token path: /tokenize, /v1/completions with token ids, /detokenize upstream), non-streamed",
+        `workload: programs of ${sizes.turns} turns (each resends the conversation: a ${sizes.systemChars}-character system prompt, the earlier turns and answers), max_tokens ${sizes.maxTokens}; each program created (POST /programs) and released by the client, not timed`,
+        "added = path − direct chat completion; ratio = path / direct (direct row: 0 and 1); the second row is the upstream round trips the token path makes, sent by the client",
+        "processes: upstream (fake vLLM-shaped engine), load generator (keep-alive node:http), gateway; loopback 127.0.0.1",
+        "the gateway answers once a call's write is queued; the store commits it (fsync) in its writer thread, in batches, and a program ends only after its calls are durable",
       ],
     };
 
-    // (b) Throughput: a fixed number of requests from C concurrent clients (one program each).
+    // (b) Throughput: C concurrent clients (one program each at a time) on one path at a time.
     const rps: number[] = [];
-    for (const t of targets) {
+    const loaded: { p50: number; p99: number }[] = [];
+    // CPU of this process (the gateway, its store's writer thread included) per chat request: unlike req/s, it
+    // does not depend on what else the machine runs, and 1000 / it is what one core would serve.
+    const cpuMsPerRequest: number[] = [];
+    const tpTargets = [targets[0], targets[2], targets[3]] as LoadTarget[];
+    for (const [k, t] of tpTargets.entries()) {
       opts.log(`gateway: throughput '${t.name}', ${sizes.throughputRequests} requests from ${sizes.concurrency} clients`);
-      await runClients(t, Math.min(sizes.warmup * 2, sizes.throughputRequests), sizes.concurrency, (c) => clientIds[c] as string);
-      const t0 = performance.now();
-      await runClients(t, sizes.throughputRequests, sizes.concurrency, (c) => clientIds[c] as string);
-      rps.push((sizes.throughputRequests * 1000) / (performance.now() - t0));
+      const cpu0 = process.cpuUsage();
+      const [r] = await loadInChild(plan("throughput", [t], sizes.throughputRequests, `tp${k}`), (pid) => childPids.push(pid));
+      const cpu = process.cpuUsage(cpu0);
+      const res = r as LoadResult;
+      count(t, res);
+      rps.push((res.requests * 1000) / res.elapsedMs);
+      loaded.push({ p50: percentile(res.latenciesMs, 50), p99: percentile(res.latenciesMs, 99) });
+      cpuMsPerRequest.push(t.kind === "gateway" ? (cpu.user + cpu.system) / 1000 / res.sent : NaN);
     }
     const direct = rps[0] as number;
+    const gatewayRps = rps[2] as number;
     const throughput: BenchTable = {
-      title: `(b) gateway throughput: max requests/s with ${sizes.concurrency} concurrent clients`,
-      columns: ["path", "clients", "requests", "req/s", "ratio"],
-      rows: targets.map((t, k) => [t.name, sizes.concurrency, sizes.throughputRequests, rps[k] as number, (rps[k] as number) / direct]),
+      title: `(b) gateway throughput: requests/s with ${sizes.concurrency} concurrent clients`,
+      columns: ["path", "clients", "requests", "req/s", "ratio", "p50 ms", "p99 ms", "gateway CPU ms/req", "req/s per gateway core"],
+      rows: tpTargets.map((t, k) => {
+        const cpu = cpuMsPerRequest[k] as number;
+        return [t.name, sizes.concurrency, sizes.throughputRequests, rps[k] as number, (rps[k] as number) / direct, loaded[k]?.p50 ?? NaN, loaded[k]?.p99 ?? NaN, Number.isNaN(cpu) ? "-" : cpu, Number.isNaN(cpu) ? "-" : 1000 / cpu];
+      }),
       notes: [
-        "ratio = path req/s / direct req/s",
-        "clients, gateway and upstream share one Node process: the ratio reflects the gateway's CPU cost per request",
+        `requests/s through the gateway with the SQLite store: ${gatewayRps.toFixed(0)} (target >= ${THROUGHPUT_TARGET_RPS} on 2 cores: ${verdict(gatewayRps >= THROUGHPUT_TARGET_RPS)})`,
+        "ratio = path req/s / direct req/s; req/s counts chat completions over the timed phase, program creation and release included in its time",
+        "upstream, load generator and gateway are separate processes sharing this machine's cores: the gateway's figure is bounded by what the other two leave it",
+        "gateway CPU ms/req = this process's CPU time (user + system, its store's writer thread included) over the phase / chat requests sent (warm-up included; program creation and release included); req/s per gateway core = 1000 / it",
       ],
     };
 
     // Closing the gateways waits for every queued write: what was sent is now durable, or the count says otherwise.
     for (const g of gateways.splice(0)) await g.close();
-    const recorded = { memory: memory.calls.length, sqlite: (await store.stats(runId)).calls };
+    const st = await store.stats(runId);
+    const recorded = { memory: memory.calls, sqlite: st.calls };
     if (recorded.memory !== sent.memory || recorded.sqlite !== sent.sqlite) {
       throw new ArborError(
         `gateway bench: calls recorded ≠ requests sent (memory ${recorded.memory}/${sent.memory}, sqlite ${recorded.sqlite}/${sent.sqlite})`,
       );
     }
-    return { tables: [latency, throughput], sent, recorded, urls, sqliteAddedP50Ratio };
+    return {
+      tables: [latency, throughput],
+      sent,
+      recorded,
+      programs: { created: st.programs, completed: st.terminations.completed },
+      contextResets: memory.contextResets,
+      urls,
+      childPids,
+      addedP50Ms,
+      gatewayRps,
+      gatewayCpuMsPerRequest: cpuMsPerRequest[2] as number,
+      sqliteAddedP50Ratio,
+    };
   } finally {
     for (const g of gateways) await g.close();
-    await fake?.close();
+    await upstream?.stop();
     await store?.close();
     rmSync(dir, { recursive: true, force: true });
   }
@@ -235,7 +254,7 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
 /** The gateway benchmark. */
 export const gatewayBench: Benchmark = {
   name: "gateway",
-  description: "gateway overhead: added latency p50/p99 and max requests/s vs direct calls to a fast upstream",
+  description: "gateway overhead on the token path with the SQLite store: added latency p50/p99 and requests/s vs direct calls, upstream and load in their own processes",
   async run(opts) {
     return (await runGatewayBench(opts)).tables;
   },
