@@ -29,7 +29,7 @@ describe("fast-path products", () => {
     const w = rand(rng, [4, 6]) as tf.Tensor2D;
     const up = rand(rng, [7, 4]);
     const f = (mm: (a: tf.Tensor2D, b: tf.Tensor2D) => tf.Tensor2D) => (a: tf.Tensor, b: tf.Tensor) => tf.sum(tf.mul(mm(a as tf.Tensor2D, b as tf.Tensor2D), up));
-    const ref = (a: tf.Tensor2D, b: tf.Tensor2D) => tf.matMul(a, b, false, true);
+    const ref = (a: tf.Tensor2D, b: tf.Tensor2D): tf.Tensor2D => tf.matMul(a, b, false, true);
     expect(maxRel(linear(x, w), ref(x, w))).toBeLessThan(1e-6);
     const [gx, gw] = tf.grads(f(linear))([x, w]);
     const [rx, rw] = tf.grads(f(ref))([x, w]);
