@@ -141,6 +141,7 @@ export function treeTable(runs: readonly LayoutRun[], notes: string[] = []): Ben
       `targets (issue 18): tokens × ≥ ${TOKEN_RATIO_TARGET} on the SWE-agent-shaped per-call batch (AReaL-DTA reports 8.31×); time × ≥ ${TIME_FOLLOWS_TOKENS_TARGET} × tokens ×`,
       "time × = flat / tree CPU time of the step (the process's user + system time): other processes on the machine stretch wall time, not the work",
       "tree attention runs per maximal chain over its ancestors: attention work shrinks by Σ (call length)² / (trajectory length)², less than tokens; linear layers shrink with tokens",
+      "so time × falls as contexts grow against nEmbd (attention's share rises); at small scales the flat side's per-call overhead (one pass and one L×L mask per call) weighs more than at full size",
       ...notes,
     ],
   };
