@@ -24,13 +24,13 @@ describe("arbor bench tree (quick)", () => {
     const tables = await runTreeBench({ ...treeBenchConfig(true), storePath }, (l) => lines.push(l));
     expect(tables).toHaveLength(1);
     const t = tables[0]!;
-    expect(t.columns).toEqual(["source", "samples", "layout", "tokens", "step (ms)", "loss", "tokens ×", "time ×"]);
+    expect(t.columns).toEqual(["source", "samples", "layout", "tokens", "step (ms)", "cpu (ms)", "loss", "tokens ×", "target tokens ×", "time ×", "target time ×"]);
     const col = (name: string) => t.columns.indexOf(name);
     expect(t.rows.map((r) => [r[col("source")], r[col("layout")]])).toEqual([
-      ["synthetic SWE G=8 (per-call)", "flat"],
-      ["synthetic SWE G=8 (per-call)", "tree"],
-      ["synthetic SWE G=8 (merged)", "flat"],
-      ["synthetic SWE G=8 (merged)", "tree"],
+      ["SWE-agent G=4 3-4 calls (per-call)", "flat"],
+      ["SWE-agent G=4 3-4 calls (per-call)", "tree"],
+      ["SWE-agent G=4 3-4 calls (merged)", "flat"],
+      ["SWE-agent G=4 3-4 calls (merged)", "tree"],
       ["run fixture-run (per-call)", "flat"],
       ["run fixture-run (per-call)", "tree"],
       ["run fixture-run (merged)", "flat"],
@@ -44,18 +44,27 @@ describe("arbor bench tree (quick)", () => {
       expect(tree[col("tokens ×")]).toBeGreaterThan(1);
       expect(tree[col("tokens ×")]).toBe((flat[col("tokens")] as number) / (tree[col("tokens")] as number));
       expect(tree[col("step (ms)")]).toBeGreaterThan(0);
+      expect(tree[col("cpu (ms)")]).toBeGreaterThan(0);
+      expect(tree[col("target time ×")]).toMatch(/^≥ \d+\.\d\d (met|MISSED)$/);
+      // The token target is printed for the SWE-agent per-call batch only.
+      expect(tree[col("target tokens ×")] !== "").toBe(i === 0);
       // Exactness shows in the bench too: both layouts compute the same loss.
       expect(Math.abs((tree[col("loss")] as number) - (flat[col("loss")] as number))).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(flat[col("loss")] as number)));
     }
     expect(lines).toHaveLength(8);
   }, 60_000);
 
-  it("computes ratios as flat / row", () => {
+  it("computes ratios as flat / row (time from CPU time) and prints each beside its target", () => {
     const t = treeTable([
-      { source: "s", samples: 2, layout: "flat", tokens: 100, stepMs: 50, loss: 1 },
-      { source: "s", samples: 2, layout: "tree", tokens: 25, stepMs: 20, loss: 1 },
+      { source: "s", samples: 2, layout: "flat", tokens: 1000, stepMs: 900, cpuMs: 500, loss: 1, tokenTarget: true },
+      { source: "s", samples: 2, layout: "tree", tokens: 100, stepMs: 10, cpuMs: 62.5, loss: 1, tokenTarget: true },
+      { source: "r", samples: 2, layout: "flat", tokens: 100, stepMs: 50, cpuMs: 50, loss: 1 },
+      { source: "r", samples: 2, layout: "tree", tokens: 25, stepMs: 20, cpuMs: 20, loss: 1 },
     ]);
-    expect(t.rows[1]!.slice(-2)).toEqual([4, 2.5]);
-    expect(t.rows[0]!.slice(-2)).toEqual([1, 1]);
+    // 10× tokens (target 8: met); 8× time, target 0.8 × 10 = 8: met.
+    expect(t.rows[1]!.slice(-4)).toEqual([10, "≥ 8 met", 8, "≥ 8.00 met"]);
+    expect(t.rows[0]!.slice(-4)).toEqual([1, "", 1, ""]);
+    // No token target on other sources; 2.5× time for 4× tokens misses 0.8 × 4 = 3.2.
+    expect(t.rows[3]!.slice(-4)).toEqual([4, "", 2.5, "≥ 3.20 MISSED"]);
   });
 });

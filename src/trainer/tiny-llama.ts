@@ -8,6 +8,8 @@ import { headDim, type TinyLlamaConfig } from "../model/config.js";
 import { checkTensors, expectedShapes, type Tensor } from "../model/weights.js";
 import type { SegmentAttention } from "./attention-mask.js";
 import { ropeTables } from "./rope.js";
+import { attention } from "./attention-core.js";
+import { linear as fastLinear, swapPairs } from "./fast-matmul.js";
 import { gatherRows } from "./tf-ops.js";
 
 let instances = 0;
@@ -86,15 +88,14 @@ export class TinyLlama {
       if (!Number.isInteger(t) || t < 0 || t >= cfg.nVocab) throw new ArborError(`trainer: token ${t} at ${i} is outside the vocabulary (0..${cfg.nVocab - 1})`, "trainer");
     }
     const hd = headDim(cfg);
-    const group = cfg.nHead / cfg.nHeadKv;
     const rope = ropeTables(positions, hd, cfg.ropeFreqBase);
     const cos = tf.tensor4d(rope.cos2, [n, 1, hd / 2, 2]);
     const sin = tf.tensor4d(rope.sin2, [n, 1, hd / 2, 2]);
     const applyRope = (x: tf.Tensor2D, heads: number): tf.Tensor3D => {
       const x4 = tf.reshape(x, [n, heads, hd / 2, 2]);
-      return tf.reshape(tf.add(tf.mul(x4, cos), tf.mul(tf.reverse(x4, 3), sin)), [n, heads, hd]);
+      return tf.reshape(tf.add(tf.mul(x4, cos), tf.mul(swapPairs(x4), sin)), [n, heads, hd]);
     };
-    const linear = (x: tf.Tensor2D, name: string): tf.Tensor2D => tf.matMul(x, this.param(name), false, true);
+    const linear = (x: tf.Tensor2D, name: string): tf.Tensor2D => fastLinear(x, this.param(name) as tf.Tensor2D);
     const scale = 1 / Math.sqrt(hd);
 
     const segmentKeys = plan.kind === "segments" ? plan.segments.map((s) => tf.tensor1d(s.keys, "int32")) : [];
@@ -107,13 +108,13 @@ export class TinyLlama {
       const v = tf.reshape(linear(h, `${p}attn_v.weight`), [n, cfg.nHeadKv, hd]) as tf.Tensor3D;
       const attn =
         plan.kind === "dense"
-          ? attend(q, k, v, plan.mask, cfg.nHeadKv, group, scale)
+          ? attention(q, k, v, plan.mask, scale)
           : tf.concat(
               plan.segments.map((s, si) => {
                 const len = s.end - s.start;
                 const qs = tf.slice(q, [s.start, 0, 0], [len, cfg.nHead, hd]);
                 const idx = segmentKeys[si] as tf.Tensor1D;
-                return attend(qs, gatherRows(k, idx), gatherRows(v, idx), s.mask, cfg.nHeadKv, group, scale);
+                return attention(qs, gatherRows(k, idx), gatherRows(v, idx), s.mask, scale);
               }),
               0,
             );
@@ -129,7 +130,7 @@ export class TinyLlama {
   /** Next-token logits [rows, nVocab] at the given rows of `hidden`. */
   logits(hidden: tf.Tensor2D, rows: ArrayLike<number>): tf.Tensor2D {
     const picked = gatherRows(hidden, tf.tensor1d(Int32Array.from(rows), "int32"));
-    return tf.matMul(picked, this.param("output.weight"), false, true);
+    return fastLinear(picked, this.param("output.weight") as tf.Tensor2D);
   }
 
   /** log π(targets[i] | row rows[i]) as a [rows] tensor. */
@@ -145,22 +146,6 @@ export class TinyLlama {
     const lsm = tf.logSoftmax(this.logits(hidden, rows), -1);
     return tf.sum(tf.mul(lsm, tf.oneHot(tf.tensor1d(Int32Array.from(targets), "int32"), this.config.nVocab)), -1);
   }
-}
-
-/**
- * Grouped-query attention of queries q [r, nHead, hd] over keys/values [m, nHeadKv, hd] with a row-major
- * r×m additive mask; returns [r, nHead·hd]. Query heads that share a KV head (llama.cpp maps head h to KV
- * head ⌊h / group⌋) are stacked along the row axis, so GQA is one batched matmul with no copy of K or V.
- */
-function attend(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, mask: Float32Array, nHeadKv: number, group: number, scale: number): tf.Tensor2D {
-  const [r, nHead, hd] = q.shape;
-  const m = k.shape[0];
-  const qh = tf.reshape(tf.transpose(q, [1, 0, 2]), [nHeadKv, group * r, hd]);
-  const kh = tf.transpose(k, [1, 0, 2]);
-  const vh = tf.transpose(v, [1, 0, 2]);
-  const scores = tf.add(tf.reshape(tf.mul(tf.matMul(qh, kh, false, true), scale), [nHeadKv, group, r, m]), tf.tensor2d(mask, [r, m]));
-  const probs = tf.reshape(tf.softmax(scores, -1), [nHeadKv, group * r, m]);
-  return tf.reshape(tf.transpose(tf.reshape(tf.matMul(probs, vh), [nHead, r, hd]), [1, 0, 2]), [r, nHead * hd]);
 }
 
 /** x · rsqrt(mean(x²) + eps) · w over the last axis (llama.cpp's RMS norm). */

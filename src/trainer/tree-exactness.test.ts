@@ -11,7 +11,9 @@
 // below with a deliberately wrong tree).
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildTrainingBatch } from "../batch/build-batch.js";
 import { buildPackedTree } from "../batch/tree/build-tree.js";
+import { syntheticSweBatch } from "../batch/tree/synthetic.js";
 import type { PackedTree } from "../batch/tree/packed-tree.js";
 import { Rng } from "../core/rng.js";
 import { tinyConfig } from "../model/config.js";
@@ -125,4 +127,21 @@ describe("tree-merged vs separate training (issue 7 exactness)", () => {
     const r = compare(trainers[1] as Trainer, { ...batch, tree: broken }, batch);
     expect(r.grad).toBeGreaterThan(1e-2);
   });
+
+  it("is exact on a SWE-agent-shaped batch: a group of 16, 20-24 calls per trajectory, per-call samples, shared first turns", async () => {
+    // Issue 18's shape, with turn lengths of a few tokens so the flat side (one pass per call) stays small.
+    const syn = syntheticSweBatch({ seed: 5, tasks: 1, groupSize: 16, turns: [20, 24], systemTokens: 3, taskTokens: [1, 2], outputTokens: [1, 2], toolTokens: [1, 1], coincideProbability: 0.5, vocab: 40 });
+    const batch = buildTrainingBatch({ id: "swe", trajectories: syn.trajectories, groups: syn.groups, estimator: "grpo", mode: "per-call" }).tree;
+    expect(batch.stats.samples).toBeGreaterThanOrEqual(16 * 20);
+    expect(batch.stats.treeTokenRatio).toBeGreaterThan(8);
+    const cfg = tinyConfig({ nVocab: 40, nEmbd: 16, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 32, contextLength: 256 });
+    const tr = await Trainer.create(cfg, initWeights(cfg, new Rng(8)).map((t) => ({ ...t, data: t.data.map((x) => (t.name.includes("norm") ? 1 : x * 15)) })));
+    try {
+      const r = compare(tr, batch);
+      expect(r.loss).toBeLessThanOrEqual(TOL);
+      expect(r.grad, `gradient of ${r.worstParam}`).toBeLessThanOrEqual(TOL);
+    } finally {
+      tr.dispose();
+    }
+  }, 120_000);
 });

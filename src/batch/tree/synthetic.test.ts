@@ -51,4 +51,31 @@ describe("syntheticSweBatch", () => {
     expect(buildSampleSet(b.trajectories, b.groups, "merged").samples).toHaveLength(8 + resets);
     expect(() => syntheticSweBatch({ seed: 1, turns: [3, 2] })).toThrow(/turns must be integers/);
   });
+
+  it("siblings share their first turns only while their actions coincide, and fork on a token of their own where they leave", () => {
+    // Turns a program spends on its group's common path: those before the one whose output starts with its fork token.
+    const onPath = (b: ReturnType<typeof syntheticSweBatch>): number[] =>
+      b.trajectories.map((t, s) => {
+        const leave = t.calls.findIndex((c) => c.outputTokenIds[0] === 1 + s);
+        return leave < 0 ? t.calls.length : leave;
+      });
+    const never = syntheticSweBatch({ seed: 4, tasks: 1, groupSize: 16, turns: [5, 5] });
+    expect(onPath(never)).toEqual(new Array(16).fill(0));
+    const always = syntheticSweBatch({ seed: 4, tasks: 1, groupSize: 16, turns: [5, 5], coincideProbability: 1 });
+    expect(onPath(always)).toEqual(new Array(16).fill(5));
+    for (const t of always.trajectories) expect(t.calls.map((c) => c.promptTokenIds.concat(c.outputTokenIds))).toEqual(always.trajectories[0]!.calls.map((c) => c.promptTokenIds.concat(c.outputTokenIds)));
+    const some = syntheticSweBatch({ seed: 4, tasks: 1, groupSize: 16, turns: [6, 6], coincideProbability: 0.6 });
+    const k = onPath(some);
+    expect(k.some((x) => x > 0) && k.some((x) => x === 0)).toBe(true);
+    some.trajectories.forEach((a, s) =>
+      some.trajectories.forEach((b, u) => {
+        const both = Math.min(k[s]!, k[u]!);
+        for (let i = 0; i < both; i++) expect(a.calls[i]!.outputTokenIds).toEqual(b.calls[i]!.outputTokenIds);
+        // Same actions so far, so the same tool results: the prompt where the first of them leaves is shared.
+        if (both < 6) expect(a.calls[both]!.promptTokenIds).toEqual(b.calls[both]!.promptTokenIds);
+        if (s !== u && k[s]! < 6) expect(a.calls[k[s]!]!.outputTokenIds[0]).not.toBe(b.calls[k[s]!]!.outputTokenIds[0]);
+      }),
+    );
+    expect(() => syntheticSweBatch({ seed: 1, coincideProbability: 1.5 })).toThrow(/coincideProbability must be in \[0, 1\]/);
+  });
 });
