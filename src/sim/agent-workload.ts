@@ -11,6 +11,11 @@ export interface AgentTurnSpec {
   toolTokens: number[];
   /** How long the tool runs before the next turn is submitted, ms. */
   toolMs: number;
+  /**
+   * A context reset after this turn (a search agent's summary): the next turn's prompt is exactly
+   * these tokens (system prompt + summary) instead of prompt + output + tool output.
+   */
+  resetPromptTokenIds?: number[];
 }
 
 export interface AgentProgramSpec {

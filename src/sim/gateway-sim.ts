@@ -3,7 +3,9 @@
 // gate, router, the same calls in the same order as the HTTP gateway makes them), with the
 // production router built from a routing preset and, optionally, the production PauseGate holding
 // and releasing calls and pausing programs on the engines. Only the engines and the agents are
-// simulated. Used by `arbor bench pausing` to compare routers with and without ThunderAgent pausing.
+// simulated. Used by `arbor bench pausing` to compare routers with and without ThunderAgent pausing,
+// and by `arbor sim` on agent workloads (src/sim/scenario/agent-scenario.ts), which also reads the
+// time series and program end times recorded here.
 import { Registry } from "prom-client";
 import { VirtualClock, type Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
@@ -11,14 +13,17 @@ import { Rng } from "../core/rng.js";
 import { CostModelExecutor } from "../engine/costmodel/costmodel-executor.js";
 import { getCostProfile } from "../engine/costmodel/profile.js";
 import { KvBlockManager } from "../engine/kv/block-manager.js";
-import { Scheduler } from "../engine/scheduler/scheduler.js";
-import { SimEngine } from "../engine/sim-engine.js";
+import { InProcessKvTier } from "../engine/kv/tier.js";
+import { Scheduler, type PauseTarget } from "../engine/scheduler/scheduler.js";
+import type { StepPlan } from "../engine/scheduler/step-plan.js";
+import { SimEngine, type StepExecutor } from "../engine/sim-engine.js";
 import { callRecorded, programForgotten, runCall, type CallPath } from "../gateway/call-path.js";
 import type { CallGate } from "../gateway/pausing/call-gate.js";
 import { PauseGate, type PauseGateConfig } from "../gateway/pausing/pause-gate.js";
 import { ProgramTable } from "../gateway/program-table.js";
 import { createPluginRouter, resolveRoutingConfig } from "../gateway/routing/registry.js";
 import type { AgentProgramSpec } from "./agent-workload.js";
+import type { SeriesPoint } from "./scenario/sim-report.js";
 import { settleUntilIdle } from "./settle.js";
 import { SimBackend } from "./sim-backend.js";
 
@@ -38,7 +43,28 @@ export interface GatewaySimOptions {
   profile?: string;
   /** How often engine metrics are scraped into the router and KV usage is sampled, ms. Default 1000. */
   scrapeMs?: number;
+  /**
+   * Each engine's host-memory KV tier (L2), in tokens (whole blocks): evicted cached blocks are
+   * offloaded there and loaded back at the profile's PCIe bandwidth instead of being recomputed.
+   * Default: no L2.
+   */
+  l2TokensPerEngine?: number;
+  /** Where the engine puts a paused program's KV: "drop" (default; left evictable in L1) or "L2". */
+  pauseTo?: PauseTarget;
+  /** Most sequences an engine runs at once (vLLM max_num_seqs). Default 256. */
+  maxNumSeqs?: number;
   seed: number;
+}
+
+/** Time series sampled every `scrapeMs` (cumulative counters are running totals since the start). */
+export interface GatewaySimSeries {
+  /** Output tokens sampled by all engines, cumulative. */
+  outputTokens: SeriesPoint[];
+  /** Fraction of each engine's KV blocks in use, by engine name. */
+  kvUsage: Record<string, SeriesPoint[]>;
+  preemptions: SeriesPoint[];
+  /** Prompt tokens computed so far minus the unique prompt tokens submitted so far. */
+  recomputedTokens: SeriesPoint[];
 }
 
 export interface GatewaySimResult {
@@ -69,6 +95,16 @@ export interface GatewaySimResult {
   restores: number;
   /** The gateway's program table at the end: every program released (terminated), none active. */
   gatewayPrograms: { active: number; terminated: number };
+  /** Output tokens generated over all calls. */
+  outputTokens: number;
+  /** Each program's end time since the clock's start, ms, in program order. */
+  programEndsMs: number[];
+  /** Highest fraction of an engine's KV blocks in use, checked at every engine step (never above 1). */
+  peakKvUsage: number;
+  /** Highest KV blocks in use on any engine, checked at every step, in blocks, and the capacity in blocks. */
+  peakKvBlocks: number;
+  kvBlocksPerEngine: number;
+  series: GatewaySimSeries;
 }
 
 /**
@@ -93,18 +129,42 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
     ids.add(p.programId);
   }
 
+  const l2Blocks = o.l2TokensPerEngine === undefined ? 0 : Math.floor(o.l2TokensPerEngine / profile.blockSize);
+  if (o.l2TokensPerEngine !== undefined && !(l2Blocks >= 1)) {
+    throw new ArborError(`gateway sim: l2TokensPerEngine must hold at least one block, got ${o.l2TokensPerEngine}`, "config");
+  }
+  if (o.pauseTo === "L2" && l2Blocks === 0) throw new ArborError('gateway sim: pauseTo "L2" needs l2TokensPerEngine', "config");
+  if (o.pauseTo === "L3") throw new ArborError('gateway sim: pauseTo "L3" is not simulated here (no shared pool); use "L2" or "drop"', "config");
+  // Counted at every engine step by the executor wrapper below: what the series and the peak read.
+  let sampledTokens = 0;
+  let promptComputed = 0;
+  let peakBlocks = 0;
   const backends: SimBackend[] = Array.from({ length: o.engines }, (_, i) => {
     const name = `engine-${i}`;
-    const kv = new KvBlockManager({ blockSize: profile.blockSize, numBlocks, enablePrefixCaching: true, bytesPerToken: profile.kvBytesPerToken });
+    const l2 = l2Blocks > 0 ? new InProcessKvTier({ name: "L2", capacityBlocks: l2Blocks, bandwidthBytesPerMs: profile.l2BandwidthBytesPerMs }) : undefined;
+    const kv = new KvBlockManager({ blockSize: profile.blockSize, numBlocks, enablePrefixCaching: true, bytesPerToken: profile.kvBytesPerToken, ...(l2 ? { l2 } : {}) });
     const scheduler = new Scheduler(
-      { maxNumBatchedTokens: 8192, maxNumSeqs: 256, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacityTokens, stopTokenIds: [STOP], maxWaiting: 1_000_000 },
+      { maxNumBatchedTokens: 8192, maxNumSeqs: o.maxNumSeqs ?? 256, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacityTokens, stopTokenIds: [STOP], maxWaiting: 1_000_000 },
       kv,
       clock,
     );
     const executor = new CostModelExecutor(profile, rng.fork(name), { vocabSize: VOCAB, stopTokenIds: [STOP] });
+    // Counts what each step computes before the cost model runs it: a chunk that extends a request
+    // past its prompt by one token is a decode; every other chunk computes prompt (or recomputed) tokens.
+    const counting: StepExecutor = {
+      run(plan: StepPlan, kvTokensOf) {
+        for (const c of plan.chunks) {
+          if (c.samples) sampledTokens++;
+          const promptLen = backend.promptLength(c.requestId);
+          if (!(c.numNewTokens === 1 && c.numComputedTokens >= promptLen)) promptComputed += c.numNewTokens;
+        }
+        peakBlocks = Math.max(peakBlocks, Math.round(kv.usage() * numBlocks));
+        return executor.run(plan, kvTokensOf);
+      },
+    };
     // The engine reports finished requests to its backend (created next; called only later).
-    const engine = new SimEngine({ scheduler, executor, clock, onFinished: (f) => backend.finished(f) });
-    const backend: SimBackend = new SimBackend(name, { kv, scheduler, executor, engine, capacityTokens });
+    const engine = new SimEngine({ scheduler, executor: counting, clock, onFinished: (f) => backend.finished(f) });
+    const backend: SimBackend = new SimBackend(name, { kv, scheduler, executor, engine, capacityTokens }, o.pauseTo ?? "drop");
     return backend;
   });
   const names = backends.map((b) => b.name);
@@ -128,6 +188,7 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
 
   const usageSum = new Map(names.map((n) => [n, 0]));
   const latencies: number[] = [];
+  const ends = new Map<string, number>();
   const errors: unknown[] = [];
   let turns = 0;
   let outputTokens = 0;
@@ -136,13 +197,23 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
   let live = programs.length;
   let monitor: Timer | null = null;
 
+  const series: GatewaySimSeries = { outputTokens: [], kvUsage: Object.fromEntries(names.map((n) => [n, []])), preemptions: [], recomputedTokens: [] };
+  let uniqueSubmitted = 0;
   const scrape = (): void => {
+    const tMs = clock.now();
+    let preemptions = 0;
     for (const b of backends) {
       const s = b.parts.scheduler.stats();
       const usage = b.parts.kv.usage();
+      preemptions += s.preemptions;
       usageSum.set(b.name, (usageSum.get(b.name) as number) + usage);
+      (series.kvUsage[b.name] as SeriesPoint[]).push({ tMs, value: usage });
       router.updateMetrics(b.name, { running: s.running, waiting: s.waiting, kvUsage: usage, kvCapacityTokens: capacityTokens, blockSize: profile.blockSize });
     }
+    series.outputTokens.push({ tMs, value: sampledTokens });
+    series.preemptions.push({ tMs, value: preemptions });
+    // A call submitted but not yet prefilled counts its unique tokens early; never below zero.
+    series.recomputedTokens.push({ tMs, value: Math.max(0, promptComputed - uniqueSubmitted) });
     samples++;
   };
 
@@ -150,7 +221,10 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
   const runProgram = async (spec: AgentProgramSpec): Promise<void> => {
     const id = spec.programId;
     let prompt = spec.promptTokenIds;
+    // What a perfect cache holds for this program: its last context less the last output token.
+    let cached: readonly number[] = spec === programs[0] ? [] : (programs[0] as AgentProgramSpec).promptTokenIds;
     for (const [t, turn] of spec.turns.entries()) {
+      uniqueSubmitted += prompt.length - commonPrefix(prompt, cached);
       const start = clock.now();
       const output = await runCall(path, { programId: id, start, estimateTokens: () => prompt.length }, async (serving) => {
         // No virtual time passes in the call path but at the pause gate: the wait is time held.
@@ -167,9 +241,12 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
       turns++;
       outputTokens += output.length;
       if (t === spec.turns.length - 1) break;
-      prompt = [...prompt, ...output, ...turn.toolTokens];
+      cached = [...prompt, ...output.slice(0, -1)];
+      // A context reset (summary) starts the next call from new tokens; otherwise the context grows.
+      prompt = turn.resetPromptTokenIds ?? [...prompt, ...output, ...turn.toolTokens];
       await clock.sleep(turn.toolMs);
     }
+    ends.set(id, clock.now());
     latencies.push(clock.now() - spec.arrivalMs);
     table.release(id);
     programForgotten(path, id);
@@ -181,9 +258,7 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
     monitor?.cancel();
     void gateReady?.then((g) => g.close());
   };
-  let unique = 0;
   for (const p of programs) {
-    unique += p.promptTokenIds.length + p.turns.reduce((s, t) => s + t.toolTokens.length, 0) + p.turns.length - 1;
     clock.setTimer(p.arrivalMs, () => {
       runProgram(p).then(finishOne, (e: unknown) => {
         errors.push(e);
@@ -191,7 +266,6 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
       });
     });
   }
-  unique -= sharedPrefixLength(programs) * (programs.length - 1);
 
   scrape();
   const loop = (): void => {
@@ -212,9 +286,8 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
     throw new ArborError(`gateway sim: ${programs.length - latencies.length} program(s) did not finish${gateFailures.length > 0 ? `; pause gate: ${gateFailures[0]}` : ""}`, "internal");
   }
 
-  const computed = backends.reduce((s, b) => s + b.parts.engine.usage.computedTokens, 0);
-  const promptTokensComputed = computed - (outputTokens - turns); // a call's last output token is never fed back
   const makespanMs = clock.now();
+  scrape(); // the last point of every series, at the end
   const meanKvUsage = names.map((n) => (usageSum.get(n) as number) / samples);
   const counters = (await gateReady)?.controller.counters();
   return {
@@ -222,9 +295,9 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
     turns,
     makespanMs,
     stepsPerMin: turns / (makespanMs / 60_000),
-    uniquePromptTokens: unique,
-    promptTokensComputed,
-    recomputeTokens: promptTokensComputed - unique,
+    uniquePromptTokens: uniqueSubmitted,
+    promptTokensComputed: promptComputed,
+    recomputeTokens: promptComputed - uniqueSubmitted,
     preemptions: backends.reduce((s, b) => s + b.parts.scheduler.stats().preemptions, 0),
     meanKvUsage,
     kvImbalance: Math.max(...meanKvUsage) - Math.min(...meanKvUsage),
@@ -233,17 +306,19 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
     pauses: counters?.pauses ?? 0,
     restores: counters?.restores ?? 0,
     gatewayPrograms: table.counts(),
+    outputTokens,
+    programEndsMs: programs.map((p) => ends.get(p.programId) as number),
+    peakKvUsage: peakBlocks / numBlocks,
+    peakKvBlocks: peakBlocks,
+    kvBlocksPerEngine: numBlocks,
+    series,
   };
 }
 
-/** Leading tokens every program's first prompt shares (the system prompt). */
-function sharedPrefixLength(programs: readonly AgentProgramSpec[]): number {
-  const first = (programs[0] as AgentProgramSpec).promptTokenIds;
-  let n = first.length;
-  for (const p of programs) {
-    let i = 0;
-    while (i < n && p.promptTokenIds[i] === first[i]) i++;
-    n = i;
-  }
-  return n;
+/** Length of the common prefix of two token sequences. */
+function commonPrefix(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
 }

@@ -13,7 +13,7 @@ import {
 import { ArborError } from "../core/errors.js";
 import type { CostModelExecutor } from "../engine/costmodel/costmodel-executor.js";
 import type { KvBlockManager } from "../engine/kv/block-manager.js";
-import type { FinishedRequest, Scheduler } from "../engine/scheduler/scheduler.js";
+import type { FinishedRequest, PauseTarget, Scheduler } from "../engine/scheduler/scheduler.js";
 import type { SimEngine } from "../engine/sim-engine.js";
 
 /** The engine parts a simulated backend drives. */
@@ -38,11 +38,21 @@ export class SimBackend implements TokenBackend {
   private readonly waiting = new Map<string, { resolve(r: GenerateResult): void; prompt: number[] }>();
   private nextId = 0;
 
+  /**
+   * `pauseTo`: where a paused program's KV goes — "drop" leaves it evictable in L1 (the engine has
+   * no lower tier), "L2"/"L3" offloads it to that tier of the block manager, loaded back on restore.
+   */
   constructor(
     readonly name: string,
     readonly parts: SimEngineParts,
+    readonly pauseTo: PauseTarget = "drop",
   ) {
     this.url = `sim://${name}/v1`;
+  }
+
+  /** Prompt length of a request still in flight on this backend (0 when unknown). */
+  promptLength(requestId: string): number {
+    return this.waiting.get(requestId)?.prompt.length ?? 0;
   }
 
   generate(req: GenerateRequest): Promise<GenerateResult> {
@@ -77,10 +87,11 @@ export class SimBackend implements TokenBackend {
 
   /**
    * Pause: the program has no call in flight (the gate pauses only between calls), so its KV is
-   * left evictable in the prefix cache ("drop"); a restore on this engine finds what survived.
+   * left evictable in the prefix cache ("drop") or offloaded to the backend's tier; a restore on
+   * this engine finds what survived.
    */
   async pause(programId: string): Promise<void> {
-    this.parts.scheduler.pauseProgram(programId, "drop");
+    this.parts.scheduler.pauseProgram(programId, this.pauseTo);
   }
 
   async restore(programId: string): Promise<void> {
