@@ -28,6 +28,8 @@ export interface RolloutSimOptions {
   /** Divided rollout chunk, tokens (policies that divide). */
   chunkTokens?: number;
   starvationMs?: number;
+  /** Divided rollout: keep a continuation on its previous chunk's instance when it has room (default true). */
+  kvAffinity?: boolean;
   mode: RolloutMode;
   /** Groups per training batch; in sync mode also per iteration. */
   batchGroups: number;
@@ -245,7 +247,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     batchGroups: o.batchGroups,
     tasks: o.tasks,
     rng: rng.fork("dataset"),
-    scheduler: createRolloutScheduler(o.policy, { chunkTokens: o.chunkTokens, starvationMs: o.starvationMs }),
+    scheduler: createRolloutScheduler(o.policy, { chunkTokens: o.chunkTokens, starvationMs: o.starvationMs, kvAffinity: o.kvAffinity }),
     clock,
     maxInFlightGroups: o.maxInFlightGroups,
     window: o.window,
