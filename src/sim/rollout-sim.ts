@@ -205,7 +205,15 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
    * a prefill chunk's positions below what this chunk computed before (preempted and recomputed), or below
    * the context a continuation brought (its earlier chunks computed it), minus what the prefix cache served.
    */
+  let lastSeenMs = 0;
+  /** The virtual clock only moves forward: every observation checks it. */
+  const checkTime = (): void => {
+    if (clock.now() < lastSeenMs) throw new ArborError(`rollout sim: the clock went back from ${lastSeenMs} to ${clock.now()} ms`, "internal");
+    lastSeenMs = clock.now();
+  };
   function observeStep(node: Node, plan: StepPlan, result: StepResult): StepResult {
+    checkTime();
+    if (!(result.durationMs >= 0)) throw new ArborError(`rollout sim: ${node.name} step ${plan.stepId} lasts ${result.durationMs} ms`, "internal");
     const usage = node.kv.usage();
     if (usage > 1) throw new ArborError(`rollout sim: ${node.name} uses ${usage} of its KV blocks at ${clock.now()} ms`, "internal");
     if (usage > trace.peakKvUsage) trace.peakKvUsage = usage;
@@ -233,6 +241,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   /** One sample of the series per period while the run lasts. */
   const sample = (): void => {
     if (stopped) return;
+    checkTime();
     trace.kvUsage.push(nodes.map((n) => n.kv.usage()));
     trace.preemptions.push(nodes.reduce((a, n) => a + n.scheduler.stats().preemptions, 0));
     trace.recomputedTokens.push(trace.recomputedTokensTotal);
@@ -328,6 +337,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const last = ends[ends.length - 1] as number;
     batches.push({ batch, takenAtMs: clock.now(), rolloutMs: last - start, tailMs: last - (ends[Math.max(0, Math.ceil(ends.length * 0.9) - 1)] as number) });
     for (const id of ids) {
+      if ((finishedAt.get(id) as number) < (placedAt.get(id) as number)) throw new ArborError(`rollout sim: ${id} ended before it was placed`, "internal");
       trace.completed++;
       trace.submittedMs.push(placedAt.get(id) as number);
       trace.endedMs.push(finishedAt.get(id) as number);
