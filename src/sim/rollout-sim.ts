@@ -227,8 +227,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       if (ch.numNewTokens === 1 && ch.numComputedTokens > 0) continue; // a decoding sequence: new KV only
       const c = chunks.get(ch.requestId);
       if (c === undefined) continue;
-      const st = node.scheduler.requestState(ch.requestId);
-      const outputs = st === undefined ? 0 : st.outputTokenIds.length;
+      const outputs = node.scheduler.numOutputTokensOf(ch.requestId);
       const before = Math.max(prefillHigh.get(ch.requestId) ?? 0, outputs > 0 ? c.context + outputs - 1 : c.p.generated > 0 ? c.context - 1 : 0);
       const end = ch.numComputedTokens + ch.numNewTokens;
       const again = Math.max(0, Math.min(end, before) - ch.numComputedTokens);

@@ -529,6 +529,12 @@ export class Scheduler {
     return this.requests.get(requestId)?.numComputedTokens ?? 0;
   }
 
+  /** Output tokens a request has so far (0 when unknown), without copying them as requestState does. */
+  numOutputTokensOf(requestId: string): number {
+    const r = this.requests.get(requestId);
+    return r === undefined ? 0 : r.tokenIds.length - r.numPromptTokens;
+  }
+
   /** A request's state; finished requests are kept until the plan that lists them as finished. */
   requestState(requestId: string): RequestStateView | undefined {
     const r = this.requests.get(requestId);
