@@ -3,7 +3,7 @@
 // so the compiler keeps the two equal.
 
 /** Names of the registered benchmarks, in the order `arbor bench --help` lists them. */
-export const BENCHMARK_NAMES = ["engine", "pausing", "scheduling", "gateway", "sandbox", "tree", "store", "scale", "specdec"] as const;
+export const BENCHMARK_NAMES = ["engine", "pausing", "scheduling", "gateway", "sandbox", "tree", "store", "scale", "specdec", "sim"] as const;
 
 /** One registered benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARK_NAMES)[number];

@@ -8,6 +8,7 @@ import { schedulingBench } from "./scheduling-bench.js";
 import { gatewayBench } from "./gateway-bench.js";
 import { sandboxBench } from "./sandbox-bench.js";
 import { scaleBench } from "./scale-bench.js";
+import { simBench } from "./sim-bench.js";
 import { specdecBench } from "./specdec-bench.js";
 import { storeBench } from "./store-bench.js";
 import { treeBench } from "./tree-bench.js";
@@ -23,6 +24,7 @@ const BENCHMARKS: Record<BenchmarkName, Benchmark> = {
   store: storeBench,
   scale: scaleBench,
   specdec: specdecBench,
+  sim: simBench,
 };
 
 /** Names of the registered benchmarks. */

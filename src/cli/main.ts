@@ -122,6 +122,20 @@ program
   });
 
 program
+  .command("sim")
+  .description("simulate a workload under named systems on the virtual clock (cost-model engines, the real schedulers) and write a report (e.g. `arbor sim seer-moonlight --systems verl-like,seer,arbor`)")
+  .argument("<workload>", "a shipped workload (seer-moonlight, seer-qwen2vl, seer-kimik2, …) or a workload .yaml file")
+  .option("--systems <list>", "comma-separated systems (default: every system of the workload)")
+  .option("--seed <n>", "seed of every random draw", toInt, 1)
+  .option("--scale <f>", "fraction of the workload's requests and engines (1 = full scale)", Number, 1)
+  .option("--out <dir>", "report folder (default .arbor/sim/<workload>-<seed>)")
+  .option("--json", "print the report as JSON instead of the summary table")
+  .action(async (workload: string, o: { systems?: string; seed: number; scale: number; out?: string; json?: boolean }) => {
+    const { simCommand } = await import("./sim.js");
+    await simCommand(workload, o);
+  });
+
+program
   .command("inspect")
   .description("print a store's runs and programs, or one program's trajectory as readable turns (tokens decoded, tool calls, context events, rewards, termination)")
   .argument("<store>", "the store: a SQLite file (a run's <output.dir>/store.sqlite), a run's output folder, or a postgres:// URL (?schema= for another schema)")

@@ -44,7 +44,7 @@ export class SimEngine {
     const { scheduler, executor, clock } = this.o;
     if (!scheduler.hasUnfinished()) return;
     const plan = scheduler.schedule();
-    const result = executor.run(plan, (id) => scheduler.requestState(id)?.numComputedTokens ?? 0);
+    const result = executor.run(plan, (id) => scheduler.numComputedTokensOf(id));
     // An empty plan (everything held or blocked) only tells the executor what finished: no step runs.
     if (plan.chunks.length === 0) return;
     this.busy = true;

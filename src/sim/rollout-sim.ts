@@ -11,6 +11,7 @@ import { getCostProfile } from "../engine/costmodel/profile.js";
 import { KvBlockManager } from "../engine/kv/block-manager.js";
 import { InProcessKvTier } from "../engine/kv/tier.js";
 import { Scheduler, type FinishedRequest } from "../engine/scheduler/scheduler.js";
+import type { StepPlan, StepResult } from "../engine/scheduler/step-plan.js";
 import { SimEngine } from "../engine/sim-engine.js";
 import { RolloutOrchestrator, type RolloutBatch, type RolloutMode } from "../rollout/orchestrator/orchestrator.js";
 import { createRolloutScheduler } from "../rollout/scheduling/registry.js";
@@ -27,6 +28,8 @@ export interface RolloutSimOptions {
   /** Divided rollout chunk, tokens (policies that divide). */
   chunkTokens?: number;
   starvationMs?: number;
+  /** Divided rollout: keep a continuation on its previous chunk's instance when it has room (default true). */
+  kvAffinity?: boolean;
   mode: RolloutMode;
   /** Groups per training batch; in sync mode also per iteration. */
   batchGroups: number;
@@ -49,7 +52,37 @@ export interface RolloutSimOptions {
   weightSyncMs: number;
   /** Stop after this many batches (default: the whole dataset). */
   maxBatches?: number;
+  /** vLLM max_num_batched_tokens of every engine (default 8192). */
+  maxNumBatchedTokens?: number;
+  /** Period of the time series (throughput buckets, KV usage, cumulative counters), simulated ms (default 1000). */
+  sampleMs?: number;
   seed: number;
+}
+
+/** What `arbor sim` draws and checks: time series, every request's submission and end, KV peaks. */
+export interface RolloutSimTrace {
+  sampleMs: number;
+  /** Output tokens sampled in each period [i·sampleMs, (i+1)·sampleMs), by the step end time. */
+  outputTokensPerPeriod: number[];
+  /** At each period boundary i·sampleMs (i = 1, 2, …): each engine's fraction of KV blocks in use. */
+  kvUsage: number[][];
+  /** At each period boundary: preemptions and recomputed tokens so far. */
+  preemptions: number[];
+  recomputedTokens: number[];
+  /** Engine names, in kvUsage's inner order. */
+  engines: string[];
+  /** Requests that ended (stop or budget) and were taken in a batch, and requests cut off (none in a finished run). */
+  completed: number;
+  aborted: number;
+  /** Per ended request: clock time of its first placement and of its end, ms (same order). */
+  submittedMs: number[];
+  endedMs: number[];
+  /** Highest fraction of KV blocks in use on any engine at any step (checked against capacity at every step). */
+  peakKvUsage: number;
+  /** Context tokens whose KV was computed again (after preemption, a chunk continuing without a cache hit). */
+  recomputedTokensTotal: number;
+  /** Output tokens sampled by the engines (taken or not). */
+  sampledTokens: number;
 }
 
 /** One batch as the simulated trainer took it. */
@@ -77,6 +110,7 @@ export interface RolloutSimResult {
   /** Chunks placed (= requests when the policy does not divide), and chunks interrupted by weight syncs. */
   chunks: number;
   interrupted: number;
+  trace: RolloutSimTrace;
 }
 
 interface Node {
@@ -125,6 +159,25 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   let interrupted = 0;
   let continuationPrefill = 0;
   let stopped = false;
+  const sampleMs = o.sampleMs ?? 1000;
+  if (!(sampleMs > 0)) throw new ArborError(`rollout sim: sampleMs must be > 0, got ${sampleMs}`, "config");
+  const trace: RolloutSimTrace = {
+    sampleMs,
+    outputTokensPerPeriod: [],
+    kvUsage: [],
+    preemptions: [],
+    recomputedTokens: [],
+    engines: [],
+    completed: 0,
+    aborted: 0,
+    submittedMs: [],
+    endedMs: [],
+    peakKvUsage: 0,
+    recomputedTokensTotal: 0,
+    sampledTokens: 0,
+  };
+  /** Per chunk: the highest prefill position computed so far (a recompute is a prefill below it). */
+  const prefillHigh = new Map<string, number>();
 
   // The global KV pool (Mooncake, as Seer deploys): blocks evicted from an engine are written back
   // here and found by any engine, so a request that moves (or is preempted) loads its context at the
@@ -134,16 +187,67 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const name = `engine-${i}`;
     const kv = new KvBlockManager({ blockSize: profile.blockSize, numBlocks, enablePrefixCaching: true, bytesPerToken: profile.kvBytesPerToken, l3 });
     const scheduler = new Scheduler(
-      { maxNumBatchedTokens: 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000 },
+      { maxNumBatchedTokens: o.maxNumBatchedTokens ?? 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000 },
       kv,
       clock,
     );
     const executor = new CostModelExecutor(profile, rng.fork(name), { vocabSize: 128_256, stopTokenIds: [STOP] });
     const node: Node = { name, kv, scheduler, executor, engine: undefined as unknown as SimEngine, chunks: new Map() };
-    node.engine = new SimEngine({ scheduler, executor, clock, onFinished: (f) => onChunkDone(f) });
+    node.engine = new SimEngine({ scheduler, executor: { run: (plan, kvOf) => observeStep(node, plan, executor.run(plan, kvOf)) }, clock, onFinished: (f) => onChunkDone(f) });
     return node;
   });
   const byName = new Map(nodes.map((n) => [n.name, n]));
+  trace.engines = nodes.map((n) => n.name);
+
+  /**
+   * Every step passes here on its way from the executor to the engine: it counts the tokens the step
+   * samples into its period, checks the engine's KV against its capacity, and counts recomputed context:
+   * a prefill chunk's positions below what this chunk computed before (preempted and recomputed), or below
+   * the context a continuation brought (its earlier chunks computed it), minus what the prefix cache served.
+   */
+  let lastSeenMs = 0;
+  /** The virtual clock only moves forward: every observation checks it. */
+  const checkTime = (): void => {
+    if (clock.now() < lastSeenMs) throw new ArborError(`rollout sim: the clock went back from ${lastSeenMs} to ${clock.now()} ms`, "internal");
+    lastSeenMs = clock.now();
+  };
+  function observeStep(node: Node, plan: StepPlan, result: StepResult): StepResult {
+    checkTime();
+    if (!(result.durationMs >= 0)) throw new ArborError(`rollout sim: ${node.name} step ${plan.stepId} lasts ${result.durationMs} ms`, "internal");
+    const usage = node.kv.usage();
+    if (usage > 1) throw new ArborError(`rollout sim: ${node.name} uses ${usage} of its KV blocks at ${clock.now()} ms`, "internal");
+    if (usage > trace.peakKvUsage) trace.peakKvUsage = usage;
+    let sampled = result.sampled.size;
+    if (result.moreTokens) for (const m of result.moreTokens.values()) sampled += m.length;
+    trace.sampledTokens += sampled;
+    const period = Math.floor((clock.now() + result.durationMs) / sampleMs);
+    while (trace.outputTokensPerPeriod.length <= period) trace.outputTokensPerPeriod.push(0);
+    trace.outputTokensPerPeriod[period] = (trace.outputTokensPerPeriod[period] as number) + sampled;
+    for (const ch of plan.chunks) {
+      if (ch.numNewTokens === 1 && ch.numComputedTokens > 0) continue; // a decoding sequence: new KV only
+      const c = chunks.get(ch.requestId);
+      if (c === undefined) continue;
+      const outputs = node.scheduler.numOutputTokensOf(ch.requestId);
+      const before = Math.max(prefillHigh.get(ch.requestId) ?? 0, outputs > 0 ? c.context + outputs - 1 : c.p.generated > 0 ? c.context - 1 : 0);
+      const end = ch.numComputedTokens + ch.numNewTokens;
+      const again = Math.max(0, Math.min(end, before) - ch.numComputedTokens);
+      trace.recomputedTokensTotal += again;
+      prefillHigh.set(ch.requestId, Math.max(end, prefillHigh.get(ch.requestId) ?? 0));
+    }
+    return result;
+  }
+
+  /** One sample of the series per period while the run lasts. */
+  const sample = (): void => {
+    if (stopped) return;
+    checkTime();
+    trace.kvUsage.push(nodes.map((n) => n.kv.usage()));
+    trace.preemptions.push(nodes.reduce((a, n) => a + n.scheduler.stats().preemptions, 0));
+    trace.recomputedTokens.push(trace.recomputedTokensTotal);
+    // Only while something else is pending: a stuck run must still stop with "nothing scheduled".
+    if (clock.pendingTimers > 0) clock.setTimer(sampleMs, sample);
+  };
+  clock.setTimer(sampleMs, sample);
 
   const orch = new RolloutOrchestrator({
     mode: o.mode,
@@ -151,7 +255,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     batchGroups: o.batchGroups,
     tasks: o.tasks,
     rng: rng.fork("dataset"),
-    scheduler: createRolloutScheduler(o.policy, { chunkTokens: o.chunkTokens, starvationMs: o.starvationMs }),
+    scheduler: createRolloutScheduler(o.policy, { chunkTokens: o.chunkTokens, starvationMs: o.starvationMs, kvAffinity: o.kvAffinity }),
     clock,
     maxInFlightGroups: o.maxInFlightGroups,
     window: o.window,
@@ -210,6 +314,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     if (c === undefined) throw new ArborError(`rollout sim: unknown chunk ${f.requestId} finished`, "internal");
     chunks.delete(f.requestId);
     c.node.chunks.delete(f.requestId);
+    prefillHigh.delete(f.requestId);
     const out = outputs.get(c.p.requestId) as number[];
     // A continuation's context beyond its prefix-cache hit was computed again.
     if (c.p.generated > 0 && f.finishReason !== "abort") continuationPrefill += f.numPromptTokens - f.numCachedTokens;
@@ -231,6 +336,10 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const last = ends[ends.length - 1] as number;
     batches.push({ batch, takenAtMs: clock.now(), rolloutMs: last - start, tailMs: last - (ends[Math.max(0, Math.ceil(ends.length * 0.9) - 1)] as number) });
     for (const id of ids) {
+      if ((finishedAt.get(id) as number) < (placedAt.get(id) as number)) throw new ArborError(`rollout sim: ${id} ended before it was placed`, "internal");
+      trace.completed++;
+      trace.submittedMs.push(placedAt.get(id) as number);
+      trace.endedMs.push(finishedAt.get(id) as number);
       outputs.delete(id);
       promptOf.delete(id);
       placedAt.delete(id);
@@ -266,5 +375,6 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     engineBusy: makespanMs === 0 ? 0 : nodes.reduce((a, n) => a + Math.min(n.engine.usage.busyMs, makespanMs), 0) / (nodes.length * makespanMs),
     chunks: chunkSeq,
     interrupted,
+    trace,
   };
 }

@@ -273,7 +273,7 @@ export class ScheduledExecutor implements Executor {
     });
   }
 
-  private kvTokensOf = (requestId: string): number => this.scheduler.requestState(requestId)?.numComputedTokens ?? 0;
+  private kvTokensOf = (requestId: string): number => this.scheduler.numComputedTokensOf(requestId);
 
   private async loop(): Promise<void> {
     while (!this.closed) {

@@ -1,10 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { batchLatencyMs, calibrationTable } from "./calibration.js";
+import { batchLatencyMs, CALIBRATED_PROFILES, calibrationTable } from "./calibration.js";
 import { COST_PROFILES } from "./profile.js";
 import { ROUND_PROFILE } from "../../testing/costmodel-helpers.js";
 
 describe("calibrationTable", () => {
-  for (const p of Object.values(COST_PROFILES)) {
+  it("the calibrated profiles are the two with published points; the others are derived only", () => {
+    expect([...CALIBRATED_PROFILES].sort()).toEqual(["llama-3-70b/h200-tp4", "llama-3-8b/h100"]);
+  });
+
+  for (const p of Object.values(COST_PROFILES).filter((x) => CALIBRATED_PROFILES.includes(x.name))) {
     it(`${p.name}: every cited reference point is matched within 10%`, () => {
       const rows = calibrationTable(p);
       const cited = rows.filter((r) => r.reference);
@@ -15,6 +19,14 @@ describe("calibrationTable", () => {
       }
       // the model-only curve: throughput grows with batch size
       const tput = rows.filter((r) => !r.reference && r.case.startsWith("decode throughput")).map((r) => r.model);
+      expect(tput.length).toBeGreaterThan(2);
+      tput.slice(1).forEach((t, i) => expect(t).toBeGreaterThan(tput[i] ?? Infinity));
+    });
+  }
+
+  for (const p of Object.values(COST_PROFILES).filter((x) => !CALIBRATED_PROFILES.includes(x.name))) {
+    it(`${p.name} (derived only): its decode throughput grows with batch size`, () => {
+      const tput = calibrationTable(p).filter((r) => r.case.startsWith("decode throughput")).map((r) => r.model);
       expect(tput.length).toBeGreaterThan(2);
       tput.slice(1).forEach((t, i) => expect(t).toBeGreaterThan(tput[i] ?? Infinity));
     });

@@ -221,10 +221,217 @@ export const LLAMA3_70B_H200_TP4: CostProfile = {
   l3BandwidthBytesPerMs: TP4 * MOONCAKE_PER_GPU_BYTES_PER_MS,
 };
 
+// ---------------------------------------------------------------------------------------------
+// The models of Seer's Table 3 (arXiv 2511.14617), on the H800s Seer ran them on. NVIDIA H800 SXM: 80 GB
+// HBM3 at 3.35 TB/s and the H100's tensor cores (989 TFLOPS dense BF16, 1,979 dense FP8); only NVLink is
+// cut (400 GB/s), and tensor-parallel communication is not modelled by any profile. So an H800 takes the
+// H100 figures above.
+const H800_HBM_BYTES = H100_HBM_BYTES;
+const H800_HBM_BYTES_PER_MS = H100_HBM_BYTES_PER_MS;
+/** Hopper FP8 dense peak is twice BF16's (H100 datasheet: 3,958 vs 1,979 TFLOPS with sparsity). */
+const FP8_GEMM_SPEEDUP = 2;
+
+/** A DeepSeek-V3-style MoE with multi-head latent attention (MLA), from its Hugging Face config.json. */
+interface MlaMoeShape {
+  layers: number;
+  /** Leading dense layers (first_k_dense_replace) and their intermediate_size. */
+  denseLayers: number;
+  hidden: number;
+  denseIntermediate: number;
+  moeIntermediate: number;
+  routedExperts: number;
+  sharedExperts: number;
+  expertsPerToken: number;
+  heads: number;
+  /** q_lora_rank (0: queries projected directly from the hidden state). */
+  qLoraRank: number;
+  kvLoraRank: number;
+  qkNopeHeadDim: number;
+  qkRopeHeadDim: number;
+  vHeadDim: number;
+  vocab: number;
+  /** Bytes per weight as served (BF16 2, FP8 1). */
+  weightBytes: number;
+}
+// moonshotai/Moonlight-16B-A3B config.json: 27 layers (first 1 dense, intermediate 11264), hidden 2048,
+// 64 routed experts + 2 shared of moe_intermediate 1408, 6 per token, 16 heads, no q_lora, kv_lora_rank 512,
+// qk_nope 128, qk_rope 64, v_head 128, vocab 163840; served in BF16.
+const MOONLIGHT_16B_A3B: MlaMoeShape = {
+  layers: 27,
+  denseLayers: 1,
+  hidden: 2048,
+  denseIntermediate: 11264,
+  moeIntermediate: 1408,
+  routedExperts: 64,
+  sharedExperts: 2,
+  expertsPerToken: 6,
+  heads: 16,
+  qLoraRank: 0,
+  kvLoraRank: 512,
+  qkNopeHeadDim: 128,
+  qkRopeHeadDim: 64,
+  vHeadDim: 128,
+  vocab: 163840,
+  weightBytes: BF16_BYTES,
+};
+// moonshotai/Kimi-K2-Instruct config.json: 61 layers (first 1 dense, intermediate 18432), hidden 7168, 384
+// routed experts + 1 shared of moe_intermediate 2048, 8 per token, 64 heads, q_lora_rank 1536, kv_lora_rank
+// 512, qk_nope 128, qk_rope 64, v_head 128, vocab 163840; released and served in FP8 (block-quantized).
+const KIMI_K2: MlaMoeShape = {
+  layers: 61,
+  denseLayers: 1,
+  hidden: 7168,
+  denseIntermediate: 18432,
+  moeIntermediate: 2048,
+  routedExperts: 384,
+  sharedExperts: 1,
+  expertsPerToken: 8,
+  heads: 64,
+  qLoraRank: 1536,
+  kvLoraRank: 512,
+  qkNopeHeadDim: 128,
+  qkRopeHeadDim: 64,
+  vHeadDim: 128,
+  vocab: 163840,
+  weightBytes: 1,
+};
+
+/** MLP weights: the dense layers' and every expert's (routed and shared) gate, up and down projections. */
+function moeMlpParams(m: MlaMoeShape): { all: number; active: number } {
+  const moeLayers = m.layers - m.denseLayers;
+  const dense = 3 * m.hidden * m.denseIntermediate * m.denseLayers;
+  const expert = 3 * m.hidden * m.moeIntermediate;
+  return {
+    all: dense + expert * (m.routedExperts + m.sharedExperts) * moeLayers,
+    active: dense + expert * (m.expertsPerToken + m.sharedExperts) * moeLayers,
+  };
+}
+/** MLA projections of every layer (q or q_a/q_b, kv_a with the rope key, kv_b, o) plus lm_head. */
+function mlaNonMlpGemmParams(m: MlaMoeShape): number {
+  const qk = m.qkNopeHeadDim + m.qkRopeHeadDim;
+  const q = m.qLoraRank > 0 ? m.hidden * m.qLoraRank + m.qLoraRank * m.heads * qk : m.hidden * m.heads * qk;
+  const kvA = m.hidden * (m.kvLoraRank + m.qkRopeHeadDim);
+  const kvB = m.kvLoraRank * m.heads * (m.qkNopeHeadDim + m.vHeadDim);
+  const o = m.heads * m.vHeadDim * m.hidden;
+  return (q + kvA + kvB + o) * m.layers + m.vocab * m.hidden;
+}
+/** Every weight: MLP, attention, lm_head and the embedding. */
+function mlaMoeParams(m: MlaMoeShape): number {
+  return moeMlpParams(m).all + mlaNonMlpGemmParams(m) + m.vocab * m.hidden;
+}
+/** MLA caches one compressed latent (kv_lora_rank) and the rope key per layer, BF16. */
+function mlaKvBytesPerToken(m: MlaMoeShape): number {
+  return m.layers * (m.kvLoraRank + m.qkRopeHeadDim) * BF16_BYTES;
+}
+
+/**
+ * A cost profile for an MLA MoE on `tp` H800s, derived the way llama-3-70b/h200-tp4's is:
+ * - memory bound MLP floor: every expert's weights streamed once per step (with a rollout's batches of 64+
+ *   sequences and k of E experts per token, an expert is left untouched with probability (1 − k/E)^B: for
+ *   Moonlight (1 − 6/64)^64 = 0.2%, so all of them are read) at §F's achieved HBM fraction;
+ * - compute: 2 FLOP per active MLP weight per token at §F's achieved GEMM rate (×2 for FP8 weights); the
+ *   roofline's ridge (floor ÷ per-token cost) is where the MLP turns compute bound;
+ * - base: the attention projections and lm_head streamed once per step; per token, their FLOPs;
+ * - attention: with tensor parallelism (`dpAttention` false) vLLM's MLA keeps the whole latent on every rank
+ *   (the latent is not split by head), so each rank reads mlaKvBytes per KV token and the engine's KV capacity
+ *   is one rank's free memory; with data-parallel attention and expert parallelism (`dpAttention`, vLLM's
+ *   DP+EP), each rank holds its own sequences' latents: capacity is the sum of the ranks', and a KV token is
+ *   read by one rank (the ranks' reads run in parallel, so the engine pays 1/tp of it per token).
+ */
+function mlaMoeProfile(name: string, model: string, m: MlaMoeShape, tp: number, dpAttention = false): CostProfile {
+  const mlp = moeMlpParams(m);
+  const nonMlp = mlaNonMlpGemmParams(m);
+  const gemm = GEMM_FLOPS_PER_MS * (m.weightBytes === 1 ? FP8_GEMM_SPEEDUP : 1);
+  const achievedBw = HBM_ACHIEVED_FRACTION * H800_HBM_BYTES_PER_MS;
+  const floorMs = (mlp.all * m.weightBytes) / tp / achievedBw;
+  const perTokenMs = (2 * mlp.active) / tp / gemm;
+  const kvPerRank = mlaKvBytesPerToken(m);
+  const free = VLLM_GPU_MEMORY_UTILIZATION * H800_HBM_BYTES - (mlaMoeParams(m) * m.weightBytes) / tp;
+  if (free <= 0) throw new ArborError(`cost profile ${name}: the weights do not fit on ${tp} H800s`, "config");
+  const baseMs = (nonMlp * m.weightBytes) / tp / achievedBw;
+  return {
+    name,
+    model,
+    gpu: `${tp}× H800 SXM 80 GB${tp === 1 ? "" : dpAttention ? `, DP=${tp} attention + EP=${tp}` : `, TP=${tp}`}`,
+    tensorParallel: tp,
+    mlpMemoryBoundMs: floorMs,
+    mlpComputeBoundPerTokenMs: perTokenMs,
+    computeBoundThresholdTokens: Math.round(floorMs / perTokenMs),
+    prefillPerTokenMs: (2 * nonMlp) / tp / gemm,
+    decodePerSeqMs: (2 * nonMlp) / tp / gemm,
+    prefillBaseMs: baseMs,
+    decodeBaseMs: baseMs,
+    attnPerKvTokenMs: kvPerRank / H800_HBM_BYTES_PER_MS / (dpAttention ? tp : 1),
+    kvBytesPerToken: kvPerRank * (dpAttention ? 1 : tp),
+    hbmKvCapacityTokens: Math.floor((free * (dpAttention ? tp : 1)) / kvPerRank),
+    blockSize: VLLM_BLOCK_SIZE,
+    l2BandwidthBytesPerMs: tp * PCIE5_X16_BYTES_PER_MS,
+    l3BandwidthBytesPerMs: tp * MOONCAKE_PER_GPU_BYTES_PER_MS,
+  };
+}
+
+/**
+ * Moonlight-16B-A3B on one H800 (BF16): 15.9 B weights (31.9 GB), 2.9 B active per token; MLA KV 27 × 576 × 2 B
+ * = 31,104 B per token; (0.9 × 80 − 31.9) GB / 31,104 B ≈ 1.29 M KV tokens.
+ */
+export const MOONLIGHT_16B_A3B_H800: CostProfile = mlaMoeProfile("moonlight-16b-a3b/h800", "moonshotai/Moonlight-16B-A3B (BF16)", MOONLIGHT_16B_A3B, 1);
+
+/**
+ * Kimi-K2 (1.04 T weights, 32 B active, FP8) on 16 H800s with data-parallel attention and expert parallelism
+ * (DP16+EP), the smallest H800 deployment of vLLM's Kimi-K2 recipe (16 GPUs); MLA KV 61 × 576 × 2 B = 70,272 B
+ * per token; (0.9 × 80 − 65.0) GB free per rank × 16 / 70,272 B ≈ 1.79 M KV tokens. With TP=16 instead the
+ * latent is replicated and an instance would hold 112 k tokens, about one max-length (98,304) request.
+ */
+export const KIMI_K2_H800_DP16: CostProfile = mlaMoeProfile("kimi-k2/h800-dp16-ep16", "moonshotai/Kimi-K2-Instruct (FP8)", KIMI_K2, 16, true);
+
+// Qwen/Qwen2-VL-72B-Instruct config.json (language model): 80 layers, hidden 8192, intermediate 29568, 64
+// heads with 8 KV heads × 128, vocab 152064, untied lm_head: 72.7 B weights (the 0.7 B vision encoder's
+// cost is not modelled: image tokens count as prompt tokens).
+const QWEN2_VL_72B: ModelShape = {
+  params: 3 * 8192 * 29568 * 80 + (2 * 8192 * 8192 + 2 * 8192 * 1024) * 80 + 2 * 152064 * 8192,
+  layers: 80,
+  hidden: 8192,
+  intermediate: 29568,
+  kvHeads: 8,
+  headDim: 128,
+  vocab: 152064,
+};
+const TP8 = 8;
+const H800_ACHIEVED_BYTES_PER_MS = HBM_ACHIEVED_FRACTION * H800_HBM_BYTES_PER_MS;
+
+/**
+ * Qwen2-VL-72B on eight H800s (one node) with TP=8, BF16, derived exactly as llama-3-70b/h200-tp4 (dense GQA):
+ * MLP floor 58.1e9 × 2 B / 8 at 0.46 × 3.35 TB/s; KV 2 × 80 × 8 × 128 × 2 B = 327,680 B per token split over the
+ * ranks; (0.9 × 8 × 80 GB − 145.4 GB) / 327,680 B ≈ 1.31 M tokens.
+ */
+export const QWEN2_VL_72B_H800_TP8: CostProfile = {
+  name: "qwen2-vl-72b/h800-tp8",
+  model: "Qwen/Qwen2-VL-72B-Instruct (BF16)",
+  gpu: "8× H800 SXM 80 GB, TP=8",
+  tensorParallel: TP8,
+  mlpMemoryBoundMs: (mlpParams(QWEN2_VL_72B) * BF16_BYTES) / TP8 / H800_ACHIEVED_BYTES_PER_MS,
+  mlpComputeBoundPerTokenMs: (2 * mlpParams(QWEN2_VL_72B)) / TP8 / GEMM_FLOPS_PER_MS,
+  // Same tensor cores and bandwidth as the H100 §F is measured on: §F's 128-token ridge holds.
+  computeBoundThresholdTokens: SECTION_F.mlpThresholdTokens,
+  prefillPerTokenMs: (2 * nonMlpGemmParams(QWEN2_VL_72B)) / TP8 / GEMM_FLOPS_PER_MS,
+  decodePerSeqMs: (2 * nonMlpGemmParams(QWEN2_VL_72B)) / TP8 / GEMM_FLOPS_PER_MS,
+  decodeBaseMs: (nonMlpGemmParams(QWEN2_VL_72B) * BF16_BYTES) / TP8 / H800_ACHIEVED_BYTES_PER_MS,
+  prefillBaseMs: (nonMlpGemmParams(QWEN2_VL_72B) * BF16_BYTES) / TP8 / H800_ACHIEVED_BYTES_PER_MS,
+  attnPerKvTokenMs: kvBytesPerToken(QWEN2_VL_72B) / TP8 / H800_HBM_BYTES_PER_MS,
+  kvBytesPerToken: kvBytesPerToken(QWEN2_VL_72B),
+  hbmKvCapacityTokens: kvCapacityTokens(QWEN2_VL_72B, TP8, H800_HBM_BYTES),
+  blockSize: VLLM_BLOCK_SIZE,
+  l2BandwidthBytesPerMs: TP8 * PCIE5_X16_BYTES_PER_MS,
+  l3BandwidthBytesPerMs: TP8 * MOONCAKE_PER_GPU_BYTES_PER_MS,
+};
+
 /** Shipped profiles by name. */
 export const COST_PROFILES: Readonly<Record<string, CostProfile>> = {
   [LLAMA3_8B_H100.name]: LLAMA3_8B_H100,
   [LLAMA3_70B_H200_TP4.name]: LLAMA3_70B_H200_TP4,
+  [MOONLIGHT_16B_A3B_H800.name]: MOONLIGHT_16B_A3B_H800,
+  [QWEN2_VL_72B_H800_TP8.name]: QWEN2_VL_72B_H800_TP8,
+  [KIMI_K2_H800_DP16.name]: KIMI_K2_H800_DP16,
 };
 
 /** A shipped profile by name; the error lists the known names. */

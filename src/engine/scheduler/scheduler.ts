@@ -8,7 +8,10 @@ import type { KvBlockManager } from "../kv/block-manager.js";
 import type { StopRule } from "../sampling.js";
 import type { DraftBudget, DraftCandidate } from "../specdec/draft-budget.js";
 import { RequestQueue, compareQueued, type SchedulingPolicy } from "./request-queue.js";
-import type { KvTransfer, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
+import type { KvTransfer, SampledTokenOut, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
+
+/** The draft of a request with none: shared, never mutated (draft lists are only replaced or sliced). */
+const NO_DRAFT: number[] = [];
 
 export interface SchedulerConfig {
   /** Token budget per step (vLLM max_num_batched_tokens). */
@@ -436,7 +439,10 @@ export class Scheduler {
       r.firstTokenTime ??= now;
       // A verified draft gives several tokens: each is checked as if sampled alone, so a stop or a
       // length cap inside the run ends the request there and drops the tokens after it.
-      for (const s of [first, ...(result.moreTokens?.get(c.requestId) ?? [])]) {
+      const more = result.moreTokens?.get(c.requestId);
+      // Index loop over first ‖ more: no array per token (the simulator runs this for every token).
+      for (let k = 0, n = 1 + (more?.length ?? 0); k < n; k++) {
+        const s = k === 0 ? first : (more as SampledTokenOut[])[k - 1] as SampledTokenOut;
         r.tokenIds.push(s.tokenId);
         r.logprobs.push(s.logprob);
         const numOutputs = r.tokenIds.length - r.numPromptTokens;
@@ -454,7 +460,7 @@ export class Scheduler {
         r.numComputedTokens = r.tokenIds.length - 1;
         this.kv.trimSlots(r.requestId, r.numComputedTokens);
       }
-      r.draftTokenIds = r.finishReason ? [] : (result.drafts?.get(c.requestId) ?? []);
+      r.draftTokenIds = r.finishReason ? NO_DRAFT : (result.drafts?.get(c.requestId) ?? NO_DRAFT);
       if (r.finishReason) {
         this.running = this.running.filter((x) => x !== r);
         this.releaseKv(r);
@@ -512,6 +518,21 @@ export class Scheduler {
       aborted: this.numAborted,
       pausedPrograms: this.pausedPrograms.size,
     };
+  }
+
+  /**
+   * Tokens of a request whose KV is computed (0 when unknown): what a step's attention reads. The cost
+   * model asks this for every decoding sequence of every step, so it must not copy the request's tokens
+   * the way requestState does (that made long generations quadratic in their length).
+   */
+  numComputedTokensOf(requestId: string): number {
+    return this.requests.get(requestId)?.numComputedTokens ?? 0;
+  }
+
+  /** Output tokens a request has so far (0 when unknown), without copying them as requestState does. */
+  numOutputTokensOf(requestId: string): number {
+    const r = this.requests.get(requestId);
+    return r === undefined ? 0 : r.tokenIds.length - r.numPromptTokens;
   }
 
   /** A request's state; finished requests are kept until the plan that lists them as finished. */

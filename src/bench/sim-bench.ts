@@ -1,0 +1,54 @@
+// `arbor bench sim` (issue 18 item 4): how fast the simulator runs. One synchronous iteration of
+// seer-moonlight under one system: simulated output tokens per wall-clock second beside the target of
+// 1,000,000/s, and the wall time of one full-scale iteration beside the 2-minute target (measured at full
+// scale; with --quick, a smaller scale is run and the full-scale time is extrapolated at the measured rate).
+import { getScenario } from "../sim/scenario/registry.js";
+import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
+
+/** Targets of issue 18 item 4. */
+export const SIM_SPEED_TARGETS = { tokensPerWallS: 1_000_000, fullIterationWallS: 120 } as const;
+
+const WORKLOAD = "seer-moonlight";
+
+/** Run each system once at `scale`, timing it on the wall clock. */
+export async function runSimSpeed(systems: readonly string[], scale: number, log: (line: string) => void): Promise<BenchTable> {
+  const scenario = await getScenario(WORKLOAD);
+  const fullTokens = Number(scenario.info.scale.requestsPerIteration) * Number(scenario.info.scale.meanOutputTokens);
+  const rows: (string | number)[][] = [];
+  for (const system of systems) {
+    log(`sim: ${WORKLOAD} under ${system} at scale ${scale}`);
+    const t0 = performance.now();
+    const r = await scenario.run(system, { seed: 1, scale });
+    const wallS = (performance.now() - t0) / 1000;
+    const rate = r.summary.outputTokens / wallS;
+    rows.push([
+      system,
+      scale,
+      r.summary.outputTokens,
+      wallS,
+      rate,
+      rate / SIM_SPEED_TARGETS.tokensPerWallS,
+      scale === 1 ? wallS : fullTokens / rate,
+      scale === 1 ? "measured" : "extrapolated",
+      SIM_SPEED_TARGETS.fullIterationWallS,
+    ]);
+  }
+  return {
+    title: `simulator speed: one synchronous iteration of ${WORKLOAD} (${scenario.info.scale.requestsPerIteration} requests on ${scenario.info.scale.instances} engines at full scale)`,
+    columns: ["system", "scale", "output tokens", "wall (s)", "sim tokens / wall s", "of 1M/s target", "full iteration wall (s)", "how", "target (s)"],
+    rows,
+    notes: [
+      `target: ≥ ${SIM_SPEED_TARGETS.tokensPerWallS.toLocaleString("en-US")} simulated output tokens per wall-clock second, so a full-scale iteration of one system takes under ${SIM_SPEED_TARGETS.fullIterationWallS} s`,
+      "wall times depend on the machine and on what else runs on it; extrapolated = full-scale tokens (requests × Table 3 mean) / the measured rate",
+    ],
+  };
+}
+
+/** The simulator speed benchmark. */
+export const simBench: Benchmark = {
+  name: "sim",
+  description: "simulator speed on seer-moonlight: simulated output tokens per wall-clock second (target 1M/s) and one full-scale iteration's wall time (target 2 min)",
+  async run(opts: BenchOptions) {
+    return [await runSimSpeed(opts.quick ? ["seer"] : ["verl-like", "seer"], opts.quick ? 0.03 : 1, opts.log)];
+  },
+};

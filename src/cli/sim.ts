@@ -1,0 +1,91 @@
+// `arbor sim <workload> --systems a,b,…`: runs a simulated workload under each named system on the virtual
+// clock, prints a progress line per system (stderr) and a summary table with ratios against the baseline
+// and the papers' targets (stdout), and writes <out>/report.json (byte-identical for the same seed).
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { formatTable } from "../bench/format-table.js";
+import type { BenchTable } from "../bench/bench.js";
+import { ArborError } from "../core/errors.js";
+import { getScenario } from "../sim/scenario/registry.js";
+import { runSim } from "../sim/scenario/run-sim.js";
+import type { SimReport } from "../sim/scenario/sim-report.js";
+
+/** Writes a report's HTML/PNG files into a folder and returns their paths (the report renderer). */
+export type SimReportWriter = (report: SimReport, outDir: string) => Promise<string[]>;
+
+export interface SimCommandOptions {
+  /** Comma-separated system names (default: every system of the workload). */
+  systems?: string;
+  seed: number;
+  scale: number;
+  out?: string;
+  json?: boolean;
+  /** The report renderer, when one is wired (main.ts passes it); without one only report.json is written. */
+  writeReportFiles?: SimReportWriter;
+}
+
+/** Seer's headline figures (arXiv 2511.14617): ≥ 1.44× over veRL, tail −72% or better, 96% of the oracle. */
+export const SEER_TARGETS = { speedup: 1.44, tailReduction: 0.72, ofOracle: 0.96 } as const;
+
+/** The summary table of a report: one row per system, ratios against the baseline, the targets in the notes. */
+export function simSummaryTable(report: SimReport): BenchTable {
+  const oracle = report.systems.find((s) => s.system === "oracle");
+  return {
+    title: `arbor sim ${report.workload.name} (seed ${report.seed}, scale ${String(report.workload.scale.runScale ?? 1)}): ratios against ${report.baseline}`,
+    columns: ["system", "iteration (s)", "tokens/s", "tail (s)", "p99 (s)", "preemptions", "recomputed tok", "peak KV", "speedup ×", "tail −%", "of oracle"],
+    rows: report.systems.map((s, i) => {
+      const r = report.ratios[i];
+      return [
+        s.system,
+        s.summary.iterationMs / 1000,
+        s.summary.throughputTokensPerS,
+        s.summary.tailMs / 1000,
+        s.summary.p99Ms / 1000,
+        s.summary.preemptions,
+        s.summary.recomputedTokens,
+        s.summary.peakKvUsage,
+        r?.speedup ?? "—",
+        r === undefined ? "—" : `${(r.tailReduction * 100).toFixed(0)}%`,
+        oracle === undefined || s.summary.iterationMs === 0 ? "—" : oracle.summary.iterationMs / s.summary.iterationMs,
+      ];
+    }),
+    notes: [
+      `targets (Seer, arXiv 2511.14617): seer ≥ ${SEER_TARGETS.speedup}× ${report.baseline}, tail −${SEER_TARGETS.tailReduction * 100}% or better, ≥ ${SEER_TARGETS.ofOracle * 100}% of the oracle; arbor at least the best of them`,
+      "iteration = first placement to last finish; tail = the last 10% of requests; of oracle = oracle iteration / system iteration",
+      ...report.systems.map((s) => `${s.system}: ${s.description}`),
+    ],
+  };
+}
+
+/** Run `arbor sim`; returns the report (also written to <out>/report.json). */
+export async function simCommand(workload: string, o: SimCommandOptions): Promise<SimReport> {
+  const scenario = await getScenario(workload);
+  const systems = o.systems === undefined ? [...scenario.systems] : o.systems.split(",").map((s) => s.trim()).filter((s) => s.length > 0);
+  const outDir = o.out ?? join(".arbor", "sim", `${scenario.info.name}-${o.seed}`);
+  let report: SimReport;
+  try {
+    report = await runSim(scenario, {
+      systems,
+      seed: o.seed,
+      scale: o.scale,
+      onProgress: (system, r) => {
+        if (r === undefined) console.error(`arbor sim ${scenario.info.name}: ${system} …`);
+        else console.error(`arbor sim ${scenario.info.name}: ${system}: iteration ${(r.summary.iterationMs / 1000).toFixed(1)} s, ${r.summary.completed}/${r.summary.requests} requests, ${r.summary.outputTokens} tokens`);
+      },
+    });
+  } catch (e) {
+    // Every failure names its seed, so it can be run again exactly.
+    if (e instanceof ArborError) throw new ArborError(`${e.message} (sim ${scenario.info.name}, seed ${o.seed}, scale ${o.scale})`, e.code);
+    throw new Error(`${e instanceof Error ? e.message : String(e)} (sim ${scenario.info.name}, seed ${o.seed}, scale ${o.scale})`, { cause: e });
+  }
+  await mkdir(outDir, { recursive: true });
+  const jsonPath = join(outDir, "report.json");
+  await writeFile(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
+  const files = [jsonPath];
+  // The one place the HTML/PNG renderer plugs in (main.ts hands it over as writeReportFiles).
+  if (o.writeReportFiles !== undefined) files.push(...(await o.writeReportFiles(report, outDir)));
+  if (o.json) console.log(JSON.stringify(report));
+  else console.log(formatTable(simSummaryTable(report)));
+  console.error(`arbor sim: wrote ${files.join(", ")}`);
+  return report;
+}
