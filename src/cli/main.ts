@@ -123,16 +123,30 @@ program
 
 program
   .command("sim")
-  .description("simulate a workload under named systems on the virtual clock (cost-model engines, the real schedulers) and write a report (e.g. `arbor sim seer-moonlight --systems verl-like,seer,arbor`)")
-  .argument("<workload>", "a shipped workload (seer-moonlight, seer-qwen2vl, seer-kimik2, …) or a workload .yaml file")
+  .description("simulate a workload under named systems on the virtual clock (cost-model engines, the real schedulers) and write a report (e.g. `arbor sim seer-moonlight --systems verl-like,seer,arbor`); `--reproduction` regenerates docs/reproduction.md")
+  .argument("[workload]", "a shipped workload (seer-moonlight, seer-qwen2vl, seer-kimik2, thunder-swe, thunder-openhands, search-agent) or a workload .yaml file")
   .option("--systems <list>", "comma-separated systems (default: every system of the workload)")
   .option("--seed <n>", "seed of every random draw", toInt, 1)
   .option("--scale <f>", "fraction of the workload's requests and engines (1 = full scale)", Number, 1)
-  .option("--out <dir>", "report folder (default .arbor/sim/<workload>-<seed>)")
+  .option("--out <dir>", "report folder (default .arbor/sim/<workload>-<seed>; with --reproduction, .arbor/sim/reproduction)")
   .option("--json", "print the report as JSON instead of the summary table")
-  .action(async (workload: string, o: { systems?: string; seed: number; scale: number; out?: string; json?: boolean }) => {
+  .option("--reproduction", "run every workload of the reproduction table and write it (the papers' figures beside the simulated ones)")
+  .option("--doc <file>", "with --reproduction: the document to write", "docs/reproduction.md")
+  .option("--notes <file>", "with --reproduction: the gap attributions, a YAML map of row id → text", "docs/reproduction-notes.yaml")
+  .option("--workloads <list>", "with --reproduction: only these workloads of the table (comma-separated)")
+  .action(async (workload: string | undefined, o: { systems?: string; seed: number; scale: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string }) => {
+    const { writeSimReportFiles } = await import("./report/write-sim-report-files.js");
+    if (o.reproduction === true) {
+      if (workload !== undefined || o.systems !== undefined) throw new ArborError("--reproduction runs the table's own workloads and systems: give no workload and no --systems", "config");
+      const { reproduceCommand } = await import("./reproduce.js");
+      const workloads = o.workloads?.split(",").map((w) => w.trim()).filter((w) => w.length > 0);
+      const missing = await reproduceCommand({ seed: o.seed, scale: o.scale, doc: o.doc, notes: o.notes, ...(o.out !== undefined ? { out: o.out } : {}), ...(workloads ? { workloads } : {}), writeReportFiles: writeSimReportFiles, log: (l) => console.error(l) });
+      if (missing.length > 0) process.exitCode = 2;
+      return;
+    }
+    if (workload === undefined) throw new ArborError("give a workload (or --reproduction)", "config");
     const { simCommand } = await import("./sim.js");
-    await simCommand(workload, o);
+    await simCommand(workload, { ...o, writeReportFiles: writeSimReportFiles });
   });
 
 program

@@ -2,12 +2,14 @@
 // each report beside the others (`<out dir>/<workload>/report.json` and its HTML), and regenerates
 // `docs/reproduction.md` from them and the attribution notes (`docs/reproduction-notes.yaml`). See reproduction.ts.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ArborError } from "../core/errors.js";
+import { getScenario } from "../sim/scenario/registry.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 import { REPRODUCTION_PLAN, reproductionMarkdown, unattributedRows } from "./reproduction.js";
+import { simCommand, type SimReportWriter } from "./sim.js";
 
 /** Runs one workload's systems into a report (the `arbor sim` command's work), and writes its files. */
 export type RunWorkload = (workload: string, systems: readonly string[], o: { seed: number; scale: number }) => Promise<SimReport>;
@@ -21,7 +23,23 @@ export interface ReproduceOptions {
   notes: string;
   /** Only these workloads of the plan (default all). */
   workloads?: readonly string[];
+  /** Where each workload's report files go: <out>/<workload>/ (default .arbor/sim/reproduction). */
+  out?: string;
+  writeReportFiles?: SimReportWriter;
   log: (line: string) => void;
+}
+
+/**
+ * The plan's runner: `arbor sim <workload>` with the systems the plan names that the workload has (a system a
+ * row needs and the workload lacks is left out, and its rows read "not run").
+ */
+export function simRunner(o: Pick<ReproduceOptions, "out" | "writeReportFiles">): RunWorkload {
+  return async (workload, systems, so) => {
+    const scenario = await getScenario(workload);
+    const have = systems.filter((s) => scenario.systems.includes(s));
+    const out = join(o.out ?? join(".arbor", "sim", "reproduction"), workload);
+    return simCommand(workload, { systems: have.join(","), ...so, out, ...(o.writeReportFiles ? { writeReportFiles: o.writeReportFiles } : {}) });
+  };
 }
 
 const Notes = z.record(z.string().regex(/^[a-z0-9-]+\/[a-z0-9*-]+$/, "a row id: <workload>/<figure>"), z.string().min(1));
@@ -40,7 +58,7 @@ export function loadReproductionNotes(path: string): Record<string, string> {
 }
 
 /** Run the plan and write the document; answers the rows that miss their target without an attribution. */
-export async function reproduceCommand(run: RunWorkload, o: ReproduceOptions): Promise<string[]> {
+export async function reproduceCommand(o: ReproduceOptions, run: RunWorkload = simRunner(o)): Promise<string[]> {
   const notes = loadReproductionNotes(o.notes);
   const names = o.workloads ?? Object.keys(REPRODUCTION_PLAN);
   for (const w of names) if (!REPRODUCTION_PLAN[w]) throw new ArborError(`--workloads: '${w}' is not in the reproduction plan (${Object.keys(REPRODUCTION_PLAN).join(", ")})`, "config");

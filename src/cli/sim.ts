@@ -45,7 +45,7 @@ export function simSummaryTable(report: SimReport): BenchTable {
         s.summary.recomputedTokens,
         s.summary.peakKvUsage,
         r?.speedup ?? "—",
-        r === undefined ? "—" : `${(r.tailReduction * 100).toFixed(0)}%`,
+        r === undefined ? "—" : `${(r.tailReduction * 100).toFixed(0).replace(/^-0$/, "0")}%`,
         oracle === undefined || s.summary.iterationMs === 0 ? "—" : oracle.summary.iterationMs / s.summary.iterationMs,
       ];
     }),
@@ -79,11 +79,14 @@ export async function simCommand(workload: string, o: SimCommandOptions): Promis
     throw new Error(`${e instanceof Error ? e.message : String(e)} (sim ${scenario.info.name}, seed ${o.seed}, scale ${o.scale})`, { cause: e });
   }
   await mkdir(outDir, { recursive: true });
-  const jsonPath = join(outDir, "report.json");
-  await writeFile(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
-  const files = [jsonPath];
-  // The one place the HTML/PNG renderer plugs in (main.ts hands it over as writeReportFiles).
-  if (o.writeReportFiles !== undefined) files.push(...(await o.writeReportFiles(report, outDir)));
+  // The renderer (main.ts hands it over) writes report.json with the HTML and PNG; without one, the JSON alone.
+  let files: string[];
+  if (o.writeReportFiles !== undefined) files = await o.writeReportFiles(report, outDir);
+  else {
+    const jsonPath = join(outDir, "report.json");
+    await writeFile(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
+    files = [jsonPath];
+  }
   if (o.json) console.log(JSON.stringify(report));
   else console.log(formatTable(simSummaryTable(report)));
   console.error(`arbor sim: wrote ${files.join(", ")}`);

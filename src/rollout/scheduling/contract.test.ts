@@ -149,7 +149,7 @@ describe.each(rolloutSchedulerNames)("rollout scheduler contract: %s", (name) =>
 
 describe("rollout scheduler registry", () => {
   it("lists the policies and refuses unknown names", () => {
-    expect(rolloutSchedulerNames).toEqual(["fifo-group", "seer", "oracle-lfs"]);
-    expect(() => createRolloutScheduler("lifo")).toThrow(/unknown rollout scheduler 'lifo' \(known: fifo-group, seer, oracle-lfs\)/);
+    expect(rolloutSchedulerNames).toEqual(["fifo-group", "divided-fifo", "seer", "oracle-lfs"]);
+    expect(() => createRolloutScheduler("lifo")).toThrow(/unknown rollout scheduler 'lifo' \(known: fifo-group, divided-fifo, seer, oracle-lfs\)/);
   });
 });

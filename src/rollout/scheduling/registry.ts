@@ -1,5 +1,6 @@
 // Rollout scheduling policies by name (config `rollout.scheduler`): plain factories, one per file.
 import { ArborError } from "../../core/errors.js";
+import { createDividedFifoScheduler } from "./divided-fifo.js";
 import { createFifoGroupScheduler } from "./fifo-group.js";
 import { createOracleLfsScheduler } from "./oracle-lfs.js";
 import { createSeerScheduler } from "./seer.js";
@@ -7,6 +8,7 @@ import type { RolloutScheduler, SchedulerOptions } from "./types.js";
 
 const POLICIES: Record<string, (opts: SchedulerOptions) => RolloutScheduler> = {
   "fifo-group": () => createFifoGroupScheduler(),
+  "divided-fifo": (opts) => createDividedFifoScheduler(opts),
   seer: (opts) => createSeerScheduler(opts),
   "oracle-lfs": (opts) => createOracleLfsScheduler(opts),
 };

@@ -30,6 +30,12 @@ export function rolloutSystems(p: RolloutSystemParams): RolloutSystem[] {
       policy: "fifo-group",
     },
     {
+      name: "seer-divided",
+      description: `Seer's first ablation step: divided rollout alone (${p.chunkTokens}-token chunks, each on the instance with the most free KV, arrival order, no length estimate)`,
+      policy: "divided-fifo",
+      chunkTokens: p.chunkTokens,
+    },
+    {
       name: "seer",
       description: `Seer: divided rollout in ${p.chunkTokens}-token chunks, context-aware scheduling (probe first, longest group estimate first), global KV pool`,
       policy: "seer",

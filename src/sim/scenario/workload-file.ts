@@ -1,10 +1,12 @@
 // Workload files (src/sim/workloads/*.yaml): the common fields every kind has (name, kind, description,
-// sources), checked with zod, then the kind's own fields handed to its parser. A new kind is one line in
-// WORKLOAD_PARSERS.
+// sources), checked with zod, then the kind's own fields handed to its parser: `rollout` (Seer-like groups on the
+// rollout simulation), `agent` (multi-turn programs on the gateway simulation), `replay` (a stored run's programs).
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ArborError } from "../../core/errors.js";
+import { agentScenarioFromDoc } from "./agent-scenario.js";
+import { replayScenarioFromDoc } from "./replay-workload.js";
 import { createRolloutScenario, rolloutWorkloadSchema } from "./rollout-workload.js";
 import type { SimScenario } from "./scenario.js";
 import type { SimWorkloadInfo } from "./sim-report.js";
@@ -20,9 +22,11 @@ export const workloadHeaderSchema = z.object({
 /** What a kind's parser gets: the header, and the file's other fields (unchecked). */
 export type WorkloadParser = (header: Omit<SimWorkloadInfo, "scale" | "kind">, rest: Record<string, unknown>, file: string) => SimScenario;
 
-/** Parsers by kind; `agent` and `replay` are added here by their modules. */
-export const WORKLOAD_PARSERS: Partial<Record<SimWorkloadInfo["kind"], WorkloadParser>> = {
+/** Parsers by kind. The agent and replay parsers check the whole document (their schemas are strict). */
+export const WORKLOAD_PARSERS: Record<SimWorkloadInfo["kind"], WorkloadParser> = {
   rollout: (header, rest, file) => createRolloutScenario(header, checked(rolloutWorkloadSchema, rest, file)),
+  agent: (header, rest, file) => agentScenarioFromDoc({ ...header, kind: "agent", ...rest }, file),
+  replay: (header, rest, file) => replayScenarioFromDoc({ ...header, kind: "replay", ...rest }, file),
 };
 
 function checked<T>(schema: z.ZodType<T>, value: unknown, file: string): T {
@@ -46,9 +50,7 @@ export function parseWorkload(text: string, file: string): SimScenario {
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new ArborError(`workload file ${file}: must be a YAML mapping`, "config");
   const { name, kind, description, sources, ...rest } = doc as Record<string, unknown>;
   const header = checked(workloadHeaderSchema, { name, kind, description, sources }, file);
-  const parser = WORKLOAD_PARSERS[header.kind];
-  if (parser === undefined) throw new ArborError(`workload file ${file}: kind '${header.kind}' has no parser yet (known: ${Object.keys(WORKLOAD_PARSERS).join(", ")})`, "config");
-  return parser({ name: header.name, description: header.description, sources: header.sources }, rest, file);
+  return WORKLOAD_PARSERS[header.kind]({ name: header.name, description: header.description, sources: header.sources }, rest, file);
 }
 
 /** Read and parse a workload file. */
