@@ -63,13 +63,14 @@ export async function reproduceCommand(o: ReproduceOptions, run: RunWorkload = s
   const names = o.workloads ?? Object.keys(REPRODUCTION_PLAN);
   for (const w of names) if (!REPRODUCTION_PLAN[w]) throw new ArborError(`--workloads: '${w}' is not in the reproduction plan (${Object.keys(REPRODUCTION_PLAN).join(", ")})`, "config");
   const reports = new Map<string, SimReport>();
+  const command = `arbor sim --reproduction --seed ${o.seed}${o.scale !== 1 ? ` --scale ${o.scale}` : ""}`;
+  mkdirSync(dirname(o.doc), { recursive: true });
   for (const [i, w] of names.entries()) {
     o.log(`reproduction: ${i + 1}/${names.length} ${w} (${(REPRODUCTION_PLAN[w] ?? []).join(", ")})`);
     reports.set(w, await run(w, REPRODUCTION_PLAN[w] ?? [], { seed: o.seed, scale: o.scale }));
+    // Written after every workload: a long run cut short still leaves the rows it finished (the rest "not run").
+    writeFileSync(o.doc, reproductionMarkdown(reports, notes, { command, seed: o.seed, scale: o.scale }));
   }
-  const command = `arbor sim --reproduction --seed ${o.seed}${o.scale !== 1 ? ` --scale ${o.scale}` : ""}`;
-  mkdirSync(dirname(o.doc), { recursive: true });
-  writeFileSync(o.doc, reproductionMarkdown(reports, notes, { command, seed: o.seed, scale: o.scale }));
   o.log(`reproduction: wrote ${o.doc}`);
   const missing = unattributedRows(reports, notes);
   for (const id of missing) o.log(`reproduction: row ${id} misses its target and has no attribution in ${o.notes}`);
