@@ -134,13 +134,14 @@ program
   .option("--doc <file>", "with --reproduction: the document to write", "docs/reproduction.md")
   .option("--notes <file>", "with --reproduction: the gap attributions, a YAML map of row id → text", "docs/reproduction-notes.yaml")
   .option("--workloads <list>", "with --reproduction: only these workloads of the table (comma-separated)")
-  .action(async (workload: string | undefined, o: { systems?: string; seed: number; scale: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string }) => {
+  .option("--reuse", "with --reproduction: take a workload's report from the output folder when one of the same seed, scale and systems is there (e.g. after editing the notes)")
+  .action(async (workload: string | undefined, o: { systems?: string; seed: number; scale: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string; reuse?: boolean }) => {
     const { writeSimReportFiles } = await import("./report/write-sim-report-files.js");
     if (o.reproduction === true) {
       if (workload !== undefined || o.systems !== undefined) throw new ArborError("--reproduction runs the table's own workloads and systems: give no workload and no --systems", "config");
       const { reproduceCommand } = await import("./reproduce.js");
       const workloads = o.workloads?.split(",").map((w) => w.trim()).filter((w) => w.length > 0);
-      const missing = await reproduceCommand({ seed: o.seed, scale: o.scale, doc: o.doc, notes: o.notes, ...(o.out !== undefined ? { out: o.out } : {}), ...(workloads ? { workloads } : {}), writeReportFiles: writeSimReportFiles, log: (l) => console.error(l) });
+      const missing = await reproduceCommand({ seed: o.seed, scale: o.scale, doc: o.doc, notes: o.notes, ...(o.out !== undefined ? { out: o.out } : {}), ...(workloads ? { workloads } : {}), reuse: o.reuse === true, writeReportFiles: writeSimReportFiles, log: (l) => console.error(l) });
       if (missing.length > 0) process.exitCode = 2;
       return;
     }

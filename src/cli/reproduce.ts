@@ -8,6 +8,7 @@ import { z } from "zod";
 import { ArborError } from "../core/errors.js";
 import { getScenario } from "../sim/scenario/registry.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";
+import { parseSimReport } from "./report/read-sim-report.js";
 import { REPRODUCTION_PLAN, reproductionMarkdown, unattributedRows } from "./reproduction.js";
 import { simCommand, type SimReportWriter } from "./sim.js";
 
@@ -26,6 +27,8 @@ export interface ReproduceOptions {
   /** Where each workload's report files go: <out>/<workload>/ (default .arbor/sim/reproduction). */
   out?: string;
   writeReportFiles?: SimReportWriter;
+  /** Read a workload's report from <out>/<workload>/report.json when one of the same seed and scale is there. */
+  reuse?: boolean;
   log: (line: string) => void;
 }
 
@@ -33,11 +36,16 @@ export interface ReproduceOptions {
  * The plan's runner: `arbor sim <workload>` with the systems the plan names that the workload has (a system a
  * row needs and the workload lacks is left out, and its rows read "not run").
  */
-export function simRunner(o: Pick<ReproduceOptions, "out" | "writeReportFiles">): RunWorkload {
+export function simRunner(o: Pick<ReproduceOptions, "out" | "writeReportFiles" | "reuse" | "log">): RunWorkload {
   return async (workload, systems, so) => {
     const scenario = await getScenario(workload);
     const have = systems.filter((s) => scenario.systems.includes(s));
     const out = join(o.out ?? join(".arbor", "sim", "reproduction"), workload);
+    const previous = o.reuse ? reusable(join(out, "report.json"), have, so) : undefined;
+    if (previous) {
+      o.log(`reproduction: ${workload}: the report in ${out} (same seed, scale and systems)`);
+      return previous;
+    }
     return simCommand(workload, { systems: have.join(","), ...so, out, ...(o.writeReportFiles ? { writeReportFiles: o.writeReportFiles } : {}) });
   };
 }
@@ -55,6 +63,14 @@ export function loadReproductionNotes(path: string): Record<string, string> {
     throw new ArborError(`${path}: ${issue?.path.join(".") || "(top)"}: ${reason ?? "invalid"}`, "config");
   }
   return parsed.data;
+}
+
+/** A report written before with the same seed, scale and systems, or undefined. */
+function reusable(path: string, systems: readonly string[], o: { seed: number; scale: number }): SimReport | undefined {
+  if (!existsSync(path)) return undefined;
+  const r = parseSimReport(readFileSync(path, "utf8"), path);
+  const same = r.seed === o.seed && Number(r.workload.scale.runScale ?? 1) === o.scale && r.systems.map((s) => s.system).join() === systems.join();
+  return same ? r : undefined;
 }
 
 /** Run the plan and write the document; answers the rows that miss their target without an attribution. */

@@ -1,25 +1,9 @@
 // The reproduction table from reports: each figure computed from the right systems, targets judged, a missed
 // target without an attribution flagged, and the text deterministic.
 import { describe, expect, it } from "vitest";
-import { SIM_REPORT_FORMAT, type SimReport, type SimSystemResult } from "../sim/scenario/sim-report.js";
+import type { SimReport } from "../sim/scenario/sim-report.js";
+import { simReportFixture as report, simResultFixture as result } from "../testing/sim-report-fixture.js";
 import { REPRODUCTION_PLAN, REPRODUCTION_ROWS, reproductionMarkdown, unattributedRows } from "./reproduction.js";
-
-function result(system: string, iterationMs: number, tailMs: number, stepsPerMin = 0): SimSystemResult {
-  const summary = { requests: 10, completed: 10, aborted: 0, programs: 2, makespanMs: iterationMs, iterationMs, outputTokens: 1000, throughputTokensPerS: 1e6 / iterationMs, stepsPerMin, tailMs, p50Ms: iterationMs / 2, p90Ms: iterationMs - tailMs, p99Ms: iterationMs * 0.99, preemptions: 3, recomputedTokens: 40, peakKvUsage: 0.9, meanStaleness: 0 };
-  return { system, description: system, summary, series: { throughput: [], kvUsage: {}, preemptions: [], recomputedTokens: [], staleness: [] }, completionPercentilesMs: Array.from({ length: 101 }, (_, i) => (iterationMs * i) / 100) };
-}
-
-function report(name: string, kind: "rollout" | "agent", systems: SimSystemResult[]): SimReport {
-  const base = systems[0] as SimSystemResult;
-  return {
-    format: SIM_REPORT_FORMAT,
-    workload: { name, kind, description: `${name} workload`, sources: ["a paper, Table 3"], scale: { engines: 4 } },
-    seed: 1,
-    baseline: base.system,
-    systems,
-    ratios: systems.map((s) => ({ system: s.system, speedup: base.summary.iterationMs / s.summary.iterationMs, throughput: 1, tailReduction: 1 - s.summary.tailMs / base.summary.tailMs })),
-  };
-}
 
 describe("reproduction table", () => {
   const reports = new Map<string, SimReport>([
