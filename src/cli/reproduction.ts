@@ -23,7 +23,8 @@ interface FigureRow {
 
 const times = (v: number): string => `${v.toFixed(2)}×`;
 const percent = (v: number): string => `${(v * 100).toFixed(0)}%`;
-const minus = (v: number): string => `−${(v * 100).toFixed(0)}%`;
+/** A tail reduction: −85% (shorter), or +5% when the tail grew. */
+const minus = (v: number): string => (v >= 0 ? `−${(v * 100).toFixed(0)}%` : `+${(-v * 100).toFixed(0)}%`);
 
 function system(r: SimReport, name: string): SimSystemResult | undefined {
   return r.systems.find((s) => s.system === name);
