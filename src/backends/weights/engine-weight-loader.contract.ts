@@ -38,12 +38,17 @@ export interface HarnessOptions {
 export type MakeWeightLoaderHarness = (opts: HarnessOptions) => Promise<WeightLoaderHarness>;
 
 /** A url on 127.0.0.1 where nothing listens (a port just released). */
+/**
+ * A URL nothing answers at: a listener that drops every connection at once. It stays open (unref'd) for the rest of
+ * the test process, so no other test's server can take its port between here and the call — a port merely freed
+ * again could be, and then the "unreachable" engine answered (seen under CI load).
+ */
 async function closedUrl(): Promise<string> {
-  const srv = net.createServer();
+  const srv = net.createServer((socket) => socket.destroy());
   await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
+  srv.unref();
   const addr = srv.address();
   const port = typeof addr === "object" && addr ? addr.port : 1;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
   return `http://127.0.0.1:${port}/v1`;
 }
 
