@@ -31,10 +31,11 @@ describe("reproduction table", () => {
 
   it("uses the attribution notes, flags the rows missed without one, and is deterministic", () => {
     expect(unattributedRows(reports, {})).toEqual(["seer-moonlight/oracle", "thunder-swe/thunderagent"]);
-    const notes = { "seer-moonlight/oracle": "length estimate | too low", "thunder-swe/thunderagent": "tool time short" };
+    const notes = { "seer-moonlight/oracle": "length estimate | too low", "thunder-swe/thunderagent": "tool time short", "seer-kimik2/*": "stopped for time" };
     expect(unattributedRows(reports, notes)).toEqual([]);
     const md = reproductionMarkdown(reports, notes, meta);
     expect(md).toContain("| no | length estimate \\| too low |");
+    expect(md).toContain("## seer-kimik2 (not run)\n\nstopped for time");
     expect(reproductionMarkdown(reports, notes, meta)).toBe(md);
   });
 

@@ -165,6 +165,10 @@ export function reproductionMarkdown(reports: ReadonlyMap<string, SimReport>, no
     const general = notes[`${name}/*`];
     if (general) out.push("", general);
   }
+  // A workload not run keeps its note: why it is missing is part of the record.
+  for (const name of Object.keys(REPRODUCTION_PLAN).filter((w) => !reports.has(w) && notes[`${w}/*`] !== undefined)) {
+    out.push("", `## ${name} (not run)`, "", notes[`${name}/*`] as string);
+  }
   return `${out.join("\n")}\n`;
 }
 
