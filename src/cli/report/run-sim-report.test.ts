@@ -9,7 +9,7 @@ import type { Call } from "../../core/types.js";
 import { SqliteTrajectoryStore } from "../../store/sqlite-store.js";
 import type { TrajectoryStore } from "../../store/trajectory-store.js";
 import { fixtureCall, fixtureGroup, fixtureProgram } from "../../testing/store-fixtures.js";
-import { quantile, runSimReport, throughputSeries } from "./run-sim-report.js";
+import { runSimReport, throughputSeries } from "./run-sim-report.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-run-report-"));
 let store: TrajectoryStore;
@@ -118,11 +118,5 @@ describe("throughputSeries", () => {
     expect(s[9]!.value).toBeCloseTo(100, 9);
     expect(s[15]).toEqual({ tMs: 1500, value: 500 });
     expect(s[12]!.value).toBe(0);
-  });
-
-  it("quantile interpolates between ranks", () => {
-    expect(quantile([0, 10], 0.25)).toBe(2.5);
-    expect(quantile([3], 0.9)).toBe(3);
-    expect(quantile([], 0.5)).toBe(0);
   });
 });

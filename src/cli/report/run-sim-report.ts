@@ -8,6 +8,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../../core/errors.js";
 import type { Call, Trajectory } from "../../core/types.js";
+import { quantile } from "../../sim/scenario/quantile.js";
 import { SIM_REPORT_FORMAT, type SeriesPoint, type SimReport } from "../../sim/scenario/sim-report.js";
 import type { RunRecord, TrajectoryStore } from "../../store/trajectory-store.js";
 
@@ -44,15 +45,6 @@ const maxOf = (xs: Iterable<number>, start = -Infinity): number => {
   for (const x of xs) if (x > m) m = x;
   return m;
 };
-
-/** The `q`-quantile of ascending `xs` (linear between the two nearest ranks). */
-export function quantile(xs: readonly number[], q: number): number {
-  if (xs.length === 0) return 0;
-  const pos = (xs.length - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.min(lo + 1, xs.length - 1);
-  return xs[lo]! + (xs[hi]! - xs[lo]!) * (pos - lo);
-}
 
 /** Output tokens per second in fixed buckets, each call's tokens spread evenly over its [start, end]. */
 export function throughputSeries(calls: readonly Call[], t0: number, spanMs: number): SeriesPoint[] {

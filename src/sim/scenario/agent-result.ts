@@ -1,19 +1,11 @@
 // A gateway simulation's result as the report's SimSystemResult: headline figures over program end
 // times, series thinned to a bounded number of points, and the completion CDF at 101 percentiles.
 import type { GatewaySimResult } from "../gateway-sim.js";
+import { quantile } from "./quantile.js";
 import type { SeriesPoint, SimSystemResult } from "./sim-report.js";
 
 /** Most points a series keeps in a report (the simulator samples every scrape interval). */
 export const MAX_SERIES_POINTS = 400;
-
-/** The q-quantile (0..1) of sorted values, linearly interpolated. */
-export function quantile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return 0;
-  const pos = q * (sorted.length - 1);
-  const lo = Math.floor(pos);
-  const hi = Math.min(sorted.length - 1, lo + 1);
-  return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (pos - lo);
-}
 
 /** Every k-th point (and the last), so a series has at most `max` points. */
 export function thin(points: readonly SeriesPoint[], max = MAX_SERIES_POINTS): SeriesPoint[] {
