@@ -1,6 +1,6 @@
 // Tests of chained block hashes and prefix verification.
 import { describe, expect, it } from "vitest";
-import { PrefixVerifier, hashBlockTokens, makeIdentity, sameIdentity } from "./block-hash.js";
+import { BlockHashChain, PrefixVerifier, hashBlockTokens, makeIdentity, sameIdentity, sameTokensAt } from "./block-hash.js";
 
 describe("hashBlockTokens", () => {
   it("is deterministic, chained, and sensitive to order, parent and extra keys", () => {
@@ -33,5 +33,42 @@ describe("PrefixVerifier", () => {
     expect(new PrefixVerifier().accept(a0, [1, 2], a0)).toBe(false); // wrong depth
     expect(sameIdentity(a1, makeIdentity("y", [3, 4], b0))).toBe(true);
     expect(sameIdentity(a1, c1)).toBe(false);
+  });
+});
+
+describe("BlockHashChain", () => {
+  it("gives the chained hashes of full blocks, computing each once as the tokens grow", () => {
+    const calls: number[][] = [];
+    const fn = (parent: string | null, tokens: readonly number[]): string => {
+      calls.push([...tokens]);
+      return hashBlockTokens(parent, tokens);
+    };
+    const chain = new BlockHashChain();
+    const tokens = [1, 2, 3, 4, 5, 6];
+    const h0 = hashBlockTokens(null, [1, 2]);
+    const h2 = hashBlockTokens(hashBlockTokens(h0, [3, 4]), [5, 6]);
+    expect(chain.hashOf(tokens, 2, 2, null, fn)).toBe(h2);
+    expect(chain.hashOf(tokens, 0, 2, null, fn)).toBe(h0);
+    tokens.push(7, 8);
+    chain.hashOf(tokens, 3, 2, null, fn);
+    expect(calls).toEqual([[1, 2], [3, 4], [5, 6], [7, 8]]);
+    expect(() => chain.hashOf(tokens, 4, 2, null, fn)).toThrow(/block 4 is not full \(8 tokens\)/);
+  });
+
+  it("starts over under another root (cache salt)", () => {
+    const chain = new BlockHashChain();
+    const root = makeIdentity(hashBlockTokens(null, [], ["salt"]), [], null);
+    const plain = chain.hashOf([1, 2], 0, 2, null, hashBlockTokens);
+    expect(chain.hashOf([1, 2], 0, 2, root, hashBlockTokens)).toBe(hashBlockTokens(root.hash, [1, 2]));
+    expect(chain.hashOf([1, 2], 0, 2, root, hashBlockTokens)).not.toBe(plain);
+  });
+});
+
+describe("sameTokensAt", () => {
+  it("compares a block with a window of tokens, lengths included", () => {
+    expect(sameTokensAt([3, 4], [1, 2, 3, 4], 2, 2)).toBe(true);
+    expect(sameTokensAt([3, 5], [1, 2, 3, 4], 2, 2)).toBe(false);
+    expect(sameTokensAt([3], [1, 2, 3, 4], 2, 2)).toBe(false);
+    expect(sameTokensAt([4, 5], [1, 2, 3, 4], 3, 2)).toBe(false);
   });
 });

@@ -103,6 +103,43 @@ export function sameTokens(a: readonly number[], b: readonly number[]): boolean 
   return true;
 }
 
+/**
+ * Whether `block` equals `tokenIds[offset .. offset + len)` with `block.length === len`: compares a
+ * block against a window of a request's tokens without slicing the window out (lookups run every step).
+ */
+export function sameTokensAt(block: readonly number[], tokenIds: readonly number[], offset: number, len: number): boolean {
+  if (block.length !== len || offset + len > tokenIds.length) return false;
+  for (let i = 0; i < len; i++) if (block[i] !== tokenIds[offset + i]) return false;
+  return true;
+}
+
+/**
+ * One request's chained block hashes, extended as its tokens grow (vLLM's `Request.block_hashes`): a
+ * prefix lookup repeated at every step while the request waits for KV hashes nothing again. Valid for
+ * one token array that only grows by appending; a different root (cache salt) or hash function
+ * starts the chain over.
+ */
+export class BlockHashChain {
+  private root: KvBlockIdentity | null | undefined = undefined;
+  private hashFn: KvHashFn | undefined;
+  private readonly hashes: KvBlockHash[] = [];
+
+  /** The hash of full block `i` of `tokenIds` (blocks of `blockSize`) under `root`. */
+  hashOf(tokenIds: readonly number[], i: number, blockSize: number, root: KvBlockIdentity | null, hashFn: KvHashFn): KvBlockHash {
+    if (root !== this.root || hashFn !== this.hashFn) {
+      this.root = root;
+      this.hashFn = hashFn;
+      this.hashes.length = 0;
+    }
+    if ((i + 1) * blockSize > tokenIds.length) throw new Error(`block hash chain: block ${i} is not full (${tokenIds.length} tokens)`);
+    for (let j = this.hashes.length; j <= i; j++) {
+      const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
+      this.hashes.push(hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize)));
+    }
+    return this.hashes[i] as KvBlockHash;
+  }
+}
+
 /** True when two identities describe the same prefix (same tokens in every block). */
 export function sameIdentity(a: KvBlockIdentity | null, b: KvBlockIdentity | null): boolean {
   let x = a;
@@ -129,8 +166,13 @@ export class PrefixVerifier {
    * block, null at depth 0) when its tokens equal `blockTokens` and its parent chain equals prev's.
    */
   accept(candidate: KvBlockIdentity, blockTokens: readonly number[], prev: KvBlockIdentity | null): boolean {
+    return this.acceptAt(candidate, blockTokens, 0, blockTokens.length, prev);
+  }
+
+  /** `accept` for the block `tokenIds[offset .. offset + len)`, without slicing it out. */
+  acceptAt(candidate: KvBlockIdentity, tokenIds: readonly number[], offset: number, len: number, prev: KvBlockIdentity | null): boolean {
     const depth = prev === null ? 0 : prev.depth + 1;
-    if (candidate.depth !== depth || !sameTokens(candidate.tokenIds, blockTokens)) return false;
+    if (candidate.depth !== depth || !sameTokensAt(candidate.tokenIds, tokenIds, offset, len)) return false;
     if (!this.parentMatches(candidate.parent, prev)) return false;
     this.verified.add(candidate);
     return true;

@@ -5,11 +5,12 @@
 import { ArborError } from "../../core/errors.js";
 import type { KvTransfer } from "../scheduler/step-plan.js";
 import {
+  BlockHashChain,
   PrefixVerifier,
   hashBlockTokens,
   makeIdentity,
   sameIdentity,
-  sameTokens,
+  sameTokensAt,
   type KvBlockHash,
   type KvBlockIdentity,
   type KvHashFn,
@@ -159,12 +160,13 @@ export class KvBlockManager {
    * Prefix-cache lookup over full blocks, never the whole prompt (the last token is always
    * computed, as vLLM). Blocks only in L2/L3 are loaded into free L1 blocks now (counted in
    * `loadedBlocks` and reported in `fromTier`); hits must be passed to `allocateSlots` in the same step.
+   * `chain` keeps the request's block hashes between calls (its tokens must only grow by appending).
    */
-  getComputedBlocks(tokenIds: readonly number[]): ComputedBlocks {
+  getComputedBlocks(tokenIds: readonly number[], chain?: BlockHashChain): ComputedBlocks {
     if (!this.enablePrefixCaching) return { blockIds: [], numCachedTokens: 0, fromTier: [], loadedBlockIds: [] };
     const bs = this.blockSize;
     const maxBlocks = tokenIds.length > 0 ? Math.floor((tokenIds.length - 1) / bs) : 0;
-    const hits = this.findPrefix(tokenIds, maxBlocks, true);
+    const hits = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain());
 
     // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses.
     const protectedBlocks = new Set<number>();
@@ -214,13 +216,15 @@ export class KvBlockManager {
    * Reserves slots so that the request holds KV for numComputedTokens + numNewTokens tokens, where
    * numComputedTokens is what it already holds plus `newComputedBlocks` (hits from
    * getComputedBlocks, taken first, only before its first allocation). Returns the new block ids,
-   * or null with nothing changed when free blocks are short (the scheduler then preempts).
+   * or null with nothing changed when free blocks are short (the scheduler then preempts). `chain`
+   * as in getComputedBlocks.
    */
   allocateSlots(
     requestId: string,
     tokenIds: readonly number[],
     numNewTokens: number,
     newComputedBlocks: readonly number[] = [],
+    chain?: BlockHashChain,
   ): number[] | null {
     if (!Number.isInteger(numNewTokens) || numNewTokens < 0) {
       throw new Error(`allocateSlots(${requestId}): numNewTokens must be an integer >= 0, got ${numNewTokens}`);
@@ -259,7 +263,7 @@ export class KvBlockManager {
       fresh.push(b);
     }
     req.numTokens = target;
-    if (req.cacheable) this.cacheFullBlocks(req, tokenIds);
+    if (req.cacheable) this.cacheFullBlocks(req, tokenIds, chain ?? new BlockHashChain());
     return fresh;
   }
 
@@ -408,7 +412,7 @@ export class KvBlockManager {
   offloadPrefix(tokenIds: readonly number[], to: "L2" | "L3"): KvTransfer | null {
     const tier = to === "L2" ? this.l2 : this.l3;
     if (tier === undefined) return null;
-    const hits = this.findPrefix(tokenIds, Math.floor(tokenIds.length / this.blockSize), false);
+    const hits = this.findPrefix(tokenIds, Math.floor(tokenIds.length / this.blockSize), false, new BlockHashChain());
     const blocks = hits.flatMap((h) => (h.kind === "L1" ? [h.block] : []));
     const { sent, covered } = this.copyToTier(tier, blocks);
     this.demote(covered.filter((b) => this.refCount[b] === 0));
@@ -465,26 +469,29 @@ export class KvBlockManager {
   }
 
   /** Longest verified prefix of `tokenIds` over `maxBlocks` blocks, from L1 and (if `useTiers`) L2/L3. */
-  private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean): Hit[] {
+  private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean, chain: BlockHashChain): Hit[] {
     const bs = this.blockSize;
     const verifier = new PrefixVerifier();
     const hits: Hit[] = [];
     let prev = this.root;
     for (let i = 0; i < maxBlocks; i++) {
-      const tokens = tokenIds.slice(i * bs, (i + 1) * bs);
-      const hash = this.hashFn(prev === null ? null : prev.hash, tokens);
+      // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
+      const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
       let hit: Hit | undefined;
-      for (const b of this.cached.get(hash) ?? []) {
-        const id = this.identity[b];
-        if (id !== null && id !== undefined && verifier.accept(id, tokens, prev)) {
-          hit = { kind: "L1", block: b, id };
-          break;
+      const bucket = this.cached.get(hash);
+      if (bucket !== undefined) {
+        for (const b of bucket) {
+          const id = this.identity[b];
+          if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
+            hit = { kind: "L1", block: b, id };
+            break;
+          }
         }
       }
       if (hit === undefined && useTiers) {
         for (const tier of [this.l2, this.l3]) {
           const id = tier?.get(hash);
-          if (tier !== undefined && id !== undefined && verifier.accept(id, tokens, prev)) {
+          if (tier !== undefined && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
             hit = { kind: tier.name, tier, id };
             break;
           }
@@ -521,25 +528,25 @@ export class KvBlockManager {
   }
 
   /** Registers the request's newly full blocks in the prefix cache, chaining from the last one. */
-  private cacheFullBlocks(req: RequestKv, tokenIds: readonly number[]): void {
+  private cacheFullBlocks(req: RequestKv, tokenIds: readonly number[], chain: BlockHashChain): void {
     const bs = this.blockSize;
     const numFull = Math.min(req.blocks.length, Math.floor(Math.min(req.numTokens, tokenIds.length) / bs));
     let parent = req.numHashed === 0 ? req.root : (this.identity[req.blocks[req.numHashed - 1] ?? -1] ?? null);
     for (let i = req.numHashed; i < numFull; i++) {
       const b = req.blocks[i];
       if (b === undefined) break;
-      const tokens = tokenIds.slice(i * bs, (i + 1) * bs);
-      const hash = this.hashFn(parent === null ? null : parent.hash, tokens);
+      // Every registered block's hash chains from its request's root, so the chain's hash is this block's.
+      const hash = chain.hashOf(tokenIds, i, bs, req.root, this.hashFn);
       // Share the identity object of an identical block computed by another request: keeps chains short.
       let id: KvBlockIdentity | undefined;
       for (const other of this.cached.get(hash) ?? []) {
         const o = this.identity[other];
-        if (o !== null && o !== undefined && o.parent === parent && sameTokens(o.tokenIds, tokens)) {
+        if (o !== null && o !== undefined && o.parent === parent && sameTokensAt(o.tokenIds, tokenIds, i * bs, bs)) {
           id = o;
           break;
         }
       }
-      const own = id ?? makeIdentity(hash, tokens, parent);
+      const own = id ?? makeIdentity(hash, tokenIds.slice(i * bs, (i + 1) * bs), parent);
       if (this.identity[b] !== null) this.unregister(b);
       this.register(b, own);
       parent = own;

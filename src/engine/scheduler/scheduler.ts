@@ -4,6 +4,7 @@
 
 import type { Clock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
+import { BlockHashChain } from "../kv/block-hash.js";
 import type { KvBlockManager } from "../kv/block-manager.js";
 import type { StopRule } from "../sampling.js";
 import type { DraftBudget, DraftCandidate } from "../specdec/draft-budget.js";
@@ -12,6 +13,8 @@ import type { KvTransfer, SampledTokenOut, ScheduledChunk, StepPlan, StepResult 
 
 /** The draft of a request with none: shared, never mutated (draft lists are only replaced or sliced). */
 const NO_DRAFT: number[] = [];
+/** No prefix-cache hits (a running request's allocation): shared, never mutated. */
+const NO_BLOCKS: readonly number[] = [];
 
 export interface SchedulerConfig {
   /** Token budget per step (vLLM max_num_batched_tokens). */
@@ -135,6 +138,8 @@ interface Req {
   firstTokenTime?: number;
   /** Speculative decoding: the executor's draft for the next decode step (empty: none). */
   draftTokenIds: number[];
+  /** Block hashes of `tokenIds`, kept as they grow: a request waiting for KV is looked up every step. */
+  blockHashes: BlockHashChain;
 }
 
 /**
@@ -240,6 +245,7 @@ export class Scheduler {
       numCachedTokens: 0,
       stop: req.stop,
       draftTokenIds: [],
+      blockHashes: new BlockHashChain(),
     };
     this.requests.set(requestId, r);
     this.waiting.add(r);
@@ -305,7 +311,7 @@ export class Scheduler {
       n += draft.length;
       let ok = false;
       for (;;) {
-        if (this.kv.allocateSlots(r.requestId, r.tokenIds, n) !== null) {
+        if (this.kv.allocateSlots(r.requestId, r.tokenIds, n, NO_BLOCKS, r.blockHashes) !== null) {
           ok = true;
           break;
         }
@@ -345,7 +351,7 @@ export class Scheduler {
           w++;
           continue;
         }
-        const hit = this.kv.getComputedBlocks(r.tokenIds);
+        const hit = this.kv.getComputedBlocks(r.tokenIds, r.blockHashes);
         const numCached = hit.numCachedTokens;
         let n = r.tokenIds.length - numCached;
         if (threshold > 0 && n > threshold) n = threshold;
@@ -356,7 +362,7 @@ export class Scheduler {
         for (const t of hit.fromTier) {
           transfers.push({ from: t.tier, to: "L1", blocks: t.blocks, bytes: t.blocks * this.kv.blockSize * this.kv.bytesPerToken });
         }
-        const blocks = this.kv.allocateSlots(r.requestId, r.tokenIds, n, hit.blockIds);
+        const blocks = this.kv.allocateSlots(r.requestId, r.tokenIds, n, hit.blockIds, r.blockHashes);
         if (blocks === null) break;
         this.waiting.removeAt(w);
         if (r.status === "waiting") r.numCachedTokens = numCached;
