@@ -26,8 +26,18 @@ beforeAll(async () => {
       // The answer a test asks for: its content type and body, as JSON in a header.
       const asked = req.headers["x-test-answer"];
       if (typeof asked === "string") {
-        const { type, body: answer } = JSON.parse(asked) as { type: string; body: string };
+        const { type, body: answer, cut, hold } = JSON.parse(asked) as { type: string; body: string; cut?: boolean; hold?: boolean };
         res.writeHead(200, { "content-type": type });
+        if (hold) {
+          // A long answer: half of it, then nothing until the caller goes away.
+          res.write(answer.slice(0, Math.floor(answer.length / 2)));
+          return;
+        }
+        if (cut) {
+          // The gateway fails mid-answer: half the stream, then the connection drops.
+          res.write(answer.slice(0, Math.floor(answer.length / 2)), () => res.destroy());
+          return;
+        }
         // In two writes, split inside an event: the proxy reads usage across chunks.
         res.write(answer.slice(0, Math.floor(answer.length / 2)));
         res.end(answer.slice(Math.floor(answer.length / 2)));
@@ -54,6 +64,7 @@ function request(socketPath: string, method: string, path: string, body?: string
       let text = "";
       res.on("data", (c) => (text += c));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on("error", reject);
     });
     req.on("error", reject);
     req.end(body);
@@ -168,6 +179,26 @@ describe("GatewayProxy", () => {
     // A stream without usage is not counted, and the proxy says so.
     await request(socketPath, "POST", "/p/p/v1/chat/completions", "{}", answer("text/event-stream", "data: {\"choices\":[]}\n\n"));
     expect(proxy.stats).toMatchObject({ generatedTokens: 32, uncountedCalls: 1, lastUncountedReason: "stream carried no usage" });
+    // An answer cut off before its usage came is not counted either, and the agent sees the failure
+    // (its connection is cut too) instead of waiting on a half-sent answer.
+    const cut = await request(socketPath, "POST", "/p/p/v1/chat/completions", "{}", { "x-test-answer": JSON.stringify({ type: "text/event-stream", body: chatStream, cut: true }) }).catch((e: Error) => e);
+    expect(cut).toBeInstanceOf(Error);
+    await expect.poll(() => proxy.stats.uncountedCalls).toBe(2);
+    expect(proxy.stats).toMatchObject({ generatedTokens: 32, lastUncountedReason: "answer ended before its end", upstreamFailures: 1 });
+    // The agent hangs up mid-answer: not counted, and not the gateway's failure.
+    await new Promise<void>((resolve, reject) => {
+      const req = http.request({ socketPath, method: "POST", path: "/p/p/v1/chat/completions", agent: false, headers: { "x-test-answer": JSON.stringify({ type: "text/event-stream", body: chatStream, hold: true }) } }, (res) => {
+        res.once("data", () => {
+          res.on("error", () => resolve());
+          res.on("close", () => resolve());
+          req.destroy();
+        });
+      });
+      req.on("error", reject);
+      req.end("{}");
+    });
+    await expect.poll(() => proxy.stats.uncountedCalls).toBe(3);
+    expect(proxy.stats).toMatchObject({ generatedTokens: 32, upstreamFailures: 1 });
     await request(socketPath, "POST", "/p/p/v1/responses", "{}", answer("application/json", JSON.stringify({ object: "response", usage: { output_tokens: 9 } })));
     expect(proxy.stats.generatedTokens).toBe(41);
     // Over the budget: the next call is refused before it reaches the gateway.
@@ -176,7 +207,7 @@ describe("GatewayProxy", () => {
     expect(over.status).toBe(429);
     expect(JSON.parse(over.text).error.code).toBe("token_limit");
     expect(seen.length).toBe(before);
-    expect(proxy.stats).toMatchObject({ tokenLimitHit: true, forwarded: 4, refused: 1 });
+    expect(proxy.stats).toMatchObject({ tokenLimitHit: true, forwarded: 6, refused: 1, upstreamFailures: 1 });
     await proxy.close();
   });
 

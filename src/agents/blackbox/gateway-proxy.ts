@@ -56,7 +56,7 @@ export interface ProxyStats {
   lastUncountedReason: string;
   /** Status of the last forwarded response (0: none, or the gateway could not be reached). */
   lastStatus: number;
-  /** Forwarded requests answered 5xx or not at all. */
+  /** Forwarded requests answered 5xx, not at all, or cut off mid-answer by the gateway. */
   upstreamFailures: number;
   /** Inference requests whose generation limit was lowered to maxTokensPerCall. */
   clampedCalls: number;
@@ -226,6 +226,14 @@ export class GatewayProxy {
         if (status >= 500) this.stats.upstreamFailures++;
         res.writeHead(status, ur.headers);
         ur.pipe(res);
+        // The gateway dropped the connection mid-answer: pipe() would leave the agent waiting on a
+        // half-sent answer forever; cut its connection too, so it sees the failure.
+        ur.on("close", () => {
+          // Already destroyed: the agent hung up first (res's close handler below then cut this answer).
+          if (ur.complete || res.destroyed) return;
+          this.stats.upstreamFailures++;
+          res.destroy();
+        });
         if (inference && status === 200) this.countTokens(ur);
       },
     );
