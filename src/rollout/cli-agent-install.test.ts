@@ -3,11 +3,14 @@
 // (runIteration) on a swe-mini task: every sandbox sees the install read-only at /opt/agent, the
 // CLI's calls go through the gateway and are recorded with the engine's exact token ids, the hidden
 // tests give the reward, and nothing of the install lands in the workspace. A scripted executor plays
-// the policy: it writes the fixed file with the CLI's own write_file tool, then answers in text.
-import { chmodSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+// the policy: it writes the fixed file with the CLI's own write_file tool, then answers in text. A
+// second case runs examples/cli-agent/swe-mini.yaml's own command (read from the file) the same way.
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse as parseYaml } from "yaml";
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../model/markup.js";
 import { resolveAgentInstall, type AgentInstall } from "../agents/blackbox/agent-install.js";
 import { runIteration } from "../cli/run.js";
@@ -32,17 +35,37 @@ const task: SweTask = (() => {
 })();
 const fixed = parseUnifiedDiff(task.fixPatch)[0]!.path;
 
+const fixedPath = `/workspace/repo/${fixed}`;
+const call = (name: string, args: object): string => `${TOOL_CALL_OPEN}${name} ${JSON.stringify(args)}${TOOL_CALL_CLOSE}`;
+
 /**
  * The policy's play, as Qwen Code's tools want it: read the file the fix touches (the CLI refuses to
  * overwrite an unread file), write its fixed version, then answer in text. The step is the number
  * of tool results in the prompt.
  */
-function play(prompt: string): string {
-  const path = `/workspace/repo/${fixed}`;
-  const call = (name: string, args: object): string => `${TOOL_CALL_OPEN}${name} ${JSON.stringify(args)}${TOOL_CALL_CLOSE}`;
-  const plan = [call("read_file", { file_path: path }), call("write_file", { file_path: path, content: task.files[fixed] ?? "" })];
+function writePlay(prompt: string): string {
+  const plan = [call("read_file", { file_path: fixedPath }), call("write_file", { file_path: fixedPath, content: task.files[fixed] ?? "" })];
   return plan[prompt.split("<|tool|>").length - 1] ?? `Fixed: ${task.title}`;
 }
+
+/**
+ * The same fix with the tools the example's command leaves (`--bare` has no write_file): read the
+ * file, then one `edit` per hunk of the golden patch (old side → new side), then answer in text.
+ */
+function editPlay(prompt: string): string {
+  const edits = parseUnifiedDiff(task.fixPatch)[0]!.hunks.map((h) => {
+    const side = (op: "-" | "+"): string => h.lines.filter((l) => l.op === " " || l.op === op).map((l) => l.text).join("\n");
+    return call("edit", { file_path: fixedPath, old_string: side("-"), new_string: side("+") });
+  });
+  const plan = [call("read_file", { file_path: fixedPath }), ...edits];
+  return plan[prompt.split("<|tool|>").length - 1] ?? `Fixed: ${task.title}`;
+}
+
+/** The play the running case uses (the cases run one after another). */
+let play: (prompt: string) => string = writePlay;
+
+/** examples/cli-agent/swe-mini.yaml's agent section, as a user runs it. */
+const exampleAgent = (parseYaml(readFileSync(fileURLToPath(new URL("../../examples/cli-agent/swe-mini.yaml", import.meta.url)), "utf8")) as { agent: Record<string, unknown> & { command: string[] } }).agent;
 
 /** Every file under `root` (relative paths), symlinks not followed. */
 function filesUnder(root: string): string[] {
@@ -86,7 +109,7 @@ beforeAll(async () => {
     contextSize: 131_072,
     maxWaiting: 8,
     // Qwen Code's system prompt and tool declarations take ~75k characters (one token each, mostly).
-    executor: (executor = new ScriptedExecutor(play, 131_072)),
+    executor: (executor = new ScriptedExecutor((prompt) => play(prompt), 131_072)),
   });
 }, 120_000);
 
@@ -99,6 +122,7 @@ afterAll(async () => {
 describe("an unmodified coding-agent CLI from npm under arbor run", () => {
   it("runs from the read-only install, is recorded token-exact, is rewarded by the hidden tests, copies nothing", async (ctx) => {
     if (!install) ctx.skip(skipWhy);
+    play = writePlay;
     const cfg = parseRunConfig({
       name: "cli-agent",
       model: { path: join(dir, "unused.gguf") },
@@ -159,5 +183,61 @@ describe("an unmodified coding-agent CLI from npm under arbor run", () => {
     expect(probe.copied).toEqual([]);
     expect(probe.home).toBe("/workspace/.home");
     expect(filesUnder(install!.hostPath)).not.toContain("probe");
+  }, 150_000);
+  it("runs examples/cli-agent/swe-mini.yaml's own command: a ~5 KB request, streamed answers counted, reward 1", async (ctx) => {
+    if (!install) ctx.skip(skipWhy);
+    play = editPlay;
+    const cfg = parseRunConfig({
+      name: "cli-agent-example",
+      model: { path: join(dir, "unused.gguf") },
+      backends: [{ name: "scripted", type: "builtin", url: `${engine.url}/v1` }],
+      gateway: { auth: { adminTokenEnv: TOKEN_ENV } },
+      env: { name: "swe-mini", tasks: 1, seed: ENV_SEED },
+      rollout: { groupSize: 1, concurrency: 1 },
+      agent: {
+        // The example's agent exactly (install, command, task file, turn limits), on this machine's
+        // cache; the scripted policy's edit answers are longer than the tiny policy's clamp, and the
+        // test bounds its own wall time.
+        ...exampleAgent,
+        installCache: CACHE,
+        wallMs: 90_000,
+        maxTokensPerCall: 2048,
+        maxTotalTokens: 16_384,
+      },
+      sandbox: { root: join(dir, "sb2"), cpuSeconds: 60, memoryMb: 8192, wallMs: 90_000, workspaceMb: 512 },
+      output: { dir: join(dir, "out2") },
+    });
+    expect(cfg.agent.command).toEqual(exampleAgent.command);
+    const before = executor.outputs.length;
+    const summary = await runIteration(cfg, { progress: false });
+    const store = new SqliteTrajectoryStore(summary.storePath);
+    const [t, ...more] = await store.listTrajectories(summary.runId);
+    await store.close();
+    expect(more).toHaveLength(0);
+
+    expect(t!.program.termination).toMatchObject({ kind: "completed" });
+    expect(t!.reward?.total).toBe(1);
+    const rec = JSON.parse(t!.tools.find((x) => x.tool === BLACKBOX_EVENT_TOOL)!.output);
+    expect(rec).toMatchObject({ exitCode: 0, files: [], install: CLI, proxy: { refused: 0, uncountedCalls: 0 } });
+
+    // Read, one edit per hunk, answer: each call recorded with exactly the engine's ids.
+    const hunks = parseUnifiedDiff(task.fixPatch)[0]!.hunks.length;
+    const calls = [...t!.calls].sort((a, b) => a.index - b.index);
+    expect(calls).toHaveLength(2 + hunks);
+    expect(calls.map((c) => c.outputTokenIds)).toEqual(executor.outputs.slice(before));
+    expect(calls.map((c) => c.promptTokenIds)).toEqual(executor.requests.slice(before).map((r) => [...r.promptTokenIds]));
+    expect(calls.at(-1)!.outputText).toBe(`Fixed: ${task.title}`);
+    // The CLI streams its calls (with include_usage): the proxy counted every generated token.
+    expect(rec.proxy.generatedTokens).toBe(calls.reduce((n, c) => n + c.outputTokenIds.length, 0));
+
+    // The flags took: the example's one-paragraph system prompt, no shell and no write_file declared,
+    // and a first prompt of a few thousand byte-level tokens (the CLI's defaults make ~60k).
+    const system = /--system-prompt "([^"]*)"/.exec(exampleAgent.command.join(" "))![1]!;
+    expect(calls[0]!.messages[0]).toMatchObject({ role: "system", content: system });
+    const firstPrompt = executor.prompts[before]!;
+    expect(firstPrompt).toContain("read_file");
+    expect(firstPrompt).not.toContain("run_shell_command");
+    expect(firstPrompt).not.toContain("write_file");
+    expect(calls[0]!.promptTokenIds.length).toBeLessThan(8000);
   }, 150_000);
 });

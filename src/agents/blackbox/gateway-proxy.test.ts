@@ -23,6 +23,26 @@ beforeAll(async () => {
         res.writeHead(500).end("{}");
         return;
       }
+      // The answer a test asks for: its content type and body, as JSON in a header.
+      const asked = req.headers["x-test-answer"];
+      if (typeof asked === "string") {
+        const { type, body: answer, cut, hold } = JSON.parse(asked) as { type: string; body: string; cut?: boolean; hold?: boolean };
+        res.writeHead(200, { "content-type": type });
+        if (hold) {
+          // A long answer: half of it, then nothing until the caller goes away.
+          res.write(answer.slice(0, Math.floor(answer.length / 2)));
+          return;
+        }
+        if (cut) {
+          // The gateway fails mid-answer: half the stream, then the connection drops.
+          res.write(answer.slice(0, Math.floor(answer.length / 2)), () => res.destroy());
+          return;
+        }
+        // In two writes, split inside an event: the proxy reads usage across chunks.
+        res.write(answer.slice(0, Math.floor(answer.length / 2)));
+        res.end(answer.slice(Math.floor(answer.length / 2)));
+        return;
+      }
       // Two chunks: streamed answers pass through as they come.
       res.writeHead(200, { "content-type": "text/event-stream" });
       res.write("data: 1\n\n");
@@ -38,12 +58,13 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function request(socketPath: string, method: string, path: string, body?: string): Promise<{ status: number; text: string }> {
+function request(socketPath: string, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath, method, path, agent: false, headers: { authorization: "Bearer k" } }, (res) => {
+    const req = http.request({ socketPath, method, path, agent: false, headers: { authorization: "Bearer k", ...headers } }, (res) => {
       let text = "";
       res.on("data", (c) => (text += c));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on("error", reject);
     });
     req.on("error", reject);
     req.end(body);
@@ -75,7 +96,15 @@ describe("GatewayProxy", () => {
     const over = await request(clientPath, "POST", `${own}/chat/completions`, "{}");
     expect(over.status).toBe(429);
     expect(JSON.parse(over.text).error.message).toBe("program run/g0/s1 reached its limit of 2 model calls");
-    expect(proxy.stats).toEqual({ forwarded: 3, refused: 6, callLimitHit: true, tokenLimitHit: false, generatedTokens: 0, lastStatus: 200, upstreamFailures: 0, clampedCalls: 0, cappedCalls: 0 });
+    expect(proxy.stats).toEqual({ forwarded: 3, refused: 6, callLimitHit: true, tokenLimitHit: false, generatedTokens: 0,
+      // The test gateway's streams carry no usage: the two answered model calls are not counted, and say so.
+      uncountedCalls: 2,
+      lastUncountedReason: "stream carried no usage",
+      lastStatus: 200,
+      upstreamFailures: 0,
+      clampedCalls: 0,
+      cappedCalls: 0,
+    });
     await proxy.close();
     closeSync(fd);
     expect(existsSync(socketPath)).toBe(false);
@@ -133,6 +162,53 @@ describe("GatewayProxy", () => {
     expect(strict.stats).toMatchObject({ forwarded: 0, refused: 1 });
     await strict.close();
     expect(() => new GatewayProxy({ socketPath, gatewayUrl, programId: "p", maxTokensPerCall: 0 })).toThrow(/maxTokensPerCall must be an integer >= 1, got 0/);
+  });
+
+  it("counts the generated tokens of streamed and JSON answers toward maxTotalTokens, and the calls it cannot count", async () => {
+    const socketPath = join(dir, "budget.sock");
+    const proxy = new GatewayProxy({ socketPath, gatewayUrl, programId: "p", maxTotalTokens: 40 });
+    await proxy.start();
+    const answer = (type: string, body: string): Record<string, string> => ({ "x-test-answer": JSON.stringify({ type, body }) });
+    const chat = [{ choices: [{ index: 0, delta: { content: "ok" }, finish_reason: "stop" }] }, { choices: [], usage: { prompt_tokens: 50, completion_tokens: 12 } }];
+    const chatStream = chat.map((c) => `data: ${JSON.stringify(c)}\n\n`).join("") + "data: [DONE]\n\n";
+    expect((await request(socketPath, "POST", "/p/p/v1/chat/completions", "{}", answer("text/event-stream", chatStream))).status).toBe(200);
+    expect(proxy.stats).toMatchObject({ generatedTokens: 12, uncountedCalls: 0 });
+    const delta = { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 20 } };
+    await request(socketPath, "POST", "/p/p/v1/messages", "{}", answer("text/event-stream", `event: message_delta\ndata: ${JSON.stringify(delta)}\n\n`));
+    expect(proxy.stats.generatedTokens).toBe(32);
+    // A stream without usage is not counted, and the proxy says so.
+    await request(socketPath, "POST", "/p/p/v1/chat/completions", "{}", answer("text/event-stream", "data: {\"choices\":[]}\n\n"));
+    expect(proxy.stats).toMatchObject({ generatedTokens: 32, uncountedCalls: 1, lastUncountedReason: "stream carried no usage" });
+    // An answer cut off before its usage came is not counted either, and the agent sees the failure
+    // (its connection is cut too) instead of waiting on a half-sent answer.
+    const cut = await request(socketPath, "POST", "/p/p/v1/chat/completions", "{}", { "x-test-answer": JSON.stringify({ type: "text/event-stream", body: chatStream, cut: true }) }).catch((e: Error) => e);
+    expect(cut).toBeInstanceOf(Error);
+    await expect.poll(() => proxy.stats.uncountedCalls).toBe(2);
+    expect(proxy.stats).toMatchObject({ generatedTokens: 32, lastUncountedReason: "answer ended before its end", upstreamFailures: 1 });
+    // The agent hangs up mid-answer: not counted, and not the gateway's failure.
+    await new Promise<void>((resolve, reject) => {
+      const req = http.request({ socketPath, method: "POST", path: "/p/p/v1/chat/completions", agent: false, headers: { "x-test-answer": JSON.stringify({ type: "text/event-stream", body: chatStream, hold: true }) } }, (res) => {
+        res.once("data", () => {
+          res.on("error", () => resolve());
+          res.on("close", () => resolve());
+          req.destroy();
+        });
+      });
+      req.on("error", reject);
+      req.end("{}");
+    });
+    await expect.poll(() => proxy.stats.uncountedCalls).toBe(3);
+    expect(proxy.stats).toMatchObject({ generatedTokens: 32, upstreamFailures: 1 });
+    await request(socketPath, "POST", "/p/p/v1/responses", "{}", answer("application/json", JSON.stringify({ object: "response", usage: { output_tokens: 9 } })));
+    expect(proxy.stats.generatedTokens).toBe(41);
+    // Over the budget: the next call is refused before it reaches the gateway.
+    const before = seen.length;
+    const over = await request(socketPath, "POST", "/p/p/v1/chat/completions", "{}", answer("text/event-stream", chatStream));
+    expect(over.status).toBe(429);
+    expect(JSON.parse(over.text).error.code).toBe("token_limit");
+    expect(seen.length).toBe(before);
+    expect(proxy.stats).toMatchObject({ tokenLimitHit: true, forwarded: 6, refused: 1, upstreamFailures: 1 });
+    await proxy.close();
   });
 
   it("reads the launcher's report from the end of stderr, leaving the command's own stderr", () => {

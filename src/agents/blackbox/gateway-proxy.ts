@@ -6,6 +6,7 @@ import { closeSync, chmodSync, openSync, unlinkSync } from "node:fs";
 import http from "node:http";
 import { basename, dirname } from "node:path";
 import { ArborError } from "../../core/errors.js";
+import { AnswerUsageReader } from "./answer-usage.js";
 import { capRequestTokens, inferenceRoute, type OverCapPolicy } from "./token-cap.js";
 
 export interface GatewayProxyOptions {
@@ -17,8 +18,8 @@ export interface GatewayProxyOptions {
   /** Inference calls allowed (the black box's turn limit); later ones get 429 (default: no limit). */
   maxCalls?: number;
   /**
-   * Generated tokens allowed, as the gateway's answers report them (`usage.completion_tokens` /
-   * Anthropic `usage.output_tokens` of JSON answers); once reached, later calls get 429.
+   * Generated tokens allowed, as the gateway's answers report them (JSON `usage`, or the usage a
+   * stream carries: see answer-usage.ts); once reached, later calls get 429.
    */
   maxTotalTokens?: number;
   /**
@@ -43,11 +44,19 @@ export interface ProxyStats {
   callLimitHit: boolean;
   /** True once a call was refused for the token limit. */
   tokenLimitHit: boolean;
-  /** Generated tokens reported by the JSON answers so far. */
+  /** Generated tokens reported by the answers so far (JSON bodies and streams). */
   generatedTokens: number;
+  /**
+   * Answered inference calls (200) whose generated tokens could not be read: a chat stream without
+   * `stream_options.include_usage`, an answer cut off or over the parse limit. maxTotalTokens does
+   * not see their tokens.
+   */
+  uncountedCalls: number;
+  /** Why the last uncounted call could not be counted (empty: none). */
+  lastUncountedReason: string;
   /** Status of the last forwarded response (0: none, or the gateway could not be reached). */
   lastStatus: number;
-  /** Forwarded requests answered 5xx or not at all. */
+  /** Forwarded requests answered 5xx, not at all, or cut off mid-answer by the gateway. */
   upstreamFailures: number;
   /** Inference requests whose generation limit was lowered to maxTokensPerCall. */
   clampedCalls: number;
@@ -55,13 +64,13 @@ export interface ProxyStats {
   cappedCalls: number;
 }
 
-/** Largest answer whose usage is read, bytes. */
-const MAX_COUNTED_BODY = 8 * 1024 * 1024;
+/** Largest JSON answer, or single SSE event, whose usage is read, bytes. */
+const MAX_COUNTED_EVENT = 8 * 1024 * 1024;
 const DEFAULT_MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 
 /** A per-program proxy; `start()` binds the socket, `close()` removes it. */
 export class GatewayProxy {
-  readonly stats: ProxyStats = { forwarded: 0, refused: 0, callLimitHit: false, tokenLimitHit: false, generatedTokens: 0, lastStatus: 0, upstreamFailures: 0, clampedCalls: 0, cappedCalls: 0 };
+  readonly stats: ProxyStats = { forwarded: 0, refused: 0, callLimitHit: false, tokenLimitHit: false, generatedTokens: 0, uncountedCalls: 0, lastUncountedReason: "", lastStatus: 0, upstreamFailures: 0, clampedCalls: 0, cappedCalls: 0 };
   private readonly server: http.Server;
   private readonly upstream: URL;
   private readonly prefix: string;
@@ -109,24 +118,26 @@ export class GatewayProxy {
     this.dirFd = undefined;
   }
 
-  /** Read the answer's usage as it streams past (bounded: a huge body is not counted). */
+  /** Read the answer's usage as it streams past (bounded per event; the body is never held whole). */
   private countTokens(body: http.IncomingMessage): void {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    body.on("data", (c: Buffer) => {
-      size += c.length;
-      if (size <= MAX_COUNTED_BODY) chunks.push(c);
-    });
+    const reader = new AnswerUsageReader(String(body.headers["content-type"] ?? ""), { maxEventBytes: MAX_COUNTED_EVENT });
+    let ended = false;
+    body.on("data", (c: Buffer) => reader.push(c));
     body.on("end", () => {
-      if (size > MAX_COUNTED_BODY) return;
-      try {
-        const usage = (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { usage?: { completion_tokens?: unknown; output_tokens?: unknown } }).usage;
-        const n = usage?.completion_tokens ?? usage?.output_tokens;
-        if (typeof n === "number" && Number.isFinite(n) && n > 0) this.stats.generatedTokens += n;
-      } catch {
-        // not JSON after all: nothing to count
-      }
+      ended = true;
+      const usage = reader.finish();
+      if (usage.counted) this.stats.generatedTokens += usage.tokens;
+      else this.uncounted(usage.reason);
     });
+    // Cut off before its end (the gateway failed, or the agent hung up): its usage never came.
+    body.on("close", () => {
+      if (!ended) this.uncounted("answer ended before its end");
+    });
+  }
+
+  private uncounted(reason: string): void {
+    this.stats.uncountedCalls++;
+    this.stats.lastUncountedReason = reason;
   }
 
   private refuse(res: http.ServerResponse, status: number, code: string, message: string, param?: string): void {
@@ -215,7 +226,15 @@ export class GatewayProxy {
         if (status >= 500) this.stats.upstreamFailures++;
         res.writeHead(status, ur.headers);
         ur.pipe(res);
-        if (inference && status === 200 && String(ur.headers["content-type"] ?? "").includes("application/json")) this.countTokens(ur);
+        // The gateway dropped the connection mid-answer: pipe() would leave the agent waiting on a
+        // half-sent answer forever; cut its connection too, so it sees the failure.
+        ur.on("close", () => {
+          // Already destroyed: the agent hung up first (res's close handler below then cut this answer).
+          if (ur.complete || res.destroyed) return;
+          this.stats.upstreamFailures++;
+          res.destroy();
+        });
+        if (inference && status === 200) this.countTokens(ur);
       },
     );
     up.on("error", (e) => {
