@@ -95,7 +95,8 @@ describe("NextTokenReader", () => {
       let refInput = input;
       await ref.seq.clearHistory();
       for (let step = 0; step < 6; step++) {
-        const pairs = await reader.next(input);
+        // Decode steps alternate between a one-token array and nextAfter's reused input.
+        const pairs = await (step > 0 && step % 2 === 0 ? reader.nextAfter(input[0] as number) : reader.next(input));
         const map = (await evaluateTokens(ref.seq, refInput, true)) as Map<number, number>;
         expect(pairs.length).toBe(2 * vocab.size);
         expect(pairs).toEqual([...map].flat());
@@ -112,6 +113,13 @@ describe("NextTokenReader", () => {
     }
   });
 
+  it("refuses to read after dispose()", async () => {
+    const reader = new NextTokenReader(ref.seq);
+    reader.dispose();
+    await expect(reader.nextAfter(5)).rejects.toThrow(/after dispose/);
+    await expect(reader.next([5])).rejects.toThrow(/after dispose/);
+  });
+
   it("refuses a sequence without node-llama-cpp's internals, naming what is missing", () => {
     expect(() => new NextTokenReader({} as LlamaContextSequence)).toThrow(ArborError);
     expect(() => new NextTokenReader({} as LlamaContextSequence)).toThrow(/_decodeTokens.*needs node-llama-cpp 3\.21\.1/);
@@ -122,6 +130,7 @@ describe("LlamaCppExecutor fast path against the reference computation", () => {
   const cases: [string, Request][] = [
     ["sampled with top-p and top logprobs", { maxTokens: N, temperature: 0.9, topP: 0.95, topLogprobs: 3, seed: 5 }],
     ["greedy", { maxTokens: N, temperature: 0, topP: 1, topLogprobs: 2, seed: 1 }],
+    ["T = 1 without controls (the probability domain)", { maxTokens: N, temperature: 1, topP: 1, topLogprobs: 2, seed: 31 }],
     ["hot, full nucleus", { maxTokens: N, temperature: 1.5, topP: 1, topLogprobs: 0, seed: 77 }],
     ["logit_bias and min_tokens (the order is rebuilt)", { maxTokens: N, temperature: 1, topP: 1, topLogprobs: 1, seed: 9, controls: { logitBias: new Map([[300, 4], [5, -3]]), minTokens: 6 } }],
   ];

@@ -40,6 +40,9 @@ interface SequenceInternals {
   model: { _model: unknown };
 }
 
+/** The logit flags of a one-token step (never written: node-llama-cpp slices them before use). */
+const ONE_LOGIT: readonly boolean[] = Object.freeze([true]);
+
 /** node-llama-cpp's evaluation priority for a plain `evaluate` (its defaultEvaluationPriority). */
 const PRIORITY = 5;
 
@@ -53,6 +56,10 @@ export class NextTokenReader {
   private readonly seq: SequenceInternals;
   private readonly sampler: NativeSampler;
   private readonly contextShift: { size: unknown; strategy: unknown };
+  /** Reads the distribution of a batch row: one closure for every step, not one per token. */
+  private readonly readRow: (batchLogitIndex: number) => Promise<unknown>;
+  /** The one-token step's input and logit flags, reused (node-llama-cpp copies both before decoding). */
+  private readonly single: Token[] = [0 as Token];
   private disposed = false;
 
   constructor(sequence: LlamaContextSequence) {
@@ -73,6 +80,10 @@ export class NextTokenReader {
     // Temperature 0 is llama.cpp's greedy chain: the logits are read as they are, never reshaped.
     this.sampler.applyConfig(this.seq._resolveSamplerConfig({ temperature: 0 }));
     this.contextShift = { size: this.seq._contextShift.size, strategy: this.seq._contextShift.strategy };
+    const context = this.seq._context;
+    const sampler = this.sampler;
+    // `_ctx.sampleToken` looked up per call: the output-reorder guard wraps the context's sampleToken.
+    this.readRow = (batchLogitIndex) => context._ctx.sampleToken(batchLogitIndex, sampler, true, false);
   }
 
   /**
@@ -85,21 +96,25 @@ export class NextTokenReader {
     if (this.disposed) throw new ArborError("NextTokenReader used after dispose()", "engine");
     const last = tokens.length - 1;
     if (last < 0) throw new ArborError("NextTokenReader.next: no tokens to feed", "engine");
-    const logits: boolean[] = [];
-    logits[last] = true;
-    const native = this.seq._context._ctx;
-    const sampler = this.sampler;
-    const out = await this.seq._decodeTokens(
-      tokens as Token[],
-      logits,
-      PRIORITY,
-      this.seq._tokenMeter,
-      this.contextShift,
-      // Looked up per call: the output-reorder guard wraps the context's sampleToken.
-      (batchLogitIndex) => native.sampleToken(batchLogitIndex, sampler, true, false),
-      this.seq._takeIntervalCheckpointIfNeededAfterBatch,
-    );
-    const res = out[last] as [number, readonly number[] | undefined] | undefined;
+    let logits = ONE_LOGIT;
+    if (last > 0) {
+      const flags: boolean[] = [];
+      flags[last] = true;
+      logits = flags;
+    }
+    return this.decode(tokens as Token[], logits);
+  }
+
+  /** {@link next} for one token (a decode step), with no array allocated for its input. */
+  async nextAfter(token: number): Promise<readonly number[]> {
+    if (this.disposed) throw new ArborError("NextTokenReader used after dispose()", "engine");
+    this.single[0] = token as Token;
+    return this.decode(this.single, ONE_LOGIT);
+  }
+
+  private async decode(tokens: Token[], logits: readonly boolean[]): Promise<readonly number[]> {
+    const out = await this.seq._decodeTokens(tokens, logits as boolean[], PRIORITY, this.seq._tokenMeter, this.contextShift, this.readRow, this.seq._takeIntervalCheckpointIfNeededAfterBatch);
+    const res = out[tokens.length - 1] as [number, readonly number[] | undefined] | undefined;
     const pairs = res?.[1];
     if (!pairs || pairs.length === 0) throw new ArborError(`llama.cpp returned no next-token distribution after ${tokens.length} token(s)`, "engine");
     return pairs;
