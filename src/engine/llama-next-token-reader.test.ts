@@ -113,6 +113,48 @@ describe("NextTokenReader", () => {
     }
   });
 
+  it("sequences stepping together share one decode per step when the reader knows its peers", async () => {
+    // Three sequences, two used: node-llama-cpp's own "every sequence queued" dispatch never fires.
+    const { model, context } = await openLlamaContext({ modelPath, sequences: 3, contextSize: CONTEXT });
+    const native = (context as unknown as { _ctx: { decodeBatch: (...a: unknown[]) => Promise<unknown> } })._ctx;
+    const decode = native.decodeBatch.bind(native);
+    let decodes = 0;
+    Object.defineProperty(native, "decodeBatch", { value: (...a: unknown[]) => (decodes++, decode(...a)), writable: true, configurable: true });
+    const seqs = [context.getSequence(), context.getSequence()];
+    const steps = 10;
+    const generate = async (peers: number): Promise<number[][]> => {
+      decodes = 0;
+      return Promise.all(
+        seqs.map(async (seq, i) => {
+          await seq.clearHistory();
+          const reader = new NextTokenReader(seq, () => peers);
+          try {
+            let pairs = await reader.next(PROMPTS[i] as number[]);
+            const out = [pairs[0] as number];
+            for (let k = 1; k < steps; k++) {
+              pairs = await reader.nextAfter(out[k - 1] as number);
+              out.push(pairs[0] as number);
+            }
+            return out;
+          } finally {
+            reader.dispose();
+          }
+        }),
+      );
+    };
+    try {
+      const together = await generate(2);
+      expect(decodes).toBe(steps);
+      const alone = await generate(1);
+      // Without it the two take turns: a decode each per step, after the shared prefill.
+      expect(decodes).toBeGreaterThan(steps);
+      expect(together).toEqual(alone);
+    } finally {
+      await context.dispose();
+      await model.dispose();
+    }
+  });
+
   it("refuses to read after dispose()", async () => {
     const reader = new NextTokenReader(ref.seq);
     reader.dispose();

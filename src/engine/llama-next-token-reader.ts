@@ -32,8 +32,10 @@ interface SequenceInternals {
   _resolveSamplerConfig(options: { temperature: number }): object;
   _tokenMeter: unknown;
   _contextShift: { size: unknown; strategy: unknown };
-  _takeIntervalCheckpointIfNeededAfterBatch: unknown;
+  _takeIntervalCheckpointIfNeededAfterBatch: (sequenceStateLength: number) => Promise<void> | void;
   _context: {
+    /** The sequences with a decode queued for the next batch. */
+    _queuedDecodeSequenceIds: ReadonlySet<number>;
     _ctx: { sampleToken(batchLogitIndex: number, sampler: NativeSampler, probabilities: boolean, confidence: boolean): Promise<unknown> };
     _llama: { _bindings: { AddonSampler: new (model: unknown) => NativeSampler } };
   };
@@ -42,6 +44,11 @@ interface SequenceInternals {
 
 /** The logit flags of a one-token step (never written: node-llama-cpp slices them before use). */
 const ONE_LOGIT: readonly boolean[] = Object.freeze([true]);
+
+/** Resolves after the pending promise jobs and I/O callbacks have run. */
+function nextMacrotask(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
 
 /** node-llama-cpp's evaluation priority for a plain `evaluate` (its defaultEvaluationPriority). */
 const PRIORITY = 5;
@@ -58,17 +65,26 @@ export class NextTokenReader {
   private readonly contextShift: { size: unknown; strategy: unknown };
   /** Reads the distribution of a batch row: one closure for every step, not one per token. */
   private readonly readRow: (batchLogitIndex: number) => Promise<unknown>;
+  /** Runs after each batch this reader's step was in, before node-llama-cpp gathers the next batch. */
+  private readonly afterBatch: (sequenceStateLength: number) => Promise<void> | void;
   /** The one-token step's input and logit flags, reused (node-llama-cpp copies both before decoding). */
   private readonly single: Token[] = [0 as Token];
   private disposed = false;
 
-  constructor(sequence: LlamaContextSequence) {
+  /**
+   * `peers()`: how many sequences of the context step together now (the executor's running
+   * requests), so that after a batch the reader waits for them all to queue their next step; absent:
+   * 1 (this sequence alone).
+   */
+  constructor(sequence: LlamaContextSequence, peers: () => number = () => 1) {
     const seq = sequence as unknown as Partial<SequenceInternals>;
     const missing = [
       typeof seq._decodeTokens !== "function" && "_decodeTokens",
       typeof seq._resolveSamplerConfig !== "function" && "_resolveSamplerConfig",
       seq._contextShift === undefined && "_contextShift",
       typeof seq._context?._ctx?.sampleToken !== "function" && "_context._ctx.sampleToken",
+      !(seq._context?._queuedDecodeSequenceIds instanceof Set) && "_context._queuedDecodeSequenceIds",
+      typeof seq._takeIntervalCheckpointIfNeededAfterBatch !== "function" && "_takeIntervalCheckpointIfNeededAfterBatch",
       typeof seq._context?._llama?._bindings?.AddonSampler !== "function" && "_context._llama._bindings.AddonSampler",
       seq.model?._model === undefined && "model._model",
     ].filter((m): m is string => typeof m === "string");
@@ -84,6 +100,19 @@ export class NextTokenReader {
     const sampler = this.sampler;
     // `_ctx.sampleToken` looked up per call: the output-reorder guard wraps the context's sampleToken.
     this.readRow = (batchLogitIndex) => context._ctx.sampleToken(batchLogitIndex, sampler, true, false);
+    // node-llama-cpp decodes again at once with whatever is queued when a batch's after-actions
+    // settle; the sequences' next steps are queued a few promise hops after their results, so
+    // without a pause each batch held the one sequence that got back first and the running
+    // sequences took turns, one decode each (measured: 511 decodes for 2 × 256 tokens). One
+    // macrotask lets every running sequence queue its step, so they share one decode again; at most
+    // one pause per reader and batch, and none when all are queued.
+    const checkpoint = this.seq._takeIntervalCheckpointIfNeededAfterBatch;
+    const queued = context._queuedDecodeSequenceIds;
+    this.afterBatch = (sequenceStateLength) => {
+      const done = checkpoint(sequenceStateLength);
+      if (queued.size >= peers()) return done;
+      return Promise.resolve(done).then(nextMacrotask);
+    };
   }
 
   /**
@@ -113,7 +142,7 @@ export class NextTokenReader {
   }
 
   private async decode(tokens: Token[], logits: readonly boolean[]): Promise<readonly number[]> {
-    const out = await this.seq._decodeTokens(tokens, logits as boolean[], PRIORITY, this.seq._tokenMeter, this.contextShift, this.readRow, this.seq._takeIntervalCheckpointIfNeededAfterBatch);
+    const out = await this.seq._decodeTokens(tokens, logits as boolean[], PRIORITY, this.seq._tokenMeter, this.contextShift, this.readRow, this.afterBatch);
     const res = out[tokens.length - 1] as [number, readonly number[] | undefined] | undefined;
     const pairs = res?.[1];
     if (!pairs || pairs.length === 0) throw new ArborError(`llama.cpp returned no next-token distribution after ${tokens.length} token(s)`, "engine");

@@ -94,7 +94,7 @@ export class LlamaCppExecutor implements Executor {
       const { raw, logitBias } = splitLogitControls(controls);
       const rule = new StopRule(this.stopIds, controls);
       const base = { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs, ...(logitBias ? { logitBias } : {}) };
-      if (!raw) reader = new NextTokenReader(seq);
+      if (!raw) reader = new NextTokenReader(seq, () => this.pool.running);
       const tokens: SampledToken[] = [];
       // The prompt is fed whole (llama.cpp splits it over batches); only its last position needs
       // the next-token distribution. After that each step feeds the one token just sampled.
