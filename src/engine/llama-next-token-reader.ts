@@ -6,6 +6,10 @@
 // one greedy native sampler lives for the request and each step goes straight to the sequence's
 // decode queue, so steps of different sequences still share one llama_decode (continuous batching)
 // and sampling still runs through the output-reorder guard (llama-output-guard.ts).
+// What remains over node-llama-cpp's greedy loop is reading the distribution at all: its native
+// sampleToken(…, probabilities = true) sorts the vocabulary and builds a JS Array of 2 × vocab
+// Numbers one N-API call at a time (AddonContextSampleTokenWorker::OnOK); 3.21.1 has no typed-array
+// or logits path (getEmbedding is the only typed array it returns, and it reads embeddings).
 //
 // This reaches node-llama-cpp 3.21.1's internals (pinned exactly in package.json); the constructor
 // checks each one and refuses with an ArborError naming what is missing rather than misbehave.
