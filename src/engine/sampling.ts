@@ -270,13 +270,23 @@ function pick(s: Scratch, n: number, params: SamplingParams, rng: Rng, position:
     // Nucleus: the shortest most-likely prefix whose mass reaches topP (always at least one token).
     let count = 0;
     let mass = 0;
-    for (let k = 0; k < n; k++) {
-      const idx = order[k] as number;
-      const q = probDomain ? (scores[idx] as number) / z : Math.exp((scores[idx] as number) - logZ);
-      if (q <= 0) break;
-      weights[count++] = q;
-      mass += q;
-      if (mass >= topP) break;
+    // Two loops, not a branch per candidate: the domain is fixed for the call.
+    if (probDomain) {
+      for (let k = 0; k < n; k++) {
+        const q = (scores[order[k] as number] as number) / z;
+        if (q <= 0) break;
+        weights[count++] = q;
+        mass += q;
+        if (mass >= topP) break;
+      }
+    } else {
+      for (let k = 0; k < n; k++) {
+        const q = Math.exp((scores[order[k] as number] as number) - logZ);
+        if (q <= 0) break;
+        weights[count++] = q;
+        mass += q;
+        if (mass >= topP) break;
+      }
     }
     let r = tokenDraw(rng, position) * mass;
     let at = count - 1;
