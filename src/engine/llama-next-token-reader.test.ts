@@ -95,7 +95,8 @@ describe("NextTokenReader", () => {
       let refInput = input;
       await ref.seq.clearHistory();
       for (let step = 0; step < 6; step++) {
-        const pairs = await reader.next(input);
+        // Decode steps alternate between a one-token array and nextAfter's reused input.
+        const pairs = await (step > 0 && step % 2 === 0 ? reader.nextAfter(input[0] as number) : reader.next(input));
         const map = (await evaluateTokens(ref.seq, refInput, true)) as Map<number, number>;
         expect(pairs.length).toBe(2 * vocab.size);
         expect(pairs).toEqual([...map].flat());
@@ -112,6 +113,55 @@ describe("NextTokenReader", () => {
     }
   });
 
+  it("sequences stepping together share one decode per step when the reader knows its peers", async () => {
+    // Three sequences, two used: node-llama-cpp's own "every sequence queued" dispatch never fires.
+    const { model, context } = await openLlamaContext({ modelPath, sequences: 3, contextSize: CONTEXT });
+    const native = (context as unknown as { _ctx: { decodeBatch: (...a: unknown[]) => Promise<unknown> } })._ctx;
+    const decode = native.decodeBatch.bind(native);
+    let decodes = 0;
+    Object.defineProperty(native, "decodeBatch", { value: (...a: unknown[]) => (decodes++, decode(...a)), writable: true, configurable: true });
+    const seqs = [context.getSequence(), context.getSequence()];
+    const steps = 10;
+    const generate = async (peers: number): Promise<number[][]> => {
+      decodes = 0;
+      return Promise.all(
+        seqs.map(async (seq, i) => {
+          await seq.clearHistory();
+          const reader = new NextTokenReader(seq, () => peers);
+          try {
+            let pairs = await reader.next(PROMPTS[i] as number[]);
+            const out = [pairs[0] as number];
+            for (let k = 1; k < steps; k++) {
+              pairs = await reader.nextAfter(out[k - 1] as number);
+              out.push(pairs[0] as number);
+            }
+            return out;
+          } finally {
+            reader.dispose();
+          }
+        }),
+      );
+    };
+    try {
+      const together = await generate(2);
+      expect(decodes).toBe(steps);
+      const alone = await generate(1);
+      // Without it the two take turns: a decode each per step, after the shared prefill.
+      expect(decodes).toBeGreaterThan(steps);
+      expect(together).toEqual(alone);
+    } finally {
+      await context.dispose();
+      await model.dispose();
+    }
+  });
+
+  it("refuses to read after dispose()", async () => {
+    const reader = new NextTokenReader(ref.seq);
+    reader.dispose();
+    await expect(reader.nextAfter(5)).rejects.toThrow(/after dispose/);
+    await expect(reader.next([5])).rejects.toThrow(/after dispose/);
+  });
+
   it("refuses a sequence without node-llama-cpp's internals, naming what is missing", () => {
     expect(() => new NextTokenReader({} as LlamaContextSequence)).toThrow(ArborError);
     expect(() => new NextTokenReader({} as LlamaContextSequence)).toThrow(/_decodeTokens.*needs node-llama-cpp 3\.21\.1/);
@@ -122,6 +172,7 @@ describe("LlamaCppExecutor fast path against the reference computation", () => {
   const cases: [string, Request][] = [
     ["sampled with top-p and top logprobs", { maxTokens: N, temperature: 0.9, topP: 0.95, topLogprobs: 3, seed: 5 }],
     ["greedy", { maxTokens: N, temperature: 0, topP: 1, topLogprobs: 2, seed: 1 }],
+    ["T = 1 without controls (the probability domain)", { maxTokens: N, temperature: 1, topP: 1, topLogprobs: 2, seed: 31 }],
     ["hot, full nucleus", { maxTokens: N, temperature: 1.5, topP: 1, topLogprobs: 0, seed: 77 }],
     ["logit_bias and min_tokens (the order is rebuilt)", { maxTokens: N, temperature: 1, topP: 1, topLogprobs: 1, seed: 9, controls: { logitBias: new Map([[300, 4], [5, -3]]), minTokens: 6 } }],
   ];

@@ -6,6 +6,10 @@
 // one greedy native sampler lives for the request and each step goes straight to the sequence's
 // decode queue, so steps of different sequences still share one llama_decode (continuous batching)
 // and sampling still runs through the output-reorder guard (llama-output-guard.ts).
+// What remains over node-llama-cpp's greedy loop is reading the distribution at all: its native
+// sampleToken(…, probabilities = true) sorts the vocabulary and builds a JS Array of 2 × vocab
+// Numbers one N-API call at a time (AddonContextSampleTokenWorker::OnOK); 3.21.1 has no typed-array
+// or logits path (getEmbedding is the only typed array it returns, and it reads embeddings).
 //
 // This reaches node-llama-cpp 3.21.1's internals (pinned exactly in package.json); the constructor
 // checks each one and refuses with an ArborError naming what is missing rather than misbehave.
@@ -32,12 +36,22 @@ interface SequenceInternals {
   _resolveSamplerConfig(options: { temperature: number }): object;
   _tokenMeter: unknown;
   _contextShift: { size: unknown; strategy: unknown };
-  _takeIntervalCheckpointIfNeededAfterBatch: unknown;
+  _takeIntervalCheckpointIfNeededAfterBatch: (sequenceStateLength: number) => Promise<void> | void;
   _context: {
+    /** The sequences with a decode queued for the next batch. */
+    _queuedDecodeSequenceIds: ReadonlySet<number>;
     _ctx: { sampleToken(batchLogitIndex: number, sampler: NativeSampler, probabilities: boolean, confidence: boolean): Promise<unknown> };
     _llama: { _bindings: { AddonSampler: new (model: unknown) => NativeSampler } };
   };
   model: { _model: unknown };
+}
+
+/** The logit flags of a one-token step (never written: node-llama-cpp slices them before use). */
+const ONE_LOGIT: readonly boolean[] = Object.freeze([true]);
+
+/** Resolves after the pending promise jobs and I/O callbacks have run. */
+function nextMacrotask(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /** node-llama-cpp's evaluation priority for a plain `evaluate` (its defaultEvaluationPriority). */
@@ -53,15 +67,28 @@ export class NextTokenReader {
   private readonly seq: SequenceInternals;
   private readonly sampler: NativeSampler;
   private readonly contextShift: { size: unknown; strategy: unknown };
+  /** Reads the distribution of a batch row: one closure for every step, not one per token. */
+  private readonly readRow: (batchLogitIndex: number) => Promise<unknown>;
+  /** Runs after each batch this reader's step was in, before node-llama-cpp gathers the next batch. */
+  private readonly afterBatch: (sequenceStateLength: number) => Promise<void> | void;
+  /** The one-token step's input and logit flags, reused (node-llama-cpp copies both before decoding). */
+  private readonly single: Token[] = [0 as Token];
   private disposed = false;
 
-  constructor(sequence: LlamaContextSequence) {
+  /**
+   * `peers()`: how many sequences of the context step together now (the executor's running
+   * requests), so that after a batch the reader waits for them all to queue their next step; absent:
+   * 1 (this sequence alone).
+   */
+  constructor(sequence: LlamaContextSequence, peers: () => number = () => 1) {
     const seq = sequence as unknown as Partial<SequenceInternals>;
     const missing = [
       typeof seq._decodeTokens !== "function" && "_decodeTokens",
       typeof seq._resolveSamplerConfig !== "function" && "_resolveSamplerConfig",
       seq._contextShift === undefined && "_contextShift",
       typeof seq._context?._ctx?.sampleToken !== "function" && "_context._ctx.sampleToken",
+      !(seq._context?._queuedDecodeSequenceIds instanceof Set) && "_context._queuedDecodeSequenceIds",
+      typeof seq._takeIntervalCheckpointIfNeededAfterBatch !== "function" && "_takeIntervalCheckpointIfNeededAfterBatch",
       typeof seq._context?._llama?._bindings?.AddonSampler !== "function" && "_context._llama._bindings.AddonSampler",
       seq.model?._model === undefined && "model._model",
     ].filter((m): m is string => typeof m === "string");
@@ -73,6 +100,23 @@ export class NextTokenReader {
     // Temperature 0 is llama.cpp's greedy chain: the logits are read as they are, never reshaped.
     this.sampler.applyConfig(this.seq._resolveSamplerConfig({ temperature: 0 }));
     this.contextShift = { size: this.seq._contextShift.size, strategy: this.seq._contextShift.strategy };
+    const context = this.seq._context;
+    const sampler = this.sampler;
+    // `_ctx.sampleToken` looked up per call: the output-reorder guard wraps the context's sampleToken.
+    this.readRow = (batchLogitIndex) => context._ctx.sampleToken(batchLogitIndex, sampler, true, false);
+    // node-llama-cpp decodes again at once with whatever is queued when a batch's after-actions
+    // settle; the sequences' next steps are queued a few promise hops after their results, so
+    // without a pause each batch held the one sequence that got back first and the running
+    // sequences took turns, one decode each (measured: 511 decodes for 2 × 256 tokens). One
+    // macrotask lets every running sequence queue its step, so they share one decode again; at most
+    // one pause per reader and batch, and none when all are queued.
+    const checkpoint = this.seq._takeIntervalCheckpointIfNeededAfterBatch;
+    const queued = context._queuedDecodeSequenceIds;
+    this.afterBatch = (sequenceStateLength) => {
+      const done = checkpoint(sequenceStateLength);
+      if (queued.size >= peers()) return done;
+      return Promise.resolve(done).then(nextMacrotask);
+    };
   }
 
   /**
@@ -85,21 +129,25 @@ export class NextTokenReader {
     if (this.disposed) throw new ArborError("NextTokenReader used after dispose()", "engine");
     const last = tokens.length - 1;
     if (last < 0) throw new ArborError("NextTokenReader.next: no tokens to feed", "engine");
-    const logits: boolean[] = [];
-    logits[last] = true;
-    const native = this.seq._context._ctx;
-    const sampler = this.sampler;
-    const out = await this.seq._decodeTokens(
-      tokens as Token[],
-      logits,
-      PRIORITY,
-      this.seq._tokenMeter,
-      this.contextShift,
-      // Looked up per call: the output-reorder guard wraps the context's sampleToken.
-      (batchLogitIndex) => native.sampleToken(batchLogitIndex, sampler, true, false),
-      this.seq._takeIntervalCheckpointIfNeededAfterBatch,
-    );
-    const res = out[last] as [number, readonly number[] | undefined] | undefined;
+    let logits = ONE_LOGIT;
+    if (last > 0) {
+      const flags: boolean[] = [];
+      flags[last] = true;
+      logits = flags;
+    }
+    return this.decode(tokens as Token[], logits);
+  }
+
+  /** {@link next} for one token (a decode step), with no array allocated for its input. */
+  async nextAfter(token: number): Promise<readonly number[]> {
+    if (this.disposed) throw new ArborError("NextTokenReader used after dispose()", "engine");
+    this.single[0] = token as Token;
+    return this.decode(this.single, ONE_LOGIT);
+  }
+
+  private async decode(tokens: Token[], logits: readonly boolean[]): Promise<readonly number[]> {
+    const out = await this.seq._decodeTokens(tokens, logits as boolean[], PRIORITY, this.seq._tokenMeter, this.contextShift, this.readRow, this.afterBatch);
+    const res = out[tokens.length - 1] as [number, readonly number[] | undefined] | undefined;
     const pairs = res?.[1];
     if (!pairs || pairs.length === 0) throw new ArborError(`llama.cpp returned no next-token distribution after ${tokens.length} token(s)`, "engine");
     return pairs;

@@ -94,23 +94,24 @@ export class LlamaCppExecutor implements Executor {
       const { raw, logitBias } = splitLogitControls(controls);
       const rule = new StopRule(this.stopIds, controls);
       const base = { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs, ...(logitBias ? { logitBias } : {}) };
-      if (!raw) reader = new NextTokenReader(seq);
+      if (!raw) reader = new NextTokenReader(seq, () => this.pool.running);
       const tokens: SampledToken[] = [];
       // The prompt is fed whole (llama.cpp splits it over batches); only its last position needs
       // the next-token distribution. After that each step feeds the one token just sampled.
-      let input: readonly number[] = prompt;
       for (;;) {
         if (req.signal?.aborted) return { tokens, finishReason: "abort" };
         const suppress = rule.suppressAt(tokens.length);
         const params = suppress ? { ...base, suppress } : base;
         const position = prompt.length + tokens.length;
+        const lastId = tokens.length === 0 ? -1 : (tokens[tokens.length - 1] as SampledToken).id;
         let tok: SampledToken;
         if (reader) {
-          const pairs = await reader.next(input);
+          // The decode step reuses the reader's one-token input: nothing allocated for it per token.
+          const pairs = await (lastId < 0 ? reader.next(prompt) : reader.nextAfter(lastId));
           tok = sampleTokenFromPairs(pairs, params, req.rng, position);
         } else {
           const rawControls = raw ? { ...raw, history: [...prompt, ...tokens.map((t) => t.id)] } : undefined;
-          const probs = (await evaluateTokens(seq, input, true, rawControls)) as Map<number, number>;
+          const probs = (await evaluateTokens(seq, lastId < 0 ? prompt : [lastId], true, rawControls)) as Map<number, number>;
           tok = sampleToken(probs, params, req.rng, position);
         }
         this.inUse.set(seq, seq.nextTokenIndex);
@@ -118,7 +119,6 @@ export class LlamaCppExecutor implements Executor {
         req.onToken?.(tok);
         if (rule.stopsAt(tok.id, tokens.length)) return { tokens, finishReason: "stop", stopTokenId: tok.id };
         if (tokens.length >= req.maxTokens) return { tokens, finishReason: "length" };
-        input = [tok.id];
       }
     } finally {
       reader?.dispose();

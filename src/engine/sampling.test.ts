@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { Rng } from "../core/rng.js";
 import { PositionKeyedRng } from "./position-keyed-rng.js";
 import { referenceSampleToken } from "../testing/reference-sampler.js";
-import { checkSamplingControls, sampleToken, sampleTokenFromPairs, splitLogitControls, StopRule, type SampledToken, type SamplingParams } from "./sampling.js";
+import { checkSamplingControls, inProbabilityDomain, sampleToken, sampleTokenFromPairs, splitLogitControls, StopRule, type SampledToken, type SamplingParams } from "./sampling.js";
 
 // A fixed distribution over 5 tokens, listed in a scrambled order (llama.cpp sorts, we must not rely on it).
 const P = new Map<number, number>([
@@ -224,6 +224,43 @@ describe("the fast sampler against the reference computation (full sort, full lo
       expect(a.nextU32()).toBe(b.nextU32());
     }
     expect(reorders).toBeGreaterThan(50);
+  });
+
+  it("without controls at T = 1 works on p itself: logprobs equal log-softmax(log p) within 1e-9, normalised by Σp", () => {
+    const gen = new Rng(7);
+    const logSoftmax = (dist: [number, number][], id: number): number => {
+      const lps = dist.map(([, p]) => (p > 0 ? Math.log(p) : -Infinity));
+      const max = Math.max(...lps);
+      const logZ = max + Math.log(lps.reduce((a, l) => a + Math.exp(l - max), 0));
+      return (lps[dist.findIndex(([i]) => i === id)] as number) - logZ;
+    };
+    const params: SamplingParams = { temperature: 1, topP: 1, topLogprobs: 3 };
+    expect(inProbabilityDomain(params)).toBe(true);
+    for (let trial = 0; trial < 200; trial++) {
+      const dist = llamaLike(gen, gen.int(2, 400));
+      const t = sampleTokenFromPairs(dist.flat(), params, PositionKeyedRng.fromSeed(trial), trial);
+      expect(Math.abs(t.logprob - logSoftmax(dist, t.id))).toBeLessThan(1e-9);
+      for (const x of t.top) expect(Math.abs(x.logprob - logSoftmax(dist, x.id)) < 1e-9 || x.logprob === -Infinity).toBe(true);
+    }
+    // A distribution whose mass is not 1 (float32 rounding, here exaggerated) is renormalised.
+    const half = sampleTokenFromPairs([5, 0.3, 2, 0.2], { temperature: 1, topP: 1, topLogprobs: 2 }, new Rng(1), 0);
+    expect(half.top.map((x) => x.logprob)).toEqual([Math.log(0.3) - Math.log(0.5), Math.log(0.2) - Math.log(0.5)]);
+    // Other temperatures and any control stay in the log domain.
+    expect(inProbabilityDomain({ temperature: 0.7, topP: 1, topLogprobs: 0 })).toBe(false);
+    expect(inProbabilityDomain({ temperature: 1, topP: 1, topLogprobs: 0, suppress: new Set([1]) })).toBe(false);
+    expect(inProbabilityDomain({ temperature: 0, topP: 1, topLogprobs: 0, logitBias: new Map([[1, 1]]) })).toBe(false);
+  });
+
+  it("draws in proportion to p / Σp at T = 1 and never an impossible token", () => {
+    const pairs = [0, 0.5, 3, 0.3, 1, 0.2, 2, 0];
+    const counts = [0, 0, 0, 0];
+    const n = 6000;
+    for (let i = 0; i < n; i++) counts[sampleTokenFromPairs(pairs, { temperature: 1, topP: 1, topLogprobs: 0 }, PositionKeyedRng.fromSeed(11), i).id]! += 1;
+    expect(counts[2]).toBe(0);
+    for (const [id, q] of [[0, 0.5], [3, 0.3], [1, 0.2]] as const) {
+      expect(Math.abs((counts[id] as number) / n - q)).toBeLessThan(5 * Math.sqrt((q * (1 - q)) / n));
+    }
+    expect(() => sampleTokenFromPairs([4, 0, 5, 0], { temperature: 1, topP: 1, topLogprobs: 0 }, new Rng(1), 0)).toThrow(/impossible/);
   });
 
   it("orders equal probabilities by id whatever order they arrive in", () => {

@@ -5,6 +5,9 @@
 // divided rollout, a resume, a recompute) reproduces the unbroken generation. Reported logprob = log softmax(log p / T) of the chosen
 // token: the temperature-scaled distribution before top-p truncation (raw log p when T = 0), which
 // a trainer recomputes exactly from the logits; with top_p = 1 it is the sampling distribution.
+// Without controls at T = 1 (and T = 0) the distribution is p itself, so the sampler works on p
+// directly (q = p / Σp, logprob = log p − log Σp) and takes a logarithm only of what it reports:
+// ~5× cheaper per token than log p of the whole vocabulary (issue 18 item 6).
 // vLLM's logit controls come before the temperature, in vLLM's order (v1 Sampler: logit_bias and
 // min_tokens, then repetition_penalty): `logitBias` adds to a token's logit (softmax is shift-
 // invariant, so adding it to log p is exact); `suppress` (min_tokens' stop tokens) sets logits to
@@ -131,9 +134,10 @@ export function sampleToken(probs: ReadonlyMap<number, number>, params: Sampling
   if (probs.size === 0) throw new RangeError("empty probability distribution");
   const n = probs.size;
   const s = scratch(n);
+  const probDomain = inProbabilityDomain(params);
   let i = 0;
-  for (const [id, p] of probs) setCandidate(s, i++, id, p, params);
-  return pick(s, n, params, rng, position);
+  for (const [id, p] of probs) setCandidate(s, i++, id, p, params, probDomain);
+  return pick(s, n, params, rng, position, probDomain);
 }
 
 /**
@@ -147,8 +151,9 @@ export function sampleTokenFromPairs(pairs: ArrayLike<number>, params: SamplingP
   const n = pairs.length >> 1;
   if (n === 0) throw new RangeError("empty probability distribution");
   const s = scratch(n);
-  for (let i = 0; i < n; i++) setCandidate(s, i, pairs[2 * i] as number, pairs[2 * i + 1] as number, params);
-  return pick(s, n, params, rng, position);
+  const probDomain = inProbabilityDomain(params);
+  for (let i = 0; i < n; i++) setCandidate(s, i, pairs[2 * i] as number, pairs[2 * i + 1] as number, params, probDomain);
+  return pick(s, n, params, rng, position, probDomain);
 }
 
 function checkParams({ temperature, topP }: SamplingParams): void {
@@ -159,7 +164,10 @@ function checkParams({ temperature, topP }: SamplingParams): void {
 /** Per-call working arrays, reused across calls (sampling is synchronous, so one set serves all). */
 interface Scratch {
   ids: Int32Array;
-  /** log p / T (log p when greedy), after the controls. */
+  /**
+   * The candidates' scores, ordered as their probabilities: p itself in the probability domain
+   * ({@link inProbabilityDomain}), else log p / T (log p when greedy) after the controls.
+   */
   logits: Float64Array;
   /** Candidate indexes, most likely first (ties by id). */
   order: Int32Array;
@@ -177,8 +185,23 @@ function scratch(n: number): Scratch {
   return shared;
 }
 
-function setCandidate(s: Scratch, i: number, id: number, p: number, { temperature, logitBias, suppress }: SamplingParams): void {
+/**
+ * Whether the sampler works on p itself: no control reshapes the distribution and the temperature
+ * is 1 (softmax(log p) = p / Σp) or 0 (greedy, reported log p unnormalised). Any other temperature
+ * needs p^(1/T), a logarithm per token anyway.
+ */
+export function inProbabilityDomain({ temperature, logitBias, suppress }: SamplingParams): boolean {
+  return (temperature === 1 || temperature === 0) && !logitBias && !suppress;
+}
+
+function setCandidate(s: Scratch, i: number, id: number, p: number, params: SamplingParams, probDomain: boolean): void {
   s.ids[i] = id;
+  if (probDomain) {
+    // Impossible tokens score 0 (as log p = -inf in the log domain): never drawn, ordered by id.
+    s.logits[i] = p > 0 ? p : 0;
+    return;
+  }
+  const { temperature, logitBias, suppress } = params;
   let lp = p > 0 ? Math.log(p) : -Infinity;
   if (suppress?.has(id)) lp = -Infinity;
   else if (logitBias) lp += logitBias.get(id) ?? 0;
@@ -215,21 +238,30 @@ function orderCandidates(s: Scratch, n: number): Int32Array {
   return order;
 }
 
-function pick(s: Scratch, n: number, params: SamplingParams, rng: Rng, position: number): SampledToken {
+function pick(s: Scratch, n: number, params: SamplingParams, rng: Rng, position: number, probDomain: boolean): SampledToken {
   const { temperature, topP, topLogprobs, logitBias, suppress } = params;
-  const { ids, logits, weights } = s;
+  const { ids, logits: scores, weights } = s;
   const order = orderCandidates(s, n);
   const first = order[0] as number;
-  if (!((logits[first] as number) > -Infinity)) throw new RangeError("every token is suppressed or impossible: nothing can be sampled");
+  const best = scores[first] as number;
+  if (!(probDomain ? best > 0 : best > -Infinity)) throw new RangeError("every token is suppressed or impossible: nothing can be sampled");
+  // Sums run over the candidates in their arrival order (the order they were always taken in).
   let logZ = 0;
-  // Controls change the distribution's mass, so log p needs renormalising even when greedy.
-  if (temperature > 0 || logitBias || suppress) {
-    // One pass over the candidates in their arrival order (the order the sum was always taken in).
-    const max = logits[first] as number;
+  let z = 1;
+  if (probDomain) {
+    // T = 1: q = p / Σp (llama.cpp's float32 softmax sums to 1 only to ~1e-7). T = 0: log p as is.
+    if (temperature > 0) {
+      z = 0;
+      for (let k = 0; k < n; k++) z += scores[k] as number;
+      logZ = Math.log(z);
+    }
+  } else if (temperature > 0 || logitBias || suppress) {
+    // Controls change the distribution's mass, so log p needs renormalising even when greedy.
     let sum = 0;
-    for (let k = 0; k < n; k++) sum += Math.exp((logits[k] as number) - max);
-    logZ = max + Math.log(sum);
+    for (let k = 0; k < n; k++) sum += Math.exp((scores[k] as number) - best);
+    logZ = best + Math.log(sum);
   }
+  const logprobOf = (idx: number): number => (probDomain ? Math.log(scores[idx] as number) : (scores[idx] as number)) - logZ;
 
   let chosen: number;
   if (temperature === 0) {
@@ -238,12 +270,23 @@ function pick(s: Scratch, n: number, params: SamplingParams, rng: Rng, position:
     // Nucleus: the shortest most-likely prefix whose mass reaches topP (always at least one token).
     let count = 0;
     let mass = 0;
-    for (let k = 0; k < n; k++) {
-      const q = Math.exp((logits[order[k] as number] as number) - logZ);
-      if (q <= 0) break;
-      weights[count++] = q;
-      mass += q;
-      if (mass >= topP) break;
+    // Two loops, not a branch per candidate: the domain is fixed for the call.
+    if (probDomain) {
+      for (let k = 0; k < n; k++) {
+        const q = (scores[order[k] as number] as number) / z;
+        if (q <= 0) break;
+        weights[count++] = q;
+        mass += q;
+        if (mass >= topP) break;
+      }
+    } else {
+      for (let k = 0; k < n; k++) {
+        const q = Math.exp((scores[order[k] as number] as number) - logZ);
+        if (q <= 0) break;
+        weights[count++] = q;
+        mass += q;
+        if (mass >= topP) break;
+      }
     }
     let r = tokenDraw(rng, position) * mass;
     let at = count - 1;
@@ -260,9 +303,9 @@ function pick(s: Scratch, n: number, params: SamplingParams, rng: Rng, position:
   const top: TokenLogprob[] = [];
   for (let k = 0; k < Math.min(topLogprobs, n); k++) {
     const idx = order[k] as number;
-    top.push({ id: ids[idx] as number, logprob: (logits[idx] as number) - logZ });
+    top.push({ id: ids[idx] as number, logprob: logprobOf(idx) });
   }
-  return { id: ids[chosen] as number, logprob: (logits[chosen] as number) - logZ, top };
+  return { id: ids[chosen] as number, logprob: logprobOf(chosen), top };
 }
 
 /** The uniform draw for the token at `position`: position-keyed for seeded requests, else the stream's next. */

@@ -1,6 +1,8 @@
-// The sampler as it was before the executor's fast path (issue 18): a Map, log p of every token,
-// a full sort with a comparator, and the log-softmax over all of them. Tests hold the fast
-// sampler (src/engine/sampling.ts) to the same tokens and bit-identical logprobs.
+// The sampler's definition computed the plain way (issue 18): a Map, a score for every token, a full
+// sort with a comparator, and the normalisation over all of them. Without controls at T = 1 or 0
+// the score is p itself (q = p / Σp, logprob = log p − log Σp; greedy: log p); otherwise log p / T
+// after the controls, with a log-softmax. Tests hold the fast sampler (src/engine/sampling.ts) to
+// the same tokens and bit-identical logprobs.
 import type { Rng } from "../core/rng.js";
 import { PositionKeyedRng } from "../engine/position-keyed-rng.js";
 import type { SampledToken, SamplingParams, TokenLogprob } from "../engine/sampling.js";
@@ -13,32 +15,46 @@ export function referenceSampleToken(probs: ReadonlyMap<number, number>, params:
   if (probs.size === 0) throw new RangeError("empty probability distribution");
 
   const n = probs.size;
+  // The probability domain: nothing reshapes p and softmax(log p / T) is p / Σp (T = 1) or greedy.
+  const probDomain = (temperature === 1 || temperature === 0) && !logitBias && !suppress;
   const ids = new Int32Array(n);
-  const logits = new Float64Array(n); // log p / T (log p when greedy)
+  const scores = new Float64Array(n); // p, or log p / T (log p when greedy)
   let i = 0;
   for (const [id, p] of probs) {
     ids[i] = id;
-    let lp = p > 0 ? Math.log(p) : -Infinity;
-    if (suppress?.has(id)) lp = -Infinity;
-    else if (logitBias) lp += logitBias.get(id) ?? 0;
-    logits[i] = temperature > 0 ? lp / temperature : lp;
+    if (probDomain) {
+      scores[i] = p > 0 ? p : 0;
+    } else {
+      let lp = p > 0 ? Math.log(p) : -Infinity;
+      if (suppress?.has(id)) lp = -Infinity;
+      else if (logitBias) lp += logitBias.get(id) ?? 0;
+      scores[i] = temperature > 0 ? lp / temperature : lp;
+    }
     i++;
   }
   // Order by probability, most likely first; ties by id so the order never depends on the map.
   const order = Array.from({ length: n }, (_, k) => k).sort(
-    (a, b) => (logits[b] as number) - (logits[a] as number) || (ids[a] as number) - (ids[b] as number),
+    (a, b) => (scores[b] as number) - (scores[a] as number) || (ids[a] as number) - (ids[b] as number),
   );
 
-  if (!(logits[order[0] as number] as number > -Infinity)) throw new RangeError("every token is suppressed or impossible: nothing can be sampled");
+  const best = scores[order[0] as number] as number;
+  if (!(probDomain ? best > 0 : best > -Infinity)) throw new RangeError("every token is suppressed or impossible: nothing can be sampled");
   let logZ = 0;
-  // Controls change the distribution's mass, so log p needs renormalising even when greedy.
-  if (temperature > 0 || logitBias || suppress) {
-    const max = logits[order[0] as number] as number;
+  let z = 1;
+  if (probDomain) {
+    if (temperature > 0) {
+      z = 0;
+      for (let k = 0; k < n; k++) z += scores[k] as number;
+      logZ = Math.log(z);
+    }
+  } else if (temperature > 0 || logitBias || suppress) {
+    // Controls change the distribution's mass, so log p needs renormalising even when greedy.
     let sum = 0;
-    for (let k = 0; k < n; k++) sum += Math.exp((logits[k] as number) - max);
-    logZ = max + Math.log(sum);
+    for (let k = 0; k < n; k++) sum += Math.exp((scores[k] as number) - best);
+    logZ = best + Math.log(sum);
   }
-  const logprobAt = (k: number): number => (logits[k] as number) - logZ;
+  const logprobAt = (k: number): number => (probDomain ? Math.log(scores[k] as number) : (scores[k] as number)) - logZ;
+  const probAt = (k: number): number => (probDomain ? (scores[k] as number) / z : Math.exp(logprobAt(k)));
 
   let chosen: number;
   if (temperature === 0) {
@@ -48,7 +64,7 @@ export function referenceSampleToken(probs: ReadonlyMap<number, number>, params:
     const weights: number[] = [];
     let mass = 0;
     for (const k of order) {
-      const q = Math.exp(logprobAt(k));
+      const q = probAt(k);
       if (q <= 0) break;
       weights.push(q);
       mass += q;
