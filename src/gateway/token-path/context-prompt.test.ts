@@ -55,11 +55,26 @@ describe("buildPrompt", () => {
     expect(p).toMatchObject({ contextReset: true, contextResetReason: "template re-renders earlier turns" });
   });
 
-  it("takes the full render when the previous prompt and answer re-render to exactly the engine's ids", async () => {
+  it("takes the full render when the previous prompt and answer re-render to exactly the engine's ids, with that one render", async () => {
     const prev = chatContext([user("hi")], [...text("ok"), 5], "ok", "stop");
     const messages = [user("hi"), assistant("ok"), user("more")];
+    requests.length = 0;
     const p = await buildPrompt({ endpoint: "chat", messages }, prev, tokenize);
+    // The full render starts with the previous prompt and output ids: no render up to the answer is asked for.
+    expect(requests).toEqual([{ messages, addGenerationPrompt: true, signal: undefined }]);
     expect(p).toEqual({ promptTokenIds: (await tokenize({ messages, addGenerationPrompt: true })).tokens, contextReset: false, maxModelLen: 500 });
+  });
+
+  it("renders up to the answer only when the full render does not start with the engine's ids", async () => {
+    // The engine's ids for "ok" (900, 901) differ from the re-render's: the render up to the answer is compared.
+    const prev = chatContext([user("hi")], [900, 901, 5], "ok", "stop");
+    const messages = [user("hi"), assistant("ok"), user("more")];
+    requests.length = 0;
+    await buildPrompt({ endpoint: "chat", messages }, prev, engine);
+    expect(requests.slice(0, 2)).toEqual([
+      { messages, addGenerationPrompt: true, signal: undefined },
+      { messages: messages.slice(0, 2), addGenerationPrompt: false, signal: undefined },
+    ]);
   });
 
   it("resets when the stop token the engine ended on is not the template's turn ending", async () => {

@@ -1,7 +1,9 @@
 // The token-id prompt of a program's next call: its previous context (the last call's prompt ids
 // followed by the output ids exactly as the engine produced them) extended by the token ids of what
 // the new request adds, so earlier turns are never re-tokenized from text. What the request adds
-// is found by rendering with the engine's own template and tokenizer and diffing two renders.
+// is found by rendering with the engine's own template and tokenizer: when the full render starts
+// with the previous context's ids it continues it as it is (one render); otherwise it is diffed
+// against a second render, of the conversation up to the previous answer.
 // A continuation is taken only when it is exactly what the template makes of the whole
 // conversation: the previous prompt and answer must re-render to the engine's ids (or, where the
 // engine's tokens of the answer differ from a re-tokenization, to the same text). Otherwise the
@@ -75,17 +77,16 @@ const reset = (whole: TokenizeResult, reason: string): BuiltPrompt => ({ promptT
 /** Build the prompt ids of the next call of a program whose latest call was `prev` (if any). */
 export async function buildPrompt(src: PromptSource, prev: ProgramContext | undefined, engine: PromptEngine | Tokenize, signal?: AbortSignal): Promise<BuiltPrompt> {
   const { tokenize, detokenize } = typeof engine === "function" ? { tokenize: engine, detokenize: undefined } : engine;
-  const context = prev ? [...prev.promptTokenIds, ...prev.outputTokenIds] : [];
   if (src.endpoint === "completions") {
     if (typeof src.prompt !== "string") {
-      if (prev === undefined || startsWith(src.prompt, context)) return { promptTokenIds: src.prompt, contextReset: false, maxModelLen: null };
+      if (prev === undefined || continues(src.prompt, prev)) return { promptTokenIds: src.prompt, contextReset: false, maxModelLen: null };
       return { promptTokenIds: src.prompt, contextReset: true, contextResetReason: RESET_REASONS.prompt, maxModelLen: null };
     }
     const before = prev?.endpoint === "completions" && prev.messages.length === 1 ? (prev.messages[0] as ChatMessage).content + prev.outputText : undefined;
     // An identical re-send is a new sample, not a continuation: the continuation must add text.
     if (prev && before !== undefined && src.prompt.length > before.length && src.prompt.startsWith(before)) {
       const delta = await tokenize({ text: src.prompt.slice(before.length), addSpecialTokens: false, signal });
-      return { promptTokenIds: [...context, ...delta.tokens], contextReset: false, maxModelLen: delta.maxModelLen };
+      return { promptTokenIds: [...prev.promptTokenIds, ...prev.outputTokenIds, ...delta.tokens], contextReset: false, maxModelLen: delta.maxModelLen };
     }
     const whole = await tokenize({ text: src.prompt, addSpecialTokens: true, signal });
     if (prev === undefined) return { promptTokenIds: whole.tokens, contextReset: false, maxModelLen: whole.maxModelLen };
@@ -114,13 +115,18 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
   const why = (reason: string): string => (toolsChanged ? RESET_REASONS.tools : reason);
   // Everything the new messages add is what the full render has beyond the render of the
   // conversation up to the previous answer; the previous answer itself stays as the engine's ids.
+  const full = await generating();
+  // The full render already starts with the previous prompt and the engine's own answer ids (the
+  // common case: the answer re-tokenizes to what the engine produced): it continues the context as
+  // it is, and the render up to the answer (one more upstream round trip) would only confirm it.
+  if (continues(full.tokens, prev)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen };
   const upToAnswer = messages.slice(0, prev.messages.length + 1);
-  const [full, before] = await Promise.all([generating(), tokenize(chat(upToAnswer, false))]);
+  const before = await tokenize(chat(upToAnswer, false));
   // A template that renders history differently once more turns follow: no continuation exists.
   if (!startsWith(full.tokens, before.tokens)) return reset(full, why(RESET_REASONS.rerender));
   // The previous prompt and answer re-render to exactly the engine's ids (the turn's ending, e.g.
   // ChatML's newline after <|im_end|>, may follow): the full render continues them as it is.
-  if (startsWith(before.tokens, context)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen };
+  if (continues(before.tokens, prev)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen };
   // The engine's ids differ from the re-render. The answer the client sent back must be the one it
   // got; then the turn must re-render to the same text (the engine's tokens of it are kept).
   if (!extendsConversation(prev, messages)) return reset(full, why(RESET_REASONS.answer));
@@ -136,7 +142,7 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
     if (ending === undefined) return reset(full, why(RESET_REASONS.turnEnding));
     closing = ending;
   }
-  const continued = [...context, ...closing];
+  const continued = [...prev.promptTokenIds, ...prev.outputTokenIds, ...closing];
   if (!(await sameText(continued, before.tokens, detokenize, signal))) return reset(full, why(RESET_REASONS.rerender));
   return { promptTokenIds: [...continued, ...full.tokens.slice(before.tokens.length)], contextReset: false, maxModelLen: full.maxModelLen };
 }
@@ -210,6 +216,13 @@ async function turnEnding(history: ChatMessage[], render: (m: ChatMessage[], add
   return startsWith(closed.tokens, open.tokens) ? closed.tokens.slice(open.tokens.length) : undefined;
 }
 
-function startsWith(ids: readonly number[], prefix: readonly number[]): boolean {
-  return prefix.length <= ids.length && prefix.every((t, i) => ids[i] === t);
+function startsWith(ids: readonly number[], prefix: readonly number[], from = 0): boolean {
+  if (from + prefix.length > ids.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (ids[from + i] !== prefix[i]) return false;
+  return true;
+}
+
+/** Whether `ids` start with the previous context (its prompt, then its output), compared in place rather than concatenated: a long context is not copied per call. */
+function continues(ids: readonly number[], prev: ProgramContext): boolean {
+  return startsWith(ids, prev.promptTokenIds) && startsWith(ids, prev.outputTokenIds, prev.promptTokenIds.length);
 }
