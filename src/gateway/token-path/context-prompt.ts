@@ -33,6 +33,11 @@ export interface ProgramContext {
    * client got `outputText` as its content, with any tool calls unknown to the gateway.
    */
   answer?: { content: string; toolCalls: MessageToolCall[]; reasoning?: string };
+  /**
+   * The call's prompt needed the render up to its previous answer (the engine's ids differed from a
+   * re-render): the next call asks for both renders at once rather than one after the other.
+   */
+  answerRenderNeeded?: boolean;
 }
 
 /** The new request, as the prompt builder needs it. */
@@ -49,6 +54,8 @@ export interface BuiltPrompt {
   contextResetReason?: string;
   /** The engine's context length, when a tokenize answer reported it. */
   maxModelLen: number | null;
+  /** Set when the render up to the previous answer was needed (the full render did not start with the context's ids). */
+  answerRendered?: true;
 }
 
 /** Why a prompt does not continue the previous context (recorded on the call). */
@@ -115,36 +122,41 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
   const why = (reason: string): string => (toolsChanged ? RESET_REASONS.tools : reason);
   // Everything the new messages add is what the full render has beyond the render of the
   // conversation up to the previous answer; the previous answer itself stays as the engine's ids.
+  const upToAnswer = messages.slice(0, prev.messages.length + 1);
+  const renderUpToAnswer = (): Promise<TokenizeResult> => tokenize(chat(upToAnswer, false));
+  // A program whose last prompt needed the render up to the answer likely needs it again: both at once.
+  const early = prev.answerRenderNeeded === true ? renderUpToAnswer() : undefined;
+  early?.catch(() => undefined);
   const full = await generating();
   // The full render already starts with the previous prompt and the engine's own answer ids (the
   // common case: the answer re-tokenizes to what the engine produced): it continues the context as
   // it is, and the render up to the answer (one more upstream round trip) would only confirm it.
   if (continues(full.tokens, prev)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen };
-  const upToAnswer = messages.slice(0, prev.messages.length + 1);
-  const before = await tokenize(chat(upToAnswer, false));
+  const before = await (early ?? renderUpToAnswer());
+  const rendered = { answerRendered: true } as const;
   // A template that renders history differently once more turns follow: no continuation exists.
-  if (!startsWith(full.tokens, before.tokens)) return reset(full, why(RESET_REASONS.rerender));
+  if (!startsWith(full.tokens, before.tokens)) return { ...reset(full, why(RESET_REASONS.rerender)), ...rendered };
   // The previous prompt and answer re-render to exactly the engine's ids (the turn's ending, e.g.
   // ChatML's newline after <|im_end|>, may follow): the full render continues them as it is.
-  if (continues(before.tokens, prev)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen };
+  if (continues(before.tokens, prev)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen, ...rendered };
   // The engine's ids differ from the re-render. The answer the client sent back must be the one it
   // got; then the turn must re-render to the same text (the engine's tokens of it are kept).
-  if (!extendsConversation(prev, messages)) return reset(full, why(RESET_REASONS.answer));
+  if (!extendsConversation(prev, messages)) return { ...reset(full, why(RESET_REASONS.answer)), ...rendered };
   const ending = await turnEnding(prev.messages, (m, gen) => tokenize(chat(m, gen)));
   let closing: number[];
   if (prev.finishReason === "stop") {
     // The engine's stop token ends the output: the template's turn ending follows from its second token.
     const stop = prev.outputTokenIds.at(-1);
-    if (ending === undefined || ending[0] !== stop) return reset(full, why(RESET_REASONS.rerender));
+    if (ending === undefined || ending[0] !== stop) return { ...reset(full, why(RESET_REASONS.rerender)), ...rendered };
     closing = ending.slice(1);
   } else {
     // The answer was cut off before its end-of-turn token: add the template's turn ending.
-    if (ending === undefined) return reset(full, why(RESET_REASONS.turnEnding));
+    if (ending === undefined) return { ...reset(full, why(RESET_REASONS.turnEnding)), ...rendered };
     closing = ending;
   }
   const continued = [...prev.promptTokenIds, ...prev.outputTokenIds, ...closing];
-  if (!(await sameText(continued, before.tokens, detokenize, signal))) return reset(full, why(RESET_REASONS.rerender));
-  return { promptTokenIds: [...continued, ...full.tokens.slice(before.tokens.length)], contextReset: false, maxModelLen: full.maxModelLen };
+  if (!(await sameText(continued, before.tokens, detokenize, signal))) return { ...reset(full, why(RESET_REASONS.rerender)), ...rendered };
+  return { promptTokenIds: [...continued, ...full.tokens.slice(before.tokens.length)], contextReset: false, maxModelLen: full.maxModelLen, ...rendered };
 }
 
 /**
