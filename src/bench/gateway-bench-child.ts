@@ -5,6 +5,7 @@
 // way to start it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
+import type { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { startFakeVllm } from "../backends/fake-vllm.js";
 import { ArborError } from "../core/errors.js";
@@ -84,12 +85,23 @@ export async function loadInChild(plan: LoadPlan, started?: (pid: number) => voi
   }
 }
 
+/**
+ * Write `value` as one JSON line to `out` and resolve once the stream has handed it on. Why: stdout on a pipe
+ * is asynchronous on Linux, so a line longer than the pipe's buffer (the full bench's 20,000 latencies are
+ * ~400 kB) is still queued when write() returns, and a process.exit() then would cut it off.
+ */
+export function writeJsonLine(out: Writable, value: unknown): Promise<void> {
+  return new Promise((resolve, reject) => {
+    out.write(`${JSON.stringify(value)}\n`, (e) => (e ? reject(e) : resolve()));
+  });
+}
+
 /** The child's main: run `role` and print its one JSON line. */
 async function childMain(argv: string[]): Promise<void> {
   const [role, arg] = argv;
   if (role === "upstream") {
     const fake = await startFakeVllm({ recordRequests: false });
-    process.stdout.write(`${JSON.stringify({ url: fake.url })}\n`);
+    await writeJsonLine(process.stdout, { url: fake.url });
     // The parent closes stdin to stop it (and a parent that died closes it too).
     process.stdin.resume();
     await new Promise((resolve) => process.stdin.once("end", resolve));
@@ -99,9 +111,9 @@ async function childMain(argv: string[]): Promise<void> {
   if (role === "load") {
     try {
       const results = await runLoad(JSON.parse(arg ?? "") as LoadPlan);
-      process.stdout.write(`${JSON.stringify({ results })}\n`);
+      await writeJsonLine(process.stdout, { results });
     } catch (e) {
-      process.stdout.write(`${JSON.stringify({ error: e instanceof Error ? e.message : String(e) })}\n`);
+      await writeJsonLine(process.stdout, { error: e instanceof Error ? e.message : String(e) });
     }
     return;
   }

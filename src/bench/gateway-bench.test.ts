@@ -47,6 +47,10 @@ describe("arbor bench gateway", () => {
     expect(r.sqliteAddedP50Ratio).toBeCloseTo(num(lat!.rows[3]![5]) / num(lat!.rows[2]![5]), 9);
     expect(lat!.notes).toContainEqual(expect.stringMatching(/^added p50 through the gateway with the SQLite store: -?[\d.]+ ms \(target <= 0\.5 ms: (met|NOT met)\)$/));
     expect(lat!.notes).toContainEqual(expect.stringContaining("POST /p/{id}/v1/chat/completions on a vLLM-protocol token backend"));
+    const floor = num(lat!.rows[1]![5]);
+    expect(lat!.notes).toContainEqual(
+      `of which the token path's 3 upstream round trips (row 2): ${floor.toFixed(3)} ms; the gateway's own processing: ${(r.addedP50Ms - floor).toFixed(3)} ms`,
+    );
 
     expect(tp?.rows.map((x) => x[0])).toEqual([paths[0], paths[2], paths[3]]);
     const direct = num(tp!.rows[0]![3]);

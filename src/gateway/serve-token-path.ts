@@ -61,6 +61,8 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
     };
     const recorded = recordCall(ctx, trace, callId, out.backend, prepared, place, tokenPathFlags(out));
     rememberAnswer(ctx, programId, endpoint, { callId, result: out.result, decoded: out.decoded, answer: out.answer });
+    const context = ctx.contexts.get(programId);
+    if (context && out.answerRendered) context.answerRenderNeeded = true;
     reply.header("x-arbor-call-id", recorded.id).header("x-arbor-call-index", String(index));
     const answer = tokenAnswer({
       endpoint,

@@ -55,11 +55,40 @@ describe("buildPrompt", () => {
     expect(p).toMatchObject({ contextReset: true, contextResetReason: "template re-renders earlier turns" });
   });
 
-  it("takes the full render when the previous prompt and answer re-render to exactly the engine's ids", async () => {
+  it("takes the full render when the previous prompt and answer re-render to exactly the engine's ids, with that one render", async () => {
     const prev = chatContext([user("hi")], [...text("ok"), 5], "ok", "stop");
     const messages = [user("hi"), assistant("ok"), user("more")];
+    requests.length = 0;
     const p = await buildPrompt({ endpoint: "chat", messages }, prev, tokenize);
+    // The full render starts with the previous prompt and output ids: no render up to the answer is asked for.
+    expect(requests).toEqual([{ messages, addGenerationPrompt: true, signal: undefined }]);
     expect(p).toEqual({ promptTokenIds: (await tokenize({ messages, addGenerationPrompt: true })).tokens, contextReset: false, maxModelLen: 500 });
+  });
+
+  it("renders up to the answer only when the full render does not start with the engine's ids", async () => {
+    // The engine's ids for "ok" (900, 901) differ from the re-render's: the render up to the answer is compared.
+    const prev = chatContext([user("hi")], [900, 901, 5], "ok", "stop");
+    const messages = [user("hi"), assistant("ok"), user("more")];
+    requests.length = 0;
+    const full = { messages, addGenerationPrompt: true, signal: undefined };
+    const upToAnswer = { messages: messages.slice(0, 2), addGenerationPrompt: false, signal: undefined };
+    const p = await buildPrompt({ endpoint: "chat", messages }, prev, engine);
+    expect(requests.slice(0, 2)).toEqual([full, upToAnswer]);
+    expect(p).toMatchObject({ contextReset: false, answerRendered: true });
+    // Told the last prompt needed it, the builder asks for both renders at once (before the full one answers), same prompt.
+    requests.length = 0;
+    let inFlight = 0;
+    let most = 0;
+    const counting = async (req: TokenizeRequest): Promise<TokenizeResult> => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((r) => setTimeout(r, 1));
+      inFlight--;
+      return tokenize(req);
+    };
+    const again = await buildPrompt({ endpoint: "chat", messages }, { ...prev, answerRenderNeeded: true }, { tokenize: counting, detokenize });
+    expect(requests.slice(0, 2)).toEqual([upToAnswer, full]);
+    expect(most).toBe(2);
+    expect(again).toEqual(p);
   });
 
   it("resets when the stop token the engine ended on is not the template's turn ending", async () => {
@@ -71,15 +100,16 @@ describe("buildPrompt", () => {
 
   it("resets (tokenizing whole) when the client edited or dropped history", async () => {
     const prev = chatContext([user("hi")], [900, 5], "o", "stop");
-    const cases: [ChatMessage[], string][] = [
-      [[user("HI"), assistant("o"), user("x")], "history differs"],
-      [[user("hi"), assistant("changed"), user("x")], "answer differs from the engine's output"],
-      [[user("x")], "history differs"],
-      [[user("hi")], "history differs"],
+    // The answer's case is found by comparing with the render up to the answer (so the result says it was needed).
+    const cases: [ChatMessage[], string, object][] = [
+      [[user("HI"), assistant("o"), user("x")], "history differs", {}],
+      [[user("hi"), assistant("changed"), user("x")], "answer differs from the engine's output", { answerRendered: true }],
+      [[user("x")], "history differs", {}],
+      [[user("hi")], "history differs", {}],
     ];
-    for (const [messages, reason] of cases) {
+    for (const [messages, reason, rendered] of cases) {
       const p = await buildPrompt({ endpoint: "chat", messages }, prev, engine);
-      expect(p).toEqual({ promptTokenIds: (await tokenize({ messages, addGenerationPrompt: true })).tokens, contextReset: true, contextResetReason: reason, maxModelLen: 500 });
+      expect(p).toEqual({ promptTokenIds: (await tokenize({ messages, addGenerationPrompt: true })).tokens, contextReset: true, contextResetReason: reason, maxModelLen: 500, ...rendered });
     }
   });
 

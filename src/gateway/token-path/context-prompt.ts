@@ -1,7 +1,9 @@
 // The token-id prompt of a program's next call: its previous context (the last call's prompt ids
 // followed by the output ids exactly as the engine produced them) extended by the token ids of what
 // the new request adds, so earlier turns are never re-tokenized from text. What the request adds
-// is found by rendering with the engine's own template and tokenizer and diffing two renders.
+// is found by rendering with the engine's own template and tokenizer: when the full render starts
+// with the previous context's ids it continues it as it is (one render); otherwise it is diffed
+// against a second render, of the conversation up to the previous answer.
 // A continuation is taken only when it is exactly what the template makes of the whole
 // conversation: the previous prompt and answer must re-render to the engine's ids (or, where the
 // engine's tokens of the answer differ from a re-tokenization, to the same text). Otherwise the
@@ -31,6 +33,11 @@ export interface ProgramContext {
    * client got `outputText` as its content, with any tool calls unknown to the gateway.
    */
   answer?: { content: string; toolCalls: MessageToolCall[]; reasoning?: string };
+  /**
+   * The call's prompt needed the render up to its previous answer (the engine's ids differed from a
+   * re-render): the next call asks for both renders at once rather than one after the other.
+   */
+  answerRenderNeeded?: boolean;
 }
 
 /** The new request, as the prompt builder needs it. */
@@ -47,6 +54,8 @@ export interface BuiltPrompt {
   contextResetReason?: string;
   /** The engine's context length, when a tokenize answer reported it. */
   maxModelLen: number | null;
+  /** Set when the render up to the previous answer was needed (the full render did not start with the context's ids). */
+  answerRendered?: true;
 }
 
 /** Why a prompt does not continue the previous context (recorded on the call). */
@@ -75,17 +84,16 @@ const reset = (whole: TokenizeResult, reason: string): BuiltPrompt => ({ promptT
 /** Build the prompt ids of the next call of a program whose latest call was `prev` (if any). */
 export async function buildPrompt(src: PromptSource, prev: ProgramContext | undefined, engine: PromptEngine | Tokenize, signal?: AbortSignal): Promise<BuiltPrompt> {
   const { tokenize, detokenize } = typeof engine === "function" ? { tokenize: engine, detokenize: undefined } : engine;
-  const context = prev ? [...prev.promptTokenIds, ...prev.outputTokenIds] : [];
   if (src.endpoint === "completions") {
     if (typeof src.prompt !== "string") {
-      if (prev === undefined || startsWith(src.prompt, context)) return { promptTokenIds: src.prompt, contextReset: false, maxModelLen: null };
+      if (prev === undefined || continues(src.prompt, prev)) return { promptTokenIds: src.prompt, contextReset: false, maxModelLen: null };
       return { promptTokenIds: src.prompt, contextReset: true, contextResetReason: RESET_REASONS.prompt, maxModelLen: null };
     }
     const before = prev?.endpoint === "completions" && prev.messages.length === 1 ? (prev.messages[0] as ChatMessage).content + prev.outputText : undefined;
     // An identical re-send is a new sample, not a continuation: the continuation must add text.
     if (prev && before !== undefined && src.prompt.length > before.length && src.prompt.startsWith(before)) {
       const delta = await tokenize({ text: src.prompt.slice(before.length), addSpecialTokens: false, signal });
-      return { promptTokenIds: [...context, ...delta.tokens], contextReset: false, maxModelLen: delta.maxModelLen };
+      return { promptTokenIds: [...prev.promptTokenIds, ...prev.outputTokenIds, ...delta.tokens], contextReset: false, maxModelLen: delta.maxModelLen };
     }
     const whole = await tokenize({ text: src.prompt, addSpecialTokens: true, signal });
     if (prev === undefined) return { promptTokenIds: whole.tokens, contextReset: false, maxModelLen: whole.maxModelLen };
@@ -115,30 +123,40 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
   // Everything the new messages add is what the full render has beyond the render of the
   // conversation up to the previous answer; the previous answer itself stays as the engine's ids.
   const upToAnswer = messages.slice(0, prev.messages.length + 1);
-  const [full, before] = await Promise.all([generating(), tokenize(chat(upToAnswer, false))]);
+  const renderUpToAnswer = (): Promise<TokenizeResult> => tokenize(chat(upToAnswer, false));
+  // A program whose last prompt needed the render up to the answer likely needs it again: both at once.
+  const early = prev.answerRenderNeeded === true ? renderUpToAnswer() : undefined;
+  early?.catch(() => undefined);
+  const full = await generating();
+  // The full render already starts with the previous prompt and the engine's own answer ids (the
+  // common case: the answer re-tokenizes to what the engine produced): it continues the context as
+  // it is, and the render up to the answer (one more upstream round trip) would only confirm it.
+  if (continues(full.tokens, prev)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen };
+  const before = await (early ?? renderUpToAnswer());
+  const rendered = { answerRendered: true } as const;
   // A template that renders history differently once more turns follow: no continuation exists.
-  if (!startsWith(full.tokens, before.tokens)) return reset(full, why(RESET_REASONS.rerender));
+  if (!startsWith(full.tokens, before.tokens)) return { ...reset(full, why(RESET_REASONS.rerender)), ...rendered };
   // The previous prompt and answer re-render to exactly the engine's ids (the turn's ending, e.g.
   // ChatML's newline after <|im_end|>, may follow): the full render continues them as it is.
-  if (startsWith(before.tokens, context)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen };
+  if (continues(before.tokens, prev)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen, ...rendered };
   // The engine's ids differ from the re-render. The answer the client sent back must be the one it
   // got; then the turn must re-render to the same text (the engine's tokens of it are kept).
-  if (!extendsConversation(prev, messages)) return reset(full, why(RESET_REASONS.answer));
+  if (!extendsConversation(prev, messages)) return { ...reset(full, why(RESET_REASONS.answer)), ...rendered };
   const ending = await turnEnding(prev.messages, (m, gen) => tokenize(chat(m, gen)));
   let closing: number[];
   if (prev.finishReason === "stop") {
     // The engine's stop token ends the output: the template's turn ending follows from its second token.
     const stop = prev.outputTokenIds.at(-1);
-    if (ending === undefined || ending[0] !== stop) return reset(full, why(RESET_REASONS.rerender));
+    if (ending === undefined || ending[0] !== stop) return { ...reset(full, why(RESET_REASONS.rerender)), ...rendered };
     closing = ending.slice(1);
   } else {
     // The answer was cut off before its end-of-turn token: add the template's turn ending.
-    if (ending === undefined) return reset(full, why(RESET_REASONS.turnEnding));
+    if (ending === undefined) return { ...reset(full, why(RESET_REASONS.turnEnding)), ...rendered };
     closing = ending;
   }
-  const continued = [...context, ...closing];
-  if (!(await sameText(continued, before.tokens, detokenize, signal))) return reset(full, why(RESET_REASONS.rerender));
-  return { promptTokenIds: [...continued, ...full.tokens.slice(before.tokens.length)], contextReset: false, maxModelLen: full.maxModelLen };
+  const continued = [...prev.promptTokenIds, ...prev.outputTokenIds, ...closing];
+  if (!(await sameText(continued, before.tokens, detokenize, signal))) return { ...reset(full, why(RESET_REASONS.rerender)), ...rendered };
+  return { promptTokenIds: [...continued, ...full.tokens.slice(before.tokens.length)], contextReset: false, maxModelLen: full.maxModelLen, ...rendered };
 }
 
 /**
@@ -210,6 +228,13 @@ async function turnEnding(history: ChatMessage[], render: (m: ChatMessage[], add
   return startsWith(closed.tokens, open.tokens) ? closed.tokens.slice(open.tokens.length) : undefined;
 }
 
-function startsWith(ids: readonly number[], prefix: readonly number[]): boolean {
-  return prefix.length <= ids.length && prefix.every((t, i) => ids[i] === t);
+function startsWith(ids: readonly number[], prefix: readonly number[], from = 0): boolean {
+  if (from + prefix.length > ids.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (ids[from + i] !== prefix[i]) return false;
+  return true;
+}
+
+/** Whether `ids` start with the previous context (its prompt, then its output), compared in place rather than concatenated: a long context is not copied per call. */
+function continues(ids: readonly number[], prev: ProgramContext): boolean {
+  return startsWith(ids, prev.promptTokenIds) && startsWith(ids, prev.outputTokenIds, prev.promptTokenIds.length);
 }

@@ -72,6 +72,8 @@ export interface TokenCallResult {
   decoded: DecodedOutput;
   /** How the answer is read (chat): the parsers of the backend the prompt was built on. */
   answer: AnswerPlan;
+  /** The prompt needed the render up to the previous answer (see ProgramContext.answerRenderNeeded). */
+  answerRendered?: true;
 }
 
 /** A call's prompt, built once on the first backend that takes it, with the answer plan it was built for. */
@@ -125,6 +127,7 @@ export async function runTokenCall(input: TokenCallInput, deps: TokenCallDeps): 
         stops,
         decoded,
         answer: prompt.answer,
+        ...(prompt.answerRendered ? { answerRendered: true } : {}),
       };
     } catch (e) {
       // A failure after the engine produced the answer is not retried: generating again would
