@@ -41,7 +41,7 @@ const NOT_YET_WIRED = [
   "^src/engine/specdec/(group-replica|draft-service-routes|draft-service-client)\\.ts$",
   // The aligned draft model (issue 17, item 6), landed bottom-up: wired by the loop and `arbor bench specdec`
   // in its last steps.
-  "^src/trainer/top-k-kl\\.ts$",
+  "^src/trainer/(top-k-kl|draft-distiller|draft-model-path)\\.ts$",
 ];
 
 /** Tests, contract suites and test support. */
