@@ -42,8 +42,6 @@ const NOT_YET_WIRED = [
   // The aligned draft model (issue 17, item 6), landed bottom-up: wired by the loop and `arbor bench specdec`
   // in its last steps.
   "^src/trainer/(top-k-kl|draft-distiller)\\.ts$",
-  "^src/model/draft-model-path\\.ts$",
-  "^src/engine/specdec/draft-model\\.ts$",
 ];
 
 /** Tests, contract suites and test support. */

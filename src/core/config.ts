@@ -96,12 +96,17 @@ export const EngineConfigSchema = z
     role: z.enum(["prefill", "decode", "mixed"], { error: "must be prefill, decode or mixed" }).default("mixed"),
     /**
      * Speculative decoding on a `llamacpp-scheduled` engine (engine/specdec/): drafts from SuffixDecoding's
-     * suffix trees (the request's prompt and output, past responses), verified exactly (outputs and
-     * logprobs unchanged). Off when absent.
+     * suffix trees (the request's prompt and output, past responses), or a small draft model's greedy
+     * proposals (`draft-model`), verified exactly (outputs and logprobs unchanged). Off when absent.
      */
     speculative: z
       .object({
-        method: z.literal("suffix", { error: 'must be "suffix"' }),
+        method: z.enum(["suffix", "draft-model"], { error: 'must be "suffix" or "draft-model"' }),
+        /**
+         * `draft-model`: the draft GGUF (the policy's vocabulary) served when no `draft-vN.gguf` lies beside the
+         * served `policy-vN.gguf`.
+         */
+        draftModel: z.string().min(1).optional(),
         /** Draft tokens verified per step at most (default 8). */
         maxSpecTokens: positiveInt.optional(),
         /** Pruning threshold on a draft token's estimated probability (default 0.1). */
@@ -115,6 +120,7 @@ export const EngineConfigSchema = z
         adaptive: z.boolean().optional(),
       })
       .strict()
+      .refine((sp) => sp.draftModel === undefined || sp.method === "draft-model", { path: ["draftModel"], message: 'only with method "draft-model"' })
       .optional(),
     /** The global KV pool on Redis shared by the engines of a prefill/decode pair (engine/kv/redis-state-pool.ts). */
     kvPool: z
