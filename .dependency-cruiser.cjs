@@ -39,9 +39,6 @@ const NOT_YET_WIRED = [
   // Seer's grouped draft service shared by engines over HTTP (issue 17, item 3): the engine drafts from
   // a group's tree in process (group-draft-service.ts); sharing it across engines comes later.
   "^src/engine/specdec/(group-replica|draft-service-routes|draft-service-client)\\.ts$",
-  // The aligned draft model (issue 17, item 6), landed bottom-up: wired by the loop and `arbor bench specdec`
-  // in its last steps.
-  "^src/trainer/(top-k-kl|draft-distiller)\\.ts$",
 ];
 
 /** Tests, contract suites and test support. */
