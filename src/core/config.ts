@@ -658,6 +658,22 @@ export const RunConfigSchema = z
           .default("reference"),
         /** Where the trainer protocol listens for an external trainer (train.trainer: external only). */
         external: ExternalTrainerConfigSchema.optional(),
+        /**
+         * A draft model kept aligned with the policy (issue 17; trainer/draft-distiller.ts): the policy cut to
+         * `layers` blocks, distilled after every step on the batch's sequences (`steps` Adam steps of `batch`
+         * sequences at `lr`, Top-K KL to the policy's `topK` most likely tokens) and written as `draft-vN.gguf`
+         * beside each checkpoint, which engines with `speculative.method: draft-model` serve. Reference trainer only.
+         */
+        draftModel: z
+          .object({
+            layers: positiveInt.default(1),
+            steps: positiveInt.max(1_000_000).default(20),
+            batch: positiveInt.max(4096).default(8),
+            lr: z.number().positive().default(1e-4),
+            topK: positiveInt.default(16),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       // An external trainer always gets a listening address and a wait limit, the defaults when not given.
@@ -753,6 +769,7 @@ export const RunConfigSchema = z
       // The external trainer has its own optimizer settings; silently ignoring these would mislead.
       if (cfg.train.epochs !== 1) ctx.addIssue({ code: "custom", path: ["train", "epochs"], message: "is the reference trainer's: an external trainer (train.trainer: external) sets its own" });
       if (cfg.train.lrSchedule !== "constant") ctx.addIssue({ code: "custom", path: ["train", "lrSchedule"], message: "is the reference trainer's: an external trainer (train.trainer: external) sets its own" });
+      if (cfg.train.draftModel !== undefined) ctx.addIssue({ code: "custom", path: ["train", "draftModel"], message: "is trained by the reference trainer (train.trainer: reference), not an external one" });
     }
     if (cfg.train !== undefined && cfg.train.warmupSteps > 0 && cfg.train.lrSchedule !== "cosine") {
       ctx.addIssue({ code: "custom", path: ["train", "warmupSteps"], message: "is the cosine schedule's warm-up: set lrSchedule: cosine, or leave warmupSteps at 0" });
