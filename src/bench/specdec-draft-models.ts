@@ -3,7 +3,8 @@
 // vocabulary trained further, which the bench serves). A one-block draft is cut from version 0 and distilled
 // (Top-K KL, trainer/draft-distiller.ts) on version 0's rollouts: that is the stale draft, left untrained
 // after v0. The aligned draft continues from it, distilled again on version 1's rollouts, as a weight sync
-// would refresh it. Rollouts are calc prompts other than the measured ones, sampled at temperature 1.
+// would refresh it. Rollouts are calc prompts other than the measured ones, sampled at temperature 1; the
+// draft is trained at the positions the policy generated (where drafts are asked for).
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Rng } from "../core/rng.js";
@@ -14,7 +15,7 @@ import { draftFileName } from "../model/draft-model-path.js";
 import { configFromGguf, readGguf } from "../model/gguf.js";
 import { tokenizerSpecFromGguf } from "../model/gguf-tokenizer.js";
 import { Vocab } from "../model/vocab.js";
-import { DraftDistiller, type DistillResult, type DraftModelOptions } from "../trainer/draft-distiller.js";
+import { DraftDistiller, type DistillResult, type DistillSequence, type DraftModelOptions } from "../trainer/draft-distiller.js";
 import { TinyLlama } from "../trainer/tiny-llama.js";
 
 /** Policy version 0 (where RL starts) and version 1 (the served policy). */
@@ -31,21 +32,24 @@ export interface BenchDrafts {
 
 const vocab = new Vocab();
 
-/** Prompt and output ids of `n` calc programs' first turns sampled from the policy at `path`. */
-async function rollouts(path: string, n: number, seed: number, maxTokens: number): Promise<number[][]> {
+/** Prompt and output ids of `n` calc programs' first turns sampled from the policy at `path`, outputs marked. */
+async function rollouts(path: string, n: number, seed: number, maxTokens: number): Promise<DistillSequence[]> {
   const e = await loadScheduledLlamaCpp({ modelPath: path, sequences: Math.min(n, 8), contextSize: 512, maxWaiting: 1024, stopTokenIds: stopTokenIds(vocab) });
   try {
     const prompts = calcTasks(n, seed).map((t) => renderChat(t.prompt, (s) => vocab.encode(s), vocab));
     const outs = await Promise.all(prompts.map((p, i) => e.generate({ promptTokenIds: p, maxTokens, temperature: 1, topP: 1, topLogprobs: 0, rng: new Rng(seed + i) })));
-    return outs.map((r, i) => [...(prompts[i] as number[]), ...r.tokens.map((t) => t.id)]);
+    return outs.map((r, i) => {
+      const prompt = prompts[i] as number[];
+      return { tokens: [...prompt, ...r.tokens.map((t) => t.id)], generated: [...prompt.map(() => 0), ...r.tokens.map(() => 1)] };
+    });
   } finally {
     await e.close();
   }
 }
 
 /** Distil the stale (v0) and aligned (v1) drafts into `dir` as draft-v0.gguf and draft-v1.gguf. */
-export async function prepareBenchDrafts(dir: string, quick: boolean, maxTokens: number): Promise<BenchDrafts> {
-  const options: DraftModelOptions = { layers: 1, steps: quick ? 12 : 60, batch: 8, lr: 1e-4, topK: 16 };
+export async function prepareBenchDrafts(dir: string, quick: boolean, maxTokens: number, override: Partial<DraftModelOptions> = {}): Promise<BenchDrafts> {
+  const options: DraftModelOptions = { layers: 1, steps: quick ? 12 : 60, batch: 8, lr: 1e-4, topK: 16, ...override };
   const n = quick ? 16 : 64;
   const f0 = readGguf(POLICY_V0);
   const f1 = readGguf(POLICY_V1);

@@ -9,7 +9,7 @@ import { draftModelPath } from "../model/draft-model-path.js";
 import { vocabTokenizerSpec } from "../model/gguf.js";
 import { Vocab } from "../model/vocab.js";
 import { readManifest } from "../trainer/checkpoint.js";
-import { DraftDistiller, type DistillResult, type DraftModelOptions } from "../trainer/draft-distiller.js";
+import { DraftDistiller, type DistillResult, type DistillSequence, type DraftModelOptions } from "../trainer/draft-distiller.js";
 import type { Trainer as TfTrainer } from "../trainer/trainer.js";
 
 /** What one refresh wrote. */
@@ -29,10 +29,11 @@ export class DraftAlignment {
   }
 
   /**
-   * Distil the draft from the trainer's policy (just stepped) on `sequences` (the batch's token ids) and write
+   * Distil the draft from the trainer's policy (just stepped) on `sequences` (the batch's token ids, with the
+   * generated tokens marked: the positions drafts are asked for) and write
    * it beside `checkpoint` (`policy-vN.gguf` → `draft-vN.gguf`), removing drafts of versions no longer kept.
    */
-  refresh(trainer: TfTrainer, sequences: readonly (readonly number[])[], checkpoint: string): DraftRefresh {
+  refresh(trainer: TfTrainer, sequences: readonly DistillSequence[], checkpoint: string): DraftRefresh {
     const result = this.distiller.distill(trainer.model, sequences);
     const path = draftModelPath(checkpoint);
     this.distiller.save(path, trainer.version);

@@ -40,7 +40,7 @@ export function referenceTrainer(tf: TfTrainer, o: RlUpdateOptions, draft?: Draf
       const update = rlUpdate(tf, batch, o);
       if (update.stepped) await tf.saveOptimizerState(join(o.checkpointDir, optimizerFileName(update.version)));
       if (update.stepped && draft && update.checkpoint !== undefined) {
-        draft.refresh(tf, batch.batch.samples.map((s) => s.tokenIds), update.checkpoint);
+        draft.refresh(tf, batch.batch.samples.map((s) => ({ tokens: s.tokenIds, generated: s.lossMask })), update.checkpoint);
       }
       return update;
     },

@@ -48,6 +48,19 @@ describe("DraftDistiller", () => {
     }
   });
 
+  it("trains only the positions before generated tokens when they are marked", async () => {
+    const d = await DraftDistiller.create(config, file.tensors, tokenizer, { ...OPTS, steps: 2, batch: 2 }, 1);
+    try {
+      const seqs = sequences(2, 12, 6).map((tokens) => ({ tokens, generated: tokens.map((_, i) => (i >= 8 ? 1 : 0)) }));
+      const r = d.distill(policy, seqs);
+      // Tokens 8..11 of each sequence were generated: rows 7..10 are trained.
+      expect(r.positions).toBe(2 * 4);
+      expect(r.lossAfter).toBeLessThan(r.lossBefore);
+    } finally {
+      d.dispose();
+    }
+  });
+
   it("starts as the policy itself when it keeps every block: KL 0 with the whole vocabulary as K", async () => {
     const d = await DraftDistiller.create(config, file.tensors, tokenizer, { ...OPTS, layers: config.nLayer, topK: config.nVocab, steps: 1 }, 1);
     try {
@@ -78,6 +91,8 @@ describe("DraftDistiller", () => {
     const d = await DraftDistiller.create(config, file.tensors, tokenizer, { ...OPTS, steps: 1 }, 1);
     try {
       expect(() => d.distill(policy, [[], []])).toThrow(/no rollout tokens/);
+      expect(() => d.distill(policy, [{ tokens: [1, 2, 3], generated: [0, 0, 0] }])).toThrow(/no generated token/);
+      expect(() => d.distill(policy, [{ tokens: [1, 2, 3], generated: [0, 1] }])).toThrow(/generated has 2 entries for 3 tokens/);
     } finally {
       d.dispose();
     }

@@ -34,6 +34,14 @@ export interface DraftModelOptions {
 /** Largest number of sequences one distillation takes (the most recent are kept). */
 export const MAX_DISTILL_SEQUENCES = 4096;
 
+/**
+ * One rollout sequence to distil on: its token ids and, optionally, which tokens the policy generated
+ * (`generated[i]` = 1: token i was sampled, so the position before it is where the draft must predict the
+ * policy). Without `generated`, every position is trained. Drafts are only asked for at generated positions,
+ * so training on prompts (often a long shared system prompt) would spend the draft's capacity elsewhere.
+ */
+export type DistillSequence = readonly number[] | { tokens: readonly number[]; generated?: readonly number[] };
+
 /** What one distillation did. */
 export interface DistillResult {
   /** Mean Top-K KL over the positions of the sequences trained on, before the first and after the last step. */
@@ -107,31 +115,32 @@ export class DraftDistiller {
    * their positions. Sequences are cut to the context; empty ones are skipped; only the most recent
    * {@link MAX_DISTILL_SEQUENCES} are used. Throws ArborError when no sequence is left or the vocabularies differ.
    */
-  distill(policy: TinyLlama, sequences: readonly (readonly number[])[]): DistillResult {
+  distill(policy: TinyLlama, sequences: readonly DistillSequence[]): DistillResult {
     if (policy.config.nVocab !== this.config.nVocab) {
       throw new ArborError(`draft model: the policy's vocabulary (${policy.config.nVocab}) differs from the draft's (${this.config.nVocab})`, "trainer");
     }
     const ctx = Math.min(policy.config.contextLength, this.config.contextLength);
     const pool = sequences
       .slice(-MAX_DISTILL_SEQUENCES)
-      .filter((s) => s.length > 0)
-      .map((s) => s.slice(0, ctx));
-    if (pool.length === 0) throw new ArborError("draft model: no rollout tokens to distil from (every sequence is empty)", "trainer");
+      .map((s) => trainedRows(s, ctx))
+      .filter((s) => s.rows.length > 0);
+    if (pool.length === 0) throw new ArborError("draft model: no rollout tokens to distil from (every sequence is empty or has no generated token)", "trainer");
     const draws = this.rng.fork(`distill-${this.distillations++}`);
     const plan = Array.from({ length: this.options.steps }, () => Array.from({ length: Math.min(this.options.batch, pool.length) }, () => draws.int(0, pool.length - 1)));
     const used = [...new Set(plan.flat())];
     const targets = new Map<number, TopKTargets>();
-    for (const i of used) targets.set(i, policyTargets(policy, pool[i] as number[], this.options.topK));
-    const positions = used.reduce((a, i) => a + (pool[i] as number[]).length, 0);
-    const evaluate = (): number => tf.tidy(() => used.reduce((a, i) => a + klOf(this.model, pool[i] as number[], targets.get(i) as TopKTargets).dataSync()[0]! * (pool[i] as number[]).length, 0) / positions);
+    const seq = (i: number): Rows => pool[i] as Rows;
+    for (const i of used) targets.set(i, policyTargets(policy, seq(i), this.options.topK));
+    const positions = used.reduce((a, i) => a + seq(i).rows.length, 0);
+    const evaluate = (): number => tf.tidy(() => used.reduce((a, i) => a + klOf(this.model, seq(i), targets.get(i) as TopKTargets).dataSync()[0]! * seq(i).rows.length, 0) / positions);
 
     const lossBefore = evaluate();
     const vars = [...this.model.params.values()];
     for (const step of plan) {
-      const rows = step.reduce((a, i) => a + (pool[i] as number[]).length, 0);
+      const rows = step.reduce((a, i) => a + seq(i).rows.length, 0);
       const { value, grads } = tf.variableGrads(() => {
-        // Weighted by length, so the step's loss is the mean over all its positions.
-        const parts = step.map((i) => tf.mul(klOf(this.model, pool[i] as number[], targets.get(i) as TopKTargets), (pool[i] as number[]).length / rows));
+        // Weighted by trained positions, so the step's loss is the mean over all its positions.
+        const parts = step.map((i) => tf.mul(klOf(this.model, seq(i), targets.get(i) as TopKTargets), seq(i).rows.length / rows));
         return tf.addN(parts) as tf.Scalar;
       }, vars);
       value.dispose();
@@ -159,18 +168,34 @@ export class DraftDistiller {
   }
 }
 
-/** The policy's top-K distribution at every position of `tokens` (no gradient). */
-function policyTargets(policy: TinyLlama, tokens: readonly number[], topK: number): TopKTargets {
-  const logits = tf.tidy(() => logitsOf(policy, tokens).dataSync() as Float32Array);
+/** A sequence cut to the context and the positions trained (each predicts the next token). */
+interface Rows {
+  tokens: readonly number[];
+  rows: number[];
+}
+
+function trainedRows(s: DistillSequence, ctx: number): Rows {
+  const tokens = (Array.isArray(s) ? s : (s as { tokens: readonly number[] }).tokens).slice(0, ctx);
+  const generated = Array.isArray(s) ? undefined : (s as { generated?: readonly number[] }).generated;
+  if (generated === undefined) return { tokens, rows: tokens.map((_, i) => i) };
+  if (generated.length < tokens.length) throw new ArborError(`draft model: generated has ${generated.length} entries for ${tokens.length} tokens`, "trainer");
+  const rows: number[] = [];
+  for (let i = 1; i < tokens.length; i++) if (generated[i] === 1) rows.push(i - 1);
+  return { tokens, rows };
+}
+
+/** The policy's top-K distribution at the trained positions of `s` (no gradient). */
+function policyTargets(policy: TinyLlama, s: Rows, topK: number): TopKTargets {
+  const logits = tf.tidy(() => logitsOf(policy, s).dataSync() as Float32Array);
   return topKTargets(logits, policy.config.nVocab, topK);
 }
 
-function logitsOf(model: TinyLlama, tokens: readonly number[]): tf.Tensor2D {
-  const n = tokens.length;
+function logitsOf(model: TinyLlama, s: Rows): tf.Tensor2D {
+  const n = s.tokens.length;
   const positions = Array.from({ length: n }, (_, i) => i);
-  return model.logits(model.hidden(tokens, positions, { kind: "dense", mask: causalMask(n) }), positions);
+  return model.logits(model.hidden(s.tokens, positions, { kind: "dense", mask: causalMask(n) }), s.rows);
 }
 
-function klOf(model: TinyLlama, tokens: readonly number[], targets: TopKTargets): tf.Scalar {
-  return topKKlLoss(logitsOf(model, tokens), targets);
+function klOf(model: TinyLlama, s: Rows, targets: TopKTargets): tf.Scalar {
+  return topKKlLoss(logitsOf(model, s), targets);
 }
