@@ -49,7 +49,7 @@ async function rollouts(path: string, n: number, seed: number, maxTokens: number
 
 /** Distil the stale (v0) and aligned (v1) drafts into `dir` as draft-v0.gguf and draft-v1.gguf. */
 export async function prepareBenchDrafts(dir: string, quick: boolean, maxTokens: number, override: Partial<DraftModelOptions> = {}): Promise<BenchDrafts> {
-  const options: DraftModelOptions = { layers: 1, steps: quick ? 12 : 60, batch: 8, lr: 1e-4, topK: 16, ...override };
+  const options: DraftModelOptions = { layers: 1, steps: quick ? 40 : 100, batch: 8, lr: 1e-3, topK: 16, ...override };
   const n = quick ? 16 : 64;
   const f0 = readGguf(POLICY_V0);
   const f1 = readGguf(POLICY_V1);
