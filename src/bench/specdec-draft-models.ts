@@ -48,8 +48,8 @@ async function rollouts(path: string, n: number, seed: number, maxTokens: number
 }
 
 /** Distil the stale (v0) and aligned (v1) drafts into `dir` as draft-v0.gguf and draft-v1.gguf. */
-export async function prepareBenchDrafts(dir: string, quick: boolean, maxTokens: number, override: Partial<DraftModelOptions> = {}): Promise<BenchDrafts> {
-  const options: DraftModelOptions = { layers: 1, steps: quick ? 40 : 100, batch: 8, lr: 1e-3, topK: 16, ...override };
+export async function prepareBenchDrafts(dir: string, quick: boolean, maxTokens: number): Promise<BenchDrafts> {
+  const options: DraftModelOptions = { layers: 1, steps: quick ? 40 : 100, batch: 8, lr: 1e-3, topK: 16 };
   const n = quick ? 16 : 64;
   const f0 = readGguf(POLICY_V0);
   const f1 = readGguf(POLICY_V1);
