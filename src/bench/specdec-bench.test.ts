@@ -10,7 +10,7 @@ describe("arbor bench specdec (quick)", () => {
     const [a, b, c, d] = await specdecBench.run({ quick: true, log: (l) => lines.push(l) });
     for (const t of [a!, b!]) {
       const col = (name: string) => t.columns.indexOf(name);
-      expect(t.rows.map((r) => r[col("drafting")])).toEqual(["none", "per-request trees", "suffix (+ global tree)", "group-shared trees (Seer)", "group-shared, adaptive budget"]);
+      expect(t.rows.map((r) => r[col("drafting")])).toEqual(["none", "per-request trees", "suffix (+ global tree)", "group-shared trees (Seer)", "group-shared, adaptive budget", "draft model (aligned)", "draft model (stale: untrained after v0)"]);
       // One workload: the same output tokens in every mode.
       expect(new Set(t.rows.map((r) => r[col("output tokens")])).size).toBe(1);
       expect(t.rows[0]![col("verification steps")]).toBe(0);
@@ -19,6 +19,11 @@ describe("arbor bench specdec (quick)", () => {
         expect(r[col("mean acceptance length")]).toBeGreaterThan(1);
       }
       for (const r of t.rows) expect(r[col("tok/s")]).toBeGreaterThan(0);
+      // The draft models draft every step; whatever their acceptance, it is measured.
+      for (const r of t.rows.slice(5)) {
+        expect(r[col("verification steps")]).toBeGreaterThan(0);
+        expect(r[col("mean acceptance length")]).toBeGreaterThanOrEqual(1);
+      }
     }
     // Group-shared trees draft from the siblings' responses: at least as long accepted runs as per-request trees.
     const acc = (t: typeof a, name: string) => t!.rows.find((r) => r[0] === name)![t!.columns.indexOf("mean acceptance length")] as number;
@@ -27,6 +32,7 @@ describe("arbor bench specdec (quick)", () => {
     expect(sweep.map(([s]) => s)).toEqual([0, 3]);
     expect(sweep[1]![1]).toBeGreaterThan(sweep[0]![1]);
     expect(lines.some((l) => l.includes("siblings 3"))).toBe(true);
+    expect(a!.notes!.some((l) => /Stale: distilled on v0's rollouts only \(Top-K KL [\d.]+ → [\d.]+/.test(l))).toBe(true);
     // (d) on the cost model: a lone request gains from speculation, with or without the budget.
     const gpu = d!.rows.map((r) => Object.fromEntries(d!.columns.map((col, i) => [col, r[i]])));
     expect(gpu.map((r) => [r["mean acceptance length"], r.requests])).toEqual([

@@ -11,8 +11,12 @@
 //       makespan with no speculation, every draft verified, and the adaptive budget, by batch size.
 // Mean acceptance length = 1 + accepted draft tokens per verification step (vLLM's); tokens/s is output tokens
 // over the wall time of the whole workload. Verification is exact, so every mode produces the same tokens (the
-// bench checks it). Not here yet: the draft model kept aligned during RL (issue 17 item 6).
-import { fileURLToPath } from "node:url";
+// bench checks it). Tables (a) and (b) also draft with a one-block draft model (issue 17 item 6): aligned
+// (distilled again from the served policy version) and stale (left as distilled from version 0),
+// specdec-draft-models.ts.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { Rng } from "../core/rng.js";
 import type { GenerateResult } from "../engine/executor.js";
@@ -29,8 +33,11 @@ import { Vocab } from "../model/vocab.js";
 import { LLAMA3_8B_H100 } from "../engine/costmodel/profile.js";
 import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
 import { simulateSpeculation } from "./specdec-sim.js";
+import { POLICY_V1, prepareBenchDrafts, type BenchDrafts } from "./specdec-draft-models.js";
 
-const MODEL = fileURLToPath(new URL("../../models/calc-solver.gguf", import.meta.url));
+const MODEL = POLICY_V1;
+/** Draft tokens a draft model proposes per step. */
+const DRAFT_MODEL_TOKENS = 4;
 const MAX_TOKENS = 48;
 const CONTEXT = 512;
 
@@ -116,11 +123,17 @@ async function measure(mode: Mode, waves: Job[][], sequences: number): Promise<M
   }
 }
 
+/** The draft model modes: the aligned draft and the stale one. */
+function draftModelModes(d: BenchDrafts): Mode[] {
+  const mode = (name: string, draftModel: string): Mode => ({ name, speculative: { method: "draft-model", draftModel, maxSpecTokens: DRAFT_MODEL_TOKENS, adaptive: false }, groups: false });
+  return [mode("draft model (aligned)", d.aligned), mode("draft model (stale: untrained after v0)", d.stale)];
+}
+
 /** One table: every mode on the same workload, with the speed-up over no speculation. */
-async function compare(title: string, waves: Job[][], sequences: number, opts: BenchOptions, notes: string[]): Promise<BenchTable> {
+async function compare(title: string, waves: Job[][], sequences: number, opts: BenchOptions, notes: string[], modes: Mode[] = MODES): Promise<BenchTable> {
   const rows: (string | number)[][] = [];
   let base: Measured | undefined;
-  for (const mode of MODES) {
+  for (const mode of modes) {
     opts.log(`specdec: ${title}: ${mode.name}`);
     const m = await measure(mode, waves, sequences);
     base ??= m;
@@ -237,10 +250,20 @@ export const specdecBench: Benchmark = {
     const n = opts.quick ? 4 : 8;
     const note =
       "Same engine, same seeds, one thread: every mode produced the same tokens (verification is exact). On a CPU with the 64-wide policy a step's time grows with its tokens (no memory-bound floor to hide verification in), so tok/s shows the drafting's overhead, not a GPU's gain: see (d).";
-    const a = await compare(`(a) GRPO groups: ${groups} calc prompts × ${n} samples at temperature 1, calc-solver.gguf`, [groupJobs(groups, n)], Math.min(groups * n, 16), opts, [note]);
-    const traces = await agentTraces(opts.quick ? 4 : 16);
-    const b = await compare(`(b) agent traces: ${traces[0]!.length} two-turn calc programs replayed (the second turn sees the call and the result)`, traces, 8, opts, [note]);
-    const c = await siblingSweep(opts.quick ? 2 : 6, opts.quick ? [0, 3] : [0, 1, 3, 7, 15], opts);
-    return [a, b, c, gpuScale(opts.quick, opts)];
+    const dir = mkdtempSync(join(tmpdir(), "arbor-specdec-drafts-"));
+    try {
+      opts.log("specdec: distilling the draft models (v0: calc-sft.gguf, v1: calc-solver.gguf)");
+      const drafts = await prepareBenchDrafts(dir, opts.quick, MAX_TOKENS);
+      const modes = [...MODES, ...draftModelModes(drafts)];
+      const fmt = (r: BenchDrafts["v0"]) => `Top-K KL ${r.lossBefore.toFixed(3)} → ${r.lossAfter.toFixed(3)} over ${r.positions} positions in ${r.steps} steps`;
+      const draftNote = `Draft models: the policy's first block, embedding and head (1 of 2 blocks), ${DRAFT_MODEL_TOKENS} greedy draft tokens a step. Stale: distilled on v0's rollouts only (${fmt(drafts.v0)}); aligned: then again on v1's (${fmt(drafts.v1)}).`;
+      const a = await compare(`(a) GRPO groups: ${groups} calc prompts × ${n} samples at temperature 1, calc-solver.gguf`, [groupJobs(groups, n)], Math.min(groups * n, 16), opts, [note, draftNote], modes);
+      const traces = await agentTraces(opts.quick ? 4 : 16);
+      const b = await compare(`(b) agent traces: ${traces[0]!.length} two-turn calc programs replayed (the second turn sees the call and the result)`, traces, 8, opts, [note, draftNote], modes);
+      const c = await siblingSweep(opts.quick ? 2 : 6, opts.quick ? [0, 3] : [0, 1, 3, 7, 15], opts);
+      return [a, b, c, gpuScale(opts.quick, opts)];
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   },
 };

@@ -234,7 +234,17 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       const t = cfg.train;
       const lrAt = t.lrSchedule === "constant" ? undefined : (step: number) => scheduledLr(t.lr, step, cfg.iterations * t.epochs, t.lrSchedule, t.warmupSteps);
       const from = resume?.checkpoint !== undefined ? { version: resume.policyVersion, checkpoint: resume.checkpoint, ...(resume.optimizer !== undefined ? { optimizer: resume.optimizer } : {}) } : undefined;
-      trainer = await startReferenceTrainer(modelPath, { lr: t.lr, maxGradNorm: t.maxGradNorm, clock, checkpointDir, keepCheckpoints: t.keepCheckpoints, epochs: t.epochs, ...(lrAt ? { lrAt } : {}), ...(from ? { resume: from } : {}) });
+      trainer = await startReferenceTrainer(modelPath, {
+        lr: t.lr,
+        maxGradNorm: t.maxGradNorm,
+        clock,
+        checkpointDir,
+        keepCheckpoints: t.keepCheckpoints,
+        epochs: t.epochs,
+        ...(lrAt ? { lrAt } : {}),
+        ...(from ? { resume: from } : {}),
+        ...(t.draftModel ? { draftModel: t.draftModel } : {}),
+      });
     }
     if (resume?.checkpoint !== undefined && resume.policyVersion > 0) {
       // The engines started from the model file: they serve the resumed version before any program runs.

@@ -82,4 +82,14 @@ describe("run config", () => {
     expect(() => train({ trainer: "external", epochs: 2 })).toThrowError(/train\.epochs: is the reference trainer's/);
     expect(() => train({ trainer: "external", lrSchedule: "cosine" })).toThrowError(/train\.lrSchedule: is the reference trainer's/);
   });
+  it("train.draftModel: defaults, values, and errors naming the field", () => {
+    const train = (t: Record<string, unknown>) => parseRunConfig({ engines: [{ name: "e0" }], train: t }).train;
+    expect(train({})?.draftModel).toBeUndefined();
+    expect(train({ draftModel: {} })?.draftModel).toEqual({ layers: 1, steps: 20, batch: 8, lr: 1e-4, topK: 16 });
+    expect(train({ draftModel: { layers: 2, topK: 4 } })?.draftModel).toMatchObject({ layers: 2, topK: 4 });
+    expect(() => train({ draftModel: { layers: 0 } })).toThrowError(/train\.draftModel\.layers: /);
+    expect(() => train({ draftModel: { lr: -1 } })).toThrowError(/train\.draftModel\.lr: /);
+    expect(() => train({ draftModel: { topk: 4 } })).toThrowError(/train\.draftModel: .*topk/);
+    expect(() => train({ trainer: "external", draftModel: {} })).toThrowError(/train\.draftModel: is trained by the reference trainer/);
+  });
 });

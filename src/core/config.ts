@@ -96,12 +96,17 @@ export const EngineConfigSchema = z
     role: z.enum(["prefill", "decode", "mixed"], { error: "must be prefill, decode or mixed" }).default("mixed"),
     /**
      * Speculative decoding on a `llamacpp-scheduled` engine (engine/specdec/): drafts from SuffixDecoding's
-     * suffix trees (the request's prompt and output, past responses), verified exactly (outputs and
-     * logprobs unchanged). Off when absent.
+     * suffix trees (the request's prompt and output, past responses), or a small draft model's greedy
+     * proposals (`draft-model`), verified exactly (outputs and logprobs unchanged). Off when absent.
      */
     speculative: z
       .object({
-        method: z.literal("suffix", { error: 'must be "suffix"' }),
+        method: z.enum(["suffix", "draft-model"], { error: 'must be "suffix" or "draft-model"' }),
+        /**
+         * `draft-model`: the draft GGUF (the policy's vocabulary) served when no `draft-vN.gguf` lies beside the
+         * served `policy-vN.gguf`.
+         */
+        draftModel: z.string().min(1).optional(),
         /** Draft tokens verified per step at most (default 8). */
         maxSpecTokens: positiveInt.optional(),
         /** Pruning threshold on a draft token's estimated probability (default 0.1). */
@@ -115,6 +120,7 @@ export const EngineConfigSchema = z
         adaptive: z.boolean().optional(),
       })
       .strict()
+      .refine((sp) => sp.draftModel === undefined || sp.method === "draft-model", { path: ["draftModel"], message: 'only with method "draft-model"' })
       .optional(),
     /** The global KV pool on Redis shared by the engines of a prefill/decode pair (engine/kv/redis-state-pool.ts). */
     kvPool: z
@@ -652,6 +658,22 @@ export const RunConfigSchema = z
           .default("reference"),
         /** Where the trainer protocol listens for an external trainer (train.trainer: external only). */
         external: ExternalTrainerConfigSchema.optional(),
+        /**
+         * A draft model kept aligned with the policy (issue 17; trainer/draft-distiller.ts): the policy cut to
+         * `layers` blocks, distilled after every step on the batch's sequences (`steps` Adam steps of `batch`
+         * sequences at `lr`, Top-K KL to the policy's `topK` most likely tokens) and written as `draft-vN.gguf`
+         * beside each checkpoint, which engines with `speculative.method: draft-model` serve. Reference trainer only.
+         */
+        draftModel: z
+          .object({
+            layers: positiveInt.default(1),
+            steps: positiveInt.max(1_000_000).default(20),
+            batch: positiveInt.max(4096).default(8),
+            lr: z.number().positive().default(1e-4),
+            topK: positiveInt.default(16),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       // An external trainer always gets a listening address and a wait limit, the defaults when not given.
@@ -747,6 +769,7 @@ export const RunConfigSchema = z
       // The external trainer has its own optimizer settings; silently ignoring these would mislead.
       if (cfg.train.epochs !== 1) ctx.addIssue({ code: "custom", path: ["train", "epochs"], message: "is the reference trainer's: an external trainer (train.trainer: external) sets its own" });
       if (cfg.train.lrSchedule !== "constant") ctx.addIssue({ code: "custom", path: ["train", "lrSchedule"], message: "is the reference trainer's: an external trainer (train.trainer: external) sets its own" });
+      if (cfg.train.draftModel !== undefined) ctx.addIssue({ code: "custom", path: ["train", "draftModel"], message: "is trained by the reference trainer (train.trainer: reference), not an external one" });
     }
     if (cfg.train !== undefined && cfg.train.warmupSteps > 0 && cfg.train.lrSchedule !== "cosine") {
       ctx.addIssue({ code: "custom", path: ["train", "warmupSteps"], message: "is the cosine schedule's warm-up: set lrSchedule: cosine, or leave warmupSteps at 0" });

@@ -30,7 +30,10 @@ describe("engines[].speculative", () => {
   });
 
   it("refuses another method, a bad value and an executor that does not speculate, naming the field", () => {
-    expect(() => parseRunConfig({ engines: [{ name: "e0", speculative: { method: "eagle" } }] })).toThrowError(/engines\[0\]\.speculative\.method: must be "suffix"/);
+    expect(() => parseRunConfig({ engines: [{ name: "e0", speculative: { method: "eagle" } }] })).toThrowError(/engines\[0\]\.speculative\.method: must be "suffix" or "draft-model"/);
+    const d = parseRunConfig({ engines: [{ name: "e0", speculative: { method: "draft-model", draftModel: "models/draft.gguf" } }] }).engines[0]!;
+    expect(d.speculative).toEqual({ method: "draft-model", draftModel: "models/draft.gguf" });
+    expect(() => parseRunConfig({ engines: [{ name: "e0", speculative: { method: "suffix", draftModel: "d.gguf" } }] })).toThrowError(/engines\[0\]\.speculative\.draftModel: only with method "draft-model"/);
     expect(() => parseRunConfig({ engines: [{ name: "e0", speculative: { method: "suffix", maxSpecTokens: 0 } }] })).toThrowError(/engines\[0\]\.speculative\.maxSpecTokens/);
     expect(() => parseRunConfig({ engines: [{ name: "e0", executor: "llamacpp", speculative: { method: "suffix" } }] })).toThrowError(/engines\[0\]\.speculative: speculative decoding runs on the llamacpp-scheduled executor/);
   });

@@ -13,7 +13,10 @@
 // scheduler plans them into the request's next decode chunk, and the runner verifies them exactly
 // (specdec/verify-draft.ts) from one evaluation, erasing the rejected positions' KV. Requests of one
 // draft group (GRPO siblings) also draft from their group's tree (Seer; an in-process GroupDraftService).
-import { statSync } from "node:fs";
+// With method "draft-model" the drafts are a small GGUF's greedy proposals instead (specdec/draft-model.ts):
+// the draft distilled from the served policy version (`draft-vN.gguf` beside `policy-vN.gguf`), else the
+// configured one; each weight sync loads a new runner, so the draft follows the policy's version.
+import { existsSync, statSync } from "node:fs";
 import { copyFile, readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
@@ -28,8 +31,10 @@ import { sampleToken, splitLogitControls, type SampledToken, type SamplingParams
 import type { Draft, DraftOptions } from "../specdec/suffix-draft.js";
 import { SuffixDraftCache } from "../specdec/suffix-draft-cache.js";
 import { GroupDraftService } from "../specdec/group-draft-service.js";
-import { resolveSpeculative, type SpeculativeOptions } from "../specdec/speculative-options.js";
+import { DEFAULT_MAX_SPEC_TOKENS, resolveSpeculative, type SpeculativeOptions } from "../specdec/speculative-options.js";
 import { acceptedCount, verifyDraft } from "../specdec/verify-draft.js";
+import { DraftModelDrafter } from "../specdec/draft-model.js";
+import { draftModelPath } from "../../model/draft-model-path.js";
 import type { RawLogitControls } from "../llama-context.js";
 import type { SampledTokenOut, ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
 import type { RunnerProgramKv, RunnerRequest, RunnerStepResult, SpecDecodeStats, StepRunner } from "./step-runner.js";
@@ -127,6 +132,8 @@ export class LlamaCppStepRunner implements StepRunner {
   readonly specDecodeStats?: () => SpecDecodeStats;
   /** Speculative decoding's drafter and its options (absent: off). */
   private readonly drafter: { cache: SuffixDraftCache; groups: GroupDraftService; options: DraftOptions } | undefined;
+  /** Method "draft-model": the draft GGUF's drafter and the tokens it proposes per step. */
+  private readonly draftModel: { drafter: DraftModelDrafter; k: number } | undefined;
   /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
   readonly compat: string;
   readonly programs: RunnerProgramKv;
@@ -146,6 +153,7 @@ export class LlamaCppStepRunner implements StepRunner {
     private readonly model: LlamaModel,
     private readonly context: LlamaContext,
     opts: LlamaCppStepRunnerOptions,
+    draftModel?: DraftModelDrafter,
   ) {
     this.tokenizer = new LlamaTokenizer(model);
     this.vocabSize = this.tokenizer.size;
@@ -159,7 +167,10 @@ export class LlamaCppStepRunner implements StepRunner {
     this.compat = `${resolve(opts.modelPath)}:${file.size}:${Math.floor(file.mtimeMs)}|sequences=${opts.sequences}|kv=${opts.exactKv === false ? "f16" : "f32"}`;
     this.l2 = new L2StateTier({ capacityBytes: opts.l2CapacityBytes ?? DEFAULT_L2_BYTES });
     this.l3 = opts.l3;
-    if (opts.speculative) {
+    if (opts.speculative && draftModel) {
+      this.draftModel = { drafter: draftModel, k: resolveSpeculative(opts.speculative).draft.maxSpecTokens ?? DEFAULT_MAX_SPEC_TOKENS };
+      this.specDecodeStats = () => ({ numDrafts: this.counters.numDrafts, numDraftTokens: this.counters.numDraftTokens, numAcceptedTokens: this.counters.numAcceptedTokens });
+    } else if (opts.speculative) {
       const spec = resolveSpeculative(opts.speculative);
       // The scheduler bounds the requests and their length: the drafter must never refuse one.
       const cache = new SuffixDraftCache({ ...spec.cache, maxActiveRequests: Number.MAX_SAFE_INTEGER, maxRequestTokens: Math.max(context.contextSize, 1) });
@@ -182,10 +193,23 @@ export class LlamaCppStepRunner implements StepRunner {
 
   /** Load the GGUF and create a context of `sequences` sequences (threads 1, exact KV by default). */
   static async load(opts: LlamaCppStepRunnerOptions): Promise<LlamaCppStepRunner> {
+    const spec = opts.speculative ? resolveSpeculative(opts.speculative) : undefined;
+    const draftPath = spec?.method === "draft-model" ? draftGguf(opts.modelPath, spec.draftModel) : undefined;
     const { model, context } = await openLlamaContext(opts);
+    let drafter: DraftModelDrafter | undefined;
     try {
-      return new LlamaCppStepRunner(model, context, opts);
+      if (draftPath !== undefined) {
+        drafter = await DraftModelDrafter.load({
+          modelPath: draftPath,
+          sequences: opts.sequences,
+          contextSize: opts.contextSize,
+          vocabSize: new LlamaTokenizer(model).size,
+          ...(opts.gpu !== undefined ? { gpu: opts.gpu } : {}),
+        });
+      }
+      return new LlamaCppStepRunner(model, context, opts, drafter);
     } catch (err) {
+      await drafter?.close();
       await context.dispose();
       await model.dispose();
       throw err;
@@ -251,6 +275,7 @@ export class LlamaCppStepRunner implements StepRunner {
     this.requests.delete(requestId);
     // Its response stays in the global tree for later requests' drafts.
     this.drafter?.cache.stopRequest(requestId);
+    this.draftModel?.drafter.release(requestId);
   }
 
   run(plan: StepPlan): Promise<RunnerStepResult> {
@@ -298,6 +323,7 @@ export class LlamaCppStepRunner implements StepRunner {
     await Promise.all(work.map(async (w) => (w.from = await this.align(w.r, w.c, w.fresh, w.loaded))));
     const outs = await Promise.all(work.map((w) => this.evaluate(w.r, w.from, w.c)));
     const erasures: Promise<void>[] = [];
+    const modelDrafts: { id: string; r: RunnerReq }[] = [];
     for (let i = 0; i < work.length; i++) {
       const w = work[i] as (typeof work)[number];
       const dists = outs[i];
@@ -330,8 +356,14 @@ export class LlamaCppStepRunner implements StepRunner {
         const next = this.drafter.cache.draft(w.id, w.r.tokens, this.drafter.options, groupDraft).tokens;
         if (next.length > 0 && !this.ended(w.r, emitted)) drafts.set(w.id, next);
       }
+      if (this.draftModel && !this.ended(w.r, emitted)) modelDrafts.push({ id: w.id, r: w.r });
     }
     await Promise.all(erasures);
+    for (const { id, r } of modelDrafts) {
+      const dm = this.draftModel as NonNullable<typeof this.draftModel>;
+      const next = await dm.drafter.draft(id, r.tokens, dm.k);
+      if (next.length > 0) drafts.set(id, next);
+    }
     return {
       stepId: plan.stepId,
       sampled,
@@ -397,6 +429,7 @@ export class LlamaCppStepRunner implements StepRunner {
       for (const ws of this.exportIntents.values()) for (const w of ws) w.reject(err);
       this.exportIntents.clear();
       this.l2.close();
+      await this.draftModel?.drafter.close();
       await this.context.dispose();
       await this.model.dispose();
     });
@@ -685,4 +718,20 @@ function commonPrefix(a: readonly number[], b: readonly number[], cap: number): 
   let i = 0;
   while (i < n && a[i] === b[i]) i++;
   return i;
+}
+
+/**
+ * The draft GGUF for method "draft-model": the one distilled from the served policy version when it lies
+ * beside the checkpoint (`draft-vN.gguf`), else `configured`. ArborError "config" when there is neither.
+ */
+function draftGguf(policyPath: string, configured: string | undefined): string {
+  let beside: string | undefined;
+  try {
+    beside = draftModelPath(policyPath);
+  } catch {
+    // Not a versioned checkpoint (a shipped or user model): only the configured draft applies.
+  }
+  if (beside !== undefined && existsSync(beside)) return beside;
+  if (configured !== undefined) return configured;
+  throw new ArborError(`speculative.draftModel: method "draft-model" needs a draft GGUF, and none lies beside ${policyPath}${beside !== undefined ? ` (${beside})` : ""}`, "config");
 }

@@ -5,8 +5,16 @@ import type { DraftOptions } from "./suffix-draft.js";
 import type { SuffixDraftCacheOptions } from "./suffix-draft-cache.js";
 
 export interface SpeculativeOptions {
-  /** The drafter: "suffix" (SuffixDecoding: per-request trees and the global tree of past responses). */
-  method: "suffix";
+  /**
+   * The drafter: "suffix" (SuffixDecoding: per-request trees and the global tree of past responses), or
+   * "draft-model" (greedy proposals of a small GGUF with the policy's vocabulary, draft-model.ts).
+   */
+  method: "suffix" | "draft-model";
+  /**
+   * "draft-model": the draft's GGUF when no `draft-vN.gguf` lies beside the served `policy-vN.gguf` (a run's
+   * weight syncs serve the draft distilled from each version; model/draft-model-path.ts).
+   */
+  draftModel?: string;
   /** Draft tokens verified per step at most (default 8). */
   maxSpecTokens?: number;
   /** SuffixDecoding's pruning threshold on a draft token's estimated probability (default 0.1). */
@@ -25,10 +33,22 @@ export interface SpeculativeOptions {
 
 export const DEFAULT_MAX_SPEC_TOKENS = 8;
 
+/** A checked speculative setting, split for the drafter. */
+export interface ResolvedSpeculative {
+  method: SpeculativeOptions["method"];
+  draft: DraftOptions;
+  cache: SuffixDraftCacheOptions;
+  adaptive: boolean;
+  /** "draft-model": the configured draft GGUF (absent: only the one beside the policy checkpoint). */
+  draftModel?: string;
+}
+
 /** Check a speculative setting (ArborError "config" naming the field) and split it for the drafter. */
-export function resolveSpeculative(s: SpeculativeOptions): { draft: DraftOptions; cache: SuffixDraftCacheOptions; adaptive: boolean } {
+export function resolveSpeculative(s: SpeculativeOptions): ResolvedSpeculative {
   if (typeof s !== "object" || s === null) throw new ArborError("speculative: must be an object with a method", "config");
-  if (s.method !== "suffix") throw new ArborError(`speculative.method: must be "suffix", got ${JSON.stringify(s.method)}`, "config");
+  if (s.method !== "suffix" && s.method !== "draft-model") throw new ArborError(`speculative.method: must be "suffix" or "draft-model", got ${JSON.stringify(s.method)}`, "config");
+  if (s.draftModel !== undefined && (typeof s.draftModel !== "string" || s.draftModel === "")) throw new ArborError(`speculative.draftModel: must be a GGUF path, got ${JSON.stringify(s.draftModel)}`, "config");
+  if (s.draftModel !== undefined && s.method !== "draft-model") throw new ArborError('speculative.draftModel: only with method "draft-model"', "config");
   const int = (field: string, v: number | undefined, min: number): void => {
     if (v !== undefined && !(Number.isInteger(v) && v >= min)) throw new ArborError(`speculative.${field}: must be an integer >= ${min}, got ${String(v)}`, "config");
   };
@@ -45,5 +65,11 @@ export function resolveSpeculative(s: SpeculativeOptions): { draft: DraftOptions
   if (s.minTokenProb !== undefined) draft.minTokenProb = s.minTokenProb;
   if (s.maxSpecFactor !== undefined) draft.maxSpecFactor = s.maxSpecFactor;
   if (s.maxSpecOffset !== undefined) draft.maxSpecOffset = s.maxSpecOffset;
-  return { draft, cache: s.maxCachedResponses !== undefined ? { maxCachedResponses: s.maxCachedResponses } : {}, adaptive: s.adaptive ?? true };
+  return {
+    method: s.method,
+    draft,
+    cache: s.maxCachedResponses !== undefined ? { maxCachedResponses: s.maxCachedResponses } : {},
+    adaptive: s.adaptive ?? true,
+    ...(s.draftModel !== undefined ? { draftModel: s.draftModel } : {}),
+  };
 }
