@@ -98,6 +98,28 @@ function scatterKeys(parts: tf.Tensor3D[], idx: Int32Array, n: number, nHeadKv: 
   return tf.scatterND(tf.tensor2d(idx, [idx.length, 1], "int32"), updates, [n, nHeadKv, hd]);
 }
 
+/** Maximal runs [start, length] of consecutive indices in `keys` (a chain's keys: a few runs of ancestors, then itself). */
+function runsOf(keys: Int32Array): [number, number][] {
+  const runs: [number, number][] = [];
+  for (let i = 0; i < keys.length; i++) {
+    const last = runs[runs.length - 1];
+    const key = keys[i] as number;
+    if (last && last[0] + last[1] === key) last[1]++;
+    else runs.push([key, 1]);
+  }
+  return runs;
+}
+
+/**
+ * Rows `runs` of x [n, …] as contiguous slices, concatenated: a chain's keys are a handful of runs, and the wasm
+ * back-end's GatherV2 took most of a tree step's attention time (~5 ms per gather of a few hundred rows).
+ */
+function rowsOf(x: tf.Tensor3D, runs: readonly [number, number][]): tf.Tensor3D {
+  const [, a, b] = x.shape;
+  const parts = runs.map(([start, len]) => tf.slice(x, [start, 0, 0], [len, a, b]));
+  return parts.length === 1 ? (parts[0] as tf.Tensor3D) : tf.concat(parts, 0);
+}
+
 /**
  * Tree attention over a packed prefix tree as one differentiable op: queries q [n, nHead, hd] and keys and
  * values [n, nHeadKv, hd] of all n nodes; `segments` are the tree's maximal chains in node order covering
@@ -118,17 +140,18 @@ export function treeAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, se
   if (covered !== n) throw new ArborError(`trainer: tree attention segments cover ${covered} of ${n} nodes`, "trainer");
   const allKeys = new Int32Array(segments.reduce((a, s) => a + s.keys.length, 0));
   segments.reduce((off, s) => (allKeys.set(s.keys, off), off + s.keys.length), 0);
+  const runs = segments.map((s) => runsOf(s.keys));
   const op = tf.customGrad((...args: GradArgs) => {
     const [qi, ki, vi, save] = args as [tf.Tensor3D, tf.Tensor3D, tf.Tensor3D, tf.GradSaveFunc];
     const qh = nodeMajorHeads(tf.mul(qi, scale), n, nHeadKv, group, hd);
     const outs: tf.Tensor2D[][] = Array.from({ length: nHeadKv }, () => []);
     const probs: tf.Tensor2D[] = []; // segment-major: probs[s·nHeadKv + h]
-    for (const s of segments) {
+    segments.forEach((s, si) => {
       const len = s.end - s.start;
       const m = s.keys.length;
-      const idx = tf.tensor1d(s.keys, "int32");
-      const kT = tf.unstack(tf.transpose(tf.gather(ki, idx), [1, 2, 0])) as tf.Tensor2D[]; // per KV head [hd, m]
-      const vs = tf.unstack(tf.transpose(tf.gather(vi, idx), [1, 0, 2])) as tf.Tensor2D[]; // per KV head [m, hd]
+      const r = runs[si] as [number, number][];
+      const kT = tf.unstack(tf.transpose(rowsOf(ki, r), [1, 2, 0])) as tf.Tensor2D[]; // per KV head [hd, m]
+      const vs = tf.unstack(tf.transpose(rowsOf(vi, r), [1, 0, 2])) as tf.Tensor2D[]; // per KV head [m, hd]
       const maskT = tf.tensor3d(s.mask, [len, 1, m]);
       for (let h = 0; h < nHeadKv; h++) {
         const qs = tf.slice(qh[h] as tf.Tensor2D, [s.start * group, 0], [len * group, hd]);
@@ -137,7 +160,7 @@ export function treeAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, se
         probs.push(p);
         (outs[h] as tf.Tensor2D[]).push(tf.matMul(p, vs[h] as tf.Tensor2D));
       }
-    }
+    });
     const o = outs.map((parts) => (parts.length === 1 ? (parts[0] as tf.Tensor2D) : tf.concat(parts, 0)));
     save([qi, ki, vi, ...o, ...probs]);
     return {
@@ -155,9 +178,9 @@ export function treeAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, se
         const dvT: tf.Tensor3D[] = [];
         segments.forEach((s, si) => {
           const len = s.end - s.start;
-          const idx = tf.tensor1d(s.keys, "int32");
-          const ks = tf.unstack(tf.transpose(tf.gather(ksv, idx), [1, 0, 2])) as tf.Tensor2D[]; // [m, hd]
-          const vT = tf.unstack(tf.transpose(tf.gather(vsv, idx), [1, 2, 0])) as tf.Tensor2D[]; // [hd, m]
+          const r = runs[si] as [number, number][];
+          const ks = tf.unstack(tf.transpose(rowsOf(ksv, r), [1, 0, 2])) as tf.Tensor2D[]; // [m, hd]
+          const vT = tf.unstack(tf.transpose(rowsOf(vsv, r), [1, 2, 0])) as tf.Tensor2D[]; // [hd, m]
           const dkS: tf.Tensor2D[] = [];
           const dvS: tf.Tensor2D[] = [];
           for (let h = 0; h < nHeadKv; h++) {
