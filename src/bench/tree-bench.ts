@@ -81,7 +81,7 @@ export function treeBenchConfig(quick: boolean): TreeBenchConfig {
   return {
     quick,
     // One step's time is noisy on a shared machine: the median of several.
-    steps: quick ? 1 : 5,
+    steps: quick ? 1 : 3,
     warmup: quick ? 0 : 1,
     model: quick
       ? { nEmbd: 32, nLayer: 1, nHead: 4, nHeadKv: 2, nFf: 64, contextLength: 4096 }
@@ -143,7 +143,7 @@ export function treeTable(runs: readonly LayoutRun[], notes: string[] = []): Ben
       `time ÷ tokens = time × / tokens ×: how far step time follows the tokens saved (target ≥ ${TIME_FOLLOWS_TOKENS_TARGET})`,
       `targets (issue 18): tokens × ≥ ${TOKEN_RATIO_TARGET} on the SWE-agent-shaped per-call batch (AReaL-DTA reports 8.31×); time × ≥ ${TIME_FOLLOWS_TOKENS_TARGET} × tokens ×`,
       "time × = flat / tree CPU time of the step (the process's user + system time): other processes on the machine stretch wall time, not the work",
-      "tree attention runs per maximal chain over its ancestors: attention work shrinks by Σ (call length)² / (trajectory length)², less than tokens; linear layers shrink with tokens",
+      "tree attention is one op over the maximal chains, each over its ancestors (short chains merged into blocks where that costs less than per-op overhead): attention work shrinks by Σ (call length)² / (trajectory length)², less than tokens; linear layers shrink with tokens",
       "so time × falls as contexts grow against nEmbd (attention's share rises); at small scales the flat side's per-call overhead (one pass and one L×L mask per call) weighs more than at full size",
       ...notes,
     ],
