@@ -94,10 +94,12 @@ export function treeSegments(parents: ArrayLike<number>): SegmentAttention[] {
 }
 
 /**
- * Score entries one more block of attention costs in fixed per-op overhead (forward and backward: ~90 small
- * tfjs ops per block per layer at tens of µs each on the wasm back-end ≈ 5 ms ≈ 80k entries × 4 heads' products).
+ * Score entries one more block of attention is worth in fixed per-op overhead (forward and backward: ~90 small
+ * tfjs ops per block per layer on the wasm back-end). Measured, not derived: on a quickstart run's tree (1,125
+ * nodes, 32 chains; `arbor bench tree`) 20k gave the fastest step of 10k, 20k, 40k and 80k (4 blocks, 650k
+ * entries, against 32 chains and 487k entries unmerged, or 2 blocks and 958k at 80k).
  */
-export const BLOCK_OVERHEAD_ENTRIES = 80_000;
+export const BLOCK_OVERHEAD_ENTRIES = 20_000;
 
 /** Sorted union of two ascending key lists. */
 function unionKeys(a: Int32Array, b: Int32Array): Int32Array {
