@@ -25,8 +25,11 @@ import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
 
 export interface TreeBenchConfig {
   quick: boolean;
-  /** Timed steps per layout (median reported), after `warmup` untimed ones. */
+  /** Timed steps per layout (median reported), after `warmup` untimed ones: at least this many... */
   steps: number;
+  /** ...and more, up to `maxSteps`, until the timed steps took this much CPU time (small batches are noisiest). */
+  minTimedCpuMs: number;
+  maxSteps: number;
   warmup: number;
   model: Omit<TinyLlamaConfig, "nVocab" | "rmsEps" | "ropeFreqBase">;
   /** The SWE-agent-like batch (token counts already divided by `tokenScale`). */
@@ -82,6 +85,8 @@ export function treeBenchConfig(quick: boolean): TreeBenchConfig {
     quick,
     // One step's time is noisy on a shared machine: the median of several.
     steps: quick ? 1 : 3,
+    minTimedCpuMs: quick ? 0 : 5000,
+    maxSteps: quick ? 1 : 15,
     warmup: quick ? 0 : 1,
     model: quick
       ? { nEmbd: 32, nLayer: 1, nHead: 4, nHeadKv: 2, nFf: 64, contextLength: 4096 }
@@ -155,7 +160,7 @@ function median(xs: number[]): number {
   return s[Math.floor((s.length - 1) / 2)] as number;
 }
 
-/** Time `steps` trainer steps of `batch`, starting from the initial weights (so every layout sees the same numbers). */
+/** Time `steps` (more while under `minTimedCpuMs`, at most `maxSteps`) trainer steps of `batch`, starting from the initial weights (so every layout sees the same numbers). */
 function measure(cfg: TreeBenchConfig, tr: Trainer, initial: ReturnType<typeof initWeights>, batch: TreeBatch): { ms: number; cpuMs: number; loss: number; tokens: number } {
   tr.model.assign(initial);
   for (let i = 0; i < cfg.warmup; i++) tr.step(batch);
@@ -163,13 +168,15 @@ function measure(cfg: TreeBenchConfig, tr: Trainer, initial: ReturnType<typeof i
   const cpu: number[] = [];
   let loss = Number.NaN;
   let tokens = 0;
-  for (let i = 0; i < cfg.steps; i++) {
+  let spent = 0;
+  for (let i = 0; i < cfg.maxSteps && (i < cfg.steps || spent < cfg.minTimedCpuMs); i++) {
     const c0 = process.cpuUsage();
     const t0 = performance.now();
     const r = tr.step(batch);
     times.push(performance.now() - t0);
     const c = process.cpuUsage(c0);
     cpu.push((c.user + c.system) / 1000);
+    spent += (c.user + c.system) / 1000;
     if (i === 0) loss = r.loss;
     tokens = r.tokens;
   }
@@ -262,7 +269,7 @@ export async function runTreeBench(cfg: TreeBenchConfig, log: (line: string) => 
   const c = cfg.synthetic;
   return [
     treeTable(runs, [
-      `step and cpu = median of ${cfg.steps} timed step(s) per layout after ${cfg.warmup} untimed`,
+      `step and cpu = median of ${cfg.steps}-${cfg.maxSteps} timed steps per layout (more until they took ${cfg.minTimedCpuMs} ms CPU) after ${cfg.warmup} untimed`,
       `SWE-agent batch: ${c.groupSize} programs of ${lo}-${hi} calls; full-size turn lengths (system ${SWE_FULL.systemTokens}, task ${SWE_FULL.taskTokens.join("-")}, output ${SWE_FULL.outputTokens.join("-")}, tool ${SWE_FULL.toolTokens.join("-")} tokens) divided by ${cfg.tokenScale}; siblings repeat the group's action with probability ${c.coincideProbability} per turn; whole history kept (no observation elision)`,
       `model: nEmbd ${config.nEmbd}, ${config.nLayer} layers, ${config.nHead} heads, reference trainer on tfjs-wasm (CPU); real run from ${storePath}`,
     ]),
