@@ -24,7 +24,7 @@ describe("arbor bench tree (quick)", () => {
     const tables = await runTreeBench({ ...treeBenchConfig(true), storePath }, (l) => lines.push(l));
     expect(tables).toHaveLength(1);
     const t = tables[0]!;
-    expect(t.columns).toEqual(["source", "samples", "layout", "tokens", "step (ms)", "cpu (ms)", "loss", "tokens ×", "target tokens ×", "time ×", "target time ×"]);
+    expect(t.columns).toEqual(["source", "samples", "layout", "tokens", "step (ms)", "cpu (ms)", "loss", "tokens ×", "target tokens ×", "time ×", "target time ×", "time ÷ tokens"]);
     const col = (name: string) => t.columns.indexOf(name);
     expect(t.rows.map((r) => [r[col("source")], r[col("layout")]])).toEqual([
       ["SWE-agent G=4 3-4 calls (per-call)", "flat"],
@@ -46,6 +46,7 @@ describe("arbor bench tree (quick)", () => {
       expect(tree[col("step (ms)")]).toBeGreaterThan(0);
       expect(tree[col("cpu (ms)")]).toBeGreaterThan(0);
       expect(tree[col("target time ×")]).toMatch(/^≥ \d+\.\d\d (met|MISSED)$/);
+      expect(tree[col("time ÷ tokens")]).toBe(`${((tree[col("time ×")] as number) / (tree[col("tokens ×")] as number)).toFixed(2)} (≥ 0.8)`);
       // The token target is printed for the SWE-agent per-call batch only.
       expect(tree[col("target tokens ×")] !== "").toBe(i === 0);
       // Exactness shows in the bench too: both layouts compute the same loss.
@@ -62,9 +63,9 @@ describe("arbor bench tree (quick)", () => {
       { source: "r", samples: 2, layout: "tree", tokens: 25, stepMs: 20, cpuMs: 20, loss: 1 },
     ]);
     // 10× tokens (target 8: met); 8× time, target 0.8 × 10 = 8: met.
-    expect(t.rows[1]!.slice(-4)).toEqual([10, "≥ 8 met", 8, "≥ 8.00 met"]);
-    expect(t.rows[0]!.slice(-4)).toEqual([1, "", 1, ""]);
+    expect(t.rows[1]!.slice(-5)).toEqual([10, "≥ 8 met", 8, "≥ 8.00 met", "0.80 (≥ 0.8)"]);
+    expect(t.rows[0]!.slice(-5)).toEqual([1, "", 1, "", ""]);
     // No token target on other sources; 2.5× time for 4× tokens misses 0.8 × 4 = 3.2.
-    expect(t.rows[3]!.slice(-4)).toEqual([4, "", 2.5, "≥ 3.20 MISSED"]);
+    expect(t.rows[3]!.slice(-5)).toEqual([4, "", 2.5, "≥ 3.20 MISSED", "0.63 (≥ 0.8)"]);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { denseMask, treeAttention } from "../batch/tree/attention.js";
 import { buildPackedTree } from "../batch/tree/build-tree.js";
-import { causalMask, MASKED, MAX_MASK_NODES, treeMask, treeSegments } from "./attention-mask.js";
+import { causalMask, MASKED, MAX_MASK_NODES, mergeSegments, treeMask, treeSegments, type SegmentAttention } from "./attention-mask.js";
 
 describe("attention masks", () => {
   it("causal: row i sees 0..i", () => {
@@ -34,5 +34,32 @@ describe("attention masks", () => {
   it("rejects parents that do not precede their child, and masks beyond the node limit", () => {
     expect(() => treeMask([-1, 2, 0])).toThrow(/node 1 has parent 2/);
     expect(() => causalMask(MAX_MASK_NODES + 1)).toThrow(/exceeds the dense-mask limit of 8192 nodes/);
+  });
+
+  it("merged blocks: every row still sees exactly its tree-mask keys; short chains merge, long chains over long contexts stay apart", () => {
+    const expand = (segs: SegmentAttention[], n: number) => {
+      const out = new Array<number>(n * n).fill(0);
+      for (const s of segs) {
+        const m = s.keys.length;
+        for (let r = 0; r < s.end - s.start; r++) for (let c = 0; c < m; c++) if (s.mask[r * m + c] === 0) out[(s.start + r) * n + (s.keys[c] as number)] = 1;
+      }
+      return out;
+    };
+    // A root of 5, then 12 short branches of 4 each (many short calls): 13 chains.
+    const short = [-1, 0, 1, 2, 3];
+    for (let b = 0; b < 12; b++) short.push(4, short.length, short.length + 1, short.length + 2);
+    const dense = Array.from(treeMask(short), (v) => (v === 0 ? 1 : 0));
+    const chains = treeSegments(short);
+    expect(chains).toHaveLength(13);
+    for (const overhead of [0, 1_000, 80_000, Infinity]) expect(expand(mergeSegments(chains, overhead), short.length), `overhead ${overhead}`).toEqual(dense);
+    expect(mergeSegments(chains)).toHaveLength(1);
+    expect(mergeSegments(chains, 0)).toHaveLength(13);
+    // Two branches of 400 under a root of 10: one block would score 810² entries, far more than apart.
+    const long = Array.from({ length: 810 }, (_, i) => (i === 0 ? -1 : i === 410 ? 9 : i - 1));
+    const apart = mergeSegments(treeSegments(long));
+    // The root joins the first branch (410 × 410 ≤ 100 + 400 × 410 + overhead); the second stays apart.
+    expect(apart.map((s) => [s.start, s.end])).toEqual([[0, 410], [410, 810]]);
+    expect(expand(apart, long.length)).toEqual(Array.from(treeMask(long), (v) => (v === 0 ? 1 : 0)));
+    expect(() => mergeSegments([chains[0]!, chains[2]!])).toThrow(/does not continue at node 5/);
   });
 });

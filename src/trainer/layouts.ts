@@ -1,7 +1,8 @@
 // Per-term logprobs of a packed batch in each layout the trainer supports:
 // - "tree": one forward pass over all tree nodes with tree attention (position id = depth), then each
 //   term reads the logits of its node — a fork node's logits serve every branch's term. Attention runs
-//   per maximal chain over that chain's ancestors (no n² tensor); "tree-dense" is the same with one
+//   per maximal chain over that chain's ancestors (no n² tensor), short chains merged into blocks where
+//   that is cheaper than another block's op overhead (attention-mask.ts `mergeSegments`); "tree-dense" is the same with one
 //   n×n mask (simplest form, for small trees and as a cross-check);
 // - "flat": every sample separately, causally, positions 0..L−1 (what training without prefix merging
 //   does, and the baseline the tree must match exactly).
@@ -9,7 +10,7 @@
 import * as tf from "@tensorflow/tfjs";
 import { ArborError } from "../core/errors.js";
 import type { PackedTree } from "../batch/tree/packed-tree.js";
-import { causalMask, treeMask, treeSegments } from "./attention-mask.js";
+import { causalMask, mergeSegments, treeMask, treeSegments } from "./attention-mask.js";
 import { gatherRows } from "./tf-ops.js";
 import type { AttentionPlan, TinyLlama } from "./tiny-llama.js";
 
@@ -28,7 +29,7 @@ export function termLogprobs(model: TinyLlama, tree: PackedTree, layout: Layout)
 
 function treeLogprobs(model: TinyLlama, tree: PackedTree, dense: boolean): tf.Tensor1D {
   if (tree.terms.node.length === 0) return tf.zeros([0]);
-  const plan: AttentionPlan = dense ? { kind: "dense", mask: treeMask(tree.parents) } : { kind: "segments", segments: treeSegments(tree.parents) };
+  const plan: AttentionPlan = dense ? { kind: "dense", mask: treeMask(tree.parents) } : { kind: "segments", segments: mergeSegments(treeSegments(tree.parents)) };
   const hidden = model.hidden(tree.tokens, tree.positions, plan);
   return model.logprobs(hidden, tree.terms.node, tree.terms.target);
 }

@@ -8,7 +8,7 @@ import { headDim, type TinyLlamaConfig } from "../model/config.js";
 import { checkTensors, expectedShapes, type Tensor } from "../model/weights.js";
 import type { SegmentAttention } from "./attention-mask.js";
 import { ropeTables } from "./rope.js";
-import { attention } from "./attention-core.js";
+import { attention, treeAttention } from "./attention-core.js";
 import { linear as fastLinear, swapPairs } from "./fast-matmul.js";
 import { gatherRows } from "./tf-ops.js";
 
@@ -16,7 +16,7 @@ let instances = 0;
 
 /**
  * How tokens attend: one dense n×n additive mask (causal sequences, small trees), or a tree's chains,
- * each attending its own keys (large trees: no n² tensor).
+ * each attending its own keys (large trees: no n² tensor), all in one op (`treeAttention`).
  */
 export type AttentionPlan = { kind: "dense"; mask: Float32Array } | { kind: "segments"; segments: SegmentAttention[] };
 
@@ -98,7 +98,6 @@ export class TinyLlama {
     const linear = (x: tf.Tensor2D, name: string): tf.Tensor2D => fastLinear(x, this.param(name) as tf.Tensor2D);
     const scale = 1 / Math.sqrt(hd);
 
-    const segmentKeys = plan.kind === "segments" ? plan.segments.map((s) => tf.tensor1d(s.keys, "int32")) : [];
     let x = gatherRows(this.param("token_embd.weight"), tf.tensor1d(Int32Array.from(tokens), "int32")) as tf.Tensor2D;
     for (let l = 0; l < cfg.nLayer; l++) {
       const p = `blk.${l}.`;
@@ -106,18 +105,7 @@ export class TinyLlama {
       const q = applyRope(linear(h, `${p}attn_q.weight`), cfg.nHead);
       const k = applyRope(linear(h, `${p}attn_k.weight`), cfg.nHeadKv);
       const v = tf.reshape(linear(h, `${p}attn_v.weight`), [n, cfg.nHeadKv, hd]) as tf.Tensor3D;
-      const attn =
-        plan.kind === "dense"
-          ? attention(q, k, v, plan.mask, scale)
-          : tf.concat(
-              plan.segments.map((s, si) => {
-                const len = s.end - s.start;
-                const qs = tf.slice(q, [s.start, 0, 0], [len, cfg.nHead, hd]);
-                const idx = segmentKeys[si] as tf.Tensor1D;
-                return attention(qs, gatherRows(k, idx), gatherRows(v, idx), s.mask, scale);
-              }),
-              0,
-            );
+      const attn = plan.kind === "dense" ? attention(q, k, v, plan.mask, scale) : treeAttention(q, k, v, plan.segments, scale);
       x = tf.add(x, linear(attn, `${p}attn_output.weight`)) as tf.Tensor2D;
       const h2 = rmsNorm(x, this.param(`${p}ffn_norm.weight`), cfg.rmsEps);
       const gate = linear(h2, `${p}ffn_gate.weight`);
