@@ -196,7 +196,7 @@ class SimulatedRun implements DashboardSource {
       backend: "sim-engine",
       lastActivity: 0,
     }));
-    return { runs: [], programs, engines: [], gateway: null, curves: [], highlights: [], errors: [] };
+    return { runs: [], programs, engines: [], gateway: null, sandboxPool: null, curves: [], highlights: [], errors: [] };
   }
 
   async program(): Promise<TrajectoryView | undefined> {
