@@ -69,7 +69,7 @@ beforeAll(async () => {
     [
       { kind: "held-out", index: 0, time: 1 },
       { kind: "iteration", index: 1, runId: "run-1", policyVersion: 0, meanReward: 0.25, meanOutputTokens: 12, loss: 0.5, gradNorm: 1, kl: null },
-      { kind: "iteration", index: 2, runId: "run-2", policyVersion: 1, meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01 },
+      { kind: "iteration", index: 2, runId: "run-2", policyVersion: 1, meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01, entropy: 1.25 },
     ]
       .map((x) => JSON.stringify(x))
       .join("\n") + '\n{"kind":"iteration","ind',
@@ -173,8 +173,8 @@ describe("dashboard API", () => {
   it("GET /api/curves: one point per iteration of metrics.jsonl (held-out lines and a half-written line skipped)", async () => {
     const { curves } = await api<{ curves: CurvePoint[] }>("/api/curves");
     expect(curves).toEqual([
-      { kind: "iteration", index: 1, runId: "run-1", meanReward: 0.25, meanOutputTokens: 12, loss: 0.5, gradNorm: 1, kl: null, policyVersion: 0 },
-      { kind: "iteration", index: 2, runId: "run-2", meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01, policyVersion: 1 },
+      { kind: "iteration", index: 1, runId: "run-1", meanReward: 0.25, meanOutputTokens: 12, loss: 0.5, gradNorm: 1, kl: null, entropy: null, policyVersion: 0 },
+      { kind: "iteration", index: 2, runId: "run-2", meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01, entropy: 1.25, policyVersion: 1 },
     ]);
   });
 

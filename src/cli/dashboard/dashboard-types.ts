@@ -91,6 +91,8 @@ export interface CurvePoint {
   loss: number | null;
   gradNorm: number | null;
   kl: number | null;
+  /** The policy's mean token entropy at the step (metrics.jsonl `entropy`). */
+  entropy: number | null;
   policyVersion: number;
 }
 

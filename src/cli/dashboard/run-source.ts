@@ -156,7 +156,7 @@ export class RunSource implements DashboardSource {
       }
       if (r.kind !== "iteration" && r.kind !== "step") continue;
       const num = (k: string): number | null => (typeof r[k] === "number" ? (r[k] as number) : null);
-      out.push({ kind: r.kind, index: num("index") ?? 0, runId: String(r.runId ?? ""), meanReward: num("meanReward"), meanOutputTokens: num("meanOutputTokens"), loss: num("loss"), gradNorm: num("gradNorm"), kl: num("kl"), policyVersion: num("policyVersion") ?? 0 });
+      out.push({ kind: r.kind, index: num("index") ?? 0, runId: String(r.runId ?? ""), meanReward: num("meanReward"), meanOutputTokens: num("meanOutputTokens"), loss: num("loss"), gradNorm: num("gradNorm"), kl: num("kl"), entropy: num("entropy"), policyVersion: num("policyVersion") ?? 0 });
     }
     return out;
   }
