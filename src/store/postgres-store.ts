@@ -134,6 +134,10 @@ function requireIndex(v: unknown, field: string): void {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw new ArborError(`${field}: must be an integer >= 0, got ${String(v)}`, "store");
 }
 
+function requireIteration(v: unknown): void {
+  if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) throw new ArborError(`group.iteration: must be an integer >= 1, got ${String(v)}`, "store");
+}
+
 /** A call's column values in {@link CALL_COLUMNS} order, validated (naming the call and field). */
 function callParams(call: Call): unknown[] {
   requireString(call.id, "call.id");
@@ -470,13 +474,15 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     requireString(group.taskId, "group.taskId");
     if (!Array.isArray(group.programIds)) throw new ArborError("group.programIds: must be an array", "store");
     if (new Set(group.programIds).size !== group.programIds.length) throw new ArborError(`group '${group.id}': duplicate program ids`, "store");
+    requireIteration(group.iteration);
     await this.write(`createGroup '${group.id}'`, async (c) => {
       await requireRun(c, group.runId, `createGroup '${group.id}'`);
-      const r = await c.query("INSERT INTO groups (id, run_id, task_id, program_ids) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING RETURNING id", [
+      const r = await c.query("INSERT INTO groups (id, run_id, task_id, program_ids, iteration) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING id", [
         group.id,
         group.runId,
         group.taskId,
         JSON.stringify(group.programIds),
+        group.iteration ?? null,
       ]);
       if (r.rowCount === 0) throw new Refused(`createGroup: group '${group.id}' already exists`);
     });
