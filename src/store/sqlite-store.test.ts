@@ -266,6 +266,26 @@ describe("SqliteTrajectoryStore on disk", () => {
     check.close();
   });
 
+  it("reopenRun refuses a run still open in another process", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    try {
+      await store.createRun(fixtureRun());
+      await store.close();
+      // The run's owner is now a process on another host: alive as far as this host can tell, and not this one.
+      const db = new Database(path);
+      db.prepare("UPDATE run_owners SET host = 'another-host'").run();
+      db.close();
+      const other = new SqliteTrajectoryStore(path);
+      try {
+        await expect(other.reopenRun("run-1")).rejects.toThrow("reopenRun: run 'run-1' has not finished (its process may still run it)");
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await store.close().catch(() => undefined);
+    }
+  });
+
   it("refuses a file with another schema version", async () => {
     await new SqliteTrajectoryStore(path).close();
     const db = new Database(path);

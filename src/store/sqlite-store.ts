@@ -419,6 +419,22 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     ]);
   }
 
+  async reopenRun(id: string): Promise<void> {
+    const owner = currentOwner();
+    await this.write([
+      mustFind("SELECT 1 FROM runs WHERE id = ?", [id], `reopenRun: unknown run '${id}'`),
+      // Open and owned by this process: reopened already (nothing to do); open and another's: refused.
+      mustNotFind(
+        `SELECT 1 FROM runs r LEFT JOIN run_owners o ON o.run_id = r.id
+         WHERE r.id = ? AND r.ended_at IS NULL AND NOT coalesce(o.host = ? AND o.pid = ? AND o.pid_start = ?, 0)`,
+        [id, owner.host, owner.pid, owner.pidStart],
+        `reopenRun: run '${id}' has not finished (its process may still run it)`,
+      ),
+      exec("UPDATE runs SET ended_at = NULL WHERE id = ?", [id]),
+      exec("INSERT OR REPLACE INTO run_owners (run_id, host, boot_id, pid, pid_start) VALUES (?, ?, ?, ?, ?)", [id, owner.host, owner.bootId, owner.pid, owner.pidStart]),
+    ]);
+  }
+
   async getRun(id: string): Promise<RunRecord | undefined> {
     const db = await this.reader();
     const r = db.prepare("SELECT * FROM runs WHERE id = ?").get(id) as RunRow | undefined;

@@ -169,6 +169,22 @@ export function describeTrajectoryStoreContract(
       await expect(store.createGroup({ id: "bad", runId: "run-1", taskId: "t", programIds: [], iteration: 0 })).rejects.toThrow("group.iteration: must be an integer >= 1, got 0");
     });
 
+    it("reopens a finished run for more groups (resume); an unknown run is refused, one this process holds open is left open", async () => {
+      await store.createRun(fixtureRun());
+      await store.createGroup({ id: "it1/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 1 });
+      await expect(store.reopenRun("nope")).rejects.toThrow("reopenRun: unknown run 'nope'");
+      await store.reopenRun("run-1");
+      expect((await store.getRun("run-1"))?.endedAt).toBeUndefined();
+      await store.finishRun("run-1", 50);
+      expect((await store.getRun("run-1"))?.endedAt).toBe(50);
+      await store.reopenRun("run-1");
+      expect((await store.getRun("run-1"))?.endedAt).toBeUndefined();
+      await store.createGroup({ id: "it2/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 2 });
+      await store.finishRun("run-1", 90);
+      expect((await store.getRun("run-1"))?.endedAt).toBe(90);
+      expect((await store.listGroups("run-1")).map((g) => g.iteration)).toEqual([1, 2]);
+    });
+
     it("computes stats", async () => {
       await populate();
       const s = await store.stats("run-1");
