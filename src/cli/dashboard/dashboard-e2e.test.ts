@@ -192,6 +192,7 @@ class SimulatedRun implements DashboardSource {
       id: `p${String(i).padStart(4, "0")}`,
       runId: "sim",
       groupId: `g${Math.floor(i / 8)}`,
+      iteration: null,
       taskId: `t${Math.floor(i / 8)}`,
       state: "active",
       termination: null,
