@@ -40,6 +40,7 @@ describe("arbor run examples/custom-env/config.yaml", () => {
   it("loads the module, the task file and the custom rewards, and trains for both iterations", () => {
     expect(run.status, run.stderr).toBe(0);
     expect(run.stderr).toMatch(/^env {6}shop \(.*examples\/custom-env\/my-env\.ts\): 6 tasks from .*examples\/custom-env\/tasks\.jsonl, 3 per iteration$/m);
+    expect(run.stderr).toMatch(/^agent {4}shop-agent \(.*examples\/custom-env\/my-agent\.ts\)$/m);
     expect(run.stderr).toMatch(/^iteration 1\/2 .*brevity .*tool-success .*policy v0 → v1$/m);
     expect(run.stderr).toMatch(/^iteration 2\/2 .*policy v1 → v2$/m);
     expect(run.stdout).toMatch(/^ {4}tool-success +\d/m);

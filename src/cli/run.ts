@@ -19,6 +19,8 @@ import { Rng } from "../core/rng.js";
 import { environmentFromConfig, runTasks } from "../envs/from-config.js";
 import { nativeTask } from "../envs/native-tools.js";
 import { createContextPolicy } from "../agents/context/registry.js";
+import { fromEnvTool } from "../agents/agent-tool.js";
+import { loadModuleAgent } from "../agents/module-agent.js";
 import type { BackendReply } from "../backends/backend.js";
 import { jsonlBatchExporter } from "../loop/export-batch.js";
 import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
@@ -162,6 +164,18 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const agent = agentSpecOf(cfg.agent);
+  if (cfg.agent.kind === "white-box" && cfg.agent.module !== undefined) {
+    // The user's agent module, checked against the agents' contract (its shape, then defineAgent's checks) on the
+    // definition the tool loop would give it: a bad one fails before anything starts. Each program loads it again
+    // (the module cache keeps that cheap), so a worker of a cluster plays it the same way.
+    const def = await loadModuleAgent(cfg.agent.module, {
+      name: "tool-agent",
+      tools: env.tools().map(fromEnvTool),
+      toolMode: cfg.agent.toolMode,
+      limits: { maxTurns: cfg.agent.maxTurns, maxTokensPerCall: cfg.agent.maxTokensPerCall, maxTotalTokens: cfg.agent.maxTotalTokens },
+    });
+    opts.log?.(`agent    ${def.name} (${cfg.agent.module})`);
+  }
   if (cfg.rollout.mode === "async" && cfg.train === undefined) {
     // Checked before anything starts: async batches exist only for a trainer to take them.
     throw new ArborError("rollout.mode: 'async' needs `train` (its trainer takes the batches); add train or use mode: sync", "config");
