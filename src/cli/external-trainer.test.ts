@@ -207,7 +207,7 @@ describe("waiting for the external trainer", () => {
       runId: "ext-timeout",
       log: (l) => lines.push(l),
     });
-    await expect(run).rejects.toThrow(/external trainer at http:\/\/127\.0\.0\.1:\d+: batch 'ext-timeout' was not acknowledged within 300 ms \(train\.external\.waitMs\): no trainer took it/);
+    await expect(run).rejects.toThrow(/external trainer at http:\/\/127\.0\.0\.1:\d+: batch 'ext-timeout-it1' was not acknowledged within 300 ms \(train\.external\.waitMs\): no trainer took it/);
     const url = /^trainer {2}(\S+)/.exec(lines.find((l) => l.startsWith("trainer ")) ?? "")?.[1];
     expect(url).toBeDefined();
     await expect(new TrainerClient(url!).stats()).rejects.toThrow(/cannot reach/);
