@@ -7,7 +7,8 @@ import type { Tool } from "./tool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { fromEnvTool } from "./agent-tool.js";
 import type { ContextPolicy } from "./context/context-policy.js";
-import { defineAgent, type AgentLimits, type AgentOutcome } from "./define-agent.js";
+import { defineAgent, type AgentDefinition, type AgentLimits, type AgentOutcome } from "./define-agent.js";
+import { loadModuleAgent } from "./module-agent.js";
 import type { ToolCallMode } from "./tool-modes.js";
 
 export type { AgentLimits, AgentOutcome } from "./define-agent.js";
@@ -32,17 +33,20 @@ export interface ToolAgentOptions {
   toolMode?: ToolCallMode;
   /** Asked after every round of tool calls; a string ends the episode as `hygiene_violation`. */
   checkHygiene?: () => string | undefined | Promise<string | undefined>;
+  /** A user's agent module (`agent.module`, module-agent.ts), given this loop's definition to change. */
+  module?: string;
 }
 
 /** Run one episode of the tool loop. Never throws for agent, tool or engine failures: they end the episode. */
-export function runToolAgent(o: ToolAgentOptions): Promise<AgentOutcome> {
-  const agent = defineAgent({
+export async function runToolAgent(o: ToolAgentOptions): Promise<AgentOutcome> {
+  const base: AgentDefinition = {
     name: "tool-agent",
     tools: o.tools.map(fromEnvTool),
     toolMode: o.toolMode ?? "markup",
     limits: o.limits,
     ...(o.context ? { context: o.context } : {}),
-  });
+  };
+  const agent = defineAgent(o.module !== undefined ? await loadModuleAgent(o.module, base) : base);
   return agent.run({
     client: o.client,
     model: o.model,

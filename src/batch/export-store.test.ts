@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isIntTensor, readSafetensors } from "../model/safetensors.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { writeInspectStore, type InspectStore } from "../testing/inspect-store.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { readArrowBatch } from "./export-arrow.js";
 import { readSamplesJsonl } from "./export-jsonl.js";
 import { readTreeSafetensors } from "./export-safetensors.js";
@@ -174,6 +175,33 @@ describe("exportStore", () => {
       const groups = await store.listGroups(run.id);
       expect(typeof runBatch(run, trajectories, groups)).toBe("object");
       expect(runBatch({ ...run, configJson: heldOutRunConfigJson(run.configJson, "train-run") }, trajectories, groups)).toBe("held-out evaluation of run train-run: never trained on");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a sync run's groups make one batch per iteration, named as the loop named them (<run>-it<k>)", async () => {
+    const path = join(dir, "iterations.sqlite");
+    const store = new SqliteTrajectoryStore(path);
+    try {
+      await store.createRun({ ...fixtureRun("sync"), configJson: JSON.stringify({ train: { estimator: "grpo" } }) });
+      for (const k of [1, 2]) {
+        const g = { ...fixtureGroup(`sync/it${k}/g0`, "sync", 2, `t${k}`), iteration: k };
+        await store.createGroup(g);
+        for (const [i, id] of g.programIds.entries()) {
+          await store.createProgram(fixtureProgram(g, i));
+          await store.recordCall(fixtureCall(id, 0, [-0.5, -1]));
+          await store.endProgram(id, { kind: "completed" }, 10);
+          await store.setReward(id, { total: i, components: { outcome: i } });
+        }
+      }
+      const r = await exportStore(store, { format: "jsonl", out: join(dir, "iterations") });
+      expect(r.batches.map((b) => [b.runId, b.iteration, b.path.split("/").pop(), b.samples])).toEqual([
+        ["sync", 1, "sync-it1.jsonl", 2],
+        ["sync", 2, "sync-it2.jsonl", 2],
+      ]);
+      const it2 = await readSamplesJsonl(r.batches[1]!.path);
+      expect(new Set(it2.map((x) => x.groupId))).toEqual(new Set(["sync/it2/g0"]));
     } finally {
       await store.close();
     }

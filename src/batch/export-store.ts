@@ -1,7 +1,8 @@
 // `arbor export`'s work: every run of a trajectory store as a trajectory file (one row per call) and one batch per
-// run, built by the one batch builder (build-batch.ts) with the run's configured estimator over its complete
-// groups (every program rewarded), written with the existing batch exports (JSONL, Arrow, safetensors) or as
-// Parquet from the Arrow batch. Layout under `out`: `trajectories.<ext>` and `batches/<run id>.<ext>`.
+// run — per iteration of the run where its groups record one (a sync run), as the run trained on them — built by
+// the one batch builder (build-batch.ts) with the run's configured estimator over its complete groups (every
+// program rewarded), written with the existing batch exports (JSONL, Arrow, safetensors) or as Parquet from the
+// Arrow batch. Layout under `out`: `trajectories.<ext>` and `batches/<run id>[-it<k>].<ext>`.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../core/errors.js";
@@ -21,9 +22,9 @@ import { trajectoryRows } from "./trajectory-rows.js";
 export interface StoreExport {
   trajectoriesPath: string;
   rows: number;
-  /** One per run with at least one complete group; runs without one are listed in `skipped`. */
-  batches: { runId: string; path: string; samples: number }[];
-  skipped: { runId: string; reason: string }[];
+  /** One per run (per iteration of a sync run) with at least one complete group; those without one are in `skipped`. */
+  batches: { runId: string; iteration?: number; path: string; samples: number }[];
+  skipped: { runId: string; iteration?: number; reason: string }[];
 }
 
 /** Check a `--format` value; throws an {@link ArborError} listing the formats. */
@@ -51,15 +52,32 @@ function estimatorOf(run: RunRecord): { estimator: string; estimatorOptions: Rec
  * The batch of one run over its groups whose every program has a finite reward, or why there is none (a held-out
  * evaluation's run never has one: its programs are never trained on).
  */
-export function runBatch(run: RunRecord, trajectories: readonly Trajectory[], groups: readonly Group[]): ExportedBatch | string {
+export function runBatch(run: RunRecord, trajectories: readonly Trajectory[], groups: readonly Group[], id: string = run.id): ExportedBatch | string {
   const of = heldOutRunOf(run.configJson);
   if (of !== undefined) return `held-out evaluation of run ${of}: never trained on`;
   const byId = new Map(trajectories.map((t) => [t.program.id, t]));
   const complete = groups.filter((g) => g.programIds.length > 0 && g.programIds.every((id) => Number.isFinite(byId.get(id)?.reward?.total)));
   if (complete.length === 0) return "no group has a reward for every program";
   const ids = new Set(complete.flatMap((g) => g.programIds));
-  const built = buildTrainingBatch({ id: run.id, trajectories: trajectories.filter((t) => ids.has(t.program.id)), groups: complete, ...estimatorOf(run), mode: "merged" });
+  const built = buildTrainingBatch({ id, trajectories: trajectories.filter((t) => ids.has(t.program.id)), groups: complete, ...estimatorOf(run), mode: "merged" });
   return built.batch;
+}
+
+/**
+ * A run's groups as the batches it trained on: one per iteration (`<run>-it<k>`, the loop's batch id) where the
+ * groups record their iteration, in iteration order; groups that record none (an async run's, a store written
+ * before iterations were recorded) make one batch named after the run.
+ */
+function byIteration(runId: string, groups: readonly Group[]): { id: string; iteration?: number; groups: Group[] }[] {
+  const parts = new Map<number | undefined, Group[]>();
+  for (const g of groups) {
+    const list = parts.get(g.iteration);
+    if (list) list.push(g);
+    else parts.set(g.iteration, [g]);
+  }
+  const out = [...parts].map(([iteration, gs]) => (iteration === undefined ? { id: runId, groups: gs } : { id: `${runId}-it${iteration}`, iteration, groups: gs }));
+  if (out.length === 0) return [{ id: runId, groups: [] }];
+  return out.sort((a, b) => (a.iteration ?? 0) - (b.iteration ?? 0));
 }
 
 /** A run id as a file name: characters other than letters, digits, `.`, `_` and `-` become `_`. */
@@ -99,15 +117,18 @@ export async function exportStore(store: TrajectoryStore, opts: { format: Export
   for (const run of runs) {
     const trajectories = await store.listTrajectories(run.id);
     allTrajectories.push(...trajectories);
-    const batch = runBatch(run, trajectories, await store.listGroups(run.id));
-    if (typeof batch === "string") {
-      result.skipped.push({ runId: run.id, reason: batch });
-      continue;
+    for (const part of byIteration(run.id, await store.listGroups(run.id))) {
+      const at = part.iteration !== undefined ? { iteration: part.iteration } : {};
+      const batch = runBatch(run, trajectories, part.groups, part.id);
+      if (typeof batch === "string") {
+        result.skipped.push({ runId: run.id, ...at, reason: batch });
+        continue;
+      }
+      const path = join(opts.out, "batches", `${fileName(part.id)}.${ext}`);
+      await writeBatch(path, batch, opts.format);
+      batches.push(batch);
+      result.batches.push({ runId: run.id, ...at, path, samples: batch.samples.length });
     }
-    const path = join(opts.out, "batches", `${fileName(run.id)}.${ext}`);
-    await writeBatch(path, batch, opts.format);
-    batches.push(batch);
-    result.batches.push({ runId: run.id, path, samples: batch.samples.length });
   }
   const rows = trajectoryRows(allTrajectories, batches);
   await writeTrajectories(result.trajectoriesPath, rows, opts.format);

@@ -93,7 +93,7 @@ async function exitOf(p: ArborProcess, limitMs: number): Promise<number | null> 
 
 /** A batch file with run ids replaced (they hold the start time), one parsed sample per line. */
 function batch(path: string): unknown[] {
-  const text = readFileSync(path, "utf8").replace(/"[^"]*?-it(\d+)\/g(\d+)/g, '"RUN-it$1/g$2');
+  const text = readFileSync(path, "utf8").replace(/"[^"]*?\/it(\d+)\/g(\d+)/g, '"RUN/it$1/g$2');
   // Call ids are random (UUIDs): their number is compared.
   return text
     .split("\n")

@@ -40,22 +40,22 @@ describe("arbor run examples/custom-env/config.yaml", () => {
   it("loads the module, the task file and the custom rewards, and trains for both iterations", () => {
     expect(run.status, run.stderr).toBe(0);
     expect(run.stderr).toMatch(/^env {6}shop \(.*examples\/custom-env\/my-env\.ts\): 6 tasks from .*examples\/custom-env\/tasks\.jsonl, 3 per iteration$/m);
+    expect(run.stderr).toMatch(/^agent {4}shop-agent \(.*examples\/custom-env\/my-agent\.ts\)$/m);
     expect(run.stderr).toMatch(/^iteration 1\/2 .*brevity .*tool-success .*policy v0 → v1$/m);
     expect(run.stderr).toMatch(/^iteration 2\/2 .*policy v1 → v2$/m);
     expect(run.stdout).toMatch(/^ {4}tool-success +\d/m);
     expect(run.stdout).toMatch(/^ {4}brevity +\d/m);
   });
 
-  it("each iteration ran the next slice of the file's tasks, every program with model calls", () => {
-    expect(runs).toHaveLength(2);
-    expect(runs.map((r) => r.env)).toEqual(["module my-env.ts", "module my-env.ts"]);
-    const tasksOf = (r: InspectRun) => [...new Set(r.programs.map((p) => p.taskId))];
-    expect(tasksOf(runs[0]!)).toEqual(["shop-file-0", "shop-file-1", "shop-file-2"]);
-    expect(tasksOf(runs[1]!)).toEqual(["shop-file-3", "shop-file-4", "shop-file-5"]);
-    for (const r of runs) {
-      expect(r.programs).toHaveLength(12);
-      for (const p of r.programs) expect(p.calls, p.id).toBeGreaterThan(0);
-    }
+  it("one run whose iterations each ran the next slice of the file's tasks, every program with model calls", () => {
+    expect(runs).toHaveLength(1);
+    expect(runs.map((r) => r.env)).toEqual(["module my-env.ts"]);
+    const programs = runs[0]!.programs;
+    const tasksOf = (k: number) => [...new Set(programs.filter((p) => p.iteration === k).map((p) => p.taskId))];
+    expect(tasksOf(1)).toEqual(["shop-file-0", "shop-file-1", "shop-file-2"]);
+    expect(tasksOf(2)).toEqual(["shop-file-3", "shop-file-4", "shop-file-5"]);
+    expect(programs).toHaveLength(24);
+    for (const p of programs) expect(p.calls, p.id).toBeGreaterThan(0);
   });
 
   it("stores the custom rewards as components of every program's reward, weighted 0.5 and 0.1 in the total", () => {

@@ -10,8 +10,8 @@ export async function exportCommand(storeArg: string, opts: { format: string; ou
   try {
     const r = await exportStore(store, { format, out: opts.out });
     console.log(`trajectories  ${r.trajectoriesPath} (${r.rows} calls)`);
-    for (const b of r.batches) console.log(`batch         ${b.path} (run ${b.runId}, ${b.samples} samples)`);
-    for (const s of r.skipped) console.log(`no batch      run ${s.runId}: ${s.reason}`);
+    for (const b of r.batches) console.log(`batch         ${b.path} (run ${b.runId}${b.iteration !== undefined ? ` iteration ${b.iteration}` : ""}, ${b.samples} samples)`);
+    for (const s of r.skipped) console.log(`no batch      run ${s.runId}${s.iteration !== undefined ? ` iteration ${s.iteration}` : ""}: ${s.reason}`);
   } finally {
     await store.close();
   }

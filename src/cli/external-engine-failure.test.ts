@@ -12,6 +12,7 @@ import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { smallRlConfig } from "../testing/rl-config.js";
 import { runIteration, type RunSummary } from "./run.js";
+import { iterationTrajectories } from "../testing/iteration-trajectories.js";
 
 const llama = findLlamaServer();
 const dir = mkdtempSync(join(tmpdir(), "arbor-ext-fail-"));
@@ -54,14 +55,16 @@ describe.skipIf(!("path" in llama))(`an external engine that fails to load leave
   it("served iteration 1 on both engines at version 0, and iteration 2 only on the engine left, at version 1", async () => {
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
-      const [first, second] = await Promise.all(summary.iterations.map(async (r) => (await store.listTrajectories(r.runId)).flatMap((t) => t.calls)));
+      const [first, second] = await Promise.all(summary.iterations.map(async (r) => (await iterationTrajectories(store, r.runId, r.iteration)).flatMap((t) => t.calls)));
       expect(new Set(first!.map((c) => c.backend))).toEqual(new Set(["e0", "ls0"]));
       expect(new Set(first!.map((c) => c.policyVersion))).toEqual(new Set([0]));
       expect(second!.length).toBeGreaterThanOrEqual(8);
       expect(new Set(second!.map((c) => c.backend))).toEqual(new Set(["e0"]));
       expect(new Set(second!.map((c) => c.policyVersion))).toEqual(new Set([1]));
       // Every program of both iterations ended and was rewarded: none was lost with the engine.
-      for (const r of summary.iterations) expect(await store.stats(r.runId)).toMatchObject({ programs: 8, unfinished: 0, rewarded: 8 });
+      // One run holds both iterations' programs.
+      expect(summary.iterations.map((r) => r.runId)).toEqual([summary.iterations[0]!.runId, summary.iterations[0]!.runId]);
+      expect(await store.stats(summary.iterations[0]!.runId)).toMatchObject({ programs: 16, unfinished: 0, rewarded: 16 });
     } finally {
       await store.close();
     }

@@ -18,6 +18,7 @@ import { startExternalTrainer, type ExternalTrainer } from "../loop/external-tra
 import { runIteration, type RunSummary } from "./run.js";
 import { smallRlConfig } from "../testing/rl-config.js";
 import { runTrainWorker, type TrainWorkerResult } from "./train-worker.js";
+import { iterationTrajectories } from "../testing/iteration-trajectories.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-external-"));
 // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
@@ -90,7 +91,7 @@ describe("arbor run with train.trainer: external and arbor train-worker (end to 
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
       for (const r of summary.iterations) {
-        const calls = (await store.listTrajectories(r.runId)).flatMap((t) => t.calls);
+        const calls = (await iterationTrajectories(store, r.runId, r.iteration)).flatMap((t) => t.calls);
         expect(calls.length).toBeGreaterThanOrEqual(8);
         expect(new Set(calls.map((c) => c.policyVersion))).toEqual(new Set([r.policyVersion]));
       }
@@ -206,7 +207,7 @@ describe("waiting for the external trainer", () => {
       runId: "ext-timeout",
       log: (l) => lines.push(l),
     });
-    await expect(run).rejects.toThrow(/external trainer at http:\/\/127\.0\.0\.1:\d+: batch 'ext-timeout' was not acknowledged within 300 ms \(train\.external\.waitMs\): no trainer took it/);
+    await expect(run).rejects.toThrow(/external trainer at http:\/\/127\.0\.0\.1:\d+: batch 'ext-timeout-it1' was not acknowledged within 300 ms \(train\.external\.waitMs\): no trainer took it/);
     const url = /^trainer {2}(\S+)/.exec(lines.find((l) => l.startsWith("trainer ")) ?? "")?.[1];
     expect(url).toBeDefined();
     await expect(new TrainerClient(url!).stats()).rejects.toThrow(/cannot reach/);

@@ -40,13 +40,13 @@ describe("arbor inspect", () => {
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^run run-1 .*env calc/m);
     expect(r.stdout).toMatch(/3 programs \(completed 2, max_turns 1\), 5 calls/);
-    expect(r.stdout).toMatch(/^ {2}g1-p1 +calc-7 +terminated +completed +0\.250 +2 +1 +\S+ +outcome=0\.250 format=1$/m);
-    expect(r.stdout).toMatch(/^ {2}g3-p0 +calc-9 +terminated +aborted +- +1 +0/m);
+    expect(r.stdout).toMatch(/^ {2}g1-p1 +- +calc-7 +terminated +completed +0\.250 +2 +1 +\S+ +outcome=0\.250 format=1$/m);
+    expect(r.stdout).toMatch(/^ {2}g3-p0 +- +calc-9 +terminated +aborted +- +1 +0/m);
     const j = JSON.parse(arbor("inspect", fixture.path, "--json").stdout) as { runs: RunSummary[] };
     expect(j.runs.map((x) => x.id)).toEqual(["run-1", "run-2"]);
     const p0 = j.runs[0]!.programs[0]!;
     const calls = fixture.calls.filter((c) => c.programId === "g1-p0");
-    expect(p0).toMatchObject({ id: "g1-p0", taskId: "calc-7", termination: "completed", reward: 1, components: { outcome: 1, format: 1 }, calls: 2, toolCalls: 1 });
+    expect(p0).toMatchObject({ id: "g1-p0", iteration: null, taskId: "calc-7", termination: "completed", reward: 1, components: { outcome: 1, format: 1 }, calls: 2, toolCalls: 1 });
     expect(p0.outputTokens).toBe(calls.reduce((n, c) => n + c.outputTokenIds.length, 0));
   });
 

@@ -22,6 +22,8 @@ export interface InspectOptions {
 export interface ProgramSummary {
   id: string;
   groupId: string;
+  /** The iteration of the run its group was rolled out in (a sync run's); null when the group records none. */
+  iteration: number | null;
   taskId: string;
   state: string;
   termination: string | null;
@@ -92,11 +94,12 @@ function envOf(run: RunRecord): string | null {
   }
 }
 
-function programSummary(t: Trajectory): ProgramSummary {
+function programSummary(t: Trajectory, iteration: ReadonlyMap<string, number>): ProgramSummary {
   const p = t.program;
   return {
     id: p.id,
     groupId: p.groupId,
+    iteration: iteration.get(p.groupId) ?? null,
     taskId: p.taskId,
     state: p.state,
     termination: p.termination?.kind ?? null,
@@ -115,6 +118,8 @@ export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary
   const out: RunSummary[] = [];
   for (const run of await store.listRuns()) {
     const trajectories = await store.listTrajectories(run.id);
+    const iteration = new Map<string, number>();
+    for (const g of await store.listGroups(run.id)) if (g.iteration !== undefined) iteration.set(g.id, g.iteration);
     out.push({
       id: run.id,
       name: run.name,
@@ -122,7 +127,7 @@ export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary
       startedAt: run.startedAt,
       endedAt: run.endedAt ?? null,
       stats: await store.stats(run.id),
-      programs: trajectories.map(programSummary),
+      programs: trajectories.map((t) => programSummary(t, iteration)),
     });
   }
   return out;
@@ -191,9 +196,9 @@ function printRuns(runs: RunSummary[], label: string): void {
     const ends = Object.entries(s.terminations).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ");
     console.log(`run ${r.id}  (${r.name}${r.env ? `, env ${r.env}` : ""}; started ${new Date(r.startedAt).toISOString()}, ${r.endedAt === null ? "not ended" : `ended ${new Date(r.endedAt).toISOString()}`})`);
     console.log(`  ${s.programs} program${s.programs === 1 ? "" : "s"} (${ends || "none ended"}${s.unfinished > 0 ? `, ${s.unfinished} unfinished` : ""}), ${s.calls} calls, ${s.promptTokens} prompt + ${s.outputTokens} output tokens, mean reward ${fmt(s.meanReward)}`);
-    const rows = [["  program", "task", "state", "termination", "reward", "calls", "tools", "tokens", "components"]];
+    const rows = [["  program", "it", "task", "state", "termination", "reward", "calls", "tools", "tokens", "components"]];
     for (const p of r.programs) {
-      rows.push([`  ${p.id}`, p.taskId, p.state, p.termination ?? "-", fmt(p.reward), String(p.calls), String(p.toolCalls), `${p.promptTokens}+${p.outputTokens}`, components(p.components)]);
+      rows.push([`  ${p.id}`, p.iteration === null ? "-" : String(p.iteration), p.taskId, p.state, p.termination ?? "-", fmt(p.reward), String(p.calls), String(p.toolCalls), `${p.promptTokens}+${p.outputTokens}`, components(p.components)]);
     }
     for (const line of table(rows)) console.log(line);
   }

@@ -29,7 +29,7 @@ function iteration(k: number, reward: number, components: Record<string, number>
     trainMs: 500,
     policyVersion: k - 1,
     ...(update
-      ? { update: { stepped: true, version: k, loss: 0.1234, gradNorm: 0.5, clipFraction: 0, kl: 0, samples: 4, trainedSamples: 3, treeTokens: 10, flatTokens: 30, droppedGroups: 0, ...update } }
+      ? { update: { stepped: true, version: k, loss: 0.1234, gradNorm: 0.5, clipFraction: 0, kl: 0, entropy: 2, samples: 4, trainedSamples: 3, treeTokens: 10, flatTokens: 30, droppedGroups: 0, ...update } }
       : {}),
   };
 }

@@ -92,7 +92,7 @@ program
 program
   .command("validate")
   .description("validate tasks: golden solution must pass, doing nothing must fail, optional judge panel; writes a report and the filtered dataset")
-  .argument("<target>", "environment name (calc, swe-mini, search-qa), tasks .jsonl, swe-mini task folder, or dataset folder with dataset.json")
+  .argument("<target>", "environment name (calc, swe-mini, search-qa), your environment module (./my-env.ts[#export], as env.module), tasks .jsonl, swe-mini task folder, or dataset folder with dataset.json")
   .option("--out <dir>", "output folder for report.json and the filtered dataset (default .arbor/validate/<name>)")
   .option("--env <name>", "environment of JSONL lines that name none")
   .option("--tasks <n>", "tasks to take from an environment", toInt)

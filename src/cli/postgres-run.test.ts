@@ -10,6 +10,7 @@ import { openStore } from "../store/registry.js";
 import { dropTestSchema, POSTGRES_TEST_URL, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
 import { smallRlConfig } from "../testing/rl-config.js";
 import { runIteration, type RunSummary } from "./run.js";
+import { iterationTrajectories } from "../testing/iteration-trajectories.js";
 
 const UNREACHABLE = await postgresUnreachable();
 const dir = mkdtempSync(join(tmpdir(), "arbor-pg-run-"));
@@ -29,7 +30,7 @@ describe.skipIf(UNREACHABLE !== undefined)(`arbor run with store.kind: postgres$
     const store = await openStore({ kind: "postgres", url: POSTGRES_TEST_URL, schema });
     try {
       for (const r of summary.iterations) {
-        const trajectories = await store.listTrajectories(r.runId);
+        const trajectories = await iterationTrajectories(store, r.runId, r.iteration);
         expect(trajectories).toHaveLength(8);
         for (const t of trajectories) {
           expect(t.program.termination?.kind).toBeDefined();
@@ -37,11 +38,13 @@ describe.skipIf(UNREACHABLE !== undefined)(`arbor run with store.kind: postgres$
           expect(t.calls.length).toBeGreaterThan(0);
           expect(new Set(t.calls.map((c) => c.policyVersion))).toEqual(new Set([r.policyVersion]));
         }
-        const stats = await store.stats(r.runId);
-        expect(stats.programs).toBe(8);
-        expect(stats.unfinished).toBe(0);
       }
-      expect((await store.listRuns()).map((r) => r.id).sort()).toEqual(summary.iterations.map((r) => r.runId).sort());
+      // One run ("pg-run"): both iterations' programs belong to it.
+      const stats = await store.stats("pg-run");
+      expect(stats.programs).toBe(16);
+      expect(stats.unfinished).toBe(0);
+      expect(summary.iterations.map((r) => r.runId)).toEqual(["pg-run", "pg-run"]);
+      expect((await store.listRuns()).map((r) => r.id)).toEqual(["pg-run"]);
     } finally {
       await store.close();
     }

@@ -18,6 +18,7 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { findPython, noPythonReason } from "../testing/python.js";
 import { smallRlConfig } from "../testing/rl-config.js";
 import { runIteration, type RunSummary } from "./run.js";
+import { iterationTrajectories } from "../testing/iteration-trajectories.js";
 
 const PYTHON_DIR = fileURLToPath(new URL("../../python", import.meta.url));
 const MODULES = ["torch", "numpy"];
@@ -98,7 +99,7 @@ describe.skipIf(PYTHON === undefined)(`arbor run trained by the PyTorch worker${
   it("serves every call of iteration k with the version acknowledged before it, on every engine; records each answer once", async () => {
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
-      const all = (await Promise.all(summary.iterations.map((r) => store.listTrajectories(r.runId)))).flat().flatMap((t) => t.calls);
+      const all = (await Promise.all(summary.iterations.map((r) => iterationTrajectories(store, r.runId, r.iteration)))).flat().flatMap((t) => t.calls);
       // Nothing recorded twice: one call per engine answer, each answer's ids recorded exactly once.
       expect(new Set(all.map((c) => c.id)).size).toBe(all.length);
       expect(all.length).toBe(replies.length);
@@ -108,11 +109,11 @@ describe.skipIf(PYTHON === undefined)(`arbor run trained by the PyTorch worker${
       expect(recorded.every((c, i) => c === answered[i]), "recorded calls differ from the engines' answers").toBe(true);
       // Every program's first prompt starts with the same system turn, token for token, whichever engine rendered
       // it (Arbor's engine renders its own template; the managed llama-server gets it as Jinja).
-      const firsts = (await Promise.all(summary.iterations.map((r) => store.listTrajectories(r.runId)))).flat().map((t) => t.calls[0]!);
+      const firsts = (await Promise.all(summary.iterations.map((r) => iterationTrajectories(store, r.runId, r.iteration)))).flat().map((t) => t.calls[0]!);
       const head = (c: (typeof firsts)[number]) => c.promptTokenIds.slice(0, 40).join();
       expect(new Set(firsts.map(head)).size).toBe(1);
       for (const r of summary.iterations) {
-        const calls = (await store.listTrajectories(r.runId)).flatMap((t) => t.calls);
+        const calls = (await iterationTrajectories(store, r.runId, r.iteration)).flatMap((t) => t.calls);
         expect(calls.length).toBeGreaterThanOrEqual(8);
         expect(new Set(calls.map((c) => c.policyVersion))).toEqual(new Set([r.policyVersion]));
         // Both engines served calls of this iteration (the router spreads programs).

@@ -68,7 +68,7 @@ it("a run killed mid-iteration 2 and resumed trains every iteration's groups onc
     if (!killed.stderr().includes(`iteration 1/${ITERATIONS}`)) continue;
     const peek = new Database(storePath, { readonly: true, fileMustExist: true });
     try {
-      active = (peek.prepare("SELECT count(*) AS n FROM programs WHERE termination_kind IS NULL AND id LIKE '%-it2/%'").get() as { n: number }).n;
+      active = (peek.prepare("SELECT count(*) AS n FROM programs WHERE termination_kind IS NULL AND id LIKE '%/it2/%'").get() as { n: number }).n;
     } finally {
       peek.close();
     }
@@ -100,8 +100,8 @@ it("a run killed mid-iteration 2 and resumed trains every iteration's groups onc
     for (const g of mine.keys()) {
       expect(seen.has(g), `group ${g} in two batches`).toBe(false);
       seen.add(g);
-      // Iteration 2 was rolled out again under a fresh store run (fresh group ids), the others as usual.
-      expect(g.startsWith(`${before.runId}-it${k}${k === 2 ? "-r1" : ""}/g`), g).toBe(true);
+      // Iteration 2 was rolled out again under a fresh key (fresh group ids) of the same run, the others as usual.
+      expect(g.startsWith(`${before.runId}/it${k}${k === 2 ? "-r1" : ""}/g`), g).toBe(true);
     }
   }
 
@@ -111,9 +111,14 @@ it("a run killed mid-iteration 2 and resumed trains every iteration's groups onc
   // The killed attempt at iteration 2: every program has an outcome (recovered as aborted), none in a batch.
   const store = new SqliteTrajectoryStore(storePath);
   try {
-    const stats = await store.stats(`${before.runId}-it2`);
-    expect(stats.unfinished).toBe(0);
-    expect(stats.terminations.aborted).toBeGreaterThan(0);
+    // One run: the resumed process reopened it, and it ended once.
+    expect((await store.listRuns()).map((r) => r.id)).toEqual([before.runId]);
+    expect((await store.getRun(before.runId))?.endedAt).toBeDefined();
+    expect((await store.stats(before.runId)).unfinished).toBe(0);
+    const killedAttempt = (await store.listTrajectories(before.runId)).filter((t) => t.program.groupId.startsWith(`${before.runId}/it2/`));
+    expect(killedAttempt.length).toBeGreaterThan(0);
+    expect(killedAttempt.some((t) => t.program.termination?.kind === "aborted")).toBe(true);
+    expect(new Set((await store.listGroups(before.runId)).map((g) => g.iteration))).toEqual(new Set([1, 2, 3]));
   } finally {
     await store.close();
   }

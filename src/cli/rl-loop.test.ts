@@ -12,6 +12,7 @@ import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { runIteration, type RunSummary } from "./run.js";
 import { smallRlConfig } from "../testing/rl-config.js";
+import { iterationTrajectories } from "../testing/iteration-trajectories.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-rl-"));
 chmodSync(dir, 0o755);
@@ -46,7 +47,7 @@ describe("arbor run with training (end to end)", () => {
     const store = new SqliteTrajectoryStore(summary.storePath);
     try {
       for (const r of its) {
-        const calls = (await store.listTrajectories(r.runId)).flatMap((t) => t.calls);
+        const calls = (await iterationTrajectories(store, r.runId, r.iteration)).flatMap((t) => t.calls);
         expect(calls.length).toBeGreaterThanOrEqual(16);
         expect(new Set(calls.map((c) => c.policyVersion))).toEqual(new Set([r.policyVersion]));
       }

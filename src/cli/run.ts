@@ -19,6 +19,8 @@ import { Rng } from "../core/rng.js";
 import { environmentFromConfig, runTasks } from "../envs/from-config.js";
 import { nativeTask } from "../envs/native-tools.js";
 import { createContextPolicy } from "../agents/context/registry.js";
+import { fromEnvTool } from "../agents/agent-tool.js";
+import { loadModuleAgent } from "../agents/module-agent.js";
 import type { BackendReply } from "../backends/backend.js";
 import { jsonlBatchExporter } from "../loop/export-batch.js";
 import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
@@ -162,6 +164,18 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const agent = agentSpecOf(cfg.agent);
+  if (cfg.agent.kind === "white-box" && cfg.agent.module !== undefined) {
+    // The user's agent module, checked against the agents' contract (its shape, then defineAgent's checks) on the
+    // definition the tool loop would give it: a bad one fails before anything starts. Each program loads it again
+    // (the module cache keeps that cheap), so a worker of a cluster plays it the same way.
+    const def = await loadModuleAgent(cfg.agent.module, {
+      name: "tool-agent",
+      tools: env.tools().map(fromEnvTool),
+      toolMode: cfg.agent.toolMode,
+      limits: { maxTurns: cfg.agent.maxTurns, maxTokensPerCall: cfg.agent.maxTokensPerCall, maxTotalTokens: cfg.agent.maxTotalTokens },
+    });
+    opts.log?.(`agent    ${def.name} (${cfg.agent.module})`);
+  }
   if (cfg.rollout.mode === "async" && cfg.train === undefined) {
     // Checked before anything starts: async batches exist only for a trainer to take them.
     throw new ArborError("rollout.mode: 'async' needs `train` (its trainer takes the batches); add train or use mode: sync", "config");
@@ -200,21 +214,21 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const baseRunId = resume?.runId ?? opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
     const sync = cfg.rollout.mode === "sync";
     // Sync: the orchestrator with one iteration of groups at a time, tasks in order (iteration k rolls out the
-    // k-th slice of env.tasks(n·iterations, seed)), each iteration in its own store run; async: one run.
+    // k-th slice of env.tasks(n·iterations, seed)), each group recording its iteration; one store run either way.
     const settings = orchestratorSettings(cfg.rollout, tasksPerIteration);
     // Native tool calls: the system prompt declares no markup (the request's `tools` declare the tools).
     const native = cfg.agent.kind === "white-box" && cfg.agent.toolMode === "native";
     const allTasks = native ? trainTasks.map((t) => nativeTask(env, t)) : trainTasks;
     const heldOutTasks = native ? heldOut.map((t) => nativeTask(env, t)) : heldOut;
-    // A resumed run goes on after the iterations done, at the task cursor; the iteration a kill interrupted is
-    // rolled out again from its start in a store run of a fresh id (so fresh group ids): the killed attempt's
-    // programs stay in the store, ended as aborted, and no batch holds them, so every task slot trains once.
+    // A resumed run goes on after the iterations done, at the task cursor, in the same store run (reopened); the
+    // iteration a kill interrupted is rolled out again from its start under a fresh key (`it{k}-r{n}`, so fresh
+    // group ids): the killed attempt's programs stay in the store, ended as aborted, and no batch holds them, so
+    // every task slot trains once.
     const done = resume?.completedIterations ?? 0;
     const tasks = done > 0 ? allTasks.slice(done * settings.batchGroups) : allTasks;
-    const runOf = (position: number): string => {
-      if (!sync || (cfg.iterations === 1 && resume === undefined)) return baseRunId;
+    const iterationOf = (position: number): { iteration: number; key: string } => {
       const k = done + Math.floor(position / settings.batchGroups) + 1;
-      return `${baseRunId}-it${k}${resume !== undefined && k === done + 1 ? `-r${resume.resumes + 1}` : ""}`;
+      return { iteration: k, key: `it${k}${resume !== undefined && k === done + 1 ? `-r${resume.resumes + 1}` : ""}` };
     };
     const checkpointDir = join(outDir, "checkpoints");
     // Sync runs in this process can be resumed: resume.json says what is done, rewritten after each iteration.
@@ -269,7 +283,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const rollout = new OrchestratedRollout({
       ...programOptions,
       runId: baseRunId,
-      runOf,
+      ...(sync ? { iterationOf } : {}),
+      ...(resume !== undefined ? { reopen: true } : {}),
       run: { name: cfg.name, configJson: JSON.stringify(cfg) },
       tasks,
       shuffle: !sync,

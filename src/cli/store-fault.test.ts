@@ -15,6 +15,7 @@ import { smallRlConfig } from "../testing/rl-config.js";
 import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { startTcpFaultProxy, type TcpFaultProxy } from "../testing/tcp-fault-proxy.js";
 import { runIteration, type RunSummary } from "./run.js";
+import { iterationTrajectories } from "../testing/iteration-trajectories.js";
 
 const UNREACHABLE = await postgresUnreachable();
 const CUT_MS = 3000;
@@ -89,14 +90,14 @@ describe.skipIf(UNREACHABLE !== undefined)(`store connection cut mid-run${UNREAC
       const store = await PostgresTrajectoryStore.open({ url: POSTGRES_TEST_URL, schema });
       try {
         const runs = (await store.listRuns()).map((r) => r.id).sort();
-        expect(runs).toEqual(["pg-fault-it1", "pg-fault-it2"]);
+        // One run; its two iterations' groups belong to it.
+        expect(runs).toEqual(["pg-fault"]);
         const allCallIds = await postgresQuery<{ id: string }>(`SELECT id FROM ${schema}.calls`);
         expect(new Set(allCallIds.map((r) => r.id)).size).toBe(allCallIds.length);
-        for (const [k, runId] of runs.entries()) {
-          const trajectories = await store.listTrajectories(runId);
+        expect((await store.stats("pg-fault")).unfinished).toBe(0);
+        for (const k of [0, 1]) {
+          const trajectories = await iterationTrajectories(store, "pg-fault", k + 1);
           expect(trajectories).toHaveLength(8);
-          const stats = await store.stats(runId);
-          expect(stats.unfinished).toBe(0);
           for (const t of trajectories) {
             expect(t.program.termination?.kind, `program ${t.program.id}`).toBeDefined();
             expect(t.reward, `reward of ${t.program.id}`).toBeDefined();

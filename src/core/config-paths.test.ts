@@ -31,6 +31,14 @@ describe("config paths of your own code and data", () => {
     expect(cfg.output.dir).toBe("out");
   });
 
+  it("resolves agent.module against the config's folder, and refuses it for a black box", () => {
+    const path = join(dir, "agent.yaml");
+    writeFileSync(path, ["engines: [{ name: e0 }]", "agent: { module: ./agents/mine.ts#careful }", "output: { dir: out }"].join("\n"));
+    expect(loadRunConfig(path).agent.module).toBe(`${join(dir, "agents/mine.ts")}#careful`);
+    writeFileSync(path, ["engines: [{ name: e0 }]", "agent: { kind: black-box, command: [node, a.mjs], module: ./m.ts }", "output: { dir: out }"].join("\n"));
+    expect(() => loadRunConfig(path)).toThrow(/agent\.module: applies to kind white-box only/);
+  });
+
   it("leaves a count of tasks and configs without custom code as they were", () => {
     const path = join(dir, "plain.yaml");
     writeFileSync(path, "engines: [{ name: e0 }]\nenv: { name: calc, tasks: 5 }\n");

@@ -487,6 +487,12 @@ export const RunConfigSchema = z
          * native system prompt (envs/native-tools.ts).
          */
         toolMode: z.enum(["markup", "native"]).default("markup"),
+        /**
+         * White box: your own agent, a module path relative to this file (`#export` for a named export): an agent
+         * definition, or a factory given Arbor's (the env's tools, toolMode, the limits above) returning one
+         * (agents/module-agent.ts).
+         */
+        module: z.string().min(1).optional(),
         command: z.array(z.string().min(1)).min(1).optional(),
         /** Black box: files shipped into the workspace unchanged, workspace path → host path. */
         files: z.record(z.string().min(1), z.string().min(1)).optional(),
@@ -515,6 +521,7 @@ export const RunConfigSchema = z
         if (a.kind === "black-box") {
           if (a.command === undefined) ctx.addIssue({ code: "custom", path: ["command"], message: "required when kind is black-box" });
           if (a.context !== undefined) ctx.addIssue({ code: "custom", path: ["context"], message: "applies to kind white-box only (a black box manages its own context)" });
+          if (a.module !== undefined) ctx.addIssue({ code: "custom", path: ["module"], message: "applies to kind white-box only (a black box is its command)" });
           return;
         }
         for (const f of ["command", "files", "nodePackages", "install", "installCache", "env", "wallMs"] as const) {
@@ -857,6 +864,7 @@ export function resolveConfigPaths(cfg: RunConfig, configPath: string): RunConfi
     ...cfg,
     env: { ...cfg.env, ...(cfg.env.module !== undefined ? { module: absSpec(cfg.env.module) } : {}), ...(typeof cfg.env.tasks === "string" ? { tasks: abs(cfg.env.tasks) } : {}) },
     reward: { ...cfg.reward, ...(cfg.reward.custom ? { custom: cfg.reward.custom.map((c) => ({ ...c, module: absSpec(c.module) })) } : {}) },
+    agent: { ...cfg.agent, ...(cfg.agent.module !== undefined ? { module: absSpec(cfg.agent.module) } : {}) },
   };
 }
 

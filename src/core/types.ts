@@ -196,6 +196,11 @@ export interface Group {
   runId: string;
   taskId: string;
   programIds: string[];
+  /**
+   * The iteration of its run the group was rolled out in (1-based; a sync run's iterations all belong to the one
+   * run). Absent: not known (an async run's groups, a store written before schema 7 / migration 3).
+   */
+  iteration?: number;
 }
 
 /** Where the gateway records every call; implemented by the trajectory store. */

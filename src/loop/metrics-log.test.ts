@@ -23,20 +23,22 @@ const base: IterationResult = {
 describe("metrics.jsonl", () => {
   it("a reference-trainer iteration: its update, throughput and per-program lengths", () => {
     const rec = metricsRecord(
-      { ...base, update: { stepped: true, version: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, lr: 3e-4, kl: 0.02, samples: 4, trainedSamples: 3, treeTokens: 50, flatTokens: 120, droppedGroups: 0 }, staleness: { mean: 0, max: 0, versions: [1] } },
+      { ...base, update: { stepped: true, version: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, lr: 3e-4, kl: 0.02, entropy: 1.5, samples: 4, trainedSamples: 3, treeTokens: 50, flatTokens: 120, droppedGroups: 0 }, staleness: { mean: 0, max: 0, versions: [1] } },
       "iteration",
       1234,
     );
-    expect(rec).toMatchObject({ kind: "iteration", index: 2, time: 1234, policyVersion: 1, policyVersionAfter: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, lr: 3e-4, kl: 0.02, trainedSamples: 3, treeTokens: 50, flatTokens: 120, stepped: true });
+    expect(rec).toMatchObject({ kind: "iteration", index: 2, time: 1234, policyVersion: 1, policyVersionAfter: 2, loss: -0.5, gradNorm: 3, clipFraction: 0.1, lr: 3e-4, kl: 0.02, entropy: 1.5, trainedSamples: 3, treeTokens: 50, flatTokens: 120, stepped: true });
     // 100 output tokens in 2 s of rollout, over 4 programs.
     expect(rec.outputTokensPerSecond).toBe(50);
     expect(rec.meanOutputTokens).toBe(25);
     expect(rec.stalenessMax).toBe(0);
+    expect(rec.entropy).toBe(1.5);
+    expect(tensorboardScalars(rec)).toMatchObject({ "train/entropy": 1.5, "train/kl": 0.02 });
   });
 
   it("an external trainer's unknown loss is null (JSON has no NaN), and a run without training has null updates", () => {
-    const ext = metricsRecord({ ...base, update: { stepped: true, version: 2, loss: NaN, gradNorm: NaN, clipFraction: NaN, kl: NaN, samples: 4, trainedSamples: 4, treeTokens: 0, flatTokens: 0, droppedGroups: 0, external: true } }, "step", 1);
-    expect([ext.loss, ext.gradNorm, ext.clipFraction, ext.kl, ext.lr]).toEqual([null, null, null, null, null]);
+    const ext = metricsRecord({ ...base, update: { stepped: true, version: 2, loss: NaN, gradNorm: NaN, clipFraction: NaN, kl: NaN, entropy: NaN, samples: 4, trainedSamples: 4, treeTokens: 0, flatTokens: 0, droppedGroups: 0, external: true } }, "step", 1);
+    expect([ext.loss, ext.gradNorm, ext.clipFraction, ext.kl, ext.entropy, ext.lr]).toEqual([null, null, null, null, null, null]);
     expect(JSON.parse(JSON.stringify(ext))).toEqual(ext);
     const none = metricsRecord({ ...base, stats: { ...base.stats, meanReward: null } }, "iteration", 1);
     expect([none.loss, none.policyVersionAfter, none.stepped, none.meanReward, none.stalenessMean]).toEqual([null, null, null, null, null]);

@@ -1,6 +1,6 @@
 // Run tracking (issue 19): every run appends one JSON line per iteration (sync) or trainer step (async)
 // to `metrics.jsonl` in its output folder — rewards and their components, loss, gradient norm, clip
-// fraction, KL (sampling policy to trainer), lengths, staleness, throughput and timings — so that curves can be drawn by any tool
+// fraction, KL (sampling policy to trainer), the policy's token entropy, lengths, staleness, throughput and timings — so that curves can be drawn by any tool
 // (pandas, jq, a dashboard) without parsing stdout. Unknown values (an external trainer's loss) are
 // null, never NaN, so every line is valid JSON. Lines are appended as each step ends: a killed run
 // keeps the lines of the steps it finished. The same numbers go to TensorBoard event files in the
@@ -52,6 +52,8 @@ export interface MetricsRecord {
   lr: number | null;
   /** KL(sampling policy ‖ trainer before the step), k3 estimator. */
   kl: number | null;
+  /** The policy's mean token entropy (nats) over the step's loss terms, from the trainer's own logits before the step. */
+  entropy: number | null;
   /** Tokens the trainer ran as a prefix tree, and what a flat layout would have run. */
   treeTokens: number | null;
   flatTokens: number | null;
@@ -136,6 +138,7 @@ export function metricsRecord(r: IterationResult, kind: MetricsRecord["kind"], t
     clipFraction: num(u?.clipFraction),
     lr: num(u?.lr),
     kl: num(u?.kl),
+    entropy: num(u?.entropy),
     treeTokens: u ? u.treeTokens : null,
     flatTokens: u ? u.flatTokens : null,
     droppedGroups: u ? u.droppedGroups : null,
@@ -161,6 +164,7 @@ export function tensorboardScalars(rec: MetricsRecord): Record<string, number> {
   put("train/clip_fraction", rec.clipFraction);
   put("train/lr", rec.lr);
   put("train/kl", rec.kl);
+  put("train/entropy", rec.entropy);
   put("train/trained_samples", rec.trainedSamples);
   put("train/tree_tokens", rec.treeTokens);
   put("train/flat_tokens", rec.flatTokens);

@@ -35,6 +35,8 @@ export interface RlUpdate {
   lr?: number;
   /** KL(sampling policy ‖ trainer) over the step's terms (k3; loss-spec.ts). */
   kl: number;
+  /** The policy's mean token entropy over the step's loss terms, from the trainer's logits (NaN when no step ran or the trainer is external). */
+  entropy: number;
   /** Samples in the batch and those that carried a non-zero advantage into the step. */
   samples: number;
   trainedSamples: number;
@@ -43,7 +45,7 @@ export interface RlUpdate {
   flatTokens: number;
   /** Groups that dynamic sampling dropped (estimators that do it, e.g. DAPO). */
   droppedGroups: number;
-  /** Stepped by an external trainer (train.trainer: external): loss, gradNorm, clipFraction and kl are unknown (NaN). */
+  /** Stepped by an external trainer (train.trainer: external): loss, gradNorm, clipFraction, kl and entropy are unknown (NaN). */
   external?: true;
   /** The engines already serve `version` (an external trainer announced it, and they loaded it, before its ack). */
   synced?: true;
@@ -60,7 +62,7 @@ export function rlUpdate(trainer: Trainer, built: BuiltBatch, o: RlUpdateOptions
   const useful = samplesWithSignal(all);
   const base = { samples: all.length, trainedSamples: useful.length, droppedGroups: built.dropped.length };
   if (useful.length === 0) {
-    return { ...base, stepped: false, version: trainer.version, loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, treeTokens: 0, flatTokens: 0 };
+    return { ...base, stepped: false, version: trainer.version, loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, entropy: NaN, treeTokens: 0, flatTokens: 0 };
   }
   const tb = buildTreeBatch(useful, built.batch.loss);
   o.onTree?.(tb);
@@ -79,6 +81,7 @@ export function rlUpdate(trainer: Trainer, built: BuiltBatch, o: RlUpdateOptions
     clipFraction: r.clipFraction,
     lr: r.epochs[r.epochs.length - 1]?.lr,
     kl: r.kl,
+    entropy: r.entropy,
     treeTokens: tb.stats.treeTokens,
     flatTokens: tb.stats.flatTokens,
   };

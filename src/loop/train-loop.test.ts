@@ -149,7 +149,7 @@ async function runLoop(o: LoopTestOptions): Promise<RolloutEnd & { batches: Take
       const p = await o.trainer(batches[batches.length - 1]!);
       if (p !== null) version = p.version;
       const n = built.batch.samples.length;
-      return { stepped: p !== null, version, ...(p ? { checkpoint: p.modelPath } : {}), loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, samples: n, trainedSamples: n, treeTokens: 0, flatTokens: 0, droppedGroups: 0 };
+      return { stepped: p !== null, version, ...(p ? { checkpoint: p.modelPath } : {}), loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, entropy: NaN, samples: n, trainedSamples: n, treeTokens: 0, flatTokens: 0, droppedGroups: 0 };
     },
     close: async () => {},
   };

@@ -7,8 +7,8 @@
 // (admission and reports pause) and `published` (every engine serves the version), or `skipped` when a step
 // published nothing, so no token is ever reported ahead of the trainer. `finish` cuts the programs still
 // running (their agents see the abort) and records admitted programs that never started as aborted, so every
-// program ends with an outcome. Store runs: one per `runOf` value, created at its first group and finished
-// once its groups are all taken (or at the end).
+// program ends with an outcome. The store run: one, `runId`, created at the first group (or reopened, when a
+// run is resumed) and finished at the end; a sync run's groups each record their iteration (`iterationOf`).
 import type { Group, Trajectory } from "../core/types.js";
 import type { Task } from "../envs/env.js";
 import { ArborError } from "../core/errors.js";
@@ -33,7 +33,7 @@ export interface RolloutEngine {
 
 /** One batch the loop takes. */
 export interface TakenBatch {
-  /** The batch's id: its store run's when it is a sync iteration holding that whole run, else `${run}-step${k}`. */
+  /** The batch's id: `${run}-it${k}` (its iteration's key) when it is a sync iteration's whole set of groups, else `${run}-step${k}`. */
   id: string;
   /** The orchestrator's batch with store ids (groups, programs) and engine policy versions (`baseVersion` added back). */
   batch: RolloutBatch;
@@ -62,10 +62,16 @@ export interface OrchestratedRolloutOptions extends Omit<RolloutOptions, "groupS
    * training): tokens are then counted at the orchestrator's version instead of their calls'. Default true.
    */
   trackVersions?: boolean;
-  /** Store run of the group admitted at `position` (default: always `runId`); each is created at its first group. */
-  runOf?: (position: number) => string;
-  /** Name and config of the store runs this rollout creates. */
+  /**
+   * The iteration of the group admitted at `position` and the key its group ids carry (`it3`; a resumed run's
+   * interrupted iteration `it3-r1`, so its groups get fresh ids): `${runId}/${key}/g${i}`. Absent: no iterations
+   * (async runs), group ids `${runId}/g${i}`.
+   */
+  iterationOf?: (position: number) => { iteration: number; key: string };
+  /** Name and config of the store run this rollout creates. */
   run: { name: string; configJson: string };
+  /** The store run exists already, finished (`arbor run --resume`): it is reopened instead of created. */
+  reopen?: boolean;
   onProgramDone?: (p: ProgramResult) => void;
 }
 
@@ -99,6 +105,8 @@ interface ProgramState {
 
 interface GroupState {
   group: Group;
+  /** The iteration key of its id (sync runs), else undefined. */
+  key: string | undefined;
   /** Resolves once the group (and its run) is in the store. */
   ready: Promise<void>;
 }
@@ -119,7 +127,10 @@ export class OrchestratedRollout {
   private readonly running = new Set<Promise<void>>();
   private readonly active: Map<string, number>;
   private readonly placed = new Map<string, Placement>();
-  private readonly runs = new Map<string, { start: number; created: Promise<void>; finished: boolean }>();
+  /** The store run, once its first group was admitted. */
+  private run: { created: Promise<void>; finished: boolean } | undefined;
+  /** First admission position of each iteration key: group numbers count from it. */
+  private readonly keyStart = new Map<string, number>();
   private readonly results: ProgramResult[] = [];
   private deferred: string[] = [];
   private syncing = false;
@@ -216,7 +227,7 @@ export class OrchestratedRollout {
       await new Promise<void>((resolve) => (this.changed = resolve));
     }
     this.o.signal?.removeEventListener("abort", this.onAbort);
-    for (const id of this.runs.keys()) await this.finishRun(id);
+    await this.finishRun();
     if (this.failure !== undefined) throw this.failure;
     return {
       stoppedBy: this.stoppedBy ?? why,
@@ -335,24 +346,26 @@ export class OrchestratedRollout {
 
   private admit(orchId: string, taskIndex: number, requests: readonly { id: string; index: number }[]): void {
     const position = this.groups.size;
-    const runId = this.o.runOf?.(position) ?? this.o.runId;
-    let run = this.runs.get(runId);
-    if (run === undefined) {
-      const created = Promise.resolve(this.o.store.createRun({ id: runId, name: this.o.run.name, configJson: this.o.run.configJson, startedAt: this.o.clock.now() }));
-      run = { start: position, created, finished: false };
-      this.runs.set(runId, run);
-    }
+    const runId = this.o.runId;
+    this.run ??= {
+      created: Promise.resolve(
+        this.o.reopen ? this.o.store.reopenRun(runId) : this.o.store.createRun({ id: runId, name: this.o.run.name, configJson: this.o.run.configJson, startedAt: this.o.clock.now() }),
+      ),
+      finished: false,
+    };
+    const it = this.o.iterationOf?.(position);
+    if (it !== undefined && !this.keyStart.has(it.key)) this.keyStart.set(it.key, position);
     const task = this.o.tasks[taskIndex] as Task;
-    const id = `${runId}/g${position - run.start}`;
-    const group: Group = { id, runId, taskId: task.id, programIds: requests.map((r) => `${id}/s${r.index}`) };
-    const created = run.created;
+    const id = it === undefined ? `${runId}/g${position}` : `${runId}/${it.key}/g${position - (this.keyStart.get(it.key) as number)}`;
+    const group: Group = { id, runId, taskId: task.id, programIds: requests.map((r) => `${id}/s${r.index}`), ...(it !== undefined ? { iteration: it.iteration } : {}) };
+    const created = this.run.created;
     const ready = (async () => {
       await created;
       await this.o.store.createGroup(group);
     })();
     // A failed store write stops the rollout; the programs waiting on it end as failed jobs.
     ready.catch((e: unknown) => this.halt("aborted", e));
-    const gs: GroupState = { group, ready };
+    const gs: GroupState = { group, key: it?.key, ready };
     this.groups.set(orchId, gs);
     requests.forEach((r, i) => this.programs.set(r.id, { task, group: gs, programId: group.programIds[i] as string, sampleIndex: r.index, started: false }));
   }
@@ -378,27 +391,19 @@ export class OrchestratedRollout {
     };
     const groups = gs.map((g) => g.group);
     const trajectories = await Promise.all(groups.flatMap((g) => g.programIds.map(async (id) => (await this.o.store.getTrajectory(id)) as Trajectory)));
-    // A run none of whose groups is left to take, and to which no later group belongs, is over.
-    const nextRun = this.o.runOf?.(this.groups.size) ?? this.o.runId;
-    const runIds = new Set(groups.map((g) => g.runId));
-    let whole: string | undefined;
-    for (const runId of runIds) {
-      const open = [...this.groups.values()].some((g) => g.group.runId === runId && !this.consumed.has(g.group.id));
-      const all = [...this.groups.values()].every((g) => g.group.runId !== runId || gs.includes(g));
-      if (!open && runId !== nextRun) await this.finishRun(runId);
-      // A sync iteration that is its whole run so far is named after it.
-      if (this.o.settings.mode === "sync" && all && runIds.size === 1) whole = runId;
-    }
-    const first = groups[0]?.runId ?? this.o.runId;
-    return { id: whole ?? `${first}-step${batch.index + 1}`, batch: abs, groups, trajectories };
+    // A sync iteration taken whole (every group of its key, and only those) is named after it.
+    const keys = new Set(gs.map((g) => g.key));
+    const [key] = keys;
+    const whole = this.o.settings.mode === "sync" && keys.size === 1 && key !== undefined && [...this.groups.values()].every((g) => g.key !== key || gs.includes(g));
+    return { id: whole ? `${this.o.runId}-${key}` : `${this.o.runId}-step${batch.index + 1}`, batch: abs, groups, trajectories };
   }
 
-  private async finishRun(runId: string): Promise<void> {
-    const run = this.runs.get(runId);
+  private async finishRun(): Promise<void> {
+    const run = this.run;
     if (run === undefined || run.finished) return;
     run.finished = true;
     await run.created;
-    await this.o.store.finishRun(runId, this.o.clock.now());
+    await this.o.store.finishRun(this.o.runId, this.o.clock.now());
   }
 }
 

@@ -21,7 +21,7 @@ export const BLACKBOX_EVENT_TOOL = "arbor:blackbox_run";
 
 /** How a rollout runs its programs: Arbor's own tool loop, or a command treated as a black box. */
 /** Who plays a program: Arbor's tool loop (markup or native tool calls), or a black-box command. */
-export type AgentSpec = { kind: "white-box"; toolMode?: ToolCallMode } | BlackBoxAgentSpec;
+export type AgentSpec = { kind: "white-box"; toolMode?: ToolCallMode; module?: string } | BlackBoxAgentSpec;
 
 export interface BlackBoxAgentSpec {
   kind: "black-box";
@@ -83,7 +83,7 @@ export interface BlackBoxProgramOutcome {
 
 /** The agent config's spec (`agent.kind` etc. of a run config); throws naming the field when a shipped file is missing. */
 export function agentSpecOf(agent: RunConfig["agent"]): AgentSpec {
-  if (agent.kind === "white-box") return { kind: "white-box", toolMode: agent.toolMode };
+  if (agent.kind === "white-box") return { kind: "white-box", toolMode: agent.toolMode, ...(agent.module !== undefined ? { module: agent.module } : {}) };
   if (agent.command === undefined) throw new ArborError("agent.command: required when kind is black-box", "config");
   const files: Record<string, string> = {};
   for (const [rel, host] of Object.entries(agent.files ?? {})) {

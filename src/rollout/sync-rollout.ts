@@ -163,6 +163,7 @@ export async function runProgram(o: ProgramRunOptions, task: Task, group: Group,
             signal: o.signal,
             ...(o.context !== undefined ? { context: createContextPolicy(o.context) } : {}),
             ...(o.agent?.kind === "white-box" && o.agent.toolMode ? { toolMode: o.agent.toolMode } : {}),
+            ...(o.agent?.kind === "white-box" && o.agent.module !== undefined ? { module: o.agent.module } : {}),
           });
     if (setup) await o.store.recordTool(setup);
     await recordAgentEvents(o.store, outcome);

@@ -7,7 +7,11 @@ export type AcquireOutcome = "hit" | "in_flight" | "warm" | "miss";
 export class SandboxPoolMetrics {
   readonly prepareSeconds: Histogram<"mode">;
   readonly warm: Gauge;
+  readonly idle: Gauge;
+  readonly queued: Gauge;
   readonly live: Gauge;
+  readonly created: Counter;
+  readonly destroyed: Counter;
   readonly acquired: Counter<"outcome">;
   readonly reclaimed: Counter;
   readonly leaks: Counter;
@@ -22,7 +26,15 @@ export class SandboxPoolMetrics {
       registers,
     });
     this.warm = new Gauge({ name: `${prefix}_warm`, help: "Sandboxes prepared or being prepared and not yet acquired.", registers });
-    this.live = new Gauge({ name: `${prefix}_live`, help: "Sandboxes acquired by programs and not yet reclaimed.", registers });
+    this.idle = new Gauge({ name: `${prefix}_idle`, help: "Warm sandboxes whose preparation has finished, waiting for their program (a subset of warm).", registers });
+    this.queued = new Gauge({ name: `${prefix}_queued`, help: "Program ids waiting for a free warm slot.", registers });
+    this.live = new Gauge({ name: `${prefix}_live`, help: "Sandboxes acquired by programs and not yet reclaimed (in use).", registers });
+    this.created = new Counter({ name: `${prefix}_created_total`, help: "Sandboxes the pool created through its provider (ahead or on demand).", registers });
+    this.destroyed = new Counter({
+      name: `${prefix}_destroyed_total`,
+      help: "Sandboxes the pool destroyed: reclaimed, closed, or torn down after a failed set-up (created minus destroyed is what it holds).",
+      registers,
+    });
     this.acquired = new Counter({
       name: `${prefix}_acquired_total`,
       help: "Acquires by outcome (hit: prepared for this program and ready; in_flight: its preparation was still running; warm: a generic warm sandbox; miss: created on demand).",

@@ -122,6 +122,49 @@ describe("SandboxPool logic (scripted provider, virtual clock)", () => {
     expect(() => pool.prepare(1)).toThrow(/closed/);
   });
 
+  it("counts idle, queued, in use, created and destroyed over every path, the same in counts() and /metrics", async () => {
+    const p = new ScriptedProvider();
+    const registry = new Registry();
+    let failSetup = false;
+    const pool = createSandboxPool({
+      provider: p,
+      clock: new VirtualClock(),
+      warmSize: 2,
+      registry,
+      setup: async () => {
+        if (failSetup) throw new Error("setup failed");
+      },
+    });
+    const gauges = async (): Promise<Record<string, number>> => {
+      const text = await registry.metrics();
+      const out: Record<string, number> = {};
+      for (const m of text.matchAll(/^arbor_sandbox_pool_(warm|idle|queued|live|created_total|destroyed_total) (\S+)$/gm)) out[m[1] as string] = Number(m[2]);
+      return out;
+    };
+    pool.prepare(["a", "b", "c"]);
+    p.finish("a");
+    await tick();
+    expect(pool.counts()).toMatchObject({ warm: 2, ready: 1, queued: 1, live: 0, created: 1, destroyed: 0 });
+    expect(await gauges()).toEqual({ warm: 2, idle: 1, queued: 1, live: 0, created_total: 1, destroyed_total: 0 });
+    await pool.acquire("a"); // its slot starts c
+    p.finish("b");
+    await tick();
+    expect(pool.counts()).toMatchObject({ warm: 2, ready: 1, queued: 0, live: 1, created: 2, destroyed: 0 });
+    // A set-up that fails tears its sandbox down: created and destroyed both count it.
+    failSetup = true;
+    p.finish("c");
+    await tick();
+    await tick();
+    expect(pool.counts()).toMatchObject({ warm: 1, ready: 1, live: 1, created: 3, destroyed: 1 });
+    // Reclaiming twice destroys once.
+    await pool.reclaim("a");
+    await pool.reclaim("a");
+    expect(pool.counts()).toMatchObject({ live: 0, destroyed: 2 });
+    await pool.close();
+    expect(pool.counts()).toMatchObject({ warm: 0, ready: 0, live: 0, created: 3, destroyed: 3 });
+    expect(await gauges()).toEqual({ warm: 0, idle: 0, queued: 0, live: 0, created_total: 3, destroyed_total: 3 });
+  });
+
   it("works as a SandboxProvider: create acquires, destroy reclaims, destroyAll closes", async () => {
     const p = new ScriptedProvider();
     const pool = createSandboxPool({ provider: p, clock: new VirtualClock(), warmSize: 1 });

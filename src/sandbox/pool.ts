@@ -42,12 +42,18 @@ export interface PrepareResult {
   skipped: number;
 }
 
-/** Counters of what the pool did, for tests and the benchmark. */
+/** Counters of what the pool did, for tests, the benchmark and the dashboard (the same numbers as its metrics). */
 export interface PoolCounts {
+  /** Prepared or being prepared, not yet acquired. */
   warm: number;
+  /** Of `warm`, those whose preparation has finished (idle until a program takes one). */
   ready: number;
   queued: number;
+  /** Acquired by programs and not yet reclaimed (in use). */
   live: number;
+  /** Sandboxes created through the provider, and those destroyed (every path: reclaim, close, failed set-up). */
+  created: number;
+  destroyed: number;
   acquired: Record<AcquireOutcome, number>;
   reclaimed: number;
   leaks: number;
@@ -85,6 +91,8 @@ export class SandboxPool {
     ready: 0,
     queued: 0,
     live: 0,
+    created: 0,
+    destroyed: 0,
     acquired: { hit: 0, in_flight: 0, warm: 0, miss: 0 },
     reclaimed: 0,
     leaks: 0,
@@ -330,7 +338,7 @@ export class SandboxPool {
   /** Create a sandbox and set it up (warmup for a generic one); a failed set-up destroys it. */
   private async build(name: string, mode: "ahead" | "on_demand", generic = false): Promise<Sandbox> {
     const start = this.o.clock.now();
-    const sb = await this.o.provider.create(name);
+    const sb = this.tracked(await this.o.provider.create(name));
     try {
       if (generic) await this.o.warmup?.(sb);
       else await this.runSetup(sb, name);
@@ -340,6 +348,26 @@ export class SandboxPool {
     }
     this.metrics?.prepareSeconds.observe({ mode }, (this.o.clock.now() - start) / 1000);
     return sb;
+  }
+
+  /** `sb` counted as created now and as destroyed at its first completed destroy (whoever calls it). */
+  private tracked(sb: Sandbox): Sandbox {
+    this.counts_.created++;
+    this.metrics?.created.inc();
+    let destroyed = false;
+    return {
+      programId: sb.programId,
+      hostWorkspace: sb.hostWorkspace,
+      exec: (argv: string[], opts?: ExecOptions): Promise<ExecResult> => sb.exec(argv, opts),
+      writeFile: (relPath: string, data: string | Uint8Array) => sb.writeFile(relPath, data),
+      destroy: async () => {
+        await sb.destroy();
+        if (destroyed) return;
+        destroyed = true;
+        this.counts_.destroyed++;
+        this.metrics?.destroyed.inc();
+      },
+    };
   }
 
   private async runSetup(sb: Sandbox, programId: string): Promise<void> {
@@ -377,6 +405,8 @@ export class SandboxPool {
     this.counts_.queued = this.queue.length;
     this.counts_.live = this.active.size;
     this.metrics?.warm.set(this.counts_.warm);
+    this.metrics?.idle.set(this.counts_.ready);
+    this.metrics?.queued.set(this.counts_.queued);
     this.metrics?.live.set(this.counts_.live);
   }
 

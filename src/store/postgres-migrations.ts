@@ -123,10 +123,17 @@ ALTER TABLE calls ADD COLUMN max_tokens_asked integer;
 ALTER TABLE calls ADD COLUMN max_tokens_granted integer;
 `;
 
+// The iteration each group was rolled out in: a run has one id and its iterations belong to it (NULL: not
+// known, as for every group written before).
+const V3 = `
+ALTER TABLE groups ADD COLUMN iteration integer;
+`;
+
 /** The store's migrations, oldest first. Append new ones; never edit an applied one. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { version: 1, description: "trajectory store tables", sql: V1 },
   { version: 2, description: "calls: requested model, clamped max_tokens", sql: V2 },
+  { version: 3, description: "groups: the iteration of their run", sql: V3 },
 ];
 
 /** A schema name usable unquoted: lower-case letters, digits and `_`, at most 63 bytes. */

@@ -134,6 +134,10 @@ function requireIndex(v: unknown, field: string): void {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw new ArborError(`${field}: must be an integer >= 0, got ${String(v)}`, "store");
 }
 
+function requireIteration(v: unknown): void {
+  if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) throw new ArborError(`group.iteration: must be an integer >= 1, got ${String(v)}`, "store");
+}
+
 /** A call's column values in {@link CALL_COLUMNS} order, validated (naming the call and field). */
 function callParams(call: Call): unknown[] {
   requireString(call.id, "call.id");
@@ -454,6 +458,27 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     this.owned.delete(id);
   }
 
+  async reopenRun(id: string): Promise<void> {
+    const owner = currentOwner();
+    await this.write(`reopenRun '${id}'`, async (c) => {
+      const r = await c.query("UPDATE runs SET ended_at = NULL WHERE id = $1 AND ended_at IS NOT NULL RETURNING id", [id]);
+      if (r.rowCount === 0) {
+        await requireRun(c, id, "reopenRun");
+        // A retry of a reopen whose answer was lost finds the run open and owned by this process: done already.
+        const mine = await c.query("SELECT 1 FROM run_owners WHERE run_id = $1 AND host = $2 AND pid = $3 AND pid_start = $4", [id, owner.host, owner.pid, owner.pidStart]);
+        if (mine.rowCount !== 0) return;
+        throw new Refused(`reopenRun: run '${id}' has not finished (its process may still run it)`);
+      }
+      await c.query(
+        `INSERT INTO run_owners (run_id, host, boot_id, pid, pid_start) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (run_id) DO UPDATE SET host = $2, boot_id = $3, pid = $4, pid_start = $5, heartbeat_at = now()`,
+        [id, owner.host, owner.bootId, owner.pid, owner.pidStart],
+      );
+    });
+    this.owned.add(id);
+    this.beat();
+  }
+
   getRun(id: string): Promise<RunRecord | undefined> {
     return this.read("getRun", async (c) => {
       const r = (await c.query<RunRow>("SELECT * FROM runs WHERE id = $1", [id])).rows[0];
@@ -470,13 +495,15 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     requireString(group.taskId, "group.taskId");
     if (!Array.isArray(group.programIds)) throw new ArborError("group.programIds: must be an array", "store");
     if (new Set(group.programIds).size !== group.programIds.length) throw new ArborError(`group '${group.id}': duplicate program ids`, "store");
+    requireIteration(group.iteration);
     await this.write(`createGroup '${group.id}'`, async (c) => {
       await requireRun(c, group.runId, `createGroup '${group.id}'`);
-      const r = await c.query("INSERT INTO groups (id, run_id, task_id, program_ids) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING RETURNING id", [
+      const r = await c.query("INSERT INTO groups (id, run_id, task_id, program_ids, iteration) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING id", [
         group.id,
         group.runId,
         group.taskId,
         JSON.stringify(group.programIds),
+        group.iteration ?? null,
       ]);
       if (r.rowCount === 0) throw new Refused(`createGroup: group '${group.id}' already exists`);
     });

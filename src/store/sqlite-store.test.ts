@@ -12,7 +12,8 @@ import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testin
 import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-store.contract.js";
 
 // Undoes version 6 (requested model, clamped max_tokens) in the upgrade tests of older versions.
-const DROP_V6 = "ALTER TABLE calls DROP COLUMN requested_model; ALTER TABLE calls DROP COLUMN max_tokens_asked; ALTER TABLE calls DROP COLUMN max_tokens_granted;";
+// Undoes version 7 (the groups' iteration) there too.
+const DROP_V6 = "ALTER TABLE calls DROP COLUMN requested_model; ALTER TABLE calls DROP COLUMN max_tokens_asked; ALTER TABLE calls DROP COLUMN max_tokens_granted; ALTER TABLE groups DROP COLUMN iteration;";
 
 describeTrajectoryStoreContract(
   "sqlite file",
@@ -243,6 +244,46 @@ describe("SqliteTrajectoryStore on disk", () => {
     const check = new Database(path, { readonly: true });
     expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
     check.close();
+  });
+
+  it("keeps each group's iteration (version 7), and upgrades a version-6 file in place: its groups' iteration unknown", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    await store.createRun(fixtureRun());
+    await store.createGroup(fixtureGroup("g1", "run-1", 1));
+    await store.close();
+    const db = new Database(path);
+    db.exec("ALTER TABLE groups DROP COLUMN iteration; UPDATE schema_version SET version = 6;");
+    db.close();
+    const upgraded = new SqliteTrajectoryStore(path);
+    try {
+      await upgraded.createGroup({ ...fixtureGroup("g2", "run-1", 1), iteration: 2 });
+      expect(await upgraded.listGroups("run-1")).toEqual([fixtureGroup("g1", "run-1", 1), { ...fixtureGroup("g2", "run-1", 1), iteration: 2 }]);
+    } finally {
+      await upgraded.close();
+    }
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
+    check.close();
+  });
+
+  it("reopenRun refuses a run still open in another process", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    try {
+      await store.createRun(fixtureRun());
+      await store.close();
+      // The run's owner is now a process on another host: alive as far as this host can tell, and not this one.
+      const db = new Database(path);
+      db.prepare("UPDATE run_owners SET host = 'another-host'").run();
+      db.close();
+      const other = new SqliteTrajectoryStore(path);
+      try {
+        await expect(other.reopenRun("run-1")).rejects.toThrow("reopenRun: run 'run-1' has not finished (its process may still run it)");
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await store.close().catch(() => undefined);
+    }
   });
 
   it("refuses a file with another schema version", async () => {

@@ -40,7 +40,7 @@ import {
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
-export const SQLITE_SCHEMA_VERSION = 6;
+export const SQLITE_SCHEMA_VERSION = 7;
 
 const V1_TO_V2 = `
 ALTER TABLE calls ADD COLUMN trainable INTEGER NOT NULL DEFAULT 1;
@@ -71,6 +71,12 @@ ALTER TABLE calls ADD COLUMN max_tokens_asked INTEGER;
 ALTER TABLE calls ADD COLUMN max_tokens_granted INTEGER;
 `;
 
+// Version 7 adds the iteration each group was rolled out in: a run has one id and its iterations belong to it
+// (NULL: not known, as for every group written before).
+const V6_TO_V7 = `
+ALTER TABLE groups ADD COLUMN iteration INTEGER;
+`;
+
 const SCHEMA = `
 CREATE TABLE schema_version (version INTEGER NOT NULL);
 CREATE TABLE runs (
@@ -84,7 +90,8 @@ CREATE TABLE groups (
   id TEXT PRIMARY KEY,
   run_id TEXT NOT NULL REFERENCES runs(id),
   task_id TEXT NOT NULL,
-  program_ids TEXT NOT NULL
+  program_ids TEXT NOT NULL,
+  iteration INTEGER
 );
 CREATE INDEX groups_run ON groups(run_id);
 CREATE TABLE programs (
@@ -185,6 +192,7 @@ interface GroupRow {
   run_id: string;
   task_id: string;
   program_ids: string;
+  iteration: number | null;
 }
 
 function fail(message: string): never {
@@ -201,6 +209,10 @@ function requireFinite(v: unknown, field: string): void {
 
 function requireIndex(v: unknown, field: string): void {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) fail(`${field}: must be an integer >= 0, got ${String(v)}`);
+}
+
+function requireIteration(v: unknown): void {
+  if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) fail(`group.iteration: must be an integer >= 1, got ${String(v)}`);
 }
 
 /** A call's per-token versions as an Int32 LE blob; one integer >= 0 per output token. */
@@ -312,7 +324,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     // Each step only adds columns whose defaults describe the old rows, so files upgrade in place:
     // version 2 adds the calls' trainable/context_reset flags, version 3 their per-token versions,
     // version 4 their served model name, version 5 their context reset reason.
-    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5, 5: V5_TO_V6 };
+    // version 6 the requested model and clamped max_tokens, version 7 the groups' iteration.
+    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5, 5: V5_TO_V6, 6: V6_TO_V7 };
     const from = row?.version;
     if (from !== undefined && from in steps) {
       this.db.transaction(() => {
@@ -406,6 +419,22 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     ]);
   }
 
+  async reopenRun(id: string): Promise<void> {
+    const owner = currentOwner();
+    await this.write([
+      mustFind("SELECT 1 FROM runs WHERE id = ?", [id], `reopenRun: unknown run '${id}'`),
+      // Open and owned by this process: reopened already (nothing to do); open and another's: refused.
+      mustNotFind(
+        `SELECT 1 FROM runs r LEFT JOIN run_owners o ON o.run_id = r.id
+         WHERE r.id = ? AND r.ended_at IS NULL AND NOT coalesce(o.host = ? AND o.pid = ? AND o.pid_start = ?, 0)`,
+        [id, owner.host, owner.pid, owner.pidStart],
+        `reopenRun: run '${id}' has not finished (its process may still run it)`,
+      ),
+      exec("UPDATE runs SET ended_at = NULL WHERE id = ?", [id]),
+      exec("INSERT OR REPLACE INTO run_owners (run_id, host, boot_id, pid, pid_start) VALUES (?, ?, ?, ?, ?)", [id, owner.host, owner.bootId, owner.pid, owner.pidStart]),
+    ]);
+  }
+
   async getRun(id: string): Promise<RunRecord | undefined> {
     const db = await this.reader();
     const r = db.prepare("SELECT * FROM runs WHERE id = ?").get(id) as RunRow | undefined;
@@ -422,14 +451,16 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     requireString(group.taskId, "group.taskId");
     if (!Array.isArray(group.programIds)) fail("group.programIds: must be an array");
     if (new Set(group.programIds).size !== group.programIds.length) fail(`group '${group.id}': duplicate program ids`);
+    requireIteration(group.iteration);
     await this.write([
       requireRunStep(group.runId, `createGroup '${group.id}'`),
       mustNotFind("SELECT 1 FROM groups WHERE id = ?", [group.id], `createGroup: group '${group.id}' already exists`),
-      exec("INSERT INTO groups (id, run_id, task_id, program_ids) VALUES (?, ?, ?, ?)", [
+      exec("INSERT INTO groups (id, run_id, task_id, program_ids, iteration) VALUES (?, ?, ?, ?, ?)", [
         group.id,
         group.runId,
         group.taskId,
         JSON.stringify(group.programIds),
+        group.iteration ?? null,
       ]),
     ]);
   }
@@ -652,7 +683,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     return db.transaction(() => {
       SqliteTrajectoryStore.requireRun(db, runId, "listGroups");
       const rows = db.prepare("SELECT * FROM groups WHERE run_id = ? ORDER BY rowid").all(runId) as GroupRow[];
-      return rows.map((g) => ({ id: g.id, runId: g.run_id, taskId: g.task_id, programIds: JSON.parse(g.program_ids) as string[] }));
+      return rows.map((g) => ({ id: g.id, runId: g.run_id, taskId: g.task_id, programIds: JSON.parse(g.program_ids) as string[], ...(g.iteration !== null ? { iteration: g.iteration } : {}) }));
     })();
   }
 

@@ -30,6 +30,7 @@ export interface GroupRow {
   run_id: string;
   task_id: string;
   program_ids: string[];
+  iteration: number | null;
 }
 export interface ProgramRow {
   id: string;
@@ -126,7 +127,7 @@ export function runFromRow(r: RunRow): RunRecord {
 
 /** A group as stored (members in the order they joined). */
 export function groupFromRow(g: GroupRow): Group {
-  return { id: g.id, runId: g.run_id, taskId: g.task_id, programIds: g.program_ids };
+  return { id: g.id, runId: g.run_id, taskId: g.task_id, programIds: g.program_ids, ...(g.iteration !== null && g.iteration !== undefined ? { iteration: g.iteration } : {}) };
 }
 
 /** A program as stored; absent end and termination stay absent. */

@@ -155,6 +155,36 @@ export function describeTrajectoryStoreContract(
       expect(await store.listGroups("run-1")).toEqual([{ id: "g", runId: "run-1", taskId: "t", programIds: ["a"] }]);
     });
 
+    it("keeps the iteration of the run each group was rolled out in, and refuses one that is not an integer >= 1", async () => {
+      await store.createRun(fixtureRun());
+      await store.createGroup({ id: "it1/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 1 });
+      await store.createGroup({ id: "it2/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 2 });
+      await store.createGroup({ id: "g", runId: "run-1", taskId: "t", programIds: [] });
+      expect((await store.listGroups("run-1")).map((g) => [g.id, g.iteration])).toEqual([
+        ["it1/g0", 1],
+        ["it2/g0", 2],
+        ["g", undefined],
+      ]);
+      expect(Object.keys((await store.listGroups("run-1"))[2] ?? {})).not.toContain("iteration");
+      await expect(store.createGroup({ id: "bad", runId: "run-1", taskId: "t", programIds: [], iteration: 0 })).rejects.toThrow("group.iteration: must be an integer >= 1, got 0");
+    });
+
+    it("reopens a finished run for more groups (resume); an unknown run is refused, one this process holds open is left open", async () => {
+      await store.createRun(fixtureRun());
+      await store.createGroup({ id: "it1/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 1 });
+      await expect(store.reopenRun("nope")).rejects.toThrow("reopenRun: unknown run 'nope'");
+      await store.reopenRun("run-1");
+      expect((await store.getRun("run-1"))?.endedAt).toBeUndefined();
+      await store.finishRun("run-1", 50);
+      expect((await store.getRun("run-1"))?.endedAt).toBe(50);
+      await store.reopenRun("run-1");
+      expect((await store.getRun("run-1"))?.endedAt).toBeUndefined();
+      await store.createGroup({ id: "it2/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 2 });
+      await store.finishRun("run-1", 90);
+      expect((await store.getRun("run-1"))?.endedAt).toBe(90);
+      expect((await store.listGroups("run-1")).map((g) => g.iteration)).toEqual([1, 2]);
+    });
+
     it("computes stats", async () => {
       await populate();
       const s = await store.stats("run-1");

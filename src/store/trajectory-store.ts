@@ -78,6 +78,13 @@ export interface TrajectoryStore extends TraceSink {
   createRun(run: NewRun): Promise<void>;
   /** Mark a run finished. Rejects if unknown or already finished. */
   finishRun(id: string, endedAt: number): Promise<void>;
+  /**
+   * Continue a finished run (`arbor run --resume`) in this process: its end time is cleared and this process
+   * becomes its owner, so its next iterations' groups belong to it. Rejects if unknown or still open in another
+   * process (a run whose process died is ended as soon as the store is opened); a run this process holds open
+   * (reopened already, a retried write) is left as it is.
+   */
+  reopenRun(id: string): Promise<void>;
   /** Look up one run. */
   getRun(id: string): Promise<RunRecord | undefined>;
   /** All runs, oldest first. */

@@ -24,20 +24,37 @@ export function layoutTokens(tree: PackedTree, layout: Layout): number {
 
 /** log π(target) of every term of `tree` under `model`, computed in `layout` ([terms] tensor). */
 export function termLogprobs(model: TinyLlama, tree: PackedTree, layout: Layout): tf.Tensor1D {
-  return layout === "flat" ? flatLogprobs(model, tree) : treeLogprobs(model, tree, layout === "tree-dense");
+  return termOutputs(model, tree, layout, false).logprob;
 }
 
-function treeLogprobs(model: TinyLlama, tree: PackedTree, dense: boolean): tf.Tensor1D {
-  if (tree.terms.node.length === 0) return tf.zeros([0]);
+/**
+ * Per-term logprobs and, with `withEntropy`, the policy's entropy at each term's row (token-entropy.ts), both in
+ * the tree's term order from one forward pass.
+ */
+export function termOutputs(model: TinyLlama, tree: PackedTree, layout: Layout, withEntropy: boolean): TermOutputs {
+  return layout === "flat" ? flatOutputs(model, tree, withEntropy) : treeOutputs(model, tree, layout === "tree-dense", withEntropy);
+}
+
+/** Per-term tensors of a forward pass. */
+export interface TermOutputs {
+  logprob: tf.Tensor1D;
+  /** Present when asked for. */
+  entropy?: tf.Tensor1D;
+}
+
+const none = (withEntropy: boolean): TermOutputs => (withEntropy ? { logprob: tf.zeros([0]), entropy: tf.zeros([0]) } : { logprob: tf.zeros([0]) });
+
+function treeOutputs(model: TinyLlama, tree: PackedTree, dense: boolean, withEntropy: boolean): TermOutputs {
+  if (tree.terms.node.length === 0) return none(withEntropy);
   const plan: AttentionPlan = dense ? { kind: "dense", mask: treeMask(tree.parents) } : { kind: "segments", segments: mergeSegments(treeSegments(tree.parents)) };
   const hidden = model.hidden(tree.tokens, tree.positions, plan);
-  return model.logprobs(hidden, tree.terms.node, tree.terms.target);
+  return model.termOutputs(hidden, tree.terms.node, tree.terms.target, withEntropy);
 }
 
-function flatLogprobs(model: TinyLlama, tree: PackedTree): tf.Tensor1D {
+function flatOutputs(model: TinyLlama, tree: PackedTree, withEntropy: boolean): TermOutputs {
   const { node, sample, target } = tree.terms;
   const nTerms = node.length;
-  if (nTerms === 0) return tf.zeros([0]);
+  if (nTerms === 0) return none(withEntropy);
   const bySample = new Map<number, number[]>();
   for (let j = 0; j < nTerms; j++) {
     const s = sample[j] as number;
@@ -46,6 +63,7 @@ function flatLogprobs(model: TinyLlama, tree: PackedTree): tf.Tensor1D {
     else bySample.set(s, [j]);
   }
   const parts: tf.Tensor1D[] = [];
+  const entropyParts: tf.Tensor1D[] = [];
   const order: number[] = [];
   for (const [s, terms] of bySample) {
     const path = tree.samplePaths[s];
@@ -59,11 +77,15 @@ function flatLogprobs(model: TinyLlama, tree: PackedTree): tf.Tensor1D {
       return row;
     });
     const hidden = model.hidden(tokens, positions, { kind: "dense", mask: causalMask(tokens.length) });
-    parts.push(model.logprobs(hidden, rows, terms.map((j) => target[j] as number)));
+    const out = model.termOutputs(hidden, rows, terms.map((j) => target[j] as number), withEntropy);
+    parts.push(out.logprob);
+    if (out.entropy) entropyParts.push(out.entropy);
     order.push(...terms);
   }
   // `order[i]` is the term of concatenated row i; invert it to put rows back in term order.
   const inverse = new Int32Array(nTerms);
   order.forEach((j, i) => (inverse[j] = i));
-  return gatherRows(tf.concat(parts), tf.tensor1d(inverse, "int32"));
+  const idx = tf.tensor1d(inverse, "int32");
+  const logprob = gatherRows(tf.concat(parts), idx);
+  return withEntropy ? { logprob, entropy: tf.gather(tf.concat(entropyParts), idx) } : { logprob };
 }

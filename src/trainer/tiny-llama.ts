@@ -11,6 +11,7 @@ import { ropeTables } from "./rope.js";
 import { attention, treeAttention } from "./attention-core.js";
 import { linear as fastLinear, swapPairs } from "./fast-matmul.js";
 import { gatherRows } from "./tf-ops.js";
+import { tokenEntropy } from "./token-entropy.js";
 
 let instances = 0;
 
@@ -123,16 +124,26 @@ export class TinyLlama {
 
   /** log π(targets[i] | row rows[i]) as a [rows] tensor. */
   logprobs(hidden: tf.Tensor2D, rows: ArrayLike<number>, targets: ArrayLike<number>): tf.Tensor1D {
+    return this.termOutputs(hidden, rows, targets, false).logprob;
+  }
+
+  /**
+   * log π(targets[i] | row rows[i]) and, with `withEntropy`, the entropy of π at each row (token-entropy.ts),
+   * both from one computation of the rows' logits.
+   */
+  termOutputs(hidden: tf.Tensor2D, rows: ArrayLike<number>, targets: ArrayLike<number>, withEntropy: boolean): { logprob: tf.Tensor1D; entropy?: tf.Tensor1D } {
     if (rows.length !== targets.length) throw new ArborError(`trainer: ${rows.length} rows but ${targets.length} targets`, "trainer");
-    if (rows.length === 0) return tf.zeros([0]);
+    if (rows.length === 0) return withEntropy ? { logprob: tf.zeros([0]), entropy: tf.zeros([0]) } : { logprob: tf.zeros([0]) };
     for (let i = 0; i < targets.length; i++) {
       const t = targets[i] as number;
       if (!Number.isInteger(t) || t < 0 || t >= this.config.nVocab) {
         throw new ArborError(`trainer: target token ${t} is outside the vocabulary (0..${this.config.nVocab - 1})`, "trainer");
       }
     }
-    const lsm = tf.logSoftmax(this.logits(hidden, rows), -1);
-    return tf.sum(tf.mul(lsm, tf.oneHot(tf.tensor1d(Int32Array.from(targets), "int32"), this.config.nVocab)), -1);
+    const logits = this.logits(hidden, rows);
+    const lsm = tf.logSoftmax(logits, -1);
+    const logprob = tf.sum(tf.mul(lsm, tf.oneHot(tf.tensor1d(Int32Array.from(targets), "int32"), this.config.nVocab)), -1) as tf.Tensor1D;
+    return withEntropy ? { logprob, entropy: tokenEntropy(logits) } : { logprob };
   }
 }
 

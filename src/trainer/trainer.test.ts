@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import * as tf from "@tensorflow/tfjs";
 import { afterAll, describe, expect, it } from "vitest";
 import { buildPackedTree, type TreeSampleInput } from "../batch/tree/build-tree.js";
 import { VirtualClock } from "../core/clock.js";
@@ -8,6 +9,7 @@ import { Rng } from "../core/rng.js";
 import { tinyConfig } from "../model/config.js";
 import { Vocab } from "../model/vocab.js";
 import { initWeights } from "../model/weights.js";
+import { causalMask } from "./attention-mask.js";
 import { Trainer, type TrainBatch } from "./trainer.js";
 
 const root = mkdtempSync(join(tmpdir(), "arbor-trainer-"));
@@ -122,6 +124,51 @@ describe("Trainer", () => {
       expect(tr.version).toBe(0);
     } finally {
       tr.dispose();
+    }
+  });
+
+  it("reports the policy's mean token entropy over the loss terms from its own logits, before the step, in every layout", async () => {
+    const samples = [sample([1, 2, 3, 4, 5], 1, 1 / 6), sample([1, 2, 9, 10, 11], -1, 1 / 6)];
+    const { tree } = buildPackedTree(samples);
+    const clip = { ratio: "token", objective: "clip", epsLow: 0.2, epsHigh: 0.2, normaliser: "token-mean" } as const;
+    const batch: TrainBatch = { tree, termUnit: tree.terms.sample, loss: clip };
+    // The reference: each sample run causally on its own, its logits at rows 1..L−2 (the rows predicting the
+    // loss tokens 2..L−1), −Σ p ln p in float64, averaged over the 6 terms.
+    const expected = await (async () => {
+      const tr = await Trainer.create(cfg, weights());
+      try {
+        const hs: number[] = [];
+        for (const s of samples) {
+          const n = s.tokenIds.length;
+          const rows = Array.from({ length: n - 2 }, (_, i) => i + 1);
+          const logits = tf.tidy(() => {
+            const hidden = tr.model.hidden(s.tokenIds, Int32Array.from(s.tokenIds, (_, i) => i), { kind: "dense", mask: causalMask(n) });
+            return tr.model.logits(hidden, rows).arraySync() as number[][];
+          });
+          for (const row of logits) {
+            const m = Math.max(...row);
+            const z = row.reduce((a, x) => a + Math.exp(x - m), 0);
+            hs.push(-row.reduce((a, x) => a + (Math.exp(x - m) / z) * (x - m - Math.log(z)), 0));
+          }
+        }
+        return hs.reduce((a, h) => a + h, 0) / hs.length;
+      } finally {
+        tr.dispose();
+      }
+    })();
+    expect(expected).toBeGreaterThan(0);
+    expect(expected).toBeLessThanOrEqual(Math.log(cfg.nVocab) + 1e-9);
+    for (const opts of [{ layout: "tree" }, { layout: "flat" }, { layout: "tree", maxStepBytes: 1 }] as const) {
+      const tr = await Trainer.create(cfg, weights(), { lr: 5e-2, ...opts });
+      try {
+        const r = tr.step(batch, { epochs: 3 });
+        expect(r.microBatches).toBe("maxStepBytes" in opts ? 2 : 1);
+        expect(r.entropy).toBeCloseTo(expected, 5);
+        // Later epochs moved the weights, but the reported entropy is the first pass's (before the step).
+        expect(tr.step(batch).entropy).not.toBeCloseTo(expected, 5);
+      } finally {
+        tr.dispose();
+      }
     }
   });
 

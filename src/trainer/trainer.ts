@@ -18,11 +18,12 @@ import type { Tensor } from "../model/weights.js";
 import { readSafetensors, writeSafetensors, type AnyTensor } from "../model/safetensors.js";
 import { writeCheckpoint, type CheckpointManifest } from "./checkpoint.js";
 import { clipByGlobalNorm } from "./grad-clip.js";
-import { layoutTokens, termLogprobs, type Layout } from "./layouts.js";
+import { layoutTokens, termLogprobs, termOutputs, type Layout } from "./layouts.js";
 import { policyLoss, sftLoss } from "./losses.js";
 import { checkContext, DEFAULT_MAX_STEP_BYTES, planMicroBatches, type MicroBatch } from "./micro-batches.js";
 import { tfWasm } from "./tf-runtime.js";
 import { TinyLlama } from "./tiny-llama.js";
+import { meanEntropy } from "./token-entropy.js";
 
 /** One training batch: a packed tree (K's layout) and how to score its terms. */
 export interface TrainBatch {
@@ -102,6 +103,11 @@ export interface StepResult {
   dualClipFraction: number;
   /** KL(sampling policy ‖ trainer before the step), k3 estimator per term (loss-spec.ts); 0 for SFT. */
   kl: number;
+  /**
+   * The policy's mean token entropy (nats) over the batch's loss terms, from the trainer's own logits under the
+   * weights before the step (the first epoch's forward pass): −Σ_v π(v) log π(v) at each term, averaged.
+   */
+  entropy: number;
   maskedUnits: number;
   /** Policy version after the step. */
   version: number;
@@ -217,12 +223,13 @@ export class Trainer {
     if (!Number.isInteger(epochs) || epochs < 1) throw new ArborError(`trainer: epochs must be an integer ≥ 1, got ${epochs}`, "config");
     const start = this.clock.now();
     const done: EpochResult[] = [];
-    let first: { tokens: number; microBatches: number; kl: number; maskedUnits: number; logprobs: Float32Array } | undefined;
+    let first: { tokens: number; microBatches: number; kl: number; maskedUnits: number; logprobs: Float32Array; entropy: number } | undefined;
     for (let e = 0; e < epochs; e++) {
       const lr = opts.lrAt?.(this.steps + 1);
       if (lr !== undefined) this.setLearningRate(lr);
       // The mismatch mask compares the engine with the trainer's weights *before* the batch's first update.
-      const { loss, grads, logprobs, tokens, microBatches } = this.lossAndGrads(batch, this.layout, first?.logprobs);
+      // Entropy is read on the first epoch only: the weights before the step, like the loss and KL reported.
+      const { loss, grads, logprobs, tokens, microBatches, entropy } = this.lossAndGrads(batch, this.layout, first?.logprobs, first === undefined);
       let clipped: tf.NamedTensorMap;
       let gradNorm: number;
       try {
@@ -238,7 +245,7 @@ export class Trainer {
         batch.loss === "sft"
           ? { clipFraction: 0, dualClipFraction: 0, kl: 0, maskedUnits: 0 }
           : referenceLoss(batch.loss, { ...this.lossInput(batch, logprobs), trainerOldLogprob: first?.logprobs ?? logprobs });
-      first ??= { tokens, microBatches, kl: stats.kl, maskedUnits: stats.maskedUnits, logprobs };
+      first ??= { tokens, microBatches, kl: stats.kl, maskedUnits: stats.maskedUnits, logprobs, entropy: meanEntropy(entropy ?? []) };
       done.push({ loss, gradNorm, clipFraction: stats.clipFraction, dualClipFraction: stats.dualClipFraction, lr: this.learningRate });
     }
     this.currentVersion++;
@@ -255,6 +262,7 @@ export class Trainer {
       clipFraction: mean("clipFraction"),
       dualClipFraction: mean("dualClipFraction"),
       kl: f.kl,
+      entropy: f.entropy,
       maskedUnits: f.maskedUnits,
       version: this.currentVersion,
       epochs: done,
@@ -357,22 +365,29 @@ export class Trainer {
    * Loss, summed gradients and term logprobs of `batch` over its micro-batches (one when it fits
    * `maxStepBytes`). Micro-batches without loss terms are skipped: they add nothing to either.
    */
-  private lossAndGrads(batch: TrainBatch, layout: Layout, trainerOld?: Float32Array): { loss: number; grads: tf.NamedTensorMap; logprobs: Float32Array; tokens: number; microBatches: number } {
+  private lossAndGrads(
+    batch: TrainBatch,
+    layout: Layout,
+    trainerOld?: Float32Array,
+    withEntropy = false,
+  ): { loss: number; grads: tf.NamedTensorMap; logprobs: Float32Array; tokens: number; microBatches: number; entropy?: Float32Array } {
     const unit = this.units(batch);
     if (batch.tree.terms.node.length === 0) throw new ArborError("trainer: the batch has no loss terms (every token is masked)", "trainer");
     checkContext(batch.tree, this.config.contextLength, batch.sampleIds);
     const plan = planMicroBatches(batch.tree, this.config, layout, this.maxStepBytes).filter((mb) => mb.terms.length > 0);
     const logprobs = new Float32Array(batch.tree.terms.node.length);
+    const entropy = withEntropy ? new Float32Array(batch.tree.terms.node.length) : undefined;
     let grads: tf.NamedTensorMap = {};
     let loss = 0;
     let tokens = 0;
     try {
       for (const mb of plan) {
         const old = trainerOld && Float32Array.from(mb.terms, (j) => trainerOld[j] as number);
-        const r = this.microLossAndGrads(batch.loss, mb, Int32Array.from(mb.terms, (j) => unit[j] as number), layout, old);
+        const r = this.microLossAndGrads(batch.loss, mb, Int32Array.from(mb.terms, (j) => unit[j] as number), layout, old, withEntropy);
         loss += r.value.dataSync()[0] as number;
         r.value.dispose();
         mb.terms.forEach((j, i) => (logprobs[j] = r.logprobs[i] as number));
+        if (entropy && r.entropy) mb.terms.forEach((j, i) => (entropy[j] = r.entropy?.[i] as number));
         tokens += layoutTokens(mb.tree, layout);
         const sum: tf.NamedTensorMap = {};
         for (const [name, g] of Object.entries(r.grads)) {
@@ -389,19 +404,30 @@ export class Trainer {
       tf.dispose(grads);
       throw err;
     }
-    return { loss, grads, logprobs, tokens, microBatches: plan.length };
+    return { loss, grads, logprobs, tokens, microBatches: plan.length, ...(entropy ? { entropy } : {}) };
   }
 
-  private microLossAndGrads(spec: LossSpec | "sft", mb: MicroBatch, unit: Int32Array, layout: Layout, trainerOld?: Float32Array): { value: tf.Scalar; grads: tf.NamedTensorMap; logprobs: Float32Array } {
+  private microLossAndGrads(
+    spec: LossSpec | "sft",
+    mb: MicroBatch,
+    unit: Int32Array,
+    layout: Layout,
+    trainerOld: Float32Array | undefined,
+    withEntropy: boolean,
+  ): { value: tf.Scalar; grads: tf.NamedTensorMap; logprobs: Float32Array; entropy?: Float32Array } {
     let logprobs = new Float32Array(0);
+    let entropy: Float32Array | undefined;
     const { value, grads } = tf.variableGrads(() => {
-      const lp = termLogprobs(this.model, mb.tree, layout);
+      const out = termOutputs(this.model, mb.tree, layout, withEntropy);
+      const lp = out.logprob;
       logprobs = Float32Array.from(lp.dataSync() as Float32Array);
+      // Read as values only: the entropy is not part of the loss, so it adds nothing to the gradients.
+      if (out.entropy) entropy = Float32Array.from(out.entropy.dataSync() as Float32Array);
       const t = mb.tree.terms;
       return spec === "sft"
         ? sftLoss(lp, t.weight)
         : policyLoss(spec, lp, { oldLogprob: t.oldLogprob, advantage: t.advantage, weight: t.weight, unit, trainerOldLogprob: trainerOld ?? logprobs });
     }, [...this.model.params.values()]);
-    return { value, grads, logprobs };
+    return { value, grads, logprobs, ...(entropy ? { entropy } : {}) };
   }
 }

@@ -7,6 +7,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { ArborError } from "../core/errors.js";
 import type { ChatMessage } from "../core/types.js";
 import type { Environment, Task } from "../envs/env.js";
+import { loadModuleEnvironment } from "../envs/module-environment.js";
 import { createEnvironment, environmentNames } from "../envs/registry.js";
 import { createSweMiniEnvironment } from "../envs/swe-mini/swe-mini.js";
 import { loadSweTasks, TASKS_DIR } from "../envs/swe-mini/task-data.js";
@@ -61,6 +62,28 @@ export function loadDataset(target: string, opts: LoadOptions = {}): Dataset {
     return sweDataset(inner);
   }
   return sweDataset(target);
+}
+
+/** A `.ts`/`.mts`/`.js`/`.mjs` module path, with an optional `#export`: a user's environment (`env.module`). */
+export function isModuleSpec(target: string): boolean {
+  return /\.(m?ts|m?js)(#[A-Za-z_$][\w$]*)?$/.test(target);
+}
+
+/**
+ * A user's environment module (`env.module`: its shape checked on load, envs/module-environment.ts) as a dataset:
+ * `count` of its tasks, golden answers from its `solveGolden`. The filtered tasks are written as JSONL lines
+ * `{id, prompt, meta}`, the task file a run's `env.tasks` reads beside the same `env.module`.
+ */
+export async function moduleDataset(spec: string, opts: LoadOptions = {}): Promise<Dataset> {
+  const env = await loadModuleEnvironment(spec);
+  const tasks = env.tasks(opts.count ?? 8, opts.seed ?? 1);
+  return {
+    name: env.name,
+    env,
+    tasks: tasks.map((task) => ({ task, tests: metaTests(task) })),
+    filteredName: `${env.name}.filtered.jsonl`,
+    writeFiltered: (keep, out) => writeLines(out, tasks.filter((t) => keep.has(t.id)).map((t) => JSON.stringify({ id: t.id, prompt: t.prompt, meta: t.meta }))),
+  };
 }
 
 function envDataset(name: string, opts: LoadOptions): Dataset {

@@ -4,13 +4,19 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { loadDataset } from "./dataset.js";
+import { loadTaskFile } from "../envs/task-file.js";
+import { isModuleSpec, loadDataset } from "./dataset.js";
 import { arbor, repoRoot } from "../testing/validate-cli.js";
 import type { ValidationReport } from "./validate-tasks.js";
 
 const DATASET = join(repoRoot, "examples/flawed-dataset");
 
 describe("arbor validate on the flawed sample dataset", () => {
+  it("tells a module path from a dataset path", () => {
+    expect(["./my-env.ts", "envs.mjs#shop", "/a/b.js", "x.mts"].map(isModuleSpec)).toEqual([true, true, true, true]);
+    expect(["tasks.jsonl", "calc", "examples/flawed-dataset", "x.ts#"].map(isModuleSpec)).toEqual([false, false, false, false]);
+  });
+
   it("drops exactly the tasks whose golden fails and those that pass with no change", async () => {
     const out = mkdtempSync(join(tmpdir(), "arbor-validate-cli-"));
     const r = await arbor(["validate", DATASET, "--out", out, "--concurrency", "3"]);
@@ -40,6 +46,24 @@ describe("arbor validate on the flawed sample dataset", () => {
     expect(readdirSync(filtered).sort()).toEqual(["luhn-from-right", "roman-subtractive", "slugify-trim"]);
     expect(readFileSync(join(filtered, "slugify-trim/fix.patch"), "utf8")).toBe(readFileSync(join(DATASET, "tasks/slugify-trim/fix.patch"), "utf8"));
     expect(loadDataset(filtered).tasks.map((t) => t.task.id)).toEqual(["swe-mini-luhn-from-right", "swe-mini-roman-subtractive", "swe-mini-slugify-trim"]);
+  }, 120_000);
+
+  it("validates a user's environment module (examples/custom-env/my-env.ts); the filtered tasks are a task file a run reads", async () => {
+    const out = mkdtempSync(join(tmpdir(), "arbor-validate-module-"));
+    const r = await arbor(["validate", join(repoRoot, "examples/custom-env/my-env.ts"), "--tasks", "3", "--out", out]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("3/3 tasks kept");
+    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as ValidationReport;
+    expect(report.env).toBe("shop");
+    expect(report.tasks.map((t) => [t.id, t.kept])).toEqual([
+      ["shop-1-0", true],
+      ["shop-1-1", true],
+      ["shop-1-2", true],
+    ]);
+    const tasks = await loadTaskFile(join(out, "shop.filtered.jsonl"), "shop");
+    expect(tasks.map((t) => t.id)).toEqual(["shop-1-0", "shop-1-1", "shop-1-2"]);
+    expect(tasks[0]?.meta).toMatchObject({ expression: expect.any(String), answer: expect.any(Number) });
   }, 120_000);
 
   it("fails with one clear line for a target that does not exist", async () => {

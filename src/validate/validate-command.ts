@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import { ArborError } from "../core/errors.js";
 import { createGatewayChat } from "../reward/judge/gateway-chat.js";
 import { bwrapAvailable, createBwrapProvider } from "../sandbox/bwrap.js";
-import { loadDataset } from "./dataset.js";
+import { isModuleSpec, loadDataset, moduleDataset } from "./dataset.js";
 import type { PanelJudge } from "./judge-panel.js";
 import { formatValidationTable } from "./report-table.js";
 import { validateDataset, type ValidationReport } from "./validate-tasks.js";
@@ -49,7 +49,9 @@ export function parseJudges(specs: readonly string[], defaultGateway: string | u
 
 /** Run the validation; prints the table to stdout and returns the report. */
 export async function validateCommand(target: string, opts: ValidateCommandOptions = {}): Promise<ValidationReport> {
-  const dataset = loadDataset(target, { ...(opts.tasks !== undefined ? { count: opts.tasks } : {}), ...(opts.seed !== undefined ? { seed: opts.seed } : {}), ...(opts.env ? { env: opts.env } : {}) });
+  const load = { ...(opts.tasks !== undefined ? { count: opts.tasks } : {}), ...(opts.seed !== undefined ? { seed: opts.seed } : {}), ...(opts.env ? { env: opts.env } : {}) };
+  // A module path (`./my-env.ts`, `./envs.mjs#shop`) is a user's environment, loaded as `env.module` loads it.
+  const dataset = isModuleSpec(target) ? await moduleDataset(target, load) : loadDataset(target, load);
   let adminToken: string | undefined;
   if (opts.judgeAdminTokenEnv) {
     adminToken = process.env[opts.judgeAdminTokenEnv];

@@ -3,7 +3,7 @@
 // render per animation frame redraws it. The programs table is virtualized: only the rows in view (plus a small
 // overscan) are fetched (GET /api/programs?offset&limit) and put in the DOM, so 1,000 or 100,000 programs cost the
 // same. `window.__dashboard` counts renders and rows for the end-to-end test (src/cli/dashboard/dashboard-e2e.test.ts).
-import type { CurvePoint, EngineRow, GatewayRow, Highlight, Overview, ProgramRow, ProgramsPage } from "../../src/cli/dashboard/dashboard-types.js";
+import type { CurvePoint, EngineRow, GatewayRow, Highlight, Overview, ProgramRow, ProgramsPage, SandboxPoolRow } from "../../src/cli/dashboard/dashboard-types.js";
 import type { TrajectoryView } from "../../src/cli/inspect.js";
 
 const ROW_HEIGHT = 22;
@@ -13,14 +13,14 @@ interface Counters {
   /** Render passes (one per animation frame with something to draw). */
   frames: number;
   /** Redraws of each part. */
-  renders: Record<"overview" | "engines" | "highlights" | "curves" | "programs" | "detail", number>;
+  renders: Record<"overview" | "engines" | "sandboxPool" | "highlights" | "curves" | "programs" | "detail", number>;
   /** Overview events received. */
   events: number;
   /** Program rows in the DOM now. */
   rowsInDom: number;
 }
 
-const counters: Counters = { frames: 0, renders: { overview: 0, engines: 0, highlights: 0, curves: 0, programs: 0, detail: 0 }, events: 0, rowsInDom: 0 };
+const counters: Counters = { frames: 0, renders: { overview: 0, engines: 0, sandboxPool: 0, highlights: 0, curves: 0, programs: 0, detail: 0 }, events: 0, rowsInDom: 0 };
 (window as unknown as { __dashboard: Counters }).__dashboard = counters;
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
@@ -134,6 +134,7 @@ function renderOverview(): void {
     }),
   );
   renderEngines(o.engines, o.gateway);
+  renderSandboxPool(o.sandboxPool);
   renderHighlights(o.highlights);
   renderCurves(o.curves);
 }
@@ -162,6 +163,34 @@ function renderEngines(engines: EngineRow[], gateway: GatewayRow | null): void {
     : engines.length === 0
       ? "no live engines (a stored run)"
       : "";
+}
+
+/** The sandbox pool's counters (the gateway's arbor_sandbox_pool_* metrics), one row; a note when there is none. */
+function renderSandboxPool(pool: SandboxPoolRow | null): void {
+  counters.renders.sandboxPool++;
+  const tr = $("sandbox-pool");
+  if (!pool) {
+    tr.replaceChildren();
+    $("sandbox-pool-note").textContent = "no sandbox pool to show (a stored run, or a gateway without one)";
+    return;
+  }
+  const a = pool.acquired;
+  const cell = (field: string, text: string): HTMLElement => {
+    const td = el("td", text);
+    td.dataset.field = field;
+    return td;
+  };
+  tr.replaceChildren(
+    cell("warm", fmt(pool.warm)),
+    cell("idle", fmt(pool.idle)),
+    cell("inUse", fmt(pool.inUse)),
+    cell("queued", fmt(pool.queued)),
+    cell("created", fmt(pool.created)),
+    cell("destroyed", fmt(pool.destroyed)),
+    cell("acquired", ["hit", "in_flight", "warm", "miss"].map((k) => fmt(a[k] ?? 0)).join(" / ")),
+    cell("leaks", fmt(pool.leaks)),
+  );
+  $("sandbox-pool-note").textContent = pool.leaks ? `${pool.leaks} leaked sandbox(es) found and reclaimed` : "";
 }
 
 function renderHighlights(hs: Highlight[]): void {
@@ -203,7 +232,7 @@ function chart(points: CurvePoint[], label: string, pick: (p: CurvePoint) => num
 
 function renderCurves(points: CurvePoint[]): void {
   counters.renders.curves++;
-  $("curves").replaceChildren(chart(points, "mean reward", (p) => p.meanReward), chart(points, "output tokens / program", (p) => p.meanOutputTokens), chart(points, "loss", (p) => p.loss));
+  $("curves").replaceChildren(chart(points, "mean reward", (p) => p.meanReward), chart(points, "output tokens / program", (p) => p.meanOutputTokens), chart(points, "loss", (p) => p.loss), chart(points, "entropy", (p) => p.entropy));
 }
 
 function renderPrograms(): void {

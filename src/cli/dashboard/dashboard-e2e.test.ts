@@ -113,6 +113,9 @@ describe.skipIf(missing !== undefined)("dashboard in headless Chromium", () => {
       expect((await page.textContent("#detail")) ?? "").toMatch(/reward: -?\d/);
       expect((await page.textContent("#detail pre[data-output]"))?.length).toBeGreaterThan(0);
       expect(await page.textContent("#detail")).toMatch(/tokens decoded with/);
+      // The sandbox pool panel: the run's programs took sandboxes from the pool (created on demand: poolSize 0).
+      await page.waitForFunction(() => Number(document.querySelector('#sandbox-pool td[data-field="created"]')?.textContent) > 0, undefined, { timeout: 60_000 });
+      expect(Number(await page.textContent('#sandbox-pool td[data-field="destroyed"]'))).toBeGreaterThanOrEqual(0);
       // The engines update too: after the first trainer step they serve the next policy version.
       await page.waitForFunction((v) => document.querySelector('[data-engine="engine-0"] td:nth-child(8)')?.textContent !== v, version0, { timeout: 180_000 });
       expect(await page.textContent('[data-engine="engine-0"] td:nth-child(8)')).toMatch(/^v[1-9]\d*$/);
@@ -142,11 +145,15 @@ describe.skipIf(missing !== undefined)("dashboard in headless Chromium", () => {
       await page.waitForFunction((n) => window.__dashboard.events >= n, start.events + polls);
       // The last poll's phases are on screen: row 0 shows what the source said last.
       await page.waitForFunction((ph) => document.querySelector('.program-row[data-program="p0000"] span:nth-child(3)')?.textContent === ph, source.phaseOf(0));
+      // The sandbox pool panel shows the last poll's counters, redrawn with the overview (no more often).
+      await page.waitForFunction((n) => document.querySelector('#sandbox-pool td[data-field="created"]')?.textContent === String(n), source.created());
+      expect(await page.textContent('#sandbox-pool td[data-field="acquired"]')).toBe(`${source.created() - 3} / 1 / 0 / 2`);
       const end = await count();
       expect(end.rowsInDom).toBeGreaterThan(10);
       expect(end.rowsInDom).toBeLessThanOrEqual(60);
       const events = end.events - start.events;
       expect(events).toBe(polls);
+      expect(end.renders.sandboxPool! - start.renders.sandboxPool!).toBeLessThanOrEqual(events);
       expect(end.renders.overview! - start.renders.overview!).toBeLessThanOrEqual(events);
       expect(end.renders.programs! - start.renders.programs!).toBeLessThanOrEqual(events + 1);
       expect(end.frames - start.frames).toBeLessThanOrEqual(2 * events + 1);
@@ -170,6 +177,11 @@ class SimulatedRun implements DashboardSource {
   private polls = 0;
   constructor(private readonly n: number) {}
 
+  /** Sandboxes the simulated pool has created by the latest poll. */
+  created(): number {
+    return 10 + this.polls;
+  }
+
   phaseOf(i: number): "reasoning" | "acting" {
     return (i + this.polls) % 2 === 0 ? "reasoning" : "acting";
   }
@@ -180,6 +192,7 @@ class SimulatedRun implements DashboardSource {
       id: `p${String(i).padStart(4, "0")}`,
       runId: "sim",
       groupId: `g${Math.floor(i / 8)}`,
+      iteration: null,
       taskId: `t${Math.floor(i / 8)}`,
       state: "active",
       termination: null,
@@ -196,7 +209,9 @@ class SimulatedRun implements DashboardSource {
       backend: "sim-engine",
       lastActivity: 0,
     }));
-    return { runs: [], programs, engines: [], gateway: null, curves: [], highlights: [], errors: [] };
+    const created = this.created();
+    const sandboxPool = { warm: 4, idle: 2, inUse: created - 8, queued: 0, created, destroyed: 4, acquired: { hit: created - 3, in_flight: 1, miss: 2 }, leaks: 0 };
+    return { runs: [], programs, engines: [], gateway: null, sandboxPool, curves: [], highlights: [], errors: [] };
   }
 
   async program(): Promise<TrajectoryView | undefined> {

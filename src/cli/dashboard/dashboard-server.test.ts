@@ -6,14 +6,17 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
+import { createSandboxPool, type SandboxPool } from "../../sandbox/pool.js";
+import type { ExecResult, Sandbox, SandboxProvider } from "../../sandbox/sandbox.js";
 import { SqliteTrajectoryStore } from "../../store/sqlite-store.js";
 import { fixtureGroup, fixtureProgram, fixtureRun } from "../../testing/store-fixtures.js";
 import { writeInspectStore } from "../../testing/inspect-store.js";
 import type { TrajectoryView } from "../inspect.js";
 import { createDashboardServer, type DashboardServer } from "./dashboard-server.js";
-import type { CurvePoint, EngineRow, GatewayRow, Highlight, Overview, ProgramsPage } from "./dashboard-types.js";
+import type { CurvePoint, EngineRow, GatewayRow, Highlight, Overview, ProgramsPage, SandboxPoolRow } from "./dashboard-types.js";
 import { RunSource } from "./run-source.js";
 
 const ADMIN = "admin-token-0123456789";
@@ -23,6 +26,22 @@ let store: SqliteTrajectoryStore;
 let servers: Server[] = [];
 let dash: DashboardServer;
 const clock = new VirtualClock(NOW);
+// The run's sandbox pool, its metrics in the registry the gateway's /metrics page serves (as run-deployment.ts wires it).
+const poolRegistry = new Registry();
+let pool: SandboxPool;
+
+/** Sandboxes in memory, created at once. */
+const memoryProvider: SandboxProvider = {
+  name: "memory",
+  create: async (programId: string): Promise<Sandbox> => ({
+    programId,
+    hostWorkspace: `/mem/${programId}`,
+    exec: async (): Promise<ExecResult> => ({ exitCode: 0, signal: null, stdout: "", stderr: "", timedOut: false, durationMs: 0 }),
+    writeFile: async () => {},
+    destroy: async () => {},
+  }),
+  destroyAll: async () => {},
+};
 
 function serve(pages: Record<string, (auth: string | undefined) => { status: number; body: string }>): Promise<string> {
   const s = createServer((req, res) => {
@@ -50,18 +69,27 @@ beforeAll(async () => {
     [
       { kind: "held-out", index: 0, time: 1 },
       { kind: "iteration", index: 1, runId: "run-1", policyVersion: 0, meanReward: 0.25, meanOutputTokens: 12, loss: 0.5, gradNorm: 1, kl: null },
-      { kind: "iteration", index: 2, runId: "run-2", policyVersion: 1, meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01 },
+      { kind: "iteration", index: 2, runId: "run-2", policyVersion: 1, meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01, entropy: 1.25 },
     ]
       .map((x) => JSON.stringify(x))
       .join("\n") + '\n{"kind":"iteration","ind',
   );
   writeFileSync(join(dir, "report.json"), JSON.stringify({ tasks: [{ id: "calc-1", kept: true, reasons: [] }, { id: "calc-2", kept: false, reasons: ["golden-fails", "judge-rejects"] }] }));
+  // Two programs took sandboxes (one whose preparation was in flight, one on demand), one gave it back; one more is prepared ahead.
+  pool = createSandboxPool({ provider: memoryProvider, clock, warmSize: 2, registry: poolRegistry });
+  pool.prepare(["g4-p0"]);
+  await pool.acquire("g4-p0");
+  await pool.acquire("g4-p1");
+  await pool.reclaim("g4-p1");
+  pool.prepare(["g5-p0"]);
+  await new Promise((r) => setImmediate(r));
+  const poolPage = await poolRegistry.metrics();
   const gateway = await serve({
     "/programs": (auth) =>
       auth === `Bearer ${ADMIN}`
         ? { status: 200, body: JSON.stringify({ programs: [{ id: "g4-p0", state: "active", calls: 3, inFlight: 1, contextTokens: 77, backend: "engine-0", phase: "reasoning", openedAt: NOW - 300_000, lastActivity: NOW - 200_000 }] }) }
         : { status: 401, body: "{}" },
-    "/metrics": () => ({ status: 200, body: 'arbor_gateway_programs{state="active"} 1\narbor_gateway_programs{state="terminated"} 4\narbor_gateway_pauses_total 3\narbor_gateway_restores_total 2\narbor_gateway_held_calls 0\narbor_gateway_inflight_requests{backend="engine-0"} 1\n' }),
+    "/metrics": () => ({ status: 200, body: 'arbor_gateway_programs{state="active"} 1\narbor_gateway_programs{state="terminated"} 4\narbor_gateway_pauses_total 3\narbor_gateway_restores_total 2\narbor_gateway_held_calls 0\narbor_gateway_inflight_requests{backend="engine-0"} 1\n' + poolPage }),
   });
   const engine = await serve({
     "/metrics": () => ({ status: 200, body: '# HELP x\nvllm:num_requests_running{model_name="m"} 2\nvllm:num_requests_waiting{model_name="m"} 5\nvllm:kv_cache_usage_perc{model_name="m"} 0.375\nvllm:prefix_cache_queries_total{model_name="m"} 200\nvllm:prefix_cache_hits_total{model_name="m"} 150\nvllm:num_preemptions_total{model_name="m"} 7\n' }),
@@ -77,6 +105,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await dash.close();
+  await pool.close();
   await store.close();
   for (const s of servers) await new Promise((done) => s.close(done));
   servers = [];
@@ -133,11 +162,19 @@ describe("dashboard API", () => {
     expect(gateway).toMatchObject({ healthy: true, activePrograms: 1, terminatedPrograms: 4, pauses: 3, restores: 2, heldCalls: 0, inflightRequests: 1 });
   });
 
+  it("GET /api/sandbox-pool: the pool's own counters as the gateway's /metrics carries them (warm, idle, in use, created, destroyed)", async () => {
+    const { sandboxPool } = await api<{ sandboxPool: SandboxPoolRow }>("/api/sandbox-pool");
+    const c = pool.counts();
+    expect(c).toMatchObject({ warm: 1, ready: 1, live: 1, created: 3, destroyed: 1 });
+    expect(sandboxPool).toEqual({ warm: c.warm, idle: c.ready, inUse: c.live, queued: c.queued, created: c.created, destroyed: c.destroyed, acquired: { in_flight: 1, miss: 1 }, leaks: 0 });
+    expect((await api<Overview>("/api/overview")).sandboxPool).toEqual(sandboxPool);
+  });
+
   it("GET /api/curves: one point per iteration of metrics.jsonl (held-out lines and a half-written line skipped)", async () => {
     const { curves } = await api<{ curves: CurvePoint[] }>("/api/curves");
     expect(curves).toEqual([
-      { kind: "iteration", index: 1, runId: "run-1", meanReward: 0.25, meanOutputTokens: 12, loss: 0.5, gradNorm: 1, kl: null, policyVersion: 0 },
-      { kind: "iteration", index: 2, runId: "run-2", meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01, policyVersion: 1 },
+      { kind: "iteration", index: 1, runId: "run-1", meanReward: 0.25, meanOutputTokens: 12, loss: 0.5, gradNorm: 1, kl: null, entropy: null, policyVersion: 0 },
+      { kind: "iteration", index: 2, runId: "run-2", meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01, entropy: 1.25, policyVersion: 1 },
     ]);
   });
 

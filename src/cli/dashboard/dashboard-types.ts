@@ -59,6 +59,28 @@ export interface GatewayRow {
   inflightRequests: number | null;
 }
 
+/**
+ * The run's sandbox pool as its own counters say (`arbor_sandbox_pool_*` on the gateway's /metrics, where the
+ * embedded run registers them; src/sandbox/pool.ts). A field the page lacks is null.
+ */
+export interface SandboxPoolRow {
+  /** Prepared or being prepared, not yet acquired (`_warm`). */
+  warm: number | null;
+  /** Of `warm`, finished and waiting for their program (`_idle`). */
+  idle: number | null;
+  /** Acquired by programs and not yet reclaimed (`_live`). */
+  inUse: number | null;
+  /** Program ids waiting for a free warm slot (`_queued`). */
+  queued: number | null;
+  /** Sandboxes created through the provider, and destroyed, since the run started (`_created_total`, `_destroyed_total`). */
+  created: number | null;
+  destroyed: number | null;
+  /** Acquires by outcome: hit, in_flight, warm, miss (`_acquired_total{outcome}`). */
+  acquired: Record<string, number>;
+  /** Leaks the pool's check found and reclaimed (`_leaks_detected_total`). */
+  leaks: number | null;
+}
+
 /** One point of the curves: one line of metrics.jsonl (an iteration or a trainer step). */
 export interface CurvePoint {
   kind: "iteration" | "step";
@@ -69,6 +91,8 @@ export interface CurvePoint {
   loss: number | null;
   gradNorm: number | null;
   kl: number | null;
+  /** The policy's mean token entropy at the step (metrics.jsonl `entropy`). */
+  entropy: number | null;
   policyVersion: number;
 }
 
@@ -97,6 +121,8 @@ export interface Overview {
   programsTotal: number;
   engines: EngineRow[];
   gateway: GatewayRow | null;
+  /** Null where no gateway is probed or its /metrics has no sandbox pool (a stored run, a cluster's gateway). */
+  sandboxPool: SandboxPoolRow | null;
   curves: CurvePoint[];
   highlights: Highlight[];
   /** Why a source could not be read at this poll (store, metrics.jsonl…), if any. */

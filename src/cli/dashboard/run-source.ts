@@ -1,7 +1,7 @@
 // Where the dashboard's numbers come from: a run's store (programs, trajectories, rewards: `arbor inspect`'s
 // code), its output folder (metrics.jsonl for the curves; a validation report.json for dropped tasks) and,
 // while the run is live, its gateway (the program table's GET /programs for state and phase, /metrics for
-// pauses and restores) and engines (/metrics, /health). One `poll()` reads them all into one snapshot; the
+// pauses and restores, and the sandbox pool's counters the embedded run registers there) and engines (/metrics, /health). One `poll()` reads them all into one snapshot; the
 // highlights (stuck programs, unhealthy engines, hygiene violations, validation drops) are derived from it.
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -9,7 +9,7 @@ import type { Clock } from "../../core/clock.js";
 import type { TrajectoryStore } from "../../store/trajectory-store.js";
 import { summarizeStore, trajectoryView, type RunSummary, type TrajectoryView } from "../inspect.js";
 import { runTokenizer } from "../run-tokenizer.js";
-import type { CurvePoint, EngineRow, GatewayRow, Highlight, ProgramRow, RunRow } from "./dashboard-types.js";
+import type { CurvePoint, EngineRow, GatewayRow, Highlight, ProgramRow, RunRow, SandboxPoolRow } from "./dashboard-types.js";
 import { gatewayPrograms, probeEngine, probeGateway, type GatewayProgram } from "./service-probe.js";
 
 /** Most metrics.jsonl lines drawn (the last ones). */
@@ -23,6 +23,7 @@ export interface Snapshot {
   programs: ProgramRow[];
   engines: EngineRow[];
   gateway: GatewayRow | null;
+  sandboxPool: SandboxPoolRow | null;
   curves: CurvePoint[];
   highlights: Highlight[];
   errors: string[];
@@ -72,7 +73,7 @@ export class RunSource implements DashboardSource {
 
   async poll(): Promise<Snapshot> {
     const errors: string[] = [];
-    const [stored, live, engines, gateway] = await Promise.all([
+    const [stored, live, engines, probed] = await Promise.all([
       this.storeSummary().catch((e: unknown) => {
         errors.push(`store: ${(e as Error).message}`);
         return [];
@@ -86,6 +87,7 @@ export class RunSource implements DashboardSource {
       Promise.all((this.o.engines ?? []).map((e) => probeEngine(e.name, e.url))),
       this.o.gatewayUrl !== undefined ? probeGateway(this.o.gatewayUrl, this.o.gatewayAdminToken) : Promise.resolve(null),
     ]);
+    const gateway = probed?.gateway ?? null;
     const liveById = new Map(live.map((p) => [p.id, p]));
     const programs: ProgramRow[] = [];
     const runs: RunRow[] = [];
@@ -100,12 +102,12 @@ export class RunSource implements DashboardSource {
     }
     // Programs the gateway holds that the store's snapshot does not show yet (created since it was read).
     for (const g of liveById.values()) {
-      programs.push({ id: g.id, runId: "", groupId: "", taskId: "", state: g.state, termination: null, terminationDetail: null, reward: null, components: null, calls: g.calls, toolCalls: 0, promptTokens: 0, outputTokens: 0, ...liveFields(g) });
+      programs.push({ id: g.id, runId: "", groupId: "", iteration: null, taskId: "", state: g.state, termination: null, terminationDetail: null, reward: null, components: null, calls: g.calls, toolCalls: 0, promptTokens: 0, outputTokens: 0, ...liveFields(g) });
     }
     const curves = this.curves(errors);
     const highlights = [...this.stuck(programs, live, runs), ...hygiene(programs), ...engines.filter((e) => !e.healthy).map((e): Highlight => ({ kind: "unhealthy-engine", subject: e.name, reason: e.error ?? "unhealthy" })), ...this.validationDrops(errors)];
     if (gateway && !gateway.healthy) highlights.push({ kind: "unhealthy-engine", subject: "gateway", reason: gateway.error ?? "unhealthy" });
-    return { runs, programs, engines, gateway, curves, highlights, errors };
+    return { runs, programs, engines, gateway, sandboxPool: probed?.sandboxPool ?? null, curves, highlights, errors };
   }
 
   /** The store's runs and programs, read again when storeRefreshMs have passed since the last read. */
@@ -154,7 +156,7 @@ export class RunSource implements DashboardSource {
       }
       if (r.kind !== "iteration" && r.kind !== "step") continue;
       const num = (k: string): number | null => (typeof r[k] === "number" ? (r[k] as number) : null);
-      out.push({ kind: r.kind, index: num("index") ?? 0, runId: String(r.runId ?? ""), meanReward: num("meanReward"), meanOutputTokens: num("meanOutputTokens"), loss: num("loss"), gradNorm: num("gradNorm"), kl: num("kl"), policyVersion: num("policyVersion") ?? 0 });
+      out.push({ kind: r.kind, index: num("index") ?? 0, runId: String(r.runId ?? ""), meanReward: num("meanReward"), meanOutputTokens: num("meanOutputTokens"), loss: num("loss"), gradNorm: num("gradNorm"), kl: num("kl"), entropy: num("entropy"), policyVersion: num("policyVersion") ?? 0 });
     }
     return out;
   }

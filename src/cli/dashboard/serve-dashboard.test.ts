@@ -34,7 +34,7 @@ describe("arbor serve dashboard", () => {
     try {
       expect(stderr).toContain(`curves from ${dir}/metrics.jsonl`);
       const o = (await (await fetch(`${url}/api/overview`)).json()) as Overview;
-      expect(o).toMatchObject({ mode: "store", programsTotal: 4, engines: [], gateway: null, programCounts: { terminated: { none: 4 } } });
+      expect(o).toMatchObject({ mode: "store", programsTotal: 4, engines: [], gateway: null, sandboxPool: null, programCounts: { terminated: { none: 4 } } });
       expect(o.runs.map((r) => r.id)).toEqual(["run-1", "run-2"]);
       expect(o.curves).toMatchObject([{ index: 1, meanReward: 0.5, loss: 0.1 }]);
       const t = (await (await fetch(`${url}/api/programs/g1-p0`)).json()) as { turns: { outputText: string }[] };

@@ -4,7 +4,7 @@
 // request is bounded by a timeout; a failure makes the row unhealthy with the reason, never throws.
 import { firstPresent, meanOf, parsePrometheusText, sumOf, type PromSample } from "../../backends/prometheus-text.js";
 import type { ProgramEntry } from "../../gateway/program-table.js";
-import type { EngineRow, GatewayRow } from "./dashboard-types.js";
+import type { EngineRow, GatewayRow, SandboxPoolRow } from "./dashboard-types.js";
 
 /** Longest wait for one /metrics or /health answer (an in-process engine answers late while llama.cpp computes). */
 const PROBE_TIMEOUT_MS = 10_000;
@@ -53,9 +53,13 @@ export async function probeEngine(name: string, url: string): Promise<EngineRow>
   return row;
 }
 
-/** The gateway's row from its /metrics (with the admin token where the gateway asks for one). */
-export async function probeGateway(url: string, adminToken?: string): Promise<GatewayRow> {
+/**
+ * The gateway's row from its /metrics (with the admin token where the gateway asks for one), and the sandbox pool
+ * registered on the same page (null when it has none, or the page cannot be read).
+ */
+export async function probeGateway(url: string, adminToken?: string): Promise<{ gateway: GatewayRow; sandboxPool: SandboxPoolRow | null }> {
   const row: GatewayRow = { url, healthy: false, error: null, activePrograms: null, terminatedPrograms: null, pauses: null, restores: null, heldCalls: null, inflightRequests: null };
+  let sandboxPool: SandboxPoolRow | null = null;
   try {
     const s = await scrape(url, adminToken ? { authorization: `Bearer ${adminToken}` } : {});
     const programs = (state: string): number | null => sumOf(s.filter((x) => x.labels.state === state), "arbor_gateway_programs");
@@ -66,10 +70,28 @@ export async function probeGateway(url: string, adminToken?: string): Promise<Ga
     row.heldCalls = sumOf(s, "arbor_gateway_held_calls");
     row.inflightRequests = sumOf(s, "arbor_gateway_inflight_requests");
     row.healthy = true;
+    sandboxPool = sandboxPoolRow(s);
   } catch (e) {
     row.error = `metrics unreadable: ${(e as Error).message}`;
   }
-  return row;
+  return { gateway: row, sandboxPool };
+}
+
+/** The sandbox pool's numbers from a /metrics page (`arbor_sandbox_pool_*`, src/sandbox/pool-metrics.ts); null when the page has none. */
+export function sandboxPoolRow(s: readonly PromSample[]): SandboxPoolRow | null {
+  if (!s.some((x) => x.name.startsWith("arbor_sandbox_pool_"))) return null;
+  const acquired: Record<string, number> = {};
+  for (const x of s) if (x.name === "arbor_sandbox_pool_acquired_total" && x.labels.outcome) acquired[x.labels.outcome] = (acquired[x.labels.outcome] ?? 0) + x.value;
+  return {
+    warm: sumOf(s, "arbor_sandbox_pool_warm"),
+    idle: sumOf(s, "arbor_sandbox_pool_idle"),
+    inUse: sumOf(s, "arbor_sandbox_pool_live"),
+    queued: sumOf(s, "arbor_sandbox_pool_queued"),
+    created: sumOf(s, "arbor_sandbox_pool_created_total"),
+    destroyed: sumOf(s, "arbor_sandbox_pool_destroyed_total"),
+    acquired,
+    leaks: sumOf(s, "arbor_sandbox_pool_leaks_detected_total"),
+  };
 }
 
 /** One entry of the gateway's GET /programs: a row of its program table. */
