@@ -9,7 +9,7 @@ import { Rng } from "../core/rng.js";
 import { configFromGguf, readGguf } from "../model/gguf.js";
 import { Trainer } from "../trainer/trainer.js";
 import { buildTrainingBatch } from "../batch/build-batch.js";
-import type { Trajectory } from "../core/types.js";
+import { oneCallGroup, oneCallTrajectory } from "../testing/one-call-trajectory.js";
 import { DraftAlignment } from "./draft-alignment.js";
 import { referenceTrainer } from "./reference-trainer.js";
 
@@ -57,40 +57,14 @@ it("refuses options the policy cannot have, naming the field", async () => {
   }
 });
 
-/** A one-call program of group "g" answering `output`, with reward `reward`. */
-function program(i: number, output: number[], reward: number): Trajectory {
-  const id = `g-p${i}`;
-  return {
-    program: { id, runId: "r", taskId: "t", groupId: "g", sampleIndex: i, state: "terminated", createdAt: 0 },
-    calls: [
-      {
-        id: `${id}-c0`,
-        programId: id,
-        index: 0,
-        messages: [{ role: "user", content: "q" }],
-        promptTokenIds: [1, 40, 41, 42, 43, 44],
-        outputTokenIds: output,
-        logprobs: output.map(() => -3),
-        outputText: "",
-        finishReason: "stop",
-        backend: "e0",
-        policyVersion: 0,
-        timings: { start: 0, end: 1 },
-      },
-    ],
-    tools: [],
-    reward: { total: reward, components: { outcome: reward } },
-  };
-}
-
 it("the reference trainer refreshes the draft after each step, before the loop's weight sync", async () => {
   const dir = join(root, "run");
   const tf = await Trainer.fromGguf(model, { clock });
   const draft = await DraftAlignment.start(tf, { layers: 1, steps: 2, batch: 2, lr: 1e-4, topK: 8 });
   const trainer = referenceTrainer(tf, { checkpointDir: dir }, draft);
   try {
-    const trajectories = [program(0, [50, 51, 2], 1), program(1, [52, 53, 2], 0)];
-    const built = buildTrainingBatch({ id: "x", trajectories, groups: [{ id: "g", runId: "r", taskId: "t", programIds: ["g-p0", "g-p1"] }], estimator: "grpo", mode: "merged" });
+    const trajectories = [oneCallTrajectory("g", 0, [50, 51, 2], 1), oneCallTrajectory("g", 1, [52, 53, 2], 0)];
+    const built = buildTrainingBatch({ id: "x", trajectories, groups: [oneCallGroup("g", 2)], estimator: "grpo", mode: "merged" });
     const u = await trainer.step(built);
     expect(u).toMatchObject({ stepped: true, version: 1 });
     expect(readGguf(join(dir, "draft-v1.gguf")).metadata.get("arbor.policy_version")).toBe(1);

@@ -5,9 +5,9 @@ import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { buildTrainingBatch } from "../batch/build-batch.js";
 import { VirtualClock } from "../core/clock.js";
 import { Rng } from "../core/rng.js";
-import type { Call, Group, Trajectory } from "../core/types.js";
 import { tinyConfig } from "../model/config.js";
 import { initWeights } from "../model/weights.js";
+import { oneCallGroup as group, oneCallTrajectory as program } from "../testing/one-call-trajectory.js";
 import { Trainer } from "../trainer/trainer.js";
 import { rlUpdate } from "./rl-update.js";
 
@@ -19,36 +19,6 @@ let n = 0;
 beforeEach(() => {
   dir = join(root, `ckpt-${n++}`);
 });
-
-/** A one-call program of `group` answering `output` to a shared prompt, with reward `reward`. */
-function program(group: string, i: number, output: number[], reward: number): Trajectory {
-  const id = `${group}-p${i}`;
-  const call: Call = {
-    id: `${id}-c0`,
-    programId: id,
-    index: 0,
-    messages: [{ role: "user", content: "q" }],
-    promptTokenIds: [1, 40, 41, 42, 43, 44],
-    outputTokenIds: output,
-    // Behaviour logprobs far from the near-uniform policy's: ratios ≠ 1, so the GRPO loss is not 0.
-    logprobs: output.map(() => -3),
-    outputText: "",
-    finishReason: "stop",
-    backend: "e0",
-    policyVersion: 0,
-    timings: { start: 0, end: 1 },
-  };
-  return {
-    program: { id, runId: "r", taskId: `t-${group}`, groupId: group, sampleIndex: i, state: "terminated", createdAt: 0 },
-    calls: [call],
-    tools: [],
-    reward: { total: reward, components: { outcome: reward } },
-  };
-}
-
-function group(id: string, size: number): Group {
-  return { id, runId: "r", taskId: `t-${id}`, programIds: Array.from({ length: size }, (_, i) => `${id}-p${i}`) };
-}
 
 async function trainer(): Promise<Trainer> {
   return Trainer.create(cfg, initWeights(cfg, new Rng(2)), { lr: 1e-2, clock: new VirtualClock(0) });

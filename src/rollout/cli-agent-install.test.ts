@@ -14,7 +14,8 @@ import { parse as parseYaml } from "yaml";
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../model/markup.js";
 import { resolveAgentInstall, type AgentInstall } from "../agents/blackbox/agent-install.js";
 import { runIteration } from "../cli/run.js";
-import { parseRunConfig } from "../core/config.js";
+import { parseRunConfig, type RunConfig } from "../core/config.js";
+import type { Trajectory } from "../core/types.js";
 import { ScriptedExecutor } from "../testing/scripted-executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { parseUnifiedDiff } from "../envs/swe-mini/apply-edit.js";
@@ -119,18 +120,40 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** Runs `cfg`'s one program through `arbor run`'s iteration; its trajectory and the executor's count before it. */
+async function runOneProgram(cfg: RunConfig): Promise<{ t: Trajectory; before: number }> {
+  const before = executor.outputs.length;
+  const summary = await runIteration(cfg, { progress: false });
+  const store = new SqliteTrajectoryStore(summary.storePath);
+  const [t, ...more] = await store.listTrajectories(summary.runId);
+  await store.close();
+  expect(more).toHaveLength(0);
+  return { t: t!, before };
+}
+
+/** The run config both cases share around their agent: one swe-mini task on the scripted engine. */
+function cliRunConfig(name: string, agent: Record<string, unknown>, runDir: string): RunConfig {
+  return parseRunConfig({
+    name,
+    model: { path: join(dir, "unused.gguf") },
+    backends: [{ name: "scripted", type: "builtin", url: `${engine.url}/v1` }],
+    gateway: { auth: { adminTokenEnv: TOKEN_ENV } },
+    env: { name: "swe-mini", tasks: 1, seed: ENV_SEED },
+    rollout: { groupSize: 1, concurrency: 1 },
+    agent,
+    // Node reserves address space generously: RLIMIT_AS must leave room for the CLI's bundle.
+    sandbox: { root: join(dir, runDir, "sb"), cpuSeconds: 60, memoryMb: 8192, wallMs: 90_000, workspaceMb: 512 },
+    output: { dir: join(dir, runDir, "out") },
+  });
+}
+
 describe("an unmodified coding-agent CLI from npm under arbor run", () => {
   it("runs from the read-only install, is recorded token-exact, is rewarded by the hidden tests, copies nothing", async (ctx) => {
     if (!install) ctx.skip(skipWhy);
     play = writePlay;
-    const cfg = parseRunConfig({
-      name: "cli-agent",
-      model: { path: join(dir, "unused.gguf") },
-      backends: [{ name: "scripted", type: "builtin", url: `${engine.url}/v1` }],
-      gateway: { auth: { adminTokenEnv: TOKEN_ENV } },
-      env: { name: "swe-mini", tasks: 1, seed: ENV_SEED },
-      rollout: { groupSize: 1, concurrency: 1 },
-      agent: {
+    const cfg = cliRunConfig(
+      "cli-agent",
+      {
         kind: "black-box",
         install: CLI,
         installCache: CACHE,
@@ -143,26 +166,19 @@ describe("an unmodified coding-agent CLI from npm under arbor run", () => {
         maxTokensPerCall: 2048,
         maxTotalTokens: 16_384,
       },
-      // Node reserves address space generously: RLIMIT_AS must leave room for the CLI's bundle.
-      sandbox: { root: join(dir, "sb"), cpuSeconds: 60, memoryMb: 8192, wallMs: 90_000, workspaceMb: 512 },
-      output: { dir: join(dir, "out") },
-    });
-    const before = executor.outputs.length;
-    const summary = await runIteration(cfg, { progress: false });
-    const store = new SqliteTrajectoryStore(summary.storePath);
-    const [t, ...more] = await store.listTrajectories(summary.runId);
-    await store.close();
-    expect(more).toHaveLength(0);
+      "run1",
+    );
+    const { t, before } = await runOneProgram(cfg);
 
     // The CLI ran to its end and fixed the bug: the hidden tests reward it.
-    expect(t!.program.termination).toMatchObject({ kind: "completed" });
-    expect(t!.reward?.total).toBe(1);
-    const run = t!.tools.find((x) => x.tool === BLACKBOX_EVENT_TOOL)!;
+    expect(t.program.termination).toMatchObject({ kind: "completed" });
+    expect(t.reward?.total).toBe(1);
+    const run = t.tools.find((x) => x.tool === BLACKBOX_EVENT_TOOL)!;
     const rec = JSON.parse(run.output);
     expect(rec).toMatchObject({ exitCode: 0, files: [], install: CLI, proxy: { refused: 0 } });
 
     // Read, write, answer: three calls, each recorded with exactly the ids the engine used and produced.
-    const calls = [...t!.calls].sort((a, b) => a.index - b.index);
+    const calls = [...t.calls].sort((a, b) => a.index - b.index);
     expect(calls).toHaveLength(3);
     expect(calls.map((c) => c.outputTokenIds)).toEqual(executor.outputs.slice(before));
     expect(calls.map((c) => c.promptTokenIds)).toEqual(executor.requests.slice(before).map((r) => [...r.promptTokenIds]));
@@ -187,14 +203,9 @@ describe("an unmodified coding-agent CLI from npm under arbor run", () => {
   it("runs examples/cli-agent/swe-mini.yaml's own command: a ~5 KB request, streamed answers counted, reward 1", async (ctx) => {
     if (!install) ctx.skip(skipWhy);
     play = editPlay;
-    const cfg = parseRunConfig({
-      name: "cli-agent-example",
-      model: { path: join(dir, "unused.gguf") },
-      backends: [{ name: "scripted", type: "builtin", url: `${engine.url}/v1` }],
-      gateway: { auth: { adminTokenEnv: TOKEN_ENV } },
-      env: { name: "swe-mini", tasks: 1, seed: ENV_SEED },
-      rollout: { groupSize: 1, concurrency: 1 },
-      agent: {
+    const cfg = cliRunConfig(
+      "cli-agent-example",
+      {
         // The example's agent exactly (install, command, task file, turn limits), on this machine's
         // cache; the scripted policy's edit answers are longer than the tiny policy's clamp, and the
         // test bounds its own wall time.
@@ -204,25 +215,19 @@ describe("an unmodified coding-agent CLI from npm under arbor run", () => {
         maxTokensPerCall: 2048,
         maxTotalTokens: 16_384,
       },
-      sandbox: { root: join(dir, "sb2"), cpuSeconds: 60, memoryMb: 8192, wallMs: 90_000, workspaceMb: 512 },
-      output: { dir: join(dir, "out2") },
-    });
+      "run2",
+    );
     expect(cfg.agent.command).toEqual(exampleAgent.command);
-    const before = executor.outputs.length;
-    const summary = await runIteration(cfg, { progress: false });
-    const store = new SqliteTrajectoryStore(summary.storePath);
-    const [t, ...more] = await store.listTrajectories(summary.runId);
-    await store.close();
-    expect(more).toHaveLength(0);
+    const { t, before } = await runOneProgram(cfg);
 
-    expect(t!.program.termination).toMatchObject({ kind: "completed" });
-    expect(t!.reward?.total).toBe(1);
-    const rec = JSON.parse(t!.tools.find((x) => x.tool === BLACKBOX_EVENT_TOOL)!.output);
+    expect(t.program.termination).toMatchObject({ kind: "completed" });
+    expect(t.reward?.total).toBe(1);
+    const rec = JSON.parse(t.tools.find((x) => x.tool === BLACKBOX_EVENT_TOOL)!.output);
     expect(rec).toMatchObject({ exitCode: 0, files: [], install: CLI, proxy: { refused: 0, uncountedCalls: 0 } });
 
     // Read, one edit per hunk, answer: each call recorded with exactly the engine's ids.
     const hunks = parseUnifiedDiff(task.fixPatch)[0]!.hunks.length;
-    const calls = [...t!.calls].sort((a, b) => a.index - b.index);
+    const calls = [...t.calls].sort((a, b) => a.index - b.index);
     expect(calls).toHaveLength(2 + hunks);
     expect(calls.map((c) => c.outputTokenIds)).toEqual(executor.outputs.slice(before));
     expect(calls.map((c) => c.promptTokenIds)).toEqual(executor.requests.slice(before).map((r) => [...r.promptTokenIds]));
