@@ -35,4 +35,13 @@ describe("sseData", () => {
     const it = sseData(broken, (e) => new Error(`mapped: ${(e as Error).message}`));
     await expect(it.next()).rejects.toThrow("mapped: socket hang up");
   });
+
+  it("ends the stream with a protocol error naming the backend when an event outgrows the bound", async () => {
+    const out: string[] = [];
+    const run = async (): Promise<void> => {
+      for await (const d of sseData(body(["data: ok\n\n", `data: ${"x".repeat(40)}`, "x".repeat(40)]), undefined, { name: "e0", url: "http://e0", maxEventChars: 64 })) out.push(d);
+    };
+    await expect(run()).rejects.toThrow(/backend 'e0'.*over 64 characters/);
+    expect(out).toEqual(["ok"]);
+  });
 });

@@ -2,6 +2,7 @@
 // Backend error contract, and a 2xx event stream is read back as the raw `data:` payloads in order.
 import { BackendProtocolError, BackendUnreachableError, type Backend } from "./backend.js";
 import { serializeRequestBody } from "./engine-http.js";
+import { SseSplitter } from "../core/sse-splitter.js";
 
 /** A streamed call's answer: the event stream on 2xx, else the upstream's error status and JSON body. */
 export type BackendStreamReply =
@@ -52,7 +53,7 @@ export async function postSse(opts: SsePostOptions, target: string, body: object
   }
   const type = res.headers.get("content-type") ?? "";
   if (res.ok && type.includes("text/event-stream") && res.body) {
-    return { ok: true, status: res.status, events: sseData(res.body, fail) };
+    return { ok: true, status: res.status, events: sseData(res.body, fail, { name, url }) };
   }
   let text: string;
   try {
@@ -75,41 +76,39 @@ export async function postSse(opts: SsePostOptions, target: string, body: object
 
 /**
  * The `data:` payloads of an event stream, one per event (multi-line data joined with "\n");
- * comments and other fields are skipped. Read errors are mapped through `fail`.
+ * comments and other fields are skipped. Read errors are mapped through `fail`; an event over
+ * `maxEventChars` ends the stream with a {@link BackendProtocolError} (an engine never sends one).
  */
-export async function* sseData(body: ReadableStream<Uint8Array>, fail: (e: unknown) => unknown = (e) => e): AsyncGenerator<string> {
+export async function* sseData(
+  body: ReadableStream<Uint8Array>,
+  fail: (e: unknown) => unknown = (e) => e,
+  opts: { name?: string; url?: string; maxEventChars?: number } = {},
+): AsyncGenerator<string> {
   const decoder = new TextDecoder();
   const reader = body.getReader();
-  let buffer = "";
+  const ready: string[] = [];
+  const splitter = new SseSplitter({
+    maxEventChars: opts.maxEventChars,
+    onData: (data) => ready.push(data),
+    onOversized: (max) => {
+      throw new BackendProtocolError(opts.name ?? "backend", opts.url ?? "", `sent an event stream event over ${max} characters`);
+    },
+  });
   try {
     for (;;) {
       const chunk = await reader.read().catch((e: unknown) => {
         throw fail(e);
       });
-      buffer += chunk.done ? decoder.decode() : decoder.decode(chunk.value, { stream: true });
-      buffer = buffer.replace(/\r\n/g, "\n");
-      for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
-        const data = eventData(buffer.slice(0, end));
-        buffer = buffer.slice(end + 2);
-        if (data !== undefined) yield data;
-      }
       if (chunk.done) {
-        // A last event without its blank line still counts (the stream ended cleanly).
-        const data = eventData(buffer);
-        if (data !== undefined) yield data;
-        return;
-      }
+        splitter.push(decoder.decode());
+        splitter.end();
+      } else splitter.push(decoder.decode(chunk.value, { stream: true }));
+      // Yield outside the splitter's callback: the consumer may stop (return) at any event.
+      for (const data of ready.splice(0)) yield data;
+      if (chunk.done) return;
     }
   } finally {
     // Stop the download when the consumer stops early (the engine sees the connection close).
     reader.cancel().catch(() => undefined);
   }
-}
-
-function eventData(event: string): string | undefined {
-  const lines: string[] = [];
-  for (const line of event.split("\n")) {
-    if (line === "data" || line.startsWith("data:")) lines.push(line.slice(5).replace(/^ /, ""));
-  }
-  return lines.length > 0 ? lines.join("\n") : undefined;
 }

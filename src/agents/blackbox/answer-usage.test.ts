@@ -70,7 +70,7 @@ describe("AnswerUsageReader", () => {
     // The over-large event is skipped (its usage with it), a later small one is still read.
     expect(read("text/event-stream", sse({ pad: "x".repeat(300), usage: { completion_tokens: 9 } }), 7, 100)).toEqual({
       counted: false,
-      reason: "an SSE event over 100 bytes was skipped and no usage was read",
+      reason: "an SSE event over 100 characters was skipped and no usage was read",
     });
     expect(read("text/event-stream", sse({ pad: "x".repeat(300) }, { usage: { completion_tokens: 6 } }), 7, 100)).toEqual({ counted: true, tokens: 6 });
     // One huge line in a single chunk, then a small event.

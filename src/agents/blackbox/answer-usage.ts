@@ -5,8 +5,9 @@
 //   - SSE, OpenAI chat: the closing chunk with `usage` (stream_options.include_usage);
 //   - SSE, Anthropic Messages: `message_delta`'s cumulative `usage.output_tokens`;
 //   - SSE, Responses: `response.completed` / `response.incomplete` with `response.usage.output_tokens`.
-// The reader keeps only the event being read (bounded), never the whole stream.
+// The reader keeps only the event being read (bounded, core/sse-splitter.ts), never the whole stream.
 import { StringDecoder } from "node:string_decoder";
+import { SseSplitter } from "../../core/sse-splitter.js";
 
 /** What an answer's body said about its generated tokens. */
 export type AnswerUsage = { counted: true; tokens: number } | { counted: false; reason: string };
@@ -34,24 +35,32 @@ function tokensOf(obj: unknown): number | undefined {
  * (event by event; usage counts are cumulative, so the last one seen is the answer's).
  */
 export class AnswerUsageReader {
-  private readonly sse: boolean;
   private readonly json: boolean;
   private readonly maxEventBytes: number;
   private chunks: Buffer[] = [];
   private size = 0;
   private oversized = false;
-  /** SSE: the unfinished line, and the data lines of the event being read. */
-  private line = "";
+  /** SSE: the events' splitter, and the last usage count read. */
+  private readonly splitter: SseSplitter | undefined;
   private readonly decoder = new StringDecoder("utf8");
-  private data: string[] = [];
-  private dataBytes = 0;
+  private skipped = false;
   private last: number | undefined;
 
   constructor(contentType: string, opts: { maxEventBytes?: number } = {}) {
     const type = contentType.toLowerCase();
-    this.sse = type.includes("text/event-stream");
-    this.json = !this.sse && type.includes("application/json");
+    const sse = type.includes("text/event-stream");
+    this.json = !sse && type.includes("application/json");
     this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    this.splitter = sse
+      ? new SseSplitter({
+          // Characters bound the splitter; a character is at least one byte, so bytes stay bounded too.
+          maxEventChars: this.maxEventBytes,
+          onData: (data) => this.onEvent(data),
+          onOversized: () => {
+            this.skipped = true;
+          },
+        })
+      : undefined;
   }
 
   /** Take the next piece of the body. */
@@ -64,18 +73,8 @@ export class AnswerUsageReader {
       } else this.chunks.push(chunk);
       return;
     }
-    if (!this.sse) return;
     // The decoder holds back a multi-byte character split across chunks.
-    const text = this.line + this.decoder.write(chunk);
-    const lines = text.split(/\r\n|\r|\n/);
-    this.line = lines.pop() ?? "";
-    if (this.line.length > this.maxEventBytes) {
-      // A line longer than any event read: drop it, and the event it belongs to.
-      this.oversized = true;
-      this.line = "";
-      this.dataBytes = this.maxEventBytes + 1;
-    }
-    for (const l of lines) this.onLine(l);
+    this.splitter?.push(this.decoder.write(chunk));
   }
 
   /** The answer is complete: what it said about its generated tokens. */
@@ -91,31 +90,17 @@ export class AnswerUsageReader {
       const n = tokensOf(body);
       return n === undefined ? { counted: false, reason: "JSON answer has no usage" } : { counted: true, tokens: n };
     }
-    if (this.sse) {
-      const rest = this.line + this.decoder.end();
-      if (rest !== "") this.onLine(rest);
-      this.onLine("");
+    if (this.splitter) {
+      this.splitter.push(this.decoder.end());
+      this.splitter.end();
       if (this.last !== undefined) return { counted: true, tokens: this.last };
-      return { counted: false, reason: this.oversized ? `an SSE event over ${this.maxEventBytes} bytes was skipped and no usage was read` : "stream carried no usage" };
+      return { counted: false, reason: this.skipped ? `an SSE event over ${this.maxEventBytes} characters was skipped and no usage was read` : "stream carried no usage" };
     }
     return { counted: false, reason: "answer is neither JSON nor an event stream" };
   }
 
-  private onLine(l: string): void {
-    if (l === "") return this.dispatch();
-    if (!l.startsWith("data:")) return; // event:, id:, retry: and comments carry no usage
-    const value = l.slice(l.startsWith("data: ") ? 6 : 5);
-    this.dataBytes += value.length;
-    if (this.dataBytes > this.maxEventBytes) this.oversized = true;
-    else this.data.push(value);
-  }
-
-  private dispatch(): void {
-    const data = this.data.join("\n");
-    const skip = this.dataBytes > this.maxEventBytes;
-    this.data = [];
-    this.dataBytes = 0;
-    if (skip || data === "" || data === "[DONE]") return;
+  private onEvent(data: string): void {
+    if (data === "" || data === "[DONE]") return;
     let event: unknown;
     try {
       event = JSON.parse(data);
