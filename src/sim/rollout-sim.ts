@@ -16,6 +16,8 @@ import { SimEngine } from "../engine/sim-engine.js";
 import { RolloutOrchestrator, type RolloutBatch, type RolloutMode } from "../rollout/orchestrator/orchestrator.js";
 import { createRolloutScheduler } from "../rollout/scheduling/registry.js";
 import type { InstanceView, Placement } from "../rollout/scheduling/types.js";
+import { DraftBudget } from "../engine/specdec/draft-budget.js";
+import { SiblingAcceptance, type GroupedSpeculation } from "./grouped-speculation.js";
 import type { SeerTask } from "./seer-workload.js";
 
 const STOP = 2;
@@ -54,6 +56,12 @@ export interface RolloutSimOptions {
   maxBatches?: number;
   /** vLLM max_num_batched_tokens of every engine (default 8192). */
   maxNumBatchedTokens?: number;
+  /**
+   * Seer's grouped speculative decoding (off when absent): every engine verifies drafts with the adaptive
+   * budget, accepting more as the request's siblings finish (their counts shared across engines, as
+   * Seer's draft server shares each group's tree).
+   */
+  speculation?: GroupedSpeculation;
   /** Period of the time series (throughput buckets, KV usage, cumulative counters), simulated ms (default 1000). */
   sampleMs?: number;
   seed: number;
@@ -176,6 +184,15 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     recomputedTokensTotal: 0,
     sampledTokens: 0,
   };
+  /** Grouped speculation: each request's group, and each group's finished requests. */
+  const groupOf = new Map<string, string>();
+  const finishedInGroup = new Map<string, number>();
+  const siblingAcceptance = o.speculation ? new SiblingAcceptance(o.speculation) : undefined;
+  /** An engine request (`<request>#<chunk>`)'s acceptance rates, from its finished siblings. */
+  const acceptanceOf = (engineId: string): readonly number[] | undefined => {
+    const group = groupOf.get(engineId.slice(0, engineId.lastIndexOf("#")));
+    return group === undefined ? undefined : siblingAcceptance?.rates(finishedInGroup.get(group) ?? 0);
+  };
   /** Per chunk: the highest prefill position computed so far (a recompute is a prefill below it). */
   const prefillHigh = new Map<string, number>();
 
@@ -190,8 +207,10 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       { maxNumBatchedTokens: o.maxNumBatchedTokens ?? 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000 },
       kv,
       clock,
+      o.speculation ? new DraftBudget({ maxPositions: o.speculation.maxSpecTokens }) : undefined,
     );
-    const executor = new CostModelExecutor(profile, rng.fork(name), { vocabSize: 128_256, stopTokenIds: [STOP] });
+    const speculation = o.speculation ? { maxSpecTokens: o.speculation.maxSpecTokens, acceptance: (siblingAcceptance as SiblingAcceptance).rates(0), acceptanceOf } : undefined;
+    const executor = new CostModelExecutor(profile, rng.fork(name), { vocabSize: 128_256, stopTokenIds: [STOP], ...(speculation ? { speculation } : {}) });
     const node: Node = { name, kv, scheduler, executor, engine: undefined as unknown as SimEngine, chunks: new Map() };
     node.engine = new SimEngine({ scheduler, executor: { run: (plan, kvOf) => observeStep(node, plan, executor.run(plan, kvOf)) }, clock, onFinished: (f) => onChunkDone(f) });
     return node;
@@ -290,6 +309,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
         promptOf.set(r.id, task.promptTokenIds);
         outputs.set(r.id, []);
         truth.set(r.id, { length: r.oracleLength as number, maxTokens: r.maxTokens });
+        if (siblingAcceptance) groupOf.set(r.id, g.id);
       }
     }
     if (clock.now() < syncingUntil) return;
@@ -320,7 +340,11 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     if (c.p.generated > 0 && f.finishReason !== "abort") continuationPrefill += f.numPromptTokens - f.numCachedTokens;
     out.push(...f.outputTokenIds);
     const finished = f.finishReason === "stop";
-    if (finished || out.length === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) finishedAt.set(c.p.requestId, clock.now());
+    if (finished || out.length === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) {
+      finishedAt.set(c.p.requestId, clock.now());
+      const group = groupOf.get(c.p.requestId);
+      if (group !== undefined) finishedInGroup.set(group, (finishedInGroup.get(group) ?? 0) + 1);
+    }
     orch.onChunkEnd(c.p.requestId, f.outputTokenIds.length, c.version, finished);
     if (f.finishReason !== "abort") schedule();
   };
@@ -342,6 +366,9 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       trace.endedMs.push(finishedAt.get(id) as number);
       outputs.delete(id);
       promptOf.delete(id);
+      const group = groupOf.get(id);
+      groupOf.delete(id);
+      if (group !== undefined) finishedInGroup.delete(group);
       placedAt.delete(id);
       finishedAt.delete(id);
       truth.delete(id);

@@ -28,6 +28,12 @@ export interface CostModelExecutorOptions {
 export interface ModelledSpeculation {
   maxSpecTokens: number;
   acceptance: readonly number[];
+  /**
+   * A request's own acceptance model, asked at each verification (undefined: `acceptance`). Seer's grouped
+   * drafts accept more as a request's siblings finish (their whole responses join the group's tree), which
+   * only the caller that knows the groups can tell (sim/rollout-sim.ts).
+   */
+  acceptanceOf?: (requestId: string) => readonly number[] | undefined;
 }
 
 /**
@@ -151,7 +157,7 @@ export class CostModelExecutor {
       }
       const st = this.state(c.requestId);
       sampled.set(c.requestId, this.sample(st));
-      const accepted = this.accepted(st, c.draftTokenIds?.length ?? 0);
+      const accepted = this.accepted(st, c.requestId, c.draftTokenIds?.length ?? 0);
       if (accepted > 0) moreTokens.set(c.requestId, Array.from({ length: accepted }, () => this.sample(st)));
     }
     if (!this.speculation) return { stepId: plan.stepId, sampled, durationMs };
@@ -161,9 +167,9 @@ export class CostModelExecutor {
   }
 
   /** Draft tokens of a k-token draft the acceptance model accepts (a run from the first position). */
-  private accepted(st: RequestState, k: number): number {
-    const rates = this.speculation?.acceptance;
-    if (!rates) return 0;
+  private accepted(st: RequestState, requestId: string, k: number): number {
+    if (k === 0 || !this.speculation) return 0;
+    const rates = this.speculation.acceptanceOf?.(requestId) ?? this.speculation.acceptance;
     let a = 0;
     while (a < k && st.acceptRng.float() < (rates[Math.min(a, rates.length - 1)] as number)) a++;
     return a;

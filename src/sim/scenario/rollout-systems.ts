@@ -1,7 +1,9 @@
 // The systems a rollout workload runs under: named configurations of the same simulator (the real
 // orchestrator, scheduling policies, vLLM-style scheduler and KV manager on cost-model engines), differing
-// only in the rollout scheduling policy and its divided-rollout chunk.
+// only in the rollout scheduling policy, its divided-rollout chunk and whether engines speculate (Seer's
+// grouped drafts, modelled by sim/grouped-speculation.ts).
 import type { SchedulerOptions } from "../../rollout/scheduling/types.js";
+import { SEER_GROUPED_SPECULATION, type GroupedSpeculation } from "../grouped-speculation.js";
 
 /** One named system on a rollout workload. */
 export interface RolloutSystem {
@@ -12,6 +14,8 @@ export interface RolloutSystem {
   /** Divided rollout chunk, tokens; undefined = whole requests (no divided rollout). */
   chunkTokens?: number;
   options?: Pick<SchedulerOptions, "starvationMs" | "kvAffinity">;
+  /** Grouped speculative decoding on every engine; undefined = none. */
+  speculation?: GroupedSpeculation;
 }
 
 /** What the workload fixes for every system: Seer's chunk size. */
@@ -42,6 +46,13 @@ export function rolloutSystems(p: RolloutSystemParams): RolloutSystem[] {
       chunkTokens: p.chunkTokens,
     },
     {
+      name: "seer-specdec",
+      description: `Seer with its last ablation step: + grouped speculative decoding (drafts from the group's suffix tree, acceptance growing with finished siblings as Seer measured, ${SEER_GROUPED_SPECULATION.maxSpecTokens} draft tokens under the adaptive budget)`,
+      policy: "seer",
+      chunkTokens: p.chunkTokens,
+      speculation: SEER_GROUPED_SPECULATION,
+    },
+    {
       name: "oracle",
       description: `oracle: longest-first with the true output lengths (oracle-lfs) over the same ${p.chunkTokens}-token divided rollout`,
       policy: "oracle-lfs",
@@ -49,10 +60,11 @@ export function rolloutSystems(p: RolloutSystemParams): RolloutSystem[] {
     },
     {
       name: "arbor",
-      description: `Arbor: the seer policy with its tuned divided rollout (${p.arborChunkTokens ?? p.chunkTokens / 2}-token chunks, KV affinity for continuations)`,
+      description: `Arbor: the seer policy with its tuned divided rollout (${p.arborChunkTokens ?? p.chunkTokens / 2}-token chunks, KV affinity for continuations) and grouped speculative decoding`,
       policy: "seer",
       chunkTokens: p.arborChunkTokens ?? p.chunkTokens / 2,
       options: { kvAffinity: true },
+      speculation: SEER_GROUPED_SPECULATION,
     },
   ];
 }

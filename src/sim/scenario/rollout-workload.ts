@@ -114,6 +114,7 @@ export function createRolloutScenario(base: Omit<SimWorkloadInfo, "scale" | "kin
         chunkTokens: sys.chunkTokens,
         starvationMs: sys.options?.starvationMs,
         kvAffinity: sys.options?.kvAffinity,
+        speculation: sys.speculation,
         mode: "sync",
         batchGroups: groupsPerIteration,
         maxBatches: w.iterations,
