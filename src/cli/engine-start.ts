@@ -1,6 +1,6 @@
 // What `arbor run` and `arbor serve engine` share to start an engine: the GGUF it serves (the config's
 // `model.path`, else the tiny or made-here policy created once from `model.init`) and the engine server's
-// options from an engine's config.
+// options from an engine's config; which engine of a run serves the group trees its other engines share.
 import { resolve } from "node:path";
 import type { Clock } from "../core/clock.js";
 import type { EngineConfig, ModelConfig } from "../core/config.js";
@@ -17,6 +17,23 @@ export function policyPath(model: ModelConfig, log: (line: string) => void): str
   const policy = vocab === "arbor" ? ensurePolicy(dir, model.init) : makeModel(vocab, dir, model.init);
   log(`policy   ${policy.path} (${policy.created ? "created" : "cached"}, ${vocab} vocabulary, seed ${model.init.seed})`);
   return policy.path;
+}
+
+/**
+ * The engine whose group trees (`/v1/specdec`) a run's other suffix-speculating engines share, so a GRPO
+ * group's siblings placed on different engines draft each other: the first engine with
+ * `speculative.method: suffix` and no `draftService` of its own, when two or more such engines run. Undefined
+ * otherwise (one engine shares nothing; engines naming a service keep it).
+ */
+export function draftServiceHost(engines: readonly EngineConfig[]): number | undefined {
+  const sharing = engines.flatMap((e, i) => (e.speculative?.method === "suffix" && e.speculative.draftService === undefined ? [i] : []));
+  return sharing.length >= 2 ? sharing[0] : undefined;
+}
+
+/** Engine `e` pointed at the shared draft service at `url`, when it speculates with suffix trees and names no service. */
+export function withDraftService(e: EngineConfig, url: string): EngineConfig {
+  if (e.speculative?.method !== "suffix" || e.speculative.draftService !== undefined) return e;
+  return { ...e, speculative: { ...e.speculative, draftService: { url } } };
 }
 
 /**
