@@ -405,10 +405,13 @@ export class LlamaCppStepRunner implements StepRunner {
         if (next.length > 0) drafts.set(id, next);
       }
     }
-    for (const { id, r } of modelDrafts) {
-      const dm = this.draftModel as NonNullable<typeof this.draftModel>;
-      const next = await dm.drafter.draft(id, r.tokens, dm.k);
-      if (next.length > 0) drafts.set(id, next);
+    if (this.draftModel && modelDrafts.length > 0) {
+      // All requests drafted together: one draft-model decode per draft position for the whole step.
+      const proposals = await this.draftModel.drafter.draftBatch(modelDrafts.map(({ id, r }) => ({ requestId: id, tokens: r.tokens })), this.draftModel.k);
+      modelDrafts.forEach(({ id }, i) => {
+        const next = proposals[i] as number[];
+        if (next.length > 0) drafts.set(id, next);
+      });
     }
     return {
       stepId: plan.stepId,
