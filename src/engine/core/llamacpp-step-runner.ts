@@ -20,6 +20,7 @@
 // With method "draft-model" the drafts are a small GGUF's greedy proposals instead (specdec/draft-model.ts):
 // the draft distilled from the served policy version (`draft-vN.gguf` beside `policy-vN.gguf`), else the
 // configured one; each weight sync loads a new runner, so the draft follows the policy's version.
+import { randomUUID } from "node:crypto";
 import { existsSync, statSync } from "node:fs";
 import { copyFile, readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
@@ -152,6 +153,11 @@ export class LlamaCppStepRunner implements StepRunner {
   readonly specDecodeStats?: () => SpecDecodeStats;
   /** Speculative decoding's drafter and its options (absent: off). */
   private readonly drafter: { cache: SuffixDraftCache; groups: GroupDraftService; shared: SharedGroupDrafts | undefined; options: DraftOptions } | undefined;
+  /**
+   * A request's sequence id in group trees: request ids restart in every executor (a weight switch's new one,
+   * another engine's), and group trees outlive executors and are shared by engines, so ids get this runner's tag.
+   */
+  private readonly groupTag = randomUUID();
   /** Method "draft-model": the draft GGUF's drafter and the tokens it proposes per step. */
   private readonly draftModel: { drafter: DraftModelDrafter; k: number } | undefined;
   /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
@@ -307,7 +313,7 @@ export class LlamaCppStepRunner implements StepRunner {
     if (this.drafter?.shared && r.group) {
       const live = new Set<string>();
       for (const o of this.requests.values()) if (o.group) live.add(o.group.id);
-      this.drafter.shared.forget(requestId, live);
+      this.drafter.shared.forget(`${this.groupTag}/${requestId}`, live);
     }
     this.draftModel?.drafter.release(requestId);
   }
@@ -451,12 +457,13 @@ export class LlamaCppStepRunner implements StepRunner {
     const groups = this.drafter?.groups;
     if (!g || !groups) return;
     groups.registerGroup(g.id, GROUP_TTL_MS);
+    const sequenceId = `${this.groupTag}/${requestId}`;
     try {
-      groups.update(g.id, requestId, g.len, newTokens);
+      groups.update(g.id, sequenceId, g.len, newTokens);
     } catch (err) {
       // The group expired or was evicted and has just been created afresh: it gets the whole output.
       if (!(err instanceof ArborError)) throw err;
-      groups.update(g.id, requestId, 0, r.tokens.slice(r.promptLength));
+      groups.update(g.id, sequenceId, 0, r.tokens.slice(r.promptLength));
     }
     g.len = r.tokens.length - r.promptLength;
   }
@@ -466,7 +473,7 @@ export class LlamaCppStepRunner implements StepRunner {
     const out: GroupOutput[] = [];
     for (const id of ids) {
       const r = this.requests.get(id);
-      if (r?.group) out.push({ requestId: id, groupId: r.group.id, output: r.tokens.slice(r.promptLength) });
+      if (r?.group) out.push({ requestId: `${this.groupTag}/${id}`, groupId: r.group.id, output: r.tokens.slice(r.promptLength) });
     }
     return out;
   }
