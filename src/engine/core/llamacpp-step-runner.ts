@@ -198,6 +198,7 @@ export class LlamaCppStepRunner implements StepRunner {
       this.specDecodeStats = () => ({ numDrafts: this.counters.numDrafts, numDraftTokens: this.counters.numDraftTokens, numAcceptedTokens: this.counters.numAcceptedTokens });
     } else if (opts.speculative) {
       const spec = resolveSpeculative(opts.speculative);
+      const withService = spec.draftService !== undefined;
       // The scheduler bounds the requests and their length: the drafter must never refuse one.
       const cache = new SuffixDraftCache({ ...spec.cache, maxActiveRequests: Number.MAX_SAFE_INTEGER, maxRequestTokens: Math.max(context.contextSize, 1) });
       const groups = opts.groupService ?? new GroupDraftService({ clock: this.clock });
@@ -207,7 +208,11 @@ export class LlamaCppStepRunner implements StepRunner {
           })
         : undefined;
       this.drafter = { cache, groups, shared, options: spec.draft };
-      this.specDecodeStats = () => ({ numDrafts: this.counters.numDrafts, numDraftTokens: this.counters.numDraftTokens, numAcceptedTokens: this.counters.numAcceptedTokens });
+      this.specDecodeStats = () => {
+        const s = this.stats();
+        const base = { numDrafts: s.numDrafts, numDraftTokens: s.numDraftTokens, numAcceptedTokens: s.numAcceptedTokens };
+        return withService ? { ...base, draftServiceFailures: s.draftServiceFailures, draftServiceLocalSteps: s.draftServiceLocalSteps } : base;
+      };
     }
     this.programs = {
       tiers: this.l3 ? ["L2", "L3"] : ["L2"],

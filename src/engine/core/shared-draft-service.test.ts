@@ -93,11 +93,15 @@ describe("a draft group shared by two engines over HTTP", () => {
 
     // The service goes away: B's next sibling drafts from B's own trees (its earlier sibling of g ran on
     // B too), the failure is counted, the request is answered as before.
+    expect((await a.app.inject({ method: "GET", url: "/metrics" })).body).not.toMatch(/draft_service/);
     await a.close();
     expectSame(await complete(b, "g"), want);
     const s = runnerOf(b).stats();
     expect(s.draftServiceFailures).toBeGreaterThan(0);
     expect(s.draftServiceLocalSteps).toBeGreaterThan(0);
+    const text = (await b.app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(text).toMatch(new RegExp(`^arbor_spec_decode_draft_service_failures_total\\{[^}]*\\} ${s.draftServiceFailures}$`, "m"));
+    expect(text).toMatch(new RegExp(`^arbor_spec_decode_draft_service_local_steps_total\\{[^}]*\\} ${s.draftServiceLocalSteps}$`, "m"));
   });
 
   it("a service unreachable from the start: every request is answered, drafted from the engine's own group trees", async () => {
