@@ -36,7 +36,7 @@ export function withV0Draft(e: EngineConfig, modelPath: string, layers: number, 
   if (!existsSync(path) || statSync(path).mtimeMs < statSync(modelPath).mtimeMs) {
     mkdirSync(dir, { recursive: true });
     const cut = cutDraftModel(modelPath, path, layers);
-    log(`draft    ${path} (engine ${e.name}: the policy's first ${cut.layers} block${cut.layers === 1 ? "" : "s"}, the draft until the first alignment)`);
+    log(`draft    ${path} (engine ${e.name}: the policy cut to ${cut.layers} block${cut.layers === 1 ? "" : "s"}, the draft until the first alignment)`);
   }
   return { ...e, speculative: { ...e.speculative, draftModel: path } };
 }
