@@ -411,7 +411,8 @@ export class LlamaCppStepRunner implements StepRunner {
       const shared = d.shared ? await d.shared.step(this.groupOutputs(work.map((w) => w.id)), suffixDrafts.flatMap((x) => (x.r.group ? [x.r.group.id] : []))) : false;
       for (const { id, r } of suffixDrafts) {
         const g = r.group;
-        const groupDraft = g ? (shared && d.shared ? d.shared.draft(g.id, r.tokens, d.options) : d.groups.draft({ groupId: g.id, context: r.tokens, ...d.options })) : undefined;
+        const fromService = g && shared ? d.shared?.draft(g.id, r.tokens, d.options) : undefined;
+        const groupDraft = g ? (fromService ?? d.groups.draft({ groupId: g.id, context: r.tokens, ...d.options })) : undefined;
         const next = d.cache.draft(id, r.tokens, d.options, groupDraft).tokens;
         if (next.length > 0) drafts.set(id, next);
       }

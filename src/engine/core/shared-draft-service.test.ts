@@ -68,7 +68,9 @@ describe("a draft group shared by two engines over HTTP", () => {
   it("a sibling that ran on engine A drafts engine B's request; outputs equal the non-speculative ones", async () => {
     const plain = await engine("plain");
     const a = await engine("a", SPEC);
-    const b = await engine("b", { ...SPEC, draftService: { url: (a as { url: string }).url } });
+    // A generous time limit: on a loaded machine a call past the default 2 s would (rightly) fall back to
+    // local drafts, which this test is not about.
+    const b = await engine("b", { ...SPEC, draftService: { url: (a as { url: string }).url, timeoutMs: 60_000 } });
     const want = await complete(plain);
     expect(want.ids.length).toBeGreaterThan(10);
 
@@ -78,6 +80,7 @@ describe("a draft group shared by two engines over HTTP", () => {
     // The second runs on B: its drafts come from A's sibling (greedy siblings give the same response).
     expectSame(await complete(b, "g"), want);
     const fromSibling = accepted(b);
+    expect(runnerOf(b).stats()).toMatchObject({ draftServiceFailures: 0, draftServiceLocalSteps: 0 });
     // B alone: a group of its own (no sibling anywhere) drafts from the request's own tokens only.
     expectSame(await complete(b, "alone"), want);
     const alone = accepted(b) - fromSibling;

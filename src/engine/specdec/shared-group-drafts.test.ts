@@ -36,11 +36,11 @@ describe("SharedGroupDrafts (an engine's side of a shared draft service)", () =>
     // The group is new to the service: engine A registers it on its first update.
     expect(await a.step([{ requestId: "r0", groupId: "g", output: [5, 6, 7, 8, 9] }], [])).toBe(true);
     expect(await b.step([{ requestId: "r1", groupId: "g", output: [5, 6] }], ["g"])).toBe(true);
-    expect(b.draft("g", [1, 5, 6], { maxSpecTokens: 8 }).tokens).toEqual([7, 8]);
+    expect(b.draft("g", [1, 5, 6], { maxSpecTokens: 8 })?.tokens).toEqual([7, 8]);
     // A's later tokens reach B's copy at B's next step (only what was added since B's cursor travels).
     await a.step([{ requestId: "r0", groupId: "g", output: [5, 6, 7, 8, 9, 10, 11] }], []);
     await b.step([{ requestId: "r1", groupId: "g", output: [5, 6, 7] }], ["g"]);
-    expect(b.draft("g", [5, 6, 7], { maxSpecTokens: 8 }).tokens).toEqual([8, 9, 10]);
+    expect(b.draft("g", [5, 6, 7], { maxSpecTokens: 8 })?.tokens).toEqual([8, 9, 10]);
     expect(svc.sequences("g")).toEqual(new Map([["r0", [5, 6, 7, 8, 9, 10, 11]], ["r1", [5, 6, 7]]]));
     expect(b.stats()).toEqual({ syncedSteps: 2, localSteps: 0, failures: 0 });
   });
@@ -62,7 +62,7 @@ describe("SharedGroupDrafts (an engine's side of a shared draft service)", () =>
     // The service is back: the next step sends the whole output and syncs.
     expect(await e.step(out(9), ["g"])).toBe(true);
     expect(svc.sequences("g").get("r")).toEqual(out(9)[0]?.output);
-    expect(e.draft("g", [1, 2, 3], { maxSpecTokens: 2 }).tokens).toEqual([4, 5]);
+    expect(e.draft("g", [1, 2, 3], { maxSpecTokens: 2 })?.tokens).toEqual([4, 5]);
     expect(e.stats()).toEqual({ syncedSteps: 1, localSteps: 8, failures: 3 });
   });
 
@@ -90,6 +90,18 @@ describe("SharedGroupDrafts (an engine's side of a shared draft service)", () =>
     expect(e.copiedGroups().sort()).toEqual(["g1", "g2"]);
     e.forget("r3", new Set(["g1"]));
     expect(e.copiedGroups()).toEqual(["g1"]);
+    // Not copied: no draft from the service (the engine drafts from its own trees).
+    expect(e.draft("g2", [4], {})).toBeUndefined();
+    expect(e.draft("g1", [1], {})?.tokens.length).toBeGreaterThan(0);
+  });
+
+  it("a step without grouped requests calls nothing and counts nothing", async () => {
+    const svc = new GroupDraftService({ clock: new VirtualClock() });
+    const f = flaky(svc);
+    const e = new SharedGroupDrafts(f.service, { ttlMs: TTL });
+    expect(await e.step([], [])).toBe(true);
+    expect(f.calls.n).toBe(0);
+    expect(e.stats()).toEqual({ syncedSteps: 0, localSteps: 0, failures: 0 });
   });
 
   it("refuses bad backoff bounds, naming the field", () => {

@@ -76,6 +76,8 @@ export class SharedGroupDrafts {
    * from the engine's own trees (the service failed now or is being skipped after failures).
    */
   async step(outputs: readonly GroupOutput[], draftGroups: readonly string[]): Promise<boolean> {
+    // A step with no grouped request has nothing to send or sync (and is no step of the service's).
+    if (outputs.length === 0 && draftGroups.length === 0) return true;
     if (this.skipSteps > 0) {
       this.skipSteps--;
       this.counters.localSteps++;
@@ -97,9 +99,12 @@ export class SharedGroupDrafts {
     return true;
   }
 
-  /** A draft from the local copy of the group (the siblings' tokens from every engine, and the request's own). */
-  draft(groupId: string, context: readonly number[], options: DraftOptions): Draft {
-    return this.replica.draft(groupId, context, options);
+  /**
+   * A draft from the local copy of the group (the siblings' tokens from every engine, and the request's own);
+   * undefined when the group is not copied (the service no longer has it): draft from the engine's own trees.
+   */
+  draft(groupId: string, context: readonly number[], options: DraftOptions): Draft | undefined {
+    return this.replica.has(groupId) ? this.replica.draft(groupId, context, options) : undefined;
   }
 
   /** Forget a request; its group's copy goes when no request of `liveGroups` (those still registered) needs it. */
