@@ -36,9 +36,6 @@ const NOT_YET_WIRED = [
   // The in-process work queue and event bus on a Clock (the JetStream ones are wired: arbor serve worker,
   // trainer-api, run --cluster): for workers simulated on the virtual clock; the contract suites use them now.
   "^src/broker/memory-(work-queue|event-bus)\\.ts$",
-  // Seer's grouped draft service shared by engines over HTTP (issue 17, item 3): the engine drafts from
-  // a group's tree in process (group-draft-service.ts); sharing it across engines comes later.
-  "^src/engine/specdec/(group-replica|draft-service-routes|draft-service-client)\\.ts$",
 ];
 
 /** Tests, contract suites and test support. */

@@ -10,7 +10,7 @@ describe("arbor bench specdec (quick)", () => {
     const [a, b, c, d] = await specdecBench.run({ quick: true, log: (l) => lines.push(l) });
     for (const t of [a!, b!]) {
       const col = (name: string) => t.columns.indexOf(name);
-      expect(t.rows.map((r) => r[col("drafting")])).toEqual(["none", "per-request trees", "suffix (+ global tree)", "group-shared trees (Seer)", "group-shared, adaptive budget", "draft model (aligned)", "draft model (stale: untrained after v0)"]);
+      expect(t.rows.map((r) => r[col("drafting")])).toEqual(["none", "per-request trees", "suffix (+ global tree)", "group-shared trees (Seer)", "group-shared, adaptive budget", "draft model (aligned)", "draft model (stale: untrained after v0)", "draft model (cut, undistilled: an engine's first draft)"]);
       // One workload: the same output tokens in every mode.
       expect(new Set(t.rows.map((r) => r[col("output tokens")])).size).toBe(1);
       expect(t.rows[0]![col("verification steps")]).toBe(0);

@@ -123,10 +123,10 @@ async function measure(mode: Mode, waves: Job[][], sequences: number): Promise<M
   }
 }
 
-/** The draft model modes: the aligned draft and the stale one. */
+/** The draft model modes: the aligned draft, the stale one, and the undistilled cut an engine starts with. */
 function draftModelModes(d: BenchDrafts): Mode[] {
   const mode = (name: string, draftModel: string): Mode => ({ name, speculative: { method: "draft-model", draftModel, maxSpecTokens: DRAFT_MODEL_TOKENS, adaptive: false }, groups: false });
-  return [mode("draft model (aligned)", d.aligned), mode("draft model (stale: untrained after v0)", d.stale)];
+  return [mode("draft model (aligned)", d.aligned), mode("draft model (stale: untrained after v0)", d.stale), mode("draft model (cut, undistilled: an engine's first draft)", d.cut)];
 }
 
 /** One table: every mode on the same workload, with the speed-up over no speculation. */
@@ -256,7 +256,7 @@ export const specdecBench: Benchmark = {
       const drafts = await prepareBenchDrafts(dir, opts.quick, MAX_TOKENS);
       const modes = [...MODES, ...draftModelModes(drafts)];
       const fmt = (r: BenchDrafts["v0"]) => `Top-K KL ${r.lossBefore.toFixed(3)} → ${r.lossAfter.toFixed(3)} over ${r.positions} positions in ${r.steps} steps`;
-      const draftNote = `Draft models: the policy's first block, embedding and head (1 of 2 blocks), ${DRAFT_MODEL_TOKENS} greedy draft tokens a step. Stale: distilled on v0's rollouts only (${fmt(drafts.v0)}); aligned: then again on v1's (${fmt(drafts.v1)}).`;
+      const draftNote = `Draft models: the policy's first block, embedding and head (1 of 2 blocks), ${DRAFT_MODEL_TOKENS} greedy draft tokens a step. Stale: distilled on v0's rollouts only (${fmt(drafts.v0)}); aligned: then again on v1's (${fmt(drafts.v1)}). Cut: the served policy's first block, not distilled (what an engine with no draft serves until the first alignment, model/draft-cut.ts).`;
       const a = await compare(`(a) GRPO groups: ${groups} calc prompts × ${n} samples at temperature 1, calc-solver.gguf`, [groupJobs(groups, n)], Math.min(groups * n, 16), opts, [note, draftNote], modes);
       const traces = await agentTraces(opts.quick ? 4 : 16);
       const b = await compare(`(b) agent traces: ${traces[0]!.length} two-turn calc programs replayed (the second turn sees the call and the result)`, traces, 8, opts, [note, draftNote], modes);

@@ -11,6 +11,7 @@ import { Rng } from "../core/rng.js";
 import { loadScheduledLlamaCpp } from "../engine/core/scheduled-engines.js";
 import { calcTasks } from "../envs/calc/tasks.js";
 import { renderChat, stopTokenIds } from "../model/chat-template.js";
+import { cutDraftModel } from "../model/draft-cut.js";
 import { draftFileName } from "../model/draft-model-path.js";
 import { configFromGguf, readGguf } from "../model/gguf.js";
 import { tokenizerSpecFromGguf } from "../model/gguf-tokenizer.js";
@@ -26,6 +27,8 @@ export const POLICY_V1 = fileURLToPath(new URL("../../models/calc-solver.gguf", 
 export interface BenchDrafts {
   stale: string;
   aligned: string;
+  /** The served policy (v1) cut to one block, not distilled: the draft an engine starts with. */
+  cut: string;
   v0: DistillResult;
   v1: DistillResult;
 }
@@ -64,7 +67,9 @@ export async function prepareBenchDrafts(dir: string, quick: boolean, maxTokens:
     const v1 = d.distill(p1, await rollouts(POLICY_V1, n, 32_000, maxTokens));
     const aligned = join(dir, draftFileName(1));
     d.save(aligned, 1);
-    return { stale, aligned, v0, v1 };
+    const cut = join(dir, "draft-cut.gguf");
+    cutDraftModel(POLICY_V1, cut, options.layers);
+    return { stale, aligned, cut, v0, v1 };
   } finally {
     p0.dispose();
     p1.dispose();

@@ -27,7 +27,7 @@ import { localPrograms, type ProgramRunner } from "../rollout/sync-rollout.js";
 import { createSandboxPool, type SandboxPool } from "../sandbox/pool.js";
 import { createStore, openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
-import { engineServerOptions } from "./engine-start.js";
+import { draftServiceHost, engineServerOptions, withDraftService, withV0Draft } from "./engine-start.js";
 import { startExternalEngine } from "./external-engines.js";
 import { clusterSyncedEngines, servedEngines } from "./cluster-services.js";
 import { sandboxesFromConfig } from "./sandboxes-from-config.js";
@@ -88,9 +88,14 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
       throw new ArborError(`engines[${i}].role: "${e.role}" engines are served by \`arbor serve engine\` (a run's gateway does not route prefill→decode calls yet); use mixed`, "config");
     }
   }
+  // Suffix-speculating engines share one engine's group trees (it starts first: it is the first of them).
+  const host = draftServiceHost(cfg.engines);
   for (const [i, e] of cfg.engines.entries()) {
-    engines.push(await startEngineServer(engineServerOptions(e, { modelPath: c.modelPath, host: "127.0.0.1", seed: cfg.seed + i, clock })));
+    const hostUrl = host !== undefined && i !== host ? engines[host]?.url : undefined;
+    const ready = withV0Draft(hostUrl ? withDraftService(e, hostUrl) : e, c.modelPath, cfg.train?.draftModel?.layers ?? 1, log);
+    engines.push(await startEngineServer(engineServerOptions(ready, { modelPath: c.modelPath, host: "127.0.0.1", seed: cfg.seed + i, clock })));
   }
+  if (host !== undefined) log(`specdec  engines share ${cfg.engines[host]?.name}'s draft group trees (${engines[host]?.url}/v1/specdec)`);
   engines.forEach((e, i) => log(`engine   ${e.url} (${cfg.engines[i]?.executor}, policy version 0)`));
   const backendCfgs: BackendConfig[] = cfg.backends.length > 0 ? cfg.backends : cfg.engines.map((e) => ({ name: e.name, type: "builtin" }));
   const tap = (b: TokenBackend): TokenBackend => (c.onBackendReply ? tapBackend(b, c.onBackendReply) : b);

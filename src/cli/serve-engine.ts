@@ -5,7 +5,7 @@ import { clusterEngine, loadClusterConfig } from "../core/cluster-config.js";
 import { realClock } from "../core/real-clock.js";
 import type { EngineRole } from "../engine/http/kv-handoff.js";
 import { startEngineServer } from "../engine/server.js";
-import { engineServerOptions, policyPath } from "./engine-start.js";
+import { engineServerOptions, policyPath, withV0Draft } from "./engine-start.js";
 import { serveUntilSignalled } from "./service-lifecycle.js";
 
 export interface ServeEngineOptions {
@@ -28,7 +28,7 @@ export async function serveEngineCommand(o: ServeEngineOptions): Promise<void> {
   const e = o.role !== undefined ? { ...fileEngine, role: o.role } : fileEngine;
   const modelPath = policyPath(cfg.model, log);
   // As `arbor run`: each engine of the file draws from its own seed.
-  const engine = await startEngineServer({ ...engineServerOptions(e, { modelPath, host: e.host, seed: cfg.seed + index, clock: realClock }), logger: processLog("engine") });
+  const engine = await startEngineServer({ ...engineServerOptions(withV0Draft(e, modelPath, 1, log), { modelPath, host: e.host, seed: cfg.seed + index, clock: realClock }), logger: processLog("engine") });
   const pool = e.kvPool ? `, KV pool ${e.kvPool.url} "${e.kvPool.name}"` : "";
   log(`engine ${e.name} listening on ${engine.url} (OpenAI API at ${engine.url}/v1; role ${e.role}, ${e.executor}, model ${modelPath}, served as ${e.servedModelName}${pool}; /healthz, /readyz)`);
   await serveUntilSignalled({ name: `engine ${e.name}`, probes: engine.probes, drainMs: o.drainMs, close: () => engine.close(), log });

@@ -118,9 +118,18 @@ export const EngineConfigSchema = z
         maxCachedResponses: z.number().int().min(0).optional(),
         /** Seer's adaptive budget: draft tokens per step from measured step time and acceptance (default true). */
         adaptive: z.boolean().optional(),
+        /**
+         * `suffix`: the draft service shared with other engines (an engine's base URL; it serves `/v1/specdec`),
+         * so a group's siblings placed on different engines draft each other. Unreachable: local drafts.
+         */
+        draftService: z
+          .object({ url: z.string().regex(/^https?:\/\/[^/]/, { error: "must be an http(s) base URL" }), timeoutMs: positiveInt.optional() })
+          .strict()
+          .optional(),
       })
       .strict()
       .refine((sp) => sp.draftModel === undefined || sp.method === "draft-model", { path: ["draftModel"], message: 'only with method "draft-model"' })
+      .refine((sp) => sp.draftService === undefined || sp.method === "suffix", { path: ["draftService"], message: 'only with method "suffix"' })
       .optional(),
     /** The global KV pool on Redis shared by the engines of a prefill/decode pair (engine/kv/redis-state-pool.ts). */
     kvPool: z

@@ -101,7 +101,12 @@ export class EngineMetrics {
         ["vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "numDraftTokens"],
         ["vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", "numAcceptedTokens"],
       ] as const;
-      for (const [name, help, field] of spec) {
+      // An engine drafting from a shared draft service (speculative.draftService) also counts its failures.
+      const shared = [
+        ["arbor_spec_decode_draft_service_failures_total", "Calls to the shared draft service that failed (unreachable, timed out or refused).", "draftServiceFailures"],
+        ["arbor_spec_decode_draft_service_local_steps_total", "Steps that drafted from the engine's own group trees because the shared draft service failed or was skipped.", "draftServiceLocalSteps"],
+      ] as const;
+      for (const [name, help, field] of [...spec, ...(stats().specDecode?.draftServiceFailures !== undefined ? shared : [])]) {
         const m = new Monotonic();
         new Counter({
           name,

@@ -14,6 +14,7 @@ import type { KvStateTier } from "./kv/state-tier.js";
 import { LlamaCppExecutor } from "./llamacpp-executor.js";
 import type { LlamaGpu } from "./llama-runtime.js";
 import type { SpeculativeOptions } from "./specdec/speculative-options.js";
+import type { GroupDraftService } from "./specdec/group-draft-service.js";
 
 /** Everything a factory may need to build one executor of an engine. */
 export interface ExecutorSpec {
@@ -48,6 +49,8 @@ export interface ExecutorSpec {
   costProfile?: string;
   /** Speculative decoding on the scheduled llama.cpp engine (absent: off; other kinds refuse it). */
   speculative?: SpeculativeOptions;
+  /** Speculative decoding's in-process group service, kept by the engine across executors and served to other engines. */
+  groupService?: GroupDraftService;
 }
 
 /** Builds one executor; rejects with a "config" ArborError when `spec` lacks what the kind needs. */
@@ -121,6 +124,7 @@ export function builtinExecutors(): ExecutorRegistry {
         ...(s.l2CapacityBytes !== undefined ? { l2CapacityBytes: s.l2CapacityBytes } : {}),
         ...(s.l3 ? { l3: s.l3 } : {}),
         ...(s.speculative ? { speculative: s.speculative } : {}),
+        ...(s.groupService ? { groupService: s.groupService } : {}),
       }),
     )
     .register("costmodel", async (s) => {

@@ -61,7 +61,7 @@ export interface ExecutorStats {
   /** Running requests preempted so far (vllm:num_preemptions_total). */
   preemptions?: number;
   /** Speculative decoding's counters (vllm:spec_decode_num_*), on executors that speculate. */
-  specDecode?: { numDrafts: number; numDraftTokens: number; numAcceptedTokens: number };
+  specDecode?: { numDrafts: number; numDraftTokens: number; numAcceptedTokens: number; draftServiceFailures?: number; draftServiceLocalSteps?: number };
 }
 
 /** Where a paused program's KV goes: this engine's host memory, the shared pool, or nowhere. */

@@ -50,6 +50,8 @@ import { chatLogprobs, completionLogprobs, outputText, stopReason, usage } from 
 import { chatAnswer, ChatAnswerStream, filterToolCallChunk, modelParsers } from "./openai-tools.js";
 import type { LlamaGpu } from "./llama-runtime.js";
 import type { SpeculativeOptions } from "./specdec/speculative-options.js";
+import { GroupDraftService } from "./specdec/group-draft-service.js";
+import { registerDraftServiceRoutes } from "./specdec/draft-service-routes.js";
 import { checkSameVocabulary, resolveServedModel, type ServedModel } from "./served-model.js";
 import { AbortedError } from "./sequence-pool.js";
 import { fastifyLogger } from "../core/logger.js";
@@ -173,6 +175,9 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   const l3 = opts.l3Store ?? (opts.kvPool ? new PooledStateTier(opts.kvPool, (line) => console.error(`engine ${opts.name}: ${line}`)) : undefined);
   const ownsL3 = !opts.l3Store && l3 !== undefined;
   const registry = opts.executorRegistry ?? executorRegistry;
+  // Suffix speculation's group trees live with the engine, not its executor (a weight switch keeps them),
+  // and are served to other engines as /v1/specdec (their `speculative.draftService` points here).
+  const groupService = opts.speculative?.method === "suffix" ? new GroupDraftService({ clock }) : undefined;
   const spec: Omit<ExecutorSpec, "modelPath"> = {
     engine: opts.name,
     sequences: opts.sequences,
@@ -187,6 +192,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     ...(opts.l2CapacityBytes !== undefined ? { l2CapacityBytes: opts.l2CapacityBytes } : {}),
     ...(l3 ? { l3 } : {}),
     ...(opts.speculative ? { speculative: opts.speculative } : {}),
+    ...(groupService ? { groupService } : {}),
     ...(opts.costProfile !== undefined ? { costProfile: opts.costProfile } : {}),
     ...(opts.gpu !== undefined ? { gpu: opts.gpu } : {}),
   };
@@ -585,6 +591,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   registerTokenizeRoutes(app, { served, parsers, maxModelLen: () => slot.executor.contextSize, checkModel });
   registerAdminRoutes(app, { slot, defaultInFlight: opts.inFlightOnWeightSwitch ?? "finish" });
   registerProgramRoutes(app, { slot });
+  if (groupService) await registerDraftServiceRoutes(app, groupService);
 
   app.get("/v1/models", async () => ({
     object: "list",

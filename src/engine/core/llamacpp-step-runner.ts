@@ -12,10 +12,15 @@
 // tokens from a SuffixDraftCache (its prompt and output, and past responses) and reports them; the
 // scheduler plans them into the request's next decode chunk, and the runner verifies them exactly
 // (specdec/verify-draft.ts) from one evaluation, erasing the rejected positions' KV. Requests of one
-// draft group (GRPO siblings) also draft from their group's tree (Seer; an in-process GroupDraftService).
+// draft group (GRPO siblings) also draft from their group's tree (Seer; an in-process GroupDraftService,
+// which the engine's server also serves to other engines as /v1/specdec). With `speculative.draftService`
+// the runner also sends its grouped requests' tokens to another engine's service and drafts from local
+// copies of their groups synced once per step (specdec/shared-group-drafts.ts), so siblings placed on
+// different engines draft each other; a step whose sync fails drafts from the in-process trees.
 // With method "draft-model" the drafts are a small GGUF's greedy proposals instead (specdec/draft-model.ts):
 // the draft distilled from the served policy version (`draft-vN.gguf` beside `policy-vN.gguf`), else the
 // configured one; each weight sync loads a new runner, so the draft follows the policy's version.
+import { randomUUID } from "node:crypto";
 import { existsSync, statSync } from "node:fs";
 import { copyFile, readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
@@ -28,9 +33,11 @@ import { LlamaTokenizer } from "../llama-tokenizer.js";
 import { evaluateDistributions, evaluateTokens, openLlamaContext, type LlamaContextOptions } from "../llama-context.js";
 import { L2StateTier, type KvStateEntry, type KvStateTier } from "../kv/state-tier.js";
 import { sampleToken, splitLogitControls, type SampledToken, type SamplingParams, type StopRule, type TokenLogprob } from "../sampling.js";
-import type { Draft, DraftOptions } from "../specdec/suffix-draft.js";
+import type { DraftOptions } from "../specdec/suffix-draft.js";
 import { SuffixDraftCache } from "../specdec/suffix-draft-cache.js";
 import { GroupDraftService } from "../specdec/group-draft-service.js";
+import { DraftServiceClient } from "../specdec/draft-service-client.js";
+import { SharedGroupDrafts, type GroupOutput } from "../specdec/shared-group-drafts.js";
 import { DEFAULT_MAX_SPEC_TOKENS, resolveSpeculative, type SpeculativeOptions } from "../specdec/speculative-options.js";
 import { acceptedCount, verifyDraft } from "../specdec/verify-draft.js";
 import { DraftModelDrafter } from "../specdec/draft-model.js";
@@ -49,6 +56,11 @@ export interface LlamaCppStepRunnerOptions extends LlamaContextOptions {
   l3?: KvStateTier;
   /** Speculative decoding (off when absent). */
   speculative?: SpeculativeOptions;
+  /**
+   * Method "suffix": the in-process group service to use (an engine's server keeps one across weight
+   * switches and serves it to other engines); absent: the runner's own.
+   */
+  groupService?: GroupDraftService;
 }
 
 /** Token accounting since load: what prefix reuse saved and what it had to recompute. */
@@ -71,6 +83,12 @@ export interface LlamaCppStepRunnerStats {
   numDraftTokens: number;
   /** Draft tokens accepted (vllm:spec_decode_num_accepted_tokens_total). */
   numAcceptedTokens: number;
+  /** `speculative.draftService`: steps whose grouped drafts came from the shared service's trees. */
+  draftServiceSyncedSteps: number;
+  /** Steps that drafted from this engine's own group trees instead (the service failed or was skipped). */
+  draftServiceLocalSteps: number;
+  /** Calls to the shared service that failed (unreachable, timed out or refused). */
+  draftServiceFailures: number;
 }
 
 interface RunnerReq {
@@ -127,11 +145,19 @@ export class LlamaCppStepRunner implements StepRunner {
     numDrafts: 0,
     numDraftTokens: 0,
     numAcceptedTokens: 0,
+    draftServiceSyncedSteps: 0,
+    draftServiceLocalSteps: 0,
+    draftServiceFailures: 0,
   };
   /** Speculative decoding's counters; only when speculation is on (see StepRunner). */
   readonly specDecodeStats?: () => SpecDecodeStats;
   /** Speculative decoding's drafter and its options (absent: off). */
-  private readonly drafter: { cache: SuffixDraftCache; groups: GroupDraftService; options: DraftOptions } | undefined;
+  private readonly drafter: { cache: SuffixDraftCache; groups: GroupDraftService; shared: SharedGroupDrafts | undefined; options: DraftOptions } | undefined;
+  /**
+   * A request's sequence id in group trees: request ids restart in every executor (a weight switch's new one,
+   * another engine's), and group trees outlive executors and are shared by engines, so ids get this runner's tag.
+   */
+  private readonly groupTag = randomUUID();
   /** Method "draft-model": the draft GGUF's drafter and the tokens it proposes per step. */
   private readonly draftModel: { drafter: DraftModelDrafter; k: number } | undefined;
   /** States are only loaded into a runner with the same compat string (model file, sequences, KV type). */
@@ -172,10 +198,21 @@ export class LlamaCppStepRunner implements StepRunner {
       this.specDecodeStats = () => ({ numDrafts: this.counters.numDrafts, numDraftTokens: this.counters.numDraftTokens, numAcceptedTokens: this.counters.numAcceptedTokens });
     } else if (opts.speculative) {
       const spec = resolveSpeculative(opts.speculative);
+      const withService = spec.draftService !== undefined;
       // The scheduler bounds the requests and their length: the drafter must never refuse one.
       const cache = new SuffixDraftCache({ ...spec.cache, maxActiveRequests: Number.MAX_SAFE_INTEGER, maxRequestTokens: Math.max(context.contextSize, 1) });
-      this.drafter = { cache, groups: new GroupDraftService({ clock: this.clock }), options: spec.draft };
-      this.specDecodeStats = () => ({ numDrafts: this.counters.numDrafts, numDraftTokens: this.counters.numDraftTokens, numAcceptedTokens: this.counters.numAcceptedTokens });
+      const groups = opts.groupService ?? new GroupDraftService({ clock: this.clock });
+      const shared = spec.draftService
+        ? new SharedGroupDrafts(new DraftServiceClient(spec.draftService.url, undefined, spec.draftService.timeoutMs !== undefined ? { timeoutMs: spec.draftService.timeoutMs } : {}), {
+            ttlMs: GROUP_TTL_MS,
+          })
+        : undefined;
+      this.drafter = { cache, groups, shared, options: spec.draft };
+      this.specDecodeStats = () => {
+        const s = this.stats();
+        const base = { numDrafts: s.numDrafts, numDraftTokens: s.numDraftTokens, numAcceptedTokens: s.numAcceptedTokens };
+        return withService ? { ...base, draftServiceFailures: s.draftServiceFailures, draftServiceLocalSteps: s.draftServiceLocalSteps } : base;
+      };
     }
     this.programs = {
       tiers: this.l3 ? ["L2", "L3"] : ["L2"],
@@ -222,7 +259,10 @@ export class LlamaCppStepRunner implements StepRunner {
   }
 
   stats(): LlamaCppStepRunnerStats {
-    return { ...this.counters };
+    const shared = this.drafter?.shared?.stats();
+    return shared
+      ? { ...this.counters, draftServiceSyncedSteps: shared.syncedSteps, draftServiceLocalSteps: shared.localSteps, draftServiceFailures: shared.failures }
+      : { ...this.counters };
   }
 
   /** The tokens a sequence holds (tests and debugging). */
@@ -275,6 +315,11 @@ export class LlamaCppStepRunner implements StepRunner {
     this.requests.delete(requestId);
     // Its response stays in the global tree for later requests' drafts.
     this.drafter?.cache.stopRequest(requestId);
+    if (this.drafter?.shared && r.group) {
+      const live = new Set<string>();
+      for (const o of this.requests.values()) if (o.group) live.add(o.group.id);
+      this.drafter.shared.forget(`${this.groupTag}/${requestId}`, live);
+    }
     this.draftModel?.drafter.release(requestId);
   }
 
@@ -324,6 +369,7 @@ export class LlamaCppStepRunner implements StepRunner {
     const outs = await Promise.all(work.map((w) => this.evaluate(w.r, w.from, w.c)));
     const erasures: Promise<void>[] = [];
     const modelDrafts: { id: string; r: RunnerReq }[] = [];
+    const suffixDrafts: { id: string; r: RunnerReq }[] = [];
     for (let i = 0; i < work.length; i++) {
       const w = work[i] as (typeof work)[number];
       const dists = outs[i];
@@ -352,17 +398,32 @@ export class LlamaCppStepRunner implements StepRunner {
       if (this.drafter) {
         const ids = emitted.map((t) => t.id);
         this.drafter.cache.addResponse(w.id, ids);
-        const groupDraft = this.groupDraft(w.id, w.r, ids);
-        const next = this.drafter.cache.draft(w.id, w.r.tokens, this.drafter.options, groupDraft).tokens;
-        if (next.length > 0 && !this.ended(w.r, emitted)) drafts.set(w.id, next);
+        this.updateGroup(w.id, w.r, ids);
+        if (!this.ended(w.r, emitted)) suffixDrafts.push({ id: w.id, r: w.r });
       }
       if (this.draftModel && !this.ended(w.r, emitted)) modelDrafts.push({ id: w.id, r: w.r });
     }
     await Promise.all(erasures);
-    for (const { id, r } of modelDrafts) {
-      const dm = this.draftModel as NonNullable<typeof this.draftModel>;
-      const next = await dm.drafter.draft(id, r.tokens, dm.k);
-      if (next.length > 0) drafts.set(id, next);
+    if (this.drafter) {
+      const d = this.drafter;
+      // The shared service (if any) gets every grouped request's new tokens, ended ones included (their
+      // siblings elsewhere draft from them); the groups about to draft are synced once for the step.
+      const shared = d.shared ? await d.shared.step(this.groupOutputs(work.map((w) => w.id)), suffixDrafts.flatMap((x) => (x.r.group ? [x.r.group.id] : []))) : false;
+      for (const { id, r } of suffixDrafts) {
+        const g = r.group;
+        const fromService = g && shared ? d.shared?.draft(g.id, r.tokens, d.options) : undefined;
+        const groupDraft = g ? (fromService ?? d.groups.draft({ groupId: g.id, context: r.tokens, ...d.options })) : undefined;
+        const next = d.cache.draft(id, r.tokens, d.options, groupDraft).tokens;
+        if (next.length > 0) drafts.set(id, next);
+      }
+    }
+    if (this.draftModel && modelDrafts.length > 0) {
+      // All requests drafted together: one draft-model decode per draft position for the whole step.
+      const proposals = await this.draftModel.drafter.draftBatch(modelDrafts.map(({ id, r }) => ({ requestId: id, tokens: r.tokens })), this.draftModel.k);
+      modelDrafts.forEach(({ id }, i) => {
+        const next = proposals[i] as number[];
+        if (next.length > 0) drafts.set(id, next);
+      });
     }
     return {
       stepId: plan.stepId,
@@ -394,23 +455,33 @@ export class LlamaCppStepRunner implements StepRunner {
   }
 
   /**
-   * Add the request's new output tokens to its draft group's tree and draft from that tree (undefined
-   * without a group). The group lives while its members keep updating it (GROUP_TTL_MS after the last).
+   * Add the request's new output tokens to its draft group's in-process tree (nothing without a group).
+   * The group lives while its members keep updating it (GROUP_TTL_MS after the last).
    */
-  private groupDraft(requestId: string, r: RunnerReq, newTokens: readonly number[]): Draft | undefined {
+  private updateGroup(requestId: string, r: RunnerReq, newTokens: readonly number[]): void {
     const g = r.group;
     const groups = this.drafter?.groups;
-    if (!g || !groups) return undefined;
+    if (!g || !groups) return;
     groups.registerGroup(g.id, GROUP_TTL_MS);
+    const sequenceId = `${this.groupTag}/${requestId}`;
     try {
-      groups.update(g.id, requestId, g.len, newTokens);
+      groups.update(g.id, sequenceId, g.len, newTokens);
     } catch (err) {
       // The group expired or was evicted and has just been created afresh: it gets the whole output.
       if (!(err instanceof ArborError)) throw err;
-      groups.update(g.id, requestId, 0, r.tokens.slice(r.promptLength));
+      groups.update(g.id, sequenceId, 0, r.tokens.slice(r.promptLength));
     }
     g.len = r.tokens.length - r.promptLength;
-    return groups.draft({ groupId: g.id, context: r.tokens, ...this.drafter?.options });
+  }
+
+  /** The grouped requests' outputs so far, for the shared draft service. */
+  private groupOutputs(ids: readonly string[]): GroupOutput[] {
+    const out: GroupOutput[] = [];
+    for (const id of ids) {
+      const r = this.requests.get(id);
+      if (r?.group) out.push({ requestId: `${this.groupTag}/${id}`, groupId: r.group.id, output: r.tokens.slice(r.promptLength) });
+    }
+    return out;
   }
 
   /** Whether the request's last emitted token ended it (stop rule or max_tokens): nothing to draft for. */

@@ -12,6 +12,7 @@ import type { SchedulingPolicy } from "../scheduler/request-queue.js";
 import type { SchedulerConfig } from "../scheduler/scheduler.js";
 import { DraftBudget } from "../specdec/draft-budget.js";
 import { resolveSpeculative, type SpeculativeOptions } from "../specdec/speculative-options.js";
+import type { GroupDraftService } from "../specdec/group-draft-service.js";
 import { CostModelStepRunner } from "./costmodel-step-runner.js";
 import { LlamaCppStepRunner } from "./llamacpp-step-runner.js";
 import { ScheduledExecutor, type ScheduledExecutorOptions } from "./scheduled-executor.js";
@@ -79,6 +80,8 @@ export async function loadScheduledLlamaCpp(
     l3?: KvStateTier;
     /** Speculative decoding (off when absent). */
     speculative?: SpeculativeOptions;
+    /** Method "suffix": the in-process group service to draft from (absent: the runner's own). */
+    groupService?: GroupDraftService;
   },
 ): Promise<ScheduledExecutor> {
   const runner = await LlamaCppStepRunner.load({
@@ -90,6 +93,7 @@ export async function loadScheduledLlamaCpp(
     ...(o.l2CapacityBytes !== undefined ? { l2CapacityBytes: o.l2CapacityBytes } : {}),
     ...(o.l3 ? { l3: o.l3 } : {}),
     ...(o.speculative ? { speculative: o.speculative } : {}),
+    ...(o.groupService ? { groupService: o.groupService } : {}),
     clock: o.clock ?? realClock,
   });
   try {

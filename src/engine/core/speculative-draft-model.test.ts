@@ -7,8 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Rng } from "../../core/rng.js";
 import { stopTokenIds } from "../../model/chat-template.js";
-import { configFromGguf, readGguf, writeGguf } from "../../model/gguf.js";
-import { tokenizerSpecFromGguf } from "../../model/gguf-tokenizer.js";
+import { cutDraftModel } from "../../model/draft-cut.js";
 import { ensurePolicy } from "../../model/policy.js";
 import { Vocab } from "../../model/vocab.js";
 import { expectSameResults } from "../../testing/same-results.js";
@@ -55,13 +54,9 @@ async function withDraft(modelPath: string, draftModel?: string): Promise<Schedu
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "arbor-specdec-draft-"));
   policyPath = ensurePolicy(dir, INIT).path;
-  const f = readGguf(policyPath);
+  // The draft an engine gets at policy version 0: the policy cut to its first block.
   shallowPath = join(dir, "shallow.gguf");
-  writeGguf(shallowPath, {
-    config: { ...configFromGguf(f.metadata, policyPath), nLayer: 1 },
-    tokenizer: tokenizerSpecFromGguf(f.metadata, policyPath),
-    tensors: f.tensors.filter((t) => !t.name.startsWith("blk.1.")),
-  });
+  expect(cutDraftModel(policyPath, shallowPath, 1)).toEqual({ layers: 1 });
   plain = await loadScheduledLlamaCpp({ modelPath: policyPath, sequences: 3, contextSize: CTX, maxWaiting: 8, stopTokenIds: STOPS });
 });
 

@@ -84,6 +84,10 @@ export interface SpecDecodeStats {
   numDraftTokens: number;
   /** Draft tokens accepted. */
   numAcceptedTokens: number;
+  /** With a shared draft service (`speculative.draftService`): its calls that failed. */
+  draftServiceFailures?: number;
+  /** With a shared draft service: steps that drafted from the engine's own group trees instead. */
+  draftServiceLocalSteps?: number;
 }
 
 /** Tokens a verification step produced on average: 1 + accepted draft tokens per draft (vLLM's mean acceptance length); 0 before any draft. */

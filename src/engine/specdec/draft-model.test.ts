@@ -80,6 +80,30 @@ describe("DraftModelDrafter", () => {
     expect(await d.draft("r1", c, 0)).toEqual([]);
   });
 
+  it("drafts a batch of requests together: one llama.cpp decode per draft position, the same proposals as alone", async () => {
+    const d = await drafter(policyPath, 3);
+    // Count the context's llama_decode calls (node-llama-cpp's native context; test-only instrumentation).
+    const native = (d as unknown as { loaded: { context: { _ctx: { decodeBatch: () => Promise<void> } } } }).loaded.context._ctx;
+    const decode = native.decodeBatch.bind(native);
+    let decodes = 0;
+    native.decodeBatch = () => {
+      decodes++;
+      return decode();
+    };
+    const contexts = [prompt("one two three one two three"), prompt("Name a colour."), prompt("abc abc abc")];
+    const want = await Promise.all(contexts.map((c) => greedy(policyPath, c, 5)));
+    const batch = await d.draftBatch(contexts.map((tokens, i) => ({ requestId: `r${i}`, tokens })), 5);
+    expect(batch).toEqual(want);
+    // Three requests, five positions: five decodes (the first carries each request's whole prompt).
+    expect(decodes).toBe(5);
+    // Next step: each request grew by its first proposal; the sequences keep their prefix.
+    decodes = 0;
+    const grown = contexts.map((c, i) => [...c, want[i]![0]!]);
+    expect(await d.draftBatch(grown.map((tokens, i) => ({ requestId: `r${i}`, tokens })), 3)).toEqual(await Promise.all(grown.map((c) => greedy(policyPath, c, 3))));
+    expect(decodes).toBe(3);
+    await expect(d.draftBatch([{ requestId: "r0", tokens: contexts[0]! }, { requestId: "r0", tokens: contexts[0]! }], 2)).rejects.toThrow(/r0 appears twice/);
+  });
+
   it("refresh swaps the GGUF the drafts come from", async () => {
     const d = await drafter(policyPath);
     const a = prompt("Name a colour.");

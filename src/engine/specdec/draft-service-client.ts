@@ -1,6 +1,8 @@
 // The draft service over HTTP, client side: the DraftService interface against draft-service-routes.ts, so
 // an engine uses a shared service exactly as the in-process one. The server's errors come back as
-// ArborErrors with its message and code; an unreachable server is an ArborError naming the URL.
+// ArborErrors with its message and code; an unreachable server, or one that does not answer within the
+// client's timeout, is an ArborError "draft_service_unreachable" naming the URL (an engine's step waits
+// on these calls, so they are bounded).
 import { ArborError } from "../../core/errors.js";
 import type { DraftService, FetchResult, GroupDraftRequest, RegisterGroupResult, UpdateResult } from "./draft-service.js";
 import { DEFAULT_DRAFT_SERVICE_PREFIX } from "./draft-service-routes.js";
@@ -23,12 +25,18 @@ interface WireDraft {
 /** Paths in a draft never exceed its tokens, so "no limit" travels as the largest int32. */
 const ALL_PATHS = 0x7fffffff;
 
+/** A call's default time limit (ms): the service answers from memory, so a slow answer means trouble. */
+export const DEFAULT_DRAFT_SERVICE_TIMEOUT_MS = 2000;
+
 /** Client of a draft service at `baseUrl` (e.g. `http://127.0.0.1:8000`). */
 export class DraftServiceClient implements DraftService {
   private readonly base: string;
+  private readonly timeoutMs: number;
 
-  constructor(baseUrl: string, prefix = DEFAULT_DRAFT_SERVICE_PREFIX) {
+  constructor(baseUrl: string, prefix = DEFAULT_DRAFT_SERVICE_PREFIX, opts: { timeoutMs?: number } = {}) {
     this.base = `${baseUrl.replace(/\/+$/, "")}${prefix}`;
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_DRAFT_SERVICE_TIMEOUT_MS;
+    if (!(Number.isInteger(this.timeoutMs) && this.timeoutMs >= 1)) throw new ArborError(`timeoutMs: must be an integer >= 1, got ${this.timeoutMs}`, "config");
   }
 
   async registerGroup(groupId: string, ttlMs: number): Promise<RegisterGroupResult> {
@@ -70,13 +78,15 @@ export class DraftServiceClient implements DraftService {
   private async post<T>(path: string, body: unknown): Promise<T> {
     const url = `${this.base}${path}`;
     let res: Response;
+    let text: string;
     try {
-      res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal: AbortSignal.timeout(this.timeoutMs) });
+      text = await res.text();
     } catch (e) {
-      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-      throw new ArborError(`draft service: cannot reach ${url}: ${cause?.code ?? cause?.message ?? (e as Error).message}`, "draft_service_unreachable");
+      const err = e as Error & { cause?: { code?: string; message?: string } };
+      const why = err.name === "TimeoutError" ? `no answer within ${this.timeoutMs} ms` : (err.cause?.code ?? err.cause?.message ?? err.message);
+      throw new ArborError(`draft service: cannot reach ${url}: ${why}`, "draft_service_unreachable");
     }
-    const text = await res.text();
     let json: unknown;
     try {
       json = JSON.parse(text);

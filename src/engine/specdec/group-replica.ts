@@ -32,6 +32,16 @@ export class GroupReplica {
     return new Map((trie?.sequenceIds() ?? []).map((id) => [id, trie?.tokensOf(id) ?? []]));
   }
 
+  /** Whether the group is copied here. */
+  has(groupId: string): boolean {
+    return this.copies.has(groupId);
+  }
+
+  /** Stop copying a group (no request here needs it): the next sync of it fetches it whole again. */
+  drop(groupId: string): void {
+    this.copies.delete(groupId);
+  }
+
   /** Bring these groups up to date (starting to copy the new ones; dropping those the service no longer has). */
   async sync(groupIds: readonly string[]): Promise<void> {
     const byCursor = new Map<number, string[]>();

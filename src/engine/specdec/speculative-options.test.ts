@@ -17,6 +17,7 @@ describe("resolveSpeculative", () => {
       cache: { maxCachedResponses: 0 },
       adaptive: false,
     });
+    expect(resolveSpeculative({ method: "suffix", draftService: { url: "http://engine-a:8001", timeoutMs: 500 } }).draftService).toEqual({ url: "http://engine-a:8001", timeoutMs: 500 });
   });
 
   it("refuses bad values, naming the field", () => {
@@ -31,5 +32,8 @@ describe("resolveSpeculative", () => {
     expect(bad({ maxSpecFactor: -1 })).toThrow(/speculative\.maxSpecFactor/);
     expect(bad({ maxSpecOffset: Number.NaN })).toThrow(/speculative\.maxSpecOffset/);
     expect(bad({ maxCachedResponses: -1 })).toThrow(/speculative\.maxCachedResponses/);
+    expect(bad({ draftService: { url: "engine-a:8001" } })).toThrow(/speculative\.draftService\.url: must be an http\(s\) base URL/);
+    expect(bad({ draftService: { url: "http://a:1", timeoutMs: 0 } })).toThrow(/speculative\.draftService\.timeoutMs: must be an integer >= 1/);
+    expect(bad({ method: "draft-model", draftModel: "/m/d.gguf", draftService: { url: "http://a:1" } })).toThrow(/speculative\.draftService: only with method "suffix"/);
   });
 });

@@ -29,6 +29,13 @@ export interface SpeculativeOptions {
    * acceptance to maximise tokens per second, so a large batch stops speculating (draft-budget.ts).
    */
   adaptive?: boolean;
+  /**
+   * "suffix": a draft service shared with other engines (another engine's `/v1/specdec`, draft-service-routes.ts):
+   * the engine sends its grouped requests' tokens there and drafts from local copies of their groups, so
+   * siblings placed on different engines draft each other (shared-group-drafts.ts). Absent: the engine's
+   * own group trees only. When the service cannot be reached, steps draft from the engine's own trees.
+   */
+  draftService?: { url: string; timeoutMs?: number };
 }
 
 export const DEFAULT_MAX_SPEC_TOKENS = 8;
@@ -41,6 +48,8 @@ export interface ResolvedSpeculative {
   adaptive: boolean;
   /** "draft-model": the configured draft GGUF (absent: only the one beside the policy checkpoint). */
   draftModel?: string;
+  /** "suffix": the shared draft service (absent: the engine's own group trees only). */
+  draftService?: { url: string; timeoutMs?: number };
 }
 
 /** Check a speculative setting (ArborError "config" naming the field) and split it for the drafter. */
@@ -61,6 +70,14 @@ export function resolveSpeculative(s: SpeculativeOptions): ResolvedSpeculative {
   num("maxSpecFactor", s.maxSpecFactor, (x) => x >= 0, "a number >= 0");
   num("maxSpecOffset", s.maxSpecOffset, () => true, "a finite number");
   if (s.adaptive !== undefined && typeof s.adaptive !== "boolean") throw new ArborError(`speculative.adaptive: must be true or false, got ${JSON.stringify(s.adaptive)}`, "config");
+  const ds = s.draftService;
+  if (ds !== undefined) {
+    if (s.method !== "suffix") throw new ArborError('speculative.draftService: only with method "suffix"', "config");
+    if (typeof ds !== "object" || ds === null || typeof ds.url !== "string" || !/^https?:\/\/[^/]/.test(ds.url)) {
+      throw new ArborError(`speculative.draftService.url: must be an http(s) base URL such as http://127.0.0.1:8001, got ${JSON.stringify((ds as { url?: unknown } | null)?.url)}`, "config");
+    }
+    int("draftService.timeoutMs", ds.timeoutMs, 1);
+  }
   const draft: DraftOptions = { maxSpecTokens: s.maxSpecTokens ?? DEFAULT_MAX_SPEC_TOKENS };
   if (s.minTokenProb !== undefined) draft.minTokenProb = s.minTokenProb;
   if (s.maxSpecFactor !== undefined) draft.maxSpecFactor = s.maxSpecFactor;
@@ -71,5 +88,6 @@ export function resolveSpeculative(s: SpeculativeOptions): ResolvedSpeculative {
     cache: s.maxCachedResponses !== undefined ? { maxCachedResponses: s.maxCachedResponses } : {},
     adaptive: s.adaptive ?? true,
     ...(s.draftModel !== undefined ? { draftModel: s.draftModel } : {}),
+    ...(ds !== undefined ? { draftService: { url: ds.url, ...(ds.timeoutMs !== undefined ? { timeoutMs: ds.timeoutMs } : {}) } } : {}),
   };
 }
