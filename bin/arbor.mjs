@@ -7,13 +7,17 @@
 // machine); the fallback is slower but always the code on disk, and the check costs one stat per source file
 // (~40 ms for ~630 files there). `npm test` builds before running the tests, so they spawn dist/; a build is
 // not started from here, because concurrent `arbor` processes would rewrite dist/ under each other.
-// An installed package ships dist/ and no src/, so it always runs dist/.
+// An installed package ships dist/ and no src/, so it always runs dist/. The dashboard's web UI (web/dashboard/,
+// bundled by the build into dist/dashboard/) counts as a source too: edited after the build, dist/ is stale. The
+// sources then run, but the dashboard still serves the last bundle (nothing builds it here), which a run or
+// `serve dashboard` that serves it says on stderr.
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const src = join(root, "src");
+const web = join(root, "web", "dashboard");
 // Written by scripts/build.mjs with the time the build started: a source saved during a build counts as newer.
 const stamp = join(root, "dist", ".build-stamp");
 
@@ -34,7 +38,11 @@ function distIsFresh() {
   } catch {
     return false;
   }
-  return newestSource(src) <= built;
+  const webNewer = existsSync(web) && newestSource(web) > built;
+  if (webNewer && process.argv.slice(2).some((a) => a === "dashboard" || a === "--dashboard")) {
+    console.error("arbor: web/dashboard/ changed since the last build; the dashboard serves dist/dashboard/ from that build until `npm run build`");
+  }
+  return !webNewer && newestSource(src) <= built;
 }
 
 /** Newest mtime of the files under dir that the build reads (tests and src/testing are not built). */

@@ -7,6 +7,7 @@ before the ack gives the batch back (``requeue``). ``arbor_client.loop.train_loo
 from __future__ import annotations
 
 import json
+import math
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -79,9 +80,17 @@ class TrainerClient:
             raise
         return batch
 
-    def ack(self, batch_id: str) -> None:
-        """Mark an in-flight batch as trained on (after announcing the weights trained on it, if any)."""
-        self._request("POST", f"/v1/batches/{_quote(batch_id)}/ack", f"ack {batch_id}")
+    def ack(self, batch_id: str, metrics: Optional[Dict[str, float]] = None) -> None:
+        """Mark an in-flight batch as trained on (after announcing the weights trained on it, if any).
+
+        ``metrics``: what the step measured (``loss``, ``grad_norm``, ``entropy``; docs/batch-schema.md), sent as
+        the ack's JSON body ``{"metrics": {...}}`` so the run records them; a non-finite value is sent as null.
+        """
+        body = None
+        if metrics:
+            clean = {str(k): (float(v) if v is not None and math.isfinite(float(v)) else None) for k, v in metrics.items()}
+            body = json.dumps({"metrics": clean}).encode()
+        self._request("POST", f"/v1/batches/{_quote(batch_id)}/ack", f"ack {batch_id}", body)
 
     def requeue(self, batch_id: str) -> None:
         """Give an in-flight batch back untrained: it returns to the head of the queue."""

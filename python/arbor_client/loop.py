@@ -3,22 +3,24 @@
     pull a batch → step on it → announce the new weights (returns once the engines serve them) → ack it.
 
 A step that brings no new weights (``step_fn`` returns None: e.g. no sample carries a non-zero advantage) is
-acked without an announcement. If the step or the announcement raises, the batch is requeued (it goes back
+acked without an announcement. A step may also return what it measured (``loss``, ``grad_norm``, ``entropy``):
+the ack carries it to the run, whose metrics.jsonl records it as the in-process trainer's. If the step or the announcement raises, the batch is requeued (it goes back
 to the head of the server's queue, untrained as far as the rollout knows) and the error re-raised.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from .batch import Batch
 from .client import TrainerClient, TrainerProtocolError
 
 __all__ = ["train_loop", "LoopSummary", "StepResult"]
 
-#: What ``step_fn`` returns: the new weights ``(policy_version, model_path)``, or None when it learned nothing.
-StepResult = Optional[Tuple[int, str]]
+#: What ``step_fn`` returns: the new weights ``(policy_version, model_path)``, optionally with the step's metrics
+#: ``(policy_version, model_path, {"loss": …, "grad_norm": …, "entropy": …})``, or None when it learned nothing.
+StepResult = Optional[Union[Tuple[int, str], Tuple[int, str, Dict[str, float]]]]
 
 
 @dataclass
@@ -78,8 +80,10 @@ def train_loop(
             continue
         try:
             result = step_fn(batch)
+            metrics: Optional[Dict[str, float]] = None
             if result is not None:
-                version, model_path = result
+                version, model_path = result[0], result[1]
+                metrics = result[2] if len(result) > 2 else None  # type: ignore[misc]
                 client.announce_weights(version, model_path)
         except BaseException as e:
             # Give the batch back before surfacing the error: the rollout must not wait for an ack that never comes.
@@ -88,7 +92,10 @@ def train_loop(
             except TrainerProtocolError as requeue_error:
                 e.add_note(f"requeueing batch {batch.batch_id} failed too: {requeue_error}")
             raise
-        client.ack(batch.batch_id)
+        if metrics:
+            client.ack(batch.batch_id, metrics)
+        else:
+            client.ack(batch.batch_id)
         summary.batch_ids.append(batch.batch_id)
         if result is None:
             summary.skipped += 1

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -226,6 +226,12 @@ class TorchLlama:
 
     def logprobs(self, hidden: torch.Tensor, rows: Sequence[int], targets: Sequence[int]) -> torch.Tensor:
         """log π(targets[i] | hidden row rows[i]) as a [len(rows)] tensor."""
+        return self.term_outputs(hidden, rows, targets)[0]
+
+    def term_outputs(self, hidden: torch.Tensor, rows: Sequence[int], targets: Sequence[int], with_entropy: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """``(logprobs, entropy)``: log π(targets[i] | row rows[i]) and, with ``with_entropy``, the entropy in nats of
+        π at each row from the full softmax (src/trainer/token-entropy.ts: −Σ exp(l)·l over l = log_softmax(logits)),
+        both from one computation of the rows' logits. The entropy is a metric: it is detached from the graph."""
         r = torch.as_tensor(np.asarray(rows, dtype=np.int64))
         t = torch.as_tensor(np.asarray(targets, dtype=np.int64))
         if r.shape != t.shape:
@@ -234,12 +240,25 @@ class TorchLlama:
             raise ValueError(f"torch llama: a target token is outside the vocabulary (0..{self.config.vocab_size - 1})")
         head = self.params["model.embed_tokens.weight"] if self.tied else self.params["lm_head.weight"]
         logits = hidden[r] @ head.t()
-        return torch.log_softmax(logits, dim=-1).gather(1, t[:, None]).squeeze(1)
+        lsm = torch.log_softmax(logits, dim=-1)
+        logprob = lsm.gather(1, t[:, None]).squeeze(1)
+        if not with_entropy:
+            return logprob, None
+        with torch.no_grad():
+            ls = lsm.detach()
+            entropy = -(ls.exp() * ls).sum(dim=-1)
+        return logprob, entropy
 
     def tree_logprobs(self, tokens: Sequence[int], parents: Sequence[int], positions: Sequence[int], term_node: Sequence[int], term_target: Sequence[int]) -> torch.Tensor:
         """Term logprobs of a packed prefix tree in one pass with tree attention (position id = depth)."""
+        return self.tree_term_outputs(tokens, parents, positions, term_node, term_target)[0]
+
+    def tree_term_outputs(
+        self, tokens: Sequence[int], parents: Sequence[int], positions: Sequence[int], term_node: Sequence[int], term_target: Sequence[int], with_entropy: bool = False
+    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """:meth:`tree_logprobs` and, with ``with_entropy``, each term's entropy (:meth:`term_outputs`)."""
         hidden = self.hidden(tokens, positions, tree_visibility(parents))
-        return self.logprobs(hidden, term_node, term_target)
+        return self.term_outputs(hidden, term_node, term_target, with_entropy)
 
     def flat_logprobs(
         self,
@@ -251,12 +270,26 @@ class TorchLlama:
         term_target: Sequence[int],
     ) -> torch.Tensor:
         """Term logprobs with every sample run separately and causally; returned in the tree's term order."""
+        return self.flat_term_outputs(tokens, positions, sample_paths, term_node, term_sample, term_target)[0]
+
+    def flat_term_outputs(
+        self,
+        tokens: Sequence[int],
+        positions: Sequence[int],
+        sample_paths: List[np.ndarray],
+        term_node: Sequence[int],
+        term_sample: Sequence[int],
+        term_target: Sequence[int],
+        with_entropy: bool = False,
+    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """:meth:`flat_logprobs` and, with ``with_entropy``, each term's entropy (:meth:`term_outputs`), in term order."""
         tok = np.asarray(tokens)
         pos = np.asarray(positions)
         node = np.asarray(term_node, dtype=np.int64)
         sample = np.asarray(term_sample, dtype=np.int64)
         target = np.asarray(term_target, dtype=np.int64)
         out: List[torch.Tensor] = []
+        ent: List[torch.Tensor] = []
         order: List[np.ndarray] = []
         for s in dict.fromkeys(sample.tolist()):
             if not 0 <= s < len(sample_paths):
@@ -269,10 +302,15 @@ class TorchLlama:
                 raise ValueError(f"torch llama: a term of sample {s} sits on a node that is not on its path")
             L = path.shape[0]
             hidden = self.hidden(tok[path], np.arange(L), np.tri(L, dtype=bool))
-            out.append(self.logprobs(hidden, rows, target[terms]))
+            lp, h = self.term_outputs(hidden, rows, target[terms], with_entropy)
+            out.append(lp)
+            if h is not None:
+                ent.append(h)
             order.append(terms)
         if not out:
-            return torch.zeros(0, dtype=self.dtype)
+            empty = torch.zeros(0, dtype=self.dtype)
+            return empty, (empty if with_entropy else None)
         inverse = np.empty(node.shape[0], dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(node.shape[0])
-        return torch.cat(out)[torch.from_numpy(inverse)]
+        idx = torch.from_numpy(inverse)
+        return torch.cat(out)[idx], (torch.cat(ent)[idx] if with_entropy else None)

@@ -139,6 +139,20 @@ class TorchTrainer:
 
     def logprobs(self, batch: object, layout: Optional[str] = None) -> torch.Tensor:
         """Differentiable term logprobs of ``batch`` in ``layout`` (default: the trainer's), in term order."""
+        return self._term_outputs(batch, layout, False)[0]
+
+    def entropy(self, batch: object, layout: Optional[str] = None) -> np.ndarray:
+        """Each term's policy entropy (nats, float64) of ``batch`` in ``layout``, in term order, from the full
+        softmax at the term's row (as src/trainer/token-entropy.ts); the weights and gradients do not change."""
+        n_terms = np.asarray(getattr(batch, "term_node")).shape[0]
+        out = np.zeros(n_terms)
+        with torch.no_grad():
+            for mb, terms in micro_batches(batch, layout or self.layout, self.max_pass_tokens):
+                out[terms] = self._term_outputs(mb, layout, True)[1].cpu().double().numpy()
+        return out
+
+    def _term_outputs(self, batch: object, layout: Optional[str], with_entropy: bool) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Term logprobs (differentiable) and, with ``with_entropy``, term entropies (detached), in term order."""
         layout = layout or self.layout
         if layout not in LAYOUTS:
             raise ValueError(f"trainer: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -146,21 +160,23 @@ class TorchTrainer:
         if positions.size and int(positions.max()) >= self.model.config.max_positions:
             raise ValueError(f"trainer: a sample reaches position {int(positions.max())}, beyond the model's context of {self.model.config.max_positions}")
         if layout == "tree":
-            return self.model.tree_logprobs(
-                getattr(batch, "tokens"), getattr(batch, "parents"), positions, getattr(batch, "term_node"), getattr(batch, "term_target")
+            return self.model.tree_term_outputs(
+                getattr(batch, "tokens"), getattr(batch, "parents"), positions, getattr(batch, "term_node"), getattr(batch, "term_target"), with_entropy
             )
-        return self.model.flat_logprobs(
+        return self.model.flat_term_outputs(
             getattr(batch, "tokens"),
             positions,
             sample_paths_of(batch),
             getattr(batch, "term_node"),
             getattr(batch, "term_sample"),
             getattr(batch, "term_target"),
+            with_entropy,
         )
 
-    def _loss(self, batch: object, layout: Optional[str]) -> Tuple[float, np.ndarray, Dict[str, float]]:
+    def _loss(self, batch: object, layout: Optional[str], entropy: Optional[np.ndarray] = None) -> Tuple[float, np.ndarray, Dict[str, float]]:
         """Loss, term logprobs and loss stats of ``batch``, its gradients accumulated into the parameters' ``.grad``
-        over micro-batches of at most ``max_pass_tokens`` tokens per pass."""
+        over micro-batches of at most ``max_pass_tokens`` tokens per pass. ``entropy`` (one slot per term), when
+        given, receives each term's entropy from the same logits."""
         n_terms = np.asarray(getattr(batch, "term_node")).shape[0]
         if n_terms == 0:
             raise ValueError("trainer: the batch has no loss terms (every token is masked)")
@@ -171,7 +187,9 @@ class TorchTrainer:
         logprobs = np.zeros(n_terms)
         stats = {"clip_fraction": 0.0, "dual_clip_fraction": 0.0, "masked_units": 0.0}
         for mb, terms in micro_batches(batch, layout, self.max_pass_tokens):
-            lp = self.logprobs(mb, layout)
+            lp, h = self._term_outputs(mb, layout, entropy is not None)
+            if entropy is not None and h is not None:
+                entropy[terms] = h.cpu().double().numpy()
             loss, s = batch_loss(getattr(batch, "loss"), lp, mb)
             loss.backward()
             total += float(loss.item())
@@ -194,10 +212,13 @@ class TorchTrainer:
         """One optimizer step on ``batch``: loss, gradients, global-norm clip, Adam; the version advances by one.
 
         Returns ``loss``, ``grad_norm`` (before clipping), ``version`` (after the step), ``terms``,
-        ``clip_fraction``, ``dual_clip_fraction`` and ``masked_units``. A non-finite gradient norm raises and
-        leaves the weights untouched.
+        ``clip_fraction``, ``dual_clip_fraction``, ``masked_units`` and ``entropy`` (the mean over the batch's terms
+        of the policy's entropy before the step, as the TS trainer's ``entropy``). A non-finite gradient norm raises
+        and leaves the weights untouched.
         """
-        loss, _, stats = self._loss(batch, self.layout)
+        n_terms = np.asarray(getattr(batch, "term_node")).shape[0]
+        entropy = np.zeros(n_terms)
+        loss, _, stats = self._loss(batch, self.layout, entropy)
         params = list(self.model.params.values())
         # float64 accumulation of per-tensor sums of squares, as the TS trainer's globalNorm.
         sq = sum(float((p.grad.double() ** 2).sum()) for p in params if p.grad is not None)
@@ -224,6 +245,7 @@ class TorchTrainer:
             "clip_fraction": stats["clip_fraction"],
             "dual_clip_fraction": stats["dual_clip_fraction"],
             "masked_units": stats["masked_units"],
+            "entropy": float(entropy.mean()) if n_terms > 0 else float("nan"),
         }
 
     def tensors(self) -> Dict[str, torch.Tensor]:

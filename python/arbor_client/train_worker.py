@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -64,19 +64,20 @@ def has_signal(batch: object) -> bool:
     return bool(np.any(adv * weight != 0))
 
 
-def make_step_fn(trainer: TorchTrainer, out_dir: str, log: Callable[[str], None] = print) -> Callable[[object], Optional[Tuple[int, str]]]:
+def make_step_fn(trainer: TorchTrainer, out_dir: str, log: Callable[[str], None] = print) -> Callable[[object], Optional[Tuple[int, str, Dict[str, float]]]]:
     """``step_fn(batch)`` for ``arbor_client.loop.train_loop``: None for a batch without signal, otherwise one
-    step, a checkpoint in ``out_dir`` and ``(policy_version, absolute checkpoint path)``."""
+    step, a checkpoint in ``out_dir`` and ``(policy_version, absolute checkpoint path, metrics)``, the metrics
+    (``loss``, ``grad_norm``, ``entropy``: the policy's mean token entropy before the step) for the ack."""
 
-    def step_fn(batch: object) -> Optional[Tuple[int, str]]:
+    def step_fn(batch: object) -> Optional[Tuple[int, str, Dict[str, float]]]:
         batch_id = getattr(batch, "batch_id", "?")
         if not has_signal(batch):
             log(f"train-worker  batch {batch_id}: no term carries an advantage; acked without a step (policy v{trainer.version})")
             return None
         r = trainer.step(batch)
         path = os.path.abspath(trainer.save(out_dir))
-        log(f"train-worker  batch {batch_id}: loss {r['loss']:.4f}  grad {r['grad_norm']:.3f}  {r['terms']} terms  policy v{r['version']} ({path})")
-        return int(r["version"]), path
+        log(f"train-worker  batch {batch_id}: loss {r['loss']:.4f}  grad {r['grad_norm']:.3f}  entropy {r['entropy']:.3f}  {r['terms']} terms  policy v{r['version']} ({path})")
+        return int(r["version"]), path, {"loss": float(r["loss"]), "grad_norm": float(r["grad_norm"]), "entropy": float(r["entropy"])}
 
     return step_fn
 

@@ -5,7 +5,7 @@
 The server holds two batches, ``b1`` then ``b2``; ``expected.json`` maps each id to its samples as the
 TypeScript side built them (src/testing/python-fixtures.ts ``expectedSamples``). The script pulls b1 in both
 formats (Arrow when pyarrow imports), checks every sample, makes a step fail (the loop must requeue b1),
-then trains: b1 brings version 1 (announced, then acked), b2 nothing (acked without an announcement). Last,
+then trains: b1 brings version 1 (announced, then acked with the step's metrics, NaN gradient norm sent as null), b2 nothing (acked without an announcement). Last,
 the refusals: a stale version (409), unknown batch ids (404). Each check that fails raises; on success the
 script prints one JSON line of what it saw for the test to compare.
 """
@@ -82,7 +82,7 @@ def main(url: str, expected_path: str) -> None:
     def step(batch: Batch):
         check_samples(batch, expected[batch.batch_id])
         seen.append(batch.batch_id)
-        return (1, "/w/policy-v1") if batch.batch_id == "b1" else None
+        return (1, "/w/policy-v1", {"loss": 0.5, "grad_norm": float("nan"), "entropy": 1.25}) if batch.batch_id == "b1" else None
 
     summary = train_loop(client, step, batches=2, poll_s=0.05)
     out["summary"] = {"batch_ids": summary.batch_ids, "versions": summary.versions, "skipped": summary.skipped}

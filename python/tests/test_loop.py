@@ -39,8 +39,8 @@ class RecordingClient:
         self.calls.append(("announce", version, path))
         return {"ok": True}
 
-    def ack(self, batch_id: str) -> None:
-        self.calls.append(("ack", batch_id))
+    def ack(self, batch_id: str, metrics: Optional[dict] = None) -> None:
+        self.calls.append(("ack", batch_id) if metrics is None else ("ack", batch_id, metrics))
 
     def requeue(self, batch_id: str) -> None:
         self.calls.append(("requeue", batch_id))
@@ -67,6 +67,15 @@ class TrainLoopTest(unittest.TestCase):
         )
         self.assertEqual(sleeps, [0.5])
         self.assertEqual((summary.batch_ids, summary.versions, summary.skipped, summary.empty_polls, summary.batches), (["b1", "b2", "b3"], [1, 2], 1, 1, 3))
+
+    def test_a_steps_metrics_travel_with_its_ack(self) -> None:
+        client = RecordingClient([batch("b1"), batch("b2")])
+        steps = iter([(1, "/w/v1", {"loss": 0.5, "grad_norm": 2.0, "entropy": 1.25}), None])
+        train_loop(client, lambda b: next(steps), batches=2)
+        self.assertEqual(
+            client.calls,
+            [("next", "safetensors"), ("announce", 1, "/w/v1"), ("ack", "b1", {"loss": 0.5, "grad_norm": 2.0, "entropy": 1.25}), ("next", "safetensors"), ("ack", "b2")],
+        )
 
     def test_requeues_on_a_failed_step_and_reraises(self) -> None:
         client = RecordingClient([batch("b1")])

@@ -60,6 +60,30 @@ class TorchTrainerTest(unittest.TestCase):
         for name in gt:
             np.testing.assert_allclose(gt[name], gf[name], atol=1e-12, err_msg=name)
 
+    def test_entropy_is_each_terms_full_softmax_entropy_in_both_layouts_and_micro_batches(self):
+        tr = TorchTrainer(self.hf, dtype=torch.float64)
+        b = tiny_batch(GRPO)
+        vocab = tr.model.config.vocab_size
+        # Independently: every token's logprob at the term's row (sample A's path, rows 1 and 2), then −Σ p log p.
+        path = np.asarray([0, 1, 2, 3])
+        want = []
+        for row in (1, 2):
+            lp = tr.model.flat_logprobs(b.tokens, b.positions, [path], [row] * vocab, [0] * vocab, list(range(vocab))).detach().numpy()
+            self.assertAlmostEqual(float(np.exp(lp).sum()), 1.0, places=12)
+            want.append(float(-(np.exp(lp) * lp).sum()))
+        # Terms: (node 1 → 5) and (node 2 → 6) of A, (node 1 → 7) of B, which shares node 1's prefix with A.
+        expected = np.asarray([want[0], want[1], want[0]])
+        for layout in ("tree", "flat"):
+            np.testing.assert_allclose(tr.entropy(b, layout), expected, rtol=1e-12, err_msg=layout)
+        split = TorchTrainer(self.hf, dtype=torch.float64, max_pass_tokens=3)
+        np.testing.assert_allclose(split.entropy(b), expected, rtol=1e-12)
+        self.assertTrue(np.all(expected > 0) and np.all(expected < np.log(vocab)))
+        # A step reports their mean, read before the weights move.
+        loss, _, _ = tr.gradients(b)
+        r = tr.step(b)
+        self.assertAlmostEqual(r["entropy"], float(expected.mean()), places=12)
+        self.assertAlmostEqual(r["loss"], loss, places=12)
+
     def test_micro_batches_sum_to_the_whole_batch(self):
         whole = TorchTrainer(self.hf, dtype=torch.float64)
         split = TorchTrainer(self.hf, dtype=torch.float64, max_pass_tokens=3)
@@ -142,8 +166,11 @@ class TrainWorkerTest(unittest.TestCase):
         self.assertEqual(tr.version, 3)
         b = tiny_batch(GRPO)
         self.assertTrue(has_signal(b))
-        version, path = step(b)
+        version, path, metrics = step(b)
         self.assertEqual(version, 4)
+        self.assertEqual(sorted(metrics), ["entropy", "grad_norm", "loss"])
+        # The step's mean term entropy: at most log(vocab), above 0 for a model that is not one-hot.
+        self.assertGreater(metrics["entropy"], 0.0)
         self.assertEqual(path, os.path.abspath(os.path.join(self.dir, "out", "policy-v4")))
         self.assertTrue(os.path.exists(os.path.join(path, "config.json")))
         self.assertIn("without a step", logs[0])

@@ -3,13 +3,14 @@ trainer, what the TypeScript trainer computed for each case, and prints the diff
 
 Usage: ``python torch_parity.py MANIFEST.json``. The manifest (written by the TS test) holds ``hf_dir`` (the HF
 export of the GGUF the TS trainer ran), ``cases`` (``name``, ``batch``: tree safetensors, ``grads``:
-safetensors of the TS gradients by HF name, q/k rows in HF order, metadata ``loss``, tensor
-``term_logprobs``), ``layouts``, ``dtypes``, optionally ``split_tokens`` (also run float64 in micro-batches
+safetensors of the TS gradients by HF name, q/k rows in HF order, metadata ``loss`` and ``entropy`` (the TS
+step's mean term entropy), tensor ``term_logprobs``), ``layouts``, ``dtypes``, optionally ``split_tokens`` (also run float64 in micro-batches
 of at most that many tokens per pass: gradient accumulation must match too), and optionally ``step`` (``batch``, ``out_dir``, ``lr``: one
 TorchTrainer step then ``save``) and ``roundtrip_dir`` (the checkpoint saved unchanged).
 
 Per case, layout and dtype it reports the loss's relative error, the worst per-parameter
-||g_py − g_ts|| / ||g_ts|| (with the parameter's name) and the largest |logprob_py − logprob_ts|.
+||g_py − g_ts|| / ||g_ts|| (with the parameter's name), the largest |logprob_py − logprob_ts| and the mean term
+entropy's relative error.
 """
 from __future__ import annotations
 
@@ -39,8 +40,10 @@ def read_batch(path: str) -> types.SimpleNamespace:
 def compare(trainer: TorchTrainer, batch: types.SimpleNamespace, grads_path: str, layout: str) -> dict:
     ts, meta = load_safetensors(grads_path)
     ts_loss = float(meta["loss"])
+    ts_entropy = float(meta["entropy"])
     ts_lp = ts.pop("term_logprobs").astype(np.float64)
     loss, lp, grads = trainer.gradients(batch, layout)
+    entropy = float(trainer.entropy(batch, layout).mean())
     if set(grads) != set(ts):
         raise SystemExit(f"parameter names differ: torch only {sorted(set(grads) - set(ts))}, TS only {sorted(set(ts) - set(grads))}")
     worst, worst_name = 0.0, ""
@@ -58,6 +61,9 @@ def compare(trainer: TorchTrainer, batch: types.SimpleNamespace, grads_path: str
         "grad_rel": worst,
         "worst_param": worst_name,
         "logprob_abs": float(np.max(np.abs(lp.astype(np.float64) - ts_lp))) if ts_lp.size else 0.0,
+        "entropy_ts": ts_entropy,
+        "entropy_py": entropy,
+        "entropy_rel": abs(entropy - ts_entropy) / max(abs(ts_entropy), 1e-12),
     }
 
 

@@ -76,6 +76,8 @@ function expectRowsEqualStore(rows: Record<string, unknown>[], opts: { f32?: boo
     expect(row.reward).toBe(fixture.rewards[programId] ?? null);
     expect(row.reward_components).toBe(programId in fixture.rewards ? JSON.stringify({ outcome: fixture.rewards[programId], format: 1 }) : null);
     expect(row.termination).toBe(TERMINATIONS[programId]);
+    // hyparquet reads a null scalar as undefined.
+    expect(row.held_out_version ?? null).toBeNull();
     expect(row.batch_id).toBe(programId.startsWith("g1") ? "run-1" : null);
   }
 }
@@ -202,6 +204,44 @@ describe("exportStore", () => {
       ]);
       const it2 = await readSamplesJsonl(r.batches[1]!.path);
       expect(new Set(it2.map((x) => x.groupId))).toEqual(new Set(["sync/it2/g0"]));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a run's held-out evaluation groups are in its trajectory rows (held_out_version) and in no batch, complete as they are", async () => {
+    const path = join(dir, "held-out.sqlite");
+    const store = new SqliteTrajectoryStore(path);
+    try {
+      await store.createRun({ ...fixtureRun("r"), configJson: JSON.stringify({ train: { estimator: "grpo" } }) });
+      const groups = [
+        { ...fixtureGroup("r/eval-v0/g0", "r", 2, "h0"), heldOutVersion: 0 },
+        { ...fixtureGroup("r/it1/g0", "r", 2, "t1"), iteration: 1 },
+        { ...fixtureGroup("r/eval-v1/g0", "r", 2, "h0"), heldOutVersion: 1 },
+      ];
+      for (const g of groups) {
+        await store.createGroup(g);
+        for (const [i, id] of g.programIds.entries()) {
+          await store.createProgram(fixtureProgram(g, i));
+          await store.recordCall(fixtureCall(id, 0, [-0.5, -1]));
+          await store.endProgram(id, { kind: "completed" }, 10);
+          await store.setReward(id, { total: i, components: { outcome: i } });
+        }
+      }
+      const r = await exportStore(store, { format: "jsonl", out: join(dir, "held-out") });
+      expect(r.batches.map((b) => [b.runId, b.iteration, b.path.split("/").pop(), b.samples])).toEqual([["r", 1, "r-it1.jsonl", 2]]);
+      expect(r.skipped).toEqual([]);
+      const samples = await readSamplesJsonl(r.batches[0]!.path);
+      expect(new Set(samples.map((x) => x.groupId))).toEqual(new Set(["r/it1/g0"]));
+      const rows = readFileSync(r.trajectoriesPath, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(rows.map((x) => [x.group_id, x.held_out_version, x.batch_id])).toEqual([
+        ["r/eval-v0/g0", 0, null],
+        ["r/eval-v0/g0", 0, null],
+        ["r/it1/g0", null, "r-it1"],
+        ["r/it1/g0", null, "r-it1"],
+        ["r/eval-v1/g0", 1, null],
+        ["r/eval-v1/g0", 1, null],
+      ]);
     } finally {
       await store.close();
     }

@@ -2,13 +2,17 @@
 // run — per iteration of the run where its groups record one (a sync run), as the run trained on them — built by
 // the one batch builder (build-batch.ts) with the run's configured estimator over its complete groups (every
 // program rewarded), written with the existing batch exports (JSONL, Arrow, safetensors) or as Parquet from the
-// Arrow batch. Layout under `out`: `trajectories.<ext>` and `batches/<run id>[-it<k>].<ext>`.
+// Arrow batch. Layout under `out`: `trajectories.<ext>` and `batches/<run id>[-it<k>].<ext>`. A run's held-out
+// evaluation groups (Group.heldOutVersion) are in its trajectory rows, marked by `held_out_version`, and in no
+// batch: they were never trained on. (Stores written before held-out programs joined their run's id keep them
+// in a run of their own, `<run>-eval`, marked in its config: that run has no batch either.)
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../core/errors.js";
 import { heldOutRunOf } from "../core/held-out-run.js";
 import type { Group, Trajectory } from "../core/types.js";
 import { writeFileAtomic } from "../model/atomic-file.js";
+import { isHeldOutGroup } from "../store/held-out-groups.js";
 import type { RunRecord, TrajectoryStore } from "../store/trajectory-store.js";
 import { buildTrainingBatch } from "./build-batch.js";
 import { writeArrowBatch, type ExportedBatch } from "./export-arrow.js";
@@ -71,6 +75,7 @@ export function runBatch(run: RunRecord, trajectories: readonly Trajectory[], gr
 function byIteration(runId: string, groups: readonly Group[]): { id: string; iteration?: number; groups: Group[] }[] {
   const parts = new Map<number | undefined, Group[]>();
   for (const g of groups) {
+    if (isHeldOutGroup(g)) continue;
     const list = parts.get(g.iteration);
     if (list) list.push(g);
     else parts.set(g.iteration, [g]);
@@ -113,11 +118,14 @@ export async function exportStore(store: TrajectoryStore, opts: { format: Export
   mkdirSync(join(opts.out, "batches"), { recursive: true });
   const allTrajectories: Trajectory[] = [];
   const batches: ExportedBatch[] = [];
+  const heldOut = new Map<string, number>();
   const result: StoreExport = { trajectoriesPath: join(opts.out, `trajectories.${ext}`), rows: 0, batches: [], skipped: [] };
   for (const run of runs) {
     const trajectories = await store.listTrajectories(run.id);
     allTrajectories.push(...trajectories);
-    for (const part of byIteration(run.id, await store.listGroups(run.id))) {
+    const groups = await store.listGroups(run.id);
+    for (const g of groups) if (g.heldOutVersion !== undefined) heldOut.set(g.id, g.heldOutVersion);
+    for (const part of byIteration(run.id, groups)) {
       const at = part.iteration !== undefined ? { iteration: part.iteration } : {};
       const batch = runBatch(run, trajectories, part.groups, part.id);
       if (typeof batch === "string") {
@@ -130,7 +138,7 @@ export async function exportStore(store: TrajectoryStore, opts: { format: Export
       result.batches.push({ runId: run.id, ...at, path, samples: batch.samples.length });
     }
   }
-  const rows = trajectoryRows(allTrajectories, batches);
+  const rows = trajectoryRows(allTrajectories, batches, heldOut);
   await writeTrajectories(result.trajectoriesPath, rows, opts.format);
   result.rows = rows.length;
   return result;

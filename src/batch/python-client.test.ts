@@ -36,7 +36,7 @@ describe(`Python client (python/arbor_client) with ${python ?? "no interpreter"}
     server = createTrainerServer({
       capacity: 4,
       onWeights: (w) => void log.push(`weights v${w.policyVersion} ${w.modelPath}`),
-      onBatch: (event, id) => void log.push(`${event} ${id}`),
+      onBatch: (event, id, metrics) => void log.push(`${event} ${id}${metrics ? ` ${JSON.stringify(metrics)}` : ""}`),
     });
     const b1 = pythonFixtureBatch("b1", "grpo", "merged");
     const b2 = pythonFixtureBatch("b2", "chunked-mdp", "merged");
@@ -65,9 +65,9 @@ describe(`Python client (python/arbor_client) with ${python ?? "no interpreter"}
     expect(out.unknown_ack).toBe("trainer protocol: ack nope: HTTP 404 (batch queue: batch 'nope' is not in flight)");
     expect(out.stats).toMatchObject({ queued: 0, inFlight: 0, acked: 2, policyVersion: 1, modelPath: "/w/policy-v1" });
     // What the server saw, in order: the Arrow pull (when pyarrow imports) and the failed step each put b1 back;
-    // the weights trained on b1 arrive before its ack; b2 brings none.
+    // the weights trained on b1 arrive before its ack, which carries the step's metrics (a NaN left out); b2 brings none.
     const arrowPull = out.arrow ? ["taken b1", "requeued b1"] : [];
-    expect(log).toEqual([...arrowPull, "taken b1", "requeued b1", "taken b1", "requeued b1", "taken b1", "weights v1 /w/policy-v1", "acked b1", "taken b2", "acked b2"]);
+    expect(log).toEqual([...arrowPull, "taken b1", "requeued b1", "taken b1", "requeued b1", "taken b1", "weights v1 /w/policy-v1", 'acked b1 {"loss":0.5,"entropy":1.25}', "taken b2", "acked b2"]);
     expect(server.stats()).toMatchObject({ acked: 2, requeued: out.arrow ? 3 : 2 });
   });
 

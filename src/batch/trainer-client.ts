@@ -2,7 +2,7 @@
 // reference for external ones: pull a batch, read its Arrow file, acknowledge it, announce new weights.
 import { ArborError } from "../core/errors.js";
 import { batchFromArrow, type ImportedBatch } from "./export-arrow.js";
-import type { TrainerServerStats } from "./trainer-server.js";
+import type { StepMetrics, TrainerServerStats } from "./trainer-server.js";
 
 async function errorOf(res: Response, what: string): Promise<never> {
   let detail = "";
@@ -38,9 +38,10 @@ export class TrainerClient {
     return batch;
   }
 
-  /** Mark a batch as trained on. */
-  async ack(batchId: string): Promise<void> {
-    const res = await this.fetch(`/v1/batches/${encodeURIComponent(batchId)}/ack`, { method: "POST" });
+  /** Mark a batch as trained on; `metrics`: what the step measured, for the run's metrics (sent as the ack's body). */
+  async ack(batchId: string, metrics?: StepMetrics): Promise<void> {
+    const body = metrics === undefined ? undefined : JSON.stringify({ metrics: { loss: finiteOrNull(metrics.loss), grad_norm: finiteOrNull(metrics.gradNorm), entropy: finiteOrNull(metrics.entropy) } });
+    const res = await this.fetch(`/v1/batches/${encodeURIComponent(batchId)}/ack`, body === undefined ? { method: "POST" } : { method: "POST", headers: { "content-type": "application/json" }, body });
     if (!res.ok) await errorOf(res, `ack ${batchId}`);
   }
 
@@ -65,4 +66,9 @@ export class TrainerClient {
     if (!res.ok) return errorOf(res, "GET /v1/stats");
     return (await res.json()) as TrainerServerStats;
   }
+}
+
+/** A metric as JSON: null when absent or not finite (JSON has no NaN). */
+function finiteOrNull(x: number | undefined): number | null {
+  return x !== undefined && Number.isFinite(x) ? x : null;
 }

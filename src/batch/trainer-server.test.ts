@@ -95,6 +95,28 @@ describe("trainer protocol over HTTP", () => {
     expect(s.ackedFlatTokens).toBe(27);
   });
 
+  it("an ack may carry the step's metrics (to onBatch); a malformed body is a 400 that acks nothing", async () => {
+    const seen: [string, string, unknown][] = [];
+    const srv = createTrainerServer({ capacity: 2, onWeights: () => undefined, onBatch: (event, id, metrics) => void seen.push([event, id, metrics]) });
+    srv.offer({ id: "m1", samples: scored, loss: createGrpo().loss });
+    const url = await srv.app.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      const c = new TrainerClient(url);
+      await c.nextBatch();
+      const post = (body: string) => fetch(`${url}/v1/batches/m1/ack`, { method: "POST", headers: { "content-type": "application/json" }, body });
+      const bad = await post(JSON.stringify({ metrics: { entropy: "high" } }));
+      expect(bad.status).toBe(400);
+      expect(((await bad.json()) as { error: string }).error).toMatch(/^ack body: metrics\.entropy: /);
+      expect((await post(JSON.stringify({ metrics: { loss: 1, lr: 2 } }))).status).toBe(400);
+      expect((await c.stats()).inFlight).toBe(1);
+      // Non-finite values travel as null (JSON has no NaN) and are left out.
+      await c.ack("m1", { loss: 0.5, gradNorm: NaN, entropy: 1.75 });
+      expect(seen.filter(([e]) => e === "acked")).toEqual([["acked", "m1", { loss: 0.5, entropy: 1.75 }]]);
+    } finally {
+      await srv.app.close();
+    }
+  });
+
   it("bounds the queue: offering past capacity is a CapacityError", () => {
     const b = { samples: scored, loss: createGrpo().loss };
     server.offer({ id: "b2", ...b });

@@ -2,7 +2,8 @@
 //   GET  /v1/batches/next        → 200 Arrow IPC file (headers x-arbor-batch-id, x-arbor-schema) | 204 none queued;
 //                                   ?format=safetensors: the batch's prefix tree as safetensors (arbor.tree.v2), for
 //                                   trainers that read tensors with numpy alone (python/arbor_client)
-//   POST /v1/batches/:id/ack     → the trainer consumed the batch
+//   POST /v1/batches/:id/ack     → the trainer consumed the batch; optional JSON body {metrics: {loss, grad_norm,
+//                                   entropy}}: what its step measured (numbers or null), handed to onBatch
 //   POST /v1/batches/:id/requeue → give it back (e.g. the trainer is shutting down)
 //   POST /v1/weights             → {policy_version, model_path}: a new version is ready; calls the onWeights hook
 //                                   (wired by the lead to the engines' /v1/load_weights)
@@ -37,9 +38,23 @@ export interface TrainerServerOptions {
   initialModelPath?: string;
   /** Called on POST /v1/weights; its rejection becomes a 502 naming the error. */
   onWeights: (w: WeightsAnnouncement) => Promise<void> | void;
-  /** Told what a trainer did with a batch, once the queue has done it and before the trainer's answer leaves. */
-  onBatch?: (event: BatchEvent, batchId: string) => void;
+  /**
+   * Told what a trainer did with a batch, once the queue has done it and before the trainer's answer leaves; an
+   * ack passes the step's metrics when the trainer sent them.
+   */
+  onBatch?: (event: BatchEvent, batchId: string, metrics?: StepMetrics) => void;
 }
+
+/** What a trainer's step measured, as an ack reports it (docs/batch-schema.md); a metric not sent is absent. */
+export interface StepMetrics {
+  loss?: number;
+  gradNorm?: number;
+  /** Mean policy token entropy (nats) over the batch's loss terms before the step, as the reference trainer's. */
+  entropy?: number;
+}
+
+const MetricValue = z.number().finite().nullable().optional();
+const AckSchema = z.object({ metrics: z.object({ loss: MetricValue, grad_norm: MetricValue, entropy: MetricValue }).strict().optional() }).strict();
 
 /** What a trainer did with a batch: took it (GET /v1/batches/next), acked it, or gave it back. */
 export type BatchEvent = "taken" | "acked" | "requeued";
@@ -104,10 +119,21 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
       .send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   });
 
-  app.post<{ Params: { id: string } }>("/v1/batches/:id/ack", async (req) => {
+  app.post<{ Params: { id: string } }>("/v1/batches/:id/ack", async (req, reply) => {
+    // Checked before the ack: a malformed body acks nothing, so the trainer can send it again.
+    const parsed = AckSchema.safeParse(req.body ?? {});
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return reply.code(400).send({ error: `ack body: ${issue?.path.join(".") || "body"}: ${issue?.message}` });
+    }
     queue.ack(req.params.id);
     safetensors.delete(req.params.id);
-    opts.onBatch?.("acked", req.params.id);
+    const m = parsed.data.metrics;
+    const metrics: StepMetrics | undefined =
+      m === undefined
+        ? undefined
+        : { ...(typeof m.loss === "number" ? { loss: m.loss } : {}), ...(typeof m.grad_norm === "number" ? { gradNorm: m.grad_norm } : {}), ...(typeof m.entropy === "number" ? { entropy: m.entropy } : {}) };
+    opts.onBatch?.("acked", req.params.id, metrics);
     return { ok: true };
   });
 

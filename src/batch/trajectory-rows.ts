@@ -46,6 +46,8 @@ export interface TrajectoryRow {
   reward_components: string | null;
   termination: string | null;
   termination_detail: string | null;
+  /** The policy version a held-out evaluation program scored (its group is held-out: never trained on); null for a training program. */
+  held_out_version: number | null;
   /** The batch that covers this call (its id is the store run's), or null. */
   batch_id: string | null;
   /** That batch's advantage of each output token; null when no batch covers the call. */
@@ -68,8 +70,9 @@ function advantagesByCall(batch: ExportedBatch, chunkOf: ReadonlyMap<string, num
 /**
  * One row per call of `trajectories` (programs in the given order, calls by index). `batches` are the batches
  * built from the same trajectories; a call in one of them gets its batch id and per-token advantages.
+ * `heldOut` maps the ids of held-out evaluation groups to the version they scored (Group.heldOutVersion).
  */
-export function trajectoryRows(trajectories: readonly Trajectory[], batches: readonly ExportedBatch[] = []): TrajectoryRow[] {
+export function trajectoryRows(trajectories: readonly Trajectory[], batches: readonly ExportedBatch[] = [], heldOut: ReadonlyMap<string, number> = new Map()): TrajectoryRow[] {
   // Chunk = ordinal of the call among its program's trainable calls, as the sample builder numbers them.
   const chunkOf = new Map<string, number>();
   for (const t of trajectories) {
@@ -111,6 +114,7 @@ export function trajectoryRows(trajectories: readonly Trajectory[], batches: rea
         reward_components: t.reward ? JSON.stringify(t.reward.components) : null,
         termination: p.termination?.kind ?? null,
         termination_detail: p.termination?.detail ?? null,
+        held_out_version: heldOut.get(p.groupId) ?? null,
         batch_id: inBatch?.batchId ?? null,
         advantages: inBatch && inBatch.advantages.length === c.outputTokenIds.length ? inBatch.advantages : null,
       });

@@ -37,6 +37,7 @@ const COLUMNS: readonly [keyof TrajectoryRow, () => DataType][] = [
   ["reward_components", () => new Utf8()],
   ["termination", () => new Utf8()],
   ["termination_detail", () => new Utf8()],
+  ["held_out_version", () => new Int32()],
   ["batch_id", () => new Utf8()],
   ["advantages", () => listOf(new Float64())],
 ];

@@ -1,5 +1,5 @@
 // bin/arbor.mjs picks what it runs: dist/ when its build stamp is at least as new as every source it is built
-// from, the sources through tsx otherwise (never stale JavaScript), dist/ alone in an installed package.
+// from (src/ and the dashboard's web/dashboard/), the sources through tsx otherwise (never stale JavaScript), dist/ alone in an installed package.
 // Checked on a copy of bin/ in a folder with a stand-in src/cli/main.ts and dist/cli/main.js, mtimes set by hand.
 import { execFile } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
@@ -22,8 +22,13 @@ function file(rel: string, text: string, mtimeS: number): void {
 
 /** What the stand-in's `arbor` ran: "dist" or "src". */
 async function ran(env: Record<string, string> = {}): Promise<string> {
-  const r = await run(process.execPath, [join(pkg, "bin/arbor.mjs")], { env: { ...process.env, ARBOR_FROM_SOURCE: "0", ...env } });
-  return r.stdout.trim();
+  return (await runWith([], env)).stdout;
+}
+
+/** The stand-in's `arbor` with `args`: what it ran (stdout) and what it said on stderr. */
+async function runWith(args: string[], env: Record<string, string> = {}): Promise<{ stdout: string; stderr: string }> {
+  const r = await run(process.execPath, [join(pkg, "bin/arbor.mjs"), ...args], { env: { ...process.env, ARBOR_FROM_SOURCE: "0", ...env } });
+  return { stdout: r.stdout.trim(), stderr: r.stderr.trim() };
 }
 
 beforeEach(() => {
@@ -64,6 +69,17 @@ describe("bin/arbor.mjs", () => {
     file("src/core/store.contract.ts", "", 3_000);
     file("src/testing/helper.ts", "", 3_000);
     expect(await ran()).toBe("dist");
+  });
+
+  it("counts the dashboard's web UI (web/dashboard/, bundled into dist/dashboard/) as a source, and says so where the dashboard is served", async () => {
+    file("web/dashboard/main.ts", "", 1_800);
+    expect(await ran()).toBe("dist");
+    utimesSync(join(pkg, "web/dashboard/main.ts"), 2_500, 2_500);
+    expect(await ran()).toBe("src");
+    const NOTE = "arbor: web/dashboard/ changed since the last build; the dashboard serves dist/dashboard/ from that build until `npm run build`";
+    expect(await runWith(["run", "x.yaml", "--dashboard"])).toEqual({ stdout: "src", stderr: NOTE });
+    expect(await runWith(["serve", "dashboard"])).toEqual({ stdout: "src", stderr: NOTE });
+    expect((await runWith(["inspect", "s.sqlite"])).stderr).toBe("");
   });
 
   it("ARBOR_FROM_SOURCE=1 runs the sources; without src/ (an installed package) dist/ runs", async () => {

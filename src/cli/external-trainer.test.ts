@@ -141,14 +141,17 @@ describe("waiting for the external trainer", () => {
       await client.announceWeights(1, "/w/v1.gguf");
       expect(ext.version).toBe(1);
       expect(await client.stats()).toMatchObject({ policyVersion: 1, modelPath: "/w/v1.gguf" });
-      await client.ack("b1");
+      // The step's metrics come with the ack (the PyTorch worker sends them) and become the update's.
+      await client.ack("b1", { loss: -0.25, gradNorm: 1.5, entropy: 2.125 });
       const u = await trained;
-      expect(u).toMatchObject({ stepped: true, version: 1, checkpoint: "/w/v1.gguf", samples: 2, trainedSamples: 2 });
+      expect(u).toMatchObject({ stepped: true, version: 1, checkpoint: "/w/v1.gguf", samples: 2, trainedSamples: 2, loss: -0.25, gradNorm: 1.5, entropy: 2.125 });
       expect(u.treeTokens).toBeLessThan(u.flatTokens);
-      // Acked without new weights: no step, same version.
+      // Acked without new weights (and without metrics): no step, same version, nothing measured.
       const again = ext.step(rollout("b2"));
       await client.ack((await client.nextBatch())!.id);
-      expect(await again).toMatchObject({ stepped: false, version: 1 });
+      const none = await again;
+      expect(none).toMatchObject({ stepped: false, version: 1 });
+      expect([none.loss, none.gradNorm, none.entropy]).toEqual([NaN, NaN, NaN]);
     } finally {
       await ext.close();
     }

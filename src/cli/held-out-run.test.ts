@@ -10,6 +10,9 @@ import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { readTfEvents } from "../testing/tfevents-reader.js";
 import { smallRlConfig } from "../testing/rl-config.js";
+import { exportStore } from "../batch/export-store.js";
+import { readSamplesJsonl } from "../batch/export-jsonl.js";
+import { summarizeStore } from "./inspect.js";
 import { runIteration, type RunSummary } from "./run.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-heldout-"));
@@ -33,13 +36,21 @@ describe("arbor run with held-out evaluation (end to end)", () => {
     expect(scores[2]?.diff?.mean).toBeCloseTo((scores[2]?.solved.mean ?? NaN) - (scores[0]?.solved.mean ?? NaN), 12);
   });
 
-  it("runs held-out programs through the gateway at the version evaluated, in a run of their own no batch takes from", async () => {
+  it("runs held-out programs through the gateway at the version evaluated, in the run's own store id, in held-out groups no batch takes from", async () => {
     const store = new SqliteTrajectoryStore(join(out, "store.sqlite"));
     try {
-      const held = await store.listTrajectories("heldout-eval");
+      // One store run: the training groups and the held-out ones belong to it.
+      expect((await store.listRuns()).map((r) => r.id)).toEqual(["heldout"]);
+      const groups = await store.listGroups("heldout");
+      const heldGroups = new Map(groups.filter((g) => g.heldOutVersion !== undefined).map((g) => [g.id, g]));
+      expect([...heldGroups.keys()].sort()).toEqual([0, 1, 2].flatMap((v) => [0, 1, 2].map((i) => `heldout/eval-v${v}/g${i}`)));
+      for (const g of heldGroups.values()) expect(g.iteration).toBeUndefined();
+      const all = await store.listTrajectories("heldout");
+      const held = all.filter((t) => heldGroups.has(t.program.groupId));
       expect(held).toHaveLength(3 * 2 * 3);
       for (const t of held) {
-        const version = Number(/\/v(\d+)\//.exec(t.program.id)?.[1]);
+        const version = heldGroups.get(t.program.groupId)?.heldOutVersion;
+        expect(t.program.id.startsWith(`heldout/eval-v${version}/`)).toBe(true);
         // Served by the engines, each call at the version being evaluated.
         expect(t.calls.length).toBeGreaterThan(0);
         for (const c of t.calls) expect(c.policyVersion).toBe(version);
@@ -48,7 +59,7 @@ describe("arbor run with held-out evaluation (end to end)", () => {
       const heldTasks = new Set(held.map((t) => t.program.taskId));
       expect(heldTasks.size).toBe(3);
       // Each version ran every held-out (task, sample) pair once.
-      for (const v of [0, 1, 2]) expect(new Set(held.filter((t) => t.program.id.includes(`/v${v}/`)).map((t) => `${t.program.taskId}/${t.program.sampleIndex}`)).size).toBe(6);
+      for (const v of [0, 1, 2]) expect(new Set(held.filter((t) => heldGroups.get(t.program.groupId)?.heldOutVersion === v).map((t) => `${t.program.taskId}/${t.program.sampleIndex}`)).size).toBe(6);
       const heldIds = new Set(held.map((t) => t.program.id));
       // The batches the trainer got: no held-out program, no held-out task.
       const batches = readdirSync(out).filter((f) => /^batch-it\d+\.jsonl$/.test(f));
@@ -63,8 +74,20 @@ describe("arbor run with held-out evaluation (end to end)", () => {
         }
       }
       expect(samples).toBeGreaterThan(0);
-      expect((await store.listGroups("heldout")).map((g) => g.iteration)).toContain(2);
-      for (const t of await store.listTrajectories("heldout")) expect(heldTasks.has(t.program.taskId)).toBe(false);
+      expect(groups.map((g) => g.iteration)).toContain(2);
+      for (const t of all) if (!heldIds.has(t.program.id)) expect(heldTasks.has(t.program.taskId)).toBe(false);
+      // `arbor export`: one batch per iteration, none from the held-out groups; their rows are marked.
+      const exported = await exportStore(store, { format: "jsonl", out: join(dir, "export") });
+      expect(exported.batches.map((b) => b.iteration)).toEqual([1, 2]);
+      for (const b of exported.batches) for (const s of await readSamplesJsonl(b.path)) expect(heldIds.has(s.programId)).toBe(false);
+      const rows = readFileSync(exported.trajectoriesPath, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { program_id: string; held_out_version: number | null; batch_id: string | null });
+      for (const r of rows) expect(r.held_out_version !== null).toBe(heldIds.has(r.program_id));
+      expect(rows.filter((r) => r.held_out_version !== null).every((r) => r.batch_id === null)).toBe(true);
+      // `arbor inspect` (and the dashboard, which reads the same summary): held-out programs marked and counted apart.
+      const [run] = await summarizeStore(store);
+      expect(run?.heldOut?.programs).toBe(18);
+      expect(run?.stats.programs).toBe(all.length - 18);
+      for (const p of run?.programs ?? []) expect(p.heldOutVersion !== null).toBe(heldIds.has(p.id));
     } finally {
       await store.close();
     }

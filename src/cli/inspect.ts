@@ -3,9 +3,12 @@
 // With one: its trajectory as turns — each call's new prompt tokens and its output decoded with the run's
 // tokenizer (run-tokenizer.ts; ids shown, with the reason, where there is none), the tools the output called,
 // context resets and context-management events where they happened, the reward's components and the
-// termination. `--json` prints the same facts as one JSON document.
+// termination. `--json` prints the same facts as one JSON document. A run's held-out evaluation programs (groups
+// `<run>/eval-v<k>/g<i>`, Group.heldOutVersion) are listed with their run, marked `eval-v<k>` where training
+// programs show their iteration, and counted apart: the run's aggregates are its rollout's, `heldOut` theirs.
 import { ArborError } from "../core/errors.js";
-import type { Call, Trajectory } from "../core/types.js";
+import type { Call, Group, Trajectory } from "../core/types.js";
+import { batchStats } from "../loop/iteration-result.js";
 import type { ModelTokenizer } from "../model/tokenizer.js";
 import type { RunRecord, RunStats, TrajectoryStore } from "../store/trajectory-store.js";
 import { decodeIds, runTokenizer, type RunTokenizer } from "./run-tokenizer.js";
@@ -24,6 +27,8 @@ export interface ProgramSummary {
   groupId: string;
   /** The iteration of the run its group was rolled out in (a sync run's); null when the group records none. */
   iteration: number | null;
+  /** The policy version a held-out evaluation program scored (never trained on); null for a training program. */
+  heldOutVersion: number | null;
   taskId: string;
   state: string;
   termination: string | null;
@@ -43,7 +48,10 @@ export interface RunSummary {
   env: string | null;
   startedAt: number;
   endedAt: number | null;
+  /** Aggregates over the run's training programs (its rollout). */
   stats: RunStats;
+  /** Aggregates over its held-out evaluation programs; null when it has none. */
+  heldOut: RunStats | null;
   programs: ProgramSummary[];
 }
 
@@ -94,12 +102,14 @@ function envOf(run: RunRecord): string | null {
   }
 }
 
-function programSummary(t: Trajectory, iteration: ReadonlyMap<string, number>): ProgramSummary {
+function programSummary(t: Trajectory, groups: ReadonlyMap<string, Group>): ProgramSummary {
   const p = t.program;
+  const g = groups.get(p.groupId);
   return {
     id: p.id,
     groupId: p.groupId,
-    iteration: iteration.get(p.groupId) ?? null,
+    iteration: g?.iteration ?? null,
+    heldOutVersion: g?.heldOutVersion ?? null,
     taskId: p.taskId,
     state: p.state,
     termination: p.termination?.kind ?? null,
@@ -118,16 +128,18 @@ export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary
   const out: RunSummary[] = [];
   for (const run of await store.listRuns()) {
     const trajectories = await store.listTrajectories(run.id);
-    const iteration = new Map<string, number>();
-    for (const g of await store.listGroups(run.id)) if (g.iteration !== undefined) iteration.set(g.id, g.iteration);
+    const groups = new Map((await store.listGroups(run.id)).map((g) => [g.id, g]));
+    const heldOut = trajectories.filter((t) => groups.get(t.program.groupId)?.heldOutVersion !== undefined);
     out.push({
       id: run.id,
       name: run.name,
       env: envOf(run),
       startedAt: run.startedAt,
       endedAt: run.endedAt ?? null,
-      stats: await store.stats(run.id),
-      programs: trajectories.map((t) => programSummary(t, iteration)),
+      // The store's own aggregates where the run has no held-out programs; else the rollout's programs apart.
+      stats: heldOut.length === 0 ? await store.stats(run.id) : batchStats(trajectories.filter((t) => !heldOut.includes(t))),
+      heldOut: heldOut.length === 0 ? null : batchStats(heldOut),
+      programs: trajectories.map((t) => programSummary(t, groups)),
     });
   }
   return out;
@@ -196,9 +208,11 @@ function printRuns(runs: RunSummary[], label: string): void {
     const ends = Object.entries(s.terminations).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ");
     console.log(`run ${r.id}  (${r.name}${r.env ? `, env ${r.env}` : ""}; started ${new Date(r.startedAt).toISOString()}, ${r.endedAt === null ? "not ended" : `ended ${new Date(r.endedAt).toISOString()}`})`);
     console.log(`  ${s.programs} program${s.programs === 1 ? "" : "s"} (${ends || "none ended"}${s.unfinished > 0 ? `, ${s.unfinished} unfinished` : ""}), ${s.calls} calls, ${s.promptTokens} prompt + ${s.outputTokens} output tokens, mean reward ${fmt(s.meanReward)}`);
+    const h = r.heldOut;
+    if (h !== null) console.log(`  + ${h.programs} held-out evaluation program${h.programs === 1 ? "" : "s"} (never trained on; ${h.unfinished > 0 ? `${h.unfinished} unfinished, ` : ""}${h.calls} calls), mean outcome ${fmt(h.meanReward)}`);
     const rows = [["  program", "it", "task", "state", "termination", "reward", "calls", "tools", "tokens", "components"]];
     for (const p of r.programs) {
-      rows.push([`  ${p.id}`, p.iteration === null ? "-" : String(p.iteration), p.taskId, p.state, p.termination ?? "-", fmt(p.reward), String(p.calls), String(p.toolCalls), `${p.promptTokens}+${p.outputTokens}`, components(p.components)]);
+      rows.push([`  ${p.id}`, p.heldOutVersion !== null ? `eval-v${p.heldOutVersion}` : p.iteration === null ? "-" : String(p.iteration), p.taskId, p.state, p.termination ?? "-", fmt(p.reward), String(p.calls), String(p.toolCalls), `${p.promptTokens}+${p.outputTokens}`, components(p.components)]);
     }
     for (const line of table(rows)) console.log(line);
   }

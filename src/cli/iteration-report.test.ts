@@ -3,7 +3,7 @@ import type { Trajectory } from "../core/types.js";
 import { batchStats, meanRewardComponents, type IterationResult } from "../loop/iteration-result.js";
 import type { RlUpdate } from "../loop/rl-update.js";
 import type { HeldOutScore } from "../loop/held-out-eval.js";
-import { heldOutPoints, heldOutText, iterationLine, summaryTrainingRows } from "./iteration-report.js";
+import { heldOutIncompleteLine, heldOutPoints, heldOutText, iterationLine, summaryTrainingRows } from "./iteration-report.js";
 import type { RunSummary } from "./run.js";
 
 function trajectory(components: Record<string, number> | undefined): Trajectory {
@@ -35,6 +35,11 @@ function iteration(k: number, reward: number, components: Record<string, number>
 }
 
 describe("iteration report", () => {
+  it("says an evaluation the run's stop cut short has no score, with how many of its programs ended", () => {
+    expect(heldOutIncompleteLine(3, 5, 12)).toBe("eval     v3 incomplete: 5 of 12 held-out programs ended with an outcome before the run stopped; no score");
+    expect(heldOutIncompleteLine(3, 5, 12)).not.toMatch(/solved|%/);
+  });
+
   it("averages each reward component over the rewarded trajectories (missing components count 0)", () => {
     const m = meanRewardComponents([trajectory({ outcome: 1, process: -0.5 }), trajectory({ outcome: 0 }), trajectory(undefined)]);
     expect(m).toEqual({ outcome: 0.5, process: -0.25 });

@@ -55,6 +55,11 @@ export function heldOutStartLine(s: HeldOutScore): string {
   return `eval     ${heldOutText(s)} at temperature ${s.temperature}`;
 }
 
+/** The line of a held-out evaluation the run's stop cut short: it has no score (a partial solved rate is no measure). */
+export function heldOutIncompleteLine(version: number, ended: number, total: number): string {
+  return `eval     v${version} incomplete: ${ended} of ${total} held-out programs ended with an outcome before the run stopped; no score`;
+}
+
 /** The sync mode's iteration line with the batch's staleness and the versions its tokens came from (async steps). */
 export function asyncStepLine(r: IterationResult, of: number): string {
   const s = r.staleness;

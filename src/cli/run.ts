@@ -24,7 +24,7 @@ import { loadModuleAgent } from "../agents/module-agent.js";
 import type { BackendReply } from "../backends/backend.js";
 import { jsonlBatchExporter } from "../loop/export-batch.js";
 import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
-import type { IterationResult } from "../loop/iteration-result.js";
+import { batchStats, type IterationResult } from "../loop/iteration-result.js";
 import { HeldOutEvaluation, type HeldOutScore } from "../loop/held-out-eval.js";
 import { heldOutPrograms } from "../loop/held-out-programs.js";
 import { startReferenceTrainer } from "../loop/reference-trainer.js";
@@ -39,6 +39,7 @@ import { agentSpecOf } from "../rollout/blackbox-program.js";
 import { orchestratorSettings, schedulerFromConfig } from "../rollout/orchestrator/from-config.js";
 import type { ProgramResult } from "../rollout/sync-rollout.js";
 import { bwrapAvailable } from "../sandbox/bwrap.js";
+import { trainingTrajectories } from "../store/held-out-groups.js";
 import type { RunStats } from "../store/trajectory-store.js";
 import { checkPortsFree, runPorts } from "./check-ports.js";
 import { policyPath } from "./engine-start.js";
@@ -50,7 +51,7 @@ import { writeResumeState, type ResumeState } from "../loop/resume-state.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
 import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
-import { asyncStepLine, heldOutStartLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
+import { asyncStepLine, heldOutIncompleteLine, heldOutStartLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
 
@@ -308,14 +309,14 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const sinks = await startTrackingSinks(cfg, baseRunId, clock, log);
     for (const s of sinks) closers.push(async () => void (await s.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
     const metrics = new MetricsLog(outDir, clock, sinks, resume !== undefined ? done : undefined);
-    // Held-out programs run as the rollout's do (gateway, engines, sandboxes) in a store run of their own that
-    // no batch is taken from.
+    // Held-out programs run as the rollout's do (gateway, engines, sandboxes), in the run's own store run, in
+    // groups marked held-out that no batch is taken from.
     let evaluation: HeldOutEvaluation | undefined;
     if (cfg.eval) {
       const temperature = cfg.eval.temperature ?? cfg.agent.temperature;
-      const held = heldOutPrograms({
-        runId: `${baseRunId}-eval`,
-        run: { name: cfg.name, configJson: JSON.stringify(cfg), of: baseRunId },
+      const run = heldOutPrograms({
+        runId: baseRunId,
+        runReady: () => rollout.runReady(),
         programs: d.programs,
         options: programOptions,
         temperature,
@@ -323,8 +324,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         store,
         clock,
       });
-      closers.push(() => held.close());
-      evaluation = new HeldOutEvaluation({ tasks: heldOutTasks, samples: cfg.eval.samples, every: cfg.eval.every, concurrency: cfg.rollout.concurrency, temperature, run: held.run });
+      evaluation = new HeldOutEvaluation({ tasks: heldOutTasks, samples: cfg.eval.samples, every: cfg.eval.every, concurrency: cfg.rollout.concurrency, temperature, run });
     }
     const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);
     let loop: TrainLoopResult;
@@ -344,6 +344,11 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
               evaluate: async (step: number, version: number, last: boolean) => {
                 if (!evaluation.due(version, last)) return undefined;
                 const score = await evaluation.score(version);
+                if (score === undefined) {
+                  const x = evaluation.incomplete.find((i) => i.version === version);
+                  log(heldOutIncompleteLine(version, x?.ended ?? 0, x?.total ?? 0));
+                  return undefined;
+                }
                 if (step === 0) {
                   metrics.appendHeldOut(score);
                   log(heldOutStartLine(score));
@@ -376,8 +381,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     if (last === undefined) throw new ArborError(`the rollout ended before its first batch; programs recorded in ${storePath}`, "aborted");
     const rewardPlot = cfg.train ? writeRewardPlot(outDir, results, loop.heldOutStart) : undefined;
     // Async: the summary describes the whole run (every program, consumed by a batch or not), sync the last iteration.
-    const runStats = sync ? last.stats : await store.stats(baseRunId);
-    const toolCalls = sync ? last.toolCalls : (await store.listTrajectories(baseRunId)).reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0);
+    // Held-out programs share the run's id but are no part of its rollout: left out here.
+    const rolledOut = sync ? [] : await trainingTrajectories(store, baseRunId);
+    const runStats = sync ? last.stats : batchStats(rolledOut);
+    const toolCalls = sync ? last.toolCalls : rolledOut.reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0);
     // Before the engines close: their executors' cache counters (scheduled executors only).
     const cache = d.engineStats();
     finished = true;

@@ -1,6 +1,7 @@
-// The store run of a held-out evaluation (loop/held-out-programs.ts) is marked in its stored config, so that
-// whatever builds batches from a store (`arbor export`, batch/export-store.ts) leaves it out: held-out programs
-// are never trained on, offline either.
+// Stores written before held-out programs joined their run's own id (Group.heldOutVersion, loop/held-out-programs.ts)
+// hold them in a store run of their own, `<run>-eval`, marked in its stored config, so that whatever builds batches
+// from a store (`arbor export`, batch/export-store.ts) leaves it out: held-out programs are never trained on,
+// offline either. Kept to read those stores.
 const KEY = "heldOutEvaluationOf";
 
 /** The stored config of the held-out run of `runId`: the run's config with the mark added. */

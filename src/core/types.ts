@@ -201,6 +201,12 @@ export interface Group {
    * run). Absent: not known (an async run's groups, a store written before schema 7 / migration 3).
    */
   iteration?: number;
+  /**
+   * Present only on a held-out evaluation group (loop/held-out-programs.ts): the policy version it scored. Such a
+   * group belongs to its run like the training groups but is never trained on (no batch, no export batch).
+   * Absent: a training group (and every group of a store written before schema 8 / migration 4).
+   */
+  heldOutVersion?: number;
 }
 
 /** Where the gateway records every call; implemented by the trajectory store. */

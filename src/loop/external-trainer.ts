@@ -4,12 +4,14 @@
 // Protocol rule (docs/batch-schema.md): the trainer announces the weights it trained on a batch
 // (POST /v1/weights → every in-process engine loads them) and only then acks the batch; the version the
 // engines serve at ack time is the policy of the next iteration. A requeued batch waits again; a batch nobody
-// acks within `waitMs` fails the run with an error naming the URL, the batch and what is missing.
+// acks within `waitMs` fails the run with an error naming the URL, the batch and what is missing. What the trainer's
+// step measured (loss, gradient norm, policy entropy) comes with its ack, where the trainer sends it (the PyTorch
+// worker does), and goes into the step's update as the in-process trainer's would (metrics.jsonl, TensorBoard).
 import type { Clock, Timer } from "../core/clock.js";
 import type { ExternalTrainerConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import { buildTreeBatch } from "../batch/tree/tree-batch.js";
-import { createTrainerServer } from "../batch/trainer-server.js";
+import { createTrainerServer, type StepMetrics } from "../batch/trainer-server.js";
 import type { BuiltBatch } from "../batch/build-batch.js";
 import { samplesWithSignal, type RlUpdate } from "./rl-update.js";
 import type { Trainer, WeightSync } from "./trainer-port.js";
@@ -30,8 +32,8 @@ export interface ExternalTrainerOptions {
 /**
  * A listening trainer-protocol server driving the run's policy updates. `version` is the policy version the
  * engines serve: the last one a trainer announced (0 at the start). `step(batch)` offers exactly the batch the
- * loop built and waits until a trainer acks it; `loss`, `gradNorm`, `clipFraction` and `kl` are NaN (the trainer
- * computed them and the protocol does not report them); `stepped` says whether the version moved before the
+ * loop built and waits until a trainer acks it; `loss`, `gradNorm` and `entropy` are what the ack reported (NaN
+ * when it reported none), `clipFraction` and `kl` NaN (the protocol does not report them); `stepped` says whether the version moved before the
  * ack, and then `synced` (the engines loaded the announced weights already). `close()` stops serving.
  */
 export interface ExternalTrainer extends Trainer {
@@ -45,7 +47,7 @@ interface Pending {
   taken: number;
   requeued: number;
   announced: number[];
-  acked: () => void;
+  acked: (metrics: StepMetrics | undefined) => void;
   restart: () => void;
 }
 
@@ -72,14 +74,14 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       pending.announced.push(w.policyVersion);
     },
     // What the trainer did with the batch the run waits for (other ids are a trainer's stale calls).
-    onBatch: (event, id) => {
+    onBatch: (event, id, metrics) => {
       const p = pending;
       if (p === undefined || id !== p.id) return;
       if (event === "taken") p.taken++;
       else if (event === "requeued") {
         p.requeued++;
         p.restart();
-      } else p.acked();
+      } else p.acked(metrics);
     },
   });
   let url: string;
@@ -104,16 +106,17 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
    * Start waiting for `id` (before it is offered, so that no ack goes unseen): resolves when it is acked;
    * rejects after `waitMs` without an ack (a requeue restarts the wait), on abort, or through `cancel`.
    */
-  const waitForAck = (id: string): { done: Promise<void>; cancel: (e: Error) => void } => {
+  const waitForAck = (id: string): { done: Promise<StepMetrics | undefined>; cancel: (e: Error) => void } => {
     let timer: Timer | undefined;
-    let settle: { resolve: () => void; reject: (e: Error) => void } | undefined;
-    const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+    let settle: { resolve: (m: StepMetrics | undefined) => void; reject: (e: Error) => void } | undefined;
+    let reported: StepMetrics | undefined;
+    const done = new Promise<StepMetrics | undefined>((resolve, reject) => (settle = { resolve, reject }));
     const finish = (err?: Error): void => {
       timer?.cancel();
       o.signal?.removeEventListener("abort", onAbort);
       if (pending === p) pending = undefined;
       if (err) settle?.reject(err);
-      else settle?.resolve();
+      else settle?.resolve(reported);
     };
     const onAbort = (): void => finish(new ArborError(`run aborted (${String((o.signal?.reason as Error | undefined)?.message)}) while waiting for the external trainer at ${url} to ack batch '${id}'`, "aborted"));
     const p: Pending = {
@@ -121,7 +124,10 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       taken: 0,
       requeued: 0,
       announced: [],
-      acked: () => finish(),
+      acked: (metrics) => {
+        reported = metrics;
+        finish();
+      },
       restart: () => {
         timer?.cancel();
         timer = o.clock.setTimer(waitMs, () => finish(new ArborError(`external trainer at ${url}: batch '${id}' was not acknowledged within ${waitMs} ms (train.external.waitMs): ${missing(p)}`, "trainer_timeout")));
@@ -150,9 +156,9 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       } catch (e) {
         wait.cancel(e as Error);
       }
-      await wait.done;
+      const metrics = await wait.done;
       const after = server.stats();
-      return externalUpdate(built, before, after.policyVersion, after.modelPath);
+      return externalUpdate(built, before, after.policyVersion, after.modelPath, metrics);
     },
     async close() {
       if (closed) return;
@@ -165,9 +171,10 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
 /**
  * The loop's view of a step another process took on `built`: whether the engines' version moved from `before` to
  * `after` (they serve the announced weights already: `synced`), and the batch's sizes. Loss, gradient norm and
- * clip fraction are NaN: the trainer computed them and the protocol does not report them.
+ * entropy are what the trainer's ack reported (`metrics`), NaN where it reported none; clip fraction and KL are
+ * NaN: the protocol does not report them.
  */
-export function externalUpdate(built: BuiltBatch, before: number, after: number, modelPath: string | null): RlUpdate {
+export function externalUpdate(built: BuiltBatch, before: number, after: number, modelPath: string | null, metrics: StepMetrics = {}): RlUpdate {
   const all = built.batch.samples;
   const useful = samplesWithSignal(all);
   const tree = useful.length > 0 ? buildTreeBatch(useful, built.batch.loss).stats : undefined;
@@ -177,11 +184,11 @@ export function externalUpdate(built: BuiltBatch, before: number, after: number,
     ...(stepped ? { synced: true as const } : {}),
     version: after,
     ...(stepped && modelPath !== null ? { checkpoint: modelPath } : {}),
-    loss: NaN,
-    gradNorm: NaN,
+    loss: metrics.loss ?? NaN,
+    gradNorm: metrics.gradNorm ?? NaN,
     clipFraction: NaN,
     kl: NaN,
-    entropy: NaN,
+    entropy: metrics.entropy ?? NaN,
     samples: all.length,
     trainedSamples: useful.length,
     treeTokens: tree?.treeTokens ?? 0,

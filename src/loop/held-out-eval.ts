@@ -3,6 +3,8 @@
 // `every` versions and the last, each (task, sample) with the same sampling seed at every version so that
 // versions compare pairwise (held-out-stats.ts). How one program runs is injected (`run`): in a run, the
 // rollout's own program path through the gateway on the engines (held-out-programs.ts), never a batch.
+// A version whose programs did not all end with an outcome (the run was stopped mid-evaluation) gets no score:
+// a solved rate over part of the tasks is not comparable with the others. It is listed as incomplete instead.
 import { ArborError } from "../core/errors.js";
 import type { Task } from "../envs/env.js";
 import { Semaphore } from "../rollout/semaphore.js";
@@ -22,8 +24,18 @@ export interface HeldOutScore {
   temperature: number;
 }
 
-/** Runs held-out sample `sample` of `tasks[taskIndex]` on the policy version the engines serve; resolves whether it solved the task. */
-export type HeldOutRun = (task: Task, taskIndex: number, sample: number, version: number) => Promise<boolean>;
+/**
+ * Runs held-out sample `sample` of `tasks[taskIndex]` on the policy version the engines serve; resolves whether it
+ * solved the task, or undefined when it ended without an outcome (aborted with the run).
+ */
+export type HeldOutRun = (task: Task, taskIndex: number, sample: number, version: number) => Promise<boolean | undefined>;
+
+/** A version whose evaluation did not finish: `ended` of `total` programs have an outcome. It has no score. */
+export interface HeldOutIncomplete {
+  version: number;
+  ended: number;
+  total: number;
+}
 
 export interface HeldOutEvaluationOptions {
   tasks: readonly Task[];
@@ -42,6 +54,7 @@ export class HeldOutEvaluation {
   private readonly sem: Semaphore;
   private readonly byVersion = new Map<number, { samples: HeldOutSample[]; score: HeldOutScore }>();
   private base: { version: number; samples: HeldOutSample[] } | undefined;
+  private readonly unfinished: HeldOutIncomplete[] = [];
 
   constructor(o: HeldOutEvaluationOptions) {
     if (o.tasks.length === 0) throw new ArborError("eval.tasks: need at least one held-out task", "config");
@@ -56,6 +69,11 @@ export class HeldOutEvaluation {
     return [...this.byVersion.values()].map((v) => v.score).sort((a, b) => a.version - b.version);
   }
 
+  /** The versions whose evaluation did not finish (no score), in the order they were tried. */
+  get incomplete(): HeldOutIncomplete[] {
+    return [...this.unfinished];
+  }
+
   /** Whether `version` is to be scored: the first, a multiple of `every`, or the run's last. */
   due(version: number, last: boolean): boolean {
     return this.base === undefined || last || version % this.o.every === 0;
@@ -63,15 +81,21 @@ export class HeldOutEvaluation {
 
   /**
    * Score `version` (the engines must serve it until this resolves); a version scored before is not run again.
-   * The first version scored is the base of every paired difference.
+   * The first version scored is the base of every paired difference. Resolves undefined, recording the version
+   * in {@link incomplete}, when any of its programs ended without an outcome.
    */
-  async score(version: number): Promise<HeldOutScore> {
+  async score(version: number): Promise<HeldOutScore | undefined> {
     const known = this.byVersion.get(version);
     if (known !== undefined) return known.score;
     const jobs = this.o.tasks.flatMap((task, taskIndex) =>
-      Array.from({ length: this.o.samples }, (_, sample) => this.sem.with(async (): Promise<HeldOutSample> => ({ taskId: task.id, sample, solved: await this.o.run(task, taskIndex, sample, version) }))),
+      Array.from({ length: this.o.samples }, (_, sample) => this.sem.with(async () => ({ taskId: task.id, sample, solved: await this.o.run(task, taskIndex, sample, version) }))),
     );
-    const samples = await Promise.all(jobs);
+    const outcomes = await Promise.all(jobs);
+    const samples = outcomes.filter((x): x is HeldOutSample => x.solved !== undefined);
+    if (samples.length < outcomes.length) {
+      this.unfinished.push({ version, ended: samples.length, total: outcomes.length });
+      return undefined;
+    }
     const base = this.base ?? { version, samples };
     this.base = base;
     const score: HeldOutScore = {

@@ -344,8 +344,12 @@ export class OrchestratedRollout {
     }
   }
 
-  private admit(orchId: string, taskIndex: number, requests: readonly { id: string; index: number }[]): void {
-    const position = this.groups.size;
+  /**
+   * Resolves once the run's store run exists: created (or reopened, resuming) at the first call, here or at the
+   * first admitted group. Held-out evaluation (loop/held-out-programs.ts) writes its groups into the same run, and
+   * may do so before the first group; the rollout still finishes the run in {@link finish}.
+   */
+  runReady(): Promise<void> {
     const runId = this.o.runId;
     this.run ??= {
       created: Promise.resolve(
@@ -353,12 +357,18 @@ export class OrchestratedRollout {
       ),
       finished: false,
     };
+    return this.run.created;
+  }
+
+  private admit(orchId: string, taskIndex: number, requests: readonly { id: string; index: number }[]): void {
+    const position = this.groups.size;
+    const runId = this.o.runId;
+    const created = this.runReady();
     const it = this.o.iterationOf?.(position);
     if (it !== undefined && !this.keyStart.has(it.key)) this.keyStart.set(it.key, position);
     const task = this.o.tasks[taskIndex] as Task;
     const id = it === undefined ? `${runId}/g${position}` : `${runId}/${it.key}/g${position - (this.keyStart.get(it.key) as number)}`;
     const group: Group = { id, runId, taskId: task.id, programIds: requests.map((r) => `${id}/s${r.index}`), ...(it !== undefined ? { iteration: it.iteration } : {}) };
-    const created = this.run.created;
     const ready = (async () => {
       await created;
       await this.o.store.createGroup(group);

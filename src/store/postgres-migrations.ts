@@ -129,11 +129,18 @@ const V3 = `
 ALTER TABLE groups ADD COLUMN iteration integer;
 `;
 
+// Held-out evaluation groups, marked with the policy version they scored: they belong to their run but are never
+// trained on (NULL: a training group, as every group written before).
+const V4 = `
+ALTER TABLE groups ADD COLUMN held_out_version integer;
+`;
+
 /** The store's migrations, oldest first. Append new ones; never edit an applied one. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { version: 1, description: "trajectory store tables", sql: V1 },
   { version: 2, description: "calls: requested model, clamped max_tokens", sql: V2 },
   { version: 3, description: "groups: the iteration of their run", sql: V3 },
+  { version: 4, description: "groups: the policy version a held-out evaluation group scored", sql: V4 },
 ];
 
 /** A schema name usable unquoted: lower-case letters, digits and `_`, at most 63 bytes. */

@@ -496,14 +496,16 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     if (!Array.isArray(group.programIds)) throw new ArborError("group.programIds: must be an array", "store");
     if (new Set(group.programIds).size !== group.programIds.length) throw new ArborError(`group '${group.id}': duplicate program ids`, "store");
     requireIteration(group.iteration);
+    if (group.heldOutVersion !== undefined) requireIndex(group.heldOutVersion, "group.heldOutVersion");
     await this.write(`createGroup '${group.id}'`, async (c) => {
       await requireRun(c, group.runId, `createGroup '${group.id}'`);
-      const r = await c.query("INSERT INTO groups (id, run_id, task_id, program_ids, iteration) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING id", [
+      const r = await c.query("INSERT INTO groups (id, run_id, task_id, program_ids, iteration, held_out_version) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING id", [
         group.id,
         group.runId,
         group.taskId,
         JSON.stringify(group.programIds),
         group.iteration ?? null,
+        group.heldOutVersion ?? null,
       ]);
       if (r.rowCount === 0) throw new Refused(`createGroup: group '${group.id}' already exists`);
     });

@@ -12,8 +12,8 @@ import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testin
 import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-store.contract.js";
 
 // Undoes version 6 (requested model, clamped max_tokens) in the upgrade tests of older versions.
-// Undoes version 7 (the groups' iteration) there too.
-const DROP_V6 = "ALTER TABLE calls DROP COLUMN requested_model; ALTER TABLE calls DROP COLUMN max_tokens_asked; ALTER TABLE calls DROP COLUMN max_tokens_granted; ALTER TABLE groups DROP COLUMN iteration;";
+// Undoes version 7 (the groups' iteration) and version 8 (held-out groups' version) there too.
+const DROP_V6 = "ALTER TABLE calls DROP COLUMN requested_model; ALTER TABLE calls DROP COLUMN max_tokens_asked; ALTER TABLE calls DROP COLUMN max_tokens_granted; ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version;";
 
 describeTrajectoryStoreContract(
   "sqlite file",
@@ -252,12 +252,32 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.createGroup(fixtureGroup("g1", "run-1", 1));
     await store.close();
     const db = new Database(path);
-    db.exec("ALTER TABLE groups DROP COLUMN iteration; UPDATE schema_version SET version = 6;");
+    db.exec("ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version; UPDATE schema_version SET version = 6;");
     db.close();
     const upgraded = new SqliteTrajectoryStore(path);
     try {
       await upgraded.createGroup({ ...fixtureGroup("g2", "run-1", 1), iteration: 2 });
       expect(await upgraded.listGroups("run-1")).toEqual([fixtureGroup("g1", "run-1", 1), { ...fixtureGroup("g2", "run-1", 1), iteration: 2 }]);
+    } finally {
+      await upgraded.close();
+    }
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
+    check.close();
+  });
+
+  it("upgrades a version-7 file in place: its groups are training groups, and new held-out groups keep their version", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    await store.createRun(fixtureRun());
+    await store.createGroup({ ...fixtureGroup("g1", "run-1", 1), iteration: 1 });
+    await store.close();
+    const db = new Database(path);
+    db.exec("ALTER TABLE groups DROP COLUMN held_out_version; UPDATE schema_version SET version = 7;");
+    db.close();
+    const upgraded = new SqliteTrajectoryStore(path);
+    try {
+      await upgraded.createGroup({ ...fixtureGroup("e1", "run-1", 1), heldOutVersion: 0 });
+      expect(await upgraded.listGroups("run-1")).toEqual([{ ...fixtureGroup("g1", "run-1", 1), iteration: 1 }, { ...fixtureGroup("e1", "run-1", 1), heldOutVersion: 0 }]);
     } finally {
       await upgraded.close();
     }

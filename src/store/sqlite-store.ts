@@ -40,7 +40,7 @@ import {
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
-export const SQLITE_SCHEMA_VERSION = 7;
+export const SQLITE_SCHEMA_VERSION = 8;
 
 const V1_TO_V2 = `
 ALTER TABLE calls ADD COLUMN trainable INTEGER NOT NULL DEFAULT 1;
@@ -77,6 +77,12 @@ const V6_TO_V7 = `
 ALTER TABLE groups ADD COLUMN iteration INTEGER;
 `;
 
+// Version 8 marks held-out evaluation groups with the policy version they scored: they belong to their run but
+// are never trained on (NULL: a training group, as every group written before).
+const V7_TO_V8 = `
+ALTER TABLE groups ADD COLUMN held_out_version INTEGER;
+`;
+
 const SCHEMA = `
 CREATE TABLE schema_version (version INTEGER NOT NULL);
 CREATE TABLE runs (
@@ -91,7 +97,8 @@ CREATE TABLE groups (
   run_id TEXT NOT NULL REFERENCES runs(id),
   task_id TEXT NOT NULL,
   program_ids TEXT NOT NULL,
-  iteration INTEGER
+  iteration INTEGER,
+  held_out_version INTEGER
 );
 CREATE INDEX groups_run ON groups(run_id);
 CREATE TABLE programs (
@@ -193,6 +200,7 @@ interface GroupRow {
   task_id: string;
   program_ids: string;
   iteration: number | null;
+  held_out_version: number | null;
 }
 
 function fail(message: string): never {
@@ -324,8 +332,9 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     // Each step only adds columns whose defaults describe the old rows, so files upgrade in place:
     // version 2 adds the calls' trainable/context_reset flags, version 3 their per-token versions,
     // version 4 their served model name, version 5 their context reset reason.
-    // version 6 the requested model and clamped max_tokens, version 7 the groups' iteration.
-    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5, 5: V5_TO_V6, 6: V6_TO_V7 };
+    // version 6 the requested model and clamped max_tokens, version 7 the groups' iteration, version 8 the
+    // held-out groups' scored version.
+    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5, 5: V5_TO_V6, 6: V6_TO_V7, 7: V7_TO_V8 };
     const from = row?.version;
     if (from !== undefined && from in steps) {
       this.db.transaction(() => {
@@ -452,15 +461,17 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     if (!Array.isArray(group.programIds)) fail("group.programIds: must be an array");
     if (new Set(group.programIds).size !== group.programIds.length) fail(`group '${group.id}': duplicate program ids`);
     requireIteration(group.iteration);
+    if (group.heldOutVersion !== undefined) requireIndex(group.heldOutVersion, "group.heldOutVersion");
     await this.write([
       requireRunStep(group.runId, `createGroup '${group.id}'`),
       mustNotFind("SELECT 1 FROM groups WHERE id = ?", [group.id], `createGroup: group '${group.id}' already exists`),
-      exec("INSERT INTO groups (id, run_id, task_id, program_ids, iteration) VALUES (?, ?, ?, ?, ?)", [
+      exec("INSERT INTO groups (id, run_id, task_id, program_ids, iteration, held_out_version) VALUES (?, ?, ?, ?, ?, ?)", [
         group.id,
         group.runId,
         group.taskId,
         JSON.stringify(group.programIds),
         group.iteration ?? null,
+        group.heldOutVersion ?? null,
       ]),
     ]);
   }
@@ -683,7 +694,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     return db.transaction(() => {
       SqliteTrajectoryStore.requireRun(db, runId, "listGroups");
       const rows = db.prepare("SELECT * FROM groups WHERE run_id = ? ORDER BY rowid").all(runId) as GroupRow[];
-      return rows.map((g) => ({ id: g.id, runId: g.run_id, taskId: g.task_id, programIds: JSON.parse(g.program_ids) as string[], ...(g.iteration !== null ? { iteration: g.iteration } : {}) }));
+      return rows.map((g) => ({ id: g.id, runId: g.run_id, taskId: g.task_id, programIds: JSON.parse(g.program_ids) as string[], ...(g.iteration !== null ? { iteration: g.iteration } : {}), ...(g.held_out_version !== null ? { heldOutVersion: g.held_out_version } : {}) }));
     })();
   }
 

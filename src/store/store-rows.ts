@@ -31,6 +31,7 @@ export interface GroupRow {
   task_id: string;
   program_ids: string[];
   iteration: number | null;
+  held_out_version: number | null;
 }
 export interface ProgramRow {
   id: string;
@@ -127,7 +128,7 @@ export function runFromRow(r: RunRow): RunRecord {
 
 /** A group as stored (members in the order they joined). */
 export function groupFromRow(g: GroupRow): Group {
-  return { id: g.id, runId: g.run_id, taskId: g.task_id, programIds: g.program_ids, ...(g.iteration !== null && g.iteration !== undefined ? { iteration: g.iteration } : {}) };
+  return { id: g.id, runId: g.run_id, taskId: g.task_id, programIds: g.program_ids, ...(g.iteration !== null && g.iteration !== undefined ? { iteration: g.iteration } : {}), ...(g.held_out_version !== null && g.held_out_version !== undefined ? { heldOutVersion: g.held_out_version } : {}) };
 }
 
 /** A program as stored; absent end and termination stay absent. */

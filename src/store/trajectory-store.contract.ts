@@ -169,6 +169,20 @@ export function describeTrajectoryStoreContract(
       await expect(store.createGroup({ id: "bad", runId: "run-1", taskId: "t", programIds: [], iteration: 0 })).rejects.toThrow("group.iteration: must be an integer >= 1, got 0");
     });
 
+    it("keeps the policy version a held-out evaluation group scored (absent on training groups), and refuses one that is not an integer >= 0", async () => {
+      await store.createRun(fixtureRun());
+      await store.createGroup({ id: "it1/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 1 });
+      await store.createGroup({ id: "eval-v0/g0", runId: "run-1", taskId: "t", programIds: [], heldOutVersion: 0 });
+      await store.createGroup({ id: "eval-v3/g0", runId: "run-1", taskId: "t", programIds: [], heldOutVersion: 3 });
+      expect((await store.listGroups("run-1")).map((g) => [g.id, g.heldOutVersion])).toEqual([
+        ["it1/g0", undefined],
+        ["eval-v0/g0", 0],
+        ["eval-v3/g0", 3],
+      ]);
+      expect(Object.keys((await store.listGroups("run-1"))[0] ?? {})).not.toContain("heldOutVersion");
+      await expect(store.createGroup({ id: "bad", runId: "run-1", taskId: "t", programIds: [], heldOutVersion: -1 })).rejects.toThrow("group.heldOutVersion: must be an integer >= 0, got -1");
+    });
+
     it("reopens a finished run for more groups (resume); an unknown run is refused, one this process holds open is left open", async () => {
       await store.createRun(fixtureRun());
       await store.createGroup({ id: "it1/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 1 });

@@ -59,6 +59,20 @@ describe("planMicroBatches", () => {
     expect(() => planMicroBatches(tree, cfg, "tree", 0)).toThrow(/maxStepBytes must be > 0/);
   });
 
+  it("counts the entropy's [terms, vocab] tensors when the pass computes it: 2 of them per term, ×3 as the rest", () => {
+    const terms = (m: { samples: number[] }): number => tree.terms.sample.filter((s) => m.samples.includes(s)).length;
+    for (const layout of ["tree", "flat"] as const) {
+      const plain = planMicroBatches(tree, cfg, layout, 1);
+      const withEntropy = planMicroBatches(tree, cfg, layout, 1, { entropy: true });
+      expect(withEntropy.map((m) => m.samples)).toEqual(plain.map((m) => m.samples));
+      withEntropy.forEach((m, i) => expect(m.bytes - (plain[i]?.bytes ?? 0)).toBe(3 * 4 * 2 * cfg.nVocab * terms(m)));
+    }
+    // A budget the whole batch fits in one pass without the entropy, and not with it.
+    const whole = planMicroBatches(tree, cfg, "flat", 1 << 30)[0]!.bytes;
+    expect(planMicroBatches(tree, cfg, "flat", whole)).toHaveLength(1);
+    expect(planMicroBatches(tree, cfg, "flat", whole, { entropy: true }).length).toBeGreaterThan(1);
+  });
+
   it("the trainer's split step equals the unsplit one: loss, gradients, logprobs, clip fraction", async () => {
     const batches: TrainBatch[] = [
       { tree, loss: "sft" },

@@ -42,8 +42,12 @@ export function checkContext(tree: PackedTree, contextLength: number, sampleIds?
   });
 }
 
-/** Estimated tape bytes of a micro-batch with `nodes` tokens run, `attention` query×key entries and `terms` loss terms. */
-function tapeBytes(cfg: TinyLlamaConfig, nodes: number, attention: number, terms: number): number {
+/**
+ * Estimated tape bytes of a micro-batch with `nodes` tokens run, `attention` query×key entries and `terms` loss
+ * terms; `entropy`: the pass also reads the policy's token entropy (token-entropy.ts), two more [terms, vocab]
+ * tensors held in the same gradient scope.
+ */
+function tapeBytes(cfg: TinyLlamaConfig, nodes: number, attention: number, terms: number, entropy: boolean): number {
   const hd = headDim(cfg);
   // Per layer and token: norms, q/k/v/o and their RoPE copies, the residuals, gate/up/act/down. Per layer and
   // attention entry: scores, masked scores, softmax and their reshapes, for each head. Counted, these come to
@@ -51,15 +55,20 @@ function tapeBytes(cfg: TinyLlamaConfig, nodes: number, attention: number, terms
   // flat 1×2048, 2×1024 and 8×256 tokens: the backward pass holds gradients of the same size alongside), hence ×3.
   const perToken = cfg.nLayer * (12 * cfg.nEmbd + 4 * cfg.nHead * hd + 5 * cfg.nFf);
   const perEntry = cfg.nLayer * 4 * cfg.nHead + 2; // + the additive mask (Float32Array and its tensor)
-  return 3 * 4 * (perToken * nodes + perEntry * attention + 4 * cfg.nVocab * terms);
+  // Per term: logits, log-softmax, the target's one-hot and its product; the entropy adds exp(log-softmax) and
+  // its product with the log-softmax (entropyOfLogSoftmax).
+  const perTerm = (entropy ? 6 : 4) * cfg.nVocab;
+  return 3 * 4 * (perToken * nodes + perEntry * attention + perTerm * terms);
 }
 
 /**
  * Split `tree` into micro-batches of consecutive samples (samples of one group are adjacent, so their shared
  * prefixes stay in one sub-tree) whose estimated tape fits `maxBytes`; one micro-batch when it all fits.
- * A sample that alone exceeds the budget gets a micro-batch of its own.
+ * A sample that alone exceeds the budget gets a micro-batch of its own. `opts.entropy`: the passes also compute
+ * the policy's token entropy (the step's first epoch), whose tensors count too.
  */
-export function planMicroBatches(tree: PackedTree, cfg: TinyLlamaConfig, layout: Layout, maxBytes: number): MicroBatch[] {
+export function planMicroBatches(tree: PackedTree, cfg: TinyLlamaConfig, layout: Layout, maxBytes: number, opts: { entropy?: boolean } = {}): MicroBatch[] {
+  const entropy = opts.entropy === true;
   if (!(maxBytes > 0)) throw new ArborError(`trainer: maxStepBytes must be > 0, got ${maxBytes}`, "config");
   const nSamples = tree.samplePaths.length;
   const termsOf = new Int32Array(nSamples);
@@ -85,9 +94,9 @@ export function planMicroBatches(tree: PackedTree, cfg: TinyLlamaConfig, layout:
   };
   for (let s = 0; s < nSamples; s++) {
     const c = cost(s);
-    const next = tapeBytes(cfg, nodes + c.nodes, attention + c.attention, terms + (termsOf[s] as number));
+    const next = tapeBytes(cfg, nodes + c.nodes, attention + c.attention, terms + (termsOf[s] as number), entropy);
     if (current.length > 0 && next > maxBytes) {
-      groups.push({ samples: current, bytes: tapeBytes(cfg, nodes, attention, terms) });
+      groups.push({ samples: current, bytes: tapeBytes(cfg, nodes, attention, terms, entropy) });
       current = [];
       seen = new Uint8Array(tree.tokens.length);
       terms = 0;
@@ -102,7 +111,7 @@ export function planMicroBatches(tree: PackedTree, cfg: TinyLlamaConfig, layout:
     current.push(s);
     for (const node of tree.samplePaths[s] as Int32Array) seen[node] = 1;
   }
-  if (current.length > 0) groups.push({ samples: current, bytes: tapeBytes(cfg, nodes, attention, terms) });
+  if (current.length > 0) groups.push({ samples: current, bytes: tapeBytes(cfg, nodes, attention, terms, entropy) });
   if (groups.length <= 1) {
     return [{ tree, terms: Int32Array.from({ length: tree.terms.node.length }, (_, j) => j), samples: Array.from({ length: nSamples }, (_, s) => s), bytes: groups[0]?.bytes ?? 0 }];
   }

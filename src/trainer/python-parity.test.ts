@@ -3,7 +3,7 @@
 // depths, multi-call programs whose tool outputs are masked, two groups), the TS trainer's loss, term logprobs
 // and per-parameter gradients on a GGUF are written next to the GGUF's HF export and the batch's tree
 // safetensors; python/tests/torch_parity.py recomputes them with torch in the tree and flat layouts and
-// reports, per parameter, ||g_py − g_ts|| / ||g_ts||. Old logprobs are set around the policy's own so that
+// reports, per parameter, ||g_py − g_ts|| / ||g_ts||, and the mean policy token entropy against the TS step's. Old logprobs are set around the policy's own so that
 // ratios straddle the clip range; extra cases push ratios past the dual clip and units past the mismatch mask
 // (checked on the TS side, so the cases exercise what they claim). One torch step's checkpoint must convert
 // back to GGUF with moved weights, and a checkpoint saved unchanged must convert to the original tensors.
@@ -123,6 +123,8 @@ interface ParityRow {
   grad_rel: number;
   worst_param: string;
   logprob_abs: number;
+  /** |mean term entropy torch − TS| / TS (the TS value is the step's reported `entropy`). */
+  entropy_rel: number;
   passes: number;
 }
 
@@ -130,9 +132,10 @@ describe.skipIf(!PY.python)(`PyTorch trainer parity (python/arbor_client)${PY.py
   const dir = mkdtempSync(join(tmpdir(), "arbor-py-parity-"));
   const hfDir = join(dir, "hf");
   let gguf = "";
-  let report: { results: ParityRow[]; step: { path: string; version: number; loss: number; grad_norm: number }; roundtrip: string };
+  let report: { results: ParityRow[]; step: { path: string; version: number; loss: number; grad_norm: number; entropy: number }; roundtrip: string };
   const tsNorm = new Map<string, number>();
   const tsLoss = new Map<string, number>();
+  const tsEntropy = new Map<string, number>();
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   beforeAll(async () => {
@@ -148,7 +151,7 @@ describe.skipIf(!PY.python)(`PyTorch trainer parity (python/arbor_client)${PY.py
     const tr = await Trainer.fromGguf(gguf);
     const cases: { name: string; batch: string; grads: string }[] = [];
     try {
-      CASES.forEach((c, i) => {
+      for (const [i, c] of CASES.entries()) {
         const batch = batchFor(c);
         const t = batch.tree.terms;
         const lp = tr.logprobs(batch.tree, "tree");
@@ -158,16 +161,24 @@ describe.skipIf(!PY.python)(`PyTorch trainer parity (python/arbor_client)${PY.py
         expect(stats.clipFraction, `${c.name}: some ratios leave the clip range`).toBeGreaterThan(0);
         expect(batch.stats.treeTokens, `${c.name}: the batch shares prefixes`).toBeLessThan(batch.stats.flatTokens);
         const g = tr.gradients({ tree: batch.tree, termUnit: batch.termUnit, loss: batch.loss }, "tree");
+        // The step's reported entropy (token-entropy.ts: mean over the terms, before the weights move), from a trainer
+        // of its own so that `tr` keeps the starting weights.
+        const stepper = await Trainer.fromGguf(gguf);
+        try {
+          tsEntropy.set(c.name, stepper.step({ tree: batch.tree, termUnit: batch.termUnit, loss: batch.loss }).entropy);
+        } finally {
+          stepper.dispose();
+        }
         const batchPath = join(dir, `batch-${i}.safetensors`);
         const gradsPath = join(dir, `grads-${i}.safetensors`);
         writeTreeSafetensors(batchPath, batch, c.name);
-        writeSafetensors(gradsPath, [...toHf(g.grads, tr), { name: "term_logprobs", shape: [g.logprobs.length], data: g.logprobs }], { loss: String(g.loss) });
+        writeSafetensors(gradsPath, [...toHf(g.grads, tr), { name: "term_logprobs", shape: [g.logprobs.length], data: g.logprobs }], { loss: String(g.loss), entropy: String(tsEntropy.get(c.name)) });
         let sq = 0;
         for (const v of g.grads.values()) for (const x of v) sq += x * x;
         tsNorm.set(c.name, Math.sqrt(sq));
         tsLoss.set(c.name, g.loss);
         cases.push({ name: c.name, batch: batchPath, grads: gradsPath });
-      });
+      }
     } finally {
       tr.dispose();
     }
@@ -192,12 +203,14 @@ describe.skipIf(!PY.python)(`PyTorch trainer parity (python/arbor_client)${PY.py
     // "float64-split": the same in micro-batches of at most 16 tokens per pass, gradients accumulated.
     for (const r of report.results.filter((x) => x.dtype === "float64-split")) expect(r.passes, `${r.case} ${r.layout} passes`).toBeGreaterThan(2);
     // The measured errors, for the record (a change's report quotes them).
-    const table = report.results.map((r) => `${r.case.padEnd(16)} ${r.dtype.padEnd(13)} ${r.layout.padEnd(4)} loss ${r.loss_rel.toExponential(2)}  grad ${r.grad_rel.toExponential(2)} (${r.worst_param})  logprob ${r.logprob_abs.toExponential(2)}  passes ${r.passes}`);
+    const table = report.results.map((r) => `${r.case.padEnd(16)} ${r.dtype.padEnd(13)} ${r.layout.padEnd(4)} loss ${r.loss_rel.toExponential(2)}  grad ${r.grad_rel.toExponential(2)} (${r.worst_param})  logprob ${r.logprob_abs.toExponential(2)}  entropy ${r.entropy_rel.toExponential(2)}  passes ${r.passes}`);
     console.log(`torch vs TS trainer (relative errors):\n${table.join("\n")}`);
     for (const r of report.results) {
       const what = `${r.case} (${r.layout}, torch ${r.dtype})`;
       expect(r.grad_rel, `${what} gradient of ${r.worst_param}`).toBeLessThanOrEqual(TOL);
       expect(r.logprob_abs, `${what} term logprobs`).toBeLessThanOrEqual(1e-5);
+      // The policy entropy the external trainer reports equals the TS trainer's (full softmax at every term's row).
+      expect(r.entropy_rel, `${what} mean token entropy`).toBeLessThanOrEqual(TOL);
       // The loss is a sum of terms of both signs (advantages centred per group), so its relative error grows
       // with the cancellation: torch in float64 is held to 1e-5, torch in float32 (two float32 sums in different
       // orders) to 3e-5 — measured up to 1.1e-5 (dapo, tree).
@@ -211,6 +224,9 @@ describe.skipIf(!PY.python)(`PyTorch trainer parity (python/arbor_client)${PY.py
     expect(report.step.path).toBe(join(dir, "torch-out", "policy-v5"));
     expect(Math.abs(report.step.loss - (tsLoss.get(first) as number)) / Math.abs(tsLoss.get(first) as number)).toBeLessThanOrEqual(TOL);
     expect(Math.abs(report.step.grad_norm - (tsNorm.get(first) as number)) / (tsNorm.get(first) as number)).toBeLessThanOrEqual(TOL);
+    // The step's entropy (what the worker's ack reports) is the TS step's.
+    expect(tsEntropy.get(first)).toBeGreaterThan(0);
+    expect(Math.abs(report.step.entropy - (tsEntropy.get(first) as number)) / (tsEntropy.get(first) as number)).toBeLessThanOrEqual(TOL);
     const start = new Map(readGguf(gguf).tensors.map((t) => [t.name, t]));
 
     const stepped = join(dir, "stepped.gguf");

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { buildTrainingBatch } from "../batch/build-batch.js";
 import type { ExportedBatch } from "../batch/export-arrow.js";
-import { createTrainerServer, type TrainerServerStats, type WeightsAnnouncement } from "../batch/trainer-server.js";
+import { createTrainerServer, type StepMetrics, type TrainerServerStats, type WeightsAnnouncement } from "../batch/trainer-server.js";
 import { readGguf } from "../model/gguf.js";
 import { convertHfToGguf } from "../model/hf/hf-convert.js";
 import { exportHfCheckpoint } from "../model/hf/hf-export.js";
@@ -67,7 +67,13 @@ describe.skipIf(MISSING !== "")(`python -m arbor_client.train_worker${MISSING ? 
     const hf = join(dir, "hf");
     exportHfCheckpoint(FROM, hf);
     const announced: (WeightsAnnouncement & { at: TrainerServerStats })[] = [];
-    const server = createTrainerServer({ capacity: 4, initialPolicyVersion: 0, onWeights: (w) => void announced.push({ ...w, at: server.stats() }) });
+    const acks: [string, StepMetrics | undefined][] = [];
+    const server = createTrainerServer({
+      capacity: 4,
+      initialPolicyVersion: 0,
+      onWeights: (w) => void announced.push({ ...w, at: server.stats() }),
+      onBatch: (event, id, metrics) => void (event === "acked" && acks.push([id, metrics])),
+    });
     server.offer(batch("b1", [0, 1, 0.5]));
     server.offer(batch("b2", [1, 1, 1]));
     const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
@@ -81,6 +87,17 @@ describe.skipIf(MISSING !== "")(`python -m arbor_client.train_worker${MISSING ? 
       expect(announced[0]?.at).toMatchObject({ inFlight: 1, acked: 0 });
       expect(server.stats()).toMatchObject({ acked: 2, inFlight: 0, queued: 0, policyVersion: 1, modelPath: ckpt });
       expect(r.out).toMatch(/batch b2: no term carries an advantage; acked without a step/);
+      // The step's metrics came with b1's ack (the run records them): a policy entropy between 0 and log(vocab).
+      expect(acks.map(([id, m]) => [id, Object.keys(m ?? {}).sort()])).toEqual([
+        ["b1", ["entropy", "gradNorm", "loss"]],
+        ["b2", []],
+      ]);
+      const entropy = acks[0]?.[1]?.entropy as number;
+      expect(entropy).toBeGreaterThan(0);
+      const start = await Trainer.fromGguf(FROM);
+      const vocab = start.config.nVocab;
+      start.dispose();
+      expect(entropy).toBeLessThan(Math.log(vocab));
     } finally {
       await server.app.close();
     }

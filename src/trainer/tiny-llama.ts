@@ -11,7 +11,7 @@ import { ropeTables } from "./rope.js";
 import { attention, treeAttention } from "./attention-core.js";
 import { linear as fastLinear, swapPairs } from "./fast-matmul.js";
 import { gatherRows } from "./tf-ops.js";
-import { tokenEntropy } from "./token-entropy.js";
+import { entropyOfLogSoftmax } from "./token-entropy.js";
 
 let instances = 0;
 
@@ -143,7 +143,7 @@ export class TinyLlama {
     const logits = this.logits(hidden, rows);
     const lsm = tf.logSoftmax(logits, -1);
     const logprob = tf.sum(tf.mul(lsm, tf.oneHot(tf.tensor1d(Int32Array.from(targets), "int32"), this.config.nVocab)), -1) as tf.Tensor1D;
-    return withEntropy ? { logprob, entropy: tokenEntropy(logits) } : { logprob };
+    return withEntropy ? { logprob, entropy: entropyOfLogSoftmax(lsm as tf.Tensor2D) } : { logprob };
   }
 }
 

@@ -9,8 +9,15 @@ import * as tf from "@tensorflow/tfjs";
  * −Σ exp(l) · l, which is finite where a probability underflows to 0 (0 · −∞ never occurs: l is finite).
  */
 export function tokenEntropy(logits: tf.Tensor2D): tf.Tensor1D {
+  return entropyOfLogSoftmax(tf.logSoftmax(logits, -1));
+}
+
+/**
+ * {@link tokenEntropy} from rows' log-softmax, for a caller that has it already (the trainer's term logprobs):
+ * two [rows, vocab] tensors (exp, product) instead of three, which micro-batches.ts counts in a step's tape.
+ */
+export function entropyOfLogSoftmax(lsm: tf.Tensor2D): tf.Tensor1D {
   // No tidy here: callers run it inside the step's gradient scope or their own tidy, which free the intermediates.
-  const lsm = tf.logSoftmax(logits, -1);
   return tf.neg(tf.sum(tf.mul(tf.exp(lsm), lsm), -1)) as tf.Tensor1D;
 }
 

@@ -374,7 +374,7 @@ export class Trainer {
     const unit = this.units(batch);
     if (batch.tree.terms.node.length === 0) throw new ArborError("trainer: the batch has no loss terms (every token is masked)", "trainer");
     checkContext(batch.tree, this.config.contextLength, batch.sampleIds);
-    const plan = planMicroBatches(batch.tree, this.config, layout, this.maxStepBytes).filter((mb) => mb.terms.length > 0);
+    const plan = planMicroBatches(batch.tree, this.config, layout, this.maxStepBytes, { entropy: withEntropy }).filter((mb) => mb.terms.length > 0);
     const logprobs = new Float32Array(batch.tree.terms.node.length);
     const entropy = withEntropy ? new Float32Array(batch.tree.terms.node.length) : undefined;
     let grads: tf.NamedTensorMap = {};

@@ -248,8 +248,10 @@ function renderPrograms(): void {
       const div = el("div", undefined, `program-row${r.id === selected ? " selected" : ""}`);
       div.dataset.program = r.id;
       div.dataset.state = r.state;
+      // Held-out evaluation programs share the run's id and never train: marked so they read apart.
+      if (r.heldOutVersion !== null) div.dataset.heldOut = String(r.heldOutVersion);
       div.append(
-        el("span", r.id),
+        el("span", r.heldOutVersion !== null ? `${r.id} · held-out v${r.heldOutVersion}` : r.id),
         el("span", r.state),
         el("span", r.phase ?? "-"),
         el("span", String(r.calls)),
@@ -278,8 +280,9 @@ function renderDetail(): void {
   }
   const v = detail;
   const p = v.program;
+  const heldOut = v.live?.heldOutVersion ?? null;
   const parts: HTMLElement[] = [
-    el("p", `run ${p.runId} · group ${p.groupId} · task ${p.taskId} · state ${p.state}${v.live?.phase ? ` (${v.live.phase})` : ""}`),
+    el("p", `run ${p.runId} · group ${p.groupId}${heldOut !== null ? ` (held-out evaluation of v${heldOut}, never trained on)` : ""} · task ${p.taskId} · state ${p.state}${v.live?.phase ? ` (${v.live.phase})` : ""}`),
     el("p", `termination: ${p.termination ? `${p.termination.kind}${p.termination.detail ? ` (${p.termination.detail})` : ""}` : "-"}`),
     el("p", `reward: ${v.reward ? `${fmt(v.reward.total)}  ${Object.entries(v.reward.components).map(([k, x]) => `${k}=${fmt(x)}`).join(" ")}` : "-"}`),
     el("p", "source" in v.tokenizer ? `tokens decoded with ${v.tokenizer.source}` : `token ids shown: ${v.tokenizer.unavailable}`),

@@ -193,6 +193,7 @@ class SimulatedRun implements DashboardSource {
       runId: "sim",
       groupId: `g${Math.floor(i / 8)}`,
       iteration: null,
+      heldOutVersion: null,
       taskId: `t${Math.floor(i / 8)}`,
       state: "active",
       termination: null,

@@ -1,5 +1,5 @@
 // A real run's store as a SimReport: a sync run of two iterations (one store run each) beside its held-out
-// evaluation and an older run, written through the SQLite store with known times, calls and output lengths, and a
+// evaluation (a held-out group in its second store run, and an older store's `-eval` run) and an older run, written through the SQLite store with known times, calls and output lengths, and a
 // metrics.jsonl with trainer steps. The figures are worked out by hand from what was written.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,17 +21,29 @@ function call(programId: string, index: number, tokens: number, start: number, e
   return { ...c, finishReason, timings: { start: T0 + start, end: T0 + end } };
 }
 
-/** A run whose programs each make the given calls and end at the given time (ms after T0). */
-async function run(id: string, name: string, startedAt: number, programs: { calls: [number, number, number, Call["finishReason"]?][]; end: number }[]): Promise<void> {
-  const config = { name: "calc-run", seed: 5, engines: [{ name: "e0" }, { name: "e1" }], env: { name: "calc" }, rollout: { groupSize: 2, mode: "sync" }, gateway: { routing: "sticky-program" } };
-  await store.createRun({ id, name, configJson: JSON.stringify(config), startedAt: T0 + startedAt });
-  const g = fixtureGroup(`${id}-g`, id, programs.length);
-  await store.createGroup(g);
+type Programs = { calls: [number, number, number, Call["finishReason"]?][]; end: number }[];
+
+/** Programs of group `g`, each making the given calls and ending at the given time (ms after T0). */
+async function programsOf(g: ReturnType<typeof fixtureGroup>, startedAt: number, programs: Programs): Promise<void> {
   for (const [i, p] of programs.entries()) {
     const pid = g.programIds[i]!;
     await store.createProgram({ ...fixtureProgram(g, i), createdAt: T0 + startedAt });
     for (const [k, [tokens, s, e, fin]] of p.calls.entries()) await store.recordCall(call(pid, k, tokens, s, e, fin));
     await store.endProgram(pid, { kind: "completed" }, T0 + p.end);
+  }
+}
+
+/** A run whose programs each make the given calls and end at the given time (ms after T0); `heldOut`: a held-out evaluation group of it. */
+async function run(id: string, name: string, startedAt: number, programs: Programs, heldOut: Programs = []): Promise<void> {
+  const config = { name: "calc-run", seed: 5, engines: [{ name: "e0" }, { name: "e1" }], env: { name: "calc" }, rollout: { groupSize: 2, mode: "sync" }, gateway: { routing: "sticky-program" } };
+  await store.createRun({ id, name, configJson: JSON.stringify(config), startedAt: T0 + startedAt });
+  const g = fixtureGroup(`${id}-g`, id, programs.length);
+  await store.createGroup(g);
+  await programsOf(g, startedAt, programs);
+  if (heldOut.length > 0) {
+    const h = { ...fixtureGroup(`${id}/eval-v1/g0`, id, heldOut.length), heldOutVersion: 1 };
+    await store.createGroup(h);
+    await programsOf(h, startedAt, heldOut);
   }
   await store.finishRun(id, T0 + Math.max(...programs.map((p) => p.end)));
 }
@@ -48,7 +60,7 @@ beforeAll(async () => {
   await run("calc-it2", "calc-run", 10_000, [
     { calls: [[50, 10_000, 14_000]], end: 14_000 },
     { calls: [[60, 10_000, 12_000], [0, 15_000, 20_000, "abort"]], end: 20_000 },
-  ]);
+  ], [{ calls: [[77, 11_000, 13_000]], end: 13_000 }]);
   await run("calc-eval", "calc-run (held-out evaluation)", 20_000, [{ calls: [[99, 20_000, 30_000]], end: 30_000 }]);
   writeFileSync(
     join(dir, "metrics.jsonl"),
@@ -78,7 +90,7 @@ describe("runSimReport", () => {
     expect(r.systems).toHaveLength(1);
     const s = r.systems[0]!;
     expect(s.system).toBe("calc-run");
-    // Seven calls, one aborted (the held-out evaluation's call is not the rollout's).
+    // Seven calls, one aborted (the held-out evaluation's calls are not the rollout's).
     expect(s.summary).toMatchObject({ requests: 7, completed: 6, aborted: 1, programs: 4, outputTokens: 210, makespanMs: 20_000, preemptions: 0, peakKvUsage: 0 });
     // Iterations of 10 s each.
     expect(s.summary.iterationMs).toBe(10_000);

@@ -3,13 +3,16 @@
 // times since the run started, throughput from each call's output tokens spread over the call's time, staleness
 // from the async trainer steps of metrics.jsonl. What a real run does not record (KV usage per engine,
 // preemptions, recomputed tokens) is left empty and said so in the workload's scale, never drawn as zero.
-// A sync run of several iterations is one store run per iteration (`<id>-it<k>`): they are read together.
+// A sync run of several iterations is one store run per iteration (`<id>-it<k>`) in stores written before a run had
+// one id: they are read together. A run's held-out evaluation programs (its held-out groups, or in older stores a
+// store run of their own) are no part of its rollout and are left out.
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../../core/errors.js";
 import type { Call, Trajectory } from "../../core/types.js";
 import { quantile } from "../../sim/scenario/quantile.js";
 import { SIM_REPORT_FORMAT, type SeriesPoint, type SimReport } from "../../sim/scenario/sim-report.js";
+import { trainingTrajectories } from "../../store/held-out-groups.js";
 import type { RunRecord, TrajectoryStore } from "../../store/trajectory-store.js";
 
 /** Largest metrics.jsonl read. */
@@ -29,7 +32,7 @@ export interface RunReportOptions {
   runId?: string;
 }
 
-/** A held-out evaluation's store run (held-out-programs.ts names it so): not part of the rollout. */
+/** A held-out evaluation's store run of a store written before held-out programs joined their run's id. */
 const isHeldOut = (r: RunRecord): boolean => r.name.endsWith("(held-out evaluation)");
 /** The id of the run an iteration's store run belongs to. */
 const baseId = (id: string): string => id.replace(/-it\d+(-r\d+)?$/, "");
@@ -120,7 +123,7 @@ export async function runSimReport(store: TrajectoryStore, o: RunReportOptions):
     id = baseId([...all].sort((a, b) => a.startedAt - b.startedAt || a.id.localeCompare(b.id)).at(-1)!.id);
   } else if (!bases.includes(id)) throw new ArborError(`report: run '${id}' is not in ${o.label} (runs: ${bases.join(", ")})`, "config");
   const runs = all.filter((r) => baseId(r.id) === id).sort((a, b) => a.startedAt - b.startedAt);
-  const perRun = await Promise.all(runs.map(async (r) => ({ run: r, trajectories: await store.listTrajectories(r.id) })));
+  const perRun = await Promise.all(runs.map(async (r) => ({ run: r, trajectories: await trainingTrajectories(store, r.id) })));
   const trajectories: Trajectory[] = perRun.flatMap((x) => x.trajectories);
   const calls = trajectories.flatMap((t) => t.calls);
   if (calls.length === 0) throw new ArborError(`report: run '${id}' in ${o.label} has no model calls to report`, "config");
