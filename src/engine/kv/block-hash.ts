@@ -115,28 +115,38 @@ export function sameTokensAt(block: readonly number[], tokenIds: readonly number
 
 /**
  * One request's chained block hashes, extended as its tokens grow (vLLM's `Request.block_hashes`): a
- * prefix lookup repeated at every step while the request waits for KV hashes nothing again. Valid for
- * one token array that only grows by appending; a different root (cache salt) or hash function
- * starts the chain over.
+ * prefix lookup repeated at every step while the request waits for KV hashes nothing again. It also
+ * remembers, per block, the cached identity last proven to hold that block's whole prefix, so a
+ * repeated lookup accepts the same identity again without comparing tokens (identities are immutable,
+ * so a proof stays true). Valid for one token array that only grows by appending; a different root
+ * (cache salt) or hash function starts the chain over.
  */
 export class BlockHashChain {
   private root: KvBlockIdentity | null | undefined = undefined;
   private hashFn: KvHashFn | undefined;
   private readonly hashes: KvBlockHash[] = [];
+  /** known[i]: an identity proven equal to blocks 0..i of the tokens under `root` (see PrefixVerifier). */
+  readonly known: (KvBlockIdentity | undefined)[] = [];
 
   /** The hash of full block `i` of `tokenIds` (blocks of `blockSize`) under `root`. */
   hashOf(tokenIds: readonly number[], i: number, blockSize: number, root: KvBlockIdentity | null, hashFn: KvHashFn): KvBlockHash {
-    if (root !== this.root || hashFn !== this.hashFn) {
-      this.root = root;
-      this.hashFn = hashFn;
-      this.hashes.length = 0;
-    }
+    this.useRoot(root, hashFn);
     if ((i + 1) * blockSize > tokenIds.length) throw new Error(`block hash chain: block ${i} is not full (${tokenIds.length} tokens)`);
     for (let j = this.hashes.length; j <= i; j++) {
       const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
       this.hashes.push(hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize)));
     }
     return this.hashes[i] as KvBlockHash;
+  }
+
+  /** Starts the chain over (hashes and proven identities) when the root or the hash function changes. */
+  useRoot(root: KvBlockIdentity | null, hashFn: KvHashFn): void {
+    if (root !== this.root || hashFn !== this.hashFn) {
+      this.root = root;
+      this.hashFn = hashFn;
+      this.hashes.length = 0;
+      this.known.length = 0;
+    }
   }
 }
 
@@ -156,10 +166,14 @@ export function sameIdentity(a: KvBlockIdentity | null, b: KvBlockIdentity | nul
 /**
  * Verifies, block by block, that cached identities continue one request's prefix. It remembers
  * every identity already proven equal to the request's prefix, so a lookup costs O(prefix) even
- * when the chain mixes identities created by different managers.
+ * when the chain mixes identities created by different managers. Given the request's
+ * `BlockHashChain.known` list, it also reuses (and extends) the proofs of earlier lookups of the
+ * same request: an identity proven before is accepted again in O(1).
  */
 export class PrefixVerifier {
   private readonly verified = new Set<KvBlockIdentity>();
+
+  constructor(private readonly known?: (KvBlockIdentity | undefined)[]) {}
 
   /**
    * Accepts `candidate` as the request's block after `prev` (the identity matched for the previous
@@ -169,28 +183,41 @@ export class PrefixVerifier {
     return this.acceptAt(candidate, blockTokens, 0, blockTokens.length, prev);
   }
 
-  /** `accept` for the block `tokenIds[offset .. offset + len)`, without slicing it out. */
+  /**
+   * `accept` for the block `tokenIds[offset .. offset + len)`, without slicing it out. With a `known`
+   * list, `tokenIds` must be the tokens that list was built for (and `prev` a block this verifier or
+   * that list accepted).
+   */
   acceptAt(candidate: KvBlockIdentity, tokenIds: readonly number[], offset: number, len: number, prev: KvBlockIdentity | null): boolean {
     const depth = prev === null ? 0 : prev.depth + 1;
-    if (candidate.depth !== depth || !sameTokensAt(candidate.tokenIds, tokenIds, offset, len)) return false;
+    if (candidate.depth !== depth) return false;
+    const known = this.known;
+    // Proven equal to this request's prefix at this depth by an earlier lookup: prev holds the same prefix.
+    if (known !== undefined && known[depth] === candidate) return true;
+    if (!sameTokensAt(candidate.tokenIds, tokenIds, offset, len)) return false;
     if (!this.parentMatches(candidate.parent, prev)) return false;
     this.verified.add(candidate);
+    if (known !== undefined) known[depth] = candidate;
     return true;
   }
 
   private parentMatches(parent: KvBlockIdentity | null, prev: KvBlockIdentity | null): boolean {
     const walked: KvBlockIdentity[] = [];
+    const known = this.known;
     let x = parent;
     let y = prev;
     for (;;) {
-      if (x === y || (x !== null && this.verified.has(x))) break;
+      if (x === y || (x !== null && (this.verified.has(x) || (known !== undefined && x.depth >= 0 && known[x.depth] === x)))) break;
       if (x === null || y === null) return false;
       if (x.depth !== y.depth || !sameTokens(x.tokenIds, y.tokenIds)) return false;
       walked.push(x);
       x = x.parent;
       y = y.parent;
     }
-    for (const w of walked) this.verified.add(w);
+    for (const w of walked) {
+      this.verified.add(w);
+      if (known !== undefined && w.depth >= 0) known[w.depth] = w;
+    }
     return true;
   }
 }

@@ -235,7 +235,7 @@ export class KvBlockManager {
       if (existing !== undefined && existing.blocks.length > 0) {
         throw new Error(`allocateSlots(${requestId}): newComputedBlocks given but the request already holds ${existing.blocks.length} blocks`);
       }
-      this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks);
+      this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks, chain);
     }
     const held = existing?.numTokens ?? 0;
     const target = held + newComputedBlocks.length * bs + numNewTokens;
@@ -471,7 +471,9 @@ export class KvBlockManager {
   /** Longest verified prefix of `tokenIds` over `maxBlocks` blocks, from L1 and (if `useTiers`) L2/L3. */
   private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean, chain: BlockHashChain): Hit[] {
     const bs = this.blockSize;
-    const verifier = new PrefixVerifier();
+    chain.useRoot(this.root, this.hashFn);
+    // The chain's proofs from earlier lookups make a repeated lookup (a request waiting for KV) O(1) per block.
+    const verifier = new PrefixVerifier(chain.known);
     const hits: Hit[] = [];
     let prev = this.root;
     for (let i = 0; i < maxBlocks; i++) {
@@ -504,12 +506,14 @@ export class KvBlockManager {
     return hits;
   }
 
-  private checkComputedBlocks(requestId: string, tokenIds: readonly number[], blocks: readonly number[]): void {
+  private checkComputedBlocks(requestId: string, tokenIds: readonly number[], blocks: readonly number[], chain: BlockHashChain | undefined): void {
     const bs = this.blockSize;
     if (blocks.length * bs >= tokenIds.length + 1) {
       throw new Error(`allocateSlots(${requestId}): ${blocks.length} computed blocks exceed the ${tokenIds.length} tokens`);
     }
-    const verifier = new PrefixVerifier();
+    // The lookup that found these blocks left its proofs in the request's chain: re-checking them is O(1) each.
+    chain?.useRoot(this.root, this.hashFn);
+    const verifier = new PrefixVerifier(chain?.known);
     const seen = new Set<number>();
     let prev = this.root;
     blocks.forEach((b, i) => {
@@ -517,7 +521,7 @@ export class KvBlockManager {
       if (seen.has(b)) throw new Error(`allocateSlots(${requestId}): computed block ${b} given twice`);
       seen.add(b);
       const id = this.identity[b] ?? null;
-      if (id === null || !verifier.accept(id, tokenIds.slice(i * bs, (i + 1) * bs), prev)) {
+      if (id === null || !verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
         throw new Error(
           `allocateSlots(${requestId}): computed block ${b} no longer holds tokens ${i * bs}..${(i + 1) * bs - 1} ` +
             "(it was evicted; call getComputedBlocks and allocateSlots in the same step)",
