@@ -140,6 +140,8 @@ export class KvBlockManager {
   /** checkComputedBlocks' duplicate check: mark[b] === markGen when b was seen in the current call. */
   private readonly mark: Uint32Array;
   private markGen = 0;
+  /** Per block, its L1 hit while its identity stays (immutable, shared by lookups: no object per block per lookup). */
+  private readonly l1Hit: (Hit | undefined)[];
   private readonly queue: FreeBlockQueue;
   /** hash → L1 blocks carrying it (several when identical blocks were computed twice, or on collision). */
   private readonly cached = new Map<KvBlockHash, number[]>();
@@ -171,6 +173,7 @@ export class KvBlockManager {
     this.identity = new Array<KvBlockIdentity | null>(opts.numBlocks).fill(null);
     this.stamp = new Float64Array(opts.numBlocks);
     this.mark = new Uint32Array(opts.numBlocks);
+    this.l1Hit = new Array<Hit | undefined>(opts.numBlocks).fill(undefined);
     this.queue = new FreeBlockQueue(opts.numBlocks);
   }
 
@@ -390,6 +393,8 @@ export class KvBlockManager {
    * when there is no L2), one per tier, so that the scheduler can charge them to the step.
    */
   takeEvictionTransfers(): KvTransfer[] {
+    // Called at every step; most steps evict nothing.
+    if (this.pendingEvictionOffload.L2 === 0 && this.pendingEvictionOffload.L3 === 0) return [];
     const out: KvTransfer[] = [];
     for (const to of ["L2", "L3"] as const) {
       const blocks = this.pendingEvictionOffload[to];
@@ -411,6 +416,7 @@ export class KvBlockManager {
       if (this.identity[b] === null) continue;
       if (this.refCount[b] === 0) dropped++;
       this.identity[b] = null;
+      this.l1Hit[b] = undefined;
     }
     this.cached.clear();
     this.epoch++;
@@ -531,7 +537,7 @@ export class KvBlockManager {
         for (const b of bucket) {
           const id = this.identity[b];
           if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
-            hit = { kind: "L1", block: b, id };
+            hit = this.l1Hit[b] ??= { kind: "L1", block: b, id };
             break;
           }
         }
@@ -570,7 +576,8 @@ export class KvBlockManager {
     let prev = this.root;
     for (let i = 0; i < blocks.length; i++) {
       const b = blocks[i] as number;
-      this.checkBlockId(`allocateSlots(${requestId})`, b);
+      // (The message is built only on failure: this runs for every block of every admission.)
+      if (!(Number.isInteger(b) && b >= 0 && b < this.numBlocks)) this.checkBlockId(`allocateSlots(${requestId})`, b);
       if (this.mark[b] === gen) throw new Error(`allocateSlots(${requestId}): computed block ${b} given twice`);
       this.mark[b] = gen;
       const id = this.identity[b] ?? null;
@@ -614,6 +621,7 @@ export class KvBlockManager {
   private register(b: number, id: KvBlockIdentity): void {
     this.identity[b] = id;
     this.stamp[b] = ++this.stampSeq;
+    this.l1Hit[b] = undefined;
     const bucket = this.cached.get(id.hash);
     if (bucket === undefined) this.cached.set(id.hash, [b]);
     else bucket.push(b);
@@ -624,6 +632,7 @@ export class KvBlockManager {
     if (id === null) return null;
     this.identity[b] = null;
     this.stamp[b] = ++this.stampSeq;
+    this.l1Hit[b] = undefined;
     const bucket = this.cached.get(id.hash);
     if (bucket !== undefined) {
       const at = bucket.indexOf(b);
