@@ -1,6 +1,6 @@
 // Tests of chained block hashes and prefix verification.
 import { describe, expect, it } from "vitest";
-import { BlockHashChain, PrefixVerifier, hashBlockTokens, makeIdentity, sameIdentity, sameTokensAt } from "./block-hash.js";
+import { BlockHashChain, PrefixVerifier, hashBlockTokens, makeIdentity, sameIdentity, sameTokensAt, type KvBlockIdentity } from "./block-hash.js";
 
 describe("hashBlockTokens", () => {
   it("is deterministic, chained, and sensitive to order, parent and extra keys", () => {
@@ -36,23 +36,26 @@ describe("PrefixVerifier", () => {
   });
 });
 
-describe("PrefixVerifier with a request's known identities", () => {
+describe("PrefixVerifier with a request's proofs", () => {
   it("records what it proves, parents included, and accepts a known identity again at its depth only", () => {
     const a0 = makeIdentity("x", [1, 2], null);
     const a1 = makeIdentity("y", [3, 4], a0);
     const b0 = makeIdentity("x", [1, 2], null); // same content as a0, another owner's object
     const tokens = [1, 2, 3, 4];
-    const known: (ReturnType<typeof makeIdentity> | undefined)[] = [];
-    expect(new PrefixVerifier(known).acceptAt(a1, tokens, 2, 2, b0)).toBe(true);
-    expect(known[1]).toBe(a1);
-    expect(known[0]).toBe(a0); // a1's parent, proven equal to b0 on the way
-    const again = new PrefixVerifier(known);
+    const proofs = { known: [] as (KvBlockIdentity | undefined)[], knownAlso: new Set<KvBlockIdentity>() };
+    expect(new PrefixVerifier(proofs).acceptAt(b0, tokens, 0, 2, null)).toBe(true);
+    expect(new PrefixVerifier(proofs).acceptAt(a1, tokens, 2, 2, b0)).toBe(true);
+    expect(proofs.known).toEqual([b0, a1]);
+    // a1's parent a0 was proven on the way; it is kept beside b0, not in its place.
+    expect([...proofs.knownAlso]).toEqual([a0]);
+    const again = new PrefixVerifier(proofs);
     expect(again.acceptAt(a0, tokens, 0, 2, null)).toBe(true);
+    expect(again.acceptAt(b0, tokens, 0, 2, null)).toBe(true);
     expect(again.acceptAt(a1, tokens, 2, 2, a0)).toBe(true);
     expect(again.acceptAt(a1, tokens, 0, 2, null)).toBe(false); // wrong depth, known or not
     const c1 = makeIdentity("y", [3, 4], makeIdentity("x", [9, 9], null));
     expect(again.acceptAt(c1, tokens, 2, 2, a0)).toBe(false); // not known, and its parent differs
-    expect(known[1]).toBe(a1);
+    expect(proofs.known).toEqual([b0, a1]);
   });
 });
 
@@ -87,10 +90,12 @@ describe("BlockHashChain", () => {
     const chain = new BlockHashChain();
     chain.useRoot(null, hashBlockTokens);
     chain.known[0] = makeIdentity("x", [1, 2], null);
+    chain.knownAlso.add(makeIdentity("x", [1, 2], null));
     chain.useRoot(null, hashBlockTokens);
     expect(chain.known).toHaveLength(1);
     chain.useRoot(makeIdentity("s", [], null), hashBlockTokens);
     expect(chain.known).toHaveLength(0);
+    expect(chain.knownAlso.size).toBe(0);
   });
 });
 

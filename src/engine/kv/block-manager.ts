@@ -513,7 +513,7 @@ export class KvBlockManager {
     const bs = this.blockSize;
     chain.useRoot(this.root, this.hashFn);
     // The chain's proofs from earlier lookups make a repeated lookup (a request waiting for KV) O(1) per block.
-    const verifier = new PrefixVerifier(chain.known);
+    const verifier = new PrefixVerifier(chain);
     // Replay the request's previous lookup while its L1 hits are untouched (see LookupMemo); search from there.
     const memo = useTiers ? this.memos.get(chain) : undefined;
     let i = 0;
@@ -567,7 +567,7 @@ export class KvBlockManager {
     }
     // The lookup that found these blocks left its proofs in the request's chain: re-checking them is O(1) each.
     chain?.useRoot(this.root, this.hashFn);
-    const verifier = new PrefixVerifier(chain?.known);
+    const verifier = new PrefixVerifier(chain);
     if (this.markGen === 0xffffffff) {
       this.mark.fill(0);
       this.markGen = 0;
