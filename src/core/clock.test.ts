@@ -36,6 +36,26 @@ describe("VirtualClock", () => {
     expect(c.step()).toBe(false);
   });
 
+  it("fires many interleaved timers in (time, creation) order and counts only live ones", () => {
+    const clock = new VirtualClock();
+    const fired: number[] = [];
+    const timers = [];
+    // Delays 0..9 repeated, so equal times are broken by creation order; every third one cancelled.
+    for (let i = 0; i < 60; i++) timers.push(clock.setTimer((i * 7) % 10, () => fired.push(i)));
+    for (let i = 0; i < 60; i += 3) {
+      timers[i]?.cancel();
+      timers[i]?.cancel(); // idempotent
+    }
+    expect(clock.pendingTimers).toBe(40);
+    while (clock.step());
+    const want = Array.from({ length: 60 }, (_, i) => i)
+      .filter((i) => i % 3 !== 0)
+      .sort((a, b) => ((a * 7) % 10) - ((b * 7) % 10) || a - b);
+    expect(fired).toEqual(want);
+    expect(clock.pendingTimers).toBe(0);
+    expect(clock.now()).toBe(9);
+  });
+
   it("rejects negative delays", () => {
     expect(() => new VirtualClock().setTimer(-1, () => {})).toThrow(RangeError);
   });

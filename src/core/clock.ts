@@ -22,14 +22,22 @@ interface Pending {
   cancelled: boolean;
 }
 
+/** Heap order: earlier time first, then creation order. */
+function before(a: Pending, b: Pending): boolean {
+  return a.at < b.at || (a.at === b.at && a.seq < b.seq);
+}
+
 /**
  * A clock that only moves when told to. Timers fire in (time, creation) order as `advance`
- * passes them, which makes timer-driven logic deterministic and instant to test.
+ * passes them, which makes timer-driven logic deterministic and instant to test. Pending timers sit
+ * in a binary heap (a simulation keeps one per engine pending and fires millions), cancelled ones
+ * are dropped lazily when they reach the top.
  */
 export class VirtualClock implements Clock {
   private t: number;
   private seq = 0;
-  private pending: Pending[] = [];
+  private readonly heap: Pending[] = [];
+  private live = 0;
 
   constructor(start = 0) {
     this.t = start;
@@ -42,10 +50,13 @@ export class VirtualClock implements Clock {
   setTimer(ms: number, fn: () => void): Timer {
     if (!(ms >= 0)) throw new RangeError(`timer delay must be >= 0, got ${ms}`);
     const p: Pending = { at: this.t + ms, seq: this.seq++, fn, cancelled: false };
-    this.pending.push(p);
+    this.push(p);
+    this.live++;
     return {
       cancel: () => {
+        if (p.cancelled) return;
         p.cancelled = true;
+        this.live--;
       },
     };
   }
@@ -56,7 +67,7 @@ export class VirtualClock implements Clock {
 
   /** Number of timers not yet fired or cancelled. */
   get pendingTimers(): number {
-    return this.pending.filter((p) => !p.cancelled).length;
+    return this.live;
   }
 
   /** Move time forward by `ms`, firing every timer due on the way, in order. */
@@ -64,30 +75,61 @@ export class VirtualClock implements Clock {
     if (!(ms >= 0)) throw new RangeError(`advance must be >= 0, got ${ms}`);
     const target = this.t + ms;
     for (;;) {
-      const next = this.nextDue(target);
-      if (!next) break;
+      const next = this.top();
+      if (next === undefined || next.at > target) break;
+      this.pop();
       this.t = next.at;
       next.cancelled = true;
+      this.live--;
       next.fn();
     }
     this.t = target;
-    this.pending = this.pending.filter((p) => !p.cancelled);
   }
 
   /** Advance straight to the next pending timer and fire it; returns false when none is left. */
   step(): boolean {
-    const next = this.nextDue(Infinity);
-    if (!next) return false;
+    const next = this.top();
+    if (next === undefined) return false;
     this.advance(next.at - this.t);
     return true;
   }
 
-  private nextDue(limit: number): Pending | undefined {
-    let best: Pending | undefined;
-    for (const p of this.pending) {
-      if (p.cancelled || p.at > limit) continue;
-      if (!best || p.at < best.at || (p.at === best.at && p.seq < best.seq)) best = p;
+  /** The next timer to fire (cancelled ones at the top are dropped), or undefined. */
+  private top(): Pending | undefined {
+    const h = this.heap;
+    while (h.length > 0 && (h[0] as Pending).cancelled) this.pop();
+    return h[0];
+  }
+
+  private push(p: Pending): void {
+    const h = this.heap;
+    let i = h.length;
+    h.push(p);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      const q = h[parent] as Pending;
+      if (!before(p, q)) break;
+      h[i] = q;
+      i = parent;
     }
-    return best;
+    h[i] = p;
+  }
+
+  private pop(): void {
+    const h = this.heap;
+    const last = h.pop() as Pending;
+    if (h.length === 0) return;
+    let i = 0;
+    const n = h.length;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const c = r < n && before(h[r] as Pending, h[l] as Pending) ? r : l;
+      if (!before(h[c] as Pending, last)) break;
+      h[i] = h[c] as Pending;
+      i = c;
+    }
+    h[i] = last;
   }
 }

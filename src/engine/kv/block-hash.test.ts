@@ -1,6 +1,6 @@
 // Tests of chained block hashes and prefix verification.
 import { describe, expect, it } from "vitest";
-import { BlockHashChain, PrefixVerifier, hashBlockTokens, makeIdentity, sameIdentity, sameTokensAt } from "./block-hash.js";
+import { BlockHashChain, PrefixVerifier, hashBlockTokens, makeIdentity, sameIdentity, sameTokensAt, type KvBlockIdentity } from "./block-hash.js";
 
 describe("hashBlockTokens", () => {
   it("is deterministic, chained, and sensitive to order, parent and extra keys", () => {
@@ -36,6 +36,29 @@ describe("PrefixVerifier", () => {
   });
 });
 
+describe("PrefixVerifier with a request's proofs", () => {
+  it("records what it proves, parents included, and accepts a known identity again at its depth only", () => {
+    const a0 = makeIdentity("x", [1, 2], null);
+    const a1 = makeIdentity("y", [3, 4], a0);
+    const b0 = makeIdentity("x", [1, 2], null); // same content as a0, another owner's object
+    const tokens = [1, 2, 3, 4];
+    const proofs = { known: [] as (KvBlockIdentity | undefined)[], knownAlso: new Set<KvBlockIdentity>() };
+    expect(new PrefixVerifier(proofs).acceptAt(b0, tokens, 0, 2, null)).toBe(true);
+    expect(new PrefixVerifier(proofs).acceptAt(a1, tokens, 2, 2, b0)).toBe(true);
+    expect(proofs.known).toEqual([b0, a1]);
+    // a1's parent a0 was proven on the way; it is kept beside b0, not in its place.
+    expect([...proofs.knownAlso]).toEqual([a0]);
+    const again = new PrefixVerifier(proofs);
+    expect(again.acceptAt(a0, tokens, 0, 2, null)).toBe(true);
+    expect(again.acceptAt(b0, tokens, 0, 2, null)).toBe(true);
+    expect(again.acceptAt(a1, tokens, 2, 2, a0)).toBe(true);
+    expect(again.acceptAt(a1, tokens, 0, 2, null)).toBe(false); // wrong depth, known or not
+    const c1 = makeIdentity("y", [3, 4], makeIdentity("x", [9, 9], null));
+    expect(again.acceptAt(c1, tokens, 2, 2, a0)).toBe(false); // not known, and its parent differs
+    expect(proofs.known).toEqual([b0, a1]);
+  });
+});
+
 describe("BlockHashChain", () => {
   it("gives the chained hashes of full blocks, computing each once as the tokens grow", () => {
     const calls: number[][] = [];
@@ -61,6 +84,18 @@ describe("BlockHashChain", () => {
     const plain = chain.hashOf([1, 2], 0, 2, null, hashBlockTokens);
     expect(chain.hashOf([1, 2], 0, 2, root, hashBlockTokens)).toBe(hashBlockTokens(root.hash, [1, 2]));
     expect(chain.hashOf([1, 2], 0, 2, root, hashBlockTokens)).not.toBe(plain);
+  });
+
+  it("forgets its proven identities under another root", () => {
+    const chain = new BlockHashChain();
+    chain.useRoot(null, hashBlockTokens);
+    chain.known[0] = makeIdentity("x", [1, 2], null);
+    chain.knownAlso.add(makeIdentity("x", [1, 2], null));
+    chain.useRoot(null, hashBlockTokens);
+    expect(chain.known).toHaveLength(1);
+    chain.useRoot(makeIdentity("s", [], null), hashBlockTokens);
+    expect(chain.known).toHaveLength(0);
+    expect(chain.knownAlso.size).toBe(0);
   });
 });
 

@@ -115,22 +115,21 @@ export function sameTokensAt(block: readonly number[], tokenIds: readonly number
 
 /**
  * One request's chained block hashes, extended as its tokens grow (vLLM's `Request.block_hashes`): a
- * prefix lookup repeated at every step while the request waits for KV hashes nothing again. Valid for
- * one token array that only grows by appending; a different root (cache salt) or hash function
- * starts the chain over.
+ * prefix lookup repeated at every step while the request waits for KV hashes nothing again. It also
+ * keeps the cached identities proven to hold the request's prefix (PrefixProofs), so a repeated lookup
+ * accepts them again without comparing tokens (identities are immutable, so a proof stays true). Valid for one token array that only grows by appending; a different root
+ * (cache salt) or hash function starts the chain over.
  */
-export class BlockHashChain {
+export class BlockHashChain implements PrefixProofs {
   private root: KvBlockIdentity | null | undefined = undefined;
   private hashFn: KvHashFn | undefined;
   private readonly hashes: KvBlockHash[] = [];
+  readonly known: (KvBlockIdentity | undefined)[] = [];
+  readonly knownAlso = new Set<KvBlockIdentity>();
 
   /** The hash of full block `i` of `tokenIds` (blocks of `blockSize`) under `root`. */
   hashOf(tokenIds: readonly number[], i: number, blockSize: number, root: KvBlockIdentity | null, hashFn: KvHashFn): KvBlockHash {
-    if (root !== this.root || hashFn !== this.hashFn) {
-      this.root = root;
-      this.hashFn = hashFn;
-      this.hashes.length = 0;
-    }
+    this.useRoot(root, hashFn);
     if ((i + 1) * blockSize > tokenIds.length) throw new Error(`block hash chain: block ${i} is not full (${tokenIds.length} tokens)`);
     for (let j = this.hashes.length; j <= i; j++) {
       const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
@@ -138,6 +137,28 @@ export class BlockHashChain {
     }
     return this.hashes[i] as KvBlockHash;
   }
+
+  /** Starts the chain over (hashes and proven identities) when the root or the hash function changes. */
+  useRoot(root: KvBlockIdentity | null, hashFn: KvHashFn): void {
+    if (root !== this.root || hashFn !== this.hashFn) {
+      this.root = root;
+      this.hashFn = hashFn;
+      this.hashes.length = 0;
+      this.known.length = 0;
+      this.knownAlso.clear();
+    }
+  }
+}
+
+/**
+ * Identities proven equal to one request's prefix (each at its own depth), kept across lookups of that
+ * request. Several content-equal identities can exist for one block (an L1 block's and its L2/L3 copy's),
+ * so proofs are never overwritten: the first per depth in `known` (the fast path), any other in `knownAlso`.
+ */
+export interface PrefixProofs {
+  /** known[d]: the first identity proven equal to blocks 0..d. */
+  readonly known: (KvBlockIdentity | undefined)[];
+  readonly knownAlso: Set<KvBlockIdentity>;
 }
 
 /** True when two identities describe the same prefix (same tokens in every block). */
@@ -156,10 +177,14 @@ export function sameIdentity(a: KvBlockIdentity | null, b: KvBlockIdentity | nul
 /**
  * Verifies, block by block, that cached identities continue one request's prefix. It remembers
  * every identity already proven equal to the request's prefix, so a lookup costs O(prefix) even
- * when the chain mixes identities created by different managers.
+ * when the chain mixes identities created by different managers. Given the request's proofs (its
+ * `BlockHashChain`), it also reuses (and extends) the proofs of earlier lookups of the same request:
+ * an identity proven before is accepted again in O(1).
  */
 export class PrefixVerifier {
   private readonly verified = new Set<KvBlockIdentity>();
+
+  constructor(private readonly proofs?: PrefixProofs) {}
 
   /**
    * Accepts `candidate` as the request's block after `prev` (the identity matched for the previous
@@ -169,13 +194,34 @@ export class PrefixVerifier {
     return this.acceptAt(candidate, blockTokens, 0, blockTokens.length, prev);
   }
 
-  /** `accept` for the block `tokenIds[offset .. offset + len)`, without slicing it out. */
+  /**
+   * `accept` for the block `tokenIds[offset .. offset + len)`, without slicing it out. With proofs,
+   * `tokenIds` must be the tokens they were built for (and `prev` a block this verifier or they accepted).
+   */
   acceptAt(candidate: KvBlockIdentity, tokenIds: readonly number[], offset: number, len: number, prev: KvBlockIdentity | null): boolean {
     const depth = prev === null ? 0 : prev.depth + 1;
-    if (candidate.depth !== depth || !sameTokensAt(candidate.tokenIds, tokenIds, offset, len)) return false;
+    if (candidate.depth !== depth) return false;
+    // Proven equal to this request's prefix by an earlier lookup: prev holds the same prefix.
+    if (this.isKnown(candidate)) return true;
+    if (!sameTokensAt(candidate.tokenIds, tokenIds, offset, len)) return false;
     if (!this.parentMatches(candidate.parent, prev)) return false;
     this.verified.add(candidate);
+    this.remember(candidate);
     return true;
+  }
+
+  private isKnown(x: KvBlockIdentity): boolean {
+    const p = this.proofs;
+    return p !== undefined && x.depth >= 0 && (p.known[x.depth] === x || (p.knownAlso.size > 0 && p.knownAlso.has(x)));
+  }
+
+  /** Records a proof without replacing an earlier one (two content-equal identities would evict each other). */
+  private remember(x: KvBlockIdentity): void {
+    const p = this.proofs;
+    if (p === undefined || x.depth < 0) return;
+    const first = p.known[x.depth];
+    if (first === undefined) p.known[x.depth] = x;
+    else if (first !== x) p.knownAlso.add(x);
   }
 
   private parentMatches(parent: KvBlockIdentity | null, prev: KvBlockIdentity | null): boolean {
@@ -183,14 +229,17 @@ export class PrefixVerifier {
     let x = parent;
     let y = prev;
     for (;;) {
-      if (x === y || (x !== null && this.verified.has(x))) break;
+      if (x === y || (x !== null && (this.verified.has(x) || this.isKnown(x)))) break;
       if (x === null || y === null) return false;
       if (x.depth !== y.depth || !sameTokens(x.tokenIds, y.tokenIds)) return false;
       walked.push(x);
       x = x.parent;
       y = y.parent;
     }
-    for (const w of walked) this.verified.add(w);
+    for (const w of walked) {
+      this.verified.add(w);
+      this.remember(w);
+    }
     return true;
   }
 }

@@ -4,7 +4,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { KvBlockManager } from "./block-manager.js";
-import type { KvHashFn } from "./block-hash.js";
+import { BlockHashChain, type KvHashFn } from "./block-hash.js";
 import { InProcessKvTier } from "./tier.js";
 
 type Op =
@@ -83,9 +83,17 @@ function runScenario(s: Scenario, hashFn: KvHashFn | undefined): void {
   const snapshot = (): string =>
     JSON.stringify({ q: m.freeQueueOrder(), b: Array.from({ length: s.numBlocks }, (_, i) => m.blockInfo(i)), s: m.stats() });
 
+  /** One hash chain per prompt, as a waiting request keeps its own: repeated lookups replay the last one. */
+  const chains = new Map<string, BlockHashChain>();
+  const looked: number[][] = [];
   const lookup = (tokens: number[]): ReturnType<KvBlockManager["getComputedBlocks"]> => {
+    let chain = chains.get(key(tokens));
+    if (chain === undefined) chains.set(key(tokens), (chain = new BlockHashChain()));
+    // Without tiers a lookup changes nothing but counters: the replayed lookup must equal a fresh one.
+    const fresh = s.l2 === undefined && s.l3 === undefined ? m.getComputedBlocks(tokens).blockIds : undefined;
     const before = m.stats();
-    const hit = m.getComputedBlocks(tokens);
+    const hit = m.getComputedBlocks(tokens, chain);
+    if (fresh !== undefined) expect(hit.blockIds).toEqual(fresh);
     expect(hit.numCachedTokens % bs).toBe(0);
     expect(hit.numCachedTokens).toBe(hit.blockIds.length * bs);
     expect(hit.numCachedTokens).toBeLessThan(Math.max(tokens.length, 1));
@@ -163,9 +171,15 @@ function runScenario(s: Scenario, hashFn: KvHashFn | undefined): void {
         }
         break;
       }
-      case "lookup":
-        lookup(prompt(op.base, op.baseLen, op.suffix, op.edit));
+      case "lookup": {
+        // Also look up an earlier prompt again, as a waiting request is every step (its chain replays).
+        const again = looked[op.baseLen % Math.max(1, looked.length)];
+        if (again !== undefined) lookup(again);
+        const tokens = prompt(op.base, op.baseLen, op.suffix, op.edit);
+        looked.push(tokens);
+        lookup(tokens);
         break;
+      }
       case "reset":
         m.resetPrefixCache();
         break;

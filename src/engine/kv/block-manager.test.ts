@@ -1,5 +1,6 @@
 // Unit tests of the KV block manager in the style of vLLM's test_prefix_caching.py.
 import { describe, expect, it } from "vitest";
+import { BlockHashChain } from "./block-hash.js";
 import { KvBlockManager, type KvBlockManagerOptions } from "./block-manager.js";
 import { InProcessKvTier } from "./tier.js";
 
@@ -111,6 +112,31 @@ describe("KvBlockManager: prefix cache", () => {
     admit(m, "b", range(12));
     admit(m, "c", range(5, 1000));
     expect(m.stats()).toMatchObject({ queries: 29, hits: 8 });
+  });
+});
+
+describe("KvBlockManager: repeated lookups of a waiting request (its hash chain)", () => {
+  it("replays the last lookup only while its blocks hold the prefix, and finds blocks cached since", () => {
+    const m = mgr({ numBlocks: 6 });
+    const waiting = [...range(8), 99, 98]; // two full blocks shared with "a", then its own tokens
+    const chain = new BlockHashChain();
+    admit(m, "a", range(9));
+    m.free("a");
+    expect(m.getComputedBlocks(waiting, chain).blockIds).toEqual(m.getComputedBlocks(waiting).blockIds);
+    expect(m.getComputedBlocks(waiting, chain).numCachedTokens).toBe(8);
+    // "b" takes every block: a's cached blocks are evicted (and reused for other tokens).
+    admit(m, "b", range(24, 100));
+    expect(m.getComputedBlocks(waiting, chain).numCachedTokens).toBe(0);
+    m.free("b");
+    // "c" computes the shared prefix again: the same chain finds the new blocks.
+    admit(m, "c", range(9));
+    const hit = m.getComputedBlocks(waiting, chain);
+    expect(hit.blockIds).toEqual(m.blocksOf("c").slice(0, 2));
+    expect(m.allocateSlots("w", waiting, 2, hit.blockIds, chain)).toHaveLength(1);
+    m.checkInvariants();
+    // After a reset nothing is found, whatever the chain replayed before.
+    m.resetPrefixCache();
+    expect(m.getComputedBlocks(waiting, chain).numCachedTokens).toBe(0);
   });
 });
 

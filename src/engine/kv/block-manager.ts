@@ -87,6 +87,20 @@ type Hit =
   | { kind: "L1"; block: number; id: KvBlockIdentity }
   | { kind: "L2" | "L3"; tier: KvTier; id: KvBlockIdentity };
 
+/**
+ * A request's last prefix lookup in this manager: its hits and, per L1 hit, the block's registration
+ * stamp then. A waiting request is looked up at every step; while a hit block keeps its stamp (never
+ * unregistered or registered again since) the hit is still the first block of its bucket that holds the
+ * request's prefix, so the next lookup replays it instead of searching the bucket again.
+ */
+interface LookupMemo {
+  epoch: number;
+  root: KvBlockIdentity | null;
+  hits: Hit[];
+  /** stamps[i]: the registration stamp of hits[i]'s block (L1 hits), 0 for tier hits. */
+  stamps: number[];
+}
+
 function checkInt(field: string, v: number, min: number): void {
   if (!Number.isInteger(v) || v < min) {
     throw new ArborError(`kv block manager: ${field} must be an integer >= ${min}, got ${v}`, "config");
@@ -116,6 +130,18 @@ export class KvBlockManager {
   private root: KvBlockIdentity | null;
   private readonly refCount: Int32Array;
   private readonly identity: (KvBlockIdentity | null)[];
+  /** Per block: a stamp taken from stampSeq each time the block is registered or unregistered. */
+  private readonly stamp: Float64Array;
+  private stampSeq = 0;
+  /** Bumped by resetPrefixCache: every lookup memo from before is void. */
+  private epoch = 0;
+  /** Per request hash chain, its last lookup (weak: a finished request's memo goes with its chain). */
+  private readonly memos = new WeakMap<BlockHashChain, LookupMemo>();
+  /** checkComputedBlocks' duplicate check: mark[b] === markGen when b was seen in the current call. */
+  private readonly mark: Uint32Array;
+  private markGen = 0;
+  /** Per block, its L1 hit while its identity stays (immutable, shared by lookups: no object per block per lookup). */
+  private readonly l1Hit: (Hit | undefined)[];
   private readonly queue: FreeBlockQueue;
   /** hash → L1 blocks carrying it (several when identical blocks were computed twice, or on collision). */
   private readonly cached = new Map<KvBlockHash, number[]>();
@@ -145,6 +171,9 @@ export class KvBlockManager {
     this.root = saltRoot(opts.cacheSalt, this.hashFn);
     this.refCount = new Int32Array(opts.numBlocks);
     this.identity = new Array<KvBlockIdentity | null>(opts.numBlocks).fill(null);
+    this.stamp = new Float64Array(opts.numBlocks);
+    this.mark = new Uint32Array(opts.numBlocks);
+    this.l1Hit = new Array<Hit | undefined>(opts.numBlocks).fill(undefined);
     this.queue = new FreeBlockQueue(opts.numBlocks);
   }
 
@@ -168,10 +197,11 @@ export class KvBlockManager {
     const maxBlocks = tokenIds.length > 0 ? Math.floor((tokenIds.length - 1) / bs) : 0;
     const hits = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain());
 
-    // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses.
-    const protectedBlocks = new Set<number>();
-    for (const h of hits) if (h.kind === "L1" && this.refCount[h.block] === 0) protectedBlocks.add(h.block);
-    let spare = this.queue.length - protectedBlocks.size;
+    // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses. (The hits
+    // are distinct blocks: a block's identity has one depth.)
+    let numProtected = 0;
+    for (const h of hits) if (h.kind === "L1" && this.refCount[h.block] === 0) numProtected++;
+    let spare = this.queue.length - numProtected;
     let keep = hits.length;
     for (let i = 0; i < hits.length; i++) {
       if (hits[i]?.kind === "L1") continue;
@@ -181,15 +211,21 @@ export class KvBlockManager {
       }
       spare--;
     }
-    hits.length = keep;
 
     const blockIds: number[] = [];
     const loadedBlockIds: number[] = [];
     const loaded = { L2: 0, L3: 0 };
-    for (const h of hits) {
+    /** Built at the first load only (most lookups load nothing). */
+    let protectedBlocks: Set<number> | undefined;
+    for (let i = 0; i < keep; i++) {
+      const h = hits[i] as Hit;
       if (h.kind === "L1") {
         blockIds.push(h.block);
         continue;
+      }
+      if (protectedBlocks === undefined) {
+        protectedBlocks = new Set<number>();
+        for (const x of hits) if (x.kind === "L1" && this.refCount[x.block] === 0) protectedBlocks.add(x.block);
       }
       h.tier.touch(h.id.hash);
       const b = this.queue.popFrontSkipping(protectedBlocks);
@@ -235,7 +271,7 @@ export class KvBlockManager {
       if (existing !== undefined && existing.blocks.length > 0) {
         throw new Error(`allocateSlots(${requestId}): newComputedBlocks given but the request already holds ${existing.blocks.length} blocks`);
       }
-      this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks);
+      this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks, chain);
     }
     const held = existing?.numTokens ?? 0;
     const target = held + newComputedBlocks.length * bs + numNewTokens;
@@ -357,6 +393,8 @@ export class KvBlockManager {
    * when there is no L2), one per tier, so that the scheduler can charge them to the step.
    */
   takeEvictionTransfers(): KvTransfer[] {
+    // Called at every step; most steps evict nothing.
+    if (this.pendingEvictionOffload.L2 === 0 && this.pendingEvictionOffload.L3 === 0) return [];
     const out: KvTransfer[] = [];
     for (const to of ["L2", "L3"] as const) {
       const blocks = this.pendingEvictionOffload[to];
@@ -378,8 +416,10 @@ export class KvBlockManager {
       if (this.identity[b] === null) continue;
       if (this.refCount[b] === 0) dropped++;
       this.identity[b] = null;
+      this.l1Hit[b] = undefined;
     }
     this.cached.clear();
+    this.epoch++;
     for (const req of this.requests.values()) {
       req.cacheable = false;
       req.numHashed = 0;
@@ -471,10 +511,24 @@ export class KvBlockManager {
   /** Longest verified prefix of `tokenIds` over `maxBlocks` blocks, from L1 and (if `useTiers`) L2/L3. */
   private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean, chain: BlockHashChain): Hit[] {
     const bs = this.blockSize;
-    const verifier = new PrefixVerifier();
-    const hits: Hit[] = [];
-    let prev = this.root;
-    for (let i = 0; i < maxBlocks; i++) {
+    chain.useRoot(this.root, this.hashFn);
+    // The chain's proofs from earlier lookups make a repeated lookup (a request waiting for KV) O(1) per block.
+    const verifier = new PrefixVerifier(chain);
+    // Replay the request's previous lookup while its L1 hits are untouched (see LookupMemo); search from there.
+    const memo = useTiers ? this.memos.get(chain) : undefined;
+    let i = 0;
+    if (memo !== undefined && memo.epoch === this.epoch && memo.root === this.root) {
+      const n = Math.min(memo.hits.length, maxBlocks);
+      while (i < n) {
+        const h = memo.hits[i] as Hit;
+        if (h.kind !== "L1" || this.stamp[h.block] !== memo.stamps[i]) break;
+        i++;
+      }
+    }
+    const hits: Hit[] = memo === undefined || i === 0 ? [] : memo.hits.slice(0, i);
+    const stamps: number[] = memo === undefined || i === 0 ? [] : memo.stamps.slice(0, i);
+    let prev = i === 0 ? this.root : (hits[i - 1] as Hit).id;
+    for (; i < maxBlocks; i++) {
       // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
       const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
       let hit: Hit | undefined;
@@ -483,7 +537,7 @@ export class KvBlockManager {
         for (const b of bucket) {
           const id = this.identity[b];
           if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
-            hit = { kind: "L1", block: b, id };
+            hit = this.l1Hit[b] ??= { kind: "L1", block: b, id };
             break;
           }
         }
@@ -499,32 +553,42 @@ export class KvBlockManager {
       }
       if (hit === undefined) break;
       hits.push(hit);
+      stamps.push(hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0);
       prev = hit.id;
     }
+    if (useTiers) this.memos.set(chain, { epoch: this.epoch, root: this.root, hits, stamps });
     return hits;
   }
 
-  private checkComputedBlocks(requestId: string, tokenIds: readonly number[], blocks: readonly number[]): void {
+  private checkComputedBlocks(requestId: string, tokenIds: readonly number[], blocks: readonly number[], chain: BlockHashChain | undefined): void {
     const bs = this.blockSize;
     if (blocks.length * bs >= tokenIds.length + 1) {
       throw new Error(`allocateSlots(${requestId}): ${blocks.length} computed blocks exceed the ${tokenIds.length} tokens`);
     }
-    const verifier = new PrefixVerifier();
-    const seen = new Set<number>();
+    // The lookup that found these blocks left its proofs in the request's chain: re-checking them is O(1) each.
+    chain?.useRoot(this.root, this.hashFn);
+    const verifier = new PrefixVerifier(chain);
+    if (this.markGen === 0xffffffff) {
+      this.mark.fill(0);
+      this.markGen = 0;
+    }
+    const gen = ++this.markGen;
     let prev = this.root;
-    blocks.forEach((b, i) => {
-      this.checkBlockId(`allocateSlots(${requestId})`, b);
-      if (seen.has(b)) throw new Error(`allocateSlots(${requestId}): computed block ${b} given twice`);
-      seen.add(b);
+    for (let i = 0; i < blocks.length; i++) {
+      const b = blocks[i] as number;
+      // (The message is built only on failure: this runs for every block of every admission.)
+      if (!(Number.isInteger(b) && b >= 0 && b < this.numBlocks)) this.checkBlockId(`allocateSlots(${requestId})`, b);
+      if (this.mark[b] === gen) throw new Error(`allocateSlots(${requestId}): computed block ${b} given twice`);
+      this.mark[b] = gen;
       const id = this.identity[b] ?? null;
-      if (id === null || !verifier.accept(id, tokenIds.slice(i * bs, (i + 1) * bs), prev)) {
+      if (id === null || !verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
         throw new Error(
           `allocateSlots(${requestId}): computed block ${b} no longer holds tokens ${i * bs}..${(i + 1) * bs - 1} ` +
             "(it was evicted; call getComputedBlocks and allocateSlots in the same step)",
         );
       }
       prev = id;
-    });
+    }
   }
 
   /** Registers the request's newly full blocks in the prefix cache, chaining from the last one. */
@@ -556,6 +620,8 @@ export class KvBlockManager {
 
   private register(b: number, id: KvBlockIdentity): void {
     this.identity[b] = id;
+    this.stamp[b] = ++this.stampSeq;
+    this.l1Hit[b] = undefined;
     const bucket = this.cached.get(id.hash);
     if (bucket === undefined) this.cached.set(id.hash, [b]);
     else bucket.push(b);
@@ -565,6 +631,8 @@ export class KvBlockManager {
     const id = this.identity[b] ?? null;
     if (id === null) return null;
     this.identity[b] = null;
+    this.stamp[b] = ++this.stampSeq;
+    this.l1Hit[b] = undefined;
     const bucket = this.cached.get(id.hash);
     if (bucket !== undefined) {
       const at = bucket.indexOf(b);

@@ -165,6 +165,8 @@ export class Scheduler {
   /** Per program, the tokens of its last finished request, whose KV may still be cached (see pauseProgram). */
   private readonly lastTokensOfProgram = new Map<string, number[]>();
   private numPreemptions = 0;
+  /** config.stopTokenIds as a set, built once (onStepDone checks every sampled token against it). */
+  private readonly stopIds: ReadonlySet<number>;
   private numFinished = 0;
   private numAborted = 0;
 
@@ -185,6 +187,7 @@ export class Scheduler {
       );
     }
     this.waiting = new RequestQueue<Req>(config.policy);
+    this.stopIds = new Set(config.stopTokenIds);
   }
 
   /**
@@ -377,7 +380,8 @@ export class Scheduler {
 
     // 3. Build the plan and advance computed tokens now, so chunked prefills continue next step.
     const chunks: ScheduledChunk[] = [];
-    for (const r of [...scheduledRunning, ...admitted]) {
+    for (let k = 0; k < scheduledRunning.length + admitted.length; k++) {
+      const r = (k < scheduledRunning.length ? scheduledRunning[k] : admitted[k - scheduledRunning.length]) as Req;
       const n = scheduled.get(r.requestId) as number;
       const draft = drafts.get(r.requestId);
       const before = r.numComputedTokens;
@@ -435,7 +439,7 @@ export class Scheduler {
     this.observeDraftBudget(flight.plan, result);
     const now = this.clock.now();
     const done: FinishedRequest[] = [];
-    const stop = new Set(this.config.stopTokenIds);
+    const stop = this.stopIds;
     for (const c of flight.plan.chunks) {
       const r = this.requests.get(c.requestId);
       // Aborted (or preempted and re-admitted elsewhere) while the step ran: drop its token.
