@@ -2,7 +2,8 @@
 // positive GRPO advantages, sample-mean weights: what `positiveOnly` trains on), and what they do to
 //   - the log-likelihood of those samples (train), of the next batch's solved and unsolved samples (other tasks),
 //   - mean P(golden) over 400 calc tasks never trained on (scripts/probe-golden.mjs: tracks the solved rate at T=1).
-// Variants: Adam at each lr from a fresh state (as a run's first steps), or plain SGD along the clipped gradient.
+// Variants: Adam at each lr from a fresh state (as a run's first steps), "adam-warm" (linear warm-up over 8
+// steps), or plain SGD along the clipped gradient. NEG=s in the environment adds A's unsolved programs at −s.
 // Needs a run directory with batch-it1.jsonl, batch-it2.jsonl and store.sqlite, exported WITHOUT positiveOnly
 // (e.g. `arbor run examples/learn-calc.yaml --set iterations=2 --set env.tasks=32 --set train.lr=0.00001
 // --set train.estimatorOptions.positiveOnly=false --set train.estimatorOptions.zeroAdvantageUnsolvedGroups=false`
@@ -61,11 +62,22 @@ const base = await Trainer.fromGguf(model, { lr: 1e-3 });
 console.log(`P(golden) before ${pGolden(base)}`);
 const before = Object.fromEntries(Object.entries(trees).map(([k, tb]) => [k, perSample(base, tb)]));
 base.dispose();
-const batch = { tree: trees.Asol.tree, termUnit: trees.Asol.termUnit, loss };
+// NEG=s (env): also train on A's unsolved programs with advantage −s (sample-mean weights over all of A).
+const neg = Number(process.env.NEG ?? 0);
+const trained = neg > 0
+  ? (() => {
+      const all = [...A.solved, ...A.wrong.map((x) => ({ ...x, advantages: x.lossMask.map((m) => -neg * m) }))];
+      const w = lossWeights(all, loss);
+      return buildTreeBatch(all.map((x, i) => ({ ...x, weights: w[i] })), loss);
+    })()
+  : trees.Asol;
+const batch = { tree: trained.tree, termUnit: trained.termUnit, loss };
 for (const [opt, lr] of variants) {
   const tr = await Trainer.fromGguf(model, { lr, maxGradNorm: 1 });
   for (let k = 0; k < steps; k++) {
     if (opt === "adam") tr.step(batch);
+    // "adam-warm": the rate rises linearly to lr over the first 8 steps (a warm-up), then stays.
+    else if (opt === "adam-warm") tr.step(batch, { lrAt: (n) => (lr * Math.min(n, 8)) / 8 });
     else {
       const { grads } = tr.gradients(batch);
       let sq = 0;
