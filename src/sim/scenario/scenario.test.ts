@@ -73,7 +73,7 @@ describe("arbor sim scenarios", () => {
   });
 
   it("refuses unknown and repeated systems and bad scales, naming them", async () => {
-    await expect(runSim(scenario, { systems: ["nope"], seed: 1, scale: 0.5 })).rejects.toThrow(/no system 'nope' \(known: verl-like, seer-divided, seer, oracle, arbor\)/);
+    await expect(runSim(scenario, { systems: ["nope"], seed: 1, scale: 0.5 })).rejects.toThrow(/no system 'nope' \(known: verl-like, seer-divided, seer, seer-specdec, oracle, arbor\)/);
     await expect(runSim(scenario, { systems: ["seer", "seer"], seed: 1, scale: 0.5 })).rejects.toThrow(/repeats a system/);
     await expect(scenario.run("seer", { seed: 1, scale: 2 })).rejects.toThrow(/scale must be in \(0, 1\]/);
   });

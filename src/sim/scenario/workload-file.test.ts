@@ -26,7 +26,7 @@ describe("workload files", () => {
       expect(s.info.kind).toBe("rollout");
       expect(s.info.scale).toMatchObject({ gpus, requestsPerIteration: t.requests, groupSize: t.groupSize, maxOutputTokens: t.maxTokens, meanOutputTokens: t.meanTokens });
       expect(s.info.sources.join(" ")).toMatch(/Table 3/);
-      expect(s.systems).toEqual(["verl-like", "seer-divided", "seer", "oracle", "arbor"]);
+      expect(s.systems).toEqual(["verl-like", "seer-divided", "seer", "seer-specdec", "oracle", "arbor"]);
     }
   });
 
