@@ -29,6 +29,17 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** Store a group with one completed one-call program per sample, rewarded by its index. */
+async function storeCompletedGroup(store: SqliteTrajectoryStore, g: ReturnType<typeof fixtureGroup>): Promise<void> {
+  await store.createGroup(g);
+  for (const [i, id] of g.programIds.entries()) {
+    await store.createProgram(fixtureProgram(g, i));
+    await store.recordCall(fixtureCall(id, 0, [-0.5, -1]));
+    await store.endProgram(id, { kind: "completed" }, 10);
+    await store.setReward(id, { total: i, components: { outcome: i } });
+  }
+}
+
 async function exportAs(format: ExportFormat): Promise<StoreExport> {
   const store = new SqliteTrajectoryStore(fixture.path);
   try {
@@ -189,13 +200,7 @@ describe("exportStore", () => {
       await store.createRun({ ...fixtureRun("sync"), configJson: JSON.stringify({ train: { estimator: "grpo" } }) });
       for (const k of [1, 2]) {
         const g = { ...fixtureGroup(`sync/it${k}/g0`, "sync", 2, `t${k}`), iteration: k };
-        await store.createGroup(g);
-        for (const [i, id] of g.programIds.entries()) {
-          await store.createProgram(fixtureProgram(g, i));
-          await store.recordCall(fixtureCall(id, 0, [-0.5, -1]));
-          await store.endProgram(id, { kind: "completed" }, 10);
-          await store.setReward(id, { total: i, components: { outcome: i } });
-        }
+        await storeCompletedGroup(store, g);
       }
       const r = await exportStore(store, { format: "jsonl", out: join(dir, "iterations") });
       expect(r.batches.map((b) => [b.runId, b.iteration, b.path.split("/").pop(), b.samples])).toEqual([
@@ -220,13 +225,7 @@ describe("exportStore", () => {
         { ...fixtureGroup("r/eval-v1/g0", "r", 2, "h0"), heldOutVersion: 1 },
       ];
       for (const g of groups) {
-        await store.createGroup(g);
-        for (const [i, id] of g.programIds.entries()) {
-          await store.createProgram(fixtureProgram(g, i));
-          await store.recordCall(fixtureCall(id, 0, [-0.5, -1]));
-          await store.endProgram(id, { kind: "completed" }, 10);
-          await store.setReward(id, { total: i, components: { outcome: i } });
-        }
+        await storeCompletedGroup(store, g);
       }
       const r = await exportStore(store, { format: "jsonl", out: join(dir, "held-out") });
       expect(r.batches.map((b) => [b.runId, b.iteration, b.path.split("/").pop(), b.samples])).toEqual([["r", 1, "r-it1.jsonl", 2]]);
