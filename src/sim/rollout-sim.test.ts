@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { runRolloutSim, type RolloutSimOptions } from "./rollout-sim.js";
+import { SEER_GROUPED_SPECULATION } from "./grouped-speculation.js";
 import { generateSeerWorkload } from "./seer-workload.js";
 
 const tasks = generateSeerWorkload({ groups: 10, groupSize: 4, maxTokens: 256, meanRatio: 0.34, promptTokens: [16, 48], groupSigma: 0.8, sampleSigma: 0.5, vocabSize: 128_256, minTokenId: 3, seed: 4 });
@@ -44,6 +45,21 @@ describe("rollout simulation", () => {
       expect(r.engineBusy).toBeLessThanOrEqual(1);
       expect(runRolloutSim(o)).toEqual(r);
     }
+  });
+
+  it("grouped speculation: the same tokens in fewer simulated ms, and verifying drafts is not counted as recompute", () => {
+    const o = { ...base, policy: "fifo-group", chunkTokens: undefined, kvTokensPerEngine: 16_384 };
+    const plain = runRolloutSim(o);
+    const spec = runRolloutSim({ ...o, speculation: SEER_GROUPED_SPECULATION });
+    const tokens = (r: typeof plain) => r.batches.flatMap((b) => b.batch.groups.map((g) => [g.taskId, g.trajectories.map((t) => t.tokens)]));
+    expect(tokens(spec)).toEqual(tokens(plain));
+    expect(spec.outputTokens).toBe(plain.outputTokens);
+    expect(spec.makespanMs).toBeLessThan(plain.makespanMs);
+    // Room for every request and no division: nothing is computed twice, with or without drafts.
+    expect(plain.preemptions + spec.preemptions).toBe(0);
+    expect(plain.trace.recomputedTokensTotal).toBe(0);
+    expect(spec.trace.recomputedTokensTotal).toBe(0);
+    expect(runRolloutSim({ ...o, speculation: SEER_GROUPED_SPECULATION })).toEqual(spec);
   });
 
   it("async partial rollout: weight syncs interrupt chunks, whose tokens keep their version", () => {

@@ -243,7 +243,9 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     while (trace.outputTokensPerPeriod.length <= period) trace.outputTokensPerPeriod.push(0);
     trace.outputTokensPerPeriod[period] = (trace.outputTokensPerPeriod[period] as number) + sampled;
     for (const ch of plan.chunks) {
-      if (ch.numNewTokens === 1 && ch.numComputedTokens > 0) continue; // a decoding sequence: new KV only
+      // A decoding sequence (its token, plus any drafts it verifies) writes new KV only; rejected drafts'
+      // positions are written again later, which is speculation's cost, not a recompute.
+      if (ch.numComputedTokens > 0 && ch.numNewTokens === 1 + (ch.draftTokenIds?.length ?? 0)) continue;
       const c = chunks.get(ch.requestId);
       if (c === undefined) continue;
       const outputs = node.scheduler.numOutputTokensOf(ch.requestId);
