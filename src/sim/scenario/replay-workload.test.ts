@@ -17,7 +17,10 @@ function call(programId: string, index: number, prompt: number[], output: number
   return { ...fixtureCall(programId, index, output.map(() => -0.5)), promptTokenIds: prompt, outputTokenIds: output, timings: { start, end } };
 }
 
-/** A store with one run of two programs: p0 grows its context over 3 calls, p1 resets it before its 2nd call. */
+/**
+ * A store with one run of two programs: p0 grows its context over 3 calls, p1 resets it before its 2nd call;
+ * and a held-out evaluation group of the same run, which is not part of its rollout.
+ */
 async function makeStore(path: string): Promise<void> {
   const store = new SqliteTrajectoryStore(path);
   const group = fixtureGroup("g", "run-1", 2);
@@ -40,11 +43,16 @@ async function makeStore(path: string): Promise<void> {
   await store.recordCall(call(p1, 1, [...sys, ...range(8500, 40)], range(9400, 20), 12_900, 13_100));
   await store.endProgram(p0, { kind: "completed" }, 14_600);
   await store.endProgram(p1, { kind: "completed" }, 13_200);
+  const heldOut = { ...fixtureGroup("run-1/eval-v0/g0", "run-1", 1), heldOutVersion: 0 };
+  await store.createGroup(heldOut);
+  await store.createProgram(fixtureProgram(heldOut, 0));
+  await store.recordCall(call(heldOut.programIds[0] as string, 0, range(1000, 50), range(9500, 10), 10_100, 10_300));
+  await store.endProgram(heldOut.programIds[0] as string, { kind: "completed" }, 10_400);
   await store.close();
 }
 
 describe("replay of a stored Arbor run", () => {
-  it("turns the run's calls into programs: token counts, tool gaps, context resets", async () => {
+  it("turns the run's calls into programs: token counts, tool gaps, context resets (held-out evaluation left out)", async () => {
     const path = join(dir, "a.sqlite");
     await makeStore(path);
     const programs = await loadReplayPrograms({ store: path, runId: "run-1" });

@@ -6,6 +6,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import { z } from "zod";
 import type { Trajectory } from "../../core/types.js";
 import { ArborError } from "../../core/errors.js";
+import { trainingTrajectories } from "../../store/held-out-groups.js";
 import { openStore } from "../../store/registry.js";
 import type { AgentProgramSpec, AgentTurnSpec } from "../agent-workload.js";
 import { agentScale, runAgentSystem, scaled } from "./agent-scenario.js";
@@ -72,7 +73,7 @@ export async function loadReplayPrograms(spec: Pick<ReplayWorkloadSpec, "store" 
   const store = await openStore({ kind: "sqlite", path: spec.store });
   try {
     if ((await store.getRun(spec.runId)) === undefined) throw new ArborError(`replay: run '${spec.runId}' is not in the store ${spec.store}`, "config");
-    const programs = programsFromTrajectories(await store.listTrajectories(spec.runId));
+    const programs = programsFromTrajectories(await trainingTrajectories(store, spec.runId));
     if (programs.length === 0) throw new ArborError(`replay: run '${spec.runId}' in ${spec.store} has no program with a call`, "config");
     return programs;
   } finally {
