@@ -256,6 +256,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         checkpointDir,
         keepCheckpoints: t.keepCheckpoints,
         epochs: t.epochs,
+        ...(t.lrScale ? { lrScale: t.lrScale } : {}),
         ...(lrAt ? { lrAt } : {}),
         ...(from ? { resume: from } : {}),
         ...(t.draftModel ? { draftModel: t.draftModel } : {}),

@@ -661,13 +661,19 @@ export const RunConfigSchema = z
         lrSchedule: z.enum(["constant", "cosine"], { error: "must be 'constant' or 'cosine'" }).default("constant"),
         warmupSteps: z.number().int().min(0).default(0),
         maxGradNorm: z.number().positive().default(1),
+        /**
+         * Learning-rate multipliers per parameter: GGUF tensor name, or a pattern with `*`, → multiplier (that
+         * tensor steps at multiplier × lr; trainer/lr-scale.ts). E.g. `{ "output_norm.weight": 100 }` lets the
+         * policy's sharpness move as fast as the updates ask, which Adam's per-coordinate steps otherwise prevent.
+         */
+        lrScale: z.record(z.string().min(1), z.number().positive().finite()).optional(),
         /** Checkpoint versions kept on disk. */
         keepCheckpoints: positiveInt.default(3),
         /**
          * Who trains: `reference` (the default) is the in-process reference trainer; `external` serves
          * each batch over the HTTP trainer protocol (docs/batch-schema.md) to a trainer in another process
          * (`arbor train-worker`, or a Megatron/FSDP trainer), which announces new weights and acks the batch.
-         * lr, epochs, lrSchedule, warmupSteps, maxGradNorm and keepCheckpoints are the reference trainer's; an external trainer has its own.
+         * lr, epochs, lrSchedule, warmupSteps, maxGradNorm, lrScale and keepCheckpoints are the reference trainer's; an external trainer has its own.
          */
         trainer: z
           .enum(["reference", "external"], { error: "must be 'reference' (the in-process trainer) or 'external' (a trainer over the HTTP trainer protocol)" })
@@ -785,6 +791,7 @@ export const RunConfigSchema = z
       // The external trainer has its own optimizer settings; silently ignoring these would mislead.
       if (cfg.train.epochs !== 1) ctx.addIssue({ code: "custom", path: ["train", "epochs"], message: "is the reference trainer's: an external trainer (train.trainer: external) sets its own" });
       if (cfg.train.lrSchedule !== "constant") ctx.addIssue({ code: "custom", path: ["train", "lrSchedule"], message: "is the reference trainer's: an external trainer (train.trainer: external) sets its own" });
+      if (cfg.train.lrScale !== undefined) ctx.addIssue({ code: "custom", path: ["train", "lrScale"], message: "is the reference trainer's: an external trainer (train.trainer: external) sets its own" });
       if (cfg.train.draftModel !== undefined) ctx.addIssue({ code: "custom", path: ["train", "draftModel"], message: "is trained by the reference trainer (train.trainer: reference), not an external one" });
     }
     if (cfg.train !== undefined && cfg.train.warmupSteps > 0 && cfg.train.lrSchedule !== "cosine") {

@@ -18,6 +18,8 @@ import type { Trainer } from "./trainer-port.js";
 export interface ReferenceTrainerOptions extends RlUpdateOptions {
   lr: number;
   maxGradNorm: number;
+  /** Learning-rate multipliers per parameter (config `train.lrScale`). */
+  lrScale?: Readonly<Record<string, number>>;
   clock: Clock;
   /** Continue a run (`arbor run --resume`) from the checkpoint of `version` and its optimizer state. */
   resume?: { version: number; checkpoint: string; optimizer?: string };
@@ -71,7 +73,7 @@ export async function startReferenceTrainer(modelPath: string, o: ReferenceTrain
   // tfjs loads only when a run trains.
   const { Trainer: Tf } = await import("../trainer/trainer.js");
   const resumed = r !== undefined && r.version > 0;
-  const tf = await Tf.fromGguf(resumed ? r.checkpoint : modelPath, { lr: o.lr, maxGradNorm: o.maxGradNorm, version: resumed ? r.version : 0, clock: o.clock });
+  const tf = await Tf.fromGguf(resumed ? r.checkpoint : modelPath, { lr: o.lr, maxGradNorm: o.maxGradNorm, version: resumed ? r.version : 0, clock: o.clock, ...(o.lrScale ? { lrScale: o.lrScale } : {}) });
   let draft: DraftAlignment | undefined;
   try {
     if (resumed && r.optimizer !== undefined) await tf.loadOptimizerState(r.optimizer);

@@ -18,6 +18,7 @@ import type { Tensor } from "../model/weights.js";
 import { readSafetensors, writeSafetensors, type AnyTensor } from "../model/safetensors.js";
 import { writeCheckpoint, type CheckpointManifest } from "./checkpoint.js";
 import { clipByGlobalNorm } from "./grad-clip.js";
+import { compileLrScale, withLrScale, type LrScale } from "./lr-scale.js";
 import { layoutTokens, termLogprobs, termOutputs, type Layout } from "./layouts.js";
 import { policyLoss, sftLoss } from "./losses.js";
 import { checkContext, DEFAULT_MAX_STEP_BYTES, planMicroBatches, type MicroBatch } from "./micro-batches.js";
@@ -59,6 +60,11 @@ export interface TrainerOptions {
    * vocabulary; `fromGguf` takes the file's own), so a checkpoint of any model keeps its vocabulary.
    */
   tokenizer?: GgufTokenizerSpec;
+  /**
+   * Learning-rate multipliers per parameter (GGUF name or pattern with `*` → multiplier; trainer/lr-scale.ts),
+   * e.g. `{ "output_norm.weight": 100 }`: that tensor steps at 100 × lr.
+   */
+  lrScale?: Readonly<Record<string, number>>;
 }
 
 /** How `Trainer.step` treats its batch. */
@@ -131,6 +137,7 @@ export class Trainer {
   private readonly maxGradNorm: number;
   private readonly layout: Layout;
   private readonly maxStepBytes: number;
+  private readonly lrScale: LrScale;
   private steps = 0;
   private currentVersion: number;
   /** What checkpoints carry as their tokenizer (see TrainerOptions.tokenizer; absent: Arbor's vocabulary). */
@@ -149,6 +156,12 @@ export class Trainer {
     this.clock = opts.clock ?? realClock;
     this.model = new TinyLlama(config, tensors);
     this.optimizer = tf.train.adam(lr, opts.beta1 ?? 0.9, opts.beta2 ?? 0.999, opts.epsilon ?? 1e-8);
+    try {
+      this.lrScale = compileLrScale(opts.lrScale ?? {}, [...this.model.params.keys()]);
+    } catch (err) {
+      this.dispose();
+      throw err;
+    }
   }
 
   /** A trainer over the given weights (initialises the wasm back-end first). */
@@ -238,8 +251,11 @@ export class Trainer {
         tf.dispose(grads);
         throw err;
       }
-      this.optimizer.applyGradients(Object.entries(clipped).map(([name, tensor]) => ({ name, tensor })));
-      tf.dispose(clipped);
+      try {
+        withLrScale(this.lrScale, (name) => this.model.param(name), () => this.optimizer.applyGradients(Object.entries(clipped).map(([name, tensor]) => ({ name, tensor }))));
+      } finally {
+        tf.dispose(clipped);
+      }
       this.steps++;
       const stats =
         batch.loss === "sft"
