@@ -55,7 +55,7 @@ describe("the npm package", () => {
     // `prepare` prints the build's output before npm's JSON.
     const [entry] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf("["))) as PackEntry[];
     const files = entry?.files.map((f) => f.path) ?? [];
-    for (const f of ["package.json", "README.md", "bin/arbor.mjs", "dist/index.js", "dist/index.d.ts", "dist/cli/main.js", "dist/store/sqlite-writer.mjs", "dist/dashboard/index.html", "models/calc-sft.gguf", "examples/quickstart.yaml", "python/arbor_client/client.py"]) {
+    for (const f of ["package.json", "README.md", "bin/arbor.mjs", "dist/index.js", "dist/index.d.ts", "dist/cli/main.js", "dist/store/sqlite-writer.mjs", "dist/dashboard/index.html", "models/calc-sft.gguf", "models/calc-solver.gguf", "examples/quickstart.yaml", "python/arbor_client/client.py"]) {
       expect(files, f).toContain(f);
     }
     expect(files.some((f) => f.startsWith("dist/envs/swe-mini/tasks/"))).toBe(true);

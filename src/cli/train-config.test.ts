@@ -20,6 +20,8 @@ describe("training config (iterations, train)", () => {
     expect(() => parseRunConfig({ engines, train: { lr: 0 } })).toThrow(/train\.lr/);
     expect(() => parseRunConfig({ engines, iterations: 0, train: {} })).toThrow(/iterations/);
     expect(() => parseRunConfig({ engines, train: { lr: 1e-3, typo: 1 } })).toThrow(/train/);
+    expect(() => parseRunConfig({ engines, train: { lrScale: { "output_norm.weight": -1 } } })).toThrow(/train\.lrScale\.output_norm\.weight/);
+    expect(() => parseRunConfig({ engines, train: { trainer: "external", lrScale: { "output_norm.weight": 10 } } })).toThrow(/train\.lrScale: is the reference trainer's/);
   });
 
   it("checks weightSync: its kind, options of other kinds, managed llama-servers, in-process engines", () => {
@@ -59,9 +61,11 @@ describe("training config (iterations, train)", () => {
 
   it("accepts the shipped quick-start config", () => {
     const cfg = loadRunConfig("examples/quickstart.yaml");
-    expect(cfg.model.path).toBe("models/calc-sft.gguf");
+    expect(cfg.model.path).toBe("models/calc-solver.gguf");
     expect(cfg.iterations).toBeGreaterThan(1);
     expect(cfg.train?.estimator).toBe("grpo");
+    expect(cfg.train?.lrScale).toEqual({ "output_norm.weight": 1500 });
+    expect(cfg.eval).toEqual({ tasks: 64, samples: 4, temperature: 1, every: 4 });
   });
 
   it("accepts the shipped learn-calc config: the stronger checkpoint, held-out evaluation and shaping options", () => {
