@@ -71,8 +71,8 @@ describe("training config (iterations, train)", () => {
   it("accepts the shipped learn-calc config: the stronger checkpoint, held-out evaluation and shaping options", () => {
     const cfg = loadRunConfig("examples/learn-calc.yaml");
     expect(cfg.model.path).toBe("models/calc-solver.gguf");
-    expect(cfg.eval).toEqual({ tasks: 160, samples: 4, temperature: 1, every: 6 });
-    expect(cfg.train).toMatchObject({ lr: 0.0001, epochs: 2, lrSchedule: "constant" });
+    expect(cfg.eval).toEqual({ tasks: 400, samples: 4, temperature: 1, every: 6 });
+    expect(cfg.train).toMatchObject({ lr: 0.0001, epochs: 2, lrSchedule: "constant", lrScale: { "output_norm.weight": 1000 } });
     expect(cfg.env).toMatchObject({ name: "calc", tasks: 32 });
     expect(cfg.reward).toMatchObject({ outcome: 1, process: 0 });
     expect(cfg.train?.estimatorOptions).toEqual({ positiveOnly: true, zeroAdvantageUnsolvedGroups: true });

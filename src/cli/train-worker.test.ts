@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { buildTrainingBatch } from "../batch/build-batch.js";
 import type { ExportedBatch } from "../batch/export-arrow.js";
-import { createTrainerServer, type TrainerServer, type TrainerServerStats, type WeightsAnnouncement } from "../batch/trainer-server.js";
+import { createTrainerServer, type TrainerServer, type StepMetrics, type TrainerServerStats, type WeightsAnnouncement } from "../batch/trainer-server.js";
 import { readGguf } from "../model/gguf.js";
 import { specTrajectories, type BatchSpec } from "../testing/test-batches.js";
 import { runTrainWorker } from "./train-worker.js";
@@ -35,6 +35,8 @@ interface Served {
   url: string;
   /** Each announcement with the queue's state when it arrived. */
   announced: (WeightsAnnouncement & { at: TrainerServerStats })[];
+  /** Each ack with the step metrics it carried. */
+  acks: { id: string; metrics?: StepMetrics }[];
 }
 
 const servers: TrainerServer[] = [];
@@ -44,9 +46,13 @@ afterEach(async () => {
 
 async function serve(batches: ExportedBatch[], onWeights?: (w: WeightsAnnouncement) => void): Promise<Served> {
   const announced: Served["announced"] = [];
+  const acks: Served["acks"] = [];
   const server = createTrainerServer({
     capacity: 4,
     initialPolicyVersion: 0,
+    onBatch: (event, id, metrics) => {
+      if (event === "acked") acks.push({ id, ...(metrics ? { metrics } : {}) });
+    },
     onWeights: (w) => {
       onWeights?.(w);
       announced.push({ ...w, at: server.stats() });
@@ -55,12 +61,12 @@ async function serve(batches: ExportedBatch[], onWeights?: (w: WeightsAnnounceme
   servers.push(server);
   for (const b of batches) server.offer(b);
   const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
-  return { server, url, announced };
+  return { server, url, announced, acks };
 }
 
 describe("arbor train-worker loop", () => {
   it("steps on a batch with signal, announces the checkpoint before acking, and acks a batch without signal unannounced", async () => {
-    const { server, url, announced } = await serve([batch("b1", [0, 1, 0.5]), batch("b2", [1, 1, 1])]);
+    const { server, url, announced, acks } = await serve([batch("b1", [0, 1, 0.5]), batch("b2", [1, 1, 1])]);
     const outDir = join(dir, "out-1");
     const lines: string[] = [];
     const r = await runTrainWorker({ url, from: FROM, outDir, lr: 1e-3, batches: 2, pollMs: 5, log: (l) => lines.push(l) });
@@ -80,6 +86,13 @@ describe("arbor train-worker loop", () => {
     expect(server.stats()).toMatchObject({ acked: 2, inFlight: 0, queued: 0, policyVersion: 1, modelPath: ckpt });
     expect(existsSync(join(outDir, "policy-v2.gguf"))).toBe(false);
     expect(lines.some((l) => l.includes("batch b2: no sample carries an advantage; acked without a step"))).toBe(true);
+    // The stepped batch's ack carries what the step measured; the unstepped one's carries nothing.
+    expect(acks.map((a) => a.id)).toEqual(["b1", "b2"]);
+    const m = acks[0]!.metrics!;
+    expect(m.loss).toBe(r.batches[0]!.loss);
+    expect(m.gradNorm).toBeGreaterThan(0);
+    expect(m.entropy).toBeGreaterThan(0);
+    expect(acks[1]!.metrics).toBeUndefined();
   }, 120_000);
 
   it("continues the server's versions, polls while nothing is queued, and stops cleanly when the server goes away", async () => {

@@ -1,7 +1,7 @@
 // `arbor train-worker`: Arbor's reference trainer as an external trainer in its own process, speaking the HTTP
 // trainer protocol to `arbor run` (train.trainer: external): pull a batch, step on the samples that carry an
 // advantage (packed as a prefix tree, as the in-process path does), write `policy-v{N}.gguf`, announce it and
-// only then ack the batch (docs/batch-schema.md). A batch without signal is acked without a step. It is also
+// only then ack the batch with the step's loss, gradient norm and entropy (docs/batch-schema.md). A batch without signal is acked without a step. It is also
 // the reference for writing such a loop around another trainer.
 import { lineLog, processLog } from "../core/logger.js";
 import { mkdirSync } from "node:fs";
@@ -126,7 +126,8 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
         const { path } = trainer.checkpoint(o.outDir, o.keepCheckpoints);
         // The protocol's order: the engines serve the new weights before the batch counts as trained.
         await client.announceWeights(r.version, path);
-        await client.ack(batch.id);
+        // The run records what the step measured as it does its in-process trainer's (metrics.jsonl, TensorBoard).
+        await client.ack(batch.id, { loss: r.loss, gradNorm: r.gradNorm, entropy: r.entropy });
         done.push({ id: batch.id, stepped: true, version: r.version, checkpoint: path, loss: r.loss, samples: batch.samples.length, trainedSamples: useful.length });
         log(
           `train-worker  batch ${batch.id}: loss ${r.loss.toFixed(4)}  grad ${r.gradNorm.toFixed(3)}  tokens ${tb.stats.treeTokens} tree / ${tb.stats.flatTokens} flat (${useful.length}/${batch.samples.length} samples)  policy v${r.version} (${path})`,
