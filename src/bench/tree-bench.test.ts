@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { syntheticSweBatch } from "../batch/tree/synthetic.js";
 import { Vocab } from "../model/vocab.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { runTreeBench, treeBenchConfig, treeTable } from "./tree-bench.js";
+import { readRunBatch, runTreeBench, treeBenchConfig, treeTable } from "./tree-bench.js";
 import { writeRunToStore } from "../testing/tree-bench-store.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-tree-bench-"));
@@ -54,6 +54,19 @@ describe("arbor bench tree (quick)", () => {
     }
     expect(lines).toHaveLength(8);
   }, 60_000);
+
+  it("reads a run's training groups only: held-out evaluation groups are never a training batch", async () => {
+    const storePath = join(dir, "held-out", "store.sqlite");
+    const store = new SqliteTrajectoryStore(storePath);
+    const run = syntheticSweBatch({ seed: 3, tasks: 3, groupSize: 2, turns: [1, 2], systemTokens: 10, taskTokens: [5, 8], outputTokens: [3, 5], toolTokens: [4, 6], vocab: new Vocab().size });
+    // The held-out evaluation of v0 runs before the first iteration: its group comes first in the store.
+    const [evalGroup, ...training] = run.groups;
+    await writeRunToStore(store, "r", [{ ...evalGroup!, heldOutVersion: 0 }, ...training], run.trajectories);
+    await store.close();
+    const read = await readRunBatch(storePath, 100);
+    expect(read.groups.map((g) => g.id)).toEqual(training.map((g) => g.id));
+    expect(read.trajectories.map((t) => t.program.groupId).sort()).toEqual(training.flatMap((g) => g.programIds.map(() => g.id)).sort());
+  });
 
   it("computes ratios as flat / row (time from CPU time) and prints each beside its target", () => {
     const t = treeTable([

@@ -22,6 +22,7 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import type { Layout } from "../trainer/layouts.js";
 import type { Trainer } from "../trainer/trainer.js";
 import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
+import { isHeldOutGroup } from "../store/held-out-groups.js";
 
 export interface TreeBenchConfig {
   quick: boolean;
@@ -203,7 +204,8 @@ export async function readRunBatch(storePath: string, maxPrograms: number): Prom
       const groups: Group[] = [];
       let programs = 0;
       for (const g of await store.listGroups(run.id)) {
-        if (g.programIds.length === 0 || !g.programIds.every((p) => rewarded.has(p))) continue;
+        // Held-out evaluation groups are never trained on: only the rollout's groups make a training batch.
+        if (isHeldOutGroup(g) || g.programIds.length === 0 || !g.programIds.every((p) => rewarded.has(p))) continue;
         if (programs + g.programIds.length > maxPrograms && groups.length > 0) break;
         groups.push(g);
         programs += g.programIds.length;

@@ -57,7 +57,7 @@ describe("Trainer with lrScale", () => {
       try {
         tr.step(batch);
         const after = new Map(tr.model.toTensors().map((t) => [t.name, t.data]));
-        return new Map(w0.map((t) => [t.name, Float32Array.from(t.data, (x, i) => (after.get(t.name) as Float32Array)[i] - x)]));
+        return new Map(w0.map((t) => [t.name, Float32Array.from(t.data, (x, i) => ((after.get(t.name) as Float32Array)[i] as number) - x)]));
       } finally {
         tr.dispose();
       }
