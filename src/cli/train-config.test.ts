@@ -65,7 +65,7 @@ describe("training config (iterations, train)", () => {
     expect(cfg.iterations).toBeGreaterThan(1);
     expect(cfg.train?.estimator).toBe("grpo");
     expect(cfg.train?.lrScale).toEqual({ "output_norm.weight": 1500 });
-    expect(cfg.eval).toEqual({ tasks: 64, samples: 4, temperature: 1, every: 4 });
+    expect(cfg.eval).toEqual({ tasks: 48, samples: 4, temperature: 1, every: 4 });
   });
 
   it("accepts the shipped learn-calc config: the stronger checkpoint, held-out evaluation and shaping options", () => {
