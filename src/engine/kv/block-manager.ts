@@ -42,8 +42,11 @@ export interface KvBlockManagerOptions {
 
 /** Result of a prefix-cache lookup. */
 export interface ComputedBlocks {
-  /** L1 blocks holding the request's first `numCachedTokens` tokens, in order. */
-  blockIds: number[];
+  /**
+   * L1 blocks holding the request's first `numCachedTokens` tokens, in order. Read only: a repeated lookup
+   * returns the same array, and allocateSlots knows it as verified.
+   */
+  readonly blockIds: readonly number[];
   numCachedTokens: number;
   /** Blocks among `blockIds` that this lookup loaded from L2/L3 (one KvTransfer each, to L1). */
   fromTier: { tier: "L2" | "L3"; blocks: number }[];
@@ -101,6 +104,32 @@ interface LookupMemo {
   stamps: number[];
 }
 
+/**
+ * The last prefix lookup, when it loaded nothing from L2/L3: what it returned and what it depends on. A
+ * request refused for want of KV is looked up again at every step, usually with nothing changed; while
+ * none of its dependencies changed (lookupSeq, bumped by any change to a watched block or hash; the
+ * tiers' changeSeq; the free blocks its tier hits would be loaded into) the lookup is answered from here.
+ */
+interface RepeatableLookup {
+  chain: BlockHashChain;
+  numTokens: number;
+  epoch: number;
+  root: KvBlockIdentity | null;
+  seq: number;
+  blockIds: number[];
+  numCachedTokens: number;
+  /** Whether hits beyond blockIds sit in a tier (not loaded: no spare block then). */
+  tierHits: boolean;
+  /** Free L1 blocks among the hits: tier hits load only while more blocks than these are free. */
+  numProtected: number;
+  /** The hash of the block the search stopped at (undefined: every full block hit), and what each tier held there. */
+  missHash: KvBlockHash | undefined;
+  missL2: KvBlockIdentity | undefined;
+  missL3: KvBlockIdentity | undefined;
+  l2Seq: number | undefined;
+  l3Seq: number | undefined;
+}
+
 function checkInt(field: string, v: number, min: number): void {
   if (!Number.isInteger(v) || v < min) {
     throw new ArborError(`kv block manager: ${field} must be an integer >= ${min}, got ${v}`, "config");
@@ -148,6 +177,12 @@ export class KvBlockManager {
   private readonly requests = new Map<string, RequestKv>();
   private readonly counters: KvBlockManagerStats = { queries: 0, hits: 0, evictions: 0, offloadedBlocks: 0, loadedBlocks: 0 };
   private pendingEvictionOffload = { L2: 0, L3: 0 };
+  /** See RepeatableLookup: the last lookup, the blocks and hashes it watches, and the change counter. */
+  private repeatable: RepeatableLookup | undefined;
+  private readonly watchBlock: Uint8Array;
+  private watchedBlocks: number[] = [];
+  private readonly watchHashes = new Set<KvBlockHash>();
+  private lookupSeq = 0;
 
   constructor(opts: KvBlockManagerOptions) {
     checkInt("blockSize", opts.blockSize, 1);
@@ -175,6 +210,7 @@ export class KvBlockManager {
     this.mark = new Uint32Array(opts.numBlocks);
     this.l1Hit = new Array<Hit | undefined>(opts.numBlocks).fill(undefined);
     this.queue = new FreeBlockQueue(opts.numBlocks);
+    this.watchBlock = new Uint8Array(opts.numBlocks);
   }
 
   /**
@@ -194,6 +230,12 @@ export class KvBlockManager {
   getComputedBlocks(tokenIds: readonly number[], chain?: BlockHashChain): ComputedBlocks {
     if (!this.enablePrefixCaching) return { blockIds: [], numCachedTokens: 0, fromTier: [], loadedBlockIds: [] };
     const bs = this.blockSize;
+    const again = this.repeatable;
+    if (again !== undefined && again.chain === chain && this.unchangedFor(again, tokenIds.length)) {
+      this.counters.queries += tokenIds.length;
+      this.counters.hits += again.numCachedTokens;
+      return { blockIds: again.blockIds, numCachedTokens: again.numCachedTokens, fromTier: [], loadedBlockIds: [] };
+    }
     const maxBlocks = tokenIds.length > 0 ? Math.floor((tokenIds.length - 1) / bs) : 0;
     const hits = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain());
 
@@ -242,6 +284,7 @@ export class KvBlockManager {
     const numCachedTokens = blockIds.length * bs;
     this.counters.queries += tokenIds.length;
     this.counters.hits += numCachedTokens;
+    this.rememberLookup(chain, tokenIds, hits, maxBlocks, blockIds, numCachedTokens, numProtected, loaded.L2 + loaded.L3 === 0);
     const fromTier: ComputedBlocks["fromTier"] = [];
     if (loaded.L2 > 0) fromTier.push({ tier: "L2", blocks: loaded.L2 });
     if (loaded.L3 > 0) fromTier.push({ tier: "L3", blocks: loaded.L3 });
@@ -271,7 +314,10 @@ export class KvBlockManager {
       if (existing !== undefined && existing.blocks.length > 0) {
         throw new Error(`allocateSlots(${requestId}): newComputedBlocks given but the request already holds ${existing.blocks.length} blocks`);
       }
-      this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks, chain);
+      // Hits straight from the repeatable lookup, nothing they depend on changed since: verified already.
+      const again = this.repeatable;
+      const verified = again !== undefined && again.blockIds === newComputedBlocks && again.chain === chain && this.unchangedFor(again, tokenIds.length);
+      if (!verified) this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks, chain);
     }
     const held = existing?.numTokens ?? 0;
     const target = held + newComputedBlocks.length * bs + numNewTokens;
@@ -284,6 +330,7 @@ export class KvBlockManager {
     const req: RequestKv = existing ?? { blocks: [], numTokens: 0, numHashed: 0, root: this.root, cacheable: this.enablePrefixCaching };
     if (existing === undefined) this.requests.set(requestId, req);
     for (const b of newComputedBlocks) {
+      this.touched(b);
       if (this.refCount[b] === 0) this.queue.remove(b);
       this.refCount[b] = (this.refCount[b] ?? 0) + 1;
       req.blocks.push(b);
@@ -294,6 +341,7 @@ export class KvBlockManager {
       const b = this.queue.popFront();
       if (b === undefined) throw new Error("kv block manager: free queue ran dry (accounting bug)");
       this.evict(b);
+      this.touched(b);
       this.refCount[b] = 1;
       req.blocks.push(b);
       fresh.push(b);
@@ -318,6 +366,7 @@ export class KvBlockManager {
     for (const b of req.blocks.splice(keep).reverse()) {
       const rc = (this.refCount[b] ?? 0) - 1;
       if (rc < 0) throw new Error(`trimSlots(${requestId}): block ${b} refCount would go negative`);
+      this.touched(b);
       this.refCount[b] = rc;
       if (rc === 0) this.queue.pushFront(b);
     }
@@ -521,12 +570,20 @@ export class KvBlockManager {
       const n = Math.min(memo.hits.length, maxBlocks);
       while (i < n) {
         const h = memo.hits[i] as Hit;
-        if (h.kind !== "L1" || this.stamp[h.block] !== memo.stamps[i]) break;
+        if (h.kind === "L1") {
+          if (this.stamp[h.block] !== memo.stamps[i]) break;
+        } else if (!this.sameTierHit(h)) {
+          break;
+        }
         i++;
       }
     }
-    const hits: Hit[] = memo === undefined || i === 0 ? [] : memo.hits.slice(0, i);
-    const stamps: number[] = memo === undefined || i === 0 ? [] : memo.stamps.slice(0, i);
+    // The memo is replaced below: its arrays are reused, cut to the replayed part (a waiting request's
+    // prefix can be hundreds of blocks, looked up at every step).
+    const hits: Hit[] = memo === undefined || i === 0 ? [] : memo.hits;
+    const stamps: number[] = memo === undefined || i === 0 ? [] : memo.stamps;
+    hits.length = i;
+    stamps.length = i;
     let prev = i === 0 ? this.root : (hits[i - 1] as Hit).id;
     for (; i < maxBlocks; i++) {
       // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
@@ -558,6 +615,83 @@ export class KvBlockManager {
     }
     if (useTiers) this.memos.set(chain, { epoch: this.epoch, root: this.root, hits, stamps });
     return hits;
+  }
+
+  /** Whether a lookup of `again`'s request with `numTokens` tokens would find exactly what it found. */
+  private unchangedFor(again: RepeatableLookup, numTokens: number): boolean {
+    if (again.numTokens !== numTokens || again.seq !== this.lookupSeq || again.epoch !== this.epoch || again.root !== this.root) return false;
+    if (again.l2Seq !== this.l2?.changeSeq || again.l3Seq !== this.l3?.changeSeq) return false;
+    // Tier hits load into free blocks other than the hits' own: none while no more blocks are free.
+    if (again.tierHits && this.queue.length > again.numProtected) return false;
+    const miss = again.missHash;
+    return miss === undefined || (this.l2?.get(miss) === again.missL2 && this.l3?.get(miss) === again.missL3);
+  }
+
+  /** Keeps a lookup that loaded nothing as the repeatable one, watching the blocks and hashes it depends on. */
+  private rememberLookup(
+    chain: BlockHashChain | undefined,
+    tokenIds: readonly number[],
+    hits: readonly Hit[],
+    maxBlocks: number,
+    blockIds: number[],
+    numCachedTokens: number,
+    numProtected: number,
+    loadedNothing: boolean,
+  ): void {
+    for (const b of this.watchedBlocks) this.watchBlock[b] = 0;
+    this.watchedBlocks = [];
+    this.watchHashes.clear();
+    this.repeatable = undefined;
+    if (chain === undefined || !loadedNothing) return;
+    let tierHits = false;
+    for (const h of hits) {
+      if (h.kind === "L1") {
+        this.watchBlock[h.block] = 1;
+        this.watchedBlocks.push(h.block);
+        continue;
+      }
+      tierHits = true;
+      // A hit in L3 would become an L2 one if L2 took the hash (new hashes do not bump changeSeq).
+      if (h.kind === "L3" && this.l2 !== undefined) return;
+      if (h.tier.changeSeq === undefined) return;
+      this.watchHashes.add(h.id.hash);
+    }
+    const missHash = hits.length < maxBlocks ? chain.hashOf(tokenIds, hits.length, this.blockSize, this.root, this.hashFn) : undefined;
+    if (missHash !== undefined) this.watchHashes.add(missHash);
+    this.repeatable = {
+      chain,
+      numTokens: tokenIds.length,
+      epoch: this.epoch,
+      root: this.root,
+      seq: this.lookupSeq,
+      blockIds,
+      numCachedTokens,
+      tierHits,
+      numProtected,
+      missHash,
+      missL2: missHash === undefined ? undefined : this.l2?.get(missHash),
+      missL3: missHash === undefined ? undefined : this.l3?.get(missHash),
+      l2Seq: this.l2?.changeSeq,
+      l3Seq: this.l3?.changeSeq,
+    };
+  }
+
+  /** A watched block's identity or reference count changes: the repeatable lookup is void. */
+  private touched(b: number): void {
+    if (this.watchBlock[b] === 1) this.lookupSeq++;
+  }
+
+  /**
+   * Whether a tier hit of an earlier lookup is still what a search would find at its block: no L1 block
+   * carries its hash (the search looks in L1 first), no tier before its own holds the hash, and its tier
+   * still holds the very identity that was accepted (identities are immutable, and the request's chain
+   * keeps the proof, so accepting it again after the same previous hit gives the same answer).
+   */
+  private sameTierHit(h: Extract<Hit, { kind: "L2" | "L3" }>): boolean {
+    const hash = h.id.hash;
+    if (this.cached.has(hash)) return false;
+    if (h.kind === "L3" && this.l2 !== undefined && this.l2.get(hash) !== undefined) return false;
+    return h.tier.get(hash) === h.id;
   }
 
   private checkComputedBlocks(requestId: string, tokenIds: readonly number[], blocks: readonly number[], chain: BlockHashChain | undefined): void {
@@ -619,6 +753,7 @@ export class KvBlockManager {
   }
 
   private register(b: number, id: KvBlockIdentity): void {
+    if (this.watchBlock[b] === 1 || (this.watchHashes.size > 0 && this.watchHashes.has(id.hash))) this.lookupSeq++;
     this.identity[b] = id;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
@@ -630,6 +765,7 @@ export class KvBlockManager {
   private unregister(b: number): KvBlockIdentity | null {
     const id = this.identity[b] ?? null;
     if (id === null) return null;
+    this.touched(b);
     this.identity[b] = null;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
@@ -698,6 +834,7 @@ export class KvBlockManager {
       if (b === undefined) continue;
       const rc = (this.refCount[b] ?? 0) - 1;
       if (rc < 0) throw new Error(`free(${requestId}): block ${b} refCount would go negative`);
+      this.touched(b);
       this.refCount[b] = rc;
       if (rc === 0) this.queue.pushBack(b);
     }

@@ -33,6 +33,12 @@ export interface KvTier {
   touch(hash: KvBlockHash): void;
   remove(hash: KvBlockHash): void;
   size(): number;
+  /**
+   * Bumped whenever an entry is removed or replaced (LRU eviction, `remove`, a `put` over a held hash);
+   * not by a new hash or by `touch`. A block manager replays a lookup's tier hits while it stays the same.
+   * Absent: the tier does not tell, and every lookup searches it again.
+   */
+  readonly changeSeq?: number;
 }
 
 /** Options of an in-process tier. */
@@ -54,6 +60,7 @@ export class InProcessKvTier implements KvTier {
   /** Insertion order is LRU order: the first key is the least recently used. */
   private readonly entries = new Map<KvBlockHash, KvBlockIdentity>();
   private evictedCount = 0;
+  changeSeq = 0;
 
   constructor(opts: InProcessKvTierOptions) {
     checkTierName(opts.name);
@@ -82,11 +89,13 @@ export class InProcessKvTier implements KvTier {
   put(hash: KvBlockHash, tokenIds: readonly number[], parent: KvBlockIdentity | null = null): boolean {
     if (this.entries.has(hash)) {
       this.entries.delete(hash);
+      this.changeSeq++;
     } else if (this.entries.size >= this.capacityBlocks) {
       const lru = this.entries.keys().next();
       if (lru.done) return false;
       this.entries.delete(lru.value);
       this.evictedCount++;
+      this.changeSeq++;
     }
     this.entries.set(hash, makeIdentity(hash, tokenIds, parent));
     return true;
@@ -100,7 +109,7 @@ export class InProcessKvTier implements KvTier {
   }
 
   remove(hash: KvBlockHash): void {
-    this.entries.delete(hash);
+    if (this.entries.delete(hash)) this.changeSeq++;
   }
 
   size(): number {
