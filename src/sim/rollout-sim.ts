@@ -9,6 +9,7 @@ import { Rng } from "../core/rng.js";
 import { CostModelExecutor } from "../engine/costmodel/costmodel-executor.js";
 import { getCostProfile } from "../engine/costmodel/profile.js";
 import { KvBlockManager } from "../engine/kv/block-manager.js";
+import type { BlockHashChain } from "../engine/kv/block-hash.js";
 import { InProcessKvTier } from "../engine/kv/tier.js";
 import { Scheduler, type FinishedRequest } from "../engine/scheduler/scheduler.js";
 import type { StepPlan, StepResult } from "../engine/scheduler/step-plan.js";
@@ -156,6 +157,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   const chunks = new Map<string, Chunk>();
   const outputs = new Map<string, number[]>();
   const promptOf = new Map<string, number[]>();
+  /** Per request: the block hashes of its last chunk, which its next chunk continues (no rehashing of the context). */
+  const hashesOf = new Map<string, BlockHashChain>();
   /** Per request: its true output length (the executor's stop annotation) and its budget. */
   const truth = new Map<string, { length: number; maxTokens: number }>();
   const placedAt = new Map<string, number>();
@@ -326,7 +329,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       if (!placedAt.has(p.requestId)) placedAt.set(p.requestId, clock.now());
       const remaining = (truth.get(p.requestId) as { length: number }).length - out.length;
       if (remaining >= 1 && remaining <= p.maxTokens) node.executor.setOutputLength(engineId, remaining);
-      node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority });
+      const continues = hashesOf.get(p.requestId);
+      node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority, ...(continues ? { continues } : {}) });
     }
     train();
   };
@@ -341,6 +345,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     // A continuation's context beyond its prefix-cache hit was computed again.
     if (c.p.generated > 0 && f.finishReason !== "abort") continuationPrefill += f.numPromptTokens - f.numCachedTokens;
     out.push(...f.outputTokenIds);
+    hashesOf.set(c.p.requestId, f.blockHashes);
     const finished = f.finishReason === "stop";
     if (finished || out.length === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) {
       finishedAt.set(c.p.requestId, clock.now());
@@ -368,6 +373,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       trace.endedMs.push(finishedAt.get(id) as number);
       outputs.delete(id);
       promptOf.delete(id);
+      hashesOf.delete(id);
       const group = groupOf.get(id);
       groupOf.delete(id);
       if (group !== undefined) finishedInGroup.delete(group);

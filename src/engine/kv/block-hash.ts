@@ -124,6 +124,9 @@ export class BlockHashChain implements PrefixProofs {
   private root: KvBlockIdentity | null | undefined = undefined;
   private hashFn: KvHashFn | undefined;
   private readonly hashes: KvBlockHash[] = [];
+  /** The tokens last hashed, and their block size (what continuedBy compares a continuation against). */
+  private source: readonly number[] | undefined;
+  private blockSize = 0;
   readonly known: (KvBlockIdentity | undefined)[] = [];
   readonly knownAlso = new Set<KvBlockIdentity>();
 
@@ -131,11 +134,44 @@ export class BlockHashChain implements PrefixProofs {
   hashOf(tokenIds: readonly number[], i: number, blockSize: number, root: KvBlockIdentity | null, hashFn: KvHashFn): KvBlockHash {
     this.useRoot(root, hashFn);
     if ((i + 1) * blockSize > tokenIds.length) throw new Error(`block hash chain: block ${i} is not full (${tokenIds.length} tokens)`);
+    this.source = tokenIds;
+    this.blockSize = blockSize;
     for (let j = this.hashes.length; j <= i; j++) {
       const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
       this.hashes.push(hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize)));
     }
     return this.hashes[i] as KvBlockHash;
+  }
+
+  /**
+   * A new chain for `tokenIds`, a request that continues this chain's one (its prompt is that request's
+   * tokens, and more): it starts with the hashes and proofs of the full blocks both share, so a long
+   * context is neither hashed nor compared again. Checks the shared tokens (one pass, no hashing); a chain
+   * that hashed nothing, or whose tokens `tokenIds` does not start with, gives what they have in common.
+   */
+  continuedBy(tokenIds: readonly number[]): BlockHashChain {
+    const next = new BlockHashChain();
+    const source = this.source;
+    const bs = this.blockSize;
+    if (source === undefined || this.root === undefined || this.hashFn === undefined || bs === 0) return next;
+    let blocks = Math.min(this.hashes.length, Math.floor(tokenIds.length / bs));
+    const same = Math.min(blocks * bs, source.length);
+    for (let t = 0; t < same; t++) {
+      if (source[t] !== tokenIds[t]) {
+        blocks = Math.floor(t / bs);
+        break;
+      }
+    }
+    next.root = this.root;
+    next.hashFn = this.hashFn;
+    next.source = tokenIds;
+    next.blockSize = bs;
+    for (let d = 0; d < blocks; d++) {
+      next.hashes.push(this.hashes[d] as KvBlockHash);
+      next.known.push(this.known[d]);
+    }
+    for (const x of this.knownAlso) if (x.depth < blocks) next.knownAlso.add(x);
+    return next;
   }
 
   /** Starts the chain over (hashes and proven identities) when the root or the hash function changes. */

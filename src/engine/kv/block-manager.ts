@@ -259,6 +259,7 @@ export class KvBlockManager {
     const loaded = { L2: 0, L3: 0 };
     /** Built at the first load only (most lookups load nothing). */
     let protectedBlocks: Set<number> | undefined;
+    let scan: number | undefined;
     for (let i = 0; i < keep; i++) {
       const h = hits[i] as Hit;
       if (h.kind === "L1") {
@@ -268,10 +269,16 @@ export class KvBlockManager {
       if (protectedBlocks === undefined) {
         protectedBlocks = new Set<number>();
         for (const x of hits) if (x.kind === "L1" && this.refCount[x.block] === 0) protectedBlocks.add(x.block);
+        scan = this.queue.peek();
       }
       h.tier.touch(h.id.hash);
-      const b = this.queue.popFrontSkipping(protectedBlocks);
-      if (b === undefined) throw new Error("kv block manager: no free block to load into (accounting bug)");
+      // The first free block from the head that is not protected. The blocks before `scan` were passed as
+      // protected and stay so (loads only add protected blocks, at the tail): no rescan from the head.
+      while (scan !== undefined && protectedBlocks.has(scan)) scan = this.queue.after(scan);
+      if (scan === undefined) throw new Error("kv block manager: no free block to load into (accounting bug)");
+      const b = scan;
+      scan = this.queue.after(b);
+      this.queue.remove(b);
       this.evict(b);
       this.register(b, h.id);
       this.queue.pushBack(b);
@@ -559,55 +566,43 @@ export class KvBlockManager {
 
   /** Longest verified prefix of `tokenIds` over `maxBlocks` blocks, from L1 and (if `useTiers`) L2/L3. */
   private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean, chain: BlockHashChain): Hit[] {
-    const bs = this.blockSize;
     chain.useRoot(this.root, this.hashFn);
     // The chain's proofs from earlier lookups make a repeated lookup (a request waiting for KV) O(1) per block.
     const verifier = new PrefixVerifier(chain);
-    // Replay the request's previous lookup while its L1 hits are untouched (see LookupMemo); search from there.
+    // Replay the request's previous lookup (see LookupMemo), searching again only the blocks whose hit
+    // changed; then search on from its end. A block's hit depends on the request's tokens up to it, not on
+    // which of several content-equal identities the block before it was found as, so the hits after a
+    // changed one stay what a search would find.
     const memo = useTiers ? this.memos.get(chain) : undefined;
     let i = 0;
+    let missed = false;
+    let hits: Hit[] = [];
+    let stamps: number[] = [];
+    let prev = this.root;
     if (memo !== undefined && memo.epoch === this.epoch && memo.root === this.root) {
-      const n = Math.min(memo.hits.length, maxBlocks);
-      while (i < n) {
-        const h = memo.hits[i] as Hit;
-        if (h.kind === "L1") {
-          if (this.stamp[h.block] !== memo.stamps[i]) break;
-        } else if (!this.sameTierHit(h)) {
-          break;
+      // The memo is replaced below: its arrays are reused (a waiting request's prefix can be hundreds of
+      // blocks, looked up at every step).
+      hits = memo.hits;
+      stamps = memo.stamps;
+      const n = Math.min(hits.length, maxBlocks);
+      for (; i < n; i++) {
+        const h = hits[i] as Hit;
+        if (h.kind === "L1" ? this.stamp[h.block] !== stamps[i] : !this.sameTierHit(h)) {
+          const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
+          if (hit === undefined) {
+            missed = true;
+            break;
+          }
+          hits[i] = hit;
+          stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
         }
-        i++;
+        prev = (hits[i] as Hit).id;
       }
+      hits.length = i;
+      stamps.length = i;
     }
-    // The memo is replaced below: its arrays are reused, cut to the replayed part (a waiting request's
-    // prefix can be hundreds of blocks, looked up at every step).
-    const hits: Hit[] = memo === undefined || i === 0 ? [] : memo.hits;
-    const stamps: number[] = memo === undefined || i === 0 ? [] : memo.stamps;
-    hits.length = i;
-    stamps.length = i;
-    let prev = i === 0 ? this.root : (hits[i - 1] as Hit).id;
-    for (; i < maxBlocks; i++) {
-      // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
-      const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
-      let hit: Hit | undefined;
-      const bucket = this.cached.get(hash);
-      if (bucket !== undefined) {
-        for (const b of bucket) {
-          const id = this.identity[b];
-          if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
-            hit = this.l1Hit[b] ??= { kind: "L1", block: b, id };
-            break;
-          }
-        }
-      }
-      if (hit === undefined && useTiers) {
-        for (const tier of [this.l2, this.l3]) {
-          const id = tier?.get(hash);
-          if (tier !== undefined && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
-            hit = { kind: tier.name, tier, id };
-            break;
-          }
-        }
-      }
+    for (; !missed && i < maxBlocks; i++) {
+      const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
       if (hit === undefined) break;
       hits.push(hit);
       stamps.push(hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0);
@@ -615,6 +610,26 @@ export class KvBlockManager {
     }
     if (useTiers) this.memos.set(chain, { epoch: this.epoch, root: this.root, hits, stamps });
     return hits;
+  }
+
+  /** The hit for block `i` of a request whose block i − 1 was found as `prev`: L1 first, then L2, L3. */
+  private searchAt(tokenIds: readonly number[], i: number, useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier, prev: KvBlockIdentity | null): Hit | undefined {
+    const bs = this.blockSize;
+    // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
+    const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
+    const bucket = this.cached.get(hash);
+    if (bucket !== undefined) {
+      for (const b of bucket) {
+        const id = this.identity[b];
+        if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return (this.l1Hit[b] ??= { kind: "L1", block: b, id });
+      }
+    }
+    if (!useTiers) return undefined;
+    for (const tier of [this.l2, this.l3]) {
+      const id = tier?.get(hash);
+      if (tier !== undefined && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return { kind: tier.name, tier, id };
+    }
+    return undefined;
   }
 
   /** Whether a lookup of `again`'s request with `numTokens` tokens would find exactly what it found. */

@@ -44,6 +44,11 @@ export interface NewRequest {
   arrivalTime?: number;
   /** The request's own stop tokens and min_tokens (default: config.stopTokenIds, no minimum). */
   stop?: StopRule;
+  /**
+   * The block hashes of a request this one continues (`FinishedRequest.blockHashes`; its prompt starts with
+   * that request's tokens): the shared blocks are not hashed or verified again (BlockHashChain.continuedBy).
+   */
+  continues?: BlockHashChain;
 }
 
 export type FinishReason = "stop" | "length" | "abort";
@@ -60,6 +65,8 @@ export interface FinishedRequest {
   numPromptTokens: number;
   /** Prompt tokens served from the prefix cache when the request was first scheduled. */
   numCachedTokens: number;
+  /** The request's block hashes, for a request that continues it (NewRequest.continues). */
+  blockHashes: BlockHashChain;
 }
 
 /** "preempted" requests sit in the waiting queue, like vLLM's PREEMPTED status. */
@@ -232,9 +239,10 @@ export class Scheduler {
     if (this.waiting.length >= this.config.maxWaiting) {
       throw new CapacityError("scheduler waiting queue", this.config.maxWaiting);
     }
+    const tokenIds = promptTokenIds.slice();
     const r: Req = {
       requestId,
-      tokenIds: promptTokenIds.slice(),
+      tokenIds,
       numPromptTokens: promptTokenIds.length,
       logprobs: [],
       maxTokens,
@@ -248,7 +256,7 @@ export class Scheduler {
       numCachedTokens: 0,
       stop: req.stop,
       draftTokenIds: [],
-      blockHashes: new BlockHashChain(),
+      blockHashes: req.continues?.continuedBy(tokenIds) ?? new BlockHashChain(),
     };
     this.requests.set(requestId, r);
     this.waiting.add(r);
@@ -657,6 +665,7 @@ export class Scheduler {
       numPreemptions: r.numPreemptions,
       numPromptTokens: r.numPromptTokens,
       numCachedTokens: r.numCachedTokens,
+      blockHashes: r.blockHashes,
     };
     if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
     if (r.programId !== undefined) out.programId = r.programId;
