@@ -174,6 +174,11 @@ export class BlockHashChain implements PrefixProofs {
     return next;
   }
 
+  /** The hash of block `i` when hashed already, else undefined (no hashing). */
+  hashAt(i: number): KvBlockHash | undefined {
+    return this.hashes[i];
+  }
+
   /** Starts the chain over (hashes and proven identities) when the root or the hash function changes. */
   useRoot(root: KvBlockIdentity | null, hashFn: KvHashFn): void {
     if (root !== this.root || hashFn !== this.hashFn) {

@@ -102,6 +102,14 @@ interface LookupMemo {
   hits: Hit[];
   /** stamps[i]: the registration stamp of hits[i]'s block (L1 hits), 0 for tier hits. */
   stamps: number[];
+  /**
+   * While the manager watches this request's hashes (watchEpoch) and none was registered in L1 since
+   * (hashSeq) and no tier entry was removed or replaced (l2Seq, l3Seq), every tier hit still stands.
+   */
+  watchEpoch: number;
+  hashSeq: number;
+  l2Seq: number | undefined;
+  l3Seq: number | undefined;
 }
 
 /**
@@ -179,9 +187,15 @@ export class KvBlockManager {
   private pendingEvictionOffload = { L2: 0, L3: 0 };
   /** See RepeatableLookup: the last lookup, the blocks and hashes it watches, and the change counter. */
   private repeatable: RepeatableLookup | undefined;
-  private readonly watchBlock: Uint8Array;
-  private watchedBlocks: number[] = [];
-  private readonly watchHashes = new Set<KvBlockHash>();
+  /** watchBlock[b] === watchGen: block b is one of the watched lookup's L1 hits. */
+  private watchBlock: Uint32Array;
+  private watchGen = 1;
+  /** The watched lookup's request: a block registered under its hash at a depth up to watchDepth is watched. */
+  private watchChain: BlockHashChain | undefined;
+  private watchDepth = -1;
+  /** Bumped when the watched request changes, and when a block is registered under its hash. */
+  private watchEpoch = 0;
+  private hashSeq = 0;
   private lookupSeq = 0;
 
   constructor(opts: KvBlockManagerOptions) {
@@ -210,7 +224,7 @@ export class KvBlockManager {
     this.mark = new Uint32Array(opts.numBlocks);
     this.l1Hit = new Array<Hit | undefined>(opts.numBlocks).fill(undefined);
     this.queue = new FreeBlockQueue(opts.numBlocks);
-    this.watchBlock = new Uint8Array(opts.numBlocks);
+    this.watchBlock = new Uint32Array(opts.numBlocks);
   }
 
   /**
@@ -580,6 +594,9 @@ export class KvBlockManager {
     let stamps: number[] = [];
     let prev = this.root;
     if (memo !== undefined && memo.epoch === this.epoch && memo.root === this.root) {
+      // Watched since the memo, nothing registered under its hashes, the tiers unchanged: its tier hits stand.
+      const tiersSame =
+        memo.watchEpoch === this.watchEpoch && this.watchChain === chain && memo.hashSeq === this.hashSeq && memo.l2Seq === this.l2?.changeSeq && memo.l3Seq === this.l3?.changeSeq;
       // The memo is replaced below: its arrays are reused (a waiting request's prefix can be hundreds of
       // blocks, looked up at every step).
       hits = memo.hits;
@@ -587,7 +604,7 @@ export class KvBlockManager {
       const n = Math.min(hits.length, maxBlocks);
       for (; i < n; i++) {
         const h = hits[i] as Hit;
-        if (h.kind === "L1" ? this.stamp[h.block] !== stamps[i] : !this.sameTierHit(h)) {
+        if (h.kind === "L1" ? this.stamp[h.block] !== stamps[i] : !(tiersSame || this.sameTierHit(h))) {
           const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
           if (hit === undefined) {
             missed = true;
@@ -608,7 +625,7 @@ export class KvBlockManager {
       stamps.push(hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0);
       prev = hit.id;
     }
-    if (useTiers) this.memos.set(chain, { epoch: this.epoch, root: this.root, hits, stamps });
+    if (useTiers) this.memos.set(chain, { epoch: this.epoch, root: this.root, hits, stamps, watchEpoch: -1, hashSeq: 0, l2Seq: undefined, l3Seq: undefined });
     return hits;
   }
 
@@ -653,26 +670,38 @@ export class KvBlockManager {
     numProtected: number,
     loadedNothing: boolean,
   ): void {
-    for (const b of this.watchedBlocks) this.watchBlock[b] = 0;
-    this.watchedBlocks = [];
-    this.watchHashes.clear();
+    // A new generation unwatches every block at once.
+    if (this.watchGen === 0xffffffff) {
+      this.watchBlock.fill(0);
+      this.watchGen = 0;
+    }
+    this.watchGen++;
     this.repeatable = undefined;
-    if (chain === undefined || !loadedNothing) return;
+    const before = this.watchChain;
+    this.watchChain = undefined;
+    this.watchDepth = -1;
+    if (chain === undefined || !loadedNothing || !this.watchable(hits)) {
+      if (before !== undefined) this.watchEpoch++;
+      return;
+    }
     let tierHits = false;
     for (const h of hits) {
-      if (h.kind === "L1") {
-        this.watchBlock[h.block] = 1;
-        this.watchedBlocks.push(h.block);
-        continue;
-      }
-      tierHits = true;
-      // A hit in L3 would become an L2 one if L2 took the hash (new hashes do not bump changeSeq).
-      if (h.kind === "L3" && this.l2 !== undefined) return;
-      if (h.tier.changeSeq === undefined) return;
-      this.watchHashes.add(h.id.hash);
+      if (h.kind === "L1") this.watchBlock[h.block] = this.watchGen;
+      else tierHits = true;
     }
     const missHash = hits.length < maxBlocks ? chain.hashOf(tokenIds, hits.length, this.blockSize, this.root, this.hashFn) : undefined;
-    if (missHash !== undefined) this.watchHashes.add(missHash);
+    if (before !== chain) this.watchEpoch++;
+    // Hashes are watched by depth: a block another request registers can only be this request's block
+    // `d` (a tier hit's, or the block the search stopped at) if its identity has depth d and the chain's hash.
+    this.watchChain = chain;
+    this.watchDepth = hits.length;
+    const memo = this.memos.get(chain);
+    if (memo !== undefined) {
+      memo.watchEpoch = this.watchEpoch;
+      memo.hashSeq = this.hashSeq;
+      memo.l2Seq = this.l2?.changeSeq;
+      memo.l3Seq = this.l3?.changeSeq;
+    }
     this.repeatable = {
       chain,
       numTokens: tokenIds.length,
@@ -691,9 +720,21 @@ export class KvBlockManager {
     };
   }
 
+  /**
+   * Whether a lookup's tier hits can be watched: each tier tells when it drops or replaces an entry, and an
+   * L3 hit has no L2 in front of it (L2 taking its hash, a new one, would not bump L2's changeSeq).
+   */
+  private watchable(hits: readonly Hit[]): boolean {
+    for (const h of hits) {
+      if (h.kind === "L1") continue;
+      if ((h.kind === "L3" && this.l2 !== undefined) || h.tier.changeSeq === undefined) return false;
+    }
+    return true;
+  }
+
   /** A watched block's identity or reference count changes: the repeatable lookup is void. */
   private touched(b: number): void {
-    if (this.watchBlock[b] === 1) this.lookupSeq++;
+    if (this.watchBlock[b] === this.watchGen) this.lookupSeq++;
   }
 
   /**
@@ -768,7 +809,13 @@ export class KvBlockManager {
   }
 
   private register(b: number, id: KvBlockIdentity): void {
-    if (this.watchBlock[b] === 1 || (this.watchHashes.size > 0 && this.watchHashes.has(id.hash))) this.lookupSeq++;
+    const watched = this.watchChain;
+    if (watched !== undefined && id.depth >= 0 && id.depth <= this.watchDepth && watched.hashAt(id.depth) === id.hash) {
+      this.hashSeq++;
+      this.lookupSeq++;
+    } else if (this.watchBlock[b] === this.watchGen) {
+      this.lookupSeq++;
+    }
     this.identity[b] = id;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
