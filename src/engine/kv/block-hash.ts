@@ -124,6 +124,12 @@ export class BlockHashChain implements PrefixProofs {
   private root: KvBlockIdentity | null | undefined = undefined;
   private hashFn: KvHashFn | undefined;
   private readonly hashes: KvBlockHash[] = [];
+  /**
+   * What a block manager keys this request's lookup memo by. A continuation that shares every block this
+   * chain hashed takes it over (continuedBy), so its first lookup replays the hits of the request it
+   * continues; this chain gets a new one (its memo could now outgrow its tokens).
+   */
+  lineage: object = {};
   /** The tokens last hashed, and their block size (what continuedBy compares a continuation against). */
   private source: readonly number[] | undefined;
   private blockSize = 0;
@@ -171,6 +177,10 @@ export class BlockHashChain implements PrefixProofs {
       next.known.push(this.known[d]);
     }
     for (const x of this.knownAlso) if (x.depth < blocks) next.knownAlso.add(x);
+    if (blocks === this.hashes.length) {
+      next.lineage = this.lineage;
+      this.lineage = {};
+    }
     return next;
   }
 
@@ -187,6 +197,7 @@ export class BlockHashChain implements PrefixProofs {
       this.hashes.length = 0;
       this.known.length = 0;
       this.knownAlso.clear();
+      this.lineage = {};
     }
   }
 }

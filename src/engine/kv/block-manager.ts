@@ -173,7 +173,7 @@ export class KvBlockManager {
   /** Bumped by resetPrefixCache: every lookup memo from before is void. */
   private epoch = 0;
   /** Per request hash chain, its last lookup (weak: a finished request's memo goes with its chain). */
-  private readonly memos = new WeakMap<BlockHashChain, LookupMemo>();
+  private readonly memos = new WeakMap<object, LookupMemo>();
   /** checkComputedBlocks' duplicate check: mark[b] === markGen when b was seen in the current call. */
   private readonly mark: Uint32Array;
   private markGen = 0;
@@ -587,7 +587,7 @@ export class KvBlockManager {
     // changed; then search on from its end. A block's hit depends on the request's tokens up to it, not on
     // which of several content-equal identities the block before it was found as, so the hits after a
     // changed one stay what a search would find.
-    const memo = useTiers ? this.memos.get(chain) : undefined;
+    const memo = useTiers ? this.memos.get(chain.lineage) : undefined;
     let i = 0;
     let missed = false;
     let hits: Hit[] = [];
@@ -625,7 +625,7 @@ export class KvBlockManager {
       stamps.push(hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0);
       prev = hit.id;
     }
-    if (useTiers) this.memos.set(chain, { epoch: this.epoch, root: this.root, hits, stamps, watchEpoch: -1, hashSeq: 0, l2Seq: undefined, l3Seq: undefined });
+    if (useTiers) this.memos.set(chain.lineage, { epoch: this.epoch, root: this.root, hits, stamps, watchEpoch: -1, hashSeq: 0, l2Seq: undefined, l3Seq: undefined });
     return hits;
   }
 
@@ -695,7 +695,7 @@ export class KvBlockManager {
     // `d` (a tier hit's, or the block the search stopped at) if its identity has depth d and the chain's hash.
     this.watchChain = chain;
     this.watchDepth = hits.length;
-    const memo = this.memos.get(chain);
+    const memo = this.memos.get(chain.lineage);
     if (memo !== undefined) {
       memo.watchEpoch = this.watchEpoch;
       memo.hashSeq = this.hashSeq;
