@@ -57,8 +57,18 @@ export class InProcessKvTier implements KvTier {
   readonly name: KvTierName;
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
-  /** Insertion order is LRU order: the first key is the least recently used. */
-  private readonly entries = new Map<KvBlockHash, KvBlockIdentity>();
+  /** Each entry with the stamp of its last use (put or touch). */
+  private readonly entries = new Map<KvBlockHash, { id: KvBlockIdentity; use: number }>();
+  /**
+   * The uses in order, as (hash, stamp) pairs: a pair is an entry's current use while the stamps match.
+   * A touch appends a pair instead of reordering the map (the simulator touches L3 for every block it
+   * loads or evicts); the first current pair is the least recently used entry. Stale pairs are skipped
+   * and dropped when they outnumber the entries.
+   */
+  private useHashes: KvBlockHash[] = [];
+  private useStamps: number[] = [];
+  private useHead = 0;
+  private uses = 0;
   private evictedCount = 0;
   changeSeq = 0;
 
@@ -83,7 +93,7 @@ export class InProcessKvTier implements KvTier {
   }
 
   get(hash: KvBlockHash): KvBlockIdentity | undefined {
-    return this.entries.get(hash);
+    return this.entries.get(hash)?.id;
   }
 
   put(hash: KvBlockHash, tokenIds: readonly number[], parent: KvBlockIdentity | null = null): boolean {
@@ -91,21 +101,21 @@ export class InProcessKvTier implements KvTier {
       this.entries.delete(hash);
       this.changeSeq++;
     } else if (this.entries.size >= this.capacityBlocks) {
-      const lru = this.entries.keys().next();
-      if (lru.done) return false;
-      this.entries.delete(lru.value);
+      const lru = this.leastRecent();
+      if (lru === undefined) return false;
+      this.entries.delete(lru);
       this.evictedCount++;
       this.changeSeq++;
     }
-    this.entries.set(hash, makeIdentity(hash, tokenIds, parent));
+    const e = { id: makeIdentity(hash, tokenIds, parent), use: 0 };
+    this.entries.set(hash, e);
+    this.markUse(hash, e);
     return true;
   }
 
   touch(hash: KvBlockHash): void {
     const e = this.entries.get(hash);
-    if (e === undefined) return;
-    this.entries.delete(hash);
-    this.entries.set(hash, e);
+    if (e !== undefined) this.markUse(hash, e);
   }
 
   remove(hash: KvBlockHash): void {
@@ -123,7 +133,43 @@ export class InProcessKvTier implements KvTier {
 
   /** Hashes from least to most recently used (for tests and debugging). */
   lruOrder(): KvBlockHash[] {
-    return [...this.entries.keys()];
+    const out: KvBlockHash[] = [];
+    for (let i = this.useHead; i < this.useHashes.length; i++) if (this.isCurrent(i)) out.push(this.useHashes[i] as KvBlockHash);
+    return out;
+  }
+
+  private markUse(hash: KvBlockHash, e: { use: number }): void {
+    e.use = ++this.uses;
+    this.useHashes.push(hash);
+    this.useStamps.push(e.use);
+    if (this.useHashes.length - this.useHead > 2 * this.entries.size + 1024) this.compact();
+  }
+
+  private isCurrent(i: number): boolean {
+    return this.entries.get(this.useHashes[i] as KvBlockHash)?.use === this.useStamps[i];
+  }
+
+  /** The least recently used entry's hash (stale pairs before it are dropped), or undefined when empty. */
+  private leastRecent(): KvBlockHash | undefined {
+    while (this.useHead < this.useHashes.length) {
+      if (this.isCurrent(this.useHead)) return this.useHashes[this.useHead];
+      this.useHead++;
+    }
+    return undefined;
+  }
+
+  /** Keeps only the current pairs, in order (bounded memory: at most 2 × entries + 1024 pairs). */
+  private compact(): void {
+    const hashes: KvBlockHash[] = [];
+    const stamps: number[] = [];
+    for (let i = this.useHead; i < this.useHashes.length; i++) {
+      if (!this.isCurrent(i)) continue;
+      hashes.push(this.useHashes[i] as KvBlockHash);
+      stamps.push(this.useStamps[i] as number);
+    }
+    this.useHashes = hashes;
+    this.useStamps = stamps;
+    this.useHead = 0;
   }
 }
 
