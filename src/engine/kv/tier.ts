@@ -49,6 +49,16 @@ export interface InProcessKvTierOptions {
   bandwidthBytesPerMs: number;
 }
 
+/** One block of an in-process tier. */
+interface TierEntry {
+  hash: KvBlockHash;
+  id: KvBlockIdentity;
+  /** Stamp of the last put or touch. */
+  use: number;
+  /** False once removed, replaced or evicted. */
+  live: boolean;
+}
+
 /**
  * An LRU tier in this process. Share one L3 instance between several engines' block managers to
  * model a global pool: a prefix offloaded by one engine is found by the others.
@@ -57,15 +67,15 @@ export class InProcessKvTier implements KvTier {
   readonly name: KvTierName;
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
-  /** Each entry with the stamp of its last use (put or touch). */
-  private readonly entries = new Map<KvBlockHash, { id: KvBlockIdentity; use: number }>();
+  /** Each entry with the stamp of its last use (put or touch); `live` false once dropped. */
+  private readonly entries = new Map<KvBlockHash, TierEntry>();
   /**
-   * The uses in order, as (hash, stamp) pairs: a pair is an entry's current use while the stamps match.
+   * The uses in order, as (entry, stamp) pairs: a pair is an entry's current use while the stamps match.
    * A touch appends a pair instead of reordering the map (the simulator touches L3 for every block it
    * loads or evicts); the first current pair is the least recently used entry. Stale pairs are skipped
    * and dropped when they outnumber the entries.
    */
-  private useHashes: KvBlockHash[] = [];
+  private useEntries: TierEntry[] = [];
   private useStamps: number[] = [];
   private useHead = 0;
   private uses = 0;
@@ -97,29 +107,33 @@ export class InProcessKvTier implements KvTier {
   }
 
   put(hash: KvBlockHash, tokenIds: readonly number[], parent: KvBlockIdentity | null = null): boolean {
-    if (this.entries.has(hash)) {
-      this.entries.delete(hash);
+    const held = this.entries.get(hash);
+    if (held !== undefined) {
+      this.drop(held);
       this.changeSeq++;
     } else if (this.entries.size >= this.capacityBlocks) {
       const lru = this.leastRecent();
       if (lru === undefined) return false;
-      this.entries.delete(lru);
+      this.drop(lru);
       this.evictedCount++;
       this.changeSeq++;
     }
-    const e = { id: makeIdentity(hash, tokenIds, parent), use: 0 };
+    const e: TierEntry = { hash, id: makeIdentity(hash, tokenIds, parent), use: 0, live: true };
     this.entries.set(hash, e);
-    this.markUse(hash, e);
+    this.markUse(e);
     return true;
   }
 
   touch(hash: KvBlockHash): void {
     const e = this.entries.get(hash);
-    if (e !== undefined) this.markUse(hash, e);
+    if (e !== undefined) this.markUse(e);
   }
 
   remove(hash: KvBlockHash): void {
-    if (this.entries.delete(hash)) this.changeSeq++;
+    const e = this.entries.get(hash);
+    if (e === undefined) return;
+    this.drop(e);
+    this.changeSeq++;
   }
 
   size(): number {
@@ -134,25 +148,31 @@ export class InProcessKvTier implements KvTier {
   /** Hashes from least to most recently used (for tests and debugging). */
   lruOrder(): KvBlockHash[] {
     const out: KvBlockHash[] = [];
-    for (let i = this.useHead; i < this.useHashes.length; i++) if (this.isCurrent(i)) out.push(this.useHashes[i] as KvBlockHash);
+    for (let i = this.useHead; i < this.useEntries.length; i++) if (this.isCurrent(i)) out.push((this.useEntries[i] as TierEntry).hash);
     return out;
   }
 
-  private markUse(hash: KvBlockHash, e: { use: number }): void {
+  private drop(e: TierEntry): void {
+    e.live = false;
+    this.entries.delete(e.hash);
+  }
+
+  private markUse(e: TierEntry): void {
     e.use = ++this.uses;
-    this.useHashes.push(hash);
+    this.useEntries.push(e);
     this.useStamps.push(e.use);
-    if (this.useHashes.length - this.useHead > 2 * this.entries.size + 1024) this.compact();
+    if (this.useEntries.length - this.useHead > 2 * this.entries.size + 1024) this.compact();
   }
 
   private isCurrent(i: number): boolean {
-    return this.entries.get(this.useHashes[i] as KvBlockHash)?.use === this.useStamps[i];
+    const e = this.useEntries[i] as TierEntry;
+    return e.live && e.use === this.useStamps[i];
   }
 
-  /** The least recently used entry's hash (stale pairs before it are dropped), or undefined when empty. */
-  private leastRecent(): KvBlockHash | undefined {
-    while (this.useHead < this.useHashes.length) {
-      if (this.isCurrent(this.useHead)) return this.useHashes[this.useHead];
+  /** The least recently used entry (stale pairs before it are dropped), or undefined when empty. */
+  private leastRecent(): TierEntry | undefined {
+    while (this.useHead < this.useEntries.length) {
+      if (this.isCurrent(this.useHead)) return this.useEntries[this.useHead];
       this.useHead++;
     }
     return undefined;
@@ -160,14 +180,14 @@ export class InProcessKvTier implements KvTier {
 
   /** Keeps only the current pairs, in order (bounded memory: at most 2 × entries + 1024 pairs). */
   private compact(): void {
-    const hashes: KvBlockHash[] = [];
+    const entries: TierEntry[] = [];
     const stamps: number[] = [];
-    for (let i = this.useHead; i < this.useHashes.length; i++) {
+    for (let i = this.useHead; i < this.useEntries.length; i++) {
       if (!this.isCurrent(i)) continue;
-      hashes.push(this.useHashes[i] as KvBlockHash);
+      entries.push(this.useEntries[i] as TierEntry);
       stamps.push(this.useStamps[i] as number);
     }
-    this.useHashes = hashes;
+    this.useEntries = entries;
     this.useStamps = stamps;
     this.useHead = 0;
   }
