@@ -256,10 +256,18 @@ export class KvBlockManager {
     // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses. (The hits
     // are distinct blocks: a block's identity has one depth.)
     let numProtected = 0;
-    for (const h of hits) if (h.kind === "L1" && this.refCount[h.block] === 0) numProtected++;
+    let firstTier = hits.length;
+    for (let i = 0; i < hits.length; i++) {
+      const h = hits[i] as Hit;
+      if (h.kind !== "L1") {
+        if (firstTier === hits.length) firstTier = i;
+      } else if (this.refCount[h.block] === 0) {
+        numProtected++;
+      }
+    }
     let spare = this.queue.length - numProtected;
     let keep = hits.length;
-    for (let i = 0; i < hits.length; i++) {
+    for (let i = firstTier; i < hits.length; i++) {
       if (hits[i]?.kind === "L1") continue;
       if (spare === 0) {
         keep = i;
@@ -268,13 +276,15 @@ export class KvBlockManager {
       spare--;
     }
 
-    const blockIds: number[] = [];
+    // Up to the first tier hit every hit is an L1 block: sized once (a waiting request's hits are many).
+    const blockIds: number[] = new Array<number>(Math.min(keep, firstTier));
+    for (let i = 0; i < blockIds.length; i++) blockIds[i] = (hits[i] as Extract<Hit, { kind: "L1" }>).block;
     const loadedBlockIds: number[] = [];
     const loaded = { L2: 0, L3: 0 };
     /** Built at the first load only (most lookups load nothing). */
     let protectedBlocks: Set<number> | undefined;
     let scan: number | undefined;
-    for (let i = 0; i < keep; i++) {
+    for (let i = blockIds.length; i < keep; i++) {
       const h = hits[i] as Hit;
       if (h.kind === "L1") {
         blockIds.push(h.block);
@@ -680,14 +690,20 @@ export class KvBlockManager {
     const before = this.watchChain;
     this.watchChain = undefined;
     this.watchDepth = -1;
-    if (chain === undefined || !loadedNothing || !this.watchable(hits)) {
+    let tierHits = false;
+    let watchable = chain !== undefined && loadedNothing;
+    for (let i = 0; watchable && i < hits.length; i++) {
+      const h = hits[i] as Hit;
+      if (h.kind === "L1") this.watchBlock[h.block] = this.watchGen;
+      else {
+        tierHits = true;
+        watchable = this.watchableTierHit(h);
+      }
+    }
+    // (Blocks flagged before an unwatchable hit only bump lookupSeq needlessly until the next lookup.)
+    if (chain === undefined || !watchable) {
       if (before !== undefined) this.watchEpoch++;
       return;
-    }
-    let tierHits = false;
-    for (const h of hits) {
-      if (h.kind === "L1") this.watchBlock[h.block] = this.watchGen;
-      else tierHits = true;
     }
     const missHash = hits.length < maxBlocks ? chain.hashOf(tokenIds, hits.length, this.blockSize, this.root, this.hashFn) : undefined;
     if (before !== chain) this.watchEpoch++;
@@ -721,15 +737,11 @@ export class KvBlockManager {
   }
 
   /**
-   * Whether a lookup's tier hits can be watched: each tier tells when it drops or replaces an entry, and an
+   * Whether a lookup's tier hit can be watched: each tier tells when it drops or replaces an entry, and an
    * L3 hit has no L2 in front of it (L2 taking its hash, a new one, would not bump L2's changeSeq).
    */
-  private watchable(hits: readonly Hit[]): boolean {
-    for (const h of hits) {
-      if (h.kind === "L1") continue;
-      if ((h.kind === "L3" && this.l2 !== undefined) || h.tier.changeSeq === undefined) return false;
-    }
-    return true;
+  private watchableTierHit(h: Extract<Hit, { kind: "L2" | "L3" }>): boolean {
+    return !(h.kind === "L3" && this.l2 !== undefined) && h.tier.changeSeq !== undefined;
   }
 
   /** A watched block's identity or reference count changes: the repeatable lookup is void. */
