@@ -147,6 +147,9 @@ interface Req {
   draftTokenIds: number[];
   /** Block hashes of `tokenIds`, kept as they grow: a request waiting for KV is looked up every step. */
   blockHashes: BlockHashChain;
+  /** While schedule() builds a plan: the tokens and the draft it gives this request (no map per step). */
+  stepTokens: number;
+  stepDraft: number[] | undefined;
 }
 
 /**
@@ -257,6 +260,8 @@ export class Scheduler {
       stop: req.stop,
       draftTokenIds: [],
       blockHashes: req.continues?.continuedBy(tokenIds) ?? new BlockHashChain(),
+      stepTokens: 0,
+      stepDraft: undefined,
     };
     this.requests.set(requestId, r);
     this.waiting.add(r);
@@ -295,14 +300,11 @@ export class Scheduler {
     const cfg = this.config;
     const threshold = cfg.longPrefillTokenThreshold ?? 0;
     let budget = cfg.maxNumBatchedTokens;
-    const scheduled = new Map<string, number>();
     const preempted: Req[] = [];
     const transfers: KvTransfer[] = this.pendingTransfers;
     this.pendingTransfers = [];
     /** Running requests scheduled this step, in order (a preemption may take one back). */
     const scheduledRunning: Req[] = [];
-    /** Draft tokens planned for verification, per request (a subset of `scheduled`). */
-    const drafts = new Map<string, number[]>();
 
     // 1. RUNNING requests: decode steps and the rest of chunked prefills.
     const draftCaps = this.planDraftBudget(threshold);
@@ -335,9 +337,9 @@ export class Scheduler {
         if (k >= 0) {
           // Already scheduled this step (priority policy): take its tokens back.
           scheduledRunning.splice(k, 1);
-          budget += scheduled.get(victim.requestId) ?? 0;
-          scheduled.delete(victim.requestId);
-          drafts.delete(victim.requestId);
+          budget += victim.stepTokens;
+          victim.stepTokens = 0;
+          victim.stepDraft = undefined;
         }
         this.preempt(victim);
         preempted.push(victim);
@@ -345,8 +347,8 @@ export class Scheduler {
       }
       if (!ok) break;
       scheduledRunning.push(r);
-      scheduled.set(r.requestId, n);
-      if (draft.length > 0) drafts.set(r.requestId, draft);
+      r.stepTokens = n;
+      r.stepDraft = draft.length > 0 ? draft : undefined;
       budget -= n;
       i++;
     }
@@ -381,7 +383,8 @@ export class Scheduler {
         r.numComputedTokens = numCached;
         this.running.push(r);
         admitted.push(r);
-        scheduled.set(r.requestId, n);
+        r.stepTokens = n;
+        r.stepDraft = undefined;
         budget -= n;
       }
     }
@@ -390,8 +393,8 @@ export class Scheduler {
     const chunks: ScheduledChunk[] = [];
     for (let k = 0; k < scheduledRunning.length + admitted.length; k++) {
       const r = (k < scheduledRunning.length ? scheduledRunning[k] : admitted[k - scheduledRunning.length]) as Req;
-      const n = scheduled.get(r.requestId) as number;
-      const draft = drafts.get(r.requestId);
+      const n = r.stepTokens;
+      const draft = r.stepDraft;
       const before = r.numComputedTokens;
       r.numComputedTokens += n;
       r.firstScheduledTime ??= now;
