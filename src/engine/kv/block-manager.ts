@@ -138,6 +138,9 @@ interface RepeatableLookup {
   l3Seq: number | undefined;
 }
 
+/** allocateSlots' answer when it took no new block: shared, never mutated (frozen). */
+const NO_FRESH_BLOCKS: number[] = Object.freeze([]) as unknown as number[];
+
 function checkInt(field: string, v: number, min: number): void {
   if (!Number.isInteger(v) || v < min) {
     throw new ArborError(`kv block manager: ${field} must be an integer >= ${min}, got ${v}`, "config");
@@ -335,7 +338,7 @@ export class KvBlockManager {
     numNewTokens: number,
     newComputedBlocks: readonly number[] = [],
     chain?: BlockHashChain,
-  ): number[] | null {
+  ): readonly number[] | null {
     if (!Number.isInteger(numNewTokens) || numNewTokens < 0) {
       throw new Error(`allocateSlots(${requestId}): numNewTokens must be an integer >= 0, got ${numNewTokens}`);
     }
@@ -367,7 +370,8 @@ export class KvBlockManager {
       req.blocks.push(b);
     }
     if (newComputedBlocks.length > 0) req.numHashed = newComputedBlocks.length;
-    const fresh: number[] = [];
+    // Most calls (a decode step inside a block) take no block: one shared empty answer, no array per call.
+    const fresh: number[] = need === 0 ? NO_FRESH_BLOCKS : [];
     for (let i = 0; i < need; i++) {
       const b = this.queue.popFront();
       if (b === undefined) throw new Error("kv block manager: free queue ran dry (accounting bug)");
