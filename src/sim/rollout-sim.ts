@@ -207,7 +207,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const name = `engine-${i}`;
     const kv = new KvBlockManager({ blockSize: profile.blockSize, numBlocks, enablePrefixCaching: true, bytesPerToken: profile.kvBytesPerToken, l3 });
     const scheduler = new Scheduler(
-      { maxNumBatchedTokens: o.maxNumBatchedTokens ?? 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000 },
+      { maxNumBatchedTokens: o.maxNumBatchedTokens ?? 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000, recordLogprobs: false },
       kv,
       clock,
       o.speculation ? new DraftBudget({ maxPositions: o.speculation.maxSpecTokens }) : undefined,

@@ -31,6 +31,12 @@ export interface SchedulerConfig {
   stopTokenIds: number[];
   /** Bounded waiting queue: addRequest throws CapacityError beyond it. */
   maxWaiting: number;
+  /**
+   * Keep each sampled token's logprob (default true). A simulation that never reads them turns this off:
+   * at full scale they are a double per output token of every request in flight (70M tokens: 0.5 GB), and
+   * `FinishedRequest.logprobs` is then empty.
+   */
+  recordLogprobs?: boolean;
 }
 
 export interface NewRequest {
@@ -178,6 +184,7 @@ export class Scheduler {
   /** config.stopTokenIds as a set, built once (onStepDone checks every sampled token against it). */
   private readonly stopIds: ReadonlySet<number>;
   private numFinished = 0;
+  private readonly recordLogprobs: boolean;
   private numAborted = 0;
 
   constructor(
@@ -198,6 +205,7 @@ export class Scheduler {
     }
     this.waiting = new RequestQueue<Req>(config.policy);
     this.stopIds = new Set(config.stopTokenIds);
+    this.recordLogprobs = config.recordLogprobs ?? true;
   }
 
   /**
@@ -465,7 +473,7 @@ export class Scheduler {
       for (let k = 0, n = 1 + (more?.length ?? 0); k < n; k++) {
         const s = k === 0 ? first : (more as SampledTokenOut[])[k - 1] as SampledTokenOut;
         r.tokenIds.push(s.tokenId);
-        r.logprobs.push(s.logprob);
+        if (this.recordLogprobs) r.logprobs.push(s.logprob);
         const numOutputs = r.tokenIds.length - r.numPromptTokens;
         // vLLM check_stop order: stop tokens first, then length caps.
         if (r.stop ? r.stop.stopsAt(s.tokenId, numOutputs) : stop.has(s.tokenId)) {
