@@ -52,8 +52,23 @@ function finalMix(h: number): number {
   return x >>> 0;
 }
 
-function hex8(n: number): string {
-  return n.toString(16).padStart(8, "0");
+/** Lower-case hex digits' char codes. */
+const HEX = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
+const laneCodes = new Array<number>(16);
+
+/**
+ * Two 32-bit lanes as 16 hex digits in one flat string: a concatenation of two 8-digit ones would be a
+ * rope of three strings, and a simulation keeps a hash for every block of every request and every tier
+ * entry (millions at full scale).
+ */
+function hex16(a: number, b: number): string {
+  for (let i = 7; i >= 0; i--) {
+    laneCodes[i] = HEX[a & 15] as number;
+    laneCodes[8 + i] = HEX[b & 15] as number;
+    a >>>= 4;
+    b >>>= 4;
+  }
+  return String.fromCharCode.apply(null, laneCodes);
 }
 
 function parseLane(hash: KvBlockHash, start: number): number {
@@ -93,7 +108,7 @@ export function hashBlockTokens(
   }
   if (extraKeys !== undefined) for (const k of extraKeys) feed(extraKeyWord(k));
   feed(tokenIds.length);
-  return hex8(finalMix(a ^ tokenIds.length)) + hex8(finalMix(b));
+  return hex16(finalMix(a ^ tokenIds.length), finalMix(b));
 }
 
 /** Element-wise equality of two token id arrays. */
