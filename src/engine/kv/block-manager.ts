@@ -138,6 +138,9 @@ interface RepeatableLookup {
   l3Seq: number | undefined;
 }
 
+/** An empty bucket: shared, never mutated. */
+const NO_BLOCKS: readonly number[] = Object.freeze([]);
+
 /** allocateSlots' answer when it took no new block: shared, never mutated (frozen). */
 const NO_FRESH_BLOCKS: number[] = Object.freeze([]) as unknown as number[];
 
@@ -801,6 +804,8 @@ export class KvBlockManager {
   private cacheFullBlocks(req: RequestKv, tokenIds: readonly number[], chain: BlockHashChain): void {
     const bs = this.blockSize;
     const numFull = Math.min(req.blocks.length, Math.floor(Math.min(req.numTokens, tokenIds.length) / bs));
+    // Called at every decode step of every request; a block fills once in blockSize steps.
+    if (req.numHashed >= numFull) return;
     let parent = req.numHashed === 0 ? req.root : (this.identity[req.blocks[req.numHashed - 1] ?? -1] ?? null);
     for (let i = req.numHashed; i < numFull; i++) {
       const b = req.blocks[i];
@@ -809,7 +814,7 @@ export class KvBlockManager {
       const hash = chain.hashOf(tokenIds, i, bs, req.root, this.hashFn);
       // Share the identity object of an identical block computed by another request: keeps chains short.
       let id: KvBlockIdentity | undefined;
-      for (const other of this.cached.get(hash) ?? []) {
+      for (const other of this.cached.get(hash) ?? NO_BLOCKS) {
         const o = this.identity[other];
         if (o !== null && o !== undefined && o.parent === parent && sameTokensAt(o.tokenIds, tokenIds, i * bs, bs)) {
           id = o;
