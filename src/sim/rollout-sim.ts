@@ -193,7 +193,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   const siblingAcceptance = o.speculation ? new SiblingAcceptance(o.speculation) : undefined;
   /** An engine request (`<request>#<chunk>`)'s acceptance rates, from its finished siblings. */
   const acceptanceOf = (engineId: string): readonly number[] | undefined => {
-    const group = groupOf.get(engineId.slice(0, engineId.lastIndexOf("#")));
+    // The chunk knows its request (asked at every verification: no id slicing).
+    const group = groupOf.get(chunks.get(engineId)?.p.requestId ?? engineId.slice(0, engineId.lastIndexOf("#")));
     return group === undefined ? undefined : siblingAcceptance?.rates(finishedInGroup.get(group) ?? 0);
   };
   /** Per chunk: the highest prefill position computed so far (a recompute is a prefill below it). */
