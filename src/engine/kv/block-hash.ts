@@ -25,13 +25,15 @@ export interface KvBlockIdentity {
   readonly depth: number;
 }
 
-/** Creates an identity; `parent` null means the block starts a prompt. */
+/** Creates an identity (its tokens frozen: a copy, or the array itself when already frozen); `parent` null means the block starts a prompt. */
 export function makeIdentity(
   hash: KvBlockHash,
   tokenIds: readonly number[],
   parent: KvBlockIdentity | null,
 ): KvBlockIdentity {
-  return { hash, tokenIds: tokenIds.slice(), parent, depth: parent === null ? 0 : parent.depth + 1 };
+  // Identities' token arrays are frozen, so one already frozen (another identity's: an L1 block offloaded
+  // to a tier, millions of them in a full-scale simulation) is shared instead of copied.
+  return { hash, tokenIds: Object.isFrozen(tokenIds) ? tokenIds : Object.freeze(tokenIds.slice()), parent, depth: parent === null ? 0 : parent.depth + 1 };
 }
 
 function murmurMix(h: number, k: number): number {

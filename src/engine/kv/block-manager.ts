@@ -821,7 +821,7 @@ export class KvBlockManager {
           break;
         }
       }
-      const own = id ?? makeIdentity(hash, tokenIds.slice(i * bs, (i + 1) * bs), parent);
+      const own = id ?? makeIdentity(hash, Object.freeze(tokenIds.slice(i * bs, (i + 1) * bs)), parent);
       if (this.identity[b] !== null) this.unregister(b);
       this.register(b, own);
       parent = own;
