@@ -350,6 +350,10 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const finished = f.finishReason === "stop";
     if (finished || out.length === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) {
       finishedAt.set(c.p.requestId, clock.now());
+      // Never placed again: its tokens and block hashes go now, not when the batch is taken (at full scale
+      // an iteration's outputs alone are 70M tokens).
+      outputs.delete(c.p.requestId);
+      hashesOf.delete(c.p.requestId);
       const group = groupOf.get(c.p.requestId);
       if (group !== undefined) finishedInGroup.set(group, (finishedInGroup.get(group) ?? 0) + 1);
     }
