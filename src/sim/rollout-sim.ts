@@ -9,6 +9,7 @@ import { Rng } from "../core/rng.js";
 import { CostModelExecutor } from "../engine/costmodel/costmodel-executor.js";
 import { getCostProfile } from "../engine/costmodel/profile.js";
 import { KvBlockManager } from "../engine/kv/block-manager.js";
+import type { BlockHashChain } from "../engine/kv/block-hash.js";
 import { InProcessKvTier } from "../engine/kv/tier.js";
 import { Scheduler, type FinishedRequest } from "../engine/scheduler/scheduler.js";
 import type { StepPlan, StepResult } from "../engine/scheduler/step-plan.js";
@@ -156,6 +157,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   const chunks = new Map<string, Chunk>();
   const outputs = new Map<string, number[]>();
   const promptOf = new Map<string, number[]>();
+  /** Per request: the block hashes of its last chunk, which its next chunk continues (no rehashing of the context). */
+  const hashesOf = new Map<string, BlockHashChain>();
   /** Per request: its true output length (the executor's stop annotation) and its budget. */
   const truth = new Map<string, { length: number; maxTokens: number }>();
   const placedAt = new Map<string, number>();
@@ -190,7 +193,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   const siblingAcceptance = o.speculation ? new SiblingAcceptance(o.speculation) : undefined;
   /** An engine request (`<request>#<chunk>`)'s acceptance rates, from its finished siblings. */
   const acceptanceOf = (engineId: string): readonly number[] | undefined => {
-    const group = groupOf.get(engineId.slice(0, engineId.lastIndexOf("#")));
+    // The chunk knows its request (asked at every verification: no id slicing).
+    const group = groupOf.get(chunks.get(engineId)?.p.requestId ?? engineId.slice(0, engineId.lastIndexOf("#")));
     return group === undefined ? undefined : siblingAcceptance?.rates(finishedInGroup.get(group) ?? 0);
   };
   /** Per chunk: the highest prefill position computed so far (a recompute is a prefill below it). */
@@ -204,7 +208,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const name = `engine-${i}`;
     const kv = new KvBlockManager({ blockSize: profile.blockSize, numBlocks, enablePrefixCaching: true, bytesPerToken: profile.kvBytesPerToken, l3 });
     const scheduler = new Scheduler(
-      { maxNumBatchedTokens: o.maxNumBatchedTokens ?? 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000 },
+      { maxNumBatchedTokens: o.maxNumBatchedTokens ?? 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000, recordLogprobs: false },
       kv,
       clock,
       o.speculation ? new DraftBudget({ maxPositions: o.speculation.maxSpecTokens }) : undefined,
@@ -326,7 +330,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       if (!placedAt.has(p.requestId)) placedAt.set(p.requestId, clock.now());
       const remaining = (truth.get(p.requestId) as { length: number }).length - out.length;
       if (remaining >= 1 && remaining <= p.maxTokens) node.executor.setOutputLength(engineId, remaining);
-      node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority });
+      const continues = hashesOf.get(p.requestId);
+      node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority, ...(continues ? { continues } : {}) });
     }
     train();
   };
@@ -341,9 +346,14 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     // A continuation's context beyond its prefix-cache hit was computed again.
     if (c.p.generated > 0 && f.finishReason !== "abort") continuationPrefill += f.numPromptTokens - f.numCachedTokens;
     out.push(...f.outputTokenIds);
+    hashesOf.set(c.p.requestId, f.blockHashes);
     const finished = f.finishReason === "stop";
     if (finished || out.length === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) {
       finishedAt.set(c.p.requestId, clock.now());
+      // Never placed again: its tokens and block hashes go now, not when the batch is taken (at full scale
+      // an iteration's outputs alone are 70M tokens).
+      outputs.delete(c.p.requestId);
+      hashesOf.delete(c.p.requestId);
       const group = groupOf.get(c.p.requestId);
       if (group !== undefined) finishedInGroup.set(group, (finishedInGroup.get(group) ?? 0) + 1);
     }
@@ -368,6 +378,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       trace.endedMs.push(finishedAt.get(id) as number);
       outputs.delete(id);
       promptOf.delete(id);
+      hashesOf.delete(id);
       const group = groupOf.get(id);
       groupOf.delete(id);
       if (group !== undefined) finishedInGroup.delete(group);

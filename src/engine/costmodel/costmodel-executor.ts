@@ -149,7 +149,7 @@ export class CostModelExecutor {
     }
     const durationMs = stepTimeMs(this.profile, plan, kvTokensOf);
     const sampled = new Map<string, SampledTokenOut>();
-    const moreTokens = new Map<string, SampledTokenOut[]>();
+    const moreTokens = this.speculation ? new Map<string, SampledTokenOut[]>() : undefined;
     for (const c of plan.chunks) {
       if (!c.samples) continue;
       if (sampled.has(c.requestId)) {
@@ -158,7 +158,12 @@ export class CostModelExecutor {
       const st = this.state(c.requestId);
       sampled.set(c.requestId, this.sample(st));
       const accepted = this.accepted(st, c.requestId, c.draftTokenIds?.length ?? 0);
-      if (accepted > 0) moreTokens.set(c.requestId, Array.from({ length: accepted }, () => this.sample(st)));
+      if (accepted > 0) {
+        // A loop, not Array.from: this runs for every verified draft of every step.
+        const more: SampledTokenOut[] = [];
+        for (let k = 0; k < accepted; k++) more.push(this.sample(st));
+        moreTokens?.set(c.requestId, more);
+      }
     }
     if (!this.speculation) return { stepId: plan.stepId, sampled, durationMs };
     const drafts = new Map<string, number[]>();

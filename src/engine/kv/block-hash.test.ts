@@ -14,6 +14,13 @@ describe("hashBlockTokens", () => {
     expect(hashBlockTokens(null, [2 ** 32 + 1])).not.toBe(hashBlockTokens(null, [1]));
   });
 
+  it("keeps its keys across versions (engines sharing an L3 pool must agree)", () => {
+    // Values of the implementation that built the key from two 8-digit hex strings.
+    const a = hashBlockTokens(null, [1, 2, 3, 4]);
+    const b = hashBlockTokens(a, [0, 5, 128255, 7], ["salt", 3]);
+    expect([a, b, hashBlockTokens(b, [2 ** 33, 9])]).toEqual(["884eb0d25a88ca87", "bc07cd0c2648eec9", "6394122c9a6b1f2f"]);
+  });
+
   it("spreads many small blocks without collisions", () => {
     const seen = new Set<string>();
     for (let a = 0; a < 64; a++) for (let b = 0; b < 64; b++) for (let c = 0; c < 4; c++) seen.add(hashBlockTokens(null, [a, b, c]));

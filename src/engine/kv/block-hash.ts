@@ -25,13 +25,15 @@ export interface KvBlockIdentity {
   readonly depth: number;
 }
 
-/** Creates an identity; `parent` null means the block starts a prompt. */
+/** Creates an identity (its tokens frozen: a copy, or the array itself when already frozen); `parent` null means the block starts a prompt. */
 export function makeIdentity(
   hash: KvBlockHash,
   tokenIds: readonly number[],
   parent: KvBlockIdentity | null,
 ): KvBlockIdentity {
-  return { hash, tokenIds: tokenIds.slice(), parent, depth: parent === null ? 0 : parent.depth + 1 };
+  // Identities' token arrays are frozen, so one already frozen (another identity's: an L1 block offloaded
+  // to a tier, millions of them in a full-scale simulation) is shared instead of copied.
+  return { hash, tokenIds: Object.isFrozen(tokenIds) ? tokenIds : Object.freeze(tokenIds.slice()), parent, depth: parent === null ? 0 : parent.depth + 1 };
 }
 
 function murmurMix(h: number, k: number): number {
@@ -52,8 +54,23 @@ function finalMix(h: number): number {
   return x >>> 0;
 }
 
-function hex8(n: number): string {
-  return n.toString(16).padStart(8, "0");
+/** Lower-case hex digits' char codes. */
+const HEX = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
+const laneCodes = new Array<number>(16);
+
+/**
+ * Two 32-bit lanes as 16 hex digits in one flat string: a concatenation of two 8-digit ones would be a
+ * rope of three strings, and a simulation keeps a hash for every block of every request and every tier
+ * entry (millions at full scale).
+ */
+function hex16(a: number, b: number): string {
+  for (let i = 7; i >= 0; i--) {
+    laneCodes[i] = HEX[a & 15] as number;
+    laneCodes[8 + i] = HEX[b & 15] as number;
+    a >>>= 4;
+    b >>>= 4;
+  }
+  return String.fromCharCode.apply(null, laneCodes);
 }
 
 function parseLane(hash: KvBlockHash, start: number): number {
@@ -93,7 +110,7 @@ export function hashBlockTokens(
   }
   if (extraKeys !== undefined) for (const k of extraKeys) feed(extraKeyWord(k));
   feed(tokenIds.length);
-  return hex8(finalMix(a ^ tokenIds.length)) + hex8(finalMix(b));
+  return hex16(finalMix(a ^ tokenIds.length), finalMix(b));
 }
 
 /** Element-wise equality of two token id arrays. */
@@ -124,6 +141,15 @@ export class BlockHashChain implements PrefixProofs {
   private root: KvBlockIdentity | null | undefined = undefined;
   private hashFn: KvHashFn | undefined;
   private readonly hashes: KvBlockHash[] = [];
+  /**
+   * What a block manager keys this request's lookup memo by. A continuation that shares every block this
+   * chain hashed takes it over (continuedBy), so its first lookup replays the hits of the request it
+   * continues; this chain gets a new one (its memo could now outgrow its tokens).
+   */
+  lineage: object = {};
+  /** The tokens last hashed, and their block size (what continuedBy compares a continuation against). */
+  private source: readonly number[] | undefined;
+  private blockSize = 0;
   readonly known: (KvBlockIdentity | undefined)[] = [];
   readonly knownAlso = new Set<KvBlockIdentity>();
 
@@ -131,11 +157,53 @@ export class BlockHashChain implements PrefixProofs {
   hashOf(tokenIds: readonly number[], i: number, blockSize: number, root: KvBlockIdentity | null, hashFn: KvHashFn): KvBlockHash {
     this.useRoot(root, hashFn);
     if ((i + 1) * blockSize > tokenIds.length) throw new Error(`block hash chain: block ${i} is not full (${tokenIds.length} tokens)`);
+    this.source = tokenIds;
+    this.blockSize = blockSize;
     for (let j = this.hashes.length; j <= i; j++) {
       const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
       this.hashes.push(hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize)));
     }
     return this.hashes[i] as KvBlockHash;
+  }
+
+  /**
+   * A new chain for `tokenIds`, a request that continues this chain's one (its prompt is that request's
+   * tokens, and more): it starts with the hashes and proofs of the full blocks both share, so a long
+   * context is neither hashed nor compared again. Checks the shared tokens (one pass, no hashing); a chain
+   * that hashed nothing, or whose tokens `tokenIds` does not start with, gives what they have in common.
+   */
+  continuedBy(tokenIds: readonly number[]): BlockHashChain {
+    const next = new BlockHashChain();
+    const source = this.source;
+    const bs = this.blockSize;
+    if (source === undefined || this.root === undefined || this.hashFn === undefined || bs === 0) return next;
+    let blocks = Math.min(this.hashes.length, Math.floor(tokenIds.length / bs));
+    const same = Math.min(blocks * bs, source.length);
+    for (let t = 0; t < same; t++) {
+      if (source[t] !== tokenIds[t]) {
+        blocks = Math.floor(t / bs);
+        break;
+      }
+    }
+    next.root = this.root;
+    next.hashFn = this.hashFn;
+    next.source = tokenIds;
+    next.blockSize = bs;
+    for (let d = 0; d < blocks; d++) {
+      next.hashes.push(this.hashes[d] as KvBlockHash);
+      next.known.push(this.known[d]);
+    }
+    for (const x of this.knownAlso) if (x.depth < blocks) next.knownAlso.add(x);
+    if (blocks === this.hashes.length) {
+      next.lineage = this.lineage;
+      this.lineage = {};
+    }
+    return next;
+  }
+
+  /** The hash of block `i` when hashed already, else undefined (no hashing). */
+  hashAt(i: number): KvBlockHash | undefined {
+    return this.hashes[i];
   }
 
   /** Starts the chain over (hashes and proven identities) when the root or the hash function changes. */
@@ -146,6 +214,7 @@ export class BlockHashChain implements PrefixProofs {
       this.hashes.length = 0;
       this.known.length = 0;
       this.knownAlso.clear();
+      this.lineage = {};
     }
   }
 }

@@ -116,7 +116,7 @@ function runScenario(s: Scenario, hashFn: KvHashFn | undefined): void {
     return hit;
   };
 
-  const allocate = (id: string, tokens: number[], n: number, computed: number[] = []): boolean => {
+  const allocate = (id: string, tokens: number[], n: number, computed: readonly number[] = []): boolean => {
     const before = snapshot();
     const fresh = m.allocateSlots(id, tokens, n, computed);
     if (fresh === null) {

@@ -11,7 +11,7 @@ function mgr(opts: Partial<KvBlockManagerOptions> = {}): KvBlockManager {
 }
 
 /** Looks up, then allocates the rest of the prompt; fails the test on null. */
-function admit(m: KvBlockManager, id: string, tokens: number[]): { cached: number; fresh: number[] } {
+function admit(m: KvBlockManager, id: string, tokens: number[]): { cached: number; fresh: readonly number[] } {
   const hit = m.getComputedBlocks(tokens);
   const fresh = m.allocateSlots(id, tokens, tokens.length - hit.numCachedTokens, hit.blockIds);
   if (fresh === null) throw new Error(`admit ${id}: no blocks`);

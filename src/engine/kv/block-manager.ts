@@ -42,8 +42,11 @@ export interface KvBlockManagerOptions {
 
 /** Result of a prefix-cache lookup. */
 export interface ComputedBlocks {
-  /** L1 blocks holding the request's first `numCachedTokens` tokens, in order. */
-  blockIds: number[];
+  /**
+   * L1 blocks holding the request's first `numCachedTokens` tokens, in order. Read only: a repeated lookup
+   * returns the same array, and allocateSlots knows it as verified.
+   */
+  readonly blockIds: readonly number[];
   numCachedTokens: number;
   /** Blocks among `blockIds` that this lookup loaded from L2/L3 (one KvTransfer each, to L1). */
   fromTier: { tier: "L2" | "L3"; blocks: number }[];
@@ -99,7 +102,47 @@ interface LookupMemo {
   hits: Hit[];
   /** stamps[i]: the registration stamp of hits[i]'s block (L1 hits), 0 for tier hits. */
   stamps: number[];
+  /**
+   * While the manager watches this request's hashes (watchEpoch) and none was registered in L1 since
+   * (hashSeq) and no tier entry was removed or replaced (l2Seq, l3Seq), every tier hit still stands.
+   */
+  watchEpoch: number;
+  hashSeq: number;
+  l2Seq: number | undefined;
+  l3Seq: number | undefined;
 }
+
+/**
+ * The last prefix lookup, when it loaded nothing from L2/L3: what it returned and what it depends on. A
+ * request refused for want of KV is looked up again at every step, usually with nothing changed; while
+ * none of its dependencies changed (lookupSeq, bumped by any change to a watched block or hash; the
+ * tiers' changeSeq; the free blocks its tier hits would be loaded into) the lookup is answered from here.
+ */
+interface RepeatableLookup {
+  chain: BlockHashChain;
+  numTokens: number;
+  epoch: number;
+  root: KvBlockIdentity | null;
+  seq: number;
+  blockIds: number[];
+  numCachedTokens: number;
+  /** Whether hits beyond blockIds sit in a tier (not loaded: no spare block then). */
+  tierHits: boolean;
+  /** Free L1 blocks among the hits: tier hits load only while more blocks than these are free. */
+  numProtected: number;
+  /** The hash of the block the search stopped at (undefined: every full block hit), and what each tier held there. */
+  missHash: KvBlockHash | undefined;
+  missL2: KvBlockIdentity | undefined;
+  missL3: KvBlockIdentity | undefined;
+  l2Seq: number | undefined;
+  l3Seq: number | undefined;
+}
+
+/** An empty bucket: shared, never mutated. */
+const NO_BLOCKS: readonly number[] = Object.freeze([]);
+
+/** allocateSlots' answer when it took no new block: shared, never mutated (frozen). */
+const NO_FRESH_BLOCKS: number[] = Object.freeze([]) as unknown as number[];
 
 function checkInt(field: string, v: number, min: number): void {
   if (!Number.isInteger(v) || v < min) {
@@ -136,7 +179,7 @@ export class KvBlockManager {
   /** Bumped by resetPrefixCache: every lookup memo from before is void. */
   private epoch = 0;
   /** Per request hash chain, its last lookup (weak: a finished request's memo goes with its chain). */
-  private readonly memos = new WeakMap<BlockHashChain, LookupMemo>();
+  private readonly memos = new WeakMap<object, LookupMemo>();
   /** checkComputedBlocks' duplicate check: mark[b] === markGen when b was seen in the current call. */
   private readonly mark: Uint32Array;
   private markGen = 0;
@@ -148,6 +191,18 @@ export class KvBlockManager {
   private readonly requests = new Map<string, RequestKv>();
   private readonly counters: KvBlockManagerStats = { queries: 0, hits: 0, evictions: 0, offloadedBlocks: 0, loadedBlocks: 0 };
   private pendingEvictionOffload = { L2: 0, L3: 0 };
+  /** See RepeatableLookup: the last lookup, the blocks and hashes it watches, and the change counter. */
+  private repeatable: RepeatableLookup | undefined;
+  /** watchBlock[b] === watchGen: block b is one of the watched lookup's L1 hits. */
+  private watchBlock: Uint32Array;
+  private watchGen = 1;
+  /** The watched lookup's request: a block registered under its hash at a depth up to watchDepth is watched. */
+  private watchChain: BlockHashChain | undefined;
+  private watchDepth = -1;
+  /** Bumped when the watched request changes, and when a block is registered under its hash. */
+  private watchEpoch = 0;
+  private hashSeq = 0;
+  private lookupSeq = 0;
 
   constructor(opts: KvBlockManagerOptions) {
     checkInt("blockSize", opts.blockSize, 1);
@@ -175,6 +230,7 @@ export class KvBlockManager {
     this.mark = new Uint32Array(opts.numBlocks);
     this.l1Hit = new Array<Hit | undefined>(opts.numBlocks).fill(undefined);
     this.queue = new FreeBlockQueue(opts.numBlocks);
+    this.watchBlock = new Uint32Array(opts.numBlocks);
   }
 
   /**
@@ -194,16 +250,30 @@ export class KvBlockManager {
   getComputedBlocks(tokenIds: readonly number[], chain?: BlockHashChain): ComputedBlocks {
     if (!this.enablePrefixCaching) return { blockIds: [], numCachedTokens: 0, fromTier: [], loadedBlockIds: [] };
     const bs = this.blockSize;
+    const again = this.repeatable;
+    if (again !== undefined && again.chain === chain && this.unchangedFor(again, tokenIds.length)) {
+      this.counters.queries += tokenIds.length;
+      this.counters.hits += again.numCachedTokens;
+      return { blockIds: again.blockIds, numCachedTokens: again.numCachedTokens, fromTier: [], loadedBlockIds: [] };
+    }
     const maxBlocks = tokenIds.length > 0 ? Math.floor((tokenIds.length - 1) / bs) : 0;
     const hits = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain());
 
     // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses. (The hits
     // are distinct blocks: a block's identity has one depth.)
     let numProtected = 0;
-    for (const h of hits) if (h.kind === "L1" && this.refCount[h.block] === 0) numProtected++;
+    let firstTier = hits.length;
+    for (let i = 0; i < hits.length; i++) {
+      const h = hits[i] as Hit;
+      if (h.kind !== "L1") {
+        if (firstTier === hits.length) firstTier = i;
+      } else if (this.refCount[h.block] === 0) {
+        numProtected++;
+      }
+    }
     let spare = this.queue.length - numProtected;
     let keep = hits.length;
-    for (let i = 0; i < hits.length; i++) {
+    for (let i = firstTier; i < hits.length; i++) {
       if (hits[i]?.kind === "L1") continue;
       if (spare === 0) {
         keep = i;
@@ -212,12 +282,15 @@ export class KvBlockManager {
       spare--;
     }
 
-    const blockIds: number[] = [];
+    // Up to the first tier hit every hit is an L1 block: sized once (a waiting request's hits are many).
+    const blockIds: number[] = new Array<number>(Math.min(keep, firstTier));
+    for (let i = 0; i < blockIds.length; i++) blockIds[i] = (hits[i] as Extract<Hit, { kind: "L1" }>).block;
     const loadedBlockIds: number[] = [];
     const loaded = { L2: 0, L3: 0 };
     /** Built at the first load only (most lookups load nothing). */
     let protectedBlocks: Set<number> | undefined;
-    for (let i = 0; i < keep; i++) {
+    let scan: number | undefined;
+    for (let i = blockIds.length; i < keep; i++) {
       const h = hits[i] as Hit;
       if (h.kind === "L1") {
         blockIds.push(h.block);
@@ -226,10 +299,16 @@ export class KvBlockManager {
       if (protectedBlocks === undefined) {
         protectedBlocks = new Set<number>();
         for (const x of hits) if (x.kind === "L1" && this.refCount[x.block] === 0) protectedBlocks.add(x.block);
+        scan = this.queue.peek();
       }
       h.tier.touch(h.id.hash);
-      const b = this.queue.popFrontSkipping(protectedBlocks);
-      if (b === undefined) throw new Error("kv block manager: no free block to load into (accounting bug)");
+      // The first free block from the head that is not protected. The blocks before `scan` were passed as
+      // protected and stay so (loads only add protected blocks, at the tail): no rescan from the head.
+      while (scan !== undefined && protectedBlocks.has(scan)) scan = this.queue.after(scan);
+      if (scan === undefined) throw new Error("kv block manager: no free block to load into (accounting bug)");
+      const b = scan;
+      scan = this.queue.after(b);
+      this.queue.remove(b);
       this.evict(b);
       this.register(b, h.id);
       this.queue.pushBack(b);
@@ -242,6 +321,7 @@ export class KvBlockManager {
     const numCachedTokens = blockIds.length * bs;
     this.counters.queries += tokenIds.length;
     this.counters.hits += numCachedTokens;
+    this.rememberLookup(chain, tokenIds, hits, maxBlocks, blockIds, numCachedTokens, numProtected, loaded.L2 + loaded.L3 === 0);
     const fromTier: ComputedBlocks["fromTier"] = [];
     if (loaded.L2 > 0) fromTier.push({ tier: "L2", blocks: loaded.L2 });
     if (loaded.L3 > 0) fromTier.push({ tier: "L3", blocks: loaded.L3 });
@@ -261,7 +341,7 @@ export class KvBlockManager {
     numNewTokens: number,
     newComputedBlocks: readonly number[] = [],
     chain?: BlockHashChain,
-  ): number[] | null {
+  ): readonly number[] | null {
     if (!Number.isInteger(numNewTokens) || numNewTokens < 0) {
       throw new Error(`allocateSlots(${requestId}): numNewTokens must be an integer >= 0, got ${numNewTokens}`);
     }
@@ -271,7 +351,10 @@ export class KvBlockManager {
       if (existing !== undefined && existing.blocks.length > 0) {
         throw new Error(`allocateSlots(${requestId}): newComputedBlocks given but the request already holds ${existing.blocks.length} blocks`);
       }
-      this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks, chain);
+      // Hits straight from the repeatable lookup, nothing they depend on changed since: verified already.
+      const again = this.repeatable;
+      const verified = again !== undefined && again.blockIds === newComputedBlocks && again.chain === chain && this.unchangedFor(again, tokenIds.length);
+      if (!verified) this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks, chain);
     }
     const held = existing?.numTokens ?? 0;
     const target = held + newComputedBlocks.length * bs + numNewTokens;
@@ -284,16 +367,19 @@ export class KvBlockManager {
     const req: RequestKv = existing ?? { blocks: [], numTokens: 0, numHashed: 0, root: this.root, cacheable: this.enablePrefixCaching };
     if (existing === undefined) this.requests.set(requestId, req);
     for (const b of newComputedBlocks) {
+      this.touched(b);
       if (this.refCount[b] === 0) this.queue.remove(b);
       this.refCount[b] = (this.refCount[b] ?? 0) + 1;
       req.blocks.push(b);
     }
     if (newComputedBlocks.length > 0) req.numHashed = newComputedBlocks.length;
-    const fresh: number[] = [];
+    // Most calls (a decode step inside a block) take no block: one shared empty answer, no array per call.
+    const fresh: number[] = need === 0 ? NO_FRESH_BLOCKS : [];
     for (let i = 0; i < need; i++) {
       const b = this.queue.popFront();
       if (b === undefined) throw new Error("kv block manager: free queue ran dry (accounting bug)");
       this.evict(b);
+      this.touched(b);
       this.refCount[b] = 1;
       req.blocks.push(b);
       fresh.push(b);
@@ -318,6 +404,7 @@ export class KvBlockManager {
     for (const b of req.blocks.splice(keep).reverse()) {
       const rc = (this.refCount[b] ?? 0) - 1;
       if (rc < 0) throw new Error(`trimSlots(${requestId}): block ${b} refCount would go negative`);
+      this.touched(b);
       this.refCount[b] = rc;
       if (rc === 0) this.queue.pushFront(b);
     }
@@ -510,54 +597,176 @@ export class KvBlockManager {
 
   /** Longest verified prefix of `tokenIds` over `maxBlocks` blocks, from L1 and (if `useTiers`) L2/L3. */
   private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean, chain: BlockHashChain): Hit[] {
-    const bs = this.blockSize;
     chain.useRoot(this.root, this.hashFn);
     // The chain's proofs from earlier lookups make a repeated lookup (a request waiting for KV) O(1) per block.
     const verifier = new PrefixVerifier(chain);
-    // Replay the request's previous lookup while its L1 hits are untouched (see LookupMemo); search from there.
-    const memo = useTiers ? this.memos.get(chain) : undefined;
+    // Replay the request's previous lookup (see LookupMemo), searching again only the blocks whose hit
+    // changed; then search on from its end. A block's hit depends on the request's tokens up to it, not on
+    // which of several content-equal identities the block before it was found as, so the hits after a
+    // changed one stay what a search would find.
+    const memo = useTiers ? this.memos.get(chain.lineage) : undefined;
     let i = 0;
+    let missed = false;
+    let hits: Hit[] = [];
+    let stamps: number[] = [];
+    let prev = this.root;
     if (memo !== undefined && memo.epoch === this.epoch && memo.root === this.root) {
-      const n = Math.min(memo.hits.length, maxBlocks);
-      while (i < n) {
-        const h = memo.hits[i] as Hit;
-        if (h.kind !== "L1" || this.stamp[h.block] !== memo.stamps[i]) break;
-        i++;
+      // Watched since the memo, nothing registered under its hashes, the tiers unchanged: its tier hits stand.
+      const tiersSame =
+        memo.watchEpoch === this.watchEpoch && this.watchChain === chain && memo.hashSeq === this.hashSeq && memo.l2Seq === this.l2?.changeSeq && memo.l3Seq === this.l3?.changeSeq;
+      // The memo is replaced below: its arrays are reused (a waiting request's prefix can be hundreds of
+      // blocks, looked up at every step).
+      hits = memo.hits;
+      stamps = memo.stamps;
+      const n = Math.min(hits.length, maxBlocks);
+      for (; i < n; i++) {
+        const h = hits[i] as Hit;
+        if (h.kind === "L1" ? this.stamp[h.block] !== stamps[i] : !(tiersSame || this.sameTierHit(h))) {
+          const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
+          if (hit === undefined) {
+            missed = true;
+            break;
+          }
+          hits[i] = hit;
+          stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
+        }
+        prev = (hits[i] as Hit).id;
       }
+      hits.length = i;
+      stamps.length = i;
     }
-    const hits: Hit[] = memo === undefined || i === 0 ? [] : memo.hits.slice(0, i);
-    const stamps: number[] = memo === undefined || i === 0 ? [] : memo.stamps.slice(0, i);
-    let prev = i === 0 ? this.root : (hits[i - 1] as Hit).id;
-    for (; i < maxBlocks; i++) {
-      // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
-      const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
-      let hit: Hit | undefined;
-      const bucket = this.cached.get(hash);
-      if (bucket !== undefined) {
-        for (const b of bucket) {
-          const id = this.identity[b];
-          if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
-            hit = this.l1Hit[b] ??= { kind: "L1", block: b, id };
-            break;
-          }
-        }
-      }
-      if (hit === undefined && useTiers) {
-        for (const tier of [this.l2, this.l3]) {
-          const id = tier?.get(hash);
-          if (tier !== undefined && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) {
-            hit = { kind: tier.name, tier, id };
-            break;
-          }
-        }
-      }
+    for (; !missed && i < maxBlocks; i++) {
+      const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
       if (hit === undefined) break;
       hits.push(hit);
       stamps.push(hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0);
       prev = hit.id;
     }
-    if (useTiers) this.memos.set(chain, { epoch: this.epoch, root: this.root, hits, stamps });
+    if (useTiers) this.memos.set(chain.lineage, { epoch: this.epoch, root: this.root, hits, stamps, watchEpoch: -1, hashSeq: 0, l2Seq: undefined, l3Seq: undefined });
     return hits;
+  }
+
+  /** The hit for block `i` of a request whose block i − 1 was found as `prev`: L1 first, then L2, L3. */
+  private searchAt(tokenIds: readonly number[], i: number, useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier, prev: KvBlockIdentity | null): Hit | undefined {
+    const bs = this.blockSize;
+    // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
+    const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
+    const bucket = this.cached.get(hash);
+    if (bucket !== undefined) {
+      for (const b of bucket) {
+        const id = this.identity[b];
+        if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return (this.l1Hit[b] ??= { kind: "L1", block: b, id });
+      }
+    }
+    if (!useTiers) return undefined;
+    for (const tier of [this.l2, this.l3]) {
+      const id = tier?.get(hash);
+      if (tier !== undefined && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return { kind: tier.name, tier, id };
+    }
+    return undefined;
+  }
+
+  /** Whether a lookup of `again`'s request with `numTokens` tokens would find exactly what it found. */
+  private unchangedFor(again: RepeatableLookup, numTokens: number): boolean {
+    if (again.numTokens !== numTokens || again.seq !== this.lookupSeq || again.epoch !== this.epoch || again.root !== this.root) return false;
+    if (again.l2Seq !== this.l2?.changeSeq || again.l3Seq !== this.l3?.changeSeq) return false;
+    // Tier hits load into free blocks other than the hits' own: none while no more blocks are free.
+    if (again.tierHits && this.queue.length > again.numProtected) return false;
+    const miss = again.missHash;
+    return miss === undefined || (this.l2?.get(miss) === again.missL2 && this.l3?.get(miss) === again.missL3);
+  }
+
+  /** Keeps a lookup that loaded nothing as the repeatable one, watching the blocks and hashes it depends on. */
+  private rememberLookup(
+    chain: BlockHashChain | undefined,
+    tokenIds: readonly number[],
+    hits: readonly Hit[],
+    maxBlocks: number,
+    blockIds: number[],
+    numCachedTokens: number,
+    numProtected: number,
+    loadedNothing: boolean,
+  ): void {
+    // A new generation unwatches every block at once.
+    if (this.watchGen === 0xffffffff) {
+      this.watchBlock.fill(0);
+      this.watchGen = 0;
+    }
+    this.watchGen++;
+    this.repeatable = undefined;
+    const before = this.watchChain;
+    this.watchChain = undefined;
+    this.watchDepth = -1;
+    let tierHits = false;
+    let watchable = chain !== undefined && loadedNothing;
+    for (let i = 0; watchable && i < hits.length; i++) {
+      const h = hits[i] as Hit;
+      if (h.kind === "L1") this.watchBlock[h.block] = this.watchGen;
+      else {
+        tierHits = true;
+        watchable = this.watchableTierHit(h);
+      }
+    }
+    // (Blocks flagged before an unwatchable hit only bump lookupSeq needlessly until the next lookup.)
+    if (chain === undefined || !watchable) {
+      if (before !== undefined) this.watchEpoch++;
+      return;
+    }
+    const missHash = hits.length < maxBlocks ? chain.hashOf(tokenIds, hits.length, this.blockSize, this.root, this.hashFn) : undefined;
+    if (before !== chain) this.watchEpoch++;
+    // Hashes are watched by depth: a block another request registers can only be this request's block
+    // `d` (a tier hit's, or the block the search stopped at) if its identity has depth d and the chain's hash.
+    this.watchChain = chain;
+    this.watchDepth = hits.length;
+    const memo = this.memos.get(chain.lineage);
+    if (memo !== undefined) {
+      memo.watchEpoch = this.watchEpoch;
+      memo.hashSeq = this.hashSeq;
+      memo.l2Seq = this.l2?.changeSeq;
+      memo.l3Seq = this.l3?.changeSeq;
+    }
+    this.repeatable = {
+      chain,
+      numTokens: tokenIds.length,
+      epoch: this.epoch,
+      root: this.root,
+      seq: this.lookupSeq,
+      blockIds,
+      numCachedTokens,
+      tierHits,
+      numProtected,
+      missHash,
+      missL2: missHash === undefined ? undefined : this.l2?.get(missHash),
+      missL3: missHash === undefined ? undefined : this.l3?.get(missHash),
+      l2Seq: this.l2?.changeSeq,
+      l3Seq: this.l3?.changeSeq,
+    };
+  }
+
+  /**
+   * Whether a lookup's tier hit can be watched: each tier tells when it drops or replaces an entry, and an
+   * L3 hit has no L2 in front of it (L2 taking its hash, a new one, would not bump L2's changeSeq).
+   */
+  private watchableTierHit(h: Extract<Hit, { kind: "L2" | "L3" }>): boolean {
+    return !(h.kind === "L3" && this.l2 !== undefined) && h.tier.changeSeq !== undefined;
+  }
+
+  /** A watched block's identity or reference count changes: the repeatable lookup is void. */
+  private touched(b: number): void {
+    if (this.watchBlock[b] === this.watchGen) this.lookupSeq++;
+  }
+
+  /**
+   * Whether a tier hit of an earlier lookup is still what a search would find at its block: no L1 block
+   * carries its hash (the search looks in L1 first), no tier before its own holds the hash, and its tier
+   * still holds the very identity that was accepted (identities are immutable, and the request's chain
+   * keeps the proof, so accepting it again after the same previous hit gives the same answer).
+   */
+  private sameTierHit(h: Extract<Hit, { kind: "L2" | "L3" }>): boolean {
+    const hash = h.id.hash;
+    if (this.cached.has(hash)) return false;
+    if (h.kind === "L3" && this.l2 !== undefined && this.l2.get(hash) !== undefined) return false;
+    return h.tier.get(hash) === h.id;
   }
 
   private checkComputedBlocks(requestId: string, tokenIds: readonly number[], blocks: readonly number[], chain: BlockHashChain | undefined): void {
@@ -595,6 +804,8 @@ export class KvBlockManager {
   private cacheFullBlocks(req: RequestKv, tokenIds: readonly number[], chain: BlockHashChain): void {
     const bs = this.blockSize;
     const numFull = Math.min(req.blocks.length, Math.floor(Math.min(req.numTokens, tokenIds.length) / bs));
+    // Called at every decode step of every request; a block fills once in blockSize steps.
+    if (req.numHashed >= numFull) return;
     let parent = req.numHashed === 0 ? req.root : (this.identity[req.blocks[req.numHashed - 1] ?? -1] ?? null);
     for (let i = req.numHashed; i < numFull; i++) {
       const b = req.blocks[i];
@@ -603,14 +814,14 @@ export class KvBlockManager {
       const hash = chain.hashOf(tokenIds, i, bs, req.root, this.hashFn);
       // Share the identity object of an identical block computed by another request: keeps chains short.
       let id: KvBlockIdentity | undefined;
-      for (const other of this.cached.get(hash) ?? []) {
+      for (const other of this.cached.get(hash) ?? NO_BLOCKS) {
         const o = this.identity[other];
         if (o !== null && o !== undefined && o.parent === parent && sameTokensAt(o.tokenIds, tokenIds, i * bs, bs)) {
           id = o;
           break;
         }
       }
-      const own = id ?? makeIdentity(hash, tokenIds.slice(i * bs, (i + 1) * bs), parent);
+      const own = id ?? makeIdentity(hash, Object.freeze(tokenIds.slice(i * bs, (i + 1) * bs)), parent);
       if (this.identity[b] !== null) this.unregister(b);
       this.register(b, own);
       parent = own;
@@ -619,6 +830,13 @@ export class KvBlockManager {
   }
 
   private register(b: number, id: KvBlockIdentity): void {
+    const watched = this.watchChain;
+    if (watched !== undefined && id.depth >= 0 && id.depth <= this.watchDepth && watched.hashAt(id.depth) === id.hash) {
+      this.hashSeq++;
+      this.lookupSeq++;
+    } else if (this.watchBlock[b] === this.watchGen) {
+      this.lookupSeq++;
+    }
     this.identity[b] = id;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
@@ -630,6 +848,7 @@ export class KvBlockManager {
   private unregister(b: number): KvBlockIdentity | null {
     const id = this.identity[b] ?? null;
     if (id === null) return null;
+    this.touched(b);
     this.identity[b] = null;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
@@ -698,6 +917,7 @@ export class KvBlockManager {
       if (b === undefined) continue;
       const rc = (this.refCount[b] ?? 0) - 1;
       if (rc < 0) throw new Error(`free(${requestId}): block ${b} refCount would go negative`);
+      this.touched(b);
       this.refCount[b] = rc;
       if (rc === 0) this.queue.pushBack(b);
     }

@@ -42,6 +42,13 @@ export class FreeBlockQueue {
     return id;
   }
 
+  /** The block after `id` (which must be in the queue) towards the tail, or undefined at the tail. */
+  after(id: number): number | undefined {
+    if (this.inQueue[id] !== 1) throw new Error(`free queue: block ${id} is not in the queue`);
+    const n = this.next[id] ?? NONE;
+    return n === NONE ? undefined : n;
+  }
+
   /** Removes and returns the first block from the head not in `skip`, or undefined. */
   popFrontSkipping(skip: ReadonlySet<number>): number | undefined {
     let id = this.head;

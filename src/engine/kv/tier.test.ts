@@ -1,5 +1,6 @@
 // Tests of the in-process KV tier (LRU by blocks) and transfer timing.
 import { describe, expect, it } from "vitest";
+import { Rng } from "../../core/rng.js";
 import { makeIdentity } from "./block-hash.js";
 import { InProcessKvTier, transferMs } from "./tier.js";
 
@@ -27,6 +28,48 @@ describe("InProcessKvTier", () => {
     const z = new InProcessKvTier({ name: "L3", capacityBlocks: 0, bandwidthBytesPerMs: 10 });
     expect(z.put("a", [1])).toBe(false);
     expect(z.size()).toBe(0);
+  });
+
+  it("keeps LRU order over many touches as a re-inserting map would, bumping changeSeq only on drops and replacements", () => {
+    // Reference: a Map whose insertion order is the LRU order (touch = delete + set).
+    const ref = new Map<string, number>();
+    const t = new InProcessKvTier({ name: "L3", capacityBlocks: 16, bandwidthBytesPerMs: 1 });
+    const rng = new Rng(18);
+    let refEvictions = 0;
+    let refChanges = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const hash = `h${rng.int(0, 23)}`;
+      const op = rng.int(0, 9);
+      if (op < 6) {
+        // Touches dominate: enough of them to compact the use list many times over.
+        t.touch(hash);
+        const v = ref.get(hash);
+        if (v !== undefined) {
+          ref.delete(hash);
+          ref.set(hash, v);
+        }
+      } else if (op < 9) {
+        t.put(hash, [i]);
+        if (ref.has(hash)) {
+          ref.delete(hash);
+          refChanges++;
+        } else if (ref.size >= 16) {
+          ref.delete(ref.keys().next().value as string);
+          refEvictions++;
+          refChanges++;
+        }
+        ref.set(hash, i);
+      } else {
+        t.remove(hash);
+        if (ref.delete(hash)) refChanges++;
+      }
+      if (i % 997 === 0) expect(t.lruOrder()).toEqual([...ref.keys()]);
+    }
+    expect(t.lruOrder()).toEqual([...ref.keys()]);
+    expect([...ref].every(([h, v]) => t.get(h)?.tokenIds[0] === v)).toBe(true);
+    expect(t.evictions()).toBe(refEvictions);
+    expect(t.changeSeq).toBe(refChanges);
+    expect(refEvictions).toBeGreaterThan(100);
   });
 
   it("validates its options and times transfers by bandwidth", () => {

@@ -33,6 +33,12 @@ export interface KvTier {
   touch(hash: KvBlockHash): void;
   remove(hash: KvBlockHash): void;
   size(): number;
+  /**
+   * Bumped whenever an entry is removed or replaced (LRU eviction, `remove`, a `put` over a held hash);
+   * not by a new hash or by `touch`. A block manager replays a lookup's tier hits while it stays the same.
+   * Absent: the tier does not tell, and every lookup searches it again.
+   */
+  readonly changeSeq?: number;
 }
 
 /** Options of an in-process tier. */
@@ -43,6 +49,16 @@ export interface InProcessKvTierOptions {
   bandwidthBytesPerMs: number;
 }
 
+/** One block of an in-process tier. */
+interface TierEntry {
+  hash: KvBlockHash;
+  id: KvBlockIdentity;
+  /** Stamp of the last put or touch. */
+  use: number;
+  /** False once removed, replaced or evicted. */
+  live: boolean;
+}
+
 /**
  * An LRU tier in this process. Share one L3 instance between several engines' block managers to
  * model a global pool: a prefix offloaded by one engine is found by the others.
@@ -51,9 +67,20 @@ export class InProcessKvTier implements KvTier {
   readonly name: KvTierName;
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
-  /** Insertion order is LRU order: the first key is the least recently used. */
-  private readonly entries = new Map<KvBlockHash, KvBlockIdentity>();
+  /** Each entry with the stamp of its last use (put or touch); `live` false once dropped. */
+  private readonly entries = new Map<KvBlockHash, TierEntry>();
+  /**
+   * The uses in order, as (entry, stamp) pairs: a pair is an entry's current use while the stamps match.
+   * A touch appends a pair instead of reordering the map (the simulator touches L3 for every block it
+   * loads or evicts); the first current pair is the least recently used entry. Stale pairs are skipped
+   * and dropped when they outnumber the entries.
+   */
+  private useEntries: TierEntry[] = [];
+  private useStamps: number[] = [];
+  private useHead = 0;
+  private uses = 0;
   private evictedCount = 0;
+  changeSeq = 0;
 
   constructor(opts: InProcessKvTierOptions) {
     checkTierName(opts.name);
@@ -76,31 +103,37 @@ export class InProcessKvTier implements KvTier {
   }
 
   get(hash: KvBlockHash): KvBlockIdentity | undefined {
-    return this.entries.get(hash);
+    return this.entries.get(hash)?.id;
   }
 
   put(hash: KvBlockHash, tokenIds: readonly number[], parent: KvBlockIdentity | null = null): boolean {
-    if (this.entries.has(hash)) {
-      this.entries.delete(hash);
+    const held = this.entries.get(hash);
+    if (held !== undefined) {
+      this.drop(held);
+      this.changeSeq++;
     } else if (this.entries.size >= this.capacityBlocks) {
-      const lru = this.entries.keys().next();
-      if (lru.done) return false;
-      this.entries.delete(lru.value);
+      const lru = this.leastRecent();
+      if (lru === undefined) return false;
+      this.drop(lru);
       this.evictedCount++;
+      this.changeSeq++;
     }
-    this.entries.set(hash, makeIdentity(hash, tokenIds, parent));
+    const e: TierEntry = { hash, id: makeIdentity(hash, tokenIds, parent), use: 0, live: true };
+    this.entries.set(hash, e);
+    this.markUse(e);
     return true;
   }
 
   touch(hash: KvBlockHash): void {
     const e = this.entries.get(hash);
-    if (e === undefined) return;
-    this.entries.delete(hash);
-    this.entries.set(hash, e);
+    if (e !== undefined) this.markUse(e);
   }
 
   remove(hash: KvBlockHash): void {
-    this.entries.delete(hash);
+    const e = this.entries.get(hash);
+    if (e === undefined) return;
+    this.drop(e);
+    this.changeSeq++;
   }
 
   size(): number {
@@ -114,7 +147,49 @@ export class InProcessKvTier implements KvTier {
 
   /** Hashes from least to most recently used (for tests and debugging). */
   lruOrder(): KvBlockHash[] {
-    return [...this.entries.keys()];
+    const out: KvBlockHash[] = [];
+    for (let i = this.useHead; i < this.useEntries.length; i++) if (this.isCurrent(i)) out.push((this.useEntries[i] as TierEntry).hash);
+    return out;
+  }
+
+  private drop(e: TierEntry): void {
+    e.live = false;
+    this.entries.delete(e.hash);
+  }
+
+  private markUse(e: TierEntry): void {
+    e.use = ++this.uses;
+    this.useEntries.push(e);
+    this.useStamps.push(e.use);
+    if (this.useEntries.length - this.useHead > 2 * this.entries.size + 1024) this.compact();
+  }
+
+  private isCurrent(i: number): boolean {
+    const e = this.useEntries[i] as TierEntry;
+    return e.live && e.use === this.useStamps[i];
+  }
+
+  /** The least recently used entry (stale pairs before it are dropped), or undefined when empty. */
+  private leastRecent(): TierEntry | undefined {
+    while (this.useHead < this.useEntries.length) {
+      if (this.isCurrent(this.useHead)) return this.useEntries[this.useHead];
+      this.useHead++;
+    }
+    return undefined;
+  }
+
+  /** Keeps only the current pairs, in order (bounded memory: at most 2 × entries + 1024 pairs). */
+  private compact(): void {
+    const entries: TierEntry[] = [];
+    const stamps: number[] = [];
+    for (let i = this.useHead; i < this.useEntries.length; i++) {
+      if (!this.isCurrent(i)) continue;
+      entries.push(this.useEntries[i] as TierEntry);
+      stamps.push(this.useStamps[i] as number);
+    }
+    this.useEntries = entries;
+    this.useStamps = stamps;
+    this.useHead = 0;
   }
 }
 

@@ -407,3 +407,18 @@ describe("program pause and restore", () => {
     }
   });
 });
+
+describe("recordLogprobs", () => {
+  it("off, finished requests carry the same tokens and no logprobs", () => {
+    const run = (recordLogprobs: boolean | undefined): FinishedRequest[] => {
+      const h = makeHarness({ maxNumBatchedTokens: 16, ...(recordLogprobs === undefined ? {} : { recordLogprobs }) });
+      h.sched.addRequest({ requestId: "a", promptTokenIds: toks(20), maxTokens: 5 });
+      h.sched.addRequest({ requestId: "b", promptTokenIds: toks(7, 300), maxTokens: 3 });
+      return h.runToEnd();
+    };
+    const on = run(undefined);
+    const off = run(false);
+    expect(on.map((f) => f.logprobs.length)).toEqual([3, 5]);
+    expect(off.map((f) => [f.requestId, f.outputTokenIds, f.logprobs])).toEqual(on.map((f) => [f.requestId, f.outputTokenIds, []]));
+  });
+});

@@ -31,6 +31,12 @@ export interface SchedulerConfig {
   stopTokenIds: number[];
   /** Bounded waiting queue: addRequest throws CapacityError beyond it. */
   maxWaiting: number;
+  /**
+   * Keep each sampled token's logprob (default true). A simulation that never reads them turns this off:
+   * at full scale they are a double per output token of every request in flight (70M tokens: 0.5 GB), and
+   * `FinishedRequest.logprobs` is then empty.
+   */
+  recordLogprobs?: boolean;
 }
 
 export interface NewRequest {
@@ -44,6 +50,11 @@ export interface NewRequest {
   arrivalTime?: number;
   /** The request's own stop tokens and min_tokens (default: config.stopTokenIds, no minimum). */
   stop?: StopRule;
+  /**
+   * The block hashes of a request this one continues (`FinishedRequest.blockHashes`; its prompt starts with
+   * that request's tokens): the shared blocks are not hashed or verified again (BlockHashChain.continuedBy).
+   */
+  continues?: BlockHashChain;
 }
 
 export type FinishReason = "stop" | "length" | "abort";
@@ -60,6 +71,8 @@ export interface FinishedRequest {
   numPromptTokens: number;
   /** Prompt tokens served from the prefix cache when the request was first scheduled. */
   numCachedTokens: number;
+  /** The request's block hashes, for a request that continues it (NewRequest.continues). */
+  blockHashes: BlockHashChain;
 }
 
 /** "preempted" requests sit in the waiting queue, like vLLM's PREEMPTED status. */
@@ -140,6 +153,9 @@ interface Req {
   draftTokenIds: number[];
   /** Block hashes of `tokenIds`, kept as they grow: a request waiting for KV is looked up every step. */
   blockHashes: BlockHashChain;
+  /** While schedule() builds a plan: the tokens and the draft it gives this request (no map per step). */
+  stepTokens: number;
+  stepDraft: number[] | undefined;
 }
 
 /**
@@ -168,6 +184,7 @@ export class Scheduler {
   /** config.stopTokenIds as a set, built once (onStepDone checks every sampled token against it). */
   private readonly stopIds: ReadonlySet<number>;
   private numFinished = 0;
+  private readonly recordLogprobs: boolean;
   private numAborted = 0;
 
   constructor(
@@ -188,6 +205,7 @@ export class Scheduler {
     }
     this.waiting = new RequestQueue<Req>(config.policy);
     this.stopIds = new Set(config.stopTokenIds);
+    this.recordLogprobs = config.recordLogprobs ?? true;
   }
 
   /**
@@ -232,9 +250,10 @@ export class Scheduler {
     if (this.waiting.length >= this.config.maxWaiting) {
       throw new CapacityError("scheduler waiting queue", this.config.maxWaiting);
     }
+    const tokenIds = promptTokenIds.slice();
     const r: Req = {
       requestId,
-      tokenIds: promptTokenIds.slice(),
+      tokenIds,
       numPromptTokens: promptTokenIds.length,
       logprobs: [],
       maxTokens,
@@ -248,7 +267,9 @@ export class Scheduler {
       numCachedTokens: 0,
       stop: req.stop,
       draftTokenIds: [],
-      blockHashes: new BlockHashChain(),
+      blockHashes: req.continues?.continuedBy(tokenIds) ?? new BlockHashChain(),
+      stepTokens: 0,
+      stepDraft: undefined,
     };
     this.requests.set(requestId, r);
     this.waiting.add(r);
@@ -287,14 +308,11 @@ export class Scheduler {
     const cfg = this.config;
     const threshold = cfg.longPrefillTokenThreshold ?? 0;
     let budget = cfg.maxNumBatchedTokens;
-    const scheduled = new Map<string, number>();
     const preempted: Req[] = [];
     const transfers: KvTransfer[] = this.pendingTransfers;
     this.pendingTransfers = [];
     /** Running requests scheduled this step, in order (a preemption may take one back). */
     const scheduledRunning: Req[] = [];
-    /** Draft tokens planned for verification, per request (a subset of `scheduled`). */
-    const drafts = new Map<string, number[]>();
 
     // 1. RUNNING requests: decode steps and the rest of chunked prefills.
     const draftCaps = this.planDraftBudget(threshold);
@@ -327,9 +345,9 @@ export class Scheduler {
         if (k >= 0) {
           // Already scheduled this step (priority policy): take its tokens back.
           scheduledRunning.splice(k, 1);
-          budget += scheduled.get(victim.requestId) ?? 0;
-          scheduled.delete(victim.requestId);
-          drafts.delete(victim.requestId);
+          budget += victim.stepTokens;
+          victim.stepTokens = 0;
+          victim.stepDraft = undefined;
         }
         this.preempt(victim);
         preempted.push(victim);
@@ -337,8 +355,8 @@ export class Scheduler {
       }
       if (!ok) break;
       scheduledRunning.push(r);
-      scheduled.set(r.requestId, n);
-      if (draft.length > 0) drafts.set(r.requestId, draft);
+      r.stepTokens = n;
+      r.stepDraft = draft.length > 0 ? draft : undefined;
       budget -= n;
       i++;
     }
@@ -373,7 +391,8 @@ export class Scheduler {
         r.numComputedTokens = numCached;
         this.running.push(r);
         admitted.push(r);
-        scheduled.set(r.requestId, n);
+        r.stepTokens = n;
+        r.stepDraft = undefined;
         budget -= n;
       }
     }
@@ -382,8 +401,8 @@ export class Scheduler {
     const chunks: ScheduledChunk[] = [];
     for (let k = 0; k < scheduledRunning.length + admitted.length; k++) {
       const r = (k < scheduledRunning.length ? scheduledRunning[k] : admitted[k - scheduledRunning.length]) as Req;
-      const n = scheduled.get(r.requestId) as number;
-      const draft = drafts.get(r.requestId);
+      const n = r.stepTokens;
+      const draft = r.stepDraft;
       const before = r.numComputedTokens;
       r.numComputedTokens += n;
       r.firstScheduledTime ??= now;
@@ -454,7 +473,7 @@ export class Scheduler {
       for (let k = 0, n = 1 + (more?.length ?? 0); k < n; k++) {
         const s = k === 0 ? first : (more as SampledTokenOut[])[k - 1] as SampledTokenOut;
         r.tokenIds.push(s.tokenId);
-        r.logprobs.push(s.logprob);
+        if (this.recordLogprobs) r.logprobs.push(s.logprob);
         const numOutputs = r.tokenIds.length - r.numPromptTokens;
         // vLLM check_stop order: stop tokens first, then length caps.
         if (r.stop ? r.stop.stopsAt(s.tokenId, numOutputs) : stop.has(s.tokenId)) {
@@ -657,6 +676,7 @@ export class Scheduler {
       numPreemptions: r.numPreemptions,
       numPromptTokens: r.numPromptTokens,
       numCachedTokens: r.numCachedTokens,
+      blockHashes: r.blockHashes,
     };
     if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
     if (r.programId !== undefined) out.programId = r.programId;
