@@ -9,6 +9,7 @@
 // running (their agents see the abort) and records admitted programs that never started as aborted, so every
 // program ends with an outcome. The store run: one, `runId`, created at the first group (or reopened, when a
 // run is resumed) and finished at the end; a sync run's groups each record their iteration (`iterationOf`).
+import { setMaxListeners } from "node:events";
 import type { Group, Trajectory } from "../core/types.js";
 import type { Task } from "../envs/env.js";
 import { ArborError } from "../core/errors.js";
@@ -159,6 +160,8 @@ export class OrchestratedRollout {
       idPrefix: `${o.runId}/g`,
     });
     this.sem = new Semaphore(o.concurrency);
+    // Every running program (at most `concurrency`, plus held-out ones) listens on the cut: no leak past 10.
+    setMaxListeners(0, this.cut.signal);
     const programs = o.programs ?? (o.sandboxes ? localPrograms(o.sandboxes) : undefined);
     if (programs === undefined) throw new ArborError("rollout: needs sandboxes to run programs in, or a program runner (workers)", "config");
     this.runner = programs;
