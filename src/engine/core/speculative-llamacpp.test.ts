@@ -229,8 +229,9 @@ describe("speculative decoding on the scheduled llama.cpp engine", () => {
     const c: Case = { ...GREEDY[0]!, maxTokens: 30 };
     const want = await gen(plain, c);
     const run = async (draftGroupId?: string): Promise<number> => {
-      // No global tree: only the request's own tree and, with a group, the group's.
-      const e = await speculative({ speculative: { method: "suffix", maxSpecTokens: 6, maxCachedResponses: 0 } });
+      // No global tree: only the request's own tree and, with a group, the group's. Every draft verified (no
+      // adaptive budget: it fits measured step times, and on a loaded machine it once verified none).
+      const e = await speculative({ speculative: { method: "suffix", maxSpecTokens: 6, maxCachedResponses: 0, adaptive: false } });
       for (let i = 0; i < 2; i++) {
         const r = await e.generate({ promptTokenIds: c.prompt, maxTokens: c.maxTokens, temperature: 0, topP: 1, topLogprobs: 2, rng: c.rng(), ...(draftGroupId ? { draftGroupId } : {}) });
         expectSameResults([r], [want]);
