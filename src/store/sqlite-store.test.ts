@@ -15,6 +15,26 @@ import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-s
 // Undoes version 7 (the groups' iteration) and version 8 (held-out groups' version) there too.
 const DROP_V6 = "ALTER TABLE calls DROP COLUMN requested_model; ALTER TABLE calls DROP COLUMN max_tokens_asked; ALTER TABLE calls DROP COLUMN max_tokens_granted; ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version;";
 
+/** Turn a store file back into what an older version wrote (`sql` drops its newer columns and sets the version). */
+function rewindSchema(path: string, sql: string): void {
+  const db = new Database(path);
+  try {
+    db.exec(sql);
+  } finally {
+    db.close();
+  }
+}
+
+/** The file at `path` has been upgraded to the current schema version. */
+function expectCurrentSchema(path: string): void {
+  const check = new Database(path, { readonly: true });
+  try {
+    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
+  } finally {
+    check.close();
+  }
+}
+
 describeTrajectoryStoreContract(
   "sqlite file",
   () => {
@@ -99,20 +119,14 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.recordCall(call);
     await store.close();
     // Turn the file back into what version 1 wrote: no flag columns.
-    const db = new Database(path);
-    db.exec(
-      `ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 1;`,
-    );
-    db.close();
+    rewindSchema(path, `ALTER TABLE calls DROP COLUMN trainable; ALTER TABLE calls DROP COLUMN context_reset; ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 1;`);
     const upgraded = new SqliteTrajectoryStore(path);
     try {
       expect((await upgraded.getTrajectory("g1-p0"))?.calls).toEqual([call]);
     } finally {
       await upgraded.close();
     }
-    const check = new Database(path, { readonly: true });
-    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
-    check.close();
+    expectCurrentSchema(path);
   });
 
   it("keeps a call's per-token policy versions exactly, and refuses a list that does not match the output", async () => {
@@ -150,11 +164,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.recordCall(old);
     await store.close();
     // Turn the file back into what version 2 wrote: no per-token versions column.
-    const db = new Database(path);
-    db.exec(
-      `ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 2;`,
-    );
-    db.close();
+    rewindSchema(path, `ALTER TABLE calls DROP COLUMN token_policy_versions; ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 2;`);
     const upgraded = new SqliteTrajectoryStore(path);
     const resumed = { ...fixtureCall("g1-p0", 1, [-1, -2]), tokenPolicyVersions: [2, 3] };
     try {
@@ -169,9 +179,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     } finally {
       await reopened.close();
     }
-    const check = new Database(path, { readonly: true });
-    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
-    check.close();
+    expectCurrentSchema(path);
   });
 
   it("keeps each call's served model name (version 4), and upgrades a version-3 file in place", async () => {
@@ -183,9 +191,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     const old = fixtureCall("g1-p0", 0, [-0.25]);
     await store.recordCall(old);
     await store.close();
-    const db = new Database(path);
-    db.exec(`ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 3;`);
-    db.close();
+    rewindSchema(path, `ALTER TABLE calls DROP COLUMN served_model; ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 3;`);
     const upgraded = new SqliteTrajectoryStore(path);
     const served = { ...fixtureCall("g1-p0", 1, [-1]), servedModel: "calc-policy" };
     try {
@@ -205,9 +211,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     const old = { ...fixtureCall("g1-p0", 0, [-0.25]), contextReset: true as const };
     await store.recordCall(old);
     await store.close();
-    const db = new Database(path);
-    db.exec(`ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 4;`);
-    db.close();
+    rewindSchema(path, `ALTER TABLE calls DROP COLUMN context_reset_reason; ${DROP_V6} UPDATE schema_version SET version = 4;`);
     const upgraded = new SqliteTrajectoryStore(path);
     const reset = { ...fixtureCall("g1-p0", 1, [-1]), contextReset: true as const, contextResetReason: "template re-renders earlier turns" };
     try {
@@ -216,9 +220,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     } finally {
       await upgraded.close();
     }
-    const check = new Database(path, { readonly: true });
-    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
-    check.close();
+    expectCurrentSchema(path);
   });
 
   it("keeps each call's requested model and clamped max_tokens (version 6), and upgrades a version-5 file in place", async () => {
@@ -230,9 +232,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     const old = fixtureCall("g1-p0", 0, [-0.25]);
     await store.recordCall(old);
     await store.close();
-    const db = new Database(path);
-    db.exec(`${DROP_V6} UPDATE schema_version SET version = 5;`);
-    db.close();
+    rewindSchema(path, `${DROP_V6} UPDATE schema_version SET version = 5;`);
     const upgraded = new SqliteTrajectoryStore(path);
     const clamped = { ...fixtureCall("g1-p0", 1, [-1]), requestedModel: "gpt-4o-mini", maxTokensClamped: { asked: 64000, granted: 100 } };
     try {
@@ -241,9 +241,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     } finally {
       await upgraded.close();
     }
-    const check = new Database(path, { readonly: true });
-    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
-    check.close();
+    expectCurrentSchema(path);
   });
 
   it("keeps each group's iteration (version 7), and upgrades a version-6 file in place: its groups' iteration unknown", async () => {
@@ -251,9 +249,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.createRun(fixtureRun());
     await store.createGroup(fixtureGroup("g1", "run-1", 1));
     await store.close();
-    const db = new Database(path);
-    db.exec("ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version; UPDATE schema_version SET version = 6;");
-    db.close();
+    rewindSchema(path, "ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version; UPDATE schema_version SET version = 6;");
     const upgraded = new SqliteTrajectoryStore(path);
     try {
       await upgraded.createGroup({ ...fixtureGroup("g2", "run-1", 1), iteration: 2 });
@@ -261,9 +257,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     } finally {
       await upgraded.close();
     }
-    const check = new Database(path, { readonly: true });
-    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
-    check.close();
+    expectCurrentSchema(path);
   });
 
   it("upgrades a version-7 file in place: its groups are training groups, and new held-out groups keep their version", async () => {
@@ -271,9 +265,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.createRun(fixtureRun());
     await store.createGroup({ ...fixtureGroup("g1", "run-1", 1), iteration: 1 });
     await store.close();
-    const db = new Database(path);
-    db.exec("ALTER TABLE groups DROP COLUMN held_out_version; UPDATE schema_version SET version = 7;");
-    db.close();
+    rewindSchema(path, "ALTER TABLE groups DROP COLUMN held_out_version; UPDATE schema_version SET version = 7;");
     const upgraded = new SqliteTrajectoryStore(path);
     try {
       await upgraded.createGroup({ ...fixtureGroup("e1", "run-1", 1), heldOutVersion: 0 });
@@ -281,9 +273,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     } finally {
       await upgraded.close();
     }
-    const check = new Database(path, { readonly: true });
-    expect(check.prepare("SELECT version FROM schema_version").get()).toEqual({ version: SQLITE_SCHEMA_VERSION });
-    check.close();
+    expectCurrentSchema(path);
   });
 
   it("reopenRun refuses a run still open in another process", async () => {
