@@ -1,8 +1,8 @@
 // `arbor train-worker`: Arbor's reference trainer as an external trainer in its own process, speaking the HTTP
 // trainer protocol to `arbor run` (train.trainer: external): pull a batch, step on the samples that carry an
 // advantage (packed as a prefix tree, as the in-process path does), write `policy-v{N}.gguf`, announce it and
-// only then ack the batch with the step's loss, gradient norm and entropy (docs/batch-schema.md). A batch without signal is acked without a step. It is also
-// the reference for writing such a loop around another trainer.
+// only then ack the batch with the step's loss, gradient norm and entropy (docs/batch-schema.md). A batch
+// without signal is acked without a step. It is also the reference for writing such a loop around another trainer.
 import { lineLog, processLog } from "../core/logger.js";
 import { mkdirSync } from "node:fs";
 import { resolve } from "node:path";
