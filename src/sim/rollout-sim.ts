@@ -19,7 +19,10 @@ import { createRolloutScheduler } from "../rollout/scheduling/registry.js";
 import type { InstanceView, Placement } from "../rollout/scheduling/types.js";
 import { DraftBudget } from "../engine/specdec/draft-budget.js";
 import { SiblingAcceptance, type GroupedSpeculation } from "./grouped-speculation.js";
+import { RolloutTraceRecorder, type RolloutSimTrace, type TracedChunk } from "./rollout-trace.js";
 import type { SeerTask } from "./seer-workload.js";
+
+export type { RolloutSimTrace } from "./rollout-trace.js";
 
 const STOP = 2;
 
@@ -66,32 +69,6 @@ export interface RolloutSimOptions {
   /** Period of the time series (throughput buckets, KV usage, cumulative counters), simulated ms (default 1000). */
   sampleMs?: number;
   seed: number;
-}
-
-/** What `arbor sim` draws and checks: time series, every request's submission and end, KV peaks. */
-export interface RolloutSimTrace {
-  sampleMs: number;
-  /** Output tokens sampled in each period [i·sampleMs, (i+1)·sampleMs), by the step end time. */
-  outputTokensPerPeriod: number[];
-  /** At each period boundary i·sampleMs (i = 1, 2, …): each engine's fraction of KV blocks in use. */
-  kvUsage: number[][];
-  /** At each period boundary: preemptions and recomputed tokens so far. */
-  preemptions: number[];
-  recomputedTokens: number[];
-  /** Engine names, in kvUsage's inner order. */
-  engines: string[];
-  /** Requests that ended (stop or budget) and were taken in a batch, and requests cut off (none in a finished run). */
-  completed: number;
-  aborted: number;
-  /** Per ended request: clock time of its first placement and of its end, ms (same order). */
-  submittedMs: number[];
-  endedMs: number[];
-  /** Highest fraction of KV blocks in use on any engine at any step (checked against capacity at every step). */
-  peakKvUsage: number;
-  /** Context tokens whose KV was computed again (after preemption, a chunk continuing without a cache hit). */
-  recomputedTokensTotal: number;
-  /** Output tokens sampled by the engines (taken or not). */
-  sampledTokens: number;
 }
 
 /** One batch as the simulated trainer took it. */
@@ -170,23 +147,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   let interrupted = 0;
   let continuationPrefill = 0;
   let stopped = false;
-  const sampleMs = o.sampleMs ?? 1000;
-  if (!(sampleMs > 0)) throw new ArborError(`rollout sim: sampleMs must be > 0, got ${sampleMs}`, "config");
-  const trace: RolloutSimTrace = {
-    sampleMs,
-    outputTokensPerPeriod: [],
-    kvUsage: [],
-    preemptions: [],
-    recomputedTokens: [],
-    engines: [],
-    completed: 0,
-    aborted: 0,
-    submittedMs: [],
-    endedMs: [],
-    peakKvUsage: 0,
-    recomputedTokensTotal: 0,
-    sampledTokens: 0,
-  };
+  const recorder = new RolloutTraceRecorder(clock, o.sampleMs ?? 1000, Array.from({ length: o.engines }, (_, i) => `engine-${i}`));
+  const trace = recorder.trace;
   /** Grouped speculation: each request's group, and each group's finished requests. */
   const groupOf = new Map<string, string>();
   const finishedInGroup = new Map<string, number>();
@@ -197,15 +159,11 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const group = groupOf.get(chunks.get(engineId)?.p.requestId ?? engineId.slice(0, engineId.lastIndexOf("#")));
     return group === undefined ? undefined : siblingAcceptance?.rates(finishedInGroup.get(group) ?? 0);
   };
-  /** Per chunk: the highest prefill position computed so far (a recompute is a prefill below it). */
-  const prefillHigh = new Map<string, number>();
-
   // The global KV pool (Mooncake, as Seer deploys): blocks evicted from an engine are written back
   // here and found by any engine, so a request that moves (or is preempted) loads its context at the
   // pool's bandwidth instead of recomputing it. Every policy runs on the same pool.
   const l3 = new InProcessKvTier({ name: "L3", capacityBlocks: numBlocks * o.engines * 16, bandwidthBytesPerMs: profile.l3BandwidthBytesPerMs });
-  const nodes: Node[] = Array.from({ length: o.engines }, (_, i) => {
-    const name = `engine-${i}`;
+  const nodes: Node[] = trace.engines.map((name) => {
     const kv = new KvBlockManager({ blockSize: profile.blockSize, numBlocks, enablePrefixCaching: true, bytesPerToken: profile.kvBytesPerToken, l3 });
     const scheduler = new Scheduler(
       { maxNumBatchedTokens: o.maxNumBatchedTokens ?? 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000, recordLogprobs: false },
@@ -216,63 +174,26 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const speculation = o.speculation ? { maxSpecTokens: o.speculation.maxSpecTokens, acceptance: (siblingAcceptance as SiblingAcceptance).rates(0), acceptanceOf } : undefined;
     const executor = new CostModelExecutor(profile, rng.fork(name), { vocabSize: 128_256, stopTokenIds: [STOP], ...(speculation ? { speculation } : {}) });
     const node: Node = { name, kv, scheduler, executor, engine: undefined as unknown as SimEngine, chunks: new Map() };
-    node.engine = new SimEngine({ scheduler, executor: { run: (plan, kvOf) => observeStep(node, plan, executor.run(plan, kvOf)) }, clock, onFinished: (f) => onChunkDone(f) });
+    const run = (plan: StepPlan, kvOf: (id: string) => number): StepResult => recorder.observeStep(node, plan, executor.run(plan, kvOf), chunkOf);
+    node.engine = new SimEngine({ scheduler, executor: { run }, clock, onFinished: (f) => onChunkDone(f) });
     return node;
   });
   const byName = new Map(nodes.map((n) => [n.name, n]));
-  trace.engines = nodes.map((n) => n.name);
 
-  /**
-   * Every step passes here on its way from the executor to the engine: it counts the tokens the step
-   * samples into its period, checks the engine's KV against its capacity, and counts recomputed context:
-   * a prefill chunk's positions below what this chunk computed before (preempted and recomputed), or below
-   * the context a continuation brought (its earlier chunks computed it), minus what the prefix cache served.
-   */
-  let lastSeenMs = 0;
-  /** The virtual clock only moves forward: every observation checks it. */
-  const checkTime = (): void => {
-    if (clock.now() < lastSeenMs) throw new ArborError(`rollout sim: the clock went back from ${lastSeenMs} to ${clock.now()} ms`, "internal");
-    lastSeenMs = clock.now();
+  /** A chunk as the trace recorder sees it. */
+  const chunkOf = (requestId: string): TracedChunk | undefined => {
+    const c = chunks.get(requestId);
+    return c === undefined ? undefined : { context: c.context, generatedBefore: c.p.generated };
   };
-  function observeStep(node: Node, plan: StepPlan, result: StepResult): StepResult {
-    checkTime();
-    if (!(result.durationMs >= 0)) throw new ArborError(`rollout sim: ${node.name} step ${plan.stepId} lasts ${result.durationMs} ms`, "internal");
-    const usage = node.kv.usage();
-    if (usage > 1) throw new ArborError(`rollout sim: ${node.name} uses ${usage} of its KV blocks at ${clock.now()} ms`, "internal");
-    if (usage > trace.peakKvUsage) trace.peakKvUsage = usage;
-    let sampled = result.sampled.size;
-    if (result.moreTokens) for (const m of result.moreTokens.values()) sampled += m.length;
-    trace.sampledTokens += sampled;
-    const period = Math.floor((clock.now() + result.durationMs) / sampleMs);
-    while (trace.outputTokensPerPeriod.length <= period) trace.outputTokensPerPeriod.push(0);
-    trace.outputTokensPerPeriod[period] = (trace.outputTokensPerPeriod[period] as number) + sampled;
-    for (const ch of plan.chunks) {
-      // A decoding sequence (its token, plus any drafts it verifies) writes new KV only; rejected drafts'
-      // positions are written again later, which is speculation's cost, not a recompute.
-      if (ch.numComputedTokens > 0 && ch.numNewTokens === 1 + (ch.draftTokenIds?.length ?? 0)) continue;
-      const c = chunks.get(ch.requestId);
-      if (c === undefined) continue;
-      const outputs = node.scheduler.numOutputTokensOf(ch.requestId);
-      const before = Math.max(prefillHigh.get(ch.requestId) ?? 0, outputs > 0 ? c.context + outputs - 1 : c.p.generated > 0 ? c.context - 1 : 0);
-      const end = ch.numComputedTokens + ch.numNewTokens;
-      const again = Math.max(0, Math.min(end, before) - ch.numComputedTokens);
-      trace.recomputedTokensTotal += again;
-      prefillHigh.set(ch.requestId, Math.max(end, prefillHigh.get(ch.requestId) ?? 0));
-    }
-    return result;
-  }
 
   /** One sample of the series per period while the run lasts. */
   const sample = (): void => {
     if (stopped) return;
-    checkTime();
-    trace.kvUsage.push(nodes.map((n) => n.kv.usage()));
-    trace.preemptions.push(nodes.reduce((a, n) => a + n.scheduler.stats().preemptions, 0));
-    trace.recomputedTokens.push(trace.recomputedTokensTotal);
+    recorder.sample(nodes);
     // Only while something else is pending: a stuck run must still stop with "nothing scheduled".
-    if (clock.pendingTimers > 0) clock.setTimer(sampleMs, sample);
+    if (clock.pendingTimers > 0) clock.setTimer(trace.sampleMs, sample);
   };
-  clock.setTimer(sampleMs, sample);
+  clock.setTimer(trace.sampleMs, sample);
 
   const orch = new RolloutOrchestrator({
     mode: o.mode,
@@ -341,7 +262,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     if (c === undefined) throw new ArborError(`rollout sim: unknown chunk ${f.requestId} finished`, "internal");
     chunks.delete(f.requestId);
     c.node.chunks.delete(f.requestId);
-    prefillHigh.delete(f.requestId);
+    recorder.chunkEnded(f.requestId);
     const out = outputs.get(c.p.requestId) as number[];
     // A continuation's context beyond its prefix-cache hit was computed again.
     if (c.p.generated > 0 && f.finishReason !== "abort") continuationPrefill += f.numPromptTokens - f.numCachedTokens;
