@@ -144,7 +144,8 @@ export async function llamacppThroughput(opts: BenchOptions): Promise<BenchTable
       "arbor = LlamaCppExecutor.generate at temperature 1 with a seeded PositionKeyedRng: llama.cpp's whole next-token distribution each step, Arbor's sampler, the token's exact logprob",
       "same on both sides: the GGUF, a context of its own with the same settings (sequences, size, F32 KV, no flash attention, threads 1, batch size), the prompt, the tokens per sequence, and the sequences batched into one llama_decode per step",
       "ratio = arbor / node-llama-cpp tok/s; CPU ratio = node-llama-cpp / arbor CPU µs per token (>1: arbor spends less)",
-      "arbor / it near 1 at one sequence: the executor's remaining cost over the greedy loop is reading the distribution, which node-llama-cpp 3.21.1 returns only as a JS Array of 2 × vocab Numbers (no typed-array path); with several sequences the executor gathers every running sequence's step into one llama_decode (256 decodes for 2 or 4 × 256 tokens), node-llama-cpp's loop only partly (511 and ~341)",
+      "the executor's remaining cost over the greedy loop is reading the distribution, which node-llama-cpp 3.21.1 returns only as a JS Array of 2 × vocab Numbers built one N-API call at a time on the JS thread (no typed-array or logits path): ~100-130 µs of JS-thread CPU per token on this policy against ~10-13 µs for a greedy read, serial on the one JS thread, so it weighs most at 4 sequences",
+      "with several sequences the executor gathers every running sequence's step into one llama_decode (256 decodes for 2 or 4 × 256 tokens), node-llama-cpp's loop only partly (511 and ~341); such a batch of one-token steps reaches llama.cpp in ascending sequence order, so its rows need no reorder and are read in parallel (llama-output-guard.ts, both sides)",
     ],
   };
 }

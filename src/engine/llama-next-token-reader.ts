@@ -8,8 +8,9 @@
 // and sampling still runs through the output-reorder guard (llama-output-guard.ts).
 // What remains over node-llama-cpp's greedy loop is reading the distribution at all: its native
 // sampleToken(…, probabilities = true) sorts the vocabulary and builds a JS Array of 2 × vocab
-// Numbers one N-API call at a time (AddonContextSampleTokenWorker::OnOK); 3.21.1 has no typed-array
-// or logits path (getEmbedding is the only typed array it returns, and it reads embeddings).
+// Numbers one N-API call at a time (AddonContextSampleTokenWorker::OnOK: ~100-130 µs of JS-thread
+// CPU per token on the shipped policy, a greedy read ~10-13 µs); 3.21.1 has no typed-array or
+// logits path (getEmbedding is the only typed array it returns, and it reads embeddings).
 //
 // This reaches node-llama-cpp 3.21.1's internals (pinned exactly in package.json); the constructor
 // checks each one and refuses with an ArborError naming what is missing rather than misbehave.
@@ -52,6 +53,24 @@ const ONE_LOGIT: readonly boolean[] = Object.freeze([true]);
 /** Resolves after the pending promise jobs and I/O callbacks have run. */
 function nextMacrotask(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * Promise hops a batch's after-action waits for the peers' next steps before it falls back to a
+ * macrotask. A sequence whose token was just read queues its next step a few hops later (measured
+ * in the executor at 1, 2 and 4 sequences: at most 2 hops after the batch's last result), so a
+ * running peer queues well within the bound; one that does not (its request ended, a new one is
+ * still clearing its sequence) costs one macrotask, the wait every batch paid before.
+ */
+const MAX_PEER_HOPS = 32;
+
+/** Wait until `queued` holds `peers()` sequences: promise hops first, then at most one macrotask. */
+async function waitForPeers(queued: ReadonlySet<number>, peers: () => number): Promise<void> {
+  for (let hop = 0; hop < MAX_PEER_HOPS; hop++) {
+    if (queued.size >= peers()) return;
+    await undefined;
+  }
+  if (queued.size < peers()) await nextMacrotask();
 }
 
 /** node-llama-cpp's evaluation priority for a plain `evaluate` (its defaultEvaluationPriority). */
@@ -107,15 +126,17 @@ export class NextTokenReader {
     // node-llama-cpp decodes again at once with whatever is queued when a batch's after-actions
     // settle; the sequences' next steps are queued a few promise hops after their results, so
     // without a pause each batch held the one sequence that got back first and the running
-    // sequences took turns, one decode each (measured: 511 decodes for 2 × 256 tokens). One
-    // macrotask lets every running sequence queue its step, so they share one decode again; at most
-    // one pause per reader and batch, and none when all are queued.
+    // sequences took turns, one decode each (measured: 511 decodes for 2 × 256 tokens). Waiting for
+    // every running sequence to queue its step makes them share one decode again. The wait is
+    // promise hops, not a macrotask: a trip round the event loop per step cost more than the
+    // decode's own dispatch (issue 18 item 6), and node-llama-cpp's dispatch loop then decodes the
+    // next batch in the same turn. None when all are queued.
     const checkpoint = this.seq._takeIntervalCheckpointIfNeededAfterBatch;
     const queued = context._queuedDecodeSequenceIds;
     this.afterBatch = (sequenceStateLength) => {
       const done = checkpoint(sequenceStateLength);
       if (queued.size >= peers()) return done;
-      return Promise.resolve(done).then(nextMacrotask);
+      return Promise.resolve(done).then(() => waitForPeers(queued, peers));
     };
   }
 
