@@ -4,12 +4,13 @@
 // prompt is as many ids as a real engine's). The fake's replies are the same either way: an echo of
 // the prompt's tail, tokenized by the same tokenizer.
 import type { ChatMessage } from "../core/types.js";
+import type { ChatToolSpec } from "../model/chat-template.js";
 import type { ServedTokenizer } from "./local-tokenizer.js";
 
 /** What the fake needs of a tokenizer. */
 export interface FakeTokenizer {
-  /** Prompt ids of chat messages and the text the reply echoes. */
-  chat(messages: { role: string; content: string }[], addGenerationPrompt: boolean): { ids: number[]; text: string };
+  /** Prompt ids of chat messages (and OpenAI tools, which the byte-level fake leaves out) and the text the reply echoes. */
+  chat(messages: { role: string; content: string }[], addGenerationPrompt: boolean, tools?: unknown[]): { ids: number[]; text: string };
   /** Ids of a text prompt (BOS first when `addSpecialTokens` and the tokenizer adds one). */
   text(prompt: string, addSpecialTokens: boolean): number[];
   /** The text the reply to a token-id prompt echoes. */
@@ -73,8 +74,10 @@ export function realTokenizer(served: ServedTokenizer): FakeTokenizer {
   const tok = served.tokenizer;
   const stop = tok.eosId ?? tok.stopIds[0];
   return {
-    chat(messages, addGenerationPrompt) {
-      const ids = served.chat.render(messages as ChatMessage[], { addGenerationPrompt });
+    chat(messages, addGenerationPrompt, tools) {
+      // As vLLM hands them to the template: each OpenAI tool's function (name, description, parameters).
+      const specs = (tools ?? []).map((t) => (t as { function: ChatToolSpec }).function);
+      const ids = served.chat.render(messages as ChatMessage[], { addGenerationPrompt, ...(specs.length ? { tools: specs } : {}) });
       return { ids, text: tok.decode(ids) };
     },
     text(prompt, addSpecialTokens) {

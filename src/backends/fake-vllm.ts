@@ -206,7 +206,7 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
       if (!body.messages.every((m: unknown) => typeof (m as { content?: unknown })?.content === "string")) {
         return reply.code(400).send(errorBody("messages[].content: the fake renders string contents only"));
       }
-      tokens = tok.chat(body.messages, body.add_generation_prompt !== false).ids;
+      tokens = tok.chat(body.messages, body.add_generation_prompt !== false, Array.isArray(body.tools) ? body.tools : undefined).ids;
     } else if (typeof body?.prompt === "string") {
       tokens = tok.text(body.prompt, body.add_special_tokens !== false);
     } else {
