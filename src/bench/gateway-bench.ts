@@ -294,7 +294,8 @@ function throughputTable(targets: LoadTarget[], tp: { result: LoadResult; cpuMsP
 /** The gateway benchmark. */
 export const gatewayBench: Benchmark = {
   name: "gateway",
-  description: "gateway overhead on the token path with the SQLite store: added latency p50/p99 and requests/s vs direct calls, upstream and load in their own processes",
+  description:
+    "gateway overhead on the token path with the SQLite store, the engine tokenizing (3 upstream round trips) vs the model's tokenizer in the gateway (1): added latency p50/p99 and requests/s vs direct calls, upstream and load in their own processes",
   async run(opts) {
     return (await runGatewayBench(opts)).tables;
   },
