@@ -98,6 +98,26 @@ describe("reward plot", () => {
     expect([...tickLabels(svg).keys()]).toEqual(["-0.4", "-0.2", "0.0", "0.2", "0.4", "0.6"]);
     // Circles mark the total only.
     expect(svg.match(/<circle /g)).toHaveLength(2);
+    // The legend sits under the frame (y 40..312) and the "iteration" title, never over the data, and the
+    // picture grows to hold it.
+    const legendYs = [...svg.matchAll(/<text x="[\d.]+" y="([\d.]+)">(total|outcome|process)<\/text>/g)].map((m) => Number(m[1]));
+    expect(legendYs).toHaveLength(3);
+    for (const ly of legendYs) expect(ly - 12).toBeGreaterThan(350);
+    const height = Number(svg.match(/height="(\d+)"/)?.[1]);
+    expect(Math.max(...legendYs)).toBeLessThanOrEqual(height);
+  });
+
+  it("wraps a long legend into rows inside the picture's width", () => {
+    const components = Object.fromEntries(Array.from({ length: 8 }, (_, k) => [`a-long-component-name-${k}`, k / 10]));
+    const svg = rewardPlotSvg([{ iteration: 1, meanReward: 0.3, components }, { iteration: 2, meanReward: 0.4, components }]);
+    const entries = [...svg.matchAll(/<text x="([\d.]+)" y="([\d.]+)">(total|a-long[^<]+)<\/text>/g)].map((m) => ({ x: Number(m[1]), y: Number(m[2]), text: m[3] as string }));
+    expect(entries).toHaveLength(9);
+    expect(new Set(entries.map((e) => e.y)).size).toBeGreaterThan(1);
+    const height = Number(svg.match(/height="(\d+)"/)?.[1]);
+    for (const e of entries) {
+      expect(e.x + 7 * e.text.length).toBeLessThanOrEqual(640);
+      expect(e.y).toBeLessThanOrEqual(height);
+    }
   });
 
   it("draws no component lines for a single component (it is the total)", () => {

@@ -78,21 +78,62 @@ export function niceAxis(values: readonly number[]): YAxis {
   return { lo: ticks[0] as number, hi: ticks[ticks.length - 1] as number, step, ticks, decimals };
 }
 
+const LEGEND_ROW_PX = 18;
+
+/** One legend entry: its swatch's left edge and row. */
+interface LegendEntry {
+  name: string;
+  colour: string;
+  dash: string;
+  x: number;
+  row: number;
+}
+
+/**
+ * The legend's entries laid out left to right from `left`, wrapping before `right` (about 7 px per
+ * character): none when there is nothing but the total to tell apart (`series` null: no reward points).
+ */
+function legendRows(series: readonly string[] | null, heldOut: boolean, left: number, right: number): { entries: LegendEntry[]; height: number } {
+  if (series === null) return { entries: [], height: 0 };
+  const items: [string, string, string][] = [
+    ["total", "#1f77b4", ""],
+    ...series.map((n, k): [string, string, string] => [n, COMPONENT_COLOURS[k % COMPONENT_COLOURS.length] as string, ' stroke-dasharray="5 3"']),
+    ...(heldOut ? ([["held-out solved (±1 SE)", HELD_OUT_COLOUR, ""]] as [string, string, string][]) : []),
+  ];
+  if (items.length < 2) return { entries: [], height: 0 };
+  const entries: LegendEntry[] = [];
+  let x = left;
+  let row = 0;
+  for (const [name, colour, dash] of items) {
+    const width = 30 + 7 * name.length + 16;
+    if (x > left && x + width > right) {
+      row++;
+      x = left;
+    }
+    entries.push({ name, colour, dash, x, row });
+    x += width;
+  }
+  return { entries, height: (row + 1) * LEGEND_ROW_PX + 10 };
+}
+
 /**
  * SVG line chart of mean reward per iteration: the y-axis fitted to the data with round ticks
  * ({@link niceAxis}), a point and its value at every iteration (labels kept inside the frame), each reward
- * component as a dashed line with a legend. Self-contained (no fonts or scripts to fetch).
+ * component as a dashed line, with a legend under the chart (never over the data). Self-contained (no
+ * fonts or scripts to fetch).
  */
 export function rewardPlotSvg(points: readonly RewardPoint[], title?: string, heldOut: readonly HeldOutPoint[] = []): string {
   const heading = title ?? (heldOut.length > 0 ? "mean reward and held-out solved rate per iteration" : "mean reward per iteration");
   const W = 640;
-  const H = 360;
   const m = { left: 56, right: 24, top: 40, bottom: 48 };
   const pw = W - m.left - m.right;
-  const ph = H - m.top - m.bottom;
+  const ph = 360 - m.top - m.bottom;
   const names = [...new Set(points.flatMap((p) => Object.keys(p.components ?? {})))].sort();
   // A single component is the total itself.
   const series = names.length > 1 ? names : [];
+  // The legend goes under the chart, never over the lines and labels it names.
+  const legend = legendRows(points.length > 0 ? series : null, heldOut.length > 0, m.left, W - m.right);
+  const H = 360 + legend.height;
   const ys = [...points.map((p) => p.meanReward), ...points.flatMap((p) => series.map((n) => p.components?.[n] ?? 0)), ...heldOut.flatMap((h) => [h.solved - h.se, h.solved + h.se])];
   const axis = niceAxis(ys);
   const yMin = axis.lo;
@@ -112,8 +153,8 @@ export function rewardPlotSvg(points: readonly RewardPoint[], title?: string, he
     out.push(`<line x1="${m.left}" y1="${f(y(v))}" x2="${W - m.right}" y2="${f(y(v))}" stroke="#ddd"/>`);
     out.push(`<text x="${m.left - 8}" y="${f(y(v) + 4)}" text-anchor="end">${v.toFixed(axis.decimals)}</text>`);
   }
-  for (const it of [...new Set(xs)].sort((a, b) => a - b)) out.push(`<text x="${f(x(it))}" y="${H - m.bottom + 18}" text-anchor="middle">${it}</text>`);
-  out.push(`<text x="${m.left + pw / 2}" y="${H - 10}" text-anchor="middle">iteration</text>`);
+  for (const it of [...new Set(xs)].sort((a, b) => a - b)) out.push(`<text x="${f(x(it))}" y="${m.top + ph + 18}" text-anchor="middle">${it}</text>`);
+  out.push(`<text x="${m.left + pw / 2}" y="${m.top + ph + 38}" text-anchor="middle">iteration</text>`);
   const yLabel = heldOut.length > 0 ? "mean reward / solved rate" : "mean reward";
   out.push(`<text x="16" y="${m.top + ph / 2}" text-anchor="middle" transform="rotate(-90 16 ${m.top + ph / 2})">${yLabel}</text>`);
   out.push(`<rect x="${m.left}" y="${m.top}" width="${pw}" height="${ph}" fill="none" stroke="#888"/>`);
@@ -157,18 +198,10 @@ export function rewardPlotSvg(points: readonly RewardPoint[], title?: string, he
       out.push(`<text x="${f(lx)}" y="${f(ly)}" text-anchor="${anchor}" fill="${HELD_OUT_COLOUR}">${(100 * h.solved).toFixed(0)}%</text>`);
     }
   }
-  const legend: [string, string, string][] = [
-    ["total", "#1f77b4", ""],
-    ...series.map((n, k): [string, string, string] => [n, COMPONENT_COLOURS[k % COMPONENT_COLOURS.length] as string, ' stroke-dasharray="5 3"']),
-    ...(heldOut.length > 0 ? ([["held-out solved (±1 SE)", HELD_OUT_COLOUR, ""]] as [string, string, string][]) : []),
-  ];
-  // A legend only when there is more than the total to tell apart.
-  if (points.length > 0 && legend.length > 1) {
-    legend.forEach(([name, colour, dash], k) => {
-      const ly = m.top + 14 + k * 16;
-      out.push(`<line x1="${m.left + 10}" y1="${ly - 4}" x2="${m.left + 34}" y2="${ly - 4}" stroke="${colour}" stroke-width="2"${dash}/>`);
-      out.push(`<text x="${m.left + 40}" y="${ly}">${esc(name)}</text>`);
-    });
+  for (const e of legend.entries) {
+    const ly = m.top + ph + 38 + 24 + e.row * LEGEND_ROW_PX;
+    out.push(`<line x1="${e.x}" y1="${ly - 4}" x2="${e.x + 24}" y2="${ly - 4}" stroke="${e.colour}" stroke-width="2"${e.dash}/>`);
+    out.push(`<text x="${e.x + 30}" y="${ly}">${esc(e.name)}</text>`);
   }
   out.push("</svg>");
   return `${out.join("\n")}\n`;

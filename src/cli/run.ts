@@ -3,31 +3,22 @@
 // trainer protocol) and the engines' weight sync — into the training loop (src/loop/train-loop.ts), which
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
 import { lineLog, processLog } from "../core/logger.js";
-import { flattenParams, MlflowSink } from "../loop/mlflow-sink.js";
-import { WandbSink } from "../loop/wandb-sink.js";
 import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import cliProgress from "cli-progress";
 import { loadClusterConfig, loadClusterRunConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { loadRunConfig, servedModelOf, type RunConfig } from "../core/config.js";
 import { parseOverride } from "../core/config-overrides.js";
 import { ArborError } from "../core/errors.js";
-import type { Clock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
 import { environmentFromConfig, runTasks } from "../envs/from-config.js";
 import { nativeTask } from "../envs/native-tools.js";
 import { createContextPolicy } from "../agents/context/registry.js";
-import { fromEnvTool } from "../agents/agent-tool.js";
-import { loadModuleAgent } from "../agents/module-agent.js";
 import type { BackendReply } from "../backends/backend.js";
 import { jsonlBatchExporter } from "../loop/export-batch.js";
-import { startExternalTrainer, type ExternalTrainer } from "../loop/external-trainer.js";
 import { batchStats, type IterationResult } from "../loop/iteration-result.js";
-import { HeldOutEvaluation, type HeldOutScore } from "../loop/held-out-eval.js";
-import { heldOutPrograms } from "../loop/held-out-programs.js";
-import { startReferenceTrainer } from "../loop/reference-trainer.js";
+import type { HeldOutScore } from "../loop/held-out-eval.js";
 import { runTrainLoop, type TrainLoopResult } from "../loop/train-loop.js";
 import type { Trainer } from "../loop/trainer-port.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
@@ -38,20 +29,23 @@ import { OrchestratedRollout } from "../rollout/async-rollout.js";
 import { agentSpecOf } from "../rollout/blackbox-program.js";
 import { orchestratorSettings, schedulerFromConfig } from "../rollout/orchestrator/from-config.js";
 import type { ProgramResult } from "../rollout/sync-rollout.js";
-import { bwrapAvailable } from "../sandbox/bwrap.js";
 import { trainingTrajectories } from "../store/held-out-groups.js";
 import type { RunStats } from "../store/trajectory-store.js";
 import { checkPortsFree, runPorts } from "./check-ports.js";
+import { checkAgentModule, checkRunStart } from "./run-checks.js";
+import { runEvaluation } from "./run-held-out.js";
+import { progressBar } from "./run-progress.js";
+import { startTrackingSinks } from "./run-tracking.js";
+import { startRunTrainer } from "./run-trainer.js";
 import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { MetricsLog } from "../loop/metrics-log.js";
-import { scheduledLr } from "../trainer/lr-schedule.js";
 import { writeResumeState, type ResumeState } from "../loop/resume-state.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
 import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
-import { asyncStepLine, heldOutIncompleteLine, heldOutStartLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
+import { asyncStepLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
 
@@ -140,19 +134,8 @@ export async function runCommand(configPath: string | undefined, opts: Omit<RunO
 export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<RunSummary> {
   const clock = realClock;
   const started = clock.now();
-  const cluster = opts.cluster;
-  if (cfg.sandbox.provider === "bwrap" && cluster === undefined) {
-    const bw = bwrapAvailable();
-    if (!bw.ok) throw new ArborError(bw.message, "sandbox");
-  }
-  const resume = opts.resume;
-  if (resume !== undefined) {
-    // Checked before anything starts; what only a sync run in this process keeps in resume.json.
-    if (cfg.rollout.mode !== "sync") throw new ArborError("--resume: rollout.mode 'async' runs cannot be resumed yet (sync runs can)", "config");
-    if (cluster !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
-    if (cfg.train?.external) throw new ArborError("--resume: runs with an external trainer (train.external) cannot be resumed yet: its optimizer state is its own", "config");
-    if (cfg.eval) throw new ArborError("--resume: runs with held-out evaluation (eval) cannot be resumed yet", "config");
-  }
+  const { cluster, resume } = opts;
+  checkRunStart(cfg, opts);
   // With a cluster nothing listens here (the trainer protocol is the trainer-api service's).
   if (cluster === undefined) await checkPortsFree(runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
@@ -165,26 +148,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
   const agent = agentSpecOf(cfg.agent);
-  if (cfg.agent.kind === "white-box" && cfg.agent.module !== undefined) {
-    // The user's agent module, checked against the agents' contract (its shape, then defineAgent's checks) on the
-    // definition the tool loop would give it: a bad one fails before anything starts. Each program loads it again
-    // (the module cache keeps that cheap), so a worker of a cluster plays it the same way.
-    const def = await loadModuleAgent(cfg.agent.module, {
-      name: "tool-agent",
-      tools: env.tools().map(fromEnvTool),
-      toolMode: cfg.agent.toolMode,
-      limits: { maxTurns: cfg.agent.maxTurns, maxTokensPerCall: cfg.agent.maxTokensPerCall, maxTotalTokens: cfg.agent.maxTotalTokens },
-    });
-    opts.log?.(`agent    ${def.name} (${cfg.agent.module})`);
-  }
-  if (cfg.rollout.mode === "async" && cfg.train === undefined) {
-    // Checked before anything starts: async batches exist only for a trainer to take them.
-    throw new ArborError("rollout.mode: 'async' needs `train` (its trainer takes the batches); add train or use mode: sync", "config");
-  }
-  if (cluster !== undefined && cfg.eval?.temperature !== undefined && cfg.eval.temperature !== cfg.agent.temperature) {
-    // Workers sample every program at the run config's agent.temperature (the work message carries no other).
-    throw new ArborError(`eval.temperature: with --cluster, held-out programs run on workers at agent.temperature (${cfg.agent.temperature}); remove eval.temperature or set it to that`, "config");
-  }
+  await checkAgentModule(cfg, env, opts.log);
   const judge = createRunJudge({ reward: cfg.reward, callsPath: join(outDir, "judge-calls.jsonl"), timeoutMs: cfg.gateway.callTimeoutMs, clock, ...(opts.log ? { log: opts.log } : {}) });
   const reward = createRewardFromConfig(cfg.reward, { ...judge.deps, ...(custom ? { custom } : {}) });
   const rewarder = new GroupRewarder(reward);
@@ -240,28 +204,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     if (resumable) writeResumeState(outDir, state);
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     const weights = d.announce ? d.announce(fleet) : fleet;
-    if (cfg.train?.external && d.trainerApi) {
-      trainer = await d.trainerApi({ waitMs: cfg.train.external.waitMs, signal: abort.signal });
-    } else if (cfg.train?.external) {
-      trainer = await startExternalTrainer({ config: cfg.train.external, weights, modelPath, clock, signal: abort.signal });
-      log(`trainer  ${(trainer as ExternalTrainer).url} (external: waiting for a trainer)`);
-    } else if (cfg.train) {
-      const t = cfg.train;
-      const lrAt = t.lrSchedule === "constant" ? undefined : (step: number) => scheduledLr(t.lr, step, cfg.iterations * t.epochs, t.lrSchedule, t.warmupSteps);
-      const from = resume?.checkpoint !== undefined ? { version: resume.policyVersion, checkpoint: resume.checkpoint, ...(resume.optimizer !== undefined ? { optimizer: resume.optimizer } : {}) } : undefined;
-      trainer = await startReferenceTrainer(modelPath, {
-        lr: t.lr,
-        maxGradNorm: t.maxGradNorm,
-        clock,
-        checkpointDir,
-        keepCheckpoints: t.keepCheckpoints,
-        epochs: t.epochs,
-        ...(t.lrScale ? { lrScale: t.lrScale } : {}),
-        ...(lrAt ? { lrAt } : {}),
-        ...(from ? { resume: from } : {}),
-        ...(t.draftModel ? { draftModel: t.draftModel } : {}),
-      });
-    }
+    trainer = await startRunTrainer({ cfg, ...(d.trainerApi ? { trainerApi: d.trainerApi } : {}), weights, modelPath, clock, checkpointDir, signal: abort.signal, log, ...(resume ? { resume } : {}) });
     if (resume?.checkpoint !== undefined && resume.policyVersion > 0) {
       // The engines started from the model file: they serve the resumed version before any program runs.
       await weights.load(resume.checkpoint, resume.policyVersion);
@@ -310,23 +253,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const sinks = await startTrackingSinks(cfg, baseRunId, clock, log);
     for (const s of sinks) closers.push(async () => void (await s.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
     const metrics = new MetricsLog(outDir, clock, sinks, resume !== undefined ? done : undefined);
-    // Held-out programs run as the rollout's do (gateway, engines, sandboxes), in the run's own store run, in
-    // groups marked held-out that no batch is taken from.
-    let evaluation: HeldOutEvaluation | undefined;
-    if (cfg.eval) {
-      const temperature = cfg.eval.temperature ?? cfg.agent.temperature;
-      const run = heldOutPrograms({
-        runId: baseRunId,
-        runReady: () => rollout.runReady(),
-        programs: d.programs,
-        options: programOptions,
-        temperature,
-        samples: cfg.eval.samples,
-        store,
-        clock,
-      });
-      evaluation = new HeldOutEvaluation({ tasks: heldOutTasks, samples: cfg.eval.samples, every: cfg.eval.every, concurrency: cfg.rollout.concurrency, temperature, run });
-    }
+    const held = cfg.eval
+      ? runEvaluation({ cfg: { ...cfg, eval: cfg.eval }, tasks: heldOutTasks, runId: baseRunId, runReady: () => rollout.runReady(), programs: d.programs, options: programOptions, store, clock, metrics, log })
+      : undefined;
     const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);
     let loop: TrainLoopResult;
     try {
@@ -340,24 +269,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         weights,
         exportBatch: jsonlBatchExporter(outDir, batchName),
         clock,
-        ...(evaluation
-          ? {
-              evaluate: async (step: number, version: number, last: boolean) => {
-                if (!evaluation.due(version, last)) return undefined;
-                const score = await evaluation.score(version);
-                if (score === undefined) {
-                  const x = evaluation.incomplete.find((i) => i.version === version);
-                  log(heldOutIncompleteLine(version, x?.ended ?? 0, x?.total ?? 0));
-                  return undefined;
-                }
-                if (step === 0) {
-                  metrics.appendHeldOut(score);
-                  log(heldOutStartLine(score));
-                }
-                return score;
-              },
-            }
-          : {}),
+        ...(held ? { evaluate: held.evaluate } : {}),
         onStep: (r) => {
           if (resumable) {
             const u = r.update;
@@ -401,7 +313,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       tokensPerSecond: (runStats.outputTokens * 1000) / (sync ? last.rolloutMs : loop.rolloutMs),
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
-      ...(evaluation ? { heldOut: evaluation.scores } : {}),
+      ...(held ? { heldOut: held.evaluation.scores } : {}),
       metricsPath: metrics.path,
       tensorboardPath: metrics.tensorboard.path,
       ...(trainer ? { policyVersion: trainer.version } : {}),
@@ -415,23 +327,6 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     await trainer?.close();
     for (const close of closers.reverse()) await close();
   }
-}
-
-/** The run's tracking sinks (config `tracking`): MLflow and W&B runs whose params/config are the run config's settings. */
-async function startTrackingSinks(cfg: RunConfig, runId: string, clock: Clock, log: (line: string) => void): Promise<(MlflowSink | WandbSink)[]> {
-  const sinks: (MlflowSink | WandbSink)[] = [];
-  const { mlflow, wandb } = cfg.tracking ?? {};
-  if (mlflow) {
-    const url = mlflow.url ?? process.env.MLFLOW_TRACKING_URI;
-    if (!url) throw new ArborError("tracking.mlflow.url: set it, or MLFLOW_TRACKING_URI, to the tracking server's URL", "config");
-    sinks.push(await MlflowSink.start({ url, experiment: mlflow.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log }));
-  }
-  if (wandb) {
-    sinks.push(
-      await WandbSink.start({ project: wandb.project, ...(wandb.entity ? { entity: wandb.entity } : {}), ...(wandb.baseUrl ? { baseUrl: wandb.baseUrl } : {}), runId, displayName: runId, config: flattenParams(cfg), clock, log }),
-    );
-  }
-  return sinks;
 }
 
 /** The gateway's admin token from the environment, when `gateway.auth` asks for one. */
@@ -470,35 +365,4 @@ function printSummary(s: RunSummary): void {
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log("\nArbor run summary");
   for (const [k, v] of rows) console.log(`  ${k.padEnd(w)}  ${v}`);
-}
-
-/** The rollout progress bar on stderr: one bar per step, with the mean reward of the programs ended so far. */
-function progressBar(cfg: RunConfig, perStep: number): { program: (reward: number) => void; step: () => void; stop: () => void } {
-  let bar: cliProgress.SingleBar | undefined;
-  let step = 1;
-  let done = 0;
-  let rewardSum = 0;
-  const label = cfg.rollout.mode === "async" ? "step" : "rollout";
-  return {
-    program: (reward) => {
-      if (bar === undefined) {
-        bar = new cliProgress.SingleBar(
-          { format: `${label}${cfg.iterations > 1 ? ` ${step}/${cfg.iterations}` : ""} [{bar}] {value}/{total} programs | mean reward {reward} | {duration}s`, hideCursor: true, stream: process.stderr },
-          cliProgress.Presets.shades_classic,
-        );
-        bar.start(perStep, 0, { reward: "-" });
-      }
-      done++;
-      rewardSum += reward;
-      bar.update(done, { reward: (rewardSum / done).toFixed(3) });
-    },
-    step: () => {
-      bar?.stop();
-      bar = undefined;
-      step++;
-      done = 0;
-      rewardSum = 0;
-    },
-    stop: () => bar?.stop(),
-  };
 }

@@ -114,3 +114,33 @@ describe("sameTokensAt", () => {
     expect(sameTokensAt([4, 5], [1, 2, 3, 4], 3, 2)).toBe(false);
   });
 });
+
+describe("sameIdentity", () => {
+  /** A chain of `n` blocks of two tokens each, the last block's tokens given, built as one owner would. */
+  const chain = (n: number, last: readonly number[] = [n, n]): KvBlockIdentity => {
+    let id: KvBlockIdentity | null = null;
+    for (let d = 0; d < n; d++) id = makeIdentity(`h${d}`, d === n - 1 ? last : [d, d], id);
+    return id as KvBlockIdentity;
+  };
+
+  it("keeps answering exactly after proofs: equal chains at every depth, and a child that differs", () => {
+    const a = chain(50);
+    const b = chain(50);
+    // Deepest first, as evictions go: each check after the first stops at a pair proven by an earlier one.
+    for (let x: KvBlockIdentity | null = a, y: KvBlockIdentity | null = b; x !== null && y !== null; x = x.parent, y = y.parent) {
+      expect(sameIdentity(x, y)).toBe(true);
+      expect(sameIdentity(y, x)).toBe(true);
+    }
+    // A child of a proven pair with other tokens, or under a parent that differs, is still told apart.
+    const pa = a.parent as KvBlockIdentity;
+    const pb = b.parent as KvBlockIdentity;
+    expect(sameIdentity(makeIdentity("h50", [50, 50], pa), makeIdentity("h50", [50, 49], pb))).toBe(false);
+    expect(sameIdentity(a, chain(50, [7, 7]))).toBe(false);
+    // Same tokens as `a`, but its parent's differ (the grandparent is proven equal to b's).
+    const forked = makeIdentity("h49", a.tokenIds, makeIdentity("h48", [0, 1], pa.parent));
+    expect(sameIdentity(a, forked)).toBe(false);
+    expect(sameIdentity(forked, b)).toBe(false);
+    expect(sameIdentity(a, null)).toBe(false);
+    expect(sameIdentity(null, null)).toBe(true);
+  });
+});

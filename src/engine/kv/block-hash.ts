@@ -230,15 +230,31 @@ export interface PrefixProofs {
   readonly knownAlso: Set<KvBlockIdentity>;
 }
 
+/**
+ * Pairs of distinct identities proven to hold the same prefix: identities are immutable, so a proof stands
+ * for as long as both live (weak keys). Engines that computed the same prompt each have their own identity
+ * objects, and each eviction checks whether the shared L3 tier already holds the block: without proofs,
+ * every check walks both chains to the root, and a finished request's blocks are evicted deepest first, so
+ * a context of n blocks cost n²/2 comparisons. With them, a walk stops at the first pair proven before.
+ */
+const provenSame = new WeakMap<KvBlockIdentity, KvBlockIdentity>();
+
 /** True when two identities describe the same prefix (same tokens in every block). */
 export function sameIdentity(a: KvBlockIdentity | null, b: KvBlockIdentity | null): boolean {
   let x = a;
   let y = b;
   while (x !== y) {
     if (x === null || y === null) return false;
+    if (provenSame.get(x) === y) break;
     if (x.depth !== y.depth || !sameTokens(x.tokenIds, y.tokenIds)) return false;
     x = x.parent;
     y = y.parent;
+  }
+  // Every pair walked is proven now (one proof per identity, the latest: the next check is usually a
+  // pair walked here, the parents of the pair just checked).
+  for (let p = a, q = b; p !== x && p !== null && q !== null; p = p.parent, q = q.parent) {
+    provenSame.set(p, q);
+    provenSame.set(q, p);
   }
   return true;
 }

@@ -1,0 +1,51 @@
+// What `arbor run` checks before it starts anything: the sandbox the config names, what a resumed or
+// clustered run supports, and the user's agent module against the agents' contract. A bad config fails here,
+// with the field and the reason, instead of after engines and sandboxes have started.
+import { fromEnvTool } from "../agents/agent-tool.js";
+import { loadModuleAgent } from "../agents/module-agent.js";
+import type { ClusterConfig } from "../core/cluster-config.js";
+import type { RunConfig } from "../core/config.js";
+import { ArborError } from "../core/errors.js";
+import type { Environment } from "../envs/env.js";
+import type { ResumeState } from "../loop/resume-state.js";
+import { bwrapAvailable } from "../sandbox/bwrap.js";
+
+/** Throws an ArborError for a config this run cannot carry out (the sandbox, `--resume`, async, `--cluster`). */
+export function checkRunStart(cfg: RunConfig, opts: { cluster?: ClusterConfig; resume?: ResumeState }): void {
+  const { cluster, resume } = opts;
+  if (cfg.sandbox.provider === "bwrap" && cluster === undefined) {
+    const bw = bwrapAvailable();
+    if (!bw.ok) throw new ArborError(bw.message, "sandbox");
+  }
+  if (resume !== undefined) {
+    // What only a sync run in this process keeps in resume.json.
+    if (cfg.rollout.mode !== "sync") throw new ArborError("--resume: rollout.mode 'async' runs cannot be resumed yet (sync runs can)", "config");
+    if (cluster !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
+    if (cfg.train?.external) throw new ArborError("--resume: runs with an external trainer (train.external) cannot be resumed yet: its optimizer state is its own", "config");
+    if (cfg.eval) throw new ArborError("--resume: runs with held-out evaluation (eval) cannot be resumed yet", "config");
+  }
+  if (cfg.rollout.mode === "async" && cfg.train === undefined) {
+    // Async batches exist only for a trainer to take them.
+    throw new ArborError("rollout.mode: 'async' needs `train` (its trainer takes the batches); add train or use mode: sync", "config");
+  }
+  if (cluster !== undefined && cfg.eval?.temperature !== undefined && cfg.eval.temperature !== cfg.agent.temperature) {
+    // Workers sample every program at the run config's agent.temperature (the work message carries no other).
+    throw new ArborError(`eval.temperature: with --cluster, held-out programs run on workers at agent.temperature (${cfg.agent.temperature}); remove eval.temperature or set it to that`, "config");
+  }
+}
+
+/**
+ * The user's agent module (`agent.module`, white-box agents), checked against the agents' contract (its shape,
+ * then defineAgent's checks) on the definition the tool loop would give it. Each program loads it again (the
+ * module cache keeps that cheap), so a worker of a cluster plays it the same way.
+ */
+export async function checkAgentModule(cfg: RunConfig, env: Environment, log?: (line: string) => void): Promise<void> {
+  if (!(cfg.agent.kind === "white-box" && cfg.agent.module !== undefined)) return;
+  const def = await loadModuleAgent(cfg.agent.module, {
+    name: "tool-agent",
+    tools: env.tools().map(fromEnvTool),
+    toolMode: cfg.agent.toolMode,
+    limits: { maxTurns: cfg.agent.maxTurns, maxTokensPerCall: cfg.agent.maxTokensPerCall, maxTotalTokens: cfg.agent.maxTotalTokens },
+  });
+  log?.(`agent    ${def.name} (${cfg.agent.module})`);
+}

@@ -1,0 +1,43 @@
+// Held-out evaluation for `arbor run` (config `eval`): the held-out programs run as the rollout's do (gateway,
+// engines, sandboxes) in the run's own store run, in groups marked held-out that no batch is taken from; the
+// train loop asks for a score per version, and this prints and records what it gets.
+import type { RunConfig } from "../core/config.js";
+import type { Task } from "../envs/env.js";
+import { HeldOutEvaluation, type HeldOutScore } from "../loop/held-out-eval.js";
+import { heldOutPrograms, type HeldOutProgramsOptions } from "../loop/held-out-programs.js";
+import type { MetricsLog } from "../loop/metrics-log.js";
+import { heldOutIncompleteLine, heldOutStartLine } from "./iteration-report.js";
+
+export interface RunEvaluationOptions extends Omit<HeldOutProgramsOptions, "temperature" | "samples"> {
+  cfg: RunConfig & { eval: NonNullable<RunConfig["eval"]> };
+  tasks: readonly Task[];
+  metrics: MetricsLog;
+  log: (line: string) => void;
+}
+
+/** The run's evaluation and the train loop's `evaluate` hook over it. */
+export function runEvaluation(o: RunEvaluationOptions): {
+  evaluation: HeldOutEvaluation;
+  evaluate: (step: number, version: number, last: boolean) => Promise<HeldOutScore | undefined>;
+} {
+  const { cfg, tasks, metrics, log, ...programs } = o;
+  const temperature = cfg.eval.temperature ?? cfg.agent.temperature;
+  const run = heldOutPrograms({ ...programs, temperature, samples: cfg.eval.samples });
+  const evaluation = new HeldOutEvaluation({ tasks, samples: cfg.eval.samples, every: cfg.eval.every, concurrency: cfg.rollout.concurrency, temperature, run });
+  const evaluate = async (step: number, version: number, last: boolean): Promise<HeldOutScore | undefined> => {
+    if (!evaluation.due(version, last)) return undefined;
+    const score = await evaluation.score(version);
+    if (score === undefined) {
+      // A version with aborted held-out programs is reported as incomplete, never scored.
+      const x = evaluation.incomplete.find((i) => i.version === version);
+      log(heldOutIncompleteLine(version, x?.ended ?? 0, x?.total ?? 0));
+      return undefined;
+    }
+    if (step === 0) {
+      metrics.appendHeldOut(score);
+      log(heldOutStartLine(score));
+    }
+    return score;
+  };
+  return { evaluation, evaluate };
+}
