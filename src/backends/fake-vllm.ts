@@ -1,7 +1,12 @@
 // A tiny vLLM-shaped OpenAI server for tests and `arbor bench gateway` (not a model): deterministic
-// byte-level "token ids" and logprobs in exactly the shapes vLLM / the built-in engine return with
-// return_token_ids, and vLLM's /tokenize and /detokenize, so the gateway's token path can serve it.
+// "token ids" (byte-level, or a real model's tokenizer and template: fake-vllm-tokenizer.ts) and
+// logprobs in exactly the shapes vLLM / the built-in engine return with return_token_ids, and vLLM's
+// /tokenize and /detokenize, so the gateway's token path can serve it.
 import Fastify from "fastify";
+import { byteTokenizer, realTokenizer } from "./fake-vllm-tokenizer.js";
+import type { ServedTokenizer } from "./local-tokenizer.js";
+
+export { fakeChatPrompt, fakeReplyText, fakeTokenize } from "./fake-vllm-tokenizer.js";
 
 export interface FakeVllmOptions {
   /** policy_version reported in every answer. */
@@ -14,6 +19,8 @@ export interface FakeVllmOptions {
   recordRequests?: boolean;
   /** max_model_len reported by /tokenize (default 32768). */
   maxModelLen?: number;
+  /** Tokenize with this model's tokenizer and chat template instead of the byte-level fake. */
+  tokenizer?: ServedTokenizer;
 }
 
 export interface FakeRequest {
@@ -39,27 +46,9 @@ export interface FakeVllm {
   close(): Promise<void>;
 }
 
-/** The fake tokenizer: one token per UTF-8 byte. */
-export function fakeTokenize(text: string): number[] {
-  return [...Buffer.from(text, "utf8")];
-}
-
 /** The logprob the fake reports for output token `id` at position `i` (exact binary fractions). */
 export function fakeLogprob(id: number, i: number): number {
   return -(((id * 31 + i * 7) % 64) + 1) / 64;
-}
-
-/**
- * Render chat messages the way the fake "template" does before tokenizing (a render without the
- * generation prompt leaves out the trailing `<|assistant|>`, as /tokenize with add_generation_prompt false).
- */
-export function fakeChatPrompt(messages: { role: string; content: string }[], addGenerationPrompt = true): string {
-  return messages.map((m) => `<|${m.role}|>${m.content}`).join("") + (addGenerationPrompt ? "<|assistant|>" : "");
-}
-
-/** The deterministic reply text for a prompt text (before max_tokens truncation). */
-export function fakeReplyText(promptText: string): string {
-  return `echo: ${promptText.slice(-16)}`;
 }
 
 /** Start the fake on 127.0.0.1 with an ephemeral port. */
@@ -68,6 +57,7 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
   const model = opts.model ?? "fake-model";
   const recordRequests = opts.recordRequests ?? true;
   const maxModelLen = opts.maxModelLen ?? 32_768;
+  const tok = opts.tokenizer ? realTokenizer(opts.tokenizer) : byteTokenizer;
   const requests: FakeRequest[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
   let holding = false;
@@ -82,10 +72,7 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
   const errorBody = (message: string, type = "BadRequestError") => ({ error: { message, type, param: null, code: 400 } });
 
   function output(promptText: string, maxTokens: unknown): { ids: number[]; text: string; finish: string } {
-    const full = fakeTokenize(fakeReplyText(promptText));
-    const limit = typeof maxTokens === "number" ? maxTokens : Infinity;
-    const ids = full.slice(0, limit);
-    return { ids, text: Buffer.from(ids).toString("utf8"), finish: ids.length < full.length ? "length" : "stop" };
+    return tok.reply(promptText, typeof maxTokens === "number" ? maxTokens : Infinity);
   }
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -114,11 +101,9 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
       if (!Array.isArray(body?.messages) || body.messages.length === 0) {
         return reply.code(400).send(errorBody("messages: must be a non-empty list"));
       }
-      const promptText = fakeChatPrompt(body.messages);
-      const promptIds = fakeTokenize(promptText);
+      const { ids: promptIds, text: promptText } = tok.chat(body.messages, true);
       const out = output(promptText, body.max_tokens);
       const k = typeof body.top_logprobs === "number" ? body.top_logprobs : 0;
-      const tok = (id: number) => Buffer.from([id]).toString("latin1");
       const choice: Record<string, unknown> = {
         index: 0,
         message: { role: "assistant", content: out.text },
@@ -126,13 +111,13 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
         logprobs: body.logprobs
           ? {
               content: out.ids.map((id, i) => ({
-                token: tok(id),
+                token: tok.tokenText(id),
                 logprob: fakeLogprob(id, i),
-                bytes: [id],
+                bytes: tok.tokenBytes(id),
                 top_logprobs: Array.from({ length: k }, (_, j) => ({
-                  token: tok((id + j) % 256),
+                  token: tok.tokenText(tok.alternative(id, j)),
                   logprob: fakeLogprob(id, i) - j,
-                  bytes: [(id + j) % 256],
+                  bytes: tok.tokenBytes(tok.alternative(id, j)),
                 })),
               })),
             }
@@ -167,16 +152,15 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
       let promptText: string;
       if (typeof prompt === "string") {
         promptText = prompt;
-        promptIds = fakeTokenize(prompt);
+        promptIds = tok.text(prompt, body.add_special_tokens !== false);
       } else if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((x) => Number.isInteger(x))) {
         promptIds = prompt as number[];
-        promptText = Buffer.from(promptIds.map((x) => x & 0xff)).toString("latin1");
+        promptText = tok.promptText(promptIds);
       } else {
         return reply.code(400).send(errorBody("prompt: must be a string or a list of token ids"));
       }
       const out = output(promptText, body.max_tokens ?? 16);
       const wantLp = typeof body.logprobs === "number";
-      const tok = (id: number) => Buffer.from([id]).toString("latin1");
       let offset = 0;
       const choice: Record<string, unknown> = {
         index: 0,
@@ -184,11 +168,11 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
         finish_reason: out.finish,
         logprobs: wantLp
           ? {
-              tokens: out.ids.map(tok),
+              tokens: out.ids.map((id) => tok.tokenText(id)),
               token_logprobs: out.ids.map((id, i) => fakeLogprob(id, i)),
               top_logprobs: out.ids.map((id, i) => {
-                const top: Record<string, number> = { [tok(id)]: fakeLogprob(id, i) };
-                for (let j = 1; j < body.logprobs; j++) top[tok((id + j) % 256)] = fakeLogprob(id, i) - j;
+                const top: Record<string, number> = { [tok.tokenText(id)]: fakeLogprob(id, i) };
+                for (let j = 1; j < body.logprobs; j++) top[tok.tokenText(tok.alternative(id, j))] = fakeLogprob(id, i) - j;
                 return top;
               }),
               text_offset: out.ids.map(() => offset++),
@@ -217,28 +201,26 @@ export async function startFakeVllm(opts: FakeVllmOptions = {}): Promise<FakeVll
   app.post("/tokenize", async (req, reply) => {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const body = req.body as any;
-    let text: string;
+    let tokens: number[];
     if (Array.isArray(body?.messages)) {
       if (!body.messages.every((m: unknown) => typeof (m as { content?: unknown })?.content === "string")) {
         return reply.code(400).send(errorBody("messages[].content: the fake renders string contents only"));
       }
-      text = fakeChatPrompt(body.messages, body.add_generation_prompt !== false);
+      tokens = tok.chat(body.messages, body.add_generation_prompt !== false, Array.isArray(body.tools) ? body.tools : undefined).ids;
     } else if (typeof body?.prompt === "string") {
-      text = body.prompt;
+      tokens = tok.text(body.prompt, body.add_special_tokens !== false);
     } else {
       return reply.code(400).send(errorBody("tokenize: needs messages or prompt"));
     }
-    const tokens = fakeTokenize(text);
     return { count: tokens.length, max_model_len: maxModelLen, tokens };
   });
 
   app.post("/detokenize", async (req, reply) => {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const tokens = (req.body as any)?.tokens;
-    if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < 256)) {
-      return reply.code(400).send(errorBody("tokens: must be a list of byte ids (0-255)"));
-    }
-    return { prompt: Buffer.from(tokens).toString("utf8") };
+    const text = Array.isArray(tokens) ? tok.detokenize(tokens) : undefined;
+    if (text === undefined) return reply.code(400).send(errorBody(tok.badTokens));
+    return { prompt: text };
   });
 
   app.get("/v1/models", async () => ({

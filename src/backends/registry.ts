@@ -4,6 +4,8 @@ import { ArborError } from "../core/errors.js";
 import { reasoningParserNamed, toolParserNamed } from "./answer-parsers.js";
 import type { TokenBackend } from "./backend.js";
 import { createDisaggBackend } from "./disagg-backend.js";
+import { loadServedTokenizer, localTokenizer } from "./local-tokenizer.js";
+import { withLocalTokenizer } from "./local-tokenizer-backend.js";
 import { createLlamacppBackend } from "./llamacpp.js";
 import { createOpenAiBackend } from "./openai.js";
 import { createSglangBackend } from "./sglang.js";
@@ -58,7 +60,16 @@ export function createBackend(cfg: BackendConfig, overrides: BackendOverrides = 
   const model = cfg.model ?? overrides.model;
   // Parsers are resolved before the adapter is made: a misspelt name fails the config, not the first tool call.
   parsersOf(cfg, overrides);
-  return withParsers(cfg, factory({ name: cfg.name, url, ...(model !== undefined ? { model } : {}) }), overrides);
+  const backend = factory({ name: cfg.name, url, ...(model !== undefined ? { model } : {}) });
+  return withParsers(cfg, withConfiguredTokenizer(cfg, backend), overrides);
+}
+
+/** The backend with its tokenizer run in process when the config names the model's GGUF (`backends[].tokenizer`). */
+function withConfiguredTokenizer(cfg: BackendConfig, backend: TokenBackend): TokenBackend {
+  if (cfg.tokenizer === undefined) return backend;
+  // The schema checks the type; a config built in code gets the same words.
+  if (cfg.type !== "vllm" && cfg.type !== "builtin") throw new ArborError(`backend '${cfg.name}' tokenizer: only used with type: vllm or builtin`, "config");
+  return withLocalTokenizer(backend, localTokenizer(loadServedTokenizer(cfg.tokenizer, `backend '${cfg.name}' tokenizer`)));
 }
 
 /** The configured (else the in-process engine's) parsers; Arbor's markup by default for Arbor engines. */

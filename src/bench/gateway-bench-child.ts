@@ -1,5 +1,6 @@
 // The processes `arbor bench gateway` starts beside itself, so that the gateway's CPU is its own:
-// `upstream` (the fake vLLM-shaped engine: prints {"url"} and serves until its stdin closes) and `load`
+// `upstream` (the fake vLLM-shaped engine: prints {"url"} and serves until its stdin closes; given a GGUF
+// path, it tokenizes with that model's tokenizer and chat template) and `load`
 // (the load generator: runs the plan given as JSON and prints its results). This file is the child's
 // entry point (node runs it directly, compiled in dist/ or through tsx from src/) and the parent's
 // way to start it.
@@ -8,6 +9,7 @@ import { createInterface } from "node:readline";
 import type { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { startFakeVllm } from "../backends/fake-vllm.js";
+import { loadServedTokenizer } from "../backends/local-tokenizer.js";
 import { ArborError } from "../core/errors.js";
 import { runLoad, type LoadPlan, type LoadResult } from "./gateway-bench-load.js";
 
@@ -100,7 +102,8 @@ export function writeJsonLine(out: Writable, value: unknown): Promise<void> {
 async function childMain(argv: string[]): Promise<void> {
   const [role, arg] = argv;
   if (role === "upstream") {
-    const fake = await startFakeVllm({ recordRequests: false });
+    const tokenizer = arg !== undefined ? loadServedTokenizer(arg, "gateway bench upstream tokenizer") : undefined;
+    const fake = await startFakeVllm({ recordRequests: false, ...(tokenizer ? { tokenizer } : {}) });
     await writeJsonLine(process.stdout, { url: fake.url });
     // The parent closes stdin to stop it (and a parent that died closes it too).
     process.stdin.resume();

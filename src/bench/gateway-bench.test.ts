@@ -30,7 +30,14 @@ describe("arbor bench gateway", () => {
     expect(r.tables).toHaveLength(2);
     const [lat, tp] = r.tables;
 
-    const paths = ["direct: chat completion", "direct: the token path's 3 upstream calls", "gateway, memory sink", "gateway, SQLite store"];
+    const paths = [
+      "direct: chat completion",
+      "direct: the token path's 3 upstream calls",
+      "gateway, memory sink",
+      "gateway, SQLite store",
+      "gateway, memory sink, local tokenizer",
+      "gateway, SQLite store, local tokenizer",
+    ];
     expect(lat?.rows.map((x) => x[0])).toEqual(paths);
     const d = lat!.rows[0]!;
     for (const row of lat!.rows) {
@@ -43,16 +50,18 @@ describe("arbor bench gateway", () => {
     }
     expect(d[7]).toBe(1);
     // The figures the targets are about, printed beside them (not asserted: they are measurements).
-    expect(r.addedP50Ms).toBeCloseTo(num(lat!.rows[3]![5]), 9);
-    expect(r.sqliteAddedP50Ratio).toBeCloseTo(num(lat!.rows[3]![5]) / num(lat!.rows[2]![5]), 9);
-    expect(lat!.notes).toContainEqual(expect.stringMatching(/^added p50 through the gateway with the SQLite store: -?[\d.]+ ms \(target <= 0\.5 ms: (met|NOT met)\)$/));
+    // The targets are read on the SQLite row with the local tokenizer.
+    expect(r.addedP50Ms).toBeCloseTo(num(lat!.rows[5]![5]), 9);
+    expect(r.sqliteAddedP50Ratio).toBeCloseTo(num(lat!.rows[5]![5]) / num(lat!.rows[4]![5]), 9);
+    expect(lat!.notes).toContainEqual(expect.stringMatching(/^added p50 through the gateway with the SQLite store and the local tokenizer: -?[\d.]+ ms \(target <= 0\.5 ms: (met|NOT met)\)$/));
     expect(lat!.notes).toContainEqual(expect.stringContaining("POST /p/{id}/v1/chat/completions on a vLLM-protocol token backend"));
     const floor = num(lat!.rows[1]![5]);
+    const engineTokenizing = num(lat!.rows[3]![5]);
     expect(lat!.notes).toContainEqual(
-      `of which the token path's 3 upstream round trips (row 2): ${floor.toFixed(3)} ms; the gateway's own processing: ${(r.addedP50Ms - floor).toFixed(3)} ms`,
+      `with the engine tokenizing (row 4): ${engineTokenizing.toFixed(3)} ms added, of which the token path's 3 upstream round trips (row 2): ${floor.toFixed(3)} ms; the gateway's own processing: ${(engineTokenizing - floor).toFixed(3)} ms`,
     );
 
-    expect(tp?.rows.map((x) => x[0])).toEqual([paths[0], paths[2], paths[3]]);
+    expect(tp?.rows.map((x) => x[0])).toEqual([paths[0], paths[3], paths[4], paths[5]]);
     const direct = num(tp!.rows[0]![3]);
     for (const row of tp!.rows) {
       expect(row[1]).toBe(4);
@@ -60,25 +69,27 @@ describe("arbor bench gateway", () => {
       expect(num(row[3])).toBeGreaterThan(0);
       expect(num(row[4])).toBeCloseTo(num(row[3]) / direct, 9);
     }
-    expect(r.gatewayRps).toBe(tp!.rows[2]![3]);
+    expect(r.gatewayRps).toBe(tp!.rows[3]![3]);
     expect(tp!.rows[0]![7]).toBe("-");
     for (const row of tp!.rows.slice(1)) expect(num(row[8])).toBeCloseTo(1000 / num(row[7]), 9);
-    expect(r.gatewayCpuMsPerRequest).toBe(tp!.rows[2]![7]);
-    expect(tp!.notes).toContainEqual(expect.stringMatching(/^requests\/s through the gateway with the SQLite store: \d+ \(target >= 5000 on 2 cores: (met|NOT met)\)$/));
+    expect(r.gatewayCpuMsPerRequest).toBe(tp!.rows[3]![7]);
+    expect(r.gatewayCpuMsPerRequest3Rt).toBe(tp!.rows[1]![7]);
+    expect(tp!.notes).toContainEqual(expect.stringMatching(/^requests\/s through the gateway with the SQLite store and the local tokenizer: \d+ \(target >= 5000 on 2 cores: (met|NOT met)\)$/));
 
-    // Per gateway: 4 warm-up + 12 latency requests, then 4 warm-up + 40 throughput requests, all recorded durably.
-    expect(r.sent).toEqual({ memory: 60, sqlite: 60 });
+    // Per gateway: 4 warm-up + 12 latency requests, then (all but the memory sink with the engine tokenizing) 4
+    // warm-up + 40 throughput requests, all recorded.
+    expect(r.sent).toEqual({ memory: 16, sqlite: 60, memoryLocal: 60, sqliteLocal: 60 });
     expect(r.recorded).toEqual(r.sent);
-    // Programs of 3 turns: 16 latency requests in 6 programs, 44 throughput requests in at least 15 (4 clients, each
-    // ending its last program early); each was released, so every one ended completed.
-    expect(r.programs.created).toBeGreaterThanOrEqual(6 + 15);
+    // Per SQLite gateway, programs of 3 turns: 16 latency requests in 6 programs, 44 throughput requests in at
+    // least 15 (4 clients, each ending its last program early); each was released, so every one ended completed.
+    expect(r.programs.created).toBeGreaterThanOrEqual(2 * (6 + 15));
     expect(r.programs.completed).toBe(r.programs.created);
     // Every later turn continued its program's token history (none re-tokenized from scratch).
-    expect(r.contextResets).toBe(0);
+    expect(r.contextResets).toEqual({ memory: 0, memoryLocal: 0 });
     expect(lines.some((l) => l.includes("throughput"))).toBe(true);
 
     // Nothing left: every server refuses connections, no server handle remains, the child processes have exited.
-    expect(r.urls).toHaveLength(3);
+    expect(r.urls).toHaveLength(5);
     for (const url of r.urls) {
       await expect(fetch(url)).rejects.toThrow(/fetch failed/);
     }

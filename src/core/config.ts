@@ -248,11 +248,25 @@ export const BackendConfigSchema = z
     toolParser: z.string().min(1).optional(),
     /** The served model's reasoning format (`think`: `<think>…</think>` becomes `reasoning_content`). Default: none. */
     reasoningParser: z.string().min(1).optional(),
+    /**
+     * `type: vllm` or `builtin`: the served model's GGUF (relative to the working directory), whose tokenizer
+     * and chat template the gateway then runs itself, so the token path makes one upstream call per turn
+     * instead of three (no /tokenize, /detokenize). Checked against the engine's /tokenize before its first
+     * call; a different tokenizer is refused. Default: none (the engine tokenizes).
+     */
+    tokenizer: z
+      .string()
+      .min(1)
+      .refine((p) => p.endsWith(".gguf"), { message: "must be a .gguf file (the served model's GGUF)" })
+      .optional(),
     /** How training's new weights reach this (external) engine; required for every external backend of a run with `train`. */
     weightSync: WeightSyncConfigSchema.optional(),
   })
   .strict()
   .superRefine((b, ctx) => {
+    if (b.tokenizer !== undefined && b.type !== "vllm" && b.type !== "builtin") {
+      ctx.addIssue({ code: "custom", path: ["tokenizer"], message: "only used with type: vllm or builtin (engines with vLLM's /tokenize to check it against)" });
+    }
     if (b.type !== "disagg") {
       for (const k of DISAGG_FIELDS) if (b[k] !== undefined) ctx.addIssue({ code: "custom", path: [k], message: "only used with type: disagg" });
       return;

@@ -13,12 +13,21 @@ import { VocabTokenizer } from "./vocab-tokenizer.js";
 
 /** Words whose tokens are remembered; a bound, so a long-running engine's cache cannot grow forever. */
 const WORD_CACHE_LIMIT = 20_000;
+/**
+ * Characters of special-free fragments whose tokens are remembered (all together), and the shortest
+ * fragment worth it. Why: a chat render is mostly text seen before (the system prompt, earlier turns,
+ * cut at the template's special tokens), and pre-tokenizing it again costs more than the merges.
+ */
+const FRAGMENT_CACHE_CHARS = 4_000_000;
+const FRAGMENT_CACHE_MIN_CHARS = 64;
 
 /** Byte-level BPE tokenizer (GGUF `tokenizer.ggml.model` "gpt2"). */
 export class BpeTokenizer extends VocabTokenizer {
   private readonly pre: PreTokenizer;
   private readonly ranks = new Map<string, Map<string, number>>();
   private readonly wordCache = new Map<string, number[]>();
+  private readonly fragmentCache = new Map<string, readonly number[]>();
+  private fragmentCacheChars = 0;
 
   constructor(spec: GgufTokenizerSpec) {
     if (spec.model !== "gpt2") throw new RangeError(`BpeTokenizer: tokenizer.model is '${spec.model}', expected 'gpt2'`);
@@ -51,9 +60,32 @@ export class BpeTokenizer extends VocabTokenizer {
     const out: number[] = [];
     for (const frag of splitSpecial(wellFormed(text), this.rules.specials, opts.special ?? false)) {
       if ("id" in frag) out.push(frag.id);
-      else for (const word of this.pre.split(frag.text)) out.push(...this.encodeWord(word));
+      else for (const id of this.encodeFragment(frag.text)) out.push(id);
     }
     return out;
+  }
+
+  /** Ids of a text without special tokens: the same whatever surrounds it (pre-tokenizing starts afresh at each fragment). */
+  private encodeFragment(text: string): readonly number[] {
+    const long = text.length >= FRAGMENT_CACHE_MIN_CHARS && text.length <= FRAGMENT_CACHE_CHARS / 16;
+    const cached = long ? this.fragmentCache.get(text) : undefined;
+    if (cached !== undefined) {
+      // Most recently used last: the oldest is dropped first.
+      this.fragmentCache.delete(text);
+      this.fragmentCache.set(text, cached);
+      return cached;
+    }
+    const ids: number[] = [];
+    for (const word of this.pre.split(text)) for (const id of this.encodeWord(word)) ids.push(id);
+    if (!long) return ids;
+    while (this.fragmentCacheChars + text.length > FRAGMENT_CACHE_CHARS) {
+      const oldest = this.fragmentCache.keys().next().value as string;
+      this.fragmentCache.delete(oldest);
+      this.fragmentCacheChars -= oldest.length;
+    }
+    this.fragmentCache.set(text, ids);
+    this.fragmentCacheChars += text.length;
+    return ids;
   }
 
   private encodeWord(word: string): number[] {
