@@ -1,11 +1,11 @@
 // A served model's tokenizer and chat template loaded into the gateway's process (config
 // `backends[].tokenizer`: the model's GGUF), answering the token path's tokenize and detokenize as the
 // engine's own /tokenize and /detokenize do (vLLM's semantics, as engine/http/tokenize-routes.ts serves
-// them): chat messages rendered with the model's template, no BOS added; a text with special tokens'
-// text read as their ids and BOS added where asked and the tokenizer adds one; ids decoded with special
-// tokens as their text (Arbor's vocabulary: plain text stays text, specials decode to nothing). Where only the engine can say (tools in another shape than the template is
-// given, a tool_choice, a render the template refuses, an id outside the vocabulary) it answers
-// `undefined` and the caller asks the engine.
+// them): chat messages rendered with the model's template, no BOS added; a text with special tokens' text
+// read as their ids and BOS added where asked and the tokenizer adds one; ids decoded with special tokens
+// as their text (Arbor's vocabulary: plain text stays text, specials decode to nothing). Where only the
+// engine can say (tools in another shape than the template is given, a tool_choice, a render the template
+// refuses, an id outside the vocabulary) it answers `undefined` and the caller asks the engine.
 import { ArborError } from "../core/errors.js";
 import type { ChatMessage } from "../core/types.js";
 import { ArborChatFormat } from "../model/arbor-chat-format.js";
