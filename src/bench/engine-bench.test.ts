@@ -8,6 +8,7 @@ describe("arbor bench engine", () => {
     const t = tables.find((x) => x.title.startsWith("(c)"))!;
     expect(t.rows.map((r) => r[0])).toEqual([1, 2]);
     expect(t.columns.slice(2, 7)).toEqual(["node-llama-cpp tok/s", "arbor tok/s", "ratio", "target", "meets"]);
+    expect(t.columns.slice(12)).toEqual(["arbor, llama.cpp samples tok/s", "its ratio", "it meets"]);
     for (const r of t.rows) {
       const [rawTps, arborTps, ratio, target, meets, rawCpu, arborCpu, cpuRatio] = r.slice(2) as [number, number, number, number, string, number, number, number];
       expect(rawTps).toBeGreaterThan(0);
@@ -18,6 +19,10 @@ describe("arbor bench engine", () => {
       expect(rawCpu).toBeGreaterThan(0);
       expect(arborCpu).toBeGreaterThan(0);
       expect(cpuRatio).toBeCloseTo(rawCpu / arborCpu, 9);
+      const [nativeTps, nativeRatio, nativeMeets] = r.slice(12) as [number, number, string];
+      expect(nativeTps).toBeGreaterThan(0);
+      expect(nativeRatio).toBeCloseTo(nativeTps / rawTps, 9);
+      expect(nativeMeets).toBe(nativeRatio >= 0.9 ? "yes" : "no");
     }
     expect(lines.filter((l) => l.startsWith("llamacpp")).length).toBe(2);
     // (a): every cited reference point is matched within 10%.

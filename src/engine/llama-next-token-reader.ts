@@ -12,6 +12,12 @@
 // CPU per token on the shipped policy, a greedy read ~10-13 µs); 3.21.1 has no typed-array or
 // logits path (getEmbedding is the only typed array it returns, and it reads embeddings).
 //
+// A reader made with `native` skips that read: llama.cpp samples the token itself (greedy, or its
+// dist sampler at temperature 1 over the whole vocabulary, seeded per step by the caller) and
+// returns only the token and its probability under the full softmax of the raw logits (the
+// sampleToken `confidence`, the same float32 arithmetic as the distribution's entry for that token),
+// so seeded sampling and the exact logprob stay while nothing of size vocab crosses into JS.
+//
 // This reaches node-llama-cpp 3.21.1's internals (pinned exactly in package.json); the constructor
 // checks each one and refuses with an ArborError naming what is missing rather than misbehave.
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
@@ -21,6 +27,18 @@ import { ArborError } from "../core/errors.js";
 interface NativeSampler {
   applyConfig(config: object): void;
   dispose(): void;
+}
+
+/** A token llama.cpp sampled, and its probability under the softmax of the raw logits (float32). */
+export interface NativeSample {
+  id: number;
+  p: number;
+}
+
+/** Native sampling: llama.cpp picks the token; see the file header. */
+export interface NativeSampling {
+  /** 0: greedy (ties to the lower id, as Arbor's sampler); 1: a seeded draw from the whole softmax. */
+  temperature: 0 | 1;
 }
 
 /** What of LlamaContextSequence's internals the reader uses (node-llama-cpp 3.21.1). */
@@ -34,7 +52,7 @@ interface SequenceInternals {
     logitDataMapper: (batchLogitIndex: number, tokenIndex: number) => Promise<unknown>,
     afterBatchAction: unknown,
   ): Promise<unknown[]>;
-  _resolveSamplerConfig(options: { temperature: number }): object;
+  _resolveSamplerConfig(options: { temperature: number; topK?: number; topP?: number; minP?: number; seed?: number }): object;
   _tokenMeter: unknown;
   _contextShift: { size: unknown; strategy: unknown };
   _takeIntervalCheckpointIfNeededAfterBatch: (sequenceStateLength: number) => Promise<void> | void;
@@ -73,11 +91,20 @@ async function waitForPeers(queued: ReadonlySet<number>, peers: () => number): P
   if (queued.size < peers()) await nextMacrotask();
 }
 
+/** The logit flags of a step feeding `tokens`: only the last position's row is read. */
+function lastLogit(tokens: readonly number[]): readonly boolean[] {
+  if (tokens.length <= 1) return ONE_LOGIT;
+  const flags: boolean[] = [];
+  flags[tokens.length - 1] = true;
+  return flags;
+}
+
 /** node-llama-cpp's evaluation priority for a plain `evaluate` (its defaultEvaluationPriority). */
 const PRIORITY = 5;
 
 /**
- * Reads the temperature-0 next-token distribution of one sequence, step by step, for one request.
+ * Reads the temperature-0 next-token distribution of one sequence, step by step, for one request
+ * (or, made with `native`, the token llama.cpp samples and its probability).
  * The caller owns the sequence exclusively while the reader lives (the executor's sequence pool),
  * which is what node-llama-cpp's evaluation lock would otherwise ensure. `dispose()` frees the
  * native sampler.
@@ -93,13 +120,17 @@ export class NextTokenReader {
   /** The one-token step's input and logit flags, reused (node-llama-cpp copies both before decoding). */
   private readonly single: Token[] = [0 as Token];
   private disposed = false;
+  /** Native sampling: its mode, and at temperature 1 the sampler config whose seed each step sets. */
+  private readonly native: NativeSampling | undefined;
+  private readonly seededConfig: { seed?: number } | undefined;
 
   /**
    * `peers()`: how many sequences of the context step together now (the executor's running
    * requests), so that after a batch the reader waits for them all to queue their next step; absent:
-   * 1 (this sequence alone).
+   * 1 (this sequence alone). `native`: llama.cpp samples each token (sampleNext / sampleAfter)
+   * instead of handing over the distribution (next / nextAfter).
    */
-  constructor(sequence: LlamaContextSequence, peers: () => number = () => 1) {
+  constructor(sequence: LlamaContextSequence, peers: () => number = () => 1, native?: NativeSampling) {
     const seq = sequence as unknown as Partial<SequenceInternals>;
     const missing = [
       typeof seq._decodeTokens !== "function" && "_decodeTokens",
@@ -116,13 +147,23 @@ export class NextTokenReader {
     }
     this.seq = seq as SequenceInternals;
     this.sampler = new this.seq._context._llama._bindings.AddonSampler(this.seq.model._model);
-    // Temperature 0 is llama.cpp's greedy chain: the logits are read as they are, never reshaped.
-    this.sampler.applyConfig(this.seq._resolveSamplerConfig({ temperature: 0 }));
+    // Temperature 0 is llama.cpp's greedy chain: the logits are read as they are, never reshaped. At
+    // temperature 1 the chain is top-k over the whole vocabulary (a sort), top-p 1 and temperature 1
+    // (no-ops) and the dist sampler, so the logits stay raw and the draw covers every token.
+    this.native = native;
+    if (native !== undefined && native.temperature !== 0 && native.temperature !== 1) {
+      throw new ArborError(`NextTokenReader: native sampling takes temperature 0 or 1, got ${String(native.temperature)}`, "engine");
+    }
+    const config = this.seq._resolveSamplerConfig(native?.temperature === 1 ? { temperature: 1, topK: 0, topP: 1, minP: 0, seed: 0 } : { temperature: 0 });
+    this.seededConfig = native?.temperature === 1 ? (config as { seed?: number }) : undefined;
+    this.sampler.applyConfig(config);
     this.contextShift = { size: this.seq._contextShift.size, strategy: this.seq._contextShift.strategy };
     const context = this.seq._context;
     const sampler = this.sampler;
     // `_ctx.sampleToken` looked up per call: the output-reorder guard wraps the context's sampleToken.
-    this.readRow = (batchLogitIndex) => context._ctx.sampleToken(batchLogitIndex, sampler, true, false);
+    // Native: no distribution, only the sampled token's probability (sampleToken's `confidence`).
+    const distribution = native === undefined;
+    this.readRow = (batchLogitIndex) => context._ctx.sampleToken(batchLogitIndex, sampler, distribution, !distribution);
     // node-llama-cpp decodes again at once with whatever is queued when a batch's after-actions
     // settle; the sequences' next steps are queued a few promise hops after their results, so
     // without a pause each batch held the one sequence that got back first and the running
@@ -147,31 +188,56 @@ export class NextTokenReader {
    * native call's own; the caller reads it and drops it.
    */
   async next(tokens: readonly number[]): Promise<readonly number[]> {
-    if (this.disposed) throw new ArborError("NextTokenReader used after dispose()", "engine");
-    const last = tokens.length - 1;
-    if (last < 0) throw new ArborError("NextTokenReader.next: no tokens to feed", "engine");
-    let logits = ONE_LOGIT;
-    if (last > 0) {
-      const flags: boolean[] = [];
-      flags[last] = true;
-      logits = flags;
-    }
-    return this.decode(tokens as Token[], logits);
+    this.check("next", false);
+    const res = await this.decode(tokens as Token[], lastLogit(tokens));
+    const pairs = res?.[1];
+    if (!pairs || pairs.length === 0) throw new ArborError(`llama.cpp returned no next-token distribution after ${tokens.length} token(s)`, "engine");
+    return pairs;
   }
 
   /** {@link next} for one token (a decode step), with no array allocated for its input. */
   async nextAfter(token: number): Promise<readonly number[]> {
-    if (this.disposed) throw new ArborError("NextTokenReader used after dispose()", "engine");
     this.single[0] = token as Token;
-    return this.decode(this.single, ONE_LOGIT);
+    return this.next(this.single);
   }
 
-  private async decode(tokens: Token[], logits: readonly boolean[]): Promise<readonly number[]> {
+  /**
+   * Native sampling: feed `tokens` and let llama.cpp sample the next one. `seed` (an integer in
+   * 0..2^32-1, ignored when greedy) seeds the draw of this step alone, so a caller that derives it
+   * from the position draws the same token at the same position whatever came before.
+   */
+  async sampleNext(tokens: readonly number[], seed: number): Promise<NativeSample> {
+    this.check("sampleNext", true);
+    if (this.seededConfig !== undefined) {
+      if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new ArborError(`NextTokenReader.sampleNext: seed must be an integer in 0..2^32-1, got ${seed}`, "engine");
+      this.seededConfig.seed = seed;
+      this.sampler.applyConfig(this.seededConfig);
+    }
+    const res = await this.decode(tokens as Token[], lastLogit(tokens));
+    const id = res?.[0];
+    const p = res?.[2];
+    if (typeof id !== "number" || id < 0 || typeof p !== "number") throw new ArborError(`llama.cpp sampled no token after ${tokens.length} token(s)`, "engine");
+    return { id, p };
+  }
+
+  /** {@link sampleNext} for one token (a decode step). */
+  async sampleAfter(token: number, seed: number): Promise<NativeSample> {
+    this.single[0] = token as Token;
+    return this.sampleNext(this.single, seed);
+  }
+
+  private check(call: string, native: boolean): void {
+    if (this.disposed) throw new ArborError("NextTokenReader used after dispose()", "engine");
+    if ((this.native !== undefined) !== native) {
+      throw new ArborError(`NextTokenReader.${call}: this reader was made ${native ? "without" : "with"} native sampling`, "engine");
+    }
+  }
+
+  /** One decode of `tokens`; the row of the last one as sampleToken returned it: [token, distribution?, confidence?]. */
+  private async decode(tokens: Token[], logits: readonly boolean[]): Promise<[number, readonly number[] | undefined, number | undefined] | undefined> {
+    if (tokens.length === 0) throw new ArborError("NextTokenReader: no tokens to feed", "engine");
     const out = await this.seq._decodeTokens(tokens, logits as boolean[], PRIORITY, this.seq._tokenMeter, this.contextShift, this.readRow, this.afterBatch);
-    const res = out[tokens.length - 1] as [number, readonly number[] | undefined] | undefined;
-    const pairs = res?.[1];
-    if (!pairs || pairs.length === 0) throw new ArborError(`llama.cpp returned no next-token distribution after ${tokens.length} token(s)`, "engine");
-    return pairs;
+    return out[tokens.length - 1] as [number, readonly number[] | undefined, number | undefined] | undefined;
   }
 
   /** Free the native sampler (idempotent). */

@@ -5,13 +5,15 @@
 // The hot path (no repetition penalty) reads the distribution as llama.cpp's flat sorted pairs
 // through a NextTokenReader and samples from them in place; a repetition penalty needs llama.cpp
 // to reshape the raw logits with the history each step, so it keeps the controlled evaluation.
+// With `sampler: "llama.cpp"` llama.cpp draws the tokens of the requests it can sample exactly and
+// returns only each token's probability (issue 18 item 6: no distribution copied per step).
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { ArborError } from "../core/errors.js";
 import { LlamaTokenizer } from "./llama-tokenizer.js";
 import { checkGenerateRequest, type Executor, type ExecutorStats, type GenerateRequest, type GenerateResult } from "./executor.js";
 import { evaluateTokens, openLlamaContext, type LlamaContextOptions } from "./llama-context.js";
-import { NextTokenReader } from "./llama-next-token-reader.js";
-import { sampleToken, sampleTokenFromPairs, splitLogitControls, StopRule, type SampledToken } from "./sampling.js";
+import { NextTokenReader, type NativeSampling } from "./llama-next-token-reader.js";
+import { sampleToken, sampleTokenFromPairs, splitLogitControls, StopRule, tokenDraw, type SampledToken } from "./sampling.js";
 import { SequencePool } from "./sequence-pool.js";
 
 export interface LlamaCppExecutorOptions extends LlamaContextOptions {
@@ -19,6 +21,16 @@ export interface LlamaCppExecutorOptions extends LlamaContextOptions {
   maxWaiting: number;
   /** Tokens that end a generation (included in the output, like vLLM); default the model's end-of-generation set. */
   stopTokenIds?: readonly number[];
+  /**
+   * Who draws the tokens. "arbor" (default): Arbor's sampler over llama.cpp's whole distribution, the
+   * same tokens as the scheduled executor and speculative decoding for a seed. "llama.cpp": llama.cpp
+   * samples a request it can sample exactly (temperature 0 or 1, top_p 1, no top logprobs, logit bias
+   * or min_tokens) and returns only the token's probability, so nothing of size vocab crosses into JS
+   * per token; each draw is seeded from the request's Rng at the token's position (a seeded request
+   * still gives the same tokens, and its continuation continues them), but they are not the tokens
+   * Arbor's sampler would draw. Other requests use Arbor's sampler.
+   */
+  sampler?: "arbor" | "llama.cpp";
 }
 
 /** Executes requests on node-llama-cpp, `threads: 1` (faster than more threads on small CPUs). */
@@ -29,6 +41,7 @@ export class LlamaCppExecutor implements Executor {
   readonly tokenizer: LlamaTokenizer;
   private readonly pool: SequencePool<LlamaContextSequence>;
   private readonly stopIds: ReadonlySet<number>;
+  private readonly nativeSampler: boolean;
   /** Sequence → KV cells it holds for a running request. */
   private readonly inUse = new Map<LlamaContextSequence, number>();
   private closed = false;
@@ -44,6 +57,10 @@ export class LlamaCppExecutor implements Executor {
     this.sequences = opts.sequences;
     const seqs = Array.from({ length: opts.sequences }, () => context.getSequence());
     this.pool = new SequencePool(seqs, opts.maxWaiting);
+    if (opts.sampler !== undefined && opts.sampler !== "arbor" && opts.sampler !== "llama.cpp") {
+      throw new ArborError(`sampler must be "arbor" or "llama.cpp", got ${JSON.stringify(opts.sampler)}`, "config");
+    }
+    this.nativeSampler = opts.sampler === "llama.cpp";
     this.stopIds = new Set(opts.stopTokenIds ?? this.tokenizer.stopIds);
     for (const id of this.stopIds) {
       if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
@@ -94,7 +111,8 @@ export class LlamaCppExecutor implements Executor {
       const { raw, logitBias } = splitLogitControls(controls);
       const rule = new StopRule(this.stopIds, controls);
       const base = { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs, ...(logitBias ? { logitBias } : {}) };
-      if (!raw) reader = new NextTokenReader(seq, () => this.pool.running);
+      const native = this.nativeSampler && !raw && !logitBias && rule.suppressAt(0) === undefined ? nativeSamplingOf(req) : undefined;
+      if (!raw) reader = new NextTokenReader(seq, () => this.pool.running, native);
       const tokens: SampledToken[] = [];
       // The prompt is fed whole (llama.cpp splits it over batches); only its last position needs
       // the next-token distribution. After that each step feeds the one token just sampled.
@@ -105,7 +123,12 @@ export class LlamaCppExecutor implements Executor {
         const position = prompt.length + tokens.length;
         const lastId = tokens.length === 0 ? -1 : (tokens[tokens.length - 1] as SampledToken).id;
         let tok: SampledToken;
-        if (reader) {
+        if (reader && native) {
+          // llama.cpp draws with a seed taken from the request's draw at this position.
+          const seed = native.temperature === 1 ? Math.floor(tokenDraw(req.rng, position) * 0x100000000) : 0;
+          const s = await (lastId < 0 ? reader.sampleNext(prompt, seed) : reader.sampleAfter(lastId, seed));
+          tok = { id: s.id, logprob: Math.log(s.p), top: [] };
+        } else if (reader) {
           // The decode step reuses the reader's one-token input: nothing allocated for it per token.
           const pairs = await (lastId < 0 ? reader.next(prompt) : reader.nextAfter(lastId));
           tok = sampleTokenFromPairs(pairs, params, req.rng, position);
@@ -134,4 +157,12 @@ export class LlamaCppExecutor implements Executor {
     await this.context.dispose();
     await this.model.dispose();
   }
+}
+
+/** The native sampling a request allows (llama.cpp's draw is Arbor's law and its probability exact), or undefined. */
+function nativeSamplingOf(req: GenerateRequest): NativeSampling | undefined {
+  if (req.topP !== 1 || req.topLogprobs !== 0) return undefined;
+  if (req.temperature === 0) return { temperature: 0 };
+  if (req.temperature === 1) return { temperature: 1 };
+  return undefined;
 }

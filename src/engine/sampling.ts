@@ -309,6 +309,7 @@ function pick(s: Scratch, n: number, params: SamplingParams, rng: Rng, position:
 }
 
 /** The uniform draw for the token at `position`: position-keyed for seeded requests, else the stream's next. */
-function tokenDraw(rng: Rng, position: number): number {
+/** The uniform draw that picks the token at `position`: keyed by position for a {@link PositionKeyedRng}, else the stream's next. */
+export function tokenDraw(rng: Rng, position: number): number {
   return rng instanceof PositionKeyedRng ? rng.drawAt(position) : rng.float();
 }
