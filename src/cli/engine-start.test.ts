@@ -16,6 +16,12 @@ describe("engineServerOptions", () => {
     expect(engineServerOptions(cfg.engines[0]!, opts).speculative).toEqual({ method: "suffix", maxSpecTokens: 5 });
     expect("speculative" in engineServerOptions(cfg.engines[1]!, opts)).toBe(false);
   });
+
+  it("passes sampler llama.cpp to its server, and nothing for Arbor's default sampler", () => {
+    const cfg = parseRunConfig({ engines: [{ name: "a", executor: "llamacpp", sampler: "llama.cpp" }, { name: "b", executor: "llamacpp" }] });
+    expect(engineServerOptions(cfg.engines[0]!, opts).sampler).toBe("llama.cpp");
+    expect("sampler" in engineServerOptions(cfg.engines[1]!, opts)).toBe(false);
+  });
 });
 
 describe("a run's shared draft service", () => {

@@ -76,6 +76,7 @@ export function engineServerOptions(e: EngineConfig, o: { modelPath: string; hos
     inFlightOnWeightSwitch: e.inFlightOnWeightSwitch,
     executorKind: e.executor,
     costProfile: e.costProfile,
+    ...(e.sampler !== "arbor" ? { sampler: e.sampler } : {}),
     servedModelName: e.servedModelName,
     gpu: e.gpu,
     ...(e.toolParser !== undefined ? { toolParser: e.toolParser } : {}),

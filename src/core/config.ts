@@ -78,6 +78,13 @@ export const EngineConfigSchema = z
     executor: z.enum(["llamacpp-scheduled", "llamacpp", "costmodel"]).default("llamacpp-scheduled"),
     /** Cost profile of a `costmodel` engine, e.g. `llama-3-8b/h100`. */
     costProfile: z.string().optional(),
+    /**
+     * Who draws a `llamacpp` engine's tokens: `arbor` (default), Arbor's sampler over llama.cpp's whole
+     * distribution, the tokens the scheduled executor and speculative decoding give for a seed; `llama.cpp`,
+     * llama.cpp samples the requests it can sample exactly (temperature 0 or 1, top_p 1, no top logprobs,
+     * logit bias or min_tokens), seeded per position, with exact logprobs and no distribution copied per token.
+     */
+    sampler: z.enum(["arbor", "llama.cpp"], { error: 'must be "arbor" or "llama.cpp"' }).default("arbor"),
     /** On a weight switch (`POST /v1/load_weights`): in-flight requests finish on the old version, are aborted, or resume on the new one. */
     inFlightOnWeightSwitch: z.enum(["finish", "abort", "resume"]).default("finish"),
     /** The `model` name the engine serves (its /v1/models and answers); the gateway sends it whatever name a client uses. */
@@ -750,6 +757,9 @@ export const RunConfigSchema = z
     cfg.engines.forEach((e, i) => {
       if (e.executor === "costmodel" && e.costProfile === undefined) {
         ctx.addIssue({ code: "custom", path: ["engines", i, "costProfile"], message: "required when executor is costmodel" });
+      }
+      if (e.sampler === "llama.cpp" && e.executor !== "llamacpp") {
+        ctx.addIssue({ code: "custom", path: ["engines", i, "sampler"], message: `llama.cpp draws the tokens only on the llamacpp executor, not ${e.executor}` });
       }
       if (e.speculative !== undefined && e.executor !== "llamacpp-scheduled") {
         ctx.addIssue({ code: "custom", path: ["engines", i, "speculative"], message: `speculative decoding runs on the llamacpp-scheduled executor, not ${e.executor}` });

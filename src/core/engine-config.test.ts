@@ -47,3 +47,16 @@ describe("examples/real-model.yaml", () => {
     expect(cfg.train).toBeUndefined();
   });
 });
+
+describe("engines[].sampler", () => {
+  it("defaults to Arbor's sampler and takes llama.cpp on the llamacpp executor", () => {
+    expect(parseRunConfig({ engines: [{ name: "e0" }] }).engines[0]!.sampler).toBe("arbor");
+    expect(parseRunConfig({ engines: [{ name: "e0", executor: "llamacpp", sampler: "llama.cpp" }] }).engines[0]!.sampler).toBe("llama.cpp");
+  });
+
+  it("refuses another value and another executor, naming the field", () => {
+    expect(() => parseRunConfig({ engines: [{ name: "e0", sampler: "vllm" }] })).toThrowError(/engines\[0\]\.sampler: must be "arbor" or "llama\.cpp"/);
+    expect(() => parseRunConfig({ engines: [{ name: "e0", sampler: "llama.cpp" }] })).toThrowError(/engines\[0\]\.sampler: llama\.cpp draws the tokens only on the llamacpp executor, not llamacpp-scheduled/);
+  });
+});
+

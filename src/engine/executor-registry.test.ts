@@ -69,6 +69,12 @@ describe("executor registry", () => {
     await ex.close();
   });
 
+  it("refuses sampler llama.cpp on the kinds other than llamacpp", async () => {
+    for (const kind of ["llamacpp-scheduled", "costmodel"]) {
+      await expect(executorRegistry.create(kind, spec({ sampler: "llama.cpp", costProfile: "llama-3-8b/h100" }))).rejects.toThrow(new RegExp(`sampler "llama.cpp" runs on executorKind "llamacpp", not "${kind}"`));
+    }
+  });
+
   it("refuses speculative decoding on the kinds that do not speculate", async () => {
     for (const kind of ["llamacpp", "costmodel"]) {
       await expect(executorRegistry.create(kind, spec({ speculative: { method: "suffix" }, costProfile: "llama-3-8b/h100" }))).rejects.toThrow(/speculative decoding runs on executorKind "llamacpp-scheduled"/);

@@ -37,6 +37,8 @@ export interface ExecutorSpec {
   seed: number;
   /** F32 KV cache for trainer-exact logprobs (llama.cpp executors). */
   exactKv?: boolean;
+  /** Who draws the tokens of the v0 llama.cpp executor (LlamaCppExecutorOptions.sampler); other kinds refuse "llama.cpp". */
+  sampler?: "arbor" | "llama.cpp";
   /** llama.cpp build: false = the CPU build (default), "auto" = a GPU build where one is installed. */
   gpu?: LlamaGpu;
   /** Order of waiting requests on scheduled executors. */
@@ -108,10 +110,12 @@ export function builtinExecutors(): ExecutorRegistry {
         ...(s.stopTokenIds ? { stopTokenIds: s.stopTokenIds } : {}),
         ...(s.exactKv !== undefined ? { exactKv: s.exactKv } : {}),
         ...(s.gpu !== undefined ? { gpu: s.gpu } : {}),
+        ...(s.sampler !== undefined ? { sampler: s.sampler } : {}),
       });
     })
-    .register("llamacpp-scheduled", (s) =>
-      loadScheduledLlamaCpp({
+    .register("llamacpp-scheduled", async (s) => {
+      arborSampler(s, "llamacpp-scheduled");
+      return loadScheduledLlamaCpp({
         modelPath: s.modelPath,
         sequences: s.sequences,
         contextSize: s.contextSize,
@@ -125,10 +129,11 @@ export function builtinExecutors(): ExecutorRegistry {
         ...(s.l3 ? { l3: s.l3 } : {}),
         ...(s.speculative ? { speculative: s.speculative } : {}),
         ...(s.groupService ? { groupService: s.groupService } : {}),
-      }),
-    )
+      });
+    })
     .register("costmodel", async (s) => {
       noSpeculation(s, "costmodel");
+      arborSampler(s, "costmodel");
       if (s.costProfile === undefined) throw new ArborError(`engine ${s.engine}: executorKind "costmodel" needs costProfile`, "config");
       return createCostModelEngine({
         sequences: s.sequences,
@@ -148,6 +153,10 @@ export function builtinExecutors(): ExecutorRegistry {
 /** Kinds that do not speculate refuse a `speculative` setting rather than ignore it. */
 function noSpeculation(s: ExecutorSpec, kind: string): void {
   if (s.speculative) throw new ArborError(`engine ${s.engine}: speculative decoding runs on executorKind "llamacpp-scheduled", not "${kind}"`, "config");
+}
+
+function arborSampler(s: ExecutorSpec, kind: string): void {
+  if (s.sampler === "llama.cpp") throw new ArborError(`engine ${s.engine}: sampler "llama.cpp" runs on executorKind "llamacpp", not "${kind}"`, "config");
 }
 
 /** The registry engines use unless given their own. */

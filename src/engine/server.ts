@@ -93,6 +93,8 @@ export interface EngineServerOptions {
   clock?: Clock;
   /** F32 KV cache for trainer-exact logprobs (default true); see LlamaCppExecutorOptions. */
   exactKv?: boolean;
+  /** Who draws the tokens of the `llamacpp` executor (default "arbor"); see LlamaCppExecutorOptions.sampler. */
+  sampler?: "arbor" | "llama.cpp";
   /**
    * What produces tokens (default "llamacpp", the v0 executor: one request per sequence, no
    * scheduler). "llamacpp-scheduled" runs the vLLM-style scheduler (continuous batching, chunked
@@ -188,6 +190,7 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
     vocab: new Vocab(),
     seed: opts.seed ?? 0,
     ...(opts.exactKv !== undefined ? { exactKv: opts.exactKv } : {}),
+    ...(opts.sampler !== undefined ? { sampler: opts.sampler } : {}),
     ...(opts.schedulingPolicy ? { schedulingPolicy: opts.schedulingPolicy } : {}),
     ...(opts.l2CapacityBytes !== undefined ? { l2CapacityBytes: opts.l2CapacityBytes } : {}),
     ...(l3 ? { l3 } : {}),
