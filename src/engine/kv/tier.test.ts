@@ -72,6 +72,26 @@ describe("InProcessKvTier", () => {
     expect(refEvictions).toBeGreaterThan(100);
   });
 
+  it("a put of the block it holds (same tokens, same prefix) is a use: the entry and changeSeq stay", () => {
+    const t = new InProcessKvTier({ name: "L3", capacityBlocks: 4, bandwidthBytesPerMs: 1 });
+    const root = makeIdentity("r", [1, 2], null);
+    t.put("a", [3, 4], root);
+    t.put("b", [5], null);
+    const held = t.get("a");
+    // The same block again, its prefix an equal identity of another object: kept, moved to most recent.
+    expect(t.put("a", [3, 4], makeIdentity("r", [1, 2], null))).toBe(true);
+    expect(t.get("a")).toBe(held);
+    expect(t.changeSeq).toBe(0);
+    expect(t.lruOrder()).toEqual(["b", "a"]);
+    // Other tokens, or another prefix, under the same hash (a collision): replaced, changeSeq bumped.
+    t.put("a", [3, 9], root);
+    expect(t.get("a")?.tokenIds).toEqual([3, 9]);
+    expect(t.changeSeq).toBe(1);
+    t.put("a", [3, 9], makeIdentity("r", [1, 7], null));
+    expect(t.get("a")?.parent?.tokenIds).toEqual([1, 7]);
+    expect(t.changeSeq).toBe(2);
+  });
+
   it("validates its options and times transfers by bandwidth", () => {
     expect(() => new InProcessKvTier({ name: "L2", capacityBlocks: -1, bandwidthBytesPerMs: 1 })).toThrow(/capacityBlocks/);
     expect(() => new InProcessKvTier({ name: "L2", capacityBlocks: 1, bandwidthBytesPerMs: 0 })).toThrow(/bandwidthBytesPerMs/);

@@ -6,7 +6,7 @@
 // same L2/L3 names and rules.
 
 import { ArborError } from "../../core/errors.js";
-import { makeIdentity, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
+import { makeIdentity, sameIdentity, sameTokens, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
 
 /** The tiers below L1: an engine's host memory, and the pool shared by engines. */
 export type KvTierName = "L2" | "L3";
@@ -34,8 +34,8 @@ export interface KvTier {
   remove(hash: KvBlockHash): void;
   size(): number;
   /**
-   * Bumped whenever an entry is removed or replaced (LRU eviction, `remove`, a `put` over a held hash);
-   * not by a new hash or by `touch`. A block manager replays a lookup's tier hits while it stays the same.
+   * Bumped whenever an entry is removed or replaced (LRU eviction, `remove`, a `put` over a held hash
+   * with other content); not by a new hash, by `touch`, or by a `put` of the very block held (a use). A block manager replays a lookup's tier hits while it stays the same.
    * Absent: the tier does not tell, and every lookup searches it again.
    */
   readonly changeSeq?: number;
@@ -108,6 +108,12 @@ export class InProcessKvTier implements KvTier {
 
   put(hash: KvBlockHash, tokenIds: readonly number[], parent: KvBlockIdentity | null = null): boolean {
     const held = this.entries.get(hash);
+    if (held !== undefined && sameTokens(held.id.tokenIds, tokenIds) && sameIdentity(held.id.parent, parent)) {
+      // The very block again (evicted anew after a load): a use, not a replacement, so the lookups that
+      // replay this entry as a hit (changeSeq) still stand.
+      this.markUse(held);
+      return true;
+    }
     if (held !== undefined) {
       this.drop(held);
       this.changeSeq++;
