@@ -16,6 +16,7 @@ import { evaluateTokens, openLlamaContext } from "./llama-context.js";
 import { NextTokenReader } from "./llama-next-token-reader.js";
 import { LlamaCppExecutor } from "./llamacpp-executor.js";
 import { PositionKeyedRng } from "./position-keyed-rng.js";
+import { createEngineServer } from "./server.js";
 
 const vocab = new Vocab();
 const STOPS = stopTokenIds(vocab);
@@ -122,6 +123,25 @@ describe("LlamaCppExecutor with sampler llama.cpp", () => {
       { maxTokens: N, temperature: 1, topP: 1, topLogprobs: 2 },
     ]) {
       expect(await run(native, PROMPT, r, 5)).toEqual(await run(arbor, PROMPT, r, 5));
+    }
+  });
+
+  it("an engine server with sampler llama.cpp serves it: a seeded completion's tokens and logprobs are the executor's", async () => {
+    const server = await createEngineServer({ name: "n", modelPath, policyVersion: 1, sequences: 1, contextSize: CONTEXT, maxWaiting: 4, executorKind: "llamacpp", sampler: "llama.cpp" });
+    try {
+      const body = { model: "arbor-tiny", prompt: PROMPT, max_tokens: 8, temperature: 1, top_p: 1, seed: 42, logprobs: 0, return_token_ids: true };
+      const ask = async () => (await server.app.inject({ method: "POST", url: "/v1/completions", payload: body })).json();
+      const a = await ask();
+      const b = await ask();
+      const want = await run(native, PROMPT, { ...T1, maxTokens: 8 }, 42);
+      // (The answer leaves out a stop token the generation ended with.)
+      const n = a.choices[0].token_ids.length;
+      expect(n).toBeGreaterThan(0);
+      expect(a.choices[0].token_ids).toEqual(want.tokens.slice(0, n).map((t) => t.id));
+      expect(a.choices[0].logprobs.token_logprobs).toEqual(want.tokens.slice(0, n).map((t) => t.logprob));
+      expect(b.choices[0].token_ids).toEqual(a.choices[0].token_ids);
+    } finally {
+      await server.close();
     }
   });
 
