@@ -152,11 +152,12 @@ export class CostModelExecutor {
     const moreTokens = this.speculation ? new Map<string, SampledTokenOut[]>() : undefined;
     for (const c of plan.chunks) {
       if (!c.samples) continue;
-      if (sampled.has(c.requestId)) {
+      const st = this.state(c.requestId);
+      const size = sampled.size;
+      // A set that does not grow the map found the id there: one map operation per token, not two.
+      if (sampled.set(c.requestId, this.sample(st)).size === size) {
         throw new ArborError(`step ${plan.stepId}: ${c.requestId} is scheduled twice`, "engine");
       }
-      const st = this.state(c.requestId);
-      sampled.set(c.requestId, this.sample(st));
       const accepted = this.accepted(st, c.requestId, c.draftTokenIds?.length ?? 0);
       if (accepted > 0) {
         // A loop, not Array.from: this runs for every verified draft of every step.

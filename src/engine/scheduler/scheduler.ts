@@ -170,7 +170,7 @@ export class Scheduler {
   private nextSeq = 0;
   private nextStepId = 0;
   /** The last plan with chunks, until its result comes back. */
-  private inFlight: { plan: StepPlan } | undefined;
+  private inFlight: { plan: StepPlan; reqs: Req[] } | undefined;
   /** Finished since the previous plan; listed in the next plan's `finished`. */
   private finishedSincePlan: string[] = [];
   /** Aborted while holding KV: freed at the next schedule (the executor may still be using it). */
@@ -399,6 +399,8 @@ export class Scheduler {
 
     // 3. Build the plan and advance computed tokens now, so chunked prefills continue next step.
     const chunks: ScheduledChunk[] = [];
+    /** reqs[k]: the request of chunks[k] (onStepDone reads it there, not by id: it runs for every token). */
+    const reqs: Req[] = [];
     for (let k = 0; k < scheduledRunning.length + admitted.length; k++) {
       const r = (k < scheduledRunning.length ? scheduledRunning[k] : admitted[k - scheduledRunning.length]) as Req;
       const n = r.stepTokens;
@@ -414,6 +416,7 @@ export class Scheduler {
       };
       if (draft) chunk.draftTokenIds = draft;
       chunks.push(chunk);
+      reqs.push(r);
     }
     transfers.push(...this.kv.takeEvictionTransfers());
     let numBatchedTokens = 0;
@@ -429,7 +432,7 @@ export class Scheduler {
     };
     this.finishedSincePlan = [];
     for (const id of plan.finished) this.requests.delete(id);
-    if (chunks.length > 0) this.inFlight = { plan };
+    if (chunks.length > 0) this.inFlight = { plan, reqs };
     return plan;
   }
 
@@ -443,10 +446,13 @@ export class Scheduler {
     if (result.stepId !== flight.plan.stepId) {
       throw new Error(`onStepDone: expected stepId ${flight.plan.stepId}, got ${result.stepId}`);
     }
-    // Validate before mutating, so a bad result leaves the scheduler untouched.
-    for (const c of flight.plan.chunks) {
-      const r = this.requests.get(c.requestId);
-      if (c.samples && r && r.status !== "finished" && !result.sampled.has(c.requestId)) {
+    // Validate before mutating, so a bad result leaves the scheduler untouched. (A request aborted while
+    // the step ran is finished; one added again under its id since is another, waiting request.)
+    const { chunks } = flight.plan;
+    for (let k = 0; k < chunks.length; k++) {
+      const c = chunks[k] as ScheduledChunk;
+      const r = flight.reqs[k] as Req;
+      if (c.samples && r.status !== "finished" && !result.sampled.has(c.requestId)) {
         throw new Error(`onStepDone: step ${result.stepId} has no sampled token for request ${c.requestId}`);
       }
       const more = result.moreTokens?.get(c.requestId)?.length ?? 0;
@@ -459,10 +465,11 @@ export class Scheduler {
     const now = this.clock.now();
     const done: FinishedRequest[] = [];
     const stop = this.stopIds;
-    for (const c of flight.plan.chunks) {
-      const r = this.requests.get(c.requestId);
+    for (let k = 0; k < chunks.length; k++) {
+      const c = chunks[k] as ScheduledChunk;
+      const r = flight.reqs[k] as Req;
       // Aborted (or preempted and re-admitted elsewhere) while the step ran: drop its token.
-      if (!r || r.status !== "running" || !c.samples) continue;
+      if (r.status !== "running" || !c.samples) continue;
       const first = result.sampled.get(c.requestId);
       if (!first) continue;
       r.firstTokenTime ??= now;
@@ -689,9 +696,11 @@ export class Scheduler {
  * step's budget and the model length left), and never past max_tokens: a run emits draft + 1 tokens.
  */
 function draftFor(r: Req, room: number, roomInModel: number): number[] {
+  // Without a draft (most decode steps): the shared empty one, no array per request per step.
+  if (r.draftTokenIds.length === 0) return NO_DRAFT;
   const outputsLeft = r.maxTokens - (r.tokenIds.length - r.numPromptTokens);
   const k = Math.min(r.draftTokenIds.length, room, roomInModel, outputsLeft - 1);
-  return k > 0 ? r.draftTokenIds.slice(0, k) : [];
+  return k > 0 ? r.draftTokenIds.slice(0, k) : NO_DRAFT;
 }
 
 function validateConfig(c: SchedulerConfig): void {
