@@ -35,7 +35,8 @@ export interface KvTier {
   size(): number;
   /**
    * Bumped whenever an entry is removed or replaced (LRU eviction, `remove`, a `put` over a held hash
-   * with other content); not by a new hash, by `touch`, or by a `put` of the very block held (a use). A block manager replays a lookup's tier hits while it stays the same.
+   * with other content); not by a new hash, by `touch`, or by a `put` of the very block held (a use).
+   * A block manager replays a lookup's tier hits while it stays the same.
    * Absent: the tier does not tell, and every lookup searches it again.
    */
   readonly changeSeq?: number;
