@@ -37,6 +37,13 @@ describe("reproduction table", () => {
     expect(md).toContain("| no | length estimate \\| too low |");
     expect(md).toContain("## seer-kimik2 (not run)\n\nstopped for time");
     expect(reproductionMarkdown(reports, notes, meta)).toBe(md);
+    // A workload's scale reads the same whatever order its report holds the keys in (a fresh run or --reuse).
+    const moonlight = reports.get("seer-moonlight") as SimReport;
+    const scaled = (scale: Record<string, number>): string =>
+      reproductionMarkdown(new Map([["seer-moonlight", { ...moonlight, workload: { ...moonlight.workload, scale } }]]), notes, meta);
+    const a = scaled({ instances: 4, gpus: 32, chunkTokens: 8192 });
+    expect(a).toContain("Scale: chunkTokens 8192, gpus 32, instances 4.");
+    expect(scaled({ chunkTokens: 8192, instances: 4, gpus: 32 })).toBe(a);
   });
 
   it("plans every workload and system a row needs", () => {

@@ -160,7 +160,9 @@ export function reproductionMarkdown(reports: ReadonlyMap<string, SimReport>, no
   }
   for (const [name, r] of [...reports.entries()].sort(([a], [b]) => a.localeCompare(b))) {
     out.push("", `## ${name}`, "", escape(r.workload.description), "");
-    out.push(`Scale: ${Object.entries(r.workload.scale).map(([k, v]) => `${k} ${v}`).join(", ")}.`, "");
+    // Sorted: a report read back (--reuse) has its keys in another order than a fresh run's.
+    const scale = Object.entries(r.workload.scale).sort(([a], [b]) => a.localeCompare(b));
+    out.push(`Scale: ${scale.map(([k, v]) => `${k} ${v}`).join(", ")}.`, "");
     out.push(...systemsTable(r), "", "Sources:", ...r.workload.sources.map((s) => `- ${s}`));
     const general = notes[`${name}/*`];
     if (general) out.push("", general);
