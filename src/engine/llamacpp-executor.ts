@@ -108,10 +108,11 @@ export class LlamaCppExecutor implements Executor {
       await seq.clearHistory();
       this.inUse.set(seq, 0);
       const controls = req.controls ?? {};
-      const { raw, logitBias } = splitLogitControls(controls);
+      const split = splitLogitControls(controls);
+      const { raw, logitBias } = split;
       const rule = new StopRule(this.stopIds, controls);
       const base = { temperature: req.temperature, topP: req.topP, topLogprobs: req.topLogprobs, ...(logitBias ? { logitBias } : {}) };
-      const native = this.nativeSampler && !raw && !logitBias && rule.suppressAt(0) === undefined ? nativeSamplingOf(req) : undefined;
+      const native = this.nativeSampler ? nativeSamplingOf(req, split, rule) : undefined;
       if (!raw) reader = new NextTokenReader(seq, () => this.pool.running, native);
       const tokens: SampledToken[] = [];
       // The prompt is fed whole (llama.cpp splits it over batches); only its last position needs
@@ -159,8 +160,12 @@ export class LlamaCppExecutor implements Executor {
   }
 }
 
-/** The native sampling a request allows (llama.cpp's draw is Arbor's law and its probability exact), or undefined. */
-function nativeSamplingOf(req: GenerateRequest): NativeSampling | undefined {
+/**
+ * The native sampling a request allows (llama.cpp's draw is Arbor's law and its probability exact), or
+ * undefined: no raw controls, logit bias or min_tokens suppression, top_p 1, no top logprobs, temperature 0 or 1.
+ */
+function nativeSamplingOf(req: GenerateRequest, { raw, logitBias }: ReturnType<typeof splitLogitControls>, rule: StopRule): NativeSampling | undefined {
+  if (raw || logitBias || rule.suppressAt(0) !== undefined) return undefined;
   if (req.topP !== 1 || req.topLogprobs !== 0) return undefined;
   if (req.temperature === 0) return { temperature: 0 };
   if (req.temperature === 1) return { temperature: 1 };
