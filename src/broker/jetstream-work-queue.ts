@@ -4,7 +4,8 @@
 // deliveries ran out on ack waits is announced by the server's
 // `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>` advisory (it stays in the stream), which one
 // client (a queue group) turns into the dead letter and then deletes. Dead letters go to a subject captured by
-// the `<stream>_DEAD` stream, de-duplicated by stream sequence, so the two paths report a message once.
+// the `<stream>_DEAD` stream, de-duplicated by stream sequence, so the two paths report a message once. A
+// delivery's number is the server's unless this client saw the message more often (`delivery-counts.ts`).
 import {
   AckPolicy,
   DiscardPolicy,
@@ -21,6 +22,7 @@ import { connect, nanos, type Msg, type NatsConnection, type Subscription } from
 import type { Clock } from "../core/clock.js";
 import { ArborError, CapacityError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
+import { DeliveryCounts } from "./delivery-counts.js";
 import { runDelivery, type Delivery } from "./run-delivery.js";
 import {
   checkConsumeOptions,
@@ -68,6 +70,8 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
   private readonly advisoryWork = new Set<Promise<void>>();
   private advisories?: Subscription;
   private closed = false;
+  /** (For this module's consumers.) Deliveries this client saw, bounded by the stream's own bound on messages. */
+  readonly deliveryCounts: DeliveryCounts;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -76,7 +80,9 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     private readonly jsm: JetStreamManager,
     private readonly o: Required<Omit<JetStreamWorkQueueOptions<T>, "onDeadLetter" | "onError">> &
       Pick<JetStreamWorkQueueOptions<T>, "onDeadLetter" | "onError">,
-  ) {}
+  ) {
+    this.deliveryCounts = new DeliveryCounts(o.maxMessages);
+  }
 
   /** Connects to `servers` (this queue closes the connection on `close()`) and opens the queue. */
   static async connect<T>(servers: string | string[], options: JetStreamWorkQueueOptions<T>): Promise<JetStreamWorkQueue<T>> {
@@ -263,6 +269,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
       reason: `not acknowledged within the ${this.o.ackWaitMs} ms ack wait on the last delivery (${advisory.deliveries} of ${this.o.maxDeliver})`,
     });
     await this.jsm.streams.deleteMessage(this.o.stream, seq, false).catch(() => false);
+    this.deliveryCounts.settled(seq);
   }
 
   /** (For this module's consumers.) Publishes `dl` once per stream sequence and reports it when this call was the one that published it. */
@@ -365,17 +372,20 @@ class JetStreamConsumer<T> implements WorkConsumer {
     const id = m.headers?.get(MSG_ID) || `seq-${m.seq}`;
     const flush = () => q.connection.flush();
     const payload = decode<T>(m.data);
+    const counts = q.deliveryCounts;
+    const deliveries = counts.delivered(m.seq, m.info.deliveryCount);
     let run: Promise<void>;
     if (payload.ok) {
       const delivery: Delivery<T> = {
         id,
         payload: payload.value,
-        delivery: m.info.deliveryCount,
+        delivery: deliveries,
         maxDeliver: o.maxDeliver,
         ack: async () => {
           if (!(await m.ackAck())) {
             throw new ArborError(`work queue ${o.stream}: the server did not confirm the ack of ${id}`, "broker_ack");
           }
+          counts.settled(m.seq);
         },
         nak: async (delayMs) => {
           m.nak(delayMs > 0 ? delayMs : undefined);
@@ -389,11 +399,13 @@ class JetStreamConsumer<T> implements WorkConsumer {
           // A plain +TERM: servers before 2.10 ignore "+TERM <reason>" and would redeliver the message. The
           // reason is the worker's to record (the program's termination), not the broker's.
           m.term();
+          counts.settled(m.seq);
           await flush();
         },
         deadLetter: async (reason) => {
-          await q.publishDeadLetter(m.seq, { id, payload: payload.value, deliveries: m.info.deliveryCount, reason });
+          await q.publishDeadLetter(m.seq, { id, payload: payload.value, deliveries, reason });
           m.term();
+          counts.settled(m.seq);
           await flush();
         },
       };
@@ -402,9 +414,10 @@ class JetStreamConsumer<T> implements WorkConsumer {
       // A payload no worker can read is given up at once rather than retried maxDeliver times.
       const reason = `payload is not JSON: ${payload.error}`;
       run = q
-        .publishDeadLetter(m.seq, { id, payload: undefined, deliveries: m.info.deliveryCount, reason })
+        .publishDeadLetter(m.seq, { id, payload: undefined, deliveries, reason })
         .then(() => {
           m.term();
+          counts.settled(m.seq);
           return flush();
         });
     }
