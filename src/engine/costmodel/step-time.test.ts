@@ -54,11 +54,23 @@ describe("stepTimeMs on hand-worked cases", () => {
 
   it("charges KV transfers by the bandwidth of the tier crossed", () => {
     const t: KvTransfer[] = [
-      { from: "L1", to: "L2", blocks: 1, bytes: 5000 }, // 5000 / 1000
-      { from: "L3", to: "L1", blocks: 1, bytes: 500 }, // 500 / 100
-      { from: "L2", to: "L3", blocks: 1, bytes: 100 }, // 100 / 100
+      { from: "L1", to: "L2", blocks: 1, bytes: 5000 }, // store 5000 / 1000
+      { from: "L3", to: "L1", blocks: 1, bytes: 500 }, // load 500 / 100
+      { from: "L1", to: "L3", blocks: 1, bytes: 100 }, // store 100 / 100
     ];
-    expect(stepTimeMs(P, plan([], t), () => 0)).toBeCloseTo(11, 12);
+    // With nothing to compute the step lasts as long as the longer of the load and the stores: max(5, 5 + 1).
+    expect(stepTimeBreakdown(P, plan([], t), () => 0)).toMatchObject({ loadMs: 5, storeMs: 6, transferMs: 6, totalMs: 6 });
+  });
+
+  it("a load adds its whole time to the forward pass; stores cost only what the pass does not cover", () => {
+    const load: KvTransfer = { from: "L2", to: "L1", blocks: 1, bytes: 3000 }; // 3 ms
+    const store = (bytes: number): KvTransfer => ({ from: "L1", to: "L2", blocks: 1, bytes });
+    // The prefill alone: 10 + 3 × 1 + 2 = 15 ms.
+    expect(stepTimeMs(P, plan([prefill("a", 3)], [load]), () => 0)).toBeCloseTo(18, 12);
+    expect(stepTimeMs(P, plan([prefill("a", 3)], [store(12_000)]), () => 0)).toBeCloseTo(15, 12);
+    const b = stepTimeBreakdown(P, plan([prefill("a", 3)], [load, store(20_000)]), () => 0);
+    expect(b).toMatchObject({ loadMs: 3, storeMs: 20, totalMs: 20 });
+    expect(b.transferMs).toBeCloseTo(5, 12);
   });
 
   it("mlpTimeMs is flat up to the threshold, then linear", () => {
@@ -89,7 +101,8 @@ describe("stepTimeMs monotonicity (fast-check)", () => {
     c.kind === "decode" ? decode(`r${i}`, c.kv) : prefill(`r${i}`, c.n, c.computed);
   const time = (p: (typeof profiles)[number], cs: ArbChunk[], transferBytes = 0): number => {
     const kv = new Map(cs.map((c, i) => [`r${i}`, c.kind === "decode" ? c.kv : 0]));
-    const transfers: KvTransfer[] = transferBytes > 0 ? [{ from: "L2", to: "L1", blocks: 1, bytes: transferBytes }] : [];
+    const transfers: KvTransfer[] =
+      transferBytes > 0 ? [{ from: "L2", to: "L1", blocks: 1, bytes: transferBytes }, { from: "L1", to: "L3", blocks: 1, bytes: transferBytes / 2 }] : [];
     return stepTimeMs(p, plan(cs.map(toChunk), transfers), (id) => kv.get(id) ?? 0);
   };
   const arbProfile = fc.constantFrom(...profiles);

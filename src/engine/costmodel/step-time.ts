@@ -16,7 +16,11 @@ export interface StepTimeBreakdown {
   attentionMs: number;
   /** MLP roofline over all batched tokens. */
   mlpMs: number;
-  /** Σ bytes / bandwidth of the tier each transfer crosses. */
+  /** Loads into HBM (L2/L3 -> L1): Σ bytes / bandwidth, waited for before the forward pass. */
+  loadMs: number;
+  /** Stores out of HBM (L1 -> L2/L3): Σ bytes / bandwidth, copied beside the forward pass. */
+  storeMs: number;
+  /** What the step waits for transfers: loadMs plus whatever of storeMs the compute does not cover. */
   transferMs: number;
   totalMs: number;
 }
@@ -45,16 +49,20 @@ export function transferTimeMs(profile: CostProfile, t: KvTransfer): number {
 /**
  * Time of one engine step, split into its parts.
  *
+ * KV transfers are asynchronous copies on their own stream, as in vLLM's offloading connector: a store
+ * out of HBM (L1 -> L2/L3) runs beside the forward pass and costs the step only what the pass does not
+ * cover; a load into HBM must land before the pass that reads it, so it adds its whole time.
+ *
  * A chunk of one new token on top of existing KV is a decoding sequence (the last token of a chunked
  * prompt is computed the same way, so it is costed the same); so is a decode chunk that verifies k draft
  * tokens (speculative decoding), whose 1 + k tokens each pay the per-token GEMMs and the MLP while the
  * KV is streamed once; any other chunk is prefill.
- *   T = max(P ? prefillBase : 0, D ? decodeBase : 0)        one forward pass, paid once
+ *   C = max(P ? prefillBase : 0, D ? decodeBase : 0)        one forward pass, paid once
  *     + prefillPerToken × Σ_prefill numNewTokens
  *     + decodePerSeq × Σ_D numNewTokens                     (1 per sequence, 1 + k when verifying k drafts)
  *     + attnPerKvToken × (Σ_D kvTokensOf(id) + Σ_P numComputedTokens)
  *     + mlp(Σ numNewTokens)
- *     + Σ_transfers bytes / bandwidth(tier)
+ *   T = max(C + Σ_loads bytes / bandwidth(tier), Σ_stores bytes / bandwidth(tier))
  * Attention among the new tokens of a prefill chunk (quadratic in the chunk) has no term of its own:
  * the §F reference it is calibrated to is linear in prompt length, so it sits in the per-token cost.
  * Monotone non-decreasing in the number of chunks, prompt length, KV length and transfer bytes.
@@ -97,10 +105,15 @@ export function stepTimeBreakdown(
   const decodeMs = profile.decodePerSeqMs * decodeTokens;
   const attentionMs = profile.attnPerKvTokenMs * kvTokens;
   const mlpMs = mlpTimeMs(profile, prefillTokens + decodeTokens);
-  let transferMs = 0;
-  for (const t of plan.transfers) transferMs += transferTimeMs(profile, t);
-  const totalMs = baseMs + prefillMs + decodeMs + attentionMs + mlpMs + transferMs;
-  return { baseMs, prefillMs, decodeMs, attentionMs, mlpMs, transferMs, totalMs };
+  let loadMs = 0;
+  let storeMs = 0;
+  for (const t of plan.transfers) {
+    if (t.to === "L1") loadMs += transferTimeMs(profile, t);
+    else storeMs += transferTimeMs(profile, t);
+  }
+  const computeMs = baseMs + prefillMs + decodeMs + attentionMs + mlpMs;
+  const totalMs = Math.max(computeMs + loadMs, storeMs);
+  return { baseMs, prefillMs, decodeMs, attentionMs, mlpMs, loadMs, storeMs, transferMs: totalMs - computeMs, totalMs };
 }
 
 /** Time of one engine step for `plan`, ms (see stepTimeBreakdown for the formula). */
