@@ -5,7 +5,7 @@ import { ArborError } from "../../core/errors.js";
 /** Where the acting-token decay 2^−t enters the usage estimate. */
 export type DecayScope = "usage" | "restore" | "off";
 /** How a restored program picks its backend among those with room. */
-export type RestorePlacement = "most-free" | "best-fit";
+export type RestorePlacement = "most-free" | "best-fit" | "origin";
 
 export interface PauseConfig {
   /**
@@ -32,7 +32,10 @@ export interface PauseConfig {
    * "most-free" (default): the largest selected program goes to the backend with the most free
    * room, as ThunderAgent's `_greedy_resume` does (it calls this BFD; in bin-packing terms it is
    * worst-fit-decreasing, which also evens memory across backends). "best-fit": textbook BFD,
-   * the backend whose free room is the smallest that still fits.
+   * the backend whose free room is the smallest that still fits. "origin": a paused program goes
+   * back only to the backend it was paused from, waiting until that has room, since its KV is
+   * there (prefix cache, the engine's host-memory tier) and anywhere else is computed again; a new
+   * program goes to the most free one. The force-resume bound still holds (it restores to the origin).
    */
   placement: RestorePlacement;
   /** A held call waiting longer than this is force-resumed. Default 1_800_000 (`_wait_for_resume` 1800 s). */
@@ -79,6 +82,6 @@ export function resolvePauseConfig(partial: Partial<PauseConfig> = {}): PauseCon
   if (!["usage", "restore", "off"].includes(c.decayScope)) {
     bad("decayScope", 'must be "usage", "restore" or "off"', c.decayScope);
   }
-  if (!["most-free", "best-fit"].includes(c.placement)) bad("placement", 'must be "most-free" or "best-fit"', c.placement);
+  if (!["most-free", "best-fit", "origin"].includes(c.placement)) bad("placement", 'must be "most-free", "best-fit" or "origin"', c.placement);
   return c;
 }

@@ -30,7 +30,7 @@ const configArb = fc.record({
   lambdaMax: fc.constantFrom(0.8, 1),
   lambdaMinFrac: fc.constantFrom(0.5, 1),
   decayScope: fc.constantFrom("usage" as const, "restore" as const, "off" as const),
-  placement: fc.constantFrom("most-free" as const, "best-fit" as const),
+  placement: fc.constantFrom("most-free" as const, "best-fit" as const, "origin" as const),
   bufferPerProgram: fc.constantFrom(0, 50),
 });
 

@@ -95,6 +95,33 @@ describe("PauseController", () => {
     expect(ctl.counters()).toMatchObject({ pauses: 1, restores: 1 });
   });
 
+  it("with origin placement, restores a paused program on the backend that paused it once that has room", () => {
+    const restoredOn = (placement: PauseConfig["placement"]): string | undefined => {
+      const { ctl, clock } = make(
+        [
+          { name: "A", capacity: 1000 },
+          { name: "B", capacity: 2000 },
+        ],
+        { placement },
+      );
+      ctl.onCallStart("p", "A", 600);
+      ctl.onCallStart("q", "A", 300);
+      ctl.onCallEnd("p", 900);
+      ctl.onCallEnd("q", 300);
+      clock.advance(5000);
+      expect(ctl.tick().map((a) => [a.kind, a.programId])).toEqual([["pause", "q"]]);
+      expect(ctl.onCallStart("q", "A", 320)).toEqual({ kind: "wait" });
+      // p ends: A has room again (1000 free), B more (2000 free).
+      ctl.onRelease("p");
+      clock.advance(5000);
+      const [restore] = ctl.tick();
+      expect(restore).toMatchObject({ kind: "restore", programId: "q", reason: "under-capacity", releasedCalls: 1 });
+      return restore?.backend;
+    };
+    expect(restoredOn("origin")).toBe("A");
+    expect(restoredOn("most-free")).toBe("B");
+  });
+
   it("queues a new program behind a non-empty queue and admits it when room appears", () => {
     const { ctl, clock } = make([{ name: "A", capacity: 1000 }]);
     ctl.onCallStart("big", "A", 900);

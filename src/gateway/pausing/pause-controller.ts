@@ -450,7 +450,7 @@ export class PauseController {
     const candidates: RestoreCandidate[] = [...this.queue].map((id) => {
       const r = this.programs.get(id) as Row;
       const group: RestoreGroup = r.callsStarted === 0 ? "new" : r.waitingCalls > 0 ? "reasoning" : "acting";
-      return { id, tokens: r.contextTokens, group, order: r.queueSeq };
+      return { id, tokens: r.contextTokens, group, order: r.queueSeq, origin: r.originBackend };
     });
     return planRestore(candidates, bins, this.config.bufferPerProgram, this.config.placement).map((p) => {
       const row = this.programs.get(p.id) as Row;

@@ -29,5 +29,6 @@ describe("gateway.pausing run config", () => {
     expect(() => parse({ pausing: { tickMs: 0 } })).toThrow(/gateway\.pausing\.tickMs/);
     expect(() => parse({ pausing: { capacities: { e0: -5 } } })).toThrow(/gateway\.pausing\.capacities\.e0/);
     expect(parse({ pausing: { enabled: true, capacities: { e0: 4096 } } }).gateway.pausing).toMatchObject({ enabled: true, capacities: { e0: 4096 } });
+    expect(parse({ pausing: { restorePacking: "origin" } }).gateway.pausing.restorePacking).toBe("origin");
   });
 });

@@ -48,6 +48,38 @@ describe("planRestore", () => {
     ]);
   });
 
+  it("origin restores a paused program only where it was paused, waiting while that has no room; a new one goes to the most free", () => {
+    const bins = [
+      { backend: "A", free: 1000 },
+      { backend: "B", free: 600 },
+    ];
+    const cs = [
+      { ...cand("x", 500, "reasoning"), origin: "B" },
+      { ...cand("y", 200, "reasoning"), origin: "B" },
+      { ...cand("z", 300, "acting"), origin: "C" },
+      { ...cand("n", 100, "new"), origin: null },
+    ];
+    // All four fit the total room (1,600) and are selected. Largest first: x → B (100 left); z's origin C has
+    // no room: it stays queued; y → its origin B no longer fits it: queued too; n → A, the most free.
+    expect(planRestore(cs, bins, 0, "origin")).toEqual([
+      { id: "x", backend: "B" },
+      { id: "n", backend: "A" },
+    ]);
+    // A program whose origin has no room still holds the room it was selected for. 400 free in all: y (200, origin
+    // A, where 100 is free) is selected and stays queued; x (500) exceeds the total; n (300, new) would fit B, but
+    // after y only 200 of the total is left, so n waits too.
+    expect(
+      planRestore([{ ...cand("y", 200, "reasoning"), origin: "A" }, { ...cand("x", 500, "reasoning"), origin: "A" }, { ...cand("n", 300, "new"), origin: null }], [{ backend: "A", free: 100 }, { backend: "B", free: 300 }], 0, "origin"),
+    ).toEqual([]);
+    // most-free ignores origins: x → A (500 left), z → B (300 left), y → A (300 left), n → A (the first of a tie).
+    expect(planRestore(cs, bins, 0, "most-free")).toEqual([
+      { id: "x", backend: "A" },
+      { id: "z", backend: "B" },
+      { id: "y", backend: "A" },
+      { id: "n", backend: "A" },
+    ]);
+  });
+
   it("leaves a program that fits no single backend queued, counts the buffer, ignores full bins", () => {
     const bins = [
       { backend: "A", free: 1000 },

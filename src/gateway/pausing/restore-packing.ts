@@ -12,6 +12,8 @@ export interface RestoreCandidate {
   group: RestoreGroup;
   /** Tie-break among equal (group, tokens): lower first (the queue position). */
   order: number;
+  /** The backend it was paused from (null for a new program): "origin" placement restores it there only. */
+  origin?: string | null;
 }
 
 export interface BinRoom {
@@ -34,7 +36,11 @@ const GROUP_RANK: Record<RestoreGroup, number> = { reasoning: 0, new: 1, acting:
  *    free room over all bins (a candidate that does not fit is skipped, later smaller ones may).
  *    This is how the priority order and bin packing are reconciled: priority picks the set.
  * 3. Place the selected set largest-first (decreasing), each on the bin chosen by `placement`
- *    ("most-free" as ThunderAgent, "best-fit" = textbook BFD); one that fits no bin stays queued.
+ *    ("most-free" as ThunderAgent, "best-fit" = textbook BFD, "origin" = its origin, or the most
+ *    free bin for a candidate without one); one that fits no bin stays queued. Under "origin" a
+ *    selected program whose origin has no room stays queued too, and the room it was selected for
+ *    goes to no one after it in priority this time (measured on `arbor sim`'s agent workloads, this
+ *    restores fewer programs into a crowded cluster than selecting past it does).
  * Bins are not mutated; the returned order is the placement order.
  */
 export function planRestore(
@@ -66,10 +72,13 @@ export function planRestore(
   for (const c of selected) {
     const need = c.tokens + bufferPerProgram;
     let pick: (typeof room)[number] | undefined;
-    for (const b of room) {
-      if (b.free < need) continue;
-      if (!pick) pick = b;
-      else if (placement === "most-free" ? b.free > pick.free : b.free < pick.free) pick = b;
+    if (placement === "origin" && c.origin != null) pick = room.find((b) => b.backend === c.origin && b.free >= need);
+    else {
+      for (const b of room) {
+        if (b.free < need) continue;
+        if (!pick) pick = b;
+        else if (placement === "best-fit" ? b.free < pick.free : b.free > pick.free) pick = b;
+      }
     }
     if (!pick) continue;
     pick.free -= need;
