@@ -360,7 +360,7 @@ export const GatewayConfigSchema = z
         forceResumeMs: positiveInt.default(1_800_000),
         /** Calls held at the gateway at once; beyond it calls are refused (429). */
         maxHeldCalls: z.number().int().min(0).default(10_000),
-        /** `most-free` (ThunderAgent), `best-fit` (textbook BFD) or `origin` (back where it was paused, room permitting) placement of restored programs. */
+        /** `most-free` (ThunderAgent), `best-fit` (textbook BFD) or `origin` (only back on the backend that paused it, waiting for room there) placement of restored programs. */
         restorePacking: z.enum(["most-free", "best-fit", "origin"]).default("most-free"),
         /** Tokens reserved per active program for decode headroom. */
         bufferPerProgram: z.number().int().min(0).default(100),

@@ -46,7 +46,7 @@ export const AGENT_SYSTEMS: readonly AgentSystem[] = [
   },
   {
     name: "arbor",
-    description: "Arbor: ThunderAgent pausing (Δt 1 s, restored where paused when room allows) + sticky-program routing + host-memory KV tier (paused programs and evicted prefixes offloaded to L2, loaded back over PCIe)",
+    description: "Arbor: ThunderAgent pausing (Δt 1 s, restored only on the engine that paused it) + sticky-program routing + host-memory KV tier (paused programs and evicted prefixes offloaded to L2, loaded back over PCIe)",
     routing: "sticky-program",
     pausing: { tickMs: 1000, restorePacking: "origin" },
     l2: true,
