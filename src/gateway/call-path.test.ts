@@ -19,6 +19,7 @@ function loggingGate(to: string, hold?: Promise<void>): CallGate & { log: string
     afterCall: (id, total) => void log.push(`after ${id} ${total}`),
     onCallAbort: (id) => void log.push(`abort ${id}`),
     onRelease: (id) => void log.push(`release ${id}`),
+    setBackendUp: (b, up) => void log.push(`${up ? "up" : "down"} ${b}`),
     close: async () => {},
   };
 }

@@ -184,6 +184,11 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const metrics = new GatewayMetrics(table);
   const healthMetrics = createHealthMetrics(metrics.registry, opts.backends.map((b) => b.name));
   const attemptsOn = new Map<string, Set<AbortController>>();
+  // The gate reads backend capacities at start: created now, awaited by listen() and by each call.
+  const gateReady: Promise<CallGate> | undefined = opts.pausing?.enabled
+    ? PauseGate.create({ backends: opts.backends, clock, registry: metrics.registry, config: opts.pausing })
+    : undefined;
+  gateReady?.catch(() => undefined);
   const health = new HealthLoop({
     backends: opts.backends.map((b) => b.name),
     ...opts.health,
@@ -191,6 +196,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     check: (name) => (backends.get(name) as Backend).health(),
     onTransition: (t) => {
       router.setHealthy(t.backend, t.up);
+      void gateReady?.then((g) => g.setBackendUp(t.backend, t.up), () => undefined);
       healthMetrics.up.set({ backend: t.backend }, t.up ? 1 : 0);
       if (t.up) return;
       healthMetrics.downs.inc({ backend: t.backend });
@@ -199,11 +205,6 @@ export function createGateway(opts: GatewayOptions): Gateway {
     },
   });
   health.start();
-  // The gate reads backend capacities at start: created now, awaited by listen() and by each call.
-  const gateReady: Promise<CallGate> | undefined = opts.pausing?.enabled
-    ? PauseGate.create({ backends: opts.backends, clock, registry: metrics.registry, config: opts.pausing })
-    : undefined;
-  gateReady?.catch(() => undefined);
   // On close, cut keep-alive connections at once: shutting down must not wait for idle clients.
   const bodyLimit = opts.bodyLimitBytes ?? 32 * 1024 * 1024;
   const app = Fastify({

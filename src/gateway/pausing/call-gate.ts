@@ -22,6 +22,8 @@ export interface CallGate {
   onCallAbort(programId: string): void;
   /** The program ended (explicit release or idle timeout): its held calls fail, its engine state is let go. */
   onRelease(programId: string): void;
+  /** A backend left rotation (`up` false) or came back: the gate stops placing calls there meanwhile. */
+  setBackendUp(backend: string, up: boolean): void;
   /** Stop scheduling, fail every held call, and wait for engine operations already started. */
   close(): Promise<void>;
 }

@@ -16,7 +16,8 @@ type Op =
   | { t: "end"; p: number; tokens: number }
   | { t: "release"; p: number }
   | { t: "abortHeld"; p: number }
-  | { t: "tick"; dt: number };
+  | { t: "tick"; dt: number }
+  | { t: "health"; b: number; up: boolean };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ t: fc.constant("start" as const), p: fc.nat(IDS.length - 1), b: fc.nat(1), tokens: fc.nat(900) }) },
@@ -24,6 +25,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ t: fc.constant("release" as const), p: fc.nat(IDS.length - 1) }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant("abortHeld" as const), p: fc.nat(IDS.length - 1) }) },
   { weight: 3, arbitrary: fc.record({ t: fc.constant("tick" as const), dt: fc.nat(12_000) }) },
+  { weight: 1, arbitrary: fc.record({ t: fc.constant("health" as const), b: fc.nat(1), up: fc.boolean() }) },
 );
 
 const configArb = fc.record({
@@ -35,7 +37,7 @@ const configArb = fc.record({
 });
 
 describe("PauseController properties (fast-check)", () => {
-  it("never active and paused at once, pause pass bounds usage, every held call is admitted", () => {
+  it("never active and paused at once, pause pass bounds usage, nothing placed out of rotation, every held call is admitted", () => {
     fc.assert(
       fc.property(configArb, fc.array(opArb, { maxLength: 80 }), (cfg, ops) => {
         const clock = new VirtualClock(0);
@@ -57,10 +59,17 @@ describe("PauseController properties (fast-check)", () => {
         const held = new Map<string, number>();
         const released = new Set<string>();
         const n = (m: Map<string, number>, id: string): number => m.get(id) ?? 0;
+        // Backends out of rotation: nothing goes there while another is in.
+        const down = new Set<string>();
+        const placeable = (b: string): boolean => !down.has(b) || down.size === BACKENDS.length;
 
         const apply = (actions: PauseAction[]): void => {
           for (const a of actions) {
-            if (a.kind === "pause") continue;
+            if (a.kind === "pause") {
+              expect(down.has(a.backend)).toBe(false);
+              continue;
+            }
+            expect(placeable(a.backend)).toBe(true);
             expect(n(held, a.programId)).toBe(a.releasedCalls);
             held.set(a.programId, 0);
             inFlight.set(a.programId, n(inFlight, a.programId) + a.releasedCalls);
@@ -74,12 +83,15 @@ describe("PauseController properties (fast-check)", () => {
             const paused = row.state === "paused";
             expect(queue.has(row.id)).toBe(paused);
             if (paused) {
+              if (row.originBackend !== null) expect(down.has(row.originBackend)).toBe(false);
               expect(row.backend).toBeNull();
               expect(row.inFlight).toBe(0);
               expect(row.markedForPause).toBe(false);
             } else {
               expect(row.backend).not.toBeNull();
               expect(row.waitingCalls).toBe(0);
+              // On a backend out of rotation only until its calls end, marked for that.
+              if (down.has(row.backend as string)) expect(row.inFlight > 0 && row.markedForPause).toBe(true);
             }
             expect(row.waitingCalls).toBe(n(held, row.id));
             expect(row.inFlight).toBe(n(inFlight, row.id));
@@ -99,13 +111,15 @@ describe("PauseController properties (fast-check)", () => {
         };
 
         for (const op of ops) {
-          const id = IDS[op.t === "tick" ? 0 : op.p] as string;
+          const id = IDS[op.t === "tick" || op.t === "health" ? 0 : op.p] as string;
           if (op.t === "start") {
             if (released.has(id)) continue;
             const d = ctl.onCallStart(id, BACKENDS[op.b]?.name as string, op.tokens);
             const row = ctl.get(id);
             if (d.kind === "go") {
               expect(row?.state).toBe("active");
+              // A program already placed keeps its backend until that leaves rotation; a new one never goes out of rotation.
+              if (row?.callsStarted === 1) expect(placeable(d.backend)).toBe(true);
               expect(d.backend).toBe(row?.backend);
               inFlight.set(id, n(inFlight, id) + 1);
             } else {
@@ -125,6 +139,11 @@ describe("PauseController properties (fast-check)", () => {
             // The proxy gives up one held call (client gone); a no-op when none is held.
             ctl.onHeldCallAbort(id);
             if (n(held, id) > 0) held.set(id, n(held, id) - 1);
+          } else if (op.t === "health") {
+            const b = BACKENDS[op.b]?.name as string;
+            if (op.up) down.delete(b);
+            else down.add(b);
+            apply(ctl.setBackendUp(b, op.up));
           } else {
             clock.advance(op.dt);
             tickAndCheck();

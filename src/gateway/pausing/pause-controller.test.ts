@@ -122,6 +122,65 @@ describe("PauseController", () => {
     expect(restoredOn("most-free")).toBe("B");
   });
 
+  it("places nothing on a backend out of rotation; its programs are paused without a pause action and restored elsewhere at once", () => {
+    const { ctl } = make(
+      [
+        { name: "A", capacity: 1000 },
+        { name: "B", capacity: 1000 },
+      ],
+      { placement: "origin" },
+    );
+    ctl.onCallStart("idle", "A", 300);
+    ctl.onCallEnd("idle", 400);
+    ctl.onCallStart("busy", "A", 200);
+    ctl.onCallStart("other", "B", 100);
+    // The idle program is paused (no engine to pause: no action) with no origin, and restored on B at once.
+    const onDown = ctl.setBackendUp("A", false);
+    expect(ctl.isUp("A")).toBe(false);
+    expect(onDown.map((a) => [a.kind, a.programId, a.backend, a.releasedCalls])).toEqual([["restore", "idle", "B", 0]]);
+    expect(ctl.get("idle")).toMatchObject({ state: "active", backend: "B", originBackend: null });
+    // The busy one is marked; when its call ends (the gateway aborts it), it is paused and restored on B.
+    expect(ctl.get("busy")).toMatchObject({ state: "active", backend: "A", markedForPause: true });
+    expect(ctl.onCallAbort("busy").map((a) => [a.kind, a.programId, a.backend])).toEqual([["restore", "busy", "B"]]);
+    expect(ctl.counters()).toMatchObject({ pauses: 2, restores: 2 });
+    // A new program whose router pick is A goes to B.
+    expect(ctl.onCallStart("new", "A", 100)).toEqual({ kind: "go", backend: "B" });
+    // Back in rotation, A takes programs again (the router's pick, with room).
+    expect(ctl.setBackendUp("A", true)).toEqual([]);
+    expect(ctl.onCallStart("later", "A", 100)).toEqual({ kind: "go", backend: "A" });
+  });
+
+  it("force-resumes a program whose origin left rotation on the least used backend in rotation", () => {
+    const { ctl, clock } = make(
+      [
+        { name: "A", capacity: 1000 },
+        { name: "B", capacity: 1000 },
+      ],
+      { placement: "origin", forceResumeMs: 10_000, lambdaMin: 0.1 },
+    );
+    // B is above λmin·C (no restore pass places anything there); A overflows and pauses q.
+    ctl.onCallStart("fill", "B", 500);
+    ctl.onCallStart("p", "A", 600);
+    ctl.onCallStart("q", "A", 300);
+    ctl.onCallEnd("p", 900);
+    ctl.onCallEnd("q", 300);
+    clock.advance(1000);
+    expect(ctl.tick().map((a) => [a.kind, a.programId])).toEqual([["pause", "q"]]);
+    expect(ctl.get("q")?.originBackend).toBe("A");
+    expect(ctl.onCallStart("q", "A", 300)).toEqual({ kind: "wait" });
+    ctl.setBackendUp("A", false);
+    expect(ctl.get("q")?.originBackend).toBeNull();
+    clock.advance(10_000);
+    expect(ctl.tick()).toMatchObject([{ kind: "restore", programId: "q", backend: "B", reason: "force-resume", releasedCalls: 1 }]);
+  });
+
+  it("with no backend in rotation, lets a new program's call go to the router's pick (it fails at routing) instead of queueing it", () => {
+    const { ctl } = make([{ name: "A", capacity: 1000 }]);
+    ctl.setBackendUp("A", false);
+    expect(ctl.onCallStart("p", "A", 100)).toEqual({ kind: "go", backend: "A" });
+    expect(() => ctl.setBackendUp("Z", false)).toThrow(/unknown backend "Z"/);
+  });
+
   it("queues a new program behind a non-empty queue and admits it when room appears", () => {
     const { ctl, clock } = make([{ name: "A", capacity: 1000 }]);
     ctl.onCallStart("big", "A", 900);

@@ -102,6 +102,8 @@ export class PauseController {
   readonly config: PauseConfig;
   private readonly clock: Clock;
   private readonly capacity = new Map<string, number>();
+  /** Backends out of rotation (see setBackendUp): nothing is placed there. */
+  private readonly down = new Set<string>();
   private readonly programs = new Map<string, Row>();
   /** The single global waiting queue: ids of paused programs, in pause order. */
   private readonly queue = new Set<string>();
@@ -126,6 +128,36 @@ export class PauseController {
       throw new ArborError(`pausing.backends[${backend}].capacity: must be a finite number > 0, got ${capacity}`, "config");
     }
     this.capacity.set(backend, capacity);
+  }
+
+  /**
+   * A backend left rotation (`up` false: failed health checks or calls) or came back. While it is out,
+   * nothing is admitted, restored or force-resumed there (unless no backend is up: then a new program's
+   * call goes where the router picked and fails at routing, rather than waiting in the queue). Its KV is gone with it:
+   * its idle programs are paused now and its busy ones as their calls end (the gateway aborts them),
+   * with no pause action (there is no engine to pause) and no origin, and a restore pass runs at once
+   * (returned: its restores usually place them on the most free backend, so their next call need not
+   * wait for a tick); a paused program that came from it forgets that origin too.
+   */
+  setBackendUp(backend: string, up: boolean): PauseAction[] {
+    this.requireBackend(backend);
+    if (up) {
+      this.down.delete(backend);
+      return [];
+    }
+    this.down.add(backend);
+    for (const r of this.programs.values()) {
+      if (r.originBackend === backend) r.originBackend = null;
+      if (r.state !== "active" || r.backend !== backend) continue;
+      if (r.inFlight > 0) r.markedForPause = true;
+      else this.pause(r);
+    }
+    return this.restore(this.clock.now());
+  }
+
+  /** False while the backend is out of rotation (setBackendUp). */
+  isUp(backend: string): boolean {
+    return !this.down.has(backend);
   }
 
   /**
@@ -165,6 +197,7 @@ export class PauseController {
     row.callsStarted++;
     row.phase = "reasoning";
     row.actingSince = null;
+    this.leaveIfDown(row);
     return { kind: "go", backend: row.backend };
   }
 
@@ -318,6 +351,7 @@ export class PauseController {
     // `update_program_after_request` → `_clear_mark_and_pause`.
     const backend = row.backend as string;
     this.pause(row);
+    if (this.down.has(backend)) return this.restore(this.clock.now());
     return [{ kind: "pause", programId: row.id, backend, reason: "marked-call-returned", releasedCalls: 0 }];
   }
 
@@ -340,11 +374,19 @@ export class PauseController {
 
   private pause(row: Row): void {
     row.markedForPause = false;
-    row.originBackend = row.backend;
+    row.originBackend = row.backend !== null && this.down.has(row.backend) ? null : row.backend;
     row.backend = null;
     row.state = "paused";
     this.enqueue(row);
     this.stats.pauses++;
+  }
+
+  /**
+   * Bound to a backend out of rotation (only when none is in): marked, so that it is paused when its
+   * calls end (they fail at routing) instead of staying bound there.
+   */
+  private leaveIfDown(row: Row): void {
+    if (row.inFlight > 0 && row.backend !== null && this.down.has(row.backend)) row.markedForPause = true;
   }
 
   private activeOn(backend: string): Row[] {
@@ -379,12 +421,15 @@ export class PauseController {
 
   private placeNew(preferred: string, tokens: number): string | null {
     const now = this.clock.now();
+    // None in rotation: the call goes on and fails at routing (a clear 503), rather than queueing.
+    if (this.down.size === this.capacity.size) return preferred;
     const need = tokens + this.config.bufferPerProgram;
     const fits = (b: string): boolean => this.usageOf(b, now, true) + need <= this.config.lambdaMax * (this.capacity.get(b) as number);
-    if (fits(preferred)) return preferred;
+    if (!this.down.has(preferred) && fits(preferred)) return preferred;
     let best: string | null = null;
     let bestUsage = Infinity;
     for (const b of this.capacity.keys()) {
+      if (this.down.has(b)) continue;
       const u = this.usageOf(b, now, true);
       if (fits(b) && u < bestUsage) {
         best = b;
@@ -408,6 +453,7 @@ export class PauseController {
       row.phase = "reasoning";
       row.actingSince = null;
     }
+    this.leaveIfDown(row);
     if (kind === "admit") this.stats.admits++;
     else this.stats.restores++;
     return { kind, programId: row.id, backend, reason, releasedCalls: released };
@@ -427,10 +473,13 @@ export class PauseController {
     return out;
   }
 
+  /** The backend in rotation with the lowest usage / C; with none in rotation, the lowest of all. */
   private leastUsed(now: number): string {
     let best = "";
     let bestRatio = Infinity;
+    const anyUp = this.down.size < this.capacity.size;
     for (const [b, cap] of this.capacity) {
+      if (anyUp && this.down.has(b)) continue;
       const ratio = this.usageOf(b, now, false) / cap;
       if (ratio < bestRatio) {
         best = b;
@@ -444,6 +493,7 @@ export class PauseController {
     if (this.queue.size === 0) return [];
     const bins = [];
     for (const [backend, cap] of this.capacity) {
+      if (this.down.has(backend)) continue;
       const u = this.usageOf(backend, now, true);
       if (u < this.config.lambdaMin * cap) bins.push({ backend, free: this.config.lambdaMax * cap - u });
     }

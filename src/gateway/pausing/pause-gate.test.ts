@@ -127,6 +127,22 @@ async function pausedQ(a: FakeBackend, config: PauseGateConfig = {}) {
 }
 
 describe("PauseGate", () => {
+  it("sends no call to a backend out of rotation, and asks capacities again when it comes back", async () => {
+    const a = new FakeBackend("A", 1000);
+    const b = new FakeBackend("B", 1000);
+    const { gate } = await make([a, b]);
+    // The least used backend is A (a tie, first listed); out of rotation, B takes the call.
+    gate.setBackendUp("A", false);
+    expect(await gate.beforeCall("p", 100)).toBe("B");
+    // Even where the router prefers A.
+    expect(await gate.beforeCall("q", 100, undefined, "A")).toBe("B");
+    a.capacity = 4000;
+    gate.setBackendUp("A", true);
+    await settle();
+    expect(gate.controller.usage().find((u) => u.backend === "A")?.capacity).toBe(4000);
+    expect(await gate.beforeCall("r", 100, undefined, "A")).toBe("A");
+  });
+
   it("pauses on the engine, holds the next call, restores on the engine and then releases the call", async () => {
     const a = new FakeBackend("A", 1000);
     const { gate, metric, shrink } = await pausedQ(a);

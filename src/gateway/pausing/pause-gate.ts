@@ -174,6 +174,16 @@ export class PauseGate implements CallGate {
     }
   }
 
+  /**
+   * A backend left rotation or came back (the gateway's health loop): placement avoids it while it is
+   * out (PauseController.setBackendUp); when it comes back, capacities are asked again (it may have
+   * restarted with another KV size).
+   */
+  setBackendUp(backend: string, up: boolean): void {
+    this.execute(this.controller.setBackendUp(backend, up));
+    if (up) void this.refreshCapacities();
+  }
+
   async beforeCall(programId: string, promptTokens: number, signal?: AbortSignal, preferredBackend?: string): Promise<string> {
     if (this.closed) throw new ArborError("gateway pausing is closed; no more calls", "closed");
     signal?.throwIfAborted();
@@ -273,7 +283,10 @@ export class PauseGate implements CallGate {
   private leastUsed(): string {
     let best = "";
     let ratio = Infinity;
-    for (const u of this.controller.usage()) {
+    // Backends out of rotation are skipped, unless none is in (the call then fails at routing).
+    const all = this.controller.usage();
+    const up = all.filter((u) => this.controller.isUp(u.backend));
+    for (const u of up.length > 0 ? up : all) {
       const r = u.projectedUsage / u.capacity;
       if (r < ratio) {
         best = u.backend;

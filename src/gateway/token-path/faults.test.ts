@@ -164,6 +164,24 @@ describe("token path faults", () => {
     expect(s.calls).toHaveLength(1);
   });
 
+  it("with pausing, a program placed on a backend that leaves rotation continues on the other, and new programs go there too", async () => {
+    const clock = new VirtualClock(0);
+    const s = await setup({ clock, health: { intervalMs: 1000 }, pausing: { enabled: true, capacities: { a: 100_000, b: 100_000 } } });
+    expect((await chat(s.url, "g1")).status).toBe(200);
+    expect(s.calls.map((c) => c.backend)).toEqual(["a"]);
+    s.a.set("/v1/models", "error500");
+    clock.advance(1000);
+    await vitestSettle(() => !s.gw.health.tracker.isUp("a"));
+    // The pause gate hears of it with the router: g1's next call and a new program's first go to 'b'.
+    expect((await chat(s.url, "g1")).status).toBe(200);
+    expect((await chat(s.url, "g2")).status).toBe(200);
+    expect(s.calls.map((c) => [c.programId, c.backend])).toEqual([
+      ["g1", "a"],
+      ["g1", "b"],
+      ["g2", "b"],
+    ]);
+  });
+
   it("answers 503 naming each backend and why it is out of rotation when none is in", async () => {
     const clock = new VirtualClock(0);
     const s = await setup({ clock, health: { intervalMs: 1000 } });
