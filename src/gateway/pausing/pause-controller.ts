@@ -133,11 +133,11 @@ export class PauseController {
   /**
    * A backend left rotation (`up` false: failed health checks or calls) or came back. While it is out,
    * nothing is admitted, restored or force-resumed there (unless no backend is up: then a new program's
-   * call goes where the router picked and fails at routing, rather than waiting in the queue). Its KV is gone with it:
-   * its idle programs are paused now and its busy ones as their calls end (the gateway aborts them),
-   * with no pause action (there is no engine to pause) and no origin, and a restore pass runs at once
-   * (returned: its restores usually place them on the most free backend, so their next call need not
-   * wait for a tick); a paused program that came from it forgets that origin too.
+   * call goes where the router picked and fails at routing, rather than waiting in the queue).
+   * Its KV is gone with it: its idle programs are paused now and its busy ones as their calls end (the
+   * gateway aborts them), with no pause action (there is no engine to pause) and no origin, and a
+   * restore pass runs at once (returned: its restores usually place them on the most free backend, so
+   * their next call need not wait for a tick); a paused program that came from it forgets that origin.
    */
   setBackendUp(backend: string, up: boolean): PauseAction[] {
     this.requireBackend(backend);
