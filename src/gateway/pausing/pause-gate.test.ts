@@ -141,6 +141,10 @@ describe("PauseGate", () => {
     await settle();
     expect(gate.controller.usage().find((u) => u.backend === "A")?.capacity).toBe(4000);
     expect(await gate.beforeCall("r", 100, undefined, "A")).toBe("A");
+    // After close, a late health transition changes nothing.
+    await gate.close();
+    gate.setBackendUp("A", false);
+    expect(gate.controller.isUp("A")).toBe(true);
   });
 
   it("pauses on the engine, holds the next call, restores on the engine and then releases the call", async () => {

@@ -180,6 +180,8 @@ export class PauseGate implements CallGate {
    * restarted with another KV size).
    */
   setBackendUp(backend: string, up: boolean): void {
+    // Closed: no more placements, and no engine operation may start after close() has waited for them.
+    if (this.closed) return;
     this.execute(this.controller.setBackendUp(backend, up));
     if (up) void this.refreshCapacities();
   }
