@@ -160,6 +160,11 @@ export class PauseController {
     return !this.down.has(backend);
   }
 
+  /** Whether a least-used pick may choose the backend: one in rotation, or any when none is (the call then fails at routing). */
+  placeable(backend: string): boolean {
+    return !this.down.has(backend) || this.down.size === this.capacity.size;
+  }
+
   /**
    * A call of `programId` arrives; `backend` is the router's pick, used only to place a new
    * program (an active program stays on its bound backend; the returned backend is the one to use).
@@ -477,9 +482,8 @@ export class PauseController {
   private leastUsed(now: number): string {
     let best = "";
     let bestRatio = Infinity;
-    const anyUp = this.down.size < this.capacity.size;
     for (const [b, cap] of this.capacity) {
-      if (anyUp && this.down.has(b)) continue;
+      if (!this.placeable(b)) continue;
       const ratio = this.usageOf(b, now, false) / cap;
       if (ratio < bestRatio) {
         best = b;

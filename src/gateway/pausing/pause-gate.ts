@@ -285,10 +285,8 @@ export class PauseGate implements CallGate {
   private leastUsed(): string {
     let best = "";
     let ratio = Infinity;
-    // Backends out of rotation are skipped, unless none is in (the call then fails at routing).
-    const all = this.controller.usage();
-    const up = all.filter((u) => this.controller.isUp(u.backend));
-    for (const u of up.length > 0 ? up : all) {
+    for (const u of this.controller.usage()) {
+      if (!this.controller.placeable(u.backend)) continue;
       const r = u.projectedUsage / u.capacity;
       if (r < ratio) {
         best = u.backend;
