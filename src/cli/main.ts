@@ -127,6 +127,7 @@ program
   .argument("[workload]", "a shipped workload (seer-moonlight, seer-qwen2vl, seer-kimik2, thunder-swe, thunder-openhands, search-agent) or a workload .yaml file")
   .option("--systems <list>", "comma-separated systems (default: every system of the workload)")
   .option("--seed <n>", "seed of every random draw", toInt, 1)
+  .option("--seeds <list>", "run once per seed (e.g. 1-5 or 1,4,9) and print each system's figures over the seeds (mean, sd, range); each seed's report goes to <out>/seed-<n>, the summary to <out>/seeds.json (default out .arbor/sim/<workload>-seeds)")
   .option("--scale <f>", "fraction of the workload's requests and engines (1 = full scale)", Number, 1)
   .option("--out <dir>", "report folder (default .arbor/sim/<workload>-<seed>; with --reproduction, .arbor/sim/reproduction)")
   .option("--json", "print the report as JSON instead of the summary table")
@@ -135,8 +136,16 @@ program
   .option("--notes <file>", "with --reproduction: the gap attributions, a YAML map of row id → text", "docs/reproduction-notes.yaml")
   .option("--workloads <list>", "with --reproduction: only these workloads of the table (comma-separated)")
   .option("--reuse", "with --reproduction: take a workload's report from the output folder when one of the same seed, scale and systems is there (e.g. after editing the notes)")
-  .action(async (workload: string | undefined, o: { systems?: string; seed: number; scale: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string; reuse?: boolean }) => {
+  .action(async (workload: string | undefined, o: { systems?: string; seed: number; seeds?: string; scale: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string; reuse?: boolean }, cmd: Command) => {
     const { writeSimReportFiles } = await import("./report/write-sim-report-files.js");
+    if (o.seeds !== undefined) {
+      if (o.reproduction === true) throw new ArborError("--seeds: not with --reproduction (the table is computed from one seed, --seed)", "config");
+      if (cmd.getOptionValueSource("seed") === "cli") throw new ArborError("--seed and --seeds: give one of them", "config");
+      if (workload === undefined) throw new ArborError("give a workload", "config");
+      const { parseSeedList, simSeedsCommand } = await import("./sim-seeds.js");
+      await simSeedsCommand(workload, { ...o, seeds: parseSeedList(o.seeds), writeReportFiles: writeSimReportFiles });
+      return;
+    }
     if (o.reproduction === true) {
       if (workload !== undefined || o.systems !== undefined) throw new ArborError("--reproduction runs the table's own workloads and systems: give no workload and no --systems", "config");
       const { reproduceCommand } = await import("./reproduce.js");

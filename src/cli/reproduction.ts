@@ -4,6 +4,7 @@
 // remains. The tables are computed from `arbor sim` reports; the attributions are written by people who measured
 // them, in `docs/reproduction-notes.yaml` keyed by row id, and a row that misses its target without one says so.
 // The published figures are those of docs/references.md (Seer arXiv 2511.14617 v3; ThunderAgent arXiv 2602.13692).
+import { arborOverBest } from "../sim/scenario/arbor-over-best.js";
 import type { SimReport, SimSystemResult } from "../sim/scenario/sim-report.js";
 
 /** One published figure and how to compute Arbor's counterpart from the workload's report. */
@@ -49,15 +50,6 @@ function stepsRatio(r: SimReport, a: string, b: string): number | undefined {
   const x = system(r, a);
   const y = system(r, b);
   return x && y && y.summary.stepsPerMin > 0 ? x.summary.stepsPerMin / y.summary.stepsPerMin : undefined;
-}
-
-/** `arbor`'s headline figure over the best other system's (≥ 1: at least the best of them). */
-function arborOverBest(r: SimReport, agent: boolean): number | undefined {
-  const arbor = system(r, "arbor");
-  const others = r.systems.filter((s) => s.system !== "arbor" && s.system !== "oracle");
-  if (!arbor || others.length === 0) return undefined;
-  if (agent) return arbor.summary.stepsPerMin / Math.max(...others.map((s) => s.summary.stepsPerMin));
-  return Math.min(...others.map((s) => s.summary.iterationMs)) / arbor.summary.iterationMs;
 }
 
 const SEER_WORKLOADS = ["seer-moonlight", "seer-qwen2vl", "seer-kimik2"] as const;

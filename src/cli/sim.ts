@@ -8,6 +8,7 @@ import type { BenchTable } from "../bench/bench.js";
 import { ArborError } from "../core/errors.js";
 import { getScenario } from "../sim/scenario/registry.js";
 import { runSim } from "../sim/scenario/run-sim.js";
+import type { SimScenario } from "../sim/scenario/scenario.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 
 /** Writes a report's HTML/PNG files into a folder and returns their paths (the report renderer). */
@@ -60,13 +61,28 @@ export function simSummaryTable(report: SimReport): BenchTable {
 /** Run `arbor sim`; returns the report (also written to <out>/report.json). */
 export async function simCommand(workload: string, o: SimCommandOptions): Promise<SimReport> {
   const scenario = await getScenario(workload);
-  const systems = o.systems === undefined ? [...scenario.systems] : o.systems.split(",").map((s) => s.trim()).filter((s) => s.length > 0);
-  const outDir = o.out ?? join(".arbor", "sim", `${scenario.info.name}-${o.seed}`);
+  const { report, files } = await runSeed(scenario, o.seed, { ...o, out: o.out ?? join(".arbor", "sim", `${scenario.info.name}-${o.seed}`) });
+  if (o.json) console.log(JSON.stringify(report));
+  else console.log(formatTable(simSummaryTable(report)));
+  console.error(`arbor sim: wrote ${files.join(", ")}`);
+  return report;
+}
+
+/** The systems `o` names, or every system of the scenario. */
+export function simSystems(scenario: SimScenario, o: Pick<SimCommandOptions, "systems">): string[] {
+  return o.systems === undefined ? [...scenario.systems] : o.systems.split(",").map((s) => s.trim()).filter((s) => s.length > 0);
+}
+
+/**
+ * One seed of `arbor sim`: run every system (a progress line each on stderr), write the report's files into
+ * `o.out`, and return the report with the paths written. A failure names the seed and scale.
+ */
+export async function runSeed(scenario: SimScenario, seed: number, o: Omit<SimCommandOptions, "seed"> & { out: string }): Promise<{ report: SimReport; files: string[] }> {
   let report: SimReport;
   try {
     report = await runSim(scenario, {
-      systems,
-      seed: o.seed,
+      systems: simSystems(scenario, o),
+      seed,
       scale: o.scale,
       onProgress: (system, r) => {
         if (r === undefined) console.error(`arbor sim ${scenario.info.name}: ${system} …`);
@@ -75,20 +91,13 @@ export async function simCommand(workload: string, o: SimCommandOptions): Promis
     });
   } catch (e) {
     // Every failure names its seed, so it can be run again exactly.
-    if (e instanceof ArborError) throw new ArborError(`${e.message} (sim ${scenario.info.name}, seed ${o.seed}, scale ${o.scale})`, e.code);
-    throw new Error(`${e instanceof Error ? e.message : String(e)} (sim ${scenario.info.name}, seed ${o.seed}, scale ${o.scale})`, { cause: e });
+    if (e instanceof ArborError) throw new ArborError(`${e.message} (sim ${scenario.info.name}, seed ${seed}, scale ${o.scale})`, e.code);
+    throw new Error(`${e instanceof Error ? e.message : String(e)} (sim ${scenario.info.name}, seed ${seed}, scale ${o.scale})`, { cause: e });
   }
-  await mkdir(outDir, { recursive: true });
+  await mkdir(o.out, { recursive: true });
   // The renderer (main.ts hands it over) writes report.json with the HTML and PNG; without one, the JSON alone.
-  let files: string[];
-  if (o.writeReportFiles !== undefined) files = await o.writeReportFiles(report, outDir);
-  else {
-    const jsonPath = join(outDir, "report.json");
-    await writeFile(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
-    files = [jsonPath];
-  }
-  if (o.json) console.log(JSON.stringify(report));
-  else console.log(formatTable(simSummaryTable(report)));
-  console.error(`arbor sim: wrote ${files.join(", ")}`);
-  return report;
+  if (o.writeReportFiles !== undefined) return { report, files: await o.writeReportFiles(report, o.out) };
+  const jsonPath = join(o.out, "report.json");
+  await writeFile(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
+  return { report, files: [jsonPath] };
 }
