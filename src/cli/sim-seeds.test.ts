@@ -1,21 +1,11 @@
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
+import { writeTinyRolloutWorkload } from "../testing/tiny-rollout-workload.js";
 import { arbor } from "../testing/validate-cli.js";
 import { MAX_SEEDS, parseSeedList, seedSummaryTable, simSeedsCommand } from "./sim-seeds.js";
 import { simCommand } from "./sim.js";
-
-const TINY = `
-name: tiny
-kind: rollout
-description: a tiny rollout
-sources: ["made up for the test"]
-cluster: { gpus: 2, gpusPerInstance: 1, profile: moonlight-16b-a3b/h800, maxNumSeqs: 8, kvTokensPerInstance: 6000 }
-workload: { prompts: 8, groupSize: 4, maxTokens: 800, meanTokens: 250, promptTokens: [16, 64], groupSigma: 0.8, sampleSigma: 0.5 }
-divided: { chunkTokens: 128 }
-sampleMs: 500
-`;
 
 describe("parseSeedList", () => {
   it("reads integers and inclusive ranges in the order given", () => {
@@ -39,8 +29,7 @@ describe("parseSeedList", () => {
 describe("arbor sim --seeds", () => {
   it("writes each seed's report as --seed would, the summary to seeds.json, and prints the table over the seeds", async () => {
     const dir = await mkdtemp(join(tmpdir(), "arbor-sim-seeds-"));
-    const file = join(dir, "tiny.yaml");
-    await writeFile(file, TINY);
+    const file = await writeTinyRolloutWorkload(dir);
     const out = vi.spyOn(console, "log").mockImplementation(() => {});
     const err = vi.spyOn(console, "error").mockImplementation(() => {});
     try {

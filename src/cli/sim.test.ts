@@ -1,26 +1,15 @@
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
+import { writeTinyRolloutWorkload } from "../testing/tiny-rollout-workload.js";
 import { writeSimReportFiles } from "./report/write-sim-report-files.js";
 import { simCommand, simSummaryTable } from "./sim.js";
-
-const SMALL = `
-name: tiny
-kind: rollout
-description: a tiny rollout
-sources: ["made up for the test"]
-cluster: { gpus: 2, gpusPerInstance: 1, profile: moonlight-16b-a3b/h800, maxNumSeqs: 8, kvTokensPerInstance: 6000 }
-workload: { prompts: 8, groupSize: 4, maxTokens: 800, meanTokens: 250, promptTokens: [16, 64], groupSigma: 0.8, sampleSigma: 0.5 }
-divided: { chunkTokens: 128 }
-sampleMs: 500
-`;
 
 describe("arbor sim", () => {
   it("writes the report's files through the renderer (report.json is the report it returns), prints the table with targets", async () => {
     const dir = await mkdtemp(join(tmpdir(), "arbor-sim-"));
-    const file = join(dir, "tiny.yaml");
-    await writeFile(file, SMALL);
+    const file = await writeTinyRolloutWorkload(dir);
     const out = vi.spyOn(console, "log").mockImplementation(() => {});
     const err = vi.spyOn(console, "error").mockImplementation(() => {});
     try {

@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
+import { simReportFixture, simResultFixture } from "../../testing/sim-report-fixture.js";
 import { arborOverBest } from "./arbor-over-best.js";
-import type { SimReport, SimSystemResult } from "./sim-report.js";
+import type { SimReport } from "./sim-report.js";
 
-/** A report holding only what arborOverBest reads: each system's iteration time and steps per minute. */
+/** A report of systems with these iteration times and steps per minute. */
 function report(systems: [string, number, number][]): SimReport {
-  return { systems: systems.map(([system, iterationMs, stepsPerMin]) => ({ system, summary: { iterationMs, stepsPerMin } }) as unknown as SimSystemResult) } as SimReport;
+  return simReportFixture("w", "agent", systems.map(([system, iterationMs, stepsPerMin]) => simResultFixture(system, iterationMs, 0, stepsPerMin)));
 }
 
 describe("arborOverBest", () => {

@@ -1,18 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { TINY_ROLLOUT_YAML } from "../../testing/tiny-rollout-workload.js";
 import { parseWorkload } from "./workload-file.js";
 import { runSim } from "./run-sim.js";
 import { seedSpread, summarizeSeeds } from "./seed-summary.js";
-
-const TINY = `
-name: tiny
-kind: rollout
-description: a tiny rollout
-sources: ["made up for the test"]
-cluster: { gpus: 2, gpusPerInstance: 1, profile: moonlight-16b-a3b/h800, maxNumSeqs: 8, kvTokensPerInstance: 6000 }
-workload: { prompts: 8, groupSize: 4, maxTokens: 800, meanTokens: 250, promptTokens: [16, 64], groupSigma: 0.8, sampleSigma: 0.5 }
-divided: { chunkTokens: 128 }
-sampleMs: 500
-`;
 
 describe("seedSpread", () => {
   it("gives the mean, the sample standard deviation and the range, the values in their order", () => {
@@ -24,7 +14,7 @@ describe("seedSpread", () => {
 
 describe("summarizeSeeds", () => {
   it("sums up each system over the seeds from the seeds' own reports, arbor over the best other included", async () => {
-    const scenario = parseWorkload(TINY, "tiny.yaml");
+    const scenario = parseWorkload(TINY_ROLLOUT_YAML, "tiny.yaml");
     const systems = ["verl-like", "seer", "arbor"];
     const reports = [await runSim(scenario, { systems, seed: 1, scale: 1 }), await runSim(scenario, { systems, seed: 2, scale: 1 })];
     const s = summarizeSeeds(reports);
@@ -42,7 +32,7 @@ describe("summarizeSeeds", () => {
   });
 
   it("refuses reports of other systems or another scale, and leaves out arbor over best without arbor", async () => {
-    const scenario = parseWorkload(TINY, "tiny.yaml");
+    const scenario = parseWorkload(TINY_ROLLOUT_YAML, "tiny.yaml");
     const a = await runSim(scenario, { systems: ["verl-like", "seer"], seed: 1, scale: 1 });
     const b = await runSim(scenario, { systems: ["verl-like", "oracle"], seed: 2, scale: 1 });
     expect(() => summarizeSeeds([a, b])).toThrow(/seed 2 is not of the same workload, systems and scale as seed 1/);
