@@ -69,7 +69,7 @@ export async function simCommand(workload: string, o: SimCommandOptions): Promis
 }
 
 /** The systems `o` names, or every system of the scenario. */
-export function simSystems(scenario: SimScenario, o: Pick<SimCommandOptions, "systems">): string[] {
+function simSystems(scenario: SimScenario, o: Pick<SimCommandOptions, "systems">): string[] {
   return o.systems === undefined ? [...scenario.systems] : o.systems.split(",").map((s) => s.trim()).filter((s) => s.length > 0);
 }
 
