@@ -27,13 +27,17 @@ export function mean(xs: readonly number[]): number {
   return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
 }
 
-/** Standard error of the mean: sample standard deviation (n − 1) over √n; 0 for fewer than two values. */
-export function standardError(xs: readonly number[]): number {
+/** Sample variance (n − 1 in the denominator); 0 for fewer than two values. */
+export function sampleVariance(xs: readonly number[]): number {
   const n = xs.length;
   if (n < 2) return 0;
   const m = mean(xs);
-  const variance = xs.reduce((a, x) => a + (x - m) ** 2, 0) / (n - 1);
-  return Math.sqrt(variance / n);
+  return xs.reduce((a, x) => a + (x - m) ** 2, 0) / (n - 1);
+}
+
+/** Standard error of the mean: sample standard deviation (n − 1) over √n; 0 for fewer than two values. */
+export function standardError(xs: readonly number[]): number {
+  return xs.length < 2 ? 0 : Math.sqrt(sampleVariance(xs) / xs.length);
 }
 
 /** Mean and standard error of `xs`. */

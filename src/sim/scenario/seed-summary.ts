@@ -3,6 +3,7 @@
 // at full scale: arbor 0.99× sglang-router with seed 1, 1.01× and 1.02× with seeds 2 and 3), so a claim that one
 // system beats another rests on the spread over seeds, not on one run.
 import { ArborError } from "../../core/errors.js";
+import { mean, sampleVariance } from "../../loop/held-out-stats.js";
 import { arborOverBest } from "./arbor-over-best.js";
 import type { SimReport, SimSummary, SimSystemResult } from "./sim-report.js";
 
@@ -45,9 +46,7 @@ export interface SeedSummary {
 /** The spread of `values` (at least one). */
 export function seedSpread(values: readonly number[]): SeedSpread {
   if (values.length === 0) throw new ArborError("seed summary: no values", "internal");
-  const mean = values.reduce((a, b) => a + b, 0) / values.length;
-  const sd = values.length < 2 ? 0 : Math.sqrt(values.reduce((a, v) => a + (v - mean) ** 2, 0) / (values.length - 1));
-  return { values: [...values], mean, sd, min: Math.min(...values), max: Math.max(...values) };
+  return { values: [...values], mean: mean(values), sd: Math.sqrt(sampleVariance(values)), min: Math.min(...values), max: Math.max(...values) };
 }
 
 /**
