@@ -243,7 +243,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     for (const p of orch.next(views())) {
       const node = byName.get(p.instance) as Node;
       const out = outputs.get(p.requestId) as number[];
-      const prompt = [...(promptOf.get(p.requestId) as number[]), ...out];
+      // concat, not a spread: the context is up to the whole request (a spread goes token by token).
+      const prompt = (promptOf.get(p.requestId) as number[]).concat(out);
       const engineId = `${p.requestId}#${chunkSeq++}`;
       const c: Chunk = { p, node, context: prompt.length, version: engineVersion };
       chunks.set(engineId, c);

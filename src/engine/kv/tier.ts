@@ -54,11 +54,12 @@ export interface InProcessKvTierOptions {
 interface TierEntry {
   hash: KvBlockHash;
   id: KvBlockIdentity;
-  /** Stamp of the last put or touch. */
-  use: number;
-  /** False once removed, replaced or evicted. */
-  live: boolean;
+  /** Its slot in the tier's use list. */
+  slot: number;
 }
+
+/** No slot: the end of the use list. */
+const NONE = -1;
 
 /**
  * An LRU tier in this process. Share one L3 instance between several engines' block managers to
@@ -68,18 +69,26 @@ export class InProcessKvTier implements KvTier {
   readonly name: KvTierName;
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
-  /** Each entry with the stamp of its last use (put or touch); `live` false once dropped. */
   private readonly entries = new Map<KvBlockHash, TierEntry>();
   /**
-   * The uses in order, as (entry, stamp) pairs: a pair is an entry's current use while the stamps match.
-   * A touch appends a pair instead of reordering the map (the simulator touches L3 for every block it
-   * loads or evicts); the first current pair is the least recently used entry. Stale pairs are skipped
-   * and dropped when they outnumber the entries.
+   * The use list, least recently used first: a doubly linked list over slot numbers in typed arrays, so
+   * a use (the simulator touches L3 for every block it loads or evicts, millions of times) moves an entry
+   * to the tail without allocating. Slots of dropped entries are reused; the arrays grow by doubling up
+   * to the capacity.
    */
-  private useEntries: TierEntry[] = [];
-  private useStamps: number[] = [];
-  private useHead = 0;
-  private uses = 0;
+  private prev = new Int32Array(0);
+  private next = new Int32Array(0);
+  private readonly slotEntry: (TierEntry | undefined)[] = [];
+  private readonly freeSlots: number[] = [];
+  private head = NONE;
+  private tail = NONE;
+  /**
+   * The last hash looked up and its entry (undefined: none held): a block manager asks the same hash
+   * again at once (whether the tier holds an evicted block, then its use or put), and the map is millions
+   * of entries large in a full-scale simulation.
+   */
+  private lastHash: KvBlockHash | undefined;
+  private lastEntry: TierEntry | undefined;
   private evictedCount = 0;
   changeSeq = 0;
 
@@ -100,15 +109,15 @@ export class InProcessKvTier implements KvTier {
   }
 
   has(hash: KvBlockHash): boolean {
-    return this.entries.has(hash);
+    return this.find(hash) !== undefined;
   }
 
   get(hash: KvBlockHash): KvBlockIdentity | undefined {
-    return this.entries.get(hash)?.id;
+    return this.find(hash)?.id;
   }
 
   put(hash: KvBlockHash, tokenIds: readonly number[], parent: KvBlockIdentity | null = null): boolean {
-    const held = this.entries.get(hash);
+    const held = this.find(hash);
     if (held !== undefined && sameTokens(held.id.tokenIds, tokenIds) && sameIdentity(held.id.parent, parent)) {
       // The very block again (evicted anew after a load): a use, not a replacement, so the lookups that
       // replay this entry as a hit (changeSeq) still stand.
@@ -119,25 +128,28 @@ export class InProcessKvTier implements KvTier {
       this.drop(held);
       this.changeSeq++;
     } else if (this.entries.size >= this.capacityBlocks) {
-      const lru = this.leastRecent();
+      const lru = this.head === NONE ? undefined : this.slotEntry[this.head];
       if (lru === undefined) return false;
       this.drop(lru);
       this.evictedCount++;
       this.changeSeq++;
     }
-    const e: TierEntry = { hash, id: makeIdentity(hash, tokenIds, parent), use: 0, live: true };
+    const e: TierEntry = { hash, id: makeIdentity(hash, tokenIds, parent), slot: this.takeSlot() };
+    this.slotEntry[e.slot] = e;
     this.entries.set(hash, e);
-    this.markUse(e);
+    this.link(e.slot);
+    this.lastHash = hash;
+    this.lastEntry = e;
     return true;
   }
 
   touch(hash: KvBlockHash): void {
-    const e = this.entries.get(hash);
+    const e = this.find(hash);
     if (e !== undefined) this.markUse(e);
   }
 
   remove(hash: KvBlockHash): void {
-    const e = this.entries.get(hash);
+    const e = this.find(hash);
     if (e === undefined) return;
     this.drop(e);
     this.changeSeq++;
@@ -155,48 +167,68 @@ export class InProcessKvTier implements KvTier {
   /** Hashes from least to most recently used (for tests and debugging). */
   lruOrder(): KvBlockHash[] {
     const out: KvBlockHash[] = [];
-    for (let i = this.useHead; i < this.useEntries.length; i++) if (this.isCurrent(i)) out.push((this.useEntries[i] as TierEntry).hash);
+    for (let s = this.head; s !== NONE; s = this.next[s] as number) out.push((this.slotEntry[s] as TierEntry).hash);
     return out;
   }
 
+  /** The entry held under `hash`, through the one-entry cache. */
+  private find(hash: KvBlockHash): TierEntry | undefined {
+    if (hash === this.lastHash) return this.lastEntry;
+    const e = this.entries.get(hash);
+    this.lastHash = hash;
+    this.lastEntry = e;
+    return e;
+  }
+
   private drop(e: TierEntry): void {
-    e.live = false;
+    if (e === this.lastEntry) this.lastEntry = undefined;
+    this.unlink(e.slot);
+    this.slotEntry[e.slot] = undefined;
+    this.freeSlots.push(e.slot);
     this.entries.delete(e.hash);
   }
 
+  /** Moves an entry to the most recently used end. */
   private markUse(e: TierEntry): void {
-    e.use = ++this.uses;
-    this.useEntries.push(e);
-    this.useStamps.push(e.use);
-    if (this.useEntries.length - this.useHead > 2 * this.entries.size + 1024) this.compact();
+    if (e.slot === this.tail) return;
+    this.unlink(e.slot);
+    this.link(e.slot);
   }
 
-  private isCurrent(i: number): boolean {
-    const e = this.useEntries[i] as TierEntry;
-    return e.live && e.use === this.useStamps[i];
-  }
-
-  /** The least recently used entry (stale pairs before it are dropped), or undefined when empty. */
-  private leastRecent(): TierEntry | undefined {
-    while (this.useHead < this.useEntries.length) {
-      if (this.isCurrent(this.useHead)) return this.useEntries[this.useHead];
-      this.useHead++;
+  /** A slot for a new entry: a dropped entry's, or a new one (the arrays double when full). */
+  private takeSlot(): number {
+    const free = this.freeSlots.pop();
+    if (free !== undefined) return free;
+    const s = this.slotEntry.length;
+    if (s === this.prev.length) {
+      const grown = Math.min(Math.max(1024, 2 * s), Math.max(this.capacityBlocks, s + 1));
+      const prev = new Int32Array(grown);
+      const next = new Int32Array(grown);
+      prev.set(this.prev);
+      next.set(this.next);
+      this.prev = prev;
+      this.next = next;
     }
-    return undefined;
+    this.slotEntry.push(undefined);
+    return s;
   }
 
-  /** Keeps only the current pairs, in order (bounded memory: at most 2 × entries + 1024 pairs). */
-  private compact(): void {
-    const entries: TierEntry[] = [];
-    const stamps: number[] = [];
-    for (let i = this.useHead; i < this.useEntries.length; i++) {
-      if (!this.isCurrent(i)) continue;
-      entries.push(this.useEntries[i] as TierEntry);
-      stamps.push(this.useStamps[i] as number);
-    }
-    this.useEntries = entries;
-    this.useStamps = stamps;
-    this.useHead = 0;
+  /** Appends slot `s` at the tail. */
+  private link(s: number): void {
+    this.prev[s] = this.tail;
+    this.next[s] = NONE;
+    if (this.tail === NONE) this.head = s;
+    else this.next[this.tail] = s;
+    this.tail = s;
+  }
+
+  private unlink(s: number): void {
+    const p = this.prev[s] as number;
+    const n = this.next[s] as number;
+    if (p === NONE) this.head = n;
+    else this.next[p] = n;
+    if (n === NONE) this.tail = p;
+    else this.prev[n] = p;
   }
 }
 

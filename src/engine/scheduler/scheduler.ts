@@ -223,8 +223,10 @@ export class Scheduler {
     if (!Array.isArray(promptTokenIds) || promptTokenIds.length === 0) {
       throw new ArborError(`addRequest ${requestId}: promptTokenIds must be a non-empty array`, "invalid_request");
     }
-    if (!promptTokenIds.every((t) => Number.isInteger(t) && t >= 0)) {
-      throw new ArborError(`addRequest ${requestId}: promptTokenIds must be non-negative integers`, "invalid_request");
+    // A loop, not every(): a continuation's prompt is its whole context (tens of thousands of tokens).
+    for (let i = 0; i < promptTokenIds.length; i++) {
+      const t = promptTokenIds[i] as number;
+      if (!(Number.isInteger(t) && t >= 0)) throw new ArborError(`addRequest ${requestId}: promptTokenIds must be non-negative integers`, "invalid_request");
     }
     if (promptTokenIds.length >= this.config.maxModelLen) {
       throw new ArborError(
