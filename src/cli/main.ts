@@ -3,6 +3,7 @@
 // Each command's module is imported only when that command runs: they load tfjs, llama.cpp, Fastify, the
 // stores…, and `arbor --help` or `--version` should load commander and little else (src/cli/main.test.ts).
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { ArborError } from "../core/errors.js";
 import { BENCHMARK_NAMES } from "../bench/benchmark-names.js";
@@ -129,6 +130,7 @@ program
   .option("--seed <n>", "seed of every random draw", toInt, 1)
   .option("--seeds <list>", "run once per seed (e.g. 1-5 or 1,4,9) and print each system's figures over the seeds (mean, sd, range); each seed's report goes to <out>/seed-<n>, the summary to <out>/seeds.json (default out .arbor/sim/<workload>-seeds)")
   .option("--scale <f>", "fraction of the workload's requests and engines (1 = full scale)", Number, 1)
+  .option("--jobs <n>", `systems run at once, each in a worker thread of its own (1: one after another in this process)`, toInt, availableParallelism())
   .option("--out <dir>", "report folder (default .arbor/sim/<workload>-<seed>; with --reproduction, .arbor/sim/reproduction)")
   .option("--json", "print the report as JSON instead of the summary table")
   .option("--reproduction", "run every workload of the reproduction table and write it (the papers' figures beside the simulated ones)")
@@ -136,7 +138,7 @@ program
   .option("--notes <file>", "with --reproduction: the gap attributions, a YAML map of row id → text", "docs/reproduction-notes.yaml")
   .option("--workloads <list>", "with --reproduction: only these workloads of the table (comma-separated)")
   .option("--reuse", "with --reproduction: take a workload's report from the output folder when one of the same seed, scale and systems is there (e.g. after editing the notes)")
-  .action(async (workload: string | undefined, o: { systems?: string; seed: number; seeds?: string; scale: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string; reuse?: boolean }, cmd: Command) => {
+  .action(async (workload: string | undefined, o: { systems?: string; seed: number; seeds?: string; scale: number; jobs: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string; reuse?: boolean }, cmd: Command) => {
     const { writeSimReportFiles } = await import("./report/write-sim-report-files.js");
     if (o.seeds !== undefined) {
       if (o.reproduction === true) throw new ArborError("--seeds: not with --reproduction (the table is computed from one seed, --seed)", "config");
@@ -150,7 +152,7 @@ program
       if (workload !== undefined || o.systems !== undefined) throw new ArborError("--reproduction runs the table's own workloads and systems: give no workload and no --systems", "config");
       const { reproduceCommand } = await import("./reproduce.js");
       const workloads = o.workloads?.split(",").map((w) => w.trim()).filter((w) => w.length > 0);
-      const missing = await reproduceCommand({ seed: o.seed, scale: o.scale, doc: o.doc, notes: o.notes, ...(o.out !== undefined ? { out: o.out } : {}), ...(workloads ? { workloads } : {}), reuse: o.reuse === true, writeReportFiles: writeSimReportFiles, log: (l) => console.error(l) });
+      const missing = await reproduceCommand({ seed: o.seed, scale: o.scale, jobs: o.jobs, doc: o.doc, notes: o.notes, ...(o.out !== undefined ? { out: o.out } : {}), ...(workloads ? { workloads } : {}), reuse: o.reuse === true, writeReportFiles: writeSimReportFiles, log: (l) => console.error(l) });
       if (missing.length > 0) process.exitCode = 2;
       return;
     }

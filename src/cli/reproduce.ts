@@ -26,6 +26,8 @@ export interface ReproduceOptions {
   workloads?: readonly string[];
   /** Where each workload's report files go: <out>/<workload>/ (default .arbor/sim/reproduction). */
   out?: string;
+  /** Systems of a workload run at once, each in a worker thread (default 1). */
+  jobs?: number;
   writeReportFiles?: SimReportWriter;
   /** Read a workload's report from <out>/<workload>/report.json when one of the same seed and scale is there. */
   reuse?: boolean;
@@ -36,7 +38,7 @@ export interface ReproduceOptions {
  * The plan's runner: `arbor sim <workload>` with the systems the plan names that the workload has (a system a
  * row needs and the workload lacks is left out, and its rows read "not run").
  */
-export function simRunner(o: Pick<ReproduceOptions, "out" | "writeReportFiles" | "reuse" | "log">): RunWorkload {
+export function simRunner(o: Pick<ReproduceOptions, "out" | "jobs" | "writeReportFiles" | "reuse" | "log">): RunWorkload {
   return async (workload, systems, so) => {
     const scenario = await getScenario(workload);
     const have = systems.filter((s) => scenario.systems.includes(s));
@@ -46,7 +48,7 @@ export function simRunner(o: Pick<ReproduceOptions, "out" | "writeReportFiles" |
       o.log(`reproduction: ${workload}: the report in ${out} (same seed, scale and systems)`);
       return previous;
     }
-    return simCommand(workload, { systems: have.join(","), ...so, out, ...(o.writeReportFiles ? { writeReportFiles: o.writeReportFiles } : {}) });
+    return simCommand(workload, { systems: have.join(","), ...so, out, ...(o.jobs !== undefined ? { jobs: o.jobs } : {}), ...(o.writeReportFiles ? { writeReportFiles: o.writeReportFiles } : {}) });
   };
 }
 

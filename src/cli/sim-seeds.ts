@@ -65,7 +65,7 @@ export async function simSeedsCommand(workload: string, o: Omit<SimCommandOption
   const reports: SimReport[] = [];
   for (const seed of o.seeds) {
     console.error(`arbor sim ${scenario.info.name}: seed ${seed} (${reports.length + 1}/${o.seeds.length})`);
-    const { report, files } = await runSeed(scenario, seed, { ...o, out: join(outDir, `seed-${seed}`) });
+    const { report, files } = await runSeed(scenario, seed, { ...o, workload, out: join(outDir, `seed-${seed}`) });
     console.error(`arbor sim: seed ${seed}: wrote ${files.join(", ")}`);
     reports.push(report);
   }

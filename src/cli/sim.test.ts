@@ -30,6 +30,10 @@ describe("arbor sim", () => {
       expect(table.rows).toHaveLength(3);
       expect(table.rows[2]?.[10]).toBe(1); // the oracle is 100% of itself
       await expect(simCommand(file, { systems: "seer,nope", seed: 9, scale: 1, out: join(dir, "x") })).rejects.toThrow(/no system 'nope'.*seed 9/);
+      // Two jobs: each system in a worker thread, which loads the workload file again; the same report.
+      const twoJobs = await simCommand(file, { systems: "verl-like,seer,oracle", seed: 2, scale: 1, jobs: 2, out: join(dir, "jobs") });
+      expect(JSON.stringify(twoJobs)).toBe(JSON.stringify(report));
+      await expect(simCommand(file, { systems: "verl-like,seer", seed: 2, scale: 1, jobs: 0, out: join(dir, "y") })).rejects.toThrow(/--jobs must be an integer from 1 to 64, got 0 \(sim tiny, seed 2/);
     } finally {
       out.mockRestore();
       err.mockRestore();

@@ -8,7 +8,8 @@ import type { BenchTable } from "../bench/bench.js";
 import { ArborError } from "../core/errors.js";
 import { getScenario } from "../sim/scenario/registry.js";
 import { runSim } from "../sim/scenario/run-sim.js";
-import type { SimScenario } from "../sim/scenario/scenario.js";
+import { runSystemInWorker } from "../sim/scenario/worker-run.js";
+import type { SimRunOptions, SimScenario } from "../sim/scenario/scenario.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 
 /** Writes a report's HTML/PNG files into a folder and returns their paths (the report renderer). */
@@ -21,6 +22,8 @@ export interface SimCommandOptions {
   scale: number;
   out?: string;
   json?: boolean;
+  /** Systems run at once, each in a worker thread (default 1: one after another in this thread). */
+  jobs?: number;
   /** The report renderer, when one is wired (main.ts passes it); without one only report.json is written. */
   writeReportFiles?: SimReportWriter;
 }
@@ -61,7 +64,7 @@ export function simSummaryTable(report: SimReport): BenchTable {
 /** Run `arbor sim`; returns the report (also written to <out>/report.json). */
 export async function simCommand(workload: string, o: SimCommandOptions): Promise<SimReport> {
   const scenario = await getScenario(workload);
-  const { report, files } = await runSeed(scenario, o.seed, { ...o, out: o.out ?? join(".arbor", "sim", `${scenario.info.name}-${o.seed}`) });
+  const { report, files } = await runSeed(scenario, o.seed, { ...o, workload, out: o.out ?? join(".arbor", "sim", `${scenario.info.name}-${o.seed}`) });
   if (o.json) console.log(JSON.stringify(report));
   else console.log(formatTable(simSummaryTable(report)));
   console.error(`arbor sim: wrote ${files.join(", ")}`);
@@ -77,13 +80,20 @@ function simSystems(scenario: SimScenario, o: Pick<SimCommandOptions, "systems">
  * One seed of `arbor sim`: run every system (a progress line each on stderr), write the report's files into
  * `o.out`, and return the report with the paths written. A failure names the seed and scale.
  */
-export async function runSeed(scenario: SimScenario, seed: number, o: Omit<SimCommandOptions, "seed"> & { out: string }): Promise<{ report: SimReport; files: string[] }> {
+export async function runSeed(
+  scenario: SimScenario,
+  seed: number,
+  /** `workload`: the name or file the scenario was loaded from (what a worker thread loads it from again). */
+  o: Omit<SimCommandOptions, "seed"> & { out: string; workload: string },
+): Promise<{ report: SimReport; files: string[] }> {
   let report: SimReport;
   try {
     report = await runSim(scenario, {
       systems: simSystems(scenario, o),
       seed,
       scale: o.scale,
+      jobs: o.jobs ?? 1,
+      runSystem: (system: string, ro: SimRunOptions, signal: AbortSignal) => runSystemInWorker(o.workload, system, ro, signal),
       onProgress: (system, r) => {
         if (r === undefined) console.error(`arbor sim ${scenario.info.name}: ${system} …`);
         else console.error(`arbor sim ${scenario.info.name}: ${system}: iteration ${(r.summary.iterationMs / 1000).toFixed(1)} s, ${r.summary.completed}/${r.summary.requests} requests, ${r.summary.outputTokens} tokens`);

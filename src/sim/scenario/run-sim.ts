@@ -1,7 +1,8 @@
-// One `arbor sim` run: the scenario under each requested system, in order, then the ratios against the
-// baseline (`verl-like` when it ran, else the first system), as one SimReport.
+// One `arbor sim` run: the scenario under each requested system (one after another, or `jobs` at a time
+// through a runner that puts each in a thread of its own), then the ratios against the baseline (`verl-like`
+// when it ran, else the first system), as one SimReport: the same report whatever the order they finish in.
 import { ArborError } from "../../core/errors.js";
-import type { SimScenario } from "./scenario.js";
+import type { SimRunOptions, SimScenario } from "./scenario.js";
 import { SIM_REPORT_FORMAT, type SimRatio, type SimReport, type SimSystemResult } from "./sim-report.js";
 
 export interface RunSimOptions {
@@ -10,7 +11,20 @@ export interface RunSimOptions {
   scale: number;
   /** Told when a system starts and when it finished (with its result). */
   onProgress?: (system: string, result?: SimSystemResult) => void;
+  /**
+   * Systems run at once (default 1). More than one (and more than one system) runs each through `runSystem`,
+   * since a scenario's run holds its thread; one runs `scenario.run` here.
+   */
+  jobs?: number;
+  /**
+   * Runs one system elsewhere (a worker thread: worker-run.ts); default `scenario.run` in this thread. When
+   * one system fails, `signal` aborts the others (a runner stops them and rejects).
+   */
+  runSystem?: (system: string, o: SimRunOptions, signal: AbortSignal) => Promise<SimSystemResult>;
 }
+
+/** Most systems `--jobs` may run at once (each is a thread with a heap of its own). */
+export const MAX_SIM_JOBS = 64;
 
 /** The figures of `r` against `base`. */
 export function simRatio(base: SimSystemResult, r: SimSystemResult): SimRatio {
@@ -31,13 +45,35 @@ export async function runSim(scenario: SimScenario, o: RunSimOptions): Promise<S
     if (!scenario.systems.includes(s)) throw new ArborError(`sim: workload ${scenario.info.name} has no system '${s}' (known: ${scenario.systems.join(", ")})`, "config");
   }
   if (new Set(o.systems).size !== o.systems.length) throw new ArborError(`sim: --systems repeats a system (${o.systems.join(",")})`, "config");
-  const results: SimSystemResult[] = [];
-  for (const s of o.systems) {
-    o.onProgress?.(s);
-    const r = await scenario.run(s, { seed: o.seed, scale: o.scale });
-    results.push(r);
-    o.onProgress?.(s, r);
-  }
+  const jobs = o.jobs ?? 1;
+  if (!(Number.isInteger(jobs) && jobs >= 1 && jobs <= MAX_SIM_JOBS)) throw new ArborError(`sim: --jobs must be an integer from 1 to ${MAX_SIM_JOBS}, got ${jobs}`, "config");
+  const lanes = Math.min(jobs, o.systems.length);
+  // One system at a time runs in this thread (no thread to start); more need the runner.
+  if (lanes > 1 && o.runSystem === undefined) throw new ArborError("sim: --jobs above 1 needs a runner that runs systems in threads of their own", "config");
+  const run = lanes > 1 && o.runSystem !== undefined ? o.runSystem : (system: string, ro: SimRunOptions) => scenario.run(system, ro);
+  const results = new Array<SimSystemResult>(o.systems.length);
+  let next = 0;
+  // The first failure; the systems still running are aborted and no other starts.
+  let failure: { error: unknown } | undefined;
+  const stop = new AbortController();
+  // `jobs` lanes, each taking the next system when its last one ends; results stay in the systems' order.
+  const lane = async (): Promise<void> => {
+    while (next < o.systems.length && failure === undefined) {
+      const i = next++;
+      const s = o.systems[i] as string;
+      o.onProgress?.(s);
+      try {
+        results[i] = await run(s, { seed: o.seed, scale: o.scale }, stop.signal);
+      } catch (error) {
+        failure ??= { error };
+        stop.abort();
+        return;
+      }
+      o.onProgress?.(s, results[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: lanes }, lane));
+  if (failure !== undefined) throw failure.error;
   const base = results.find((r) => r.system === "verl-like") ?? (results[0] as SimSystemResult);
   const info = { ...scenario.info, scale: { ...scenario.info.scale, runScale: o.scale } };
   return { format: SIM_REPORT_FORMAT, workload: info, seed: o.seed, baseline: base.system, systems: results, ratios: results.map((r) => simRatio(base, r)) };

@@ -1,0 +1,39 @@
+// Tests of running a system in a worker thread: the same result as in this thread, errors carried back.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ArborError } from "../../core/errors.js";
+import { writeTinyRolloutWorkload } from "../../testing/tiny-rollout-workload.js";
+import { getScenario } from "./registry.js";
+import { runSystemInWorker } from "./worker-run.js";
+
+let dir: string;
+let file: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "arbor-worker-run-"));
+  file = await writeTinyRolloutWorkload(dir);
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("runSystemInWorker", () => {
+  it("gives the result of an in-process run, byte for byte", async () => {
+    const here = await (await getScenario(file)).run("seer", { seed: 3, scale: 1 });
+    const there = await runSystemInWorker(file, "seer", { seed: 3, scale: 1 });
+    expect(JSON.stringify(there)).toBe(JSON.stringify(here));
+  });
+
+  it("carries an ArborError back with its code, and stops on abort", async () => {
+    const e = await runSystemInWorker(file, "no-such-system", { seed: 3, scale: 1 }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(ArborError);
+    expect((e as ArborError).code).toBe("config");
+    expect((e as Error).message).toMatch(/no-such-system/);
+    const stop = new AbortController();
+    const run = runSystemInWorker(file, "seer", { seed: 3, scale: 1 }, stop.signal);
+    stop.abort();
+    await expect(run).rejects.toThrow(/system seer: aborted/);
+    await expect(runSystemInWorker(file, "seer", { seed: 3, scale: 1 }, stop.signal)).rejects.toThrow(/aborted/);
+  });
+});

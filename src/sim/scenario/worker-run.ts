@@ -1,0 +1,57 @@
+// Runs one system of a workload in a worker thread (system-worker.mjs), so that `arbor sim --jobs N` runs N
+// systems at once on N cores. The result is the one an in-process run gives (a structured clone of it: same
+// numbers, same JSON), and a failure comes back as an error naming the system.
+import { getHeapStatistics } from "node:v8";
+import { Worker } from "node:worker_threads";
+import { ArborError } from "../../core/errors.js";
+import type { SimRunOptions } from "./scenario.js";
+import type { SimSystemResult } from "./sim-report.js";
+
+/** The registry module beside this one, as the worker must import it (.ts when running from the sources). */
+const REGISTRY = new URL(import.meta.url.endsWith(".ts") ? "./registry.ts" : "./registry.js", import.meta.url).href;
+
+interface WorkerReply {
+  result?: SimSystemResult;
+  /** `code`: the error was an ArborError with this code. */
+  error?: { message: string; code?: string; stack?: string };
+}
+
+/**
+ * Run `system` of `workload` (a shipped workload's name or a workload file's path, as `getScenario` takes
+ * it) in a worker thread with the same heap limit as this thread. Rejects with the worker's own error (an
+ * ArborError keeps its code) or, when the thread dies (out of memory), with an error naming the system;
+ * `signal` stops the thread and rejects.
+ */
+export function runSystemInWorker(workload: string, system: string, o: SimRunOptions, signal?: AbortSignal): Promise<SimSystemResult> {
+  if (signal?.aborted) return Promise.reject(new Error(`sim ${workload}: system ${system}: aborted`));
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL("./system-worker.mjs", import.meta.url), {
+      workerData: { arborSimSystem: { registry: REGISTRY, workload, system, seed: o.seed, scale: o.scale } },
+      // A full-scale system needs gigabytes: as much heap as this thread may have.
+      resourceLimits: { maxOldGenerationSizeMb: Math.floor(getHeapStatistics().heap_size_limit / 2 ** 20) },
+      execArgv: [],
+    });
+    let settled = false;
+    const onAbort = (): void => {
+      settle(() => reject(new Error(`sim ${workload}: system ${system}: aborted`)));
+      void worker.terminate();
+    };
+    const settle = (f: () => void): void => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener("abort", onAbort);
+      f();
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    worker.once("message", (m: WorkerReply) => {
+      settle(() => {
+        if (m.result !== undefined) resolve(m.result);
+        else if (m.error?.code !== undefined) reject(new ArborError(m.error.message, m.error.code));
+        else reject(Object.assign(new Error(m.error?.message ?? `sim ${workload}: system ${system}: the worker sent no result`), { stack: m.error?.stack }));
+      });
+      void worker.terminate();
+    });
+    worker.once("error", (e) => settle(() => reject(new Error(`sim ${workload}: system ${system}: worker thread failed: ${e.message}`, { cause: e }))));
+    worker.once("exit", (code) => settle(() => reject(new Error(`sim ${workload}: system ${system}: worker thread exited (code ${code}) without a result`))));
+  });
+}
