@@ -8,7 +8,7 @@ import type { BenchTable } from "../bench/bench.js";
 import { ArborError } from "../core/errors.js";
 import { getScenario } from "../sim/scenario/registry.js";
 import { runSim } from "../sim/scenario/run-sim.js";
-import { runSystemInWorker } from "../sim/scenario/worker-run.js";
+import { runSystemInWorker, workerHeapMb } from "../sim/scenario/worker-run.js";
 import type { SimRunOptions, SimScenario } from "../sim/scenario/scenario.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 
@@ -93,7 +93,7 @@ export async function runSeed(
       seed,
       scale: o.scale,
       jobs: o.jobs ?? 1,
-      runSystem: (system: string, ro: SimRunOptions, signal: AbortSignal) => runSystemInWorker(o.workload, system, ro, signal),
+      runSystem: async (system: string, ro: SimRunOptions, signal: AbortSignal) => (await runSystemInWorker(o.workload, system, ro, signal, workerHeapMb(o.jobs ?? 1))).result,
       onProgress: (system, r) => {
         if (r === undefined) console.error(`arbor sim ${scenario.info.name}: ${system} …`);
         else console.error(`arbor sim ${scenario.info.name}: ${system}: iteration ${(r.summary.iterationMs / 1000).toFixed(1)} s, ${r.summary.completed}/${r.summary.requests} requests, ${r.summary.outputTokens} tokens`);

@@ -2,8 +2,8 @@
 // (scenario runs are synchronous and CPU-bound, so systems run side by side only in threads of their own).
 // Plain JavaScript because a worker thread cannot load TypeScript without a loader: when the parent runs
 // from the sources (development, tests), the registry it names is a .ts file and tsx's loader is
-// registered first. The message is { result } or { error: { message, code, stack } }, code set for an
-// ArborError only (a user-facing error, printed as it is).
+// registered first. The message is { result, wallMs, cpuMs } (the run's wall time and the process's CPU time
+// while it ran) or { error: { message, code, stack } }, code set for an ArborError only (a user-facing error).
 import { parentPort, workerData } from "node:worker_threads";
 
 const { registry, workload, system, seed, scale } = workerData.arborSimSystem;
@@ -14,7 +14,12 @@ try {
   }
   const { getScenario } = await import(registry);
   const scenario = await getScenario(workload);
-  parentPort.postMessage({ result: await scenario.run(system, { seed, scale }) });
+  // The run alone is timed (not the thread's start and its imports): `arbor bench sim` reports it.
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const result = await scenario.run(system, { seed, scale });
+  const cpu = process.cpuUsage(cpu0);
+  parentPort.postMessage({ result, wallMs: performance.now() - t0, cpuMs: (cpu.user + cpu.system) / 1000 });
 } catch (e) {
   parentPort.postMessage({ error: { message: e instanceof Error ? e.message : String(e), code: e instanceof Error && e.name === "ArborError" ? e.code : undefined, stack: e instanceof Error ? e.stack : undefined } });
 }

@@ -1,12 +1,13 @@
 // Tests of running a system in a worker thread: the same result as in this thread, errors carried back.
 import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { tmpdir, totalmem } from "node:os";
+import { getHeapStatistics } from "node:v8";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ArborError } from "../../core/errors.js";
 import { writeTinyRolloutWorkload } from "../../testing/tiny-rollout-workload.js";
 import { getScenario } from "./registry.js";
-import { runSystemInWorker } from "./worker-run.js";
+import { runSystemInWorker, workerHeapMb } from "./worker-run.js";
 
 let dir: string;
 let file: string;
@@ -22,7 +23,9 @@ describe("runSystemInWorker", () => {
   it("gives the result of an in-process run, byte for byte", async () => {
     const here = await (await getScenario(file)).run("seer", { seed: 3, scale: 1 });
     const there = await runSystemInWorker(file, "seer", { seed: 3, scale: 1 });
-    expect(JSON.stringify(there)).toBe(JSON.stringify(here));
+    expect(JSON.stringify(there.result)).toBe(JSON.stringify(here));
+    expect(there.wallMs).toBeGreaterThan(0);
+    expect(there.cpuMs).toBeGreaterThan(0);
   });
 
   it("carries an ArborError back with its code, and stops on abort", async () => {
@@ -35,5 +38,12 @@ describe("runSystemInWorker", () => {
     stop.abort();
     await expect(run).rejects.toThrow(/system seer: aborted/);
     await expect(runSystemInWorker(file, "seer", { seed: 3, scale: 1 }, stop.signal)).rejects.toThrow(/aborted/);
+  });
+
+  it("gives each of N threads an equal share of three quarters of the memory, never less than this thread's limit", () => {
+    const own = Math.floor(getHeapStatistics().heap_size_limit / 2 ** 20);
+    const share = (jobs: number): number => Math.floor((0.75 * totalmem()) / 2 ** 20 / jobs);
+    for (const jobs of [1, 2, 3, 64]) expect(workerHeapMb(jobs)).toBe(Math.max(own, share(jobs)));
+    expect(workerHeapMb(64)).toBeGreaterThanOrEqual(own);
   });
 });

@@ -1,6 +1,7 @@
 // Runs one system of a workload in a worker thread (system-worker.mjs), so that `arbor sim --jobs N` runs N
 // systems at once on N cores. The result is the one an in-process run gives (a structured clone of it: same
 // numbers, same JSON), and a failure comes back as an error naming the system.
+import { totalmem } from "node:os";
 import { getHeapStatistics } from "node:v8";
 import { Worker } from "node:worker_threads";
 import { ArborError } from "../../core/errors.js";
@@ -10,25 +11,48 @@ import type { SimSystemResult } from "./sim-report.js";
 /** The registry module beside this one, as the worker must import it (.ts when running from the sources). */
 const REGISTRY = new URL(import.meta.url.endsWith(".ts") ? "./registry.ts" : "./registry.js", import.meta.url).href;
 
+/** One system's run in a worker thread: its result, and the run's wall and CPU time (the thread's start excluded). */
+export interface WorkerRun {
+  result: SimSystemResult;
+  wallMs: number;
+  /** The process's CPU time (user + system, every thread) while the system ran. */
+  cpuMs: number;
+}
+
 interface WorkerReply {
   result?: SimSystemResult;
+  wallMs?: number;
+  cpuMs?: number;
   /** `code`: the error was an ArborError with this code. */
   error?: { message: string; code?: string; stack?: string };
 }
 
+/** Share of the machine's memory the worker threads of one run may fill with their heaps, together. */
+const MEMORY_SHARE = 0.75;
+
+/**
+ * Heap limit of each of `jobs` worker threads, MB: an equal share of three quarters of the machine's memory,
+ * and never less than this thread's own limit. A full-scale system holds gigabytes (seer-moonlight: over 4 GB),
+ * and V8's default limit (a quarter of the memory, at most ~4 GB) would have it collect garbage nearly all the
+ * time near the limit.
+ */
+export function workerHeapMb(jobs: number): number {
+  const own = Math.floor(getHeapStatistics().heap_size_limit / 2 ** 20);
+  return Math.max(own, Math.floor((MEMORY_SHARE * totalmem()) / 2 ** 20 / jobs));
+}
+
 /**
  * Run `system` of `workload` (a shipped workload's name or a workload file's path, as `getScenario` takes
- * it) in a worker thread with the same heap limit as this thread. Rejects with the worker's own error (an
+ * it) in a worker thread whose heap may reach `heapMb` (default: workerHeapMb(1)). Rejects with the worker's own error (an
  * ArborError keeps its code) or, when the thread dies (out of memory), with an error naming the system;
  * `signal` stops the thread and rejects.
  */
-export function runSystemInWorker(workload: string, system: string, o: SimRunOptions, signal?: AbortSignal): Promise<SimSystemResult> {
+export function runSystemInWorker(workload: string, system: string, o: SimRunOptions, signal?: AbortSignal, heapMb = workerHeapMb(1)): Promise<WorkerRun> {
   if (signal?.aborted) return Promise.reject(new Error(`sim ${workload}: system ${system}: aborted`));
   return new Promise((resolve, reject) => {
     const worker = new Worker(new URL("./system-worker.mjs", import.meta.url), {
       workerData: { arborSimSystem: { registry: REGISTRY, workload, system, seed: o.seed, scale: o.scale } },
-      // A full-scale system needs gigabytes: as much heap as this thread may have.
-      resourceLimits: { maxOldGenerationSizeMb: Math.floor(getHeapStatistics().heap_size_limit / 2 ** 20) },
+      resourceLimits: { maxOldGenerationSizeMb: heapMb },
       execArgv: [],
     });
     let settled = false;
@@ -45,7 +69,7 @@ export function runSystemInWorker(workload: string, system: string, o: SimRunOpt
     signal?.addEventListener("abort", onAbort, { once: true });
     worker.once("message", (m: WorkerReply) => {
       settle(() => {
-        if (m.result !== undefined) resolve(m.result);
+        if (m.result !== undefined) resolve({ result: m.result, wallMs: m.wallMs ?? 0, cpuMs: m.cpuMs ?? 0 });
         else if (m.error?.code !== undefined) reject(new ArborError(m.error.message, m.error.code));
         else reject(Object.assign(new Error(m.error?.message ?? `sim ${workload}: system ${system}: the worker sent no result`), { stack: m.error?.stack }));
       });
