@@ -4,6 +4,7 @@
 // from the sources (development, tests), the registry it names is a .ts file and tsx's loader is
 // registered first. The message is { result, wallMs, cpuMs } (the run's wall time and the process's CPU time
 // while it ran) or { error: { message, code, stack } }, code set for an ArborError only (a user-facing error).
+import { performance } from "node:perf_hooks";
 import { parentPort, workerData } from "node:worker_threads";
 
 const { registry, workload, system, seed, scale } = workerData.arborSimSystem;
