@@ -27,8 +27,6 @@ export class SimEngine {
   private steps = 0;
   private busyMs = 0;
   private computedTokens = 0;
-  /** The result of the step running (busy), handed back when its timer fires. */
-  private result: StepResult | undefined;
 
   constructor(o: SimEngineOptions) {
     this.o = o;
@@ -53,18 +51,12 @@ export class SimEngine {
     this.steps++;
     this.busyMs += result.durationMs;
     this.computedTokens += plan.numBatchedTokens;
-    this.result = result;
-    clock.setTimer(result.durationMs, this.stepEnded);
+    clock.setTimer(result.durationMs, () => {
+      this.busy = false;
+      for (const f of scheduler.onStepDone(result)) this.o.onFinished?.(f);
+      this.kick();
+    });
   }
-
-  /** The running step's timer: its tokens go back to the scheduler, and the next step starts. One function for every step. */
-  private readonly stepEnded = (): void => {
-    const result = this.result as StepResult;
-    this.result = undefined;
-    this.busy = false;
-    for (const f of this.o.scheduler.onStepDone(result)) this.o.onFinished?.(f);
-    this.kick();
-  };
 
   /** True while unfinished requests remain (running, waiting or held). */
   hasWork(): boolean {

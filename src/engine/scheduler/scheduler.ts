@@ -186,8 +186,6 @@ export class Scheduler {
   private numFinished = 0;
   private readonly recordLogprobs: boolean;
   private numAborted = 0;
-  /** onStepDone's scratch: each chunk's sampled token (one array for every step, not one per step). */
-  private readonly firsts: (SampledTokenOut | undefined)[] = [];
 
   constructor(
     readonly config: SchedulerConfig,
@@ -453,17 +451,12 @@ export class Scheduler {
     // Validate before mutating, so a bad result leaves the scheduler untouched. (A request aborted while
     // the step ran is finished; one added again under its id since is another, waiting request.)
     const { chunks } = flight.plan;
-    // firsts[k]: chunk k's sampled token, looked up once here (this runs for every token of a simulation).
-    const firsts = this.firsts;
-    firsts.length = chunks.length;
     for (let k = 0; k < chunks.length; k++) {
       const c = chunks[k] as ScheduledChunk;
       const r = flight.reqs[k] as Req;
-      const first = c.samples ? result.sampled.get(c.requestId) : undefined;
-      if (c.samples && r.status !== "finished" && first === undefined) {
+      if (c.samples && r.status !== "finished" && !result.sampled.has(c.requestId)) {
         throw new Error(`onStepDone: step ${result.stepId} has no sampled token for request ${c.requestId}`);
       }
-      firsts[k] = first;
       const more = result.moreTokens?.get(c.requestId)?.length ?? 0;
       if (more > (c.draftTokenIds?.length ?? 0)) {
         throw new Error(`onStepDone: step ${result.stepId} reports ${more + 1} tokens for request ${c.requestId}, more than its ${c.draftTokenIds?.length ?? 0} draft tokens + 1`);
@@ -478,8 +471,9 @@ export class Scheduler {
       const c = chunks[k] as ScheduledChunk;
       const r = flight.reqs[k] as Req;
       // Aborted (or preempted and re-admitted elsewhere) while the step ran: drop its token.
-      const first = firsts[k];
-      if (r.status !== "running" || first === undefined) continue;
+      if (r.status !== "running" || !c.samples) continue;
+      const first = result.sampled.get(c.requestId);
+      if (!first) continue;
       r.firstTokenTime ??= now;
       // A verified draft gives several tokens: each is checked as if sampled alone, so a stop or a
       // length cap inside the run ends the request there and drops the tokens after it.
