@@ -43,9 +43,9 @@ export function workerHeapMb(jobs: number): number {
 
 /**
  * Run `system` of `workload` (a shipped workload's name or a workload file's path, as `getScenario` takes
- * it) in a worker thread whose heap may reach `heapMb` (default: workerHeapMb(1)). Rejects with the worker's own error (an
- * ArborError keeps its code) or, when the thread dies (out of memory), with an error naming the system;
- * `signal` stops the thread and rejects.
+ * it) in a worker thread whose heap may reach `heapMb` (default: workerHeapMb(1)). Rejects with the worker's
+ * own error (an ArborError keeps its code) or, when the thread dies (out of memory), with an error naming the
+ * system; `signal` stops the thread and rejects.
  */
 export function runSystemInWorker(workload: string, system: string, o: SimRunOptions, signal?: AbortSignal, heapMb = workerHeapMb(1)): Promise<WorkerRun> {
   if (signal?.aborted) return Promise.reject(new Error(`sim ${workload}: system ${system}: aborted`));
