@@ -128,10 +128,10 @@ program
   .argument("[workload]", "a shipped workload (seer-moonlight, seer-qwen2vl, seer-kimik2, thunder-swe, thunder-openhands, search-agent) or a workload .yaml file")
   .option("--systems <list>", "comma-separated systems (default: every system of the workload)")
   .option("--seed <n>", "seed of every random draw", toInt, 1)
-  .option("--seeds <list>", "run once per seed (e.g. 1-5 or 1,4,9) and print each system's figures over the seeds (mean, sd, range); each seed's report goes to <out>/seed-<n>, the summary to <out>/seeds.json (default out .arbor/sim/<workload>-seeds)")
+  .option("--seeds <list>", "run once per seed (e.g. 1-5 or 1,4,9) and print each system's figures over the seeds (mean, sd, range); each seed's report goes to <out>/seed-<n>, the summary to <out>/seeds.json (default out .arbor/sim/<workload>-seeds); with --reproduction, every workload once per seed and the table's figures as means with their range")
   .option("--scale <f>", "fraction of the workload's requests and engines (1 = full scale)", Number, 1)
   .option("--jobs <n>", `systems run at once, each in a worker thread of its own (1: one after another in this process)`, toInt, availableParallelism())
-  .option("--out <dir>", "report folder (default .arbor/sim/<workload>-<seed>; with --reproduction, .arbor/sim/reproduction)")
+  .option("--out <dir>", "report folder (default .arbor/sim/<workload>-<seed>; with --reproduction, .arbor/sim/reproduction, a folder per workload and, over several seeds, per seed)")
   .option("--json", "print the report as JSON instead of the summary table")
   .option("--reproduction", "run every workload of the reproduction table and write it (the papers' figures beside the simulated ones)")
   .option("--doc <file>", "with --reproduction: the document to write", "docs/reproduction.md")
@@ -140,20 +140,20 @@ program
   .option("--reuse", "with --reproduction: take a workload's report from the output folder when one of the same seed, scale and systems is there (e.g. after editing the notes)")
   .action(async (workload: string | undefined, o: { systems?: string; seed: number; seeds?: string; scale: number; jobs: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string; reuse?: boolean }, cmd: Command) => {
     const { writeSimReportFiles } = await import("./report/write-sim-report-files.js");
-    if (o.seeds !== undefined) {
-      if (o.reproduction === true) throw new ArborError("--seeds: not with --reproduction (the table is computed from one seed, --seed)", "config");
-      if (cmd.getOptionValueSource("seed") === "cli") throw new ArborError("--seed and --seeds: give one of them", "config");
-      if (workload === undefined) throw new ArborError("give a workload", "config");
-      const { parseSeedList, simSeedsCommand } = await import("./sim-seeds.js");
-      await simSeedsCommand(workload, { ...o, seeds: parseSeedList(o.seeds), writeReportFiles: writeSimReportFiles });
-      return;
-    }
+    if (o.seeds !== undefined && cmd.getOptionValueSource("seed") === "cli") throw new ArborError("--seed and --seeds: give one of them", "config");
+    const { parseSeedList, simSeedsCommand } = await import("./sim-seeds.js");
+    const seeds = o.seeds === undefined ? undefined : parseSeedList(o.seeds);
     if (o.reproduction === true) {
       if (workload !== undefined || o.systems !== undefined) throw new ArborError("--reproduction runs the table's own workloads and systems: give no workload and no --systems", "config");
       const { reproduceCommand } = await import("./reproduce.js");
       const workloads = o.workloads?.split(",").map((w) => w.trim()).filter((w) => w.length > 0);
-      const missing = await reproduceCommand({ seed: o.seed, scale: o.scale, jobs: o.jobs, doc: o.doc, notes: o.notes, ...(o.out !== undefined ? { out: o.out } : {}), ...(workloads ? { workloads } : {}), reuse: o.reuse === true, writeReportFiles: writeSimReportFiles, log: (l) => console.error(l) });
+      const missing = await reproduceCommand({ seeds: seeds ?? [o.seed], scale: o.scale, jobs: o.jobs, doc: o.doc, notes: o.notes, ...(o.out !== undefined ? { out: o.out } : {}), ...(workloads ? { workloads } : {}), reuse: o.reuse === true, writeReportFiles: writeSimReportFiles, log: (l) => console.error(l) });
       if (missing.length > 0) process.exitCode = 2;
+      return;
+    }
+    if (seeds !== undefined) {
+      if (workload === undefined) throw new ArborError("give a workload", "config");
+      await simSeedsCommand(workload, { ...o, seeds, writeReportFiles: writeSimReportFiles });
       return;
     }
     if (workload === undefined) throw new ArborError("give a workload (or --reproduction)", "config");

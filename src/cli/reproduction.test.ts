@@ -3,15 +3,20 @@
 import { describe, expect, it } from "vitest";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 import { simReportFixture as report, simResultFixture as result } from "../testing/sim-report-fixture.js";
-import { REPRODUCTION_PLAN, REPRODUCTION_ROWS, reproductionMarkdown, unattributedRows } from "./reproduction.js";
+import { meanReport, REPRODUCTION_PLAN, REPRODUCTION_ROWS, reproductionMarkdown, unattributedRows } from "./reproduction.js";
 
 describe("reproduction table", () => {
-  const reports = new Map<string, SimReport>([
+  /** seer-moonlight with seer at `seerMs` against verl-like's 2,000 ms (tail 500 → 100 ms), oracle and arbor at 900 ms. */
+  const moonlight = (seed: number, seerMs: number): SimReport => ({
+    ...report("seer-moonlight", "rollout", [result("verl-like", 2000, 500), result("seer", seerMs, 100), result("oracle", 900, 90), result("arbor", 900, 90)]),
+    seed,
+  });
+  const reports = new Map<string, SimReport[]>([
     // seer 2× faster than verl-like with a tail 80% shorter, at 90% of the oracle; arbor as fast as the oracle.
-    ["seer-moonlight", report("seer-moonlight", "rollout", [result("verl-like", 2000, 500), result("seer", 1000, 100), result("oracle", 900, 90), result("arbor", 900, 90)])],
-    ["thunder-swe", report("thunder-swe", "agent", [result("sglang-router", 1000, 100, 100), result("thunderagent", 1000, 100, 150), result("arbor", 1000, 100, 160)])],
+    ["seer-moonlight", [moonlight(1, 1000)]],
+    ["thunder-swe", [report("thunder-swe", "agent", [result("sglang-router", 1000, 100, 100), result("thunderagent", 1000, 100, 150), result("arbor", 1000, 100, 160)])]],
   ]);
-  const meta = { command: "arbor sim --reproduction", seed: 1, scale: 1 };
+  const meta = { command: "arbor sim --reproduction", seeds: [1], scale: 1 };
 
   it("computes each figure from its systems and judges it against its target", () => {
     const md = reproductionMarkdown(reports, {}, meta);
@@ -38,12 +43,30 @@ describe("reproduction table", () => {
     expect(md).toContain("## seer-kimik2 (not run)\n\nstopped for time");
     expect(reproductionMarkdown(reports, notes, meta)).toBe(md);
     // A workload's scale reads the same whatever order its report holds the keys in (a fresh run or --reuse).
-    const moonlight = reports.get("seer-moonlight") as SimReport;
-    const scaled = (scale: Record<string, number>): string =>
-      reproductionMarkdown(new Map([["seer-moonlight", { ...moonlight, workload: { ...moonlight.workload, scale } }]]), notes, meta);
+    const one = moonlight(1, 1000);
+    const scaled = (scale: Record<string, number>): string => reproductionMarkdown(new Map([["seer-moonlight", [{ ...one, workload: { ...one.workload, scale } }]]]), notes, meta);
     const a = scaled({ instances: 4, gpus: 32, chunkTokens: 8192 });
     expect(a).toContain("Scale: chunkTokens 8192, gpus 32, instances 4.");
     expect(scaled({ chunkTokens: 8192, instances: 4, gpus: 32 })).toBe(a);
+  });
+
+  it("over several seeds gives each figure's mean and range, judges the mean and counts the seeds that meet the target", () => {
+    // seer's speedup is 2.00× with seed 1 and 1.33× with seed 2 (under the 1.44× target): mean 1.67×.
+    const several = new Map([["seer-moonlight", [moonlight(1, 1000), moonlight(2, 1500)]]]);
+    const md = reproductionMarkdown(several, {}, { command: "arbor sim --reproduction --seeds 1-2", seeds: [1, 2], scale: 1 });
+    const line = (id: string): string => md.split("\n").find((l) => l.startsWith(`| ${id} |`)) ?? "";
+    expect(md).toContain("(seeds 1, 2, scale 1)");
+    expect(line("seer-moonlight/speedup")).toContain("| 1.67× (1.33× … 2.00×) | ≥ 1.44× | yes (1 of 2 seeds) |");
+    // The oracle share: 90% and 60%, mean 75%, met by neither.
+    expect(line("seer-moonlight/oracle")).toContain("| 75% (60% … 90%) | ≥ 96% | no (0 of 2 seeds) | **unattributed** |");
+    expect(unattributedRows(several, {})).toEqual(["seer-moonlight/oracle"]);
+    // The workload's table holds the means: seer's iteration (1,000 + 1,500) / 2 ms.
+    expect(md).toContain("Means over seeds 1, 2:");
+    expect(md).toContain("| seer | 1 | ");
+    const mean = meanReport(several.get("seer-moonlight") as SimReport[]);
+    expect(mean.systems[1]?.summary.iterationMs).toBe(1250);
+    expect(mean.ratios[1]?.speedup).toBeCloseTo((2 + 4 / 3) / 2, 12);
+    expect(() => meanReport([moonlight(1, 1000), { ...moonlight(2, 1000), systems: [] }])).toThrow(/seed 2's report of seer-moonlight has other systems than seed 1's/);
   });
 
   it("plans every workload and system a row needs", () => {

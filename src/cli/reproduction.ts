@@ -4,8 +4,11 @@
 // remains. The tables are computed from `arbor sim` reports; the attributions are written by people who measured
 // them, in `docs/reproduction-notes.yaml` keyed by row id, and a row that misses its target without one says so.
 // The published figures are those of docs/references.md (Seer arXiv 2511.14617 v3; ThunderAgent arXiv 2602.13692).
+// Run over several seeds, a row's figure is its mean over the seeds, with their range beside it.
+import { ArborError } from "../core/errors.js";
 import { arborOverBest } from "../sim/scenario/arbor-over-best.js";
-import type { SimReport, SimSystemResult } from "../sim/scenario/sim-report.js";
+import { seedSpread } from "../sim/scenario/seed-summary.js";
+import type { SimReport, SimSummary, SimSystemResult } from "../sim/scenario/sim-report.js";
 
 /** One published figure and how to compute Arbor's counterpart from the workload's report. */
 interface FigureRow {
@@ -16,7 +19,7 @@ interface FigureRow {
   paper: string;
   /** The target as text, and whether a measured value meets it. */
   target: string;
-  meets: (value: number, report: SimReport) => boolean;
+  meets: (value: number) => boolean;
   /** Arbor's value, or undefined where a system it needs was not run. */
   value: (report: SimReport) => number | undefined;
   format: (value: number) => string;
@@ -121,22 +124,77 @@ function systemsTable(r: SimReport): string[] {
 /** How the tables were made: printed in the document so anyone can make them again. */
 export interface ReproductionMeta {
   command: string;
-  seed: number;
+  /** The seeds every workload ran under (one report per seed), in order. */
+  seeds: readonly number[];
   scale: number;
 }
 
+/** A row's figure over a workload's reports (one per seed): the mean, and the range when there are several. */
+interface RowValue {
+  mean: number;
+  min: number;
+  max: number;
+  /** Seeds whose own figure meets the target. */
+  met: number;
+  seeds: number;
+}
+
+/** The row's figure over `reports`, or undefined when none was run or a system it needs is missing from one. */
+function rowValue(row: FigureRow, reports: readonly SimReport[] | undefined): RowValue | undefined {
+  if (reports === undefined || reports.length === 0) return undefined;
+  const values = reports.map((r) => row.value(r));
+  if (values.some((v) => v === undefined)) return undefined;
+  const s = seedSpread(values as number[]);
+  return { mean: s.mean, min: s.min, max: s.max, met: s.values.filter((v) => row.meets(v)).length, seeds: s.values.length };
+}
+
+/** The figure as the table prints it: the mean, then (several seeds) the range. */
+function formatValue(row: FigureRow, v: RowValue): string {
+  return v.seeds === 1 ? row.format(v.mean) : `${row.format(v.mean)} (${row.format(v.min)} … ${row.format(v.max)})`;
+}
+
 /**
- * The reproduction document from the workloads' reports (by workload name) and the attribution notes (by row id).
- * Deterministic: the same reports and notes give the same text.
+ * One report whose summaries and ratios are the means of `reports`' (same workload and systems, one per seed):
+ * the per-workload table of a run over several seeds. Counts (preemptions, recomputed tokens) are rounded.
  */
-export function reproductionMarkdown(reports: ReadonlyMap<string, SimReport>, notes: Readonly<Record<string, string>>, meta: ReproductionMeta): string {
+export function meanReport(reports: readonly SimReport[]): SimReport {
+  const first = reports[0];
+  if (first === undefined) throw new ArborError("reproduction: no report to average", "internal");
+  if (reports.length === 1) return first;
+  const names = first.systems.map((s) => s.system).join(",");
+  for (const r of reports) {
+    if (r.systems.map((s) => s.system).join(",") !== names) throw new ArborError(`reproduction: seed ${r.seed}'s report of ${r.workload.name} has other systems than seed ${first.seed}'s`, "internal");
+  }
+  const avg = (f: (r: SimReport) => number): number => reports.reduce((a, r) => a + f(r), 0) / reports.length;
+  const systems = first.systems.map((s, i) => {
+    const summary = { ...s.summary };
+    for (const key of Object.keys(summary) as (keyof SimSummary)[]) {
+      const m = avg((r) => (r.systems[i] as SimSystemResult).summary[key] as number);
+      (summary as Record<string, number>)[key] = key === "preemptions" || key === "recomputedTokens" ? Math.round(m) : m;
+    }
+    return { ...s, summary };
+  });
+  const ratios = first.ratios.map((x, i) => ({ ...x, speedup: avg((r) => r.ratios[i]?.speedup ?? 0), throughput: avg((r) => r.ratios[i]?.throughput ?? 0), tailReduction: avg((r) => r.ratios[i]?.tailReduction ?? 0) }));
+  return { ...first, systems, ratios };
+}
+
+/**
+ * The reproduction document from the workloads' reports (by workload name, one per seed, in the seeds' order) and
+ * the attribution notes (by row id). Deterministic: the same reports and notes give the same text.
+ */
+export function reproductionMarkdown(reports: ReadonlyMap<string, readonly SimReport[]>, notes: Readonly<Record<string, string>>, meta: ReproductionMeta): string {
+  const several = meta.seeds.length > 1;
+  const seedText = several ? `seeds ${meta.seeds.join(", ")}` : `seed ${meta.seeds[0]}`;
   const out: string[] = [
     "# Reproducing the papers' numbers",
     "",
-    `Generated by \`${meta.command}\` (seed ${meta.seed}, scale ${meta.scale}); do not edit by hand — the attributions come from`,
+    `Generated by \`${meta.command}\` (${seedText}, scale ${meta.scale}); do not edit by hand — the attributions come from`,
     "`docs/reproduction-notes.yaml`. Every figure is simulated: the production engine scheduler and KV manager on the",
     "cost model, the rollout orchestrator and scheduling policies, the gateway's call path (routing, pausing), on the",
     "virtual clock (`arbor sim`). Published figures: Seer arXiv 2511.14617 v3 (Table 3, §7), ThunderAgent arXiv 2602.13692.",
+    ...(several
+      ? ["", `Each figure is the mean over the ${meta.seeds.length} seeds, with the lowest and highest seed's in brackets; "met" judges the mean and counts the seeds whose own figure meets the target. The tables per workload are the means over the seeds.`]
+      : []),
     "",
     "## The table",
     "",
@@ -144,17 +202,18 @@ export function reproductionMarkdown(reports: ReadonlyMap<string, SimReport>, no
     "| --- | --- | --- | --- | ---: | --- | --- | --- |",
   ];
   for (const row of REPRODUCTION_ROWS) {
-    const r = reports.get(row.workload);
-    const v = r ? row.value(r) : undefined;
-    const met = v === undefined ? "not run" : row.meets(v, r as SimReport) ? "yes" : "no";
-    const note = notes[row.id] ?? (met === "no" ? "**unattributed**" : "");
-    out.push(`| ${row.id} | ${row.workload} | ${escape(row.figure)} | ${escape(row.paper)} | ${v === undefined ? "—" : row.format(v)} | ${escape(row.target)} | ${met} | ${escape(note)} |`);
+    const v = rowValue(row, reports.get(row.workload));
+    const met = v === undefined ? "not run" : `${row.meets(v.mean) ? "yes" : "no"}${v.seeds > 1 ? ` (${v.met} of ${v.seeds} seeds)` : ""}`;
+    const note = notes[row.id] ?? (v !== undefined && !row.meets(v.mean) ? "**unattributed**" : "");
+    out.push(`| ${row.id} | ${row.workload} | ${escape(row.figure)} | ${escape(row.paper)} | ${v === undefined ? "—" : formatValue(row, v)} | ${escape(row.target)} | ${met} | ${escape(note)} |`);
   }
-  for (const [name, r] of [...reports.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+  for (const [name, rs] of [...reports.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+    const r = meanReport(rs);
     out.push("", `## ${name}`, "", escape(r.workload.description), "");
     // Sorted: a report read back (--reuse) has its keys in another order than a fresh run's.
     const scale = Object.entries(r.workload.scale).sort(([a], [b]) => a.localeCompare(b));
     out.push(`Scale: ${scale.map(([k, v]) => `${k} ${v}`).join(", ")}.`, "");
+    if (rs.length > 1) out.push(`Means over seeds ${rs.map((x) => x.seed).join(", ")}:`, "");
     out.push(...systemsTable(r), "", "Sources:", ...r.workload.sources.map((s) => `- ${s}`));
     const general = notes[`${name}/*`];
     if (general) out.push("", general);
@@ -166,11 +225,10 @@ export function reproductionMarkdown(reports: ReadonlyMap<string, SimReport>, no
   return `${out.join("\n")}\n`;
 }
 
-/** The rows whose target is missed and that have no attribution note (the command warns about each). */
-export function unattributedRows(reports: ReadonlyMap<string, SimReport>, notes: Readonly<Record<string, string>>): string[] {
+/** The rows whose target is missed (by the mean over the seeds) and that have no attribution note (the command warns about each). */
+export function unattributedRows(reports: ReadonlyMap<string, readonly SimReport[]>, notes: Readonly<Record<string, string>>): string[] {
   return REPRODUCTION_ROWS.filter((row) => {
-    const r = reports.get(row.workload);
-    const v = r ? row.value(r) : undefined;
-    return v !== undefined && !row.meets(v, r as SimReport) && notes[row.id] === undefined;
+    const v = rowValue(row, reports.get(row.workload));
+    return v !== undefined && !row.meets(v.mean) && notes[row.id] === undefined;
   }).map((row) => row.id);
 }

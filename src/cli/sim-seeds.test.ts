@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { writeTinyRolloutWorkload } from "../testing/tiny-rollout-workload.js";
 import { arbor } from "../testing/validate-cli.js";
-import { MAX_SEEDS, parseSeedList, seedSummaryTable, simSeedsCommand } from "./sim-seeds.js";
+import { formatSeedList, MAX_SEEDS, parseSeedList, seedSummaryTable, simSeedsCommand } from "./sim-seeds.js";
 import { simCommand } from "./sim.js";
 
 describe("parseSeedList", () => {
@@ -12,6 +12,13 @@ describe("parseSeedList", () => {
     expect(parseSeedList("3")).toEqual([3]);
     expect(parseSeedList("1-5")).toEqual([1, 2, 3, 4, 5]);
     expect(parseSeedList("9, 1-3,0")).toEqual([9, 1, 2, 3, 0]);
+  });
+
+  it("writes a list back with runs of consecutive seeds as ranges, which it reads again", () => {
+    expect(formatSeedList([1, 2, 3, 7])).toBe("1-3,7");
+    expect(formatSeedList([9, 1, 2, 0])).toBe("9,1-2,0");
+    expect(formatSeedList([4])).toBe("4");
+    expect(parseSeedList(formatSeedList([5, 6, 8, 9, 10]))).toEqual([5, 6, 8, 9, 10]);
   });
 
   it("refuses what is not a seed list, naming --seeds and the reason", () => {
@@ -59,5 +66,9 @@ describe("arbor sim --seeds", () => {
     const bad = await arbor(["sim", "search-agent", "--seeds", "3-1"]);
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toMatch(/--seeds: the range 3-1 ends before it starts/);
+    // --reproduction takes --seeds too, and refuses the same mistakes before running anything.
+    const reproduction = await arbor(["sim", "--reproduction", "--seed", "1", "--seeds", "1-2"]);
+    expect(reproduction.code).not.toBe(0);
+    expect(reproduction.stderr).toMatch(/--seed and --seeds: give one of them/);
   });
 });

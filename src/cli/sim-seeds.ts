@@ -36,6 +36,18 @@ export function parseSeedList(text: string): number[] {
   return seeds;
 }
 
+/** `seeds` as `--seeds` takes them, runs of consecutive seeds as ranges: [1, 2, 3, 7] → "1-3,7". */
+export function formatSeedList(seeds: readonly number[]): string {
+  const parts: string[] = [];
+  for (let i = 0; i < seeds.length; ) {
+    let j = i;
+    while (j + 1 < seeds.length && (seeds[j + 1] as number) === (seeds[j] as number) + 1) j++;
+    parts.push(j === i ? `${seeds[i]}` : `${seeds[i]}-${seeds[j]}`);
+    i = j + 1;
+  }
+  return parts.join(",");
+}
+
 /** The across-seeds table: one row per system, its figures over the seeds. */
 export function seedSummaryTable(s: SeedSummary): BenchTable {
   const sec = (ms: number): number => ms / 1000;
