@@ -56,9 +56,9 @@ describe("reproduction table", () => {
     const md = reproductionMarkdown(several, {}, { command: "arbor sim --reproduction --seeds 1-2", seeds: [1, 2], scale: 1 });
     const line = (id: string): string => md.split("\n").find((l) => l.startsWith(`| ${id} |`)) ?? "";
     expect(md).toContain("(seeds 1, 2, scale 1)");
-    expect(line("seer-moonlight/speedup")).toContain("| 1.67× (1.33× … 2.00×) | ≥ 1.44× | yes (1 of 2 seeds) |");
+    expect(line("seer-moonlight/speedup")).toContain("| 1.67× (1.33× … 2.00×) | ≥ 1.44× | yes (1 of 2 seeds meet it) |");
     // The oracle share: 90% and 60%, mean 75%, met by neither.
-    expect(line("seer-moonlight/oracle")).toContain("| 75% (60% … 90%) | ≥ 96% | no (0 of 2 seeds) | **unattributed** |");
+    expect(line("seer-moonlight/oracle")).toContain("| 75% (60% … 90%) | ≥ 96% | no (0 of 2 seeds meet it) | **unattributed** |");
     expect(unattributedRows(several, {})).toEqual(["seer-moonlight/oracle"]);
     // The workload's table holds the means: seer's iteration (1,000 + 1,500) / 2 ms.
     expect(md).toContain("Means over seeds 1, 2:");

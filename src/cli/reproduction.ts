@@ -203,7 +203,7 @@ export function reproductionMarkdown(reports: ReadonlyMap<string, readonly SimRe
   ];
   for (const row of REPRODUCTION_ROWS) {
     const v = rowValue(row, reports.get(row.workload));
-    const met = v === undefined ? "not run" : `${row.meets(v.mean) ? "yes" : "no"}${v.seeds > 1 ? ` (${v.met} of ${v.seeds} seeds)` : ""}`;
+    const met = v === undefined ? "not run" : `${row.meets(v.mean) ? "yes" : "no"}${v.seeds > 1 ? ` (${v.met} of ${v.seeds} seeds meet it)` : ""}`;
     const note = notes[row.id] ?? (v !== undefined && !row.meets(v.mean) ? "**unattributed**" : "");
     out.push(`| ${row.id} | ${row.workload} | ${escape(row.figure)} | ${escape(row.paper)} | ${v === undefined ? "—" : formatValue(row, v)} | ${escape(row.target)} | ${met} | ${escape(note)} |`);
   }
