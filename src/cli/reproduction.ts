@@ -155,7 +155,8 @@ function formatValue(row: FigureRow, v: RowValue): string {
 
 /**
  * One report whose summaries and ratios are the means of `reports`' (same workload and systems, one per seed):
- * the per-workload table of a run over several seeds. Counts (preemptions, recomputed tokens) are rounded.
+ * the per-workload table of a run over several seeds. Counts (preemptions, recomputed tokens) are rounded; the
+ * series and completion percentiles stay the first seed's (the document draws none).
  */
 export function meanReport(reports: readonly SimReport[]): SimReport {
   const first = reports[0];
