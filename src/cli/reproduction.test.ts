@@ -66,7 +66,7 @@ describe("reproduction table", () => {
     const mean = meanReport(several.get("seer-moonlight") as SimReport[]);
     expect(mean.systems[1]?.summary.iterationMs).toBe(1250);
     expect(mean.ratios[1]?.speedup).toBeCloseTo((2 + 4 / 3) / 2, 12);
-    expect(() => meanReport([moonlight(1, 1000), { ...moonlight(2, 1000), systems: [] }])).toThrow(/seed 2's report of seer-moonlight has other systems than seed 1's/);
+    expect(() => meanReport([moonlight(1, 1000), { ...moonlight(2, 1000), systems: [] }])).toThrow(/reproduction: the report of seed 2 is not of the same workload, systems and scale as seed 1's/);
   });
 
   it("plans every workload and system a row needs", () => {

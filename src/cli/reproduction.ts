@@ -5,9 +5,8 @@
 // them, in `docs/reproduction-notes.yaml` keyed by row id, and a row that misses its target without one says so.
 // The published figures are those of docs/references.md (Seer arXiv 2511.14617 v3; ThunderAgent arXiv 2602.13692).
 // Run over several seeds, a row's figure is its mean over the seeds, with their range beside it.
-import { ArborError } from "../core/errors.js";
 import { arborOverBest } from "../sim/scenario/arbor-over-best.js";
-import { seedSpread } from "../sim/scenario/seed-summary.js";
+import { checkSameRun, seedSpread } from "../sim/scenario/seed-summary.js";
 import type { SimReport, SimSummary, SimSystemResult } from "../sim/scenario/sim-report.js";
 
 /** One published figure and how to compute Arbor's counterpart from the workload's report. */
@@ -159,13 +158,8 @@ function formatValue(row: FigureRow, v: RowValue): string {
  * series and completion percentiles stay the first seed's (the document draws none).
  */
 export function meanReport(reports: readonly SimReport[]): SimReport {
-  const first = reports[0];
-  if (first === undefined) throw new ArborError("reproduction: no report to average", "internal");
+  const first = checkSameRun(reports, "reproduction");
   if (reports.length === 1) return first;
-  const names = first.systems.map((s) => s.system).join(",");
-  for (const r of reports) {
-    if (r.systems.map((s) => s.system).join(",") !== names) throw new ArborError(`reproduction: seed ${r.seed}'s report of ${r.workload.name} has other systems than seed ${first.seed}'s`, "internal");
-  }
   const avg = (f: (r: SimReport) => number): number => reports.reduce((a, r) => a + f(r), 0) / reports.length;
   const systems = first.systems.map((s, i) => {
     const summary = { ...s.summary };

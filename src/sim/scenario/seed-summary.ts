@@ -50,20 +50,32 @@ export function seedSpread(values: readonly number[]): SeedSpread {
 }
 
 /**
+ * Checks that `reports` (one per seed, at least one) are runs of the same workload, baseline, systems (in the same
+ * order) and scale, whose figures can be compared or averaged; returns the first. Throws an "internal" ArborError
+ * naming `what` and the seed that differs.
+ */
+export function checkSameRun(reports: readonly SimReport[], what: string): SimReport {
+  const first = reports[0];
+  if (first === undefined) throw new ArborError(`${what}: no report`, "internal");
+  const names = first.systems.map((s) => s.system).join(",");
+  const scale = Number(first.workload.scale.runScale ?? 1);
+  for (const r of reports) {
+    const same = r.workload.name === first.workload.name && r.baseline === first.baseline && Number(r.workload.scale.runScale ?? 1) === scale;
+    if (!same || r.systems.map((s) => s.system).join(",") !== names) {
+      throw new ArborError(`${what}: the report of seed ${r.seed} is not of the same workload, systems and scale as seed ${first.seed}'s`, "internal");
+    }
+  }
+  return first;
+}
+
+/**
  * Sum up `reports`, one per seed of the same workload, systems (in the same order) and scale; throws when they
  * differ, since their figures would not be comparable.
  */
 export function summarizeSeeds(reports: readonly SimReport[]): SeedSummary {
-  const first = reports[0];
-  if (first === undefined) throw new ArborError("seed summary: no report", "internal");
+  const first = checkSameRun(reports, "seed summary");
   const names = first.systems.map((s) => s.system);
   const scale = Number(first.workload.scale.runScale ?? 1);
-  for (const r of reports) {
-    const same = r.workload.name === first.workload.name && r.baseline === first.baseline && Number(r.workload.scale.runScale ?? 1) === scale;
-    if (!same || r.systems.map((s) => s.system).join(",") !== names.join(",")) {
-      throw new ArborError(`seed summary: the report of seed ${r.seed} is not of the same workload, systems and scale as seed ${first.seed}'s`, "internal");
-    }
-  }
   const systems = names.map((system, i) => {
     const summary = (r: SimReport): SimSummary => (r.systems[i] as SimSystemResult).summary;
     return {
