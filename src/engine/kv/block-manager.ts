@@ -49,9 +49,9 @@ export interface ComputedBlocks {
   readonly blockIds: readonly number[];
   numCachedTokens: number;
   /** Blocks among `blockIds` that this lookup loaded from L2/L3 (one KvTransfer each, to L1). */
-  fromTier: { tier: "L2" | "L3"; blocks: number }[];
+  readonly fromTier: readonly { tier: "L2" | "L3"; blocks: number }[];
   /** The blocks among `blockIds` that this lookup filled from L2/L3 (what an executor must load). */
-  loadedBlockIds: number[];
+  readonly loadedBlockIds: readonly number[];
 }
 
 /** Counters since construction. */
@@ -138,8 +138,11 @@ interface RepeatableLookup {
   l3Seq: number | undefined;
 }
 
-/** An empty bucket: shared, never mutated. */
-const NO_BLOCKS: readonly number[] = Object.freeze([]);
+/** What a lookup that loaded nothing reports (most do; a waiting request is looked up at every step): shared, frozen. */
+const NOTHING_LOADED: Pick<ComputedBlocks, "fromTier" | "loadedBlockIds"> = Object.freeze({ fromTier: Object.freeze([]), loadedBlockIds: Object.freeze([]) });
+
+/** The end of a bucket's chain of blocks. */
+const NONE = -1;
 
 /** allocateSlots' answer when it took no new block: shared, never mutated (frozen). */
 const NO_FRESH_BLOCKS: number[] = Object.freeze([]) as unknown as number[];
@@ -186,8 +189,14 @@ export class KvBlockManager {
   /** Per block, its L1 hit while its identity stays (immutable, shared by lookups: no object per block per lookup). */
   private readonly l1Hit: (Hit | undefined)[];
   private readonly queue: FreeBlockQueue;
-  /** hash → L1 blocks carrying it (several when identical blocks were computed twice, or on collision). */
-  private readonly cached = new Map<KvBlockHash, number[]>();
+  /**
+   * hash → the first L1 block carrying it. Several blocks carry one hash when identical blocks were
+   * computed twice, or on a collision: each links to the next in `sameHashNext`, in registration order.
+   * A chain in a typed array, not an array per hash: a full-scale simulation registers a block every
+   * 16 generated tokens, and keeps hundreds of engines' blocks registered.
+   */
+  private readonly cached = new Map<KvBlockHash, number>();
+  private readonly sameHashNext: Int32Array;
   private readonly requests = new Map<string, RequestKv>();
   private readonly counters: KvBlockManagerStats = { queries: 0, hits: 0, evictions: 0, offloadedBlocks: 0, loadedBlocks: 0 };
   private pendingEvictionOffload = { L2: 0, L3: 0 };
@@ -231,6 +240,7 @@ export class KvBlockManager {
     this.l1Hit = new Array<Hit | undefined>(opts.numBlocks).fill(undefined);
     this.queue = new FreeBlockQueue(opts.numBlocks);
     this.watchBlock = new Uint32Array(opts.numBlocks);
+    this.sameHashNext = new Int32Array(opts.numBlocks).fill(NONE);
   }
 
   /**
@@ -248,13 +258,13 @@ export class KvBlockManager {
    * `chain` keeps the request's block hashes between calls (its tokens must only grow by appending).
    */
   getComputedBlocks(tokenIds: readonly number[], chain?: BlockHashChain): ComputedBlocks {
-    if (!this.enablePrefixCaching) return { blockIds: [], numCachedTokens: 0, fromTier: [], loadedBlockIds: [] };
+    if (!this.enablePrefixCaching) return { blockIds: [], numCachedTokens: 0, ...NOTHING_LOADED };
     const bs = this.blockSize;
     const again = this.repeatable;
     if (again !== undefined && again.chain === chain && this.unchangedFor(again, tokenIds.length)) {
       this.counters.queries += tokenIds.length;
       this.counters.hits += again.numCachedTokens;
-      return { blockIds: again.blockIds, numCachedTokens: again.numCachedTokens, fromTier: [], loadedBlockIds: [] };
+      return { blockIds: again.blockIds, numCachedTokens: again.numCachedTokens, fromTier: NOTHING_LOADED.fromTier, loadedBlockIds: NOTHING_LOADED.loadedBlockIds };
     }
     const maxBlocks = tokenIds.length > 0 ? Math.floor((tokenIds.length - 1) / bs) : 0;
     const hits = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain());
@@ -322,7 +332,8 @@ export class KvBlockManager {
     this.counters.queries += tokenIds.length;
     this.counters.hits += numCachedTokens;
     this.rememberLookup(chain, tokenIds, hits, maxBlocks, blockIds, numCachedTokens, numProtected, loaded.L2 + loaded.L3 === 0);
-    const fromTier: ComputedBlocks["fromTier"] = [];
+    if (loadedBlockIds.length === 0) return { blockIds, numCachedTokens, fromTier: NOTHING_LOADED.fromTier, loadedBlockIds: NOTHING_LOADED.loadedBlockIds };
+    const fromTier: { tier: "L2" | "L3"; blocks: number }[] = [];
     if (loaded.L2 > 0) fromTier.push({ tier: "L2", blocks: loaded.L2 });
     if (loaded.L3 > 0) fromTier.push({ tier: "L3", blocks: loaded.L3 });
     return { blockIds, numCachedTokens, fromTier, loadedBlockIds };
@@ -506,6 +517,7 @@ export class KvBlockManager {
       this.l1Hit[b] = undefined;
     }
     this.cached.clear();
+    this.sameHashNext.fill(NONE);
     this.epoch++;
     for (const req of this.requests.values()) {
       req.cacheable = false;
@@ -575,16 +587,26 @@ export class KvBlockManager {
       if (rc > 0 && this.queue.has(b)) throw new Error(`block ${b}: both free and referenced (refCount ${rc})`);
       if (rc === 0 && !this.queue.has(b)) throw new Error(`block ${b}: unreferenced but not in the free queue`);
       const id = this.identity[b] ?? null;
-      if (id !== null && !(this.cached.get(id.hash) ?? []).includes(b)) throw new Error(`block ${b}: hash ${id.hash} not indexed`);
+      if (id !== null && !this.bucket(id.hash).includes(b)) throw new Error(`block ${b}: hash ${id.hash} not indexed`);
     }
-    for (const [hash, blocks] of this.cached) {
-      if (blocks.length === 0) throw new Error(`prefix cache: empty bucket for ${hash}`);
-      for (const b of blocks) {
+    let indexed = 0;
+    for (const hash of this.cached.keys()) {
+      for (const b of this.bucket(hash)) {
         if (this.identity[b]?.hash !== hash) throw new Error(`prefix cache: ${hash} indexes block ${b} which carries ${this.identity[b]?.hash ?? "no hash"}`);
+        indexed++;
       }
     }
+    // (Each block carries one hash, so a chain that ran into another hash's blocks would be caught above.)
+    if (indexed !== this.numCachedBlocks()) throw new Error(`prefix cache: ${indexed} blocks indexed, ${this.numCachedBlocks()} carry a hash`);
     const u = this.usage();
     if (u < 0 || u > 1) throw new Error(`usage ${u} outside 0..1`);
+  }
+
+  /** The L1 blocks carrying `hash`, in registration order (for the invariant check). */
+  private bucket(hash: KvBlockHash): number[] {
+    const out: number[] = [];
+    for (let b = this.cached.get(hash) ?? NONE; b !== NONE && out.length <= this.numBlocks; b = this.sameHashNext[b] as number) out.push(b);
+    return out;
   }
 
   private blockBytes(blocks: number): number {
@@ -651,12 +673,9 @@ export class KvBlockManager {
     const bs = this.blockSize;
     // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
     const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
-    const bucket = this.cached.get(hash);
-    if (bucket !== undefined) {
-      for (const b of bucket) {
-        const id = this.identity[b];
-        if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return (this.l1Hit[b] ??= { kind: "L1", block: b, id });
-      }
+    for (let b = this.cached.get(hash) ?? NONE; b !== NONE; b = this.sameHashNext[b] as number) {
+      const id = this.identity[b];
+      if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return (this.l1Hit[b] ??= { kind: "L1", block: b, id });
     }
     if (!useTiers) return undefined;
     for (const tier of [this.l2, this.l3]) {
@@ -814,7 +833,7 @@ export class KvBlockManager {
       const hash = chain.hashOf(tokenIds, i, bs, req.root, this.hashFn);
       // Share the identity object of an identical block computed by another request: keeps chains short.
       let id: KvBlockIdentity | undefined;
-      for (const other of this.cached.get(hash) ?? NO_BLOCKS) {
+      for (let other = this.cached.get(hash) ?? NONE; other !== NONE; other = this.sameHashNext[other] as number) {
         const o = this.identity[other];
         if (o !== null && o !== undefined && o.parent === parent && sameTokensAt(o.tokenIds, tokenIds, i * bs, bs)) {
           id = o;
@@ -840,9 +859,16 @@ export class KvBlockManager {
     this.identity[b] = id;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
-    const bucket = this.cached.get(id.hash);
-    if (bucket === undefined) this.cached.set(id.hash, [b]);
-    else bucket.push(b);
+    // Appended at the end of its hash's chain (searches take the first block that holds the prefix).
+    this.sameHashNext[b] = NONE;
+    const first = this.cached.get(id.hash);
+    if (first === undefined) {
+      this.cached.set(id.hash, b);
+    } else {
+      let last = first;
+      while (this.sameHashNext[last] !== NONE) last = this.sameHashNext[last] as number;
+      this.sameHashNext[last] = b;
+    }
   }
 
   private unregister(b: number): KvBlockIdentity | null {
@@ -852,12 +878,17 @@ export class KvBlockManager {
     this.identity[b] = null;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
-    const bucket = this.cached.get(id.hash);
-    if (bucket !== undefined) {
-      const at = bucket.indexOf(b);
-      if (at >= 0) bucket.splice(at, 1);
-      if (bucket.length === 0) this.cached.delete(id.hash);
+    const next = this.sameHashNext[b] as number;
+    const first = this.cached.get(id.hash);
+    if (first === b) {
+      if (next === NONE) this.cached.delete(id.hash);
+      else this.cached.set(id.hash, next);
+    } else if (first !== undefined) {
+      let before = first;
+      while (this.sameHashNext[before] !== b && this.sameHashNext[before] !== NONE) before = this.sameHashNext[before] as number;
+      if (this.sameHashNext[before] === b) this.sameHashNext[before] = next;
     }
+    this.sameHashNext[b] = NONE;
     return id;
   }
 
