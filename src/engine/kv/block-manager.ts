@@ -901,7 +901,7 @@ export class KvBlockManager {
     if (tier === undefined) return;
     if (this.tierHolds(tier, id)) {
       tier.touch(id.hash);
-    } else if (tier.put(id.hash, id.tokenIds, id.parent)) {
+    } else if (tier.put(id)) {
       this.counters.offloadedBlocks++;
       this.pendingEvictionOffload[tier.name]++;
     }
@@ -921,7 +921,7 @@ export class KvBlockManager {
       if (id === null) break;
       if (this.tierHolds(tier, id)) {
         tier.touch(id.hash);
-      } else if (tier.put(id.hash, id.tokenIds, id.parent)) {
+      } else if (tier.put(id)) {
         sent++;
       } else {
         break;

@@ -1,32 +1,39 @@
 // Tests of the in-process KV tier (LRU by blocks) and transfer timing.
 import { describe, expect, it } from "vitest";
 import { Rng } from "../../core/rng.js";
-import { makeIdentity } from "./block-hash.js";
+import { makeIdentity, type KvBlockIdentity } from "./block-hash.js";
 import { InProcessKvTier, transferMs } from "./tier.js";
+
+/** A block as a tier stores it: its identity (null parent: the first block of a prefix). */
+const block = (hash: string, tokenIds: number[], parent: KvBlockIdentity | null = null): KvBlockIdentity => makeIdentity(hash, tokenIds, parent);
 
 describe("InProcessKvTier", () => {
   it("evicts the least recently used entry when full; touch and put refresh", () => {
     const t = new InProcessKvTier({ name: "L2", capacityBlocks: 2, bandwidthBytesPerMs: 10 });
-    expect(t.put("a", [1])).toBe(true);
-    expect(t.put("b", [2])).toBe(true);
+    expect(t.put(block("a", [1]))).toBe(true);
+    expect(t.put(block("b", [2]))).toBe(true);
     t.touch("a");
-    expect(t.put("c", [3])).toBe(true);
+    expect(t.put(block("c", [3]))).toBe(true);
     expect(t.has("b")).toBe(false);
     expect(t.lruOrder()).toEqual(["a", "c"]);
-    expect(t.put("a", [1])).toBe(true);
+    expect(t.put(block("a", [1]))).toBe(true);
     expect(t.lruOrder()).toEqual(["c", "a"]);
     expect(t.evictions()).toBe(1);
     t.remove("c");
     expect(t.size()).toBe(1);
   });
 
-  it("stores the parent chain and refuses puts when it has no capacity", () => {
+  it("stores the block (its parent chain with it) and refuses puts when it has no capacity", () => {
     const t = new InProcessKvTier({ name: "L3", capacityBlocks: 4, bandwidthBytesPerMs: 10 });
     const p = makeIdentity("p", [1, 2], null);
-    t.put("c", [3, 4], p);
+    t.put(block("c", [3, 4], p));
     expect(t.get("c")).toMatchObject({ tokenIds: [3, 4], parent: p, depth: 1 });
+    // The identity itself, not a copy: L1 and the tiers share one object per block.
+    const c = block("d", [5, 6], p);
+    t.put(c);
+    expect(t.get("d")).toBe(c);
     const z = new InProcessKvTier({ name: "L3", capacityBlocks: 0, bandwidthBytesPerMs: 10 });
-    expect(z.put("a", [1])).toBe(false);
+    expect(z.put(block("a", [1]))).toBe(false);
     expect(z.size()).toBe(0);
   });
 
@@ -49,7 +56,7 @@ describe("InProcessKvTier", () => {
           ref.set(hash, v);
         }
       } else if (op < 9) {
-        t.put(hash, [i]);
+        t.put(block(hash, [i]));
         if (ref.has(hash)) {
           ref.delete(hash);
           refChanges++;
@@ -75,19 +82,19 @@ describe("InProcessKvTier", () => {
   it("a put of the block it holds (same tokens, same prefix) is a use: the entry and changeSeq stay", () => {
     const t = new InProcessKvTier({ name: "L3", capacityBlocks: 4, bandwidthBytesPerMs: 1 });
     const root = makeIdentity("r", [1, 2], null);
-    t.put("a", [3, 4], root);
-    t.put("b", [5], null);
+    t.put(block("a", [3, 4], root));
+    t.put(block("b", [5], null));
     const held = t.get("a");
     // The same block again, its prefix an equal identity of another object: kept, moved to most recent.
-    expect(t.put("a", [3, 4], makeIdentity("r", [1, 2], null))).toBe(true);
+    expect(t.put(block("a", [3, 4], makeIdentity("r", [1, 2], null)))).toBe(true);
     expect(t.get("a")).toBe(held);
     expect(t.changeSeq).toBe(0);
     expect(t.lruOrder()).toEqual(["b", "a"]);
     // Other tokens, or another prefix, under the same hash (a collision): replaced, changeSeq bumped.
-    t.put("a", [3, 9], root);
+    t.put(block("a", [3, 9], root));
     expect(t.get("a")?.tokenIds).toEqual([3, 9]);
     expect(t.changeSeq).toBe(1);
-    t.put("a", [3, 9], makeIdentity("r", [1, 7], null));
+    t.put(block("a", [3, 9], makeIdentity("r", [1, 7], null)));
     expect(t.get("a")?.parent?.tokenIds).toEqual([1, 7]);
     expect(t.changeSeq).toBe(2);
   });

@@ -6,7 +6,7 @@
 // same L2/L3 names and rules.
 
 import { ArborError } from "../../core/errors.js";
-import { makeIdentity, sameIdentity, sameTokens, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
+import { sameIdentity, sameTokens, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
 
 /** The tiers below L1: an engine's host memory, and the pool shared by engines. */
 export type KvTierName = "L2" | "L3";
@@ -25,11 +25,11 @@ export interface KvTier {
   /** The stored identity for `hash` (its tokens and parent chain), without touching it. */
   get(hash: KvBlockHash): KvBlockIdentity | undefined;
   /**
-   * Stores a block (replacing a colliding entry under the same hash) as most recently used.
-   * `parent` is the identity of the previous block of the prefix (null/omitted for a first block).
-   * Returns false when the tier is full after its own LRU eviction fails.
+   * Stores a block under its hash (replacing a colliding entry) as most recently used: the identity
+   * itself, shared with its L1 block (identities are immutable). Returns false when the tier is full
+   * after its own LRU eviction fails.
    */
-  put(hash: KvBlockHash, tokenIds: readonly number[], parent?: KvBlockIdentity | null): boolean;
+  put(block: KvBlockIdentity): boolean;
   touch(hash: KvBlockHash): void;
   remove(hash: KvBlockHash): void;
   size(): number;
@@ -50,14 +50,6 @@ export interface InProcessKvTierOptions {
   bandwidthBytesPerMs: number;
 }
 
-/** One block of an in-process tier. */
-interface TierEntry {
-  hash: KvBlockHash;
-  id: KvBlockIdentity;
-  /** Its slot in the tier's use list. */
-  slot: number;
-}
-
 /** No slot: the end of the use list. */
 const NONE = -1;
 
@@ -69,26 +61,27 @@ export class InProcessKvTier implements KvTier {
   readonly name: KvTierName;
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
-  private readonly entries = new Map<KvBlockHash, TierEntry>();
+  /** hash → the slot of its block. */
+  private readonly entries = new Map<KvBlockHash, number>();
   /**
    * The use list, least recently used first: a doubly linked list over slot numbers in typed arrays, so
    * a use (the simulator touches L3 for every block it loads or evicts, millions of times) moves an entry
    * to the tail without allocating. Slots of dropped entries are reused; the arrays grow by doubling up
-   * to the capacity.
+   * to the capacity. A slot's block is in `slotBlock` (no entry object per block: the pool holds millions).
    */
   private prev = new Int32Array(0);
   private next = new Int32Array(0);
-  private readonly slotEntry: (TierEntry | undefined)[] = [];
+  private readonly slotBlock: (KvBlockIdentity | undefined)[] = [];
   private readonly freeSlots: number[] = [];
   private head = NONE;
   private tail = NONE;
   /**
-   * The last hash looked up and its entry (undefined: none held): a block manager asks the same hash
-   * again at once (whether the tier holds an evicted block, then its use or put), and the map is millions
-   * of entries large in a full-scale simulation.
+   * The last hash looked up and its slot (NONE: not held): a block manager asks the same hash again at
+   * once (whether the tier holds an evicted block, then its use or put), and the map is millions of
+   * entries large in a full-scale simulation.
    */
   private lastHash: KvBlockHash | undefined;
-  private lastEntry: TierEntry | undefined;
+  private lastSlot = NONE;
   private evictedCount = 0;
   changeSeq = 0;
 
@@ -109,49 +102,50 @@ export class InProcessKvTier implements KvTier {
   }
 
   has(hash: KvBlockHash): boolean {
-    return this.find(hash) !== undefined;
+    return this.find(hash) !== NONE;
   }
 
   get(hash: KvBlockHash): KvBlockIdentity | undefined {
-    return this.find(hash)?.id;
+    const s = this.find(hash);
+    return s === NONE ? undefined : this.slotBlock[s];
   }
 
-  put(hash: KvBlockHash, tokenIds: readonly number[], parent: KvBlockIdentity | null = null): boolean {
-    const held = this.find(hash);
-    if (held !== undefined && sameTokens(held.id.tokenIds, tokenIds) && sameIdentity(held.id.parent, parent)) {
+  put(block: KvBlockIdentity): boolean {
+    const held = this.find(block.hash);
+    const id = held === NONE ? undefined : (this.slotBlock[held] as KvBlockIdentity);
+    if (id !== undefined && (id === block || (sameTokens(id.tokenIds, block.tokenIds) && sameIdentity(id.parent, block.parent)))) {
       // The very block again (evicted anew after a load): a use, not a replacement, so the lookups that
       // replay this entry as a hit (changeSeq) still stand.
       this.markUse(held);
       return true;
     }
-    if (held !== undefined) {
+    if (held !== NONE) {
       this.drop(held);
       this.changeSeq++;
     } else if (this.entries.size >= this.capacityBlocks) {
-      const lru = this.head === NONE ? undefined : this.slotEntry[this.head];
-      if (lru === undefined) return false;
-      this.drop(lru);
+      if (this.head === NONE) return false;
+      this.drop(this.head);
       this.evictedCount++;
       this.changeSeq++;
     }
-    const e: TierEntry = { hash, id: makeIdentity(hash, tokenIds, parent), slot: this.takeSlot() };
-    this.slotEntry[e.slot] = e;
-    this.entries.set(hash, e);
-    this.link(e.slot);
-    this.lastHash = hash;
-    this.lastEntry = e;
+    const s = this.takeSlot();
+    this.slotBlock[s] = block;
+    this.entries.set(block.hash, s);
+    this.link(s);
+    this.lastHash = block.hash;
+    this.lastSlot = s;
     return true;
   }
 
   touch(hash: KvBlockHash): void {
-    const e = this.find(hash);
-    if (e !== undefined) this.markUse(e);
+    const s = this.find(hash);
+    if (s !== NONE) this.markUse(s);
   }
 
   remove(hash: KvBlockHash): void {
-    const e = this.find(hash);
-    if (e === undefined) return;
-    this.drop(e);
+    const s = this.find(hash);
+    if (s === NONE) return;
+    this.drop(s);
     this.changeSeq++;
   }
 
@@ -167,39 +161,39 @@ export class InProcessKvTier implements KvTier {
   /** Hashes from least to most recently used (for tests and debugging). */
   lruOrder(): KvBlockHash[] {
     const out: KvBlockHash[] = [];
-    for (let s = this.head; s !== NONE; s = this.next[s] as number) out.push((this.slotEntry[s] as TierEntry).hash);
+    for (let s = this.head; s !== NONE; s = this.next[s] as number) out.push((this.slotBlock[s] as KvBlockIdentity).hash);
     return out;
   }
 
-  /** The entry held under `hash`, through the one-entry cache. */
-  private find(hash: KvBlockHash): TierEntry | undefined {
-    if (hash === this.lastHash) return this.lastEntry;
-    const e = this.entries.get(hash);
+  /** The slot of the block held under `hash` (NONE: none), through the one-entry cache. */
+  private find(hash: KvBlockHash): number {
+    if (hash === this.lastHash) return this.lastSlot;
+    const s = this.entries.get(hash) ?? NONE;
     this.lastHash = hash;
-    this.lastEntry = e;
-    return e;
+    this.lastSlot = s;
+    return s;
   }
 
-  private drop(e: TierEntry): void {
-    if (e === this.lastEntry) this.lastEntry = undefined;
-    this.unlink(e.slot);
-    this.slotEntry[e.slot] = undefined;
-    this.freeSlots.push(e.slot);
-    this.entries.delete(e.hash);
+  private drop(s: number): void {
+    if (s === this.lastSlot) this.lastSlot = NONE;
+    this.unlink(s);
+    this.entries.delete((this.slotBlock[s] as KvBlockIdentity).hash);
+    this.slotBlock[s] = undefined;
+    this.freeSlots.push(s);
   }
 
-  /** Moves an entry to the most recently used end. */
-  private markUse(e: TierEntry): void {
-    if (e.slot === this.tail) return;
-    this.unlink(e.slot);
-    this.link(e.slot);
+  /** Moves slot `s` to the most recently used end. */
+  private markUse(s: number): void {
+    if (s === this.tail) return;
+    this.unlink(s);
+    this.link(s);
   }
 
   /** A slot for a new entry: a dropped entry's, or a new one (the arrays double when full). */
   private takeSlot(): number {
     const free = this.freeSlots.pop();
     if (free !== undefined) return free;
-    const s = this.slotEntry.length;
+    const s = this.slotBlock.length;
     if (s === this.prev.length) {
       const grown = Math.min(Math.max(1024, 2 * s), Math.max(this.capacityBlocks, s + 1));
       const prev = new Int32Array(grown);
@@ -209,7 +203,7 @@ export class InProcessKvTier implements KvTier {
       this.prev = prev;
       this.next = next;
     }
-    this.slotEntry.push(undefined);
+    this.slotBlock.push(undefined);
     return s;
   }
 
