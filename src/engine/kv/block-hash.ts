@@ -19,6 +19,8 @@ export type KvHashFn = (
  */
 export interface KvBlockIdentity {
   readonly hash: KvBlockHash;
+  /** hashKey(hash): what the prefix-cache maps index the block by. */
+  readonly key: number;
   readonly tokenIds: readonly number[];
   readonly parent: KvBlockIdentity | null;
   /** Block index in the prefix (0 for the first block). */
@@ -33,7 +35,20 @@ export function makeIdentity(
 ): KvBlockIdentity {
   // Identities' token arrays are frozen, so one already frozen (another identity's: an L1 block offloaded
   // to a tier, millions of them in a full-scale simulation) is shared instead of copied.
-  return { hash, tokenIds: Object.isFrozen(tokenIds) ? tokenIds : Object.freeze(tokenIds.slice()), parent, depth: parent === null ? 0 : parent.depth + 1 };
+  return { hash, key: hashKey(hash), tokenIds: Object.isFrozen(tokenIds) ? tokenIds : Object.freeze(tokenIds.slice()), parent, depth: parent === null ? 0 : parent.depth + 1 };
+}
+
+/**
+ * A hash's small-integer key (FNV-1a over its characters, 30 bits, so always a V8 small integer): what the
+ * prefix-cache maps (L1's, the tiers') are keyed by. A Map keyed by small integers compares keys without
+ * reading a string, which in maps of millions of blocks (a full-scale simulation) saves cache misses on every
+ * lookup. Distinct hashes may share a key, so every map keeps the blocks under a key in a chain and compares
+ * their hashes.
+ */
+export function hashKey(hash: KvBlockHash): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < hash.length; i++) h = Math.imul(h ^ hash.charCodeAt(i), 0x01000193);
+  return h & 0x3fffffff;
 }
 
 function murmurMix(h: number, k: number): number {

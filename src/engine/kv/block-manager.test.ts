@@ -1,6 +1,6 @@
 // Unit tests of the KV block manager in the style of vLLM's test_prefix_caching.py.
 import { describe, expect, it } from "vitest";
-import { BlockHashChain } from "./block-hash.js";
+import { BlockHashChain, hashKey } from "./block-hash.js";
 import { KvBlockManager, type KvBlockManagerOptions } from "./block-manager.js";
 import { InProcessKvTier } from "./tier.js";
 
@@ -276,6 +276,33 @@ describe("KvBlockManager: hash collisions", () => {
     expect(m.getComputedBlocks([1, 2, 3, 4, 9]).numCachedTokens).toBe(4);
     // Same tokens at another position: [1, 2, 1, 2] must not reuse block 0 as block 1.
     expect(m.getComputedBlocks([1, 2, 1, 2, 9]).numCachedTokens).toBe(2);
+    m.checkInvariants();
+  });
+});
+
+describe("KvBlockManager: hashes that share a map key", () => {
+  it("finds each block under its own hash, in L1 and after both were evicted to L3", () => {
+    // Blocks [1, 1] and [2, 2] hash to two strings with the same 30-bit key (hashKey).
+    const hashFn = (p: string | null, t: readonly number[]): string => (t[0] === 1 ? "h398824" : t[0] === 2 ? "h768140" : `${p ?? ""}/${t.join(",")}`);
+    expect(hashKey("h398824")).toBe(hashKey("h768140"));
+    const l3 = new InProcessKvTier({ name: "L3", capacityBlocks: 16, bandwidthBytesPerMs: 1000 });
+    const m = mgr({ blockSize: 2, numBlocks: 4, hashFn, l3 });
+    admit(m, "a", [1, 1, 5]);
+    admit(m, "b", [2, 2, 5]);
+    const [a0, b0] = [m.blocksOf("a")[0], m.blocksOf("b")[0]];
+    m.free("a");
+    m.free("b");
+    expect(m.getComputedBlocks([1, 1, 9]).blockIds).toEqual([a0]);
+    expect(m.getComputedBlocks([2, 2, 9]).blockIds).toEqual([b0]);
+    // A request of other blocks takes all four, evicting both to L3.
+    admit(m, "c", [7, 7, 7, 7, 7, 7, 7]);
+    m.free("c");
+    expect([l3.get("h398824")?.tokenIds, l3.get("h768140")?.tokenIds]).toEqual([[1, 1], [2, 2]]);
+    const hit = m.getComputedBlocks([2, 2, 9]);
+    expect([hit.numCachedTokens, hit.fromTier]).toEqual([2, [{ tier: "L3", blocks: 1 }]]);
+    expect(m.blockInfo(hit.blockIds[0] ?? -1).tokenIds).toEqual([2, 2]);
+    expect(m.getComputedBlocks([1, 1, 9]).numCachedTokens).toBe(2);
+    expect(m.getComputedBlocks([3, 3, 9]).numCachedTokens).toBe(0);
     m.checkInvariants();
   });
 });

@@ -8,6 +8,7 @@ import {
   BlockHashChain,
   PrefixVerifier,
   hashBlockTokens,
+  hashKey,
   makeIdentity,
   sameIdentity,
   sameTokensAt,
@@ -157,7 +158,8 @@ function saltRoot(salt: string | undefined, hashFn: KvHashFn): KvBlockIdentity |
   if (salt === undefined) return null;
   // The salt is the root "block": its characters are its tokens, so identity checks compare salts.
   const chars = Array.from(salt, (c) => c.codePointAt(0) ?? 0);
-  return { hash: hashFn(null, chars, ["cache_salt"]), tokenIds: chars, parent: null, depth: -1 };
+  const hash = hashFn(null, chars, ["cache_salt"]);
+  return { hash, key: hashKey(hash), tokenIds: chars, parent: null, depth: -1 };
 }
 
 /**
@@ -190,13 +192,14 @@ export class KvBlockManager {
   private readonly l1Hit: (Hit | undefined)[];
   private readonly queue: FreeBlockQueue;
   /**
-   * hash → the first L1 block carrying it. Several blocks carry one hash when identical blocks were
-   * computed twice, or on a collision: each links to the next in `sameHashNext`, in registration order.
-   * A chain in a typed array, not an array per hash: a full-scale simulation registers a block every
-   * 16 generated tokens, and keeps hundreds of engines' blocks registered.
+   * hashKey(hash) → the first L1 block registered under that key; each block links to the next one under
+   * its key in `sameKeyNext`, in registration order. Several blocks carry one hash when identical blocks
+   * were computed twice, or on a collision, and distinct hashes may share a key: a walk compares hashes.
+   * Small-integer keys and a chain in a typed array, not string keys and an array per hash: a full-scale
+   * simulation registers a block every 16 generated tokens, and keeps hundreds of engines' blocks registered.
    */
-  private readonly cached = new Map<KvBlockHash, number>();
-  private readonly sameHashNext: Int32Array;
+  private readonly cached = new Map<number, number>();
+  private readonly sameKeyNext: Int32Array;
   private readonly requests = new Map<string, RequestKv>();
   private readonly counters: KvBlockManagerStats = { queries: 0, hits: 0, evictions: 0, offloadedBlocks: 0, loadedBlocks: 0 };
   private pendingEvictionOffload = { L2: 0, L3: 0 };
@@ -240,7 +243,7 @@ export class KvBlockManager {
     this.l1Hit = new Array<Hit | undefined>(opts.numBlocks).fill(undefined);
     this.queue = new FreeBlockQueue(opts.numBlocks);
     this.watchBlock = new Uint32Array(opts.numBlocks);
-    this.sameHashNext = new Int32Array(opts.numBlocks).fill(NONE);
+    this.sameKeyNext = new Int32Array(opts.numBlocks).fill(NONE);
   }
 
   /**
@@ -517,7 +520,7 @@ export class KvBlockManager {
       this.l1Hit[b] = undefined;
     }
     this.cached.clear();
-    this.sameHashNext.fill(NONE);
+    this.sameKeyNext.fill(NONE);
     this.epoch++;
     for (const req of this.requests.values()) {
       req.cacheable = false;
@@ -587,26 +590,33 @@ export class KvBlockManager {
       if (rc > 0 && this.queue.has(b)) throw new Error(`block ${b}: both free and referenced (refCount ${rc})`);
       if (rc === 0 && !this.queue.has(b)) throw new Error(`block ${b}: unreferenced but not in the free queue`);
       const id = this.identity[b] ?? null;
-      if (id !== null && !this.bucket(id.hash).includes(b)) throw new Error(`block ${b}: hash ${id.hash} not indexed`);
+      if (id !== null && id.key !== hashKey(id.hash)) throw new Error(`block ${b}: key ${id.key} is not its hash's (${id.hash})`);
+      if (id !== null && !this.chainOf(id.key).includes(b)) throw new Error(`block ${b}: hash ${id.hash} not indexed`);
     }
     let indexed = 0;
-    for (const hash of this.cached.keys()) {
-      for (const b of this.bucket(hash)) {
-        if (this.identity[b]?.hash !== hash) throw new Error(`prefix cache: ${hash} indexes block ${b} which carries ${this.identity[b]?.hash ?? "no hash"}`);
+    for (const key of this.cached.keys()) {
+      for (const b of this.chainOf(key)) {
+        if (this.identity[b]?.key !== key) throw new Error(`prefix cache: key ${key} indexes block ${b} which carries ${this.identity[b]?.hash ?? "no hash"}`);
         indexed++;
       }
     }
-    // (Each block carries one hash, so a chain that ran into another hash's blocks would be caught above.)
+    // (Each block carries one key, so a chain that ran into another key's blocks would be caught above.)
     if (indexed !== this.numCachedBlocks()) throw new Error(`prefix cache: ${indexed} blocks indexed, ${this.numCachedBlocks()} carry a hash`);
     const u = this.usage();
     if (u < 0 || u > 1) throw new Error(`usage ${u} outside 0..1`);
   }
 
-  /** The L1 blocks carrying `hash`, in registration order (for the invariant check). */
-  private bucket(hash: KvBlockHash): number[] {
+  /** The L1 blocks indexed under `key`, in registration order (for the invariant check). */
+  private chainOf(key: number): number[] {
     const out: number[] = [];
-    for (let b = this.cached.get(hash) ?? NONE; b !== NONE && out.length <= this.numBlocks; b = this.sameHashNext[b] as number) out.push(b);
+    for (let b = this.cached.get(key) ?? NONE; b !== NONE && out.length <= this.numBlocks; b = this.sameKeyNext[b] as number) out.push(b);
     return out;
+  }
+
+  /** Whether an L1 block carries `hash`. */
+  private carriesHash(hash: KvBlockHash): boolean {
+    for (let b = this.cached.get(hashKey(hash)) ?? NONE; b !== NONE; b = this.sameKeyNext[b] as number) if (this.identity[b]?.hash === hash) return true;
+    return false;
   }
 
   private blockBytes(blocks: number): number {
@@ -673,9 +683,9 @@ export class KvBlockManager {
     const bs = this.blockSize;
     // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
     const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
-    for (let b = this.cached.get(hash) ?? NONE; b !== NONE; b = this.sameHashNext[b] as number) {
+    for (let b = this.cached.get(hashKey(hash)) ?? NONE; b !== NONE; b = this.sameKeyNext[b] as number) {
       const id = this.identity[b];
-      if (id !== null && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return (this.l1Hit[b] ??= { kind: "L1", block: b, id });
+      if (id !== null && id !== undefined && id.hash === hash && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return (this.l1Hit[b] ??= { kind: "L1", block: b, id });
     }
     if (!useTiers) return undefined;
     for (const tier of [this.l2, this.l3]) {
@@ -783,7 +793,7 @@ export class KvBlockManager {
    */
   private sameTierHit(h: Extract<Hit, { kind: "L2" | "L3" }>): boolean {
     const hash = h.id.hash;
-    if (this.cached.has(hash)) return false;
+    if (this.carriesHash(hash)) return false;
     if (h.kind === "L3" && this.l2 !== undefined && this.l2.get(hash) !== undefined) return false;
     return h.tier.get(hash) === h.id;
   }
@@ -833,9 +843,9 @@ export class KvBlockManager {
       const hash = chain.hashOf(tokenIds, i, bs, req.root, this.hashFn);
       // Share the identity object of an identical block computed by another request: keeps chains short.
       let id: KvBlockIdentity | undefined;
-      for (let other = this.cached.get(hash) ?? NONE; other !== NONE; other = this.sameHashNext[other] as number) {
+      for (let other = this.cached.get(hashKey(hash)) ?? NONE; other !== NONE; other = this.sameKeyNext[other] as number) {
         const o = this.identity[other];
-        if (o !== null && o !== undefined && o.parent === parent && sameTokensAt(o.tokenIds, tokenIds, i * bs, bs)) {
+        if (o !== null && o !== undefined && o.hash === hash && o.parent === parent && sameTokensAt(o.tokenIds, tokenIds, i * bs, bs)) {
           id = o;
           break;
         }
@@ -859,15 +869,15 @@ export class KvBlockManager {
     this.identity[b] = id;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
-    // Appended at the end of its hash's chain (searches take the first block that holds the prefix).
-    this.sameHashNext[b] = NONE;
-    const first = this.cached.get(id.hash);
+    // Appended at the end of its key's chain (searches take the first block that holds the prefix).
+    this.sameKeyNext[b] = NONE;
+    const first = this.cached.get(id.key);
     if (first === undefined) {
-      this.cached.set(id.hash, b);
+      this.cached.set(id.key, b);
     } else {
       let last = first;
-      while (this.sameHashNext[last] !== NONE) last = this.sameHashNext[last] as number;
-      this.sameHashNext[last] = b;
+      while (this.sameKeyNext[last] !== NONE) last = this.sameKeyNext[last] as number;
+      this.sameKeyNext[last] = b;
     }
   }
 
@@ -878,17 +888,17 @@ export class KvBlockManager {
     this.identity[b] = null;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
-    const next = this.sameHashNext[b] as number;
-    const first = this.cached.get(id.hash);
+    const next = this.sameKeyNext[b] as number;
+    const first = this.cached.get(id.key);
     if (first === b) {
-      if (next === NONE) this.cached.delete(id.hash);
-      else this.cached.set(id.hash, next);
+      if (next === NONE) this.cached.delete(id.key);
+      else this.cached.set(id.key, next);
     } else if (first !== undefined) {
       let before = first;
-      while (this.sameHashNext[before] !== b && this.sameHashNext[before] !== NONE) before = this.sameHashNext[before] as number;
-      if (this.sameHashNext[before] === b) this.sameHashNext[before] = next;
+      while (this.sameKeyNext[before] !== b && this.sameKeyNext[before] !== NONE) before = this.sameKeyNext[before] as number;
+      if (this.sameKeyNext[before] === b) this.sameKeyNext[before] = next;
     }
-    this.sameHashNext[b] = NONE;
+    this.sameKeyNext[b] = NONE;
     return id;
   }
 

@@ -1,7 +1,7 @@
 // Tests of the in-process KV tier (LRU by blocks) and transfer timing.
 import { describe, expect, it } from "vitest";
 import { Rng } from "../../core/rng.js";
-import { makeIdentity, type KvBlockIdentity } from "./block-hash.js";
+import { hashKey, makeIdentity, type KvBlockIdentity } from "./block-hash.js";
 import { InProcessKvTier, transferMs } from "./tier.js";
 
 /** A block as a tier stores it: its identity (null parent: the first block of a prefix). */
@@ -97,6 +97,26 @@ describe("InProcessKvTier", () => {
     t.put(block("a", [3, 9], makeIdentity("r", [1, 7], null)));
     expect(t.get("a")?.parent?.tokenIds).toEqual([1, 7]);
     expect(t.changeSeq).toBe(2);
+  });
+
+  it("keeps distinct hashes that share a map key apart, through puts, uses, removals and LRU evictions", () => {
+    // Two hashes whose 30-bit keys are equal (hashKey): the tier chains them under one key.
+    const [x, y] = ["h398824", "h768140"];
+    expect(hashKey(x)).toBe(hashKey(y));
+    const t = new InProcessKvTier({ name: "L3", capacityBlocks: 2, bandwidthBytesPerMs: 1 });
+    t.put(block(x, [1]));
+    t.put(block(y, [2]));
+    expect([t.get(x)?.tokenIds, t.get(y)?.tokenIds]).toEqual([[1], [2]]);
+    // The least recently used (x, second in its key's chain) goes for a third block; y stays.
+    t.put(block("z", [3]));
+    expect([t.has(x), t.get(y)?.tokenIds, t.size()]).toEqual([false, [2], 2]);
+    // x again evicts y (now the least recently used, first in the chain).
+    t.put(block(x, [4]));
+    expect([t.get(x)?.tokenIds, t.has(y), t.lruOrder()]).toEqual([[4], false, ["z", x]]);
+    // y again evicts z; then x goes by removal, leaving y alone under the key.
+    t.put(block(y, [5]));
+    t.remove(x);
+    expect([t.has(x), t.get(y)?.tokenIds, t.lruOrder()]).toEqual([false, [5], [y]]);
   });
 
   it("validates its options and times transfers by bandwidth", () => {

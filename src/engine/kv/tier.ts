@@ -6,7 +6,7 @@
 // same L2/L3 names and rules.
 
 import { ArborError } from "../../core/errors.js";
-import { sameIdentity, sameTokens, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
+import { hashKey, sameIdentity, sameTokens, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
 
 /** The tiers below L1: an engine's host memory, and the pool shared by engines. */
 export type KvTierName = "L2" | "L3";
@@ -61,8 +61,13 @@ export class InProcessKvTier implements KvTier {
   readonly name: KvTierName;
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
-  /** hash → the slot of its block. */
-  private readonly entries = new Map<KvBlockHash, number>();
+  /**
+   * hashKey(hash) → the slot of a block under that key; the others under it follow in `sameKeyNext` (distinct
+   * hashes may share a key, and a lookup compares hashes). Small-integer keys: see hashKey.
+   */
+  private readonly entries = new Map<number, number>();
+  private sameKeyNext = new Int32Array(0);
+  private count = 0;
   /**
    * The use list, least recently used first: a doubly linked list over slot numbers in typed arrays, so
    * a use (the simulator touches L3 for every block it loads or evicts, millions of times) moves an entry
@@ -122,7 +127,7 @@ export class InProcessKvTier implements KvTier {
     if (held !== NONE) {
       this.drop(held);
       this.changeSeq++;
-    } else if (this.entries.size >= this.capacityBlocks) {
+    } else if (this.count >= this.capacityBlocks) {
       if (this.head === NONE) return false;
       this.drop(this.head);
       this.evictedCount++;
@@ -130,7 +135,10 @@ export class InProcessKvTier implements KvTier {
     }
     const s = this.takeSlot();
     this.slotBlock[s] = block;
-    this.entries.set(block.hash, s);
+    // First under its key (a lookup compares hashes along the chain, so the order does not matter).
+    this.sameKeyNext[s] = this.entries.get(block.key) ?? NONE;
+    this.entries.set(block.key, s);
+    this.count++;
     this.link(s);
     this.lastHash = block.hash;
     this.lastSlot = s;
@@ -150,7 +158,7 @@ export class InProcessKvTier implements KvTier {
   }
 
   size(): number {
-    return this.entries.size;
+    return this.count;
   }
 
   /** Entries this tier dropped by its own LRU eviction. */
@@ -168,7 +176,8 @@ export class InProcessKvTier implements KvTier {
   /** The slot of the block held under `hash` (NONE: none), through the one-entry cache. */
   private find(hash: KvBlockHash): number {
     if (hash === this.lastHash) return this.lastSlot;
-    const s = this.entries.get(hash) ?? NONE;
+    let s = this.entries.get(hashKey(hash)) ?? NONE;
+    while (s !== NONE && (this.slotBlock[s] as KvBlockIdentity).hash !== hash) s = this.sameKeyNext[s] as number;
     this.lastHash = hash;
     this.lastSlot = s;
     return s;
@@ -177,7 +186,18 @@ export class InProcessKvTier implements KvTier {
   private drop(s: number): void {
     if (s === this.lastSlot) this.lastSlot = NONE;
     this.unlink(s);
-    this.entries.delete((this.slotBlock[s] as KvBlockIdentity).hash);
+    const key = (this.slotBlock[s] as KvBlockIdentity).key;
+    const next = this.sameKeyNext[s] as number;
+    const first = this.entries.get(key) as number;
+    if (first === s) {
+      if (next === NONE) this.entries.delete(key);
+      else this.entries.set(key, next);
+    } else {
+      let before = first;
+      while (this.sameKeyNext[before] !== s) before = this.sameKeyNext[before] as number;
+      this.sameKeyNext[before] = next;
+    }
+    this.count--;
     this.slotBlock[s] = undefined;
     this.freeSlots.push(s);
   }
@@ -198,10 +218,13 @@ export class InProcessKvTier implements KvTier {
       const grown = Math.min(Math.max(1024, 2 * s), Math.max(this.capacityBlocks, s + 1));
       const prev = new Int32Array(grown);
       const next = new Int32Array(grown);
+      const sameKeyNext = new Int32Array(grown);
       prev.set(this.prev);
       next.set(this.next);
+      sameKeyNext.set(this.sameKeyNext);
       this.prev = prev;
       this.next = next;
+      this.sameKeyNext = sameKeyNext;
     }
     this.slotBlock.push(undefined);
     return s;
