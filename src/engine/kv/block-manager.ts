@@ -142,7 +142,7 @@ interface RepeatableLookup {
 /** What a lookup that loaded nothing reports (most do; a waiting request is looked up at every step): shared, frozen. */
 const NOTHING_LOADED: Pick<ComputedBlocks, "fromTier" | "loadedBlockIds"> = Object.freeze({ fromTier: Object.freeze([]), loadedBlockIds: Object.freeze([]) });
 
-/** The end of a bucket's chain of blocks. */
+/** The end of a key's chain of blocks. */
 const NONE = -1;
 
 /** allocateSlots' answer when it took no new block: shared, never mutated (frozen). */
