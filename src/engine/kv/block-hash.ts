@@ -46,9 +46,14 @@ export function makeIdentity(
  * their hashes.
  */
 export function hashKey(hash: KvBlockHash): number {
+  return fnv1a(hash) & 0x3fffffff;
+}
+
+/** 32-bit FNV-1a over a string's UTF-16 units. */
+function fnv1a(s: string): number {
   let h = 0x811c9dc5;
-  for (let i = 0; i < hash.length; i++) h = Math.imul(h ^ hash.charCodeAt(i), 0x01000193);
-  return h & 0x3fffffff;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h;
 }
 
 function murmurMix(h: number, k: number): number {
@@ -95,10 +100,8 @@ function parseLane(hash: KvBlockHash, start: number): number {
 
 function extraKeyWord(key: string | number): number {
   if (typeof key === "number") return Number.isInteger(key) ? key | 0 : Math.round(key * 1e6) | 0;
-  // FNV-1a over the key's UTF-16 units: extra keys are short (salts, adapter names).
-  let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
-  return h;
+  // Extra keys are short strings (salts, adapter names).
+  return fnv1a(key);
 }
 
 /**

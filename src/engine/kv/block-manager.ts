@@ -17,6 +17,7 @@ import {
   type KvHashFn,
 } from "./block-hash.js";
 import { FreeBlockQueue } from "./free-block-queue.js";
+import { KeyChains, NO_SLOT } from "./key-chains.js";
 import type { KvTier } from "./tier.js";
 
 /** Options of a block manager. */
@@ -142,9 +143,6 @@ interface RepeatableLookup {
 /** What a lookup that loaded nothing reports (most do; a waiting request is looked up at every step): shared, frozen. */
 const NOTHING_LOADED: Pick<ComputedBlocks, "fromTier" | "loadedBlockIds"> = Object.freeze({ fromTier: Object.freeze([]), loadedBlockIds: Object.freeze([]) });
 
-/** The end of a key's chain of blocks. */
-const NONE = -1;
-
 /** allocateSlots' answer when it took no new block: shared, never mutated (frozen). */
 const NO_FRESH_BLOCKS: number[] = Object.freeze([]) as unknown as number[];
 
@@ -192,14 +190,11 @@ export class KvBlockManager {
   private readonly l1Hit: (Hit | undefined)[];
   private readonly queue: FreeBlockQueue;
   /**
-   * hashKey(hash) → the first L1 block registered under that key; each block links to the next one under
-   * its key in `sameKeyNext`, in registration order. Several blocks carry one hash when identical blocks
-   * were computed twice, or on a collision, and distinct hashes may share a key: a walk compares hashes.
-   * Small-integer keys and a chain in a typed array, not string keys and an array per hash: a full-scale
-   * simulation registers a block every 16 generated tokens, and keeps hundreds of engines' blocks registered.
+   * hashKey(hash) → the L1 blocks registered under that key, in registration order. Several blocks carry one
+   * hash when identical blocks were computed twice, or on a collision, and distinct hashes may share a key:
+   * a walk compares hashes. See KeyChains for why not string keys and an array per hash.
    */
-  private readonly cached = new Map<number, number>();
-  private readonly sameKeyNext: Int32Array;
+  private readonly cached: KeyChains;
   private readonly requests = new Map<string, RequestKv>();
   private readonly counters: KvBlockManagerStats = { queries: 0, hits: 0, evictions: 0, offloadedBlocks: 0, loadedBlocks: 0 };
   private pendingEvictionOffload = { L2: 0, L3: 0 };
@@ -243,7 +238,7 @@ export class KvBlockManager {
     this.l1Hit = new Array<Hit | undefined>(opts.numBlocks).fill(undefined);
     this.queue = new FreeBlockQueue(opts.numBlocks);
     this.watchBlock = new Uint32Array(opts.numBlocks);
-    this.sameKeyNext = new Int32Array(opts.numBlocks).fill(NONE);
+    this.cached = new KeyChains(opts.numBlocks);
   }
 
   /**
@@ -520,7 +515,6 @@ export class KvBlockManager {
       this.l1Hit[b] = undefined;
     }
     this.cached.clear();
-    this.sameKeyNext.fill(NONE);
     this.epoch++;
     for (const req of this.requests.values()) {
       req.cacheable = false;
@@ -609,13 +603,13 @@ export class KvBlockManager {
   /** The L1 blocks indexed under `key`, in registration order (for the invariant check). */
   private chainOf(key: number): number[] {
     const out: number[] = [];
-    for (let b = this.cached.get(key) ?? NONE; b !== NONE && out.length <= this.numBlocks; b = this.sameKeyNext[b] as number) out.push(b);
+    for (let b = this.cached.first(key); b !== NO_SLOT && out.length <= this.numBlocks; b = this.cached.next(b)) out.push(b);
     return out;
   }
 
   /** Whether an L1 block carries `hash`. */
   private carriesHash(hash: KvBlockHash): boolean {
-    for (let b = this.cached.get(hashKey(hash)) ?? NONE; b !== NONE; b = this.sameKeyNext[b] as number) if (this.identity[b]?.hash === hash) return true;
+    for (let b = this.cached.first(hashKey(hash)); b !== NO_SLOT; b = this.cached.next(b)) if (this.identity[b]?.hash === hash) return true;
     return false;
   }
 
@@ -683,7 +677,7 @@ export class KvBlockManager {
     const bs = this.blockSize;
     // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
     const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
-    for (let b = this.cached.get(hashKey(hash)) ?? NONE; b !== NONE; b = this.sameKeyNext[b] as number) {
+    for (let b = this.cached.first(hashKey(hash)); b !== NO_SLOT; b = this.cached.next(b)) {
       const id = this.identity[b];
       if (id !== null && id !== undefined && id.hash === hash && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return (this.l1Hit[b] ??= { kind: "L1", block: b, id });
     }
@@ -843,7 +837,7 @@ export class KvBlockManager {
       const hash = chain.hashOf(tokenIds, i, bs, req.root, this.hashFn);
       // Share the identity object of an identical block computed by another request: keeps chains short.
       let id: KvBlockIdentity | undefined;
-      for (let other = this.cached.get(hashKey(hash)) ?? NONE; other !== NONE; other = this.sameKeyNext[other] as number) {
+      for (let other = this.cached.first(hashKey(hash)); other !== NO_SLOT; other = this.cached.next(other)) {
         const o = this.identity[other];
         if (o !== null && o !== undefined && o.hash === hash && o.parent === parent && sameTokensAt(o.tokenIds, tokenIds, i * bs, bs)) {
           id = o;
@@ -870,15 +864,7 @@ export class KvBlockManager {
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
     // Appended at the end of its key's chain (searches take the first block that holds the prefix).
-    this.sameKeyNext[b] = NONE;
-    const first = this.cached.get(id.key);
-    if (first === undefined) {
-      this.cached.set(id.key, b);
-    } else {
-      let last = first;
-      while (this.sameKeyNext[last] !== NONE) last = this.sameKeyNext[last] as number;
-      this.sameKeyNext[last] = b;
-    }
+    this.cached.add(id.key, b);
   }
 
   private unregister(b: number): KvBlockIdentity | null {
@@ -888,17 +874,7 @@ export class KvBlockManager {
     this.identity[b] = null;
     this.stamp[b] = ++this.stampSeq;
     this.l1Hit[b] = undefined;
-    const next = this.sameKeyNext[b] as number;
-    const first = this.cached.get(id.key);
-    if (first === b) {
-      if (next === NONE) this.cached.delete(id.key);
-      else this.cached.set(id.key, next);
-    } else if (first !== undefined) {
-      let before = first;
-      while (this.sameKeyNext[before] !== b && this.sameKeyNext[before] !== NONE) before = this.sameKeyNext[before] as number;
-      if (this.sameKeyNext[before] === b) this.sameKeyNext[before] = next;
-    }
-    this.sameKeyNext[b] = NONE;
+    this.cached.remove(id.key, b);
     return id;
   }
 

@@ -7,6 +7,7 @@
 
 import { ArborError } from "../../core/errors.js";
 import { hashKey, sameIdentity, sameTokens, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
+import { KeyChains, NO_SLOT } from "./key-chains.js";
 
 /** The tiers below L1: an engine's host memory, and the pool shared by engines. */
 export type KvTierName = "L2" | "L3";
@@ -61,12 +62,8 @@ export class InProcessKvTier implements KvTier {
   readonly name: KvTierName;
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
-  /**
-   * hashKey(hash) → the slot of a block under that key; the others under it follow in `sameKeyNext` (distinct
-   * hashes may share a key, and a lookup compares hashes). Small-integer keys: see hashKey.
-   */
-  private readonly entries = new Map<number, number>();
-  private sameKeyNext = new Int32Array(0);
+  /** hashKey(hash) → the slots of the blocks under that key (distinct hashes may share one; a lookup compares hashes). */
+  private readonly entries = new KeyChains();
   private count = 0;
   /**
    * The use list, least recently used first: a doubly linked list over slot numbers in typed arrays, so
@@ -135,9 +132,7 @@ export class InProcessKvTier implements KvTier {
     }
     const s = this.takeSlot();
     this.slotBlock[s] = block;
-    // First under its key (a lookup compares hashes along the chain, so the order does not matter).
-    this.sameKeyNext[s] = this.entries.get(block.key) ?? NONE;
-    this.entries.set(block.key, s);
+    this.entries.add(block.key, s);
     this.count++;
     this.link(s);
     this.lastHash = block.hash;
@@ -176,8 +171,8 @@ export class InProcessKvTier implements KvTier {
   /** The slot of the block held under `hash` (NONE: none), through the one-entry cache. */
   private find(hash: KvBlockHash): number {
     if (hash === this.lastHash) return this.lastSlot;
-    let s = this.entries.get(hashKey(hash)) ?? NONE;
-    while (s !== NONE && (this.slotBlock[s] as KvBlockIdentity).hash !== hash) s = this.sameKeyNext[s] as number;
+    let s = this.entries.first(hashKey(hash));
+    while (s !== NO_SLOT && (this.slotBlock[s] as KvBlockIdentity).hash !== hash) s = this.entries.next(s);
     this.lastHash = hash;
     this.lastSlot = s;
     return s;
@@ -186,17 +181,7 @@ export class InProcessKvTier implements KvTier {
   private drop(s: number): void {
     if (s === this.lastSlot) this.lastSlot = NONE;
     this.unlink(s);
-    const key = (this.slotBlock[s] as KvBlockIdentity).key;
-    const next = this.sameKeyNext[s] as number;
-    const first = this.entries.get(key) as number;
-    if (first === s) {
-      if (next === NONE) this.entries.delete(key);
-      else this.entries.set(key, next);
-    } else {
-      let before = first;
-      while (this.sameKeyNext[before] !== s) before = this.sameKeyNext[before] as number;
-      this.sameKeyNext[before] = next;
-    }
+    this.entries.remove((this.slotBlock[s] as KvBlockIdentity).key, s);
     this.count--;
     this.slotBlock[s] = undefined;
     this.freeSlots.push(s);
@@ -218,13 +203,11 @@ export class InProcessKvTier implements KvTier {
       const grown = Math.min(Math.max(1024, 2 * s), Math.max(this.capacityBlocks, s + 1));
       const prev = new Int32Array(grown);
       const next = new Int32Array(grown);
-      const sameKeyNext = new Int32Array(grown);
       prev.set(this.prev);
       next.set(this.next);
-      sameKeyNext.set(this.sameKeyNext);
       this.prev = prev;
       this.next = next;
-      this.sameKeyNext = sameKeyNext;
+      this.entries.grow(grown);
     }
     this.slotBlock.push(undefined);
     return s;
