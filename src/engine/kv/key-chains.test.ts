@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { Rng } from "../../core/rng.js";
 import { KeyChains, NO_SLOT } from "./key-chains.js";
 
 function chain(c: KeyChains, key: number): number[] {
@@ -54,5 +55,40 @@ describe("KeyChains", () => {
     expect(chain(c, 1)).toEqual([]);
     c.add(2, 1);
     expect(chain(c, 2)).toEqual([1]);
+  });
+
+  it("agrees with a map of arrays through random adds, removes and growth (keys crowding a small table)", () => {
+    const rng = new Rng(7);
+    const slots = 600;
+    const c = new KeyChains(40);
+    const model = new Map<number, number[]>();
+    const keyOf = new Map<number, number>();
+    // More distinct keys than the first capacity's slots, so the table runs near its highest load and probe runs
+    // meet, wrap and get holes punched in them; a few keys repeat often enough to build chains.
+    const keys = [0, 1, 2, 3, 1 << 29, (1 << 30) - 1, ...Array.from({ length: 54 }, () => rng.int(0, (1 << 30) - 1))];
+    for (let op = 0; op < 20_000; op++) {
+      if (op === 5_000) c.grow(200);
+      if (op === 10_000) c.grow(slots);
+      const cap = c.capacity();
+      const slot = rng.int(0, cap - 1);
+      const held = keyOf.get(slot);
+      if (held === undefined) {
+        const key = keys[rng.int(0, keys.length - 1)] as number;
+        c.add(key, slot);
+        keyOf.set(slot, key);
+        model.set(key, [...(model.get(key) ?? []), slot]);
+      } else {
+        c.remove(held, slot);
+        keyOf.delete(slot);
+        const rest = (model.get(held) as number[]).filter((s) => s !== slot);
+        if (rest.length === 0) model.delete(held);
+        else model.set(held, rest);
+      }
+      if (op % 97 === 0) {
+        for (const key of keys) expect(chain(c, key)).toEqual(model.get(key) ?? []);
+        expect([...c.keys()].sort((a, b) => a - b)).toEqual([...model.keys()].sort((a, b) => a - b));
+        expect(c.size()).toBe(model.size);
+      }
+    }
   });
 });
