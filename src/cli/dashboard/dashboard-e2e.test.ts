@@ -107,7 +107,9 @@ describe.skipIf(missing !== undefined)("dashboard in headless Chromium", () => {
       // Drill into an ended program: its turns with decoded text, its reward.
       const row = await page.waitForSelector('.program-row[data-state="terminated"]', { timeout: 180_000 });
       const id = await row.getAttribute("data-program");
-      await row.click();
+      // The table is redrawn as events arrive, so the row found above may be replaced before the click: a
+      // locator finds the program's row again at click time (clicking the handle failed with "not attached").
+      await page.locator(`.program-row[data-program="${id}"]`).click({ timeout: 30_000 });
       await page.waitForSelector("#detail .turn", { timeout: 30_000 });
       expect(await page.textContent("#detail-id")).toBe(id);
       expect((await page.textContent("#detail")) ?? "").toMatch(/reward: -?\d/);
