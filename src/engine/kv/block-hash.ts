@@ -39,11 +39,11 @@ export function makeIdentity(
 }
 
 /**
- * A hash's small-integer key (FNV-1a over its characters, 30 bits, so always a V8 small integer): what the
- * prefix-cache maps (L1's, the tiers') are keyed by. A Map keyed by small integers compares keys without
- * reading a string, which in maps of millions of blocks (a full-scale simulation) saves cache misses on every
- * lookup. Distinct hashes may share a key, so every map keeps the blocks under a key in a chain and compares
- * their hashes.
+ * A hash's small-integer key (FNV-1a over its characters, 30 bits, so always a V8 small integer and never
+ * negative): what the prefix-cache index of L1 and of the tiers (KeyChains) is keyed by. An integer key is
+ * compared without reading a string, which in an index of millions of blocks (a full-scale simulation) saves
+ * cache misses on every lookup. Distinct hashes may share a key, so the index chains the blocks under a key and
+ * every lookup compares their hashes.
  */
 export function hashKey(hash: KvBlockHash): number {
   return fnv1a(hash) & 0x3fffffff;
