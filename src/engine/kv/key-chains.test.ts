@@ -40,6 +40,14 @@ describe("KeyChains", () => {
     expect(chain(c, 5)).toEqual([2]);
   });
 
+  it("refuses a key the table cannot hold", () => {
+    const c = new KeyChains(4);
+    expect(() => c.add(-1, 0)).toThrow(/key must be an integer in 0\.\.2\^31 − 1, got -1/);
+    expect(() => c.add(1.5, 0)).toThrow(/got 1\.5/);
+    expect(() => c.add(2 ** 31, 0)).toThrow(/got 2147483648/);
+    expect(chain(c, 0)).toEqual([]);
+  });
+
   it("grows without losing chains, and clears", () => {
     const c = new KeyChains();
     expect(c.capacity()).toBe(0);

@@ -54,6 +54,8 @@ export class KeyChains {
 
   /** Appends `slot` (not in any chain) at the end of `key`'s chain: searches take the first slot that matches. */
   add(key: number, slot: number): void {
+    // A negative key would read as an empty cell, a fraction or a number past 2^31 − 1 would not fit one.
+    if ((key | 0) !== key || key < 0) throw new Error(`key chains: key must be an integer in 0..2^31 − 1, got ${key}`);
     this.nextOf[slot] = NO_SLOT;
     const c = this.cellOf(key);
     if (this.table[2 * c] === EMPTY) {
