@@ -26,19 +26,16 @@ export class KeyChains {
    */
   private table: Int32Array;
   /** cells − 1 (cells is a power of two). */
-  private mask: number;
-  /** 32 − log2(cells): Fibonacci hashing takes the top bits of key × 2^32/φ. */
-  private shift: number;
+  private mask = 0;
+  /** 32 − log2(cells): see homeOf. */
+  private shift = 0;
   private numKeys = 0;
   private nextOf: Int32Array;
 
   /** An index for slots 0 .. capacity − 1 (grow() raises it). */
   constructor(capacity = 0) {
     this.nextOf = new Int32Array(capacity).fill(NO_SLOT);
-    const cells = cellsFor(capacity);
-    this.table = new Int32Array(2 * cells).fill(EMPTY);
-    this.mask = cells - 1;
-    this.shift = 32 - Math.log2(cells);
+    this.table = this.emptyTable(cellsFor(capacity));
   }
 
   /** The first slot under `key`, or NO_SLOT. */
@@ -101,9 +98,7 @@ export class KeyChains {
     const cells = cellsFor(capacity);
     if (2 * cells === this.table.length) return;
     const old = this.table;
-    this.table = new Int32Array(2 * cells).fill(EMPTY);
-    this.mask = cells - 1;
-    this.shift = 32 - Math.log2(cells);
+    this.table = this.emptyTable(cells);
     for (let c = 0; 2 * c < old.length; c++) {
       const key = old[2 * c] as number;
       if (key === EMPTY) continue;
@@ -130,9 +125,21 @@ export class KeyChains {
     return this.numKeys;
   }
 
+  /** A table of `cells` empty cells (a power of two), with the mask and shift that address it. */
+  private emptyTable(cells: number): Int32Array {
+    this.mask = cells - 1;
+    this.shift = 32 - Math.log2(cells);
+    return new Int32Array(2 * cells).fill(EMPTY);
+  }
+
+  /** The cell a probe for `key` starts at (Fibonacci hashing: the top bits of key × 2^32/φ). */
+  private homeOf(key: number): number {
+    return Math.imul(key, 0x9e3779b1) >>> this.shift;
+  }
+
   /** The cell holding `key`, or the empty cell where it would go. */
   private cellOf(key: number): number {
-    let c = Math.imul(key, 0x9e3779b1) >>> this.shift;
+    let c = this.homeOf(key);
     for (;;) {
       const k = this.table[2 * c];
       if (k === key || k === EMPTY) return c;
@@ -150,7 +157,7 @@ export class KeyChains {
     for (let j = (c + 1) & mask; ; j = (j + 1) & mask) {
       const key = this.table[2 * j] as number;
       if (key === EMPTY) break;
-      const home = Math.imul(key, 0x9e3779b1) >>> this.shift;
+      const home = this.homeOf(key);
       // The entry at j may fill the hole unless its home lies cyclically in (hole, j].
       if (((j - home) & mask) >= ((j - hole) & mask)) {
         this.table[2 * hole] = key;

@@ -51,8 +51,8 @@ export interface InProcessKvTierOptions {
   bandwidthBytesPerMs: number;
 }
 
-/** No slot: the end of the use list. */
-const NONE = -1;
+/** No slot: the end of the use list, or no entry (the index's own "none", so a chain's end reads as not held). */
+const NONE = NO_SLOT;
 
 /**
  * An LRU tier in this process. Share one L3 instance between several engines' block managers to
@@ -172,7 +172,7 @@ export class InProcessKvTier implements KvTier {
   private find(hash: KvBlockHash): number {
     if (hash === this.lastHash) return this.lastSlot;
     let s = this.entries.first(hashKey(hash));
-    while (s !== NO_SLOT && (this.slotBlock[s] as KvBlockIdentity).hash !== hash) s = this.entries.next(s);
+    while (s !== NONE && (this.slotBlock[s] as KvBlockIdentity).hash !== hash) s = this.entries.next(s);
     this.lastHash = hash;
     this.lastSlot = s;
     return s;
