@@ -67,7 +67,7 @@ export function simulateSpeculation(o: SpecSimOptions): SpecSimResult {
   for (let steps = 0; sched.hasUnfinished(); steps++) {
     if (steps > maxSteps) throw new Error(`specdec sim: not finished after ${maxSteps} steps`);
     const plan = sched.schedule();
-    const result = exec.run(plan, (id) => kv.numTokensOf(id));
+    const result = exec.run(plan);
     for (const c of plan.chunks) {
       draftTokens += c.draftTokenIds?.length ?? 0;
       if (c.draftTokenIds) acceptedTokens += result.moreTokens?.get(c.requestId)?.length ?? 0;

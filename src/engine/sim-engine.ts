@@ -9,7 +9,7 @@ import type { StepPlan, StepResult } from "./scheduler/step-plan.js";
 
 /** Runs one step plan and reports the sampled tokens and the step's duration. */
 export interface StepExecutor {
-  run(plan: StepPlan, kvTokensOf: (requestId: string) => number): StepResult;
+  run(plan: StepPlan): StepResult;
 }
 
 export interface SimEngineOptions {
@@ -44,7 +44,7 @@ export class SimEngine {
     const { scheduler, executor, clock } = this.o;
     if (!scheduler.hasUnfinished()) return;
     const plan = scheduler.schedule();
-    const result = executor.run(plan, (id) => scheduler.numComputedTokensOf(id));
+    const result = executor.run(plan);
     // An empty plan (everything held or blocked) only tells the executor what finished: no step runs.
     if (plan.chunks.length === 0) return;
     this.busy = true;

@@ -152,14 +152,14 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
     // Counts what each step computes before the cost model runs it: a chunk that extends a request
     // past its prompt by one token is a decode; every other chunk computes prompt (or recomputed) tokens.
     const counting: StepExecutor = {
-      run(plan: StepPlan, kvTokensOf) {
+      run(plan: StepPlan) {
         for (const c of plan.chunks) {
           if (c.samples) sampledTokens++;
           const promptLen = backend.promptLength(c.requestId);
           if (!(c.numNewTokens === 1 && c.numComputedTokens >= promptLen)) promptComputed += c.numNewTokens;
         }
         peakBlocks = Math.max(peakBlocks, Math.round(kv.usage() * numBlocks));
-        return executor.run(plan, kvTokensOf);
+        return executor.run(plan);
       },
     };
     // The engine reports finished requests to its backend (created next; called only later).

@@ -174,7 +174,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const speculation = o.speculation ? { maxSpecTokens: o.speculation.maxSpecTokens, acceptance: (siblingAcceptance as SiblingAcceptance).rates(0), acceptanceOf } : undefined;
     const executor = new CostModelExecutor(profile, rng.fork(name), { vocabSize: 128_256, stopTokenIds: [STOP], ...(speculation ? { speculation } : {}) });
     const node: Node = { name, kv, scheduler, executor, engine: undefined as unknown as SimEngine, chunks: new Map() };
-    const run = (plan: StepPlan, kvOf: (id: string) => number): StepResult => recorder.observeStep(node, plan, executor.run(plan, kvOf), chunkOf);
+    const run = (plan: StepPlan): StepResult => recorder.observeStep(node, plan, executor.run(plan), chunkOf);
     node.engine = new SimEngine({ scheduler, executor: { run }, clock, onFinished: (f) => onChunkDone(f) });
     return node;
   });

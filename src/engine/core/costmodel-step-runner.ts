@@ -56,11 +56,11 @@ export class CostModelStepRunner implements StepRunner {
 
   removeRequest(requestId: string): void {
     // The executor forgets requests listed as finished; an empty plan does exactly that.
-    this.executor.run({ stepId: -1, now: this.clock.now(), chunks: [], numBatchedTokens: 0, preempted: [], finished: [requestId], transfers: [] }, () => 0);
+    this.executor.run({ stepId: -1, now: this.clock.now(), chunks: [], numBatchedTokens: 0, preempted: [], finished: [requestId], transfers: [] });
   }
 
-  async run(plan: StepPlan, kvTokensOf: (requestId: string) => number): Promise<RunnerStepResult> {
-    const result = this.executor.run(plan, kvTokensOf);
+  async run(plan: StepPlan): Promise<RunnerStepResult> {
+    const result = this.executor.run(plan);
     if (plan.chunks.length === 0) return { ...result, durationMs: 0 };
     for (const c of plan.chunks) {
       const k = c.draftTokenIds?.length ?? 0;

@@ -273,8 +273,6 @@ export class ScheduledExecutor implements Executor {
     });
   }
 
-  private kvTokensOf = (requestId: string): number => this.scheduler.numComputedTokensOf(requestId);
-
   private async loop(): Promise<void> {
     while (!this.closed) {
       if (!this.scheduler.hasUnfinished()) {
@@ -298,7 +296,7 @@ export class ScheduledExecutor implements Executor {
   private async runStep(plan: StepPlan): Promise<void> {
     let result: RunnerStepResult;
     try {
-      result = await this.runner.run(plan, this.kvTokensOf);
+      result = await this.runner.run(plan);
     } catch (err) {
       this.failStep(plan, err as Error);
       return;

@@ -62,7 +62,7 @@ export interface StepRunner {
    * `finished` requests are forgotten, `preempted` ones lose their KV claim. An empty plan only
    * carries that bookkeeping and returns at once.
    */
-  run(plan: StepPlan, kvTokensOf: (requestId: string) => number): Promise<RunnerStepResult>;
+  run(plan: StepPlan): Promise<RunnerStepResult>;
   /** Register a request before the scheduler first plans it. */
   addRequest(requestId: string, req: RunnerRequest): void;
   /** Forget a request the scheduler never planned or already listed as finished (between steps only). */

@@ -32,21 +32,21 @@ export function prefillPlan(batch: number, promptLen: number): StepPlan {
   return { stepId: 0, now: 0, chunks, numBatchedTokens: batch * promptLen, preempted: [], finished: [], transfers: [] };
 }
 
-/** A step decoding `batch` sequences, each with `kvLen` tokens already in KV. */
+/** A step decoding `batch` sequences whose attention reads `kvLen` tokens each (the new one included). */
 export function decodePlan(batch: number, kvLen: number): StepPlan {
   const chunks: ScheduledChunk[] = [];
   for (let i = 0; i < batch; i++) {
-    chunks.push({ requestId: `r${i}`, numNewTokens: 1, numComputedTokens: kvLen, samples: true });
+    chunks.push({ requestId: `r${i}`, numNewTokens: 1, numComputedTokens: kvLen - 1, samples: true });
   }
   return { stepId: 0, now: 0, chunks, numBatchedTokens: batch, preempted: [], finished: [], transfers: [] };
 }
 
 function prefillMs(p: CostProfile, batch: number, promptLen: number): number {
-  return stepTimeMs(p, prefillPlan(batch, promptLen), () => 0);
+  return stepTimeMs(p, prefillPlan(batch, promptLen));
 }
 
 function decodeMs(p: CostProfile, batch: number, kvLen: number): number {
-  return stepTimeMs(p, decodePlan(batch, kvLen), () => kvLen);
+  return stepTimeMs(p, decodePlan(batch, kvLen));
 }
 
 /** End-to-end time of `batch` requests of `input` prompt and `output` generated tokens run together. */

@@ -34,9 +34,9 @@ function generate(e: CostModelExecutor, ids: string[], prompt: number, steps: nu
       samples: true,
     }));
     const plan = step(s, chunks);
-    const r = e.run(plan, () => prompt + s);
+    const r = e.run(plan);
     expect(r.stepId).toBe(s);
-    expect(r.durationMs).toBe(stepTimeMs(LLAMA3_8B_H100, plan, () => prompt + s));
+    expect(r.durationMs).toBe(stepTimeMs(LLAMA3_8B_H100, plan));
     durations.push(r.durationMs);
     for (const id of ids) out.get(id)?.push(r.sampled.get(id) as { tokenId: number; logprob: number });
   }
@@ -89,21 +89,21 @@ describe("CostModelExecutor", () => {
   it("samples only for chunks with samples: true and keeps the count across a preemption", () => {
     const e = exec(9);
     e.setOutputLength("x", 3);
-    const mid = e.run(step(0, [{ requestId: "x", numNewTokens: 8, numComputedTokens: 0, samples: false }]), () => 0);
+    const mid = e.run(step(0, [{ requestId: "x", numNewTokens: 8, numComputedTokens: 0, samples: false }]));
     expect(mid.sampled.size).toBe(0);
-    e.run(step(1, [{ requestId: "x", numNewTokens: 8, numComputedTokens: 8, samples: true }]), () => 16); // token 1
-    e.run(step(2, [{ requestId: "x", numNewTokens: 1, numComputedTokens: 16, samples: true }]), () => 17); // token 2
+    e.run(step(1, [{ requestId: "x", numNewTokens: 8, numComputedTokens: 8, samples: true }])); // token 1
+    e.run(step(2, [{ requestId: "x", numNewTokens: 1, numComputedTokens: 16, samples: true }])); // token 2
     // preempted, then recomputed from scratch: the next sampled token is the third, a stop token
-    const r = e.run(step(3, [{ requestId: "x", numNewTokens: 18, numComputedTokens: 0, samples: true }]), () => 0);
+    const r = e.run(step(3, [{ requestId: "x", numNewTokens: 18, numComputedTokens: 0, samples: true }]));
     expect(STOPS).toContain(r.sampled.get("x")?.tokenId);
   });
 
   it("forgets finished requests", () => {
     const e = exec(1);
     e.setOutputLength("x", 4);
-    e.run(step(0, [{ requestId: "x", numNewTokens: 3, numComputedTokens: 0, samples: true }]), () => 0);
+    e.run(step(0, [{ requestId: "x", numNewTokens: 3, numComputedTokens: 0, samples: true }]));
     expect(e.trackedRequests).toBe(1);
-    e.run(step(1, [], ["x"]), () => 0);
+    e.run(step(1, [], ["x"]));
     expect(e.trackedRequests).toBe(0);
   });
 
@@ -114,7 +114,7 @@ describe("CostModelExecutor", () => {
     expect(() => exec(1).setOutputLength("x", 0)).toThrow(/output length of x/);
     expect(() => exec(1, []).setOutputLength("x", 3)).toThrow(/stopTokenIds is empty/);
     const dup = { requestId: "x", numNewTokens: 2, numComputedTokens: 0, samples: true };
-    expect(() => exec(1).run(step(0, [dup, dup]), () => 0)).toThrow(/scheduled twice/);
+    expect(() => exec(1).run(step(0, [dup, dup]))).toThrow(/scheduled twice/);
     expect(
       () => new CostModelExecutor({ ...LLAMA3_8B_H100, decodeBaseMs: -1 }, new Rng(1), { vocabSize: 10, stopTokenIds: [] }),
     ).toThrow(/decodeBaseMs/);

@@ -142,12 +142,12 @@ export class CostModelExecutor {
    * for a verified draft, one more per accepted draft token), and reports the modelled duration
    * (stepTimeMs) and, with speculation, every sampled request's next draft.
    */
-  run(plan: StepPlan, kvTokensOf: (requestId: string) => number): StepResult {
+  run(plan: StepPlan): StepResult {
     for (const id of plan.finished) {
       this.requests.delete(id);
       this.annotations.delete(id);
     }
-    const durationMs = stepTimeMs(this.profile, plan, kvTokensOf);
+    const durationMs = stepTimeMs(this.profile, plan);
     const sampled = new Map<string, SampledTokenOut>();
     const moreTokens = this.speculation ? new Map<string, SampledTokenOut[]>() : undefined;
     for (const c of plan.chunks) {

@@ -60,18 +60,16 @@ export function transferTimeMs(profile: CostProfile, t: KvTransfer): number {
  *   C = max(P ? prefillBase : 0, D ? decodeBase : 0)        one forward pass, paid once
  *     + prefillPerToken × Σ_prefill numNewTokens
  *     + decodePerSeq × Σ_D numNewTokens                     (1 per sequence, 1 + k when verifying k drafts)
- *     + attnPerKvToken × (Σ_D kvTokensOf(id) + Σ_P numComputedTokens)
+ *     + attnPerKvToken × (Σ_D (numComputedTokens + numNewTokens) + Σ_P numComputedTokens)
  *     + mlp(Σ numNewTokens)
  *   T = max(C + Σ_loads bytes / bandwidth(tier), Σ_stores bytes / bandwidth(tier))
  * Attention among the new tokens of a prefill chunk (quadratic in the chunk) has no term of its own:
  * the §F reference it is calibrated to is linear in prompt length, so it sits in the per-token cost.
+ * A decoding sequence's attention reads its whole KV after the step (its new tokens included, as the
+ * scheduler counts them computed once planned); a prefill chunk's reads its cached prefix.
  * Monotone non-decreasing in the number of chunks, prompt length, KV length and transfer bytes.
  */
-export function stepTimeBreakdown(
-  profile: CostProfile,
-  plan: StepPlan,
-  kvTokensOf: (requestId: string) => number,
-): StepTimeBreakdown {
+export function stepTimeBreakdown(profile: CostProfile, plan: StepPlan): StepTimeBreakdown {
   let prefillTokens = 0;
   let prefillChunks = 0;
   let decodeSeqs = 0;
@@ -87,13 +85,9 @@ export function stepTimeBreakdown(
     }
     const drafted = c.draftTokenIds?.length ?? 0;
     if (c.numNewTokens === 1 + drafted && c.numComputedTokens > 0) {
-      const kv = kvTokensOf(c.requestId);
-      if (!Number.isFinite(kv) || kv < 0) {
-        throw new ArborError(`step ${plan.stepId}: KV tokens of ${c.requestId} must be a finite number >= 0 (got ${kv})`, "engine");
-      }
       decodeSeqs++;
       decodeTokens += c.numNewTokens;
-      kvTokens += kv;
+      kvTokens += c.numComputedTokens + c.numNewTokens;
     } else {
       prefillChunks++;
       prefillTokens += c.numNewTokens;
@@ -117,10 +111,6 @@ export function stepTimeBreakdown(
 }
 
 /** Time of one engine step for `plan`, ms (see stepTimeBreakdown for the formula). */
-export function stepTimeMs(
-  profile: CostProfile,
-  plan: StepPlan,
-  kvTokensOf: (requestId: string) => number,
-): number {
-  return stepTimeBreakdown(profile, plan, kvTokensOf).totalMs;
+export function stepTimeMs(profile: CostProfile, plan: StepPlan): number {
+  return stepTimeBreakdown(profile, plan).totalMs;
 }

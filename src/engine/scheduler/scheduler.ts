@@ -558,15 +558,6 @@ export class Scheduler {
     };
   }
 
-  /**
-   * Tokens of a request whose KV is computed (0 when unknown): what a step's attention reads. The cost
-   * model asks this for every decoding sequence of every step, so it must not copy the request's tokens
-   * the way requestState does (that made long generations quadratic in their length).
-   */
-  numComputedTokensOf(requestId: string): number {
-    return this.requests.get(requestId)?.numComputedTokens ?? 0;
-  }
-
   /** Output tokens a request has so far (0 when unknown), without copying them as requestState does. */
   numOutputTokensOf(requestId: string): number {
     const r = this.requests.get(requestId);

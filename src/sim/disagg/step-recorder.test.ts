@@ -19,7 +19,6 @@ describe("StepRecorder", () => {
         ],
         transfers: [{ from: "L3", to: "L1", blocks: 2, bytes: 64 }],
       }),
-      () => 0,
     );
     expect(r.durationMs).toBe(5);
     rec.run(
@@ -28,10 +27,9 @@ describe("StepRecorder", () => {
         chunks: [{ requestId: "c", numNewTokens: 1, numComputedTokens: 0, samples: true }],
         transfers: [{ from: "L1", to: "L3", blocks: 1, bytes: 32 }],
       }),
-      () => 0,
     );
     // An empty plan is not a step.
-    rec.run(plan({ stepId: 2, finished: ["a"] }), () => 0);
+    rec.run(plan({ stepId: 2, finished: ["a"] }));
     expect(rec.record).toEqual({
       steps: 2,
       maxStepMs: 40,

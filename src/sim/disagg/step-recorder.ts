@@ -39,8 +39,8 @@ export class StepRecorder implements StepExecutor {
 
   constructor(private readonly inner: StepExecutor) {}
 
-  run(plan: StepPlan, kvTokensOf: (requestId: string) => number): StepResult {
-    const result = this.inner.run(plan, kvTokensOf);
+  run(plan: StepPlan): StepResult {
+    const result = this.inner.run(plan);
     // SimEngine runs empty plans only to tell the executor what finished: no step, no time.
     if (plan.chunks.length === 0) return result;
     const r = this.rec;
