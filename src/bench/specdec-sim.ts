@@ -68,10 +68,10 @@ export function simulateSpeculation(o: SpecSimOptions): SpecSimResult {
     if (steps > maxSteps) throw new Error(`specdec sim: not finished after ${maxSteps} steps`);
     const plan = sched.schedule();
     const result = exec.run(plan);
-    for (const c of plan.chunks) {
+    plan.chunks.forEach((c, k) => {
       draftTokens += c.draftTokenIds?.length ?? 0;
-      if (c.draftTokenIds) acceptedTokens += result.moreTokens?.get(c.requestId)?.length ?? 0;
-    }
+      if (c.draftTokenIds) acceptedTokens += result.moreTokens?.[k]?.length ?? 0;
+    });
     clock.advance(result.durationMs);
     for (const f of sched.onStepDone(result)) outputs.set(f.requestId, f.outputTokenIds);
   }

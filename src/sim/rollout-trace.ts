@@ -97,8 +97,9 @@ export class RolloutTraceRecorder {
     const usage = engine.kv.usage();
     if (usage > 1) throw new ArborError(`rollout sim: ${engine.name} uses ${usage} of its KV blocks at ${this.clock.now()} ms`, "internal");
     if (usage > trace.peakKvUsage) trace.peakKvUsage = usage;
-    let sampled = result.sampled.size;
-    if (result.moreTokens) for (const m of result.moreTokens.values()) sampled += m.length;
+    let sampled = 0;
+    for (const s of result.sampled) if (s !== undefined) sampled++;
+    if (result.moreTokens) for (const m of result.moreTokens) sampled += m?.length ?? 0;
     trace.sampledTokens += sampled;
     const period = Math.floor((this.clock.now() + result.durationMs) / trace.sampleMs);
     while (trace.outputTokensPerPeriod.length <= period) trace.outputTokensPerPeriod.push(0);

@@ -63,12 +63,11 @@ export function makeHarness(
       plans.push(plan);
       kv.checkInvariants();
       if (plan.chunks.length === 0) return { plan, finished: [] };
-      const sampled = new Map<string, SampledTokenOut>();
-      for (const c of plan.chunks) {
-        if (!c.samples) continue;
+      const sampled = plan.chunks.map((c): SampledTokenOut | undefined => {
+        if (!c.samples) return undefined;
         const tokenId = token?.(c.requestId) ?? rng.int(10, 999);
-        sampled.set(c.requestId, { tokenId, logprob: -rng.float() });
-      }
+        return { tokenId, logprob: -rng.float() };
+      });
       clock.advance(5);
       const finished = sched.onStepDone({ stepId: plan.stepId, sampled, durationMs: 5 });
       kv.checkInvariants();

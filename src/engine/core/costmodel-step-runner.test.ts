@@ -104,10 +104,10 @@ describe("CostModelStepRunner under a VirtualClock", () => {
     });
     const first = runner.run(plan(0, 4, 0));
     clock.advance(1000);
-    expect((await first).sampled.get("a")!.tokenId).not.toBe(0);
+    expect((await first).sampled[0]!.tokenId).not.toBe(0);
     const second = runner.run(plan(1, 1, 4));
     clock.advance(1000);
-    expect((await second).sampled.get("a")!.tokenId).toBe(0);
+    expect((await second).sampled[0]!.tokenId).toBe(0);
     expect(runner.usage.steps).toBe(2);
   });
 });

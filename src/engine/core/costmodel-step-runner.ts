@@ -62,13 +62,13 @@ export class CostModelStepRunner implements StepRunner {
   async run(plan: StepPlan): Promise<RunnerStepResult> {
     const result = this.executor.run(plan);
     if (plan.chunks.length === 0) return { ...result, durationMs: 0 };
-    for (const c of plan.chunks) {
-      const k = c.draftTokenIds?.length ?? 0;
-      if (k === 0 || !result.sampled.has(c.requestId)) continue;
+    plan.chunks.forEach((c, k) => {
+      const drafted = c.draftTokenIds?.length ?? 0;
+      if (drafted === 0 || result.sampled[k] === undefined) return;
       this.spec.numDrafts++;
-      this.spec.numDraftTokens += k;
-      this.spec.numAcceptedTokens += result.moreTokens?.get(c.requestId)?.length ?? 0;
-    }
+      this.spec.numDraftTokens += drafted;
+      this.spec.numAcceptedTokens += result.moreTokens?.[k]?.length ?? 0;
+    });
     this.stepsRun++;
     this.modelledMs += result.durationMs;
     await this.clock.sleep(result.durationMs);

@@ -338,12 +338,17 @@ export class LlamaCppStepRunner implements StepRunner {
     }
     // Pauses that waited for these sequences save their program's context before anyone reuses it.
     await this.flushSaves();
-    const sampled = new Map<string, SampledTokenOut>();
-    const top = new Map<string, TokenLogprob[]>();
-    if (plan.chunks.length === 0) return { stepId: plan.stepId, sampled, top, durationMs: 0 };
-    const moreTokens = new Map<string, SampledTokenOut[]>();
-    const moreTop = new Map<string, TokenLogprob[][]>();
-    const drafts = new Map<string, number[]>();
+    if (plan.chunks.length === 0) return { stepId: plan.stepId, sampled: [], durationMs: 0 };
+    // By chunk (StepResult): work[i] is chunks[i].
+    const none = <T>(): (T | undefined)[] => plan.chunks.map(() => undefined);
+    const sampled = none<SampledTokenOut>();
+    const top = none<TokenLogprob[]>();
+    const moreTokens = none<SampledTokenOut[]>();
+    const moreTop = none<TokenLogprob[][]>();
+    const drafts = none<number[]>();
+    let anyMore = false;
+    let anyMoreTop = false;
+    let anyDraft = false;
 
     const work: { id: string; r: RunnerReq; c: ScheduledChunk; from: number; fresh: boolean; loaded: boolean }[] = [];
     const loads: { w: (typeof work)[number]; store: KvStateTier; entry: KvStateEntry }[] = [];
@@ -368,8 +373,9 @@ export class LlamaCppStepRunner implements StepRunner {
     await Promise.all(work.map(async (w) => (w.from = await this.align(w.r, w.c, w.fresh, w.loaded))));
     const outs = await Promise.all(work.map((w) => this.evaluate(w.r, w.from, w.c)));
     const erasures: Promise<void>[] = [];
-    const modelDrafts: { id: string; r: RunnerReq }[] = [];
-    const suffixDrafts: { id: string; r: RunnerReq }[] = [];
+    /** Requests that draft for their next step; k: their chunk's index. */
+    const modelDrafts: { k: number; id: string; r: RunnerReq }[] = [];
+    const suffixDrafts: { k: number; id: string; r: RunnerReq }[] = [];
     for (let i = 0; i < work.length; i++) {
       const w = work[i] as (typeof work)[number];
       const dists = outs[i];
@@ -379,11 +385,15 @@ export class LlamaCppStepRunner implements StepRunner {
       // The tokens are fed back by the next decode chunk; the scheduler keeps the same list.
       for (const t of emitted) w.r.tokens.push(t.id);
       const [first, ...rest] = emitted as [SampledToken, ...SampledToken[]];
-      sampled.set(w.id, { tokenId: first.id, logprob: first.logprob });
-      if (first.top.length > 0) top.set(w.id, first.top);
+      sampled[i] = { tokenId: first.id, logprob: first.logprob };
+      if (first.top.length > 0) top[i] = first.top;
       if (rest.length > 0) {
-        moreTokens.set(w.id, rest.map((t) => ({ tokenId: t.id, logprob: t.logprob })));
-        if (rest.some((t) => t.top.length > 0)) moreTop.set(w.id, rest.map((t) => t.top));
+        moreTokens[i] = rest.map((t) => ({ tokenId: t.id, logprob: t.logprob }));
+        anyMore = true;
+        if (rest.some((t) => t.top.length > 0)) {
+          moreTop[i] = rest.map((t) => t.top);
+          anyMoreTop = true;
+        }
       }
       if (draft.length > 0) {
         const accepted = acceptedCount(draft, emitted);
@@ -399,9 +409,9 @@ export class LlamaCppStepRunner implements StepRunner {
         const ids = emitted.map((t) => t.id);
         this.drafter.cache.addResponse(w.id, ids);
         this.updateGroup(w.id, w.r, ids);
-        if (!this.ended(w.r, emitted)) suffixDrafts.push({ id: w.id, r: w.r });
+        if (!this.ended(w.r, emitted)) suffixDrafts.push({ k: i, id: w.id, r: w.r });
       }
-      if (this.draftModel && !this.ended(w.r, emitted)) modelDrafts.push({ id: w.id, r: w.r });
+      if (this.draftModel && !this.ended(w.r, emitted)) modelDrafts.push({ k: i, id: w.id, r: w.r });
     }
     await Promise.all(erasures);
     if (this.drafter) {
@@ -409,29 +419,35 @@ export class LlamaCppStepRunner implements StepRunner {
       // The shared service (if any) gets every grouped request's new tokens, ended ones included (their
       // siblings elsewhere draft from them); the groups about to draft are synced once for the step.
       const shared = d.shared ? await d.shared.step(this.groupOutputs(work.map((w) => w.id)), suffixDrafts.flatMap((x) => (x.r.group ? [x.r.group.id] : []))) : false;
-      for (const { id, r } of suffixDrafts) {
+      for (const { k, id, r } of suffixDrafts) {
         const g = r.group;
         const fromService = g && shared ? d.shared?.draft(g.id, r.tokens, d.options) : undefined;
         const groupDraft = g ? (fromService ?? d.groups.draft({ groupId: g.id, context: r.tokens, ...d.options })) : undefined;
         const next = d.cache.draft(id, r.tokens, d.options, groupDraft).tokens;
-        if (next.length > 0) drafts.set(id, next);
+        if (next.length > 0) {
+          drafts[k] = next;
+          anyDraft = true;
+        }
       }
     }
     if (this.draftModel && modelDrafts.length > 0) {
       // All requests drafted together: one draft-model decode per draft position for the whole step.
       const proposals = await this.draftModel.drafter.draftBatch(modelDrafts.map(({ id, r }) => ({ requestId: id, tokens: r.tokens })), this.draftModel.k);
-      modelDrafts.forEach(({ id }, i) => {
+      modelDrafts.forEach(({ k }, i) => {
         const next = proposals[i] as number[];
-        if (next.length > 0) drafts.set(id, next);
+        if (next.length > 0) {
+          drafts[k] = next;
+          anyDraft = true;
+        }
       });
     }
     return {
       stepId: plan.stepId,
       sampled,
       top,
-      ...(moreTokens.size > 0 ? { moreTokens } : {}),
-      ...(moreTop.size > 0 ? { moreTop } : {}),
-      ...(drafts.size > 0 ? { drafts } : {}),
+      ...(anyMore ? { moreTokens } : {}),
+      ...(anyMoreTop ? { moreTop } : {}),
+      ...(anyDraft ? { drafts } : {}),
       durationMs: this.clock.now() - start,
     };
   }

@@ -17,7 +17,7 @@ class FakeRunner implements StepRunner {
   async run(plan: StepPlan): Promise<RunnerStepResult> {
     if (plan.chunks.length > 0) this.plans.push(plan);
     if (plan.stepId === this.failAt) throw new Error("device lost");
-    const sampled = new Map(plan.chunks.filter((c) => c.samples).map((c) => [c.requestId, { tokenId: 7, logprob: -0.5 }] as const));
+    const sampled = plan.chunks.map((c) => (c.samples ? { tokenId: 7, logprob: -0.5 } : undefined));
     return { stepId: plan.stepId, sampled, durationMs: 1 };
   }
   async close(): Promise<void> {

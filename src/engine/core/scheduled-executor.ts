@@ -11,7 +11,7 @@ import { KvBlockManager, type KvBlockManagerOptions } from "../kv/block-manager.
 import { StopRule, type SampledToken } from "../sampling.js";
 import type { DraftBudget } from "../specdec/draft-budget.js";
 import { Scheduler, type FinishedRequest, type SchedulerConfig } from "../scheduler/scheduler.js";
-import type { StepPlan } from "../scheduler/step-plan.js";
+import type { ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
 import { AbortedError } from "../sequence-pool.js";
 import type { RunnerStepResult, StepRunner } from "./step-runner.js";
 
@@ -308,24 +308,25 @@ export class ScheduledExecutor implements Executor {
     } catch {
       // An observer must not break the engine.
     }
-    this.deliver(result, finished);
+    this.deliver(plan, result, finished);
   }
 
   /** Append each sampled token to its request (streaming it), then settle the finished ones. */
-  private deliver(result: RunnerStepResult, finished: FinishedRequest[]): void {
+  private deliver(plan: StepPlan, result: RunnerStepResult, finished: FinishedRequest[]): void {
     // A verified run cut by a stop or a length cap: the scheduler kept this many outputs.
     const kept = new Map(finished.map((f) => [f.requestId, f.outputTokenIds.length]));
-    for (const [id, s] of result.sampled) {
+    for (let k = 0; k < plan.chunks.length; k++) {
+      const s = result.sampled[k];
+      const id = (plan.chunks[k] as ScheduledChunk).requestId;
       // Requests aborted while the step ran are gone from `pending`; the scheduler dropped their token too.
       const p = this.pending.get(id);
-      if (!p) continue;
-      const more = result.moreTokens?.get(id) ?? [];
-      const moreTop = result.moreTop?.get(id);
-      const run = [s, ...more];
+      if (!s || !p) continue;
+      const moreTop = result.moreTop?.[k];
+      const run = [s, ...(result.moreTokens?.[k] ?? [])];
       for (let i = 0; i < run.length; i++) {
         if (p.tokens.length >= (kept.get(id) ?? Infinity)) break;
         const t = run[i] as (typeof run)[number];
-        const tok: SampledToken = { id: t.tokenId, logprob: t.logprob, top: (i === 0 ? result.top?.get(id) : moreTop?.[i - 1]) ?? [] };
+        const tok: SampledToken = { id: t.tokenId, logprob: t.logprob, top: (i === 0 ? result.top?.[k] : moreTop?.[i - 1]) ?? [] };
         p.tokens.push(tok);
         try {
           p.onToken?.(tok);
@@ -353,6 +354,6 @@ export class ScheduledExecutor implements Executor {
       if (p) this.settle(c.requestId, p, () => p.reject(e));
     }
     this.flushNeeded = true;
-    if (plan.chunks.length > 0) this.scheduler.onStepDone({ stepId: plan.stepId, sampled: new Map(), durationMs: 0 });
+    if (plan.chunks.length > 0) this.scheduler.onStepDone({ stepId: plan.stepId, sampled: [], durationMs: 0 });
   }
 }

@@ -49,11 +49,11 @@ export interface RunnerProgramKv {
 }
 
 
-/** A step's result plus the `topLogprobs` alternatives of each sampled token (absent = none). */
+/** A step's result plus the `topLogprobs` alternatives of each sampled token (absent = none), by chunk as `sampled`. */
 export interface RunnerStepResult extends StepResult {
-  top?: Map<string, TokenLogprob[]>;
+  top?: (TokenLogprob[] | undefined)[];
   /** The alternatives of each of `moreTokens`' tokens, in order. */
-  moreTop?: Map<string, TokenLogprob[][]>;
+  moreTop?: (TokenLogprob[][] | undefined)[];
 }
 
 export interface StepRunner {

@@ -3,7 +3,7 @@
 // from the cost profile, so the simulator can drive the real scheduler under a virtual clock.
 import { ArborError } from "../../core/errors.js";
 import type { Rng } from "../../core/rng.js";
-import type { SampledTokenOut, StepPlan, StepResult } from "../scheduler/step-plan.js";
+import type { SampledTokenOut, ScheduledChunk, StepPlan, StepResult } from "../scheduler/step-plan.js";
 import { validateCostProfile, type CostProfile } from "./profile.js";
 import { stepTimeMs } from "./step-time.js";
 
@@ -69,6 +69,8 @@ interface RequestState {
   acceptRng: Rng;
   /** Tokens sampled so far (kept across preemption: recompute does not redo sampling). */
   sampled: number;
+  /** The last run() that sampled for the request (a second chunk in the same plan is an error). */
+  lastRun: number;
   /** Annotated output length (stop token included), if any. */
   outputLength?: number;
 }
@@ -84,6 +86,8 @@ export class CostModelExecutor {
   private readonly speculation: ModelledSpeculation | undefined;
   /** The placeholder draft every sampled request proposes (a non-stop id; its value is never checked). */
   private readonly draft: number[] = [];
+  /** Calls of run() so far (marks which requests a plan has sampled). */
+  private runs = 0;
 
   constructor(
     profile: CostProfile,
@@ -148,28 +152,39 @@ export class CostModelExecutor {
       this.annotations.delete(id);
     }
     const durationMs = stepTimeMs(this.profile, plan);
-    const sampled = new Map<string, SampledTokenOut>();
-    const moreTokens = this.speculation ? new Map<string, SampledTokenOut[]>() : undefined;
-    for (const c of plan.chunks) {
-      if (!c.samples) continue;
-      const st = this.state(c.requestId);
-      const size = sampled.size;
-      // A set that does not grow the map found the id there: one map operation per token, not two.
-      if (sampled.set(c.requestId, this.sample(st)).size === size) {
-        throw new ArborError(`step ${plan.stepId}: ${c.requestId} is scheduled twice`, "engine");
+    const { chunks } = plan;
+    const run = ++this.runs;
+    // Lists aligned with the chunks, filled by push (packed arrays, no holes).
+    const sampled: (SampledTokenOut | undefined)[] = [];
+    const spec = this.speculation !== undefined;
+    const moreTokens: (SampledTokenOut[] | undefined)[] = [];
+    const drafts: (number[] | undefined)[] = [];
+    for (let k = 0; k < chunks.length; k++) {
+      const c = chunks[k] as ScheduledChunk;
+      if (!c.samples) {
+        sampled.push(undefined);
+        if (spec) {
+          moreTokens.push(undefined);
+          drafts.push(undefined);
+        }
+        continue;
       }
+      const st = this.state(c.requestId, run);
+      if (st.lastRun === run) throw new ArborError(`step ${plan.stepId}: ${c.requestId} is scheduled twice`, "engine");
+      st.lastRun = run;
+      sampled.push(this.sample(st));
+      if (!spec) continue;
       const accepted = this.accepted(st, c.requestId, c.draftTokenIds?.length ?? 0);
+      let more: SampledTokenOut[] | undefined;
       if (accepted > 0) {
         // A loop, not Array.from: this runs for every verified draft of every step.
-        const more: SampledTokenOut[] = [];
-        for (let k = 0; k < accepted; k++) more.push(this.sample(st));
-        moreTokens?.set(c.requestId, more);
+        more = [];
+        for (let a = 0; a < accepted; a++) more.push(this.sample(st));
       }
+      moreTokens.push(more);
+      drafts.push(this.draft);
     }
-    if (!this.speculation) return { stepId: plan.stepId, sampled, durationMs };
-    const drafts = new Map<string, number[]>();
-    for (const id of sampled.keys()) drafts.set(id, this.draft);
-    return { stepId: plan.stepId, sampled, moreTokens, drafts, durationMs };
+    return spec ? { stepId: plan.stepId, sampled, moreTokens, drafts, durationMs } : { stepId: plan.stepId, sampled, durationMs };
   }
 
   /** Draft tokens of a k-token draft the acceptance model accepts (a run from the first position). */
@@ -186,11 +201,12 @@ export class CostModelExecutor {
     return new Set([...this.requests.keys(), ...this.annotations.keys()]).size;
   }
 
-  private state(requestId: string): RequestState {
+  /** The request's state, created at the first run() (`run`) that samples for it. */
+  private state(requestId: string, run: number): RequestState {
     let st = this.requests.get(requestId);
     if (!st) {
       // One stream per request: its tokens do not depend on what it was batched with.
-      st = { rng: this.rng.fork(`costmodel:${requestId}`), acceptRng: this.rng.fork(`costmodel-accept:${requestId}`), sampled: 0 };
+      st = { rng: this.rng.fork(`costmodel:${requestId}`), acceptRng: this.rng.fork(`costmodel-accept:${requestId}`), sampled: 0, lastRun: run - 1 };
       const n = this.annotations.get(requestId);
       if (n !== undefined) st.outputLength = n;
       this.requests.set(requestId, st);

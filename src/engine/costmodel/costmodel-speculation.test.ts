@@ -55,13 +55,13 @@ describe("cost-model verification", () => {
     let accepted = 0;
     while (a.length < 4000) {
       const r = step(fast, true);
-      expect(r.drafts?.get("r")).toEqual([1, 1, 1, 1]);
-      const more = r.moreTokens?.get("r") ?? [];
+      expect(r.drafts?.[0]).toEqual([1, 1, 1, 1]);
+      const more = r.moreTokens?.[0] ?? [];
       drafts++;
       accepted += more.length;
-      a.push(r.sampled.get("r")!.tokenId, ...more.map((t) => t.tokenId));
+      a.push(r.sampled[0]!.tokenId, ...more.map((t) => t.tokenId));
     }
-    while (b.length < a.length) b.push(step(plain, false).sampled.get("r")!.tokenId);
+    while (b.length < a.length) b.push(step(plain, false).sampled[0]!.tokenId);
     expect(a).toEqual(b);
     // E[accepted of 4] = 0.6 + 0.36 + 0.216 + 0.1296 = 1.3056.
     expect(accepted / drafts).toBeGreaterThan(1.3056 - 0.1);

@@ -19,15 +19,15 @@ function step(
 ): { plan: StepPlan; finished: FinishedRequest[] } {
   const plan = h.sched.schedule();
   h.kv.checkInvariants();
-  const sampled = new Map<string, SampledTokenOut>();
-  const moreTokens = new Map<string, SampledTokenOut[]>();
+  const sampled: (SampledTokenOut | undefined)[] = [];
+  const moreTokens: (SampledTokenOut[] | undefined)[] = [];
   for (const c of plan.chunks) {
-    if (!c.samples) continue;
-    const [first, ...rest] = emit(c).map((tokenId) => ({ tokenId, logprob: -0.5 }));
-    sampled.set(c.requestId, first!);
-    if (rest.length > 0) moreTokens.set(c.requestId, rest);
+    const [first, ...rest] = c.samples ? emit(c).map((tokenId) => ({ tokenId, logprob: -0.5 })) : [];
+    sampled.push(first);
+    moreTokens.push(rest.length > 0 ? rest : undefined);
   }
-  const finished = h.sched.onStepDone({ stepId: plan.stepId, sampled, moreTokens, drafts: new Map(Object.entries(drafts)), durationMs: durationMs(plan) });
+  const next = plan.chunks.map((c) => drafts[c.requestId]);
+  const finished = h.sched.onStepDone({ stepId: plan.stepId, sampled, moreTokens, drafts: next, durationMs: durationMs(plan) });
   h.kv.checkInvariants();
   return { plan, finished };
 }
@@ -95,8 +95,8 @@ describe("scheduler: speculative decoding", () => {
     h.sched.addRequest({ requestId: "a", promptTokenIds: toks(6), maxTokens: 30 });
     step(h, () => [50], { a: [51] });
     const plan = h.sched.schedule();
-    const more = new Map([["a", [52, 53].map((tokenId) => ({ tokenId, logprob: 0 }))]]);
-    expect(() => h.sched.onStepDone({ stepId: plan.stepId, sampled: new Map([["a", { tokenId: 51, logprob: 0 }]]), moreTokens: more, durationMs: 1 })).toThrow(/3 tokens for request a, more than its 1 draft tokens \+ 1/);
+    const more = [[52, 53].map((tokenId) => ({ tokenId, logprob: 0 }))];
+    expect(() => h.sched.onStepDone({ stepId: plan.stepId, sampled: [{ tokenId: 51, logprob: 0 }], moreTokens: more, durationMs: 1 })).toThrow(/3 tokens for request a, more than its 1 draft tokens \+ 1/);
     expect(h.sched.requestState("a")?.outputTokenIds).toEqual([50]);
   });
 

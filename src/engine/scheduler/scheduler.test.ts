@@ -209,7 +209,7 @@ describe("abort", () => {
     const plan = h.sched.schedule();
     expect(h.sched.abort("a")).toMatchObject({ finishReason: "abort", outputTokenIds: [expect.any(Number)] });
     expect(h.kv.blocksOf("a").length).toBeGreaterThan(0); // the executor may still be using it
-    const sampled = new Map(plan.chunks.map((c) => [c.requestId, { tokenId: 42, logprob: -1 }]));
+    const sampled = plan.chunks.map(() => ({ tokenId: 42, logprob: -1 }));
     const done = h.sched.onStepDone({ stepId: plan.stepId, sampled, durationMs: 1 });
     expect(done).toEqual([]);
     const next = h.sched.schedule();
@@ -319,10 +319,10 @@ describe("input checks", () => {
     h.sched.addRequest({ requestId: "a", promptTokenIds: toks(4), maxTokens: 2 });
     const plan = h.sched.schedule();
     expect(() => h.sched.schedule()).toThrow(/in flight/);
-    expect(() => h.sched.onStepDone({ stepId: plan.stepId + 1, sampled: new Map(), durationMs: 1 })).toThrow(/expected stepId/);
-    expect(() => h.sched.onStepDone({ stepId: plan.stepId, sampled: new Map(), durationMs: 1 })).toThrow(/no sampled token/);
+    expect(() => h.sched.onStepDone({ stepId: plan.stepId + 1, sampled: [], durationMs: 1 })).toThrow(/expected stepId/);
+    expect(() => h.sched.onStepDone({ stepId: plan.stepId, sampled: [], durationMs: 1 })).toThrow(/no sampled token/);
     expect(h.sched.requestState("a")?.outputTokenIds).toEqual([]);
-    h.sched.onStepDone({ stepId: plan.stepId, sampled: new Map([["a", { tokenId: 11, logprob: -0.5 }]]), durationMs: 1 });
+    h.sched.onStepDone({ stepId: plan.stepId, sampled: [{ tokenId: 11, logprob: -0.5 }], durationMs: 1 });
     expect(h.sched.requestState("a")?.outputTokenIds).toEqual([11]);
   });
 });

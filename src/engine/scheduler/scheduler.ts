@@ -451,13 +451,14 @@ export class Scheduler {
     // Validate before mutating, so a bad result leaves the scheduler untouched. (A request aborted while
     // the step ran is finished; one added again under its id since is another, waiting request.)
     const { chunks } = flight.plan;
+    const { sampled, moreTokens, drafts } = result;
     for (let k = 0; k < chunks.length; k++) {
       const c = chunks[k] as ScheduledChunk;
       const r = flight.reqs[k] as Req;
-      if (c.samples && r.status !== "finished" && !result.sampled.has(c.requestId)) {
+      if (c.samples && r.status !== "finished" && sampled[k] === undefined) {
         throw new Error(`onStepDone: step ${result.stepId} has no sampled token for request ${c.requestId}`);
       }
-      const more = result.moreTokens?.get(c.requestId)?.length ?? 0;
+      const more = moreTokens?.[k]?.length ?? 0;
       if (more > (c.draftTokenIds?.length ?? 0)) {
         throw new Error(`onStepDone: step ${result.stepId} reports ${more + 1} tokens for request ${c.requestId}, more than its ${c.draftTokenIds?.length ?? 0} draft tokens + 1`);
       }
@@ -472,15 +473,15 @@ export class Scheduler {
       const r = flight.reqs[k] as Req;
       // Aborted (or preempted and re-admitted elsewhere) while the step ran: drop its token.
       if (r.status !== "running" || !c.samples) continue;
-      const first = result.sampled.get(c.requestId);
+      const first = sampled[k];
       if (!first) continue;
       r.firstTokenTime ??= now;
       // A verified draft gives several tokens: each is checked as if sampled alone, so a stop or a
       // length cap inside the run ends the request there and drops the tokens after it.
-      const more = result.moreTokens?.get(c.requestId);
+      const more = moreTokens?.[k];
       // Index loop over first ‖ more: no array per token (the simulator runs this for every token).
-      for (let k = 0, n = 1 + (more?.length ?? 0); k < n; k++) {
-        const s = k === 0 ? first : (more as SampledTokenOut[])[k - 1] as SampledTokenOut;
+      for (let t = 0, n = 1 + (more?.length ?? 0); t < n; t++) {
+        const s = t === 0 ? first : ((more as SampledTokenOut[])[t - 1] as SampledTokenOut);
         r.tokenIds.push(s.tokenId);
         if (this.recordLogprobs) r.logprobs.push(s.logprob);
         const numOutputs = r.tokenIds.length - r.numPromptTokens;
@@ -498,7 +499,7 @@ export class Scheduler {
         r.numComputedTokens = r.tokenIds.length - 1;
         this.kv.trimSlots(r.requestId, r.numComputedTokens);
       }
-      r.draftTokenIds = r.finishReason ? NO_DRAFT : (result.drafts?.get(c.requestId) ?? NO_DRAFT);
+      r.draftTokenIds = r.finishReason ? NO_DRAFT : (drafts?.[k] ?? NO_DRAFT);
       if (r.finishReason) {
         this.running = this.running.filter((x) => x !== r);
         this.releaseKv(r);
@@ -532,9 +533,9 @@ export class Scheduler {
   private observeDraftBudget(plan: StepPlan, result: StepResult): void {
     if (!this.draftBudget) return;
     this.draftBudget.observeStep(plan.numBatchedTokens, result.durationMs);
-    for (const c of plan.chunks) {
-      const k = c.draftTokenIds?.length ?? 0;
-      if (k > 0 && result.sampled.has(c.requestId)) this.draftBudget.observeDraft(k, result.moreTokens?.get(c.requestId)?.length ?? 0);
+    for (let k = 0; k < plan.chunks.length; k++) {
+      const drafted = (plan.chunks[k] as ScheduledChunk).draftTokenIds?.length ?? 0;
+      if (drafted > 0 && result.sampled[k] !== undefined) this.draftBudget.observeDraft(drafted, result.moreTokens?.[k]?.length ?? 0);
     }
   }
 

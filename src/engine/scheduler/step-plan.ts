@@ -49,18 +49,22 @@ export interface SampledTokenOut {
   logprob: number;
 }
 
-/** What an executor reports after running a plan. */
+/**
+ * What an executor reports after running a plan. Every list is aligned with the plan's chunks (entry k is
+ * chunks[k]'s, as vLLM's ModelRunnerOutput lists by batch position): the scheduler reads a chunk's tokens
+ * by position, with no lookup by request id for every simulated token.
+ */
 export interface StepResult {
   stepId: number;
-  /** A token for every chunk with `samples: true`. */
-  sampled: Map<string, SampledTokenOut>;
+  /** sampled[k]: the token of chunks[k] when it has `samples: true` (undefined for the others). */
+  sampled: (SampledTokenOut | undefined)[];
   /**
    * Speculative decoding: the tokens a verified chunk produced after its first one, in order (one
    * per accepted draft token, then the target's own token). At most the chunk's draft length.
    */
-  moreTokens?: Map<string, SampledTokenOut[]>;
-  /** Draft tokens proposed for each request's next step (the scheduler plans them as draftTokenIds). */
-  drafts?: Map<string, number[]>;
+  moreTokens?: (SampledTokenOut[] | undefined)[];
+  /** Draft tokens proposed for the chunk's request's next step (the scheduler plans them as draftTokenIds). */
+  drafts?: (number[] | undefined)[];
   /** Time the step took (measured for llama.cpp, modelled for the cost model), ms. */
   durationMs: number;
 }

@@ -9,7 +9,7 @@ describe("StepRecorder", () => {
     const durations = [5, 40, 0];
     let n = 0;
     const rec = new StepRecorder({
-      run: (p): StepResult => ({ stepId: p.stepId, sampled: new Map(), durationMs: durations[n++] ?? 0 }),
+      run: (p): StepResult => ({ stepId: p.stepId, sampled: [], durationMs: durations[n++] ?? 0 }),
     });
     const r = rec.run(
       plan({
