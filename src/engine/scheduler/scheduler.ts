@@ -130,32 +130,35 @@ export type SchedulerKv = Pick<
 >;
 
 interface Req {
-  requestId: string;
+  // Fields in the order onStepDone and schedule() read them for every token (the object literal in
+  // addRequest keeps this order, and sets every field, so all of them live in the object itself: at scale
+  // every running request is a cache miss per step, and a field added later would cost one more).
+  status: RequestStatus;
   /** Prompt followed by the outputs so far: what a resumed request recomputes. */
   tokenIds: number[];
+  numComputedTokens: number;
   numPromptTokens: number;
-  logprobs: number[];
   maxTokens: number;
+  stop: StopRule | undefined;
+  finishReason: FinishReason | undefined;
+  firstTokenTime: number | undefined;
+  firstScheduledTime: number | undefined;
+  /** Speculative decoding: the executor's draft for the next decode step (empty: none). */
+  draftTokenIds: number[];
+  /** While schedule() builds a plan: the tokens and the draft it gives this request (no map per step). */
+  stepTokens: number;
+  stepDraft: number[] | undefined;
+  requestId: string;
+  /** Block hashes of `tokenIds`, kept as they grow: a request waiting for KV is looked up every step. */
+  blockHashes: BlockHashChain;
+  logprobs: number[];
   priority: number;
   arrivalTime: number;
   seq: number;
   programId: string | undefined;
-  status: RequestStatus;
-  numComputedTokens: number;
   numPreemptions: number;
   numCachedTokens: number;
-  finishReason?: FinishReason;
-  stopTokenId?: number;
-  stop: StopRule | undefined;
-  firstScheduledTime?: number;
-  firstTokenTime?: number;
-  /** Speculative decoding: the executor's draft for the next decode step (empty: none). */
-  draftTokenIds: number[];
-  /** Block hashes of `tokenIds`, kept as they grow: a request waiting for KV is looked up every step. */
-  blockHashes: BlockHashChain;
-  /** While schedule() builds a plan: the tokens and the draft it gives this request (no map per step). */
-  stepTokens: number;
-  stepDraft: number[] | undefined;
+  stopTokenId: number | undefined;
 }
 
 /**
@@ -254,24 +257,28 @@ export class Scheduler {
     }
     const tokenIds = promptTokenIds.slice();
     const r: Req = {
-      requestId,
+      status: "waiting",
       tokenIds,
+      numComputedTokens: 0,
       numPromptTokens: promptTokenIds.length,
-      logprobs: [],
       maxTokens,
+      stop: req.stop,
+      finishReason: undefined,
+      firstTokenTime: undefined,
+      firstScheduledTime: undefined,
+      draftTokenIds: [],
+      stepTokens: 0,
+      stepDraft: undefined,
+      requestId,
+      blockHashes: req.continues?.continuedBy(tokenIds) ?? new BlockHashChain(),
+      logprobs: [],
       priority,
       arrivalTime,
       seq: this.nextSeq++,
       programId: req.programId,
-      status: "waiting",
-      numComputedTokens: 0,
       numPreemptions: 0,
       numCachedTokens: 0,
-      stop: req.stop,
-      draftTokenIds: [],
-      blockHashes: req.continues?.continuedBy(tokenIds) ?? new BlockHashChain(),
-      stepTokens: 0,
-      stepDraft: undefined,
+      stopTokenId: undefined,
     };
     this.requests.set(requestId, r);
     this.waiting.add(r);
