@@ -72,7 +72,7 @@ interface RequestState {
   /** The last run() that sampled for the request (a second chunk in the same plan is an error). */
   lastRun: number;
   /** Annotated output length (stop token included), if any. */
-  outputLength?: number;
+  outputLength: number | undefined;
 }
 
 /** Executor that models time instead of computing tokens; deterministic for a seed. */
@@ -206,9 +206,14 @@ export class CostModelExecutor {
     let st = this.requests.get(requestId);
     if (!st) {
       // One stream per request: its tokens do not depend on what it was batched with.
-      st = { rng: this.rng.fork(`costmodel:${requestId}`), acceptRng: this.rng.fork(`costmodel-accept:${requestId}`), sampled: 0, lastRun: run - 1 };
-      const n = this.annotations.get(requestId);
-      if (n !== undefined) st.outputLength = n;
+      // Every field set here, so all live in the object (one cache line fewer per token at scale).
+      st = {
+        rng: this.rng.fork(`costmodel:${requestId}`),
+        acceptRng: this.rng.fork(`costmodel-accept:${requestId}`),
+        sampled: 0,
+        lastRun: run - 1,
+        outputLength: this.annotations.get(requestId),
+      };
       this.requests.set(requestId, st);
     }
     return st;
