@@ -1,5 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { checkChunkTokens, chunkKvNeed, generationEnded, nextChunkTokens, rankByFreeKv } from "./divided-plan.js";
+import { checkChunkTokens, chunkKvNeed, generationEnded, mostFreeKv, nextChunkTokens, rankByFreeKv } from "./divided-plan.js";
 
 describe("divided plan (the rules the gateway and the scheduling policies share)", () => {
   it("sizes a chunk as min(chunk, budget left) and its KV as prompt ‖ generated ‖ chunk", () => {
@@ -28,6 +29,21 @@ describe("divided plan (the rules the gateway and the scheduling policies share)
       { name: "e", freeKvTokens: 99, unavailable: "down" },
     ]);
     expect(ranked.map((c) => c.name)).toEqual(["c", "a", "d", "b"]);
+  });
+
+  it("mostFreeKv picks rankByFreeKv's first, with or without an availability rule (fast-check)", () => {
+    const candidate = fc.record({ freeKvTokens: fc.option(fc.integer({ min: 0, max: 5 })), down: fc.boolean(), slots: fc.integer({ min: 0, max: 2 }) });
+    fc.assert(
+      fc.property(fc.array(candidate, { maxLength: 12 }), (cs) => {
+        const named = cs.map((c, i) => ({ ...c, name: `i${i}`, ...(c.down ? { unavailable: "down" } : {}) }));
+        expect(mostFreeKv(named)).toBe(rankByFreeKv(named)[0]);
+        const withSlot = (c: (typeof named)[number]): boolean => c.slots > 0;
+        // The rule replaces `unavailable`: rank exactly the candidates it admits.
+        const admitted = named.filter(withSlot).map((c) => ({ name: c.name, freeKvTokens: c.freeKvTokens }));
+        expect(mostFreeKv(named, withSlot)?.name).toBe(rankByFreeKv(admitted)[0]?.name);
+      }),
+    );
+    expect(mostFreeKv([])).toBeUndefined();
   });
 
   it("refuses a chunk size that is not an integer >= 1 (Infinity = no division), naming the field", () => {

@@ -64,3 +64,18 @@ export function rankByFreeKv<C extends FreeKvCandidate>(candidates: readonly C[]
     })
     .map(({ c }) => c);
 }
+
+/**
+ * The first of rankByFreeKv(candidates) in one pass, without sorting (the scheduling policies ask it for
+ * every ready chunk they try to place): the most known free KV, the first of equals, an unknown one only
+ * when none is known. `available` says which candidates may take the chunk (default: not `unavailable`).
+ */
+export function mostFreeKv<C extends FreeKvCandidate>(candidates: readonly C[], available: (c: C) => boolean = (c) => c.unavailable === undefined): C | undefined {
+  let best: C | undefined;
+  for (const c of candidates) {
+    if (!available(c)) continue;
+    const f = c.freeKvTokens;
+    if (best === undefined || (f !== null && (best.freeKvTokens === null || f > best.freeKvTokens))) best = c;
+  }
+  return best;
+}

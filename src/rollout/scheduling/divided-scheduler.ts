@@ -11,7 +11,7 @@
 // `starvationMs` goes first whatever its rank, oldest first, and holds the line (nothing ranked
 // behind it is placed) until it fits.
 import { ArborError } from "../../core/errors.js";
-import { checkChunkTokens, chunkKvNeed, nextChunkTokens, rankByFreeKv } from "../../gateway/divided/divided-plan.js";
+import { checkChunkTokens, chunkKvNeed, mostFreeKv, nextChunkTokens } from "../../gateway/divided/divided-plan.js";
 import { RequestBook, type BookEntry } from "./request-book.js";
 import type { InstanceView, Placement, RolloutGroupSpec, RolloutScheduler, SchedulerOptions } from "./types.js";
 
@@ -24,6 +24,12 @@ export interface PriorityRule {
   onGroupDone?(groupId: string): void;
   /** Checks an arriving group before it is added (throws to refuse it). */
   validate?(group: RolloutGroupSpec): void;
+}
+
+/** A ready request and its policy key, asked once per placement round. */
+interface Ranked {
+  e: BookEntry;
+  key: readonly number[];
 }
 
 /** Default starvation bound: generous, so it only catches requests the ranking would never reach. */
@@ -39,14 +45,15 @@ export function createDividedScheduler(name: string, rule: PriorityRule, opts: S
   const book = new RequestBook(name);
   const ready = new Map<string, BookEntry>();
 
-  const compare = (a: BookEntry, b: BookEntry): number => {
-    const ka = rule.key(a);
-    const kb = rule.key(b);
+  /** The policy's order: keys element by element, then arrival (group, then index in it). */
+  const compare = (a: Ranked, b: Ranked): number => {
+    const ka = a.key;
+    const kb = b.key;
     for (let i = 0; i < Math.max(ka.length, kb.length); i++) {
       const d = (ka[i] ?? 0) - (kb[i] ?? 0);
       if (d !== 0) return d;
     }
-    return a.groupSeq - b.groupSeq || a.req.index - b.req.index;
+    return a.e.groupSeq - b.e.groupSeq || a.e.req.index - b.e.req.index;
   };
 
   return {
@@ -67,12 +74,16 @@ export function createDividedScheduler(name: string, rule: PriorityRule, opts: S
     },
     next(instances: readonly InstanceView[], now: number): Placement[] {
       if (ready.size === 0) return [];
-      const room = instances.map((i) => ({ name: i.name, free: i.kvCapacityTokens - i.usedKvTokens, slots: i.maxActive - i.active }));
+      const room = instances.map((i) => ({ name: i.name, freeKvTokens: i.kvCapacityTokens - i.usedKvTokens, slots: i.maxActive - i.active }));
       if (!room.some((r) => r.slots > 0)) return [];
       const maxCapacity = Math.max(...instances.map((i) => i.kvCapacityTokens));
       const starving: BookEntry[] = [];
-      const rest: BookEntry[] = [];
-      for (const e of ready.values()) (now - e.readySince >= starvationMs ? starving : rest).push(e);
+      // Each entry's key asked once, not at every comparison (the queue holds thousands at full scale).
+      const rest: Ranked[] = [];
+      for (const e of ready.values()) {
+        if (now - e.readySince >= starvationMs) starving.push(e);
+        else rest.push({ e, key: rule.key(e) });
+      }
       starving.sort((a, b) => a.readySince - b.readySince || a.groupSeq - b.groupSeq || a.req.index - b.req.index);
       rest.sort(compare);
       const out: Placement[] = [];
@@ -82,14 +93,14 @@ export function createDividedScheduler(name: string, rule: PriorityRule, opts: S
         if (need > maxCapacity) {
           throw new ArborError(`${name}: request ${e.req.id} needs ${need} KV tokens for its next chunk, more than any instance holds (${maxCapacity})`, "capacity");
         }
-        let best = rankByFreeKv(room.map((r) => ({ name: r.name, freeKvTokens: r.free, r, ...(r.slots > 0 && r.free >= need ? {} : { unavailable: "full" }) })))[0]?.r;
+        let best = mostFreeKv(room, (r) => r.slots > 0 && r.freeKvTokens >= need);
         if (best === undefined) return false;
         // Without a global KV pool, moving a continuation re-prefills its context: stay where its KV
         // is cached whenever that instance has room (a placement on most free KV otherwise).
         const home = affinity && e.lastInstance !== undefined ? room.find((r) => r.name === e.lastInstance) : undefined;
-        if (home !== undefined && home.slots > 0 && home.free >= need) best = home;
+        if (home !== undefined && home.slots > 0 && home.freeKvTokens >= need) best = home;
         e.lastInstance = best.name;
-        best.free -= need;
+        best.freeKvTokens -= need;
         best.slots--;
         book.place(e);
         ready.delete(e.req.id);
@@ -100,7 +111,7 @@ export function createDividedScheduler(name: string, rule: PriorityRule, opts: S
         // Hold the line: nothing ranked lower may take the room a starving request is waiting for.
         if (!place(e)) return out;
       }
-      for (const e of rest) {
+      for (const { e } of rest) {
         if (!room.some((r) => r.slots > 0)) break;
         place(e);
       }
