@@ -1,6 +1,6 @@
 // Tests of chained block hashes and prefix verification.
 import { describe, expect, it } from "vitest";
-import { BlockHashChain, PrefixVerifier, hashBlockTokens, makeIdentity, sameIdentity, sameTokensAt, type KvBlockIdentity } from "./block-hash.js";
+import { BlockHashChain, PrefixVerifier, hashBlockTokens, hashKey, makeIdentity, sameIdentity, sameTokensAt, type KvBlockIdentity } from "./block-hash.js";
 
 describe("hashBlockTokens", () => {
   it("is deterministic, chained, and sensitive to order, parent and extra keys", () => {
@@ -91,6 +91,20 @@ describe("BlockHashChain", () => {
     const plain = chain.hashOf([1, 2], 0, 2, null, hashBlockTokens);
     expect(chain.hashOf([1, 2], 0, 2, root, hashBlockTokens)).toBe(hashBlockTokens(root.hash, [1, 2]));
     expect(chain.hashOf([1, 2], 0, 2, root, hashBlockTokens)).not.toBe(plain);
+  });
+
+  it("keeps each hashed block's key, carries the shared ones to a continuation, and drops them under another root", () => {
+    const chain = new BlockHashChain();
+    const tokens = [1, 2, 3, 4, 5];
+    const h1 = chain.hashOf(tokens, 1, 2, null, hashBlockTokens);
+    expect(chain.keyAt(0)).toBe(hashKey(chain.hashOf(tokens, 0, 2, null, hashBlockTokens)));
+    expect(chain.keyAt(1)).toBe(hashKey(h1));
+    expect(() => chain.keyAt(2)).toThrow(/block 2 is not hashed yet/);
+    const next = chain.continuedBy([1, 2, 3, 9, 5, 6]);
+    expect(next.keyAt(0)).toBe(chain.keyAt(0));
+    expect(() => next.keyAt(1)).toThrow(/not hashed yet/); // block 1 differs: not carried over
+    chain.useRoot(makeIdentity("s", [], null), hashBlockTokens);
+    expect(() => chain.keyAt(0)).toThrow(/not hashed yet/);
   });
 
   it("forgets its proven identities under another root", () => {

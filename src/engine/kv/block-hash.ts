@@ -32,10 +32,12 @@ export function makeIdentity(
   hash: KvBlockHash,
   tokenIds: readonly number[],
   parent: KvBlockIdentity | null,
+  /** hashKey(hash), when the caller has it. */
+  key: number = hashKey(hash),
 ): KvBlockIdentity {
   // Identities' token arrays are frozen, so one already frozen (another identity's: an L1 block offloaded
   // to a tier, millions of them in a full-scale simulation) is shared instead of copied.
-  return { hash, key: hashKey(hash), tokenIds: Object.isFrozen(tokenIds) ? tokenIds : Object.freeze(tokenIds.slice()), parent, depth: parent === null ? 0 : parent.depth + 1 };
+  return { hash, key, tokenIds: Object.isFrozen(tokenIds) ? tokenIds : Object.freeze(tokenIds.slice()), parent, depth: parent === null ? 0 : parent.depth + 1 };
 }
 
 /**
@@ -159,6 +161,8 @@ export class BlockHashChain implements PrefixProofs {
   private root: KvBlockIdentity | null | undefined = undefined;
   private hashFn: KvHashFn | undefined;
   private readonly hashes: KvBlockHash[] = [];
+  /** keys[i] = hashKey(hashes[i]): every prefix-cache index is keyed by it, at every lookup of the block. */
+  private readonly keys: number[] = [];
   /**
    * What a block manager keys this request's lookup memo by. A continuation that shares every block this
    * chain hashed takes it over (continuedBy), so its first lookup replays the hits of the request it
@@ -179,9 +183,18 @@ export class BlockHashChain implements PrefixProofs {
     this.blockSize = blockSize;
     for (let j = this.hashes.length; j <= i; j++) {
       const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
-      this.hashes.push(hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize)));
+      const hash = hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize));
+      this.hashes.push(hash);
+      this.keys.push(hashKey(hash));
     }
     return this.hashes[i] as KvBlockHash;
+  }
+
+  /** hashKey of block `i`'s hash, computed once when the block was hashed (call hashOf for `i` first). */
+  keyAt(i: number): number {
+    const key = this.keys[i];
+    if (key === undefined) throw new Error(`block hash chain: block ${i} is not hashed yet`);
+    return key;
   }
 
   /**
@@ -209,6 +222,7 @@ export class BlockHashChain implements PrefixProofs {
     next.blockSize = bs;
     for (let d = 0; d < blocks; d++) {
       next.hashes.push(this.hashes[d] as KvBlockHash);
+      next.keys.push(this.keys[d] as number);
       next.known.push(this.known[d]);
     }
     for (const x of this.knownAlso) if (x.depth < blocks) next.knownAlso.add(x);
@@ -230,6 +244,7 @@ export class BlockHashChain implements PrefixProofs {
       this.root = root;
       this.hashFn = hashFn;
       this.hashes.length = 0;
+      this.keys.length = 0;
       this.known.length = 0;
       this.knownAlso.clear();
       this.lineage = {};

@@ -607,9 +607,9 @@ export class KvBlockManager {
     return out;
   }
 
-  /** Whether an L1 block carries `hash`. */
-  private carriesHash(hash: KvBlockHash): boolean {
-    for (let b = this.cached.first(hashKey(hash)); b !== NO_SLOT; b = this.cached.next(b)) if (this.identity[b]?.hash === hash) return true;
+  /** Whether an L1 block carries `hash` (its key `key`). */
+  private carriesHash(hash: KvBlockHash, key: number): boolean {
+    for (let b = this.cached.first(key); b !== NO_SLOT; b = this.cached.next(b)) if (this.identity[b]?.hash === hash) return true;
     return false;
   }
 
@@ -677,16 +677,20 @@ export class KvBlockManager {
     const bs = this.blockSize;
     // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
     const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
-    for (let b = this.cached.first(hashKey(hash)); b !== NO_SLOT; b = this.cached.next(b)) {
+    const key = chain.keyAt(i);
+    for (let b = this.cached.first(key); b !== NO_SLOT; b = this.cached.next(b)) {
       const id = this.identity[b];
       if (id !== null && id !== undefined && id.hash === hash && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return (this.l1Hit[b] ??= { kind: "L1", block: b, id });
     }
     if (!useTiers) return undefined;
-    for (const tier of [this.l2, this.l3]) {
-      const id = tier?.get(hash);
-      if (tier !== undefined && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return { kind: tier.name, tier, id };
-    }
-    return undefined;
+    return this.tierHitAt(this.l2, hash, key, tokenIds, i, verifier, prev) ?? this.tierHitAt(this.l3, hash, key, tokenIds, i, verifier, prev);
+  }
+
+  /** `tier`'s entry for block `i` (hash `hash`, key `key`) when it holds the request's prefix. */
+  private tierHitAt(tier: KvTier | undefined, hash: KvBlockHash, key: number, tokenIds: readonly number[], i: number, verifier: PrefixVerifier, prev: KvBlockIdentity | null): Hit | undefined {
+    const id = tier?.get(hash, key);
+    const bs = this.blockSize;
+    return tier !== undefined && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev) ? { kind: tier.name, tier, id } : undefined;
   }
 
   /** Whether a lookup of `again`'s request with `numTokens` tokens would find exactly what it found. */
@@ -786,10 +790,10 @@ export class KvBlockManager {
    * keeps the proof, so accepting it again after the same previous hit gives the same answer).
    */
   private sameTierHit(h: Extract<Hit, { kind: "L2" | "L3" }>): boolean {
-    const hash = h.id.hash;
-    if (this.carriesHash(hash)) return false;
-    if (h.kind === "L3" && this.l2 !== undefined && this.l2.get(hash) !== undefined) return false;
-    return h.tier.get(hash) === h.id;
+    const { hash, key } = h.id;
+    if (this.carriesHash(hash, key)) return false;
+    if (h.kind === "L3" && this.l2 !== undefined && this.l2.get(hash, key) !== undefined) return false;
+    return h.tier.get(hash, key) === h.id;
   }
 
   private checkComputedBlocks(requestId: string, tokenIds: readonly number[], blocks: readonly number[], chain: BlockHashChain | undefined): void {
@@ -835,16 +839,17 @@ export class KvBlockManager {
       if (b === undefined) break;
       // Every registered block's hash chains from its request's root, so the chain's hash is this block's.
       const hash = chain.hashOf(tokenIds, i, bs, req.root, this.hashFn);
+      const key = chain.keyAt(i);
       // Share the identity object of an identical block computed by another request: keeps chains short.
       let id: KvBlockIdentity | undefined;
-      for (let other = this.cached.first(hashKey(hash)); other !== NO_SLOT; other = this.cached.next(other)) {
+      for (let other = this.cached.first(key); other !== NO_SLOT; other = this.cached.next(other)) {
         const o = this.identity[other];
         if (o !== null && o !== undefined && o.hash === hash && o.parent === parent && sameTokensAt(o.tokenIds, tokenIds, i * bs, bs)) {
           id = o;
           break;
         }
       }
-      const own = id ?? makeIdentity(hash, Object.freeze(tokenIds.slice(i * bs, (i + 1) * bs)), parent);
+      const own = id ?? makeIdentity(hash, Object.freeze(tokenIds.slice(i * bs, (i + 1) * bs)), parent, key);
       if (this.identity[b] !== null) this.unregister(b);
       this.register(b, own);
       parent = own;
@@ -894,7 +899,7 @@ export class KvBlockManager {
   }
 
   private tierHolds(tier: KvTier, id: KvBlockIdentity): boolean {
-    const e = tier.get(id.hash);
+    const e = tier.get(id.hash, id.key);
     return e !== undefined && sameIdentity(e, id);
   }
 

@@ -32,6 +32,10 @@ describe("InProcessKvTier", () => {
     const c = block("d", [5, 6], p);
     t.put(c);
     expect(t.get("d")).toBe(c);
+    // With the caller's key (an identity's own): the same answer, held or not.
+    t.get("p");
+    expect(t.get("d", c.key)).toBe(c);
+    expect(t.get("q", makeIdentity("q", [], null).key)).toBeUndefined();
     const z = new InProcessKvTier({ name: "L3", capacityBlocks: 0, bandwidthBytesPerMs: 10 });
     expect(z.put(block("a", [1]))).toBe(false);
     expect(z.size()).toBe(0);

@@ -23,8 +23,11 @@ export interface KvTier {
   readonly capacityBlocks: number;
   readonly bandwidthBytesPerMs: number;
   has(hash: KvBlockHash): boolean;
-  /** The stored identity for `hash` (its tokens and parent chain), without touching it. */
-  get(hash: KvBlockHash): KvBlockIdentity | undefined;
+  /**
+   * The stored identity for `hash` (its tokens and parent chain), without touching it. `key`: hashKey(hash),
+   * when the caller has it (an identity's, a hash chain's), so the string is not hashed again.
+   */
+  get(hash: KvBlockHash, key?: number): KvBlockIdentity | undefined;
   /**
    * Stores a block under its hash (replacing a colliding entry) as most recently used: the identity
    * itself, shared with its L1 block (identities are immutable). Returns false when the tier is full
@@ -107,8 +110,8 @@ export class InProcessKvTier implements KvTier {
     return this.find(hash) !== NONE;
   }
 
-  get(hash: KvBlockHash): KvBlockIdentity | undefined {
-    const s = this.find(hash);
+  get(hash: KvBlockHash, key?: number): KvBlockIdentity | undefined {
+    const s = this.find(hash, key);
     return s === NONE ? undefined : this.slotBlock[s];
   }
 
@@ -168,10 +171,10 @@ export class InProcessKvTier implements KvTier {
     return out;
   }
 
-  /** The slot of the block held under `hash` (NONE: none), through the one-entry cache. */
-  private find(hash: KvBlockHash): number {
+  /** The slot of the block held under `hash` (its key `key`, when known; NONE: none), through the one-entry cache. */
+  private find(hash: KvBlockHash, key?: number): number {
     if (hash === this.lastHash) return this.lastSlot;
-    let s = this.entries.first(hashKey(hash));
+    let s = this.entries.first(key ?? hashKey(hash));
     while (s !== NONE && (this.slotBlock[s] as KvBlockIdentity).hash !== hash) s = this.entries.next(s);
     this.lastHash = hash;
     this.lastSlot = s;
