@@ -3,10 +3,11 @@
 
 /** Deterministic pseudo-random generator. */
 export class Rng {
-  private s0: number;
-  private s1: number;
-  private s2: number;
-  private s3: number;
+  /**
+   * The four 32-bit state words in one typed array: as object fields, values of 2^30 and more would each be
+   * a boxed number (the simulator draws from a generator per request for every token it samples).
+   */
+  private readonly s = new Int32Array(4);
 
   constructor(readonly seed: number) {
     let x = seed >>> 0;
@@ -18,26 +19,23 @@ export class Rng {
       z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
       return (z ^ (z >>> 16)) >>> 0;
     };
-    this.s0 = next();
-    this.s1 = next();
-    this.s2 = next();
-    this.s3 = next();
+    for (let i = 0; i < 4; i++) this.s[i] = next();
   }
 
   /** Uniform 32-bit unsigned integer. */
   nextU32(): number {
-    const result = Math.imul(rotl(Math.imul(this.s1, 5) >>> 0, 7), 9) >>> 0;
-    const t = (this.s1 << 9) >>> 0;
-    this.s2 ^= this.s0;
-    this.s3 ^= this.s1;
-    this.s1 ^= this.s2;
-    this.s0 ^= this.s3;
-    this.s2 ^= t;
-    this.s3 = rotl(this.s3, 11);
-    this.s0 >>>= 0;
-    this.s1 >>>= 0;
-    this.s2 >>>= 0;
-    this.s3 >>>= 0;
+    const s = this.s;
+    const s0 = s[0] as number;
+    const s1 = s[1] as number;
+    // Int32 words: every operation below is on 32-bit patterns, the sign is only how they are stored.
+    const result = Math.imul(rotl(Math.imul(s1, 5), 7), 9) >>> 0;
+    const t = s1 << 9;
+    const s2 = (s[2] as number) ^ s0;
+    const s3 = (s[3] as number) ^ s1;
+    s[1] = s1 ^ s2;
+    s[0] = s0 ^ s3;
+    s[2] = s2 ^ t;
+    s[3] = rotl(s3, 11);
     return result;
   }
 
@@ -98,6 +96,7 @@ export class Rng {
   }
 }
 
+/** 32-bit rotate left (an int32 pattern). */
 function rotl(x: number, k: number): number {
-  return ((x << k) | (x >>> (32 - k))) >>> 0;
+  return (x << k) | (x >>> (32 - k));
 }
