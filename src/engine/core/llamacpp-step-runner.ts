@@ -346,9 +346,6 @@ export class LlamaCppStepRunner implements StepRunner {
     const moreTokens = none<SampledTokenOut[]>();
     const moreTop = none<TokenLogprob[][]>();
     const drafts = none<number[]>();
-    let anyMore = false;
-    let anyMoreTop = false;
-    let anyDraft = false;
 
     const work: { id: string; r: RunnerReq; c: ScheduledChunk; from: number; fresh: boolean; loaded: boolean }[] = [];
     const loads: { w: (typeof work)[number]; store: KvStateTier; entry: KvStateEntry }[] = [];
@@ -389,11 +386,7 @@ export class LlamaCppStepRunner implements StepRunner {
       if (first.top.length > 0) top[i] = first.top;
       if (rest.length > 0) {
         moreTokens[i] = rest.map((t) => ({ tokenId: t.id, logprob: t.logprob }));
-        anyMore = true;
-        if (rest.some((t) => t.top.length > 0)) {
-          moreTop[i] = rest.map((t) => t.top);
-          anyMoreTop = true;
-        }
+        if (rest.some((t) => t.top.length > 0)) moreTop[i] = rest.map((t) => t.top);
       }
       if (draft.length > 0) {
         const accepted = acceptedCount(draft, emitted);
@@ -424,10 +417,7 @@ export class LlamaCppStepRunner implements StepRunner {
         const fromService = g && shared ? d.shared?.draft(g.id, r.tokens, d.options) : undefined;
         const groupDraft = g ? (fromService ?? d.groups.draft({ groupId: g.id, context: r.tokens, ...d.options })) : undefined;
         const next = d.cache.draft(id, r.tokens, d.options, groupDraft).tokens;
-        if (next.length > 0) {
-          drafts[k] = next;
-          anyDraft = true;
-        }
+        if (next.length > 0) drafts[k] = next;
       }
     }
     if (this.draftModel && modelDrafts.length > 0) {
@@ -435,19 +425,17 @@ export class LlamaCppStepRunner implements StepRunner {
       const proposals = await this.draftModel.drafter.draftBatch(modelDrafts.map(({ id, r }) => ({ requestId: id, tokens: r.tokens })), this.draftModel.k);
       modelDrafts.forEach(({ k }, i) => {
         const next = proposals[i] as number[];
-        if (next.length > 0) {
-          drafts[k] = next;
-          anyDraft = true;
-        }
+        if (next.length > 0) drafts[k] = next;
       });
     }
     return {
       stepId: plan.stepId,
       sampled,
       top,
-      ...(anyMore ? { moreTokens } : {}),
-      ...(anyMoreTop ? { moreTop } : {}),
-      ...(anyDraft ? { drafts } : {}),
+      // The optional lists only when some chunk has an entry (as the maps they replaced, only when not empty).
+      ...(moreTokens.some(Boolean) ? { moreTokens } : {}),
+      ...(moreTop.some(Boolean) ? { moreTop } : {}),
+      ...(drafts.some(Boolean) ? { drafts } : {}),
       durationMs: this.clock.now() - start,
     };
   }

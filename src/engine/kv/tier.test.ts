@@ -32,7 +32,8 @@ describe("InProcessKvTier", () => {
     const c = block("d", [5, 6], p);
     t.put(c);
     expect(t.get("d")).toBe(c);
-    // With the caller's key (an identity's own): the same answer, held or not.
+    // With the caller's key (an identity's own): the same answer, held or not (after another lookup, so the
+    // one-entry cache of the last hash does not answer).
     t.get("p");
     expect(t.get("d", c.key)).toBe(c);
     expect(t.get("q", makeIdentity("q", [], null).key)).toBeUndefined();
