@@ -1,9 +1,8 @@
 // The one contract every backend adapter passes: token ids and logprobs arrive intact, finish
 // reasons map, aborts reject with the caller's reason, an unreachable engine is a
 // BackendUnreachableError, metrics and KV capacity parse. Run against fixtures and live engines.
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closedPort } from "../testing/closed-port.js";
 import {
   BackendCapabilityError,
   BackendUnreachableError,
@@ -158,11 +157,3 @@ export function describeBackendContract(name: string, makeFixtureServer: () => P
   });
 }
 
-/** A port nothing listens on (bound, then released). */
-export async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}

@@ -7,15 +7,9 @@ import { BackendProtocolError, BackendUnreachableError } from "./backend.js";
 import { createBuiltinBackend } from "./builtin.js";
 import { startFakeVllm, type FakeVllm } from "./fake-vllm.js";
 import { backendTypes, createBackend } from "./registry.js";
+import { closedPort } from "../testing/closed-port.js";
 
 /** A port nothing listens on (bound, then released). */
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 let fake: FakeVllm;
 // Answers HTML on every path; GET /never/v1/models never answers.

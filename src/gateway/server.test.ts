@@ -1,5 +1,3 @@
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Backend, BackendReply } from "../backends/backend.js";
@@ -8,6 +6,7 @@ import { fakeChatPrompt, fakeLogprob, fakeReplyText, fakeTokenize, startFakeVllm
 import { VirtualClock } from "../core/clock.js";
 import type { Call, TraceSink } from "../core/types.js";
 import { createGateway, type Gateway } from "./server.js";
+import { closedPort } from "../testing/closed-port.js";
 
 class MemorySink implements TraceSink {
   calls: Call[] = [];
@@ -30,13 +29,6 @@ async function failure(p: Promise<unknown>): Promise<{ status: number | undefine
   return { status: e.status, message: e.message };
 }
 
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 const user = (content: string) => [{ role: "user" as const, content }];
 
