@@ -132,8 +132,12 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   const rng = new Rng(o.seed);
   const taskById = new Map(o.tasks.map((t) => [t.id, t]));
   const chunks = new Map<string, Chunk>();
-  const outputs = new Map<string, number[]>();
-  const promptOf = new Map<string, number[]>();
+  /**
+   * Per request: its prompt ‖ the tokens generated so far, the next chunk's prompt (the last chunk's own
+   * token array: no concatenation per chunk), and how many were generated.
+   */
+  const contextOf = new Map<string, readonly number[]>();
+  const generatedOf = new Map<string, number>();
   /** Per request: the block hashes of its last chunk, which its next chunk continues (no rehashing of the context). */
   const hashesOf = new Map<string, BlockHashChain>();
   /** Per request: its true output length (the executor's stop annotation) and its budget. */
@@ -233,8 +237,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     for (const g of orch.pump()) {
       const task = taskById.get(g.taskId) as SeerTask;
       for (const r of g.requests) {
-        promptOf.set(r.id, task.promptTokenIds);
-        outputs.set(r.id, []);
+        contextOf.set(r.id, task.promptTokenIds);
+        generatedOf.set(r.id, 0);
         truth.set(r.id, { length: r.oracleLength as number, maxTokens: r.maxTokens });
         if (siblingAcceptance) groupOf.set(r.id, g.id);
       }
@@ -242,15 +246,13 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     if (clock.now() < syncingUntil) return;
     for (const p of orch.next(views())) {
       const node = byName.get(p.instance) as Node;
-      const out = outputs.get(p.requestId) as number[];
-      // concat, not a spread: the context is up to the whole request (a spread goes token by token).
-      const prompt = (promptOf.get(p.requestId) as number[]).concat(out);
+      const prompt = contextOf.get(p.requestId) as readonly number[];
       const engineId = `${p.requestId}#${chunkSeq++}`;
       const c: Chunk = { p, node, context: prompt.length, version: engineVersion };
       chunks.set(engineId, c);
       node.chunks.set(engineId, c);
       if (!placedAt.has(p.requestId)) placedAt.set(p.requestId, clock.now());
-      const remaining = (truth.get(p.requestId) as { length: number }).length - out.length;
+      const remaining = (truth.get(p.requestId) as { length: number }).length - (generatedOf.get(p.requestId) as number);
       if (remaining >= 1 && remaining <= p.maxTokens) node.executor.setOutputLength(engineId, remaining);
       const continues = hashesOf.get(p.requestId);
       node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority, ...(continues ? { continues } : {}) });
@@ -264,17 +266,19 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     chunks.delete(f.requestId);
     c.node.chunks.delete(f.requestId);
     recorder.chunkEnded(f.requestId);
-    const out = outputs.get(c.p.requestId) as number[];
     // A continuation's context beyond its prefix-cache hit was computed again.
     if (c.p.generated > 0 && f.finishReason !== "abort") continuationPrefill += f.numPromptTokens - f.numCachedTokens;
-    out.push(...f.outputTokenIds);
+    const generated = (generatedOf.get(c.p.requestId) as number) + f.outputTokenIds.length;
+    contextOf.set(c.p.requestId, f.tokenIds);
+    generatedOf.set(c.p.requestId, generated);
     hashesOf.set(c.p.requestId, f.blockHashes);
     const finished = f.finishReason === "stop";
-    if (finished || out.length === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) {
+    if (finished || generated === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) {
       finishedAt.set(c.p.requestId, clock.now());
       // Never placed again: its tokens and block hashes go now, not when the batch is taken (at full scale
       // an iteration's outputs alone are 70M tokens).
-      outputs.delete(c.p.requestId);
+      contextOf.delete(c.p.requestId);
+      generatedOf.delete(c.p.requestId);
       hashesOf.delete(c.p.requestId);
       const group = groupOf.get(c.p.requestId);
       if (group !== undefined) finishedInGroup.set(group, (finishedInGroup.get(group) ?? 0) + 1);
@@ -298,8 +302,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       trace.completed++;
       trace.submittedMs.push(placedAt.get(id) as number);
       trace.endedMs.push(finishedAt.get(id) as number);
-      outputs.delete(id);
-      promptOf.delete(id);
+      contextOf.delete(id);
+      generatedOf.delete(id);
       hashesOf.delete(id);
       const group = groupOf.get(id);
       groupOf.delete(id);

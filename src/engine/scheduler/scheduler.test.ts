@@ -139,6 +139,8 @@ describe("preemption by recompute", () => {
     const b = finished.find((f) => f.requestId === "b") as FinishedRequest;
     expect(b.outputTokenIds.slice(0, outputsAtPreemption?.length)).toEqual(outputsAtPreemption);
     expect(b.logprobs).toHaveLength(20);
+    // The whole sequence a continuation would pass on: the prompt, then every output token (preemption included).
+    expect(b.tokenIds).toEqual([...toks(8, 300), ...b.outputTokenIds]);
     expect(h.sched.stats().preemptions).toBe(1);
   });
 
