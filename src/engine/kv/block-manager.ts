@@ -112,6 +112,8 @@ interface LookupMemo {
   hashSeq: number;
   l2Seq: number | undefined;
   l3Seq: number | undefined;
+  /** The manager's stampSeq when the lookup ended: the blocks (un)registered since are in the change log after it. */
+  stampSeq: number;
 }
 
 /**
@@ -145,6 +147,12 @@ const NOTHING_LOADED: Pick<ComputedBlocks, "fromTier" | "loadedBlockIds"> = Obje
 
 /** allocateSlots' answer when it took no new block: shared, never mutated (frozen). */
 const NO_FRESH_BLOCKS: number[] = Object.freeze([]) as unknown as number[];
+/**
+ * Entries of the change log (the last blocks registered or unregistered). A replay reads the entries since
+ * its memo when there are fewer than its hits; between two lookups of a waiting request one step's worth of
+ * blocks changes (its decoded blocks, and the blocks an admitted request loads).
+ */
+const CHANGE_LOG_SIZE = 8192;
 
 function checkInt(field: string, v: number, min: number): void {
   if (!Number.isInteger(v) || v < min) {
@@ -179,6 +187,10 @@ export class KvBlockManager {
   /** Per block: a stamp taken from stampSeq each time the block is registered or unregistered. */
   private readonly stamp: Float64Array;
   private stampSeq = 0;
+  /** changeLog[s % CHANGE_LOG_SIZE]: the block given stamp s (for the stamps not yet overwritten). */
+  private readonly changeLog = new Int32Array(CHANGE_LOG_SIZE);
+  /** replayChanged's scratch list of positions (reused: it runs at every step of a waiting request). */
+  private readonly changedAt: number[] = [];
   /** Bumped by resetPrefixCache: every lookup memo from before is void. */
   private epoch = 0;
   /** Per request hash chain, its last lookup (weak: a finished request's memo goes with its chain). */
@@ -200,9 +212,15 @@ export class KvBlockManager {
   private pendingEvictionOffload = { L2: 0, L3: 0 };
   /** See RepeatableLookup: the last lookup, the blocks and hashes it watches, and the change counter. */
   private repeatable: RepeatableLookup | undefined;
-  /** watchBlock[b] === watchGen: block b is one of the watched lookup's L1 hits. */
+  /**
+   * watchBlock[b] === watchGen: block b is one of the L1 hits of `watched`, the last lookup memo built
+   * (the last lookup's), at position watchPos[b]. A replay of that memo finds its changed hits from the
+   * change log through these marks, and a change to a marked block voids the repeatable lookup.
+   */
   private watchBlock: Uint32Array;
+  private readonly watchPos: Int32Array;
   private watchGen = 1;
+  private watched: LookupMemo | undefined;
   /** The watched lookup's request: a block registered under its hash at a depth up to watchDepth is watched. */
   private watchChain: BlockHashChain | undefined;
   private watchDepth = -1;
@@ -238,6 +256,7 @@ export class KvBlockManager {
     this.l1Hit = new Array<Hit | undefined>(opts.numBlocks).fill(undefined);
     this.queue = new FreeBlockQueue(opts.numBlocks);
     this.watchBlock = new Uint32Array(opts.numBlocks);
+    this.watchPos = new Int32Array(opts.numBlocks);
     this.cached = new KeyChains(opts.numBlocks);
   }
 
@@ -271,10 +290,13 @@ export class KvBlockManager {
     // are distinct blocks: a block's identity has one depth.)
     let numProtected = 0;
     let firstTier = hits.length;
+    /** Whether every tier hit can be watched (see watchableTierHit). */
+    let tiersWatchable = true;
     for (let i = 0; i < hits.length; i++) {
       const h = hits[i] as Hit;
       if (h.kind !== "L1") {
         if (firstTier === hits.length) firstTier = i;
+        if (tiersWatchable && !this.watchableTierHit(h)) tiersWatchable = false;
       } else if (this.refCount[h.block] === 0) {
         numProtected++;
       }
@@ -329,7 +351,8 @@ export class KvBlockManager {
     const numCachedTokens = blockIds.length * bs;
     this.counters.queries += tokenIds.length;
     this.counters.hits += numCachedTokens;
-    this.rememberLookup(chain, tokenIds, hits, maxBlocks, blockIds, numCachedTokens, numProtected, loaded.L2 + loaded.L3 === 0);
+    const watchable = loaded.L2 + loaded.L3 === 0 && tiersWatchable;
+    this.rememberLookup(chain, tokenIds, hits.length, maxBlocks, blockIds, numCachedTokens, numProtected, firstTier < hits.length, watchable);
     if (loadedBlockIds.length === 0) return { blockIds, numCachedTokens, fromTier: NOTHING_LOADED.fromTier, loadedBlockIds: NOTHING_LOADED.loadedBlockIds };
     const fromTier: { tier: "L2" | "L3"; blocks: number }[] = [];
     if (loaded.L2 > 0) fromTier.push({ tier: "L2", blocks: loaded.L2 });
@@ -598,6 +621,22 @@ export class KvBlockManager {
     if (indexed !== this.numCachedBlocks()) throw new Error(`prefix cache: ${indexed} blocks indexed, ${this.numCachedBlocks()} carry a hash`);
     const u = this.usage();
     if (u < 0 || u > 1) throw new Error(`usage ${u} outside 0..1`);
+    this.checkMarks();
+  }
+
+  /** The marked blocks are exactly the last memo's L1 hits, each at its position (for the invariant check). */
+  private checkMarks(): void {
+    const hits = this.watched?.hits ?? [];
+    let l1 = 0;
+    for (let i = 0; i < hits.length; i++) {
+      const h = hits[i] as Hit;
+      if (h.kind !== "L1") continue;
+      l1++;
+      if (this.watchBlock[h.block] !== this.watchGen || this.watchPos[h.block] !== i) throw new Error(`lookup marks: hit ${i} (block ${h.block}) is not marked at its position`);
+    }
+    let marked = 0;
+    for (let b = 0; b < this.numBlocks; b++) if (this.watchBlock[b] === this.watchGen) marked++;
+    if (marked !== l1) throw new Error(`lookup marks: ${marked} blocks marked for ${l1} L1 hits`);
   }
 
   /** The L1 blocks indexed under `key`, in registration order (for the invariant check). */
@@ -630,46 +669,133 @@ export class KvBlockManager {
     // changed; then search on from its end. A block's hit depends on the request's tokens up to it, not on
     // which of several content-equal identities the block before it was found as, so the hits after a
     // changed one stay what a search would find.
-    const memo = useTiers ? this.memos.get(chain.lineage) : undefined;
-    let i = 0;
+    const old = useTiers ? this.memos.get(chain.lineage) : undefined;
+    const memo = old !== undefined && old.epoch === this.epoch && old.root === this.root ? old : undefined;
+    // The memo is updated in place: its arrays are reused (a waiting request's prefix can be hundreds of
+    // blocks, looked up at every step).
+    const hits: Hit[] = memo?.hits ?? [];
+    const stamps: number[] = memo?.stamps ?? [];
     let missed = false;
-    let hits: Hit[] = [];
-    let stamps: number[] = [];
-    let prev = this.root;
-    if (memo !== undefined && memo.epoch === this.epoch && memo.root === this.root) {
+    /** Whether the marks (watchBlock) still index this memo's hits: kept up to date below instead of rebuilt. */
+    let marked = false;
+    if (memo !== undefined) {
       // Watched since the memo, nothing registered under its hashes, the tiers unchanged: its tier hits stand.
       const tiersSame =
         memo.watchEpoch === this.watchEpoch && this.watchChain === chain && memo.hashSeq === this.hashSeq && memo.l2Seq === this.l2?.changeSeq && memo.l3Seq === this.l3?.changeSeq;
-      // The memo is replaced below: its arrays are reused (a waiting request's prefix can be hundreds of
-      // blocks, looked up at every step).
-      hits = memo.hits;
-      stamps = memo.stamps;
-      const n = Math.min(hits.length, maxBlocks);
-      for (; i < n; i++) {
-        const h = hits[i] as Hit;
-        if (h.kind === "L1" ? this.stamp[h.block] !== stamps[i] : !(tiersSame || this.sameTierHit(h))) {
-          const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
-          if (hit === undefined) {
-            missed = true;
-            break;
-          }
-          hits[i] = hit;
-          stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
-        }
-        prev = (hits[i] as Hit).id;
+      const logged = this.stampSeq - memo.stampSeq;
+      if (tiersSame && this.watched === memo && hits.length <= maxBlocks && logged <= CHANGE_LOG_SIZE && logged < hits.length) {
+        marked = true;
+        missed = this.replayChanged(memo, tokenIds, useTiers, chain, verifier);
+      } else {
+        missed = this.replayAll(memo, tokenIds, maxBlocks, tiersSame, useTiers, chain, verifier);
       }
-      hits.length = i;
-      stamps.length = i;
     }
-    for (; !missed && i < maxBlocks; i++) {
+    let prev = hits.length === 0 ? this.root : (hits[hits.length - 1] as Hit).id;
+    for (let i = hits.length; !missed && i < maxBlocks; i++) {
       const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
       if (hit === undefined) break;
       hits.push(hit);
       stamps.push(hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0);
+      if (marked && hit.kind === "L1") this.markHit(hit.block, i);
       prev = hit.id;
     }
-    if (useTiers) this.memos.set(chain.lineage, { epoch: this.epoch, root: this.root, hits, stamps, watchEpoch: -1, hashSeq: 0, l2Seq: undefined, l3Seq: undefined });
+    if (!useTiers) return hits;
+    const m: LookupMemo = memo ?? { epoch: this.epoch, root: this.root, hits, stamps, watchEpoch: -1, hashSeq: 0, l2Seq: undefined, l3Seq: undefined, stampSeq: 0 };
+    if (memo === undefined) this.memos.set(chain.lineage, m);
+    m.watchEpoch = -1;
+    m.hashSeq = 0;
+    m.l2Seq = undefined;
+    m.l3Seq = undefined;
+    m.stampSeq = this.stampSeq;
+    if (!marked) this.markHits(m);
     return hits;
+  }
+
+  /**
+   * The memo's replay checking every hit: an L1 hit whose block was (un)registered since (its stamp moved),
+   * and a tier hit unless `tiersSame`, is searched again. Truncates the hits at the first miss and
+   * returns whether there was one.
+   */
+  private replayAll(memo: LookupMemo, tokenIds: readonly number[], maxBlocks: number, tiersSame: boolean, useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier): boolean {
+    const { hits, stamps } = memo;
+    const n = Math.min(hits.length, maxBlocks);
+    let prev = this.root;
+    let i = 0;
+    let missed = false;
+    for (; i < n; i++) {
+      const h = hits[i] as Hit;
+      if (h.kind === "L1" ? this.stamp[h.block] !== stamps[i] : !(tiersSame || this.sameTierHit(h))) {
+        const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
+        if (hit === undefined) {
+          missed = true;
+          break;
+        }
+        hits[i] = hit;
+        stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
+      }
+      prev = (hits[i] as Hit).id;
+    }
+    hits.length = i;
+    stamps.length = i;
+    return missed;
+  }
+
+  /**
+   * replayAll when the tier hits stand and the marks index the memo: the L1 hits to search again are the
+   * marked blocks in the change log since the memo (every entry is a new stamp), in position order, so a
+   * replay costs what changed rather than the request's whole prefix. Same result as replayAll.
+   */
+  private replayChanged(memo: LookupMemo, tokenIds: readonly number[], useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier): boolean {
+    const { hits, stamps } = memo;
+    const changed = this.changedAt;
+    changed.length = 0;
+    for (let seq = memo.stampSeq + 1; seq <= this.stampSeq; seq++) {
+      const b = this.changeLog[seq % CHANGE_LOG_SIZE] as number;
+      if (this.watchBlock[b] === this.watchGen) changed.push(this.watchPos[b] as number);
+    }
+    if (changed.length > 1) changed.sort((a, b) => a - b);
+    let last = -1;
+    for (const i of changed) {
+      if (i === last) continue;
+      last = i;
+      const h = hits[i] as Extract<Hit, { kind: "L1" }>;
+      if (this.stamp[h.block] === stamps[i]) continue;
+      this.watchBlock[h.block] = 0;
+      const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, i === 0 ? this.root : (hits[i - 1] as Hit).id);
+      if (hit === undefined) {
+        for (let j = i + 1; j < hits.length; j++) {
+          const x = hits[j] as Hit;
+          if (x.kind === "L1") this.watchBlock[x.block] = 0;
+        }
+        hits.length = i;
+        stamps.length = i;
+        return true;
+      }
+      hits[i] = hit;
+      stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
+      if (hit.kind === "L1") this.markHit(hit.block, i);
+    }
+    return false;
+  }
+
+  /** Marks `memo`'s L1 hits (a new generation unmarks every other block at once). */
+  private markHits(memo: LookupMemo): void {
+    if (this.watchGen === 0xffffffff) {
+      this.watchBlock.fill(0);
+      this.watchGen = 0;
+    }
+    this.watchGen++;
+    this.watched = memo;
+    const hits = memo.hits;
+    for (let i = 0; i < hits.length; i++) {
+      const h = hits[i] as Hit;
+      if (h.kind === "L1") this.markHit(h.block, i);
+    }
+  }
+
+  private markHit(b: number, i: number): void {
+    this.watchBlock[b] = this.watchGen;
+    this.watchPos[b] = i;
   }
 
   /** The hit for block `i` of a request whose block i − 1 was found as `prev`: L1 first, then L2, L3. */
@@ -703,48 +829,36 @@ export class KvBlockManager {
     return miss === undefined || (this.l2?.get(miss) === again.missL2 && this.l3?.get(miss) === again.missL3);
   }
 
-  /** Keeps a lookup that loaded nothing as the repeatable one, watching the blocks and hashes it depends on. */
+  /**
+   * Keeps a watchable lookup (it loaded nothing, and its tier hits can be watched) as the repeatable one,
+   * watching the hashes it depends on (its L1 hits are marked already: findPrefix marks the last lookup's).
+   */
   private rememberLookup(
     chain: BlockHashChain | undefined,
     tokenIds: readonly number[],
-    hits: readonly Hit[],
+    numHits: number,
     maxBlocks: number,
     blockIds: number[],
     numCachedTokens: number,
     numProtected: number,
-    loadedNothing: boolean,
+    tierHits: boolean,
+    watchable: boolean,
   ): void {
-    // A new generation unwatches every block at once.
-    if (this.watchGen === 0xffffffff) {
-      this.watchBlock.fill(0);
-      this.watchGen = 0;
-    }
-    this.watchGen++;
     this.repeatable = undefined;
     const before = this.watchChain;
     this.watchChain = undefined;
     this.watchDepth = -1;
-    let tierHits = false;
-    let watchable = chain !== undefined && loadedNothing;
-    for (let i = 0; watchable && i < hits.length; i++) {
-      const h = hits[i] as Hit;
-      if (h.kind === "L1") this.watchBlock[h.block] = this.watchGen;
-      else {
-        tierHits = true;
-        watchable = this.watchableTierHit(h);
-      }
-    }
-    // (Blocks flagged before an unwatchable hit only bump lookupSeq needlessly until the next lookup.)
+    // (An unwatchable lookup's marked blocks only bump lookupSeq needlessly until the next lookup.)
     if (chain === undefined || !watchable) {
       if (before !== undefined) this.watchEpoch++;
       return;
     }
-    const missHash = hits.length < maxBlocks ? chain.hashOf(tokenIds, hits.length, this.blockSize, this.root, this.hashFn) : undefined;
+    const missHash = numHits < maxBlocks ? chain.hashOf(tokenIds, numHits, this.blockSize, this.root, this.hashFn) : undefined;
     if (before !== chain) this.watchEpoch++;
     // Hashes are watched by depth: a block another request registers can only be this request's block
     // `d` (a tier hit's, or the block the search stopped at) if its identity has depth d and the chain's hash.
     this.watchChain = chain;
-    this.watchDepth = hits.length;
+    this.watchDepth = numHits;
     const memo = this.memos.get(chain.lineage);
     if (memo !== undefined) {
       memo.watchEpoch = this.watchEpoch;
@@ -867,6 +981,7 @@ export class KvBlockManager {
     }
     this.identity[b] = id;
     this.stamp[b] = ++this.stampSeq;
+    this.changeLog[this.stampSeq % CHANGE_LOG_SIZE] = b;
     this.l1Hit[b] = undefined;
     // Appended at the end of its key's chain (searches take the first block that holds the prefix).
     this.cached.add(id.key, b);
@@ -878,6 +993,7 @@ export class KvBlockManager {
     this.touched(b);
     this.identity[b] = null;
     this.stamp[b] = ++this.stampSeq;
+    this.changeLog[this.stampSeq % CHANGE_LOG_SIZE] = b;
     this.l1Hit[b] = undefined;
     this.cached.remove(id.key, b);
     return id;
