@@ -331,7 +331,7 @@ export class KvBlockManager {
         for (const x of hits) if (x.kind === "L1" && this.refCount[x.block] === 0) protectedBlocks.add(x.block);
         scan = this.queue.peek();
       }
-      h.tier.touch(h.id.hash);
+      h.tier.touch(h.id.hash, h.id.key);
       // The first free block from the head that is not protected. The blocks before `scan` were passed as
       // protected and stay so (loads only add protected blocks, at the tail): no rescan from the head.
       while (scan !== undefined && protectedBlocks.has(scan)) scan = this.queue.after(scan);

@@ -19,6 +19,10 @@ describe("InProcessKvTier", () => {
     expect(t.put(block("a", [1]))).toBe(true);
     expect(t.lruOrder()).toEqual(["c", "a"]);
     expect(t.evictions()).toBe(1);
+    // A use with the caller's key (after another lookup, so the cache of the last hash does not answer).
+    t.has("zz");
+    t.touch("c", block("c", [3]).key);
+    expect(t.lruOrder()).toEqual(["a", "c"]);
     t.remove("c");
     expect(t.size()).toBe(1);
   });

@@ -34,7 +34,8 @@ export interface KvTier {
    * after its own LRU eviction fails.
    */
   put(block: KvBlockIdentity): boolean;
-  touch(hash: KvBlockHash): void;
+  /** Marks the entry for `hash` most recently used (`key` as in `get`). */
+  touch(hash: KvBlockHash, key?: number): void;
   remove(hash: KvBlockHash): void;
   size(): number;
   /**
@@ -116,7 +117,7 @@ export class InProcessKvTier implements KvTier {
   }
 
   put(block: KvBlockIdentity): boolean {
-    const held = this.find(block.hash);
+    const held = this.find(block.hash, block.key);
     const id = held === NONE ? undefined : (this.slotBlock[held] as KvBlockIdentity);
     if (id !== undefined && (id === block || (sameTokens(id.tokenIds, block.tokenIds) && sameIdentity(id.parent, block.parent)))) {
       // The very block again (evicted anew after a load): a use, not a replacement, so the lookups that
@@ -143,8 +144,8 @@ export class InProcessKvTier implements KvTier {
     return true;
   }
 
-  touch(hash: KvBlockHash): void {
-    const s = this.find(hash);
+  touch(hash: KvBlockHash, key?: number): void {
+    const s = this.find(hash, key);
     if (s !== NONE) this.markUse(s);
   }
 
