@@ -195,7 +195,7 @@ export class KvBlockManager {
   private epoch = 0;
   /** Per request hash chain, its last lookup (weak: a finished request's memo goes with its chain). */
   private readonly memos = new WeakMap<object, LookupMemo>();
-  /** checkComputedBlocks' duplicate check: mark[b] === markGen when b was seen in the current call. */
+  /** Scratch marks of one call (checkComputedBlocks' duplicates, a lookup's protected blocks): mark[b] === that call's generation. */
   private readonly mark: Uint32Array;
   private markGen = 0;
   /** Per block, its L1 hit while its identity stays (immutable, shared by lookups: no object per block per lookup). */
@@ -317,8 +317,8 @@ export class KvBlockManager {
     for (let i = 0; i < blockIds.length; i++) blockIds[i] = (hits[i] as Extract<Hit, { kind: "L1" }>).block;
     const loadedBlockIds: number[] = [];
     const loaded = { L2: 0, L3: 0 };
-    /** Built at the first load only (most lookups load nothing). */
-    let protectedBlocks: Set<number> | undefined;
+    /** mark[b] === protectedGen: b is protected (a free L1 hit, or loaded now); marked at the first load only (most lookups load nothing). */
+    let protectedGen = 0;
     let scan: number | undefined;
     for (let i = blockIds.length; i < keep; i++) {
       const h = hits[i] as Hit;
@@ -326,15 +326,15 @@ export class KvBlockManager {
         blockIds.push(h.block);
         continue;
       }
-      if (protectedBlocks === undefined) {
-        protectedBlocks = new Set<number>();
-        for (const x of hits) if (x.kind === "L1" && this.refCount[x.block] === 0) protectedBlocks.add(x.block);
+      if (protectedGen === 0) {
+        protectedGen = this.newMarkGen();
+        for (const x of hits) if (x.kind === "L1" && this.refCount[x.block] === 0) this.mark[x.block] = protectedGen;
         scan = this.queue.peek();
       }
       h.tier.touch(h.id.hash, h.id.key);
       // The first free block from the head that is not protected. The blocks before `scan` were passed as
       // protected and stay so (loads only add protected blocks, at the tail): no rescan from the head.
-      while (scan !== undefined && protectedBlocks.has(scan)) scan = this.queue.after(scan);
+      while (scan !== undefined && this.mark[scan] === protectedGen) scan = this.queue.after(scan);
       if (scan === undefined) throw new Error("kv block manager: no free block to load into (accounting bug)");
       const b = scan;
       scan = this.queue.after(b);
@@ -342,7 +342,7 @@ export class KvBlockManager {
       this.evict(b);
       this.register(b, h.id);
       this.queue.pushBack(b);
-      protectedBlocks.add(b);
+      this.mark[b] = protectedGen;
       blockIds.push(b);
       loadedBlockIds.push(b);
       loaded[h.kind]++;
@@ -622,6 +622,15 @@ export class KvBlockManager {
     const u = this.usage();
     if (u < 0 || u > 1) throw new Error(`usage ${u} outside 0..1`);
     this.checkMarks();
+  }
+
+  /** A generation for `mark` no block carries yet (a new one unmarks every block at once). */
+  private newMarkGen(): number {
+    if (this.markGen === 0xffffffff) {
+      this.mark.fill(0);
+      this.markGen = 0;
+    }
+    return ++this.markGen;
   }
 
   /** The marked blocks are exactly the last memo's L1 hits, each at its position (for the invariant check). */
@@ -918,11 +927,7 @@ export class KvBlockManager {
     // The lookup that found these blocks left its proofs in the request's chain: re-checking them is O(1) each.
     chain?.useRoot(this.root, this.hashFn);
     const verifier = new PrefixVerifier(chain);
-    if (this.markGen === 0xffffffff) {
-      this.mark.fill(0);
-      this.markGen = 0;
-    }
-    const gen = ++this.markGen;
+    const gen = this.newMarkGen();
     let prev = this.root;
     for (let i = 0; i < blocks.length; i++) {
       const b = blocks[i] as number;
