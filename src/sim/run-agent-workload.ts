@@ -66,7 +66,8 @@ export function agentWorkloadDriver(programs: AgentProgramSpec[], executor: Cost
         result.makespanMs = Math.max(result.makespanMs, clock.now());
         return;
       }
-      s.prompt = [...s.prompt, ...f.outputTokenIds, ...spec.toolTokens];
+      // The finished request's whole sequence (prompt ‖ output) and the tool's reply: one copy, no spread.
+      s.prompt = f.tokenIds.concat(spec.toolTokens);
       s.turn++;
       clock.setTimer(spec.toolMs, () => submit(p));
     },
