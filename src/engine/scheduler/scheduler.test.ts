@@ -424,3 +424,20 @@ describe("recordLogprobs", () => {
     expect(off.map((f) => [f.requestId, f.outputTokenIds, f.logprobs])).toEqual(on.map((f) => [f.requestId, f.outputTokenIds, []]));
   });
 });
+
+describe("request tokens", () => {
+  it("copies the prompt (with room to grow): the caller's array is neither changed nor read again", () => {
+    const h = makeHarness({ maxNumBatchedTokens: 128, maxModelLen: 128 });
+    const prompt = toks(40);
+    const original = prompt.slice();
+    h.sched.addRequest({ requestId: "a", promptTokenIds: prompt, maxTokens: 30 });
+    prompt.fill(7);
+    prompt.push(1, 2, 3);
+    const finished: FinishedRequest[] = [];
+    while (h.sched.hasUnfinished() && h.plans.length < 100) finished.push(...h.step().finished);
+    const a = finished[0] as FinishedRequest;
+    expect(a.outputTokenIds).toHaveLength(30);
+    expect(a.tokenIds).toEqual([...original, ...a.outputTokenIds]);
+    expect(a.tokenIds).toHaveLength(70);
+  });
+});
