@@ -9,8 +9,6 @@ import { startFakeVllm, type FakeVllm } from "./fake-vllm.js";
 import { backendTypes, createBackend } from "./registry.js";
 import { closedPort } from "../testing/closed-port.js";
 
-/** A port nothing listens on (bound, then released). */
-
 let fake: FakeVllm;
 // Answers HTML on every path; GET /never/v1/models never answers.
 let odd: Server;

@@ -29,7 +29,6 @@ async function failure(p: Promise<unknown>): Promise<{ status: number | undefine
   return { status: e.status, message: e.message };
 }
 
-
 const user = (content: string) => [{ role: "user" as const, content }];
 
 
