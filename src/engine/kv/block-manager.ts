@@ -160,6 +160,16 @@ function checkInt(field: string, v: number, min: number): void {
   }
 }
 
+/**
+ * The generation after `gen` for per-block marks (`marks[b] === gen`: marked): past the largest, every
+ * mark is cleared and the count starts again at 1 (0 is never a generation: it is the cleared mark).
+ */
+function nextGeneration(marks: Uint32Array, gen: number): number {
+  if (gen < 0xffffffff) return gen + 1;
+  marks.fill(0);
+  return 1;
+}
+
 function saltRoot(salt: string | undefined, hashFn: KvHashFn): KvBlockIdentity | null {
   if (salt === undefined) return null;
   // The salt is the root "block": its characters are its tokens, so identity checks compare salts.
@@ -626,11 +636,8 @@ export class KvBlockManager {
 
   /** A generation for `mark` no block carries yet (a new one unmarks every block at once). */
   private newMarkGen(): number {
-    if (this.markGen === 0xffffffff) {
-      this.mark.fill(0);
-      this.markGen = 0;
-    }
-    return ++this.markGen;
+    this.markGen = nextGeneration(this.mark, this.markGen);
+    return this.markGen;
   }
 
   /** The marked blocks are exactly the last memo's L1 hits, each at its position (for the invariant check). */
@@ -789,11 +796,7 @@ export class KvBlockManager {
 
   /** Marks `memo`'s L1 hits (a new generation unmarks every other block at once). */
   private markHits(memo: LookupMemo): void {
-    if (this.watchGen === 0xffffffff) {
-      this.watchBlock.fill(0);
-      this.watchGen = 0;
-    }
-    this.watchGen++;
+    this.watchGen = nextGeneration(this.watchBlock, this.watchGen);
     this.watched = memo;
     const hits = memo.hits;
     for (let i = 0; i < hits.length; i++) {
