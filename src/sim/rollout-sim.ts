@@ -134,14 +134,16 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   const chunks = new Map<string, Chunk>();
   /**
    * Per request: its prompt ‖ the tokens generated so far, the next chunk's prompt (the last chunk's own
-   * token array: no concatenation per chunk), and how many were generated.
+   * token array: no concatenation per chunk).
    */
   const contextOf = new Map<string, readonly number[]>();
-  const generatedOf = new Map<string, number>();
   /** Per request: the block hashes of its last chunk, which its next chunk continues (no rehashing of the context). */
   const hashesOf = new Map<string, BlockHashChain>();
-  /** Per request: its true output length (the executor's stop annotation) and its budget. */
-  const truth = new Map<string, { length: number; maxTokens: number }>();
+  /** Per request: its true output length (the executor's stop annotation), its budget and its prompt's length. */
+  const truth = new Map<string, { length: number; maxTokens: number; promptTokens: number }>();
+  /** Tokens generated so far by a request still placed (its context beyond its prompt). */
+  const generatedOf = (requestId: string): number =>
+    (contextOf.get(requestId) as readonly number[]).length - (truth.get(requestId) as { promptTokens: number }).promptTokens;
   const placedAt = new Map<string, number>();
   const finishedAt = new Map<string, number>();
   let engineVersion = 0;
@@ -238,8 +240,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       const task = taskById.get(g.taskId) as SeerTask;
       for (const r of g.requests) {
         contextOf.set(r.id, task.promptTokenIds);
-        generatedOf.set(r.id, 0);
-        truth.set(r.id, { length: r.oracleLength as number, maxTokens: r.maxTokens });
+        truth.set(r.id, { length: r.oracleLength as number, maxTokens: r.maxTokens, promptTokens: task.promptTokenIds.length });
         if (siblingAcceptance) groupOf.set(r.id, g.id);
       }
     }
@@ -252,7 +253,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       chunks.set(engineId, c);
       node.chunks.set(engineId, c);
       if (!placedAt.has(p.requestId)) placedAt.set(p.requestId, clock.now());
-      const remaining = (truth.get(p.requestId) as { length: number }).length - (generatedOf.get(p.requestId) as number);
+      const remaining = (truth.get(p.requestId) as { length: number }).length - generatedOf(p.requestId);
       if (remaining >= 1 && remaining <= p.maxTokens) node.executor.setOutputLength(engineId, remaining);
       const continues = hashesOf.get(p.requestId);
       node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority, ...(continues ? { continues } : {}) });
@@ -268,9 +269,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     recorder.chunkEnded(f.requestId);
     // A continuation's context beyond its prefix-cache hit was computed again.
     if (c.p.generated > 0 && f.finishReason !== "abort") continuationPrefill += f.numPromptTokens - f.numCachedTokens;
-    const generated = (generatedOf.get(c.p.requestId) as number) + f.outputTokenIds.length;
     contextOf.set(c.p.requestId, f.tokenIds);
-    generatedOf.set(c.p.requestId, generated);
+    const generated = generatedOf(c.p.requestId);
     hashesOf.set(c.p.requestId, f.blockHashes);
     const finished = f.finishReason === "stop";
     if (finished || generated === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) {
@@ -278,7 +278,6 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       // Never placed again: its tokens and block hashes go now, not when the batch is taken (at full scale
       // an iteration's outputs alone are 70M tokens).
       contextOf.delete(c.p.requestId);
-      generatedOf.delete(c.p.requestId);
       hashesOf.delete(c.p.requestId);
       const group = groupOf.get(c.p.requestId);
       if (group !== undefined) finishedInGroup.set(group, (finishedInGroup.get(group) ?? 0) + 1);
@@ -303,7 +302,6 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       trace.submittedMs.push(placedAt.get(id) as number);
       trace.endedMs.push(finishedAt.get(id) as number);
       contextOf.delete(id);
-      generatedOf.delete(id);
       hashesOf.delete(id);
       const group = groupOf.get(id);
       groupOf.delete(id);
