@@ -91,6 +91,19 @@ describe("ManagedLlamaServer (stand-in llama-server process)", () => {
     expect(await modelPath(s.url)).toBe(a);
   });
 
+  it("quotes a failed process's last line even after much output and without a final newline", async () => {
+    const { dir, a } = setup();
+    // 300 KB of output (well past a pipe's buffer), then the reason, unterminated, then exit: the reason
+    // arrives after the exit is reported, and is still in the message.
+    const script = `head -c 300000 /dev/zero | tr '\\0' x; echo; printf 'main: failed to load model'; exit 3`;
+    const err = await ManagedLlamaServer.start({ binary: "/bin/sh", binaryArgs: ["-c", script, "sh"], name: "e7", modelPath: a, slotSaveDir: dir }).catch((e) => e);
+    expect(err).toBeInstanceOf(ArborError);
+    expect(err.message).toContain("exited (code 3)");
+    expect(err.message).toMatch(/main: failed to load model$/);
+    expect(err.message).toMatch(/x… \(\d+ chars\)/);
+    expect(err.message.length).toBeLessThan(50_000);
+  });
+
   it("stops a process that is not healthy in time", async () => {
     const { dir, a } = setup();
     // Node with tsx needs far longer than 1 ms to start the stand-in.

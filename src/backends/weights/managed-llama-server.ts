@@ -54,8 +54,11 @@ export interface ManagedLlamaServerOptions {
   stopTimeoutMs?: number;
 }
 
-/** How many log lines (stdout and stderr together) error messages quote. */
+/** Longest wait for a process's output pipes to drain after it exited (ms). */
+const DRAIN_WAIT_MS = 2_000;
+/** How many log lines (stdout and stderr together) error messages quote, and how much of each. */
 const LOG_LINES = 40;
+const LINE_CHARS = 1_000;
 /** Bound of one /health probe while waiting for a start. */
 const PROBE_MS = 2_000;
 /** The arguments the manager sets itself: a restart changes the model and keeps the host, port and save path. */
@@ -239,28 +242,41 @@ export class ManagedLlamaServer {
       endedResolve();
     };
     child.on("error", (e) => end(`could not be started: ${e.message}`));
-    child.on("exit", (code, signal) => end(`exited (${signal ?? `code ${code}`})`));
+    // "exit" can come before the last of the process's output has been read (a failed load's reason is
+    // its last lines), so the end waits for "close" (every pipe drained), bounded in case a grandchild
+    // holds a pipe open.
+    child.on("exit", (code, signal) => {
+      const how = `exited (${signal ?? `code ${code}`})`;
+      const drained = this.clock.setTimer(DRAIN_WAIT_MS, () => end(how));
+      child.once("close", () => {
+        drained.cancel();
+        end(how);
+      });
+    });
     const lines = this.lines;
-    const reader = () => {
+    const take = (line: string) => {
+      if (!line.trim()) return;
+      lines.push(line.length > LINE_CHARS ? `${line.slice(0, LINE_CHARS)}… (${line.length} chars)` : line);
+      if (lines.length > LOG_LINES) lines.shift();
+      const m = /listening on https?:\/\/127\.0\.0\.1:(\d+)/.exec(line);
+      if (m) p.port = Number(m[1]);
+    };
+    const read = (stream: NodeJS.ReadableStream | null) => {
       let partial = "";
-      return (buf: Buffer) => {
+      stream?.on("data", (buf: Buffer) => {
         const parts = (partial + buf.toString("utf8")).split("\n");
         partial = parts.pop() ?? "";
         if (partial.length > 4096) {
           parts.push(partial);
           partial = "";
         }
-        for (const line of parts) {
-          if (!line.trim()) continue;
-          lines.push(line);
-          if (lines.length > LOG_LINES) lines.shift();
-          const m = /listening on https?:\/\/127\.0\.0\.1:(\d+)/.exec(line);
-          if (m) p.port = Number(m[1]);
-        }
-      };
+        for (const line of parts) take(line);
+      });
+      // A last line without its newline (a process that died mid-message) is still quoted.
+      stream?.on("end", () => take(partial));
     };
-    child.stdout?.on("data", reader());
-    child.stderr?.on("data", reader());
+    read(child.stdout);
+    read(child.stderr);
     return p;
   }
 
