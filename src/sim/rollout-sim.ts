@@ -134,16 +134,16 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   const chunks = new Map<string, Chunk>();
   /**
    * Per request: its prompt ‖ the tokens generated so far, the next chunk's prompt (the last chunk's own
-   * token array: no concatenation per chunk).
+   * token array: no concatenation per chunk). While a chunk runs, its engine appends to that array.
    */
   const contextOf = new Map<string, readonly number[]>();
   /** Per request: the block hashes of its last chunk, which its next chunk continues (no rehashing of the context). */
   const hashesOf = new Map<string, BlockHashChain>();
-  /** Per request: its true output length (the executor's stop annotation), its budget and its prompt's length. */
-  const truth = new Map<string, { length: number; maxTokens: number; promptTokens: number }>();
-  /** Tokens generated so far by a request still placed (its context beyond its prompt). */
+  /** Per request: its true output length (the executor's stop annotation), its budget and its task's prompt. */
+  const truth = new Map<string, { length: number; maxTokens: number; prompt: readonly number[] }>();
+  /** Tokens generated so far by a request between its chunks (its context beyond its prompt). */
   const generatedOf = (requestId: string): number =>
-    (contextOf.get(requestId) as readonly number[]).length - (truth.get(requestId) as { promptTokens: number }).promptTokens;
+    (contextOf.get(requestId) as readonly number[]).length - (truth.get(requestId) as { prompt: readonly number[] }).prompt.length;
   const placedAt = new Map<string, number>();
   const finishedAt = new Map<string, number>();
   let engineVersion = 0;
@@ -240,7 +240,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       const task = taskById.get(g.taskId) as SeerTask;
       for (const r of g.requests) {
         contextOf.set(r.id, task.promptTokenIds);
-        truth.set(r.id, { length: r.oracleLength as number, maxTokens: r.maxTokens, promptTokens: task.promptTokenIds.length });
+        truth.set(r.id, { length: r.oracleLength as number, maxTokens: r.maxTokens, prompt: task.promptTokenIds });
         if (siblingAcceptance) groupOf.set(r.id, g.id);
       }
     }
@@ -253,10 +253,14 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       chunks.set(engineId, c);
       node.chunks.set(engineId, c);
       if (!placedAt.has(p.requestId)) placedAt.set(p.requestId, clock.now());
-      const remaining = (truth.get(p.requestId) as { length: number }).length - generatedOf(p.requestId);
+      const t = truth.get(p.requestId) as { length: number; prompt: readonly number[] };
+      const remaining = t.length - generatedOf(p.requestId);
       if (remaining >= 1 && remaining <= p.maxTokens) node.executor.setOutputLength(engineId, remaining);
       const continues = hashesOf.get(p.requestId);
-      node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority, ...(continues ? { continues } : {}) });
+      // A context that came back from an engine (FinishedRequest.tokenIds) is this simulation's alone: handed
+      // over, the engine appends to it instead of copying it per chunk. (A task's prompt is its group's.)
+      const handOverPrompt = prompt !== t.prompt;
+      node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority, handOverPrompt, ...(continues ? { continues } : {}) });
     }
     train();
   };

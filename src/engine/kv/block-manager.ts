@@ -134,6 +134,8 @@ interface RepeatableLookup {
   tierHits: boolean;
   /** Free L1 blocks among the hits: tier hits load only while more blocks than these are free. */
   numProtected: number;
+  /** Free blocks among blockIds (what allocateSlots takes off the free queue besides new blocks). */
+  numFreeIds: number;
   /** The hash of the block the search stopped at (undefined: every full block hit), and what each tier held there. */
   missHash: KvBlockHash | undefined;
   missL2: KvBlockIdentity | undefined;
@@ -300,6 +302,8 @@ export class KvBlockManager {
     // are distinct blocks: a block's identity has one depth.)
     let numProtected = 0;
     let firstTier = hits.length;
+    /** Free L1 hits before the first tier hit: every free block of blockIds when nothing loads. */
+    let freeBeforeTier = 0;
     /** Whether every tier hit can be watched (see watchableTierHit). */
     let tiersWatchable = true;
     for (let i = 0; i < hits.length; i++) {
@@ -309,6 +313,7 @@ export class KvBlockManager {
         if (tiersWatchable && !this.watchableTierHit(h)) tiersWatchable = false;
       } else if (this.refCount[h.block] === 0) {
         numProtected++;
+        if (firstTier === hits.length) freeBeforeTier++;
       }
     }
     let spare = this.queue.length - numProtected;
@@ -362,7 +367,8 @@ export class KvBlockManager {
     this.counters.queries += tokenIds.length;
     this.counters.hits += numCachedTokens;
     const watchable = loaded.L2 + loaded.L3 === 0 && tiersWatchable;
-    this.rememberLookup(chain, tokenIds, hits.length, maxBlocks, blockIds, numCachedTokens, numProtected, firstTier < hits.length, watchable);
+    // Without loads, blockIds are the hits before the first tier hit (a tier hit loads unless no block is spare).
+    this.rememberLookup(chain, tokenIds, hits.length, maxBlocks, blockIds, numCachedTokens, numProtected, freeBeforeTier, firstTier < hits.length, watchable);
     if (loadedBlockIds.length === 0) return { blockIds, numCachedTokens, fromTier: NOTHING_LOADED.fromTier, loadedBlockIds: NOTHING_LOADED.loadedBlockIds };
     const fromTier: { tier: "L2" | "L3"; blocks: number }[] = [];
     if (loaded.L2 > 0) fromTier.push({ tier: "L2", blocks: loaded.L2 });
@@ -389,21 +395,26 @@ export class KvBlockManager {
     }
     const bs = this.blockSize;
     const existing = this.requests.get(requestId);
+    let touchFree = 0;
     if (newComputedBlocks.length > 0) {
       if (existing !== undefined && existing.blocks.length > 0) {
         throw new Error(`allocateSlots(${requestId}): newComputedBlocks given but the request already holds ${existing.blocks.length} blocks`);
       }
-      // Hits straight from the repeatable lookup, nothing they depend on changed since: verified already.
+      // Hits straight from the repeatable lookup, nothing they depend on changed since (every change of a hit's
+      // reference count touches it): verified already, and their free blocks counted. A waiting request's
+      // admission is tried at every step while blocks are short, with hundreds of hits each time.
       const again = this.repeatable;
-      const verified = again !== undefined && again.blockIds === newComputedBlocks && again.chain === chain && this.unchangedFor(again, tokenIds.length);
-      if (!verified) this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks, chain);
+      if (again !== undefined && again.blockIds === newComputedBlocks && again.chain === chain && this.unchangedFor(again, tokenIds.length)) {
+        touchFree = again.numFreeIds;
+      } else {
+        this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks, chain);
+        for (const b of newComputedBlocks) if (this.refCount[b] === 0) touchFree++;
+      }
     }
     const held = existing?.numTokens ?? 0;
     const target = held + newComputedBlocks.length * bs + numNewTokens;
     const haveBlocks = (existing?.blocks.length ?? 0) + newComputedBlocks.length;
     const need = Math.max(0, Math.ceil(target / bs) - haveBlocks);
-    let touchFree = 0;
-    for (const b of newComputedBlocks) if (this.refCount[b] === 0) touchFree++;
     if (need + touchFree > this.queue.length) return null;
 
     const req: RequestKv = existing ?? { blocks: [], numTokens: 0, numHashed: 0, root: this.root, cacheable: this.enablePrefixCaching };
@@ -632,6 +643,11 @@ export class KvBlockManager {
     const u = this.usage();
     if (u < 0 || u > 1) throw new Error(`usage ${u} outside 0..1`);
     this.checkMarks();
+    const again = this.repeatable;
+    if (again !== undefined && this.unchangedFor(again, again.numTokens)) {
+      const free = again.blockIds.filter((b) => this.refCount[b] === 0).length;
+      if (free !== again.numFreeIds) throw new Error(`repeatable lookup: counts ${again.numFreeIds} free blocks among its hits, ${free} are free`);
+    }
   }
 
   /** A generation for `mark` no block carries yet (a new one unmarks every block at once). */
@@ -853,6 +869,7 @@ export class KvBlockManager {
     blockIds: number[],
     numCachedTokens: number,
     numProtected: number,
+    numFreeIds: number,
     tierHits: boolean,
     watchable: boolean,
   ): void {
@@ -888,6 +905,7 @@ export class KvBlockManager {
       numCachedTokens,
       tierHits,
       numProtected,
+      numFreeIds,
       missHash,
       missL2: missHash === undefined ? undefined : this.l2?.get(missHash),
       missL3: missHash === undefined ? undefined : this.l3?.get(missHash),

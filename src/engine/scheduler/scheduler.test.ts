@@ -441,3 +441,31 @@ describe("request tokens", () => {
     expect(a.tokenIds).toHaveLength(70);
   });
 });
+
+describe("handOverPrompt", () => {
+  const run = (prompt: readonly number[], handOverPrompt: boolean): FinishedRequest => {
+    const h = makeHarness({ maxNumBatchedTokens: 128, maxModelLen: 128 });
+    h.sched.addRequest({ requestId: "a", promptTokenIds: prompt, maxTokens: 20, handOverPrompt });
+    const finished: FinishedRequest[] = [];
+    while (h.sched.hasUnfinished() && h.plans.length < 100) finished.push(...h.step().finished);
+    return finished[0] as FinishedRequest;
+  };
+
+  it("keeps a handed-over prompt as the request's own array and appends the output to it", () => {
+    const prompt = toks(40);
+    const original = prompt.slice();
+    const a = run(prompt, true);
+    expect(a.tokenIds).toBe(prompt);
+    expect(prompt).toEqual([...original, ...a.outputTokenIds]);
+    // The same tokens as a copied prompt gives.
+    expect(a.outputTokenIds).toEqual(run(original, false).outputTokenIds);
+  });
+
+  it("copies a frozen prompt even when handed over", () => {
+    const prompt = Object.freeze(toks(40));
+    const a = run(prompt, true);
+    expect(a.tokenIds).not.toBe(prompt);
+    expect(prompt).toHaveLength(40);
+    expect(a.tokenIds).toEqual([...prompt, ...a.outputTokenIds]);
+  });
+});

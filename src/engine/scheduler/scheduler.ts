@@ -55,6 +55,13 @@ export interface NewRequest {
    * that request's tokens): the shared blocks are not hashed or verified again (BlockHashChain.continuedBy).
    */
   continues?: BlockHashChain;
+  /**
+   * The caller gives `promptTokenIds` up: the scheduler keeps that array as the request's own and appends
+   * the output to it, so a continuation's context (tens of thousands of tokens, passed on from
+   * `FinishedRequest.tokenIds`) is not copied again per chunk. The caller must not read or change it until
+   * it comes back as `FinishedRequest.tokenIds`. A frozen array is copied as without it.
+   */
+  handOverPrompt?: boolean;
 }
 
 export type FinishReason = "stop" | "length" | "abort";
@@ -261,7 +268,10 @@ export class Scheduler {
     if (this.waiting.length >= this.config.maxWaiting) {
       throw new CapacityError("scheduler waiting queue", this.config.maxWaiting);
     }
-    const tokenIds = copyWithRoom(promptTokenIds, Math.min(maxTokens, this.config.maxModelLen - promptTokenIds.length, (promptTokenIds.length >> 1) + 16));
+    const tokenIds =
+      req.handOverPrompt === true && !Object.isFrozen(promptTokenIds)
+        ? (promptTokenIds as number[])
+        : copyWithRoom(promptTokenIds, Math.min(maxTokens, this.config.maxModelLen - promptTokenIds.length, (promptTokenIds.length >> 1) + 16));
     const r: Req = {
       status: "waiting",
       tokenIds,
