@@ -92,18 +92,27 @@ type Hit =
   | { kind: "L1"; block: number; id: KvBlockIdentity }
   | { kind: "L2" | "L3"; tier: KvTier; id: KvBlockIdentity };
 
+/** A prefix lookup's hits, one per block from the first. */
+interface Found {
+  hits: Hit[];
+  /**
+   * blocks[i]: hits[i]'s L1 block, −1 for a tier hit. The lookup's passes over its hits (hundreds for a
+   * waiting request, at every step) read this dense array instead of following each hit object.
+   */
+  blocks: number[];
+  /** stamps[i]: the registration stamp of hits[i]'s block (L1 hits), 0 for tier hits. */
+  stamps: number[];
+}
+
 /**
  * A request's last prefix lookup in this manager: its hits and, per L1 hit, the block's registration
  * stamp then. A waiting request is looked up at every step; while a hit block keeps its stamp (never
  * unregistered or registered again since) the hit is still the first block of its bucket that holds the
  * request's prefix, so the next lookup replays it instead of searching the bucket again.
  */
-interface LookupMemo {
+interface LookupMemo extends Found {
   epoch: number;
   root: KvBlockIdentity | null;
-  hits: Hit[];
-  /** stamps[i]: the registration stamp of hits[i]'s block (L1 hits), 0 for tier hits. */
-  stamps: number[];
   /**
    * While the manager watches this request's hashes (watchEpoch) and none was registered in L1 since
    * (hashSeq) and no tier entry was removed or replaced (l2Seq, l3Seq), every tier hit still stands.
@@ -296,7 +305,7 @@ export class KvBlockManager {
       return { blockIds: again.blockIds, numCachedTokens: again.numCachedTokens, fromTier: NOTHING_LOADED.fromTier, loadedBlockIds: NOTHING_LOADED.loadedBlockIds };
     }
     const maxBlocks = tokenIds.length > 0 ? Math.floor((tokenIds.length - 1) / bs) : 0;
-    const hits = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain());
+    const { hits, blocks } = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain());
 
     // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses. (The hits
     // are distinct blocks: a block's identity has one depth.)
@@ -306,20 +315,20 @@ export class KvBlockManager {
     let freeBeforeTier = 0;
     /** Whether every tier hit can be watched (see watchableTierHit). */
     let tiersWatchable = true;
-    for (let i = 0; i < hits.length; i++) {
-      const h = hits[i] as Hit;
-      if (h.kind !== "L1") {
+    for (let i = 0; i < blocks.length; i++) {
+      const b = blocks[i] as number;
+      if (b < 0) {
         if (firstTier === hits.length) firstTier = i;
-        if (tiersWatchable && !this.watchableTierHit(h)) tiersWatchable = false;
-      } else if (this.refCount[h.block] === 0) {
+        if (tiersWatchable && !this.watchableTierHit(hits[i] as Extract<Hit, { kind: "L2" | "L3" }>)) tiersWatchable = false;
+      } else if (this.refCount[b] === 0) {
         numProtected++;
         if (firstTier === hits.length) freeBeforeTier++;
       }
     }
     let spare = this.queue.length - numProtected;
     let keep = hits.length;
-    for (let i = firstTier; i < hits.length; i++) {
-      if (hits[i]?.kind === "L1") continue;
+    for (let i = firstTier; i < blocks.length; i++) {
+      if ((blocks[i] as number) >= 0) continue;
       if (spare === 0) {
         keep = i;
         break;
@@ -327,9 +336,8 @@ export class KvBlockManager {
       spare--;
     }
 
-    // Up to the first tier hit every hit is an L1 block: sized once (a waiting request's hits are many).
-    const blockIds: number[] = new Array<number>(Math.min(keep, firstTier));
-    for (let i = 0; i < blockIds.length; i++) blockIds[i] = (hits[i] as Extract<Hit, { kind: "L1" }>).block;
+    // Up to the first tier hit every hit is an L1 block.
+    const blockIds: number[] = blocks.slice(0, Math.min(keep, firstTier));
     const loadedBlockIds: number[] = [];
     const loaded = { L2: 0, L3: 0 };
     /** mark[b] === protectedGen: b is protected (a free L1 hit, or loaded now); marked at the first load only (most lookups load nothing). */
@@ -343,7 +351,7 @@ export class KvBlockManager {
       }
       if (protectedGen === 0) {
         protectedGen = this.newMarkGen();
-        for (const x of hits) if (x.kind === "L1" && this.refCount[x.block] === 0) this.mark[x.block] = protectedGen;
+        for (const x of blocks) if (x >= 0 && this.refCount[x] === 0) this.mark[x] = protectedGen;
         scan = this.queue.peek();
       }
       h.tier.touch(h.id.hash, h.id.key);
@@ -592,8 +600,8 @@ export class KvBlockManager {
   offloadPrefix(tokenIds: readonly number[], to: "L2" | "L3"): KvTransfer | null {
     const tier = to === "L2" ? this.l2 : this.l3;
     if (tier === undefined) return null;
-    const hits = this.findPrefix(tokenIds, Math.floor(tokenIds.length / this.blockSize), false, new BlockHashChain());
-    const blocks = hits.flatMap((h) => (h.kind === "L1" ? [h.block] : []));
+    const { blocks: found } = this.findPrefix(tokenIds, Math.floor(tokenIds.length / this.blockSize), false, new BlockHashChain());
+    const blocks = found.filter((b) => b >= 0);
     const { sent, covered } = this.copyToTier(tier, blocks);
     this.demote(covered.filter((b) => this.refCount[b] === 0));
     return { from: "L1", to, blocks: sent, bytes: this.blockBytes(sent) };
@@ -656,12 +664,15 @@ export class KvBlockManager {
     return this.markGen;
   }
 
-  /** The marked blocks are exactly the last memo's L1 hits, each at its position (for the invariant check). */
+  /** The last memo's blocks are its hits', and the marked blocks are exactly its L1 hits, each at its position (for the invariant check). */
   private checkMarks(): void {
     const hits = this.watched?.hits ?? [];
+    const blocks = this.watched?.blocks ?? [];
+    if (blocks.length !== hits.length || (this.watched?.stamps.length ?? 0) !== hits.length) throw new Error(`lookup memo: ${hits.length} hits, ${blocks.length} blocks`);
     let l1 = 0;
     for (let i = 0; i < hits.length; i++) {
       const h = hits[i] as Hit;
+      if (blocks[i] !== (h.kind === "L1" ? h.block : -1)) throw new Error(`lookup memo: hit ${i} has block ${blocks[i]}, not its hit's`);
       if (h.kind !== "L1") continue;
       l1++;
       if (this.watchBlock[h.block] !== this.watchGen || this.watchPos[h.block] !== i) throw new Error(`lookup marks: hit ${i} (block ${h.block}) is not marked at its position`);
@@ -693,7 +704,7 @@ export class KvBlockManager {
   }
 
   /** Longest verified prefix of `tokenIds` over `maxBlocks` blocks, from L1 and (if `useTiers`) L2/L3. */
-  private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean, chain: BlockHashChain): Hit[] {
+  private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean, chain: BlockHashChain): Found {
     chain.useRoot(this.root, this.hashFn);
     // The chain's proofs from earlier lookups make a repeated lookup (a request waiting for KV) O(1) per block.
     const verifier = new PrefixVerifier(chain);
@@ -705,8 +716,8 @@ export class KvBlockManager {
     const memo = old !== undefined && old.epoch === this.epoch && old.root === this.root ? old : undefined;
     // The memo is updated in place: its arrays are reused (a waiting request's prefix can be hundreds of
     // blocks, looked up at every step).
-    const hits: Hit[] = memo?.hits ?? [];
-    const stamps: number[] = memo?.stamps ?? [];
+    const found: Found = memo ?? { hits: [], blocks: [], stamps: [] };
+    const { hits } = found;
     let missed = false;
     /** Whether the marks (watchBlock) still index this memo's hits: kept up to date below instead of rebuilt. */
     let marked = false;
@@ -726,13 +737,12 @@ export class KvBlockManager {
     for (let i = hits.length; !missed && i < maxBlocks; i++) {
       const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
       if (hit === undefined) break;
-      hits.push(hit);
-      stamps.push(hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0);
+      this.setHit(found, i, hit);
       if (marked && hit.kind === "L1") this.markHit(hit.block, i);
       prev = hit.id;
     }
-    if (!useTiers) return hits;
-    const m: LookupMemo = memo ?? { epoch: this.epoch, root: this.root, hits, stamps, watchEpoch: -1, hashSeq: 0, l2Seq: undefined, l3Seq: undefined, stampSeq: 0 };
+    if (!useTiers) return found;
+    const m: LookupMemo = memo ?? { epoch: this.epoch, root: this.root, ...found, watchEpoch: -1, hashSeq: 0, l2Seq: undefined, l3Seq: undefined, stampSeq: 0 };
     if (memo === undefined) this.memos.set(chain.lineage, m);
     m.watchEpoch = -1;
     m.hashSeq = 0;
@@ -740,7 +750,21 @@ export class KvBlockManager {
     m.l3Seq = undefined;
     m.stampSeq = this.stampSeq;
     if (!marked) this.markHits(m);
-    return hits;
+    return m;
+  }
+
+  /** Sets hit `i` (at most one past the end) and its block and stamp. */
+  private setHit(f: Found, i: number, hit: Hit): void {
+    f.hits[i] = hit;
+    f.blocks[i] = hit.kind === "L1" ? hit.block : -1;
+    f.stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
+  }
+
+  /** Drops the hits from `i` on. */
+  private truncateHits(f: Found, i: number): void {
+    f.hits.length = i;
+    f.blocks.length = i;
+    f.stamps.length = i;
   }
 
   /**
@@ -749,26 +773,22 @@ export class KvBlockManager {
    * returns whether there was one.
    */
   private replayAll(memo: LookupMemo, tokenIds: readonly number[], maxBlocks: number, tiersSame: boolean, useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier): boolean {
-    const { hits, stamps } = memo;
+    const { hits, blocks, stamps } = memo;
     const n = Math.min(hits.length, maxBlocks);
-    let prev = this.root;
     let i = 0;
     let missed = false;
+    // The dense blocks and stamps decide; a hit object is read only where its block changed.
     for (; i < n; i++) {
-      const h = hits[i] as Hit;
-      if (h.kind === "L1" ? this.stamp[h.block] !== stamps[i] : !(tiersSame || this.sameTierHit(h))) {
-        const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, prev);
-        if (hit === undefined) {
-          missed = true;
-          break;
-        }
-        hits[i] = hit;
-        stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
+      const b = blocks[i] as number;
+      if (b >= 0 ? this.stamp[b] === stamps[i] : tiersSame || this.sameTierHit(hits[i] as Extract<Hit, { kind: "L2" | "L3" }>)) continue;
+      const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, i === 0 ? this.root : (hits[i - 1] as Hit).id);
+      if (hit === undefined) {
+        missed = true;
+        break;
       }
-      prev = (hits[i] as Hit).id;
+      this.setHit(memo, i, hit);
     }
-    hits.length = i;
-    stamps.length = i;
+    this.truncateHits(memo, i);
     return missed;
   }
 
@@ -778,7 +798,7 @@ export class KvBlockManager {
    * replay costs what changed rather than the request's whole prefix. Same result as replayAll.
    */
   private replayChanged(memo: LookupMemo, tokenIds: readonly number[], useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier): boolean {
-    const { hits, stamps } = memo;
+    const { hits, blocks, stamps } = memo;
     const changed = this.changedAt;
     changed.length = 0;
     for (let seq = memo.stampSeq + 1; seq <= this.stampSeq; seq++) {
@@ -790,21 +810,19 @@ export class KvBlockManager {
     for (const i of changed) {
       if (i === last) continue;
       last = i;
-      const h = hits[i] as Extract<Hit, { kind: "L1" }>;
-      if (this.stamp[h.block] === stamps[i]) continue;
-      this.watchBlock[h.block] = 0;
+      const b = blocks[i] as number;
+      if (this.stamp[b] === stamps[i]) continue;
+      this.watchBlock[b] = 0;
       const hit = this.searchAt(tokenIds, i, useTiers, chain, verifier, i === 0 ? this.root : (hits[i - 1] as Hit).id);
       if (hit === undefined) {
-        for (let j = i + 1; j < hits.length; j++) {
-          const x = hits[j] as Hit;
-          if (x.kind === "L1") this.watchBlock[x.block] = 0;
+        for (let j = i + 1; j < blocks.length; j++) {
+          const x = blocks[j] as number;
+          if (x >= 0) this.watchBlock[x] = 0;
         }
-        hits.length = i;
-        stamps.length = i;
+        this.truncateHits(memo, i);
         return true;
       }
-      hits[i] = hit;
-      stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
+      this.setHit(memo, i, hit);
       if (hit.kind === "L1") this.markHit(hit.block, i);
     }
     return false;
@@ -814,10 +832,10 @@ export class KvBlockManager {
   private markHits(memo: LookupMemo): void {
     this.watchGen = nextGeneration(this.watchBlock, this.watchGen);
     this.watched = memo;
-    const hits = memo.hits;
-    for (let i = 0; i < hits.length; i++) {
-      const h = hits[i] as Hit;
-      if (h.kind === "L1") this.markHit(h.block, i);
+    const blocks = memo.blocks;
+    for (let i = 0; i < blocks.length; i++) {
+      const b = blocks[i] as number;
+      if (b >= 0) this.markHit(b, i);
     }
   }
 
