@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Rng } from "./rng.js";
+import { Rng, RngBank } from "./rng.js";
 
 describe("Rng", () => {
   it("reproduces from its seed and differs across seeds", () => {
@@ -48,5 +48,41 @@ describe("Rng", () => {
     r.nextU32();
     expect(r.fork("a").nextU32()).toBe(f1);
     expect(r.fork("b").nextU32()).not.toBe(f1);
+  });
+});
+
+describe("RngBank", () => {
+  it("draws in each slot exactly what new Rng(seed) draws, interleaved and across growth", () => {
+    const bank = new RngBank();
+    const seeds = Array.from({ length: 40 }, (_, i) => new Rng(9).forkSeed(`r${i}`));
+    const slots = seeds.map((seed) => bank.add(seed));
+    const rngs = seeds.map((seed) => new Rng(seed));
+    for (let round = 0; round < 5; round++) {
+      for (let i = 0; i < seeds.length; i++) {
+        const slot = slots[i] as number;
+        const r = rngs[i] as Rng;
+        expect(bank.nextU32(slot)).toBe(r.nextU32());
+        expect(bank.float(slot)).toBe(r.float());
+        expect(bank.int(slot, 3, 1000)).toBe(r.int(3, 1000));
+        expect(bank.pick(slot, ["a", "b", "c"])).toBe(r.pick(["a", "b", "c"]));
+      }
+    }
+    expect(new Rng(9).fork("r3").nextU32()).toBe(new Rng(seeds[3] as number).nextU32());
+  });
+
+  it("reuses released slots, reseeded, and refuses a slot it does not hold", () => {
+    const bank = new RngBank();
+    const a = bank.add(1);
+    const b = bank.add(2);
+    bank.nextU32(a);
+    bank.release(a);
+    expect(bank.size()).toBe(1);
+    const c = bank.add(5);
+    expect(c).toBe(a);
+    expect(bank.nextU32(c)).toBe(new Rng(5).nextU32());
+    expect(() => bank.release(b + 1)).toThrow(/slot 2 is not held/);
+    bank.release(b);
+    expect(() => bank.release(b)).toThrow(/not held/);
+    expect(() => bank.int(c, 5, 4)).toThrow(/lo <= hi/);
   });
 });

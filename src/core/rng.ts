@@ -10,33 +10,12 @@ export class Rng {
   private readonly s = new Int32Array(4);
 
   constructor(readonly seed: number) {
-    let x = seed >>> 0;
-    const next = (): number => {
-      // splitmix32
-      x = (x + 0x9e3779b9) >>> 0;
-      let z = x;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-      return (z ^ (z >>> 16)) >>> 0;
-    };
-    for (let i = 0; i < 4; i++) this.s[i] = next();
+    seedWords(this.s, 0, seed);
   }
 
   /** Uniform 32-bit unsigned integer. */
   nextU32(): number {
-    const s = this.s;
-    const s0 = s[0] as number;
-    const s1 = s[1] as number;
-    // Int32 words: every operation below is on 32-bit patterns, the sign is only how they are stored.
-    const result = Math.imul(rotl(Math.imul(s1, 5), 7), 9) >>> 0;
-    const t = s1 << 9;
-    const s2 = (s[2] as number) ^ s0;
-    const s3 = (s[3] as number) ^ s1;
-    s[1] = s1 ^ s2;
-    s[0] = s0 ^ s3;
-    s[2] = s2 ^ t;
-    s[3] = rotl(s3, 11);
-    return result;
+    return nextWords(this.s, 0);
   }
 
   /** Uniform float in [0, 1). */
@@ -46,9 +25,7 @@ export class Rng {
 
   /** Uniform integer in [lo, hi] (inclusive). */
   int(lo: number, hi: number): number {
-    if (!Number.isInteger(lo) || !Number.isInteger(hi) || hi < lo) {
-      throw new RangeError(`int(${lo}, ${hi}): need integers with lo <= hi`);
-    }
+    checkRange(lo, hi);
     return lo + Math.floor(this.float() * (hi - lo + 1));
   }
 
@@ -90,10 +67,117 @@ export class Rng {
 
   /** An independent generator derived from this seed and a label. */
   fork(label: string): Rng {
+    return new Rng(this.forkSeed(label));
+  }
+
+  /** The seed of `fork(label)`'s generator. */
+  forkSeed(label: string): number {
     let h = 0x811c9dc5 ^ this.seed;
     for (let i = 0; i < label.length; i++) h = Math.imul(h ^ label.charCodeAt(i), 0x01000193);
-    return new Rng(h >>> 0);
+    return h >>> 0;
   }
+}
+
+/**
+ * Many generators' states in one typed array, each addressed by its slot: `add(seed)`'s slot draws exactly
+ * the sequence of `new Rng(seed)`. The simulator draws from a generator per request for every token it
+ * samples; at full scale thousands of requests run, and a separate Rng per request (its object, its state
+ * array) costs cache misses per draw that one shared array does not.
+ */
+export class RngBank {
+  /** Slot i's state is words 4i .. 4i + 3. */
+  private s = new Int32Array(64);
+  /** held[i] === 1: slot i is in use (a release of a free slot is a bug). */
+  private held = new Uint8Array(16);
+  private slots = 0;
+  private readonly freeSlots: number[] = [];
+
+  /** A slot seeded with `seed`; `release` it when done (the bank grows to the most slots held at once). */
+  add(seed: number): number {
+    let slot = this.freeSlots.pop();
+    if (slot === undefined) {
+      slot = this.slots++;
+      if (this.slots > this.held.length) {
+        const s = new Int32Array(2 * this.s.length);
+        s.set(this.s);
+        this.s = s;
+        const held = new Uint8Array(2 * this.held.length);
+        held.set(this.held);
+        this.held = held;
+      }
+    }
+    this.held[slot] = 1;
+    seedWords(this.s, 4 * slot, seed);
+    return slot;
+  }
+
+  /** Gives a slot back for reuse. */
+  release(slot: number): void {
+    if (!Number.isInteger(slot) || this.held[slot] !== 1) throw new RangeError(`rng bank: slot ${slot} is not held`);
+    this.held[slot] = 0;
+    this.freeSlots.push(slot);
+  }
+
+  /** Slots held now. */
+  size(): number {
+    return this.slots - this.freeSlots.length;
+  }
+
+  /** Uniform 32-bit unsigned integer from `slot`'s generator. */
+  nextU32(slot: number): number {
+    return nextWords(this.s, 4 * slot);
+  }
+
+  /** Uniform float in [0, 1) (as Rng.float). */
+  float(slot: number): number {
+    return this.nextU32(slot) / 4294967296;
+  }
+
+  /** Uniform integer in [lo, hi] (inclusive, as Rng.int). */
+  int(slot: number, lo: number, hi: number): number {
+    checkRange(lo, hi);
+    return lo + Math.floor(this.float(slot) * (hi - lo + 1));
+  }
+
+  /** One element chosen uniformly (as Rng.pick). */
+  pick<T>(slot: number, items: readonly T[]): T {
+    if (items.length === 0) throw new RangeError("pick from an empty array");
+    return items[this.int(slot, 0, items.length - 1)] as T;
+  }
+}
+
+function checkRange(lo: number, hi: number): void {
+  if (!Number.isInteger(lo) || !Number.isInteger(hi) || hi < lo) {
+    throw new RangeError(`int(${lo}, ${hi}): need integers with lo <= hi`);
+  }
+}
+
+/** Seeds the four state words at s[at..at + 3] from `seed` (splitmix32). */
+function seedWords(s: Int32Array, at: number, seed: number): void {
+  let x = seed >>> 0;
+  for (let i = 0; i < 4; i++) {
+    x = (x + 0x9e3779b9) >>> 0;
+    let z = x;
+    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
+    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
+    s[at + i] = (z ^ (z >>> 16)) >>> 0;
+  }
+}
+
+/** One xoshiro128** step of the state words at s[at..at + 3]: the next uniform 32-bit unsigned integer. */
+function nextWords(s: Int32Array, at: number): number {
+  const s0 = s[at] as number;
+  const s1 = s[at + 1] as number;
+  // Int32 words: every operation below is on 32-bit patterns, the sign is only how they are stored.
+  const result = Math.imul(rotl(Math.imul(s1, 5), 7), 9) >>> 0;
+  const t = s1 << 9;
+  const s2 = (s[at + 2] as number) ^ s0;
+  const s3 = (s[at + 3] as number) ^ s1;
+  s[at + 1] = s1 ^ s2;
+  s[at] = s0 ^ s3;
+  s[at + 2] = s2 ^ t;
+  s[at + 3] = rotl(s3, 11);
+  return result;
 }
 
 /** 32-bit rotate left (an int32 pattern). */

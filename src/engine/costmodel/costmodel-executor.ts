@@ -2,7 +2,7 @@
 // come from seeded random streams, output lengths from workload annotations, and the step's duration
 // from the cost profile, so the simulator can drive the real scheduler under a virtual clock.
 import { ArborError } from "../../core/errors.js";
-import type { Rng } from "../../core/rng.js";
+import { RngBank, type Rng } from "../../core/rng.js";
 import type { SampledTokenOut, ScheduledChunk, StepPlan, StepResult } from "../scheduler/step-plan.js";
 import { validateCostProfile, type CostProfile } from "./profile.js";
 import { stepTimeMs } from "./step-time.js";
@@ -64,9 +64,10 @@ export function acceptanceForMeanLength(meanLength: number, maxSpecTokens: numbe
 }
 
 interface RequestState {
-  rng: Rng;
-  /** Draws the acceptance of its drafts (apart from `rng`: tokens do not depend on speculation). */
-  acceptRng: Rng;
+  /** Its token stream: a slot of the executor's RngBank (the stream of rng.fork(`costmodel:<id>`)). */
+  rng: number;
+  /** Draws the acceptance of its drafts (apart from `rng`: tokens do not depend on speculation); a bank slot too. */
+  acceptRng: number;
   /** Tokens sampled so far (kept across preemption: recompute does not redo sampling). */
   sampled: number;
   /** The last run() that sampled for the request (a second chunk in the same plan is an error). */
@@ -82,6 +83,8 @@ export class CostModelExecutor {
   /** Stop ids, sorted and deduplicated. */
   private readonly stops: number[];
   private readonly requests = new Map<string, RequestState>();
+  /** The requests' generators, one array for all (see RngBank): a slot each, released when the request finishes. */
+  private readonly bank = new RngBank();
   private readonly annotations = new Map<string, number>();
   private readonly speculation: ModelledSpeculation | undefined;
   /** The placeholder draft every sampled request proposes (a non-stop id; its value is never checked). */
@@ -148,7 +151,12 @@ export class CostModelExecutor {
    */
   run(plan: StepPlan): StepResult {
     for (const id of plan.finished) {
-      this.requests.delete(id);
+      const st = this.requests.get(id);
+      if (st !== undefined) {
+        this.bank.release(st.rng);
+        this.bank.release(st.acceptRng);
+        this.requests.delete(id);
+      }
       this.annotations.delete(id);
     }
     const durationMs = stepTimeMs(this.profile, plan);
@@ -192,7 +200,7 @@ export class CostModelExecutor {
     if (k === 0 || !this.speculation) return 0;
     const rates = this.speculation.acceptanceOf?.(requestId) ?? this.speculation.acceptance;
     let a = 0;
-    while (a < k && st.acceptRng.float() < (rates[Math.min(a, rates.length - 1)] as number)) a++;
+    while (a < k && this.bank.float(st.acceptRng) < (rates[Math.min(a, rates.length - 1)] as number)) a++;
     return a;
   }
 
@@ -208,8 +216,8 @@ export class CostModelExecutor {
       // One stream per request: its tokens do not depend on what it was batched with.
       // Every field set here, so all live in the object (one cache line fewer per token at scale).
       st = {
-        rng: this.rng.fork(`costmodel:${requestId}`),
-        acceptRng: this.rng.fork(`costmodel-accept:${requestId}`),
+        rng: this.bank.add(this.rng.forkSeed(`costmodel:${requestId}`)),
+        acceptRng: this.bank.add(this.rng.forkSeed(`costmodel-accept:${requestId}`)),
         sampled: 0,
         lastRun: run - 1,
         outputLength: this.annotations.get(requestId),
@@ -223,17 +231,17 @@ export class CostModelExecutor {
     st.sampled++;
     let tokenId: number;
     if (st.outputLength !== undefined && st.sampled === st.outputLength) {
-      tokenId = st.rng.pick(this.stops);
+      tokenId = this.bank.pick(st.rng, this.stops);
     } else {
       // k-th non-stop id: walk the sorted stop ids, skipping each one at or below the candidate.
-      tokenId = st.rng.int(0, this.vocabSize - this.stops.length - 1);
+      tokenId = this.bank.int(st.rng, 0, this.vocabSize - this.stops.length - 1);
       for (const s of this.stops) {
         if (s <= tokenId) tokenId++;
         else break;
       }
     }
     // log of a uniform draw in (0, 1]: always <= 0.
-    const logprob = Math.log(1 - st.rng.float());
+    const logprob = Math.log(1 - this.bank.float(st.rng));
     return { tokenId, logprob };
   }
 }
