@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { CapacityError } from "../../core/errors.js";
 import { InProcessKvTier } from "../kv/tier.js";
-import { makeHarness, toks } from "../../testing/scheduler-helpers.js";
+import { makeHarness, toks, type Harness } from "../../testing/scheduler-helpers.js";
 import type { FinishedRequest } from "./scheduler.js";
 import type { StepPlan } from "./step-plan.js";
 
@@ -426,6 +426,18 @@ describe("recordLogprobs", () => {
 });
 
 describe("request tokens", () => {
+  /** Steps `h` until its one request finishes, and returns it. */
+  const finishOne = (h: Harness): FinishedRequest => {
+    const finished: FinishedRequest[] = [];
+    while (h.sched.hasUnfinished() && h.plans.length < 100) finished.push(...h.step().finished);
+    return finished[0] as FinishedRequest;
+  };
+  const run = (prompt: readonly number[], handOverPrompt: boolean): FinishedRequest => {
+    const h = makeHarness({ maxNumBatchedTokens: 128, maxModelLen: 128 });
+    h.sched.addRequest({ requestId: "a", promptTokenIds: prompt, maxTokens: 20, handOverPrompt });
+    return finishOne(h);
+  };
+
   it("copies the prompt (with room to grow): the caller's array is neither changed nor read again", () => {
     const h = makeHarness({ maxNumBatchedTokens: 128, maxModelLen: 128 });
     const prompt = toks(40);
@@ -433,25 +445,13 @@ describe("request tokens", () => {
     h.sched.addRequest({ requestId: "a", promptTokenIds: prompt, maxTokens: 30 });
     prompt.fill(7);
     prompt.push(1, 2, 3);
-    const finished: FinishedRequest[] = [];
-    while (h.sched.hasUnfinished() && h.plans.length < 100) finished.push(...h.step().finished);
-    const a = finished[0] as FinishedRequest;
+    const a = finishOne(h);
     expect(a.outputTokenIds).toHaveLength(30);
     expect(a.tokenIds).toEqual([...original, ...a.outputTokenIds]);
     expect(a.tokenIds).toHaveLength(70);
   });
-});
 
-describe("handOverPrompt", () => {
-  const run = (prompt: readonly number[], handOverPrompt: boolean): FinishedRequest => {
-    const h = makeHarness({ maxNumBatchedTokens: 128, maxModelLen: 128 });
-    h.sched.addRequest({ requestId: "a", promptTokenIds: prompt, maxTokens: 20, handOverPrompt });
-    const finished: FinishedRequest[] = [];
-    while (h.sched.hasUnfinished() && h.plans.length < 100) finished.push(...h.step().finished);
-    return finished[0] as FinishedRequest;
-  };
-
-  it("keeps a handed-over prompt as the request's own array and appends the output to it", () => {
+  it("keeps a handed-over prompt (handOverPrompt) as the request's own array and appends the output to it", () => {
     const prompt = toks(40);
     const original = prompt.slice();
     const a = run(prompt, true);
