@@ -1,6 +1,6 @@
 // Tests of chained block hashes and prefix verification.
 import { describe, expect, it } from "vitest";
-import { BlockHashChain, PrefixVerifier, hashBlockTokens, hashKey, makeIdentity, sameIdentity, sameTokensAt, type KvBlockIdentity } from "./block-hash.js";
+import { BlockHashChain, PrefixVerifier, hashBlockTokens, hashKey, makeIdentity, packTokens, sameIdentity, samePackedAt, unpackTokens, type KvBlockIdentity } from "./block-hash.js";
 
 describe("hashBlockTokens", () => {
   it("is deterministic, chained, and sensitive to order, parent and extra keys", () => {
@@ -120,12 +120,41 @@ describe("BlockHashChain", () => {
   });
 });
 
-describe("sameTokensAt", () => {
-  it("compares a block with a window of tokens, lengths included", () => {
-    expect(sameTokensAt([3, 4], [1, 2, 3, 4], 2, 2)).toBe(true);
-    expect(sameTokensAt([3, 5], [1, 2, 3, 4], 2, 2)).toBe(false);
-    expect(sameTokensAt([3], [1, 2, 3, 4], 2, 2)).toBe(false);
-    expect(sameTokensAt([4, 5], [1, 2, 3, 4], 3, 2)).toBe(false);
+describe("packed tokens", () => {
+  const lists = [[], [0], [3, 4], [0xfffd, 0], [0xfffe], [0xffff, 1], [70_000, 2], [2 ** 32 - 1], [2 ** 32], [-1, 5], [1.5], [0, 0, 0]];
+
+  it("round-trips every form (narrow, wide, text), and two lists pack alike iff they are equal", () => {
+    for (const a of lists) {
+      expect(unpackTokens(packTokens(a, 0, a.length))).toEqual(a);
+      for (const b of lists) expect(packTokens(a, 0, a.length) === packTokens(b, 0, b.length)).toBe(JSON.stringify(a) === JSON.stringify(b));
+    }
+    // A vocabulary up to 65,534 tokens packs one unit per token; larger ids take two.
+    expect(packTokens([1, 2, 0xfffd], 0, 3)).toHaveLength(3);
+    expect(packTokens([1, 0xfffe], 0, 2)).toHaveLength(5);
+  });
+
+  it("compares a packed block with a window of tokens in place, lengths and forms included", () => {
+    const p = (xs: number[]): string => packTokens(xs, 0, xs.length);
+    expect(samePackedAt(p([3, 4]), [1, 2, 3, 4], 2, 2)).toBe(true);
+    expect(samePackedAt(p([3, 5]), [1, 2, 3, 4], 2, 2)).toBe(false);
+    expect(samePackedAt(p([3]), [1, 2, 3, 4], 2, 2)).toBe(false);
+    expect(samePackedAt(p([4, 5]), [1, 2, 3, 4], 3, 2)).toBe(false);
+    expect(samePackedAt(packTokens([9, 3, 4], 1, 2), [3, 4], 0, 2)).toBe(true);
+    expect(samePackedAt(p([70_000, 1]), [0, 70_000, 1], 1, 2)).toBe(true);
+    expect(samePackedAt(p([70_000, 1]), [0, 70_000, 2], 1, 2)).toBe(false);
+    // A narrow block against a window holding a wide token, and a wide block the length of a narrow window.
+    expect(samePackedAt(p([4464, 1]), [70_000, 1], 0, 2)).toBe(false);
+    expect(samePackedAt(p([70_000]), [0xffff, 1, 4464], 0, 3)).toBe(false);
+    // Every list against every window of every other list, compared in place: the same answer as comparing lists.
+    for (const a of lists) {
+      for (const b of lists) expect(samePackedAt(p(a), [7, ...b, 7], 1, b.length)).toBe(JSON.stringify(a) === JSON.stringify(b));
+    }
+  });
+
+  it("an identity reads its tokens back, frozen", () => {
+    const id = makeIdentity("h", [5, 70_000, 6], null);
+    expect(id.tokenIds).toEqual([5, 70_000, 6]);
+    expect(Object.isFrozen(id.tokenIds)).toBe(true);
   });
 });
 

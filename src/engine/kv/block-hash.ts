@@ -21,13 +21,35 @@ export interface KvBlockIdentity {
   readonly hash: KvBlockHash;
   /** hashKey(hash): what the prefix-cache maps index the block by. */
   readonly key: number;
+  /** The block's tokens packed in a string (packTokens): what identity checks compare. */
+  readonly packed: string;
+  /** The block's tokens, unpacked anew (a frozen copy) at every read: for inspection, not for hot paths. */
   readonly tokenIds: readonly number[];
   readonly parent: KvBlockIdentity | null;
-  /** Block index in the prefix (0 for the first block). */
+  /** Block index in the prefix (0 for the first block; -1 for a cache salt's root). */
   readonly depth: number;
 }
 
-/** Creates an identity (its tokens frozen: a copy, or the array itself when already frozen); `parent` null means the block starts a prompt. */
+/**
+ * An identity keeps its tokens packed: a full-scale simulation holds millions of identities (every L1 block
+ * and every L3 entry), and 16 tokens as a string of 16 UTF-16 units take 48 bytes where an array of them
+ * takes 176 (a third of the heap). Two identities' tokens compare as two short strings.
+ */
+class BlockIdentity implements KvBlockIdentity {
+  constructor(
+    readonly hash: KvBlockHash,
+    readonly key: number,
+    readonly packed: string,
+    readonly parent: KvBlockIdentity | null,
+    readonly depth: number,
+  ) {}
+
+  get tokenIds(): readonly number[] {
+    return Object.freeze(unpackTokens(this.packed));
+  }
+}
+
+/** Creates an identity of `tokenIds` (packed: a copy); `parent` null means the block starts a prompt. */
 export function makeIdentity(
   hash: KvBlockHash,
   tokenIds: readonly number[],
@@ -35,9 +57,67 @@ export function makeIdentity(
   /** hashKey(hash), when the caller has it. */
   key: number = hashKey(hash),
 ): KvBlockIdentity {
-  // Identities' token arrays are frozen, so one already frozen (another identity's: an L1 block offloaded
-  // to a tier, millions of them in a full-scale simulation) is shared instead of copied.
-  return { hash, key, tokenIds: Object.isFrozen(tokenIds) ? tokenIds : Object.freeze(tokenIds.slice()), parent, depth: parent === null ? 0 : parent.depth + 1 };
+  return makeIdentityAt(hash, tokenIds, 0, tokenIds.length, parent, key);
+}
+
+/** makeIdentity of the block `tokenIds[offset .. offset + len)`, without slicing it out. */
+export function makeIdentityAt(
+  hash: KvBlockHash,
+  tokenIds: readonly number[],
+  offset: number,
+  len: number,
+  parent: KvBlockIdentity | null,
+  key: number = hashKey(hash),
+): KvBlockIdentity {
+  return new BlockIdentity(hash, key, packTokens(tokenIds, offset, len), parent, parent === null ? 0 : parent.depth + 1);
+}
+
+/** The root "block" of a cache salt (depth -1): its tokens stand for the salt, so identity checks compare salts. */
+export function makeRootIdentity(hash: KvBlockHash, tokenIds: readonly number[]): KvBlockIdentity {
+  return new BlockIdentity(hash, hashKey(hash), packTokens(tokenIds, 0, tokenIds.length), null, -1);
+}
+
+/** First unit of the wide form: every token as two units (high, low 16 bits). */
+const WIDE = 0xffff;
+/** First unit of the text form: the tokens' JSON (a token that is not an integer in [0, 2^32)). */
+const TEXT = 0xfffe;
+/** Units of the narrow form's scratch (one block). */
+let units: number[] = [];
+
+/**
+ * Packs `tokenIds[offset .. offset + len)` in a string, one form per token list (so two lists are equal iff
+ * their packings are): narrow, a unit per token, when every token is an integer in [0, 0xfffd] (every
+ * vocabulary up to 65,534 tokens); else wide, WIDE then two units per token, when every token is an integer in
+ * [0, 2^32); else TEXT then their JSON.
+ */
+export function packTokens(tokenIds: readonly number[], offset: number, len: number): string {
+  if (units.length !== len) units = new Array<number>(len);
+  let narrow = true;
+  let wide = true;
+  for (let i = 0; i < len; i++) {
+    const t = tokenIds[offset + i] as number;
+    units[i] = t;
+    if (!(t >= 0 && t <= 0xfffd && (t | 0) === t)) {
+      narrow = false;
+      if (!(t >= 0 && t < 0x100000000 && Math.floor(t) === t)) wide = false;
+    }
+  }
+  if (narrow) return String.fromCharCode.apply(null, units);
+  const window = tokenIds.slice(offset, offset + len);
+  if (!wide) return String.fromCharCode(TEXT) + JSON.stringify(window);
+  const pairs = [WIDE];
+  for (const t of window) pairs.push(Math.floor(t / 0x10000), t % 0x10000);
+  return String.fromCharCode.apply(null, pairs);
+}
+
+/** The tokens a packTokens string holds. */
+export function unpackTokens(packed: string): number[] {
+  const first = packed.charCodeAt(0);
+  if (first === TEXT) return JSON.parse(packed.slice(1)) as number[];
+  const out: number[] = [];
+  if (first === WIDE) for (let i = 1; i + 1 < packed.length; i += 2) out.push(packed.charCodeAt(i) * 0x10000 + packed.charCodeAt(i + 1));
+  else for (let i = 0; i < packed.length; i++) out.push(packed.charCodeAt(i));
+  return out;
 }
 
 /**
@@ -133,21 +213,30 @@ export function hashBlockTokens(
   return hex16(finalMix(a ^ tokenIds.length), finalMix(b));
 }
 
-/** Element-wise equality of two token id arrays. */
-export function sameTokens(a: readonly number[], b: readonly number[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
 /**
- * Whether `block` equals `tokenIds[offset .. offset + len)` with `block.length === len`: compares a
- * block against a window of a request's tokens without slicing the window out (lookups run every step).
+ * Whether a packed block (packTokens) holds `tokenIds[offset .. offset + len)`, compared in place (lookups
+ * run every step); a window past the end holds nothing.
  */
-export function sameTokensAt(block: readonly number[], tokenIds: readonly number[], offset: number, len: number): boolean {
-  if (block.length !== len || offset + len > tokenIds.length) return false;
-  for (let i = 0; i < len; i++) if (block[i] !== tokenIds[offset + i]) return false;
-  return true;
+export function samePackedAt(packed: string, tokenIds: readonly number[], offset: number, len: number): boolean {
+  if (offset + len > tokenIds.length) return false;
+  const first = packed.charCodeAt(0);
+  if (packed.length === len && (len === 0 || first < TEXT)) {
+    for (let i = 0; i < len; i++) if (packed.charCodeAt(i) !== tokenIds[offset + i]) return false;
+    return true;
+  }
+  // Wide (a vocabulary over 65,534 tokens: nearly every block holds an id above it). A window of narrow
+  // tokens never packs wide, so a wide block equal to it in value cannot be.
+  if (first === WIDE && packed.length === 1 + 2 * len) {
+    let narrow = true;
+    for (let i = 0; i < len; i++) {
+      const t = tokenIds[offset + i] as number;
+      if (packed.charCodeAt(1 + 2 * i) * 0x10000 + packed.charCodeAt(2 + 2 * i) !== t) return false;
+      if (t > 0xfffd) narrow = false;
+    }
+    return !narrow;
+  }
+  // The text form, or another length: one packing per token list, so comparing packings is exact.
+  return first === TEXT && packed === packTokens(tokenIds, offset, len);
 }
 
 /**
@@ -279,7 +368,7 @@ export function sameIdentity(a: KvBlockIdentity | null, b: KvBlockIdentity | nul
   while (x !== y) {
     if (x === null || y === null) return false;
     if (provenSame.get(x) === y) break;
-    if (x.depth !== y.depth || !sameTokens(x.tokenIds, y.tokenIds)) return false;
+    if (x.depth !== y.depth || x.packed !== y.packed) return false;
     x = x.parent;
     y = y.parent;
   }
@@ -321,7 +410,7 @@ export class PrefixVerifier {
     if (candidate.depth !== depth) return false;
     // Proven equal to this request's prefix by an earlier lookup: prev holds the same prefix.
     if (this.isKnown(candidate)) return true;
-    if (!sameTokensAt(candidate.tokenIds, tokenIds, offset, len)) return false;
+    if (!samePackedAt(candidate.packed, tokenIds, offset, len)) return false;
     if (!this.parentMatches(candidate.parent, prev)) return false;
     this.verified.add(candidate);
     this.remember(candidate);
@@ -349,7 +438,7 @@ export class PrefixVerifier {
     for (;;) {
       if (x === y || (x !== null && (this.verified.has(x) || this.isKnown(x)))) break;
       if (x === null || y === null) return false;
-      if (x.depth !== y.depth || !sameTokens(x.tokenIds, y.tokenIds)) return false;
+      if (x.depth !== y.depth || x.packed !== y.packed) return false;
       walked.push(x);
       x = x.parent;
       y = y.parent;

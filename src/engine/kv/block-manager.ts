@@ -9,9 +9,10 @@ import {
   PrefixVerifier,
   hashBlockTokens,
   hashKey,
-  makeIdentity,
+  makeIdentityAt,
+  makeRootIdentity,
   sameIdentity,
-  sameTokensAt,
+  samePackedAt,
   type KvBlockHash,
   type KvBlockIdentity,
   type KvHashFn,
@@ -185,8 +186,7 @@ function saltRoot(salt: string | undefined, hashFn: KvHashFn): KvBlockIdentity |
   if (salt === undefined) return null;
   // The salt is the root "block": its characters are its tokens, so identity checks compare salts.
   const chars = Array.from(salt, (c) => c.codePointAt(0) ?? 0);
-  const hash = hashFn(null, chars, ["cache_salt"]);
-  return { hash, key: hashKey(hash), tokenIds: chars, parent: null, depth: -1 };
+  return makeRootIdentity(hashFn(null, chars, ["cache_salt"]), chars);
 }
 
 /**
@@ -1002,12 +1002,12 @@ export class KvBlockManager {
       let id: KvBlockIdentity | undefined;
       for (let other = this.cached.first(key); other !== NO_SLOT; other = this.cached.next(other)) {
         const o = this.identity[other];
-        if (o !== null && o !== undefined && o.hash === hash && o.parent === parent && sameTokensAt(o.tokenIds, tokenIds, i * bs, bs)) {
+        if (o !== null && o !== undefined && o.hash === hash && o.parent === parent && samePackedAt(o.packed, tokenIds, i * bs, bs)) {
           id = o;
           break;
         }
       }
-      const own = id ?? makeIdentity(hash, Object.freeze(tokenIds.slice(i * bs, (i + 1) * bs)), parent, key);
+      const own = id ?? makeIdentityAt(hash, tokenIds, i * bs, bs, parent, key);
       if (this.identity[b] !== null) this.unregister(b);
       this.register(b, own);
       parent = own;

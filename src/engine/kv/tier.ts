@@ -6,7 +6,7 @@
 // same L2/L3 names and rules.
 
 import { ArborError } from "../../core/errors.js";
-import { hashKey, sameIdentity, sameTokens, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
+import { hashKey, sameIdentity, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
 import { KeyChains, NO_SLOT } from "./key-chains.js";
 
 /** The tiers below L1: an engine's host memory, and the pool shared by engines. */
@@ -119,7 +119,7 @@ export class InProcessKvTier implements KvTier {
   put(block: KvBlockIdentity): boolean {
     const held = this.find(block.hash, block.key);
     const id = held === NONE ? undefined : (this.slotBlock[held] as KvBlockIdentity);
-    if (id !== undefined && (id === block || (sameTokens(id.tokenIds, block.tokenIds) && sameIdentity(id.parent, block.parent)))) {
+    if (id !== undefined && (id === block || (id.packed === block.packed && sameIdentity(id.parent, block.parent)))) {
       // The very block again (evicted anew after a load): a use, not a replacement, so the lookups that
       // replay this entry as a hit (changeSeq) still stand.
       this.markUse(held);
