@@ -81,8 +81,17 @@ export function makeRootIdentity(hash: KvBlockHash, tokenIds: readonly number[])
 const WIDE = 0xffff;
 /** First unit of the text form: the tokens' JSON (a token that is not an integer in [0, 2^32)). */
 const TEXT = 0xfffe;
-/** Units of the narrow form's scratch (one block). */
-let units: number[] = [];
+/** Scratch for the units of one block's packing, per length (a block is usually 16 tokens: 16 or 33 units). */
+const scratch = new Map<number, number[]>();
+
+function unitsOf(n: number): number[] {
+  let u = scratch.get(n);
+  if (u === undefined) {
+    u = new Array<number>(n).fill(0);
+    if (scratch.size < 64) scratch.set(n, u);
+  }
+  return u;
+}
 
 /**
  * Packs `tokenIds[offset .. offset + len)` in a string, one form per token list (so two lists are equal iff
@@ -91,23 +100,26 @@ let units: number[] = [];
  * [0, 2^32); else TEXT then their JSON.
  */
 export function packTokens(tokenIds: readonly number[], offset: number, len: number): string {
-  if (units.length !== len) units = new Array<number>(len);
   let narrow = true;
-  let wide = true;
   for (let i = 0; i < len; i++) {
     const t = tokenIds[offset + i] as number;
-    units[i] = t;
-    if (!(t >= 0 && t <= 0xfffd && (t | 0) === t)) {
-      narrow = false;
-      if (!(t >= 0 && t < 0x100000000 && Math.floor(t) === t)) wide = false;
-    }
+    if (t >= 0 && t <= 0xfffd && (t | 0) === t) continue;
+    narrow = false;
+    if (!(t >= 0 && t < 0x100000000 && Math.floor(t) === t)) return String.fromCharCode(TEXT) + JSON.stringify(tokenIds.slice(offset, offset + len));
   }
-  if (narrow) return String.fromCharCode.apply(null, units);
-  const window = tokenIds.slice(offset, offset + len);
-  if (!wide) return String.fromCharCode(TEXT) + JSON.stringify(window);
-  const pairs = [WIDE];
-  for (const t of window) pairs.push(Math.floor(t / 0x10000), t % 0x10000);
-  return String.fromCharCode.apply(null, pairs);
+  if (narrow) {
+    const u = unitsOf(len);
+    for (let i = 0; i < len; i++) u[i] = tokenIds[offset + i] as number;
+    return String.fromCharCode.apply(null, u);
+  }
+  const u = unitsOf(1 + 2 * len);
+  u[0] = WIDE;
+  for (let i = 0; i < len; i++) {
+    const t = tokenIds[offset + i] as number;
+    u[1 + 2 * i] = Math.floor(t / 0x10000);
+    u[2 + 2 * i] = t % 0x10000;
+  }
+  return String.fromCharCode.apply(null, u);
 }
 
 /** The tokens a packTokens string holds. */
