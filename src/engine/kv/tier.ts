@@ -119,7 +119,7 @@ export class InProcessKvTier implements KvTier {
   put(block: KvBlockIdentity): boolean {
     const held = this.find(block.hash, block.key);
     const id = held === NONE ? undefined : (this.slotBlock[held] as KvBlockIdentity);
-    if (id !== undefined && (id === block || (id.packed === block.packed && sameIdentity(id.parent, block.parent)))) {
+    if (id !== undefined && sameIdentity(id, block)) {
       // The very block again (evicted anew after a load): a use, not a replacement, so the lookups that
       // replay this entry as a hit (changeSeq) still stand.
       this.markUse(held);
