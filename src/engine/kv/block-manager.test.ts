@@ -183,6 +183,19 @@ describe("KvBlockManager: allocation and eviction", () => {
     m.checkInvariants();
   });
 
+  it("touchRecords reads the named requests' records and changes nothing", () => {
+    const m = mgr();
+    admit(m, "a", range(10));
+    admit(m, "b", range(5, 100));
+    m.free("b");
+    const before = { free: m.numFreeBlocks(), order: m.freeQueueOrder(), blocks: [...m.blocksOf("a")], stats: m.stats() };
+    // Its sum covers known requests only (a: 10 tokens in 3 blocks); a freed or unknown id reads nothing.
+    expect(m.touchRecords([{ requestId: "a" }, { requestId: "b" }, { requestId: "nobody" }])).toBe(13);
+    expect(m.touchRecords([])).toBe(0);
+    expect({ free: m.numFreeBlocks(), order: m.freeQueueOrder(), blocks: [...m.blocksOf("a")], stats: m.stats() }).toEqual(before);
+    m.checkInvariants();
+  });
+
   it("returns null and changes nothing when free blocks are short", () => {
     const m = mgr({ numBlocks: 4 });
     admit(m, "a", range(12));
