@@ -93,12 +93,17 @@ type Hit =
   | { kind: "L1"; block: number; id: KvBlockIdentity }
   | { kind: "L2" | "L3"; tier: KvTier; id: KvBlockIdentity };
 
+/** Found.blocks' entry for a hit in L2, and in L3. */
+const TIER_L2 = -1;
+const TIER_L3 = -2;
+
 /** A prefix lookup's hits, one per block from the first. */
 interface Found {
   hits: Hit[];
   /**
-   * blocks[i]: hits[i]'s L1 block, −1 for a tier hit. The lookup's passes over its hits (hundreds for a
-   * waiting request, at every step) read this dense array instead of following each hit object.
+   * blocks[i]: hits[i]'s L1 block, or {@link TIER_L2} / {@link TIER_L3} (negative) for a tier hit. The lookup's
+   * passes over its hits (hundreds for a waiting request, at every step) read this dense array instead of
+   * following each hit object.
    */
   blocks: number[];
   /** stamps[i]: the registration stamp of hits[i]'s block (L1 hits), 0 for tier hits. */
@@ -165,6 +170,11 @@ const NO_FRESH_BLOCKS: number[] = Object.freeze([]) as unknown as number[];
  * blocks changes (its decoded blocks, and the blocks an admitted request loads).
  */
 const CHANGE_LOG_SIZE = 8192;
+
+/** A hit's entry in Found.blocks: its L1 block, or which tier holds it. */
+function blockEntry(hit: Hit): number {
+  return hit.kind === "L1" ? hit.block : hit.kind === "L2" ? TIER_L2 : TIER_L3;
+}
 
 function checkInt(field: string, v: number, min: number): void {
   if (!Number.isInteger(v) || v < min) {
@@ -313,13 +323,15 @@ export class KvBlockManager {
     let firstTier = hits.length;
     /** Free L1 hits before the first tier hit: every free block of blockIds when nothing loads. */
     let freeBeforeTier = 0;
-    /** Whether every tier hit can be watched (see watchableTierHit). */
+    /** Whether every tier hit can be watched (see watchableTier), told by its tier alone (blocks[i]), not its hit object. */
     let tiersWatchable = true;
+    const l2Watchable = this.l2 !== undefined && this.watchableTier("L2", this.l2);
+    const l3Watchable = this.l3 !== undefined && this.watchableTier("L3", this.l3);
     for (let i = 0; i < blocks.length; i++) {
       const b = blocks[i] as number;
       if (b < 0) {
         if (firstTier === hits.length) firstTier = i;
-        if (tiersWatchable && !this.watchableTierHit(hits[i] as Extract<Hit, { kind: "L2" | "L3" }>)) tiersWatchable = false;
+        if (tiersWatchable && !(b === TIER_L2 ? l2Watchable : l3Watchable)) tiersWatchable = false;
       } else if (this.refCount[b] === 0) {
         numProtected++;
         if (firstTier === hits.length) freeBeforeTier++;
@@ -687,7 +699,7 @@ export class KvBlockManager {
     let l1 = 0;
     for (let i = 0; i < hits.length; i++) {
       const h = hits[i] as Hit;
-      if (blocks[i] !== (h.kind === "L1" ? h.block : -1)) throw new Error(`lookup memo: hit ${i} has block ${blocks[i]}, not its hit's`);
+      if (blocks[i] !== blockEntry(h)) throw new Error(`lookup memo: hit ${i} has block ${blocks[i]}, not its hit's`);
       if (h.kind !== "L1") continue;
       l1++;
       if (this.watchBlock[h.block] !== this.watchGen || this.watchPos[h.block] !== i) throw new Error(`lookup marks: hit ${i} (block ${h.block}) is not marked at its position`);
@@ -771,7 +783,7 @@ export class KvBlockManager {
   /** Sets hit `i` (at most one past the end) and its block and stamp. */
   private setHit(f: Found, i: number, hit: Hit): void {
     f.hits[i] = hit;
-    f.blocks[i] = hit.kind === "L1" ? hit.block : -1;
+    f.blocks[i] = blockEntry(hit);
     f.stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
   }
 
@@ -951,8 +963,8 @@ export class KvBlockManager {
    * Whether a lookup's tier hit can be watched: each tier tells when it drops or replaces an entry, and an
    * L3 hit has no L2 in front of it (L2 taking its hash, a new one, would not bump L2's changeSeq).
    */
-  private watchableTierHit(h: Extract<Hit, { kind: "L2" | "L3" }>): boolean {
-    return !(h.kind === "L3" && this.l2 !== undefined) && h.tier.changeSeq !== undefined;
+  private watchableTier(kind: "L2" | "L3", tier: KvTier): boolean {
+    return !(kind === "L3" && this.l2 !== undefined) && tier.changeSeq !== undefined;
   }
 
   /** A watched block's identity or reference count changes: the repeatable lookup is void. */
