@@ -1,8 +1,9 @@
 // `npm run build` (and `prepare`, so `npm ci` and `npm pack` build too): compiles src/ to dist/ with
 // declarations and source maps (tsconfig.build.json), copies the files modules read beside themselves (the
 // SQLite writer thread's .mjs, swe-mini's task repos and vendored packages: everything under src/ that is not
-// TypeScript, less src/testing/ and test fixtures), removes outputs whose source is gone, and last writes
-// dist/.build-stamp with the time the build started, which bin/arbor.mjs compares with the sources' mtimes.
+// TypeScript, less src/testing/ and test fixtures), removes outputs whose source is gone, writes the chat
+// templates' faster copy of @huggingface/jinja (scripts/lower-jinja.mjs), and last writes dist/.build-stamp
+// with the time the build started, which bin/arbor.mjs compares with the sources' mtimes.
 // The dashboard's web UI (web/dashboard/) is bundled by Vite into dist/dashboard/ (scripts/build-dashboard.mjs).
 // Plain JavaScript so that it runs before anything is compiled.
 import { spawnSync } from "node:child_process";
@@ -39,6 +40,10 @@ if (r.status !== 0) {
 const assets = new Set();
 copyAssets(src);
 prune(dist);
+// Generated, so written after the prune (which removes it with every output that has no source). Imported here,
+// not above: esbuild is a development dependency, and a production install stops before (no compiler).
+const { writeLoweredJinja } = await import("./lower-jinja.mjs");
+writeLoweredJinja(join(dist, "model", "huggingface-jinja.js"));
 try {
   await buildDashboard(join(dist, "dashboard"));
 } catch (e) {

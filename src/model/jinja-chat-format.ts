@@ -1,15 +1,15 @@
 // A model's own chat template (the Jinja text of GGUF `tokenizer.chat_template` or HF
-// `tokenizer_config.json` `chat_template`) as a ChatFormat, rendered with @huggingface/jinja the way
+// `tokenizer_config.json` `chat_template`) as a ChatFormat, rendered with @huggingface/jinja (jinja-library.ts) the way
 // transformers' `apply_chat_template` calls it: `messages` in OpenAI/HF shape (tool call arguments
 // as parsed JSON objects), `tools` in OpenAI shape (absent when none), `add_generation_prompt`,
 // `bos_token`, `eos_token`, `raise_exception` and `strftime_now`. The ids are the rendered text
 // tokenized with special tokens recognised and no BOS added: HF templates write `bos_token` themselves.
-import { Environment, Interpreter, Template } from "@huggingface/jinja";
 import type { Clock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import type { ChatMessage } from "../core/types.js";
 import { ChatTemplateError, type ChatFormat, type ChatRenderOptions } from "./chat-format.js";
 import type { ChatToolSpec } from "./chat-template.js";
+import { Environment, Interpreter, Template } from "./jinja-library.js";
 import type { ModelTokenizer } from "./tokenizer.js";
 
 export interface JinjaChatFormatOptions {
