@@ -1,9 +1,9 @@
-// A model's own chat template (the Jinja text of GGUF `tokenizer.chat_template` or HF
-// `tokenizer_config.json` `chat_template`) as a ChatFormat, rendered with @huggingface/jinja (jinja-library.ts) the way
-// transformers' `apply_chat_template` calls it: `messages` in OpenAI/HF shape (tool call arguments
-// as parsed JSON objects), `tools` in OpenAI shape (absent when none), `add_generation_prompt`,
-// `bos_token`, `eos_token`, `raise_exception` and `strftime_now`. The ids are the rendered text
-// tokenized with special tokens recognised and no BOS added: HF templates write `bos_token` themselves.
+// A model's own chat template (the Jinja text of GGUF `tokenizer.chat_template` or HF `tokenizer_config.json`
+// `chat_template`) as a ChatFormat, rendered with @huggingface/jinja (as jinja-library.ts loads it) the way
+// transformers' `apply_chat_template` calls it: `messages` in OpenAI/HF shape (tool call arguments as parsed
+// JSON objects), `tools` in OpenAI shape (absent when none), `add_generation_prompt`, `bos_token`, `eos_token`,
+// `raise_exception` and `strftime_now`. The ids are the rendered text tokenized with special tokens recognised
+// and no BOS added: HF templates write `bos_token` themselves.
 import type { Clock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import type { ChatMessage } from "../core/types.js";
