@@ -37,6 +37,7 @@ describe("arbor bench gateway", () => {
       "gateway, SQLite store",
       "gateway, memory sink, local tokenizer",
       "gateway, SQLite store, local tokenizer",
+      "relay: direct chat completion through a bare hop (Fastify + undici, no gateway logic)",
     ];
     expect(lat?.rows.map((x) => x[0])).toEqual(paths);
     const d = lat!.rows[0]!;
@@ -57,6 +58,12 @@ describe("arbor bench gateway", () => {
     expect(lat!.notes).toContainEqual(expect.stringContaining("POST /p/{id}/v1/chat/completions on a vLLM-protocol token backend"));
     const floor = num(lat!.rows[1]![5]);
     const engineTokenizing = num(lat!.rows[3]![5]);
+    // The bare hop's share of the target row's added latency, and what is left for the gateway's own work.
+    const hop = num(lat!.rows[6]![5]);
+    expect(r.relayAddedP50Ms).toBeCloseTo(hop, 9);
+    expect(lat!.notes).toContainEqual(
+      `of that ${r.addedP50Ms.toFixed(3)} ms, a bare hop through the same HTTP stack (last row) adds ${hop.toFixed(3)} ms; the gateway's own work (token path, template and tokenizer, recording, metrics): ${(r.addedP50Ms - hop).toFixed(3)} ms`,
+    );
     expect(lat!.notes).toContainEqual(
       `with the engine tokenizing (row 4): ${engineTokenizing.toFixed(3)} ms added, of which the token path's 3 upstream round trips (row 2): ${floor.toFixed(3)} ms; the gateway's own processing: ${(engineTokenizing - floor).toFixed(3)} ms`,
     );
@@ -89,7 +96,7 @@ describe("arbor bench gateway", () => {
     expect(lines.some((l) => l.includes("throughput"))).toBe(true);
 
     // Nothing left: every server refuses connections, no server handle remains, the child processes have exited.
-    expect(r.urls).toHaveLength(5);
+    expect(r.urls).toHaveLength(6);
     for (const url of r.urls) {
       await expect(fetch(url)).rejects.toThrow(/fetch failed/);
     }

@@ -6,7 +6,9 @@
 // tokenizer and chat template (the shipped ChatML GGUF); the gateway's token path runs once as it does
 // by default (3 upstream round trips per turn: /tokenize, generate, /detokenize) and once with that
 // model's tokenizer in process (config `backends[].tokenizer`: one round trip). It reports per-request
-// latency (p50/p99) and requests/s, each beside its target, the targets read on the local-tokenizer path.
+// latency (p50/p99) and requests/s, each beside its target, the targets read on the local-tokenizer path,
+// and the latency of a bare hop through the gateway's HTTP stack (http-relay.ts): the part of the added
+// latency that is the hop itself on this machine, apart from the gateway's own work.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,6 +24,7 @@ import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
 import { loadInChild, startBenchChild, type BenchChild } from "./gateway-bench-child.js";
 import type { LoadPlan, LoadResult, LoadTarget } from "./gateway-bench-load.js";
+import { startHttpRelay, type HttpRelay } from "./http-relay.js";
 
 /** Workload sizes; every count is bounded so a run always ends. */
 export interface GatewayBenchSizes {
@@ -87,6 +90,8 @@ export interface GatewayBenchResult {
   gatewayCpuMsPerRequest3Rt: number;
   /** The local-tokenizer SQLite row's added p50 over its memory row's (target at most {@link SQLITE_ADDED_P50_TARGET}). */
   sqliteAddedP50Ratio: number;
+  /** The bare relay's added p50 (the gateway's HTTP stack alone, no gateway logic), ms: the floor under addedP50Ms. */
+  relayAddedP50Ms: number;
 }
 
 /** An in-memory sink that counts calls (the cheapest recording the gateway can do; keeping them would grow without bound). */
@@ -126,6 +131,7 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
   const sinks = { memory: new MemorySink(), memoryLocal: new MemorySink() };
   let store: SqliteTrajectoryStore | undefined;
   let upstream: BenchChild | undefined;
+  let relay: HttpRelay | undefined;
   const gateways: Gateway[] = [];
   const urls: string[] = [];
   const childPids: number[] = [];
@@ -165,6 +171,10 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
       gatewayOf.set(url, g.key);
       targets.push({ kind: "gateway", name: g.name, gateway: url, ...(g.sqlite ? { place: { groupId: `g-${g.key}`, taskId: "t" } } : {}) });
     }
+    // Last, so the rows above keep their places: the direct chat call through the gateway's HTTP stack alone.
+    relay = await startHttpRelay(upstreamRoot);
+    urls.push(relay.url);
+    targets.push({ kind: "direct", name: RELAY_ROW, upstream: relay.url });
     const count = (t: LoadTarget, r: LoadResult): void => {
       if (t.kind === "gateway") sent[gatewayOf.get(t.gateway) as GatewayKey] += r.sent;
     };
@@ -226,9 +236,11 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
       gatewayCpuMsPerRequest: tp[3]!.cpuMsPerRequest,
       gatewayCpuMsPerRequest3Rt: tp[1]!.cpuMsPerRequest,
       sqliteAddedP50Ratio: addedOf(5) / addedOf(4),
+      relayAddedP50Ms: addedOf(RELAY),
     };
   } finally {
     for (const g of gateways) await g.close();
+    await relay?.close();
     await upstream?.stop();
     await store?.close();
     rmSync(dir, { recursive: true, force: true });
@@ -236,6 +248,10 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
 }
 
 const rpsOf = (r: LoadResult): number => (r.requests * 1000) / r.elapsedMs;
+
+/** The latency table's last row: the bare relay (http-relay.ts). */
+const RELAY = 6;
+const RELAY_ROW = "relay: direct chat completion through a bare hop (Fastify + undici, no gateway logic)";
 
 /** Table (a): each path's sequential latency beside the direct chat call's, the targets read on the local-tokenizer SQLite row. */
 function latencyTable(targets: LoadTarget[], lat: LoadResult[], sizes: GatewayBenchSizes): BenchTable {
@@ -256,6 +272,8 @@ function latencyTable(targets: LoadTarget[], lat: LoadResult[], sizes: GatewayBe
       // The token path's own upstream round trips are a floor no gateway code removes: what is left above it is the gateway's processing.
       `with the engine tokenizing (row 4): ${addedOf(3).toFixed(3)} ms added, of which the token path's 3 upstream round trips (row 2): ${addedOf(1).toFixed(3)} ms; the gateway's own processing: ${(addedOf(3) - addedOf(1)).toFixed(3)} ms`,
       `local tokenizer vs engine tokenizing, SQLite store: added p50 ${addedOf(5).toFixed(3)} vs ${addedOf(3).toFixed(3)} ms (one upstream round trip per turn instead of 3)`,
+      // A floor no gateway code removes on this machine: the hop itself, on the stack the gateway is built on.
+      `of that ${addedP50Ms.toFixed(3)} ms, a bare hop through the same HTTP stack (last row) adds ${addedOf(RELAY).toFixed(3)} ms; the gateway's own work (token path, template and tokenizer, recording, metrics): ${(addedP50Ms - addedOf(RELAY)).toFixed(3)} ms`,
       `SQLite store added p50 / memory sink added p50, local tokenizer = ${ratio.toFixed(2)} (target <= ${SQLITE_ADDED_P50_TARGET}: ${verdict(ratio <= SQLITE_ADDED_P50_TARGET)}); engine tokenizing: ${(addedOf(3) / addedOf(2)).toFixed(2)}`,
       "path measured: POST /p/{id}/v1/chat/completions on a vLLM-protocol token backend (the gateway's token path: /tokenize, /v1/completions with token ids, /detokenize upstream; with the local tokenizer, config backends[].tokenizer, only /v1/completions), non-streamed",
       `workload: programs of ${sizes.turns} turns (each resends the conversation: a ${sizes.systemChars}-character system prompt, the earlier turns and answers), max_tokens ${sizes.maxTokens}; each program created (POST /programs) and released by the client, not timed`,
