@@ -5,6 +5,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { BackendHttpError, BackendProtocolError, BackendUnreachableError } from "./backend.js";
+import { echoingPayload, readEchoing } from "./prompt-echo.js";
 
 export interface EngineHttpOptions {
   name: string;
@@ -20,6 +21,12 @@ export interface EngineHttpOptions {
 export interface EngineHttp {
   /** POST JSON to `root + path`; a 2xx JSON answer is returned, anything else thrown as a Backend error. */
   postJson(path: string, body: object, signal?: AbortSignal): Promise<unknown>;
+  /**
+   * postJson of `{prompt: promptIds, ...rest}` to an endpoint whose answer echoes the prompt's ids in
+   * `prompt_token_ids` (vLLM's return_token_ids): the same answer, the echo read from `promptIds` where it
+   * holds them exactly as sent (prompt-echo.ts).
+   */
+  postEchoingPrompt(path: string, promptIds: readonly number[], rest: object, signal?: AbortSignal): Promise<unknown>;
   /** GET `root + path` as text within the probe timeout. */
   getText(path: string): Promise<string>;
   /** GET `root + path` as JSON within the probe timeout. */
@@ -52,17 +59,15 @@ export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
   const clock = opts.clock ?? realClock;
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
 
-  async function send(method: "GET" | "POST", path: string, body: object | undefined, signal?: AbortSignal): Promise<{ status: number; text: string }> {
-    // Serialized before the request: a body that cannot be serialized (nested too deep for
-    // JSON.stringify) is the client's fault, never a sign that the backend is unreachable.
-    const payload = body === undefined ? undefined : serializeRequestBody(path, body);
+  /** `payload`: the JSON body of a POST, serialized before (see serializeRequestBody); none for a GET. */
+  async function send(method: "GET" | "POST", path: string, payload: string | undefined, signal?: AbortSignal): Promise<{ status: number; text: string }> {
     // undici's request rather than fetch: the gateway's token path makes three of these per call, and
     // fetch's WHATWG streams, Request/Response objects and per-call abort plumbing were its largest CPU
     // cost (arbor bench gateway's profile). The same keep-alive pool and error contract.
     try {
       const res = await request(root + path, {
         method,
-        headers: body ? { "content-type": "application/json", accept: "application/json" } : {},
+        headers: payload !== undefined ? { "content-type": "application/json", accept: "application/json" } : {},
         body: payload,
         signal,
       });
@@ -103,11 +108,22 @@ export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
     }
   };
 
+  async function post(path: string, payload: string, signal?: AbortSignal): Promise<string> {
+    const r = await send("POST", path, payload, signal);
+    if (r.status < 200 || r.status >= 300) throw failure(`POST ${path}`, r.status, r.text);
+    return r.text;
+  }
+
   return {
+    // Serialized before the request: a body that cannot be serialized (nested too deep for
+    // JSON.stringify) is the client's fault, never a sign that the backend is unreachable.
     async postJson(path, body, signal) {
-      const r = await send("POST", path, body, signal);
-      if (r.status < 200 || r.status >= 300) throw failure(`POST ${path}`, r.status, r.text);
-      return parse(path, r.text);
+      return parse(path, await post(path, serializeRequestBody(path, body), signal));
+    },
+    async postEchoingPrompt(path, promptIds, rest, signal) {
+      const { payload, echo } = echoingPayload(promptIds, serializeRequestBody(path, rest));
+      const text = await post(path, payload, signal);
+      return readEchoing(text, echo, promptIds) ?? parse(path, text);
     },
     getText: probe,
     async getJson(path) {

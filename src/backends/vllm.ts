@@ -55,10 +55,10 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
   const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
   const arbor = type === "builtin";
 
-  function completionBody(req: GenerateRequest, stream: boolean): Record<string, unknown> {
+  /** The /v1/completions body but its prompt (which every body sends first). */
+  function completionFields(req: GenerateRequest, stream: boolean): Record<string, unknown> {
     checkGenerateRequest(name, url, req);
     const body: Record<string, unknown> = {
-      prompt: req.promptTokenIds,
       max_tokens: req.maxTokens,
       temperature: req.temperature,
       // 0 alternatives: only the sampled token's logprob (vLLM and Arbor alike).
@@ -78,13 +78,14 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
   }
 
   async function generate(req: GenerateRequest): Promise<GenerateResult> {
-    const json = await http.postJson("/v1/completions", completionBody(req, false), req.signal);
+    // The answer echoes the prompt's ids (return_token_ids): read from the request where they came back as sent.
+    const json = await http.postEchoingPrompt("/v1/completions", req.promptTokenIds, completionFields(req, false), req.signal);
     return applyStopTokens(parseCompletion(json), req.stopTokenIds);
   }
 
   // The same request streamed: vLLM and Arbor's engine send the ids and logprobs chunk by chunk.
   async function generateStream(req: GenerateRequest): Promise<GenerateStream> {
-    const body = completionBody(req, true);
+    const body = { prompt: req.promptTokenIds, ...completionFields(req, true) };
     const reply = await postSse({ name, url, describeError: describeNetworkError }, `${url}/completions`, body, req.signal);
     if (!reply.ok) {
       throw new BackendHttpError(name, url, reply.status, `POST /v1/completions: ${errorDetail(JSON.stringify(reply.json))}`, reply.json);
