@@ -121,9 +121,9 @@ export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
       return parse(path, await post(path, serializeRequestBody(path, body), signal));
     },
     async postEchoingPrompt(path, promptIds, rest, signal) {
-      const { payload, echo } = echoingPayload(promptIds, serializeRequestBody(path, rest));
+      const { payload, idsJson } = echoingPayload(promptIds, serializeRequestBody(path, rest));
       const text = await post(path, payload, signal);
-      return readEchoing(text, echo, promptIds) ?? parse(path, text);
+      return readEchoing(text, idsJson, promptIds) ?? parse(path, text);
     },
     getText: probe,
     async getJson(path) {

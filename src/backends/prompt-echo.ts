@@ -9,33 +9,34 @@
 const SENTINEL = "\u0000arbor:echoed-prompt";
 const SENTINEL_JSON = JSON.stringify(SENTINEL);
 
-/** A request body with the prompt's ids first, and the text an answer echoing them compactly holds. */
+/** The key an echo follows. */
+const KEY = '"prompt_token_ids":';
+
+/** A request body with the prompt's ids first, and the ids' JSON as it holds them (what an echo repeats). */
 export interface EchoingPayload {
   payload: string;
-  echo: string;
+  idsJson: string;
 }
 
-/**
- * The JSON of `{prompt: ids, ...rest}` built from `restJson` (the JSON of an object without `prompt`), and
- * the echo to look for: `"prompt_token_ids":` then the ids exactly as `payload` holds them.
- */
+/** The JSON of `{prompt: ids, ...rest}` built from `restJson` (the JSON of an object without `prompt`). */
 export function echoingPayload(ids: readonly number[], restJson: string): EchoingPayload {
   const idsJson = JSON.stringify(ids);
   const payload = restJson === "{}" ? `{"prompt":${idsJson}}` : `{"prompt":${idsJson},${restJson.slice(1)}`;
-  return { payload, echo: `"prompt_token_ids":${idsJson}` };
+  return { payload, idsJson };
 }
 
 /**
  * The answer `text` parsed, its `choices[0].prompt_token_ids` (or top-level `prompt_token_ids`) read from `ids`
- * when the text holds `echo` there; undefined when it does not (the caller parses the text whole). Inside a
- * JSON string every quote is escaped, so `echo` (`...ids":[...]`) only matches a key and its whole array.
+ * when the text holds `"prompt_token_ids":` + `idsJson` there; undefined when it does not (the caller parses the
+ * text whole). Inside a JSON string every quote is escaped, so `...ids":[...]` only matches a key and its whole array.
  */
-export function readEchoing(text: string, echo: string, ids: readonly number[]): unknown {
-  const at = text.indexOf(echo);
-  if (at < 0) return undefined;
+export function readEchoing(text: string, idsJson: string, ids: readonly number[]): unknown {
+  // The ids first, then the key before them: no copy of the ids' JSON with the key in front to search for.
+  const at = text.indexOf(idsJson);
+  if (at < KEY.length || !text.startsWith(KEY, at - KEY.length)) return undefined;
   let json: { prompt_token_ids?: unknown; choices?: { prompt_token_ids?: unknown }[] };
   try {
-    json = JSON.parse(`${text.slice(0, at)}"prompt_token_ids":${SENTINEL_JSON}${text.slice(at + echo.length)}`);
+    json = JSON.parse(`${text.slice(0, at)}${SENTINEL_JSON}${text.slice(at + idsJson.length)}`);
   } catch {
     return undefined;
   }

@@ -163,7 +163,7 @@ export async function runCall<T>(path: CallPath, call: PathCall, serve: (c: Open
 /** A call's tokens were recorded: the table ends the call and the program's history is its context. */
 export function callRecorded(path: Pick<CallPath, "table" | "history">, programId: string, promptTokenIds: readonly number[], outputTokenIds: readonly number[]): void {
   path.table.endCall(programId, promptTokenIds.length + outputTokenIds.length);
-  path.history.set(programId, [...promptTokenIds, ...outputTokenIds]);
+  path.history.set(programId, promptTokenIds.concat(outputTokenIds));
 }
 
 /** A released program: its history, router binding and gate state go (the table keeps a tombstone). */

@@ -93,7 +93,7 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
     // An identical re-send is a new sample, not a continuation: the continuation must add text.
     if (prev && before !== undefined && src.prompt.length > before.length && src.prompt.startsWith(before)) {
       const delta = await tokenize({ text: src.prompt.slice(before.length), addSpecialTokens: false, signal });
-      return { promptTokenIds: [...prev.promptTokenIds, ...prev.outputTokenIds, ...delta.tokens], contextReset: false, maxModelLen: delta.maxModelLen };
+      return { promptTokenIds: prev.promptTokenIds.concat(prev.outputTokenIds, delta.tokens), contextReset: false, maxModelLen: delta.maxModelLen };
     }
     const whole = await tokenize({ text: src.prompt, addSpecialTokens: true, signal });
     if (prev === undefined) return { promptTokenIds: whole.tokens, contextReset: false, maxModelLen: whole.maxModelLen };
@@ -154,7 +154,7 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
     if (ending === undefined) return { ...reset(full, why(RESET_REASONS.turnEnding)), ...rendered };
     closing = ending;
   }
-  const continued = [...prev.promptTokenIds, ...prev.outputTokenIds, ...closing];
+  const continued = prev.promptTokenIds.concat(prev.outputTokenIds, closing);
   if (!(await sameText(continued, before.tokens, detokenize, signal))) return { ...reset(full, why(RESET_REASONS.rerender)), ...rendered };
   return { promptTokenIds: [...continued, ...full.tokens.slice(before.tokens.length)], contextReset: false, maxModelLen: full.maxModelLen, ...rendered };
 }
