@@ -1,10 +1,10 @@
 // The HTTP plumbing shared by the token-level adapters: JSON posts to an engine's native endpoints
 // and bounded GETs of its /metrics and info pages, with the Backend error contract.
-import { request } from "undici";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { BackendHttpError, BackendProtocolError, BackendUnreachableError } from "./backend.js";
+import { httpBase, httpText, type TextReply } from "./http-text.js";
 import { echoingPayload, readEchoing } from "./prompt-echo.js";
 
 export interface EngineHttpOptions {
@@ -53,25 +53,21 @@ export function splitBaseUrl(name: string, raw: string): { root: string; v1: str
   return { root, v1: `${root}/v1` };
 }
 
+/** The headers of every JSON POST. */
+const JSON_HEADERS = { "content-type": "application/json", accept: "application/json" };
+
 /** Create the HTTP helper of one engine. */
 export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
   const { name, url, root } = opts;
   const clock = opts.clock ?? realClock;
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
 
+  const base = httpBase(root);
+
   /** `payload`: the JSON body of a POST, serialized before (see serializeRequestBody); none for a GET. */
-  async function send(method: "GET" | "POST", path: string, payload: string | undefined, signal?: AbortSignal): Promise<{ status: number; text: string }> {
-    // undici's request rather than fetch: the gateway's token path makes three of these per call, and
-    // fetch's WHATWG streams, Request/Response objects and per-call abort plumbing were its largest CPU
-    // cost (arbor bench gateway's profile). The same keep-alive pool and error contract.
+  async function send(method: "GET" | "POST", path: string, payload: string | undefined, signal?: AbortSignal): Promise<TextReply> {
     try {
-      const res = await request(root + path, {
-        method,
-        headers: payload !== undefined ? { "content-type": "application/json", accept: "application/json" } : {},
-        body: payload,
-        signal,
-      });
-      return { status: res.statusCode, text: await res.body.text() };
+      return await httpText(base, method, path, payload, payload !== undefined ? JSON_HEADERS : {}, signal);
     } catch (e) {
       if (signal?.aborted) throw signal.reason ?? e;
       throw new BackendUnreachableError(name, url, describeNetworkError(e));

@@ -1,10 +1,11 @@
-// A bare HTTP relay for `arbor bench gateway`: the gateway's own HTTP stack (a Fastify server answering,
-// undici's keep-alive client forwarding) with none of the gateway's logic. Each POST body goes on to the
-// upstream as it came and the upstream's answer comes back as it came. Its added latency over a direct call
-// is what any gateway on this stack adds on this machine (the extra hop: two more socket writes and process
-// wake-ups per call, HTTP parsing on both sides), so the bench can tell that floor from the gateway's own work.
+// A bare HTTP relay for `arbor bench gateway`: the gateway's own HTTP stack (a Fastify server answering, the
+// token backends' upstream client, backends/http-text.ts, forwarding) with none of the gateway's logic. Each POST
+// body goes on to the upstream as it came and the upstream's answer comes back as it came. Its added latency
+// over a direct call is what any gateway on this stack adds on this machine (the extra hop: two more socket
+// writes and process wake-ups per call, HTTP parsing on both sides), so the bench can tell that floor from the
+// gateway's own work.
 import Fastify from "fastify";
-import { request } from "undici";
+import { httpBase, httpText } from "../backends/http-text.js";
 
 /** A listening relay. */
 export interface HttpRelay {
@@ -22,21 +23,16 @@ const MAX_BODY_BYTES = 8 * 1024 * 1024;
  */
 export async function startHttpRelay(upstreamRoot: string): Promise<HttpRelay> {
   const root = upstreamRoot.replace(/\/+$/, "");
+  const base = httpBase(root);
   const app = Fastify({ logger: false, bodyLimit: MAX_BODY_BYTES });
-  // The body stays bytes: parsing it is gateway work, which this relay is there to leave out.
+  // The body stays text: parsing it is gateway work, which this relay is there to leave out.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => done(null, body));
   app.post("/*", async (req, reply) => {
     try {
-      const res = await request(root + req.url, {
-        method: "POST",
-        headers: { "content-type": req.headers["content-type"] ?? "application/json" },
-        body: req.body as Buffer,
-      });
-      const answer = Buffer.from(await res.body.arrayBuffer());
-      const type = res.headers["content-type"];
-      if (typeof type === "string") reply.header("content-type", type);
-      return reply.code(res.statusCode).send(answer);
+      const res = await httpText(base, "POST", req.url, req.body as string, { "content-type": req.headers["content-type"] ?? "application/json" });
+      if (res.contentType !== undefined) reply.header("content-type", res.contentType);
+      return reply.code(res.status).send(res.text);
     } catch (e) {
       return reply.code(502).send({ error: { message: `relay: upstream ${root} unreachable: ${e instanceof Error ? e.message : String(e)}` } });
     }
