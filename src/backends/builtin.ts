@@ -4,8 +4,8 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { BackendProtocolError, BackendUnreachableError, type BackendReply } from "./backend.js";
-import { checkBackendUrl, describeNetworkError, serializeRequestBody } from "./engine-http.js";
-import { httpBase, httpText } from "./http-text.js";
+import { checkBackendUrl, describeNetworkError, exchange, serializeRequestBody, type EngineTarget } from "./engine-http.js";
+import { httpBase } from "./http-text.js";
 import { postSse, type StreamingBackend } from "./sse.js";
 
 export interface BuiltinBackendOptions {
@@ -37,33 +37,24 @@ export function createBuiltinBackend(opts: BuiltinBackendOptions): StreamingBack
   const clock = opts.clock ?? realClock;
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
 
-  const base = httpBase(url);
+  const target: EngineTarget = { name, url, base: httpBase(url) };
 
   async function send(method: "GET" | "POST", path: string, body?: object, signal?: AbortSignal): Promise<BackendReply> {
-    let res: { status: number; ok: boolean };
-    let text: string;
-    // Outside the try: a body that cannot be serialized is the client's fault, not an unreachable backend.
+    // A body that cannot be serialized is the client's fault, not an unreachable backend: thrown before sending.
     const payload = body ? serializeRequestBody(path, body) : undefined;
+    // Not fetch: undici's pool at a fraction of fetch's CPU per call (http-text.ts).
+    const { status, text } = await exchange(target, method, path, payload, body ? { "content-type": "application/json", accept: "application/json" } : { accept: "application/json" }, signal);
     try {
-      // Not fetch: undici's pool at a fraction of fetch's CPU per call (http-text.ts).
-      const r = await httpText(base, method, path, payload, body ? { "content-type": "application/json", accept: "application/json" } : { accept: "application/json" }, signal);
-      res = { status: r.status, ok: r.status >= 200 && r.status < 300 };
-      text = r.text;
-    } catch (e) {
-      if (signal?.aborted) throw signal.reason ?? e;
-      throw new BackendUnreachableError(name, url, describeNetworkError(e));
-    }
-    try {
-      return { status: res.status, json: JSON.parse(text) };
+      return { status, json: JSON.parse(text) };
     } catch {
       const snippet = text.slice(0, 200).replace(/\s+/g, " ").trim();
-      if (res.ok) throw new BackendProtocolError(name, url, `answered ${path} with non-JSON: ${snippet}`);
+      if (status >= 200 && status < 300) throw new BackendProtocolError(name, url, `answered ${path} with non-JSON: ${snippet}`);
       // Keep the upstream status; give the client an OpenAI-shaped error it can parse.
       return {
-        status: res.status,
+        status,
         json: {
           error: {
-            message: `backend '${name}' answered HTTP ${res.status}: ${snippet || "(empty body)"}`,
+            message: `backend '${name}' answered HTTP ${status}: ${snippet || "(empty body)"}`,
             type: "upstream_error",
             param: null,
             code: null,

@@ -4,7 +4,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { BackendHttpError, BackendProtocolError, BackendUnreachableError } from "./backend.js";
-import { httpBase, httpText, type TextReply } from "./http-text.js";
+import { httpBase, httpText, type HttpBase, type TextReply } from "./http-text.js";
 import { echoingPayload, readEchoing } from "./prompt-echo.js";
 
 export interface EngineHttpOptions {
@@ -56,22 +56,44 @@ export function splitBaseUrl(name: string, raw: string): { root: string; v1: str
 /** The headers of every JSON POST. */
 const JSON_HEADERS = { "content-type": "application/json", accept: "application/json" };
 
+/** An engine as its exchanges name it in errors (`name`, its configured `url`) and reach it (`base`). */
+export interface EngineTarget {
+  name: string;
+  url: string;
+  base: HttpBase;
+}
+
+/**
+ * One exchange with an engine (httpText), with the Backend error contract: an aborted exchange rejects with the
+ * abort's reason, any other failure as BackendUnreachableError naming the socket's error.
+ */
+export async function exchange(
+  target: EngineTarget,
+  method: "GET" | "POST",
+  path: string,
+  payload: string | undefined,
+  headers: Record<string, string>,
+  signal?: AbortSignal,
+): Promise<TextReply> {
+  try {
+    return await httpText(target.base, method, path, payload, headers, signal);
+  } catch (e) {
+    if (signal?.aborted) throw signal.reason ?? e;
+    throw new BackendUnreachableError(target.name, target.url, describeNetworkError(e));
+  }
+}
+
 /** Create the HTTP helper of one engine. */
 export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
   const { name, url, root } = opts;
   const clock = opts.clock ?? realClock;
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
 
-  const base = httpBase(root);
+  const target: EngineTarget = { name, url, base: httpBase(root) };
 
   /** `payload`: the JSON body of a POST, serialized before (see serializeRequestBody); none for a GET. */
-  async function send(method: "GET" | "POST", path: string, payload: string | undefined, signal?: AbortSignal): Promise<TextReply> {
-    try {
-      return await httpText(base, method, path, payload, payload !== undefined ? JSON_HEADERS : {}, signal);
-    } catch (e) {
-      if (signal?.aborted) throw signal.reason ?? e;
-      throw new BackendUnreachableError(name, url, describeNetworkError(e));
-    }
+  function send(method: "GET" | "POST", path: string, payload: string | undefined, signal?: AbortSignal): Promise<TextReply> {
+    return exchange(target, method, path, payload, payload !== undefined ? JSON_HEADERS : {}, signal);
   }
 
   function failure(path: string, status: number, text: string): BackendHttpError {
