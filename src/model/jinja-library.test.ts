@@ -1,5 +1,6 @@
-// Tests of the build's copy of @huggingface/jinja (scripts/lower-jinja.mjs): its class fields lowered, every template
-// fixture rendered exactly as the package renders it, the same errors, and the package loaded when running from the sources.
+// Tests of the build's copy of @huggingface/jinja (scripts/lower-jinja.mjs): its class fields lowered, every
+// template fixture rendered exactly as the package renders it, the same errors, and the package itself loaded when
+// running from the sources.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
