@@ -28,7 +28,16 @@ export interface KvBlockIdentity {
   readonly parent: KvBlockIdentity | null;
   /** Block index in the prefix (0 for the first block; -1 for a cache salt's root). */
   readonly depth: number;
+  /** A block manager's cache beside the identity (TIER_HIT), not part of what the block holds. */
+  [TIER_HIT]?: unknown;
 }
+
+/**
+ * The key of a block manager's last hit on an identity in a tier (block-manager.ts tierHitAt), reused while
+ * it names the same tier. A symbol, so serializing or cloning an identity never follows it (the hit holds
+ * its tier, whose entries hold identities).
+ */
+export const TIER_HIT: unique symbol = Symbol("kv tier hit");
 
 /**
  * An identity keeps its tokens packed: a full-scale simulation holds millions of identities (every L1 block
@@ -37,13 +46,17 @@ export interface KvBlockIdentity {
  * tokens compare as two short strings.
  */
 class BlockIdentity implements KvBlockIdentity {
+  declare [TIER_HIT]: unknown;
+
   constructor(
     readonly hash: KvBlockHash,
     readonly key: number,
     readonly packed: string,
     readonly parent: KvBlockIdentity | null,
     readonly depth: number,
-  ) {}
+  ) {
+    this[TIER_HIT] = undefined;
+  }
 
   get tokenIds(): readonly number[] {
     return Object.freeze(unpackTokens(this.packed));

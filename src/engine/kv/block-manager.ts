@@ -12,6 +12,7 @@ import {
   makeIdentityAt,
   makeRootIdentity,
   sameIdentity,
+  TIER_HIT,
   samePackedAt,
   type KvBlockHash,
   type KvBlockIdentity,
@@ -888,8 +889,14 @@ export class KvBlockManager {
   /** `tier`'s entry for block `i` (hash `hash`, key `key`) when it holds the request's prefix. */
   private tierHitAt(tier: KvTier | undefined, hash: KvBlockHash, key: number, tokenIds: readonly number[], i: number, verifier: PrefixVerifier, prev: KvBlockIdentity | null): Hit | undefined {
     const id = tier?.get(hash, key);
-    const bs = this.blockSize;
-    return tier !== undefined && id !== undefined && verifier.acceptAt(id, tokenIds, i * bs, bs, prev) ? { kind: tier.name, tier, id } : undefined;
+    if (tier === undefined || id === undefined || !verifier.acceptAt(id, tokenIds, i * this.blockSize, this.blockSize, prev)) return undefined;
+    // A tier hit names only its tier and identity: one object serves every lookup that finds it (lookup memos
+    // keep ~600k at a quarter of seer-moonlight's scale, each otherwise its own object surviving scavenges).
+    const cached = id[TIER_HIT] as Hit | undefined;
+    if (cached !== undefined && cached.kind !== "L1" && cached.tier === tier) return cached;
+    const hit: Hit = { kind: tier.name, tier, id };
+    id[TIER_HIT] = hit;
+    return hit;
   }
 
   /** Whether a lookup of `again`'s request with `numTokens` tokens would find exactly what it found. */
