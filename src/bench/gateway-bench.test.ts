@@ -25,7 +25,7 @@ describe("arbor bench gateway", () => {
     const lines: string[] = [];
     const tcpServers = () => process.getActiveResourcesInfo().filter((r) => r === "TCPServerWrap").length;
     const before = tcpServers();
-    const sizes = { warmup: 4, latencyRequests: 12, throughputRequests: 40, concurrency: 4, maxTokens: 8, turns: 3, systemChars: 300 };
+    const sizes = { warmup: 4, latencyRequests: 12, latencyRounds: 2, throughputRequests: 40, concurrency: 4, maxTokens: 8, turns: 3, systemChars: 300 };
     const r: GatewayBenchResult = await runGatewayBench({ quick: true, log: (l) => lines.push(l) }, sizes);
     expect(r.tables).toHaveLength(2);
     const [lat, tp] = r.tables;
@@ -42,7 +42,7 @@ describe("arbor bench gateway", () => {
     expect(lat?.rows.map((x) => x[0])).toEqual(paths);
     const d = lat!.rows[0]!;
     for (const row of lat!.rows) {
-      expect(row[1]).toBe(12);
+      expect(row[1]).toBe(24); // 2 rounds of 12, pooled
       for (const c of [2, 3, 4]) expect(num(row[c])).toBeGreaterThan(0);
       expect(num(row[3])).toBeGreaterThanOrEqual(num(row[2])); // p99 >= p50
       expect(num(row[5])).toBeCloseTo(num(row[2]) - num(d[2]), 9);
@@ -56,6 +56,8 @@ describe("arbor bench gateway", () => {
     expect(r.sqliteAddedP50Ratio).toBeCloseTo(num(lat!.rows[5]![5]) / num(lat!.rows[4]![5]), 9);
     expect(lat!.notes).toContainEqual(expect.stringMatching(/^added p50 through the gateway with the SQLite store and the local tokenizer: -?[\d.]+ ms \(target <= 0\.5 ms: (met|NOT met)\)$/));
     expect(lat!.notes).toContainEqual(expect.stringContaining("POST /p/{id}/v1/chat/completions on a vLLM-protocol token backend"));
+    // The target row's added p50 in each round, beside the pooled figure.
+    expect(lat!.notes).toContainEqual(expect.stringMatching(/^the same, round by round \(2 round\(s\) of 12 requests per path, pooled in the table\): -?[\d.]+ \/ -?[\d.]+ ms$/));
     const floor = num(lat!.rows[1]![5]);
     const engineTokenizing = num(lat!.rows[3]![5]);
     // The bare hop's share of the target row's added latency, and what is left for the gateway's own work.
@@ -83,13 +85,13 @@ describe("arbor bench gateway", () => {
     expect(r.gatewayCpuMsPerRequest3Rt).toBe(tp!.rows[1]![7]);
     expect(tp!.notes).toContainEqual(expect.stringMatching(/^requests\/s through the gateway with the SQLite store and the local tokenizer: \d+ \(target >= 5000 on 2 cores: (met|NOT met)\)$/));
 
-    // Per gateway: 4 warm-up + 12 latency requests, then (all but the memory sink with the engine tokenizing) 4
-    // warm-up + 40 throughput requests, all recorded.
-    expect(r.sent).toEqual({ memory: 16, sqlite: 60, memoryLocal: 60, sqliteLocal: 60 });
+    // Per gateway: 2 rounds of 4 warm-up + 12 latency requests, then (all but the memory sink with the engine
+    // tokenizing) 4 warm-up + 40 throughput requests, all recorded.
+    expect(r.sent).toEqual({ memory: 32, sqlite: 76, memoryLocal: 76, sqliteLocal: 76 });
     expect(r.recorded).toEqual(r.sent);
-    // Per SQLite gateway, programs of 3 turns: 16 latency requests in 6 programs, 44 throughput requests in at
-    // least 15 (4 clients, each ending its last program early); each was released, so every one ended completed.
-    expect(r.programs.created).toBeGreaterThanOrEqual(2 * (6 + 15));
+    // Per SQLite gateway, programs of 3 turns: 16 latency requests in 6 programs per round, 44 throughput requests
+    // in at least 15 (4 clients, each ending its last program early); each was released, so every one ended completed.
+    expect(r.programs.created).toBeGreaterThanOrEqual(2 * (2 * 6 + 15));
     expect(r.programs.completed).toBe(r.programs.created);
     // Every later turn continued its program's token history (none re-tokenized from scratch).
     expect(r.contextResets).toEqual({ memory: 0, memoryLocal: 0 });
