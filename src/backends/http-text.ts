@@ -32,8 +32,8 @@ export function httpBase(root: string): HttpBase {
 }
 
 /**
- * Send `method` `base.prefix + path` (a path, with its query string if any) with `payload` as the JSON body
- * (none for a GET) and resolve with the answer; rejects with undici's error when the exchange fails (no
+ * Send `method` `base.prefix + path` (a path, with its query string if any) with `payload` as the body (none
+ * for a GET) and resolve with the answer; rejects with undici's error when the exchange fails (no
  * connection, reset, timeout) and with the signal's reason when `signal` aborts it.
  */
 export function httpText(base: HttpBase, method: "GET" | "POST", path: string, payload: string | undefined, headers: Record<string, string>, signal?: AbortSignal): Promise<TextReply> {

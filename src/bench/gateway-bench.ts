@@ -205,7 +205,7 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
       rounds.push(results);
     }
     const lat = pooled(rounds);
-    const latency = latencyTable(targets, lat, rounds.map(roundAddedP50), sizes);
+    const latency = latencyTable(targets, lat, rounds.map((r) => addedP50(r, TARGET)), sizes);
 
     // (b) Throughput: C concurrent clients (one program each at a time) on one path at a time.
     const tpTargets = [0, 3, 4, 5].map((k) => targets[k] as LoadTarget);
@@ -231,8 +231,7 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
     if (GATEWAYS.some((g) => recorded[g.key] !== sent[g.key])) {
       throw new ArborError(`gateway bench: calls recorded ≠ requests sent (${GATEWAYS.map((g) => `${g.key} ${recorded[g.key]}/${sent[g.key]}`).join(", ")})`);
     }
-    const stat = (k: number): { p50: number } => ({ p50: percentile(lat[k]?.latenciesMs ?? [], 50) });
-    const addedOf = (k: number): number => stat(k).p50 - stat(0).p50;
+    const addedOf = (k: number): number => addedP50(lat, k);
     return {
       tables: [latency, throughput],
       sent,
@@ -241,11 +240,11 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
       contextResets: { memory: sinks.memory.contextResets, memoryLocal: sinks.memoryLocal.contextResets },
       urls,
       childPids,
-      addedP50Ms: addedOf(5),
+      addedP50Ms: addedOf(TARGET),
       gatewayRps: rpsOf(tp[3]!.result),
       gatewayCpuMsPerRequest: tp[3]!.cpuMsPerRequest,
       gatewayCpuMsPerRequest3Rt: tp[1]!.cpuMsPerRequest,
-      sqliteAddedP50Ratio: addedOf(5) / addedOf(4),
+      sqliteAddedP50Ratio: addedOf(TARGET) / addedOf(4),
       relayAddedP50Ms: addedOf(RELAY),
     };
   } finally {
@@ -259,6 +258,8 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
 
 const rpsOf = (r: LoadResult): number => (r.requests * 1000) / r.elapsedMs;
 
+/** The latency table's row the targets are read on: the SQLite store with the local tokenizer. */
+const TARGET = 5;
 /** The latency table's last row: the bare relay (http-relay.ts). */
 const RELAY = 6;
 const RELAY_ROW = "relay: direct chat completion through a bare hop (Fastify + undici, no gateway logic)";
@@ -268,9 +269,9 @@ function pooled(rounds: LoadResult[][]): { latenciesMs: number[] }[] {
   return (rounds[0] ?? []).map((_, k) => ({ latenciesMs: rounds.flatMap((r) => (r[k] as LoadResult).latenciesMs).sort((a, b) => a - b) }));
 }
 
-/** The target row's added p50 in one round. */
-function roundAddedP50(round: LoadResult[]): number {
-  return percentile((round[5] as LoadResult).latenciesMs, 50) - percentile((round[0] as LoadResult).latenciesMs, 50);
+/** Path `k`'s p50 over the direct chat call's (path 0), ms. */
+function addedP50(paths: { latenciesMs: number[] }[], k: number): number {
+  return percentile(paths[k]?.latenciesMs ?? [], 50) - percentile(paths[0]?.latenciesMs ?? [], 50);
 }
 
 /** Table (a): each path's sequential latency beside the direct chat call's, the targets read on the local-tokenizer SQLite row. */
@@ -278,8 +279,8 @@ function latencyTable(targets: LoadTarget[], lat: { latenciesMs: number[] }[], p
   const stats = lat.map((r) => ({ p50: percentile(r.latenciesMs, 50), p99: percentile(r.latenciesMs, 99), mean: mean(r.latenciesMs) }));
   const base = stats[0] as { p50: number; p99: number; mean: number };
   const addedOf = (k: number): number => (stats[k]?.p50 ?? NaN) - base.p50;
-  const addedP50Ms = addedOf(5);
-  const ratio = addedOf(5) / addedOf(4);
+  const addedP50Ms = addedOf(TARGET);
+  const ratio = addedOf(TARGET) / addedOf(4);
   return {
     title: "(a) gateway latency: sequential chat completions, direct vs through the gateway's token path",
     columns: ["path", "requests", "p50 ms", "p99 ms", "mean ms", "added p50 ms", "added p99 ms", "p50 ratio", "p99 ratio"],
@@ -293,7 +294,7 @@ function latencyTable(targets: LoadTarget[], lat: { latenciesMs: number[] }[], p
       `the same, round by round (${perRound.length} round(s) of ${sizes.latencyRequests} requests per path, pooled in the table): ${perRound.map((x) => x.toFixed(3)).join(" / ")} ms`,
       // The token path's own upstream round trips are a floor no gateway code removes: what is left above it is the gateway's processing.
       `with the engine tokenizing (row 4): ${addedOf(3).toFixed(3)} ms added, of which the token path's 3 upstream round trips (row 2): ${addedOf(1).toFixed(3)} ms; the gateway's own processing: ${(addedOf(3) - addedOf(1)).toFixed(3)} ms`,
-      `local tokenizer vs engine tokenizing, SQLite store: added p50 ${addedOf(5).toFixed(3)} vs ${addedOf(3).toFixed(3)} ms (one upstream round trip per turn instead of 3)`,
+      `local tokenizer vs engine tokenizing, SQLite store: added p50 ${addedOf(TARGET).toFixed(3)} vs ${addedOf(3).toFixed(3)} ms (one upstream round trip per turn instead of 3)`,
       // A floor no gateway code removes on this machine: the hop itself, on the stack the gateway is built on.
       `of that ${addedP50Ms.toFixed(3)} ms, a bare hop through the same HTTP stack (last row) adds ${addedOf(RELAY).toFixed(3)} ms; the gateway's own work (token path, template and tokenizer, recording, metrics): ${(addedP50Ms - addedOf(RELAY)).toFixed(3)} ms`,
       `SQLite store added p50 / memory sink added p50, local tokenizer = ${ratio.toFixed(2)} (target <= ${SQLITE_ADDED_P50_TARGET}: ${verdict(ratio <= SQLITE_ADDED_P50_TARGET)}); engine tokenizing: ${(addedOf(3) / addedOf(2)).toFixed(2)}`,
