@@ -55,7 +55,7 @@ program
   .option("--steps <n>", "optimizer steps", toInt, 500)
   .option("--save-every <n>", "also write the GGUF every n steps", toInt)
   .option("--batch-size <n>", "conversations per step (default 32, or the training tasks if fewer)", toInt)
-  .option("--lr <x>", "peak Adam learning rate", Number, 3e-3)
+  .option("--lr <x>", "peak Adam learning rate", toNumber, 3e-3)
   .option("--schedule <kind>", "learning-rate schedule: constant, or cosine (warm-up, then decay to lr/10)", "cosine")
   .option("--warmup-steps <n>", "linear warm-up steps of the cosine schedule (default 50, or steps/10 if fewer)", toInt)
   .option("--seed <n>", "seed of the initial weights and of the batch order", toInt, 1)
@@ -79,8 +79,8 @@ program
   .requiredOption("--url <url>", "trainer protocol URL that `arbor run` printed (its `trainer` line)")
   .requiredOption("--from <gguf>", "the weights the run's engines serve now (the run's model.path)")
   .requiredOption("--out-dir <dir>", "where to write policy-v{N}.gguf checkpoints (readable by the run's engines)")
-  .option("--lr <x>", "Adam learning rate", Number, 1e-3)
-  .option("--max-grad-norm <x>", "global gradient-norm limit", Number, 1)
+  .option("--lr <x>", "Adam learning rate", toNumber, 1e-3)
+  .option("--max-grad-norm <x>", "global gradient-norm limit", toNumber, 1)
   .option("--batches <n>", "stop after this many batches (default: until the run's server is gone)", toInt)
   .option("--poll-ms <n>", "wait between polls when no batch is queued", toInt, 200)
   .option("--keep-checkpoints <n>", "checkpoint versions kept on disk", toInt, 3)
@@ -99,7 +99,7 @@ program
   .option("--tasks <n>", "tasks to take from an environment", toInt)
   .option("--seed <n>", "seed of an environment's tasks", toInt)
   .option("--concurrency <n>", "tasks validated at once", toInt, 2)
-  .option("--pass-score <x>", "checker score that counts as a pass", Number, 1)
+  .option("--pass-score <x>", "checker score that counts as a pass", toNumber, 1)
   .option("--judge <model[@url]>", "a panel judge model, through --judge-gateway or its own gateway URL (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
   .option("--judge-gateway <url>", "gateway origin the judges are called through")
   .option("--judge-admin-token-env <var>", "environment variable with the judge gateway's admin token")
@@ -129,7 +129,7 @@ program
   .option("--systems <list>", "comma-separated systems (default: every system of the workload)")
   .option("--seed <n>", "seed of every random draw", toInt, 1)
   .option("--seeds <list>", "run once per seed (e.g. 1-5 or 1,4,9) and print each system's figures over the seeds (mean, sd, range); each seed's report goes to <out>/seed-<n>, the summary to <out>/seeds.json (default out .arbor/sim/<workload>-seeds); with --reproduction, every workload once per seed and the table's figures as means with their range")
-  .option("--scale <f>", "fraction of the workload's requests and engines (1 = full scale)", Number, 1)
+  .option("--scale <f>", "fraction of the workload's requests and engines (1 = full scale)", toNumber, 1)
   .option("--jobs <n>", `systems run at once, each in a worker thread of its own (1: one after another in this process)`, toInt, availableParallelism())
   .option("--out <dir>", "report folder (default .arbor/sim/<workload>-<seed>; with --reproduction, .arbor/sim/reproduction, a folder per workload and, over several seeds, per seed)")
   .option("--json", "print the report as JSON instead of the summary table")
@@ -216,6 +216,13 @@ try {
 function toInt(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n)) throw new InvalidArgumentError(`not an integer: ${v}`);
+  return n;
+}
+
+/** A finite number (Number() alone reads "abc" as NaN and "" as 0, which would run on as if given). */
+function toNumber(v: string): number {
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n)) throw new InvalidArgumentError(`not a number: ${v}`);
   return n;
 }
 

@@ -66,6 +66,17 @@ describe("arbor validate on the flawed sample dataset", () => {
     expect(tasks[0]?.meta).toMatchObject({ expression: expect.any(String), answer: expect.any(Number) });
   }, 120_000);
 
+  it("refuses a --pass-score that is not a number, or outside (0, 1], in one line naming it", async () => {
+    const notNumber = await arbor(["validate", "calc", "--pass-score", "abc"]);
+    expect(notNumber.code).toBe(1);
+    expect(notNumber.stderr.trim()).toBe("error: option '--pass-score <x>' argument 'abc' is invalid. not a number: abc");
+    for (const score of ["0", "2"]) {
+      const r = await arbor(["validate", "calc", "--tasks", "1", "--out", mkdtempSync(join(tmpdir(), "arbor-validate-score-")), "--pass-score", score]);
+      expect(r.code).toBe(1);
+      expect(r.stderr.trim()).toBe(`arbor: error: validate: passScore must be in (0, 1], got ${score}`);
+    }
+  }, 60_000);
+
   it("fails with one clear line for a target that does not exist", async () => {
     const r = await arbor(["validate", "/nonexistent/dataset"]);
     expect(r.code).toBe(1);

@@ -47,6 +47,8 @@ export async function validateDataset(dataset: Dataset, opts: ValidateOptions): 
     throw new ArborError(`validate: concurrency must be an integer in 1..64, got ${concurrency}`, "config");
   }
   const passScore = opts.passScore ?? 1;
+  // Scores are in [0, 1]: at 0 or below doing nothing passes every task, above 1 no golden solution can.
+  if (!(passScore > 0 && passScore <= 1)) throw new ArborError(`validate: passScore must be in (0, 1], got ${passScore}`, "config");
   const checkOpts = { passScore, sandboxPrefix: opts.runId ?? "validate" };
   const judges = opts.judges ?? [];
   const reports: TaskReport[] = new Array(dataset.tasks.length);

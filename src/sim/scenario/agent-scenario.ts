@@ -9,7 +9,7 @@ import { generateAgentPrograms } from "./agent-programs.js";
 import { agentSystemResult } from "./agent-result.js";
 import { AGENT_SYSTEMS, agentSystem } from "./agent-systems.js";
 import { parseAgentWorkload, type AgentWorkloadSpec } from "./agent-workload-spec.js";
-import type { SimScenario } from "./scenario.js";
+import { checkRunOptions, type SimScenario } from "./scenario.js";
 import type { SimSystemResult, SimWorkloadInfo } from "./sim-report.js";
 
 /** The agent workload files shipped in src/sim/workloads/ (kind: agent). */
@@ -83,6 +83,7 @@ export function agentScenario(spec: AgentWorkloadSpec): SimScenario {
     info,
     systems: AGENT_SYSTEMS.map((s) => s.name),
     async run(system, o) {
+      checkRunOptions(o);
       const programs = generateAgentPrograms(spec.programs, scaled(spec.programs.count, o.scale), o.seed);
       return runAgentSystem(system, spec.cluster, programs, o);
     },

@@ -12,7 +12,7 @@ import type { AgentProgramSpec, AgentTurnSpec } from "../agent-workload.js";
 import { agentScale, runAgentSystem, scaled } from "./agent-scenario.js";
 import { AGENT_SYSTEMS } from "./agent-systems.js";
 import { AgentClusterSchema } from "./agent-workload-spec.js";
-import type { SimScenario } from "./scenario.js";
+import { checkRunOptions, type SimScenario } from "./scenario.js";
 
 export const ReplayWorkloadSchema = z
   .object({
@@ -94,6 +94,7 @@ export function replayScenario(spec: ReplayWorkloadSpec): SimScenario {
     },
     systems: AGENT_SYSTEMS.map((s) => s.name),
     async run(system, o) {
+      checkRunOptions(o);
       loaded ??= loadReplayPrograms(spec);
       const all = await loaded;
       return runAgentSystem(system, spec.cluster, all.slice(0, scaled(all.length, o.scale)), o);

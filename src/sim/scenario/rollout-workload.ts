@@ -6,7 +6,7 @@ import { ArborError } from "../../core/errors.js";
 import { getCostProfile } from "../../engine/costmodel/profile.js";
 import { runRolloutSim } from "../rollout-sim.js";
 import { generateSeerWorkload } from "../seer-workload.js";
-import type { SimScenario } from "./scenario.js";
+import { checkRunOptions, type SimScenario } from "./scenario.js";
 import { rolloutSystems } from "./rollout-systems.js";
 import type { SimWorkloadInfo } from "./sim-report.js";
 import { rolloutSystemResult } from "./system-result.js";
@@ -91,8 +91,7 @@ export function createRolloutScenario(base: Omit<SimWorkloadInfo, "scale" | "kin
     async run(system, o) {
       const sys = systems.find((s) => s.name === system);
       if (sys === undefined) throw new ArborError(`workload ${base.name}: unknown system '${system}' (known: ${systems.map((s) => s.name).join(", ")})`, "config");
-      if (!(o.scale > 0 && o.scale <= 1)) throw new ArborError(`sim: scale must be in (0, 1], got ${o.scale}`, "config");
-      if (!Number.isSafeInteger(o.seed)) throw new ArborError(`sim: seed must be an integer, got ${o.seed}`, "config");
+      checkRunOptions(o);
       const groupsPerIteration = Math.max(1, Math.round(w.prompts * o.scale));
       const engines = Math.max(1, Math.round(instances * o.scale));
       const tasks = generateSeerWorkload({

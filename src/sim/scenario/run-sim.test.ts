@@ -61,6 +61,19 @@ describe("runSim lanes", () => {
     expect(aborted).toEqual(["verl-like"]);
   });
 
+  it("refuses a scale outside (0, 1] or a seed that is not an integer before any system starts", async () => {
+    const started: string[] = [];
+    const runSystem = (s: string): Promise<SimSystemResult> => {
+      started.push(s);
+      return Promise.reject(new Error("a system started"));
+    };
+    for (const scale of [0, -1, 1.5, Number.NaN]) {
+      await expect(runSim(scenario, { systems, seed: 5, scale, jobs: 2, runSystem, onProgress: (s) => started.push(s) })).rejects.toThrow(`sim: scale must be in (0, 1], got ${scale}`);
+    }
+    await expect(runSim(scenario, { systems, seed: 1.5, scale: 1, jobs: 2, runSystem })).rejects.toThrow("sim: seed must be an integer, got 1.5");
+    expect(started).toEqual([]);
+  });
+
   it("refuses a bad --jobs, and more than one without a runner", async () => {
     for (const jobs of [0, 1.5, 65]) await expect(runSim(scenario, { systems, seed: 5, scale: 1, jobs })).rejects.toThrow(/--jobs must be an integer from 1 to 64/);
     await expect(runSim(scenario, { systems, seed: 5, scale: 1, jobs: 2 })).rejects.toThrow(/needs a runner/);

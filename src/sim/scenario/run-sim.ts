@@ -2,7 +2,7 @@
 // through a runner that puts each in a thread of its own), then the ratios against the baseline (`verl-like`
 // when it ran, else the first system), as one SimReport: the same report whatever the order they finish in.
 import { ArborError } from "../../core/errors.js";
-import type { SimRunOptions, SimScenario } from "./scenario.js";
+import { checkRunOptions, type SimRunOptions, type SimScenario } from "./scenario.js";
 import { SIM_REPORT_FORMAT, type SimRatio, type SimReport, type SimSystemResult } from "./sim-report.js";
 
 export interface RunSimOptions {
@@ -38,8 +38,9 @@ export function simRatio(base: SimSystemResult, r: SimSystemResult): SimRatio {
   };
 }
 
-/** Run `scenario` under each system; an unknown or repeated system is refused before anything runs. */
+/** Run `scenario` under each system; an unknown or repeated system, a bad scale or seed is refused before anything runs. */
 export async function runSim(scenario: SimScenario, o: RunSimOptions): Promise<SimReport> {
+  checkRunOptions(o);
   if (o.systems.length === 0) throw new ArborError("sim: --systems names no system", "config");
   for (const s of o.systems) {
     if (!scenario.systems.includes(s)) throw new ArborError(`sim: workload ${scenario.info.name} has no system '${s}' (known: ${scenario.systems.join(", ")})`, "config");

@@ -1,6 +1,7 @@
 // What `arbor sim` runs: a workload (its figures and sources) and the named systems it can be run under.
 // Every workload kind (rollout, agent, replay) gives one of these, so the command, the report and the
 // reproduction table treat them alike.
+import { ArborError } from "../../core/errors.js";
 import type { SimSystemResult, SimWorkloadInfo } from "./sim-report.js";
 
 /** Options of one run: the seed of every random draw, and the scale (1 = the workload as written). */
@@ -8,6 +9,12 @@ export interface SimRunOptions {
   seed: number;
   /** Fraction of the workload's requests (or programs) and engines to run, e.g. 0.02 in a test; 1 = full scale. */
   scale: number;
+}
+
+/** Refuse options no scenario runs (a "config" ArborError naming the field): a scale in (0, 1] and an integer seed. */
+export function checkRunOptions(o: SimRunOptions): void {
+  if (!(o.scale > 0 && o.scale <= 1)) throw new ArborError(`sim: scale must be in (0, 1], got ${o.scale}`, "config");
+  if (!Number.isSafeInteger(o.seed)) throw new ArborError(`sim: seed must be an integer, got ${o.seed}`, "config");
 }
 
 /** A workload with the systems it can run under; `run` is deterministic for its system and options. */
