@@ -49,9 +49,8 @@ describe("arbor run with a gateway port in use", () => {
     try {
       const port = await holdPort();
       const cfg = parseRunConfig({ gateway: { port }, engines: [{ name: "e0" }], model: { path: join(dir, "missing.gguf") }, output: { dir } });
-      const started = Date.now();
+      // The model file does not exist: had anything loaded an engine first, the run would have failed on that.
       await expect(runIteration(cfg, { progress: false })).rejects.toThrow(`gateway.port: port ${port} on 127.0.0.1 is already in use`);
-      expect(Date.now() - started).toBeLessThan(2000);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
