@@ -1,7 +1,6 @@
 // `kind: agent` workloads as SimScenarios (issue 18): the workload file's programs, drawn from the
 // seed at the requested scale, run through the production gateway path (src/sim/gateway-sim.ts) once
 // per system (agent-systems.ts). Also runs programs that come from elsewhere (a replayed store).
-import { ArborError } from "../../core/errors.js";
 import { getCostProfile } from "../../engine/costmodel/profile.js";
 import type { AgentProgramSpec } from "../agent-workload.js";
 import { runGatewaySim } from "../gateway-sim.js";
@@ -18,9 +17,8 @@ export const AGENT_WORKLOAD_FILES = ["thunder-swe.yaml", "thunder-openhands.yaml
 /** Host-memory tier per engine when the file gives none: 4 × the L1 KV (an H100 node has 2 TB of DRAM for 8 × 80 GB HBM). */
 const DEFAULT_L2_FACTOR = 4;
 
-/** A count at `scale` (1 = full), at least 1. */
+/** A count at `scale` (1 = full; checked by the run, checkRunOptions), at least 1. */
 export function scaled(n: number, scale: number): number {
-  if (!(scale > 0 && scale <= 1)) throw new ArborError(`sim: scale must be in (0, 1], got ${scale}`, "config");
   return Math.max(1, Math.round(n * scale));
 }
 
