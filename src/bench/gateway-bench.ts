@@ -278,7 +278,7 @@ function addedP50(paths: { latenciesMs: number[] }[], k: number): number {
 function latencyTable(targets: LoadTarget[], lat: { latenciesMs: number[] }[], perRound: number[], sizes: GatewayBenchSizes): BenchTable {
   const stats = lat.map((r) => ({ p50: percentile(r.latenciesMs, 50), p99: percentile(r.latenciesMs, 99), mean: mean(r.latenciesMs) }));
   const base = stats[0] as { p50: number; p99: number; mean: number };
-  const addedOf = (k: number): number => (stats[k]?.p50 ?? NaN) - base.p50;
+  const addedOf = (k: number): number => addedP50(lat, k);
   const addedP50Ms = addedOf(TARGET);
   const ratio = addedOf(TARGET) / addedOf(4);
   return {
