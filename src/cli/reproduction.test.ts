@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 import { simReportFixture as report, simResultFixture as result } from "../testing/sim-report-fixture.js";
-import { meanReport, REPRODUCTION_PLAN, REPRODUCTION_ROWS, reproductionMarkdown, unattributedRows } from "./reproduction.js";
+import { meanReport, REPRODUCTION_PLAN, REPRODUCTION_ROWS, reproductionMarkdown, targetLine, targetRows, unattributedRows } from "./reproduction.js";
 
 describe("reproduction table", () => {
   /** seer-moonlight with seer at `seerMs` against verl-like's 2,000 ms (tail 500 → 100 ms), oracle and arbor at 900 ms. */
@@ -69,8 +69,34 @@ describe("reproduction table", () => {
     expect(() => meanReport([moonlight(1, 1000), { ...moonlight(2, 1000), systems: [] }])).toThrow(/reproduction: the report of seed 2 is not of the same workload, systems and scale as seed 1's/);
   });
 
+  it("gives one run the targets of its workload, or of its kind, each judged on it or naming the systems it needs", () => {
+    const lines = (r: SimReport): string[] => targetRows(r.workload).map((row) => targetLine(row, r));
+    const thunder = (reports.get("thunder-swe") as SimReport[])[0] as SimReport;
+    expect(lines(thunder)).toEqual([
+      "thunderagent over sglang-router, agent steps/min: 1.50×, target ≥ 1.8×: missed; paper mini-SWE-agent 375 → 672 steps/min (1.79×); 1.8–3.9× over all",
+      "arbor over the best other system, agent steps/min: 1.07×, target ≥ 1.00×: met",
+    ]);
+    // Seer alone: nothing to compare it with, and the line says what to run.
+    const alone = lines(report("seer-moonlight", "rollout", [result("seer", 1000, 100)]));
+    expect(alone[0]).toBe("seer over verl-like, iteration time: not measured (run seer and verl-like); target ≥ 1.44×; paper 1.79× (3,910 → 2,181 s); 1.44–2.04× over all");
+    expect(alone.filter((l) => l.includes("not measured"))).toHaveLength(alone.length);
+    // A workload file: Seer's targets on a rollout workload (no ablation rows), "arbor at least the best" on agent programs and replays.
+    const own = report("my-rollout", "rollout", [result("verl-like", 2000, 500), result("seer", 1000, 100)]);
+    expect(lines(own).map((l) => l.split(":")[0])).toEqual(["seer over verl-like, iteration time", "seer over verl-like, tail (last 10% of requests)", "seer's share of the oracle (oracle time / seer time)", "arbor over the best other system"]);
+    expect(lines(own)[0]).toBe("seer over verl-like, iteration time: 2.00×, target ≥ 1.44×: met; paper 1.44–2.04× (throughput +44–104%)");
+    for (const kind of ["agent", "replay"] as const) {
+      const r = report("my-agents", kind, [result("sglang-router", 1000, 100, 100), result("arbor", 1000, 100, 90)]);
+      expect(lines(r)).toEqual(["arbor over the best other system, agent steps/min: 0.90×, target ≥ 1.00×: missed"]);
+    }
+  });
+
   it("plans every workload and system a row needs", () => {
     for (const row of REPRODUCTION_ROWS) expect(REPRODUCTION_PLAN[row.workload], row.id).toBeDefined();
+    // What a row says it needs is what its workload runs (the arbor rows name arbor and any other system).
+    for (const row of REPRODUCTION_ROWS) {
+      const named = row.needs === "arbor and a system other than the oracle" ? ["arbor"] : row.needs.split(" and ");
+      expect(REPRODUCTION_PLAN[row.workload], row.id).toEqual(expect.arrayContaining(named));
+    }
     expect(REPRODUCTION_PLAN["seer-moonlight"]).toEqual(expect.arrayContaining(["seer-divided", "seer-specdec", "oracle"]));
   });
 });

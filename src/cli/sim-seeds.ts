@@ -52,7 +52,7 @@ export function formatSeedList(seeds: readonly number[]): string {
 export function seedSummaryTable(s: SeedSummary): BenchTable {
   const sec = (ms: number): number => ms / 1000;
   const best = s.arborOverBest;
-  const figure = s.kind === "agent" ? "agent steps/min" : "iteration time";
+  const figure = s.kind === "rollout" ? "iteration time" : "agent steps/min";
   return {
     title: `arbor sim ${s.workload} over seeds ${s.seeds.join(", ")} (scale ${s.scale}): ratios against ${s.baseline}`,
     columns: ["system", "iteration mean (s)", "sd (s)", "min (s)", "max (s)", "steps/min mean", "speedup × mean", "speedup × min", "speedup × max"],

@@ -24,11 +24,14 @@ describe("arbor sim", () => {
       expect(await readFile(join(dir, "out", "report.html"), "utf8")).toContain("tiny");
       expect(report.systems.map((s) => s.system)).toEqual(["verl-like", "seer", "oracle"]);
       const printed = out.mock.calls.flat().join("\n");
-      expect(printed).toMatch(/seer ≥ 1\.44× verl-like, tail −72% or better, ≥ 96% of the oracle/);
+      // Seer's targets (a rollout workload file), each judged on this run.
+      expect(printed).toMatch(/target: seer over verl-like, iteration time: \d+\.\d\d×, target ≥ 1\.44×: (met|missed)/);
+      expect(printed).toMatch(/target: seer's share of the oracle \(oracle time \/ seer time\): \d+%, target ≥ 96%: (met|missed)/);
+      expect(printed).toContain("target: arbor over the best other system: not measured (run arbor and a system other than the oracle); target ≥ 1.00×");
       expect(err.mock.calls.flat().join("\n")).toMatch(/tiny: seer: iteration/);
       const table = simSummaryTable(report);
       expect(table.rows).toHaveLength(3);
-      expect(table.rows[2]?.[10]).toBe(1); // the oracle is 100% of itself
+      expect(table.rows[2]?.[11]).toBe(1); // the oracle is 100% of itself
       await expect(simCommand(file, { systems: "seer,nope", seed: 9, scale: 1, out: join(dir, "x") })).rejects.toThrow(/no system 'nope'.*seed 9/);
       // Two jobs: each system in a worker thread, which loads the workload file again; the same report.
       const twoJobs = await simCommand(file, { systems: "verl-like,seer,oracle", seed: 2, scale: 1, jobs: 2, out: join(dir, "jobs") });

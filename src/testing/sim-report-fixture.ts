@@ -8,7 +8,7 @@ export function simResultFixture(system: string, iterationMs: number, tailMs: nu
 }
 
 /** A report of these systems (the first is the baseline), ratios computed from their iteration and tail. */
-export function simReportFixture(name: string, kind: "rollout" | "agent", systems: SimSystemResult[]): SimReport {
+export function simReportFixture(name: string, kind: SimReport["workload"]["kind"], systems: SimSystemResult[]): SimReport {
   const base = systems[0] as SimSystemResult;
   return {
     format: SIM_REPORT_FORMAT,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { simReportFixture, simResultFixture } from "../../testing/sim-report-fixture.js";
 import { TINY_ROLLOUT_YAML } from "../../testing/tiny-rollout-workload.js";
 import { parseWorkload } from "./workload-file.js";
 import { runSim } from "./run-sim.js";
@@ -38,5 +39,13 @@ describe("summarizeSeeds", () => {
     expect(() => summarizeSeeds([a, b])).toThrow(/seed 2 is not of the same workload, systems and scale as seed 1/);
     expect(() => summarizeSeeds([])).toThrow(/no report/);
     expect(summarizeSeeds([a]).arborOverBest).toBeUndefined();
+  });
+
+  it("judges arbor by agent steps per minute on agent workloads and replays (their programs), by iteration time on rollouts", () => {
+    // arbor: slower run (1,200 vs 1,000 ms) but more steps per minute (120 vs 100).
+    const systems = [simResultFixture("sglang-router", 1000, 100, 100), simResultFixture("arbor", 1200, 100, 120)];
+    expect(summarizeSeeds([simReportFixture("w", "agent", systems)]).arborOverBest?.mean).toBeCloseTo(1.2);
+    expect(summarizeSeeds([simReportFixture("w", "replay", systems)]).arborOverBest?.mean).toBeCloseTo(1.2);
+    expect(summarizeSeeds([simReportFixture("w", "rollout", systems)]).arborOverBest?.mean).toBeCloseTo(1000 / 1200);
   });
 });

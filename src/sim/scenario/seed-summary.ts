@@ -86,7 +86,8 @@ export function summarizeSeeds(reports: readonly SimReport[]): SeedSummary {
       speedup: seedSpread(reports.map((r) => r.ratios[i]?.speedup ?? 0)),
     };
   });
-  const agent = first.workload.kind === "agent";
+  // Replays run agent programs too: their figure is steps per minute, as an agent workload's.
+  const agent = first.workload.kind !== "rollout";
   const best = reports.map((r) => arborOverBest(r, agent));
   const out: SeedSummary = { format: SEED_SUMMARY_FORMAT, workload: first.workload.name, kind: first.workload.kind, scale, baseline: first.baseline, seeds: reports.map((r) => r.seed), systems };
   if (best.every((v) => v !== undefined)) out.arborOverBest = seedSpread(best as number[]);
