@@ -46,15 +46,20 @@ describe("InProcessKvTier", () => {
     expect(z.size()).toBe(0);
   });
 
-  it("keeps LRU order over many touches as a re-inserting map would, bumping changeSeq only on drops and replacements", () => {
+  // Filled at once (16 of 24 hashes), and filled late: the hashes grow from 8 to 1,007 over the run, so the first
+  // eviction comes after thousands of uses, drops and slot reuses kept as last-use stamps, and must see their order.
+  it.each([
+    { capacity: 16, hashes: (): number => 24 },
+    { capacity: 600, hashes: (i: number): number => 8 + Math.floor(i / 20) },
+  ])("keeps LRU order over many touches as a re-inserting map would, bumping changeSeq only on drops and replacements (capacity $capacity)", ({ capacity, hashes }) => {
     // Reference: a Map whose insertion order is the LRU order (touch = delete + set).
     const ref = new Map<string, number>();
-    const t = new InProcessKvTier({ name: "L3", capacityBlocks: 16, bandwidthBytesPerMs: 1 });
+    const t = new InProcessKvTier({ name: "L3", capacityBlocks: capacity, bandwidthBytesPerMs: 1 });
     const rng = new Rng(18);
     let refEvictions = 0;
     let refChanges = 0;
     for (let i = 0; i < 20_000; i++) {
-      const hash = `h${rng.int(0, 23)}`;
+      const hash = `h${rng.int(0, hashes(i) - 1)}`;
       const op = rng.int(0, 9);
       if (op < 6) {
         // Touches dominate: enough of them to compact the use list many times over.
@@ -69,7 +74,7 @@ describe("InProcessKvTier", () => {
         if (ref.has(hash)) {
           ref.delete(hash);
           refChanges++;
-        } else if (ref.size >= 16) {
+        } else if (ref.size >= capacity) {
           ref.delete(ref.keys().next().value as string);
           refEvictions++;
           refChanges++;

@@ -70,10 +70,21 @@ export class InProcessKvTier implements KvTier {
   private readonly entries = new KeyChains();
   private count = 0;
   /**
+   * The use order, kept lazily. Until the tier first has to drop an entry for room, each entry only carries the
+   * sequence number of its last use (`usedAt`): a use is one store, where moving it in a linked list is four or
+   * five loads and stores at random slots of arrays of millions (the simulator touches L3 for every block it
+   * loads or evicts, and at Seer's scale the pool never fills: 5M uses at scale 0.25, no eviction). At the first
+   * eviction the live entries are sorted by it once into the use list below, the same order, kept from then on.
+   */
+  private usedAt = new Float64Array(0);
+  private useSeq = 0;
+  /** True once the use list (prev/next) is built: from the first eviction on. */
+  private listed = false;
+  /**
    * The use list, least recently used first: a doubly linked list over slot numbers in typed arrays, so
-   * a use (the simulator touches L3 for every block it loads or evicts, millions of times) moves an entry
-   * to the tail without allocating. Slots of dropped entries are reused; the arrays grow by doubling up
-   * to the capacity. A slot's block is in `slotBlock` (no entry object per block: the pool holds millions).
+   * a use moves an entry to the tail without allocating. Slots of dropped entries are reused; the arrays
+   * grow by doubling up to the capacity. A slot's block is in `slotBlock` (no entry object per block: the
+   * pool holds millions).
    */
   private prev = new Int32Array(0);
   private next = new Int32Array(0);
@@ -129,6 +140,7 @@ export class InProcessKvTier implements KvTier {
       this.drop(held);
       this.changeSeq++;
     } else if (this.count >= this.capacityBlocks) {
+      if (!this.listed) this.buildList();
       if (this.head === NONE) return false;
       this.drop(this.head);
       this.evictedCount++;
@@ -167,9 +179,25 @@ export class InProcessKvTier implements KvTier {
 
   /** Hashes from least to most recently used (for tests and debugging). */
   lruOrder(): KvBlockHash[] {
-    const out: KvBlockHash[] = [];
-    for (let s = this.head; s !== NONE; s = this.next[s] as number) out.push((this.slotBlock[s] as KvBlockIdentity).hash);
-    return out;
+    const slots = this.listed ? [] : this.slotsByUse();
+    if (this.listed) for (let s = this.head; s !== NONE; s = this.next[s] as number) slots.push(s);
+    return slots.map((s) => (this.slotBlock[s] as KvBlockIdentity).hash);
+  }
+
+  /** The live slots, least recently used first, by their last use. */
+  private slotsByUse(): number[] {
+    const slots: number[] = [];
+    for (let s = 0; s < this.slotBlock.length; s++) if (this.slotBlock[s] !== undefined) slots.push(s);
+    return slots.sort((a, b) => (this.usedAt[a] as number) - (this.usedAt[b] as number));
+  }
+
+  /** Builds the use list from the last uses (at the first eviction); every use after it moves the list. */
+  private buildList(): void {
+    this.prev = new Int32Array(this.usedAt.length);
+    this.next = new Int32Array(this.usedAt.length);
+    this.listed = true;
+    for (const s of this.slotsByUse()) this.link(s);
+    this.usedAt = new Float64Array(0);
   }
 
   /** The slot of the block held under `hash` (its key `key`, when known; NONE: none), through the one-entry cache. */
@@ -184,7 +212,7 @@ export class InProcessKvTier implements KvTier {
 
   private drop(s: number): void {
     if (s === this.lastSlot) this.lastSlot = NONE;
-    this.unlink(s);
+    if (this.listed) this.unlink(s);
     this.entries.remove((this.slotBlock[s] as KvBlockIdentity).key, s);
     this.count--;
     this.slotBlock[s] = undefined;
@@ -193,6 +221,10 @@ export class InProcessKvTier implements KvTier {
 
   /** Moves slot `s` to the most recently used end. */
   private markUse(s: number): void {
+    if (!this.listed) {
+      this.usedAt[s] = ++this.useSeq;
+      return;
+    }
     if (s === this.tail) return;
     this.unlink(s);
     this.link(s);
@@ -203,22 +235,28 @@ export class InProcessKvTier implements KvTier {
     const free = this.freeSlots.pop();
     if (free !== undefined) return free;
     const s = this.slotBlock.length;
-    if (s === this.prev.length) {
+    if (s === this.entries.capacity()) {
       const grown = Math.min(Math.max(1024, 2 * s), Math.max(this.capacityBlocks, s + 1));
-      const prev = new Int32Array(grown);
-      const next = new Int32Array(grown);
-      prev.set(this.prev);
-      next.set(this.next);
-      this.prev = prev;
-      this.next = next;
+      if (this.listed) {
+        this.prev = grownTo(this.prev, grown);
+        this.next = grownTo(this.next, grown);
+      } else {
+        const usedAt = new Float64Array(grown);
+        usedAt.set(this.usedAt);
+        this.usedAt = usedAt;
+      }
       this.entries.grow(grown);
     }
     this.slotBlock.push(undefined);
     return s;
   }
 
-  /** Appends slot `s` at the tail. */
+  /** Appends slot `s` at the tail (before the list is built: stamps its use). */
   private link(s: number): void {
+    if (!this.listed) {
+      this.usedAt[s] = ++this.useSeq;
+      return;
+    }
     this.prev[s] = this.tail;
     this.next[s] = NONE;
     if (this.tail === NONE) this.head = s;
@@ -234,6 +272,13 @@ export class InProcessKvTier implements KvTier {
     if (n === NONE) this.tail = p;
     else this.prev[n] = p;
   }
+}
+
+/** A copy of `a` with room for `n` entries. */
+function grownTo(a: Int32Array, n: number): Int32Array<ArrayBuffer> {
+  const out = new Int32Array(n);
+  out.set(a);
+  return out;
 }
 
 /** Milliseconds to move `bytes` between L1 and `tier` at the tier's bandwidth. */
