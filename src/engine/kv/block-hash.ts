@@ -30,6 +30,8 @@ export interface KvBlockIdentity {
   readonly depth: number;
   /** A block manager's cache beside the identity (TIER_HIT), not part of what the block holds. */
   [TIER_HIT]?: unknown;
+  /** An in-process tier's cache beside the identity (TIER_SLOT), not part of what the block holds. */
+  [TIER_SLOT]?: number;
 }
 
 /**
@@ -40,6 +42,12 @@ export interface KvBlockIdentity {
 export const TIER_HIT: unique symbol = Symbol("kv tier hit");
 
 /**
+ * The slot an in-process tier (tier.ts) last stored the identity in (-1: none yet): a hint the tier checks against
+ * its own slot, so "does the tier hold this block" is one load instead of a search of an index of millions.
+ */
+export const TIER_SLOT: unique symbol = Symbol("kv tier slot");
+
+/**
  * An identity keeps its tokens packed: a full-scale simulation holds millions of identities (every L1 block
  * and every L3 entry). 16 tokens take 48 bytes as a string of 16 UTF-16 units (88 with ids above 65,533, two
  * units each) where a frozen array of them took 176, half of the simulation's live heap. Two identities'
@@ -47,6 +55,7 @@ export const TIER_HIT: unique symbol = Symbol("kv tier hit");
  */
 class BlockIdentity implements KvBlockIdentity {
   declare [TIER_HIT]: unknown;
+  declare [TIER_SLOT]: number;
 
   constructor(
     readonly hash: KvBlockHash,
@@ -56,6 +65,7 @@ class BlockIdentity implements KvBlockIdentity {
     readonly depth: number,
   ) {
     this[TIER_HIT] = undefined;
+    this[TIER_SLOT] = -1;
   }
 
   get tokenIds(): readonly number[] {

@@ -11,7 +11,6 @@ import {
   hashKey,
   makeIdentityAt,
   makeRootIdentity,
-  sameIdentity,
   TIER_HIT,
   samePackedAt,
   type KvBlockHash,
@@ -1084,17 +1083,11 @@ export class KvBlockManager {
     this.counters.evictions++;
     const tier = this.l2 ?? this.l3;
     if (tier === undefined) return;
-    if (this.tierHolds(tier, id)) {
-      tier.touch(id.hash);
-    } else if (tier.put(id)) {
+    // Held already: a use. Else offloaded.
+    if (!tier.use(id) && tier.put(id)) {
       this.counters.offloadedBlocks++;
       this.pendingEvictionOffload[tier.name]++;
     }
-  }
-
-  private tierHolds(tier: KvTier, id: KvBlockIdentity): boolean {
-    const e = tier.get(id.hash, id.key);
-    return e !== undefined && sameIdentity(e, id);
   }
 
   /** Copies blocks' identities into `tier`; `covered` are the blocks whose content the tier now holds. */
@@ -1104,12 +1097,10 @@ export class KvBlockManager {
     for (const b of blocks) {
       const id = this.identity[b] ?? null;
       if (id === null) break;
-      if (this.tierHolds(tier, id)) {
-        tier.touch(id.hash);
-      } else if (tier.put(id)) {
+      // Held already: a use. Else sent, unless the tier is full.
+      if (!tier.use(id)) {
+        if (!tier.put(id)) break;
         sent++;
-      } else {
-        break;
       }
       covered.push(b);
     }

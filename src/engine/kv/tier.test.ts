@@ -113,6 +113,37 @@ describe("InProcessKvTier", () => {
     expect(t.changeSeq).toBe(2);
   });
 
+  it("use: true for a held block (the same object or an equal identity), marking it most recently used; false otherwise", () => {
+    const t = new InProcessKvTier({ name: "L3", capacityBlocks: 8, bandwidthBytesPerMs: 1 });
+    const a = block("a", [1]);
+    const b = block("b", [2]);
+    t.put(a);
+    t.put(b);
+    expect(t.use(a)).toBe(true);
+    expect(t.lruOrder()).toEqual(["b", "a"]);
+    // An equal identity of another object (never stored itself): found by its hash.
+    expect(t.use(block("b", [2]))).toBe(true);
+    expect(t.lruOrder()).toEqual(["a", "b"]);
+    // Same hash, other tokens or another prefix: not this block, and no use.
+    expect(t.use(block("a", [9]))).toBe(false);
+    expect(t.use(block("a", [1], block("r", [0])))).toBe(false);
+    expect(t.lruOrder()).toEqual(["a", "b"]);
+    // Dropped, its slot reused by another block: the identity's remembered slot no longer answers.
+    t.remove("a");
+    const c = block("c", [3]);
+    t.put(c);
+    expect(t.use(a)).toBe(false);
+    expect(t.use(c)).toBe(true);
+    // Stored by another tier since (which remembers its own slot on the identity): still held here.
+    const other = new InProcessKvTier({ name: "L2", capacityBlocks: 8, bandwidthBytesPerMs: 1 });
+    other.put(block("x", [7]));
+    other.put(block("y", [8]));
+    other.put(b); // its third slot, where t holds nothing
+    expect(t.use(b)).toBe(true);
+    expect(other.use(b)).toBe(true);
+    expect(other.use(c)).toBe(false);
+  });
+
   it("keeps distinct hashes that share a map key apart, through puts, uses, removals and LRU evictions", () => {
     // Two hashes whose 30-bit keys are equal (hashKey): the tier chains them under one key.
     const [x, y] = ["h398824", "h768140"];

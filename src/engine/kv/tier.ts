@@ -6,7 +6,7 @@
 // same L2/L3 names and rules.
 
 import { ArborError } from "../../core/errors.js";
-import { hashKey, sameIdentity, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
+import { hashKey, sameIdentity, TIER_SLOT, type KvBlockHash, type KvBlockIdentity } from "./block-hash.js";
 import { KeyChains, NO_SLOT } from "./key-chains.js";
 
 /** The tiers below L1: an engine's host memory, and the pool shared by engines. */
@@ -36,6 +36,11 @@ export interface KvTier {
   put(block: KvBlockIdentity): boolean;
   /** Marks the entry for `hash` most recently used (`key` as in `get`). */
   touch(hash: KvBlockHash, key?: number): void;
+  /**
+   * Whether the tier holds `block` (an entry under its hash with the same identity, `sameIdentity`), marking
+   * a held one most recently used: what an engine asks of every block it evicts or offloads.
+   */
+  use(block: KvBlockIdentity): boolean;
   remove(hash: KvBlockHash): void;
   size(): number;
   /**
@@ -148,6 +153,7 @@ export class InProcessKvTier implements KvTier {
     }
     const s = this.takeSlot();
     this.slotBlock[s] = block;
+    block[TIER_SLOT] = s;
     this.entries.add(block.key, s);
     this.count++;
     this.link(s);
@@ -159,6 +165,18 @@ export class InProcessKvTier implements KvTier {
   touch(hash: KvBlockHash, key?: number): void {
     const s = this.find(hash, key);
     if (s !== NONE) this.markUse(s);
+  }
+
+  use(block: KvBlockIdentity): boolean {
+    // The slot this tier stored the very identity in, when it still holds it there (a hint: another tier may
+    // have stored the identity since, and a slot is reused after a drop); else the search.
+    let s = block[TIER_SLOT] ?? NONE;
+    if (s === NONE || this.slotBlock[s] !== block) {
+      s = this.find(block.hash, block.key);
+      if (s === NONE || !sameIdentity(this.slotBlock[s] as KvBlockIdentity, block)) return false;
+    }
+    this.markUse(s);
+    return true;
   }
 
   remove(hash: KvBlockHash): void {
