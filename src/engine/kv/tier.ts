@@ -197,8 +197,9 @@ export class InProcessKvTier implements KvTier {
 
   /** Hashes from least to most recently used (for tests and debugging). */
   lruOrder(): KvBlockHash[] {
-    const slots = this.listed ? [] : this.slotsByUse();
-    if (this.listed) for (let s = this.head; s !== NONE; s = this.next[s] as number) slots.push(s);
+    let slots: number[] = [];
+    if (!this.listed) slots = this.slotsByUse();
+    else for (let s = this.head; s !== NONE; s = this.next[s] as number) slots.push(s);
     return slots.map((s) => (this.slotBlock[s] as KvBlockIdentity).hash);
   }
 
