@@ -105,11 +105,15 @@ describe("agent scenario", () => {
     expect(r.summary.peakKvUsage).toBeLessThanOrEqual(1);
   }, 120_000);
 
-  it("scales programs and engines together", async () => {
+  it("scales programs and engines together, and states the scale it ran", async () => {
     const spec = tiny({ count: 40 });
-    const r = await agentScenario(spec).run("verl-like", { seed: 1, scale: 0.1 });
+    const sc = agentScenario(spec);
+    const r = await sc.run("verl-like", { seed: 1, scale: 0.1 });
     expect(r.summary.programs).toBe(4);
     expect(Object.keys(r.series.kvUsage)).toEqual(["engine-0"]);
+    expect(await sc.scaleAt(0.1)).toMatchObject({ programs: 4, engines: 1, gpus: 1 });
+    expect(await sc.scaleAt(1)).toEqual(sc.info.scale);
+    expect(sc.info.scale).toMatchObject({ programs: 40, engines: 2 });
   }, 120_000);
 
   it("restarts a context from the system prompt + a summary on a reset", async () => {

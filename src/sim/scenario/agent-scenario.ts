@@ -64,22 +64,19 @@ export function agentScale(cluster: AgentCluster, programs: number, engines: num
 
 /** An agent workload file as a scenario over the agent systems. */
 export function agentScenario(spec: AgentWorkloadSpec): SimScenario {
-  const info: SimWorkloadInfo = {
-    name: spec.name,
-    kind: "agent",
-    description: spec.description,
-    sources: spec.sources,
-    scale: {
-      ...agentScale(spec.cluster, spec.programs.count, spec.cluster.engines),
-      turns: spec.programs.turns.join("–"),
-      outputTokens: spec.programs.outputTokens.join("–"),
-      toolOutputTokens: spec.programs.toolOutputTokens.join("–"),
-      toolLatency: `lognormal median ${spec.programs.toolLatency.medianMs} ms, σ ${spec.programs.toolLatency.sigma}, cap ${spec.programs.toolLatency.maxMs} ms`,
-    },
-  };
+  // Programs and engines as runAgentSystem scales them.
+  const scaleAt = (scale: number): Record<string, number | string> => ({
+    ...agentScale(spec.cluster, scaled(spec.programs.count, scale), scaled(spec.cluster.engines, scale)),
+    turns: spec.programs.turns.join("–"),
+    outputTokens: spec.programs.outputTokens.join("–"),
+    toolOutputTokens: spec.programs.toolOutputTokens.join("–"),
+    toolLatency: `lognormal median ${spec.programs.toolLatency.medianMs} ms, σ ${spec.programs.toolLatency.sigma}, cap ${spec.programs.toolLatency.maxMs} ms`,
+  });
+  const info: SimWorkloadInfo = { name: spec.name, kind: "agent", description: spec.description, sources: spec.sources, scale: scaleAt(1) };
   return {
     info,
     systems: AGENT_SYSTEMS.map((s) => s.name),
+    scaleAt: async (scale) => scaleAt(scale),
     async run(system, o) {
       checkRunOptions(o);
       const programs = generateAgentPrograms(spec.programs, scaled(spec.programs.count, o.scale), o.seed);

@@ -86,6 +86,10 @@ describe("replay of a stored Arbor run", () => {
       expect(r.summary.makespanMs).toBeGreaterThan(2500);
       expect(r.summary.outputTokens).toBe(40 + 60 + 30 + 50 + 20);
     }
+    // The scale a report states: the run's programs, counted from the store; half of them on one engine at 0.5.
+    expect(await sc.scaleAt(1)).toMatchObject({ programs: 2, engines: 2, runId: "run-1" });
+    expect(await sc.scaleAt(0.5)).toMatchObject({ programs: 1, engines: 1 });
+    expect((await sc.run("verl-like", { seed: 1, scale: 0.5 })).summary.programs).toBe(1);
   }, 60_000);
 
   it("names the file and field of a bad replay document", () => {

@@ -90,9 +90,16 @@ export function replayScenario(spec: ReplayWorkloadSpec): SimScenario {
       kind: "replay",
       description: spec.description,
       sources: [`Arbor run ${spec.runId} in ${spec.store}: prompt/output token counts and tool gaps of every call`, ...spec.sources],
+      // The programs are counted when the store is read (scaleAt); 0 here, before.
       scale: { ...agentScale(spec.cluster, 0, spec.cluster.engines), runId: spec.runId },
     },
     systems: AGENT_SYSTEMS.map((s) => s.name),
+    async scaleAt(scale) {
+      // The programs are counted from the store (read once, as for the run); engines as runAgentSystem scales them.
+      loaded ??= loadReplayPrograms(spec);
+      const all = await loaded;
+      return { ...agentScale(spec.cluster, scaled(all.length, scale), scaled(spec.cluster.engines, scale)), runId: spec.runId };
+    },
     async run(system, o) {
       checkRunOptions(o);
       loaded ??= loadReplayPrograms(spec);

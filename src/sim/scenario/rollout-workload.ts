@@ -66,34 +66,39 @@ export function createRolloutScenario(base: Omit<SimWorkloadInfo, "scale" | "kin
   const instances = cluster.gpus / cluster.gpusPerInstance;
   const kvTokens = cluster.kvTokensPerInstance ?? profile.hbmKvCapacityTokens;
   const systems = rolloutSystems(spec.divided);
-  const info: SimWorkloadInfo = {
-    ...base,
-    kind: "rollout",
-    scale: {
-      gpus: cluster.gpus,
-      instances,
+  /** The groups per iteration and engines of a run at `scale`. */
+  const sized = (scale: number): { groupsPerIteration: number; engines: number } => ({
+    groupsPerIteration: Math.max(1, Math.round(w.prompts * scale)),
+    engines: Math.max(1, Math.round(instances * scale)),
+  });
+  const scaleAt = (scale: number): Record<string, number | string> => {
+    const { groupsPerIteration, engines } = sized(scale);
+    return {
+      gpus: engines * cluster.gpusPerInstance,
+      instances: engines,
       gpusPerInstance: cluster.gpusPerInstance,
       profile: profile.name,
       kvTokensPerInstance: kvTokens,
       maxNumSeqs: cluster.maxNumSeqs,
-      promptsPerIteration: w.prompts,
+      promptsPerIteration: groupsPerIteration,
       groupSize: w.groupSize,
-      requestsPerIteration: w.prompts * w.groupSize,
+      requestsPerIteration: groupsPerIteration * w.groupSize,
       iterations: w.iterations,
       maxOutputTokens: w.maxTokens,
       meanOutputTokens: w.meanTokens,
       chunkTokens: spec.divided.chunkTokens,
-    },
+    };
   };
+  const info: SimWorkloadInfo = { ...base, kind: "rollout", scale: scaleAt(1) };
   return {
     info,
     systems: systems.map((s) => s.name),
+    scaleAt: async (scale) => scaleAt(scale),
     async run(system, o) {
       const sys = systems.find((s) => s.name === system);
       if (sys === undefined) throw new ArborError(`workload ${base.name}: unknown system '${system}' (known: ${systems.map((s) => s.name).join(", ")})`, "config");
       checkRunOptions(o);
-      const groupsPerIteration = Math.max(1, Math.round(w.prompts * o.scale));
-      const engines = Math.max(1, Math.round(instances * o.scale));
+      const { groupsPerIteration, engines } = sized(o.scale);
       const tasks = generateSeerWorkload({
         groups: groupsPerIteration * w.iterations,
         groupSize: w.groupSize,

@@ -37,6 +37,17 @@ describe("runSim lanes", () => {
     expect(finished).not.toEqual(systems);
   });
 
+  it("states the scale it ran: engines and requests as the systems ran them, the workload's own at full scale", async () => {
+    const full = await runSim(scenario, { systems: ["verl-like"], seed: 5, scale: 1 });
+    expect(full.workload.scale).toEqual({ ...scenario.info.scale, runScale: 1 });
+    const half = await runSim(scenario, { systems: ["verl-like"], seed: 5, scale: 0.5 });
+    const ran = half.systems[0];
+    expect(half.workload.scale).toMatchObject({ instances: 1, gpus: 1, promptsPerIteration: 4, requestsPerIteration: 16, groupSize: 4, runScale: 0.5 });
+    expect(Object.keys(ran?.series.kvUsage ?? {})).toHaveLength(1);
+    expect(ran?.summary.requests).toBe(16);
+    expect(scenario.info.scale).toMatchObject({ instances: 2, requestsPerIteration: 32 });
+  });
+
   it("one system, or jobs 1, runs in this thread without the runner", async () => {
     const never = (): Promise<SimSystemResult> => Promise.reject(new Error("the runner ran"));
     await expect(runSim(scenario, { systems: ["seer"], seed: 5, scale: 1, jobs: 4, runSystem: never })).resolves.toMatchObject({ baseline: "seer" });

@@ -76,6 +76,7 @@ export async function runSim(scenario: SimScenario, o: RunSimOptions): Promise<S
   await Promise.all(Array.from({ length: lanes }, lane));
   if (failure !== undefined) throw failure.error;
   const base = results.find((r) => r.system === "verl-like") ?? (results[0] as SimSystemResult);
-  const info = { ...scenario.info, scale: { ...scenario.info.scale, runScale: o.scale } };
+  // The figures of the run made, not the workload's full scale (the description states that one).
+  const info = { ...scenario.info, scale: { ...(await scenario.scaleAt(o.scale)), runScale: o.scale } };
   return { format: SIM_REPORT_FORMAT, workload: info, seed: o.seed, baseline: base.system, systems: results, ratios: results.map((r) => simRatio(base, r)) };
 }

@@ -19,7 +19,13 @@ export function checkRunOptions(o: SimRunOptions): void {
 
 /** A workload with the systems it can run under; `run` is deterministic for its system and options. */
 export interface SimScenario {
+  /** The workload as written: its figures (`scale`) are those of a full-scale run. */
   info: SimWorkloadInfo;
   systems: readonly string[];
   run(system: string, o: SimRunOptions): Promise<SimSystemResult>;
+  /**
+   * The scale figures of a run at `scale` (engines, GPUs, requests or programs as `run` makes them, the rest as
+   * written): what a report states. At 1, `info.scale`'s figures.
+   */
+  scaleAt(scale: number): Promise<Record<string, number | string>>;
 }

@@ -21,7 +21,10 @@ export interface SimWorkloadInfo {
   description: string;
   /** Where each figure comes from (paper, table, section), one entry per figure or group of figures. */
   sources: string[];
-  /** The scale actually run: GPUs, engines, requests or programs, group size, output lengths, cost profile, … */
+  /**
+   * The scale actually run: GPUs, engines, requests or programs (scaled by `runScale`, the fraction of the workload
+   * run), group size, output lengths, cost profile, …
+   */
   scale: Record<string, number | string>;
 }
 
