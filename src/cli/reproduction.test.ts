@@ -70,7 +70,7 @@ describe("reproduction table", () => {
   });
 
   it("gives one run the targets of its workload, or of its kind, each judged on it or naming the systems it needs", () => {
-    const lines = (r: SimReport): string[] => targetRows(r.workload).map((row) => targetLine(row, r));
+    const lines = (r: SimReport): string[] => targetRows(r.workload).map((row) => targetLine(row, [r]));
     const thunder = (reports.get("thunder-swe") as SimReport[])[0] as SimReport;
     expect(lines(thunder)).toEqual([
       "thunderagent over sglang-router, agent steps/min: 1.50×, target ≥ 1.8×: missed; paper mini-SWE-agent 375 → 672 steps/min (1.79×); 1.8–3.9× over all",
@@ -84,6 +84,11 @@ describe("reproduction table", () => {
     const own = report("my-rollout", "rollout", [result("verl-like", 2000, 500), result("seer", 1000, 100)]);
     expect(lines(own).map((l) => l.split(":")[0])).toEqual(["seer over verl-like, iteration time", "seer over verl-like, tail (last 10% of requests)", "seer's share of the oracle (oracle time / seer time)", "arbor over the best other system"]);
     expect(lines(own)[0]).toBe("seer over verl-like, iteration time: 2.00×, target ≥ 1.44×: met; paper 1.44–2.04× (throughput +44–104%)");
+    // Over several seeds: the mean and range, judged on the mean, with the seeds that meet it counted.
+    const [speedupRow] = targetRows(moonlight(1, 1000).workload);
+    expect(targetLine(speedupRow as (typeof REPRODUCTION_ROWS)[number], [moonlight(1, 1000), moonlight(2, 1600)])).toBe(
+      "seer over verl-like, iteration time: 1.63× (1.25× … 2.00×), target ≥ 1.44×: met (1 of 2 seeds meet it); paper 1.79× (3,910 → 2,181 s); 1.44–2.04× over all",
+    );
     for (const kind of ["agent", "replay"] as const) {
       const r = report("my-agents", kind, [result("sglang-router", 1000, 100, 100), result("arbor", 1000, 100, 90)]);
       expect(lines(r)).toEqual(["arbor over the best other system, agent steps/min: 0.90×, target ≥ 1.00×: missed"]);

@@ -109,12 +109,16 @@ export function targetRows(workload: SimReport["workload"]): readonly FigureRow[
   return [{ id: `${workload.name}/arbor`, workload: workload.name, figure: "arbor over the best other system, agent steps/min", paper: "—", target: "≥ 1.00×", meets: (v) => v >= 0.995, value: (r) => arborOverBest(r, true), needs: ARBOR_NEEDS, format: times }];
 }
 
-/** One target on one report, as a line: the figure, Arbor's value, the target and whether it is met (or what to run). */
-export function targetLine(row: FigureRow, report: SimReport): string {
-  const v = row.value(report);
+/**
+ * One target on a run's reports (one per seed), as a line: the figure (over several seeds, their mean and range, as
+ * the reproduction table gives it), the target and whether the mean meets it (and how many seeds do), or what to run.
+ */
+export function targetLine(row: FigureRow, reports: readonly SimReport[]): string {
+  const v = rowValue(row, reports);
   const paper = row.paper.startsWith("—") ? "" : `; paper ${row.paper}`;
   if (v === undefined) return `${row.figure}: not measured (run ${row.needs}); target ${row.target}${paper}`;
-  return `${row.figure}: ${row.format(v)}, target ${row.target}: ${row.meets(v) ? "met" : "missed"}${paper}`;
+  const seeds = v.seeds > 1 ? ` (${v.met} of ${v.seeds} seeds meet it)` : "";
+  return `${row.figure}: ${formatValue(row, v)}, target ${row.target}: ${row.meets(v.mean) ? "met" : "missed"}${seeds}${paper}`;
 }
 
 /** The workloads the table needs, and the systems each must run. */

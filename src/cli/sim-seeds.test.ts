@@ -48,6 +48,9 @@ describe("arbor sim --seeds", () => {
       const printed = out.mock.calls.flat().join("\n");
       expect(printed).toContain("arbor sim tiny over seeds 2, 3 (scale 1): ratios against verl-like");
       expect(printed).toMatch(/arbor over the best other system \(iteration time\), per seed: \d\.\d{3}×, \d\.\d{3}×; mean/);
+      // The workload's targets (Seer's, on a rollout workload file), judged on the mean over the seeds.
+      expect(printed).toMatch(/target: seer over verl-like, iteration time: \d+\.\d\d× \(\d+\.\d\d× … \d+\.\d\d×\), target ≥ 1\.44×: (met|missed) \([0-2] of 2 seeds meet it\)/);
+      expect(printed).toContain("target: seer's share of the oracle (oracle time / seer time): not measured (run seer and oracle)");
       expect(err.mock.calls.flat().join("\n")).toMatch(/tiny: seed 3 \(2\/2\)/);
       const table = seedSummaryTable(summary);
       expect(table.rows.map((r) => r[0])).toEqual(["verl-like", "seer", "arbor"]);

@@ -10,6 +10,7 @@ import { ArborError } from "../core/errors.js";
 import { getScenario } from "../sim/scenario/registry.js";
 import { summarizeSeeds, type SeedSummary } from "../sim/scenario/seed-summary.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";
+import { targetLine, targetRows } from "./reproduction.js";
 import { runSeed, type SimCommandOptions } from "./sim.js";
 
 /** Seeds one `--seeds` may name: each is a full run of every system. */
@@ -48,8 +49,8 @@ export function formatSeedList(seeds: readonly number[]): string {
   return parts.join(",");
 }
 
-/** The across-seeds table: one row per system, its figures over the seeds. */
-export function seedSummaryTable(s: SeedSummary): BenchTable {
+/** The across-seeds table: one row per system, its figures over the seeds; `targets`: the workload's target lines. */
+export function seedSummaryTable(s: SeedSummary, targets: readonly string[] = []): BenchTable {
   const sec = (ms: number): number => ms / 1000;
   const best = s.arborOverBest;
   const figure = s.kind === "rollout" ? "iteration time" : "agent steps/min";
@@ -58,6 +59,7 @@ export function seedSummaryTable(s: SeedSummary): BenchTable {
     columns: ["system", "iteration mean (s)", "sd (s)", "min (s)", "max (s)", "steps/min mean", "speedup × mean", "speedup × min", "speedup × max"],
     rows: s.systems.map((x) => [x.system, sec(x.iterationMs.mean), sec(x.iterationMs.sd), sec(x.iterationMs.min), sec(x.iterationMs.max), x.stepsPerMin.mean, x.speedup.mean, x.speedup.min, x.speedup.max]),
     notes: [
+      ...targets.map((t) => `target: ${t}`),
       ...(best === undefined
         ? []
         : [
@@ -85,7 +87,7 @@ export async function simSeedsCommand(workload: string, o: Omit<SimCommandOption
   const path = join(outDir, "seeds.json");
   await writeFile(path, `${JSON.stringify(summary, null, 2)}\n`);
   if (o.json) console.log(JSON.stringify(summary));
-  else console.log(formatTable(seedSummaryTable(summary)));
+  else console.log(formatTable(seedSummaryTable(summary, targetRows(scenario.info).map((row) => targetLine(row, reports)))));
   console.error(`arbor sim: wrote ${path}`);
   return summary;
 }

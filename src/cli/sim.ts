@@ -57,7 +57,7 @@ export function simSummaryTable(report: SimReport): BenchTable {
       ];
     }),
     notes: [
-      ...targetRows(report.workload).map((row) => `target: ${targetLine(row, report)}`),
+      ...targetRows(report.workload).map((row) => `target: ${targetLine(row, [report])}`),
       `iteration = first placement to last finish; steps/min = ${report.workload.kind === "rollout" ? "requests" : "model calls"} per simulated minute; tail = the last 10% of ${report.workload.kind === "rollout" ? "requests" : "programs"}; of oracle = oracle iteration / system iteration`,
       ...report.systems.map((s) => `${s.system}: ${s.description}`),
     ],
