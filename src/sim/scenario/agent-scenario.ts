@@ -8,7 +8,7 @@ import { generateAgentPrograms } from "./agent-programs.js";
 import { agentSystemResult } from "./agent-result.js";
 import { AGENT_SYSTEMS, agentSystem } from "./agent-systems.js";
 import { parseAgentWorkload, type AgentWorkloadSpec } from "./agent-workload-spec.js";
-import { checkRunOptions, type SimScenario } from "./scenario.js";
+import { checkRunOptions, scaled, type SimScenario } from "./scenario.js";
 import type { SimSystemResult, SimWorkloadInfo } from "./sim-report.js";
 
 /** The agent workload files shipped in src/sim/workloads/ (kind: agent). */
@@ -17,10 +17,6 @@ export const AGENT_WORKLOAD_FILES = ["thunder-swe.yaml", "thunder-openhands.yaml
 /** Host-memory tier per engine when the file gives none: 4 × the L1 KV (an H100 node has 2 TB of DRAM for 8 × 80 GB HBM). */
 const DEFAULT_L2_FACTOR = 4;
 
-/** A count at `scale` (1 = full; checked by the run, checkRunOptions), at least 1. */
-export function scaled(n: number, scale: number): number {
-  return Math.max(1, Math.round(n * scale));
-}
 
 /** The cluster part of a workload file (agent and replay share it). */
 export type AgentCluster = AgentWorkloadSpec["cluster"];

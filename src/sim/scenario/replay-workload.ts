@@ -9,10 +9,10 @@ import { ArborError } from "../../core/errors.js";
 import { trainingTrajectories } from "../../store/held-out-groups.js";
 import { openStore } from "../../store/registry.js";
 import type { AgentProgramSpec, AgentTurnSpec } from "../agent-workload.js";
-import { agentScale, runAgentSystem, scaled } from "./agent-scenario.js";
+import { agentScale, runAgentSystem } from "./agent-scenario.js";
 import { AGENT_SYSTEMS } from "./agent-systems.js";
 import { AgentClusterSchema } from "./agent-workload-spec.js";
-import { checkRunOptions, type SimScenario } from "./scenario.js";
+import { checkRunOptions, scaled, type SimScenario } from "./scenario.js";
 
 export const ReplayWorkloadSchema = z
   .object({
@@ -84,6 +84,8 @@ export async function loadReplayPrograms(spec: Pick<ReplayWorkloadSpec, "store" 
 /** A replay workload as a scenario over the agent systems; `scale` < 1 replays the first programs by arrival. */
 export function replayScenario(spec: ReplayWorkloadSpec): SimScenario {
   let loaded: Promise<AgentProgramSpec[]> | undefined;
+  /** The run's programs, read from the store once (for the scale and for every system's run). */
+  const programs = (): Promise<AgentProgramSpec[]> => (loaded ??= loadReplayPrograms(spec));
   return {
     info: {
       name: spec.name,
@@ -95,15 +97,13 @@ export function replayScenario(spec: ReplayWorkloadSpec): SimScenario {
     },
     systems: AGENT_SYSTEMS.map((s) => s.name),
     async scaleAt(scale) {
-      // The programs are counted from the store (read once, as for the run); engines as runAgentSystem scales them.
-      loaded ??= loadReplayPrograms(spec);
-      const all = await loaded;
+      // Engines as runAgentSystem scales them.
+      const all = await programs();
       return { ...agentScale(spec.cluster, scaled(all.length, scale), scaled(spec.cluster.engines, scale)), runId: spec.runId };
     },
     async run(system, o) {
       checkRunOptions(o);
-      loaded ??= loadReplayPrograms(spec);
-      const all = await loaded;
+      const all = await programs();
       return runAgentSystem(system, spec.cluster, all.slice(0, scaled(all.length, o.scale)), o);
     },
   };

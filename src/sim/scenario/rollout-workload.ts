@@ -6,7 +6,7 @@ import { ArborError } from "../../core/errors.js";
 import { getCostProfile } from "../../engine/costmodel/profile.js";
 import { runRolloutSim } from "../rollout-sim.js";
 import { generateSeerWorkload } from "../seer-workload.js";
-import { checkRunOptions, type SimScenario } from "./scenario.js";
+import { checkRunOptions, scaled, type SimScenario } from "./scenario.js";
 import { rolloutSystems } from "./rollout-systems.js";
 import type { SimWorkloadInfo } from "./sim-report.js";
 import { rolloutSystemResult } from "./system-result.js";
@@ -67,10 +67,7 @@ export function createRolloutScenario(base: Omit<SimWorkloadInfo, "scale" | "kin
   const kvTokens = cluster.kvTokensPerInstance ?? profile.hbmKvCapacityTokens;
   const systems = rolloutSystems(spec.divided);
   /** The groups per iteration and engines of a run at `scale`. */
-  const sized = (scale: number): { groupsPerIteration: number; engines: number } => ({
-    groupsPerIteration: Math.max(1, Math.round(w.prompts * scale)),
-    engines: Math.max(1, Math.round(instances * scale)),
-  });
+  const sized = (scale: number): { groupsPerIteration: number; engines: number } => ({ groupsPerIteration: scaled(w.prompts, scale), engines: scaled(instances, scale) });
   const scaleAt = (scale: number): Record<string, number | string> => {
     const { groupsPerIteration, engines } = sized(scale);
     return {

@@ -17,6 +17,11 @@ export function checkRunOptions(o: SimRunOptions): void {
   if (!Number.isSafeInteger(o.seed)) throw new ArborError(`sim: seed must be an integer, got ${o.seed}`, "config");
 }
 
+/** A count at `scale` (1 = full; checked by the run, checkRunOptions), at least 1: engines, prompts, programs. */
+export function scaled(n: number, scale: number): number {
+  return Math.max(1, Math.round(n * scale));
+}
+
 /** A workload with the systems it can run under; `run` is deterministic for its system and options. */
 export interface SimScenario {
   /** The workload as written: its figures (`scale`) are those of a full-scale run. */
