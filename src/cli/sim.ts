@@ -36,6 +36,8 @@ export interface SimCommandOptions {
  */
 export function simSummaryTable(report: SimReport): BenchTable {
   const oracle = report.systems.find((s) => s.system === "oracle");
+  // What a step and the tail count: requests of a rollout workload; model calls and programs of agents and replays.
+  const rollout = report.workload.kind === "rollout";
   return {
     title: `arbor sim ${report.workload.name} (seed ${report.seed}, scale ${String(report.workload.scale.runScale ?? 1)}): ratios against ${report.baseline}`,
     columns: ["system", "iteration (s)", "tokens/s", "steps/min", "tail (s)", "p99 (s)", "preemptions", "recomputed tok", "peak KV", "speedup ×", "tail −%", "of oracle"],
@@ -58,7 +60,7 @@ export function simSummaryTable(report: SimReport): BenchTable {
     }),
     notes: [
       ...targetRows(report.workload).map((row) => `target: ${targetLine(row, [report])}`),
-      `iteration = first placement to last finish; steps/min = ${report.workload.kind === "rollout" ? "requests" : "model calls"} per simulated minute; tail = the last 10% of ${report.workload.kind === "rollout" ? "requests" : "programs"}; of oracle = oracle iteration / system iteration`,
+      `iteration = first placement to last finish; steps/min = ${rollout ? "requests" : "model calls"} per simulated minute; tail = the last 10% of ${rollout ? "requests" : "programs"}; of oracle = oracle iteration / system iteration`,
       ...report.systems.map((s) => `${s.system}: ${s.description}`),
     ],
   };
