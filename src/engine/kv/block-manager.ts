@@ -366,7 +366,8 @@ export class KvBlockManager {
         for (const x of blocks) if (x >= 0 && this.refCount[x] === 0) this.mark[x] = protectedGen;
         scan = this.queue.peek();
       }
-      h.tier.touch(h.id.hash, h.id.key);
+      // The hit's own identity: the tier finds its entry from the slot it noted on it, without a search.
+      h.tier.use(h.id);
       // The first free block from the head that is not protected. The blocks before `scan` were passed as
       // protected and stay so (loads only add protected blocks, at the tail): no rescan from the head.
       while (scan !== undefined && this.mark[scan] === protectedGen) scan = this.queue.after(scan);

@@ -8,20 +8,20 @@ import { InProcessKvTier, transferMs } from "./tier.js";
 const block = (hash: string, tokenIds: number[], parent: KvBlockIdentity | null = null): KvBlockIdentity => makeIdentity(hash, tokenIds, parent);
 
 describe("InProcessKvTier", () => {
-  it("evicts the least recently used entry when full; touch and put refresh", () => {
+  it("evicts the least recently used entry when full; use and put refresh", () => {
     const t = new InProcessKvTier({ name: "L2", capacityBlocks: 2, bandwidthBytesPerMs: 10 });
     expect(t.put(block("a", [1]))).toBe(true);
     expect(t.put(block("b", [2]))).toBe(true);
-    t.touch("a");
+    expect(t.use(t.get("a") as KvBlockIdentity)).toBe(true);
     expect(t.put(block("c", [3]))).toBe(true);
     expect(t.has("b")).toBe(false);
     expect(t.lruOrder()).toEqual(["a", "c"]);
     expect(t.put(block("a", [1]))).toBe(true);
     expect(t.lruOrder()).toEqual(["c", "a"]);
     expect(t.evictions()).toBe(1);
-    // A use with the caller's key (after another lookup, so the cache of the last hash does not answer).
+    // A use of an equal identity (another object, after another lookup, so the cache of the last hash does not answer).
     t.has("zz");
-    t.touch("c", block("c", [3]).key);
+    expect(t.use(block("c", [3]))).toBe(true);
     expect(t.lruOrder()).toEqual(["a", "c"]);
     t.remove("c");
     expect(t.size()).toBe(1);
@@ -51,8 +51,8 @@ describe("InProcessKvTier", () => {
   it.each([
     { capacity: 16, hashes: (): number => 24 },
     { capacity: 600, hashes: (i: number): number => 8 + Math.floor(i / 20) },
-  ])("keeps LRU order over many touches as a re-inserting map would, bumping changeSeq only on drops and replacements (capacity $capacity)", ({ capacity, hashes }) => {
-    // Reference: a Map whose insertion order is the LRU order (touch = delete + set).
+  ])("keeps LRU order over many uses as a re-inserting map would, bumping changeSeq only on drops and replacements (capacity $capacity)", ({ capacity, hashes }) => {
+    // Reference: a Map whose insertion order is the LRU order (use = delete + set).
     const ref = new Map<string, number>();
     const t = new InProcessKvTier({ name: "L3", capacityBlocks: capacity, bandwidthBytesPerMs: 1 });
     const rng = new Rng(18);
@@ -62,8 +62,9 @@ describe("InProcessKvTier", () => {
       const hash = `h${rng.int(0, hashes(i) - 1)}`;
       const op = rng.int(0, 9);
       if (op < 6) {
-        // Touches dominate: enough of them to compact the use list many times over.
-        t.touch(hash);
+        // Uses dominate: enough of them to compact the use list many times over.
+        const held = t.get(hash);
+        expect(held === undefined ? false : t.use(held)).toBe(ref.has(hash));
         const v = ref.get(hash);
         if (v !== undefined) {
           ref.delete(hash);

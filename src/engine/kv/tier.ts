@@ -34,8 +34,6 @@ export interface KvTier {
    * after its own LRU eviction fails.
    */
   put(block: KvBlockIdentity): boolean;
-  /** Marks the entry for `hash` most recently used (`key` as in `get`). */
-  touch(hash: KvBlockHash, key?: number): void;
   /**
    * Whether the tier holds `block` (an entry under its hash with the same identity, `sameIdentity`), marking
    * a held one most recently used: what an engine asks of every block it evicts or offloads.
@@ -45,7 +43,7 @@ export interface KvTier {
   size(): number;
   /**
    * Bumped whenever an entry is removed or replaced (LRU eviction, `remove`, a `put` over a held hash
-   * with other content); not by a new hash, by `touch`, or by a `put` of the very block held (a use).
+   * with other content); not by a new hash, by `use`, or by a `put` of the very block held (a use).
    * A block manager replays a lookup's tier hits while it stays the same.
    * Absent: the tier does not tell, and every lookup searches it again.
    */
@@ -160,11 +158,6 @@ export class InProcessKvTier implements KvTier {
     this.lastHash = block.hash;
     this.lastSlot = s;
     return true;
-  }
-
-  touch(hash: KvBlockHash, key?: number): void {
-    const s = this.find(hash, key);
-    if (s !== NONE) this.markUse(s);
   }
 
   use(block: KvBlockIdentity): boolean {
