@@ -883,12 +883,24 @@ export class KvBlockManager {
       if (id !== null && id !== undefined && id.hash === hash && verifier.acceptAt(id, tokenIds, i * bs, bs, prev)) return (this.l1Hit[b] ??= { kind: "L1", block: b, id });
     }
     if (!useTiers) return undefined;
-    return this.tierHitAt(this.l2, hash, key, tokenIds, i, verifier, prev) ?? this.tierHitAt(this.l3, hash, key, tokenIds, i, verifier, prev);
+    // The identity the request's chain proved at block i, when it has one, is what a tier most likely holds there:
+    // a continuation's context was computed by the request it continues, whose blocks went to L2/L3 on eviction.
+    const likely = chain.known[i];
+    return this.tierHitAt(this.l2, hash, key, tokenIds, i, verifier, prev, likely) ?? this.tierHitAt(this.l3, hash, key, tokenIds, i, verifier, prev, likely);
   }
 
   /** `tier`'s entry for block `i` (hash `hash`, key `key`) when it holds the request's prefix. */
-  private tierHitAt(tier: KvTier | undefined, hash: KvBlockHash, key: number, tokenIds: readonly number[], i: number, verifier: PrefixVerifier, prev: KvBlockIdentity | null): Hit | undefined {
-    const id = tier?.get(hash, key);
+  private tierHitAt(
+    tier: KvTier | undefined,
+    hash: KvBlockHash,
+    key: number,
+    tokenIds: readonly number[],
+    i: number,
+    verifier: PrefixVerifier,
+    prev: KvBlockIdentity | null,
+    likely: KvBlockIdentity | undefined,
+  ): Hit | undefined {
+    const id = tier?.get(hash, key, likely);
     if (tier === undefined || id === undefined || !verifier.acceptAt(id, tokenIds, i * this.blockSize, this.blockSize, prev)) return undefined;
     // A tier hit names only its tier and identity: one object serves every lookup that finds it (lookup memos
     // keep ~600k at a quarter of seer-moonlight's scale, each otherwise its own object surviving scavenges).

@@ -1,7 +1,7 @@
 // Tests of the in-process KV tier (LRU by blocks) and transfer timing.
 import { describe, expect, it } from "vitest";
 import { Rng } from "../../core/rng.js";
-import { hashKey, makeIdentity, type KvBlockIdentity } from "./block-hash.js";
+import { hashKey, makeIdentity, TIER_SLOT, type KvBlockIdentity } from "./block-hash.js";
 import { InProcessKvTier, transferMs } from "./tier.js";
 
 /** A block as a tier stores it: its identity (null parent: the first block of a prefix). */
@@ -143,6 +143,32 @@ describe("InProcessKvTier", () => {
     expect(t.use(b)).toBe(true);
     expect(other.use(b)).toBe(true);
     expect(other.use(c)).toBe(false);
+  });
+
+  it("get with a likely identity answers as without it: the held entry under the hash, or none", () => {
+    const t = new InProcessKvTier({ name: "L3", capacityBlocks: 8, bandwidthBytesPerMs: 1 });
+    const a = block("a", [1]);
+    const b = block("b", [2]);
+    t.put(a);
+    t.put(b);
+    expect(t.get("a", a.key, a)).toBe(a);
+    // Another hash's identity, an equal identity never stored, one of the same hash with other tokens: the entry held.
+    expect(t.get("a", a.key, b)).toBe(a);
+    expect(t.get("b", b.key, block("b", [2]))).toBe(b);
+    expect(t.get("a", a.key, block("a", [9]))).toBe(a);
+    // Dropped, its slot reused by another block: nothing under its hash, whatever the slot noted on it holds now.
+    t.remove("a");
+    const c = block("c", [3]);
+    t.put(c);
+    expect(t.get("a", a.key, a)).toBeUndefined();
+    expect(t.get("c", c.key, a)).toBe(c);
+    // Stored by another tier since, at a slot where this tier holds another block: still found here by its hash.
+    const other = new InProcessKvTier({ name: "L2", capacityBlocks: 8, bandwidthBytesPerMs: 1 });
+    other.put(b);
+    expect(b[TIER_SLOT]).toBe(c[TIER_SLOT]);
+    expect(t.get("b", b.key, b)).toBe(b);
+    expect(other.get("b", b.key, b)).toBe(b);
+    expect(other.get("c", c.key, c)).toBeUndefined();
   });
 
   it("keeps distinct hashes that share a map key apart, through puts, uses, removals and LRU evictions", () => {

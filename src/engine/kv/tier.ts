@@ -25,9 +25,11 @@ export interface KvTier {
   has(hash: KvBlockHash): boolean;
   /**
    * The stored identity for `hash` (its tokens and parent chain), without touching it. `key`: hashKey(hash),
-   * when the caller has it (an identity's, a hash chain's), so the string is not hashed again.
+   * when the caller has it (an identity's, a hash chain's), so the string is not hashed again. `likely`: an
+   * identity the caller expects to find under `hash`; the tier may check it first from what it noted on it
+   * (the answer is the same, found sooner when right).
    */
-  get(hash: KvBlockHash, key?: number): KvBlockIdentity | undefined;
+  get(hash: KvBlockHash, key?: number, likely?: KvBlockIdentity): KvBlockIdentity | undefined;
   /**
    * Stores a block under its hash (replacing a colliding entry) as most recently used: the identity
    * itself, shared with its L1 block (identities are immutable). Returns false when the tier is full
@@ -125,7 +127,13 @@ export class InProcessKvTier implements KvTier {
     return this.find(hash) !== NONE;
   }
 
-  get(hash: KvBlockHash, key?: number): KvBlockIdentity | undefined {
+  get(hash: KvBlockHash, key?: number, likely?: KvBlockIdentity): KvBlockIdentity | undefined {
+    // The tier holds one entry per hash: when the slot noted on `likely` holds it under this hash, a search of
+    // the index (cache misses in arrays of millions at scale) would find the same.
+    if (likely !== undefined && likely.hash === hash) {
+      const at = likely[TIER_SLOT] ?? NONE;
+      if (at !== NONE && this.slotBlock[at] === likely) return likely;
+    }
     const s = this.find(hash, key);
     return s === NONE ? undefined : this.slotBlock[s];
   }
