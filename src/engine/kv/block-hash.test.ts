@@ -21,6 +21,16 @@ describe("hashBlockTokens", () => {
     expect([a, b, hashBlockTokens(b, [2 ** 33, 9])]).toEqual(["884eb0d25a88ca87", "bc07cd0c2648eec9", "6394122c9a6b1f2f"]);
   });
 
+  it("reads a parent hash of another form as parseInt does: hex digits of either case, up to the first that is not", () => {
+    const t = [1, 2, 3];
+    expect(hashBlockTokens("884EB0D25A88CA87", t)).toBe(hashBlockTokens("884eb0d25a88ca87", t));
+    // A lane read up to a non-digit ('12' of '12zz…'), or none at all (0), or a short hash.
+    expect(hashBlockTokens("12zz3456ffffffff", t)).toBe(hashBlockTokens("00000012ffffffff", t));
+    expect(hashBlockTokens("ffffffffsalt-abc", t)).toBe(hashBlockTokens("ffffffff00000000", t));
+    expect(hashBlockTokens("abc", t)).toBe(hashBlockTokens("00000abc00000000", t));
+    expect(hashBlockTokens("abc", t)).not.toBe(hashBlockTokens(null, t));
+  });
+
   it("spreads many small blocks without collisions", () => {
     const seen = new Set<string>();
     for (let a = 0; a < 64; a++) for (let b = 0; b < 64; b++) for (let c = 0; c < 4; c++) seen.add(hashBlockTokens(null, [a, b, c]));
