@@ -130,10 +130,7 @@ export class InProcessKvTier implements KvTier {
   get(hash: KvBlockHash, key?: number, likely?: KvBlockIdentity): KvBlockIdentity | undefined {
     // The tier holds one entry per hash: when the slot noted on `likely` holds it under this hash, a search of
     // the index (cache misses in arrays of millions at scale) would find the same.
-    if (likely !== undefined && likely.hash === hash) {
-      const at = likely[TIER_SLOT] ?? NONE;
-      if (at !== NONE && this.slotBlock[at] === likely) return likely;
-    }
+    if (likely !== undefined && likely.hash === hash && this.heldAt(likely) !== NONE) return likely;
     const s = this.find(hash, key);
     return s === NONE ? undefined : this.slotBlock[s];
   }
@@ -169,10 +166,8 @@ export class InProcessKvTier implements KvTier {
   }
 
   use(block: KvBlockIdentity): boolean {
-    // The slot this tier stored the very identity in, when it still holds it there (a hint: another tier may
-    // have stored the identity since, and a slot is reused after a drop); else the search.
-    let s = block[TIER_SLOT] ?? NONE;
-    if (s === NONE || this.slotBlock[s] !== block) {
+    let s = this.heldAt(block);
+    if (s === NONE) {
       s = this.find(block.hash, block.key);
       if (s === NONE || !sameIdentity(this.slotBlock[s] as KvBlockIdentity, block)) return false;
     }
@@ -218,6 +213,16 @@ export class InProcessKvTier implements KvTier {
     this.listed = true;
     for (const s of this.slotsByUse()) this.link(s);
     this.usedAt = new Float64Array(0);
+  }
+
+  /**
+   * The slot this tier stored the very identity in, when it still holds it there, else NONE: one load, no search.
+   * (The slot noted on an identity is a hint: another tier may have stored it since, and a slot is reused after
+   * a drop.)
+   */
+  private heldAt(block: KvBlockIdentity): number {
+    const s = block[TIER_SLOT] ?? NONE;
+    return s !== NONE && this.slotBlock[s] === block ? s : NONE;
   }
 
   /** The slot of the block held under `hash` (its key `key`, when known; NONE: none), through the one-entry cache. */
