@@ -17,7 +17,6 @@ export const AGENT_WORKLOAD_FILES = ["thunder-swe.yaml", "thunder-openhands.yaml
 /** Host-memory tier per engine when the file gives none: 4 × the L1 KV (an H100 node has 2 TB of DRAM for 8 × 80 GB HBM). */
 const DEFAULT_L2_FACTOR = 4;
 
-
 /** The cluster part of a workload file (agent and replay share it). */
 export type AgentCluster = AgentWorkloadSpec["cluster"];
 
@@ -30,7 +29,7 @@ export async function runAgentSystem(system: string, cluster: AgentCluster, prog
   const profile = getCostProfile(cluster.profile);
   const kvTokensPerEngine = cluster.kvTokensPerEngine ?? profile.hbmKvCapacityTokens;
   const result = await runGatewaySim(programs, {
-    engines: scaled(cluster.engines, o.scale),
+    engines: agentEngines(cluster, o.scale),
     kvTokensPerEngine,
     routing: s.routing,
     pausing: s.pausing === false ? false : s.pausing,
@@ -44,9 +43,15 @@ export async function runAgentSystem(system: string, cluster: AgentCluster, prog
   return agentSystemResult(s.name, s.description, result, requests);
 }
 
-/** The scale figures the report states for a cluster and its programs. */
-export function agentScale(cluster: AgentCluster, programs: number, engines: number): Record<string, number | string> {
+/** The engines a run at `scale` gets: they scale with the programs (runAgentSystem, agentScale). */
+function agentEngines(cluster: AgentCluster, scale: number): number {
+  return scaled(cluster.engines, scale);
+}
+
+/** The scale figures the report states for a cluster at `scale` running `programs` programs. */
+export function agentScale(cluster: AgentCluster, programs: number, scale: number): Record<string, number | string> {
   const profile = getCostProfile(cluster.profile);
+  const engines = agentEngines(cluster, scale);
   return {
     engines,
     gpus: engines * profile.tensorParallel,
@@ -60,9 +65,9 @@ export function agentScale(cluster: AgentCluster, programs: number, engines: num
 
 /** An agent workload file as a scenario over the agent systems. */
 export function agentScenario(spec: AgentWorkloadSpec): SimScenario {
-  // Programs and engines as runAgentSystem scales them.
+  // Programs as run generates them.
   const scaleAt = (scale: number): Record<string, number | string> => ({
-    ...agentScale(spec.cluster, scaled(spec.programs.count, scale), scaled(spec.cluster.engines, scale)),
+    ...agentScale(spec.cluster, scaled(spec.programs.count, scale), scale),
     turns: spec.programs.turns.join("–"),
     outputTokens: spec.programs.outputTokens.join("–"),
     toolOutputTokens: spec.programs.toolOutputTokens.join("–"),

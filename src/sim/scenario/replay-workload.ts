@@ -93,13 +93,13 @@ export function replayScenario(spec: ReplayWorkloadSpec): SimScenario {
       description: spec.description,
       sources: [`Arbor run ${spec.runId} in ${spec.store}: prompt/output token counts and tool gaps of every call`, ...spec.sources],
       // The programs are counted when the store is read (scaleAt); 0 here, before.
-      scale: { ...agentScale(spec.cluster, 0, spec.cluster.engines), runId: spec.runId },
+      scale: { ...agentScale(spec.cluster, 0, 1), runId: spec.runId },
     },
     systems: AGENT_SYSTEMS.map((s) => s.name),
     async scaleAt(scale) {
-      // Engines as runAgentSystem scales them.
+      // Programs as run replays them.
       const all = await programs();
-      return { ...agentScale(spec.cluster, scaled(all.length, scale), scaled(spec.cluster.engines, scale)), runId: spec.runId };
+      return { ...agentScale(spec.cluster, scaled(all.length, scale), scale), runId: spec.runId };
     },
     async run(system, o) {
       checkRunOptions(o);
