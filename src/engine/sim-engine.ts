@@ -27,6 +27,16 @@ export class SimEngine {
   private steps = 0;
   private busyMs = 0;
   private computedTokens = 0;
+  /** The result of the step in flight, fed back when its timer fires. */
+  private stepResult: StepResult | undefined;
+  /** The step-end timer's callback: one function for every step, not a closure per step. */
+  private readonly endStep = (): void => {
+    const result = this.stepResult as StepResult;
+    this.stepResult = undefined;
+    this.busy = false;
+    for (const f of this.o.scheduler.onStepDone(result)) this.o.onFinished?.(f);
+    this.kick();
+  };
 
   constructor(o: SimEngineOptions) {
     this.o = o;
@@ -51,11 +61,8 @@ export class SimEngine {
     this.steps++;
     this.busyMs += result.durationMs;
     this.computedTokens += plan.numBatchedTokens;
-    clock.setTimer(result.durationMs, () => {
-      this.busy = false;
-      for (const f of scheduler.onStepDone(result)) this.o.onFinished?.(f);
-      this.kick();
-    });
+    this.stepResult = result;
+    clock.setTimer(result.durationMs, this.endStep);
   }
 
   /** True while unfinished requests remain (running, waiting or held). */

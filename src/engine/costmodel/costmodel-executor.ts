@@ -63,6 +63,9 @@ export function acceptanceForMeanLength(meanLength: number, maxSpecTokens: numbe
   return (lo + hi) / 2;
 }
 
+/** An unused list (moreTokens, drafts without speculation): shared, frozen. */
+const NO_LIST: never[] = Object.freeze([]) as unknown as never[];
+
 interface RequestState {
   /** Its token stream: a slot of the executor's RngBank (the stream of rng.fork(`costmodel:<id>`)). */
   rng: number;
@@ -165,8 +168,9 @@ export class CostModelExecutor {
     // Lists aligned with the chunks, filled by push (packed arrays, no holes).
     const sampled: (SampledTokenOut | undefined)[] = [];
     const spec = this.speculation !== undefined;
-    const moreTokens: (SampledTokenOut[] | undefined)[] = [];
-    const drafts: (number[] | undefined)[] = [];
+    // Speculation's lists only when it is on (the simulator runs millions of steps without).
+    const moreTokens: (SampledTokenOut[] | undefined)[] = spec ? [] : NO_LIST;
+    const drafts: (number[] | undefined)[] = spec ? [] : NO_LIST;
     for (let k = 0; k < chunks.length; k++) {
       const c = chunks[k] as ScheduledChunk;
       if (!c.samples) {

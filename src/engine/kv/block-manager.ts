@@ -162,6 +162,9 @@ interface RepeatableLookup {
 /** What a lookup that loaded nothing reports (most do; a waiting request is looked up at every step): shared, frozen. */
 const NOTHING_LOADED: Pick<ComputedBlocks, "fromTier" | "loadedBlockIds"> = Object.freeze({ fromTier: Object.freeze([]), loadedBlockIds: Object.freeze([]) });
 
+/** takeEvictionTransfers' answer when nothing was evicted (most steps): shared, frozen. */
+const NO_TRANSFERS: readonly KvTransfer[] = Object.freeze([]);
+
 /** allocateSlots' answer when it took no new block: shared, never mutated (frozen). */
 const NO_FRESH_BLOCKS: number[] = Object.freeze([]) as unknown as number[];
 /**
@@ -568,9 +571,9 @@ export class KvBlockManager {
    * Transfers caused by evictions since the last call (cached blocks offloaded to L2, or to L3
    * when there is no L2), one per tier, so that the scheduler can charge them to the step.
    */
-  takeEvictionTransfers(): KvTransfer[] {
+  takeEvictionTransfers(): readonly KvTransfer[] {
     // Called at every step; most steps evict nothing.
-    if (this.pendingEvictionOffload.L2 === 0 && this.pendingEvictionOffload.L3 === 0) return [];
+    if (this.pendingEvictionOffload.L2 === 0 && this.pendingEvictionOffload.L3 === 0) return NO_TRANSFERS;
     const out: KvTransfer[] = [];
     for (const to of ["L2", "L3"] as const) {
       const blocks = this.pendingEvictionOffload[to];

@@ -15,6 +15,11 @@ import type { KvTransfer, SampledTokenOut, ScheduledChunk, StepPlan, StepResult 
 const NO_DRAFT: number[] = [];
 /** No prefix-cache hits (a running request's allocation): shared, never mutated. */
 const NO_BLOCKS: readonly number[] = [];
+/** A plan's empty lists (most steps preempt, finish and transfer nothing): shared, frozen, no arrays per step. */
+const NO_IDS: string[] = Object.freeze([]) as unknown as string[];
+const NO_TRANSFERS: KvTransfer[] = Object.freeze([]) as unknown as KvTransfer[];
+const NO_FINISHED: FinishedRequest[] = Object.freeze([]) as unknown as FinishedRequest[];
+const NO_REQS: Req[] = Object.freeze([]) as unknown as Req[];
 
 export interface SchedulerConfig {
   /** Token budget per step (vLLM max_num_batched_tokens). */
@@ -186,8 +191,9 @@ export class Scheduler {
   private running: Req[] = [];
   private nextSeq = 0;
   private nextStepId = 0;
-  /** The last plan with chunks, until its result comes back. */
-  private inFlight: { plan: StepPlan; reqs: Req[] } | undefined;
+  /** The last plan with chunks, until its result comes back, and its chunks' requests (reqs[k]: chunks[k]'s). */
+  private inFlight: StepPlan | undefined;
+  private inFlightReqs: Req[] = [];
   /** Finished since the previous plan; listed in the next plan's `finished`. */
   private finishedSincePlan: string[] = [];
   /** Aborted while holding KV: freed at the next schedule (the executor may still be using it). */
@@ -314,7 +320,7 @@ export class Scheduler {
     if (!r || r.status === "finished") return undefined;
     if (r.status === "running") {
       this.running = this.running.filter((x) => x !== r);
-      if (this.inFlight?.plan.chunks.some((c) => c.requestId === requestId)) this.pendingFree.push(requestId);
+      if (this.inFlight?.chunks.some((c) => c.requestId === requestId)) this.pendingFree.push(requestId);
       else this.kv.free(requestId);
     } else {
       this.waiting.remove(r);
@@ -327,20 +333,27 @@ export class Scheduler {
   /** Make the next step's plan (vLLM Scheduler.schedule). */
   schedule(): StepPlan {
     if (this.inFlight) {
-      throw new Error(`schedule: step ${this.inFlight.plan.stepId} is still in flight (call onStepDone first)`);
+      throw new Error(`schedule: step ${this.inFlight.stepId} is still in flight (call onStepDone first)`);
     }
-    for (const id of this.pendingFree) this.kv.free(id);
-    this.pendingFree = [];
+    // The lists below are replaced only when used: the simulator schedules millions of steps, and most free,
+    // preempt and transfer nothing (a step's garbage is what makes young-generation collections frequent).
+    if (this.pendingFree.length > 0) {
+      for (const id of this.pendingFree) this.kv.free(id);
+      this.pendingFree = [];
+    }
 
     const now = this.clock.now();
     const cfg = this.config;
     const threshold = cfg.longPrefillTokenThreshold ?? 0;
     let budget = cfg.maxNumBatchedTokens;
-    const preempted: Req[] = [];
+    let preempted: Req[] | undefined;
+    /** The step's transfers so far (pause moves, then loads): pendingTransfers, handed to the plan when not empty. */
     const transfers: KvTransfer[] = this.pendingTransfers;
-    this.pendingTransfers = [];
-    /** Running requests scheduled this step, in order (a preemption may take one back). */
-    const scheduledRunning: Req[] = [];
+    /**
+     * The requests scheduled this step, in plan order: running ones (a preemption may take one back), then
+     * admitted ones. The plan's chunks follow it, and onStepDone reads a chunk's request from it.
+     */
+    const reqs: Req[] = [];
 
     // 1. RUNNING requests: decode steps and the rest of chunked prefills.
     const draftCaps = this.planDraftBudget(threshold);
@@ -370,20 +383,20 @@ export class Scheduler {
         const vi = this.running.indexOf(victim);
         this.running.splice(vi, 1);
         if (vi < i) i--; // keep `i` on `r`
-        const k = scheduledRunning.indexOf(victim);
+        const k = reqs.indexOf(victim);
         if (k >= 0) {
           // Already scheduled this step (priority policy): take its tokens back.
-          scheduledRunning.splice(k, 1);
+          reqs.splice(k, 1);
           budget += victim.stepTokens;
           victim.stepTokens = 0;
           victim.stepDraft = undefined;
         }
         this.preempt(victim);
-        preempted.push(victim);
+        (preempted ??= []).push(victim);
         if (victim === r) break;
       }
       if (!ok) break;
-      scheduledRunning.push(r);
+      reqs.push(r);
       r.stepTokens = n;
       r.stepDraft = draft.length > 0 ? draft : undefined;
       budget -= n;
@@ -391,8 +404,7 @@ export class Scheduler {
     }
 
     // 2. WAITING requests, only when this step preempted nothing (as vLLM).
-    const admitted: Req[] = [];
-    if (preempted.length === 0) {
+    if (preempted === undefined) {
       let w = 0;
       while (w < this.waiting.length && budget > 0) {
         if (this.running.length >= cfg.maxNumSeqs) break;
@@ -419,7 +431,7 @@ export class Scheduler {
         r.status = "running";
         r.numComputedTokens = numCached;
         this.running.push(r);
-        admitted.push(r);
+        reqs.push(r);
         r.stepTokens = n;
         r.stepDraft = undefined;
         budget -= n;
@@ -428,10 +440,9 @@ export class Scheduler {
 
     // 3. Build the plan and advance computed tokens now, so chunked prefills continue next step.
     const chunks: ScheduledChunk[] = [];
-    /** reqs[k]: the request of chunks[k] (onStepDone reads it there, not by id: it runs for every token). */
-    const reqs: Req[] = [];
-    for (let k = 0; k < scheduledRunning.length + admitted.length; k++) {
-      const r = (k < scheduledRunning.length ? scheduledRunning[k] : admitted[k - scheduledRunning.length]) as Req;
+    let numBatchedTokens = 0;
+    for (let k = 0; k < reqs.length; k++) {
+      const r = reqs[k] as Req;
       const n = r.stepTokens;
       const draft = r.stepDraft;
       const before = r.numComputedTokens;
@@ -445,23 +456,28 @@ export class Scheduler {
       };
       if (draft) chunk.draftTokenIds = draft;
       chunks.push(chunk);
-      reqs.push(r);
+      numBatchedTokens += n;
     }
-    transfers.push(...this.kv.takeEvictionTransfers());
-    let numBatchedTokens = 0;
-    for (const c of chunks) numBatchedTokens += c.numNewTokens;
+    for (const t of this.kv.takeEvictionTransfers()) transfers.push(t);
+    const finished = this.finishedSincePlan;
     const plan: StepPlan = {
       stepId: this.nextStepId++,
       now,
       chunks,
       numBatchedTokens,
-      preempted: preempted.map((r) => r.requestId),
-      finished: this.finishedSincePlan,
-      transfers,
+      preempted: preempted === undefined ? NO_IDS : preempted.map((r) => r.requestId),
+      finished: finished.length === 0 ? NO_IDS : finished,
+      transfers: transfers.length === 0 ? NO_TRANSFERS : transfers,
     };
-    this.finishedSincePlan = [];
-    for (const id of plan.finished) this.requests.delete(id);
-    if (chunks.length > 0) this.inFlight = { plan, reqs };
+    if (finished.length > 0) {
+      this.finishedSincePlan = [];
+      for (const id of finished) this.requests.delete(id);
+    }
+    if (transfers.length > 0) this.pendingTransfers = [];
+    if (chunks.length > 0) {
+      this.inFlight = plan;
+      this.inFlightReqs = reqs;
+    }
     return plan;
   }
 
@@ -470,18 +486,19 @@ export class Scheduler {
    * length finishes, free finished requests' KV. Returns the requests that finished in this step.
    */
   onStepDone(result: StepResult): FinishedRequest[] {
-    const flight = this.inFlight;
-    if (!flight) throw new Error(`onStepDone: no step in flight (got stepId ${result.stepId})`);
-    if (result.stepId !== flight.plan.stepId) {
-      throw new Error(`onStepDone: expected stepId ${flight.plan.stepId}, got ${result.stepId}`);
+    const plan = this.inFlight;
+    if (!plan) throw new Error(`onStepDone: no step in flight (got stepId ${result.stepId})`);
+    if (result.stepId !== plan.stepId) {
+      throw new Error(`onStepDone: expected stepId ${plan.stepId}, got ${result.stepId}`);
     }
+    const reqs = this.inFlightReqs;
     // Validate before mutating, so a bad result leaves the scheduler untouched. (A request aborted while
     // the step ran is finished; one added again under its id since is another, waiting request.)
-    const { chunks } = flight.plan;
+    const { chunks } = plan;
     const { sampled, moreTokens, drafts } = result;
     for (let k = 0; k < chunks.length; k++) {
       const c = chunks[k] as ScheduledChunk;
-      const r = flight.reqs[k] as Req;
+      const r = reqs[k] as Req;
       if (c.samples && r.status !== "finished" && sampled[k] === undefined) {
         throw new Error(`onStepDone: step ${result.stepId} has no sampled token for request ${c.requestId}`);
       }
@@ -491,14 +508,16 @@ export class Scheduler {
       }
     }
     this.inFlight = undefined;
-    this.observeDraftBudget(flight.plan, result);
+    this.inFlightReqs = NO_REQS;
+    this.observeDraftBudget(plan, result);
     const now = this.clock.now();
-    const done: FinishedRequest[] = [];
+    /** The requests finished by this step (most steps finish none: the shared empty list then). */
+    let done: FinishedRequest[] | undefined;
     const stop = this.stopIds;
-    this.touchTails(flight.reqs);
+    this.touchTails(reqs);
     for (let k = 0; k < chunks.length; k++) {
       const c = chunks[k] as ScheduledChunk;
-      const r = flight.reqs[k] as Req;
+      const r = reqs[k] as Req;
       // Aborted (or preempted and re-admitted elsewhere) while the step ran: drop its token.
       if (r.status !== "running" || !c.samples) continue;
       const first = sampled[k];
@@ -531,10 +550,10 @@ export class Scheduler {
       if (r.finishReason) {
         this.running = this.running.filter((x) => x !== r);
         this.releaseKv(r);
-        done.push(this.finish(r));
+        (done ??= []).push(this.finish(r));
       }
     }
-    return done;
+    return done ?? NO_FINISHED;
   }
 
   /**
