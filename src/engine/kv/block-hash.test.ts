@@ -1,6 +1,6 @@
 // Tests of chained block hashes and prefix verification.
 import { describe, expect, it } from "vitest";
-import { BlockHashChain, PrefixVerifier, hashBlockTokens, hashKey, makeIdentity, packTokens, sameIdentity, samePackedAt, unpackTokens, type KvBlockIdentity } from "./block-hash.js";
+import { BlockHashChain, PrefixVerifier, hashBlockTokens, hashBlockTokensAt, hashKey, makeIdentity, packTokens, sameIdentity, samePackedAt, unpackTokens, type KvBlockIdentity } from "./block-hash.js";
 
 describe("hashBlockTokens", () => {
   it("is deterministic, chained, and sensitive to order, parent and extra keys", () => {
@@ -29,6 +29,20 @@ describe("hashBlockTokens", () => {
     expect(hashBlockTokens("ffffffffsalt-abc", t)).toBe(hashBlockTokens("ffffffff00000000", t));
     expect(hashBlockTokens("abc", t)).toBe(hashBlockTokens("00000abc00000000", t));
     expect(hashBlockTokens("abc", t)).not.toBe(hashBlockTokens(null, t));
+  });
+
+  it("hashes a block in place as it hashes the block sliced out, and a chain with it as with any other function", () => {
+    const tokens = [7, 2 ** 32 + 5, 0, 128_255, 3, 9, 1, 2, 65_535];
+    for (const [off, len] of [[0, 3], [1, 4], [5, 4], [2, 0]] as const) {
+      const parent = off === 0 ? null : hashBlockTokens(null, tokens.slice(0, off));
+      expect(hashBlockTokensAt(parent, tokens, off, len)).toBe(hashBlockTokens(parent, tokens.slice(off, off + len)));
+      expect(hashBlockTokensAt(parent, tokens, off, len, ["salt", 3])).toBe(hashBlockTokens(parent, tokens.slice(off, off + len), ["salt", 3]));
+    }
+    // The chain reads blocks in place for hashBlockTokens itself, and slices for another function: same hashes.
+    const sliced = (parent: string | null, block: readonly number[]): string => hashBlockTokens(parent, block);
+    const inPlace = new BlockHashChain();
+    const other = new BlockHashChain();
+    expect(inPlace.hashOf(tokens, 3, 2, null, hashBlockTokens)).toBe(other.hashOf(tokens, 3, 2, null, sliced));
   });
 
   it("spreads many small blocks without collisions", () => {

@@ -124,24 +124,27 @@ function unitsOf(n: number): number[] {
  * [0, 2^32); else TEXT then their JSON.
  */
 export function packTokens(tokenIds: readonly number[], offset: number, len: number): string {
-  let narrow = true;
-  for (let i = 0; i < len; i++) {
+  let i = 0;
+  while (i < len) {
     const t = tokenIds[offset + i] as number;
-    if (t >= 0 && t <= 0xfffd && (t | 0) === t) continue;
-    narrow = false;
-    if (!(t >= 0 && t < 0x100000000 && Math.floor(t) === t)) return String.fromCharCode(TEXT) + JSON.stringify(tokenIds.slice(offset, offset + len));
+    if (!(t >= 0 && t <= 0xfffd && (t | 0) === t)) break;
+    i++;
   }
-  if (narrow) {
+  if (i === len) {
     const u = unitsOf(len);
-    for (let i = 0; i < len; i++) u[i] = tokenIds[offset + i] as number;
+    for (let j = 0; j < len; j++) u[j] = tokenIds[offset + j] as number;
     return String.fromCharCode.apply(null, u);
   }
+  // Wide, in the same pass that checks the rest (a large vocabulary's blocks nearly all pack wide): the tokens
+  // before `i` are narrow, so integers in range.
   const u = unitsOf(1 + 2 * len);
   u[0] = WIDE;
-  for (let i = 0; i < len; i++) {
-    const t = tokenIds[offset + i] as number;
-    u[1 + 2 * i] = Math.floor(t / 0x10000);
-    u[2 + 2 * i] = t % 0x10000;
+  for (let j = 0; j < len; j++) {
+    const t = tokenIds[offset + j] as number;
+    if (j >= i && !(t >= 0 && t < 0x100000000 && Math.floor(t) === t)) return String.fromCharCode(TEXT) + JSON.stringify(tokenIds.slice(offset, offset + len));
+    // An integer in [0, 2^32): its high and low 16 bits.
+    u[1 + 2 * j] = t >>> 16;
+    u[2 + 2 * j] = t & 0xffff;
   }
   return String.fromCharCode.apply(null, u);
 }
@@ -255,6 +258,17 @@ export function hashBlockTokens(
   tokenIds: readonly number[],
   extraKeys?: readonly (string | number)[],
 ): KvBlockHash {
+  return hashBlockTokensAt(parent, tokenIds, 0, tokenIds.length, extraKeys);
+}
+
+/** hashBlockTokens of the block `tokenIds[offset .. offset + len)`, without slicing it out. */
+export function hashBlockTokensAt(
+  parent: KvBlockHash | null,
+  tokenIds: readonly number[],
+  offset: number,
+  len: number,
+  extraKeys?: readonly (string | number)[],
+): KvBlockHash {
   let a = parent === null ? 0x9747b28c : parseLane(parent, 0) ^ 0x9747b28c;
   let b = parent === null ? 0x811c9dc5 : parseLane(parent, 8) ^ 0x811c9dc5;
   const feed = (w: number): void => {
@@ -262,14 +276,15 @@ export function hashBlockTokens(
     b = Math.imul(b ^ w, 0x01000193);
     b = Math.imul(b ^ (w >>> 16), 0x01000193);
   };
-  for (const t of tokenIds) {
+  for (let i = offset; i < offset + len; i++) {
+    const t = tokenIds[i] as number;
     feed(t | 0);
     // Token ids above 2^32 would alias in the 32-bit word; fold the high part in too.
     if (t > 0xffffffff || t < 0) feed(Math.floor(t / 0x100000000) | 0);
   }
   if (extraKeys !== undefined) for (const k of extraKeys) feed(extraKeyWord(k));
-  feed(tokenIds.length);
-  return hex16(finalMix(a ^ tokenIds.length), finalMix(b));
+  feed(len);
+  return hex16(finalMix(a ^ len), finalMix(b));
 }
 
 /**
@@ -331,7 +346,8 @@ export class BlockHashChain implements PrefixProofs {
     this.blockSize = blockSize;
     for (let j = this.hashes.length; j <= i; j++) {
       const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
-      const hash = hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize));
+      // The default hash reads the block in place (no array per block hashed); another gets its copy.
+      const hash = hashFn === hashBlockTokens ? hashBlockTokensAt(parent, tokenIds, j * blockSize, blockSize) : hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize));
       this.hashes.push(hash);
       this.keys.push(hashKey(hash));
     }
