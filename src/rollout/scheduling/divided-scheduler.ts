@@ -56,6 +56,9 @@ export function createDividedScheduler(name: string, rule: PriorityRule, opts: S
     return a.e.groupSeq - b.e.groupSeq || a.e.req.index - b.e.req.index;
   };
 
+  /** KV tokens a request's next chunk needs (its whole context at the chunk's end). */
+  const needOf = (e: BookEntry): number => chunkKvNeed(e.req.promptTokens, e.generated, nextChunkTokens(chunkTokens, e.req.maxTokens, e.generated));
+
   return {
     name,
     addGroup(group: RolloutGroupSpec, now: number) {
@@ -77,19 +80,34 @@ export function createDividedScheduler(name: string, rule: PriorityRule, opts: S
       const room = instances.map((i) => ({ name: i.name, freeKvTokens: i.kvCapacityTokens - i.usedKvTokens, slots: i.maxActive - i.active }));
       if (!room.some((r) => r.slots > 0)) return [];
       const maxCapacity = Math.max(...instances.map((i) => i.kvCapacityTokens));
+      let maxFree = -Infinity;
+      for (const r of room) if (r.slots > 0 && r.freeKvTokens > maxFree) maxFree = r.freeKvTokens;
       const starving: BookEntry[] = [];
-      // Each entry's key asked once, not at every comparison (the queue holds thousands at full scale).
-      const rest: Ranked[] = [];
+      // Only a request whose next chunk fits the most free KV of an instance with a free slot can be placed
+      // this round (placing only takes KV away): the others are neither ranked nor sorted, since place() would
+      // pass over each. This is called at every chunk's end with thousands ready at full scale, and while KV is
+      // full few fit. Each entry's key is asked once, not at every comparison.
+      let rest: Ranked[] = [];
+      let tooLarge = false;
       for (const e of ready.values()) {
         if (now - e.readySince >= starvationMs) starving.push(e);
-        else rest.push({ e, key: rule.key(e) });
+        else {
+          const need = needOf(e);
+          if (need > maxCapacity) tooLarge = true;
+          else if (need <= maxFree) rest.push({ e, key: rule.key(e) });
+        }
+      }
+      // One that fits no instance at all is an error, raised where the ranking reaches it: rank them all then.
+      if (tooLarge) {
+        rest = [];
+        for (const e of ready.values()) if (now - e.readySince < starvationMs) rest.push({ e, key: rule.key(e) });
       }
       starving.sort((a, b) => a.readySince - b.readySince || a.groupSeq - b.groupSeq || a.req.index - b.req.index);
       rest.sort(compare);
       const out: Placement[] = [];
       const place = (e: BookEntry): boolean => {
         const chunk = nextChunkTokens(chunkTokens, e.req.maxTokens, e.generated);
-        const need = chunkKvNeed(e.req.promptTokens, e.generated, chunk);
+        const need = needOf(e);
         if (need > maxCapacity) {
           throw new ArborError(`${name}: request ${e.req.id} needs ${need} KV tokens for its next chunk, more than any instance holds (${maxCapacity})`, "capacity");
         }
