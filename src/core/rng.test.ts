@@ -85,4 +85,22 @@ describe("RngBank", () => {
     expect(() => bank.release(b)).toThrow(/not held/);
     expect(() => bank.int(c, 5, 4)).toThrow(/lo <= hi/);
   });
+
+  it("keeps a caller's words per slot beside each generator without changing its draws, zeroed on reuse", () => {
+    const bank = new RngBank(3);
+    const slots = Array.from({ length: 40 }, (_, i) => bank.add(100 + i));
+    for (const [i, slot] of slots.entries()) for (let w = 0; w < 3; w++) bank.setWord(slot, w, -(i * 3 + w) - 1);
+    // Draws as new Rng(seed)'s, across the growth past 16 slots; the words stay as set.
+    for (const [i, slot] of slots.entries()) {
+      const r = new Rng(100 + i);
+      expect([bank.nextU32(slot), bank.nextU32(slot), bank.float(slot)]).toEqual([r.nextU32(), r.nextU32(), r.float()]);
+    }
+    for (const [i, slot] of slots.entries()) for (let w = 0; w < 3; w++) expect(bank.word(slot, w)).toBe(-(i * 3 + w) - 1);
+    bank.release(slots[5] as number);
+    const again = bank.add(7);
+    expect(again).toBe(slots[5]);
+    expect([bank.word(again, 0), bank.word(again, 1), bank.word(again, 2)]).toEqual([0, 0, 0]);
+    expect(bank.nextU32(again)).toBe(new Rng(7).nextU32());
+    expect(() => new RngBank(-1)).toThrow(/extraWords must be an integer >= 0/);
+  });
 });

@@ -85,12 +85,24 @@ export class Rng {
  * array) costs cache misses per draw that one shared array does not.
  */
 export class RngBank {
-  /** Slot i's state is words 4i .. 4i + 3. */
-  private s = new Int32Array(64);
+  /** Words per slot: the generator's four, then the caller's own (`extraWords`). */
+  private readonly stride: number;
+  /** Slot i's state is words stride·i .. stride·i + 3, its caller's words the next `extraWords`. */
+  private s: Int32Array;
   /** held[i] === 1: slot i is in use (a release of a free slot is a bug). */
   private held = new Uint8Array(16);
   private slots = 0;
   private readonly freeSlots: number[] = [];
+
+  /**
+   * `extraWords` int32 words per slot for the caller (`word`, `setWord`), zero at `add`: what a caller reads
+   * with every draw lives beside the generator's state, in the cache line the draw loads anyway.
+   */
+  constructor(extraWords = 0) {
+    if (!Number.isInteger(extraWords) || extraWords < 0) throw new RangeError(`rng bank: extraWords must be an integer >= 0, got ${extraWords}`);
+    this.stride = 4 + extraWords;
+    this.s = new Int32Array(this.stride * this.held.length);
+  }
 
   /** A slot seeded with `seed`; `release` it when done (the bank grows to the most slots held at once). */
   add(seed: number): number {
@@ -107,8 +119,20 @@ export class RngBank {
       }
     }
     this.held[slot] = 1;
-    seedWords(this.s, 4 * slot, seed);
+    const at = this.stride * slot;
+    seedWords(this.s, at, seed);
+    this.s.fill(0, at + 4, at + this.stride);
     return slot;
+  }
+
+  /** The caller's word `i` (< extraWords) of `slot`. */
+  word(slot: number, i: number): number {
+    return this.s[this.stride * slot + 4 + i] as number;
+  }
+
+  /** Sets the caller's word `i` (< extraWords) of `slot` to `v` (an int32). */
+  setWord(slot: number, i: number, v: number): void {
+    this.s[this.stride * slot + 4 + i] = v;
   }
 
   /** Gives a slot back for reuse. */
@@ -125,7 +149,7 @@ export class RngBank {
 
   /** Uniform 32-bit unsigned integer from `slot`'s generator. */
   nextU32(slot: number): number {
-    return nextWords(this.s, 4 * slot);
+    return nextWords(this.s, this.stride * slot);
   }
 
   /** Uniform float in [0, 1) (as Rng.float). */

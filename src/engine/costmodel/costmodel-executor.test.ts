@@ -107,6 +107,30 @@ describe("CostModelExecutor", () => {
     expect(e.trackedRequests).toBe(0);
   });
 
+  it("follows each request's own stream as chunks change places, and starts an id finished and added again anew", () => {
+    const ids = ["a", "b", "c"];
+    const alone = new Map(ids.map((id) => [id, (generate(exec(11), [id], 4, 6).out.get(id) ?? []).map((t) => t.tokenId)]));
+    const e = exec(11);
+    const got = new Map<string, number[]>(ids.map((id) => [id, []]));
+    // Six steps with the requests in changing orders and subsets (a chunk's slot is looked up by its position first).
+    const orders = [["a", "b", "c"], ["c", "a", "b"], ["b", "c"], ["a", "c", "b"], ["a", "b"], ["c", "b", "a"], ["a", "c"]];
+    const done = new Map<string, number>(ids.map((id) => [id, 0]));
+    orders.forEach((order, s) => {
+      const live = order.filter((id) => (done.get(id) ?? 0) < 6);
+      const r = e.run(step(s, live.map((requestId) => ({ requestId, numNewTokens: 1, numComputedTokens: 4, samples: true }))));
+      live.forEach((id, k) => {
+        got.get(id)?.push(r.sampled[k]?.tokenId as number);
+        done.set(id, (done.get(id) ?? 0) + 1);
+      });
+    });
+    for (const id of ids) expect(got.get(id)).toEqual(alone.get(id)?.slice(0, done.get(id)));
+    // "a" finishes; added again under the same id at the same position, it is a new request: its stream from the start.
+    e.run(step(10, [], ["a"]));
+    const again = e.run(step(11, [{ requestId: "a", numNewTokens: 4, numComputedTokens: 0, samples: true }]));
+    expect(again.sampled[0]?.tokenId).toBe(alone.get("a")?.[0]);
+    expect(() => e.run(step(12, ["a", "a"].map((requestId) => ({ requestId, numNewTokens: 1, numComputedTokens: 4, samples: true }))))).toThrow(/a is scheduled twice/);
+  });
+
   it("rejects bad options and inputs with a clear error", () => {
     expect(() => exec(1, [1000])).toThrow(/stop token id 1000/);
     expect(() => exec(1, [], 0)).toThrow(/vocabSize/);

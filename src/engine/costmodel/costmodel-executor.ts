@@ -66,18 +66,20 @@ export function acceptanceForMeanLength(meanLength: number, maxSpecTokens: numbe
 /** An unused list (moreTokens, drafts without speculation): shared, frozen. */
 const NO_LIST: never[] = Object.freeze([]) as unknown as never[];
 
-interface RequestState {
-  /** Its token stream: a slot of the executor's RngBank (the stream of rng.fork(`costmodel:<id>`)). */
-  rng: number;
-  /** Draws the acceptance of its drafts (apart from `rng`: tokens do not depend on speculation); a bank slot too. */
-  acceptRng: number;
-  /** Tokens sampled so far (kept across preemption: recompute does not redo sampling). */
-  sampled: number;
-  /** The last run() that sampled for the request (a second chunk in the same plan is an error). */
-  lastRun: number;
-  /** Annotated output length (stop token included), if any. */
-  outputLength: number | undefined;
-}
+/**
+ * A request's state lives in its token stream's RngBank slot, beside the generator's words: the words below.
+ * At full scale the simulator samples for thousands of requests between two steps of one engine, so each
+ * request's state is a cache miss; in the slot it is the same miss as the draw's, not one more for an object.
+ */
+/** Tokens sampled so far (kept across preemption: recompute does not redo sampling). */
+const SAMPLED = 0;
+/** The last run() that sampled for the request (a second chunk in the same plan is an error). */
+const LAST_RUN = 1;
+/** Annotated output length (stop token included); 0: none (an annotation is >= 1). */
+const OUTPUT_LENGTH = 2;
+/** The slot of the stream that draws its drafts' acceptance (apart from its tokens': they do not depend on speculation). */
+const ACCEPT_SLOT = 3;
+const STATE_WORDS = 4;
 
 /** Executor that models time instead of computing tokens; deterministic for a seed. */
 export class CostModelExecutor {
@@ -85,9 +87,17 @@ export class CostModelExecutor {
   private readonly vocabSize: number;
   /** Stop ids, sorted and deduplicated. */
   private readonly stops: number[];
-  private readonly requests = new Map<string, RequestState>();
+  /** Each request's slot in `bank` (its token stream, and its state: see SAMPLED and the words after it). */
+  private readonly requests = new Map<string, number>();
   /** The requests' generators, one array for all (see RngBank): a slot each, released when the request finishes. */
-  private readonly bank = new RngBank();
+  private readonly bank = new RngBank(STATE_WORDS);
+  /**
+   * The last run()'s chunks, by position: request id and slot. A running request keeps its place in a plan from
+   * step to step, so its slot is found without hashing its id (a cold string at scale). Emptied whenever a
+   * request is forgotten, so an entry always names a live slot.
+   */
+  private lastIds: string[] = [];
+  private lastSlots: number[] = [];
   private readonly annotations = new Map<string, number>();
   private readonly speculation: ModelledSpeculation | undefined;
   /** The placeholder draft every sampled request proposes (a non-stop id; its value is never checked). */
@@ -143,8 +153,8 @@ export class CostModelExecutor {
       throw new ArborError(`costmodel executor: output length of ${requestId} needs a stop token, and stopTokenIds is empty`, "engine");
     }
     this.annotations.set(requestId, n);
-    const st = this.requests.get(requestId);
-    if (st) st.outputLength = n;
+    const slot = this.requests.get(requestId);
+    if (slot !== undefined) this.bank.setWord(slot, OUTPUT_LENGTH, n);
   }
 
   /**
@@ -154,11 +164,12 @@ export class CostModelExecutor {
    */
   run(plan: StepPlan): StepResult {
     for (const id of plan.finished) {
-      const st = this.requests.get(id);
-      if (st !== undefined) {
-        this.bank.release(st.rng);
-        this.bank.release(st.acceptRng);
+      const slot = this.requests.get(id);
+      if (slot !== undefined) {
+        this.bank.release(this.bank.word(slot, ACCEPT_SLOT));
+        this.bank.release(slot);
         this.requests.delete(id);
+        this.lastIds = [];
       }
       this.annotations.delete(id);
     }
@@ -181,17 +192,17 @@ export class CostModelExecutor {
         }
         continue;
       }
-      const st = this.state(c.requestId, run);
-      if (st.lastRun === run) throw new ArborError(`step ${plan.stepId}: ${c.requestId} is scheduled twice`, "engine");
-      st.lastRun = run;
-      sampled.push(this.sample(st));
+      const slot = this.slotAt(k, c.requestId, run);
+      if (this.bank.word(slot, LAST_RUN) === run) throw new ArborError(`step ${plan.stepId}: ${c.requestId} is scheduled twice`, "engine");
+      this.bank.setWord(slot, LAST_RUN, run);
+      sampled.push(this.sample(slot));
       if (!spec) continue;
-      const accepted = this.accepted(st, c.requestId, c.draftTokenIds?.length ?? 0);
+      const accepted = this.accepted(slot, c.requestId, c.draftTokenIds?.length ?? 0);
       let more: SampledTokenOut[] | undefined;
       if (accepted > 0) {
         // A loop, not Array.from: this runs for every verified draft of every step.
         more = [];
-        for (let a = 0; a < accepted; a++) more.push(this.sample(st));
+        for (let a = 0; a < accepted; a++) more.push(this.sample(slot));
       }
       moreTokens.push(more);
       drafts.push(this.draft);
@@ -200,11 +211,12 @@ export class CostModelExecutor {
   }
 
   /** Draft tokens of a k-token draft the acceptance model accepts (a run from the first position). */
-  private accepted(st: RequestState, requestId: string, k: number): number {
+  private accepted(slot: number, requestId: string, k: number): number {
     if (k === 0 || !this.speculation) return 0;
     const rates = this.speculation.acceptanceOf?.(requestId) ?? this.speculation.acceptance;
+    const acceptSlot = this.bank.word(slot, ACCEPT_SLOT);
     let a = 0;
-    while (a < k && this.bank.float(st.acceptRng) < (rates[Math.min(a, rates.length - 1)] as number)) a++;
+    while (a < k && this.bank.float(acceptSlot) < (rates[Math.min(a, rates.length - 1)] as number)) a++;
     return a;
   }
 
@@ -213,39 +225,39 @@ export class CostModelExecutor {
     return new Set([...this.requests.keys(), ...this.annotations.keys()]).size;
   }
 
-  /** The request's state, created at the first run() (`run`) that samples for it. */
-  private state(requestId: string, run: number): RequestState {
-    let st = this.requests.get(requestId);
-    if (!st) {
+  /** The slot of chunk `k`'s request, its state created at the first run() (`run`) that samples for it. */
+  private slotAt(k: number, requestId: string, run: number): number {
+    if (this.lastIds[k] === requestId) return this.lastSlots[k] as number;
+    let slot = this.requests.get(requestId);
+    if (slot === undefined) {
       // One stream per request: its tokens do not depend on what it was batched with.
-      // Every field set here, so all live in the object (one cache line fewer per token at scale).
-      st = {
-        rng: this.bank.add(this.rng.forkSeed(`costmodel:${requestId}`)),
-        acceptRng: this.bank.add(this.rng.forkSeed(`costmodel-accept:${requestId}`)),
-        sampled: 0,
-        lastRun: run - 1,
-        outputLength: this.annotations.get(requestId),
-      };
-      this.requests.set(requestId, st);
+      slot = this.bank.add(this.rng.forkSeed(`costmodel:${requestId}`));
+      this.bank.setWord(slot, ACCEPT_SLOT, this.bank.add(this.rng.forkSeed(`costmodel-accept:${requestId}`)));
+      this.bank.setWord(slot, LAST_RUN, run - 1);
+      this.bank.setWord(slot, OUTPUT_LENGTH, this.annotations.get(requestId) ?? 0);
+      this.requests.set(requestId, slot);
     }
-    return st;
+    this.lastIds[k] = requestId;
+    this.lastSlots[k] = slot;
+    return slot;
   }
 
-  private sample(st: RequestState): SampledTokenOut {
-    st.sampled++;
+  private sample(slot: number): SampledTokenOut {
+    const sampled = this.bank.word(slot, SAMPLED) + 1;
+    this.bank.setWord(slot, SAMPLED, sampled);
     let tokenId: number;
-    if (st.outputLength !== undefined && st.sampled === st.outputLength) {
-      tokenId = this.bank.pick(st.rng, this.stops);
+    if (sampled === this.bank.word(slot, OUTPUT_LENGTH)) {
+      tokenId = this.bank.pick(slot, this.stops);
     } else {
       // k-th non-stop id: walk the sorted stop ids, skipping each one at or below the candidate.
-      tokenId = this.bank.int(st.rng, 0, this.vocabSize - this.stops.length - 1);
+      tokenId = this.bank.int(slot, 0, this.vocabSize - this.stops.length - 1);
       for (const s of this.stops) {
         if (s <= tokenId) tokenId++;
         else break;
       }
     }
     // log of a uniform draw in (0, 1]: always <= 0.
-    const logprob = Math.log(1 - this.bank.float(st.rng));
+    const logprob = Math.log(1 - this.bank.float(slot));
     return { tokenId, logprob };
   }
 }
