@@ -196,6 +196,36 @@ describe("KvBlockManager: allocation and eviction", () => {
     m.checkInvariants();
   });
 
+  it("takes a request's handle for its record, and ignores a stale one, another request's and another manager's", () => {
+    const m = mgr();
+    admit(m, "a", range(6));
+    admit(m, "b", range(5, 100));
+    const a = m.handleOf("a");
+    const b = m.handleOf("b");
+    expect(a?.requestId).toBe("a");
+    expect(m.handleOf("nobody")).toBeUndefined();
+    // a grows from 6 to 9 tokens through its handle: a third block.
+    expect(m.allocateSlots("a", range(9), 3, [], undefined, a)).toHaveLength(1);
+    expect(m.numTokensOf("a")).toBe(9);
+    // b's handle given for a: a's own record is used (one more token, no new block), b is untouched.
+    expect(m.allocateSlots("a", range(10), 1, [], undefined, b)).toHaveLength(0);
+    expect([m.numTokensOf("a"), m.numTokensOf("b")]).toEqual([10, 5]);
+    expect(m.touchRecords([{ requestId: "a", kvHandle: a }, { requestId: "b", kvHandle: a }])).toBe(10 + 3 + 5 + 2);
+    // Freed and admitted again: the old handle names nothing; the new record is used (a new request of 4 tokens).
+    m.free("a");
+    admit(m, "a", range(3, 200));
+    expect(m.allocateSlots("a", range(4, 200), 1, [], undefined, a)).toHaveLength(0);
+    expect(m.numTokensOf("a")).toBe(4);
+    expect(m.touchRecords([{ requestId: "a", kvHandle: a }])).toBe(4 + 1);
+    // Another manager's live record for the same id: ignored too.
+    const other = mgr();
+    admit(other, "a", range(8, 300));
+    expect(m.allocateSlots("a", range(5, 200), 1, [], undefined, other.handleOf("a"))).toHaveLength(1);
+    expect([m.numTokensOf("a"), other.numTokensOf("a")]).toEqual([5, 8]);
+    m.checkInvariants();
+    other.checkInvariants();
+  });
+
   it("returns null and changes nothing when free blocks are short", () => {
     const m = mgr({ numBlocks: 4 });
     admit(m, "a", range(12));

@@ -77,7 +77,20 @@ export interface KvBlockInfo {
   tokenIds: readonly number[] | null;
 }
 
-interface RequestKv {
+/**
+ * A request's KV record as its caller holds it (handleOf), to pass back to allocateSlots and touchRecords: at
+ * scale a lookup by id is a cold string and a probe of the map at every decode step of every request, where the
+ * caller already holds its own record of the request. Valid until the request's KV is freed; a stale one, or
+ * another request's or another manager's, is ignored (looked up by id instead).
+ */
+export interface KvRequestHandle {
+  readonly requestId: string;
+}
+
+interface RequestKv extends KvRequestHandle {
+  /** The manager whose record it is, and false once freed: a handle to it then no longer names the request's KV. */
+  readonly owner: KvBlockManager;
+  live: boolean;
   blocks: number[];
   /** Tokens the request holds KV slots for. */
   numTokens: number;
@@ -413,12 +426,14 @@ export class KvBlockManager {
     numNewTokens: number,
     newComputedBlocks: readonly number[] = [],
     chain?: BlockHashChain,
+    /** The request's handle (handleOf), when the caller holds one. */
+    handle?: KvRequestHandle,
   ): readonly number[] | null {
     if (!Number.isInteger(numNewTokens) || numNewTokens < 0) {
       throw new Error(`allocateSlots(${requestId}): numNewTokens must be an integer >= 0, got ${numNewTokens}`);
     }
     const bs = this.blockSize;
-    const existing = this.requests.get(requestId);
+    const existing = this.recordOf(requestId, handle);
     let touchFree = 0;
     if (newComputedBlocks.length > 0) {
       if (existing !== undefined && existing.blocks.length > 0) {
@@ -441,7 +456,7 @@ export class KvBlockManager {
     const need = Math.max(0, Math.ceil(target / bs) - haveBlocks);
     if (need + touchFree > this.queue.length) return null;
 
-    const req: RequestKv = existing ?? { blocks: [], numTokens: 0, numHashed: 0, root: this.root, cacheable: this.enablePrefixCaching };
+    const req: RequestKv = existing ?? { requestId, owner: this, live: true, blocks: [], numTokens: 0, numHashed: 0, root: this.root, cacheable: this.enablePrefixCaching };
     if (existing === undefined) this.requests.set(requestId, req);
     for (const b of newComputedBlocks) {
       this.touched(b);
@@ -499,6 +514,11 @@ export class KvBlockManager {
     this.release(requestId, req);
   }
 
+  /** The request's handle while it holds KV (undefined when it holds none): see KvRequestHandle. */
+  handleOf(requestId: string): KvRequestHandle | undefined {
+    return this.requests.get(requestId);
+  }
+
   /** Blocks the request holds, in order. */
   blocksOf(requestId: string): readonly number[] {
     return this.requests.get(requestId)?.blocks ?? [];
@@ -510,10 +530,11 @@ export class KvBlockManager {
    * miss, and the processor then fetches many at once rather than one per call. Returns a number only so the
    * reads are kept; nothing changes.
    */
-  touchRecords(requests: readonly { readonly requestId: string }[]): number {
+  touchRecords(requests: readonly { readonly requestId: string; readonly kvHandle?: KvRequestHandle }[]): number {
     let sum = 0;
     for (let k = 0; k < requests.length; k++) {
-      const rec = this.requests.get((requests[k] as { requestId: string }).requestId);
+      const r = requests[k] as { requestId: string; kvHandle?: KvRequestHandle };
+      const rec = this.recordOf(r.requestId, r.kvHandle);
       if (rec !== undefined) sum += rec.numTokens + rec.blocks.length;
     }
     return sum;
@@ -1133,7 +1154,14 @@ export class KvBlockManager {
     }
   }
 
+  /** The request's record: its handle's when that is live and its own, else looked up by id. */
+  private recordOf(requestId: string, handle: KvRequestHandle | undefined): RequestKv | undefined {
+    if (handle !== undefined && (handle as RequestKv).owner === this && (handle as RequestKv).live && handle.requestId === requestId) return handle as RequestKv;
+    return this.requests.get(requestId);
+  }
+
   private release(requestId: string, req: RequestKv): void {
+    req.live = false;
     this.requests.delete(requestId);
     for (let i = req.blocks.length - 1; i >= 0; i--) {
       const b = req.blocks[i];

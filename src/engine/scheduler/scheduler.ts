@@ -5,7 +5,7 @@
 import type { Clock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
 import { BlockHashChain } from "../kv/block-hash.js";
-import type { KvBlockManager } from "../kv/block-manager.js";
+import type { KvBlockManager, KvRequestHandle } from "../kv/block-manager.js";
 import type { StopRule } from "../sampling.js";
 import type { DraftBudget, DraftCandidate } from "../specdec/draft-budget.js";
 import { RequestQueue, compareQueued, type SchedulingPolicy } from "./request-queue.js";
@@ -140,6 +140,7 @@ export type SchedulerKv = Pick<
   | "bytesPerToken"
   | "getComputedBlocks"
   | "allocateSlots"
+  | "handleOf"
   | "touchRecords"
   | "trimSlots"
   | "free"
@@ -168,6 +169,8 @@ interface Req {
   stepTokens: number;
   stepDraft: number[] | undefined;
   requestId: string;
+  /** Its KV record while admitted (kv.handleOf): allocateSlots and touchRecords take it instead of looking the id up. */
+  kvHandle: KvRequestHandle | undefined;
   /** Block hashes of `tokenIds`, kept as they grow: a request waiting for KV is looked up every step. */
   blockHashes: BlockHashChain;
   logprobs: number[];
@@ -295,6 +298,7 @@ export class Scheduler {
       stepTokens: 0,
       stepDraft: undefined,
       requestId,
+      kvHandle: undefined,
       blockHashes: req.continues?.continuedBy(tokenIds) ?? new BlockHashChain(),
       logprobs: [],
       priority,
@@ -374,7 +378,7 @@ export class Scheduler {
       n += draft.length;
       let ok = false;
       for (;;) {
-        if (this.kv.allocateSlots(r.requestId, r.tokenIds, n, NO_BLOCKS, r.blockHashes) !== null) {
+        if (this.kv.allocateSlots(r.requestId, r.tokenIds, n, NO_BLOCKS, r.blockHashes, r.kvHandle) !== null) {
           ok = true;
           break;
         }
@@ -426,6 +430,7 @@ export class Scheduler {
         }
         const blocks = this.kv.allocateSlots(r.requestId, r.tokenIds, n, hit.blockIds, r.blockHashes);
         if (blocks === null) break;
+        r.kvHandle = this.kv.handleOf(r.requestId);
         this.waiting.removeAt(w);
         if (r.status === "waiting") r.numCachedTokens = numCached;
         r.status = "running";
@@ -714,6 +719,7 @@ export class Scheduler {
   /** Preemption by recompute: free KV, forget computed tokens, back to the front of the queue. */
   private preempt(r: Req): void {
     this.kv.free(r.requestId);
+    r.kvHandle = undefined;
     r.status = "preempted";
     r.numComputedTokens = 0;
     r.draftTokenIds = [];
@@ -741,6 +747,7 @@ export class Scheduler {
 
   private finish(r: Req): FinishedRequest {
     r.status = "finished";
+    r.kvHandle = undefined;
     this.numFinished++;
     this.finishedSincePlan.push(r.requestId);
     const out: FinishedRequest = {
