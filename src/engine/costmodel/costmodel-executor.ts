@@ -66,11 +66,9 @@ export function acceptanceForMeanLength(meanLength: number, maxSpecTokens: numbe
 /** An unused list (moreTokens, drafts without speculation): shared, frozen. */
 const NO_LIST: never[] = Object.freeze([]) as unknown as never[];
 
-/**
- * A request's state lives in its token stream's RngBank slot, beside the generator's words: the words below.
- * At full scale the simulator samples for thousands of requests between two steps of one engine, so each
- * request's state is a cache miss; in the slot it is the same miss as the draw's, not one more for an object.
- */
+// A request's state lives in its token stream's RngBank slot, beside the generator's words: the words below.
+// At full scale the simulator samples for thousands of requests between two steps of one engine, so each
+// request's state is a cache miss; in the slot it is the same miss as the draw's, not one more for an object.
 /** Tokens sampled so far (kept across preemption: recompute does not redo sampling). */
 const SAMPLED = 0;
 /** The last run() that sampled for the request (a second chunk in the same plan is an error). */
@@ -146,8 +144,9 @@ export class CostModelExecutor {
    * non-stop again: finishing is the scheduler's decision, not the executor's.
    */
   setOutputLength(requestId: string, n: number): void {
-    if (!Number.isInteger(n) || n < 1) {
-      throw new ArborError(`costmodel executor: output length of ${requestId} must be an integer >= 1 (got ${n})`, "engine");
+    // (An int32 word of the request's bank slot holds it.)
+    if (!Number.isInteger(n) || n < 1 || n > 0x7fffffff) {
+      throw new ArborError(`costmodel executor: output length of ${requestId} must be an integer in 1..2147483647 (got ${n})`, "engine");
     }
     if (this.stops.length === 0) {
       throw new ArborError(`costmodel executor: output length of ${requestId} needs a stop token, and stopTokenIds is empty`, "engine");
