@@ -43,6 +43,14 @@ describe("hashBlockTokens", () => {
     const inPlace = new BlockHashChain();
     const other = new BlockHashChain();
     expect(inPlace.hashOf(tokens, 3, 2, null, hashBlockTokens)).toBe(other.hashOf(tokens, 3, 2, null, sliced));
+    // A continuation goes on from the blocks it takes over (their lanes with them) as a fresh chain would.
+    const longer = [...tokens, 4, 8, 15];
+    const next = inPlace.continuedBy(longer);
+    const fresh = new BlockHashChain();
+    for (const i of [5, 4, 3, 0]) expect(next.hashOf(longer, i, 2, null, hashBlockTokens)).toBe(fresh.hashOf(longer, i, 2, null, hashBlockTokens));
+    // Under a salt's root the first block starts from the root's hash.
+    const root = makeIdentity(hashBlockTokens(null, [1], ["salt"]), [1], null);
+    expect(new BlockHashChain().hashOf(tokens, 2, 2, root, hashBlockTokens)).toBe(other.hashOf(tokens, 2, 2, root, sliced));
   });
 
   it("spreads many small blocks without collisions", () => {

@@ -269,8 +269,15 @@ export function hashBlockTokensAt(
   len: number,
   extraKeys?: readonly (string | number)[],
 ): KvBlockHash {
-  let a = parent === null ? 0x9747b28c : parseLane(parent, 0) ^ 0x9747b28c;
-  let b = parent === null ? 0x811c9dc5 : parseLane(parent, 8) ^ 0x811c9dc5;
+  return hashAfterLanes(parent === null ? 0x9747b28c : parseLane(parent, 0) ^ 0x9747b28c, parent === null ? 0x811c9dc5 : parseLane(parent, 8) ^ 0x811c9dc5, tokenIds, offset, len, extraKeys);
+}
+
+/** The two lanes of the hash hashAfterLanes made last (what a chain keeps to hash the next block without parsing). */
+let lastLaneA = 0;
+let lastLaneB = 0;
+
+/** hashBlockTokensAt from the lanes its parent seeds (`a`, `b`: the parent's lanes, each xored with its seed). */
+function hashAfterLanes(a: number, b: number, tokenIds: readonly number[], offset: number, len: number, extraKeys?: readonly (string | number)[]): KvBlockHash {
   const feed = (w: number): void => {
     a = murmurMix(a, w);
     b = Math.imul(b ^ w, 0x01000193);
@@ -284,7 +291,9 @@ export function hashBlockTokensAt(
   }
   if (extraKeys !== undefined) for (const k of extraKeys) feed(extraKeyWord(k));
   feed(len);
-  return hex16(finalMix(a ^ len), finalMix(b));
+  lastLaneA = finalMix(a ^ len);
+  lastLaneB = finalMix(b);
+  return hex16(lastLaneA, lastLaneB);
 }
 
 /**
@@ -324,6 +333,11 @@ export class BlockHashChain implements PrefixProofs {
   private root: KvBlockIdentity | null | undefined = undefined;
   private hashFn: KvHashFn | undefined;
   private readonly hashes: KvBlockHash[] = [];
+  /**
+   * With the default hash (hashBlockTokens), each hashed block's two lanes (int32) after its hash: the next
+   * block's hash starts from them instead of parsing its parent's hex digits. Empty with another hash function.
+   */
+  private readonly lanes: number[] = [];
   /** keys[i] = hashKey(hashes[i]): every prefix-cache index is keyed by it, at every lookup of the block. */
   private readonly keys: number[] = [];
   /**
@@ -345,9 +359,18 @@ export class BlockHashChain implements PrefixProofs {
     this.source = tokenIds;
     this.blockSize = blockSize;
     for (let j = this.hashes.length; j <= i; j++) {
-      const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
-      // The default hash reads the block in place (no array per block hashed); another gets its copy.
-      const hash = hashFn === hashBlockTokens ? hashBlockTokensAt(parent, tokenIds, j * blockSize, blockSize) : hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize));
+      let hash: KvBlockHash;
+      if (hashFn === hashBlockTokens) {
+        // The default hash reads the block in place (no array per block hashed), and from the previous block's lanes.
+        hash =
+          j === 0
+            ? hashBlockTokensAt(root === null ? null : root.hash, tokenIds, 0, blockSize)
+            : hashAfterLanes((this.lanes[2 * j - 2] as number) ^ 0x9747b28c, (this.lanes[2 * j - 1] as number) ^ 0x811c9dc5, tokenIds, j * blockSize, blockSize);
+        this.lanes.push(lastLaneA | 0, lastLaneB | 0);
+      } else {
+        const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
+        hash = hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize));
+      }
       this.hashes.push(hash);
       this.keys.push(hashKey(hash));
     }
@@ -386,6 +409,7 @@ export class BlockHashChain implements PrefixProofs {
     next.blockSize = bs;
     for (let d = 0; d < blocks; d++) {
       next.hashes.push(this.hashes[d] as KvBlockHash);
+      if (this.lanes.length > 0) next.lanes.push(this.lanes[2 * d] as number, this.lanes[2 * d + 1] as number);
       next.keys.push(this.keys[d] as number);
       next.known.push(this.known[d]);
     }
@@ -408,6 +432,7 @@ export class BlockHashChain implements PrefixProofs {
       this.root = root;
       this.hashFn = hashFn;
       this.hashes.length = 0;
+      this.lanes.length = 0;
       this.keys.length = 0;
       this.known.length = 0;
       this.knownAlso.clear();
