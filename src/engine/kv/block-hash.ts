@@ -269,15 +269,17 @@ export function hashBlockTokensAt(
   len: number,
   extraKeys?: readonly (string | number)[],
 ): KvBlockHash {
-  return hashAfterLanes(parent === null ? 0x9747b28c : parseLane(parent, 0) ^ 0x9747b28c, parent === null ? 0x811c9dc5 : parseLane(parent, 8) ^ 0x811c9dc5, tokenIds, offset, len, extraKeys);
+  return hashAfterLanes(parent === null ? 0 : parseLane(parent, 0), parent === null ? 0 : parseLane(parent, 8), tokenIds, offset, len, extraKeys);
 }
 
 /** The two lanes of the hash hashAfterLanes made last (what a chain keeps to hash the next block without parsing). */
 let lastLaneA = 0;
 let lastLaneB = 0;
 
-/** hashBlockTokensAt from the lanes its parent seeds (`a`, `b`: the parent's lanes, each xored with its seed). */
-function hashAfterLanes(a: number, b: number, tokenIds: readonly number[], offset: number, len: number, extraKeys?: readonly (string | number)[]): KvBlockHash {
+/** hashBlockTokensAt from its parent's two lanes (0 and 0 for no parent), each seeded here. */
+function hashAfterLanes(parentA: number, parentB: number, tokenIds: readonly number[], offset: number, len: number, extraKeys?: readonly (string | number)[]): KvBlockHash {
+  let a = parentA ^ 0x9747b28c;
+  let b = parentB ^ 0x811c9dc5;
   const feed = (w: number): void => {
     a = murmurMix(a, w);
     b = Math.imul(b ^ w, 0x01000193);
@@ -365,7 +367,7 @@ export class BlockHashChain implements PrefixProofs {
         hash =
           j === 0
             ? hashBlockTokensAt(root === null ? null : root.hash, tokenIds, 0, blockSize)
-            : hashAfterLanes((this.lanes[2 * j - 2] as number) ^ 0x9747b28c, (this.lanes[2 * j - 1] as number) ^ 0x811c9dc5, tokenIds, j * blockSize, blockSize);
+            : hashAfterLanes(this.lanes[2 * j - 2] as number, this.lanes[2 * j - 1] as number, tokenIds, j * blockSize, blockSize);
         this.lanes.push(lastLaneA | 0, lastLaneB | 0);
       } else {
         const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
