@@ -136,14 +136,14 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
    * Per request: its prompt ‖ the tokens generated so far, the next chunk's prompt (the last chunk's own
    * token array: no concatenation per chunk). While a chunk runs, its engine appends to that array.
    */
-  const contextOf = new Map<string, readonly number[]>();
+  const contextOf = new Map<string, readonly number[] | Uint32Array>();
   /** Per request: the block hashes of its last chunk, which its next chunk continues (no rehashing of the context). */
   const hashesOf = new Map<string, BlockHashChain>();
   /** Per request: its true output length (the executor's stop annotation), its budget and its task's prompt. */
   const truth = new Map<string, { length: number; maxTokens: number; prompt: readonly number[] }>();
   /** Tokens generated so far by a request between its chunks (its context beyond its prompt). */
   const generatedOf = (requestId: string): number =>
-    (contextOf.get(requestId) as readonly number[]).length - (truth.get(requestId) as { prompt: readonly number[] }).prompt.length;
+    (contextOf.get(requestId) as readonly number[] | Uint32Array).length - (truth.get(requestId) as { prompt: readonly number[] }).prompt.length;
   const placedAt = new Map<string, number>();
   const finishedAt = new Map<string, number>();
   let engineVersion = 0;
@@ -247,7 +247,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     if (clock.now() < syncingUntil) return;
     for (const p of orch.next(views())) {
       const node = byName.get(p.instance) as Node;
-      const prompt = contextOf.get(p.requestId) as readonly number[];
+      const prompt = contextOf.get(p.requestId) as readonly number[] | Uint32Array;
       const engineId = `${p.requestId}#${chunkSeq++}`;
       const c: Chunk = { p, node, context: prompt.length, version: engineVersion };
       chunks.set(engineId, c);
@@ -258,7 +258,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       if (remaining >= 1 && remaining <= p.maxTokens) node.executor.setOutputLength(engineId, remaining);
       const continues = hashesOf.get(p.requestId);
       // A context that came back from an engine (FinishedRequest.tokenIds) is this simulation's alone: handed
-      // over, the engine appends to it instead of copying it per chunk. (A task's prompt is its group's.)
+      // over, the engine appends in its buffer when it has room instead of copying it. (A task's prompt is its group's.)
       const handOverPrompt = prompt !== t.prompt;
       node.engine.submit({ requestId: engineId, promptTokenIds: prompt, maxTokens: p.maxTokens, priority: p.priority, handOverPrompt, ...(continues ? { continues } : {}) });
     }

@@ -26,7 +26,7 @@ export interface AgentWorkloadResult {
  */
 export function agentWorkloadDriver(programs: AgentProgramSpec[], executor: CostModelExecutor, clock: VirtualClock) {
   const byId = new Map(programs.map((p) => [p.programId, p]));
-  const state = new Map<string, { turn: number; prompt: number[] }>();
+  const state = new Map<string, { turn: number; prompt: readonly number[] | Uint32Array }>();
   const result: AgentWorkloadResult = {
     makespanMs: 0,
     requests: 0,
@@ -67,7 +67,10 @@ export function agentWorkloadDriver(programs: AgentProgramSpec[], executor: Cost
         return;
       }
       // The finished request's whole sequence (prompt ‖ output) and the tool's reply: one copy, no spread.
-      s.prompt = f.tokenIds.concat(spec.toolTokens);
+      const next = new Uint32Array(f.tokenIds.length + spec.toolTokens.length);
+      next.set(f.tokenIds);
+      next.set(spec.toolTokens, f.tokenIds.length);
+      s.prompt = next;
       s.turn++;
       clock.setTimer(spec.toolMs, () => submit(p));
     },

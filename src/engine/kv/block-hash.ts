@@ -87,7 +87,7 @@ export function makeIdentity(
 /** makeIdentity of the block `tokenIds[offset .. offset + len)`, without slicing it out. */
 export function makeIdentityAt(
   hash: KvBlockHash,
-  tokenIds: readonly number[],
+  tokenIds: ArrayLike<number>,
   offset: number,
   len: number,
   parent: KvBlockIdentity | null,
@@ -99,6 +99,11 @@ export function makeIdentityAt(
 /** The root "block" of a cache salt (depth -1): its tokens stand for the salt, so identity checks compare salts. */
 export function makeRootIdentity(hash: KvBlockHash, tokenIds: readonly number[]): KvBlockIdentity {
   return new BlockIdentity(hash, hashKey(hash), packTokens(tokenIds, 0, tokenIds.length), null, -1);
+}
+
+/** `tokenIds[start .. end)` as an array, whether the tokens are an array or a typed array (a scheduler's buffer). */
+function sliceTokens(tokenIds: ArrayLike<number>, start: number, end: number): number[] {
+  return Array.prototype.slice.call(tokenIds, start, end) as number[];
 }
 
 /** First unit of the wide form: every token as two units (high, low 16 bits). */
@@ -123,7 +128,7 @@ function unitsOf(n: number): number[] {
  * vocabulary up to 65,534 tokens); else wide, WIDE then two units per token, when every token is an integer in
  * [0, 2^32); else TEXT then their JSON.
  */
-export function packTokens(tokenIds: readonly number[], offset: number, len: number): string {
+export function packTokens(tokenIds: ArrayLike<number>, offset: number, len: number): string {
   let i = 0;
   while (i < len) {
     const t = tokenIds[offset + i] as number;
@@ -141,7 +146,7 @@ export function packTokens(tokenIds: readonly number[], offset: number, len: num
   u[0] = WIDE;
   for (let j = 0; j < len; j++) {
     const t = tokenIds[offset + j] as number;
-    if (j >= i && !(t >= 0 && t < 0x100000000 && Math.floor(t) === t)) return String.fromCharCode(TEXT) + JSON.stringify(tokenIds.slice(offset, offset + len));
+    if (j >= i && !(t >= 0 && t < 0x100000000 && Math.floor(t) === t)) return String.fromCharCode(TEXT) + JSON.stringify(sliceTokens(tokenIds, offset, offset + len));
     // An integer in [0, 2^32): its high and low 16 bits.
     u[1 + 2 * j] = t >>> 16;
     u[2 + 2 * j] = t & 0xffff;
@@ -264,7 +269,7 @@ export function hashBlockTokens(
 /** hashBlockTokens of the block `tokenIds[offset .. offset + len)`, without slicing it out. */
 export function hashBlockTokensAt(
   parent: KvBlockHash | null,
-  tokenIds: readonly number[],
+  tokenIds: ArrayLike<number>,
   offset: number,
   len: number,
   extraKeys?: readonly (string | number)[],
@@ -277,7 +282,7 @@ let lastLaneA = 0;
 let lastLaneB = 0;
 
 /** hashBlockTokensAt from its parent's two lanes (0 and 0 for no parent), each seeded here. */
-function hashAfterLanes(parentA: number, parentB: number, tokenIds: readonly number[], offset: number, len: number, extraKeys?: readonly (string | number)[]): KvBlockHash {
+function hashAfterLanes(parentA: number, parentB: number, tokenIds: ArrayLike<number>, offset: number, len: number, extraKeys?: readonly (string | number)[]): KvBlockHash {
   let a = parentA ^ 0x9747b28c;
   let b = parentB ^ 0x811c9dc5;
   const feed = (w: number): void => {
@@ -302,7 +307,7 @@ function hashAfterLanes(parentA: number, parentB: number, tokenIds: readonly num
  * Whether a packed block (packTokens) holds `tokenIds[offset .. offset + len)`, compared in place (lookups
  * run every step); a window past the end holds nothing.
  */
-export function samePackedAt(packed: string, tokenIds: readonly number[], offset: number, len: number): boolean {
+export function samePackedAt(packed: string, tokenIds: ArrayLike<number>, offset: number, len: number): boolean {
   if (offset + len > tokenIds.length) return false;
   const first = packed.charCodeAt(0);
   if (packed.length === len && (len === 0 || first < TEXT)) {
@@ -349,13 +354,13 @@ export class BlockHashChain implements PrefixProofs {
    */
   lineage: object = {};
   /** The tokens last hashed, and their block size (what continuedBy compares a continuation against). */
-  private source: readonly number[] | undefined;
+  private source: ArrayLike<number> | undefined;
   private blockSize = 0;
   readonly known: (KvBlockIdentity | undefined)[] = [];
   readonly knownAlso = new Set<KvBlockIdentity>();
 
   /** The hash of full block `i` of `tokenIds` (blocks of `blockSize`) under `root`. */
-  hashOf(tokenIds: readonly number[], i: number, blockSize: number, root: KvBlockIdentity | null, hashFn: KvHashFn): KvBlockHash {
+  hashOf(tokenIds: ArrayLike<number>, i: number, blockSize: number, root: KvBlockIdentity | null, hashFn: KvHashFn): KvBlockHash {
     this.useRoot(root, hashFn);
     if ((i + 1) * blockSize > tokenIds.length) throw new Error(`block hash chain: block ${i} is not full (${tokenIds.length} tokens)`);
     this.source = tokenIds;
@@ -371,7 +376,7 @@ export class BlockHashChain implements PrefixProofs {
         this.lanes.push(lastLaneA | 0, lastLaneB | 0);
       } else {
         const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
-        hash = hashFn(parent, tokenIds.slice(j * blockSize, (j + 1) * blockSize));
+        hash = hashFn(parent, sliceTokens(tokenIds, j * blockSize, (j + 1) * blockSize));
       }
       this.hashes.push(hash);
       this.keys.push(hashKey(hash));
@@ -392,7 +397,7 @@ export class BlockHashChain implements PrefixProofs {
    * context is neither hashed nor compared again. Checks the shared tokens (one pass, no hashing); a chain
    * that hashed nothing, or whose tokens `tokenIds` does not start with, gives what they have in common.
    */
-  continuedBy(tokenIds: readonly number[]): BlockHashChain {
+  continuedBy(tokenIds: ArrayLike<number>): BlockHashChain {
     const next = new BlockHashChain();
     const source = this.source;
     const bs = this.blockSize;
@@ -507,7 +512,7 @@ export class PrefixVerifier {
    * `accept` for the block `tokenIds[offset .. offset + len)`, without slicing it out. With proofs,
    * `tokenIds` must be the tokens they were built for (and `prev` a block this verifier or they accepted).
    */
-  acceptAt(candidate: KvBlockIdentity, tokenIds: readonly number[], offset: number, len: number, prev: KvBlockIdentity | null): boolean {
+  acceptAt(candidate: KvBlockIdentity, tokenIds: ArrayLike<number>, offset: number, len: number, prev: KvBlockIdentity | null): boolean {
     const depth = prev === null ? 0 : prev.depth + 1;
     if (candidate.depth !== depth) return false;
     // Proven equal to this request's prefix by an earlier lookup: prev holds the same prefix.

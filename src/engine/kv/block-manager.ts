@@ -74,7 +74,7 @@ export interface KvBlockInfo {
   refCount: number;
   free: boolean;
   hash: KvBlockHash | null;
-  tokenIds: readonly number[] | null;
+  tokenIds: ArrayLike<number> | null;
 }
 
 /**
@@ -320,17 +320,18 @@ export class KvBlockManager {
    * computed, as vLLM). Blocks only in L2/L3 are loaded into free L1 blocks now (counted in
    * `loadedBlocks` and reported in `fromTier`); hits must be passed to `allocateSlots` in the same step.
    * `chain` keeps the request's block hashes between calls (its tokens must only grow by appending).
+   * `numTokens`: how many of `tokenIds` are the request's (default all; a scheduler's buffer has room after them).
    */
-  getComputedBlocks(tokenIds: readonly number[], chain?: BlockHashChain): ComputedBlocks {
+  getComputedBlocks(tokenIds: ArrayLike<number>, chain?: BlockHashChain, numTokens: number = tokenIds.length): ComputedBlocks {
     if (!this.enablePrefixCaching) return { blockIds: [], numCachedTokens: 0, ...NOTHING_LOADED };
     const bs = this.blockSize;
     const again = this.repeatable;
-    if (again !== undefined && again.chain === chain && this.unchangedFor(again, tokenIds.length)) {
-      this.counters.queries += tokenIds.length;
+    if (again !== undefined && again.chain === chain && this.unchangedFor(again, numTokens)) {
+      this.counters.queries += numTokens;
       this.counters.hits += again.numCachedTokens;
       return { blockIds: again.blockIds, numCachedTokens: again.numCachedTokens, fromTier: NOTHING_LOADED.fromTier, loadedBlockIds: NOTHING_LOADED.loadedBlockIds };
     }
-    const maxBlocks = tokenIds.length > 0 ? Math.floor((tokenIds.length - 1) / bs) : 0;
+    const maxBlocks = numTokens > 0 ? Math.floor((numTokens - 1) / bs) : 0;
     const { hits, blocks } = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain());
 
     // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses. (The hits
@@ -401,11 +402,11 @@ export class KvBlockManager {
     }
     this.counters.loadedBlocks += loaded.L2 + loaded.L3;
     const numCachedTokens = blockIds.length * bs;
-    this.counters.queries += tokenIds.length;
+    this.counters.queries += numTokens;
     this.counters.hits += numCachedTokens;
     const watchable = loaded.L2 + loaded.L3 === 0 && tiersWatchable;
     // Without loads, blockIds are the hits before the first tier hit (a tier hit loads unless no block is spare).
-    this.rememberLookup(chain, tokenIds, hits.length, maxBlocks, blockIds, numCachedTokens, numProtected, freeBeforeTier, firstTier < hits.length, watchable);
+    this.rememberLookup(chain, tokenIds, numTokens, hits.length, maxBlocks, blockIds, numCachedTokens, numProtected, freeBeforeTier, firstTier < hits.length, watchable);
     if (loadedBlockIds.length === 0) return { blockIds, numCachedTokens, fromTier: NOTHING_LOADED.fromTier, loadedBlockIds: NOTHING_LOADED.loadedBlockIds };
     const fromTier: { tier: "L2" | "L3"; blocks: number }[] = [];
     if (loaded.L2 > 0) fromTier.push({ tier: "L2", blocks: loaded.L2 });
@@ -422,12 +423,14 @@ export class KvBlockManager {
    */
   allocateSlots(
     requestId: string,
-    tokenIds: readonly number[],
+    tokenIds: ArrayLike<number>,
     numNewTokens: number,
     newComputedBlocks: readonly number[] = [],
     chain?: BlockHashChain,
     /** The request's handle (handleOf), when the caller holds one. */
     handle?: KvRequestHandle,
+    /** How many of `tokenIds` are the request's tokens (a scheduler's buffer has room after them). */
+    numTokens: number = tokenIds.length,
   ): readonly number[] | null {
     if (!Number.isInteger(numNewTokens) || numNewTokens < 0) {
       throw new Error(`allocateSlots(${requestId}): numNewTokens must be an integer >= 0, got ${numNewTokens}`);
@@ -443,10 +446,10 @@ export class KvBlockManager {
       // reference count touches it): verified already, and their free blocks counted. A waiting request's
       // admission is tried at every step while blocks are short, with hundreds of hits each time.
       const again = this.repeatable;
-      if (again !== undefined && again.blockIds === newComputedBlocks && again.chain === chain && this.unchangedFor(again, tokenIds.length)) {
+      if (again !== undefined && again.blockIds === newComputedBlocks && again.chain === chain && this.unchangedFor(again, numTokens)) {
         touchFree = again.numFreeIds;
       } else {
-        this.checkComputedBlocks(requestId, tokenIds, newComputedBlocks, chain);
+        this.checkComputedBlocks(requestId, tokenIds, numTokens, newComputedBlocks, chain);
         for (const b of newComputedBlocks) if (this.refCount[b] === 0) touchFree++;
       }
     }
@@ -477,7 +480,7 @@ export class KvBlockManager {
       fresh.push(b);
     }
     req.numTokens = target;
-    if (req.cacheable) this.cacheFullBlocks(req, tokenIds, chain ?? new BlockHashChain());
+    if (req.cacheable) this.cacheFullBlocks(req, tokenIds, numTokens, chain ?? new BlockHashChain());
     return fresh;
   }
 
@@ -649,7 +652,7 @@ export class KvBlockManager {
    * Like offloadRequest for a program whose request already finished: offloads the cached L1
    * blocks of `tokenIds`' longest cached prefix (full blocks only). Null when no such tier.
    */
-  offloadPrefix(tokenIds: readonly number[], to: "L2" | "L3"): KvTransfer | null {
+  offloadPrefix(tokenIds: ArrayLike<number>, to: "L2" | "L3"): KvTransfer | null {
     const tier = to === "L2" ? this.l2 : this.l3;
     if (tier === undefined) return null;
     const { blocks: found } = this.findPrefix(tokenIds, Math.floor(tokenIds.length / this.blockSize), false, new BlockHashChain());
@@ -756,7 +759,7 @@ export class KvBlockManager {
   }
 
   /** Longest verified prefix of `tokenIds` over `maxBlocks` blocks, from L1 and (if `useTiers`) L2/L3. */
-  private findPrefix(tokenIds: readonly number[], maxBlocks: number, useTiers: boolean, chain: BlockHashChain): Found {
+  private findPrefix(tokenIds: ArrayLike<number>, maxBlocks: number, useTiers: boolean, chain: BlockHashChain): Found {
     chain.useRoot(this.root, this.hashFn);
     // The chain's proofs from earlier lookups make a repeated lookup (a request waiting for KV) O(1) per block.
     const verifier = new PrefixVerifier(chain);
@@ -824,7 +827,7 @@ export class KvBlockManager {
    * and a tier hit unless `tiersSame`, is searched again. Truncates the hits at the first miss and
    * returns whether there was one.
    */
-  private replayAll(memo: LookupMemo, tokenIds: readonly number[], maxBlocks: number, tiersSame: boolean, useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier): boolean {
+  private replayAll(memo: LookupMemo, tokenIds: ArrayLike<number>, maxBlocks: number, tiersSame: boolean, useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier): boolean {
     const { hits, blocks, stamps } = memo;
     const n = Math.min(hits.length, maxBlocks);
     let i = 0;
@@ -849,7 +852,7 @@ export class KvBlockManager {
    * marked blocks in the change log since the memo (every entry is a new stamp), in position order, so a
    * replay costs what changed rather than the request's whole prefix. Same result as replayAll.
    */
-  private replayChanged(memo: LookupMemo, tokenIds: readonly number[], useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier): boolean {
+  private replayChanged(memo: LookupMemo, tokenIds: ArrayLike<number>, useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier): boolean {
     const { hits, blocks, stamps } = memo;
     const changed = this.changedAt;
     changed.length = 0;
@@ -897,7 +900,7 @@ export class KvBlockManager {
   }
 
   /** The hit for block `i` of a request whose block i − 1 was found as `prev`: L1 first, then L2, L3. */
-  private searchAt(tokenIds: readonly number[], i: number, useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier, prev: KvBlockIdentity | null): Hit | undefined {
+  private searchAt(tokenIds: ArrayLike<number>, i: number, useTiers: boolean, chain: BlockHashChain, verifier: PrefixVerifier, prev: KvBlockIdentity | null): Hit | undefined {
     const bs = this.blockSize;
     // A hit's hash is the looked-up one, so the chain's hashes (from the root) are the lookup's keys.
     const hash = chain.hashOf(tokenIds, i, bs, this.root, this.hashFn);
@@ -918,7 +921,7 @@ export class KvBlockManager {
     tier: KvTier | undefined,
     hash: KvBlockHash,
     key: number,
-    tokenIds: readonly number[],
+    tokenIds: ArrayLike<number>,
     i: number,
     verifier: PrefixVerifier,
     prev: KvBlockIdentity | null,
@@ -951,7 +954,8 @@ export class KvBlockManager {
    */
   private rememberLookup(
     chain: BlockHashChain | undefined,
-    tokenIds: readonly number[],
+    tokenIds: ArrayLike<number>,
+    numTokens: number,
     numHits: number,
     maxBlocks: number,
     blockIds: number[],
@@ -985,7 +989,7 @@ export class KvBlockManager {
     }
     this.repeatable = {
       chain,
-      numTokens: tokenIds.length,
+      numTokens,
       epoch: this.epoch,
       root: this.root,
       seq: this.lookupSeq,
@@ -1028,10 +1032,10 @@ export class KvBlockManager {
     return h.tier.get(hash, key) === h.id;
   }
 
-  private checkComputedBlocks(requestId: string, tokenIds: readonly number[], blocks: readonly number[], chain: BlockHashChain | undefined): void {
+  private checkComputedBlocks(requestId: string, tokenIds: ArrayLike<number>, numTokens: number, blocks: readonly number[], chain: BlockHashChain | undefined): void {
     const bs = this.blockSize;
-    if (blocks.length * bs >= tokenIds.length + 1) {
-      throw new Error(`allocateSlots(${requestId}): ${blocks.length} computed blocks exceed the ${tokenIds.length} tokens`);
+    if (blocks.length * bs >= numTokens + 1) {
+      throw new Error(`allocateSlots(${requestId}): ${blocks.length} computed blocks exceed the ${numTokens} tokens`);
     }
     // The lookup that found these blocks left its proofs in the request's chain: re-checking them is O(1) each.
     chain?.useRoot(this.root, this.hashFn);
@@ -1056,9 +1060,9 @@ export class KvBlockManager {
   }
 
   /** Registers the request's newly full blocks in the prefix cache, chaining from the last one. */
-  private cacheFullBlocks(req: RequestKv, tokenIds: readonly number[], chain: BlockHashChain): void {
+  private cacheFullBlocks(req: RequestKv, tokenIds: ArrayLike<number>, numTokens: number, chain: BlockHashChain): void {
     const bs = this.blockSize;
-    const numFull = Math.min(req.blocks.length, Math.floor(Math.min(req.numTokens, tokenIds.length) / bs));
+    const numFull = Math.min(req.blocks.length, Math.floor(Math.min(req.numTokens, numTokens) / bs));
     // Called at every decode step of every request; a block fills once in blockSize steps.
     if (req.numHashed >= numFull) return;
     let parent = req.numHashed === 0 ? req.root : (this.identity[req.blocks[req.numHashed - 1] ?? -1] ?? null);

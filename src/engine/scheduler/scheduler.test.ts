@@ -140,7 +140,7 @@ describe("preemption by recompute", () => {
     expect(b.outputTokenIds.slice(0, outputsAtPreemption?.length)).toEqual(outputsAtPreemption);
     expect(b.logprobs).toHaveLength(20);
     // The whole sequence a continuation would pass on: the prompt, then every output token (preemption included).
-    expect(b.tokenIds).toEqual([...toks(8, 300), ...b.outputTokenIds]);
+    expect([...b.tokenIds]).toEqual([...toks(8, 300), ...b.outputTokenIds]);
     expect(h.sched.stats().preemptions).toBe(1);
   });
 
@@ -306,6 +306,8 @@ describe("input checks", () => {
     expect(() => h.sched.addRequest({ requestId: "a", promptTokenIds: toks(4), maxTokens: 2 })).toThrow(/already/);
     expect(() => h.sched.addRequest({ requestId: "e", promptTokenIds: [], maxTokens: 2 })).toThrow(/promptTokenIds/);
     expect(() => h.sched.addRequest({ requestId: "f", promptTokenIds: [1.5], maxTokens: 2 })).toThrow(/promptTokenIds/);
+    // Tokens are kept in a Uint32Array: an id past 2^32 - 1 is refused, not stored wrapped.
+    expect(() => h.sched.addRequest({ requestId: "f", promptTokenIds: [1, 2 ** 32], maxTokens: 2 })).toThrow(/promptTokenIds must be integers in \[0, 2\^32\), got 4294967296 at 1/);
     expect(() => h.sched.addRequest({ requestId: "g", promptTokenIds: toks(16), maxTokens: 2 })).toThrow(/maxModelLen/);
     expect(() => h.sched.addRequest({ requestId: "h", promptTokenIds: toks(4), maxTokens: 0 })).toThrow(/maxTokens/);
   });
@@ -432,7 +434,7 @@ describe("request tokens", () => {
     while (h.sched.hasUnfinished() && h.plans.length < 100) finished.push(...h.step().finished);
     return finished[0] as FinishedRequest;
   };
-  const run = (prompt: readonly number[], handOverPrompt: boolean): FinishedRequest => {
+  const run = (prompt: readonly number[] | Uint32Array, handOverPrompt: boolean): FinishedRequest => {
     const h = makeHarness({ maxNumBatchedTokens: 128, maxModelLen: 128 });
     h.sched.addRequest({ requestId: "a", promptTokenIds: prompt, maxTokens: 20, handOverPrompt });
     return finishOne(h);
@@ -447,25 +449,38 @@ describe("request tokens", () => {
     prompt.push(1, 2, 3);
     const a = finishOne(h);
     expect(a.outputTokenIds).toHaveLength(30);
-    expect(a.tokenIds).toEqual([...original, ...a.outputTokenIds]);
+    expect([...a.tokenIds]).toEqual([...original, ...a.outputTokenIds]);
     expect(a.tokenIds).toHaveLength(70);
   });
 
-  it("keeps a handed-over prompt (handOverPrompt) as the request's own array and appends the output to it", () => {
-    const prompt = toks(40);
-    const original = prompt.slice();
-    const a = run(prompt, true);
-    expect(a.tokenIds).toBe(prompt);
-    expect(prompt).toEqual([...original, ...a.outputTokenIds]);
-    // The same tokens as a copied prompt gives.
-    expect(a.outputTokenIds).toEqual(run(original, false).outputTokenIds);
+  it("appends to a handed-over prompt's buffer (handOverPrompt) when it has room, and gives the same tokens", () => {
+    const first = run(toks(20), false);
+    expect(first.tokenIds).toHaveLength(40);
+    // Buffers hold a power of two of tokens: 64 here, room for the next 20.
+    expect(first.tokenIds.buffer.byteLength).toBe(64 * 4);
+    const a = run(first.tokenIds, true);
+    expect(a.tokenIds.buffer).toBe(first.tokenIds.buffer);
+    expect([...a.tokenIds]).toEqual([...first.tokenIds, ...a.outputTokenIds]);
+    // The handed-over view still reads its own tokens; the same output as a copied prompt gives.
+    expect(first.tokenIds).toHaveLength(40);
+    expect(a.outputTokenIds).toEqual(run([...first.tokenIds], false).outputTokenIds);
+    // Without room for 20 more (60 of 64 held), a handed-over prompt is copied; so is one not handed over.
+    const context = [...a.tokenIds];
+    const b = run(a.tokenIds, true);
+    expect(b.tokenIds.buffer).not.toBe(a.tokenIds.buffer);
+    expect([...b.tokenIds]).toEqual([...context, ...b.outputTokenIds]);
+    const c = run(first.tokenIds.subarray(0, 20), false);
+    expect(c.tokenIds.buffer).not.toBe(first.tokenIds.buffer);
+    expect([...c.tokenIds.subarray(0, 20)]).toEqual(toks(20));
   });
 
-  it("copies a frozen prompt even when handed over", () => {
-    const prompt = Object.freeze(toks(40));
-    const a = run(prompt, true);
-    expect(a.tokenIds).not.toBe(prompt);
-    expect(prompt).toHaveLength(40);
-    expect(a.tokenIds).toEqual([...prompt, ...a.outputTokenIds]);
+  it("refuses a sampled token id outside [0, 2^32) before changing anything", () => {
+    const h = makeHarness({ maxNumBatchedTokens: 128, maxModelLen: 128 });
+    h.sched.addRequest({ requestId: "a", promptTokenIds: toks(4), maxTokens: 3 });
+    const plan = h.sched.schedule();
+    expect(() => h.sched.onStepDone({ stepId: plan.stepId, sampled: [{ tokenId: -1, logprob: 0 }], durationMs: 0 })).toThrow(/sampled token -1 for request a: token ids are integers in \[0, 2\^32\)/);
+    expect(h.sched.requestState("a")?.outputTokenIds).toEqual([]);
+    h.sched.onStepDone({ stepId: plan.stepId, sampled: [{ tokenId: 9, logprob: 0 }], durationMs: 0 });
+    expect(h.sched.requestState("a")?.outputTokenIds).toEqual([9]);
   });
 });

@@ -9,6 +9,7 @@ import type { KvBlockManager, KvRequestHandle } from "../kv/block-manager.js";
 import type { StopRule } from "../sampling.js";
 import type { DraftBudget, DraftCandidate } from "../specdec/draft-budget.js";
 import { RequestQueue, compareQueued, type SchedulingPolicy } from "./request-queue.js";
+import { MAX_INITIAL_ROOM, MAX_TOKEN_ID, adoptBuffer, bufferWithRoom, grownBuffer, tokensToArray } from "./token-buffer.js";
 import type { KvTransfer, SampledTokenOut, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
 
 /** The draft of a request with none: shared, never mutated (draft lists are only replaced or sliced). */
@@ -46,7 +47,7 @@ export interface SchedulerConfig {
 
 export interface NewRequest {
   requestId: string;
-  promptTokenIds: readonly number[];
+  promptTokenIds: readonly number[] | Uint32Array;
   maxTokens: number;
   /** Lower = sooner, as vLLM. Default 0. */
   priority?: number;
@@ -61,10 +62,10 @@ export interface NewRequest {
    */
   continues?: BlockHashChain;
   /**
-   * The caller gives `promptTokenIds` up: the scheduler keeps that array as the request's own and appends
-   * the output to it, so a continuation's context (tens of thousands of tokens, passed on from
-   * `FinishedRequest.tokenIds`) is not copied again per chunk. The caller must not read or change it until
-   * it comes back as `FinishedRequest.tokenIds`. A frozen array is copied as without it.
+   * The caller gives `promptTokenIds` up, a Uint32Array from the start of its buffer (`FinishedRequest.tokenIds`):
+   * the scheduler appends the output in that buffer when it has room, so a continuation's context (tens of
+   * thousands of tokens) is not copied again per chunk. The caller must not change that buffer from then on
+   * (its `promptTokenIds` view still reads the same tokens). An array is copied as without it.
    */
   handOverPrompt?: boolean;
 }
@@ -75,11 +76,11 @@ export interface FinishedRequest {
   requestId: string;
   outputTokenIds: number[];
   /**
-   * The whole sequence, prompt ‖ output: the request's own array, which the scheduler no longer changes.
-   * A caller that continues the request passes it on as the next prompt instead of concatenating the
-   * prompt and the output again (a context of tens of thousands of tokens per continuation).
+   * The whole sequence, prompt ‖ output: a view of the request's own buffer, whose tokens the scheduler no
+   * longer changes. A caller that continues the request hands it over as the next prompt (handOverPrompt)
+   * instead of concatenating the prompt and the output again (a context of tens of thousands of tokens).
    */
-  tokenIds: readonly number[];
+  tokenIds: Uint32Array;
   logprobs: number[];
   finishReason: FinishReason;
   /** The stop token that ended the request (finishReason "stop"). */
@@ -154,8 +155,9 @@ interface Req {
   // addRequest keeps this order, and sets every field, so all of them live in the object itself: at scale
   // every running request is a cache miss per step, and a field added later would cost one more).
   status: RequestStatus;
-  /** Prompt followed by the outputs so far: what a resumed request recomputes. */
-  tokenIds: number[];
+  /** Prompt followed by the outputs so far (the first numTokens; room after them): what a resumed request recomputes. */
+  tokenIds: Uint32Array;
+  numTokens: number;
   numComputedTokens: number;
   numPromptTokens: number;
   maxTokens: number;
@@ -205,7 +207,7 @@ export class Scheduler {
   private pendingTransfers: KvTransfer[] = [];
   private readonly pausedPrograms = new Map<string, PauseTarget>();
   /** Per program, the tokens of its last finished request, whose KV may still be cached (see pauseProgram). */
-  private readonly lastTokensOfProgram = new Map<string, number[]>();
+  private readonly lastTokensOfProgram = new Map<string, Uint32Array>();
   private numPreemptions = 0;
   /** Where the read-ahead loops (touchTails, touchRunning) leave their sum, so the reads are not dropped. */
   private touchSink = 0;
@@ -248,13 +250,18 @@ export class Scheduler {
     if (this.requests.has(requestId)) {
       throw new ArborError(`addRequest: requestId "${requestId}" is already in the scheduler`, "invalid_request");
     }
-    if (!Array.isArray(promptTokenIds) || promptTokenIds.length === 0) {
+    if (!(Array.isArray(promptTokenIds) || promptTokenIds instanceof Uint32Array) || promptTokenIds.length === 0) {
       throw new ArborError(`addRequest ${requestId}: promptTokenIds must be a non-empty array`, "invalid_request");
     }
-    // A loop, not every(): a continuation's prompt is its whole context (tens of thousands of tokens).
-    for (let i = 0; i < promptTokenIds.length; i++) {
-      const t = promptTokenIds[i] as number;
-      if (!(Number.isInteger(t) && t >= 0)) throw new ArborError(`addRequest ${requestId}: promptTokenIds must be non-negative integers`, "invalid_request");
+    // A loop, not every(): a continuation's prompt is its whole context (tens of thousands of tokens). (A
+    // Uint32Array holds nothing else.)
+    if (!(promptTokenIds instanceof Uint32Array)) {
+      for (let i = 0; i < promptTokenIds.length; i++) {
+        const t = promptTokenIds[i] as number;
+        if (!(Number.isInteger(t) && t >= 0 && t <= MAX_TOKEN_ID)) {
+          throw new ArborError(`addRequest ${requestId}: promptTokenIds must be integers in [0, 2^32), got ${t} at ${i}`, "invalid_request");
+        }
+      }
     }
     if (promptTokenIds.length >= this.config.maxModelLen) {
       throw new ArborError(
@@ -280,13 +287,12 @@ export class Scheduler {
     if (this.waiting.length >= this.config.maxWaiting) {
       throw new CapacityError("scheduler waiting queue", this.config.maxWaiting);
     }
-    const tokenIds =
-      req.handOverPrompt === true && !Object.isFrozen(promptTokenIds)
-        ? (promptTokenIds as number[])
-        : copyWithRoom(promptTokenIds, Math.min(maxTokens, this.config.maxModelLen - promptTokenIds.length, (promptTokenIds.length >> 1) + 16));
+    const room = Math.min(maxTokens, this.config.maxModelLen - promptTokenIds.length, MAX_INITIAL_ROOM);
+    const tokenIds = req.handOverPrompt === true && promptTokenIds instanceof Uint32Array ? adoptBuffer(promptTokenIds, room) : bufferWithRoom(promptTokenIds, room);
     const r: Req = {
       status: "waiting",
       tokenIds,
+      numTokens: promptTokenIds.length,
       numComputedTokens: 0,
       numPromptTokens: promptTokenIds.length,
       maxTokens,
@@ -299,7 +305,7 @@ export class Scheduler {
       stepDraft: undefined,
       requestId,
       kvHandle: undefined,
-      blockHashes: req.continues?.continuedBy(tokenIds) ?? new BlockHashChain(),
+      blockHashes: req.continues?.continuedBy(promptTokenIds) ?? new BlockHashChain(),
       logprobs: [],
       priority,
       arrivalTime,
@@ -365,7 +371,7 @@ export class Scheduler {
     let i = 0;
     while (i < this.running.length && budget > 0) {
       const r = this.running[i] as Req;
-      let n = r.tokenIds.length - r.numComputedTokens;
+      let n = r.numTokens - r.numComputedTokens;
       if (threshold > 0 && n > threshold) n = threshold;
       n = Math.min(n, budget, cfg.maxModelLen - 1 - r.numComputedTokens);
       if (n <= 0) {
@@ -378,7 +384,7 @@ export class Scheduler {
       n += draft.length;
       let ok = false;
       for (;;) {
-        if (this.kv.allocateSlots(r.requestId, r.tokenIds, n, NO_BLOCKS, r.blockHashes, r.kvHandle) !== null) {
+        if (this.kv.allocateSlots(r.requestId, r.tokenIds, n, NO_BLOCKS, r.blockHashes, r.kvHandle, r.numTokens) !== null) {
           ok = true;
           break;
         }
@@ -417,9 +423,9 @@ export class Scheduler {
           w++;
           continue;
         }
-        const hit = this.kv.getComputedBlocks(r.tokenIds, r.blockHashes);
+        const hit = this.kv.getComputedBlocks(r.tokenIds, r.blockHashes, r.numTokens);
         const numCached = hit.numCachedTokens;
-        let n = r.tokenIds.length - numCached;
+        let n = r.numTokens - numCached;
         if (threshold > 0 && n > threshold) n = threshold;
         if (!cfg.enableChunkedPrefill && n > budget) break;
         n = Math.min(n, budget);
@@ -428,7 +434,7 @@ export class Scheduler {
         for (const t of hit.fromTier) {
           transfers.push({ from: t.tier, to: "L1", blocks: t.blocks, bytes: t.blocks * this.kv.blockSize * this.kv.bytesPerToken });
         }
-        const blocks = this.kv.allocateSlots(r.requestId, r.tokenIds, n, hit.blockIds, r.blockHashes);
+        const blocks = this.kv.allocateSlots(r.requestId, r.tokenIds, n, hit.blockIds, r.blockHashes, undefined, r.numTokens);
         if (blocks === null) break;
         r.kvHandle = this.kv.handleOf(r.requestId);
         this.waiting.removeAt(w);
@@ -457,7 +463,7 @@ export class Scheduler {
         requestId: r.requestId,
         numNewTokens: n,
         numComputedTokens: before,
-        samples: r.numComputedTokens === r.tokenIds.length + (draft?.length ?? 0),
+        samples: r.numComputedTokens === r.numTokens + (draft?.length ?? 0),
       };
       if (draft) chunk.draftTokenIds = draft;
       chunks.push(chunk);
@@ -504,12 +510,18 @@ export class Scheduler {
     for (let k = 0; k < chunks.length; k++) {
       const c = chunks[k] as ScheduledChunk;
       const r = reqs[k] as Req;
-      if (c.samples && r.status !== "finished" && sampled[k] === undefined) {
+      const first = sampled[k];
+      if (c.samples && r.status !== "finished" && first === undefined) {
         throw new Error(`onStepDone: step ${result.stepId} has no sampled token for request ${c.requestId}`);
       }
-      const more = moreTokens?.[k]?.length ?? 0;
-      if (more > (c.draftTokenIds?.length ?? 0)) {
-        throw new Error(`onStepDone: step ${result.stepId} reports ${more + 1} tokens for request ${c.requestId}, more than its ${c.draftTokenIds?.length ?? 0} draft tokens + 1`);
+      // A token id outside [0, 2^32) would be stored wrapped (the request's tokens are a Uint32Array).
+      if (first !== undefined && first.tokenId >>> 0 !== first.tokenId) badToken(result.stepId, c.requestId, first.tokenId);
+      const more = moreTokens?.[k];
+      if (more !== undefined) {
+        if (more.length > (c.draftTokenIds?.length ?? 0)) {
+          throw new Error(`onStepDone: step ${result.stepId} reports ${more.length + 1} tokens for request ${c.requestId}, more than its ${c.draftTokenIds?.length ?? 0} draft tokens + 1`);
+        }
+        for (const s of more) if (s.tokenId >>> 0 !== s.tokenId) badToken(result.stepId, c.requestId, s.tokenId);
       }
     }
     this.inFlight = undefined;
@@ -534,21 +546,22 @@ export class Scheduler {
       // Index loop over first ‖ more: no array per token (the simulator runs this for every token).
       for (let t = 0, n = 1 + (more?.length ?? 0); t < n; t++) {
         const s = t === 0 ? first : ((more as SampledTokenOut[])[t - 1] as SampledTokenOut);
-        r.tokenIds.push(s.tokenId);
+        if (r.numTokens === r.tokenIds.length) r.tokenIds = grownBuffer(r.tokenIds, r.numTokens);
+        r.tokenIds[r.numTokens++] = s.tokenId;
         if (this.recordLogprobs) r.logprobs.push(s.logprob);
-        const numOutputs = r.tokenIds.length - r.numPromptTokens;
+        const numOutputs = r.numTokens - r.numPromptTokens;
         // vLLM check_stop order: stop tokens first, then length caps.
         if (r.stop ? r.stop.stopsAt(s.tokenId, numOutputs) : stop.has(s.tokenId)) {
           r.finishReason = "stop";
           r.stopTokenId = s.tokenId;
-        } else if (numOutputs >= r.maxTokens || r.tokenIds.length >= this.config.maxModelLen) {
+        } else if (numOutputs >= r.maxTokens || r.numTokens >= this.config.maxModelLen) {
           r.finishReason = "length";
         }
         if (r.finishReason) break;
       }
       if (c.draftTokenIds && !r.finishReason) {
         // Rejected draft positions hold no valid KV: everything but the last token is computed.
-        r.numComputedTokens = r.tokenIds.length - 1;
+        r.numComputedTokens = r.numTokens - 1;
         this.kv.trimSlots(r.requestId, r.numComputedTokens);
       }
       r.draftTokenIds = r.finishReason ? NO_DRAFT : (drafts?.[k] ?? NO_DRAFT);
@@ -571,8 +584,8 @@ export class Scheduler {
   private touchTails(reqs: readonly Req[]): void {
     let sum = 0;
     for (let k = 0; k < reqs.length; k++) {
-      const t = (reqs[k] as Req).tokenIds;
-      sum += t[t.length - 1] ?? 0;
+      const r = reqs[k] as Req;
+      sum += r.tokenIds[r.numTokens - 1] ?? 0;
     }
     this.touchSink = sum;
   }
@@ -583,7 +596,7 @@ export class Scheduler {
     let sum = 0;
     for (let k = 0; k < running.length; k++) {
       const r = running[k] as Req;
-      sum += r.tokenIds.length - r.numComputedTokens;
+      sum += r.numTokens - r.numComputedTokens;
     }
     this.touchSink = sum + this.kv.touchRecords(running);
   }
@@ -598,11 +611,11 @@ export class Scheduler {
     let sampling = 0;
     const candidates: DraftCandidate[] = [];
     for (const r of this.running) {
-      const left = r.tokenIds.length - r.numComputedTokens;
+      const left = r.numTokens - r.numComputedTokens;
       baseTokens += threshold > 0 ? Math.min(left, threshold) : left;
       if (left !== 1) continue;
       sampling++;
-      if (r.draftTokenIds.length > 0) candidates.push({ requestId: r.requestId, available: r.draftTokenIds.length, outputTokens: r.tokenIds.length - r.numPromptTokens });
+      if (r.draftTokenIds.length > 0) candidates.push({ requestId: r.requestId, available: r.draftTokenIds.length, outputTokens: r.numTokens - r.numPromptTokens });
     }
     const base = Math.min(baseTokens, this.config.maxNumBatchedTokens);
     return this.draftBudget.plan(candidates, base, sampling, this.config.maxNumBatchedTokens - base);
@@ -641,7 +654,7 @@ export class Scheduler {
   /** Output tokens a request has so far (0 when unknown), without copying them as requestState does. */
   numOutputTokensOf(requestId: string): number {
     const r = this.requests.get(requestId);
-    return r === undefined ? 0 : r.tokenIds.length - r.numPromptTokens;
+    return r === undefined ? 0 : r.numTokens - r.numPromptTokens;
   }
 
   /** A request's state; finished requests are kept until the plan that lists them as finished. */
@@ -651,7 +664,7 @@ export class Scheduler {
     const view: RequestStateView = {
       requestId: r.requestId,
       status: r.status,
-      outputTokenIds: r.tokenIds.slice(r.numPromptTokens),
+      outputTokenIds: tokensToArray(r.tokenIds, r.numPromptTokens, r.numTokens),
       numPromptTokens: r.numPromptTokens,
       numComputedTokens: r.numComputedTokens,
       numPreemptions: r.numPreemptions,
@@ -740,7 +753,7 @@ export class Scheduler {
         return;
       }
     } else if (pid !== undefined && to === undefined) {
-      this.lastTokensOfProgram.set(pid, r.tokenIds);
+      this.lastTokensOfProgram.set(pid, r.tokenIds.subarray(0, r.numTokens));
     }
     this.kv.free(r.requestId);
   }
@@ -752,8 +765,8 @@ export class Scheduler {
     this.finishedSincePlan.push(r.requestId);
     const out: FinishedRequest = {
       requestId: r.requestId,
-      outputTokenIds: r.tokenIds.slice(r.numPromptTokens),
-      tokenIds: r.tokenIds,
+      outputTokenIds: tokensToArray(r.tokenIds, r.numPromptTokens, r.numTokens),
+      tokenIds: r.tokenIds.subarray(0, r.numTokens),
       logprobs: r.logprobs.slice(),
       finishReason: r.finishReason as FinishReason,
       numPreemptions: r.numPreemptions,
@@ -767,20 +780,8 @@ export class Scheduler {
   }
 }
 
-/**
- * A copy of `tokens` whose backing store has room for `room` more: the capacity V8 gives an array at its
- * first push past the end (old + old/2 + 16), allocated once instead of at the copy and again at that push.
- * Why it matters: an array over 16k tokens is a large object, so every reallocation of a long context
- * copies it into freshly mapped pages (a page fault per 4 KB, ~10 µs each on the VMs this is run on).
- */
-function copyWithRoom(tokens: readonly number[], room: number): number[] {
-  const n = tokens.length;
-  const out = new Array<number>(n + room);
-  for (let i = 0; i < n; i++) out[i] = tokens[i] as number;
-  // V8 trims a backing store on a shrinking length only when under half of it stays in use: with room at
-  // most n/2 + 16 this one is kept.
-  out.length = n;
-  return out;
+function badToken(stepId: number, requestId: string, tokenId: number): never {
+  throw new Error(`onStepDone: step ${stepId} sampled token ${tokenId} for request ${requestId}: token ids are integers in [0, 2^32)`);
 }
 
 /**
@@ -790,7 +791,7 @@ function copyWithRoom(tokens: readonly number[], room: number): number[] {
 function draftFor(r: Req, room: number, roomInModel: number): number[] {
   // Without a draft (most decode steps): the shared empty one, no array per request per step.
   if (r.draftTokenIds.length === 0) return NO_DRAFT;
-  const outputsLeft = r.maxTokens - (r.tokenIds.length - r.numPromptTokens);
+  const outputsLeft = r.maxTokens - (r.numTokens - r.numPromptTokens);
   const k = Math.min(r.draftTokenIds.length, room, roomInModel, outputsLeft - 1);
   return k > 0 ? r.draftTokenIds.slice(0, k) : NO_DRAFT;
 }

@@ -1,0 +1,54 @@
+// A request's tokens inside the scheduler: a Uint32Array with room after them, so that appending a sampled token
+// is a store rather than an array push. Why: a simulated request's context grows to tens of thousands of tokens,
+// one token per step. As a JS array it is reallocated about seven times on the way; each copy of a long one is a
+// fresh large object (page faults), and each short one that survives is copied again by the young-generation
+// collector (a third of the bytes surviving a scavenge in a full-scale seer-moonlight run). A typed array's
+// elements live outside the collected heap and move only when its room runs out.
+
+/** The most room a new buffer reserves after its tokens (64 KB); a buffer that fills up doubles. */
+export const MAX_INITIAL_ROOM = 16384;
+
+/** The largest token id a buffer holds: token ids are integers in [0, 2^32). */
+export const MAX_TOKEN_ID = 0xffffffff;
+
+/**
+ * Tokens a buffer for n tokens holds: the power of two at or above n (at least 16), so that a continuation
+ * handed its predecessor's buffer (adoptBuffer) often finds its room there already.
+ */
+function capacityFor(n: number): number {
+  let c = 16;
+  while (c < n) c *= 2;
+  return c;
+}
+
+/** A new buffer holding `tokens`, with room for at least `room` more. */
+export function bufferWithRoom(tokens: ArrayLike<number>, room: number): Uint32Array {
+  const buf = new Uint32Array(capacityFor(tokens.length + Math.max(0, room)));
+  if (tokens instanceof Uint32Array) buf.set(tokens);
+  else for (let i = 0; i < tokens.length; i++) buf[i] = tokens[i] as number;
+  return buf;
+}
+
+/**
+ * A buffer for `tokens` handed over by their owner (a finished request's `tokenIds`, a view from the start of
+ * its buffer): that buffer when it has room for `room` more after them, else a new one.
+ */
+export function adoptBuffer(tokens: Uint32Array, room: number): Uint32Array {
+  if (tokens.byteOffset === 0 && tokens.buffer.byteLength / 4 - tokens.length >= room) return new Uint32Array(tokens.buffer);
+  return bufferWithRoom(tokens, room);
+}
+
+/** `buf`, holding `used` tokens, with room for at least one more: itself, or a copy of twice its size. */
+export function grownBuffer(buf: Uint32Array, used: number): Uint32Array {
+  if (used < buf.length) return buf;
+  const next = new Uint32Array(capacityFor(2 * buf.length));
+  next.set(buf.subarray(0, used));
+  return next;
+}
+
+/** `buf[start .. end)` as a plain array (what a finished request reports as its output). */
+export function tokensToArray(buf: Uint32Array, start: number, end: number): number[] {
+  const out = new Array<number>(Math.max(0, end - start));
+  for (let i = start; i < end; i++) out[i - start] = buf[i] as number;
+  return out;
+}
