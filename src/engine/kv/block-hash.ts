@@ -283,24 +283,37 @@ let lastLaneB = 0;
 
 /** hashBlockTokensAt from its parent's two lanes (0 and 0 for no parent), each seeded here. */
 function hashAfterLanes(parentA: number, parentB: number, tokenIds: ArrayLike<number>, offset: number, len: number, extraKeys?: readonly (string | number)[]): KvBlockHash {
+  // Each word goes into both lanes (murmurMix, fnvWord): small functions the compiler inlines, where a closure
+  // over both lanes was left a call per token once token buffers became typed arrays.
   let a = parentA ^ 0x9747b28c;
   let b = parentB ^ 0x811c9dc5;
-  const feed = (w: number): void => {
-    a = murmurMix(a, w);
-    b = Math.imul(b ^ w, 0x01000193);
-    b = Math.imul(b ^ (w >>> 16), 0x01000193);
-  };
   for (let i = offset; i < offset + len; i++) {
     const t = tokenIds[i] as number;
-    feed(t | 0);
+    a = murmurMix(a, t | 0);
+    b = fnvWord(b, t | 0);
     // Token ids above 2^32 would alias in the 32-bit word; fold the high part in too.
-    if (t > 0xffffffff || t < 0) feed(Math.floor(t / 0x100000000) | 0);
+    if (t > 0xffffffff || t < 0) {
+      const high = Math.floor(t / 0x100000000) | 0;
+      a = murmurMix(a, high);
+      b = fnvWord(b, high);
+    }
   }
-  if (extraKeys !== undefined) for (const k of extraKeys) feed(extraKeyWord(k));
-  feed(len);
+  if (extraKeys !== undefined) {
+    for (const k of extraKeys) {
+      a = murmurMix(a, extraKeyWord(k));
+      b = fnvWord(b, extraKeyWord(k));
+    }
+  }
+  a = murmurMix(a, len);
+  b = fnvWord(b, len);
   lastLaneA = finalMix(a ^ len);
   lastLaneB = finalMix(b);
   return hex16(lastLaneA, lastLaneB);
+}
+
+/** The FNV-1a-style lane after the word `w`, fed as its low and high 16 bits' worth. */
+function fnvWord(b: number, w: number): number {
+  return Math.imul(Math.imul(b ^ w, 0x01000193) ^ (w >>> 16), 0x01000193);
 }
 
 /**
