@@ -139,6 +139,28 @@ describe("BlockHashChain", () => {
     expect(() => chain.keyAt(0)).toThrow(/not hashed yet/);
   });
 
+  it("hands every block to a continuation that shares them all, and is left as a new chain", () => {
+    const buf = new Uint32Array(16);
+    buf.set([1, 2, 3, 4, 5]);
+    const chain = new BlockHashChain();
+    const h1 = chain.hashOf(buf, 1, 2, null, hashBlockTokens);
+    const h0 = chain.hashAt(0) as string;
+    const proof = makeIdentity(h1, [3, 4], null);
+    chain.known[1] = proof;
+    // A view of the very buffer the chain hashed (a handed-over context): no tokens compared, both blocks carried.
+    buf.set([6, 7], 5);
+    const next = chain.continuedBy(buf.subarray(0, 7));
+    expect([next.hashAt(0), next.keyAt(0), next.keyAt(1), next.known[1]]).toEqual([h0, hashKey(h0), hashKey(h1), proof]);
+    expect(next.hashOf(buf, 2, 2, null, hashBlockTokens)).toBe(new BlockHashChain().hashOf(buf, 2, 2, null, hashBlockTokens));
+    expect([chain.hashAt(0), chain.known]).toEqual([undefined, []]);
+    expect(chain.continuedBy(buf.subarray(0, 7)).hashAt(0)).toBeUndefined();
+    // Another buffer is compared: only the blocks both hold are carried, and the chain keeps its own.
+    const other = new Uint32Array([1, 2, 9, 4, 5, 6]);
+    const partial = next.continuedBy(other);
+    expect([partial.hashAt(0), partial.hashAt(1)]).toEqual([next.hashAt(0), undefined]);
+    expect(next.hashAt(2)).toBeDefined();
+  });
+
   it("forgets its proven identities under another root", () => {
     const chain = new BlockHashChain();
     chain.useRoot(null, hashBlockTokens);

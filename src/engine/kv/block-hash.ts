@@ -352,14 +352,14 @@ export function samePackedAt(packed: string, tokenIds: ArrayLike<number>, offset
 export class BlockHashChain implements PrefixProofs {
   private root: KvBlockIdentity | null | undefined = undefined;
   private hashFn: KvHashFn | undefined;
-  private readonly hashes: KvBlockHash[] = [];
+  private hashes: KvBlockHash[] = [];
   /**
    * With the default hash (hashBlockTokens), each hashed block's two lanes (int32) after its hash: the next
    * block's hash starts from them instead of parsing its parent's hex digits. Empty with another hash function.
    */
-  private readonly lanes: number[] = [];
+  private lanes: number[] = [];
   /** keys[i] = hashKey(hashes[i]): every prefix-cache index is keyed by it, at every lookup of the block. */
-  private readonly keys: number[] = [];
+  private keys: number[] = [];
   /**
    * What a block manager keys this request's lookup memo by. A continuation that shares every block this
    * chain hashed takes it over (continuedBy), so its first lookup replays the hits of the request it
@@ -369,7 +369,7 @@ export class BlockHashChain implements PrefixProofs {
   /** The tokens last hashed, and their block size (what continuedBy compares a continuation against). */
   private source: ArrayLike<number> | undefined;
   private blockSize = 0;
-  readonly known: (KvBlockIdentity | undefined)[] = [];
+  known: (KvBlockIdentity | undefined)[] = [];
   readonly knownAlso = new Set<KvBlockIdentity>();
 
   /** The hash of full block `i` of `tokenIds` (blocks of `blockSize`) under `root`. */
@@ -407,8 +407,11 @@ export class BlockHashChain implements PrefixProofs {
   /**
    * A new chain for `tokenIds`, a request that continues this chain's one (its prompt is that request's
    * tokens, and more): it starts with the hashes and proofs of the full blocks both share, so a long
-   * context is neither hashed nor compared again. Checks the shared tokens (one pass, no hashing); a chain
-   * that hashed nothing, or whose tokens `tokenIds` does not start with, gives what they have in common.
+   * context is neither hashed nor compared again. Checks the shared tokens (one pass, no hashing, none when
+   * `tokenIds` is a view of the very buffer this chain hashed); a chain that hashed nothing, or whose tokens
+   * `tokenIds` does not start with, gives what they have in common. When the continuation shares every block
+   * this chain hashed, it takes them over and this chain is left as a new one (a continued request's chain is
+   * not used again; a context of tens of thousands of tokens is not copied per continuation).
    */
   continuedBy(tokenIds: ArrayLike<number>): BlockHashChain {
     const next = new BlockHashChain();
@@ -417,7 +420,9 @@ export class BlockHashChain implements PrefixProofs {
     if (source === undefined || this.root === undefined || this.hashFn === undefined || bs === 0) return next;
     let blocks = Math.min(this.hashes.length, Math.floor(tokenIds.length / bs));
     const same = Math.min(blocks * bs, source.length);
-    for (let t = 0; t < same; t++) {
+    // A request's tokens are only appended to: a view of the same buffer from the same start holds the same ones.
+    const sameBuffer = source instanceof Uint32Array && tokenIds instanceof Uint32Array && source.buffer === tokenIds.buffer && source.byteOffset === tokenIds.byteOffset;
+    for (let t = 0; !sameBuffer && t < same; t++) {
       if (source[t] !== tokenIds[t]) {
         blocks = Math.floor(t / bs);
         break;
@@ -427,16 +432,27 @@ export class BlockHashChain implements PrefixProofs {
     next.hashFn = this.hashFn;
     next.source = tokenIds;
     next.blockSize = bs;
+    for (const x of this.knownAlso) if (x.depth < blocks) next.knownAlso.add(x);
+    if (blocks === this.hashes.length) {
+      next.hashes = this.hashes;
+      next.lanes = this.lanes;
+      next.keys = this.keys;
+      next.known = this.known;
+      next.lineage = this.lineage;
+      this.hashes = [];
+      this.lanes = [];
+      this.keys = [];
+      this.known = [];
+      this.knownAlso.clear();
+      this.lineage = {};
+      this.source = undefined;
+      return next;
+    }
     for (let d = 0; d < blocks; d++) {
       next.hashes.push(this.hashes[d] as KvBlockHash);
       if (this.lanes.length > 0) next.lanes.push(this.lanes[2 * d] as number, this.lanes[2 * d + 1] as number);
       next.keys.push(this.keys[d] as number);
       next.known.push(this.known[d]);
-    }
-    for (const x of this.knownAlso) if (x.depth < blocks) next.knownAlso.add(x);
-    if (blocks === this.hashes.length) {
-      next.lineage = this.lineage;
-      this.lineage = {};
     }
     return next;
   }
