@@ -178,7 +178,8 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
       o.speculation ? new DraftBudget({ maxPositions: o.speculation.maxSpecTokens }) : undefined,
     );
     const speculation = o.speculation ? { maxSpecTokens: o.speculation.maxSpecTokens, acceptance: (siblingAcceptance as SiblingAcceptance).rates(0), acceptanceOf } : undefined;
-    const executor = new CostModelExecutor(profile, rng.fork(name), { vocabSize: 128_256, stopTokenIds: [STOP], ...(speculation ? { speculation } : {}) });
+    // No logprobs: the scheduler records none (recordLogprobs off above).
+    const executor = new CostModelExecutor(profile, rng.fork(name), { vocabSize: 128_256, stopTokenIds: [STOP], logprobs: false, ...(speculation ? { speculation } : {}) });
     const node: Node = { name, kv, scheduler, executor, engine: undefined as unknown as SimEngine, chunks: new Map() };
     const run = (plan: StepPlan): StepResult => recorder.observeStep(node, plan, executor.run(plan), chunkOf);
     node.engine = new SimEngine({ scheduler, executor: { run }, clock, onFinished: (f) => onChunkDone(f) });

@@ -81,6 +81,16 @@ describe("CostModelExecutor", () => {
     }
   });
 
+  it("without logprobs reports 0 for each and samples the same tokens", () => {
+    const withLogprobs = generate(exec(7), ["x", "y"], 4, 50).out;
+    const without = generate(new CostModelExecutor(LLAMA3_8B_H100, new Rng(7), { vocabSize: VOCAB, stopTokenIds: STOPS, logprobs: false }), ["x", "y"], 4, 50).out;
+    for (const id of ["x", "y"]) {
+      const a = withLogprobs.get(id) ?? [];
+      expect(a.some((t) => t.logprob < 0)).toBe(true);
+      expect(without.get(id)).toEqual(a.map((t) => ({ tokenId: t.tokenId, logprob: 0 })));
+    }
+  });
+
   it("skips stop ids correctly in a tiny vocabulary and reaches every other id", () => {
     const toks = generate(exec(5, [0, 2], 4), ["x"], 1, 200).out.get("x") ?? [];
     expect(new Set(toks.map((t) => t.tokenId))).toEqual(new Set([1, 3]));
