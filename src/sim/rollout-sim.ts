@@ -171,8 +171,9 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   const l3 = new InProcessKvTier({ name: "L3", capacityBlocks: numBlocks * o.engines * 16, bandwidthBytesPerMs: profile.l3BandwidthBytesPerMs });
   const nodes: Node[] = trace.engines.map((name) => {
     const kv = new KvBlockManager({ blockSize: profile.blockSize, numBlocks, enablePrefixCaching: true, bytesPerToken: profile.kvBytesPerToken, l3 });
+    // A bounded run: token buffers in memory the collector's triggers do not count (TokenMemory), no logprobs.
     const scheduler = new Scheduler(
-      { maxNumBatchedTokens: o.maxNumBatchedTokens ?? 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000, recordLogprobs: false },
+      { maxNumBatchedTokens: o.maxNumBatchedTokens ?? 8192, maxNumSeqs: o.maxNumSeqs, policy: "fcfs", enableChunkedPrefill: true, maxModelLen: capacity, stopTokenIds: [STOP], maxWaiting: 1_000_000, recordLogprobs: false, tokenMemory: "uncounted" },
       kv,
       clock,
       o.speculation ? new DraftBudget({ maxPositions: o.speculation.maxSpecTokens }) : undefined,

@@ -314,6 +314,7 @@ describe("input checks", () => {
 
   it("rejects configs that could never finish a request", () => {
     expect(() => makeHarness({ maxNumSeqs: 0 })).toThrow(/maxNumSeqs/);
+    expect(() => makeHarness({ tokenMemory: "shared" as "counted" })).toThrow(/tokenMemory must be "counted" or "uncounted", got shared/);
     expect(() => makeHarness({ enableChunkedPrefill: false, maxNumBatchedTokens: 16, maxModelLen: 32 })).toThrow(/enableChunkedPrefill/);
     expect(() => makeHarness({ maxModelLen: 64 }, { numBlocks: 8 })).toThrow(/KV cache has 8/);
   });
@@ -472,6 +473,15 @@ describe("request tokens", () => {
     const c = run(first.tokenIds.subarray(0, 20), false);
     expect(c.tokenIds.buffer).not.toBe(first.tokenIds.buffer);
     expect([...c.tokenIds.subarray(0, 20)]).toEqual(toks(20));
+  });
+
+  it("keeps tokens in uncounted memory (SharedArrayBuffers) when configured so, with the same outputs", () => {
+    const h = makeHarness({ maxNumBatchedTokens: 128, maxModelLen: 128, tokenMemory: "uncounted" });
+    h.sched.addRequest({ requestId: "a", promptTokenIds: toks(40), maxTokens: 20 });
+    const a = finishOne(h);
+    expect(a.tokenIds.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect(a.outputTokenIds).toEqual(run(toks(40), false).outputTokenIds);
+    expect(run(toks(40), false).tokenIds.buffer).toBeInstanceOf(ArrayBuffer);
   });
 
   it("refuses a sampled token id outside [0, 2^32) before changing anything", () => {

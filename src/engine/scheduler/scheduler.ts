@@ -9,7 +9,7 @@ import type { KvBlockManager, KvRequestHandle } from "../kv/block-manager.js";
 import type { StopRule } from "../sampling.js";
 import type { DraftBudget, DraftCandidate } from "../specdec/draft-budget.js";
 import { RequestQueue, compareQueued, type SchedulingPolicy } from "./request-queue.js";
-import { MAX_INITIAL_ROOM, MAX_TOKEN_ID, adoptBuffer, bufferWithRoom, grownBuffer, tokensToArray } from "./token-buffer.js";
+import { MAX_INITIAL_ROOM, MAX_TOKEN_ID, adoptBuffer, bufferWithRoom, grownBuffer, tokensToArray, type TokenMemory } from "./token-buffer.js";
 import type { KvTransfer, SampledTokenOut, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
 
 /** The draft of a request with none: shared, never mutated (draft lists are only replaced or sliced). */
@@ -43,6 +43,8 @@ export interface SchedulerConfig {
    * `FinishedRequest.logprobs` is then empty.
    */
   recordLogprobs?: boolean;
+  /** Memory of the requests' token buffers (default "counted"; "uncounted" for a simulation: see TokenMemory). */
+  tokenMemory?: TokenMemory;
 }
 
 export interface NewRequest {
@@ -288,7 +290,8 @@ export class Scheduler {
       throw new CapacityError("scheduler waiting queue", this.config.maxWaiting);
     }
     const room = Math.min(maxTokens, this.config.maxModelLen - promptTokenIds.length, MAX_INITIAL_ROOM);
-    const tokenIds = req.handOverPrompt === true && promptTokenIds instanceof Uint32Array ? adoptBuffer(promptTokenIds, room) : bufferWithRoom(promptTokenIds, room);
+    const memory = this.config.tokenMemory;
+    const tokenIds = req.handOverPrompt === true && promptTokenIds instanceof Uint32Array ? adoptBuffer(promptTokenIds, room, memory) : bufferWithRoom(promptTokenIds, room, memory);
     const r: Req = {
       status: "waiting",
       tokenIds,
@@ -809,6 +812,9 @@ function validateConfig(c: SchedulerConfig): void {
   if (c.longPrefillTokenThreshold !== undefined) posInt("longPrefillTokenThreshold", c.longPrefillTokenThreshold, 0);
   if (c.policy !== "fcfs" && c.policy !== "priority") {
     throw new ArborError(`scheduler config: policy must be "fcfs" or "priority", got ${String(c.policy)}`, "config");
+  }
+  if (c.tokenMemory !== undefined && c.tokenMemory !== "counted" && c.tokenMemory !== "uncounted") {
+    throw new ArborError(`scheduler config: tokenMemory must be "counted" or "uncounted", got ${String(c.tokenMemory)}`, "config");
   }
   if (!Array.isArray(c.stopTokenIds) || !c.stopTokenIds.every((t) => Number.isInteger(t))) {
     throw new ArborError("scheduler config: stopTokenIds must be an array of integer token ids", "config");

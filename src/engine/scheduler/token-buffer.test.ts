@@ -34,6 +34,18 @@ describe("token buffers", () => {
     expect([...grown.subarray(0, 16)]).toEqual(new Array(16).fill(3));
   });
 
+  it("in uncounted memory are SharedArrayBuffers, and stay so when grown or copied on a handover", () => {
+    const buf = bufferWithRoom([1, 2, 3], 13, "uncounted");
+    expect(buf.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect(bufferWithRoom([1], 1).buffer).toBeInstanceOf(ArrayBuffer);
+    const grown = grownBuffer(buf, 16);
+    expect(grown.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect([...grown.subarray(0, 3)]).toEqual([1, 2, 3]);
+    expect(grownBuffer(bufferWithRoom([1], 15), 16).buffer).toBeInstanceOf(ArrayBuffer);
+    expect(adoptBuffer(buf.subarray(0, 3), 13).buffer).toBe(buf.buffer);
+    expect(adoptBuffer(buf.subarray(0, 3), 14, "uncounted").buffer).toBeInstanceOf(SharedArrayBuffer);
+  });
+
   it("copy a range into a plain array", () => {
     expect(tokensToArray(new Uint32Array([1, 2, 3, 4]), 1, 3)).toEqual([2, 3]);
     expect(tokensToArray(new Uint32Array([1]), 1, 1)).toEqual([]);
