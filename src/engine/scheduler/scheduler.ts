@@ -308,7 +308,8 @@ export class Scheduler {
       stepDraft: undefined,
       requestId,
       kvHandle: undefined,
-      blockHashes: req.continues?.continuedBy(promptTokenIds) ?? new BlockHashChain(),
+      // Its own buffer, which the chain may keep reading (a caller's array may change after this call).
+      blockHashes: req.continues?.continuedBy(tokenIds.subarray(0, promptTokenIds.length)) ?? new BlockHashChain(),
       logprobs: [],
       priority,
       arrivalTime,
