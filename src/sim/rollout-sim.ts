@@ -11,7 +11,7 @@ import { getCostProfile } from "../engine/costmodel/profile.js";
 import { KvBlockManager } from "../engine/kv/block-manager.js";
 import type { BlockHashChain } from "../engine/kv/block-hash.js";
 import { InProcessKvTier } from "../engine/kv/tier.js";
-import { Scheduler, type FinishedRequest } from "../engine/scheduler/scheduler.js";
+import { Scheduler, type FinishedRequest, type NewRequest } from "../engine/scheduler/scheduler.js";
 import type { StepPlan, StepResult } from "../engine/scheduler/step-plan.js";
 import { SimEngine } from "../engine/sim-engine.js";
 import { RolloutOrchestrator, type RolloutBatch, type RolloutMode } from "../rollout/orchestrator/orchestrator.js";
@@ -133,17 +133,17 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
   const taskById = new Map(o.tasks.map((t) => [t.id, t]));
   const chunks = new Map<string, Chunk>();
   /**
-   * Per request: its prompt ‖ the tokens generated so far, the next chunk's prompt (the last chunk's own
-   * token array: no concatenation per chunk). While a chunk runs, its engine appends to that array.
+   * Per request: its prompt ‖ the tokens generated so far, the next chunk's prompt (a view of the last chunk's
+   * own token buffer: no concatenation per chunk). While a chunk runs, its engine appends in that buffer.
    */
-  const contextOf = new Map<string, readonly number[] | Uint32Array>();
+  const contextOf = new Map<string, NewRequest["promptTokenIds"]>();
   /** Per request: the block hashes of its last chunk, which its next chunk continues (no rehashing of the context). */
   const hashesOf = new Map<string, BlockHashChain>();
   /** Per request: its true output length (the executor's stop annotation), its budget and its task's prompt. */
   const truth = new Map<string, { length: number; maxTokens: number; prompt: readonly number[] }>();
   /** Tokens generated so far by a request between its chunks (its context beyond its prompt). */
   const generatedOf = (requestId: string): number =>
-    (contextOf.get(requestId) as readonly number[] | Uint32Array).length - (truth.get(requestId) as { prompt: readonly number[] }).prompt.length;
+    (contextOf.get(requestId) as NewRequest["promptTokenIds"]).length - (truth.get(requestId) as { prompt: readonly number[] }).prompt.length;
   const placedAt = new Map<string, number>();
   const finishedAt = new Map<string, number>();
   let engineVersion = 0;
@@ -249,7 +249,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     if (clock.now() < syncingUntil) return;
     for (const p of orch.next(views())) {
       const node = byName.get(p.instance) as Node;
-      const prompt = contextOf.get(p.requestId) as readonly number[] | Uint32Array;
+      const prompt = contextOf.get(p.requestId) as NewRequest["promptTokenIds"];
       const engineId = `${p.requestId}#${chunkSeq++}`;
       const c: Chunk = { p, node, context: prompt.length, version: engineVersion };
       chunks.set(engineId, c);

@@ -3,7 +3,7 @@
 // exact output tokens of the previous turn in its prompt.
 import type { VirtualClock } from "../core/clock.js";
 import type { CostModelExecutor } from "../engine/costmodel/costmodel-executor.js";
-import type { FinishedRequest } from "../engine/scheduler/scheduler.js";
+import type { FinishedRequest, NewRequest } from "../engine/scheduler/scheduler.js";
 import { runUntilIdle, type SimEngine } from "../engine/sim-engine.js";
 import type { AgentProgramSpec } from "./agent-workload.js";
 
@@ -26,7 +26,7 @@ export interface AgentWorkloadResult {
  */
 export function agentWorkloadDriver(programs: AgentProgramSpec[], executor: CostModelExecutor, clock: VirtualClock) {
   const byId = new Map(programs.map((p) => [p.programId, p]));
-  const state = new Map<string, { turn: number; prompt: readonly number[] | Uint32Array }>();
+  const state = new Map<string, { turn: number; prompt: NewRequest["promptTokenIds"] }>();
   const result: AgentWorkloadResult = {
     makespanMs: 0,
     requests: 0,

@@ -1,6 +1,6 @@
 // Tests of chained block hashes and prefix verification.
 import { describe, expect, it } from "vitest";
-import { BlockHashChain, PrefixVerifier, hashBlockTokens, hashBlockTokensAt, hashKey, makeIdentity, packTokens, sameIdentity, samePackedAt, unpackTokens, type KvBlockIdentity } from "./block-hash.js";
+import { BlockHashChain, PrefixVerifier, hashBlockTokens, hashBlockTokensAt, hashKey, makeIdentity, packTokens, sameIdentity, samePackedAt, sliceTokens, unpackTokens, type KvBlockIdentity } from "./block-hash.js";
 
 describe("hashBlockTokens", () => {
   it("is deterministic, chained, and sensitive to order, parent and extra keys", () => {
@@ -239,5 +239,13 @@ describe("sameIdentity", () => {
     expect(sameIdentity(forked, b)).toBe(false);
     expect(sameIdentity(a, null)).toBe(false);
     expect(sameIdentity(null, null)).toBe(true);
+  });
+});
+
+describe("sliceTokens", () => {
+  it("copies a range of an array or a typed array into a plain array", () => {
+    expect(sliceTokens(new Uint32Array([1, 2, 3, 4]), 1, 3)).toEqual([2, 3]);
+    expect(sliceTokens([5, 2 ** 33, 7], 0, 2)).toEqual([5, 2 ** 33]);
+    expect(sliceTokens(new Uint32Array([1]), 1, 1)).toEqual([]);
   });
 });

@@ -4,12 +4,12 @@
 
 import type { Clock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
-import { BlockHashChain } from "../kv/block-hash.js";
+import { BlockHashChain, sliceTokens } from "../kv/block-hash.js";
 import type { KvBlockManager, KvRequestHandle } from "../kv/block-manager.js";
 import type { StopRule } from "../sampling.js";
 import type { DraftBudget, DraftCandidate } from "../specdec/draft-budget.js";
 import { RequestQueue, compareQueued, type SchedulingPolicy } from "./request-queue.js";
-import { MAX_INITIAL_ROOM, MAX_TOKEN_ID, adoptBuffer, bufferWithRoom, grownBuffer, tokensToArray, type TokenMemory } from "./token-buffer.js";
+import { MAX_INITIAL_ROOM, MAX_TOKEN_ID, adoptBuffer, bufferWithRoom, grownBuffer, type TokenMemory } from "./token-buffer.js";
 import type { KvTransfer, SampledTokenOut, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
 
 /** The draft of a request with none: shared, never mutated (draft lists are only replaced or sliced). */
@@ -668,7 +668,7 @@ export class Scheduler {
     const view: RequestStateView = {
       requestId: r.requestId,
       status: r.status,
-      outputTokenIds: tokensToArray(r.tokenIds, r.numPromptTokens, r.numTokens),
+      outputTokenIds: sliceTokens(r.tokenIds, r.numPromptTokens, r.numTokens),
       numPromptTokens: r.numPromptTokens,
       numComputedTokens: r.numComputedTokens,
       numPreemptions: r.numPreemptions,
@@ -769,7 +769,7 @@ export class Scheduler {
     this.finishedSincePlan.push(r.requestId);
     const out: FinishedRequest = {
       requestId: r.requestId,
-      outputTokenIds: tokensToArray(r.tokenIds, r.numPromptTokens, r.numTokens),
+      outputTokenIds: sliceTokens(r.tokenIds, r.numPromptTokens, r.numTokens),
       tokenIds: r.tokenIds.subarray(0, r.numTokens),
       logprobs: r.logprobs.slice(),
       finishReason: r.finishReason as FinishReason,

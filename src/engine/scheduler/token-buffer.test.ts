@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { adoptBuffer, bufferWithRoom, grownBuffer, tokensToArray } from "./token-buffer.js";
+import { adoptBuffer, bufferWithRoom, grownBuffer } from "./token-buffer.js";
 
 describe("token buffers", () => {
   it("hold the tokens in a power of two of slots, with at least the room asked", () => {
@@ -44,10 +44,5 @@ describe("token buffers", () => {
     expect(grownBuffer(bufferWithRoom([1], 15), 16).buffer).toBeInstanceOf(ArrayBuffer);
     expect(adoptBuffer(buf.subarray(0, 3), 13).buffer).toBe(buf.buffer);
     expect(adoptBuffer(buf.subarray(0, 3), 14, "uncounted").buffer).toBeInstanceOf(SharedArrayBuffer);
-  });
-
-  it("copy a range into a plain array", () => {
-    expect(tokensToArray(new Uint32Array([1, 2, 3, 4]), 1, 3)).toEqual([2, 3]);
-    expect(tokensToArray(new Uint32Array([1]), 1, 1)).toEqual([]);
   });
 });

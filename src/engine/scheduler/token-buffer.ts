@@ -62,10 +62,3 @@ export function grownBuffer(buf: Uint32Array, used: number): Uint32Array {
   next.set(buf.subarray(0, used));
   return next;
 }
-
-/** `buf[start .. end)` as a plain array (what a finished request reports as its output). */
-export function tokensToArray(buf: Uint32Array, start: number, end: number): number[] {
-  const out = new Array<number>(Math.max(0, end - start));
-  for (let i = start; i < end; i++) out[i - start] = buf[i] as number;
-  return out;
-}

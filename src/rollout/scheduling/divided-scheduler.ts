@@ -107,7 +107,7 @@ export function createDividedScheduler(name: string, rule: PriorityRule, opts: S
       const out: Placement[] = [];
       const place = (e: BookEntry): boolean => {
         const chunk = nextChunkTokens(chunkTokens, e.req.maxTokens, e.generated);
-        const need = needOf(e);
+        const need = chunkKvNeed(e.req.promptTokens, e.generated, chunk);
         if (need > maxCapacity) {
           throw new ArborError(`${name}: request ${e.req.id} needs ${need} KV tokens for its next chunk, more than any instance holds (${maxCapacity})`, "capacity");
         }

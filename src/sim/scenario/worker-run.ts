@@ -30,9 +30,9 @@ interface WorkerReply {
 /**
  * The young generation of each worker, MB (V8 makes a 128 MB new space of it, where a default heap has 32): a
  * simulation's medium-lived objects (a step's plan and sampled tokens, a lookup's arrays, and when this was
- * measured requests' token arrays, now off the heap) outlive a smaller nursery and are copied again and again. On seer-moonlight at scale 0.25 in a worker
- * this cut scavenge time from 6.0 s to 3.6 s and the run from 57 s to 49 s; at 0.5 (main thread, the same new
- * space) scavenges went from 24 s to 10 s.
+ * measured requests' token arrays, now off the heap) outlive a smaller nursery and are copied again and again.
+ * On seer-moonlight at scale 0.25 in a worker this cut scavenge time from 6.0 s to 3.6 s and the run from 57 s
+ * to 49 s; at 0.5 (main thread, the same new space) scavenges went from 24 s to 10 s.
  */
 export const WORKER_YOUNG_GENERATION_MB = 192;
 
