@@ -361,12 +361,13 @@ export class BlockHashChain implements PrefixProofs {
   private hashFn: KvHashFn | undefined;
   private hashes: KvBlockHash[] = [];
   /**
-   * With the default hash (hashBlockTokens), each hashed block's two lanes (int32) after its hash: the next
-   * block's hash starts from them instead of parsing its parent's hex digits. Empty with another hash function.
+   * Three numbers per hashed block `i`: at 3i its key, hashKey(hashes[i]) (every prefix-cache index is keyed
+   * by it, at every lookup of the block), then, with the default hash (hashBlockTokens), the two lanes (int32)
+   * after its hash, from which the next block's hash starts instead of parsing its parent's hex digits (0 and 0
+   * with another hash function). One array, not two: hashing a request's next block is a cache miss on each
+   * array it reads or grows, and at scale every request's chain is cold by its next block.
    */
-  private lanes: number[] = [];
-  /** keys[i] = hashKey(hashes[i]): every prefix-cache index is keyed by it, at every lookup of the block. */
-  private keys: number[] = [];
+  private words: number[] = [];
   /**
    * What a block manager keys this request's lookup memo by. A continuation that shares every block this
    * chain hashed takes it over (continuedBy), so its first lookup replays the hits of the request it
@@ -392,21 +393,21 @@ export class BlockHashChain implements PrefixProofs {
         hash =
           j === 0
             ? hashBlockTokensAt(root === null ? null : root.hash, tokenIds, 0, blockSize)
-            : hashAfterLanes(this.lanes[2 * j - 2] as number, this.lanes[2 * j - 1] as number, tokenIds, j * blockSize, blockSize);
-        this.lanes.push(lastLaneA | 0, lastLaneB | 0);
+            : hashAfterLanes(this.words[3 * j - 2] as number, this.words[3 * j - 1] as number, tokenIds, j * blockSize, blockSize);
+        this.words.push(hashKey(hash), lastLaneA | 0, lastLaneB | 0);
       } else {
         const parent = j === 0 ? (root === null ? null : root.hash) : (this.hashes[j - 1] as KvBlockHash);
         hash = hashFn(parent, sliceTokens(tokenIds, j * blockSize, (j + 1) * blockSize));
+        this.words.push(hashKey(hash), 0, 0);
       }
       this.hashes.push(hash);
-      this.keys.push(hashKey(hash));
     }
     return this.hashes[i] as KvBlockHash;
   }
 
   /** hashKey of block `i`'s hash, computed once when the block was hashed (call hashOf for `i` first). */
   keyAt(i: number): number {
-    const key = this.keys[i];
+    const key = this.words[3 * i];
     if (key === undefined) throw new Error(`block hash chain: block ${i} is not hashed yet`);
     return key;
   }
@@ -442,13 +443,11 @@ export class BlockHashChain implements PrefixProofs {
     for (const x of this.knownAlso) if (x.depth < blocks) next.knownAlso.add(x);
     if (blocks === this.hashes.length) {
       next.hashes = this.hashes;
-      next.lanes = this.lanes;
-      next.keys = this.keys;
+      next.words = this.words;
       next.known = this.known;
       next.lineage = this.lineage;
       this.hashes = [];
-      this.lanes = [];
-      this.keys = [];
+      this.words = [];
       this.known = [];
       this.knownAlso.clear();
       this.lineage = {};
@@ -457,8 +456,7 @@ export class BlockHashChain implements PrefixProofs {
     }
     for (let d = 0; d < blocks; d++) {
       next.hashes.push(this.hashes[d] as KvBlockHash);
-      if (this.lanes.length > 0) next.lanes.push(this.lanes[2 * d] as number, this.lanes[2 * d + 1] as number);
-      next.keys.push(this.keys[d] as number);
+      next.words.push(this.words[3 * d] as number, this.words[3 * d + 1] as number, this.words[3 * d + 2] as number);
       next.known.push(this.known[d]);
     }
     return next;
@@ -475,8 +473,7 @@ export class BlockHashChain implements PrefixProofs {
       this.root = root;
       this.hashFn = hashFn;
       this.hashes.length = 0;
-      this.lanes.length = 0;
-      this.keys.length = 0;
+      this.words.length = 0;
       this.known.length = 0;
       this.knownAlso.clear();
       this.lineage = {};

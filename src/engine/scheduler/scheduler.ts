@@ -568,7 +568,10 @@ export class Scheduler {
         r.numComputedTokens = r.numTokens - 1;
         this.kv.trimSlots(r.requestId, r.numComputedTokens);
       }
-      r.draftTokenIds = r.finishReason ? NO_DRAFT : (drafts?.[k] ?? NO_DRAFT);
+      // Stored only when it changes: a pointer store into a request's (old, cold) object runs the write
+      // barrier, which reads the header of the object's memory page, one more cache miss per request per step.
+      const draft = r.finishReason ? NO_DRAFT : (drafts?.[k] ?? NO_DRAFT);
+      if (r.draftTokenIds !== draft) r.draftTokenIds = draft;
       if (r.finishReason) {
         this.running = this.running.filter((x) => x !== r);
         this.releaseKv(r);
