@@ -92,8 +92,10 @@ export function makeIdentityAt(
   len: number,
   parent: KvBlockIdentity | null,
   key: number = hashKey(hash),
+  /** parent.depth + 1 (0 without a parent), when the caller knows it without reading the parent. */
+  depth: number = parent === null ? 0 : parent.depth + 1,
 ): KvBlockIdentity {
-  return new BlockIdentity(hash, key, packTokens(tokenIds, offset, len), parent, parent === null ? 0 : parent.depth + 1);
+  return new BlockIdentity(hash, key, packTokens(tokenIds, offset, len), parent, depth);
 }
 
 /** The root "block" of a cache salt (depth -1): its tokens stand for the salt, so identity checks compare salts. */

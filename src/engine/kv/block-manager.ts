@@ -98,6 +98,12 @@ interface RequestKv extends KvRequestHandle {
   numHashed: number;
   /** Root of the request's prefix chain (salt), fixed at admission. */
   root: KvBlockIdentity | null;
+  /**
+   * The identity of block numHashed − 1 (`root` before the first), which the next block's chains from: kept
+   * here because at scale the block list and the manager's identity array are cold when a block fills. A
+   * held block's identity never changes (only free blocks are evicted; resetPrefixCache stops registering).
+   */
+  tail: KvBlockIdentity | null;
   /** False after resetPrefixCache: the request's KV predates the reset and is never registered. */
   cacheable: boolean;
 }
@@ -459,7 +465,7 @@ export class KvBlockManager {
     const need = Math.max(0, Math.ceil(target / bs) - haveBlocks);
     if (need + touchFree > this.queue.length) return null;
 
-    const req: RequestKv = existing ?? { requestId, owner: this, live: true, blocks: [], numTokens: 0, numHashed: 0, root: this.root, cacheable: this.enablePrefixCaching };
+    const req: RequestKv = existing ?? { requestId, owner: this, live: true, blocks: [], numTokens: 0, numHashed: 0, root: this.root, tail: this.root, cacheable: this.enablePrefixCaching };
     if (existing === undefined) this.requests.set(requestId, req);
     for (const b of newComputedBlocks) {
       this.touched(b);
@@ -467,7 +473,10 @@ export class KvBlockManager {
       this.refCount[b] = (this.refCount[b] ?? 0) + 1;
       req.blocks.push(b);
     }
-    if (newComputedBlocks.length > 0) req.numHashed = newComputedBlocks.length;
+    if (newComputedBlocks.length > 0) {
+      req.numHashed = newComputedBlocks.length;
+      req.tail = this.identity[newComputedBlocks[newComputedBlocks.length - 1] as number] ?? null;
+    }
     // Most calls (a decode step inside a block) take no block: one shared empty answer, no array per call.
     const fresh: number[] = need === 0 ? NO_FRESH_BLOCKS : [];
     for (let i = 0; i < need; i++) {
@@ -1065,7 +1074,7 @@ export class KvBlockManager {
     const numFull = Math.min(req.blocks.length, Math.floor(Math.min(req.numTokens, numTokens) / bs));
     // Called at every decode step of every request; a block fills once in blockSize steps.
     if (req.numHashed >= numFull) return;
-    let parent = req.numHashed === 0 ? req.root : (this.identity[req.blocks[req.numHashed - 1] ?? -1] ?? null);
+    let parent = req.tail;
     for (let i = req.numHashed; i < numFull; i++) {
       const b = req.blocks[i];
       if (b === undefined) break;
@@ -1081,11 +1090,13 @@ export class KvBlockManager {
           break;
         }
       }
-      const own = id ?? makeIdentityAt(hash, tokenIds, i * bs, bs, parent, key);
+      // Block i of a chain from a root (depth -1) or none is at depth i: told, so the parent is not read.
+      const own = id ?? makeIdentityAt(hash, tokenIds, i * bs, bs, parent, key, i);
       if (this.identity[b] !== null) this.unregister(b);
       this.register(b, own);
       parent = own;
       req.numHashed = i + 1;
+      req.tail = own;
     }
   }
 
