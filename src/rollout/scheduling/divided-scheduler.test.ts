@@ -58,6 +58,45 @@ describe("divided scheduler and the gateway's divided rollout", () => {
     }
   });
 
+  it("places starving requests first, oldest first, holding the line, whatever order they became ready in", () => {
+    // As the test above, with requests ready since different times (groups added out of time order too, so the
+    // scheduler cannot take its queue's order for readySince's) and a starvation bound some of them pass.
+    const rng = new Rng(11);
+    for (let round = 0; round < 300; round++) {
+      const lfs = createOracleLfsScheduler({ chunkTokens: 20, kvAffinity: false, starvationMs: 50 });
+      const ordered = rng.int(0, 1) === 0;
+      let t = 0;
+      const reqs = Array.from({ length: 1 + rng.int(0, 30) }, (_, i) => {
+        t = ordered ? t + rng.int(0, 20) : rng.int(0, 100);
+        return { id: `r${i}`, groupId: `g${i}`, index: 0, promptTokens: rng.int(1, 120), maxTokens: rng.int(1, 60), oracleLength: rng.int(1, 60), since: t };
+      });
+      for (const { since, ...r } of reqs) lfs.addGroup({ id: r.groupId, requests: [r] }, since);
+      const now = 100 + rng.int(0, 30);
+      const views = Array.from({ length: 1 + rng.int(0, 4) }, (_, i) => ({ name: `i${i}`, kvCapacityTokens: 200, usedKvTokens: rng.int(0, 200), active: rng.int(0, 3), maxActive: 3 }));
+      const room = views.map((v) => ({ name: v.name, free: v.kvCapacityTokens - v.usedKvTokens, slots: v.maxActive - v.active }));
+      const expected: { requestId: string; instance: string }[] = [];
+      const seq = (r: { id: string }): number => Number(r.id.slice(1));
+      const place = (r: (typeof reqs)[number]): boolean => {
+        const need = r.promptTokens + Math.min(20, r.maxTokens);
+        let best: (typeof room)[number] | undefined;
+        for (const x of room) if (x.slots > 0 && x.free >= need && (best === undefined || x.free > best.free)) best = x;
+        if (best === undefined) return false;
+        best.free -= need;
+        best.slots--;
+        expected.push({ requestId: r.id, instance: best.name });
+        return true;
+      };
+      const starving = reqs.filter((r) => now - r.since >= 50).sort((a, b) => a.since - b.since || seq(a) - seq(b));
+      if (starving.every(place)) {
+        for (const r of reqs.filter((x) => now - x.since < 50).sort((a, b) => b.oracleLength - a.oracleLength || seq(a) - seq(b))) {
+          if (!room.some((x) => x.slots > 0)) break;
+          place(r);
+        }
+      }
+      expect(lfs.next(views, now).map((p) => ({ requestId: p.requestId, instance: p.instance }))).toEqual(expected);
+    }
+  });
+
   it("refuses a request no instance could ever hold, even while others fit", () => {
     const lfs = createOracleLfsScheduler({ chunkTokens: 10 });
     lfs.addGroup({ id: "g", requests: [{ id: "small", groupId: "g", index: 0, promptTokens: 5, maxTokens: 10, oracleLength: 5 }, { id: "huge", groupId: "g", index: 1, promptTokens: 500, maxTokens: 10, oracleLength: 1 }] }, 0);
