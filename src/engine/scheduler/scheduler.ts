@@ -412,7 +412,9 @@ export class Scheduler {
       if (!ok) break;
       reqs.push(r);
       r.stepTokens = n;
-      r.stepDraft = draft.length > 0 ? draft : undefined;
+      // Stored only when it changes, as the draft in onStepDone (nearly always undefined, and left so).
+      const stepDraft = draft.length > 0 ? draft : undefined;
+      if (r.stepDraft !== stepDraft) r.stepDraft = stepDraft;
       budget -= n;
       i++;
     }
