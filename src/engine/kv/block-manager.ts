@@ -148,6 +148,17 @@ interface LookupMemo extends Found {
   l3Seq: number | undefined;
   /** The manager's stampSeq when the lookup ended: the blocks (un)registered since are in the change log after it. */
   stampSeq: number;
+  /**
+   * Its free L1 hits (blocks with refCount 0), counted once and then kept while it is the watched memo (its
+   * L1 hits marked): a change of a marked block's refCount to or from 0, and a replay's change of a hit,
+   * update them, so a waiting request's lookup reads no refCount of its unchanged prefix (hundreds of
+   * blocks, each a cache miss at scale). `counted` false: counted in full at the next lookup.
+   */
+  counted: boolean;
+  freeHits: number;
+  /** Free L1 hits at positions below `countedTier` (the first tier hit's, or the hits' end, when counted). */
+  freeBefore: number;
+  countedTier: number;
 }
 
 /**
@@ -338,28 +349,30 @@ export class KvBlockManager {
       return { blockIds: again.blockIds, numCachedTokens: again.numCachedTokens, fromTier: NOTHING_LOADED.fromTier, loadedBlockIds: NOTHING_LOADED.loadedBlockIds };
     }
     const maxBlocks = numTokens > 0 ? Math.floor((numTokens - 1) / bs) : 0;
-    const { hits, blocks } = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain());
+    // With tiers asked, findPrefix gives the request's memo, the watched one.
+    const memo = this.findPrefix(tokenIds, maxBlocks, true, chain ?? new BlockHashChain()) as LookupMemo;
+    const { hits, blocks } = memo;
 
-    // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses. (The hits
-    // are distinct blocks: a block's identity has one depth.)
-    let numProtected = 0;
     let firstTier = hits.length;
-    /** Free L1 hits before the first tier hit: every free block of blockIds when nothing loads. */
-    let freeBeforeTier = 0;
     /** Whether every tier hit can be watched (see watchableTier), told by its tier alone (blocks[i]), not its hit object. */
     let tiersWatchable = true;
     const l2Watchable = this.l2 !== undefined && this.watchableTier("L2", this.l2);
     const l3Watchable = this.l3 !== undefined && this.watchableTier("L3", this.l3);
+    // (Past the first tier hit, only a tier that cannot be watched is looked for.)
+    const allWatchable = (this.l2 === undefined || l2Watchable) && (this.l3 === undefined || l3Watchable);
     for (let i = 0; i < blocks.length; i++) {
       const b = blocks[i] as number;
-      if (b < 0) {
-        if (firstTier === hits.length) firstTier = i;
-        if (tiersWatchable && !(b === TIER_L2 ? l2Watchable : l3Watchable)) tiersWatchable = false;
-      } else if (this.refCount[b] === 0) {
-        numProtected++;
-        if (firstTier === hits.length) freeBeforeTier++;
-      }
+      if (b >= 0) continue;
+      if (firstTier === hits.length) firstTier = i;
+      if (!(b === TIER_L2 ? l2Watchable : l3Watchable)) tiersWatchable = false;
+      if (allWatchable || !tiersWatchable) break;
     }
+    this.countFreeHits(memo, firstTier);
+    // Loaded blocks need free L1 blocks other than the cached free blocks this hit reuses. (The hits
+    // are distinct blocks: a block's identity has one depth.)
+    const numProtected = memo.freeHits;
+    /** Free L1 hits before the first tier hit: every free block of blockIds when nothing loads. */
+    const freeBeforeTier = memo.freeBefore;
     let spare = this.queue.length - numProtected;
     let keep = hits.length;
     for (let i = firstTier; i < blocks.length; i++) {
@@ -469,7 +482,10 @@ export class KvBlockManager {
     if (existing === undefined) this.requests.set(requestId, req);
     for (const b of newComputedBlocks) {
       this.touched(b);
-      if (this.refCount[b] === 0) this.queue.remove(b);
+      if (this.refCount[b] === 0) {
+        this.queue.remove(b);
+        this.freeChanged(b, false);
+      }
       this.refCount[b] = (this.refCount[b] ?? 0) + 1;
       req.blocks.push(b);
     }
@@ -484,6 +500,7 @@ export class KvBlockManager {
       if (b === undefined) throw new Error("kv block manager: free queue ran dry (accounting bug)");
       this.evict(b);
       this.touched(b);
+      this.freeChanged(b, false);
       this.refCount[b] = 1;
       req.blocks.push(b);
       fresh.push(b);
@@ -510,7 +527,10 @@ export class KvBlockManager {
       if (rc < 0) throw new Error(`trimSlots(${requestId}): block ${b} refCount would go negative`);
       this.touched(b);
       this.refCount[b] = rc;
-      if (rc === 0) this.queue.pushFront(b);
+      if (rc === 0) {
+        this.queue.pushFront(b);
+        this.freeChanged(b, true);
+      }
     }
     req.numTokens = numTokens;
   }
@@ -744,6 +764,15 @@ export class KvBlockManager {
     let marked = 0;
     for (let b = 0; b < this.numBlocks; b++) if (this.watchBlock[b] === this.watchGen) marked++;
     if (marked !== l1) throw new Error(`lookup marks: ${marked} blocks marked for ${l1} L1 hits`);
+    const w = this.watched;
+    if (w?.counted) {
+      const free = (i: number): boolean => (blocks[i] as number) >= 0 && this.refCount[blocks[i] as number] === 0;
+      const all = blocks.filter((_, i) => free(i)).length;
+      const before = blocks.filter((_, i) => i < w.countedTier && free(i)).length;
+      if (all !== w.freeHits || before !== w.freeBefore) {
+        throw new Error(`lookup memo: counts ${w.freeHits} free hits (${w.freeBefore} before ${w.countedTier}), ${all} (${before}) are free`);
+      }
+    }
   }
 
   /** The L1 blocks indexed under `key`, in registration order (for the invariant check). */
@@ -794,6 +823,8 @@ export class KvBlockManager {
         marked = true;
         missed = this.replayChanged(memo, tokenIds, useTiers, chain, verifier);
       } else {
+        // Its marks are made anew below (markHits), and its counts with them.
+        memo.counted = false;
         missed = this.replayAll(memo, tokenIds, maxBlocks, tiersSame, useTiers, chain, verifier);
       }
     }
@@ -806,7 +837,20 @@ export class KvBlockManager {
       prev = hit.id;
     }
     if (!useTiers) return found;
-    const m: LookupMemo = memo ?? { epoch: this.epoch, root: this.root, ...found, watchEpoch: -1, hashSeq: 0, l2Seq: undefined, l3Seq: undefined, stampSeq: 0 };
+    const m: LookupMemo = memo ?? {
+      epoch: this.epoch,
+      root: this.root,
+      ...found,
+      watchEpoch: -1,
+      hashSeq: 0,
+      l2Seq: undefined,
+      l3Seq: undefined,
+      stampSeq: 0,
+      counted: false,
+      freeHits: 0,
+      freeBefore: 0,
+      countedTier: 0,
+    };
     if (memo === undefined) this.memos.set(chain.lineage, m);
     m.watchEpoch = -1;
     m.hashSeq = 0;
@@ -819,13 +863,19 @@ export class KvBlockManager {
 
   /** Sets hit `i` (at most one past the end) and its block and stamp. */
   private setHit(f: Found, i: number, hit: Hit): void {
+    const w = this.watched;
+    const counting = w === f && w.counted;
+    if (counting) this.countAt(w, i, -1);
     f.hits[i] = hit;
     f.blocks[i] = blockEntry(hit);
     f.stamps[i] = hit.kind === "L1" ? (this.stamp[hit.block] as number) : 0;
+    if (counting) this.countAt(w, i, 1);
   }
 
   /** Drops the hits from `i` on. */
   private truncateHits(f: Found, i: number): void {
+    const w = this.watched;
+    if (w === f && w.counted) for (let j = i; j < f.blocks.length; j++) this.countAt(w, j, -1);
     f.hits.length = i;
     f.blocks.length = i;
     f.stamps.length = i;
@@ -895,6 +945,9 @@ export class KvBlockManager {
   /** Marks `memo`'s L1 hits (a new generation unmarks every other block at once). */
   private markHits(memo: LookupMemo): void {
     this.watchGen = nextGeneration(this.watchBlock, this.watchGen);
+    // Counts are kept only through the marks: the memo watched until now keeps none from here on.
+    if (this.watched !== undefined) this.watched.counted = false;
+    memo.counted = false;
     this.watched = memo;
     const blocks = memo.blocks;
     for (let i = 0; i < blocks.length; i++) {
@@ -906,6 +959,56 @@ export class KvBlockManager {
   private markHit(b: number, i: number): void {
     this.watchBlock[b] = this.watchGen;
     this.watchPos[b] = i;
+  }
+
+  /**
+   * Brings the watched memo's free-hit counts to `firstTier`: counted in full when it keeps none, else only
+   * the hits between the tier position it counted to and this one.
+   */
+  private countFreeHits(memo: LookupMemo, firstTier: number): void {
+    const { blocks } = memo;
+    if (!memo.counted) {
+      let free = 0;
+      let before = 0;
+      for (let i = 0; i < blocks.length; i++) {
+        const b = blocks[i] as number;
+        if (b >= 0 && this.refCount[b] === 0) {
+          free++;
+          if (i < firstTier) before++;
+        }
+      }
+      memo.freeHits = free;
+      memo.freeBefore = before;
+      memo.countedTier = firstTier;
+      memo.counted = true;
+      return;
+    }
+    const lo = Math.min(memo.countedTier, firstTier);
+    const hi = Math.min(Math.max(memo.countedTier, firstTier), blocks.length);
+    let between = 0;
+    for (let i = lo; i < hi; i++) {
+      const b = blocks[i] as number;
+      if (b >= 0 && this.refCount[b] === 0) between++;
+    }
+    memo.freeBefore += firstTier > memo.countedTier ? between : -between;
+    memo.countedTier = firstTier;
+  }
+
+  /** Adds (`d` 1) or takes out (−1) hit `i` of the watched memo `w` in its free-hit counts. */
+  private countAt(w: LookupMemo, i: number, d: 1 | -1): void {
+    const b = w.blocks[i];
+    if (b === undefined || b < 0 || this.refCount[b] !== 0) return;
+    w.freeHits += d;
+    if (i < w.countedTier) w.freeBefore += d;
+  }
+
+  /** Block `b`'s refCount went from 0 to 1 (`free` false) or back to 0 (true): the watched memo's counts follow. */
+  private freeChanged(b: number, free: boolean): void {
+    const w = this.watched;
+    if (w === undefined || !w.counted || this.watchBlock[b] !== this.watchGen) return;
+    const d = free ? 1 : -1;
+    w.freeHits += d;
+    if ((this.watchPos[b] as number) < w.countedTier) w.freeBefore += d;
   }
 
   /** The hit for block `i` of a request whose block i − 1 was found as `prev`: L1 first, then L2, L3. */
@@ -1185,7 +1288,10 @@ export class KvBlockManager {
       if (rc < 0) throw new Error(`free(${requestId}): block ${b} refCount would go negative`);
       this.touched(b);
       this.refCount[b] = rc;
-      if (rc === 0) this.queue.pushBack(b);
+      if (rc === 0) {
+        this.queue.pushBack(b);
+        this.freeChanged(b, true);
+      }
     }
   }
 }
