@@ -161,6 +161,19 @@ interface LookupMemo extends Found {
   countedTier: number;
 }
 
+/** The last lookup's answer and what it was counted under (stampSeq, touchSeq: nothing (un)registered or referenced since). */
+interface LastLookup {
+  blockIds: readonly number[];
+  chain: BlockHashChain | undefined;
+  numTokens: number;
+  epoch: number;
+  root: KvBlockIdentity | null;
+  stampSeq: number;
+  touchSeq: number;
+  /** Free blocks among blockIds. */
+  numFree: number;
+}
+
 /**
  * The last prefix lookup, when it loaded nothing from L2/L3: what it returned and what it depends on. A
  * request refused for want of KV is looked up again at every step, usually with nothing changed; while
@@ -276,6 +289,10 @@ export class KvBlockManager {
   private pendingEvictionOffload = { L2: 0, L3: 0 };
   /** See RepeatableLookup: the last lookup, the blocks and hashes it watches, and the change counter. */
   private repeatable: RepeatableLookup | undefined;
+  /** The last lookup's answer, which allocateSlots takes as verified and counted while nothing changed since. */
+  private lastLookup: LastLookup | undefined;
+  /** Bumped at every change of a block's reference count or identity (touched). */
+  private touchSeq = 0;
   /**
    * watchBlock[b] === watchGen: block b is one of the L1 hits of `watched`, the last lookup memo built
    * (the last lookup's), at position watchPos[b]. A replay of that memo finds its changed hits from the
@@ -388,25 +405,30 @@ export class KvBlockManager {
     const blockIds: number[] = blocks.slice(0, Math.min(keep, firstTier));
     const loadedBlockIds: number[] = [];
     const loaded = { L2: 0, L3: 0 };
-    /** mark[b] === protectedGen: b is protected (a free L1 hit, or loaded now); marked at the first load only (most lookups load nothing). */
+    /**
+     * A free block is protected when it is one of the hits (marked: the memo is the watched one, its L1 hits
+     * marked) or was loaded into now (mark[b] === protectedGen, a generation taken at the first load).
+     */
     let protectedGen = 0;
     let scan: number | undefined;
+    /** Free L1 hits between the first tier hit and `keep` (blockIds' free blocks are these, those before, and the loaded ones). */
+    let freeBetween = 0;
     for (let i = blockIds.length; i < keep; i++) {
       const h = hits[i] as Hit;
       if (h.kind === "L1") {
         blockIds.push(h.block);
+        if (this.refCount[h.block] === 0) freeBetween++;
         continue;
       }
       if (protectedGen === 0) {
         protectedGen = this.newMarkGen();
-        for (const x of blocks) if (x >= 0 && this.refCount[x] === 0) this.mark[x] = protectedGen;
         scan = this.queue.peek();
       }
       // The hit's own identity: the tier finds its entry from the slot it noted on it, without a search.
       h.tier.use(h.id);
       // The first free block from the head that is not protected. The blocks before `scan` were passed as
       // protected and stay so (loads only add protected blocks, at the tail): no rescan from the head.
-      while (scan !== undefined && this.mark[scan] === protectedGen) scan = this.queue.after(scan);
+      while (scan !== undefined && (this.watchBlock[scan] === this.watchGen || this.mark[scan] === protectedGen)) scan = this.queue.after(scan);
       if (scan === undefined) throw new Error("kv block manager: no free block to load into (accounting bug)");
       const b = scan;
       scan = this.queue.after(b);
@@ -426,6 +448,7 @@ export class KvBlockManager {
     const watchable = loaded.L2 + loaded.L3 === 0 && tiersWatchable;
     // Without loads, blockIds are the hits before the first tier hit (a tier hit loads unless no block is spare).
     this.rememberLookup(chain, tokenIds, numTokens, hits.length, maxBlocks, blockIds, numCachedTokens, numProtected, freeBeforeTier, firstTier < hits.length, watchable);
+    this.lastLookup = { blockIds, chain, numTokens, epoch: this.epoch, root: this.root, stampSeq: this.stampSeq, touchSeq: this.touchSeq, numFree: freeBeforeTier + freeBetween + loadedBlockIds.length };
     if (loadedBlockIds.length === 0) return { blockIds, numCachedTokens, fromTier: NOTHING_LOADED.fromTier, loadedBlockIds: NOTHING_LOADED.loadedBlockIds };
     const fromTier: { tier: "L2" | "L3"; blocks: number }[] = [];
     if (loaded.L2 > 0) fromTier.push({ tier: "L2", blocks: loaded.L2 });
@@ -465,8 +488,22 @@ export class KvBlockManager {
       // reference count touches it): verified already, and their free blocks counted. A waiting request's
       // admission is tried at every step while blocks are short, with hundreds of hits each time.
       const again = this.repeatable;
+      const last = this.lastLookup;
       if (again !== undefined && again.blockIds === newComputedBlocks && again.chain === chain && this.unchangedFor(again, numTokens)) {
         touchFree = again.numFreeIds;
+      } else if (
+        // Or from the lookup just before (a scheduler admits a request in the step it looked it up, often after
+        // loading some of its hits), nothing (un)registered or referenced since: verified and counted there.
+        last !== undefined &&
+        last.blockIds === newComputedBlocks &&
+        last.chain === chain &&
+        last.numTokens === numTokens &&
+        last.epoch === this.epoch &&
+        last.root === this.root &&
+        last.stampSeq === this.stampSeq &&
+        last.touchSeq === this.touchSeq
+      ) {
+        touchFree = last.numFree;
       } else {
         this.checkComputedBlocks(requestId, tokenIds, numTokens, newComputedBlocks, chain);
         for (const b of newComputedBlocks) if (this.refCount[b] === 0) touchFree++;
@@ -735,6 +772,11 @@ export class KvBlockManager {
     const u = this.usage();
     if (u < 0 || u > 1) throw new Error(`usage ${u} outside 0..1`);
     this.checkMarks();
+    const last = this.lastLookup;
+    if (last !== undefined && last.epoch === this.epoch && last.root === this.root && last.stampSeq === this.stampSeq && last.touchSeq === this.touchSeq) {
+      const free = last.blockIds.filter((b) => this.refCount[b] === 0).length;
+      if (free !== last.numFree) throw new Error(`last lookup: counts ${last.numFree} free blocks among its hits, ${free} are free`);
+    }
     const again = this.repeatable;
     if (again !== undefined && this.unchangedFor(again, again.numTokens)) {
       const free = again.blockIds.filter((b) => this.refCount[b] === 0).length;
@@ -1128,6 +1170,7 @@ export class KvBlockManager {
 
   /** A watched block's identity or reference count changes: the repeatable lookup is void. */
   private touched(b: number): void {
+    this.touchSeq++;
     if (this.watchBlock[b] === this.watchGen) this.lookupSeq++;
   }
 
