@@ -99,7 +99,7 @@ interface RequestKv extends KvRequestHandle {
   /** Root of the request's prefix chain (salt), fixed at admission. */
   root: KvBlockIdentity | null;
   /**
-   * The identity of block numHashed − 1 (`root` before the first), which the next block's chains from: kept
+   * The identity of block numHashed − 1 (`root` before the first), which the next block chains from: kept
    * here because at scale the block list and the manager's identity array are cold when a block fills. A
    * held block's identity never changes (only free blocks are evicted; resetPrefixCache stops registering).
    */
@@ -479,36 +479,10 @@ export class KvBlockManager {
     }
     const bs = this.blockSize;
     const existing = this.recordOf(requestId, handle);
-    let touchFree = 0;
-    if (newComputedBlocks.length > 0) {
-      if (existing !== undefined && existing.blocks.length > 0) {
-        throw new Error(`allocateSlots(${requestId}): newComputedBlocks given but the request already holds ${existing.blocks.length} blocks`);
-      }
-      // Hits straight from the repeatable lookup, nothing they depend on changed since (every change of a hit's
-      // reference count touches it): verified already, and their free blocks counted. A waiting request's
-      // admission is tried at every step while blocks are short, with hundreds of hits each time.
-      const again = this.repeatable;
-      const last = this.lastLookup;
-      if (again !== undefined && again.blockIds === newComputedBlocks && again.chain === chain && this.unchangedFor(again, numTokens)) {
-        touchFree = again.numFreeIds;
-      } else if (
-        // Or from the lookup just before (a scheduler admits a request in the step it looked it up, often after
-        // loading some of its hits), nothing (un)registered or referenced since: verified and counted there.
-        last !== undefined &&
-        last.blockIds === newComputedBlocks &&
-        last.chain === chain &&
-        last.numTokens === numTokens &&
-        last.epoch === this.epoch &&
-        last.root === this.root &&
-        last.stampSeq === this.stampSeq &&
-        last.touchSeq === this.touchSeq
-      ) {
-        touchFree = last.numFree;
-      } else {
-        this.checkComputedBlocks(requestId, tokenIds, numTokens, newComputedBlocks, chain);
-        for (const b of newComputedBlocks) if (this.refCount[b] === 0) touchFree++;
-      }
+    if (newComputedBlocks.length > 0 && existing !== undefined && existing.blocks.length > 0) {
+      throw new Error(`allocateSlots(${requestId}): newComputedBlocks given but the request already holds ${existing.blocks.length} blocks`);
     }
+    const touchFree = newComputedBlocks.length > 0 ? this.freeAmongHits(requestId, tokenIds, numTokens, newComputedBlocks, chain) : 0;
     const held = existing?.numTokens ?? 0;
     const target = held + newComputedBlocks.length * bs + numNewTokens;
     const haveBlocks = (existing?.blocks.length ?? 0) + newComputedBlocks.length;
@@ -1185,6 +1159,38 @@ export class KvBlockManager {
     if (this.carriesHash(hash, key)) return false;
     if (h.kind === "L3" && this.l2 !== undefined && this.l2.get(hash, key) !== undefined) return false;
     return h.tier.get(hash, key) === h.id;
+  }
+
+  /**
+   * The free blocks among a request's hits (newComputedBlocks), which admitting it takes out of the free queue:
+   * verified and counted already when they are the repeatable lookup's or the lookup's just before (a waiting
+   * request's admission is tried at every step while blocks are short, with hundreds of hits each time, and a
+   * scheduler admits a request in the step it looked it up, often after loading some of its hits); else the hits
+   * are verified (throwing for ones no longer valid) and counted. Its own method: allocateSlots runs for every
+   * request at every step, and a larger body leaves V8 less room to inline what it calls.
+   */
+  private freeAmongHits(requestId: string, tokenIds: ArrayLike<number>, numTokens: number, hits: readonly number[], chain: BlockHashChain | undefined): number {
+    // Nothing a repeatable lookup depends on changed since (every change of a hit's reference count touches it).
+    const again = this.repeatable;
+    if (again !== undefined && again.blockIds === hits && again.chain === chain && this.unchangedFor(again, numTokens)) return again.numFreeIds;
+    // Nothing (un)registered or referenced since the last lookup.
+    const last = this.lastLookup;
+    if (
+      last !== undefined &&
+      last.blockIds === hits &&
+      last.chain === chain &&
+      last.numTokens === numTokens &&
+      last.epoch === this.epoch &&
+      last.root === this.root &&
+      last.stampSeq === this.stampSeq &&
+      last.touchSeq === this.touchSeq
+    ) {
+      return last.numFree;
+    }
+    this.checkComputedBlocks(requestId, tokenIds, numTokens, hits, chain);
+    let free = 0;
+    for (const b of hits) if (this.refCount[b] === 0) free++;
+    return free;
   }
 
   private checkComputedBlocks(requestId: string, tokenIds: ArrayLike<number>, numTokens: number, blocks: readonly number[], chain: BlockHashChain | undefined): void {
