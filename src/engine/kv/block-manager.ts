@@ -747,13 +747,13 @@ export class KvBlockManager {
     if (u < 0 || u > 1) throw new Error(`usage ${u} outside 0..1`);
     this.checkMarks();
     const last = this.lastLookup;
-    if (last !== undefined && last.epoch === this.epoch && last.root === this.root && last.stampSeq === this.stampSeq && last.touchSeq === this.touchSeq) {
-      const free = last.blockIds.filter((b) => this.refCount[b] === 0).length;
+    if (last !== undefined && this.isCurrent(last)) {
+      const free = this.countFree(last.blockIds);
       if (free !== last.numFree) throw new Error(`last lookup: counts ${last.numFree} free blocks among its hits, ${free} are free`);
     }
     const again = this.repeatable;
     if (again !== undefined && this.unchangedFor(again, again.numTokens)) {
-      const free = again.blockIds.filter((b) => this.refCount[b] === 0).length;
+      const free = this.countFree(again.blockIds);
       if (free !== again.numFreeIds) throw new Error(`repeatable lookup: counts ${again.numFreeIds} free blocks among its hits, ${free} are free`);
     }
   }
@@ -1175,21 +1175,20 @@ export class KvBlockManager {
     if (again !== undefined && again.blockIds === hits && again.chain === chain && this.unchangedFor(again, numTokens)) return again.numFreeIds;
     // Nothing (un)registered or referenced since the last lookup.
     const last = this.lastLookup;
-    if (
-      last !== undefined &&
-      last.blockIds === hits &&
-      last.chain === chain &&
-      last.numTokens === numTokens &&
-      last.epoch === this.epoch &&
-      last.root === this.root &&
-      last.stampSeq === this.stampSeq &&
-      last.touchSeq === this.touchSeq
-    ) {
-      return last.numFree;
-    }
+    if (last !== undefined && last.blockIds === hits && last.chain === chain && last.numTokens === numTokens && this.isCurrent(last)) return last.numFree;
     this.checkComputedBlocks(requestId, tokenIds, numTokens, hits, chain);
+    return this.countFree(hits);
+  }
+
+  /** Whether nothing the last lookup's answer depends on changed since it was made. */
+  private isCurrent(last: LastLookup): boolean {
+    return last.epoch === this.epoch && last.root === this.root && last.stampSeq === this.stampSeq && last.touchSeq === this.touchSeq;
+  }
+
+  /** How many of `blocks` are free (refCount 0). */
+  private countFree(blocks: readonly number[]): number {
     let free = 0;
-    for (const b of hits) if (this.refCount[b] === 0) free++;
+    for (const b of blocks) if (this.refCount[b] === 0) free++;
     return free;
   }
 
