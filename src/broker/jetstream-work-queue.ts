@@ -81,7 +81,7 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     private readonly o: Required<Omit<JetStreamWorkQueueOptions<T>, "onDeadLetter" | "onError">> &
       Pick<JetStreamWorkQueueOptions<T>, "onDeadLetter" | "onError">,
   ) {
-    this.deliveryCounts = new DeliveryCounts(o.maxMessages);
+    this.deliveryCounts = new DeliveryCounts(o.maxMessages, o.maxDeliver);
   }
 
   /** Connects to `servers` (this queue closes the connection on `close()`) and opens the queue. */

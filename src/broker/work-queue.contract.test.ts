@@ -76,6 +76,7 @@ if (await natsReachable()) {
         }
       },
       pass: sleep,
+      lossyPulls: true,
       async dispose() {
         await Promise.all(clients.map((c) => c.close()));
         const nc = await connect({ servers: NATS });

@@ -19,6 +19,12 @@ export interface WorkQueueHarness {
   pass(ms: number): Promise<void>;
   /** Closes what `open` made and deletes the queue's streams. */
   dispose(): Promise<void>;
+  /**
+   * True when a redelivery may reach no handler: JetStream can send one to a pull request that expired as it
+   * arrived (the server counts it, or takes it back and sends that number again), so a handler may see a number
+   * skipped or repeated, never past maxDeliver.
+   */
+  readonly lossyPulls?: boolean;
 }
 
 interface Deferred {
@@ -172,7 +178,12 @@ export function describeWorkQueueContract(name: string, make: () => Promise<Work
       await c.abandon();
       never.resolve();
       await h.pass(ackWaitMs * 2);
-      expect(deliveries).toEqual([1, 2, 3]);
+      if (h.lossyPulls) {
+        expect(deliveries[0]).toBe(1);
+        expect(deliveries.every((d, i) => d <= 3 && (i === 0 || d >= (deliveries[i - 1] as number)))).toBe(true);
+      } else {
+        expect(deliveries).toEqual([1, 2, 3]);
+      }
       expect(dead).toHaveLength(1);
       expect(dead[0]).toMatchObject({ id: "stuck", payload: { n: 4 }, deliveries: 3 });
       expect(dead[0]!.reason).toMatch(/ack wait/);
