@@ -56,6 +56,16 @@ describe("VirtualClock", () => {
     expect(clock.now()).toBe(9);
   });
 
+  it("cancelling a timer that has fired changes nothing", () => {
+    const c = new VirtualClock();
+    const fired = c.setTimer(1, () => {});
+    c.setTimer(5, () => {});
+    c.advance(2);
+    expect(c.pendingTimers).toBe(1);
+    fired.cancel();
+    expect(c.pendingTimers).toBe(1);
+  });
+
   it("rejects negative delays", () => {
     expect(() => new VirtualClock().setTimer(-1, () => {})).toThrow(RangeError);
   });

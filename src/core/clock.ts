@@ -15,11 +15,30 @@ export interface Clock {
   sleep(ms: number): Promise<void>;
 }
 
-interface Pending {
-  at: number;
-  seq: number;
-  fn: () => void;
-  cancelled: boolean;
+/** How many of a VirtualClock's timers are neither fired nor cancelled (shared with its timers, which cancel themselves). */
+interface LiveCount {
+  n: number;
+}
+
+/**
+ * A pending timer of a VirtualClock, which is also the Timer handed out: one object per timer, where a handle
+ * with a `cancel` closure made three (a simulation sets one timer per engine step, millions of them).
+ */
+class Pending implements Timer {
+  cancelled = false;
+
+  constructor(
+    readonly at: number,
+    readonly seq: number,
+    readonly fn: () => void,
+    private readonly live: LiveCount,
+  ) {}
+
+  cancel(): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.live.n--;
+  }
 }
 
 /** Heap order: earlier time first, then creation order. */
@@ -37,7 +56,7 @@ export class VirtualClock implements Clock {
   private t: number;
   private seq = 0;
   private readonly heap: Pending[] = [];
-  private live = 0;
+  private readonly live: LiveCount = { n: 0 };
 
   constructor(start = 0) {
     this.t = start;
@@ -49,16 +68,10 @@ export class VirtualClock implements Clock {
 
   setTimer(ms: number, fn: () => void): Timer {
     if (!(ms >= 0)) throw new RangeError(`timer delay must be >= 0, got ${ms}`);
-    const p: Pending = { at: this.t + ms, seq: this.seq++, fn, cancelled: false };
+    const p = new Pending(this.t + ms, this.seq++, fn, this.live);
     this.push(p);
-    this.live++;
-    return {
-      cancel: () => {
-        if (p.cancelled) return;
-        p.cancelled = true;
-        this.live--;
-      },
-    };
+    this.live.n++;
+    return p;
   }
 
   sleep(ms: number): Promise<void> {
@@ -67,7 +80,7 @@ export class VirtualClock implements Clock {
 
   /** Number of timers not yet fired or cancelled. */
   get pendingTimers(): number {
-    return this.live;
+    return this.live.n;
   }
 
   /** Move time forward by `ms`, firing every timer due on the way, in order. */
@@ -80,7 +93,7 @@ export class VirtualClock implements Clock {
       this.pop();
       this.t = next.at;
       next.cancelled = true;
-      this.live--;
+      this.live.n--;
       next.fn();
     }
     this.t = target;
