@@ -170,7 +170,9 @@ export class CostModelExecutor {
    * (stepTimeMs) and, with speculation, every sampled request's next draft.
    */
   run(plan: StepPlan): StepResult {
-    for (const id of plan.finished) {
+    // (An index loop: plan.finished is mostly a shared frozen empty list, over which for-of allocates.)
+    for (let i = 0; i < plan.finished.length; i++) {
+      const id = plan.finished[i] as string;
       const slot = this.requests.get(id);
       if (slot !== undefined) {
         this.bank.release(this.bank.word(slot, ACCEPT_SLOT));

@@ -116,7 +116,9 @@ function stepTime(profile: CostProfile, plan: StepPlan, out: StepTimeBreakdown |
   const mlpMs = mlpTimeMs(profile, prefillTokens + decodeTokens);
   let loadMs = 0;
   let storeMs = 0;
-  for (const t of plan.transfers) {
+  // (An index loop: plan.transfers is mostly a shared frozen empty list, over which for-of allocates.)
+  for (let i = 0; i < plan.transfers.length; i++) {
+    const t = plan.transfers[i] as KvTransfer;
     if (t.to === "L1") loadMs += transferTimeMs(profile, t);
     else storeMs += transferTimeMs(profile, t);
   }
