@@ -185,8 +185,9 @@ export class CostModelExecutor {
     const durationMs = stepTimeMs(this.profile, plan);
     const { chunks } = plan;
     const run = ++this.runs;
-    // Lists aligned with the chunks, filled by push (packed arrays, no holes).
-    const sampled: (SampledTokenOut | undefined)[] = [];
+    // Lists aligned with the chunks. `sampled`, which every step has, is sized once (filled by push, a list of a
+    // few hundred grows through several arrays at every step); speculation's are filled by push.
+    const sampled = new Array<SampledTokenOut | undefined>(chunks.length);
     const spec = this.speculation !== undefined;
     // Speculation's lists only when it is on (the simulator runs millions of steps without).
     const moreTokens: (SampledTokenOut[] | undefined)[] = spec ? [] : NO_LIST;
@@ -194,7 +195,7 @@ export class CostModelExecutor {
     for (let k = 0; k < chunks.length; k++) {
       const c = chunks[k] as ScheduledChunk;
       if (!c.samples) {
-        sampled.push(undefined);
+        sampled[k] = undefined;
         if (spec) {
           moreTokens.push(undefined);
           drafts.push(undefined);
@@ -204,7 +205,7 @@ export class CostModelExecutor {
       const slot = this.slotAt(k, c.requestId, run);
       if (this.bank.word(slot, LAST_RUN) === run) throw new ArborError(`step ${plan.stepId}: ${c.requestId} is scheduled twice`, "engine");
       this.bank.setWord(slot, LAST_RUN, run);
-      sampled.push(this.sample(slot));
+      sampled[k] = this.sample(slot);
       if (!spec) continue;
       const accepted = this.accepted(slot, c.requestId, c.draftTokenIds?.length ?? 0);
       let more: SampledTokenOut[] | undefined;

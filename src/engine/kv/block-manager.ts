@@ -286,7 +286,7 @@ export class KvBlockManager {
   private readonly cached: KeyChains;
   private readonly requests = new Map<string, RequestKv>();
   private readonly counters: KvBlockManagerStats = { queries: 0, hits: 0, evictions: 0, offloadedBlocks: 0, loadedBlocks: 0 };
-  private pendingEvictionOffload = { L2: 0, L3: 0 };
+  private readonly pendingEvictionOffload = { L2: 0, L3: 0 };
   /** See RepeatableLookup: the last lookup, the blocks and hashes it watches, and the change counter. */
   private repeatable: RepeatableLookup | undefined;
   /** The last lookup's answer, which allocateSlots takes as verified and counted while nothing changed since. */
@@ -637,13 +637,14 @@ export class KvBlockManager {
    */
   takeEvictionTransfers(): readonly KvTransfer[] {
     // Called at every step; most steps evict nothing.
-    if (this.pendingEvictionOffload.L2 === 0 && this.pendingEvictionOffload.L3 === 0) return NO_TRANSFERS;
+    const pending = this.pendingEvictionOffload;
+    if (pending.L2 === 0 && pending.L3 === 0) return NO_TRANSFERS;
+    // (At scale most steps do evict: no list of tier names and no new counters per call.)
     const out: KvTransfer[] = [];
-    for (const to of ["L2", "L3"] as const) {
-      const blocks = this.pendingEvictionOffload[to];
-      if (blocks > 0) out.push({ from: "L1", to, blocks, bytes: this.blockBytes(blocks) });
-    }
-    this.pendingEvictionOffload = { L2: 0, L3: 0 };
+    if (pending.L2 > 0) out.push({ from: "L1", to: "L2", blocks: pending.L2, bytes: this.blockBytes(pending.L2) });
+    if (pending.L3 > 0) out.push({ from: "L1", to: "L3", blocks: pending.L3, bytes: this.blockBytes(pending.L3) });
+    pending.L2 = 0;
+    pending.L3 = 0;
     return out;
   }
 
