@@ -202,7 +202,7 @@ export class PluginRouter {
     s.activePrefillTokens -= f.prefillTokens;
     const prompt = result.promptTokens ?? f.promptTokens;
     if (result.ok !== false && prompt !== undefined && typeof result.outputTokens !== "number") {
-      s.tree.insert(prompt.concat(result.outputTokens));
+      s.tree.insert(prompt, result.outputTokens);
     }
   }
 

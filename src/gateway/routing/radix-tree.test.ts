@@ -78,6 +78,23 @@ describe("ApproxRadixTree", () => {
     );
   });
 
+  it("property: a sequence inserted in two parts is stored as the one sequence they make", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(query, query), { maxLength: 20 }), query, fc.integer({ min: 1, max: 30 }), (pairs, q, max) => {
+        const joined = new ApproxRadixTree(max);
+        const parts = new ApproxRadixTree(max);
+        for (const [a, b] of pairs) {
+          joined.insert(a.concat(b));
+          parts.insert(a, b);
+          expect(parts.tokens).toBe(joined.tokens);
+          expect(parts.match(a.concat(b))).toBe(joined.match(a.concat(b)));
+        }
+        expect(parts.match(q)).toBe(joined.match(q));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it("property: bounded, size stays within the bound and matches never exceed the true common prefix", () => {
     fc.assert(
       fc.property(seqs, query, fc.integer({ min: 1, max: 20 }), (inserted, q, max) => {

@@ -39,25 +39,28 @@ export class ApproxRadixTree {
     return this.size;
   }
 
-  /** Record that `seq` is (now) cached; only its first `maxTokens` tokens are kept. */
-  insert(seq: readonly number[]): void {
-    const s = seq.length > this.maxTokens ? seq.slice(0, this.maxTokens) : seq;
-    if (s.length === 0) return;
+  /**
+   * Record that `seq` followed by `more` (a call's prompt and output: no copy of them joined) is (now) cached;
+   * only the first `maxTokens` tokens are kept.
+   */
+  insert(seq: readonly number[], more: readonly number[] = NO_TOKENS): void {
+    const end = Math.min(seq.length + more.length, this.maxTokens);
+    if (end === 0) return;
     const tick = ++this.tick;
     let node = this.root;
     let i = 0;
-    while (i < s.length) {
-      const first = s[i] as number;
+    while (i < end) {
+      const first = tokenAt(seq, more, i);
       let child = node.children.get(first);
       if (child === undefined) {
-        const leaf: Node = { edge: s.slice(i), children: new Map(), parent: node, stamp: tick, removed: false };
+        const leaf: Node = { edge: tokensBetween(seq, more, i, end), children: new Map(), parent: node, stamp: tick, removed: false };
         node.children.set(first, leaf);
         this.nodeCount++;
         this.size += leaf.edge.length;
         node = leaf;
         break;
       }
-      const common = commonPrefix(child.edge, s, i);
+      const common = commonPrefix(child.edge, seq, more, i, end);
       if (common < child.edge.length) {
         // Split the edge so the shared part becomes its own node.
         const mid: Node = { edge: child.edge.slice(0, common), children: new Map(), parent: node, stamp: tick, removed: false };
@@ -83,7 +86,7 @@ export class ApproxRadixTree {
     while (i < seq.length) {
       const child = node.children.get(seq[i] as number);
       if (child === undefined) break;
-      const common = commonPrefix(child.edge, seq, i);
+      const common = commonPrefix(child.edge, seq, NO_TOKENS, i, seq.length);
       i += common;
       if (common < child.edge.length) break;
       node = child;
@@ -165,9 +168,24 @@ export class ApproxRadixTree {
 }
 
 /** Length of the common prefix of `edge` and `seq[from..]`. */
-function commonPrefix(edge: readonly number[], seq: readonly number[], from: number): number {
-  const n = Math.min(edge.length, seq.length - from);
+const NO_TOKENS: readonly number[] = [];
+
+/** Token `k` of `seq` followed by `more`. */
+function tokenAt(seq: readonly number[], more: readonly number[], k: number): number {
+  return (k < seq.length ? seq[k] : more[k - seq.length]) as number;
+}
+
+/** Tokens `from .. end` of `seq` followed by `more`, as a new array. */
+function tokensBetween(seq: readonly number[], more: readonly number[], from: number, end: number): number[] {
+  const out = new Array<number>(end - from);
+  for (let k = from; k < end; k++) out[k - from] = tokenAt(seq, more, k);
+  return out;
+}
+
+/** How many of `edge`'s tokens equal those of `seq` followed by `more` from `from` (up to `end`). */
+function commonPrefix(edge: readonly number[], seq: readonly number[], more: readonly number[], from: number, end: number): number {
+  const n = Math.min(edge.length, end - from);
   let k = 0;
-  while (k < n && edge[k] === seq[from + k]) k++;
+  while (k < n && edge[k] === tokenAt(seq, more, from + k)) k++;
   return k;
 }

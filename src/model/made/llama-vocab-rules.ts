@@ -104,6 +104,8 @@ export function splitSpecial(text: string, specials: VocabRules["specials"], par
   let frags: Fragment[] = text.length > 0 ? [{ text }] : [];
   for (const s of specials) {
     if (!parseSpecial && !s.parseAlways) continue;
+    // Most specials are in no prompt: the fragments stay as they are (no new list per special per prompt).
+    if (!occursIn(frags, s.text)) continue;
     const next: Fragment[] = [];
     for (const f of frags) {
       if (!("text" in f)) {
@@ -125,11 +127,20 @@ export function splitSpecial(text: string, specials: VocabRules["specials"], par
   return frags;
 }
 
+/** Whether `special` occurs in a raw fragment of `frags`. */
+function occursIn(frags: readonly Fragment[], special: string): boolean {
+  for (const f of frags) if ("text" in f && f.text.includes(special)) return true;
+  return false;
+}
+
 const utf8Decoder = new TextDecoder("utf-8", { fatal: false });
 
-/** Text as llama.cpp receives it through N-API: lone surrogates become U+FFFD. */
+/**
+ * Text as llama.cpp receives it through N-API: lone surrogates become U+FFFD (what a round trip through UTF-8
+ * gives, without its two copies of every prompt: nearly every text is well-formed and comes back as it is).
+ */
 export function wellFormed(text: string): string {
-  return Buffer.from(text, "utf8").toString("utf8");
+  return text.isWellFormed() ? text : text.toWellFormed();
 }
 
 /** UTF-8 bytes to text, invalid sequences as U+FFFD (as V8 builds llama.cpp's result string). */
