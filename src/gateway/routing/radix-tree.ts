@@ -167,7 +167,7 @@ export class ApproxRadixTree {
   }
 }
 
-/** Length of the common prefix of `edge` and `seq[from..]`. */
+/** An empty second part (insert's default, match's). */
 const NO_TOKENS: readonly number[] = [];
 
 /** Token `k` of `seq` followed by `more`. */
@@ -175,10 +175,10 @@ function tokenAt(seq: readonly number[], more: readonly number[], k: number): nu
   return (k < seq.length ? seq[k] : more[k - seq.length]) as number;
 }
 
-/** Tokens `from .. end` of `seq` followed by `more`, as a new array. */
+/** Tokens `from .. end` of `seq` followed by `more`, as a new (packed) array. */
 function tokensBetween(seq: readonly number[], more: readonly number[], from: number, end: number): number[] {
-  const out = new Array<number>(end - from);
-  for (let k = from; k < end; k++) out[k - from] = tokenAt(seq, more, k);
+  const out: number[] = [];
+  for (let k = from; k < end; k++) out.push(tokenAt(seq, more, k));
   return out;
 }
 
