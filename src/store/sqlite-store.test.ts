@@ -8,6 +8,7 @@ import { ArborError } from "../core/errors.js";
 import { decodeFloat64s, decodeTokenIds } from "./codec.js";
 import { createStore } from "./registry.js";
 import { SQLITE_SCHEMA_VERSION, SqliteTrajectoryStore } from "./sqlite-store.js";
+import { SqliteWriteQueue } from "./sqlite-write-queue.js";
 import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-store.contract.js";
 
@@ -352,6 +353,27 @@ describe("SqliteTrajectoryStore writes", () => {
     expect((before.prepare("SELECT count(*) AS n FROM calls").get() as { n: number }).n).toBe(50);
     before.close();
     await store.close();
+  });
+
+  it("refuses a write the writer thread cannot be sent, alone, and commits the others of its batch", async () => {
+    const queue = new SqliteWriteQueue(join(dir, "q.sqlite"), "full");
+    try {
+      const ok = queue.write([{ sql: "CREATE TABLE t (x)", params: [] }]);
+      const bad = queue.write([{ sql: "INSERT INTO t VALUES (?)", params: [() => 1] }]);
+      const after = queue.write([{ sql: "INSERT INTO t VALUES (?)", params: [Buffer.from([1, 2, 3])] }]);
+      await expect(bad).rejects.toThrow(/a write cannot be sent to the writer thread: .*could not be cloned/);
+      await ok;
+      await after;
+      // Alone in its batch, it fails too, and the queue goes on.
+      await expect(queue.write([{ sql: "SELECT ?", params: [Symbol("s")] }])).rejects.toThrow(/cannot be sent to the writer thread/);
+      // The queue goes on.
+      await queue.write([{ sql: "INSERT INTO t VALUES (?)", params: [7] }]);
+    } finally {
+      await queue.close();
+    }
+    const db = new Database(join(dir, "q.sqlite"), { readonly: true });
+    expect(db.prepare("SELECT x FROM t").all()).toEqual([{ x: Buffer.from([1, 2, 3]) }, { x: 7 }]);
+    db.close();
   });
 
   it("rejects a bad option naming it", () => {

@@ -152,7 +152,36 @@ export class SqliteWriteQueue {
       return;
     }
     this.target.worker.ref();
-    this.target.worker.postMessage({ id: this.nextBatchId++, writes });
+    try {
+      this.target.worker.postMessage({ id: this.nextBatchId++, writes });
+    } catch (e) {
+      // A write holding a value the writer thread cannot be sent (a function, say): it fails alone, the rest go
+      // (thrown here, in a timer's callback, it would take down the process and leave the batch in flight forever).
+      this.postCloneable(e);
+    }
+  }
+
+  /** After the batch could not be posted: refuses its writes that cannot be cloned (naming why), posts the rest. */
+  private postCloneable(batchError: unknown): void {
+    const sendable: Pending[] = [];
+    for (const p of this.inFlight) {
+      try {
+        structuredClone(p.steps);
+        sendable.push(p);
+      } catch (e) {
+        this.pending--;
+        p.reject(new ArborError(`store ${this.path}: a write cannot be sent to the writer thread: ${e instanceof Error ? e.message : String(e)}`, "store"));
+      }
+    }
+    if (sendable.length === this.inFlight.length) {
+      // Every write clones alone: the batch failed for another reason, which fails the writer.
+      this.fail(new ArborError(`store ${this.path}: a batch cannot be sent to the writer thread: ${batchError instanceof Error ? batchError.message : String(batchError)}`, "store"));
+      return;
+    }
+    this.inFlight = [];
+    this.queue.unshift(...sendable);
+    if (this.queue.length > 0) this.flush();
+    else if (this.target.kind === "worker") this.target.worker.unref();
   }
 
   private settle(results: (string | null)[]): void {
