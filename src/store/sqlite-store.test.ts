@@ -364,9 +364,8 @@ describe("SqliteTrajectoryStore writes", () => {
       await expect(bad).rejects.toThrow(/a write cannot be sent to the writer thread: .*could not be cloned/);
       await ok;
       await after;
-      // Alone in its batch, it fails too, and the queue goes on.
+      // Alone in its batch, it fails too; the queue goes on.
       await expect(queue.write([{ sql: "SELECT ?", params: [Symbol("s")] }])).rejects.toThrow(/cannot be sent to the writer thread/);
-      // The queue goes on.
       await queue.write([{ sql: "INSERT INTO t VALUES (?)", params: [7] }]);
     } finally {
       await queue.close();
