@@ -8,7 +8,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -16,6 +15,7 @@ import { connect } from "@nats-io/transport-node";
 import { Redis } from "ioredis";
 import pg from "pg";
 import { ArborError } from "../core/errors.js";
+import { freePort } from "../core/free-port.js";
 import { realClock } from "../core/real-clock.js";
 import { RedisStatePool } from "../engine/kv/redis-state-pool.js";
 import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
@@ -384,17 +384,6 @@ async function workerUrl(s: Service): Promise<string> {
     if (s.child.exitCode !== null || realClock.now() > until) throw new ArborError(`bench scale: a worker did not start:\n${s.log().slice(-2000)}`, "internal");
     await realClock.sleep(100);
   }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const a = srv.address();
-      srv.close(() => resolve(typeof a === "object" && a ? a.port : 0));
-    });
-  });
 }
 
 /** Drop the run's schema, delete its streams and empty its KV pool (best effort: a failure leaves only stale data). */

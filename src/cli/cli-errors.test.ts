@@ -1,10 +1,10 @@
 // The CLI's user-facing failures: one line naming the problem, non-zero exit, no stack trace.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { closedPort } from "../testing/closed-port.js";
 
 const root = join(import.meta.dirname, "../..");
 
@@ -18,15 +18,6 @@ function arbor(configText: string): { status: number | null; stderr: string; std
     timeout: 60_000,
   });
   return { status: r.status, stderr: r.stderr, stdout: r.stdout };
-}
-
-/** A port on which nothing listens: bind an ephemeral one and close it. */
-async function deadPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 function expectOneLineError(r: { status: number | null; stderr: string }, pattern: RegExp): void {
@@ -53,7 +44,7 @@ describe("arbor run errors", () => {
   });
 
   it("engine down at start: names the backend and its url", async () => {
-    const port = await deadPort();
+    const port = await closedPort();
     const r = arbor(`backends: [{name: remote-0, type: builtin, url: 'http://127.0.0.1:${port}/v1'}]\n`);
     expectOneLineError(r, new RegExp(`backend 'remote-0' at http://127\\.0\\.0\\.1:${port}/v1 is not reachable`));
   });

@@ -2,11 +2,12 @@
 // with its log captured, find a free port, wait for readiness, and the NATS test server's reachability and
 // clean-up of a test deployment's streams.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { realClock } from "../core/real-clock.js";
+
+export { freePort } from "../core/free-port.js";
 
 const root = join(import.meta.dirname, "../..");
 
@@ -28,18 +29,6 @@ export function spawnArbor(args: string[], env: Record<string, string> = {}): Ar
   child.stdout.on("data", (d: Buffer) => (log += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
   return { child, log: () => log, exited };
-}
-
-/** A TCP port free on 127.0.0.1 now. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const addr = s.address();
-      s.close(() => resolve(typeof addr === "object" && addr ? addr.port : 0));
-    });
-  });
 }
 
 /** GET /readyz. */
