@@ -91,7 +91,8 @@ describe("gateway in front of one vLLM-shaped upstream", () => {
       policyVersion: 3,
       timings: { start: 1000, end: 1000 },
     });
-    expect(call.id).toMatch(/^[0-9a-f-]{36}$/);
+    // A time-ordered (version 7) UUID stamped by the gateway's clock (1000 ms).
+    expect(call.id).toMatch(/^00000000-03e8-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(response.headers.get("x-arbor-call-index")).toBe("0");
 
     // The client did not ask for logprobs: it gets none, but keeps the token-id superset.

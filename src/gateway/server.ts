@@ -3,7 +3,6 @@
 // and Router; this file only wires requests to them (the call paths live beside it: serve-call.ts
 // and what it calls, surface-routes.ts, program-routes.ts). Open by default — listen on 127.0.0.1
 // only (the CLI's default) unless `auth` is configured: then program keys and an admin token guard it.
-import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { BackendUnreachableError, isTokenBackend, type Backend } from "../backends/backend.js";
 import type { Clock, Timer } from "../core/clock.js";
@@ -11,6 +10,7 @@ import { ArborError } from "../core/errors.js";
 import { fastifyHttpLimitOptions, limitConnections, resolveHttpLimits, type HttpLimits } from "../core/http-limits.js";
 import { jsonShapeViolation } from "../core/json-limits.js";
 import { realClock } from "../core/real-clock.js";
+import { timeOrderedId } from "../core/time-ordered-id.js";
 import { registerServiceProbes, type ServiceProbes } from "../core/service-probes.js";
 import type { Call, TraceSink } from "../core/types.js";
 import { admitted, PROGRAM_HEADER, programHeader, type ProgramRequest } from "./admit-call.js";
@@ -70,7 +70,10 @@ export interface GatewayOptions {
   callTimeoutMs?: number;
   /** A routing preset (`least-load`, `kv-usage`, `sticky-program`, `prefix-affinity`, `cost-aware`) or a full filters/scorers config (default sticky-program, see DEFAULT_ROUTING). */
   routing?: string | RoutingConfig;
-  /** Call id generator (default random UUIDs; the simulator passes a seeded one). */
+  /**
+   * Call id generator (default time-ordered UUIDs, version 7, stamped by the gateway's clock: a store's index on
+   * call ids then grows at its end instead of touching a random page per call; the simulator passes a seeded one).
+   */
   newCallId?: () => string;
   /** Largest accepted request body, bytes (default 32 MiB: agent contexts get long); larger → 413. */
   bodyLimitBytes?: number;
@@ -90,7 +93,7 @@ export interface GatewayOptions {
   limits?: ProgramLimits;
   /** Where GET /programs/:id/trace reads a program's recorded calls (e.g. the trajectory store). */
   traceSource?: { callsOf(programId: string): Call[] | Promise<Call[]> };
-  /** Program id for POST /programs without one (default random UUIDs). */
+  /** Program id for POST /programs without one (default time-ordered UUIDs, as call ids). */
   newProgramId?: () => string;
   /**
    * Release programs with no call in flight after this many ms without activity (default 600000,
@@ -156,6 +159,7 @@ export interface Gateway {
 /** Build the gateway (not yet listening). */
 export function createGateway(opts: GatewayOptions): Gateway {
   const clock = opts.clock ?? realClock;
+  const newTimeOrderedId = (): string => timeOrderedId(clock.now());
   const maxTokensPolicy = opts.maxTokensPolicy ?? "clamp";
   if (!MAX_TOKENS_POLICIES.includes(maxTokensPolicy)) {
     throw new ArborError(`maxTokensPolicy: must be one of ${MAX_TOKENS_POLICIES.join(", ")}, got ${JSON.stringify(maxTokensPolicy)}`, "config");
@@ -221,7 +225,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const ctx: GatewayContext = {
     clock,
     callTimeoutMs,
-    newCallId: opts.newCallId ?? randomUUID,
+    newCallId: opts.newCallId ?? newTimeOrderedId,
     backendList: opts.backends,
     backends,
     router,
@@ -363,7 +367,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   }
 
   app.get("/health", async () => ({ status: "ok" }));
-  registerProgramRoutes(app, ctx, { traceSource: opts.traceSource, newProgramId: opts.newProgramId ?? randomUUID, release });
+  registerProgramRoutes(app, ctx, { traceSource: opts.traceSource, newProgramId: opts.newProgramId ?? newTimeOrderedId, release });
   app.get("/metrics", async (_req, reply) => {
     const text = await metrics.registry.metrics();
     return reply.header("content-type", metrics.registry.contentType).send(text);
