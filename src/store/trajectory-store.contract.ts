@@ -2,8 +2,8 @@
 // implementation's test file with a harness that opens stores over one fresh backing location).
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ArborError } from "../core/errors.js";
-import type { Trajectory } from "../core/types.js";
-import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
+import type { Call, Trajectory } from "../core/types.js";
+import { conversation, fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { TERMINATION_KINDS, type TrajectoryStore } from "./trajectory-store.js";
 
 export interface StoreHarness {
@@ -80,6 +80,31 @@ export function describeTrajectoryStoreContract(
       expect(tr.program).toMatchObject({ state: "terminated", endedAt: 3000, termination: { kind: "completed" } });
       expect(tr.program.termination).toEqual({ kind: "completed" });
       expect(tr.reward).toEqual({ total: 1, components: { outcome: 1, format: -1e-12 } });
+    });
+
+    it("reads back a program whose calls resend the conversation, across a context reset and calls recorded without waiting", async () => {
+      const g = fixtureGroup("g1", "run-1", 1);
+      await store.createRun(fixtureRun());
+      await store.createGroup(g);
+      await store.createProgram(fixtureProgram(g, 0));
+      const calls = conversation("g1-p0");
+      await store.recordCall(calls[0] as Call);
+      await store.recordCall(calls[1] as Call);
+      await store.recordCall(calls[2] as Call);
+      await Promise.all([store.recordCall(calls[3] as Call), store.recordCall(calls[4] as Call)]);
+      const expectAsRecorded = (t: Trajectory | undefined): void => {
+        expect(t?.calls).toEqual(calls);
+        // Each call's messages are its own: changing one call's does not change another's.
+        expect(t?.calls[1]?.messages[0]).not.toBe(t?.calls[0]?.messages[0]);
+      };
+      expectAsRecorded(await store.getTrajectory("g1-p0"));
+      expectAsRecorded((await store.listTrajectories("run-1"))[0]);
+      expect((await store.stats("run-1")).promptTokens).toBe(calls.reduce((n, c) => n + c.promptTokenIds.length, 0));
+      if (opts.persistent) {
+        await store.close();
+        store = await harness.open();
+        expectAsRecorded(await store.getTrajectory("g1-p0"));
+      }
     });
 
     it("keeps any text exactly: NUL characters (a sampled <0x00> byte), a leading U+E000, non-BMP characters", async () => {
@@ -350,3 +375,4 @@ export function describeTrajectoryStoreContract(
     }
   });
 }
+

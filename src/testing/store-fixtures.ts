@@ -47,3 +47,29 @@ export function fixtureCall(programId: string, index: number, logprobs: number[]
     timings: { start: 10 + index, end: 20.5 + index },
   };
 }
+
+/**
+ * An agent's program of 5 calls, each resending the conversation: a call's prompt is the last one's prompt and
+ * output and a few new tokens, its messages the last one's and new ones; call 2 follows a context reset (it keeps
+ * only the system prompt and the start of the prompt).
+ */
+export function conversation(programId: string): Call[] {
+  const sys = { role: "system" as const, content: "You solve tasks. ".repeat(20) };
+  const calls: Call[] = [];
+  let messages: Call["messages"] = [sys, { role: "user", content: "task" }];
+  let prompt = Array.from({ length: 50 }, (_, i) => i + 1);
+  for (let index = 0; index < 5; index++) {
+    const output = [900 + 10 * index, 901 + 10 * index, 902 + 10 * index];
+    calls.push({ ...fixtureCall(programId, index, output.map((_, i) => -0.25 * (i + 1))), messages, promptTokenIds: prompt, outputTokenIds: output });
+    const answer = { role: "assistant" as const, content: `answer ${index}` };
+    const next = { role: "tool" as const, content: `result ${index}`, name: "calc" };
+    if (index === 1) {
+      messages = [sys, { role: "user", content: "summary of the task so far" }];
+      prompt = [...prompt.slice(0, 10), 70, 71, 72];
+    } else {
+      messages = [...messages, answer, next];
+      prompt = [...prompt, ...output, 60 + index];
+    }
+  }
+  return calls;
+}
