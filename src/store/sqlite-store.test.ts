@@ -9,12 +9,15 @@ import { decodeFloat64s, decodeTokenIds } from "./codec.js";
 import { createStore } from "./registry.js";
 import { SQLITE_SCHEMA_VERSION, SqliteTrajectoryStore } from "./sqlite-store.js";
 import { SqliteWriteQueue } from "./sqlite-write-queue.js";
-import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
+import type { Call } from "../core/types.js";
+import { conversation, fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-store.contract.js";
 
 // Undoes version 6 (requested model, clamped max_tokens) in the upgrade tests of older versions.
-// Undoes version 7 (the groups' iteration) and version 8 (held-out groups' version) there too.
-const DROP_V6 = "ALTER TABLE calls DROP COLUMN requested_model; ALTER TABLE calls DROP COLUMN max_tokens_asked; ALTER TABLE calls DROP COLUMN max_tokens_granted; ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version;";
+// Undoes version 7 (the groups' iteration), version 8 (held-out groups' version) and version 9 (the calls'
+// deltas) there too.
+const DROP_V9 = "ALTER TABLE calls DROP COLUMN base_idx; ALTER TABLE calls DROP COLUMN prompt_shared; ALTER TABLE calls DROP COLUMN messages_shared;";
+const DROP_V6 = `ALTER TABLE calls DROP COLUMN requested_model; ALTER TABLE calls DROP COLUMN max_tokens_asked; ALTER TABLE calls DROP COLUMN max_tokens_granted; ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version; ${DROP_V9}`;
 
 /** Turn a store file back into what an older version wrote (`sql` drops its newer columns and sets the version). */
 function rewindSchema(path: string, sql: string): void {
@@ -250,7 +253,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.createRun(fixtureRun());
     await store.createGroup(fixtureGroup("g1", "run-1", 1));
     await store.close();
-    rewindSchema(path, "ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version; UPDATE schema_version SET version = 6;");
+    rewindSchema(path, `ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version; ${DROP_V9} UPDATE schema_version SET version = 6;`);
     const upgraded = new SqliteTrajectoryStore(path);
     try {
       await upgraded.createGroup({ ...fixtureGroup("g2", "run-1", 1), iteration: 2 });
@@ -266,7 +269,7 @@ describe("SqliteTrajectoryStore on disk", () => {
     await store.createRun(fixtureRun());
     await store.createGroup({ ...fixtureGroup("g1", "run-1", 1), iteration: 1 });
     await store.close();
-    rewindSchema(path, "ALTER TABLE groups DROP COLUMN held_out_version; UPDATE schema_version SET version = 7;");
+    rewindSchema(path, `ALTER TABLE groups DROP COLUMN held_out_version; ${DROP_V9} UPDATE schema_version SET version = 7;`);
     const upgraded = new SqliteTrajectoryStore(path);
     try {
       await upgraded.createGroup({ ...fixtureGroup("e1", "run-1", 1), heldOutVersion: 0 });
@@ -275,6 +278,82 @@ describe("SqliteTrajectoryStore on disk", () => {
       await upgraded.close();
     }
     expectCurrentSchema(path);
+  });
+
+  it("upgrades a version-8 file in place: its calls (whole) read back beside new ones stored as deltas", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    const calls = conversation("g1-p0");
+    const g = fixtureGroup("g1", "run-1", 1);
+    await store.createRun(fixtureRun());
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
+    await store.recordCall(calls[0] as Call);
+    await store.close();
+    rewindSchema(path, `${DROP_V9} UPDATE schema_version SET version = 8;`);
+    const upgraded = new SqliteTrajectoryStore(path);
+    try {
+      for (const c of calls.slice(1)) await upgraded.recordCall(c);
+      expect((await upgraded.getTrajectory("g1-p0"))?.calls).toEqual(calls);
+    } finally {
+      await upgraded.close();
+    }
+    expectCurrentSchema(path);
+  });
+
+  it("stores a program's calls as deltas over the call before, and names a call whose base is gone", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    const calls = conversation("g1-p0");
+    const g = fixtureGroup("g1", "run-1", 1);
+    await store.createRun(fixtureRun());
+    await store.createGroup(g);
+    await store.createProgram(fixtureProgram(g, 0));
+    for (const c of calls) await store.recordCall(c);
+    await store.close();
+    const db = new Database(path);
+    try {
+      const rows = db.prepare("SELECT idx, base_idx, prompt_shared, length(prompt_token_ids) / 4 AS rest, messages_shared FROM calls ORDER BY idx").all();
+      // Call 1 starts with all of call 0's 53 tokens (prompt and output), call 2 (after a context reset) with 10 of
+      // call 1's and only its system prompt; the first call of a program is whole.
+      expect(rows).toEqual([
+        { idx: 0, base_idx: null, prompt_shared: 0, rest: 50, messages_shared: 0 },
+        { idx: 1, base_idx: 0, prompt_shared: 53, rest: 1, messages_shared: 2 },
+        { idx: 2, base_idx: 1, prompt_shared: 10, rest: 3, messages_shared: 1 },
+        { idx: 3, base_idx: 2, prompt_shared: 16, rest: 1, messages_shared: 2 },
+        { idx: 4, base_idx: 3, prompt_shared: 20, rest: 1, messages_shared: 4 },
+      ]);
+      db.prepare("DELETE FROM calls WHERE idx = 2").run();
+    } finally {
+      db.close();
+    }
+    const reopened = new SqliteTrajectoryStore(path);
+    try {
+      await expect(reopened.getTrajectory("g1-p0")).rejects.toThrow("store: call 'g1-p0-c3' (program 'g1-p0', index 3) is corrupt: its base call 2 is missing");
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it("never stores a call over one the writer refused", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    try {
+      const calls = conversation("g1-p0");
+      const g = fixtureGroup("g1", "run-1", 1);
+      await store.createRun(fixtureRun());
+      await store.createGroup(g);
+      await store.createProgram(fixtureProgram(g, 0));
+      await store.recordCall(calls[0] as Call);
+      // Call 1 refused by the insert itself (a NOT NULL column left out, past every check), then call 1 again
+      // starting with the refused call's tokens (not call 0's): stored over the refused call, it would read back
+      // over call 0's tokens, wrong.
+      const refused = { ...(calls[1] as Call), id: "refused", outputTokenIds: [7, 8, 9], outputText: undefined } as unknown as Call;
+      const next: Call = { ...(calls[1] as Call), promptTokenIds: [...(calls[0] as Call).promptTokenIds, 7, 8, 9, 61] };
+      const settled = await Promise.allSettled([store.recordCall(refused), store.recordCall(next)]);
+      expect(settled.map((s) => s.status)).toEqual(["rejected", "fulfilled"]);
+      expect(String((settled[0] as PromiseRejectedResult).reason)).toMatch(/NOT NULL/);
+      expect((await store.getTrajectory("g1-p0"))?.calls).toEqual([calls[0], next]);
+    } finally {
+      await store.close();
+    }
   });
 
   it("reopenRun refuses a run still open in another process", async () => {

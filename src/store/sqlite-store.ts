@@ -21,16 +21,15 @@ import { realClock } from "../core/real-clock.js";
 import { currentOwner, ownerAlive } from "./run-owner.js";
 import { SqliteWriteQueue, type WriteQueueOptions } from "./sqlite-write-queue.js";
 import type { WriteStep } from "./sqlite-writer.mjs";
+import { resolveCalls, type DeltaCallRow } from "./call-delta.js";
 import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 import {
-  callFromRow,
   clientFieldsProblem,
   contextEventFromRow,
   programFromRow,
   rewardFromRow,
   runFromRow,
   toolFromRow,
-  type CallRow,
   type ContextEventRow,
   type ProgramRow,
   type RewardRow,
@@ -40,7 +39,7 @@ import {
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
-export const SQLITE_SCHEMA_VERSION = 8;
+export const SQLITE_SCHEMA_VERSION = 9;
 
 const V1_TO_V2 = `
 ALTER TABLE calls ADD COLUMN trainable INTEGER NOT NULL DEFAULT 1;
@@ -81,6 +80,12 @@ ALTER TABLE groups ADD COLUMN iteration INTEGER;
 // are never trained on (NULL: a training group, as every group written before).
 const V7_TO_V8 = `
 ALTER TABLE groups ADD COLUMN held_out_version INTEGER;
+`;
+
+const V8_TO_V9 = `
+ALTER TABLE calls ADD COLUMN base_idx INTEGER;
+ALTER TABLE calls ADD COLUMN prompt_shared INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE calls ADD COLUMN messages_shared INTEGER NOT NULL DEFAULT 0;
 `;
 
 const SCHEMA = `
@@ -136,6 +141,9 @@ CREATE TABLE calls (
   requested_model TEXT,
   max_tokens_asked INTEGER,
   max_tokens_granted INTEGER,
+  base_idx INTEGER,
+  prompt_shared INTEGER NOT NULL DEFAULT 0,
+  messages_shared INTEGER NOT NULL DEFAULT 0,
   UNIQUE (program_id, idx)
 );
 CREATE TABLE tools (
@@ -333,8 +341,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     // version 2 adds the calls' trainable/context_reset flags, version 3 their per-token versions,
     // version 4 their served model name, version 5 their context reset reason.
     // version 6 the requested model and clamped max_tokens, version 7 the groups' iteration, version 8 the
-    // held-out groups' scored version.
-    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5, 5: V5_TO_V6, 6: V6_TO_V7, 7: V7_TO_V8 };
+    // held-out groups' scored version, version 9 the calls' deltas (call-delta.ts; older rows are whole).
+    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5, 5: V5_TO_V6, 6: V6_TO_V7, 7: V7_TO_V8, 8: V8_TO_V9 };
     const from = row?.version;
     if (from !== undefined && from in steps) {
       this.db.transaction(() => {
@@ -543,17 +551,16 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
         [call.programId, call.index],
         `${what}: program '${call.programId}' already has a call at index ${call.index}`,
       ),
-      exec(
-        `INSERT INTO calls (id, program_id, idx, messages, prompt_token_ids, output_token_ids, logprobs, output_text,
-           finish_reason, backend, policy_version, start_ms, end_ms, trainable, context_reset, token_policy_versions, served_model,
-           context_reset_reason, requested_model, max_tokens_asked, max_tokens_granted)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [
+      {
+        sql: `INSERT INTO calls (id, program_id, idx, output_token_ids, logprobs, output_text, finish_reason, backend,
+           policy_version, start_ms, end_ms, trainable, context_reset, token_policy_versions, served_model, context_reset_reason,
+           requested_model, max_tokens_asked, max_tokens_granted, messages, prompt_token_ids, base_idx, prompt_shared, messages_shared)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        // The writer appends the last five: the call stored over its program's last committed one.
+        params: [
           call.id,
           call.programId,
           call.index,
-          JSON.stringify(call.messages),
-          prompt,
           output,
           logprobs,
           call.outputText,
@@ -571,7 +578,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
           call.maxTokensClamped?.asked ?? null,
           call.maxTokensClamped?.granted ?? null,
         ],
-      ),
+        call: { programId: call.programId, index: call.index, prompt, output, messages: call.messages.map((m) => JSON.stringify(m)) },
+      },
     ]);
   }
 
@@ -632,6 +640,8 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
         termination.detail ?? null,
         programId,
       ]),
+      // No call of it follows: the writer no longer keeps its last one.
+      { forget: programId },
     ]);
   }
 
@@ -651,11 +661,11 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     return db.transaction(() => {
       const p = SqliteTrajectoryStore.programRow(db, programId);
       if (!p) return undefined;
-      const calls = db.prepare("SELECT * FROM calls WHERE program_id = ? ORDER BY idx").all(programId) as CallRow[];
+      const calls = db.prepare("SELECT * FROM calls WHERE program_id = ? ORDER BY idx").all(programId) as DeltaCallRow[];
       const tools = db.prepare("SELECT * FROM tools WHERE program_id = ? ORDER BY rowid").all(programId) as ToolRow[];
       const reward = db.prepare("SELECT * FROM rewards WHERE program_id = ?").get(programId) as RewardRow | undefined;
       const events = db.prepare("SELECT * FROM context_events WHERE program_id = ? ORDER BY rowid").all(programId) as ContextEventRow[];
-      const t: Trajectory = { program: programFromRow(p), calls: calls.map(callFromRow), tools: tools.map(toolFromRow) };
+      const t: Trajectory = { program: programFromRow(p), calls: resolveCalls(calls), tools: tools.map(toolFromRow) };
       if (reward) t.reward = rewardFromRow(reward);
       if (events.length > 0) t.contextEvents = events.map(contextEventFromRow);
       return t;
@@ -671,8 +681,14 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       const byId = new Map<string, Trajectory>();
       for (const p of programs) byId.set(p.id, { program: programFromRow(p), calls: [], tools: [] });
       const join = "JOIN programs p ON p.id = x.program_id WHERE p.run_id = ?";
-      for (const r of db.prepare(`SELECT x.* FROM calls x ${join} ORDER BY x.program_id, x.idx`).all(runId) as CallRow[]) {
-        byId.get(r.program_id)?.calls.push(callFromRow(r));
+      const rows = db.prepare(`SELECT x.* FROM calls x ${join} ORDER BY x.program_id, x.idx`).all(runId) as DeltaCallRow[];
+      for (let i = 0; i < rows.length; ) {
+        const programId = (rows[i] as DeltaCallRow).program_id;
+        let end = i;
+        while (end < rows.length && (rows[end] as DeltaCallRow).program_id === programId) end++;
+        const t = byId.get(programId);
+        if (t) for (const c of resolveCalls(rows.slice(i, end))) t.calls.push(c);
+        i = end;
       }
       for (const r of db.prepare(`SELECT x.* FROM tools x ${join} ORDER BY x.rowid`).all(runId) as ToolRow[]) {
         byId.get(r.program_id)?.tools.push(toolFromRow(r));
@@ -707,7 +723,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
         .get(runId) as { n: number; open: number | null };
       const calls = db
         .prepare(
-          `SELECT count(*) AS n, sum(length(c.prompt_token_ids)) / 4 AS prompt, sum(length(c.output_token_ids)) / 4 AS output
+          `SELECT count(*) AS n, sum(c.prompt_shared + length(c.prompt_token_ids) / 4) AS prompt, sum(length(c.output_token_ids)) / 4 AS output
            FROM calls c JOIN programs p ON p.id = c.program_id WHERE p.run_id = ?`,
         )
         .get(runId) as { n: number; prompt: number | null; output: number | null };

@@ -5,6 +5,7 @@
 // because a worker thread cannot load TypeScript without a loader (types: sqlite-writer.d.mts).
 import { isMainThread, parentPort, workerData } from "node:worker_threads";
 import Database from "better-sqlite3";
+import { CallContexts, contextOf, deltaOver, int32s } from "./sqlite-call-contexts.mjs";
 
 /** Statements by SQL text, per connection: a batch reuses what earlier batches prepared. */
 const prepared = new WeakMap();
@@ -35,9 +36,37 @@ function failure(step, row) {
 
 class Refused extends Error {}
 
-function runStep(db, step) {
+/** Each connection's programs' last committed calls, which their next calls are stored over. */
+const callContexts = new WeakMap();
+
+function contextsOf(db) {
+  let c = callContexts.get(db);
+  if (!c) {
+    c = new CallContexts();
+    callContexts.set(db, c);
+  }
+  return c;
+}
+
+/**
+ * Run one step. A call's insert gets its delta's columns appended to its parameters (the stored messages and
+ * prompt ids, base index, shared counts) and adds the call's context to `staged`, kept once the write commits.
+ */
+function runStep(db, step, staged) {
+  if (step.forget !== undefined) {
+    staged.push({ programId: step.forget });
+    return;
+  }
+  let params = bindable(step.params);
+  if (step.call !== undefined) {
+    const c = step.call;
+    const prompt = int32s(c.prompt);
+    const d = deltaOver(contextsOf(db).get(c.programId), prompt, c.messages);
+    const rest = Buffer.from(d.promptRest.buffer, d.promptRest.byteOffset, d.promptRest.byteLength);
+    params = [...params, d.messagesRest, rest, d.baseIdx, d.promptShared, d.messagesShared];
+    staged.push({ programId: c.programId, ctx: contextOf(c.index, prompt, int32s(c.output), c.messages) });
+  }
   const stmt = statement(db, step.sql);
-  const params = bindable(step.params);
   if (step.expect === undefined) {
     stmt.run(params);
     return;
@@ -57,12 +86,19 @@ function messageOf(e) {
  */
 export function applyBatch(db, writes) {
   const results = writes.map(() => null);
+  const contexts = contextsOf(db);
   try {
     statement(db, "BEGIN IMMEDIATE").run();
     for (let i = 0; i < writes.length; i++) {
       statement(db, "SAVEPOINT arbor_write").run();
+      const staged = [];
       try {
-        for (const step of writes[i]) runStep(db, step);
+        for (const step of writes[i]) runStep(db, step, staged);
+        // Later writes of the batch are stored over this one's calls: they commit together or not at all.
+        for (const s of staged) {
+          if (s.ctx === undefined) contexts.forget(s.programId);
+          else contexts.set(s.programId, s.ctx);
+        }
       } catch (e) {
         statement(db, "ROLLBACK TO arbor_write").run();
         results[i] = messageOf(e);
@@ -72,6 +108,8 @@ export function applyBatch(db, writes) {
     statement(db, "COMMIT").run();
     return results;
   } catch (e) {
+    // Nothing of the batch is stored: no call may be stored over one of its calls.
+    contexts.clear();
     if (db.inTransaction) db.exec("ROLLBACK");
     const why = `store write failed: ${messageOf(e)}`;
     return writes.map(() => why);

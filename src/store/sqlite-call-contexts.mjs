@@ -1,0 +1,103 @@
+// The SQLite writer's side of storing a program's calls as deltas (call-delta.ts says why and how they are
+// read back): the last committed call of each program, bounded, and a new call's delta over it. It runs in
+// the writer (thread or, for `:memory:`, in process), which alone knows what has committed: a call is only
+// ever stored over a row that exists and holds what it is compared with, and the thread that serves requests
+// pays nothing for it. Plain JavaScript, as the writer is (types: sqlite-call-contexts.d.mts).
+
+/** Length of the common prefix of two Int32 id lists. */
+export function sharedPrefix(a, b) {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+/** Encoded ids (Int32 per id, the store's encoding) of a byte view: a view where aligned, else a copy. */
+export function int32s(bytes) {
+  if (bytes.byteOffset % 4 === 0) return new Int32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+  return new Int32Array(new Uint8Array(bytes).buffer);
+}
+
+/**
+ * How a call is stored over `base` ({index, context: prompt then output ids, messages: JSON each}), or whole
+ * (no base) where it shares nothing with it: {baseIdx, promptShared, messagesShared, promptRest (ids),
+ * messagesRest (a JSON list)}.
+ */
+export function deltaOver(base, prompt, messages) {
+  let promptShared = 0;
+  let messagesShared = 0;
+  if (base !== undefined) {
+    promptShared = sharedPrefix(base.context, prompt);
+    const m = Math.min(messages.length, base.messages.length);
+    while (messagesShared < m && messages[messagesShared] === base.messages[messagesShared]) messagesShared++;
+  }
+  if (promptShared === 0 && messagesShared === 0) {
+    return { baseIdx: null, promptShared: 0, messagesShared: 0, promptRest: prompt, messagesRest: `[${messages.join(",")}]` };
+  }
+  return {
+    baseIdx: base.index,
+    promptShared,
+    messagesShared,
+    promptRest: prompt.subarray(promptShared),
+    messagesRest: `[${messages.slice(messagesShared).join(",")}]`,
+  };
+}
+
+/** A call's context for the next call's delta: its prompt's ids then its output's (copied), its messages' JSON. */
+export function contextOf(index, prompt, output, messages) {
+  const context = new Int32Array(prompt.length + output.length);
+  context.set(prompt);
+  context.set(output, prompt.length);
+  return { index, context, messages };
+}
+
+function sizeOf(ctx) {
+  let n = ctx.context.byteLength;
+  for (const m of ctx.messages) n += 2 * m.length;
+  return n;
+}
+
+/**
+ * The last committed call of each program, bounded by programs and bytes (the oldest go first; one larger
+ * than the byte bound alone is not kept): a program without one stores its next call whole.
+ */
+export class CallContexts {
+  constructor(maxPrograms = 1024, maxBytes = 128 * 1024 * 1024) {
+    this.maxPrograms = maxPrograms;
+    this.maxBytes = maxBytes;
+    this.byProgram = new Map();
+    this.bytes = 0;
+  }
+
+  get(programId) {
+    return this.byProgram.get(programId);
+  }
+
+  set(programId, ctx) {
+    this.forget(programId);
+    const size = sizeOf(ctx);
+    if (size > this.maxBytes) return;
+    this.byProgram.set(programId, ctx);
+    this.bytes += size;
+    for (const id of this.byProgram.keys()) {
+      if (this.byProgram.size <= this.maxPrograms && this.bytes <= this.maxBytes) break;
+      this.forget(id);
+    }
+  }
+
+  forget(programId) {
+    const ctx = this.byProgram.get(programId);
+    if (ctx === undefined) return;
+    this.byProgram.delete(programId);
+    this.bytes -= sizeOf(ctx);
+  }
+
+  clear() {
+    this.byProgram.clear();
+    this.bytes = 0;
+  }
+
+  get size() {
+    return this.byProgram.size;
+  }
+}
