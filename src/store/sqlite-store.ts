@@ -82,6 +82,9 @@ const V7_TO_V8 = `
 ALTER TABLE groups ADD COLUMN held_out_version INTEGER;
 `;
 
+// A call stored over another call of its program (call-delta.ts): `base_idx` names it (NULL: the row is whole),
+// `prompt_shared` counts the leading ids of its prompt then output that this prompt starts with, `messages_shared`
+// its leading messages; `prompt_token_ids` and `messages` hold the rest.
 const V8_TO_V9 = `
 ALTER TABLE calls ADD COLUMN base_idx INTEGER;
 ALTER TABLE calls ADD COLUMN prompt_shared INTEGER NOT NULL DEFAULT 0;
