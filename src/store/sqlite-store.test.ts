@@ -29,6 +29,15 @@ function rewindSchema(path: string, sql: string): void {
   }
 }
 
+/** Run run-1 with program g1-p0 (group g1) in `store`; the calls of a conversation for it, not recorded yet. */
+async function conversationProgram(store: SqliteTrajectoryStore): Promise<Call[]> {
+  const g = fixtureGroup("g1", "run-1", 1);
+  await store.createRun(fixtureRun());
+  await store.createGroup(g);
+  await store.createProgram(fixtureProgram(g, 0));
+  return conversation("g1-p0");
+}
+
 /** The file at `path` has been upgraded to the current schema version. */
 function expectCurrentSchema(path: string): void {
   const check = new Database(path, { readonly: true });
@@ -282,11 +291,7 @@ describe("SqliteTrajectoryStore on disk", () => {
 
   it("upgrades a version-8 file in place: its calls (whole) read back beside new ones stored as deltas", async () => {
     const store = new SqliteTrajectoryStore(path);
-    const calls = conversation("g1-p0");
-    const g = fixtureGroup("g1", "run-1", 1);
-    await store.createRun(fixtureRun());
-    await store.createGroup(g);
-    await store.createProgram(fixtureProgram(g, 0));
+    const calls = await conversationProgram(store);
     await store.recordCall(calls[0] as Call);
     await store.close();
     rewindSchema(path, `${DROP_V9} UPDATE schema_version SET version = 8;`);
@@ -302,11 +307,7 @@ describe("SqliteTrajectoryStore on disk", () => {
 
   it("stores a program's calls as deltas over the call before, and names a call whose base is gone", async () => {
     const store = new SqliteTrajectoryStore(path);
-    const calls = conversation("g1-p0");
-    const g = fixtureGroup("g1", "run-1", 1);
-    await store.createRun(fixtureRun());
-    await store.createGroup(g);
-    await store.createProgram(fixtureProgram(g, 0));
+    const calls = await conversationProgram(store);
     for (const c of calls) await store.recordCall(c);
     await store.close();
     const db = new Database(path);
@@ -336,11 +337,7 @@ describe("SqliteTrajectoryStore on disk", () => {
   it("never stores a call over one the writer refused", async () => {
     const store = new SqliteTrajectoryStore(path);
     try {
-      const calls = conversation("g1-p0");
-      const g = fixtureGroup("g1", "run-1", 1);
-      await store.createRun(fixtureRun());
-      await store.createGroup(g);
-      await store.createProgram(fixtureProgram(g, 0));
+      const calls = await conversationProgram(store);
       await store.recordCall(calls[0] as Call);
       // Call 1 refused by the insert itself (a NOT NULL column left out, past every check), then call 1 again
       // starting with the refused call's tokens (not call 0's): stored over the refused call, it would read back
