@@ -31,11 +31,8 @@ export function deltaOver(base, prompt, messages) {
     const m = Math.min(messages.length, base.messages.length);
     while (messagesShared < m && messages[messagesShared] === base.messages[messagesShared]) messagesShared++;
   }
-  if (promptShared === 0 && messagesShared === 0) {
-    return { baseIdx: null, promptShared: 0, messagesShared: 0, promptRest: prompt, messagesRest: `[${messages.join(",")}]` };
-  }
   return {
-    baseIdx: base.index,
+    baseIdx: promptShared === 0 && messagesShared === 0 ? null : base.index,
     promptShared,
     messagesShared,
     promptRest: prompt.subarray(promptShared),
@@ -65,19 +62,20 @@ export class CallContexts {
   constructor(maxPrograms = 1024, maxBytes = 128 * 1024 * 1024) {
     this.maxPrograms = maxPrograms;
     this.maxBytes = maxBytes;
+    /** programId → {ctx, size}: the size counted once, when it is kept. */
     this.byProgram = new Map();
     this.bytes = 0;
   }
 
   get(programId) {
-    return this.byProgram.get(programId);
+    return this.byProgram.get(programId)?.ctx;
   }
 
   set(programId, ctx) {
     this.forget(programId);
     const size = sizeOf(ctx);
     if (size > this.maxBytes) return;
-    this.byProgram.set(programId, ctx);
+    this.byProgram.set(programId, { ctx, size });
     this.bytes += size;
     for (const id of this.byProgram.keys()) {
       if (this.byProgram.size <= this.maxPrograms && this.bytes <= this.maxBytes) break;
@@ -86,10 +84,10 @@ export class CallContexts {
   }
 
   forget(programId) {
-    const ctx = this.byProgram.get(programId);
-    if (ctx === undefined) return;
+    const entry = this.byProgram.get(programId);
+    if (entry === undefined) return;
     this.byProgram.delete(programId);
-    this.bytes -= sizeOf(ctx);
+    this.bytes -= entry.size;
   }
 
   clear() {
