@@ -1,13 +1,14 @@
 // The routing and attempts of one token-path call, plain or streamed: the first route the call
 // came with, re-routing for a retry, each attempt bounded by the call timeout, the client leaving
 // and the backend going down, and every route reported to the router exactly once.
+import type { ServerResponse } from "node:http";
 import type { FastifyReply } from "fastify";
 import type { Backend, TokenBackend } from "../backends/backend.js";
 import { ArborError } from "../core/errors.js";
 import type { ToolPlan } from "../model/tool-markup.js";
 import { abortOnClientClose } from "./client-close.js";
 import type { GatewayContext, RouteRef } from "./gateway-context.js";
-import { CallTimeoutError } from "./http-errors.js";
+import { CallTimeoutError, ClientClosedError } from "./http-errors.js";
 import type { Endpoint, PreparedRequest } from "./openai-request.js";
 import type { CallPlace } from "./record-call.js";
 import { routeOrUnavailable } from "./route-or-unavailable.js";
@@ -25,8 +26,6 @@ export interface RoutedTokenCall {
 }
 
 export interface TokenRouting {
-  /** Aborted with ClientClosedError when the client goes away. */
-  clientGone: AbortSignal;
   /**
    * The request's sampling and tool plan; a request they reject gives its first route back
    * (reported failed) before the error is thrown.
@@ -34,7 +33,7 @@ export interface TokenRouting {
   plan(endpoint: Endpoint): { sampling: ReturnType<typeof tokenSampling>; tools: ToolPlan | undefined };
   /** The token call's routing dependencies (route, transportFailed, retrying). */
   deps: Pick<TokenCallDeps, "route" | "transportFailed" | "retrying">;
-  /** Report a first route no attempt took as failed and stop watching the client; call once, last. */
+  /** Report a first route no attempt took as failed; call once, last. */
   close(): void;
 }
 
@@ -46,14 +45,11 @@ export function tokenRouting(ctx: GatewayContext, call: RoutedTokenCall, takes: 
   const { prepared } = call;
   const { programId } = call.place;
   let pending: RouteRef | undefined = call.first;
-  const gone = new AbortController();
-  const detach = abortOnClientClose(call.reply.raw, gone);
   const giveBack = (): void => {
     if (pending !== undefined) ctx.router.onFinished(pending.id, { outputTokens: 0, ok: false });
     pending = undefined;
   };
   return {
-    clientGone: gone.signal,
     plan(endpoint) {
       try {
         return {
@@ -77,26 +73,27 @@ export function tokenRouting(ctx: GatewayContext, call: RoutedTokenCall, takes: 
           }
           ctx.table.bind(programId, r.backend);
         }
-        return startTokenAttempt(ctx, r, gone.signal);
+        return startTokenAttempt(ctx, r, call.reply.raw);
       },
       transportFailed: (name, cause) => ctx.health.callFailed(name, cause),
       retrying: (name) => ctx.healthMetrics.retries.inc({ backend: name }),
     },
-    close() {
-      giveBack();
-      detach();
-    },
+    close: giveBack,
   };
 }
 
-/** One token-path attempt on route `r`: bounded by the call timeout, the client leaving and the backend going down. */
-function startTokenAttempt(ctx: GatewayContext, r: RouteRef, clientGone: AbortSignal): Attempt {
+/**
+ * One token-path attempt on route `r`: bounded by the call timeout, the client leaving (`res` closing before
+ * the answer was written: the attempt watches it itself, through the response's events rather than a second
+ * AbortSignal per call, whose listeners cost more) and the backend going down.
+ */
+function startTokenAttempt(ctx: GatewayContext, r: RouteRef, res: ServerResponse): Attempt {
   const backend = ctx.backends.get(r.backend) as TokenBackend;
   const ac = new AbortController();
   const timer = ctx.clock.setTimer(ctx.callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, ctx.callTimeoutMs)));
-  const onGone = (): void => ac.abort(clientGone.reason);
-  if (clientGone.aborted) onGone();
-  else clientGone.addEventListener("abort", onGone, { once: true });
+  // A client that left between attempts (while the call was re-routed) ends the next one at once.
+  if (res.closed && !res.writableFinished) ac.abort(new ClientClosedError());
+  const detach = abortOnClientClose(res, ac);
   const inFlight = ctx.attemptsOn.get(backend.name) ?? new Set<AbortController>();
   ctx.attemptsOn.set(backend.name, inFlight);
   inFlight.add(ac);
@@ -106,7 +103,7 @@ function startTokenAttempt(ctx: GatewayContext, r: RouteRef, clientGone: AbortSi
     signal: ac.signal,
     done: () => {
       timer.cancel();
-      clientGone.removeEventListener("abort", onGone);
+      detach();
       inFlight.delete(ac);
     },
   };

@@ -13,6 +13,8 @@ export interface FaultProxy {
   readonly seen: { path: string; body: string }[];
   /** How requests whose path starts with `prefix` are treated from now on (default forward). */
   set(prefix: string, mode: FaultMode): void;
+  /** The paths of held requests whose client went away before they were answered, in order. */
+  readonly abandoned: string[];
   /** Resolves once a request with this path prefix is being held. */
   held(prefix: string): Promise<void>;
   /** Forward every held request now; resolves when their answers were written (or their clients were gone). */
@@ -25,6 +27,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const modes: [string, FaultMode][] = [];
   const seen: { path: string; body: string }[] = [];
   const holding: { path: string; forward: () => Promise<void> }[] = [];
+  const abandoned: string[] = [];
   const waiters: { prefix: string; resolve: () => void }[] = [];
   const modeOf = (path: string): FaultMode => modes.filter(([p]) => path.startsWith(p)).at(-1)?.[1] ?? "forward";
 
@@ -63,6 +66,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       }
       if (mode === "hold") {
         holding.push({ path, forward: () => forward(req, body, res) });
+        res.once("close", () => {
+          if (!res.writableFinished) abandoned.push(path);
+        });
         for (const w of waiters.filter((x) => path.startsWith(x.prefix))) {
           waiters.splice(waiters.indexOf(w), 1);
           w.resolve();
@@ -77,6 +83,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   return {
     root: `http://127.0.0.1:${port}`,
     seen,
+    abandoned,
     set(prefix, mode) {
       modes.push([prefix, mode]);
     },

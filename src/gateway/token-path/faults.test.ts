@@ -135,6 +135,27 @@ describe("token path faults", () => {
     expect(await metric(s.url, 'arbor_gateway_backend_up{backend="a"} 1')).toBe(true);
   });
 
+  it("a client leaving mid-call ends the engine request, records nothing and gives the route back", async () => {
+    const s = await setup();
+    s.a.set("/v1/completions", "hold");
+    const ac = new AbortController();
+    const pending = fetch(`${s.url}/p/f6/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "arbor-tiny", messages: [{ role: "user", content: "x" }], max_tokens: 8 }),
+      signal: ac.signal,
+    });
+    await s.a.held("/v1/completions");
+    ac.abort();
+    await expect(pending).rejects.toThrow();
+    // The gateway closes its request to the engine (not left generating for nobody) and ends the program's call.
+    await vitestSettle(() => s.a.abandoned.length === 1);
+    expect(s.a.abandoned).toEqual(["/v1/completions"]);
+    await vitestSettle(() => s.gw.router.views().every((v) => v.inFlight === 0));
+    expect(s.calls).toEqual([]);
+    expect(s.b.seen.filter((r) => r.path === "/v1/completions")).toEqual([]);
+  });
+
   it("a streamed call whose backend fails before the stream began is retried on the other and recorded once", async () => {
     const s = await setup();
     s.a.set("/v1/completions", "reset");
