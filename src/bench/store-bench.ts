@@ -1,7 +1,7 @@
 // `arbor bench store`: trajectories written and read per second by the embedded SQLite store and
 // the networked Postgres store, on the same realistic multi-turn workload (agent programs whose
-// context grows to tens of thousands of tokens, each call recorded with its full prompt ids: Postgres
-// stores them whole, SQLite as the delta over the program's previous call), in one run, with the
+// context grows to tens of thousands of tokens, each call recorded with its full prompt ids: both stores
+// keep each as the delta over the program's previous call), in one run, with the
 // Postgres / SQLite ratio. Programs run concurrently as under the gateway; each
 // program's calls are recorded one after the other, each awaited (durable before the next turn).
 import { randomBytes } from "node:crypto";
@@ -141,7 +141,7 @@ export function storeTable(runs: readonly StoreRun[], cfg: StoreBenchConfig, not
     columns: ["store", "trajectories", "calls", "tokens", "write traj/s", "write calls/s", "list traj/s", "get traj/s"],
     rows,
     notes: [
-      `${cfg.programs} programs in flight, ${cfg.turns} calls each; prompts grow from ${cfg.systemTokens} by ${cfg.outputTokens} output + ${cfg.turnTokens} new tokens a turn (last prompt ${cfg.systemTokens + (cfg.turns - 1) * (cfg.outputTokens + cfg.turnTokens)} tokens); every call is recorded with its full prompt ids (Postgres stores each whole, SQLite as the delta over the program's previous call)`,
+      `${cfg.programs} programs in flight, ${cfg.turns} calls each; prompts grow from ${cfg.systemTokens} by ${cfg.outputTokens} output + ${cfg.turnTokens} new tokens a turn (last prompt ${cfg.systemTokens + (cfg.turns - 1) * (cfg.outputTokens + cfg.turnTokens)} tokens); every call is recorded with its full prompt ids (both stores keep each as the delta over the program's previous call)`,
       "write: create, every call awaited in turn, end, reward; list: listTrajectories of the run; get: getTrajectory of every program at once. The ratio row is postgres speed / sqlite speed.",
       "SQLite: a file in the temp dir, synchronous=full. Postgres: a throwaway schema on the server below, default pool.",
       ...notes,

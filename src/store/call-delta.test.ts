@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { resolveCalls, type DeltaCallRow } from "./call-delta.js";
-import { CallContexts, contextOf, deltaOver, sharedPrefix } from "./sqlite-call-contexts.mjs";
+import { CallContexts, contextOf, deltaOver, sharedPrefix } from "./call-contexts.mjs";
 import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 
 const ids = (xs: number[]): Int32Array => Int32Array.from(xs);

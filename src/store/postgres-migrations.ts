@@ -135,12 +135,25 @@ const V4 = `
 ALTER TABLE groups ADD COLUMN held_out_version integer;
 `;
 
+// A call stored over an earlier call of its program (call-delta.ts): base_idx names it (NULL: the row is whole),
+// prompt_shared and messages_shared count the leading context ids and messages it shares with it, the prompt and
+// messages columns hold the rest. content_sha is the SHA-256 of the call's whole content (postgres-call-rows.ts),
+// which an identical retry is recognised by whatever form either copy is stored in (NULL: a row written before,
+// stored whole, compared column by column).
+const V5 = `
+ALTER TABLE calls ADD COLUMN base_idx integer;
+ALTER TABLE calls ADD COLUMN prompt_shared integer NOT NULL DEFAULT 0;
+ALTER TABLE calls ADD COLUMN messages_shared integer NOT NULL DEFAULT 0;
+ALTER TABLE calls ADD COLUMN content_sha bytea;
+`;
+
 /** The store's migrations, oldest first. Append new ones; never edit an applied one. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { version: 1, description: "trajectory store tables", sql: V1 },
   { version: 2, description: "calls: requested model, clamped max_tokens", sql: V2 },
   { version: 3, description: "groups: the iteration of their run", sql: V3 },
   { version: 4, description: "groups: the policy version a held-out evaluation group scored", sql: V4 },
+  { version: 5, description: "calls: stored as deltas over an earlier call of their program, with a content hash", sql: V5 },
 ];
 
 /** A schema name usable unquoted: lower-case letters, digits and `_`, at most 63 bytes. */

@@ -2,7 +2,8 @@ import { spawnSync } from "node:child_process";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
-import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
+import type { Call } from "../core/types.js";
+import { conversationProgram, fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { dropTestSchema, POSTGRES_TEST_URL, postgresQuery, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
 import pg from "pg";
 import { migratePostgres, POSTGRES_MIGRATIONS } from "./postgres-migrations.js";
@@ -131,6 +132,68 @@ describe.skipIf(unreachable !== undefined)(`postgres store (${unreachable ?? url
       await expect(store.setReward("g-p0", { total: 1, components: {} })).rejects.toThrow(/already has a reward/);
       expect((await store.listGroups("run-1"))[0]?.programIds).toEqual(["g-p0"]);
       expect(await store.stats("run-1")).toMatchObject({ programs: 1, unfinished: 0, rewarded: 1, meanReward: 0.5 });
+    });
+  });
+
+  describe("calls stored as deltas", () => {
+    const rowsOf = (): Promise<unknown[]> =>
+      postgresQuery(
+        `SELECT idx, base_idx, prompt_shared, octet_length(prompt_token_ids) / 4 AS rest, messages_shared FROM ${schema}.calls ORDER BY idx`,
+      );
+
+    it("stores a program's calls as deltas over the last call it committed, and reads them back whole", async () => {
+      const store = await open();
+      const calls = await conversationProgram(store);
+      for (const c of calls) await store.recordCall(c);
+      // Call 1 starts with all of call 0's 53 tokens (prompt and output), call 2 (after a context reset) with 10 of
+      // call 1's and only its system prompt; the first call of a program is whole.
+      expect(await rowsOf()).toEqual([
+        { idx: 0, base_idx: null, prompt_shared: 0, rest: 50, messages_shared: 0 },
+        { idx: 1, base_idx: 0, prompt_shared: 53, rest: 1, messages_shared: 2 },
+        { idx: 2, base_idx: 1, prompt_shared: 10, rest: 3, messages_shared: 1 },
+        { idx: 3, base_idx: 2, prompt_shared: 16, rest: 1, messages_shared: 2 },
+        { idx: 4, base_idx: 3, prompt_shared: 20, rest: 1, messages_shared: 4 },
+      ]);
+      expect((await store.getTrajectory("g1-p0"))?.calls).toEqual(calls);
+      expect((await store.listTrajectories("run-1"))[0]?.calls).toEqual(calls);
+      const promptTokens = calls.reduce((n, c) => n + c.promptTokenIds.length, 0);
+      expect(await store.stats("run-1")).toMatchObject({ calls: 5, promptTokens });
+    });
+
+    it("an identical retry is a no-op whichever form either copy is stored in; other content under its id is refused", async () => {
+      const a = await open();
+      const calls = await conversationProgram(a);
+      for (const c of calls) await a.recordCall(c);
+      const b = await open();
+      // Call 3 is stored over call 2; a retry from `a` (which now stores call 3 whole, as its last call is 4) and
+      // one from `b` (which knows no call of the program) are the same call.
+      await a.recordCall(calls[3] as Call);
+      await b.recordCall(calls[3] as Call);
+      await expect(b.recordCall({ ...(calls[3] as Call), promptTokenIds: [1, 2, 3] })).rejects.toThrow(/recordCall 'g1-p0-c3': duplicate call id/);
+      // A row from before content hashes (stored whole, no hash) is compared column by column, as before.
+      await postgresQuery(`UPDATE ${schema}.calls SET content_sha = NULL WHERE idx = 0`);
+      await b.recordCall(calls[0] as Call);
+      await expect(b.recordCall({ ...(calls[0] as Call), outputText: "other" })).rejects.toThrow(/recordCall 'g1-p0-c0': duplicate call id/);
+      expect((await b.getTrajectory("g1-p0"))?.calls).toEqual(calls);
+      expect(await rowsOf()).toHaveLength(5);
+    });
+
+    it("never stores a call over one it was refused", async () => {
+      const a = await open();
+      const b = await open();
+      const calls = await conversationProgram(a);
+      const [first, second] = calls as [Call, Call];
+      await a.recordCall(first);
+      // Another store records call 1; this store's own call 1 (other tokens) is refused. Its next call starts with
+      // the refused call's tokens: stored over index 1 it would read back over the other store's tokens, wrong.
+      const other: Call = { ...second, id: "other", outputTokenIds: [4, 5, 6] };
+      await b.recordCall(other);
+      const refused: Call = { ...second, outputTokenIds: [7, 8, 9] };
+      await expect(a.recordCall(refused)).rejects.toThrow(/already has a call at index 1/);
+      const next: Call = { ...second, id: "next", index: 2, promptTokenIds: [...first.promptTokenIds, ...first.outputTokenIds, 61, 7, 8, 9, 62] };
+      await a.recordCall(next);
+      expect((await a.getTrajectory("g1-p0"))?.calls).toEqual([first, other, next]);
+      expect((await rowsOf())[2]).toMatchObject({ idx: 2, base_idx: 0, prompt_shared: 53 });
     });
   });
 

@@ -1,6 +1,7 @@
 // The networked trajectory store on Postgres (`pg`): many processes and hosts share one schema.
 // Tables are versioned by postgres-migrations.ts; token ids and logprobs are bytea through the same
-// codec as SQLite (bit-exact); writes are batched through postgres-write-queue.ts. A write retried
+// codec as SQLite (bit-exact); writes are batched through postgres-write-queue.ts; a program's calls are
+// stored as deltas over its previous one, as SQLite stores them (postgres-call-rows.ts). A write retried
 // with identical content (a call, a program, an end, a reward whose acknowledgement was lost) is
 // a no-op; the same id with other content is an error naming it. Runs whose owner is gone are
 // ended on open: a process on this host by its pid (run-owner.ts), one elsewhere by its heartbeat.
@@ -11,19 +12,18 @@ import { ArborError } from "../core/errors.js";
 import type { Clock, Timer } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import type { Call, ContextAction, ContextEvent, Group, Program, Reward, Termination, TerminationKind, ToolEvent, Trajectory } from "../core/types.js";
-import { encodeFloat64s, encodeTokenIds } from "./codec.js";
+import { CallContexts } from "./call-contexts.mjs";
+import { resolveByProgram, resolveCalls, type DeltaCallRow } from "./call-delta.js";
+import { alreadyRecorded, callWrite, INSERT_CALL } from "./postgres-call-rows.js";
 import { migratePostgres, SCHEMA_NAME } from "./postgres-migrations.js";
+import { requireFinite, requireIndex, requireString } from "./pg-value-checks.js";
 import {
-  CALL_COLUMNS,
-  callFromRow,
-  clientFieldsProblem,
   contextEventFromRow,
   groupFromRow,
   programFromRow,
   rewardFromRow,
   runFromRow,
   toolFromRow,
-  type CallRow,
   type ContextEventRow,
   type GroupRow,
   type ProgramRow,
@@ -122,78 +122,9 @@ function safeUrl(url: string): string {
   }
 }
 
-function requireString(v: unknown, field: string): void {
-  if (typeof v !== "string" || v.length === 0) throw new ArborError(`${field}: must be a non-empty string`, "store");
-}
-
-function requireFinite(v: unknown, field: string): void {
-  if (typeof v !== "number" || !Number.isFinite(v)) throw new ArborError(`${field}: must be a finite number, got ${String(v)}`, "store");
-}
-
-function requireIndex(v: unknown, field: string): void {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw new ArborError(`${field}: must be an integer >= 0, got ${String(v)}`, "store");
-}
-
 function requireIteration(v: unknown): void {
   if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) throw new ArborError(`group.iteration: must be an integer >= 1, got ${String(v)}`, "store");
 }
-
-/** A call's column values in {@link CALL_COLUMNS} order, validated (naming the call and field). */
-function callParams(call: Call): unknown[] {
-  requireString(call.id, "call.id");
-  requireIndex(call.index, `call '${call.id}' index`);
-  requireIndex(call.policyVersion, `call '${call.id}' policyVersion`);
-  requireFinite(call.timings?.start, `call '${call.id}' timings.start`);
-  requireFinite(call.timings?.end, `call '${call.id}' timings.end`);
-  if (call.logprobs.length !== call.outputTokenIds.length) {
-    throw new ArborError(`call '${call.id}': ${call.logprobs.length} logprobs for ${call.outputTokenIds.length} output tokens`, "store");
-  }
-  if (call.contextResetReason !== undefined) {
-    // A reason says why a reset happened: without the reset it would describe nothing.
-    if (call.contextReset !== true) throw new ArborError(`call '${call.id}': contextResetReason without contextReset`, "store");
-    requireString(call.contextResetReason, `call '${call.id}' contextResetReason`);
-  }
-  const clientProblem = clientFieldsProblem(call);
-  if (clientProblem !== undefined) throw new ArborError(clientProblem, "store");
-  let versions: Buffer | null = null;
-  if (call.tokenPolicyVersions !== undefined) {
-    const v = call.tokenPolicyVersions as number[];
-    if (!Array.isArray(v) || v.length !== call.outputTokenIds.length) {
-      throw new ArborError(`call '${call.id}': ${Array.isArray(v) ? v.length : "no"} tokenPolicyVersions for ${call.outputTokenIds.length} output tokens`, "store");
-    }
-    versions = encodeTokenIds(v, `call '${call.id}' tokenPolicyVersions`);
-  }
-  return [
-    call.id,
-    call.programId,
-    call.index,
-    JSON.stringify(call.messages),
-    encodeTokenIds(call.promptTokenIds, `call '${call.id}' promptTokenIds`),
-    encodeTokenIds(call.outputTokenIds, `call '${call.id}' outputTokenIds`),
-    encodeFloat64s(call.logprobs, `call '${call.id}' logprobs`),
-    pgText(call.outputText),
-    call.finishReason,
-    call.backend,
-    call.policyVersion,
-    call.timings.start,
-    call.timings.end,
-    call.trainable !== false,
-    call.contextReset === true,
-    versions,
-    call.servedModel ?? null,
-    call.contextResetReason ?? null,
-    call.requestedModel ?? null,
-    call.maxTokensClamped?.asked ?? null,
-    call.maxTokensClamped?.granted ?? null,
-  ];
-}
-
-const INSERT_CALL = `INSERT INTO calls (${CALL_COLUMNS.join(", ")}) VALUES (${CALL_COLUMNS.map((_, i) => `$${i + 1}`).join(", ")})
-  ON CONFLICT (id) DO NOTHING RETURNING id`;
-// The same call already recorded: every column equal (NULLs included).
-const SAME_CALL = `SELECT 1 FROM calls WHERE id = $1 AND ${CALL_COLUMNS.slice(1)
-  .map((c, i) => `${c} IS NOT DISTINCT FROM $${i + 2}`)
-  .join(" AND ")}`;
 
 /** Refuse unless the program exists and has not ended; holds its row against a concurrent end until commit. */
 async function requireActive(c: PoolClient, programId: string, what: string): Promise<void> {
@@ -292,6 +223,8 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
   /** Unfinished runs this store object created: their heartbeat says their owner lives. */
   private readonly owned = new Set<string>();
   private heartbeat: Timer | undefined;
+  /** Each program's last call this store committed, bounded: its next call is stored as the delta over it. */
+  private readonly contexts = new CallContexts();
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -554,32 +487,36 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
   }
 
   async recordCall(call: Call): Promise<void> {
-    const params = callParams(call);
+    const w = callWrite(call, this.contexts.get(call.programId));
     const what = `recordCall '${call.id}'`;
     await this.write(what, async (c) => {
       // A retry of a write whose acknowledgement was lost finds its call already recorded.
-      if ((await c.query(SAME_CALL, params)).rowCount !== 0) return;
+      if (await alreadyRecorded(c, w)) return;
       await requireActive(c, call.programId, what);
       let r;
       // A savepoint: the same call inserted at the same moment by another store can trip the (program, index)
       // index before the id's, and the transaction must go on to look at what that store committed.
       await c.query("SAVEPOINT insert_call");
       try {
-        r = await c.query(INSERT_CALL, params);
+        r = await c.query(INSERT_CALL, w.stored);
         await c.query("RELEASE SAVEPOINT insert_call");
       } catch (e) {
         if (e instanceof pg.DatabaseError && e.code === "23505" && e.constraint === "calls_program_idx") {
           await c.query("ROLLBACK TO SAVEPOINT insert_call");
-          if ((await c.query(SAME_CALL, params)).rowCount !== 0) return;
+          if (await alreadyRecorded(c, w)) return;
           throw new Refused(`${what}: program '${call.programId}' already has a call at index ${call.index}`);
         }
         throw e;
       }
       if (r.rowCount !== 0) return;
       // The id is taken: by this very call, committed by another process meanwhile, or by another call.
-      if ((await c.query(SAME_CALL, params)).rowCount !== 0) return;
+      if (await alreadyRecorded(c, w)) return;
       throw new Refused(`${what}: duplicate call id (a call with this id and other content is recorded)`);
     });
+    // Committed, inserted or found with this very content: the program's next call is stored over it. Only a
+    // committed call is ever a base, so every delta row's base exists and holds what the delta was taken over.
+    const kept = this.contexts.get(call.programId);
+    if (kept === undefined || kept.index < call.index) this.contexts.set(call.programId, w.context);
   }
 
   async recordTool(event: ToolEvent): Promise<void> {
@@ -633,6 +570,8 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     }
     requireFinite(endedAt, "endedAt");
     const detail = termination.detail === undefined ? null : pgText(termination.detail);
+    // After the end (and so after every call of the program this store queued before it), its last call is let go.
+    const forget = (): void => this.contexts.forget(programId);
     await this.write(`endProgram '${programId}'`, async (c) => {
       const r = await c.query(
         `UPDATE programs SET state = 'terminated', ended_at = $1, termination_kind = $2, termination_detail = $3
@@ -645,7 +584,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       // The same end again (a retry) is already made; any other end of an ended program is refused.
       if (row.termination_kind === termination.kind && row.termination_detail === (termination.detail ?? null) && row.ended_at === endedAt) return;
       throw new Refused(`endProgram: program '${programId}' already ended (${row.termination_kind})`);
-    });
+    }).finally(forget);
   }
 
   async setReward(programId: string, reward: Reward): Promise<void> {
@@ -671,11 +610,11 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     return this.read("getTrajectory", async (c) => {
       const p = (await c.query<ProgramRow>("SELECT * FROM programs WHERE id = $1", [programId])).rows[0];
       if (!p) return undefined;
-      const calls = await c.query<CallRow>("SELECT * FROM calls WHERE program_id = $1 ORDER BY idx", [programId]);
+      const calls = await c.query<DeltaCallRow>("SELECT * FROM calls WHERE program_id = $1 ORDER BY idx", [programId]);
       const tools = await c.query<ToolRow>("SELECT * FROM tools WHERE program_id = $1 ORDER BY seq", [programId]);
       const reward = (await c.query<RewardRow>("SELECT * FROM rewards WHERE program_id = $1", [programId])).rows[0];
       const events = await c.query<ContextEventRow>("SELECT * FROM context_events WHERE program_id = $1 ORDER BY seq", [programId]);
-      const t: Trajectory = { program: programFromRow(p), calls: calls.rows.map(callFromRow), tools: tools.rows.map(toolFromRow) };
+      const t: Trajectory = { program: programFromRow(p), calls: resolveCalls(calls.rows), tools: tools.rows.map(toolFromRow) };
       if (reward) t.reward = rewardFromRow(reward);
       if (events.rows.length > 0) t.contextEvents = events.rows.map(contextEventFromRow);
       return t;
@@ -689,9 +628,8 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       const byId = new Map<string, Trajectory>();
       for (const p of programs.rows) byId.set(p.id, { program: programFromRow(p), calls: [], tools: [] });
       const join = "JOIN programs p ON p.id = x.program_id WHERE p.run_id = $1";
-      for (const r of (await c.query<CallRow>(`SELECT x.* FROM calls x ${join} ORDER BY x.program_id, x.idx`, [runId])).rows) {
-        byId.get(r.program_id)?.calls.push(callFromRow(r));
-      }
+      const calls = await c.query<DeltaCallRow>(`SELECT x.* FROM calls x ${join} ORDER BY x.program_id, x.idx`, [runId]);
+      resolveByProgram(calls.rows, (programId, resolved) => byId.get(programId)?.calls.push(...resolved));
       for (const r of (await c.query<ToolRow>(`SELECT x.* FROM tools x ${join} ORDER BY x.seq`, [runId])).rows) {
         byId.get(r.program_id)?.tools.push(toolFromRow(r));
       }
@@ -725,7 +663,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       ).rows[0] as { n: number; open: number };
       const calls = (
         await c.query<{ n: number; prompt: number; output: number }>(
-          `SELECT count(*)::int AS n, (coalesce(sum(octet_length(x.prompt_token_ids)), 0) / 4)::float8 AS prompt,
+          `SELECT count(*)::int AS n, (coalesce(sum(x.prompt_shared + octet_length(x.prompt_token_ids) / 4), 0))::float8 AS prompt,
                   (coalesce(sum(octet_length(x.output_token_ids)), 0) / 4)::float8 AS output
            FROM calls x JOIN programs p ON p.id = x.program_id WHERE p.run_id = $1`,
           [runId],
@@ -763,6 +701,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       try {
         await this.writes.settled();
       } finally {
+        this.contexts.clear();
         await this.pool.end();
       }
     })();

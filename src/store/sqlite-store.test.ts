@@ -10,7 +10,7 @@ import { createStore } from "./registry.js";
 import { SQLITE_SCHEMA_VERSION, SqliteTrajectoryStore } from "./sqlite-store.js";
 import { SqliteWriteQueue } from "./sqlite-write-queue.js";
 import type { Call } from "../core/types.js";
-import { conversation, fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
+import { conversationProgram, fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-store.contract.js";
 
 // Undoes version 6 (requested model, clamped max_tokens) in the upgrade tests of older versions.
@@ -27,15 +27,6 @@ function rewindSchema(path: string, sql: string): void {
   } finally {
     db.close();
   }
-}
-
-/** Run run-1 with program g1-p0 (group g1) in `store`; the calls of a conversation for it, not recorded yet. */
-async function conversationProgram(store: SqliteTrajectoryStore): Promise<Call[]> {
-  const g = fixtureGroup("g1", "run-1", 1);
-  await store.createRun(fixtureRun());
-  await store.createGroup(g);
-  await store.createProgram(fixtureProgram(g, 0));
-  return conversation("g1-p0");
 }
 
 /** The file at `path` has been upgraded to the current schema version. */

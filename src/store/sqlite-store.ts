@@ -21,7 +21,7 @@ import { realClock } from "../core/real-clock.js";
 import { currentOwner, ownerAlive } from "./run-owner.js";
 import { SqliteWriteQueue, type WriteQueueOptions } from "./sqlite-write-queue.js";
 import type { WriteStep } from "./sqlite-writer.mjs";
-import { resolveCalls, type DeltaCallRow } from "./call-delta.js";
+import { resolveByProgram, resolveCalls, type DeltaCallRow } from "./call-delta.js";
 import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 import {
   clientFieldsProblem,
@@ -685,14 +685,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
       for (const p of programs) byId.set(p.id, { program: programFromRow(p), calls: [], tools: [] });
       const join = "JOIN programs p ON p.id = x.program_id WHERE p.run_id = ?";
       const rows = db.prepare(`SELECT x.* FROM calls x ${join} ORDER BY x.program_id, x.idx`).all(runId) as DeltaCallRow[];
-      for (let i = 0; i < rows.length; ) {
-        const programId = (rows[i] as DeltaCallRow).program_id;
-        let end = i;
-        while (end < rows.length && (rows[end] as DeltaCallRow).program_id === programId) end++;
-        const t = byId.get(programId);
-        if (t) for (const c of resolveCalls(rows.slice(i, end))) t.calls.push(c);
-        i = end;
-      }
+      resolveByProgram(rows, (programId, calls) => byId.get(programId)?.calls.push(...calls));
       for (const r of db.prepare(`SELECT x.* FROM tools x ${join} ORDER BY x.rowid`).all(runId) as ToolRow[]) {
         byId.get(r.program_id)?.tools.push(toolFromRow(r));
       }

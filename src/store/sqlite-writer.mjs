@@ -5,7 +5,7 @@
 // because a worker thread cannot load TypeScript without a loader (types: sqlite-writer.d.mts).
 import { isMainThread, parentPort, workerData } from "node:worker_threads";
 import Database from "better-sqlite3";
-import { CallContexts, contextOf, deltaOver, int32s } from "./sqlite-call-contexts.mjs";
+import { CallContexts, contextOf, deltaOver, int32s } from "./call-contexts.mjs";
 
 /** Statements by SQL text, per connection: a batch reuses what earlier batches prepared. */
 const prepared = new WeakMap();

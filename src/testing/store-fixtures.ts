@@ -1,6 +1,6 @@
 // Builders of runs, groups, programs and calls for tests of the store and of its consumers.
 import type { Call, Group, Program } from "../core/types.js";
-import type { NewRun } from "../store/trajectory-store.js";
+import type { NewRun, TrajectoryStore } from "../store/trajectory-store.js";
 
 /** A run record with fixed timestamps. */
 export function fixtureRun(id = "run-1"): NewRun {
@@ -72,4 +72,13 @@ export function conversation(programId: string): Call[] {
     }
   }
   return calls;
+}
+
+/** Run run-1 with program g1-p0 (group g1) in `store`; the calls of a {@link conversation} for it, not recorded yet. */
+export async function conversationProgram(store: TrajectoryStore): Promise<Call[]> {
+  const g = fixtureGroup("g1", "run-1", 1);
+  await store.createRun(fixtureRun());
+  await store.createGroup(g);
+  await store.createProgram(fixtureProgram(g, 0));
+  return conversation("g1-p0");
 }

@@ -1,4 +1,4 @@
-// Types of sqlite-call-contexts.mjs (the SQLite writer's call deltas, plain JavaScript as the writer is).
+// Types of call-contexts.mjs (the stores' call deltas, plain JavaScript as the SQLite writer is).
 
 /** A program's last committed call: its index, prompt then output ids (encoded), each message's JSON. */
 export interface CallContext {

@@ -1,8 +1,9 @@
-// The SQLite writer's side of storing a program's calls as deltas (call-delta.ts says why and how they are
-// read back): the last committed call of each program, bounded, and a new call's delta over it. It runs in
-// the writer (thread or, for `:memory:`, in process), which alone knows what has committed: a call is only
-// ever stored over a row that exists and holds what it is compared with, and the thread that serves requests
-// pays nothing for it. Plain JavaScript, as the writer is (types: sqlite-call-contexts.d.mts).
+// The writing side of storing a program's calls as deltas (call-delta.ts says why and how they are read back):
+// the last committed call of each program, bounded, and a new call's delta over it. The SQLite store runs it in
+// its writer (thread or, for `:memory:`, in process), which alone knows what has committed, so the thread that
+// serves requests pays nothing for it; the Postgres store keeps one per store object, set once a call's batch
+// has committed. Either way a call is only ever stored over a row that exists and holds what it is compared
+// with. Plain JavaScript, as the SQLite writer is (types: call-contexts.d.mts).
 
 /** Length of the common prefix of two Int32 id lists. */
 export function sharedPrefix(a, b) {
