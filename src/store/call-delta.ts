@@ -1,11 +1,11 @@
-// A program's calls as deltas over another of its calls (the SQLite and Postgres stores). An agent's call k resends the whole
-// conversation: its prompt is call k-1's prompt and output and a few new tokens, its messages call k-1's and a
-// few new ones. Stored whole, a program of n calls holds its context about n/2 times over (a 50-call SWE
-// trajectory of 30k-token contexts: some 3 MB of prompt ids, most of them copies) and every recorded call
-// writes all of it again. A delta row holds what its base call does not: `base_idx`, how many of the base's
-// context tokens (prompt then output) and messages it starts with, then the rest. The writer takes each call
-// over its program's last committed one (call-contexts.mjs; postgres-call-rows.ts); this is the reading side, which rebuilds
-// one program's calls from its rows, bases in any order.
+// A program's calls as deltas over another of its calls (the SQLite and Postgres stores). An agent's call k resends
+// the whole conversation: its prompt is call k-1's prompt and output and a few new tokens, its messages call k-1's
+// and a few new ones. Stored whole, a program of n calls holds its context about n/2 times over (a 50-call SWE
+// trajectory of 30k-token contexts: some 3 MB of prompt ids, most of them copies) and every recorded call writes
+// all of it again. A delta row holds what its base call does not: `base_idx`, how many of the base's context tokens
+// (prompt then output) and messages it starts with, then the rest. The writer takes each call over its program's
+// last committed one (call-contexts.mjs; postgres-call-rows.ts); this is the reading side, which rebuilds one
+// program's calls from its rows, bases in any order.
 import { ArborError } from "../core/errors.js";
 import type { Call, ChatMessage } from "../core/types.js";
 import { callFromRow, type CallRow } from "./store-rows.js";

@@ -17,9 +17,15 @@ import { CALL_COLUMNS, clientFieldsProblem } from "./store-rows.js";
 /** The calls table's columns as the Postgres store writes them: a call's own, then its delta's and its hash. */
 const STORED_COLUMNS = [...CALL_COLUMNS, "base_idx", "prompt_shared", "messages_shared", "content_sha"];
 
-/** Insert a stored call's values ({@link CallWrite.stored}); returns its id, or no row when the id is taken. */
-export const INSERT_CALL = `INSERT INTO calls (${STORED_COLUMNS.join(", ")}) VALUES (${STORED_COLUMNS.map((_, i) => `$${i + 1}`).join(", ")})
-  ON CONFLICT (id) DO NOTHING RETURNING id`;
+/**
+ * Insert a stored call's values ({@link CallWrite.stored}) where its program exists and has not ended (its row
+ * held against a concurrent end until commit) and neither its id nor its index is taken: one statement for the
+ * common case. Returns its id, or no row when it was not inserted.
+ */
+export const INSERT_CALL = `INSERT INTO calls (${STORED_COLUMNS.join(", ")})
+  SELECT ${STORED_COLUMNS.map((_, i) => `$${i + 1}`).join(", ")}
+  WHERE EXISTS (SELECT 1 FROM programs WHERE id = $2 AND termination_kind IS NULL FOR SHARE)
+  ON CONFLICT DO NOTHING RETURNING id`;
 
 // A call with this id and this content hash, or a row from before hashes (`legacy`: compared whole below).
 const SAME_CALL = "SELECT content_sha IS NULL AS legacy FROM calls WHERE id = $1 AND (content_sha = $2 OR content_sha IS NULL)";

@@ -490,28 +490,15 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     const w = callWrite(call, this.contexts.get(call.programId));
     const what = `recordCall '${call.id}'`;
     await this.write(what, async (c) => {
-      // A retry of a write whose acknowledgement was lost finds its call already recorded.
+      if ((await c.query(INSERT_CALL, w.stored)).rowCount !== 0) return;
+      // Not inserted. A retry of this very call (an acknowledgement lost, another store recording it at the same
+      // moment: the insert waited for that store's commit) is done; anything else is refused, saying why.
       if (await alreadyRecorded(c, w)) return;
       await requireActive(c, call.programId, what);
-      let r;
-      // A savepoint: the same call inserted at the same moment by another store can trip the (program, index)
-      // index before the id's, and the transaction must go on to look at what that store committed.
-      await c.query("SAVEPOINT insert_call");
-      try {
-        r = await c.query(INSERT_CALL, w.stored);
-        await c.query("RELEASE SAVEPOINT insert_call");
-      } catch (e) {
-        if (e instanceof pg.DatabaseError && e.code === "23505" && e.constraint === "calls_program_idx") {
-          await c.query("ROLLBACK TO SAVEPOINT insert_call");
-          if (await alreadyRecorded(c, w)) return;
-          throw new Refused(`${what}: program '${call.programId}' already has a call at index ${call.index}`);
-        }
-        throw e;
+      if ((await c.query("SELECT 1 FROM calls WHERE id = $1", [call.id])).rowCount !== 0) {
+        throw new Refused(`${what}: duplicate call id (a call with this id and other content is recorded)`);
       }
-      if (r.rowCount !== 0) return;
-      // The id is taken: by this very call, committed by another process meanwhile, or by another call.
-      if (await alreadyRecorded(c, w)) return;
-      throw new Refused(`${what}: duplicate call id (a call with this id and other content is recorded)`);
+      throw new Refused(`${what}: program '${call.programId}' already has a call at index ${call.index}`);
     });
     // Committed, inserted or found with this very content: the program's next call is stored over it. Only a
     // committed call is ever a base, so every delta row's base exists and holds what the delta was taken over.
