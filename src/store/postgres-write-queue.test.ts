@@ -28,6 +28,47 @@ describe.skipIf(unreachable !== undefined)(`PgWriteQueue (${unreachable ?? POSTG
     await dropTestSchema(schema);
   });
 
+  it("commits a batch without a savepoint per write while no write fails", async () => {
+    const q = new PgWriteQueue(pool(), "test store");
+    const sent: string[] = [];
+    const put = (k: string, v: number) =>
+      q.write(`put ${k}`, async (c) => {
+        // From the first write on, every statement of the batch on this connection (the queue's own included).
+        if (sent.length === 0) {
+          const query = c.query.bind(c) as (text: string, values?: unknown[]) => Promise<unknown>;
+          (c as unknown as { query: typeof query }).query = (text, values) => (sent.push(text), query(text, values));
+        }
+        await c.query("INSERT INTO kv VALUES ($1, $2)", [k, v]);
+      });
+    await Promise.all([put("a", 1), put("b", 2), put("c", 3)]);
+    expect(sent).toEqual([...Array(3).fill("INSERT INTO kv VALUES ($1, $2)"), "COMMIT"]);
+    expect(await rows()).toHaveLength(3);
+  });
+
+  it("a write failing in a batch is undone alone: the batch runs again with a savepoint around each write", async () => {
+    const q = new PgWriteQueue(pool(), "test store");
+    const runs = { a: 0, b: 0, c: 0 };
+    const put = (k: "a" | "b" | "c", v: number, refuse = false) =>
+      q.write(`put ${k}`, async (c) => {
+        runs[k]++;
+        await c.query("INSERT INTO kv VALUES ($1, $2)", [k, v]);
+        if (refuse) throw new Refused(`refused: ${k}`);
+      });
+    const settled = await Promise.allSettled([put("a", 1), put("b", 2, true), put("c", 3)]);
+    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/test store: refused: b/);
+    // The first run stopped at the failing write; the second ran every write once more.
+    expect(runs).toEqual({ a: 2, b: 2, c: 1 });
+    expect(await rows()).toEqual([
+      { k: "a", v: 1 },
+      { k: "c", v: 3 },
+    ]);
+    // A batch of one failing write is rolled back, not run again.
+    await expect(put("b", 2, true)).rejects.toThrow(/refused: b/);
+    expect(runs.b).toBe(3);
+    expect(await rows()).toHaveLength(2);
+  });
+
   it("runs a batch again when its connection was lost before COMMIT, so each write is made once", async () => {
     const q = new PgWriteQueue(pool(), "test store");
     let attempts = 0;

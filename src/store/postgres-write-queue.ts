@@ -1,8 +1,8 @@
 // The Postgres store's write queue: writes wait here (bounded) and are committed in batches, one
-// transaction per batch and one savepoint per write, on one pooled connection at a time, so the
-// writes of one store object apply in the order they were made, a refused write leaves nothing
-// behind and does not fail the others, and a batch costs one commit (one WAL flush) however many
-// calls it holds. A batch that lost a deadlock or serialization race is retried (bounded). A lost
+// transaction per batch on one pooled connection at a time, so the writes of one store object apply
+// in the order they were made, and a batch costs one commit (one WAL flush) however many calls it
+// holds. A refused write leaves nothing behind and does not fail the others: a batch in which a write
+// fails runs again with a savepoint around each write (not around each always: two round trips a write). A batch that lost a deadlock or serialization race is retried (bounded). A lost
 // connection (a server restart, a network cut) is ridden out for a bounded time: the batch waits for
 // the server to answer again, and a batch whose COMMIT was cut off asks the server whether its
 // transaction committed (txid_status) instead of guessing, so no write is lost or made twice.
@@ -17,6 +17,9 @@ export type PgWrite = (client: PoolClient) => Promise<void>;
 
 /** Thrown by a write's checks: the write is refused with this message; the batch goes on. */
 export class Refused extends Error {}
+
+/** A write of a batch run without savepoints failed: the batch is run again with one around each write. */
+class IsolateWrites extends Error {}
 
 export interface PgWriteQueueOptions {
   /** Writes queued or being committed at most; one more is refused at once (default 10000). */
@@ -185,6 +188,9 @@ export class PgWriteQueue {
    */
   private async apply(batch: Pending[]): Promise<(ArborError | undefined)[]> {
     let lostAt: number | undefined;
+    // Writes run one after the other in the transaction, without a savepoint each (two round trips a write) until
+    // one of them fails: then the batch runs again with them, so that one write's failure undoes only that write.
+    let isolated = false;
     for (let attempt = 1; ; attempt++) {
       let client: PoolClient;
       try {
@@ -200,8 +206,9 @@ export class PgWriteQueue {
         // Known before COMMIT, so a COMMIT whose answer is lost can be looked up afterwards. Also
         // proves the connection alive: a pooled one that died idle fails here, before any write ran.
         xid = (await client.query<{ xid: string }>("SELECT txid_current()::text AS xid")).rows[0]?.xid;
+        let voided = false;
         for (const w of batch) {
-          await client.query("SAVEPOINT arbor_write");
+          if (isolated) await client.query("SAVEPOINT arbor_write");
           try {
             await w.fn(client);
             results.push(undefined);
@@ -210,16 +217,29 @@ export class PgWriteQueue {
             // connection voids the transaction, handled below for the whole batch.
             const state = sqlState(e);
             if (!(e instanceof Refused) && (state === undefined || RETRYABLE.has(state) || connectionLost(e))) throw e;
-            await client.query("ROLLBACK TO SAVEPOINT arbor_write");
+            if (!isolated && batch.length > 1) throw new IsolateWrites();
+            if (isolated) await client.query("ROLLBACK TO SAVEPOINT arbor_write");
+            else voided = true;
             results.push(this.error(w, e));
           }
-          await client.query("RELEASE SAVEPOINT arbor_write");
+          if (isolated) await client.query("RELEASE SAVEPOINT arbor_write");
         }
-        committing = true;
-        await client.query("COMMIT");
+        committing = !voided;
+        await client.query(voided ? "ROLLBACK" : "COMMIT");
         client.release();
         return results;
       } catch (e) {
+        if (e instanceof IsolateWrites) {
+          // Run again with a savepoint around each write; not an attempt (nothing went wrong with the server).
+          const failed = await client.query("ROLLBACK").then(
+            () => undefined,
+            (e2: unknown) => e2 as Error,
+          );
+          client.release(failed);
+          isolated = true;
+          attempt--;
+          continue;
+        }
         const lost = connectionLost(e);
         const rolledBack = lost
           ? false
