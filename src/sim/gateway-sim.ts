@@ -24,6 +24,7 @@ import { ProgramTable } from "../gateway/program-table.js";
 import { createPluginRouter, resolveRoutingConfig } from "../gateway/routing/registry.js";
 import type { AgentProgramSpec } from "./agent-workload.js";
 import type { SeriesPoint } from "./scenario/sim-report.js";
+import { commonPrefix } from "../core/common-prefix.mjs";
 import { settleUntilIdle } from "./settle.js";
 import { SimBackend } from "./sim-backend.js";
 
@@ -315,10 +316,3 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
   };
 }
 
-/** Length of the common prefix of two token sequences. */
-function commonPrefix(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
-}

@@ -17,7 +17,6 @@ export interface CallDelta {
   messagesRest: string;
 }
 
-export function sharedPrefix(a: Int32Array, b: Int32Array): number;
 export function int32s(bytes: Uint8Array): Int32Array;
 export function deltaOver(base: CallContext | undefined, prompt: Int32Array, messages: readonly string[]): CallDelta;
 export function contextOf(index: number, prompt: Int32Array, output: Int32Array, messages: string[]): CallContext;

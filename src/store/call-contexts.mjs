@@ -4,14 +4,7 @@
 // serves requests pays nothing for it; the Postgres store keeps one per store object, set once a call's batch
 // has committed. Either way a call is only ever stored over a row that exists and holds what it is compared
 // with. Plain JavaScript, as the SQLite writer is (types: call-contexts.d.mts).
-
-/** Length of the common prefix of two Int32 id lists. */
-export function sharedPrefix(a, b) {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
-}
+import { commonPrefix } from "../core/common-prefix.mjs";
 
 /** Encoded ids (Int32 per id, the store's encoding) of a byte view: a view where aligned, else a copy. */
 export function int32s(bytes) {
@@ -28,7 +21,7 @@ export function deltaOver(base, prompt, messages) {
   let promptShared = 0;
   let messagesShared = 0;
   if (base !== undefined) {
-    promptShared = sharedPrefix(base.context, prompt);
+    promptShared = commonPrefix(base.context, prompt);
     const m = Math.min(messages.length, base.messages.length);
     while (messagesShared < m && messages[messagesShared] === base.messages[messagesShared]) messagesShared++;
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { resolveCalls, type DeltaCallRow } from "./call-delta.js";
-import { CallContexts, contextOf, deltaOver, sharedPrefix } from "./call-contexts.mjs";
+import { CallContexts, contextOf, deltaOver } from "./call-contexts.mjs";
 import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 
 const ids = (xs: number[]): Int32Array => Int32Array.from(xs);
@@ -37,7 +37,6 @@ function row(idx: number, prompt: number[], output: number[], messages: unknown[
 
 describe("call deltas", () => {
   it("takes a call over its base: the shared prompt ids (into the base's output) and leading messages", () => {
-    expect(sharedPrefix(ids([1, 2, 3]), ids([1, 2, 4, 5]))).toBe(2);
     const base = contextOf(0, ids([1, 2]), ids([3]), ['{"a":1}']);
     const d = deltaOver(base, ids([1, 2, 3, 9]), ['{"a":1}', '{"b":2}']);
     expect(d).toMatchObject({ baseIdx: 0, promptShared: 3, messagesShared: 1, messagesRest: '[{"b":2}]' });

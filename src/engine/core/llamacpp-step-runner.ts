@@ -43,6 +43,7 @@ import { acceptedCount, verifyDraft } from "../specdec/verify-draft.js";
 import { DraftModelDrafter } from "../specdec/draft-model.js";
 import { draftModelPath } from "../../model/draft-model-path.js";
 import type { RawLogitControls } from "../llama-context.js";
+import { commonPrefix } from "../../core/common-prefix.mjs";
 import type { SampledTokenOut, ScheduledChunk, StepPlan } from "../scheduler/step-plan.js";
 import type { RunnerProgramKv, RunnerRequest, RunnerStepResult, SpecDecodeStats, StepRunner } from "./step-runner.js";
 
@@ -785,14 +786,6 @@ function endsAt(r: RunnerReq, id: number, outputs: number): boolean {
 /** Where the chunk's own tokens end: its draft tokens (not yet the request's) come after. */
 function tokensEnd(c: ScheduledChunk): number {
   return c.numComputedTokens + c.numNewTokens - (c.draftTokenIds?.length ?? 0);
-}
-
-/** Length of the common prefix of `a` and `b`, at most `cap`. */
-function commonPrefix(a: readonly number[], b: readonly number[], cap: number): number {
-  const n = Math.min(a.length, b.length, cap);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 /**

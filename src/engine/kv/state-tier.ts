@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { commonPrefix } from "../../core/common-prefix.mjs";
 import { ArborError } from "../../core/errors.js";
 import { checkTierName, type KvTierName } from "./tier.js";
 
@@ -232,9 +233,7 @@ export function longestPrefixOf<E extends KvStateEntry>(entries: Iterable<E>, to
   for (const e of entries) {
     const n = e.tokenIds.length;
     if (e.compat !== compat || n < minTokens || n > tokenIds.length || (best && n <= best.tokenIds.length)) continue;
-    let i = 0;
-    while (i < n && e.tokenIds[i] === tokenIds[i]) i++;
-    if (i === n) best = e;
+    if (commonPrefix(e.tokenIds, tokenIds) === n) best = e;
   }
   return best;
 }
