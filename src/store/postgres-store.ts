@@ -126,6 +126,45 @@ function requireIteration(v: unknown): void {
   if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) throw new ArborError(`group.iteration: must be an integer >= 1, got ${String(v)}`, "store");
 }
 
+/** A row of `table` about the program its first value names: inserted where that program is active, or plainly. */
+interface ProgramRowInsert {
+  ifActive: string;
+  plain: string;
+}
+
+function programRowInsert(table: string, columns: readonly string[]): ProgramRowInsert {
+  const into = `INSERT INTO ${table} (${columns.join(", ")})`;
+  const values = columns.map((_, i) => `$${i + 1}`).join(", ");
+  return {
+    ifActive: `${into} SELECT ${values} WHERE EXISTS (SELECT 1 FROM programs WHERE id = $1 AND termination_kind IS NULL FOR SHARE)`,
+    plain: `${into} VALUES (${values})`,
+  };
+}
+
+const INSERT_TOOL = programRowInsert("tools", ["program_id", "call_index", "tool", "input", "output", "ok", "duration_ms"]);
+const INSERT_CONTEXT_EVENT = programRowInsert("context_events", [
+  "program_id",
+  "call_index",
+  "policy",
+  "action",
+  "tokens_before",
+  "tokens_after",
+  "messages_before",
+  "messages_after",
+  "detail",
+]);
+
+/**
+ * Insert `values` (the program's id first) where the program exists and has not ended, its row held against a
+ * concurrent end until commit: one statement when it is active, else refused naming why (or, for a program
+ * another store created since, inserted once it is seen).
+ */
+async function insertForActive(c: PoolClient, insert: ProgramRowInsert, what: string, values: unknown[]): Promise<void> {
+  if ((await c.query(insert.ifActive, values)).rowCount !== 0) return;
+  await requireActive(c, values[0] as string, what);
+  await c.query(insert.plain, values);
+}
+
 /** Refuse unless the program exists and has not ended; holds its row against a concurrent end until commit. */
 async function requireActive(c: PoolClient, programId: string, what: string): Promise<void> {
   const r = await c.query<{ termination_kind: string | null }>("SELECT termination_kind FROM programs WHERE id = $1 FOR SHARE", [programId]);
@@ -512,8 +551,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     requireFinite(event.durationMs, "tool.durationMs");
     const what = `recordTool '${event.tool}'`;
     await this.write(what, async (c) => {
-      await requireActive(c, event.programId, what);
-      await c.query("INSERT INTO tools (program_id, call_index, tool, input, output, ok, duration_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)", [
+      await insertForActive(c, INSERT_TOOL, what, [
         event.programId,
         event.callIndex,
         event.tool,
@@ -532,22 +570,17 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     if (!CONTEXT_ACTIONS.includes(event.action)) throw new ArborError(`${what}: unknown action '${String(event.action)}'`, "store");
     for (const f of ["tokensBefore", "tokensAfter", "messagesBefore", "messagesAfter"] as const) requireIndex(event[f], `contextEvent.${f}`);
     await this.write(what, async (c) => {
-      await requireActive(c, event.programId, what);
-      await c.query(
-        `INSERT INTO context_events (program_id, call_index, policy, action, tokens_before, tokens_after, messages_before, messages_after, detail)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-        [
-          event.programId,
-          event.callIndex,
-          event.policy,
-          event.action,
-          event.tokensBefore,
-          event.tokensAfter,
-          event.messagesBefore,
-          event.messagesAfter,
-          event.detail === undefined ? null : pgText(event.detail),
-        ],
-      );
+      await insertForActive(c, INSERT_CONTEXT_EVENT, what, [
+        event.programId,
+        event.callIndex,
+        event.policy,
+        event.action,
+        event.tokensBefore,
+        event.tokensAfter,
+        event.messagesBefore,
+        event.messagesAfter,
+        event.detail === undefined ? null : pgText(event.detail),
+      ]);
     });
   }
 

@@ -202,10 +202,11 @@ export class PgWriteQueue {
       let committing = false;
       let xid: string | undefined;
       try {
-        await client.query("BEGIN");
-        // Known before COMMIT, so a COMMIT whose answer is lost can be looked up afterwards. Also
+        // The transaction id, known before COMMIT so that a COMMIT whose answer is lost can be looked up afterwards,
+        // asked with BEGIN in one round trip (two statements, one simple query: an array of two results). Also
         // proves the connection alive: a pooled one that died idle fails here, before any write ran.
-        xid = (await client.query<{ xid: string }>("SELECT txid_current()::text AS xid")).rows[0]?.xid;
+        const begun = (await client.query("BEGIN; SELECT txid_current()::text AS xid")) as unknown as pg.QueryResult<{ xid: string }>[];
+        xid = begun[1]?.rows[0]?.xid;
         let voided = false;
         for (const w of batch) {
           if (isolated) await client.query("SAVEPOINT arbor_write");
