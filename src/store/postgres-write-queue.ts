@@ -1,11 +1,12 @@
 // The Postgres store's write queue: writes wait here (bounded) and are committed in batches, one
-// transaction per batch on one pooled connection at a time, so the writes of one store object apply
-// in the order they were made, and a batch costs one commit (one WAL flush) however many calls it
-// holds. A refused write leaves nothing behind and does not fail the others: a batch in which a write
-// fails runs again with a savepoint around each write (not around each always: two round trips a write). A batch that lost a deadlock or serialization race is retried (bounded). A lost
-// connection (a server restart, a network cut) is ridden out for a bounded time: the batch waits for
-// the server to answer again, and a batch whose COMMIT was cut off asks the server whether its
-// transaction committed (txid_status) instead of guessing, so no write is lost or made twice.
+// transaction per batch on one pooled connection at a time, so the writes of one store object apply in
+// the order they were made, and a batch costs one commit (one WAL flush) however many calls it holds.
+// A refused write leaves nothing behind and does not fail the others: a batch in which a write fails
+// runs again with a savepoint around each write (only then: a savepoint costs two round trips). A
+// batch that lost a deadlock or serialization race is retried (bounded). A lost connection (a server
+// restart, a network cut) is ridden out for a bounded time: the batch waits for the server to answer
+// again, and a batch whose COMMIT was cut off asks the server whether its transaction committed
+// (txid_status) instead of guessing, so no write is lost or made twice.
 import pg from "pg";
 import type { Pool, PoolClient } from "pg";
 import type { Clock } from "../core/clock.js";
@@ -188,8 +189,9 @@ export class PgWriteQueue {
    */
   private async apply(batch: Pending[]): Promise<(ArborError | undefined)[]> {
     let lostAt: number | undefined;
-    // Writes run one after the other in the transaction, without a savepoint each (two round trips a write) until
-    // one of them fails: then the batch runs again with them, so that one write's failure undoes only that write.
+    // Writes run one after the other in the transaction without savepoints (SAVEPOINT and RELEASE: two round trips a
+    // write) until one of them fails; then the batch runs again with one around each, so that a failure undoes only
+    // its own write.
     let isolated = false;
     for (let attempt = 1; ; attempt++) {
       let client: PoolClient;
