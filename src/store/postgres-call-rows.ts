@@ -6,13 +6,12 @@
 // whole and compared column by column, as they were.
 import { createHash } from "node:crypto";
 import type { PoolClient } from "pg";
-import { ArborError } from "../core/errors.js";
 import type { Call } from "../core/types.js";
 import { contextOf, deltaOver, int32s, type CallContext } from "./call-contexts.mjs";
 import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 import { pgText } from "./pg-text.js";
-import { requireFinite, requireIndex, requireString } from "./pg-value-checks.js";
-import { CALL_COLUMNS, clientFieldsProblem } from "./store-rows.js";
+import { CALL_COLUMNS } from "./store-rows.js";
+import { checkCall, encodeTokenVersions } from "./value-checks.js";
 
 /** The calls table's columns as the Postgres store writes them: a call's own, then its delta's and its hash. */
 const STORED_COLUMNS = [...CALL_COLUMNS, "base_idx", "prompt_shared", "messages_shared", "content_sha"];
@@ -84,29 +83,8 @@ export function contentSha(values: readonly unknown[]): Buffer {
 
 /** A call's column values in {@link CALL_COLUMNS} order (messages as `messagesJson`), validated (naming the call and field). */
 function callValues(call: Call, messagesJson: string): unknown[] {
-  requireString(call.id, "call.id");
-  requireIndex(call.index, `call '${call.id}' index`);
-  requireIndex(call.policyVersion, `call '${call.id}' policyVersion`);
-  requireFinite(call.timings?.start, `call '${call.id}' timings.start`);
-  requireFinite(call.timings?.end, `call '${call.id}' timings.end`);
-  if (call.logprobs.length !== call.outputTokenIds.length) {
-    throw new ArborError(`call '${call.id}': ${call.logprobs.length} logprobs for ${call.outputTokenIds.length} output tokens`, "store");
-  }
-  if (call.contextResetReason !== undefined) {
-    // A reason says why a reset happened: without the reset it would describe nothing.
-    if (call.contextReset !== true) throw new ArborError(`call '${call.id}': contextResetReason without contextReset`, "store");
-    requireString(call.contextResetReason, `call '${call.id}' contextResetReason`);
-  }
-  const clientProblem = clientFieldsProblem(call);
-  if (clientProblem !== undefined) throw new ArborError(clientProblem, "store");
-  let versions: Buffer | null = null;
-  if (call.tokenPolicyVersions !== undefined) {
-    const v = call.tokenPolicyVersions as number[];
-    if (!Array.isArray(v) || v.length !== call.outputTokenIds.length) {
-      throw new ArborError(`call '${call.id}': ${Array.isArray(v) ? v.length : "no"} tokenPolicyVersions for ${call.outputTokenIds.length} output tokens`, "store");
-    }
-    versions = encodeTokenIds(v, `call '${call.id}' tokenPolicyVersions`);
-  }
+  checkCall(call);
+  const versions = encodeTokenVersions(call);
   return [
     call.id,
     call.programId,

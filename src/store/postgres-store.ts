@@ -16,7 +16,7 @@ import { CallContexts } from "./call-contexts.mjs";
 import { resolveByProgram, resolveCalls, type DeltaCallRow } from "./call-delta.js";
 import { alreadyRecorded, callWrite, INSERT_CALL } from "./postgres-call-rows.js";
 import { migratePostgres, SCHEMA_NAME } from "./postgres-migrations.js";
-import { requireFinite, requireIndex, requireString } from "./pg-value-checks.js";
+import { requireFinite, requireIndex, requireIteration, requireString } from "./value-checks.js";
 import {
   contextEventFromRow,
   groupFromRow,
@@ -120,10 +120,6 @@ function safeUrl(url: string): string {
   } catch {
     return url.replace(/:[^:@/]*@/, ":***@");
   }
-}
-
-function requireIteration(v: unknown): void {
-  if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) throw new ArborError(`group.iteration: must be an integer >= 1, got ${String(v)}`, "store");
 }
 
 /** A row of `table` about the program its first value names: inserted where that program is active, or plainly. */

@@ -24,7 +24,6 @@ import type { WriteStep } from "./sqlite-writer.mjs";
 import { resolveByProgram, resolveCalls, type DeltaCallRow } from "./call-delta.js";
 import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 import {
-  clientFieldsProblem,
   contextEventFromRow,
   programFromRow,
   rewardFromRow,
@@ -37,6 +36,7 @@ import {
   type ToolRow,
 } from "./store-rows.js";
 import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type RunStats, type TrajectoryStore } from "./trajectory-store.js";
+import { checkCall, encodeTokenVersions, requireFinite, requireIndex, requireIteration, requireString } from "./value-checks.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
 export const SQLITE_SCHEMA_VERSION = 9;
@@ -216,31 +216,6 @@ interface GroupRow {
 
 function fail(message: string): never {
   throw new ArborError(message, "store");
-}
-
-function requireString(v: unknown, field: string): void {
-  if (typeof v !== "string" || v.length === 0) fail(`${field}: must be a non-empty string`);
-}
-
-function requireFinite(v: unknown, field: string): void {
-  if (typeof v !== "number" || !Number.isFinite(v)) fail(`${field}: must be a finite number, got ${String(v)}`);
-}
-
-function requireIndex(v: unknown, field: string): void {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) fail(`${field}: must be an integer >= 0, got ${String(v)}`);
-}
-
-function requireIteration(v: unknown): void {
-  if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) fail(`group.iteration: must be an integer >= 1, got ${String(v)}`);
-}
-
-/** A call's per-token versions as an Int32 LE blob; one integer >= 0 per output token. */
-function encodeTokenVersions(call: Call): Buffer {
-  const versions = call.tokenPolicyVersions as number[];
-  if (!Array.isArray(versions) || versions.length !== call.outputTokenIds.length) {
-    fail(`call '${call.id}': ${Array.isArray(versions) ? versions.length : "no"} tokenPolicyVersions for ${call.outputTokenIds.length} output tokens`);
-  }
-  return encodeTokenIds(versions, `call '${call.id}' tokenPolicyVersions`);
 }
 
 /** A check that fails the write unless the query finds a row. */
@@ -526,25 +501,11 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
   }
 
   async recordCall(call: Call): Promise<void> {
-    requireString(call.id, "call.id");
-    requireIndex(call.index, `call '${call.id}' index`);
-    requireIndex(call.policyVersion, `call '${call.id}' policyVersion`);
-    requireFinite(call.timings?.start, `call '${call.id}' timings.start`);
-    requireFinite(call.timings?.end, `call '${call.id}' timings.end`);
-    if (call.logprobs.length !== call.outputTokenIds.length) {
-      fail(`call '${call.id}': ${call.logprobs.length} logprobs for ${call.outputTokenIds.length} output tokens`);
-    }
-    if (call.contextResetReason !== undefined) {
-      // A reason says why a reset happened: without the reset it would describe nothing.
-      if (call.contextReset !== true) fail(`call '${call.id}': contextResetReason without contextReset`);
-      requireString(call.contextResetReason, `call '${call.id}' contextResetReason`);
-    }
-    const clientProblem = clientFieldsProblem(call);
-    if (clientProblem !== undefined) fail(clientProblem);
+    checkCall(call);
     const prompt = encodeTokenIds(call.promptTokenIds, `call '${call.id}' promptTokenIds`);
     const output = encodeTokenIds(call.outputTokenIds, `call '${call.id}' outputTokenIds`);
     const logprobs = encodeFloat64s(call.logprobs, `call '${call.id}' logprobs`);
-    const versions = call.tokenPolicyVersions === undefined ? null : encodeTokenVersions(call);
+    const versions = encodeTokenVersions(call);
     const what = `recordCall '${call.id}'`;
     await this.write([
       ...activeProgramSteps(call.programId, what),
