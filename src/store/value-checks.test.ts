@@ -11,6 +11,8 @@ describe("store value checks", () => {
     expect(() => checkCall({ ...c, timings: { start: 0, end: Number.NaN } })).toThrow("call 'p-c0' timings.end: must be a finite number, got NaN");
     expect(() => checkCall({ ...c, logprobs: [-1] })).toThrow("call 'p-c0': 1 logprobs for 2 output tokens");
     expect(() => checkCall({ ...c, contextResetReason: "full" })).toThrow("call 'p-c0': contextResetReason without contextReset");
+    expect(() => checkCall({ ...c, messages: [{ role: "user", content: "x" }, undefined] as never })).toThrow("call 'p-c0' messages[1]: must be an object, got undefined");
+    expect(() => checkCall({ ...c, messages: "hi" as never })).toThrow("call 'p-c0' messages: must be an array");
     expect(() => requireIteration(0)).toThrow("group.iteration: must be an integer >= 1, got 0");
   });
 

@@ -31,7 +31,7 @@ export function requireIteration(v: unknown): void {
 
 /**
  * Throws, naming the call and field, unless `call`'s own fields can be stored: its id, index, version, timings,
- * one logprob per output token, a reset reason only with a reset, and the client's fields. (Token ids are checked
+ * one logprob per output token, a reset reason only with a reset, its messages objects, and the client's fields. (Token ids are checked
  * as they are encoded.)
  */
 export function checkCall(call: Call): void {
@@ -48,6 +48,10 @@ export function checkCall(call: Call): void {
     if (call.contextReset !== true) fail(`call '${call.id}': contextResetReason without contextReset`);
     requireString(call.contextResetReason, `call '${call.id}' contextResetReason`);
   }
+  // Stored one message at a time (a call as the delta over the one before): each must be a JSON object.
+  if (!Array.isArray(call.messages)) fail(`call '${call.id}' messages: must be an array`);
+  const bad = call.messages.findIndex((m) => typeof m !== "object" || m === null || Array.isArray(m));
+  if (bad >= 0) fail(`call '${call.id}' messages[${bad}]: must be an object, got ${JSON.stringify(call.messages[bad]) ?? String(call.messages[bad])}`);
   const clientProblem = clientFieldsProblem(call);
   if (clientProblem !== undefined) fail(clientProblem);
 }
