@@ -51,6 +51,8 @@ export interface LoadResult {
   latenciesMs: number[];
   /** Wall time of the timed requests, ms (throughput mode: all clients together). */
   elapsedMs: number;
+  /** The load generator's CPU time (user + system) over the whole plan, warm-up and program ends included, ms. */
+  cpuMs: number;
 }
 
 type Message = { role: string; content: string };
@@ -213,6 +215,11 @@ export function systemPrompt(chars: number): string {
 /** Run a load plan; throws on the first failed request (every request must succeed). */
 export async function runLoad(plan: LoadPlan): Promise<LoadResult[]> {
   checkLoadPlan(plan);
+  const cpu0 = process.cpuUsage();
+  const cpuMs = (): number => {
+    const c = process.cpuUsage(cpu0);
+    return (c.user + c.system) / 1000;
+  };
   const system = systemPrompt(plan.systemChars);
   const http = new JsonClient(plan.mode === "latency" ? 1 : plan.clients);
   let ids = 0;
@@ -236,6 +243,7 @@ export async function runLoad(plan: LoadPlan): Promise<LoadResult[]> {
       }
       const elapsedMs = performance.now() - t0;
       for (const c of convs) await c.end();
+      const cpu = cpuMs();
       return plan.targets.map((t, k) => ({
         name: t.name,
         requests: plan.requests,
@@ -243,6 +251,7 @@ export async function runLoad(plan: LoadPlan): Promise<LoadResult[]> {
         programs: convs[k]?.programs ?? 0,
         latenciesMs: (samples[k] ?? []).sort((a, b) => a - b),
         elapsedMs,
+        cpuMs: cpu,
       }));
     }
 
@@ -279,6 +288,7 @@ export async function runLoad(plan: LoadPlan): Promise<LoadResult[]> {
         programs: convs.reduce((n, c) => n + c.programs, 0),
         latenciesMs: latencies.sort((a, b) => a - b),
         elapsedMs,
+        cpuMs: cpuMs(),
       },
     ];
   } finally {

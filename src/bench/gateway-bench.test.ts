@@ -83,6 +83,17 @@ describe("arbor bench gateway", () => {
     for (const row of tp!.rows.slice(1)) expect(num(row[8])).toBeCloseTo(1000 / num(row[7]), 9);
     expect(r.gatewayCpuMsPerRequest).toBe(tp!.rows[3]![7]);
     expect(r.gatewayCpuMsPerRequest3Rt).toBe(tp!.rows[1]![7]);
+    // The load generator's and the upstream's CPU per request on every path (they share the machine's cores), and what
+    // the target rate leaves the gateway once they have theirs.
+    for (const row of tp!.rows) {
+      expect(num(row[9])).toBeGreaterThan(0);
+      // /proc counts in 10 ms ticks, more than this test's few requests may take the upstream.
+      expect(num(row[10])).toBeGreaterThanOrEqual(0);
+    }
+    const budget = tp!.notes.find((n) => n.startsWith("CPU budget at the target: "));
+    const load = num(tp!.rows[3]![9]).toFixed(3);
+    const upstream = num(tp!.rows[3]![10]).toFixed(3);
+    expect(budget).toMatch(new RegExp(`^CPU budget at the target: \\d+ cores / 5000 req/s = [\\d.]+ ms per request for the three processes together; on the SQLite \\+ local tokenizer row the load generator took ${load} and the upstream ${upstream}, leaving -?[\\d.]+ ms for the gateway, which used ${r.gatewayCpuMsPerRequest.toFixed(3)} \\((within|over) it\\)$`));
     expect(tp!.notes).toContainEqual(expect.stringMatching(/^requests\/s through the gateway with the SQLite store and the local tokenizer: \d+ \(target >= 5000 on 2 cores: (met|NOT met)\)$/));
     // The bare relay's rate under the same load (the ceiling of any gateway on this stack here), with its CPU per request.
     expect(r.relayRps).toBe(tp!.rows[4]![3]);

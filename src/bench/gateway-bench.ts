@@ -10,7 +10,7 @@
 // and the latency of a bare hop through the gateway's HTTP stack (http-relay.ts): the part of the added
 // latency that is the hop itself on this machine, apart from the gateway's own work.
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TokenBackend } from "../backends/backend.js";
@@ -25,6 +25,7 @@ import type { Benchmark, BenchOptions, BenchTable } from "./bench.js";
 import { loadInChild, startBenchChild, type BenchChild } from "./gateway-bench-child.js";
 import type { LoadPlan, LoadResult, LoadTarget } from "./gateway-bench-load.js";
 import { startHttpRelay, type HttpRelay } from "./http-relay.js";
+import { processCpuMs } from "./process-cpu.js";
 
 /** Workload sizes; every count is bounded so a run always ends. */
 export interface GatewayBenchSizes {
@@ -212,17 +213,26 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
     // (b) Throughput: C concurrent clients (one program each at a time) on one path at a time; last the bare
     // relay, whose rate is the ceiling of any gateway on this HTTP stack with the same processes sharing the cores.
     const tpTargets = [0, 3, 4, 5, RELAY].map((k) => targets[k] as LoadTarget);
-    const tp: { result: LoadResult; cpuMsPerRequest: number }[] = [];
+    const tp: ThroughputPhase[] = [];
+    const upstreamPid = upstream.process.pid ?? -1;
     for (const [k, t] of tpTargets.entries()) {
       opts.log(`gateway: throughput '${t.name}', ${sizes.throughputRequests} requests from ${sizes.concurrency} clients`);
       // CPU of this process (the gateway, its store's writer thread included) per chat request: unlike req/s, it
-      // does not depend on what else the machine runs, and 1000 / it is what one core would serve.
+      // does not depend on what else the machine runs, and 1000 / it is what one core would serve. The upstream's
+      // and the load generator's too: on a machine of few cores they share them with the gateway.
       const cpu0 = process.cpuUsage();
+      const up0 = processCpuMs(upstreamPid);
       const [r] = await loadInChild(plan("throughput", [t], sizes.throughputRequests, `tp${k}`), (pid) => childPids.push(pid));
       const cpu = process.cpuUsage(cpu0);
+      const up1 = processCpuMs(upstreamPid);
       const result = r as LoadResult;
       count(t, result);
-      tp.push({ result, cpuMsPerRequest: t.kind === "gateway" || t.name === RELAY_ROW ? (cpu.user + cpu.system) / 1000 / result.sent : NaN });
+      tp.push({
+        result,
+        cpuMsPerRequest: t.kind === "gateway" || t.name === RELAY_ROW ? (cpu.user + cpu.system) / 1000 / result.sent : NaN,
+        loadCpuMsPerRequest: result.cpuMs / result.sent,
+        upstreamCpuMsPerRequest: up0 !== undefined && up1 !== undefined ? (up1 - up0) / result.sent : NaN,
+      });
     }
     const throughput = throughputTable(tpTargets, tp, sizes);
 
@@ -261,6 +271,16 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
 }
 
 const rpsOf = (r: LoadResult): number => (r.requests * 1000) / r.elapsedMs;
+
+/** One path's throughput phase: its load's results and each process's CPU per chat request sent, ms. */
+interface ThroughputPhase {
+  result: LoadResult;
+  /** This process's (the gateway's, or the relay's on its row); NaN on the direct row. */
+  cpuMsPerRequest: number;
+  loadCpuMsPerRequest: number;
+  /** NaN where /proc cannot tell. */
+  upstreamCpuMsPerRequest: number;
+}
 
 /** The latency table's row the targets are read on: the SQLite store with the local tokenizer. */
 const TARGET = 5;
@@ -313,7 +333,7 @@ function latencyTable(targets: LoadTarget[], lat: { latenciesMs: number[] }[], p
 }
 
 /** Table (b): requests/s per path under concurrent clients, and the gateway's CPU per request. */
-function throughputTable(targets: LoadTarget[], tp: { result: LoadResult; cpuMsPerRequest: number }[], sizes: GatewayBenchSizes): BenchTable {
+function throughputTable(targets: LoadTarget[], tp: ThroughputPhase[], sizes: GatewayBenchSizes): BenchTable {
   const rps = tp.map((x) => rpsOf(x.result));
   const direct = rps[0] as number;
   const gatewayRps = rps[3] as number;
@@ -321,11 +341,12 @@ function throughputTable(targets: LoadTarget[], tp: { result: LoadResult; cpuMsP
   const relayRps = rps[4] as number;
   return {
     title: `(b) gateway throughput: requests/s with ${sizes.concurrency} concurrent clients`,
-    columns: ["path", "clients", "requests", "req/s", "ratio", "p50 ms", "p99 ms", "gateway CPU ms/req", "req/s per gateway core"],
+    columns: ["path", "clients", "requests", "req/s", "ratio", "p50 ms", "p99 ms", "gateway CPU ms/req", "req/s per gateway core", "load generator CPU ms/req", "upstream CPU ms/req"],
     rows: targets.map((t, k) => {
-      const { result, cpuMsPerRequest: cpu } = tp[k] as (typeof tp)[number];
+      const { result, cpuMsPerRequest: cpu, loadCpuMsPerRequest: load, upstreamCpuMsPerRequest: up } = tp[k] as ThroughputPhase;
       const r = rps[k] as number;
-      return [t.name, sizes.concurrency, sizes.throughputRequests, r, r / direct, percentile(result.latenciesMs, 50), percentile(result.latenciesMs, 99), Number.isNaN(cpu) ? "-" : cpu, Number.isNaN(cpu) ? "-" : 1000 / cpu];
+      const ms = (v: number): number | string => (Number.isNaN(v) ? "-" : v);
+      return [t.name, sizes.concurrency, sizes.throughputRequests, r, r / direct, percentile(result.latenciesMs, 50), percentile(result.latenciesMs, 99), ms(cpu), Number.isNaN(cpu) ? "-" : 1000 / cpu, load, ms(up)];
     }),
     notes: [
       `requests/s through the gateway with the SQLite store and the local tokenizer: ${gatewayRps.toFixed(0)} (target >= ${THROUGHPUT_TARGET_RPS} on 2 cores: ${verdict(gatewayRps >= THROUGHPUT_TARGET_RPS)})`,
@@ -335,8 +356,27 @@ function throughputTable(targets: LoadTarget[], tp: { result: LoadResult; cpuMsP
       "ratio = path req/s / direct req/s; req/s counts chat completions over the timed phase, program creation and release included in its time",
       "upstream, load generator and gateway are separate processes sharing this machine's cores: the gateway's figure is bounded by what the other two leave it (the direct row is the upstream and load generator alone)",
       "gateway CPU ms/req = this process's CPU time (user + system, its store's writer thread included; the relay's on the relay row) over the phase / chat requests sent (warm-up included; program creation and release included); req/s per gateway core = 1000 / it",
+      harnessBudgetNote(tp[3] as ThroughputPhase),
+      "load generator and upstream CPU ms/req = each process's CPU time over the phase (the load generator's own count; the upstream's read from /proc in 10 ms ticks, '-' where it cannot be) / chat requests sent; the engine-tokenizing row's upstream serves 3 calls per chat request",
     ],
   };
+}
+
+/**
+ * What the target rate leaves the gateway on this machine: all three processes' CPU per request at most the cores'
+ * time over the target rate, less what the load generator and the upstream took per request on the target row.
+ */
+function harnessBudgetNote(row: ThroughputPhase): string {
+  const cores = availableParallelism();
+  const total = (cores * 1000) / THROUGHPUT_TARGET_RPS;
+  const harness = row.loadCpuMsPerRequest + row.upstreamCpuMsPerRequest;
+  if (Number.isNaN(harness)) return `CPU budget at the target: ${cores} cores / ${THROUGHPUT_TARGET_RPS} req/s = ${total.toFixed(3)} ms per request for the three processes together (the upstream's share is not known here)`;
+  const left = total - harness;
+  return (
+    `CPU budget at the target: ${cores} cores / ${THROUGHPUT_TARGET_RPS} req/s = ${total.toFixed(3)} ms per request for the three processes together; ` +
+    `on the SQLite + local tokenizer row the load generator took ${row.loadCpuMsPerRequest.toFixed(3)} and the upstream ${row.upstreamCpuMsPerRequest.toFixed(3)}, ` +
+    `leaving ${left.toFixed(3)} ms for the gateway, which used ${row.cpuMsPerRequest.toFixed(3)} (${row.cpuMsPerRequest <= left ? "within" : "over"} it)`
+  );
 }
 
 /** The gateway benchmark. */
