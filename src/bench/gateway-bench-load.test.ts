@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fakeChatPrompt, startFakeVllm, type FakeVllm } from "../backends/fake-vllm.js";
 import { checkLoadPlan, runLoad, systemPrompt, type LoadPlan } from "./gateway-bench-load.js";
@@ -53,6 +55,34 @@ describe("gateway bench load generator", () => {
     expect(gens).toHaveLength(9);
     for (const g of gens) expect(g.path).toBe("/completions");
     expect(gens.every((g) => Array.isArray(g.body.prompt) && g.body.return_token_ids === true)).toBe(true);
+  });
+
+  it("places a store-backed gateway's programs 8 to a group, going round the groups it is given", async () => {
+    const created: { group_id: string; sample_index: number }[] = [];
+    // A stand-in gateway: creates programs (recording where they were placed), answers chat, releases.
+    const gw = createServer((req, res) => {
+      let body = "";
+      req.on("data", (d: Buffer) => (body += d.toString()));
+      req.on("end", () => {
+        if (req.url === "/programs") created.push(JSON.parse(body) as { group_id: string; sample_index: number });
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify(req.url?.endsWith("/chat/completions") ? { choices: [{ message: { content: "ok" } }] } : {}));
+      });
+    });
+    await new Promise<void>((r) => gw.listen(0, "127.0.0.1", r));
+    try {
+      const gateway = `http://127.0.0.1:${(gw.address() as AddressInfo).port}`;
+      const place = { groupIds: ["a", "b"], taskId: "t" };
+      await runLoad(plan({ mode: "throughput", clients: 3, requests: 40, warmup: 0, turns: 2, targets: [{ kind: "gateway", name: "g", gateway, place }] }));
+      // At least 20 programs (a client's last one may end after one turn): the n-th (in any order of arrival) is
+      // sample n % 8 of group a, b, a, ... in turn, 8 to a group.
+      expect(created.length).toBeGreaterThanOrEqual(20);
+      const key = (g: string, s: number): string => `${g}/${s}`;
+      const expected = created.map((_, n) => key(["a", "b"][Math.floor(n / 8) % 2] as string, n % 8));
+      expect(created.map((c) => key(c.group_id, c.sample_index)).sort()).toEqual(expected.sort());
+    } finally {
+      await new Promise((r) => gw.close(r));
+    }
   });
 
   it("fails on an error answer and rejects bad plans naming the field", async () => {

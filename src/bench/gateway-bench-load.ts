@@ -14,8 +14,12 @@ export type LoadTarget =
   /** The upstream calls the gateway's token path makes for one chat turn: /tokenize, /v1/completions with the ids, /detokenize. */
   | { kind: "direct-token-calls"; name: string; upstream: string }
   /** The gateway: POST /programs, the turns on /p/{id}/v1/chat/completions, POST /programs/{id}/release. */
-  /** Store-backed, programs are placed in `place` (group and task); a trace-only gateway takes just the id. */
-  | { kind: "gateway"; name: string; gateway: string; place?: { groupId: string; taskId: string } };
+  /**
+   * Store-backed, programs are placed in `place`: the plan's n-th program in group `groupIds[floor(n / 8) %
+   * length]` as sample n % 8 (groups of 8, as a GRPO rollout makes them), of task `taskId`; a trace-only gateway
+   * takes just the id.
+   */
+  | { kind: "gateway"; name: string; gateway: string; place?: { groupIds: string[]; taskId: string } };
 
 /** One load run. */
 export interface LoadPlan {
@@ -56,6 +60,9 @@ export interface LoadResult {
 }
 
 type Message = { role: string; content: string };
+
+/** Programs per group (a GRPO rollout's usual group size). */
+const GROUP_SIZE = 8;
 
 const REQUEST_TIMEOUT_MS = 30_000;
 /** Longest answer body read (a runaway upstream must not fill the load generator's memory). */
@@ -149,6 +156,8 @@ class Conversation {
     private readonly http: JsonClient,
     private readonly system: string,
     private readonly idOf: () => string,
+    /** The plan's count of programs created on this target so far (this one's ordinal). */
+    private readonly placed: () => number,
   ) {}
 
   /** Send the next chat turn; `timed` is called around the chat request only (not program creation or release). */
@@ -157,8 +166,9 @@ class Conversation {
     if (this.turn === 0) {
       this.messages = [{ role: "system", content: this.system }];
       if (t.kind === "gateway") {
+        const n = this.placed();
         this.programId = this.idOf();
-        const place = t.place ? { group_id: t.place.groupId, task_id: t.place.taskId, sample_index: this.programs } : {};
+        const place = t.place ? { group_id: t.place.groupIds[Math.floor(n / GROUP_SIZE) % t.place.groupIds.length], task_id: t.place.taskId, sample_index: n % GROUP_SIZE } : {};
         await this.http.post(`${t.gateway}/programs`, { id: this.programId, ...place });
         this.programs++;
       }
@@ -224,9 +234,15 @@ export async function runLoad(plan: LoadPlan): Promise<LoadResult[]> {
   const http = new JsonClient(plan.mode === "latency" ? 1 : plan.clients);
   let ids = 0;
   const idOf = (target: number, client: number) => () => `${plan.programPrefix}-t${target}-c${client}-${ids++}`;
+  const placedOn = plan.targets.map(() => 0);
+  const placed = (target: number) => (): number => {
+    const n = placedOn[target] as number;
+    placedOn[target] = n + 1;
+    return n;
+  };
   try {
     if (plan.mode === "latency") {
-      const convs = plan.targets.map((t, k) => new Conversation(t, plan, http, system, idOf(k, 0)));
+      const convs = plan.targets.map((t, k) => new Conversation(t, plan, http, system, idOf(k, 0), placed(k)));
       const samples = plan.targets.map(() => [] as number[]);
       const untimed = (run: () => Promise<string>) => run();
       for (let i = 0; i < plan.warmup; i++) for (const c of convs) await c.next(untimed);
@@ -257,7 +273,7 @@ export async function runLoad(plan: LoadPlan): Promise<LoadResult[]> {
 
     const target = plan.targets[0] as LoadTarget;
     const clients = Math.min(plan.clients, plan.requests);
-    const convs = Array.from({ length: clients }, (_, c) => new Conversation(target, plan, http, system, idOf(0, c)));
+    const convs = Array.from({ length: clients }, (_, c) => new Conversation(target, plan, http, system, idOf(0, c), placed(0)));
     const latencies: number[] = [];
     const drive = async (total: number, timed: boolean): Promise<void> => {
       let next = 0;

@@ -90,7 +90,7 @@ describe("arbor bench gateway", () => {
       // /proc counts in 10 ms ticks, more than this test's few requests may take the upstream.
       expect(num(row[10])).toBeGreaterThanOrEqual(0);
     }
-    const budget = tp!.notes.find((n) => n.startsWith("CPU budget at the target: "));
+    const budget = (tp!.notes ?? []).find((n) => n.startsWith("CPU budget at the target: "));
     const load = num(tp!.rows[3]![9]).toFixed(3);
     const upstream = num(tp!.rows[3]![10]).toFixed(3);
     expect(budget).toMatch(new RegExp(`^CPU budget at the target: \\d+ cores / 5000 req/s = [\\d.]+ ms per request for the three processes together; on the SQLite \\+ local tokenizer row the load generator took ${load} and the upstream ${upstream}, leaving -?[\\d.]+ ms for the gateway, which used ${r.gatewayCpuMsPerRequest.toFixed(3)} \\((within|over) it\\)$`));
