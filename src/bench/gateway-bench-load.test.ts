@@ -72,13 +72,13 @@ describe("gateway bench load generator", () => {
     await new Promise<void>((r) => gw.listen(0, "127.0.0.1", r));
     try {
       const gateway = `http://127.0.0.1:${(gw.address() as AddressInfo).port}`;
-      const place = { groupIds: ["a", "b"], taskId: "t" };
+      const place = { groupPrefix: "g", groups: 2, taskId: "t" };
       await runLoad(plan({ mode: "throughput", clients: 3, requests: 40, warmup: 0, turns: 2, targets: [{ kind: "gateway", name: "g", gateway, place }] }));
       // At least 20 programs (a client's last one may end after one turn): the n-th (in any order of arrival) is
-      // sample n % 8 of group a, b, a, ... in turn, 8 to a group.
+      // sample n % 8 of group g0, g1, g0, ... in turn, 8 to a group.
       expect(created.length).toBeGreaterThanOrEqual(20);
       const key = (g: string, s: number): string => `${g}/${s}`;
-      const expected = created.map((_, n) => key(["a", "b"][Math.floor(n / 8) % 2] as string, n % 8));
+      const expected = created.map((_, n) => key(`g${Math.floor(n / 8) % 2}`, n % 8));
       expect(created.map((c) => key(c.group_id, c.sample_index)).sort()).toEqual(expected.sort());
     } finally {
       await new Promise((r) => gw.close(r));
@@ -90,5 +90,7 @@ describe("gateway bench load generator", () => {
     await expect(runLoad(plan({ requests: 1, warmup: 0 }))).rejects.toThrow(/answered HTTP 500: .*boom/);
     expect(() => checkLoadPlan(plan({ turns: 0 }))).toThrow(/load plan turns: must be an integer >= 1, got 0/);
     expect(() => checkLoadPlan(plan({ targets: [] }))).toThrow(/load plan targets: must name at least one target/);
+    const noGroups = { kind: "gateway" as const, name: "g", gateway: root, place: { groupPrefix: "g", groups: 0, taskId: "t" } };
+    expect(() => checkLoadPlan(plan({ targets: [noGroups] }))).toThrow(/load plan targets\[0\]\.place\.groups: must be an integer >= 1, got 0/);
   });
 });

@@ -15,11 +15,11 @@ export type LoadTarget =
   | { kind: "direct-token-calls"; name: string; upstream: string }
   /** The gateway: POST /programs, the turns on /p/{id}/v1/chat/completions, POST /programs/{id}/release. */
   /**
-   * Store-backed, programs are placed in `place`: the plan's n-th program in group `groupIds[floor(n / 8) %
-   * length]` as sample n % 8 (groups of 8, as a GRPO rollout makes them), of task `taskId`; a trace-only gateway
+   * Store-backed, programs are placed in `place`: the plan's n-th program in group `groupPrefix` + (floor(n / 8)
+   * % groups) as sample n % 8 (groups of 8, as a GRPO rollout makes them), of task `taskId`; a trace-only gateway
    * takes just the id.
    */
-  | { kind: "gateway"; name: string; gateway: string; place?: { groupIds: string[]; taskId: string } };
+  | { kind: "gateway"; name: string; gateway: string; place?: { groupPrefix: string; groups: number; taskId: string } };
 
 /** One load run. */
 export interface LoadPlan {
@@ -77,6 +77,10 @@ export function checkLoadPlan(plan: LoadPlan): void {
   }
   if (plan.mode !== "latency" && plan.mode !== "throughput") throw new ArborError(`load plan mode: must be latency or throughput, got ${String(plan.mode)}`, "config");
   if (!Array.isArray(plan.targets) || plan.targets.length === 0) throw new ArborError("load plan targets: must name at least one target", "config");
+  plan.targets.forEach((t, k) => {
+    const groups = t.kind === "gateway" ? t.place?.groups : undefined;
+    if (groups !== undefined && !(Number.isInteger(groups) && groups >= 1)) throw new ArborError(`load plan targets[${k}].place.groups: must be an integer >= 1, got ${groups}`, "config");
+  });
 }
 
 /** A keep-alive HTTP/1.1 client: one POST with a JSON body, its answer parsed. */
@@ -168,7 +172,8 @@ class Conversation {
       if (t.kind === "gateway") {
         const n = this.placed();
         this.programId = this.idOf();
-        const place = t.place ? { group_id: t.place.groupIds[Math.floor(n / GROUP_SIZE) % t.place.groupIds.length], task_id: t.place.taskId, sample_index: n % GROUP_SIZE } : {};
+        const p = t.place;
+        const place = p ? { group_id: `${p.groupPrefix}${Math.floor(n / GROUP_SIZE) % p.groups}`, task_id: p.taskId, sample_index: n % GROUP_SIZE } : {};
         await this.http.post(`${t.gateway}/programs`, { id: this.programId, ...place });
         this.programs++;
       }

@@ -150,7 +150,8 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
     store = new SqliteTrajectoryStore(join(dir, "store.db"));
     for (const g of GATEWAYS.filter((x) => x.sqlite)) {
       await store.createRun({ id: g.key, name: g.key, configJson: "{}", startedAt: 0 });
-      await Promise.all(groupIdsOf(g.key).map((id) => store!.createGroup({ id, runId: g.key, taskId: "t", programIds: [] })));
+      const groups = Array.from({ length: GROUPS_PER_GATEWAY }, (_, i) => `${groupPrefixOf(g.key)}${i}`);
+      await Promise.all(groups.map((id) => store!.createGroup({ id, runId: g.key, taskId: "t", programIds: [] })));
     }
 
     opts.log(`gateway: starting the upstream process (fake vLLM-shaped engine, tokenizer of ${BENCH_TOKENIZER_GGUF})`);
@@ -177,7 +178,7 @@ export async function runGatewayBench(opts: BenchOptions, sizes: GatewayBenchSiz
       const url = await gw.listen("127.0.0.1", 0);
       urls.push(url);
       gatewayOf.set(url, g.key);
-      targets.push({ kind: "gateway", name: g.name, gateway: url, ...(g.sqlite ? { place: { groupIds: groupIdsOf(g.key), taskId: "t" } } : {}) });
+      targets.push({ kind: "gateway", name: g.name, gateway: url, ...(g.sqlite ? { place: { groupPrefix: groupPrefixOf(g.key), groups: GROUPS_PER_GATEWAY, taskId: "t" } } : {}) });
     }
     // Last, so the rows above keep their places: the direct chat call through the gateway's HTTP stack alone.
     relay = await startHttpRelay(upstreamRoot);
@@ -277,7 +278,7 @@ const rpsOf = (r: LoadResult): number => (r.requests * 1000) / r.elapsedMs;
  * goes round them): one group of every program would have each program's creation rewrite a list of thousands.
  */
 const GROUPS_PER_GATEWAY = 1024;
-const groupIdsOf = (key: string): string[] => Array.from({ length: GROUPS_PER_GATEWAY }, (_, i) => `g-${key}-${i}`);
+const groupPrefixOf = (key: string): string => `g-${key}-`;
 
 /** One path's throughput phase: its load's results and each process's CPU per chat request sent, ms. */
 interface ThroughputPhase {
