@@ -10,7 +10,7 @@ import { ArborError } from "../core/errors.js";
 import type { Call, ChatMessage } from "../core/types.js";
 import { callFromRow, type CallRow } from "./store-rows.js";
 
-/** A calls row of the SQLite store: the shared columns and its delta's. */
+/** A calls row as both stores keep it: the call's own columns and its delta's. */
 export interface DeltaCallRow extends CallRow {
   base_idx: number | null;
   prompt_shared: number;

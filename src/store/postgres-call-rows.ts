@@ -10,6 +10,7 @@ import type { Call } from "../core/types.js";
 import { contextOf, deltaOver, int32s, type CallContext } from "./call-contexts.mjs";
 import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 import { pgText } from "./pg-text.js";
+import { programRowInsert } from "./postgres-program-rows.js";
 import { CALL_COLUMNS } from "./store-rows.js";
 import { checkCall, encodeTokenVersions } from "./value-checks.js";
 
@@ -17,17 +18,15 @@ import { checkCall, encodeTokenVersions } from "./value-checks.js";
 const STORED_COLUMNS = [...CALL_COLUMNS, "base_idx", "prompt_shared", "messages_shared", "content_sha"];
 
 /**
- * Insert a stored call's values ({@link CallWrite.stored}) where its program exists and has not ended (its row
- * held against a concurrent end until commit) and neither its id nor its index is taken: one statement for the
- * common case. Returns its id, or no row when it was not inserted.
+ * Insert a stored call's values ({@link CallWrite.stored}) where its program exists and has not ended
+ * (postgres-program-rows.ts) and neither its id nor its index is taken: one statement for the common case.
+ * Returns its id, or no row when it was not inserted.
  */
-export const INSERT_CALL = `INSERT INTO calls (${STORED_COLUMNS.join(", ")})
-  SELECT ${STORED_COLUMNS.map((_, i) => `$${i + 1}`).join(", ")}
-  WHERE EXISTS (SELECT 1 FROM programs WHERE id = $2 AND termination_kind IS NULL FOR SHARE)
-  ON CONFLICT DO NOTHING RETURNING id`;
+export const INSERT_CALL = programRowInsert("calls", STORED_COLUMNS, "ON CONFLICT DO NOTHING RETURNING id").ifActive;
 
-// A call with this id and this content hash, or a row from before hashes (`legacy`: compared whole below).
-const SAME_CALL = "SELECT content_sha IS NULL AS legacy FROM calls WHERE id = $1 AND (content_sha = $2 OR content_sha IS NULL)";
+// The call recorded under this id: whether its content hash is this one, or it is a row from before hashes
+// (`legacy`: compared whole below).
+const CALL_BY_ID = "SELECT content_sha = $2 AS same, content_sha IS NULL AS legacy FROM calls WHERE id = $1";
 // A row written whole, without a hash: every column equal (NULLs included).
 const SAME_WHOLE_CALL = `SELECT 1 FROM calls WHERE id = $1 AND ${CALL_COLUMNS.slice(1)
   .map((c, i) => `${c} IS NOT DISTINCT FROM $${i + 2}`)
@@ -61,12 +60,15 @@ export function callWrite(call: Call, base: CallContext | undefined): CallWrite 
   return { whole, sha, stored, context: contextOf(call.index, prompt, int32s(whole[5] as Buffer), messages) };
 }
 
-/** Whether `w`'s call is recorded already (same id, same content), in whatever form either copy is stored. */
-export async function alreadyRecorded(c: PoolClient, w: CallWrite): Promise<boolean> {
-  const r = await c.query<{ legacy: boolean }>(SAME_CALL, [w.whole[0], w.sha]);
-  const row = r.rows[0];
-  if (row === undefined) return false;
-  return !row.legacy || (await c.query(SAME_WHOLE_CALL, w.whole)).rowCount !== 0;
+/**
+ * What is recorded under `w`'s call id: "same" (this call, in whatever form either copy is stored), "other" (a
+ * call with other content), or undefined (nothing).
+ */
+export async function recordedAs(c: PoolClient, w: CallWrite): Promise<"same" | "other" | undefined> {
+  const row = (await c.query<{ same: boolean | null; legacy: boolean }>(CALL_BY_ID, [w.whole[0], w.sha])).rows[0];
+  if (row === undefined) return undefined;
+  const same = row.legacy ? (await c.query(SAME_WHOLE_CALL, w.whole)).rowCount !== 0 : row.same === true;
+  return same ? "same" : "other";
 }
 
 /** SHA-256 of column values: each tagged with its kind and length, so no two lists of values share an encoding. */

@@ -14,8 +14,9 @@ import { realClock } from "../core/real-clock.js";
 import type { Call, ContextAction, ContextEvent, Group, Program, Reward, Termination, TerminationKind, ToolEvent, Trajectory } from "../core/types.js";
 import { CallContexts } from "./call-contexts.mjs";
 import { resolveByProgram, resolveCalls, type DeltaCallRow } from "./call-delta.js";
-import { alreadyRecorded, callWrite, INSERT_CALL } from "./postgres-call-rows.js";
+import { callWrite, INSERT_CALL, recordedAs } from "./postgres-call-rows.js";
 import { migratePostgres, SCHEMA_NAME } from "./postgres-migrations.js";
+import { insertForActive, programRowInsert, requireActive } from "./postgres-program-rows.js";
 import { requireFinite, requireIndex, requireIteration, requireString } from "./value-checks.js";
 import {
   contextEventFromRow,
@@ -122,21 +123,6 @@ function safeUrl(url: string): string {
   }
 }
 
-/** A row of `table` about the program its first value names: inserted where that program is active, or plainly. */
-interface ProgramRowInsert {
-  ifActive: string;
-  plain: string;
-}
-
-function programRowInsert(table: string, columns: readonly string[]): ProgramRowInsert {
-  const into = `INSERT INTO ${table} (${columns.join(", ")})`;
-  const values = columns.map((_, i) => `$${i + 1}`).join(", ");
-  return {
-    ifActive: `${into} SELECT ${values} WHERE EXISTS (SELECT 1 FROM programs WHERE id = $1 AND termination_kind IS NULL FOR SHARE)`,
-    plain: `${into} VALUES (${values})`,
-  };
-}
-
 const INSERT_TOOL = programRowInsert("tools", ["program_id", "call_index", "tool", "input", "output", "ok", "duration_ms"]);
 const INSERT_CONTEXT_EVENT = programRowInsert("context_events", [
   "program_id",
@@ -149,25 +135,6 @@ const INSERT_CONTEXT_EVENT = programRowInsert("context_events", [
   "messages_after",
   "detail",
 ]);
-
-/**
- * Insert `values` (the program's id first) where the program exists and has not ended, its row held against a
- * concurrent end until commit: one statement when it is active, else refused naming why (or, for a program
- * another store created since, inserted once it is seen).
- */
-async function insertForActive(c: PoolClient, insert: ProgramRowInsert, what: string, values: unknown[]): Promise<void> {
-  if ((await c.query(insert.ifActive, values)).rowCount !== 0) return;
-  await requireActive(c, values[0] as string, what);
-  await c.query(insert.plain, values);
-}
-
-/** Refuse unless the program exists and has not ended; holds its row against a concurrent end until commit. */
-async function requireActive(c: PoolClient, programId: string, what: string): Promise<void> {
-  const r = await c.query<{ termination_kind: string | null }>("SELECT termination_kind FROM programs WHERE id = $1 FOR SHARE", [programId]);
-  const row = r.rows[0];
-  if (!row) throw new Refused(`${what}: unknown program '${programId}'`);
-  if (row.termination_kind !== null) throw new Refused(`${what}: program '${programId}' already ended (${row.termination_kind})`);
-}
 
 async function requireRun(c: PoolClient, runId: string, what: string): Promise<void> {
   if ((await c.query("SELECT 1 FROM runs WHERE id = $1", [runId])).rowCount === 0) throw new Refused(`${what}: unknown run '${runId}'`);
@@ -528,11 +495,10 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       if ((await c.query(INSERT_CALL, w.stored)).rowCount !== 0) return;
       // Not inserted. A retry of this very call (an acknowledgement lost, another store recording it at the same
       // moment: the insert waited for that store's commit) is done; anything else is refused, saying why.
-      if (await alreadyRecorded(c, w)) return;
+      const recorded = await recordedAs(c, w);
+      if (recorded === "same") return;
       await requireActive(c, call.programId, what);
-      if ((await c.query("SELECT 1 FROM calls WHERE id = $1", [call.id])).rowCount !== 0) {
-        throw new Refused(`${what}: duplicate call id (a call with this id and other content is recorded)`);
-      }
+      if (recorded === "other") throw new Refused(`${what}: duplicate call id (a call with this id and other content is recorded)`);
       throw new Refused(`${what}: program '${call.programId}' already has a call at index ${call.index}`);
     });
     // Committed, inserted or found with this very content: the program's next call is stored over it. Only a
