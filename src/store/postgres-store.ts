@@ -16,6 +16,7 @@ import { CallContexts } from "./call-contexts.mjs";
 import { resolveByProgram, resolveCalls, type DeltaCallRow } from "./call-delta.js";
 import { callWrite, INSERT_CALL, recordedAs } from "./postgres-call-rows.js";
 import { migratePostgres, SCHEMA_NAME } from "./postgres-migrations.js";
+import { insertProgram, requireRun } from "./postgres-program-insert.js";
 import { insertForActive, programRowInsert, requireActive } from "./postgres-program-rows.js";
 import { requireFinite, requireIndex, requireIteration, requireString } from "./value-checks.js";
 import {
@@ -123,6 +124,11 @@ function safeUrl(url: string): string {
   }
 }
 
+/** A reward ($1 the program, $2 total, $3 components) inserted in one statement when its program has ended. */
+const INSERT_REWARD = `INSERT INTO rewards (program_id, total, components)
+  SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM programs WHERE id = $1 AND termination_kind IS NOT NULL FOR SHARE)
+  ON CONFLICT (program_id) DO NOTHING RETURNING 1`;
+
 const INSERT_TOOL = programRowInsert("tools", ["program_id", "call_index", "tool", "input", "output", "ok", "duration_ms"]);
 const INSERT_CONTEXT_EVENT = programRowInsert("context_events", [
   "program_id",
@@ -135,24 +141,6 @@ const INSERT_CONTEXT_EVENT = programRowInsert("context_events", [
   "messages_after",
   "detail",
 ]);
-
-async function requireRun(c: PoolClient, runId: string, what: string): Promise<void> {
-  if ((await c.query("SELECT 1 FROM runs WHERE id = $1", [runId])).rowCount === 0) throw new Refused(`${what}: unknown run '${runId}'`);
-}
-
-function sameProgram(r: ProgramRow, p: Program): boolean {
-  return (
-    r.run_id === p.runId &&
-    r.group_id === p.groupId &&
-    r.task_id === p.taskId &&
-    r.sample_index === p.sampleIndex &&
-    r.state === p.state &&
-    r.created_at === p.createdAt &&
-    r.ended_at === (p.endedAt ?? null) &&
-    r.termination_kind === (p.termination?.kind ?? null) &&
-    r.termination_detail === (p.termination?.detail ?? null)
-  );
-}
 
 interface OwnerRow {
   id: string;
@@ -452,40 +440,7 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     requireIndex(program.sampleIndex, "program.sampleIndex");
     requireFinite(program.createdAt, "program.createdAt");
     const what = `createProgram '${program.id}'`;
-    const g = program.groupId;
-    await this.write(what, async (c) => {
-      await requireRun(c, program.runId, what);
-      const existing = async (): Promise<void> => {
-        const row = (await c.query<ProgramRow>("SELECT * FROM programs WHERE id = $1", [program.id])).rows[0];
-        if (row && sameProgram(row, program)) return; // a retried create: already made
-        throw new Refused(`createProgram: program '${program.id}' already exists`);
-      };
-      if ((await c.query("SELECT 1 FROM programs WHERE id = $1", [program.id])).rowCount !== 0) return existing();
-      const group = (await c.query<{ run_id: string; task_id: string }>("SELECT run_id, task_id FROM groups WHERE id = $1 FOR UPDATE", [g])).rows[0];
-      if (!group) throw new Refused(`${what}: unknown group '${g}'`);
-      if (group.run_id !== program.runId) throw new Refused(`${what}: group '${g}' belongs to run '${group.run_id}', not '${program.runId}'`);
-      if (group.task_id !== program.taskId) throw new Refused(`${what}: group '${g}' is for task '${group.task_id}', not '${program.taskId}'`);
-      const r = await c.query(
-        `INSERT INTO programs (id, run_id, group_id, task_id, sample_index, state, created_at, ended_at, termination_kind, termination_detail)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING RETURNING id`,
-        [
-          program.id,
-          program.runId,
-          g,
-          program.taskId,
-          program.sampleIndex,
-          program.state,
-          program.createdAt,
-          program.endedAt ?? null,
-          program.termination?.kind ?? null,
-          program.termination?.detail === undefined ? null : pgText(program.termination.detail),
-        ],
-      );
-      // Another process created it between the check and the insert.
-      if (r.rowCount === 0) return existing();
-      // Append the program to its group's members unless the group already lists it.
-      await c.query("UPDATE groups SET program_ids = program_ids || jsonb_build_array($1::text) WHERE id = $2 AND NOT (program_ids ? $1)", [program.id, g]);
-    });
+    await this.write(what, (c) => insertProgram(c, program, what));
   }
 
   async recordCall(call: Call): Promise<void> {
@@ -573,17 +528,16 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     requireFinite(reward?.total, `reward of '${programId}' total`);
     for (const [name, v] of Object.entries(reward.components ?? {})) requireFinite(v, `reward of '${programId}' component '${name}'`);
     const components = JSON.stringify(reward.components ?? {});
+    const values = [programId, reward.total, components];
     await this.write(`setReward '${programId}'`, async (c) => {
+      if ((await c.query(INSERT_REWARD, values)).rowCount !== 0) return;
+      // Nothing inserted: say why.
       const p = (await c.query<{ termination_kind: string | null }>("SELECT termination_kind FROM programs WHERE id = $1 FOR SHARE", [programId])).rows[0];
       if (!p) throw new Refused(`setReward: unknown program '${programId}'`);
       if (p.termination_kind === null) throw new Refused(`setReward: program '${programId}' has not ended`);
-      const r = await c.query("INSERT INTO rewards (program_id, total, components) VALUES ($1, $2, $3) ON CONFLICT (program_id) DO NOTHING RETURNING 1", [
-        programId,
-        reward.total,
-        components,
-      ]);
-      if (r.rowCount !== 0) return;
-      const same = await c.query("SELECT 1 FROM rewards WHERE program_id = $1 AND total = $2 AND components = $3", [programId, reward.total, components]);
+      // Ended, by another store after the insert's snapshot was taken: insert again. Else the reward exists.
+      if ((await c.query(INSERT_REWARD, values)).rowCount !== 0) return;
+      const same = await c.query("SELECT 1 FROM rewards WHERE program_id = $1 AND total = $2 AND components = $3", values);
       if (same.rowCount === 0) throw new Refused(`setReward: program '${programId}' already has a reward`);
     });
   }
