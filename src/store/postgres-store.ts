@@ -124,6 +124,10 @@ function safeUrl(url: string): string {
   }
 }
 
+/** A group inserted in one statement when its run ($2) exists. */
+const INSERT_GROUP = `INSERT INTO groups (id, run_id, task_id, program_ids, iteration, held_out_version)
+  SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $2) ON CONFLICT (id) DO NOTHING RETURNING id`;
+
 /** A reward ($1 the program, $2 total, $3 components) inserted in one statement when its program has ended. */
 const INSERT_REWARD = `INSERT INTO rewards (program_id, total, components)
   SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM programs WHERE id = $1 AND termination_kind IS NOT NULL FOR SHARE)
@@ -420,17 +424,14 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     if (new Set(group.programIds).size !== group.programIds.length) throw new ArborError(`group '${group.id}': duplicate program ids`, "store");
     requireIteration(group.iteration);
     if (group.heldOutVersion !== undefined) requireIndex(group.heldOutVersion, "group.heldOutVersion");
-    await this.write(`createGroup '${group.id}'`, async (c) => {
-      await requireRun(c, group.runId, `createGroup '${group.id}'`);
-      const r = await c.query("INSERT INTO groups (id, run_id, task_id, program_ids, iteration, held_out_version) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING id", [
-        group.id,
-        group.runId,
-        group.taskId,
-        JSON.stringify(group.programIds),
-        group.iteration ?? null,
-        group.heldOutVersion ?? null,
-      ]);
-      if (r.rowCount === 0) throw new Refused(`createGroup: group '${group.id}' already exists`);
+    const what = `createGroup '${group.id}'`;
+    const values = [group.id, group.runId, group.taskId, JSON.stringify(group.programIds), group.iteration ?? null, group.heldOutVersion ?? null];
+    await this.write(what, async (c) => {
+      if ((await c.query(INSERT_GROUP, values)).rowCount !== 0) return;
+      // Nothing inserted: refused if the run is unknown; else inserted again (another store may have committed the
+      // run after the insert's snapshot was taken), and refused if the group is there already.
+      await requireRun(c, group.runId, what);
+      if ((await c.query(INSERT_GROUP, values)).rowCount === 0) throw new Refused(`createGroup: group '${group.id}' already exists`);
     });
   }
 
