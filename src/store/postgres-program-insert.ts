@@ -5,9 +5,7 @@ import type { PoolClient } from "pg";
 import type { Program } from "../core/types.js";
 import { pgText } from "./pg-text.js";
 import { Refused } from "./postgres-write-queue.js";
-import type { ProgramRow } from "./store-rows.js";
-
-const COLUMNS = "id, run_id, group_id, task_id, sample_index, state, created_at, ended_at, termination_kind, termination_detail";
+import { PROGRAM_COLUMNS, programRowValues, type ProgramRow } from "./store-rows.js";
 
 /**
  * Inserts the program when its group ($3) exists with its run ($2) and task ($4), and lists it among the group's
@@ -15,7 +13,7 @@ const COLUMNS = "id, run_id, group_id, task_id, sample_index, state, created_at,
  * locks the group's row: programs of one group created at once by several stores append to its newest list.
  */
 const INSERT_PROGRAM = `WITH inserted AS (
-    INSERT INTO programs (${COLUMNS})
+    INSERT INTO programs (${PROGRAM_COLUMNS})
     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM groups WHERE id = $3 AND run_id = $2 AND task_id = $4
     ON CONFLICT (id) DO NOTHING RETURNING id
   ), listed AS (
@@ -62,18 +60,7 @@ async function alreadyMade(c: PoolClient, program: Program): Promise<boolean> {
  */
 export async function insertProgram(c: PoolClient, program: Program, what: string): Promise<void> {
   const g = program.groupId;
-  const values = [
-    program.id,
-    program.runId,
-    g,
-    program.taskId,
-    program.sampleIndex,
-    program.state,
-    program.createdAt,
-    program.endedAt ?? null,
-    program.termination?.kind ?? null,
-    program.termination?.detail === undefined ? null : pgText(program.termination.detail),
-  ];
+  const values = programRowValues(program, pgText);
   if (await inserted(c, values)) return;
   // Nothing inserted: say why.
   await requireRun(c, program.runId, what);

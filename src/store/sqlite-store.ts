@@ -26,6 +26,8 @@ import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 import {
   contextEventFromRow,
   programFromRow,
+  programRowValues,
+  PROGRAM_COLUMNS,
   rewardFromRow,
   runFromRow,
   toolFromRow,
@@ -481,22 +483,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
          WHERE id = ? AND NOT EXISTS (SELECT 1 FROM json_each(groups.program_ids) WHERE value = ?)`,
         [program.id, g, program.id],
       ),
-      exec(
-        `INSERT INTO programs (id, run_id, group_id, task_id, sample_index, state, created_at, ended_at,
-           termination_kind, termination_detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [
-          program.id,
-          program.runId,
-          g,
-          program.taskId,
-          program.sampleIndex,
-          program.state,
-          program.createdAt,
-          program.endedAt ?? null,
-          program.termination?.kind ?? null,
-          program.termination?.detail ?? null,
-        ],
-      ),
+      exec(`INSERT INTO programs (${PROGRAM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, programRowValues(program)),
     ]);
   }
 

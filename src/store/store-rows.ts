@@ -94,6 +94,15 @@ export interface RewardRow {
   components: string;
 }
 
+/** Columns of `programs` in insert order (the order of {@link programRowValues}). */
+export const PROGRAM_COLUMNS = "id, run_id, group_id, task_id, sample_index, state, created_at, ended_at, termination_kind, termination_detail";
+
+/** A program's values in {@link PROGRAM_COLUMNS} order; `text` stores its termination detail (Postgres escapes NUL). */
+export function programRowValues(p: Program, text: (s: string) => string = (s) => s): unknown[] {
+  const detail = p.termination?.detail;
+  return [p.id, p.runId, p.groupId, p.taskId, p.sampleIndex, p.state, p.createdAt, p.endedAt ?? null, p.termination?.kind ?? null, detail === undefined ? null : text(detail)];
+}
+
 /** Columns of `calls` in insert order (also the order of {@link callParams}). */
 export const CALL_COLUMNS = [
   "id",
