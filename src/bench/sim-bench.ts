@@ -48,9 +48,8 @@ export async function runSimSpeed(systems: readonly string[], scale: number, log
     notes: [
       `target: ≥ ${SIM_SPEED_TARGETS.tokensPerWallS.toLocaleString("en-US")} simulated output tokens per wall-clock second, so a full-scale iteration of one system takes under ${SIM_SPEED_TARGETS.fullIterationWallS} s`,
       "wall times depend on the machine and on what else runs on it (CPU = this process's user + system time, which does not count other processes); extrapolated = full-scale tokens (requests × Table 3 mean) / the measured wall rate",
-      "an extrapolation is optimistic: the cost per token grows with the working set (a larger prefix cache, L3 pool and more requests; on a 2-core machine of this project's kind on 5 December 2026, seer gave ~950k tokens/s at scale 0.03 and ~456k at full scale, 157 s), so only a full-scale run (without --quick) measures the target",
-      "these machines' speed varies from one to the next: the same code took 149 s one day and 256 s the next, and on another 2-core machine the same 5 December seer ran at full scale in 95 s (758k tokens/s, verl-like 821k in 87 s)",
-      "and within one day: on 6 December the same code's full-scale seer took 66-67 s (1.06-1.09M tokens/s) on one 2-core machine and, an hour later, 86-92 s there (verl-like 71-85 s); on the next machine that afternoon, 47 s (1.52M tokens/s; verl-like 39.5 s, 1.81M): compare figures from one run",
+      "an extrapolation is optimistic: the cost per token grows with the working set (a larger prefix cache, L3 pool and more requests: on one machine seer ran ~1.07M tokens/s at scale 0.1 and ~0.7M at full scale), so only a full-scale run (without --quick) measures the target",
+      "machines of this project's kind (2 cores) differ and drift: full-scale seer took 47 s to 157 s on different machines on 5-6 December 2026, and 93 s to 128 s within 20 minutes on one; compare figures from one run",
     ],
   };
 }
