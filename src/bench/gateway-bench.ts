@@ -354,7 +354,7 @@ function throughputTable(targets: LoadTarget[], tp: ThroughputPhase[], sizes: Ga
       const { result, cpuMsPerRequest: cpu, loadCpuMsPerRequest: load, upstreamCpuMsPerRequest: up } = tp[k] as ThroughputPhase;
       const r = rps[k] as number;
       const ms = (v: number): number | string => (Number.isNaN(v) ? "-" : v);
-      return [t.name, sizes.concurrency, sizes.throughputRequests, r, r / direct, percentile(result.latenciesMs, 50), percentile(result.latenciesMs, 99), ms(cpu), Number.isNaN(cpu) ? "-" : 1000 / cpu, load, ms(up)];
+      return [t.name, sizes.concurrency, sizes.throughputRequests, r, r / direct, percentile(result.latenciesMs, 50), percentile(result.latenciesMs, 99), ms(cpu), ms(1000 / cpu), load, ms(up)];
     }),
     notes: [
       `requests/s through the gateway with the SQLite store and the local tokenizer: ${gatewayRps.toFixed(0)} (target >= ${THROUGHPUT_TARGET_RPS} on 2 cores: ${verdict(gatewayRps >= THROUGHPUT_TARGET_RPS)})`,

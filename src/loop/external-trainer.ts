@@ -31,10 +31,11 @@ export interface ExternalTrainerOptions {
 
 /**
  * A listening trainer-protocol server driving the run's policy updates. `version` is the policy version the
- * engines serve: the last one a trainer announced (0 at the start). `step(batch)` offers exactly the batch the
- * loop built and waits until a trainer acks it; `loss`, `gradNorm` and `entropy` are what the ack reported (NaN
- * when it reported none), `clipFraction` and `kl` NaN (the protocol does not report them); `stepped` says whether the version moved before the
- * ack, and then `synced` (the engines loaded the announced weights already). `close()` stops serving.
+ * engines serve: the last one a trainer announced (0 at the start). `step(batch)` offers exactly the batch
+ * the loop built and waits until a trainer acks it; `loss`, `gradNorm` and `entropy` are what the ack
+ * reported (NaN when it reported none), `clipFraction` and `kl` NaN (the protocol does not report them);
+ * `stepped` says whether the version moved before the ack, and then `synced` (the engines loaded the
+ * announced weights already). `close()` stops serving.
  */
 export interface ExternalTrainer extends Trainer {
   /** Base URL of the trainer protocol, e.g. http://127.0.0.1:8400. */

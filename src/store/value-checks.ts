@@ -30,9 +30,9 @@ export function requireIteration(v: unknown): void {
 }
 
 /**
- * Throws, naming the call and field, unless `call`'s own fields can be stored: its id, index, version, timings,
- * one logprob per output token, a reset reason only with a reset, its messages objects, and the client's fields. (Token ids are checked
- * as they are encoded.)
+ * Throws, naming the call and field, unless `call`'s own fields can be stored: its id, index, version,
+ * timings, one logprob per output token, a reset reason only with a reset, its messages objects, and the
+ * client's fields. (Token ids are checked as they are encoded.)
  */
 export function checkCall(call: Call): void {
   requireString(call.id, "call.id");

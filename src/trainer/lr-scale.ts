@@ -15,7 +15,8 @@ export interface LrScale {
 /**
  * Resolve `spec` (GGUF tensor name or pattern with `*` → multiplier) against the model's parameter names.
  * A name matched by several patterns takes the first pattern's multiplier.
- * @throws ArborError naming the key when a multiplier is not a positive finite number or a pattern matches no parameter.
+ * @throws ArborError naming the key when a multiplier is not a positive finite number or a pattern matches
+ *   no parameter.
  */
 export function compileLrScale(spec: Readonly<Record<string, number>>, names: readonly string[]): LrScale {
   const scaled = new Map<string, number>();

@@ -352,11 +352,11 @@ export function samePackedAt(packed: string, tokenIds: ArrayLike<number>, offset
 }
 
 /**
- * One request's chained block hashes, extended as its tokens grow (vLLM's `Request.block_hashes`): a
- * prefix lookup repeated at every step while the request waits for KV hashes nothing again. It also
- * keeps the cached identities proven to hold the request's prefix (PrefixProofs), so a repeated lookup
- * accepts them again without comparing tokens (identities are immutable, so a proof stays true). Valid for one token array that only grows by appending; a different root
- * (cache salt) or hash function starts the chain over.
+ * One request's chained block hashes, extended as its tokens grow (vLLM's `Request.block_hashes`): a prefix
+ * lookup repeated at every step while the request waits for KV hashes nothing again. It also keeps the cached
+ * identities proven to hold the request's prefix (PrefixProofs), so a repeated lookup accepts them again
+ * without comparing tokens (identities are immutable, so a proof stays true). Valid for one token array that
+ * only grows by appending; a different root (cache salt) or hash function starts the chain over.
  */
 export class BlockHashChain implements PrefixProofs {
   private root: KvBlockIdentity | null | undefined = undefined;
