@@ -77,8 +77,9 @@ describe("iteration report", () => {
     expect(heldOutText(v0)).toBe("held-out v0 solved 25.0% ± 4.1 (32 tasks × 4)");
     expect(heldOutText(v3)).toBe("held-out v3 solved 30.0% ± 4.4  Δ vs v0 +5.0 ± 2.1 pts (32 tasks × 4)");
     expect(heldOutText({ ...v3, diff: { mean: -0.05, se: 0.021, n: 32 } })).toContain("Δ vs v0 -5.0 ± 2.1 pts");
-    const it2 = { ...iteration(2, 0.3, { outcome: 0.3 }, {}), heldOut: v2 };
-    expect(iterationLine(it2, 3)).toMatch(/policy v1 → v2 {2}held-out v2 solved 31\.3% ± 4\.5 {2}Δ vs v0 \+6\.3 ± 2\.0 pts/);
+    const it2 = { ...iteration(2, 0.3, { outcome: 0.3 }, {}), heldOut: v2, evalMs: 29_500 };
+    // The evaluation's time is its own, after the score: the training step's is `train` (0.5 s here).
+    expect(iterationLine(it2, 3)).toMatch(/train 0\.5 s {2}policy v1 → v2 {2}held-out v2 solved 31\.3% ± 4\.5 {2}Δ vs v0 \+6\.3 ± 2\.0 pts \(32 tasks × 4\) {2}eval 29\.5 s$/);
     expect(iterationLine(iteration(1, 0.3, { outcome: 0.3 }, {}), 3)).not.toContain("held-out");
     const rows = Object.fromEntries(summaryTrainingRows({ iterations: [iteration(1, 0, { outcome: 0 }), it2], rewardPlot: "/r.svg", policyVersion: 3, heldOut: [v0, v2, v3] }));
     expect(rows["held-out"]).toBe("solved v0 25.0% ± 4.1 → v3 30.0% ± 4.4, paired Δ +5.0 ± 2.1 pts (32 tasks × 4 samples, temperature 1, never trained on)");

@@ -36,7 +36,8 @@ export function iterationLine(r: IterationResult, of: number): string {
       `policy v${r.policyVersion} → v${u.version}`,
     );
   }
-  if (r.heldOut) parts.push(heldOutText(r.heldOut));
+  // Its own time: a held-out evaluation can take longer than the training step it follows.
+  if (r.heldOut) parts.push(heldOutText(r.heldOut), ...(r.evalMs !== undefined ? [`eval ${secs(r.evalMs)}`] : []));
   return parts.join("  ");
 }
 

@@ -20,7 +20,12 @@ export interface IterationResult {
   batchPath: string;
   samples: number;
   toolCalls: number;
+  /**
+   * Wall time from the weights this batch was sampled on being served (the loop's start for the first step) until
+   * the batch was taken; a held-out evaluation of those weights runs beside the rollout and is included.
+   */
   rolloutMs: number;
+  /** From the batch taken to the new weights served: building and exporting the batch, the trainer step, the weight sync. */
   trainMs: number;
   /** Policy version the trainer held when it took the batch (the engines served it, or older ones in async mode). */
   policyVersion: number;
@@ -29,6 +34,8 @@ export interface IterationResult {
   staleness?: { mean: number; max: number; versions: number[] };
   /** Held-out evaluation of the version the engines serve after this step (held-out-eval.ts), when one was due. */
   heldOut?: HeldOutScore;
+  /** How long that evaluation took (with `heldOut`): after trainMs, beside the next step's rollout. */
+  evalMs?: number;
 }
 
 /** Mean of each reward component over the rewarded trajectories (a component a program lacks counts as 0). */

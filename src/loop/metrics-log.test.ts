@@ -61,7 +61,11 @@ describe("metrics.jsonl", () => {
   it("held-out scores: on the step's line and scalars, and the starting version's as a line of its own", () => {
     const start: HeldOutScore = { version: 0, solved: { mean: 0.25, se: 0.05, n: 8 }, baseVersion: 0, tasks: 8, samples: 2, temperature: 1 };
     const later: HeldOutScore = { ...start, version: 2, solved: { mean: 0.375, se: 0.06, n: 8 }, diff: { mean: 0.125, se: 0.03, n: 8 } };
-    const rec = metricsRecord({ ...base, heldOut: later }, "iteration", 1);
+    const rec = metricsRecord({ ...base, heldOut: later, evalMs: 2500 }, "iteration", 1);
+    expect([rec.trainMs, rec.evalMs]).toEqual([300, 2500]);
+    expect(tensorboardScalars(rec)).toMatchObject({ "time/train_ms": 300, "time/eval_ms": 2500 });
+    expect(metricsRecord(base, "iteration", 1).evalMs).toBeNull();
+    expect(tensorboardScalars(metricsRecord(base, "iteration", 1))).not.toHaveProperty("time/eval_ms");
     expect(rec.heldOut).toEqual({ version: 2, solved: 0.375, solvedSe: 0.06, baseVersion: 0, diff: 0.125, diffSe: 0.03, tasks: 8, samples: 2, temperature: 1 });
     expect(tensorboardScalars(rec)).toMatchObject({ "heldout/solved": 0.375, "heldout/solved_se": 0.06, "heldout/diff": 0.125, "heldout/diff_se": 0.03, "heldout/version": 2 });
     expect(metricsRecord(base, "iteration", 1).heldOut).toBeNull();

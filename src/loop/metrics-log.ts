@@ -61,7 +61,10 @@ export interface MetricsRecord {
   stalenessMean: number | null;
   stalenessMax: number | null;
   rolloutMs: number;
+  /** The batch built and exported, the trainer step and the weight sync (the held-out evaluation after it is evalMs). */
   trainMs: number;
+  /** The held-out evaluation after this step (null when none was due). */
+  evalMs: number | null;
   /** Output tokens per second of rollout. */
   outputTokensPerSecond: number | null;
   /** Held-out evaluation after this step (null when none was due). */
@@ -146,6 +149,7 @@ export function metricsRecord(r: IterationResult, kind: MetricsRecord["kind"], t
     stalenessMax: num(r.staleness?.max),
     rolloutMs: r.rolloutMs,
     trainMs: r.trainMs,
+    evalMs: r.evalMs ?? null,
     outputTokensPerSecond: r.rolloutMs > 0 ? num((s.outputTokens * 1000) / r.rolloutMs) : null,
     heldOut: r.heldOut ? heldOutFields(r.heldOut) : null,
   };
@@ -182,6 +186,7 @@ export function tensorboardScalars(rec: MetricsRecord): Record<string, number> {
   put("staleness/max", rec.stalenessMax);
   put("time/rollout_ms", rec.rolloutMs);
   put("time/train_ms", rec.trainMs);
+  put("time/eval_ms", rec.evalMs);
   if (rec.heldOut) Object.assign(out, heldOutScalars(rec.heldOut));
   return out;
 }

@@ -78,7 +78,8 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
         if (!update.synced && update.checkpoint !== undefined) await o.weights.load(update.checkpoint, update.version);
         o.rollout.published(update.version);
       } else o.rollout.skipped();
-      // 6. Evaluation of the policy the engines now serve.
+      // 6. Evaluation of the policy the engines now serve: timed on its own, not as part of the training step.
+      const evalStart = o.clock.now();
       const heldOut = (await o.evaluate?.(step, update?.version ?? taken.batch.version, step === o.steps)) ?? undefined;
       const now = o.clock.now();
       const r: IterationResult = {
@@ -91,13 +92,15 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
         // The agents' tool calls: Arbor's own events (env setup, hygiene, a worker's judgement) are not counted.
         toolCalls: taken.trajectories.reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0),
         rolloutMs: Math.max(1, trainStart - stepStart),
-        trainMs: now - trainStart,
+        trainMs: evalStart - trainStart,
         policyVersion: taken.batch.version,
         ...(update ? { update } : {}),
         staleness: batchStaleness(taken),
-        ...(heldOut ? { heldOut } : {}),
+        ...(heldOut ? { heldOut, evalMs: now - evalStart } : {}),
       };
-      stepStart = now;
+      // The next rollout runs on the new weights from here, beside the evaluation (the orchestrator admits again
+      // once they are published): its wall time starts now, as the first one's starts beside the step-0 evaluation.
+      stepStart = evalStart;
       iterations.push(r);
       o.onStep?.(r);
     }
