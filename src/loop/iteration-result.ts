@@ -22,7 +22,8 @@ export interface IterationResult {
   toolCalls: number;
   /**
    * Wall time from the weights this batch was sampled on being served (the loop's start for the first step) until
-   * the batch was taken; a held-out evaluation of those weights runs beside the rollout and is included.
+   * the batch was taken: a held-out evaluation of those weights runs beside the rollout, and the batch is taken
+   * only once it has ended (no weights change while it runs), so its time is included.
    */
   rolloutMs: number;
   /** From the batch taken to the new weights served: building and exporting the batch, the trainer step, the weight sync. */
