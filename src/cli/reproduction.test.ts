@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 import { simReportFixture as report, simResultFixture as result } from "../testing/sim-report-fixture.js";
-import { meanReport, REPRODUCTION_PLAN, REPRODUCTION_ROWS, reproductionMarkdown, targetLine, targetRows, unattributedRows } from "./reproduction.js";
+import { meanReport, REPRODUCTION_PLAN, REPRODUCTION_ROWS, reproductionMarkdown, tailChange, targetLine, targetRows, unattributedRows } from "./reproduction.js";
 
 describe("reproduction table", () => {
   /** seer-moonlight with seer at `seerMs` against verl-like's 2,000 ms (tail 500 → 100 ms), oracle and arbor at 900 ms. */
@@ -93,6 +93,10 @@ describe("reproduction table", () => {
       const r = report("my-agents", kind, [result("sglang-router", 1000, 100, 100), result("arbor", 1000, 100, 90)]);
       expect(lines(r)).toEqual(["arbor over the best other system, agent steps/min: 0.90×, target ≥ 1.00×: missed"]);
     }
+  });
+
+  it("writes a tail reduction as the tail's signed change, as the papers do", () => {
+    expect([tailChange(0.85), tailChange(-0.29), tailChange(0), tailChange(0.004), tailChange(-0.004)]).toEqual(["−85%", "+29%", "0%", "0%", "0%"]);
   });
 
   it("plans every workload and system a row needs", () => {

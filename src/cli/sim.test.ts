@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { writeTinyRolloutWorkload } from "../testing/tiny-rollout-workload.js";
 import { writeSimReportFiles } from "./report/write-sim-report-files.js";
+import { tailChange } from "./reproduction.js";
 import { simCommand, simSummaryTable } from "./sim.js";
 
 describe("arbor sim", () => {
@@ -32,6 +33,9 @@ describe("arbor sim", () => {
       const table = simSummaryTable(report);
       expect(table.rows).toHaveLength(3);
       expect(table.rows[2]?.[11]).toBe(1); // the oracle is 100% of itself
+      expect(table.columns[10]).toBe("tail change");
+      expect(table.rows[0]?.[10]).toBe("0%"); // the baseline against itself
+      expect(table.rows.slice(1).map((r) => r[10])).toEqual(report.ratios.slice(1).map((r) => tailChange(r.tailReduction)));
       await expect(simCommand(file, { systems: "seer,nope", seed: 9, scale: 1, out: join(dir, "x") })).rejects.toThrow(/no system 'nope'.*seed 9/);
       // Two jobs: each system in a worker thread, which loads the workload file again; the same report.
       const twoJobs = await simCommand(file, { systems: "verl-like,seer,oracle", seed: 2, scale: 1, jobs: 2, out: join(dir, "jobs") });

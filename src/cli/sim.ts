@@ -9,7 +9,7 @@ import { ArborError } from "../core/errors.js";
 import { getScenario } from "../sim/scenario/registry.js";
 import { runSim } from "../sim/scenario/run-sim.js";
 import { runSystemInWorker, workerHeapMb } from "../sim/scenario/worker-run.js";
-import { targetLine, targetRows } from "./reproduction.js";
+import { tailChange, targetLine, targetRows } from "./reproduction.js";
 import type { SimRunOptions, SimScenario } from "../sim/scenario/scenario.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 
@@ -40,7 +40,7 @@ export function simSummaryTable(report: SimReport): BenchTable {
   const rollout = report.workload.kind === "rollout";
   return {
     title: `arbor sim ${report.workload.name} (seed ${report.seed}, scale ${String(report.workload.scale.runScale ?? 1)}): ratios against ${report.baseline}`,
-    columns: ["system", "iteration (s)", "tokens/s", "steps/min", "tail (s)", "p99 (s)", "preemptions", "recomputed tok", "peak KV", "speedup ×", "tail −%", "of oracle"],
+    columns: ["system", "iteration (s)", "tokens/s", "steps/min", "tail (s)", "p99 (s)", "preemptions", "recomputed tok", "peak KV", "speedup ×", "tail change", "of oracle"],
     rows: report.systems.map((s, i) => {
       const r = report.ratios[i];
       return [
@@ -54,13 +54,13 @@ export function simSummaryTable(report: SimReport): BenchTable {
         s.summary.recomputedTokens,
         s.summary.peakKvUsage,
         r?.speedup ?? "—",
-        r === undefined ? "—" : `${(r.tailReduction * 100).toFixed(0).replace(/^-0$/, "0")}%`,
+        r === undefined ? "—" : tailChange(r.tailReduction),
         oracle === undefined || s.summary.iterationMs === 0 ? "—" : oracle.summary.iterationMs / s.summary.iterationMs,
       ];
     }),
     notes: [
       ...targetRows(report.workload).map((row) => `target: ${targetLine(row, [report])}`),
-      `iteration = first placement to last finish; steps/min = ${rollout ? "requests" : "model calls"} per simulated minute; tail = the last 10% of ${rollout ? "requests" : "programs"}; of oracle = oracle iteration / system iteration`,
+      `iteration = first placement to last finish; steps/min = ${rollout ? "requests" : "model calls"} per simulated minute; tail = the last 10% of ${rollout ? "requests" : "programs"}, its change against ${report.baseline} negative where shorter; of oracle = oracle iteration / system iteration`,
       ...report.systems.map((s) => `${s.system}: ${s.description}`),
     ],
   };
