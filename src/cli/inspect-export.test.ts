@@ -109,7 +109,15 @@ describe("arbor export", () => {
     expect(existsSync(join(out, "batches", "run-1.parquet"))).toBe(true);
   });
 
-  it("errors: unknown format, unknown store, one line each", () => {
+  it("writes Parquet to export/ beside the store when neither --format nor --out is given", () => {
+    const r = arbor("export", dir);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`trajectories  ${join(dir, "export", "trajectories.parquet")} (${fixture.calls.length} calls)`);
+    expect(existsSync(join(dir, "export", "batches", "run-1.parquet"))).toBe(true);
+  });
+
+  it("errors: unknown format, unknown store, a Postgres URL without --out, one line each", () => {
+    expectOneLineError(arbor("export", "postgres://127.0.0.1:1/none"), /export: --out is required for a Postgres store/);
     expectOneLineError(arbor("export", fixture.path, "--format", "csv", "--out", join(dir, "x")), /--format: unknown format 'csv' \(known: parquet, jsonl, arrow, safetensors\)/);
     expectOneLineError(arbor("export", join(dir, "nope.sqlite"), "--format", "jsonl", "--out", join(dir, "x")), /store: no such file/);
   });

@@ -177,9 +177,9 @@ program
   .command("export")
   .description("write a store's trajectories (one row per call) and one batch per run as Parquet, JSONL, Arrow or safetensors files (docs/batch-schema.md)")
   .argument("<store>", "the store: a SQLite file (a run's <output.dir>/store.sqlite), a run's output folder, or a postgres:// URL (?schema= for another schema)")
-  .requiredOption("--format <format>", "parquet, jsonl, arrow or safetensors")
-  .requiredOption("--out <dir>", "output folder: trajectories.<ext> and batches/<run id>.<ext>")
-  .action(async (store: string, o: { format: string; out: string }) => {
+  .option("--format <format>", "parquet, jsonl, arrow or safetensors", "parquet")
+  .option("--out <dir>", "output folder: trajectories.<ext> and batches/<run id>.<ext> (default: export/ beside a SQLite store; required for a Postgres URL)")
+  .action(async (store: string, o: { format: string; out?: string }) => {
     const { exportCommand } = await import("./export.js");
     await exportCommand(store, o);
   });

@@ -7,9 +7,17 @@ import { ArborError } from "../core/errors.js";
 import { openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 
-/** Open the store `arg` names; `label` is how messages name it. Throws an {@link ArborError} for a missing file. */
-export async function openStoreArg(arg: string): Promise<{ store: TrajectoryStore; label: string }> {
-  if (/^postgres(ql)?:\/\//.test(arg)) {
+/** Whether `arg` is a Postgres URL rather than a SQLite file or folder. */
+export function isPostgresArg(arg: string): boolean {
+  return /^postgres(ql)?:\/\//.test(arg);
+}
+
+/**
+ * Open the store `arg` names; `label` is how messages name it, `path` the SQLite file (absent for Postgres).
+ * Throws an {@link ArborError} for a missing file.
+ */
+export async function openStoreArg(arg: string): Promise<{ store: TrajectoryStore; label: string; path?: string }> {
+  if (isPostgresArg(arg)) {
     const url = new URL(arg);
     const schema = url.searchParams.get("schema") ?? undefined;
     url.searchParams.delete("schema");
@@ -19,5 +27,5 @@ export async function openStoreArg(arg: string): Promise<{ store: TrajectoryStor
   let path = arg;
   if (existsSync(path) && statSync(path).isDirectory()) path = join(path, "store.sqlite");
   if (!existsSync(path)) throw new ArborError(`store: no such file: ${path}`, "config");
-  return { store: await openStore({ kind: "sqlite", path }), label: path };
+  return { store: await openStore({ kind: "sqlite", path }), label: path, path };
 }
