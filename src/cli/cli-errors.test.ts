@@ -62,6 +62,15 @@ describe("arbor run errors", () => {
     expect(r.stderr).not.toMatch(/^(engine|gateway) /m);
   });
 
+  it("unknown routing preset or scorer: names the field and the known ones, starts nothing", () => {
+    const r = arbor("engines: [{name: e0}]\ngateway: {routing: stiky}\n");
+    expectOneLineError(r, /gateway\.routing: unknown preset 'stiky' \(known: least-load, kv-usage, sticky-program/);
+    expect(r.stderr).not.toMatch(/^(engine|gateway) /m);
+    const s = arbor("engines: [{name: e0}]\ngateway: {routing: {scorers: [{name: nope, weight: 1}]}}\n");
+    expectOneLineError(s, /gateway\.routing\.scorers\[0\]: unknown scorer 'nope'/);
+    expect(s.stderr).not.toMatch(/^(engine|gateway) /m);
+  });
+
   it("missing config file", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
     expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);

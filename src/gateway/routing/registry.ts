@@ -131,6 +131,14 @@ export const routingPresets: Record<string, RoutingConfig> = {
   "cost-aware": { scorers: [{ name: "cost-aware", weight: 1 }] },
 };
 
+/**
+ * Throws the error the gateway would give `routing` (an unknown preset, filter or scorer, bad options) at its
+ * start: `arbor run` checks it before it starts engines.
+ */
+export function checkRoutingConfig(routing: string | RoutingConfig | undefined): void {
+  createPluginRouter(["check"], resolveRoutingConfig(routing));
+}
+
 /** A `gateway.routing` value: a preset name or a full {@link RoutingConfig}. */
 export function resolveRoutingConfig(routing: string | RoutingConfig | undefined): RoutingConfig {
   if (routing === undefined) return routingPresets[DEFAULT_ROUTING] as RoutingConfig;
