@@ -71,6 +71,15 @@ describe("arbor run errors", () => {
     expect(s.stderr).not.toMatch(/^(engine|gateway) /m);
   });
 
+  it("unknown estimator or a misspelt estimator option: names it, starts nothing (not after the first rollout)", () => {
+    const r = arbor("engines: [{name: e0}]\ntrain: {estimator: grpoo}\n");
+    expectOneLineError(r, /train\.estimator: unknown estimator 'grpoo' \(known: grpo, /);
+    expect(r.stderr).not.toMatch(/^(engine|gateway) /m);
+    const s = arbor("engines: [{name: e0}]\ntrain: {estimator: grpo, estimatorOptions: {positivOnly: true}}\n");
+    expectOneLineError(s, /train\.estimatorOptions\.positivOnly: not an option of estimator 'grpo'/);
+    expect(s.stderr).not.toMatch(/^(engine|gateway) /m);
+  });
+
   it("missing config file", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
     expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);

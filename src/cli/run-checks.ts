@@ -5,17 +5,20 @@ import { fromEnvTool } from "../agents/agent-tool.js";
 import { loadModuleAgent } from "../agents/module-agent.js";
 import type { ClusterConfig } from "../core/cluster-config.js";
 import type { RunConfig } from "../core/config.js";
+import { createEstimator } from "../batch/estimators/registry.js";
 import { ArborError } from "../core/errors.js";
 import type { Environment } from "../envs/env.js";
 import { checkRoutingConfig } from "../gateway/routing/registry.js";
 import type { ResumeState } from "../loop/resume-state.js";
 import { bwrapAvailable } from "../sandbox/bwrap.js";
 
-/** Throws an ArborError for a config this run cannot carry out (the sandbox, routing, `--resume`, async, `--cluster`). */
+/** Throws an ArborError for a config this run cannot carry out (the sandbox, routing, estimator, `--resume`, async, `--cluster`). */
 export function checkRunStart(cfg: RunConfig, opts: { cluster?: ClusterConfig; resume?: ResumeState }): void {
   const { cluster, resume } = opts;
   // The embedded gateway's routing (a cluster's gateway is a service of its own, checked where it starts).
   if (cluster === undefined) checkRoutingConfig(cfg.gateway.routing);
+  // The estimator and its options, which the first batch would otherwise meet after a whole rollout.
+  if (cfg.train) createEstimator(cfg.train.estimator, cfg.train.estimatorOptions);
   if (cfg.sandbox.provider === "bwrap" && cluster === undefined) {
     const bw = bwrapAvailable();
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
