@@ -80,12 +80,6 @@ describe("arbor run errors", () => {
     expect(s.stderr).not.toMatch(/^(engine|gateway) /m);
   });
 
-  it("a model file that is not there: names model.path, starts nothing", () => {
-    const r = arbor("engines: [{name: e0}]\nmodel: {path: models/nope.gguf}\n");
-    expectOneLineError(r, /model\.path: no such file: models\/nope\.gguf/);
-    expect(r.stderr).not.toMatch(/^(engine|gateway) /m);
-  });
-
   it("missing config file", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
     expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);

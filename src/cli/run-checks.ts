@@ -1,24 +1,21 @@
-// What `arbor run` checks before it starts anything: the model file, the sandbox, the routing and the estimator
-// the config names, what a resumed or clustered run supports, and the user's agent module against the agents'
-// contract. A bad config fails here, with the field and the reason, instead of after engines and sandboxes have
-// started (or, for the estimator, after the first rollout).
-import { existsSync } from "node:fs";
+// What `arbor run` checks before it starts anything: the sandbox, the routing and the estimator the config
+// names, what a resumed or clustered run supports, and the user's agent module against the agents' contract. A
+// bad config fails here, with the field and the reason, instead of after engines and sandboxes have started (or,
+// for the estimator, after the first rollout).
 import { fromEnvTool } from "../agents/agent-tool.js";
 import { loadModuleAgent } from "../agents/module-agent.js";
+import { createEstimator } from "../batch/estimators/registry.js";
 import type { ClusterConfig } from "../core/cluster-config.js";
 import type { RunConfig } from "../core/config.js";
-import { createEstimator } from "../batch/estimators/registry.js";
 import { ArborError } from "../core/errors.js";
 import type { Environment } from "../envs/env.js";
 import { checkRoutingConfig } from "../gateway/routing/registry.js";
 import type { ResumeState } from "../loop/resume-state.js";
 import { bwrapAvailable } from "../sandbox/bwrap.js";
 
-/** Throws an ArborError for a config this run cannot carry out (the model file, the sandbox, routing, estimator, `--resume`, async, `--cluster`). */
+/** Throws an ArborError for a config this run cannot carry out (the sandbox, routing, estimator, `--resume`, async, `--cluster`). */
 export function checkRunStart(cfg: RunConfig, opts: { cluster?: ClusterConfig; resume?: ResumeState }): void {
   const { cluster, resume } = opts;
-  // An embedded run loads the model here (a cluster's engines load it on their own hosts).
-  if (cluster === undefined && cfg.model.path !== undefined && !existsSync(cfg.model.path)) throw new ArborError(`model.path: no such file: ${cfg.model.path}`, "config");
   // The embedded gateway's routing (a cluster's gateway is a service of its own, checked where it starts).
   if (cluster === undefined) checkRoutingConfig(cfg.gateway.routing);
   // The estimator and its options, which the first batch would otherwise meet after a whole rollout.
