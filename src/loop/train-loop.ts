@@ -98,8 +98,8 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
         staleness: batchStaleness(taken),
         ...(heldOut ? { heldOut, evalMs: now - evalStart } : {}),
       };
-      // The next rollout runs on the new weights from here, beside the evaluation (the orchestrator admits again
-      // once they are published): its wall time starts now, as the first one's starts beside the step-0 evaluation.
+      // The next rollout runs on the new weights from the evaluation's start, beside it (the orchestrator admits again
+      // once they are published): its wall time starts there, as the first one's starts beside the step-0 evaluation.
       stepStart = evalStart;
       iterations.push(r);
       o.onStep?.(r);
