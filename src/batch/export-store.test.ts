@@ -246,6 +246,25 @@ describe("exportStore", () => {
     }
   });
 
+  it("a run whose stored estimator config is refused has no batch, with the reason; the other runs export", async () => {
+    const path = join(dir, "refused.sqlite");
+    const store = new SqliteTrajectoryStore(path);
+    try {
+      await store.createRun({ ...fixtureRun("old"), configJson: JSON.stringify({ train: { estimator: "grpo", estimatorOptions: { epz: 0.1 } } }) });
+      await store.createRun({ ...fixtureRun("ok"), configJson: JSON.stringify({ train: { estimator: "grpo" } }) });
+      await storeCompletedGroup(store, fixtureGroup("old/g0", "old", 2, "a"));
+      await storeCompletedGroup(store, fixtureGroup("ok/g0", "ok", 2, "b"));
+      const r = await exportStore(store, { format: "jsonl", out: join(dir, "refused") });
+      expect(r.batches.map((b) => b.runId)).toEqual(["ok"]);
+      expect(r.skipped).toHaveLength(1);
+      expect(r.skipped[0]!.runId).toBe("old");
+      expect(r.skipped[0]!.reason).toMatch(/^its stored config is refused: train\.estimatorOptions\.epz: not an option of estimator 'grpo'/);
+      expect(r.rows).toBe(4);
+    } finally {
+      await store.close();
+    }
+  });
+
   it("refuses an unknown format, naming the known ones", () => {
     expect(() => checkExportFormat("csv")).toThrow("--format: unknown format 'csv' (known: parquet, jsonl, arrow, safetensors)");
   });

@@ -15,6 +15,7 @@ import { writeFileAtomic } from "../model/atomic-file.js";
 import { isHeldOutGroup } from "../store/held-out-groups.js";
 import type { RunRecord, TrajectoryStore } from "../store/trajectory-store.js";
 import { buildTrainingBatch } from "./build-batch.js";
+import { createEstimator } from "./estimators/registry.js";
 import { writeArrowBatch, type ExportedBatch } from "./export-arrow.js";
 import { writeSamplesJsonl } from "./export-jsonl.js";
 import { batchToParquet } from "./export-parquet.js";
@@ -62,8 +63,17 @@ export function runBatch(run: RunRecord, trajectories: readonly Trajectory[], gr
   const byId = new Map(trajectories.map((t) => [t.program.id, t]));
   const complete = groups.filter((g) => g.programIds.length > 0 && g.programIds.every((id) => Number.isFinite(byId.get(id)?.reward?.total)));
   if (complete.length === 0) return "no group has a reward for every program";
+  const estimator = estimatorOf(run);
+  // A run stored before its estimator's options were checked (a misspelt key was ignored then) has no batch to
+  // rebuild, which is that run's outcome, not the whole export's: the other runs and every trajectory row still go out.
+  try {
+    createEstimator(estimator.estimator, estimator.estimatorOptions);
+  } catch (e) {
+    if (e instanceof ArborError) return `its stored config is refused: ${e.message}`;
+    throw e;
+  }
   const ids = new Set(complete.flatMap((g) => g.programIds));
-  const built = buildTrainingBatch({ id, trajectories: trajectories.filter((t) => ids.has(t.program.id)), groups: complete, ...estimatorOf(run), mode: "merged" });
+  const built = buildTrainingBatch({ id, trajectories: trajectories.filter((t) => ids.has(t.program.id)), groups: complete, ...estimator, mode: "merged" });
   return built.batch;
 }
 
