@@ -4,12 +4,13 @@
 // stores…, and `arbor --help` or `--version` should load commander and little else (src/cli/main.test.ts).
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { ArborError } from "../core/errors.js";
 import { BENCHMARK_NAMES } from "../bench/benchmark-names.js";
 import type { sftCommand } from "./sft.js";
 import type { TrainWorkerCommandOptions } from "./train-worker.js";
-import { DEFAULT_DASHBOARD_PORT, registerServeCommands, toPort } from "./serve.js";
+import { toInt, toNonNegativeInt, toNumber, toPort, toPositiveInt, toPositiveNumber } from "./arg-parsers.js";
+import { DEFAULT_DASHBOARD_PORT, registerServeCommands } from "./serve.js";
 
 // src/cli/ and dist/cli/ are both two levels below the package root.
 const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
@@ -50,20 +51,20 @@ program
   .command("sft")
   .description("fine-tune a policy (Arbor's tiny one, or a made-here BPE/SPM model) on an environment's golden conversations and write a GGUF")
   .option("--env <name>", "environment with golden conversations", "calc")
-  .option("--tasks <n>", "distinct training tasks (default 20000, or a fixed pool less its held-out sixth: swe-mini 20)", toInt)
+  .option("--tasks <n>", "distinct training tasks (default 20000, or a fixed pool less its held-out sixth: swe-mini 20)", toPositiveInt)
   .option("--task-seed <n>", "seed of the training tasks", toInt, 1000)
-  .option("--steps <n>", "optimizer steps", toInt, 500)
-  .option("--save-every <n>", "also write the GGUF every n steps", toInt)
-  .option("--batch-size <n>", "conversations per step (default 32, or the training tasks if fewer)", toInt)
-  .option("--lr <x>", "peak Adam learning rate", toNumber, 3e-3)
+  .option("--steps <n>", "optimizer steps", toPositiveInt, 500)
+  .option("--save-every <n>", "also write the GGUF every n steps", toPositiveInt)
+  .option("--batch-size <n>", "conversations per step (default 32, or the training tasks if fewer)", toPositiveInt)
+  .option("--lr <x>", "peak Adam learning rate", toPositiveNumber, 3e-3)
   .option("--schedule <kind>", "learning-rate schedule: constant, or cosine (warm-up, then decay to lr/10)", "cosine")
-  .option("--warmup-steps <n>", "linear warm-up steps of the cosine schedule (default 50, or steps/10 if fewer)", toInt)
+  .option("--warmup-steps <n>", "linear warm-up steps of the cosine schedule (default 50, or steps/10 if fewer)", toNonNegativeInt)
   .option("--seed <n>", "seed of the initial weights and of the batch order", toInt, 1)
   .option("--from <gguf>", "start from this GGUF instead of seeded random weights")
-  .option("--n-embd <n>", "width of a new policy", toInt, 64)
-  .option("--n-layer <n>", "blocks of a new policy", toInt, 2)
-  .option("--n-head <n>", "attention heads of a new policy", toInt, 4)
-  .option("--n-ff <n>", "feed-forward width of a new policy", toInt, 192)
+  .option("--n-embd <n>", "width of a new policy", toPositiveInt, 64)
+  .option("--n-layer <n>", "blocks of a new policy", toPositiveInt, 2)
+  .option("--n-head <n>", "attention heads of a new policy", toPositiveInt, 4)
+  .option("--n-ff <n>", "feed-forward width of a new policy", toPositiveInt, 192)
   .addOption(new Option("--vocab <kind>", "vocabulary and chat template of a new policy: arbor, or a made-here bpe-chatml / spm-llama3").choices(["arbor", "bpe-chatml", "spm-llama3"]).default("arbor"))
   .addOption(new Option("--tool-mode <mode>", "golden tool calls in Arbor's markup or as the model's native tool calls").choices(["markup", "native"]).default("markup"))
   .requiredOption("--out <gguf>", "where to write the trained policy")
@@ -79,7 +80,7 @@ program
   .requiredOption("--url <url>", "trainer protocol URL that `arbor run` printed (its `trainer` line)")
   .requiredOption("--from <gguf>", "the weights the run's engines serve now (the run's model.path)")
   .requiredOption("--out-dir <dir>", "where to write policy-v{N}.gguf checkpoints (readable by the run's engines)")
-  .option("--lr <x>", "Adam learning rate", toNumber, 1e-3)
+  .option("--lr <x>", "Adam learning rate", toPositiveNumber, 1e-3)
   .option("--max-grad-norm <x>", "global gradient-norm limit", toNumber, 1)
   .option("--batches <n>", "stop after this many batches (default: until the run's server is gone)", toInt)
   .option("--poll-ms <n>", "wait between polls when no batch is queued", toInt, 200)
@@ -96,15 +97,15 @@ program
   .argument("<target>", "environment name (calc, swe-mini, search-qa), your environment module (./my-env.ts[#export], as env.module), tasks .jsonl, swe-mini task folder, or dataset folder with dataset.json")
   .option("--out <dir>", "output folder for report.json and the filtered dataset (default .arbor/validate/<name>)")
   .option("--env <name>", "environment of JSONL lines that name none")
-  .option("--tasks <n>", "tasks to take from an environment", toInt)
+  .option("--tasks <n>", "tasks to take from an environment", toPositiveInt)
   .option("--seed <n>", "seed of an environment's tasks", toInt)
   .option("--concurrency <n>", "tasks validated at once", toInt, 2)
   .option("--pass-score <x>", "checker score that counts as a pass", toNumber, 1)
   .option("--judge <model[@url]>", "a panel judge model, through --judge-gateway or its own gateway URL (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
   .option("--judge-gateway <url>", "gateway origin the judges are called through")
   .option("--judge-admin-token-env <var>", "environment variable with the judge gateway's admin token")
-  .option("--judge-attempts <n>", "attempts per judge and task", toInt, 3)
-  .option("--judge-min-approvals <n>", "CONSISTENT votes needed to keep a task (default: a majority)", toInt)
+  .option("--judge-attempts <n>", "attempts per judge and task", toPositiveInt, 3)
+  .option("--judge-min-approvals <n>", "CONSISTENT votes needed to keep a task (default: a majority)", toPositiveInt)
   .option("--strict", "exit with status 2 when any task is dropped")
   .action(async (target: string, o: { out?: string; env?: string; tasks?: number; seed?: number; concurrency: number; passScore: number; judge: string[]; judgeGateway?: string; judgeAdminTokenEnv?: string; judgeAttempts: number; judgeMinApprovals?: number; strict?: boolean }) => {
     const { validateCommand } = await import("../validate/validate-command.js");
@@ -213,18 +214,7 @@ try {
   process.exitCode = reportError(e, program.opts<{ debug?: boolean }>().debug === true || process.env.ARBOR_DEBUG === "1");
 }
 
-function toInt(v: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n)) throw new InvalidArgumentError(`not an integer: ${v}`);
-  return n;
-}
 
-/** A finite number (Number() alone reads "abc" as NaN and "" as 0, which would run on as if given). */
-function toNumber(v: string): number {
-  const n = Number(v);
-  if (v.trim() === "" || !Number.isFinite(n)) throw new InvalidArgumentError(`not a number: ${v}`);
-  return n;
-}
 
 function reportError(e: unknown, debug: boolean): number {
   if (e instanceof CommanderError) return e.exitCode; // commander already printed the message

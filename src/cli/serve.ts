@@ -4,6 +4,7 @@
 // GET /healthz and GET /readyz and drains gracefully on SIGTERM; `arbor run` stays the embedded mode.
 import { hostname } from "node:os";
 import { InvalidArgumentError, type Command } from "commander";
+import { toPort, toPositiveInt } from "./arg-parsers.js";
 // Each service's module is imported when it starts (`arbor --help` loads none of them).
 import { ENGINE_ROLES, type EngineRole } from "../engine/engine-role.js";
 
@@ -71,18 +72,7 @@ export function registerServeCommands(program: Command): void {
     });
 }
 
-function toPositiveInt(v: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`must be an integer >= 1, got ${v}`);
-  return n;
-}
 
-/** Parse a port argument (0: any free port). */
-export function toPort(v: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`must be a port number 0-65535, got ${v}`);
-  return n;
-}
 
 function toDrainMs(v: string): number {
   const n = Number(v);

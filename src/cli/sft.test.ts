@@ -1,8 +1,8 @@
-// `arbor sft`'s defaults per environment and its unknown-environment error.
+// `arbor sft`'s defaults per environment, its unknown-environment error and its errors naming the flags.
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { sftDefaults } from "./sft.js";
+import { sftCommand, sftDefaults, type SftCommandOptions } from "./sft.js";
 
 const root = join(import.meta.dirname, "../..");
 
@@ -23,5 +23,19 @@ describe("arbor sft defaults", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "sft", "--env", "foo", "--steps", "5", "--out", "/nonexistent/x.gguf", "--no-progress"], { encoding: "utf8", timeout: 120_000 });
     expect(r.status).toBe(1);
     expect(r.stderr.trim()).toBe("arbor: error: unknown environment 'foo' (known: calc, swe-mini, search-qa)");
+  });
+
+  it("flags that do not fit together are refused naming the flags, before anything is written", async () => {
+    const base: SftCommandOptions = { env: "swe-mini", taskSeed: 1, steps: 10, lr: 1e-3, schedule: "cosine", seed: 1, out: "/nonexistent/x.gguf", nEmbd: 64, nLayer: 2, nHead: 4, nFf: 192, progress: false };
+    await expect(sftCommand({ ...base, batchSize: 32 })).rejects.toThrow("sft: --batch-size (32) must not exceed the training tasks (20, --tasks)");
+    await expect(sftCommand({ ...base, warmupSteps: 10 })).rejects.toThrow("sft: --warmup-steps (10) must be less than --steps (10)");
+    await expect(sftCommand({ ...base, from: "/nonexistent/policy.gguf" })).rejects.toThrow("sft: --from: no such file: /nonexistent/policy.gguf");
+    await expect(sftCommand({ ...base, nEmbd: 65 })).rejects.toThrow("sft: --n-embd (65) must be divisible by --n-head (4)");
+  });
+
+  it("a flag out of its range is refused by its parser, naming the flag", () => {
+    const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "sft", "--steps", "0", "--out", "/nonexistent/x.gguf", "--no-progress"], { encoding: "utf8", timeout: 120_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim()).toBe("error: option '--steps <n>' argument '0' is invalid. must be an integer >= 1, got 0");
   });
 });

@@ -1,6 +1,6 @@
 // `arbor sft`: supervised fine-tuning of the tiny policy on an environment's golden conversations
 // (src/sft/sft.ts), with a progress bar, writing a GGUF that `model.path` in a run config can load.
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import cliProgress from "cli-progress";
 import { ArborError } from "../core/errors.js";
@@ -59,13 +59,25 @@ export function sftDefaults(o: Pick<SftCommandOptions, "env" | "tasks" | "batchS
 }
 
 /**
+ * The checks between flags (each flag's own range is its parser's, main.ts), naming the flags: the training
+ * code's own checks name its option fields, which a user of the command never typed.
+ */
+function checkFlags(o: SftCommandOptions, d: SftDefaults): void {
+  if (o.schedule !== "constant" && o.schedule !== "cosine") throw new ArborError(`sft: --schedule must be 'constant' or 'cosine', got '${String(o.schedule)}'`, "config");
+  if (d.batchSize > d.tasks) throw new ArborError(`sft: --batch-size (${d.batchSize}) must not exceed the training tasks (${d.tasks}, --tasks)`, "config");
+  if (d.warmupSteps >= o.steps) throw new ArborError(`sft: --warmup-steps (${d.warmupSteps}) must be less than --steps (${o.steps})`, "config");
+  if (o.from !== undefined && !existsSync(o.from)) throw new ArborError(`sft: --from: no such file: ${o.from}`, "config");
+  if (o.from === undefined && o.nEmbd % o.nHead !== 0) throw new ArborError(`sft: --n-embd (${o.nEmbd}) must be divisible by --n-head (${o.nHead})`, "config");
+}
+
+/**
  * CLI entry: train, draw progress, print where the checkpoint went and its held-out numbers. SIGINT/SIGTERM
  * stop after the current step and still write the weights so far.
  */
 export async function sftCommand(o: SftCommandOptions): Promise<void> {
   // The environment first: a misspelt name is the error to report, not a number that depends on it.
   const d = sftDefaults(o);
-  if (o.schedule !== "constant" && o.schedule !== "cosine") throw new ArborError(`sft: --schedule must be 'constant' or 'cosine', got '${String(o.schedule)}'`, "config");
+  checkFlags(o, d);
   const out = resolve(o.out);
   mkdirSync(dirname(out), { recursive: true });
   const started = realClock.now();
