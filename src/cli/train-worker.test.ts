@@ -149,5 +149,6 @@ describe("arbor train-worker loop", () => {
     await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), waitMs: -1 })).rejects.toThrow(/--wait-ms must be an integer >= 0, got -1/);
     await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), lr: 0 })).rejects.toThrow(/--lr must be > 0, got 0/);
     await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), batches: 0 })).rejects.toThrow(/--batches must be an integer >= 1/);
+    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), keepCheckpoints: 0 })).rejects.toThrow(/--keep-checkpoints must be an integer >= 1, got 0/);
   });
 });

@@ -83,6 +83,8 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
   check("--batches", o.batches, (v) => Number.isInteger(v) && v >= 1, "an integer >= 1");
   check("--poll-ms", o.pollMs, (v) => Number.isInteger(v) && v >= 1, "an integer >= 1");
   check("--wait-ms", o.waitMs, (v) => Number.isInteger(v) && v >= 0, "an integer >= 0");
+  // Checked here, not at the first checkpoint: that is after a batch was pulled and stepped.
+  check("--keep-checkpoints", o.keepCheckpoints, (v) => Number.isInteger(v) && v >= 1, "an integer >= 1");
   const clock = o.clock ?? realClock;
   const log = o.log ?? (() => {});
   const pollMs = o.pollMs ?? 200;
