@@ -11,6 +11,15 @@ export function isHeldOutGroup(g: Group): boolean {
 
 /** The run's trajectories of its training groups (programs of held-out evaluation groups left out), in creation order. */
 export async function trainingTrajectories(store: TrajectoryStore, runId: string): Promise<Trajectory[]> {
-  const heldOut = new Set((await store.listGroups(runId)).filter(isHeldOutGroup).map((g) => g.id));
-  return (await store.listTrajectories(runId)).filter((t) => !heldOut.has(t.program.groupId));
+  return (await runTrajectories(store, runId)).training;
+}
+
+/** A run's groups and its trajectories, those of its training groups and those of its held-out ones apart (each in creation order). */
+export async function runTrajectories(store: TrajectoryStore, runId: string): Promise<{ groups: Group[]; training: Trajectory[]; heldOut: Trajectory[] }> {
+  const groups = await store.listGroups(runId);
+  const heldOutIds = new Set(groups.filter(isHeldOutGroup).map((g) => g.id));
+  const training: Trajectory[] = [];
+  const heldOut: Trajectory[] = [];
+  for (const t of await store.listTrajectories(runId)) (heldOutIds.has(t.program.groupId) ? heldOut : training).push(t);
+  return { groups, training, heldOut };
 }

@@ -84,6 +84,7 @@ describe("runSimReport", () => {
     expect(r.workload).toMatchObject({ name: "calc-run", kind: "replay" });
     expect(r.workload.scale).toMatchObject({ runId: "calc", storeRuns: 2, programs: 4, calls: 7, engines: 2, groupSize: 2, env: "calc", kvUsage: "not recorded by a real run" });
     expect(r.workload.description).toContain("the store holds 1 other run; --run picks one");
+    expect(r.workload.scale.heldOutCalls).toBe("1, of the held-out evaluation: in none of these figures");
     expect(r.workload.sources[0]).toBe("store test store: runs calc-it1, calc-it2");
     expect(r.seed).toBe(5);
     expect(r.baseline).toBe("calc-run");
@@ -117,6 +118,33 @@ describe("runSimReport", () => {
     expect(r.systems[0]!.summary).toMatchObject({ requests: 1, programs: 1, outputTokens: 7, makespanMs: 2000 });
     expect(r.workload.sources[1]).toBe("staleness: metrics.jsonl: not given");
     await expect(runSimReport(store, { label: "test store", runId: "nope" })).rejects.toThrow("report: run 'nope' is not in test store (runs: old, calc)");
+  });
+});
+
+describe("runSimReport of a run with one id (its groups record their iteration)", () => {
+  it("times each iteration by its own groups' programs, not the run as one iteration", async () => {
+    const own = new SqliteTrajectoryStore(join(dir, "one-id.sqlite"));
+    const saved = store;
+    store = own;
+    try {
+      await store.createRun({ id: "one", name: "one-run", configJson: "{}", startedAt: T0 });
+      const ends = [4000, 10_000, 16_000, 22_000];
+      for (const k of [1, 2]) {
+        const g = { ...fixtureGroup(`one/it${k}/g0`, "one", 2), iteration: k };
+        await store.createGroup(g);
+        // Iteration 1 runs 0-10 s; iteration 2's programs are created at 12 s and end at 16 s and 22 s.
+        const start = k === 1 ? 0 : 12_000;
+        await programsOf(g, start, [0, 1].map((i) => ({ calls: [[5, start, ends[2 * (k - 1) + i]!]], end: ends[2 * (k - 1) + i]! })));
+      }
+      const r = await runSimReport(store, { label: "one store" });
+      // 10 s and 10 s: not the 22 s from the run's start to its last end.
+      expect(r.systems[0]!.summary.iterationMs).toBe(10_000);
+      expect(r.systems[0]!.summary.makespanMs).toBe(22_000);
+      expect(r.workload.scale.heldOutCalls).toBeUndefined();
+    } finally {
+      store = saved;
+      await own.close();
+    }
   });
 });
 

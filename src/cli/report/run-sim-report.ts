@@ -2,17 +2,18 @@
 // requests = its model calls (how each finished), programs = its programs, the completion CDF over program end
 // times since the run started, throughput from each call's output tokens spread over the call's time, staleness
 // from the async trainer steps of metrics.jsonl. What a real run does not record (KV usage per engine,
-// preemptions, recomputed tokens) is left empty and said so in the workload's scale, never drawn as zero.
+// preemptions, recomputed tokens) is left empty and said so in the workload's scale, never drawn as zero. The
+// iteration time is the mean over its iterations, each told apart by its groups' recorded iteration.
 // A sync run of several iterations is one store run per iteration (`<id>-it<k>`) in stores written before a run had
 // one id: they are read together. A run's held-out evaluation programs (its held-out groups, or in older stores a
-// store run of their own) are no part of its rollout and are left out.
+// store run of their own) are no part of its rollout and are left out; the scale says how many calls they made.
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../../core/errors.js";
-import type { Call, Trajectory } from "../../core/types.js";
+import type { Call, Group, Trajectory } from "../../core/types.js";
 import { quantile } from "../../sim/scenario/quantile.js";
 import { SIM_REPORT_FORMAT, type SeriesPoint, type SimReport } from "../../sim/scenario/sim-report.js";
-import { trainingTrajectories } from "../../store/held-out-groups.js";
+import { runTrajectories } from "../../store/held-out-groups.js";
 import type { RunRecord, TrajectoryStore } from "../../store/trajectory-store.js";
 
 /** Largest metrics.jsonl read. */
@@ -112,6 +113,28 @@ function stalenessSeries(runDir: string | undefined, runIds: ReadonlySet<string>
   return { points: points.sort((a, b) => a.tMs - b.tMs), source: path };
 }
 
+/**
+ * A run's training trajectories per iteration: by their groups' recorded iteration (a sync run's store run holds
+ * them all), else one part per store run (an async run; a store written when each iteration was a store run of its
+ * own). The first part of a store run starts with it; a later one with its first program.
+ */
+function iterationParts(perRun: readonly { run: RunRecord; groups: readonly Group[]; training: readonly Trajectory[] }[]): { startedAt: number; trajectories: Trajectory[] }[] {
+  const parts: { startedAt: number; trajectories: Trajectory[] }[] = [];
+  for (const { run, groups, training } of perRun) {
+    const iterationOf = new Map(groups.map((g) => [g.id, g.iteration]));
+    const byIteration = new Map<number | undefined, Trajectory[]>();
+    for (const t of training) {
+      const k = iterationOf.get(t.program.groupId);
+      const list = byIteration.get(k);
+      if (list) list.push(t);
+      else byIteration.set(k, [t]);
+    }
+    const keys = [...byIteration.keys()].sort((a, b) => (a ?? 0) - (b ?? 0));
+    keys.forEach((k, i) => parts.push({ startedAt: i === 0 ? run.startedAt : Infinity, trajectories: byIteration.get(k)! }));
+  }
+  return parts;
+}
+
 /** The run's programs, calls and metrics as a SimReport. Throws an {@link ArborError} for an unknown or empty run. */
 export async function runSimReport(store: TrajectoryStore, o: RunReportOptions): Promise<SimReport> {
   const all = (await store.listRuns()).filter((r) => !isHeldOut(r));
@@ -123,8 +146,9 @@ export async function runSimReport(store: TrajectoryStore, o: RunReportOptions):
     id = baseId([...all].sort((a, b) => a.startedAt - b.startedAt || a.id.localeCompare(b.id)).at(-1)!.id);
   } else if (!bases.includes(id)) throw new ArborError(`report: run '${id}' is not in ${o.label} (runs: ${bases.join(", ")})`, "config");
   const runs = all.filter((r) => baseId(r.id) === id).sort((a, b) => a.startedAt - b.startedAt);
-  const perRun = await Promise.all(runs.map(async (r) => ({ run: r, trajectories: await trainingTrajectories(store, r.id) })));
-  const trajectories: Trajectory[] = perRun.flatMap((x) => x.trajectories);
+  const perRun = await Promise.all(runs.map(async (r) => ({ run: r, ...(await runTrajectories(store, r.id)) })));
+  const trajectories: Trajectory[] = perRun.flatMap((x) => x.training);
+  const heldOutCalls = perRun.reduce((n, x) => n + x.heldOut.reduce((m, t) => m + t.calls.length, 0), 0);
   const calls = trajectories.flatMap((t) => t.calls);
   if (calls.length === 0) throw new ArborError(`report: run '${id}' in ${o.label} has no model calls to report`, "config");
 
@@ -134,8 +158,7 @@ export async function runSimReport(store: TrajectoryStore, o: RunReportOptions):
   if (programEnds.length === 0) throw new ArborError(`report: run '${id}' in ${o.label} has no ended program (is it still running?)`, "config");
   const lastEnd = (ts: readonly Trajectory[]): number => maxOf(ts.flatMap((t) => t.calls.map((c) => c.timings.end)), maxOf(ts.map((t) => endOf(t) ?? -Infinity)));
   const makespanMs = lastEnd(trajectories) - t0;
-  // One store run per iteration (sync); an async run is one store run.
-  const iterations = perRun.filter((x) => x.trajectories.length > 0).map((x) => lastEnd(x.trajectories) - minOf(x.trajectories.map((t) => t.program.createdAt), x.run.startedAt));
+  const iterations = iterationParts(perRun).map((x) => lastEnd(x.trajectories) - minOf(x.trajectories.map((t) => t.program.createdAt), x.startedAt));
   const iterationMs = iterations.reduce((a, b) => a + b, 0) / Math.max(1, iterations.length);
 
   const percentiles = Array.from({ length: 101 }, (_, i) => quantile(programEnds, i / 100));
@@ -159,6 +182,8 @@ export async function runSimReport(store: TrajectoryStore, o: RunReportOptions):
     preemptions: NOT_RECORDED,
     recomputedTokens: NOT_RECORDED,
   };
+  // The engines computed them too (the throughput plot's quiet stretch in a sync run is often an evaluation).
+  if (heldOutCalls > 0) scale.heldOutCalls = `${heldOutCalls}, of the held-out evaluation: in none of these figures`;
   if (Array.isArray(cfg.engines)) scale.engines = cfg.engines.length;
   if (typeof cfg.rollout?.groupSize === "number") scale.groupSize = cfg.rollout.groupSize;
   if (typeof cfg.rollout?.mode === "string") scale.rolloutMode = cfg.rollout.mode;
