@@ -3,7 +3,7 @@
 // render per animation frame redraws it. The programs table is virtualized: only the rows in view (plus a small
 // overscan) are fetched (GET /api/programs?offset&limit) and put in the DOM, so 1,000 or 100,000 programs cost the
 // same. `window.__dashboard` counts renders and rows for the end-to-end test (src/cli/dashboard/dashboard-e2e.test.ts).
-import type { CurvePoint, EngineRow, GatewayRow, Highlight, Overview, ProgramRow, ProgramsPage, SandboxPoolRow } from "../../src/cli/dashboard/dashboard-types.js";
+import type { CurvePoint, EngineRow, GatewayRow, HeldOutPoint, Highlight, Overview, ProgramRow, ProgramsPage, SandboxPoolRow } from "../../src/cli/dashboard/dashboard-types.js";
 import type { TrajectoryView } from "../../src/cli/inspect.js";
 
 const ROW_HEIGHT = 22;
@@ -127,8 +127,10 @@ function renderOverview(): void {
   const counts = $("program-counts");
   counts.replaceChildren(
     ...Object.entries(o.programCounts).map(([state, byPhase]) => {
-      const phases = Object.entries(byPhase).map(([ph, n]) => `${ph} ${n}`).join(", ");
-      const span = el("span", `${state}: ${phases}  `);
+      // Per state its count, then its live phases (phase `none`: not held by the gateway, every stored program).
+      const total = Object.values(byPhase).reduce((a, b) => a + b, 0);
+      const phases = Object.entries(byPhase).filter(([ph]) => ph !== "none").map(([ph, n]) => `${ph} ${n}`);
+      const span = el("span", `${state} ${total}${phases.length > 0 ? ` (${phases.join(", ")})` : ""}  `);
       span.dataset.state = state;
       return span;
     }),
@@ -136,7 +138,7 @@ function renderOverview(): void {
   renderEngines(o.engines, o.gateway);
   renderSandboxPool(o.sandboxPool);
   renderHighlights(o.highlights);
-  renderCurves(o.curves);
+  renderCurves(o.curves, o.heldOut);
 }
 
 function renderEngines(engines: EngineRow[], gateway: GatewayRow | null): void {
@@ -210,18 +212,18 @@ function renderHighlights(hs: Highlight[]): void {
   );
 }
 
-/** One SVG line chart of `pick` over the points (null values skipped). */
-function chart(points: CurvePoint[], label: string, pick: (p: CurvePoint) => number | null): HTMLElement {
+/** One SVG line chart of the values, one point each in order (null values skipped). */
+function chart(values: readonly (number | null)[], label: string): HTMLElement {
   const w = 260;
   const h = 110;
   const pad = 24;
-  const xs = points.map((p, i) => [i, pick(p)] as const).filter((x): x is readonly [number, number] => x[1] !== null && Number.isFinite(x[1]));
+  const xs = values.map((y, i) => [i, y] as const).filter((x): x is readonly [number, number] => x[1] !== null && Number.isFinite(x[1]));
   const box = el("div", undefined, "curve");
   box.dataset.curve = label;
   const ys = xs.map(([, y]) => y);
   const lo = Math.min(...ys);
   const hi = Math.max(...ys);
-  const n = Math.max(1, points.length - 1);
+  const n = Math.max(1, values.length - 1);
   const sx = (i: number): number => pad + ((w - 2 * pad) * i) / n;
   const sy = (y: number): number => (hi === lo ? h / 2 : h - pad - ((h - 2 * pad) * (y - lo)) / (hi - lo));
   const path = xs.map(([i, y], k) => `${k === 0 ? "M" : "L"}${sx(i).toFixed(1)},${sy(y).toFixed(1)}`).join(" ");
@@ -230,9 +232,13 @@ function chart(points: CurvePoint[], label: string, pick: (p: CurvePoint) => num
   return box;
 }
 
-function renderCurves(points: CurvePoint[]): void {
+function renderCurves(points: CurvePoint[], heldOut: HeldOutPoint[]): void {
   counters.renders.curves++;
-  $("curves").replaceChildren(chart(points, "mean reward", (p) => p.meanReward), chart(points, "output tokens / program", (p) => p.meanOutputTokens), chart(points, "loss", (p) => p.loss), chart(points, "entropy", (p) => p.entropy));
+  const of = (pick: (p: CurvePoint) => number | null): (number | null)[] => points.map(pick);
+  const charts = [chart(of((p) => p.meanReward), "mean reward"), chart(of((p) => p.meanOutputTokens), "output tokens / program"), chart(of((p) => p.loss), "loss"), chart(of((p) => p.entropy), "entropy")];
+  // The score that says whether the policy learns its task (tasks never trained on): first where a run has it.
+  if (heldOut.length > 0) charts.unshift(chart(heldOut.map((p) => p.solved), `held-out solved (v${heldOut[0]!.version} → v${heldOut.at(-1)!.version})`));
+  $("curves").replaceChildren(...charts);
 }
 
 function renderPrograms(): void {
@@ -250,8 +256,13 @@ function renderPrograms(): void {
       div.dataset.state = r.state;
       // Held-out evaluation programs share the run's id and never train: marked so they read apart.
       if (r.heldOutVersion !== null) div.dataset.heldOut = String(r.heldOutVersion);
+      // The id without its run's (every program's id starts with it): the narrow column then shows the part that
+      // tells programs apart (iteration or evaluation, group, sample), the whole id on hover and in the detail.
+      const own = r.runId !== "" && r.id.startsWith(`${r.runId}/`) ? r.id.slice(r.runId.length + 1) : r.id;
+      const idCell = el("span", r.heldOutVersion !== null ? `held-out v${r.heldOutVersion} · ${own}` : own);
+      idCell.title = r.id;
       div.append(
-        el("span", r.heldOutVersion !== null ? `${r.id} · held-out v${r.heldOutVersion}` : r.id),
+        idCell,
         el("span", r.state),
         el("span", r.phase ?? "-"),
         el("span", String(r.calls)),

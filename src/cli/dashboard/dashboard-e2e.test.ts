@@ -148,10 +148,16 @@ describe.skipIf(missing !== undefined)("dashboard in headless Chromium", () => {
       for (let i = 0; i < polls; i++) await server.pollNow();
       await page.waitForFunction((n) => window.__dashboard.events >= n, start.events + polls);
       // The last poll's phases are on screen: row 0 shows what the source said last.
-      await page.waitForFunction((ph) => document.querySelector('.program-row[data-program="p0000"] span:nth-child(3)')?.textContent === ph, source.phaseOf(0));
+      await page.waitForFunction((ph) => document.querySelector('.program-row[data-program="sim/p0000"] span:nth-child(3)')?.textContent === ph, source.phaseOf(0));
       // The sandbox pool panel shows the last poll's counters, redrawn with the overview (no more often).
       await page.waitForFunction((n) => document.querySelector('#sandbox-pool td[data-field="created"]')?.textContent === String(n), source.created());
       expect(await page.textContent('#sandbox-pool td[data-field="acquired"]')).toBe(`${source.created() - 3} / 1 / 0 / 2`);
+      // Counts per state, then the live phases; the held-out scores as the first curve.
+      expect((await page.textContent("#program-counts"))?.trim()).toBe(`active 1000 (${source.phaseOf(0)} 500, ${source.phaseOf(1)} 500)`);
+      expect(await page.textContent('[data-curve^="held-out solved"] .label')).toMatch(/^held-out solved \(v0 → v2\): 0\.5/);
+      // A row shows the id without its run's; the whole id on hover.
+      expect(await page.textContent('.program-row[data-program="sim/p0000"] span:nth-child(1)')).toBe("p0000");
+      expect(await page.getAttribute('.program-row[data-program="sim/p0000"] span:nth-child(1)', "title")).toBe("sim/p0000");
       const end = await count();
       expect(end.rowsInDom).toBeGreaterThan(10);
       expect(end.rowsInDom).toBeLessThanOrEqual(60);
@@ -166,7 +172,8 @@ describe.skipIf(missing !== undefined)("dashboard in headless Chromium", () => {
         const vp = document.getElementById("programs-viewport");
         if (vp) vp.scrollTop = vp.scrollHeight;
       });
-      await page.waitForSelector('.program-row[data-program="p0999"]');
+      await page.waitForSelector('.program-row[data-program="sim/p0999"]');
+      expect(await page.textContent('.program-row[data-program="sim/p0999"] span:nth-child(1)')).toBe("held-out v0 · p0999");
       expect((await count()).rowsInDom).toBeLessThanOrEqual(60);
       await page.close();
     } finally {
@@ -193,11 +200,12 @@ class SimulatedRun implements DashboardSource {
   async poll(): Promise<Snapshot> {
     this.polls++;
     const programs: ProgramRow[] = Array.from({ length: this.n }, (_, i) => ({
-      id: `p${String(i).padStart(4, "0")}`,
+      id: `sim/p${String(i).padStart(4, "0")}`,
       runId: "sim",
       groupId: `g${Math.floor(i / 8)}`,
       iteration: null,
-      heldOutVersion: null,
+      // The last program is a held-out evaluation's.
+      heldOutVersion: i === this.n - 1 ? 0 : null,
       taskId: `t${Math.floor(i / 8)}`,
       state: "active",
       termination: null,
@@ -216,7 +224,7 @@ class SimulatedRun implements DashboardSource {
     }));
     const created = this.created();
     const sandboxPool = { warm: 4, idle: 2, inUse: created - 8, queued: 0, created, destroyed: 4, acquired: { hit: created - 3, in_flight: 1, miss: 2 }, leaks: 0 };
-    return { runs: [], programs, engines: [], gateway: null, sandboxPool, curves: [], highlights: [], errors: [] };
+    return { runs: [], programs, engines: [], gateway: null, sandboxPool, curves: [], heldOut: [{ version: 0, solved: 0.25, solvedSe: 0.05 }, { version: 2, solved: 0.5, solvedSe: null }], highlights: [], errors: [] };
   }
 
   async program(): Promise<TrajectoryView | undefined> {

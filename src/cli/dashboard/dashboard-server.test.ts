@@ -16,7 +16,7 @@ import { fixtureGroup, fixtureProgram, fixtureRun } from "../../testing/store-fi
 import { writeInspectStore } from "../../testing/inspect-store.js";
 import type { TrajectoryView } from "../inspect.js";
 import { createDashboardServer, type DashboardServer } from "./dashboard-server.js";
-import type { CurvePoint, EngineRow, GatewayRow, Highlight, Overview, ProgramsPage, SandboxPoolRow } from "./dashboard-types.js";
+import type { CurvePoint, EngineRow, GatewayRow, HeldOutPoint, Highlight, Overview, ProgramsPage, SandboxPoolRow } from "./dashboard-types.js";
 import { RunSource } from "./run-source.js";
 
 const ADMIN = "admin-token-0123456789";
@@ -67,9 +67,9 @@ beforeAll(async () => {
   writeFileSync(
     join(dir, "metrics.jsonl"),
     [
-      { kind: "held-out", index: 0, time: 1 },
+      { kind: "held-out", index: 0, time: 1, heldOut: { version: 0, solved: 0.25, solvedSe: 0.05, tasks: 4, samples: 1 } },
       { kind: "iteration", index: 1, runId: "run-1", policyVersion: 0, meanReward: 0.25, meanOutputTokens: 12, loss: 0.5, gradNorm: 1, kl: null },
-      { kind: "iteration", index: 2, runId: "run-2", policyVersion: 1, meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01, entropy: 1.25 },
+      { kind: "iteration", index: 2, runId: "run-2", policyVersion: 1, meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01, entropy: 1.25, heldOut: { version: 2, solved: 0.5, solvedSe: null } },
     ]
       .map((x) => JSON.stringify(x))
       .join("\n") + '\n{"kind":"iteration","ind',
@@ -170,8 +170,12 @@ describe("dashboard API", () => {
     expect((await api<Overview>("/api/overview")).sandboxPool).toEqual(sandboxPool);
   });
 
-  it("GET /api/curves: one point per iteration of metrics.jsonl (held-out lines and a half-written line skipped)", async () => {
-    const { curves } = await api<{ curves: CurvePoint[] }>("/api/curves");
+  it("GET /api/curves: one point per iteration of metrics.jsonl (held-out lines and a half-written line skipped), and the held-out scores", async () => {
+    const { curves, heldOut } = await api<{ curves: CurvePoint[]; heldOut: HeldOutPoint[] }>("/api/curves");
+    expect(heldOut).toEqual([
+      { version: 0, solved: 0.25, solvedSe: 0.05 },
+      { version: 2, solved: 0.5, solvedSe: null },
+    ]);
     expect(curves).toEqual([
       { kind: "iteration", index: 1, runId: "run-1", meanReward: 0.25, meanOutputTokens: 12, loss: 0.5, gradNorm: 1, kl: null, entropy: null, policyVersion: 0 },
       { kind: "iteration", index: 2, runId: "run-2", meanReward: 0.5, meanOutputTokens: 10, loss: 0.25, gradNorm: 0.5, kl: 0.01, entropy: 1.25, policyVersion: 1 },

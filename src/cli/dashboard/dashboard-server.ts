@@ -47,7 +47,7 @@ export function createDashboardServer(o: DashboardServerOptions): DashboardServe
   const webRoot = resolve(o.webRoot ?? process.env.ARBOR_DASHBOARD_WEB ?? DEFAULT_WEB_ROOT);
   const hub = new SseHub({ clock: o.clock, ...(o.sseQueue !== undefined ? { queueSize: o.sseQueue } : {}), ...(o.heartbeatMs !== undefined ? { heartbeatMs: o.heartbeatMs } : {}) });
   const app = Fastify({ logger: false });
-  let snapshot: Snapshot = { runs: [], programs: [], engines: [], gateway: null, sandboxPool: null, curves: [], highlights: [], errors: [] };
+  let snapshot: Snapshot = { runs: [], programs: [], engines: [], gateway: null, sandboxPool: null, curves: [], heldOut: [], highlights: [], errors: [] };
   let overview: Overview = overviewOf(snapshot, 0, o.clock.now(), o.source.mode);
   let seq = 0;
   let polling: Promise<Overview> | undefined;
@@ -97,7 +97,7 @@ export function createDashboardServer(o: DashboardServerOptions): DashboardServe
   });
   app.get("/api/engines", async () => ({ engines: snapshot.engines, gateway: snapshot.gateway }));
   app.get("/api/sandbox-pool", async () => ({ sandboxPool: snapshot.sandboxPool }));
-  app.get("/api/curves", async () => ({ curves: snapshot.curves }));
+  app.get("/api/curves", async () => ({ curves: snapshot.curves, heldOut: snapshot.heldOut }));
   app.get("/api/highlights", async () => ({ highlights: snapshot.highlights }));
   app.get("/api/events", (req, reply) => {
     reply.hijack();
@@ -139,7 +139,7 @@ export function createDashboardServer(o: DashboardServerOptions): DashboardServe
 }
 
 function overviewOf(s: Snapshot, seq: number, time: number, mode: Overview["mode"]): Overview {
-  return { mode, seq, time, runs: s.runs, programCounts: countByStatePhase(s.programs), programsTotal: s.programs.length, engines: s.engines, gateway: s.gateway, sandboxPool: s.sandboxPool, curves: s.curves, highlights: s.highlights, errors: s.errors };
+  return { mode, seq, time, runs: s.runs, programCounts: countByStatePhase(s.programs), programsTotal: s.programs.length, engines: s.engines, gateway: s.gateway, sandboxPool: s.sandboxPool, curves: s.curves, heldOut: s.heldOut, highlights: s.highlights, errors: s.errors };
 }
 
 function countByStatePhase(rows: readonly ProgramRow[]): Record<string, Record<string, number>> {

@@ -96,6 +96,16 @@ export interface CurvePoint {
   policyVersion: number;
 }
 
+/**
+ * One held-out score of the run (metrics.jsonl: the starting `held-out` line, and each iteration's `heldOut`): the
+ * policy version scored, its solved rate on the held-out tasks and that rate's standard error.
+ */
+export interface HeldOutPoint {
+  version: number;
+  solved: number;
+  solvedSe: number | null;
+}
+
 export type HighlightKind = "stuck-program" | "unhealthy-engine" | "hygiene-violation" | "validation-drop";
 
 /** Something a person should look at, with its reason. */
@@ -124,6 +134,8 @@ export interface Overview {
   /** Null where no gateway is probed or its /metrics has no sandbox pool (a stored run, a cluster's gateway). */
   sandboxPool: SandboxPoolRow | null;
   curves: CurvePoint[];
+  /** The held-out scores, in the order metrics.jsonl has them (empty for a run without held-out evaluation). */
+  heldOut: HeldOutPoint[];
   highlights: Highlight[];
   /** Why a source could not be read at this poll (store, metrics.jsonl…), if any. */
   errors: string[];

@@ -9,7 +9,7 @@ import type { Clock } from "../../core/clock.js";
 import type { TrajectoryStore } from "../../store/trajectory-store.js";
 import { summarizeStore, trajectoryView, type RunSummary, type TrajectoryView } from "../inspect.js";
 import { runTokenizer } from "../run-tokenizer.js";
-import type { CurvePoint, EngineRow, GatewayRow, Highlight, ProgramRow, RunRow, SandboxPoolRow } from "./dashboard-types.js";
+import type { CurvePoint, EngineRow, HeldOutPoint, GatewayRow, Highlight, ProgramRow, RunRow, SandboxPoolRow } from "./dashboard-types.js";
 import { gatewayPrograms, probeEngine, probeGateway, type GatewayProgram } from "./service-probe.js";
 
 /** Most metrics.jsonl lines drawn (the last ones). */
@@ -25,6 +25,7 @@ export interface Snapshot {
   gateway: GatewayRow | null;
   sandboxPool: SandboxPoolRow | null;
   curves: CurvePoint[];
+  heldOut: HeldOutPoint[];
   highlights: Highlight[];
   errors: string[];
 }
@@ -104,10 +105,10 @@ export class RunSource implements DashboardSource {
     for (const g of liveById.values()) {
       programs.push({ id: g.id, runId: "", groupId: "", iteration: null, heldOutVersion: null, taskId: "", state: g.state, termination: null, terminationDetail: null, reward: null, components: null, calls: g.calls, toolCalls: 0, promptTokens: 0, outputTokens: 0, ...liveFields(g) });
     }
-    const curves = this.curves(errors);
+    const { curves, heldOut } = this.curves(errors);
     const highlights = [...this.stuck(programs, live, runs), ...hygiene(programs), ...engines.filter((e) => !e.healthy).map((e): Highlight => ({ kind: "unhealthy-engine", subject: e.name, reason: e.error ?? "unhealthy" })), ...this.validationDrops(errors)];
     if (gateway && !gateway.healthy) highlights.push({ kind: "unhealthy-engine", subject: "gateway", reason: gateway.error ?? "unhealthy" });
-    return { runs, programs, engines, gateway, sandboxPool: probed?.sandboxPool ?? null, curves, highlights, errors };
+    return { runs, programs, engines, gateway, sandboxPool: probed?.sandboxPool ?? null, curves, heldOut, highlights, errors };
   }
 
   /** The store's runs and programs, read again when storeRefreshMs have passed since the last read. */
@@ -140,12 +141,14 @@ export class RunSource implements DashboardSource {
     return out;
   }
 
-  private curves(errors: string[]): CurvePoint[] {
-    if (this.o.runDir === undefined) return [];
+  /** The curves' points and the held-out scores of metrics.jsonl. */
+  private curves(errors: string[]): { curves: CurvePoint[]; heldOut: HeldOutPoint[] } {
+    const out: CurvePoint[] = [];
+    const heldOut: HeldOutPoint[] = [];
+    if (this.o.runDir === undefined) return { curves: out, heldOut };
     const path = join(this.o.runDir, "metrics.jsonl");
     const text = readBounded(path, errors);
-    if (text === undefined) return [];
-    const out: CurvePoint[] = [];
+    if (text === undefined) return { curves: out, heldOut };
     for (const line of text.split("\n").slice(-MAX_CURVE_POINTS - 1)) {
       if (line.trim() === "") continue;
       let r: Record<string, unknown>;
@@ -154,11 +157,13 @@ export class RunSource implements DashboardSource {
       } catch {
         continue; // a line being appended right now
       }
+      const score = heldOutPoint(r.heldOut);
+      if (score !== undefined && (r.kind === "held-out" || r.kind === "iteration")) heldOut.push(score);
       if (r.kind !== "iteration" && r.kind !== "step") continue;
       const num = (k: string): number | null => (typeof r[k] === "number" ? (r[k] as number) : null);
       out.push({ kind: r.kind, index: num("index") ?? 0, runId: String(r.runId ?? ""), meanReward: num("meanReward"), meanOutputTokens: num("meanOutputTokens"), loss: num("loss"), gradNorm: num("gradNorm"), kl: num("kl"), entropy: num("entropy"), policyVersion: num("policyVersion") ?? 0 });
     }
-    return out;
+    return { curves: out, heldOut };
   }
 
   private validationDrops(errors: string[]): Highlight[] {
@@ -197,4 +202,12 @@ function readBounded(path: string, errors: string[], required = false): string |
     return undefined;
   }
   return readFileSync(path, "utf8");
+}
+
+/** A metrics.jsonl line's `heldOut` field as a point (metrics-log.ts writes version, solved and solvedSe), if it is one. */
+function heldOutPoint(x: unknown): HeldOutPoint | undefined {
+  if (typeof x !== "object" || x === null) return undefined;
+  const h = x as { version?: unknown; solved?: unknown; solvedSe?: unknown };
+  if (typeof h.version !== "number" || typeof h.solved !== "number") return undefined;
+  return { version: h.version, solved: h.solved, solvedSe: typeof h.solvedSe === "number" ? h.solvedSe : null };
 }
