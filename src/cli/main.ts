@@ -139,7 +139,9 @@ program
   .option("--notes <file>", "with --reproduction: the gap attributions, a YAML map of row id → text", "docs/reproduction-notes.yaml")
   .option("--workloads <list>", "with --reproduction: only these workloads of the table (comma-separated)")
   .option("--reuse", "with --reproduction: take a workload's report from the output folder when one of the same seed, scale and systems is there (e.g. after editing the notes)")
-  .action(async (workload: string | undefined, o: { systems?: string; seed: number; seeds?: string; scale: number; jobs: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string; reuse?: boolean }, cmd: Command) => {
+  .option("--no-progress", "no bar per running system (a line as each starts and ends instead)")
+  .action(async (workload: string | undefined, o: { systems?: string; seed: number; seeds?: string; scale: number; jobs: number; out?: string; json?: boolean; reproduction?: boolean; doc: string; notes: string; workloads?: string; reuse?: boolean; progress: boolean }, cmd: Command) => {
+    const bars = o.progress && process.stderr.isTTY === true;
     const { writeSimReportFiles } = await import("./report/write-sim-report-files.js");
     if (o.seeds !== undefined && cmd.getOptionValueSource("seed") === "cli") throw new ArborError("--seed and --seeds: give one of them", "config");
     const { parseSeedList, simSeedsCommand } = await import("./sim-seeds.js");
@@ -154,12 +156,12 @@ program
     }
     if (seeds !== undefined) {
       if (workload === undefined) throw new ArborError("give a workload", "config");
-      await simSeedsCommand(workload, { ...o, seeds, writeReportFiles: writeSimReportFiles });
+      await simSeedsCommand(workload, { ...o, seeds, writeReportFiles: writeSimReportFiles, progress: bars });
       return;
     }
     if (workload === undefined) throw new ArborError("give a workload (or --reproduction)", "config");
     const { simCommand } = await import("./sim.js");
-    await simCommand(workload, { ...o, writeReportFiles: writeSimReportFiles });
+    await simCommand(workload, { ...o, writeReportFiles: writeSimReportFiles, progress: bars });
   });
 
 program

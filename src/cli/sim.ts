@@ -1,6 +1,7 @@
 // `arbor sim <workload> --systems a,b,…`: runs a simulated workload under each named system on the virtual
-// clock, prints a progress line per system (stderr) and a summary table with ratios against the baseline
-// and the papers' targets (stdout), and writes <out>/report.json (byte-identical for the same seed).
+// clock, shows its progress (stderr: a bar per running system on a terminal, else a line as each starts and
+// ends), prints a summary table with ratios against the baseline and the papers' targets (stdout), and writes
+// <out>/report.json (byte-identical for the same seed).
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { formatTable } from "../bench/format-table.js";
@@ -10,6 +11,7 @@ import { getScenario } from "../sim/scenario/registry.js";
 import { runSim } from "../sim/scenario/run-sim.js";
 import { runSystemInWorker, workerHeapMb } from "../sim/scenario/worker-run.js";
 import { tailChange, targetLine, targetRows } from "./reproduction.js";
+import { simProgress } from "./sim-progress.js";
 import type { SimRunOptions, SimScenario } from "../sim/scenario/scenario.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 
@@ -27,6 +29,8 @@ export interface SimCommandOptions {
   jobs?: number;
   /** The report renderer, when one is wired (main.ts passes it); without one only report.json is written. */
   writeReportFiles?: SimReportWriter;
+  /** Draw a bar per running system on stderr (a terminal); otherwise a line as each starts and ends. */
+  progress?: boolean;
 }
 
 /**
@@ -92,6 +96,7 @@ export async function runSeed(
   o: Omit<SimCommandOptions, "seed"> & { out: string; workload: string },
 ): Promise<{ report: SimReport; files: string[] }> {
   let report: SimReport;
+  const progress = simProgress(scenario.info.name, o.progress === true);
   try {
     report = await runSim(scenario, {
       systems: simSystems(scenario, o),
@@ -99,15 +104,15 @@ export async function runSeed(
       scale: o.scale,
       jobs: o.jobs ?? 1,
       runSystem: async (system: string, ro: SimRunOptions, signal: AbortSignal) => (await runSystemInWorker(o.workload, system, ro, signal, workerHeapMb(o.jobs ?? 1))).result,
-      onProgress: (system, r) => {
-        if (r === undefined) console.error(`arbor sim ${scenario.info.name}: ${system} …`);
-        else console.error(`arbor sim ${scenario.info.name}: ${system}: iteration ${(r.summary.iterationMs / 1000).toFixed(1)} s, ${r.summary.completed}/${r.summary.requests} requests, ${r.summary.outputTokens} tokens`);
-      },
+      onProgress: (system, r) => progress.system(system, r),
+      onAdvance: (system, done, total) => progress.advance(system, done, total),
     });
   } catch (e) {
     // Every failure names its seed, so it can be run again exactly.
     if (e instanceof ArborError) throw new ArborError(`${e.message} (sim ${scenario.info.name}, seed ${seed}, scale ${o.scale})`, e.code);
     throw new Error(`${e instanceof Error ? e.message : String(e)} (sim ${scenario.info.name}, seed ${seed}, scale ${o.scale})`, { cause: e });
+  } finally {
+    progress.stop();
   }
   await mkdir(o.out, { recursive: true });
   // The renderer (main.ts hands it over) writes report.json with the HTML and PNG; without one, the JSON alone.

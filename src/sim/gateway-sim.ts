@@ -55,6 +55,8 @@ export interface GatewaySimOptions {
   /** Most sequences an engine runs at once (vLLM max_num_seqs). Default 256. */
   maxNumSeqs?: number;
   seed: number;
+  /** Told each time a program ends, with how many have (a progress display; it changes nothing in the run). */
+  onProgramEnded?: (ended: number) => void;
 }
 
 /** Time series sampled every `scrapeMs` (cumulative counters are running totals since the start). */
@@ -248,6 +250,7 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
       await clock.sleep(turn.toolMs);
     }
     ends.set(id, clock.now());
+    o.onProgramEnded?.(ends.size);
     latencies.push(clock.now() - spec.arrivalMs);
     table.release(id);
     programForgotten(path, id);

@@ -69,6 +69,8 @@ export interface RolloutSimOptions {
   /** Period of the time series (throughput buckets, KV usage, cumulative counters), simulated ms (default 1000). */
   sampleMs?: number;
   seed: number;
+  /** Told each time a request has generated its last token, with how many have (a progress display; it changes nothing in the run). */
+  onRequestFinished?: (finished: number) => void;
 }
 
 /** One batch as the simulated trainer took it. */
@@ -267,6 +269,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     train();
   };
 
+  let requestsFinished = 0;
   const onChunkDone = (f: FinishedRequest): void => {
     const c = chunks.get(f.requestId);
     if (c === undefined) throw new ArborError(`rollout sim: unknown chunk ${f.requestId} finished`, "internal");
@@ -281,6 +284,7 @@ export function runRolloutSim(o: RolloutSimOptions): RolloutSimResult {
     const finished = f.finishReason === "stop";
     if (finished || generated === (truth.get(c.p.requestId) as { maxTokens: number }).maxTokens) {
       finishedAt.set(c.p.requestId, clock.now());
+      o.onRequestFinished?.(++requestsFinished);
       // Never placed again: its tokens and block hashes go now, not when the batch is taken (at full scale
       // an iteration's outputs alone are 70M tokens).
       contextOf.delete(c.p.requestId);

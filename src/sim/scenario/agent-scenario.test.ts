@@ -60,6 +60,15 @@ describe("agent scenario", () => {
     expect(other).not.toBe(JSON.stringify(await sc.run("verl-like", { seed: 7, scale: 1 })));
   }, 120_000);
 
+  it("tells its progress, programs ended of all, without changing the run", async () => {
+    const sc = agentScenario(tiny());
+    const seen: [number, number][] = [];
+    const told = JSON.stringify(await sc.run("arbor", { seed: 7, scale: 1, onAdvance: (done, total) => seen.push([done, total]) }));
+    expect(told).toBe(JSON.stringify(await sc.run("arbor", { seed: 7, scale: 1 })));
+    const programs = JSON.parse(told).summary.programs as number;
+    expect(seen).toEqual(Array.from({ length: programs }, (_, i) => [i + 1, programs]));
+  });
+
   it("conserves calls and KV: every call completed, KV never above capacity, no program ends before it arrives", async () => {
     const spec = tiny();
     const programs = generateAgentPrograms(spec.programs, spec.programs.count, 3);

@@ -8,7 +8,7 @@ import { generateAgentPrograms } from "./agent-programs.js";
 import { agentSystemResult } from "./agent-result.js";
 import { AGENT_SYSTEMS, agentSystem } from "./agent-systems.js";
 import { parseAgentWorkload, type AgentWorkloadSpec } from "./agent-workload-spec.js";
-import { checkRunOptions, scaled, type SimScenario } from "./scenario.js";
+import { checkRunOptions, scaled, type SimRunOptions, type SimScenario } from "./scenario.js";
 import type { SimSystemResult, SimWorkloadInfo } from "./sim-report.js";
 
 /** The agent workload files shipped in src/sim/workloads/ (kind: agent). */
@@ -24,7 +24,7 @@ export type AgentCluster = AgentWorkloadSpec["cluster"];
  * Run `programs` for one system on the cluster scaled to `scale` (engines scale with the programs,
  * so the KV pressure per engine stays that of the full run).
  */
-export async function runAgentSystem(system: string, cluster: AgentCluster, programs: readonly AgentProgramSpec[], o: { seed: number; scale: number }): Promise<SimSystemResult> {
+export async function runAgentSystem(system: string, cluster: AgentCluster, programs: readonly AgentProgramSpec[], o: SimRunOptions): Promise<SimSystemResult> {
   const s = agentSystem(system);
   const profile = getCostProfile(cluster.profile);
   const kvTokensPerEngine = cluster.kvTokensPerEngine ?? profile.hbmKvCapacityTokens;
@@ -38,6 +38,7 @@ export async function runAgentSystem(system: string, cluster: AgentCluster, prog
     seed: o.seed,
     ...(s.l2 ? { l2TokensPerEngine: cluster.l2TokensPerEngine ?? kvTokensPerEngine * DEFAULT_L2_FACTOR } : {}),
     pauseTo: s.pauseTo,
+    ...(o.onAdvance === undefined ? {} : { onProgramEnded: (n: number) => o.onAdvance?.(n, programs.length) }),
   });
   const requests = programs.reduce((n, p) => n + p.turns.length, 0);
   return agentSystemResult(s.name, s.description, result, requests);

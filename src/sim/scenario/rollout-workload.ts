@@ -128,6 +128,7 @@ export function createRolloutScenario(base: Omit<SimWorkloadInfo, "scale" | "kin
         weightSyncMs: 0,
         sampleMs: spec.sampleMs,
         seed: o.seed,
+        ...(o.onAdvance === undefined ? {} : { onRequestFinished: (n: number) => o.onAdvance?.(n, tasks.length * w.groupSize) }),
       });
       return rolloutSystemResult({ system: sys.name, description: sys.description, requests: tasks.length * w.groupSize, groups: tasks.length, result });
     },

@@ -11,6 +11,8 @@ export interface RunSimOptions {
   scale: number;
   /** Told when a system starts and when it finished (with its result). */
   onProgress?: (system: string, result?: SimSystemResult) => void;
+  /** Told as a system's run advances (SimRunOptions.onAdvance): a progress display. */
+  onAdvance?: (system: string, done: number, total: number) => void;
   /**
    * Systems run at once (default 1). More than one (and more than one system) runs each through `runSystem`,
    * since a scenario's run holds its thread; one runs `scenario.run` here.
@@ -64,7 +66,8 @@ export async function runSim(scenario: SimScenario, o: RunSimOptions): Promise<S
       const s = o.systems[i] as string;
       o.onProgress?.(s);
       try {
-        results[i] = await run(s, { seed: o.seed, scale: o.scale }, stop.signal);
+        const onAdvance = o.onAdvance;
+        results[i] = await run(s, { seed: o.seed, scale: o.scale, ...(onAdvance === undefined ? {} : { onAdvance: (done: number, total: number) => onAdvance(s, done, total) }) }, stop.signal);
       } catch (error) {
         failure ??= { error };
         stop.abort();

@@ -72,6 +72,16 @@ describe("arbor sim scenarios", () => {
     expect(a.ratios[1]?.speedup).toBeCloseTo((a.systems[0]?.summary.iterationMs ?? 0) / (seer?.iterationMs ?? 1), 12);
   });
 
+  it("tells its progress, requests finished of all, without changing the run; runSim passes it on per system", async () => {
+    const seen: [string, number, number][] = [];
+    const told = await runSim(scenario, { systems: ["verl-like", "seer"], seed: 3, scale: 0.25, onAdvance: (s, done, total) => seen.push([s, done, total]) });
+    expect(JSON.stringify(told)).toBe(JSON.stringify(await runSim(scenario, { systems: ["verl-like", "seer"], seed: 3, scale: 0.25 })));
+    for (const [i, system] of ["verl-like", "seer"].entries()) {
+      const requests = told.systems[i]!.summary.requests;
+      expect(seen.filter((x) => x[0] === system)).toEqual(Array.from({ length: requests }, (_, k) => [system, k + 1, requests]));
+    }
+  });
+
   it("refuses unknown and repeated systems and bad scales, naming them", async () => {
     await expect(runSim(scenario, { systems: ["nope"], seed: 1, scale: 0.5 })).rejects.toThrow(/no system 'nope' \(known: verl-like, seer-divided, seer, seer-specdec, oracle, arbor\)/);
     await expect(runSim(scenario, { systems: ["seer", "seer"], seed: 1, scale: 0.5 })).rejects.toThrow(/repeats a system/);

@@ -9,10 +9,15 @@ export interface SimRunOptions {
   seed: number;
   /** Fraction of the workload's requests (or programs) and engines to run, e.g. 0.02 in a test; 1 = full scale. */
   scale: number;
+  /**
+   * Told as the run advances: requests (rollout) or programs (agent, replay) finished, of the run's total. For a
+   * progress display only: it changes nothing in the run (the report is the same with or without it).
+   */
+  onAdvance?: (done: number, total: number) => void;
 }
 
 /** Refuse options no scenario runs (a "config" ArborError naming the field): a scale in (0, 1] and an integer seed. */
-export function checkRunOptions(o: SimRunOptions): void {
+export function checkRunOptions(o: Pick<SimRunOptions, "seed" | "scale">): void {
   if (!(o.scale > 0 && o.scale <= 1)) throw new ArborError(`sim: scale must be in (0, 1], got ${o.scale}`, "config");
   if (!Number.isSafeInteger(o.seed)) throw new ArborError(`sim: seed must be an integer, got ${o.seed}`, "config");
 }

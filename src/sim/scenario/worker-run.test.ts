@@ -28,6 +28,18 @@ describe("runSystemInWorker", () => {
     expect(there.cpuMs).toBeGreaterThan(0);
   });
 
+  it("carries the run's progress back, the last of it all done, the result unchanged", async () => {
+    const seen: [number, number][] = [];
+    const plain = await runSystemInWorker(file, "seer", { seed: 3, scale: 1 });
+    const told = await runSystemInWorker(file, "seer", { seed: 3, scale: 1, onAdvance: (done, total) => seen.push([done, total]) });
+    expect(JSON.stringify(told.result)).toBe(JSON.stringify(plain.result));
+    const requests = told.result.summary.requests;
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.at(-1)).toEqual([requests, requests]);
+    // In order (the thread sends at most one per 200 ms of its wall time, and the last one always).
+    expect(seen.map((x) => x[0])).toEqual([...seen.map((x) => x[0])].sort((a, b) => a - b));
+  });
+
   it("carries an ArborError back with its code, and stops on abort", async () => {
     const e = await runSystemInWorker(file, "no-such-system", { seed: 3, scale: 1 }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(ArborError);

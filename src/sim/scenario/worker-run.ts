@@ -20,6 +20,8 @@ export interface WorkerRun {
 }
 
 interface WorkerReply {
+  /** [done, total] as the run advances (every message before the last). */
+  progress?: [number, number];
   result?: SimSystemResult;
   wallMs?: number;
   cpuMs?: number;
@@ -54,13 +56,13 @@ export function workerHeapMb(jobs: number): number {
  * Run `system` of `workload` (a shipped workload's name or a workload file's path, as `getScenario` takes
  * it) in a worker thread whose heap may reach `heapMb` (default: workerHeapMb(1)). Rejects with the worker's
  * own error (an ArborError keeps its code) or, when the thread dies (out of memory), with an error naming the
- * system; `signal` stops the thread and rejects.
+ * system; `signal` stops the thread and rejects. `o.onAdvance` is told the run's progress the thread reports.
  */
 export function runSystemInWorker(workload: string, system: string, o: SimRunOptions, signal?: AbortSignal, heapMb = workerHeapMb(1)): Promise<WorkerRun> {
   if (signal?.aborted) return Promise.reject(new Error(`sim ${workload}: system ${system}: aborted`));
   return new Promise((resolve, reject) => {
     const worker = new Worker(new URL("./system-worker.mjs", import.meta.url), {
-      workerData: { arborSimSystem: { registry: REGISTRY, workload, system, seed: o.seed, scale: o.scale } },
+      workerData: { arborSimSystem: { registry: REGISTRY, workload, system, seed: o.seed, scale: o.scale, progress: o.onAdvance !== undefined } },
       resourceLimits: { maxOldGenerationSizeMb: heapMb, maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
       execArgv: [],
     });
@@ -76,7 +78,11 @@ export function runSystemInWorker(workload: string, system: string, o: SimRunOpt
       f();
     };
     signal?.addEventListener("abort", onAbort, { once: true });
-    worker.once("message", (m: WorkerReply) => {
+    worker.on("message", (m: WorkerReply) => {
+      if (m.progress !== undefined) {
+        if (!settled) o.onAdvance?.(m.progress[0], m.progress[1]);
+        return;
+      }
       settle(() => {
         if (m.result !== undefined) resolve({ result: m.result, wallMs: m.wallMs ?? 0, cpuMs: m.cpuMs ?? 0 });
         else if (m.error?.code !== undefined) reject(new ArborError(m.error.message, m.error.code));
