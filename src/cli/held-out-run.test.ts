@@ -86,6 +86,9 @@ describe("arbor run with held-out evaluation (end to end)", () => {
       // `arbor inspect` (and the dashboard, which reads the same summary): held-out programs marked and counted apart.
       const [run] = await summarizeStore(store);
       expect(run?.heldOut?.programs).toBe(18);
+      // Each version's mean outcome apart (every task has as many samples, so it is the version's solved rate).
+      expect(run?.heldOutVersions.map((v) => [v.version, v.programs])).toEqual([[0, 6], [1, 6], [2, 6]]);
+      for (const [i, v] of (run?.heldOutVersions ?? []).entries()) expect(v.meanReward).toBeCloseTo(summary.heldOut?.[i]?.solved.mean ?? NaN, 12);
       expect(run?.stats.programs).toBe(all.length - 18);
       for (const p of run?.programs ?? []) expect(p.heldOutVersion !== null).toBe(heldIds.has(p.id));
     } finally {

@@ -52,6 +52,8 @@ export interface RunSummary {
   stats: RunStats;
   /** Aggregates over its held-out evaluation programs; null when it has none. */
   heldOut: RunStats | null;
+  /** Per evaluated policy version, in version order: its held-out programs and their mean outcome (empty: none). */
+  heldOutVersions: { version: number; programs: number; meanReward: number | null }[];
   programs: ProgramSummary[];
 }
 
@@ -123,6 +125,18 @@ function programSummary(t: Trajectory, groups: ReadonlyMap<string, Group>): Prog
   };
 }
 
+/** Held-out trajectories per evaluated version: the versions' scores apart, not one mean over every version. */
+function byVersion(heldOut: readonly Trajectory[], groups: ReadonlyMap<string, Group>): RunSummary["heldOutVersions"] {
+  const of = new Map<number, Trajectory[]>();
+  for (const t of heldOut) {
+    const v = groups.get(t.program.groupId)?.heldOutVersion as number;
+    const list = of.get(v);
+    if (list) list.push(t);
+    else of.set(v, [t]);
+  }
+  return [...of].sort((a, b) => a[0] - b[0]).map(([version, ts]) => ({ version, programs: ts.length, meanReward: batchStats(ts).meanReward }));
+}
+
 /** Every run of the store with its programs. */
 export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary[]> {
   const out: RunSummary[] = [];
@@ -139,6 +153,7 @@ export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary
       // The store's own aggregates where the run has no held-out programs; else the rollout's programs apart.
       stats: heldOut.length === 0 ? await store.stats(run.id) : batchStats(trajectories.filter((t) => !heldOut.includes(t))),
       heldOut: heldOut.length === 0 ? null : batchStats(heldOut),
+      heldOutVersions: byVersion(heldOut, groups),
       programs: trajectories.map((t) => programSummary(t, groups)),
     });
   }
@@ -209,7 +224,7 @@ function printRuns(runs: RunSummary[], label: string): void {
     console.log(`run ${r.id}  (${r.name}${r.env ? `, env ${r.env}` : ""}; started ${new Date(r.startedAt).toISOString()}, ${r.endedAt === null ? "not ended" : `ended ${new Date(r.endedAt).toISOString()}`})`);
     console.log(`  ${s.programs} program${s.programs === 1 ? "" : "s"} (${ends || "none ended"}${s.unfinished > 0 ? `, ${s.unfinished} unfinished` : ""}), ${s.calls} calls, ${s.promptTokens} prompt + ${s.outputTokens} output tokens, mean reward ${fmt(s.meanReward)}`);
     const h = r.heldOut;
-    if (h !== null) console.log(`  + ${h.programs} held-out evaluation program${h.programs === 1 ? "" : "s"} (never trained on; ${h.unfinished > 0 ? `${h.unfinished} unfinished, ` : ""}${h.calls} calls), mean outcome ${fmt(h.meanReward)}`);
+    if (h !== null) console.log(`  + ${h.programs} held-out evaluation program${h.programs === 1 ? "" : "s"} (never trained on; ${h.unfinished > 0 ? `${h.unfinished} unfinished, ` : ""}${h.calls} calls), mean outcome ${r.heldOutVersions.map((v) => `v${v.version} ${fmt(v.meanReward)}`).join(", ")}`);
     const rows = [["  program", "it", "task", "state", "termination", "reward", "calls", "tools", "tokens", "components"]];
     for (const p of r.programs) {
       rows.push([`  ${p.id}`, p.heldOutVersion !== null ? `eval-v${p.heldOutVersion}` : p.iteration === null ? "-" : String(p.iteration), p.taskId, p.state, p.termination ?? "-", fmt(p.reward), String(p.calls), String(p.toolCalls), `${p.promptTokens}+${p.outputTokens}`, components(p.components)]);
