@@ -1,7 +1,9 @@
 // `arbor run --resume`: a run SIGKILLed during iteration 2 and resumed to the same number of iterations ends
 // where an uninterrupted run of the same config ends — policy version = iterations, every iteration's batch
 // holds the same tasks as the uninterrupted run's, and no group is in two batches (the interrupted iteration
-// is rolled out again under fresh group ids; the killed attempt's programs end as aborted in the store).
+// is rolled out again under fresh group ids; the killed attempt's programs end as aborted in the store), and its
+// held-out evaluation goes on from the stored scores: the starting policy is not scored again, later versions are
+// paired against it, under fresh group ids too.
 import { spawn } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,7 +23,7 @@ chmodSync(dir, 0o755);
 /** Write a config file (JSON is YAML) of the small RL run writing under `dir/<name>`. */
 function config(name: string): string {
   const path = join(dir, `${name}.yaml`);
-  writeFileSync(path, JSON.stringify(smallRlConfig(dir, name, { iterations: ITERATIONS })));
+  writeFileSync(path, JSON.stringify(smallRlConfig(dir, name, { iterations: ITERATIONS, eval: { tasks: 2, samples: 1, every: 1 } })));
   return path;
 }
 
@@ -79,14 +81,21 @@ it("a run killed mid-iteration 2 and resumed trains every iteration's groups onc
   const before = readResumeState(out);
   expect(before.completedIterations).toBe(1);
   expect(before.policyVersion).toBe(1);
+  expect(before.heldOut?.scores.map((s) => s.version)).toEqual([0, 1]);
 
   const resumed = arbor(["run", "--resume", out, "--no-progress"]);
   expect((await resumed.exited).code, resumed.stderr()).toBe(0);
   expect(resumed.stderr()).toMatch(new RegExp(`resume   ${before.runId}: 1 of ${ITERATIONS} iterations done, policy v1`));
   expect(resumed.stderr()).not.toMatch(/iteration 1\//);
+  // The starting policy's score is the stored one: not taken (nor printed) again; every later one is paired with it.
+  expect(resumed.stderr()).not.toMatch(/held-out v0 solved/);
+  expect(resumed.stderr().split("\n").filter((l) => l.startsWith("iteration"))).toHaveLength(2);
+  for (const l of resumed.stderr().split("\n").filter((x) => x.startsWith("iteration"))) expect(l).toMatch(/held-out v\d solved .* Δ vs v0 /);
 
   const state = readResumeState(out);
   expect(state).toMatchObject({ runId: before.runId, completedIterations: ITERATIONS, policyVersion: ITERATIONS, taskCursor: ITERATIONS * 4, resumes: 1 });
+  expect(state.heldOut?.base).toEqual(before.heldOut?.base);
+  expect(state.heldOut?.scores.map((s) => [s.version, s.baseVersion])).toEqual([0, 1, 2, 3].map((v) => [v, 0]));
   expect(readManifest(join(out, "checkpoints"))?.version).toBe(ITERATIONS);
   expect(readResumeState(join(dir, "full")).policyVersion).toBe(ITERATIONS);
 
@@ -106,7 +115,8 @@ it("a run killed mid-iteration 2 and resumed trains every iteration's groups onc
   }
 
   const metrics = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { index: number });
-  expect(metrics.map((m) => m.index)).toEqual([1, 2, 3]);
+  // The starting policy's held-out line (index 0), then one line per iteration.
+  expect(metrics.map((m) => m.index)).toEqual([0, 1, 2, 3]);
 
   // The killed attempt at iteration 2: every program has an outcome (recovered as aborted), none in a batch.
   const store = new SqliteTrajectoryStore(storePath);
@@ -118,8 +128,28 @@ it("a run killed mid-iteration 2 and resumed trains every iteration's groups onc
     const killedAttempt = (await store.listTrajectories(before.runId)).filter((t) => t.program.groupId.startsWith(`${before.runId}/it2/`));
     expect(killedAttempt.length).toBeGreaterThan(0);
     expect(killedAttempt.some((t) => t.program.termination?.kind === "aborted")).toBe(true);
-    expect(new Set((await store.listGroups(before.runId)).map((g) => g.iteration))).toEqual(new Set([1, 2, 3]));
+    const groups = await store.listGroups(before.runId);
+    expect(new Set(groups.filter((g) => g.heldOutVersion === undefined).map((g) => g.iteration))).toEqual(new Set([1, 2, 3]));
+    // Held-out groups: versions 0 and 1 from the killed process, 2 and 3 from the resumed one (fresh ids).
+    const held = groups.filter((g) => g.heldOutVersion !== undefined).map((g) => g.id.slice(before.runId.length + 1).replace(/\/g\d+$/, ""));
+    expect([...new Set(held)].sort()).toEqual(["eval-v0", "eval-v1", "eval-v2-r1", "eval-v3-r1"]);
   } finally {
     await store.close();
+  }
+
+  // The finished run, one iteration further: the held-out tasks stay those it drew (its later tasks come after them).
+  const further = arbor(["run", "--resume", out, "--set", `iterations=${ITERATIONS + 1}`, "--no-progress"]);
+  expect((await further.exited).code, further.stderr()).toBe(0);
+  const last = readResumeState(out);
+  expect(last).toMatchObject({ completedIterations: ITERATIONS + 1, resumes: 2, heldOutAfter: ITERATIONS });
+  expect(last.heldOut?.scores.map((s) => [s.version, s.baseVersion])).toEqual([0, 1, 2, 3, 4].map((v) => [v, 0]));
+  const again = new SqliteTrajectoryStore(storePath);
+  try {
+    const groups = await again.listGroups(before.runId);
+    const heldTasks = new Set(groups.filter((g) => g.heldOutVersion !== undefined).map((g) => g.taskId));
+    expect(heldTasks.size).toBe(2);
+    expect([...batchGroups(join(out, `batch-it${ITERATIONS + 1}.jsonl`)).values()].some((t) => heldTasks.has(t))).toBe(false);
+  } finally {
+    await again.close();
   }
 }, 600_000);

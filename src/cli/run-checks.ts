@@ -29,7 +29,6 @@ export function checkRunStart(cfg: RunConfig, opts: { cluster?: ClusterConfig; r
     if (cfg.rollout.mode !== "sync") throw new ArborError("--resume: rollout.mode 'async' runs cannot be resumed yet (sync runs can)", "config");
     if (cluster !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
     if (cfg.train?.external) throw new ArborError("--resume: runs with an external trainer (train.external) cannot be resumed yet: its optimizer state is its own", "config");
-    if (cfg.eval) throw new ArborError("--resume: runs with held-out evaluation (eval) cannot be resumed yet", "config");
   }
   if (cfg.rollout.mode === "async" && cfg.train === undefined) {
     // Async batches exist only for a trainer to take them.

@@ -3,7 +3,7 @@
 // train loop asks for a score per version, and this prints and records what it gets.
 import type { RunConfig } from "../core/config.js";
 import type { Task } from "../envs/env.js";
-import { HeldOutEvaluation, type HeldOutScore } from "../loop/held-out-eval.js";
+import { HeldOutEvaluation, type HeldOutScore, type HeldOutState } from "../loop/held-out-eval.js";
 import { heldOutPrograms, type HeldOutProgramsOptions } from "../loop/held-out-programs.js";
 import type { MetricsLog } from "../loop/metrics-log.js";
 import { heldOutIncompleteLine, heldOutStartLine } from "./iteration-report.js";
@@ -13,6 +13,8 @@ export interface RunEvaluationOptions extends Omit<HeldOutProgramsOptions, "temp
   tasks: readonly Task[];
   metrics: MetricsLog;
   log: (line: string) => void;
+  /** A resumed run's evaluation state (resume.json): the starting policy is not scored again. */
+  restore?: HeldOutState;
 }
 
 /** The run's evaluation and the train loop's `evaluate` hook over it. */
@@ -20,11 +22,13 @@ export function runEvaluation(o: RunEvaluationOptions): {
   evaluation: HeldOutEvaluation;
   evaluate: (step: number, version: number, last: boolean) => Promise<HeldOutScore | undefined>;
 } {
-  const { cfg, tasks, metrics, log, ...programs } = o;
+  const { cfg, tasks, metrics, log, restore, ...programs } = o;
   const temperature = cfg.eval.temperature ?? cfg.agent.temperature;
   const run = heldOutPrograms({ ...programs, temperature, samples: cfg.eval.samples });
-  const evaluation = new HeldOutEvaluation({ tasks, samples: cfg.eval.samples, every: cfg.eval.every, concurrency: cfg.rollout.concurrency, temperature, run });
+  const evaluation = new HeldOutEvaluation({ tasks, samples: cfg.eval.samples, every: cfg.eval.every, concurrency: cfg.rollout.concurrency, temperature, run, ...(restore ? { restore } : {}) });
   const evaluate = async (step: number, version: number, last: boolean): Promise<HeldOutScore | undefined> => {
+    // Resumed: the starting policy's score is the stored one (printed and recorded when it was taken).
+    if (step === 0 && restore !== undefined) return evaluation.baseScore;
     if (!evaluation.due(version, last)) return undefined;
     const score = await evaluation.score(version);
     if (score === undefined) {

@@ -143,7 +143,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   // The user's environment module, task file and reward modules load here: a bad one fails before anything starts.
   const env = await environmentFromConfig(cfg.env);
   // With `eval`, the held-out tasks come after the training ones (or at the end of a task file), none sharing a training task's prompt.
-  const { tasks: trainTasks, heldOut, perIteration: tasksPerIteration, source: taskSource } = await runTasks(env, cfg.env, cfg.iterations, cfg.eval?.tasks ?? 0);
+  // A resumed run keeps its held-out tasks where it first drew them, whatever its iterations are now (a state file
+  // without the entry is a first resume's: its stored config has the iterations the run started with).
+  const heldOutAfter = resume === undefined ? cfg.iterations : (resume.heldOutAfter ?? (resume.config as { iterations: number }).iterations);
+  const { tasks: trainTasks, heldOut, perIteration: tasksPerIteration, source: taskSource } = await runTasks(env, cfg.env, cfg.iterations, cfg.eval?.tasks ?? 0, heldOutAfter);
   const custom = cfg.reward.custom ? await loadCustomRewards(cfg.reward.custom) : undefined;
   // A bad context-policy config fails here, before anything starts.
   if (cfg.agent.context !== undefined) createContextPolicy(cfg.agent.context);
@@ -197,10 +200,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     };
     const checkpointDir = join(outDir, "checkpoints");
     // Sync runs in this process can be resumed: resume.json says what is done, rewritten after each iteration.
-    const resumable = sync && cluster === undefined && !cfg.train?.external && !cfg.eval;
+    const resumable = sync && cluster === undefined && !cfg.train?.external;
     let state: ResumeState = resume
-      ? { ...resume, config: cfg, resumes: resume.resumes + 1, updatedAt: clock.now() }
-      : { format: 1, runId: baseRunId, config: cfg, completedIterations: 0, taskCursor: 0, policyVersion: 0, resumes: 0, updatedAt: clock.now() };
+      ? { ...resume, config: cfg, resumes: resume.resumes + 1, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() }
+      : { format: 1, runId: baseRunId, config: cfg, completedIterations: 0, taskCursor: 0, policyVersion: 0, resumes: 0, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() };
     if (resumable) writeResumeState(outDir, state);
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     const weights = d.announce ? d.announce(fleet) : fleet;
@@ -254,7 +257,19 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     for (const s of sinks) closers.push(async () => void (await s.finish(abort.signal.aborted ? "KILLED" : finished ? "FINISHED" : "FAILED")));
     const metrics = new MetricsLog(outDir, clock, sinks, resume !== undefined ? done : undefined);
     const held = cfg.eval
-      ? runEvaluation({ cfg: { ...cfg, eval: cfg.eval }, tasks: heldOutTasks, runId: baseRunId, runReady: () => rollout.runReady(), programs: d.programs, options: programOptions, store, clock, metrics, log })
+      ? runEvaluation({
+          cfg: { ...cfg, eval: cfg.eval },
+          tasks: heldOutTasks,
+          runId: baseRunId,
+          runReady: () => rollout.runReady(),
+          programs: d.programs,
+          options: programOptions,
+          store,
+          clock,
+          metrics,
+          log,
+          ...(resume !== undefined ? { attempt: resume.resumes + 1, ...(resume.heldOut ? { restore: resume.heldOut } : {}) } : {}),
+        })
       : undefined;
     const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);
     let loop: TrainLoopResult;
@@ -274,7 +289,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           if (resumable) {
             const u = r.update;
             if (u?.stepped && u.checkpoint !== undefined) state = { ...state, checkpoint: u.checkpoint, optimizer: join(checkpointDir, optimizerFileName(u.version)) };
-            state = { ...state, completedIterations: r.iteration, taskCursor: r.iteration * settings.batchGroups, policyVersion: u?.version ?? state.policyVersion, updatedAt: clock.now() };
+            const heldOutState = held?.evaluation.state();
+            state = { ...state, completedIterations: r.iteration, taskCursor: r.iteration * settings.batchGroups, policyVersion: u?.version ?? state.policyVersion, ...(heldOutState ? { heldOut: heldOutState } : {}), updatedAt: clock.now() };
             writeResumeState(outDir, state);
           }
           metrics.append(r, sync ? "iteration" : "step");

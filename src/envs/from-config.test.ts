@@ -76,6 +76,25 @@ describe("environment from the config", () => {
     expect(c.heldOut.some((h) => c.tasks.some((t) => JSON.stringify(t.prompt) === JSON.stringify(h.prompt)))).toBe(false);
   });
 
+  it("keeps a resumed run's held-out tasks where it drew them: more iterations train on the tasks after them", async () => {
+    const counted = envCfg({ name: "calc", tasks: 2, seed: 5 });
+    const calc = await environmentFromConfig(counted);
+    const first = await runTasks(calc, counted, 2, 3);
+    const more = await runTasks(calc, counted, 4, 3, 2);
+    // The same held-out tasks and the same first two iterations; the two new ones after the held-out draw.
+    expect(more.heldOut).toEqual(first.heldOut);
+    expect(more.tasks.slice(0, 4)).toEqual(first.tasks);
+    expect(more.tasks).toHaveLength(8);
+    const held = new Set(first.heldOut.map((t) => JSON.stringify(t.prompt)));
+    expect(more.tasks.some((t) => held.has(JSON.stringify(t.prompt)))).toBe(false);
+    const ids = calc.tasks(64, 5).map((t) => t.id);
+    const lastHeld = Math.max(...first.heldOut.map((t) => ids.indexOf(t.id)));
+    for (const t of more.tasks.slice(4)) expect(ids.indexOf(t.id)).toBeGreaterThan(lastHeld);
+    // Fewer iterations than the placement: a prefix of the same tasks, the held-out ones unmoved.
+    const fewer = await runTasks(calc, counted, 1, 3, 2);
+    expect([fewer.tasks, fewer.heldOut]).toEqual([first.tasks.slice(0, 2), first.heldOut]);
+  });
+
   it("reads a folder of swe-mini task folders (arbor validate's filtered output) for swe-mini only", async () => {
     const folder = join(import.meta.dirname, "swe-mini/tasks");
     const cfg = envCfg({ name: "swe-mini", tasks: folder, perIteration: 2 });

@@ -7,7 +7,7 @@ import { existsSync, statSync } from "node:fs";
 import { ArborError } from "../core/errors.js";
 import type { EnvConfig } from "../core/config.js";
 import type { Environment, Task } from "./env.js";
-import { splitHeldOut } from "./held-out.js";
+import { splitHeldOut, tasksAfterHeldOut } from "./held-out.js";
 import { loadModuleEnvironment } from "./module-environment.js";
 import { createEnvironment, type EnvironmentOptions } from "./registry.js";
 import { loadTaskFile } from "./task-file.js";
@@ -41,14 +41,21 @@ export interface RunTasks {
 /**
  * The tasks of a run of `iterations` iterations, with `heldOut` held-out tasks. A count draws `count × iterations`
  * tasks from the environment (iteration k gets the k-th slice of `env.tasks(n·iterations, seed)`) and the held-out
- * ones after them (`held-out.ts`). A file holds out its last `heldOut` tasks (those whose prompt equals a
+ * ones after them (`held-out.ts`); the held-out ones follow `heldOutAfter` iterations' tasks (default
+ * `iterations`; a resumed run given more iterations keeps its first placement, and its later iterations take the
+ * tasks after the held-out ones). A file holds out its last `heldOut` tasks (those whose prompt equals a
  * training task's are refused) and gives `env.perIteration` of the others per iteration (default: all of them),
  * in file order, wrapping around at the end, so more iterations than the file has slices are epochs over it.
  */
-export async function runTasks(env: Environment, cfg: EnvConfig, iterations: number, heldOut = 0): Promise<RunTasks> {
+export async function runTasks(env: Environment, cfg: EnvConfig, iterations: number, heldOut = 0, heldOutAfter = iterations): Promise<RunTasks> {
   if (typeof cfg.tasks === "number") {
-    const split = heldOut > 0 ? splitHeldOut(env, cfg.seed, cfg.tasks * iterations, heldOut) : { train: env.tasks(cfg.tasks * iterations, cfg.seed), heldOut: [] };
-    return { tasks: split.train, heldOut: split.heldOut, perIteration: cfg.tasks, source: `${cfg.tasks} tasks per iteration (seed ${cfg.seed})` };
+    const source = `${cfg.tasks} tasks per iteration (seed ${cfg.seed})`;
+    if (heldOut === 0) return { tasks: env.tasks(cfg.tasks * iterations, cfg.seed), heldOut: [], perIteration: cfg.tasks, source };
+    // The held-out tasks stay where the run first drew them, whatever its iterations are now (a resumed run).
+    const split = splitHeldOut(env, cfg.seed, cfg.tasks * heldOutAfter, heldOut);
+    const more = cfg.tasks * (iterations - heldOutAfter);
+    const tasks = more > 0 ? [...split.train, ...tasksAfterHeldOut(env, cfg.seed, split, more)] : split.train.slice(0, cfg.tasks * iterations);
+    return { tasks, heldOut: split.heldOut, perIteration: cfg.tasks, source };
   }
   const all = isFolder(cfg.tasks) ? env.tasks(env.taskCount ?? 0, cfg.seed).sort((a, b) => a.id.localeCompare(b.id)) : await loadTaskFile(cfg.tasks, env.name);
   if (heldOut >= all.length) throw new ArborError(`eval.tasks: ${cfg.tasks} has ${all.length} tasks; holding out ${heldOut} leaves none to train on`, "config");

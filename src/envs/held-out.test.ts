@@ -30,7 +30,7 @@ describe("splitHeldOut", () => {
     }
     expect(new Set(heldOut.map((t) => JSON.stringify(t.prompt))).size).toBe(32);
     // Fixed: the same split for the same seed and sizes.
-    expect(splitHeldOut(env, 7, 24, 32)).toEqual({ train, heldOut });
+    expect(splitHeldOut(env, 7, 24, 32)).toMatchObject({ train, heldOut });
   });
 
   it("skips a later task that repeats a training question (disjoint by content, not only by id)", () => {

@@ -10,6 +10,8 @@ import type { Environment, Task } from "./env.js";
 export interface TaskSplit {
   train: Task[];
   heldOut: Task[];
+  /** Position in the environment's list after the last task the held-out draw looked at. */
+  next: number;
 }
 
 /** Tasks looked at beyond the training ones before giving up (generated environments have no end). */
@@ -34,8 +36,9 @@ export function splitHeldOut(env: Environment, seed: number, train: number, held
   const trainTasks = all.slice(0, train);
   const seen = new Set(trainTasks.map(promptKey));
   const out: Task[] = [];
-  for (const t of all.slice(train)) {
-    if (out.length === heldOut) break;
+  let next = train;
+  for (; next < all.length && out.length < heldOut; next++) {
+    const t = all[next] as Task;
     const k = promptKey(t);
     if (seen.has(k)) continue;
     seen.add(k);
@@ -44,5 +47,23 @@ export function splitHeldOut(env: Environment, seed: number, train: number, held
   if (out.length < heldOut) {
     throw new ArborError(`eval.tasks: only ${out.length} of the ${limit - train} ${env.name} tasks after the ${train} training ones differ from them; ask for at most ${out.length}`, "config");
   }
-  return { train: trainTasks, heldOut: out };
+  return { train: trainTasks, heldOut: out, next };
+}
+
+/**
+ * `count` more training tasks after a split (a resumed run given more iterations than it started with): the
+ * tasks after the held-out ones, skipping any whose prompt is a held-out task's, so the held-out set stays where the
+ * run drew it and is never trained on. Throws an {@link ArborError} when the environment has too few left.
+ */
+export function tasksAfterHeldOut(env: Environment, seed: number, split: TaskSplit, count: number): Task[] {
+  const held = new Set(split.heldOut.map(promptKey));
+  const wanted = split.next + count + 4 * split.heldOut.length + 64;
+  const limit = env.taskCount === undefined ? wanted : Math.min(wanted, env.taskCount);
+  const out = env
+    .tasks(limit, seed)
+    .slice(split.next)
+    .filter((t) => !held.has(promptKey(t)))
+    .slice(0, count);
+  if (out.length < count) throw new ArborError(`iterations: ${env.name} has ${out.length} tasks left after the held-out ones, not the ${count} more iterations need`, "config");
+  return out;
 }

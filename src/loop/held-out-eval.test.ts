@@ -44,6 +44,34 @@ describe("HeldOutEvaluation", () => {
     expect(ev.scores.map((s) => s.version)).toEqual([0, 2]);
   });
 
+  it("goes on from a resumed run's state: the base is not run again, a new version is paired with it", async () => {
+    const solved = (taskIndex: number, sample: number, version: number): boolean => (sample === 0 && taskIndex < 2) || (version >= 2 && taskIndex === 2);
+    const seen: number[] = [];
+    const options = { tasks, samples: 2, every: 2, concurrency: 3, temperature: 0.7 };
+    const run = async (_t: Task, taskIndex: number, sample: number, version: number): Promise<boolean> => {
+      seen.push(version);
+      return solved(taskIndex, sample, version);
+    };
+    const first = new HeldOutEvaluation({ ...options, run });
+    expect(first.state()).toBeUndefined();
+    await first.score(0);
+    const v2 = await first.score(2);
+    // The state as resume.json holds it, after a JSON round trip.
+    const restore = JSON.parse(JSON.stringify(first.state())) as NonNullable<ReturnType<HeldOutEvaluation["state"]>>;
+    seen.length = 0;
+    const resumed = new HeldOutEvaluation({ ...options, run, restore });
+    expect(resumed.baseScore).toEqual(first.scores[0]);
+    expect(resumed.due(1, false)).toBe(false);
+    expect(await resumed.score(0)).toEqual(first.scores[0]);
+    expect(seen).toEqual([]);
+    // Version 4 solves what version 2 did: the same difference from the restored base.
+    const v4 = await resumed.score(4);
+    expect(seen).toHaveLength(8);
+    expect(v4?.baseVersion).toBe(0);
+    expect(v4?.diff).toEqual({ ...v2?.diff });
+    expect(resumed.scores.map((s) => s.version)).toEqual([0, 2, 4]);
+  });
+
   it("runs at most `concurrency` programs at once", async () => {
     let running = 0;
     let most = 0;

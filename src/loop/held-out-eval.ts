@@ -37,6 +37,15 @@ export interface HeldOutIncomplete {
   total: number;
 }
 
+/**
+ * What a resumed run's evaluation starts from (resume.json): the base version's samples, which every later
+ * version's paired difference is taken against, and the scores so far.
+ */
+export interface HeldOutState {
+  base: { version: number; samples: HeldOutSample[] };
+  scores: HeldOutScore[];
+}
+
 export interface HeldOutEvaluationOptions {
   tasks: readonly Task[];
   samples: number;
@@ -46,6 +55,8 @@ export interface HeldOutEvaluationOptions {
   concurrency: number;
   temperature: number;
   run: HeldOutRun;
+  /** A resumed run's state ({@link HeldOutEvaluation.state}): its base is not scored again, its scores are kept. */
+  restore?: HeldOutState;
 }
 
 /** The held-out evaluation of one run; see the file header. */
@@ -62,6 +73,21 @@ export class HeldOutEvaluation {
     if (!Number.isInteger(o.every) || o.every < 1) throw new ArborError(`eval.every: must be an integer >= 1, got ${o.every}`, "config");
     this.o = o;
     this.sem = new Semaphore(o.concurrency);
+    if (o.restore !== undefined) {
+      this.base = o.restore.base;
+      // Only the base's samples are read again (every difference is against it).
+      for (const score of o.restore.scores) this.byVersion.set(score.version, { samples: score.version === o.restore.base.version ? o.restore.base.samples : [], score });
+    }
+  }
+
+  /** What a resumed run needs to go on (undefined before the base version is scored). */
+  state(): HeldOutState | undefined {
+    return this.base === undefined ? undefined : { base: this.base, scores: this.scores };
+  }
+
+  /** The base version's score (the starting policy's in a run), once scored or restored. */
+  get baseScore(): HeldOutScore | undefined {
+    return this.base === undefined ? undefined : this.byVersion.get(this.base.version)?.score;
   }
 
   /** Every score so far, by version. */

@@ -2,7 +2,7 @@
 // rollout runs its programs (the ProgramRunner: created at the gateway, its calls served by the engines and
 // recorded, its sandbox, its env check) and is scored by the outcome reward (1 = solved). Its programs belong
 // to the run's own store run (a run has one id, issue 19), in groups named like the training ones
-// (`<run>/eval-v<version>/g<task index>`, programs `…/s<sample>`) and marked held-out in the store
+// (`<run>/eval-v<version>/g<task index>`, `eval-v<version>-r<n>` in a run's n-th resume, programs `…/s<sample>`) and marked held-out in the store
 // (`Group.heldOutVersion`), so that nothing builds a batch from them (`arbor export`, batch/export-store.ts) and
 // `arbor inspect` and the dashboard tell them apart; they are handed to no orchestrator, so no held-out program
 // can ever reach a training batch. Their outcome is stored as their reward. A program the run's abort ended has
@@ -31,11 +31,17 @@ export interface HeldOutProgramsOptions {
   samples: number;
   store: TrajectoryStore;
   clock: Clock;
+  /**
+   * The n-th resume of the run (absent or 0: not resumed): its groups are `eval-v<version>-r<n>`, since the
+   * killed attempt may have created the version's groups already (an iteration's evaluation runs before it is
+   * recorded as done, so a kill during it has the iteration and its evaluation run again).
+   */
+  attempt?: number;
 }
 
-/** The group id of held-out task `taskIndex` at `version` in run `runId`. */
-export function heldOutGroupId(runId: string, version: number, taskIndex: number): string {
-  return `${runId}/eval-v${version}/g${taskIndex}`;
+/** The group id of held-out task `taskIndex` at `version` in run `runId` (in its `attempt`-th resume). */
+export function heldOutGroupId(runId: string, version: number, taskIndex: number, attempt = 0): string {
+  return `${runId}/eval-v${version}${attempt > 0 ? `-r${attempt}` : ""}/g${taskIndex}`;
 }
 
 /** The held-out program runner of a run, for {@link HeldOutEvaluation}; see the file header. */
@@ -49,7 +55,7 @@ export function heldOutPrograms(o: HeldOutProgramsOptions): HeldOutRun {
       groups.clear();
       groupsVersion = version;
     }
-    const id = heldOutGroupId(o.runId, version, taskIndex);
+    const id = heldOutGroupId(o.runId, version, taskIndex, o.attempt);
     let g = groups.get(id);
     if (g === undefined) {
       const group: Group = { id, runId: o.runId, taskId: task.id, programIds: Array.from({ length: o.samples }, (_, s) => `${id}/s${s}`), heldOutVersion: version };

@@ -46,6 +46,20 @@ describe("resume state file", () => {
     expect(() => readResumeState(dir)).toThrow(/checkpoint is missing for policy version 2/);
     put({ ...state, config: null });
     expect(() => readResumeState(dir)).toThrow(/config must be the run's config object/);
+    put({ ...state, heldOut: { base: { version: 0, samples: [{ taskId: "t", sample: 0, solved: "yes" }] }, scores: [] } });
+    expect(() => readResumeState(dir)).toThrow(/heldOut\.base\.samples must be a list of \{taskId, sample, solved\}/);
+    put({ ...state, heldOut: { base: { version: 0, samples: [] }, scores: [{}] } });
+    expect(() => readResumeState(dir)).toThrow(/heldOut\.scores must be a list of scores with their version/);
+    put({ ...state, heldOut: { scores: [] } });
+    expect(() => readResumeState(dir)).toThrow(/heldOut\.base\.version must be an integer/);
+  });
+
+  it("keeps a run's held-out evaluation state", () => {
+    const dir = mkdtempSync(join(root, "held-"));
+    const score = { version: 0, solved: { mean: 0.5, se: 0.1, n: 2 }, baseVersion: 0, tasks: 2, samples: 1, temperature: 1 };
+    const withHeldOut: ResumeState = { ...state, heldOut: { base: { version: 0, samples: [{ taskId: "t0", sample: 0, solved: true }, { taskId: "t1", sample: 0, solved: false }] }, scores: [score] } };
+    writeResumeState(dir, withHeldOut);
+    expect(readResumeState(dir)).toEqual(withHeldOut);
   });
 });
 

@@ -2,14 +2,16 @@
 // completed iteration (`resume.json`, written atomically), and the checks that a resumed run is the same run.
 // It holds what the next iteration needs and the store does not: the run's config and id, the iterations
 // done (the task cursor follows: iteration k rolls out the k-th slice of the dataset), the policy version
-// with its checkpoint and the trainer's optimizer state beside it, and how many times the run was resumed
-// (a fresh store run id for the iteration a kill interrupted). Random state needs no entry: a sync run takes
+// with its checkpoint and the trainer's optimizer state beside it, the held-out evaluation's base samples and
+// scores (with `eval`), and how many times the run was resumed (fresh group ids for the iteration a kill
+// interrupted and the evaluations after it). Random state needs no entry: a sync run takes
 // its tasks in order, and each program's sampling seed is derived from the config seed, its task and its
 // sample index (rollout/sync-rollout.ts), never from a generator's position.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../core/errors.js";
 import { writeFileAtomic } from "../model/atomic-file.js";
+import type { HeldOutState } from "./held-out-eval.js";
 
 export const RESUME_FILE = "resume.json";
 
@@ -32,6 +34,13 @@ export interface ResumeState {
   optimizer?: string;
   /** Times this run was resumed so far. */
   resumes: number;
+  /** With `eval`: the held-out evaluation's base samples and scores so far (absent before the first is scored). */
+  heldOut?: HeldOutState;
+  /**
+   * With `eval`: the iterations whose tasks the held-out ones were drawn after (the run's first `iterations`), so
+   * that raising `iterations` on resume leaves the held-out tasks as they were.
+   */
+  heldOutAfter?: number;
   /** Clock time of the write (ms). */
   updatedAt: number;
 }
@@ -68,7 +77,21 @@ export function readResumeState(dir: string): ResumeState {
   }
   for (const f of ["checkpoint", "optimizer"]) if (s[f] !== undefined && typeof s[f] !== "string") bad(f, "must be a path");
   if ((s.policyVersion as number) > 0 && s.checkpoint === undefined) bad("checkpoint", `is missing for policy version ${String(s.policyVersion)}`);
+  if (s.heldOut !== undefined) checkHeldOut(s.heldOut, bad);
+  if (s.heldOutAfter !== undefined && !(Number.isInteger(s.heldOutAfter) && (s.heldOutAfter as number) >= 1)) bad("heldOutAfter", "must be an integer >= 1");
   return s as unknown as ResumeState;
+}
+
+/** Refuses a `heldOut` entry that is not a held-out state (the fields the evaluation reads again). */
+function checkHeldOut(h: unknown, bad: (field: string, why: string) => never): void {
+  const o = h as { base?: { version?: unknown; samples?: unknown }; scores?: unknown };
+  if (typeof o !== "object" || o === null) bad("heldOut", "must be an object");
+  if (!Number.isInteger(o.base?.version)) bad("heldOut.base.version", "must be an integer");
+  const samples = o.base?.samples;
+  if (!Array.isArray(samples) || !samples.every((x: { taskId?: unknown; sample?: unknown; solved?: unknown }) => typeof x?.taskId === "string" && Number.isInteger(x.sample) && typeof x.solved === "boolean")) {
+    bad("heldOut.base.samples", "must be a list of {taskId, sample, solved}");
+  }
+  if (!Array.isArray(o.scores) || !o.scores.every((x: { version?: unknown }) => Number.isInteger(x?.version))) bad("heldOut.scores", "must be a list of scores with their version");
 }
 
 /**
