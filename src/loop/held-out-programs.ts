@@ -1,12 +1,13 @@
-// The run-time half of held-out evaluation: each held-out (task, sample) runs as a program exactly as the
-// rollout runs its programs (the ProgramRunner: created at the gateway, its calls served by the engines and
-// recorded, its sandbox, its env check) and is scored by the outcome reward (1 = solved). Its programs belong
-// to the run's own store run (a run has one id, issue 19), in groups named like the training ones
-// (`<run>/eval-v<version>/g<task index>`, `eval-v<version>-r<n>` in a run's n-th resume, programs `…/s<sample>`) and marked held-out in the store
-// (`Group.heldOutVersion`), so that nothing builds a batch from them (`arbor export`, batch/export-store.ts) and
-// `arbor inspect` and the dashboard tell them apart; they are handed to no orchestrator, so no held-out program
-// can ever reach a training batch. Their outcome is stored as their reward. A program the run's abort ended has
-// no outcome: it is reported as such (undefined), never as unsolved, and gets no reward.
+// The run-time half of held-out evaluation: each held-out (task, sample) runs as a program exactly as the rollout
+// runs its programs (the ProgramRunner: created at the gateway, its calls served by the engines and recorded, its
+// sandbox, its env check) and is scored by the outcome reward (1 = solved). Its programs belong to the run's own
+// store run (a run has one id, issue 19), in groups named like the training ones
+// (`<run>/eval-v<version>/g<task index>`, `eval-v<version>-r<n>` in a run's n-th resume, programs `…/s<sample>`)
+// and marked held-out in the store (`Group.heldOutVersion`), so that nothing builds a batch from them (`arbor export`,
+// batch/export-store.ts) and `arbor inspect` and the dashboard tell them apart; they are handed to no
+// orchestrator, so no held-out program can ever reach a training batch. Their outcome is stored as their reward.
+// A program the run's abort ended has no outcome: it is reported as such (undefined), never as unsolved, and gets
+// no reward.
 import type { Clock } from "../core/clock.js";
 import { SOLVED_OUTCOME } from "../core/estimator-options.js";
 import type { Group } from "../core/types.js";
