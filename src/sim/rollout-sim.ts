@@ -69,7 +69,7 @@ export interface RolloutSimOptions {
   /** Period of the time series (throughput buckets, KV usage, cumulative counters), simulated ms (default 1000). */
   sampleMs?: number;
   seed: number;
-  /** Told each time a request has generated its last token, with how many have (a progress display; it changes nothing in the run). */
+  /** Told each time a request has generated its last token, with how many have (for a progress display). */
   onRequestFinished?: (finished: number) => void;
 }
 

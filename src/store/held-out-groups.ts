@@ -14,7 +14,7 @@ export async function trainingTrajectories(store: TrajectoryStore, runId: string
   return (await runTrajectories(store, runId)).training;
 }
 
-/** A run's groups and its trajectories, those of its training groups and those of its held-out ones apart (each in creation order). */
+/** A run's groups, and its trajectories of training groups and of held-out ones apart (each in creation order). */
 export async function runTrajectories(store: TrajectoryStore, runId: string): Promise<{ groups: Group[]; training: Trajectory[]; heldOut: Trajectory[] }> {
   const groups = await store.listGroups(runId);
   const heldOutIds = new Set(groups.filter(isHeldOutGroup).map((g) => g.id));

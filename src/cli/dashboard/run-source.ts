@@ -204,7 +204,7 @@ function readBounded(path: string, errors: string[], required = false): string |
   return readFileSync(path, "utf8");
 }
 
-/** A metrics.jsonl line's `heldOut` field as a point (metrics-log.ts writes version, solved and solvedSe), if it is one. */
+/** A metrics.jsonl line's `heldOut` field as a point (metrics-log.ts writes version, solved, solvedSe), if it is one. */
 function heldOutPoint(x: unknown): HeldOutPoint | undefined {
   if (typeof x !== "object" || x === null) return undefined;
   const h = x as { version?: unknown; solved?: unknown; solvedSe?: unknown };
