@@ -3,7 +3,12 @@ import type { Trajectory } from "../core/types.js";
 import { batchStats, meanRewardComponents, type IterationResult } from "../loop/iteration-result.js";
 import type { RlUpdate } from "../loop/rl-update.js";
 import type { HeldOutScore } from "../loop/held-out-eval.js";
-import { heldOutIncompleteLine, heldOutPoints, heldOutText, iterationLine, summaryTrainingRows } from "./iteration-report.js";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { metricsRecord } from "../loop/metrics-log.js";
+import { earlierPlotPoints, heldOutIncompleteLine, heldOutPoints, heldOutText, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
+import { rewardPlotSvg } from "./reward-plot.js";
 import type { RunSummary } from "./run.js";
 
 function trajectory(components: Record<string, number> | undefined): Trajectory {
@@ -90,5 +95,33 @@ describe("iteration report", () => {
       { iteration: 0, version: 0, solved: 0.25, se: 0.041 },
       { iteration: 2, version: 2, solved: 0.3125, se: 0.045 },
     ]);
+  });
+});
+
+describe("a resumed run's reward plot", () => {
+  it("draws the iterations before the resume from metrics.jsonl, then this process's, the starting score first", () => {
+    const v0: HeldOutScore = { version: 0, solved: { mean: 0.25, se: 0.04, n: 8 }, baseVersion: 0, tasks: 8, samples: 1, temperature: 1 };
+    const v1: HeldOutScore = { ...v0, version: 1, solved: { mean: 0.5, se: 0.05, n: 8 }, diff: { mean: 0.25, se: 0.1, n: 8 } };
+    const v3: HeldOutScore = { ...v0, version: 3, solved: { mean: 0.625, se: 0.05, n: 8 }, diff: { mean: 0.375, se: 0.1, n: 8 } };
+    const dir = mkdtempSync(join(tmpdir(), "arbor-plot-"));
+    const it1 = { ...iteration(1, 0.25, { outcome: 0.25 }), heldOut: v1 };
+    const it2 = iteration(2, 0.5, { outcome: 0.5 });
+    const it3 = { ...iteration(3, 0.75, { outcome: 0.75 }), heldOut: v3 };
+    const metrics = join(dir, "metrics.jsonl");
+    // The held-out line, the two iterations done before the resume, a line a kill cut, and one past them.
+    const lines = [{ kind: "held-out", index: 0, heldOut: { version: 0, solved: 0.25, solvedSe: 0.04 } }, metricsRecord(it1, "iteration", 1), metricsRecord(it2, "iteration", 2)];
+    writeFileSync(metrics, `${lines.map((l) => JSON.stringify(l)).join("\n")}\n{"kind":"itera\n${JSON.stringify(metricsRecord(it3, "iteration", 3))}\n`);
+    const earlier = earlierPlotPoints(metrics, 3);
+    expect(earlier).toEqual({
+      points: [
+        { iteration: 1, meanReward: 0.25, components: { outcome: 0.25 } },
+        { iteration: 2, meanReward: 0.5, components: { outcome: 0.5 } },
+      ],
+      heldOut: [{ iteration: 1, version: 1, solved: 0.5, se: 0.05 }],
+    });
+    const svg = readFileSync(writeRewardPlot(dir, [it3], v0, earlier), "utf8");
+    const whole = heldOutPoints([it1, it2, it3], v0);
+    expect(svg).toBe(rewardPlotSvg([1, 2, 3].map((k) => ({ iteration: k, meanReward: k / 4, components: { outcome: k / 4 } })), undefined, whole));
+    expect(earlierPlotPoints(join(dir, "none.jsonl"), 3)).toEqual({ points: [], heldOut: [] });
   });
 });

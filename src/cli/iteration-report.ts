@@ -1,11 +1,11 @@
 // What a training run prints and writes about its iterations: one line per iteration (mean reward and its
 // components, loss, tokens, time, policy versions, the held-out score when one was due), the reward plot in the
 // output directory and the summary's rows.
-import { writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { HeldOutScore } from "../loop/held-out-eval.js";
 import type { IterationResult } from "../loop/iteration-result.js";
-import { rewardPlotSvg, sparkline, type HeldOutPoint } from "./reward-plot.js";
+import { rewardPlotSvg, sparkline, type HeldOutPoint, type RewardPoint } from "./reward-plot.js";
 
 function meanReward(r: IterationResult): number {
   return r.stats.meanReward ?? 0;
@@ -74,11 +74,47 @@ export function heldOutPoints(results: readonly IterationResult[], start?: HeldO
   return [...(start ? [point(0, start)] : []), ...results.flatMap((r) => (r.heldOut ? [point(r.iteration, r.heldOut)] : []))];
 }
 
-/** Write `reward.svg` (mean reward per iteration, and the held-out solved rate with error bars) into `dir`; returns its path. */
-export function writeRewardPlot(dir: string, results: readonly IterationResult[], heldOutStart?: HeldOutScore): string {
+/** The curve's points of the iterations before this process's: what a resumed run did before it was resumed. */
+export interface EarlierPoints {
+  points: RewardPoint[];
+  heldOut: HeldOutPoint[];
+}
+
+/**
+ * A resumed run's iterations before `first` as the plot draws them, read back from its metrics.jsonl (its lines of
+ * those iterations are kept on resume, metrics-log.ts); the starting policy's held-out line is not among them (the
+ * run's `heldOutStart` is). Lines that do not parse (cut by a kill) are skipped.
+ */
+export function earlierPlotPoints(metricsPath: string, first: number): EarlierPoints {
+  const out: EarlierPoints = { points: [], heldOut: [] };
+  if (!existsSync(metricsPath)) return out;
+  for (const line of readFileSync(metricsPath, "utf8").split("\n")) {
+    let r: { kind?: unknown; index?: unknown; meanReward?: unknown; rewardComponents?: unknown; heldOut?: { version?: unknown; solved?: unknown; solvedSe?: unknown } | null };
+    try {
+      r = JSON.parse(line) as typeof r;
+    } catch {
+      continue;
+    }
+    if ((r.kind !== "iteration" && r.kind !== "step") || typeof r.index !== "number" || r.index >= first) continue;
+    const components = typeof r.rewardComponents === "object" && r.rewardComponents !== null ? (r.rewardComponents as Record<string, number>) : undefined;
+    out.points.push({ iteration: r.index, meanReward: typeof r.meanReward === "number" ? r.meanReward : 0, ...(components ? { components } : {}) });
+    const h = r.heldOut;
+    if (h && typeof h.version === "number" && typeof h.solved === "number") out.heldOut.push({ iteration: r.index, version: h.version, solved: h.solved, se: typeof h.solvedSe === "number" ? h.solvedSe : 0 });
+  }
+  return out;
+}
+
+/**
+ * Write `reward.svg` (mean reward per iteration, and the held-out solved rate with error bars) into `dir`; returns
+ * its path. `earlier`: a resumed run's iterations before this process's, so the curve is the whole run's.
+ */
+export function writeRewardPlot(dir: string, results: readonly IterationResult[], heldOutStart?: HeldOutScore, earlier: EarlierPoints = { points: [], heldOut: [] }): string {
   const path = join(dir, "reward.svg");
   const points = results.map((r) => ({ iteration: r.iteration, meanReward: meanReward(r), ...(r.rewardComponents ? { components: r.rewardComponents } : {}) }));
-  writeFileSync(path, rewardPlotSvg(points, undefined, heldOutPoints(results, heldOutStart)));
+  const held = heldOutPoints(results, heldOutStart);
+  // The starting policy's point (iteration 0) first, then the earlier iterations', then this process's.
+  const start = held.filter((p) => p.iteration === 0);
+  writeFileSync(path, rewardPlotSvg([...earlier.points, ...points], undefined, [...start, ...earlier.heldOut, ...held.filter((p) => p.iteration !== 0)]));
   return path;
 }
 

@@ -45,7 +45,7 @@ import { writeResumeState, type ResumeState } from "../loop/resume-state.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
 import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
-import { asyncStepLine, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
+import { asyncStepLine, earlierPlotPoints, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
 
@@ -308,7 +308,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     if (end.unconsumedGroups.length > 0) log(`async    ${end.unconsumedGroups.length} group(s) admitted but not trained on (cut or left when the run stopped)`);
     const last = results[results.length - 1];
     if (last === undefined) throw new ArborError(`the rollout ended before its first batch; programs recorded in ${storePath}`, "aborted");
-    const rewardPlot = cfg.train ? writeRewardPlot(outDir, results, loop.heldOutStart) : undefined;
+    // A resumed run's curve starts with the iterations it did before (metrics.jsonl keeps them).
+    const rewardPlot = cfg.train ? writeRewardPlot(outDir, results, loop.heldOutStart, done > 0 ? earlierPlotPoints(metrics.path, done + 1) : undefined) : undefined;
     // Async: the summary describes the whole run (every program, consumed by a batch or not), sync the last iteration.
     // Held-out programs share the run's id but are no part of its rollout: left out here.
     const rolledOut = sync ? [] : await trainingTrajectories(store, baseRunId);
