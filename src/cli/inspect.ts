@@ -52,7 +52,10 @@ export interface RunSummary {
   stats: RunStats;
   /** Aggregates over its held-out evaluation programs; null when it has none. */
   heldOut: RunStats | null;
-  /** Per evaluated policy version, in version order: its held-out programs and their mean outcome (empty: none). */
+  /**
+   * Per evaluated policy version, in version order: its held-out programs and their mean outcome (empty: none),
+   * of its last attempt only (groups `eval-v<k>-r<n>` after a resume): an evaluation a kill cut is no score.
+   */
   heldOutVersions: { version: number; programs: number; meanReward: number | null }[];
   programs: ProgramSummary[];
 }
@@ -125,16 +128,22 @@ function programSummary(t: Trajectory, groups: ReadonlyMap<string, Group>): Prog
   };
 }
 
-/** Held-out trajectories per evaluated version: the versions' scores apart, not one mean over every version. */
+/** The resume a held-out group was evaluated in (`<run>/eval-v<k>-r<n>/g<i>`: n; 0 for the run's first process). */
+function attemptOf(groupId: string): number {
+  return Number(/\/eval-v\d+-r(\d+)\/g\d+$/.exec(groupId)?.[1] ?? 0);
+}
+
+/** Held-out trajectories per evaluated version, its last attempt's: the versions' scores apart, not one mean. */
 function byVersion(heldOut: readonly Trajectory[], groups: ReadonlyMap<string, Group>): RunSummary["heldOutVersions"] {
-  const of = new Map<number, Trajectory[]>();
+  const of = new Map<number, { attempt: number; ts: Trajectory[] }>();
   for (const t of heldOut) {
     const v = groups.get(t.program.groupId)?.heldOutVersion as number;
-    const list = of.get(v);
-    if (list) list.push(t);
-    else of.set(v, [t]);
+    const attempt = attemptOf(t.program.groupId);
+    const cur = of.get(v);
+    if (cur === undefined || attempt > cur.attempt) of.set(v, { attempt, ts: [t] });
+    else if (attempt === cur.attempt) cur.ts.push(t);
   }
-  return [...of].sort((a, b) => a[0] - b[0]).map(([version, ts]) => ({ version, programs: ts.length, meanReward: batchStats(ts).meanReward }));
+  return [...of].sort((a, b) => a[0] - b[0]).map(([version, { ts }]) => ({ version, programs: ts.length, meanReward: batchStats(ts).meanReward }));
 }
 
 /** Every run of the store with its programs. */
