@@ -3,26 +3,26 @@
 // is invalid. must be an integer >= 1, got 0`) before the command starts.
 import { InvalidArgumentError } from "commander";
 
-/** An integer (Number() alone would take "1.5" or "" as given). */
-export function toInt(v: string): number {
-  const n = Number(v);
-  if (v.trim() === "" || !Number.isInteger(n)) throw new InvalidArgumentError(`not an integer: ${v}`);
-  return n;
+/**
+ * A parser of integers within [min, max] (Number() alone would take "1.5" or "" as given); `range` says which in
+ * the message (absent: any integer).
+ */
+function intIn(min: number, max: number, range?: string): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (v.trim() === "" || !Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(range === undefined ? `not an integer: ${v}` : `must be ${range}, got ${v}`);
+    return n;
+  };
 }
+
+/** An integer. */
+export const toInt = intIn(-Infinity, Infinity);
 
 /** An integer >= 1: a count where none would mean nothing is done (steps, tasks, a batch's size). */
-export function toPositiveInt(v: string): number {
-  const n = Number(v);
-  if (v.trim() === "" || !Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`must be an integer >= 1, got ${v}`);
-  return n;
-}
+export const toPositiveInt = intIn(1, Infinity, "an integer >= 1");
 
 /** An integer >= 0. */
-export function toNonNegativeInt(v: string): number {
-  const n = Number(v);
-  if (v.trim() === "" || !Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`must be an integer >= 0, got ${v}`);
-  return n;
-}
+export const toNonNegativeInt = intIn(0, Infinity, "an integer >= 0");
 
 /** A finite number (Number() alone reads "abc" as NaN and "" as 0, which would run on as if given). */
 export function toNumber(v: string): number {
@@ -39,8 +39,4 @@ export function toPositiveNumber(v: string): number {
 }
 
 /** A port (0: any free port). */
-export function toPort(v: string): number {
-  const n = Number(v);
-  if (v.trim() === "" || !Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`must be a port number 0-65535, got ${v}`);
-  return n;
-}
+export const toPort = intIn(0, 65535, "a port number 0-65535");

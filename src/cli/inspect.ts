@@ -10,6 +10,7 @@ import { ArborError } from "../core/errors.js";
 import type { Call, Group, Trajectory } from "../core/types.js";
 import { batchStats } from "../loop/iteration-result.js";
 import type { ModelTokenizer } from "../model/tokenizer.js";
+import { runTrajectories } from "../store/held-out-groups.js";
 import type { RunRecord, RunStats, TrajectoryStore } from "../store/trajectory-store.js";
 import { decodeIds, runTokenizer, type RunTokenizer } from "./run-tokenizer.js";
 import { openStoreArg } from "./store-arg.js";
@@ -150,9 +151,8 @@ function byVersion(heldOut: readonly Trajectory[], groups: ReadonlyMap<string, G
 export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary[]> {
   const out: RunSummary[] = [];
   for (const run of await store.listRuns()) {
-    const trajectories = await store.listTrajectories(run.id);
-    const groups = new Map((await store.listGroups(run.id)).map((g) => [g.id, g]));
-    const heldOut = trajectories.filter((t) => groups.get(t.program.groupId)?.heldOutVersion !== undefined);
+    const { groups: groupList, all, training, heldOut } = await runTrajectories(store, run.id);
+    const groups = new Map(groupList.map((g) => [g.id, g]));
     out.push({
       id: run.id,
       name: run.name,
@@ -160,10 +160,10 @@ export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary
       startedAt: run.startedAt,
       endedAt: run.endedAt ?? null,
       // The store's own aggregates where the run has no held-out programs; else the rollout's programs apart.
-      stats: heldOut.length === 0 ? await store.stats(run.id) : batchStats(trajectories.filter((t) => !heldOut.includes(t))),
+      stats: heldOut.length === 0 ? await store.stats(run.id) : batchStats(training),
       heldOut: heldOut.length === 0 ? null : batchStats(heldOut),
       heldOutVersions: byVersion(heldOut, groups),
-      programs: trajectories.map((t) => programSummary(t, groups)),
+      programs: all.map((t) => programSummary(t, groups)),
     });
   }
   return out;

@@ -5,6 +5,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { HeldOutScore } from "../loop/held-out-eval.js";
 import type { IterationResult } from "../loop/iteration-result.js";
+import { heldOutOfLine, numberField, parseMetricsLines } from "../loop/metrics-lines.js";
 import { rewardPlotSvg, sparkline, type HeldOutPoint, type RewardPoint } from "./reward-plot.js";
 
 function meanReward(r: IterationResult): number {
@@ -88,18 +89,13 @@ export interface EarlierPoints {
 export function earlierPlotPoints(metricsPath: string, first: number): EarlierPoints {
   const out: EarlierPoints = { points: [], heldOut: [] };
   if (!existsSync(metricsPath)) return out;
-  for (const line of readFileSync(metricsPath, "utf8").split("\n")) {
-    let r: { kind?: unknown; index?: unknown; meanReward?: unknown; rewardComponents?: unknown; heldOut?: { version?: unknown; solved?: unknown; solvedSe?: unknown } | null };
-    try {
-      r = JSON.parse(line) as typeof r;
-    } catch {
-      continue;
-    }
-    if ((r.kind !== "iteration" && r.kind !== "step") || typeof r.index !== "number" || r.index >= first) continue;
+  for (const { fields: r } of parseMetricsLines(readFileSync(metricsPath, "utf8"))) {
+    const index = numberField(r, "index");
+    if ((r.kind !== "iteration" && r.kind !== "step") || index === null || index >= first) continue;
     const components = typeof r.rewardComponents === "object" && r.rewardComponents !== null ? (r.rewardComponents as Record<string, number>) : undefined;
-    out.points.push({ iteration: r.index, meanReward: typeof r.meanReward === "number" ? r.meanReward : 0, ...(components ? { components } : {}) });
-    const h = r.heldOut;
-    if (h && typeof h.version === "number" && typeof h.solved === "number") out.heldOut.push({ iteration: r.index, version: h.version, solved: h.solved, se: typeof h.solvedSe === "number" ? h.solvedSe : 0 });
+    out.points.push({ iteration: index, meanReward: numberField(r, "meanReward") ?? 0, ...(components ? { components } : {}) });
+    const h = heldOutOfLine(r);
+    if (h) out.heldOut.push({ iteration: index, version: h.version, solved: h.solved, se: h.solvedSe ?? 0 });
   }
   return out;
 }

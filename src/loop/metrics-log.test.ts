@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -94,5 +94,16 @@ describe("metrics.jsonl of a resumed run", () => {
     // A fresh run into the same folder starts a new log.
     new MetricsLog(dir, clock);
     expect(readFileSync(join(dir, "metrics.jsonl"), "utf8")).toBe("");
+  });
+
+  it("drops a line the kill cut in the middle (it threw a SyntaxError on resume)", () => {
+    const dir = mkdtempSync(join(tmpdir(), "arbor-metrics-cut-"));
+    const clock = new VirtualClock(0);
+    const first = new MetricsLog(dir, clock);
+    for (const iteration of [1, 2]) first.append({ ...base, iteration }, "iteration");
+    const whole = readFileSync(join(dir, "metrics.jsonl"), "utf8");
+    appendFileSync(join(dir, "metrics.jsonl"), JSON.stringify({ kind: "iteration", index: 3 }).slice(0, 20));
+    new MetricsLog(dir, clock, [], 2);
+    expect(readFileSync(join(dir, "metrics.jsonl"), "utf8")).toBe(whole);
   });
 });

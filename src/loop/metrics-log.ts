@@ -12,6 +12,7 @@ import { join } from "node:path";
 import type { Clock } from "../core/clock.js";
 import type { HeldOutScore } from "./held-out-eval.js";
 import type { IterationResult } from "./iteration-result.js";
+import { numberField, parseMetricsLines } from "./metrics-lines.js";
 import { TensorBoardWriter } from "./tensorboard-events.js";
 
 /** A sink of each metrics line's scalars at its step (must not throw; it may post in the background). */
@@ -219,8 +220,9 @@ export class MetricsLog {
   ) {
     mkdirSync(dir, { recursive: true });
     this.path = join(dir, "metrics.jsonl");
-    const kept = keepThrough === undefined || !existsSync(this.path) ? [] : readFileSync(this.path, "utf8").split("\n").filter((l) => l !== "" && (JSON.parse(l) as { index: number }).index <= keepThrough);
-    writeFileSync(this.path, kept.map((l) => `${l}\n`).join(""));
+    // A line cut by the kill is dropped with the steps after `keepThrough`.
+    const kept = keepThrough === undefined || !existsSync(this.path) ? [] : parseMetricsLines(readFileSync(this.path, "utf8")).filter((l) => (numberField(l.fields, "index") ?? Infinity) <= keepThrough);
+    writeFileSync(this.path, kept.map((l) => `${l.text}\n`).join(""));
     this.tensorboard = new TensorBoardWriter(join(dir, "tensorboard"), clock);
   }
 

@@ -14,12 +14,13 @@ export async function trainingTrajectories(store: TrajectoryStore, runId: string
   return (await runTrajectories(store, runId)).training;
 }
 
-/** A run's groups, and its trajectories of training groups and of held-out ones apart (each in creation order). */
-export async function runTrajectories(store: TrajectoryStore, runId: string): Promise<{ groups: Group[]; training: Trajectory[]; heldOut: Trajectory[] }> {
+/** A run's groups and trajectories (`all`), and its trajectories of training and of held-out groups apart (each in creation order). */
+export async function runTrajectories(store: TrajectoryStore, runId: string): Promise<{ groups: Group[]; all: Trajectory[]; training: Trajectory[]; heldOut: Trajectory[] }> {
   const groups = await store.listGroups(runId);
   const heldOutIds = new Set(groups.filter(isHeldOutGroup).map((g) => g.id));
+  const all = await store.listTrajectories(runId);
   const training: Trajectory[] = [];
   const heldOut: Trajectory[] = [];
-  for (const t of await store.listTrajectories(runId)) (heldOutIds.has(t.program.groupId) ? heldOut : training).push(t);
-  return { groups, training, heldOut };
+  for (const t of all) (heldOutIds.has(t.program.groupId) ? heldOut : training).push(t);
+  return { groups, all, training, heldOut };
 }

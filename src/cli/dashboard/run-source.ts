@@ -6,6 +6,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../../core/clock.js";
+import { heldOutOfLine, numberField, parseMetricsLines } from "../../loop/metrics-lines.js";
 import type { TrajectoryStore } from "../../store/trajectory-store.js";
 import { summarizeStore, trajectoryView, type RunSummary, type TrajectoryView } from "../inspect.js";
 import { runTokenizer } from "../run-tokenizer.js";
@@ -149,18 +150,11 @@ export class RunSource implements DashboardSource {
     const path = join(this.o.runDir, "metrics.jsonl");
     const text = readBounded(path, errors);
     if (text === undefined) return { curves: out, heldOut };
-    for (const line of text.split("\n").slice(-MAX_CURVE_POINTS - 1)) {
-      if (line.trim() === "") continue;
-      let r: Record<string, unknown>;
-      try {
-        r = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        continue; // a line being appended right now
-      }
-      const score = heldOutPoint(r.heldOut);
+    for (const { fields: r } of parseMetricsLines(text).slice(-MAX_CURVE_POINTS)) {
+      const score = heldOutOfLine(r);
       if (score !== undefined && (r.kind === "held-out" || r.kind === "iteration")) heldOut.push(score);
       if (r.kind !== "iteration" && r.kind !== "step") continue;
-      const num = (k: string): number | null => (typeof r[k] === "number" ? (r[k] as number) : null);
+      const num = (k: string): number | null => numberField(r, k);
       out.push({ kind: r.kind, index: num("index") ?? 0, runId: String(r.runId ?? ""), meanReward: num("meanReward"), meanOutputTokens: num("meanOutputTokens"), loss: num("loss"), gradNorm: num("gradNorm"), kl: num("kl"), entropy: num("entropy"), policyVersion: num("policyVersion") ?? 0 });
     }
     return { curves: out, heldOut };
@@ -202,12 +196,4 @@ function readBounded(path: string, errors: string[], required = false): string |
     return undefined;
   }
   return readFileSync(path, "utf8");
-}
-
-/** A metrics.jsonl line's `heldOut` field as a point (metrics-log.ts writes version, solved, solvedSe), if it is one. */
-function heldOutPoint(x: unknown): HeldOutPoint | undefined {
-  if (typeof x !== "object" || x === null) return undefined;
-  const h = x as { version?: unknown; solved?: unknown; solvedSe?: unknown };
-  if (typeof h.version !== "number" || typeof h.solved !== "number") return undefined;
-  return { version: h.version, solved: h.solved, solvedSe: typeof h.solvedSe === "number" ? h.solvedSe : null };
 }

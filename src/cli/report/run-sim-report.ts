@@ -11,6 +11,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../../core/errors.js";
 import type { Call, Group, Trajectory } from "../../core/types.js";
+import { numberField, parseMetricsLines } from "../../loop/metrics-lines.js";
 import { quantile } from "../../sim/scenario/quantile.js";
 import { SIM_REPORT_FORMAT, type SeriesPoint, type SimReport } from "../../sim/scenario/sim-report.js";
 import { runTrajectories } from "../../store/held-out-groups.js";
@@ -99,16 +100,11 @@ function stalenessSeries(runDir: string | undefined, runIds: ReadonlySet<string>
   const size = statSync(path).size;
   if (size > MAX_METRICS_BYTES) throw new ArborError(`report: ${path} is ${size} bytes, more than the ${MAX_METRICS_BYTES} read`, "config");
   const points: SeriesPoint[] = [];
-  for (const line of readFileSync(path, "utf8").split("\n")) {
-    if (line.trim() === "") continue;
-    let r: { kind?: unknown; runId?: unknown; time?: unknown; stalenessMean?: unknown };
-    try {
-      r = JSON.parse(line) as typeof r;
-    } catch {
-      continue; // a line cut by a kill
-    }
+  for (const { fields: r } of parseMetricsLines(readFileSync(path, "utf8"))) {
     if (r.kind !== "step" || typeof r.runId !== "string" || !runIds.has(r.runId)) continue;
-    if (typeof r.time === "number" && typeof r.stalenessMean === "number") points.push({ tMs: r.time - t0, value: r.stalenessMean });
+    const time = numberField(r, "time");
+    const staleness = numberField(r, "stalenessMean");
+    if (time !== null && staleness !== null) points.push({ tMs: time - t0, value: staleness });
   }
   return { points: points.sort((a, b) => a.tMs - b.tMs), source: path };
 }
