@@ -10,7 +10,7 @@ import type { BackendReply } from "../backends/backend.js";
 import { readManifest } from "../trainer/checkpoint.js";
 import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { runIteration, type RunSummary } from "./run.js";
+import { runIteration, summaryRows, type RunSummary } from "./run.js";
 import { smallRlConfig } from "../testing/rl-config.js";
 import { iterationTrajectories } from "../testing/iteration-trajectories.js";
 
@@ -89,5 +89,14 @@ describe("arbor run with training (end to end)", () => {
     expect(svg.match(/<circle /g)).toHaveLength(ITERATIONS);
     for (const r of summary.iterations) expect(svg).toContain(`iteration ${r.iteration}: ${(r.stats.meanReward ?? 0).toFixed(3)}`);
     for (let k = 1; k <= ITERATIONS; k++) expect(existsSync(join(out, `batch-it${k}.jsonl`))).toBe(true);
+  });
+
+  it("says on the summary's counts that they are the last iteration's, not the run's", () => {
+    const last = summary.iterations[ITERATIONS - 1]!;
+    expect(summary.statsIteration).toBe(ITERATIONS);
+    expect(summary.stats).toEqual(last.stats);
+    const rows = new Map(summaryRows(summary));
+    expect(rows.get("programs")).toMatch(new RegExp(`^${last.stats.programs} in iteration ${ITERATIONS} \\(`));
+    for (const k of ["calls", "tokens", "mean reward", "tokens/s"]) expect(rows.get(k)).toMatch(new RegExp(` in iteration ${ITERATIONS}$`));
   });
 });

@@ -10,7 +10,7 @@ import { readSamplesJsonl } from "../batch/export-jsonl.js";
 import type { ScoredSample } from "../batch/batch-sample.js";
 import { parseRunConfig } from "../core/config.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
-import { runIteration, type RunSummary } from "./run.js";
+import { runIteration, summaryRows, type RunSummary } from "./run.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-e2e-"));
 chmodSync(dir, 0o755);
@@ -56,6 +56,8 @@ describe("arbor run (end to end)", () => {
     expect(summary.stats.rewarded).toBe(6);
     expect(Object.values(summary.stats.terminations).reduce((a, b) => a + b, 0)).toBe(6);
     expect(summary.stats.calls).toBeGreaterThanOrEqual(6);
+    // One iteration: its counts are the run's, said plainly.
+    expect(summaryRows(summary).find(([k]) => k === "programs")?.[1]).toMatch(/^6 \(completed 6\)$/);
   });
 
   it("stores exactly the engines' token ids and logprobs, and survives reopening the store", async () => {

@@ -62,7 +62,12 @@ export interface RunSummary {
   elapsedMs: number;
   /** Output tokens per second of rollout wall time. */
   tokensPerSecond: number;
-  /** Every iteration in order (one without `iterations`); the fields above describe the last one. */
+  /**
+   * The iteration `stats`, `toolCalls`, `samples` and `tokensPerSecond` describe: a sync run's last; absent for an
+   * async run, where they describe the whole run.
+   */
+  statsIteration?: number;
+  /** Every iteration (sync) or trainer step (async) of this process, in order. */
   iterations: IterationResult[];
   /** SVG of mean reward per iteration and the held-out solved rate per version (training runs). */
   rewardPlot?: string;
@@ -328,6 +333,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       prefixCache: cache.queries > 0 ? cache : undefined,
       elapsedMs: clock.now() - started,
       tokensPerSecond: (runStats.outputTokens * 1000) / (sync ? last.rolloutMs : loop.rolloutMs),
+      ...(sync ? { statsIteration: last.iteration } : {}),
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
       ...(held ? { heldOut: held.evaluation.scores } : {}),
@@ -357,28 +363,35 @@ function gatewayAdminToken(cfg: RunConfig): string | undefined {
   return token;
 }
 
-function printSummary(s: RunSummary): void {
+/** The summary's rows (name, value) as `arbor run` prints them. */
+export function summaryRows(s: RunSummary): [string, string][] {
   const t = s.stats;
   const terminations = Object.entries(t.terminations)
     .filter(([, n]) => n > 0)
     .map(([k, n]) => `${k} ${n}`)
     .join(", ");
-  const rows: [string, string][] = [
+  // A sync run of several iterations counts its last one's: said on each such row, so that it is not read as the run's.
+  const of = s.statsIteration !== undefined && s.statsIteration > 1 ? ` in iteration ${s.statsIteration}` : "";
+  return [
     ["run", s.runId],
-    ["programs", `${t.programs} (${terminations || "none ended"})`],
-    ["calls", `${t.calls} model calls, ${s.toolCalls} tool calls`],
-    ["tokens", `${t.promptTokens} prompt, ${t.outputTokens} output`],
+    ["programs", `${t.programs}${of} (${terminations || "none ended"})`],
+    ["calls", `${t.calls} model calls, ${s.toolCalls} tool calls${of}`],
+    ["tokens", `${t.promptTokens} prompt, ${t.outputTokens} output${of}`],
     ...(s.prefixCache
       ? ([["prefix cache", `${((100 * s.prefixCache.hits) / s.prefixCache.queries).toFixed(1)}% of prompt tokens served from cache, ${s.prefixCache.preemptions} preemptions`]] as [string, string][])
       : []),
-    ["mean reward", t.meanReward === null ? "-" : t.meanReward.toFixed(3)],
-    ["tokens/s", `${s.tokensPerSecond.toFixed(0)} output tokens/s over the rollout`],
+    ["mean reward", `${t.meanReward === null ? "-" : t.meanReward.toFixed(3)}${of}`],
+    ["tokens/s", `${s.tokensPerSecond.toFixed(0)} output tokens/s over the rollout${of}`],
     ["elapsed", `${(s.elapsedMs / 1000).toFixed(1)} s`],
     ["store", s.storePath],
     ["batch", `${s.batchPath} (${s.samples} samples)`],
     ["metrics", `${s.metricsPath}, ${dirname(s.tensorboardPath)} (TensorBoard)`],
     ...summaryTrainingRows(s),
   ];
+}
+
+function printSummary(s: RunSummary): void {
+  const rows = summaryRows(s);
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log("\nArbor run summary");
   for (const [k, v] of rows) console.log(`  ${k.padEnd(w)}  ${v}`);
