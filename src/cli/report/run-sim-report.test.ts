@@ -97,12 +97,15 @@ describe("runSimReport", () => {
     expect(s.summary.iterationMs).toBe(10_000);
     expect(s.summary.throughputTokensPerS).toBeCloseTo(210 / 20, 9);
     expect(s.summary.stepsPerMin).toBeCloseTo(7 / (20 / 60), 9);
-    // Program ends 4, 10, 14, 20 s: the CDF's percentiles interpolate between them.
+    // Program ends 4 and 10 s after iteration 1's start, 4 and 10 s after iteration 2's (at 10 s): pooled, the
+    // CDF's percentiles interpolate between 4, 4, 10 and 10 s (since the run's start, 14 and 20 s would be its tail).
     expect(s.completionPercentilesMs[0]).toBe(4000);
-    expect(s.completionPercentilesMs[100]).toBe(20_000);
-    expect(s.summary.p50Ms).toBe(12_000);
-    expect(s.summary.p90Ms).toBeCloseTo(18_200, 6);
-    expect(s.summary.tailMs).toBeCloseTo(1800, 6);
+    expect(s.completionPercentilesMs[100]).toBe(10_000);
+    expect(s.summary.p50Ms).toBe(7000);
+    expect(s.completionPercentilesMs[40]).toBeCloseTo(5200, 6);
+    expect(s.summary.p90Ms).toBe(10_000);
+    expect(s.summary.tailMs).toBe(0);
+    expect(r.workload.description).toContain("end times since their iteration's start (2 iterations pooled)");
     // Staleness of the run's own trainer steps, the cut line skipped.
     expect(s.series.staleness).toEqual([{ tMs: 10_000, value: 0.5 }, { tMs: 20_000, value: 1.5 }]);
     expect(s.summary.meanStaleness).toBe(1);

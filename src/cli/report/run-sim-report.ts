@@ -1,6 +1,6 @@
 // A finished real run as a SimReport, so `arbor report <run dir>` draws it like a simulation: one system (the run),
 // requests = its model calls (how each finished), programs = its programs, the completion CDF over program end
-// times since the run started, throughput from each call's output tokens spread over the call's time, staleness
+// times since their iteration started (the iterations pooled), throughput from each call's output tokens spread over the call's time, staleness
 // from the async trainer steps of metrics.jsonl. What a real run does not record (KV usage per engine,
 // preemptions, recomputed tokens) is left empty and said so in the workload's scale, never drawn as zero. The
 // iteration time is the mean over its iterations, each told apart by its groups' recorded iteration.
@@ -150,12 +150,17 @@ export async function runSimReport(store: TrajectoryStore, o: RunReportOptions):
 
   const t0 = minOf(calls.map((c) => c.timings.start), minOf([...runs.map((r) => r.startedAt), ...trajectories.map((t) => t.program.createdAt)]));
   const endOf = (t: Trajectory): number | undefined => t.program.endedAt ?? (t.program.state === "terminated" ? maxOf(t.calls.map((c) => c.timings.end), t.program.createdAt) : undefined);
-  const programEnds = trajectories.map(endOf).filter((x): x is number => x !== undefined).map((x) => x - t0).sort((a, b) => a - b);
-  if (programEnds.length === 0) throw new ArborError(`report: run '${id}' in ${o.label} has no ended program (is it still running?)`, "config");
   const lastEnd = (ts: readonly Trajectory[]): number => maxOf(ts.flatMap((t) => t.calls.map((c) => c.timings.end)), maxOf(ts.map((t) => endOf(t) ?? -Infinity)));
   const makespanMs = lastEnd(trajectories) - t0;
-  const iterations = iterationParts(perRun).map((x) => lastEnd(x.trajectories) - minOf(x.trajectories.map((t) => t.program.createdAt), x.startedAt));
+  const parts = iterationParts(perRun).map((x) => ({ start: minOf(x.trajectories.map((t) => t.program.createdAt), x.startedAt), trajectories: x.trajectories }));
+  const iterations = parts.map((x) => lastEnd(x.trajectories) - x.start);
   const iterationMs = iterations.reduce((a, b) => a + b, 0) / Math.max(1, iterations.length);
+  // Each rollout's completion times from its own start, pooled over the iterations (the tail is a rollout's, as in
+  // a simulation's single iteration): since the run's start, a later iteration's programs would all be its tail.
+  const programEnds = parts
+    .flatMap((x) => x.trajectories.map(endOf).flatMap((end) => (end === undefined ? [] : [end - x.start])))
+    .sort((a, b) => a - b);
+  if (programEnds.length === 0) throw new ArborError(`report: run '${id}' in ${o.label} has no ended program (is it still running?)`, "config");
 
   const percentiles = Array.from({ length: 101 }, (_, i) => quantile(programEnds, i / 100));
   const outputTokens = calls.reduce((n, c) => n + c.outputTokenIds.length, 0);
@@ -191,7 +196,7 @@ export async function runSimReport(store: TrajectoryStore, o: RunReportOptions):
     workload: {
       name,
       kind: "replay",
-      description: `real Arbor run ${id} read from its store: requests are its model calls, the completion CDF is over its programs' end times${others > 0 ? ` (the store holds ${others} other run${others === 1 ? "" : "s"}; --run picks one)` : ""}`,
+      description: `real Arbor run ${id} read from its store: requests are its model calls, the completion CDF is over its programs' end times since their iteration's start${parts.length > 1 ? ` (${parts.length} iterations pooled)` : ""}${others > 0 ? ` (the store holds ${others} other run${others === 1 ? "" : "s"}; --run picks one)` : ""}`,
       sources: [`store ${o.label}: run${runs.length === 1 ? "" : "s"} ${ids}`, `staleness: ${staleness.source}`],
       scale,
     },
