@@ -246,6 +246,30 @@ describe("exportStore", () => {
     }
   });
 
+  it("an iteration a kill cut and the resumed run rolled out again has the last attempt's groups in its batch", async () => {
+    const path = join(dir, "resumed.sqlite");
+    const store = new SqliteTrajectoryStore(path);
+    try {
+      await store.createRun({ ...fixtureRun("r"), configJson: JSON.stringify({ train: { estimator: "grpo" } }) });
+      // The cut attempt's group ended whole (rewarded) before the kill: still not what iteration 2 trained on.
+      await storeCompletedGroup(store, { ...fixtureGroup("r/it2/g0", "r", 2, "t2"), iteration: 2 });
+      await storeCompletedGroup(store, { ...fixtureGroup("r/it2-r1/g0", "r", 2, "t2"), iteration: 2, attempt: 1 });
+      const r = await exportStore(store, { format: "jsonl", out: join(dir, "resumed") });
+      expect(r.batches.map((b) => [b.runId, b.iteration, b.samples])).toEqual([["r", 2, 2]]);
+      const samples = await readSamplesJsonl(r.batches[0]!.path);
+      expect(new Set(samples.map((x) => x.groupId))).toEqual(new Set(["r/it2-r1/g0"]));
+      const rows = readFileSync(r.trajectoriesPath, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(rows.map((x) => [x.group_id, x.batch_id])).toEqual([
+        ["r/it2/g0", null],
+        ["r/it2/g0", null],
+        ["r/it2-r1/g0", "r-it2"],
+        ["r/it2-r1/g0", "r-it2"],
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it("a run whose stored estimator config is refused has no batch, with the reason; the other runs export", async () => {
     const path = join(dir, "refused.sqlite");
     const store = new SqliteTrajectoryStore(path);

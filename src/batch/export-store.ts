@@ -12,7 +12,7 @@ import { ArborError } from "../core/errors.js";
 import { heldOutRunOf } from "../core/held-out-run.js";
 import type { Group, Trajectory } from "../core/types.js";
 import { writeFileAtomic } from "../model/atomic-file.js";
-import { isHeldOutGroup } from "../store/held-out-groups.js";
+import { isHeldOutGroup, supersededGroupIds } from "../store/held-out-groups.js";
 import type { RunRecord, TrajectoryStore } from "../store/trajectory-store.js";
 import { buildTrainingBatch } from "./build-batch.js";
 import { createEstimator } from "./estimators/registry.js";
@@ -80,12 +80,14 @@ export function runBatch(run: RunRecord, trajectories: readonly Trajectory[], gr
 /**
  * A run's groups as the batches it trained on: one per iteration (`<run>-it<k>`, the loop's batch id) where the
  * groups record their iteration, in iteration order; groups that record none (an async run's, a store written
- * before iterations were recorded) make one batch named after the run.
+ * before iterations were recorded) make one batch named after the run. An iteration's groups of an attempt a kill
+ * cut are in none: the resumed run trained on the iteration's last attempt.
  */
 function byIteration(runId: string, groups: readonly Group[]): { id: string; iteration?: number; groups: Group[] }[] {
   const parts = new Map<number | undefined, Group[]>();
+  const superseded = supersededGroupIds(groups);
   for (const g of groups) {
-    if (isHeldOutGroup(g)) continue;
+    if (isHeldOutGroup(g) || superseded.has(g.id)) continue;
     const list = parts.get(g.iteration);
     if (list) list.push(g);
     else parts.set(g.iteration, [g]);

@@ -5,7 +5,9 @@
 // context resets and context-management events where they happened, the reward's components and the
 // termination. `--json` prints the same facts as one JSON document. A run's held-out evaluation programs (groups
 // `<run>/eval-v<k>/g<i>`, Group.heldOutVersion) are listed with their run, marked `eval-v<k>` where training
-// programs show their iteration, and counted apart: the run's aggregates are its rollout's, `heldOut` theirs.
+// programs show their iteration, and counted apart: the run's aggregates are its rollout's, `heldOut` theirs. The
+// programs of an iteration or evaluation a kill cut, which the resumed run rolled out again (Group.attempt), are
+// counted apart too (`superseded`) and marked `cut`: no batch holds them and no score counts them.
 import { ArborError } from "../core/errors.js";
 import type { Call, Group, Trajectory } from "../core/types.js";
 import { batchStats } from "../loop/iteration-result.js";
@@ -30,6 +32,8 @@ export interface ProgramSummary {
   iteration: number | null;
   /** The policy version a held-out evaluation program scored (never trained on); null for a training program. */
   heldOutVersion: number | null;
+  /** Of an iteration or evaluation a kill cut and the resumed run rolled out again (in no batch, no score). */
+  superseded: boolean;
   taskId: string;
   state: string;
   termination: string | null;
@@ -51,11 +55,13 @@ export interface RunSummary {
   endedAt: number | null;
   /** Aggregates over the run's training programs (its rollout). */
   stats: RunStats;
-  /** Aggregates over its held-out evaluation programs; null when it has none. */
+  /** Aggregates over its held-out evaluation programs (their last attempts); null when it has none. */
   heldOut: RunStats | null;
+  /** Aggregates over the programs a later attempt superseded (what a kill cut); null when there are none. */
+  superseded: RunStats | null;
   /**
    * Per evaluated policy version, in version order: its held-out programs and their mean outcome (empty: none),
-   * of its last attempt only (groups `eval-v<k>-r<n>` after a resume): an evaluation a kill cut is no score.
+   * of its last attempt only (Group.attempt, after a resume): an evaluation a kill cut is no score.
    */
   heldOutVersions: { version: number; programs: number; meanReward: number | null }[];
   programs: ProgramSummary[];
@@ -108,7 +114,7 @@ function envOf(run: RunRecord): string | null {
   }
 }
 
-function programSummary(t: Trajectory, groups: ReadonlyMap<string, Group>): ProgramSummary {
+function programSummary(t: Trajectory, groups: ReadonlyMap<string, Group>, superseded: ReadonlySet<Trajectory>): ProgramSummary {
   const p = t.program;
   const g = groups.get(p.groupId);
   return {
@@ -116,6 +122,7 @@ function programSummary(t: Trajectory, groups: ReadonlyMap<string, Group>): Prog
     groupId: p.groupId,
     iteration: g?.iteration ?? null,
     heldOutVersion: g?.heldOutVersion ?? null,
+    superseded: superseded.has(t),
     taskId: p.taskId,
     state: p.state,
     termination: p.termination?.kind ?? null,
@@ -129,29 +136,21 @@ function programSummary(t: Trajectory, groups: ReadonlyMap<string, Group>): Prog
   };
 }
 
-/** The resume a held-out group was evaluated in (`<run>/eval-v<k>-r<n>/g<i>`: n; 0 for the run's first process). */
-function attemptOf(groupId: string): number {
-  return Number(/\/eval-v\d+-r(\d+)\/g\d+$/.exec(groupId)?.[1] ?? 0);
-}
-
-/** Held-out trajectories per evaluated version, its last attempt's: the versions' scores apart, not one mean. */
+/** Held-out trajectories (their last attempts) per evaluated version: the versions' scores apart, not one mean. */
 function byVersion(heldOut: readonly Trajectory[], groups: ReadonlyMap<string, Group>): RunSummary["heldOutVersions"] {
-  const of = new Map<number, { attempt: number; ts: Trajectory[] }>();
+  const of = new Map<number, Trajectory[]>();
   for (const t of heldOut) {
     const v = groups.get(t.program.groupId)?.heldOutVersion as number;
-    const attempt = attemptOf(t.program.groupId);
-    const cur = of.get(v);
-    if (cur === undefined || attempt > cur.attempt) of.set(v, { attempt, ts: [t] });
-    else if (attempt === cur.attempt) cur.ts.push(t);
+    of.set(v, [...(of.get(v) ?? []), t]);
   }
-  return [...of].sort((a, b) => a[0] - b[0]).map(([version, { ts }]) => ({ version, programs: ts.length, meanReward: batchStats(ts).meanReward }));
+  return [...of].sort((a, b) => a[0] - b[0]).map(([version, ts]) => ({ version, programs: ts.length, meanReward: batchStats(ts).meanReward }));
 }
 
 /** Every run of the store with its programs. */
 export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary[]> {
   const out: RunSummary[] = [];
   for (const run of await store.listRuns()) {
-    const { groups: groupList, all, training, heldOut } = await runTrajectories(store, run.id);
+    const { groups: groupList, all, training, heldOut, superseded } = await runTrajectories(store, run.id);
     const groups = new Map(groupList.map((g) => [g.id, g]));
     out.push({
       id: run.id,
@@ -160,10 +159,11 @@ export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary
       startedAt: run.startedAt,
       endedAt: run.endedAt ?? null,
       // The store's own aggregates where the run has no held-out programs; else the rollout's programs apart.
-      stats: heldOut.length === 0 ? await store.stats(run.id) : batchStats(training),
+      stats: heldOut.length + superseded.length === 0 ? await store.stats(run.id) : batchStats(training),
       heldOut: heldOut.length === 0 ? null : batchStats(heldOut),
+      superseded: superseded.length === 0 ? null : batchStats(superseded),
       heldOutVersions: byVersion(heldOut, groups),
-      programs: all.map((t) => programSummary(t, groups)),
+      programs: all.map((t) => programSummary(t, groups, new Set(superseded))),
     });
   }
   return out;
@@ -234,9 +234,12 @@ function printRuns(runs: RunSummary[], label: string): void {
     console.log(`  ${s.programs} program${s.programs === 1 ? "" : "s"} (${ends || "none ended"}${s.unfinished > 0 ? `, ${s.unfinished} unfinished` : ""}), ${s.calls} calls, ${s.promptTokens} prompt + ${s.outputTokens} output tokens, mean reward ${fmt(s.meanReward)}`);
     const h = r.heldOut;
     if (h !== null) console.log(`  + ${h.programs} held-out evaluation program${h.programs === 1 ? "" : "s"} (never trained on; ${h.unfinished > 0 ? `${h.unfinished} unfinished, ` : ""}${h.calls} calls), mean outcome ${r.heldOutVersions.map((v) => `v${v.version} ${fmt(v.meanReward)}`).join(", ")}`);
+    const c = r.superseded;
+    if (c !== null) console.log(`  + ${c.programs} program${c.programs === 1 ? "" : "s"} cut by a kill and rolled out again on resume (marked cut; in no batch and no score; ${c.calls} calls)`);
     const rows = [["  program", "it", "task", "state", "termination", "reward", "calls", "tools", "tokens", "components"]];
     for (const p of r.programs) {
-      rows.push([`  ${p.id}`, p.heldOutVersion !== null ? `eval-v${p.heldOutVersion}` : p.iteration === null ? "-" : String(p.iteration), p.taskId, p.state, p.termination ?? "-", fmt(p.reward), String(p.calls), String(p.toolCalls), `${p.promptTokens}+${p.outputTokens}`, components(p.components)]);
+      const it = p.heldOutVersion !== null ? `eval-v${p.heldOutVersion}` : p.iteration === null ? "-" : String(p.iteration);
+      rows.push([`  ${p.id}`, p.superseded ? `${it} cut` : it, p.taskId, p.state, p.termination ?? "-", fmt(p.reward), String(p.calls), String(p.toolCalls), `${p.promptTokens}+${p.outputTokens}`, components(p.components)]);
     }
     for (const line of table(rows)) console.log(line);
   }

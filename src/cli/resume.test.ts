@@ -13,6 +13,7 @@ import { expect, it } from "vitest";
 import { readManifest } from "../trainer/checkpoint.js";
 import { readResumeState } from "../loop/resume-state.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import { summarizeStore } from "./inspect.js";
 import { smallRlConfig } from "../testing/rl-config.js";
 
 const root = join(import.meta.dirname, "../..");
@@ -133,6 +134,13 @@ it("a run killed mid-iteration 2 and resumed trains every iteration's groups onc
     // Held-out groups: versions 0 and 1 from the killed process, 2 and 3 from the resumed one (fresh ids).
     const held = groups.filter((g) => g.heldOutVersion !== undefined).map((g) => g.id.slice(before.runId.length + 1).replace(/\/g\d+$/, ""));
     expect([...new Set(held)].sort()).toEqual(["eval-v0", "eval-v1", "eval-v2-r1", "eval-v3-r1"]);
+    // Each group records the process that rolled it out: the resumed one's attempt 1, the killed one's none.
+    for (const g of groups) expect(g.attempt, g.id).toBe(/\/(it2-r1|it3|eval-v[23]-r1)\//.test(g.id) ? 1 : undefined);
+    // arbor inspect counts the killed attempt's programs apart, not as the run's rollout.
+    const [summary] = await summarizeStore(store);
+    expect(summary?.superseded?.programs).toBe(killedAttempt.length);
+    const trained = (await store.listTrajectories(before.runId)).filter((t) => /\/(it1|it2-r1|it3)\//.test(t.program.groupId));
+    expect(summary?.stats.programs).toBe(trained.length);
   } finally {
     await store.close();
   }

@@ -199,15 +199,16 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     // every task slot trains once.
     const done = resume?.completedIterations ?? 0;
     const tasks = done > 0 ? allTasks.slice(done * settings.batchGroups) : allTasks;
-    const iterationOf = (position: number): { iteration: number; key: string } => {
+    const attempt = resume === undefined ? undefined : resume.resumes + 1;
+    const iterationOf = (position: number): { iteration: number; key: string; attempt?: number } => {
       const k = done + Math.floor(position / settings.batchGroups) + 1;
-      return { iteration: k, key: `it${k}${resume !== undefined && k === done + 1 ? `-r${resume.resumes + 1}` : ""}` };
+      return { iteration: k, key: `it${k}${attempt !== undefined && k === done + 1 ? `-r${attempt}` : ""}`, ...(attempt !== undefined ? { attempt } : {}) };
     };
     const checkpointDir = join(outDir, "checkpoints");
     // Sync runs in this process can be resumed: resume.json says what is done, rewritten after each iteration.
     const resumable = sync && cluster === undefined && !cfg.train?.external;
     let state: ResumeState = resume
-      ? { ...resume, config: cfg, resumes: resume.resumes + 1, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() }
+      ? { ...resume, config: cfg, resumes: attempt as number, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() }
       : { format: 1, runId: baseRunId, config: cfg, completedIterations: 0, taskCursor: 0, policyVersion: 0, resumes: 0, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() };
     if (resumable) writeResumeState(outDir, state);
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
@@ -273,7 +274,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           clock,
           metrics,
           log,
-          ...(resume !== undefined ? { attempt: resume.resumes + 1, ...(resume.heldOut ? { restore: resume.heldOut } : {}) } : {}),
+          ...(resume !== undefined ? { attempt, ...(resume.heldOut ? { restore: resume.heldOut } : {}) } : {}),
         })
       : undefined;
     const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);

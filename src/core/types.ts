@@ -207,6 +207,12 @@ export interface Group {
    * Absent: a training group (and every group of a store written before schema 8 / migration 4).
    */
   heldOutVersion?: number;
+  /**
+   * The resume of its run whose process rolled the group out (1: the first `--resume`); absent: the run's first
+   * process (and every group of a store written before schema 10 / migration 6). An iteration or evaluation cut by a
+   * kill is rolled out again by the resumed process: its groups of the highest attempt are the ones that count.
+   */
+  attempt?: number;
 }
 
 /** Where the gateway records every call; implemented by the trajectory store. */

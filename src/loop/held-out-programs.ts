@@ -59,7 +59,7 @@ export function heldOutPrograms(o: HeldOutProgramsOptions): HeldOutRun {
     const id = heldOutGroupId(o.runId, version, taskIndex, o.attempt);
     let g = groups.get(id);
     if (g === undefined) {
-      const group: Group = { id, runId: o.runId, taskId: task.id, programIds: Array.from({ length: o.samples }, (_, s) => `${id}/s${s}`), heldOutVersion: version };
+      const group: Group = { id, runId: o.runId, taskId: task.id, programIds: Array.from({ length: o.samples }, (_, s) => `${id}/s${s}`), heldOutVersion: version, ...(o.attempt ? { attempt: o.attempt } : {}) };
       g = o
         .runReady()
         .then(() => o.store.createGroup(group))

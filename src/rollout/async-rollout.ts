@@ -65,10 +65,11 @@ export interface OrchestratedRolloutOptions extends Omit<RolloutOptions, "groupS
   trackVersions?: boolean;
   /**
    * The iteration of the group admitted at `position` and the key its group ids carry (`it3`; a resumed run's
-   * interrupted iteration `it3-r1`, so its groups get fresh ids): `${runId}/${key}/g${i}`. Absent: no iterations
-   * (async runs), group ids `${runId}/g${i}`.
+   * interrupted iteration `it3-r1`, so its groups get fresh ids): `${runId}/${key}/g${i}`, and the resume rolling
+   * it out (Group.attempt; absent: the run's first process). Absent: no iterations (async runs), group ids
+   * `${runId}/g${i}`.
    */
-  iterationOf?: (position: number) => { iteration: number; key: string };
+  iterationOf?: (position: number) => { iteration: number; key: string; attempt?: number };
   /** Name and config of the store run this rollout creates. */
   run: { name: string; configJson: string };
   /** The store run exists already, finished (`arbor run --resume`): it is reopened instead of created. */
@@ -371,7 +372,7 @@ export class OrchestratedRollout {
     if (it !== undefined && !this.keyStart.has(it.key)) this.keyStart.set(it.key, position);
     const task = this.o.tasks[taskIndex] as Task;
     const id = it === undefined ? `${runId}/g${position}` : `${runId}/${it.key}/g${position - (this.keyStart.get(it.key) as number)}`;
-    const group: Group = { id, runId, taskId: task.id, programIds: requests.map((r) => `${id}/s${r.index}`), ...(it !== undefined ? { iteration: it.iteration } : {}) };
+    const group: Group = { id, runId, taskId: task.id, programIds: requests.map((r) => `${id}/s${r.index}`), ...(it !== undefined ? { iteration: it.iteration } : {}), ...(it?.attempt !== undefined ? { attempt: it.attempt } : {}) };
     const ready = (async () => {
       await created;
       await this.o.store.createGroup(group);

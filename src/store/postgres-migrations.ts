@@ -147,6 +147,12 @@ ALTER TABLE calls ADD COLUMN messages_shared integer NOT NULL DEFAULT 0;
 ALTER TABLE calls ADD COLUMN content_sha bytea;
 `;
 
+// Which resume of its run rolled a group out (NULL: the run's first process, as for every group written before): a
+// resumed run rolls out again the iteration or evaluation a kill cut.
+const V6 = `
+ALTER TABLE groups ADD COLUMN attempt integer;
+`;
+
 /** The store's migrations, oldest first. Append new ones; never edit an applied one. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { version: 1, description: "trajectory store tables", sql: V1 },
@@ -154,6 +160,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { version: 3, description: "groups: the iteration of their run", sql: V3 },
   { version: 4, description: "groups: the policy version a held-out evaluation group scored", sql: V4 },
   { version: 5, description: "calls: stored as deltas over an earlier call of their program, with a content hash", sql: V5 },
+  { version: 6, description: "groups: the resume of their run that rolled them out", sql: V6 },
 ];
 
 /** A schema name usable unquoted: lower-case letters, digits and `_`, at most 63 bytes. */

@@ -125,8 +125,8 @@ function safeUrl(url: string): string {
 }
 
 /** A group inserted in one statement when its run ($2) exists. */
-const INSERT_GROUP = `INSERT INTO groups (id, run_id, task_id, program_ids, iteration, held_out_version)
-  SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $2) ON CONFLICT (id) DO NOTHING RETURNING id`;
+const INSERT_GROUP = `INSERT INTO groups (id, run_id, task_id, program_ids, iteration, held_out_version, attempt)
+  SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $2) ON CONFLICT (id) DO NOTHING RETURNING id`;
 
 /** A reward ($1 the program, $2 total, $3 components) inserted in one statement when its program has ended. */
 const INSERT_REWARD = `INSERT INTO rewards (program_id, total, components)
@@ -424,8 +424,9 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     if (new Set(group.programIds).size !== group.programIds.length) throw new ArborError(`group '${group.id}': duplicate program ids`, "store");
     requireIteration(group.iteration);
     if (group.heldOutVersion !== undefined) requireIndex(group.heldOutVersion, "group.heldOutVersion");
+    if (group.attempt !== undefined) requireIteration(group.attempt, "group.attempt");
     const what = `createGroup '${group.id}'`;
-    const values = [group.id, group.runId, group.taskId, JSON.stringify(group.programIds), group.iteration ?? null, group.heldOutVersion ?? null];
+    const values = [group.id, group.runId, group.taskId, JSON.stringify(group.programIds), group.iteration ?? null, group.heldOutVersion ?? null, group.attempt ?? null];
     await this.write(what, async (c) => {
       if ((await c.query(INSERT_GROUP, values)).rowCount !== 0) return;
       // Nothing inserted: refused if the run is unknown; else inserted again (another store may have committed the

@@ -14,9 +14,10 @@ import { conversationProgram, fixtureCall, fixtureGroup, fixtureProgram, fixture
 import { describeTrajectoryStoreContract, TRICKY_LOGPROBS } from "./trajectory-store.contract.js";
 
 // Undoes version 6 (requested model, clamped max_tokens) in the upgrade tests of older versions.
-// Undoes version 7 (the groups' iteration), version 8 (held-out groups' version) and version 9 (the calls'
-// deltas) there too.
-const DROP_V9 = "ALTER TABLE calls DROP COLUMN base_idx; ALTER TABLE calls DROP COLUMN prompt_shared; ALTER TABLE calls DROP COLUMN messages_shared;";
+// Undoes version 7 (the groups' iteration), version 8 (held-out groups' version), version 9 (the calls' deltas)
+// and version 10 (the groups' attempt) there too.
+const DROP_V10 = "ALTER TABLE groups DROP COLUMN attempt;";
+const DROP_V9 = `ALTER TABLE calls DROP COLUMN base_idx; ALTER TABLE calls DROP COLUMN prompt_shared; ALTER TABLE calls DROP COLUMN messages_shared; ${DROP_V10}`;
 const DROP_V6 = `ALTER TABLE calls DROP COLUMN requested_model; ALTER TABLE calls DROP COLUMN max_tokens_asked; ALTER TABLE calls DROP COLUMN max_tokens_granted; ALTER TABLE groups DROP COLUMN iteration; ALTER TABLE groups DROP COLUMN held_out_version; ${DROP_V9}`;
 
 /** Turn a store file back into what an older version wrote (`sql` drops its newer columns and sets the version). */
@@ -290,6 +291,25 @@ describe("SqliteTrajectoryStore on disk", () => {
     try {
       for (const c of calls.slice(1)) await upgraded.recordCall(c);
       expect((await upgraded.getTrajectory("g1-p0"))?.calls).toEqual(calls);
+    } finally {
+      await upgraded.close();
+    }
+    expectCurrentSchema(path);
+  });
+
+  it("upgrades a version-9 file in place: its groups read back without an attempt, new ones with theirs", async () => {
+    const store = new SqliteTrajectoryStore(path);
+    await store.createRun(fixtureRun());
+    await store.createGroup({ ...fixtureGroup("it3/g0", "run-1", 0), iteration: 3 });
+    await store.close();
+    rewindSchema(path, `${DROP_V10} UPDATE schema_version SET version = 9;`);
+    const upgraded = new SqliteTrajectoryStore(path);
+    try {
+      await upgraded.createGroup({ ...fixtureGroup("it3-r1/g0", "run-1", 0), iteration: 3, attempt: 1 });
+      expect((await upgraded.listGroups("run-1")).map((g) => [g.id, g.iteration, g.attempt])).toEqual([
+        ["it3/g0", 3, undefined],
+        ["it3-r1/g0", 3, 1],
+      ]);
     } finally {
       await upgraded.close();
     }

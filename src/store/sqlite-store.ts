@@ -25,6 +25,7 @@ import { resolveByProgram, resolveCalls, type DeltaCallRow } from "./call-delta.
 import { encodeFloat64s, encodeTokenIds } from "./codec.js";
 import {
   contextEventFromRow,
+  groupFromRow,
   programFromRow,
   programRowValues,
   PROGRAM_COLUMNS,
@@ -32,6 +33,7 @@ import {
   runFromRow,
   toolFromRow,
   type ContextEventRow,
+  type GroupRow as StoredGroupRow,
   type ProgramRow,
   type RewardRow,
   type RunRow,
@@ -41,7 +43,7 @@ import { TERMINATION_KINDS, type NewRun, type Recovered, type RunRecord, type Ru
 import { checkCall, encodeTokenVersions, requireFinite, requireIndex, requireIteration, requireString } from "./value-checks.js";
 
 /** Bump when the tables change; an existing file with another version is refused, not migrated silently. */
-export const SQLITE_SCHEMA_VERSION = 9;
+export const SQLITE_SCHEMA_VERSION = 10;
 
 const V1_TO_V2 = `
 ALTER TABLE calls ADD COLUMN trainable INTEGER NOT NULL DEFAULT 1;
@@ -93,6 +95,12 @@ ALTER TABLE calls ADD COLUMN prompt_shared INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE calls ADD COLUMN messages_shared INTEGER NOT NULL DEFAULT 0;
 `;
 
+// Version 10 records which resume of its run rolled a group out (NULL: the run's first process, as for every group
+// written before): a resumed run rolls out again the iteration or evaluation a kill cut.
+const V9_TO_V10 = `
+ALTER TABLE groups ADD COLUMN attempt INTEGER;
+`;
+
 const SCHEMA = `
 CREATE TABLE schema_version (version INTEGER NOT NULL);
 CREATE TABLE runs (
@@ -108,7 +116,8 @@ CREATE TABLE groups (
   task_id TEXT NOT NULL,
   program_ids TEXT NOT NULL,
   iteration INTEGER,
-  held_out_version INTEGER
+  held_out_version INTEGER,
+  attempt INTEGER
 );
 CREATE INDEX groups_run ON groups(run_id);
 CREATE TABLE programs (
@@ -207,14 +216,8 @@ export interface SqliteStoreOptions extends WriteQueueOptions {
 }
 
 
-interface GroupRow {
-  id: string;
-  run_id: string;
-  task_id: string;
-  program_ids: string;
-  iteration: number | null;
-  held_out_version: number | null;
-}
+/** A groups row as SQLite returns it (members as JSON text). */
+type GroupRow = Omit<StoredGroupRow, "program_ids"> & { program_ids: string };
 
 function fail(message: string): never {
   throw new ArborError(message, "store");
@@ -321,8 +324,9 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     // version 2 adds the calls' trainable/context_reset flags, version 3 their per-token versions,
     // version 4 their served model name, version 5 their context reset reason.
     // version 6 the requested model and clamped max_tokens, version 7 the groups' iteration, version 8 the
-    // held-out groups' scored version, version 9 the calls' deltas (call-delta.ts; older rows are whole).
-    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5, 5: V5_TO_V6, 6: V6_TO_V7, 7: V7_TO_V8, 8: V8_TO_V9 };
+    // held-out groups' scored version, version 9 the calls' deltas (call-delta.ts; older rows are whole), version 10
+    // the groups' attempt.
+    const steps: Record<number, string> = { 1: V1_TO_V2, 2: V2_TO_V3, 3: V3_TO_V4, 4: V4_TO_V5, 5: V5_TO_V6, 6: V6_TO_V7, 7: V7_TO_V8, 8: V8_TO_V9, 9: V9_TO_V10 };
     const from = row?.version;
     if (from !== undefined && from in steps) {
       this.db.transaction(() => {
@@ -450,16 +454,18 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     if (new Set(group.programIds).size !== group.programIds.length) fail(`group '${group.id}': duplicate program ids`);
     requireIteration(group.iteration);
     if (group.heldOutVersion !== undefined) requireIndex(group.heldOutVersion, "group.heldOutVersion");
+    if (group.attempt !== undefined) requireIteration(group.attempt, "group.attempt");
     await this.write([
       requireRunStep(group.runId, `createGroup '${group.id}'`),
       mustNotFind("SELECT 1 FROM groups WHERE id = ?", [group.id], `createGroup: group '${group.id}' already exists`),
-      exec("INSERT INTO groups (id, run_id, task_id, program_ids, iteration, held_out_version) VALUES (?, ?, ?, ?, ?, ?)", [
+      exec("INSERT INTO groups (id, run_id, task_id, program_ids, iteration, held_out_version, attempt) VALUES (?, ?, ?, ?, ?, ?, ?)", [
         group.id,
         group.runId,
         group.taskId,
         JSON.stringify(group.programIds),
         group.iteration ?? null,
         group.heldOutVersion ?? null,
+        group.attempt ?? null,
       ]),
     ]);
   }
@@ -654,7 +660,7 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     return db.transaction(() => {
       SqliteTrajectoryStore.requireRun(db, runId, "listGroups");
       const rows = db.prepare("SELECT * FROM groups WHERE run_id = ? ORDER BY rowid").all(runId) as GroupRow[];
-      return rows.map((g) => ({ id: g.id, runId: g.run_id, taskId: g.task_id, programIds: JSON.parse(g.program_ids) as string[], ...(g.iteration !== null ? { iteration: g.iteration } : {}), ...(g.held_out_version !== null ? { heldOutVersion: g.held_out_version } : {}) }));
+      return rows.map((g) => groupFromRow({ ...g, program_ids: JSON.parse(g.program_ids) as string[] }));
     })();
   }
 

@@ -32,6 +32,8 @@ export interface GroupRow {
   program_ids: string[];
   iteration: number | null;
   held_out_version: number | null;
+  /** NULL in a row written before the column existed, as for a first process's group. */
+  attempt?: number | null;
 }
 export interface ProgramRow {
   id: string;
@@ -137,7 +139,7 @@ export function runFromRow(r: RunRow): RunRecord {
 
 /** A group as stored (members in the order they joined). */
 export function groupFromRow(g: GroupRow): Group {
-  return { id: g.id, runId: g.run_id, taskId: g.task_id, programIds: g.program_ids, ...(g.iteration !== null && g.iteration !== undefined ? { iteration: g.iteration } : {}), ...(g.held_out_version !== null && g.held_out_version !== undefined ? { heldOutVersion: g.held_out_version } : {}) };
+  return { id: g.id, runId: g.run_id, taskId: g.task_id, programIds: g.program_ids, ...(g.iteration !== null && g.iteration !== undefined ? { iteration: g.iteration } : {}), ...(g.held_out_version !== null && g.held_out_version !== undefined ? { heldOutVersion: g.held_out_version } : {}), ...(typeof g.attempt === "number" ? { attempt: g.attempt } : {}) };
 }
 
 /** A program as stored; absent end and termination stay absent. */

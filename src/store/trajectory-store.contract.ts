@@ -208,6 +208,20 @@ export function describeTrajectoryStoreContract(
       await expect(store.createGroup({ id: "bad", runId: "run-1", taskId: "t", programIds: [], heldOutVersion: -1 })).rejects.toThrow("group.heldOutVersion: must be an integer >= 0, got -1");
     });
 
+    it("keeps the resume that rolled a group out (absent for the run's first process), and refuses one that is not an integer >= 1", async () => {
+      await store.createRun(fixtureRun());
+      await store.createGroup({ id: "it3/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 3 });
+      await store.createGroup({ id: "it3-r1/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 3, attempt: 1 });
+      await store.createGroup({ id: "eval-v3-r2/g0", runId: "run-1", taskId: "t", programIds: [], heldOutVersion: 3, attempt: 2 });
+      expect((await store.listGroups("run-1")).map((g) => [g.id, g.attempt])).toEqual([
+        ["it3/g0", undefined],
+        ["it3-r1/g0", 1],
+        ["eval-v3-r2/g0", 2],
+      ]);
+      expect(Object.keys((await store.listGroups("run-1"))[0] ?? {})).not.toContain("attempt");
+      await expect(store.createGroup({ id: "bad", runId: "run-1", taskId: "t", programIds: [], attempt: 0 })).rejects.toThrow("group.attempt: must be an integer >= 1, got 0");
+    });
+
     it("reopens a finished run for more groups (resume); an unknown run is refused, one this process holds open is left open", async () => {
       await store.createRun(fixtureRun());
       await store.createGroup({ id: "it1/g0", runId: "run-1", taskId: "t", programIds: [], iteration: 1 });

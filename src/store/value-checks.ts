@@ -24,9 +24,9 @@ export function requireIndex(v: unknown, field: string): void {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) fail(`${field}: must be an integer >= 0, got ${String(v)}`);
 }
 
-/** Throws unless a group's iteration is absent or an integer >= 1. */
-export function requireIteration(v: unknown): void {
-  if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) fail(`group.iteration: must be an integer >= 1, got ${String(v)}`);
+/** Throws unless a group's iteration (or attempt: `field`) is absent or an integer >= 1. */
+export function requireIteration(v: unknown, field = "group.iteration"): void {
+  if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) fail(`${field}: must be an integer >= 1, got ${String(v)}`);
 }
 
 /**

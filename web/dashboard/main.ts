@@ -259,7 +259,9 @@ function renderPrograms(): void {
       // The id without its run's (every program's id starts with it): the narrow column then shows the part that
       // tells programs apart (iteration or evaluation, group, sample), the whole id on hover and in the detail.
       const own = r.runId !== "" && r.id.startsWith(`${r.runId}/`) ? r.id.slice(r.runId.length + 1) : r.id;
-      const idCell = el("span", r.heldOutVersion !== null ? `held-out v${r.heldOutVersion} · ${own}` : own);
+      // A program of an iteration or evaluation a kill cut (rolled out again on resume) counts nowhere: said first.
+      const label = r.heldOutVersion !== null ? `held-out v${r.heldOutVersion} · ${own}` : own;
+      const idCell = el("span", r.superseded ? `cut · ${label}` : label);
       idCell.title = r.id;
       div.append(
         idCell,

@@ -206,6 +206,7 @@ class SimulatedRun implements DashboardSource {
       iteration: null,
       // The last program is a held-out evaluation's.
       heldOutVersion: i === this.n - 1 ? 0 : null,
+      superseded: false,
       taskId: `t${Math.floor(i / 8)}`,
       state: "active",
       termination: null,

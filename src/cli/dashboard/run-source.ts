@@ -104,7 +104,7 @@ export class RunSource implements DashboardSource {
     }
     // Programs the gateway holds that the store's snapshot does not show yet (created since it was read).
     for (const g of liveById.values()) {
-      programs.push({ id: g.id, runId: "", groupId: "", iteration: null, heldOutVersion: null, taskId: "", state: g.state, termination: null, terminationDetail: null, reward: null, components: null, calls: g.calls, toolCalls: 0, promptTokens: 0, outputTokens: 0, ...liveFields(g) });
+      programs.push({ id: g.id, runId: "", groupId: "", iteration: null, heldOutVersion: null, superseded: false, taskId: "", state: g.state, termination: null, terminationDetail: null, reward: null, components: null, calls: g.calls, toolCalls: 0, promptTokens: 0, outputTokens: 0, ...liveFields(g) });
     }
     const { curves, heldOut } = this.curves(errors);
     const highlights = [...this.stuck(programs, live, runs), ...hygiene(programs), ...engines.filter((e) => !e.healthy).map((e): Highlight => ({ kind: "unhealthy-engine", subject: e.name, reason: e.error ?? "unhealthy" })), ...this.validationDrops(errors)];

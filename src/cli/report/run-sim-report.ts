@@ -6,7 +6,8 @@
 // iteration time is the mean over its iterations, each told apart by its groups' recorded iteration.
 // A sync run of several iterations is one store run per iteration (`<id>-it<k>`) in stores written before a run had
 // one id: they are read together. A run's held-out evaluation programs (its held-out groups, or in older stores a
-// store run of their own) are no part of its rollout and are left out; the scale says how many calls they made.
+// store run of their own) are no part of its rollout and are left out; the scale says how many calls they made. So
+// are the programs of an iteration a kill cut, which the resumed run rolled out again (a later Group.attempt).
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../../core/errors.js";
@@ -144,7 +145,9 @@ export async function runSimReport(store: TrajectoryStore, o: RunReportOptions):
   const runs = all.filter((r) => baseId(r.id) === id).sort((a, b) => a.startedAt - b.startedAt);
   const perRun = await Promise.all(runs.map(async (r) => ({ run: r, ...(await runTrajectories(store, r.id)) })));
   const trajectories: Trajectory[] = perRun.flatMap((x) => x.training);
-  const heldOutCalls = perRun.reduce((n, x) => n + x.heldOut.reduce((m, t) => m + t.calls.length, 0), 0);
+  const callsOf = (ts: readonly Trajectory[]): number => ts.reduce((m, t) => m + t.calls.length, 0);
+  const heldOutCalls = perRun.reduce((n, x) => n + callsOf(x.heldOut), 0);
+  const cutCalls = perRun.reduce((n, x) => n + callsOf(x.superseded), 0);
   const calls = trajectories.flatMap((t) => t.calls);
   if (calls.length === 0) throw new ArborError(`report: run '${id}' in ${o.label} has no model calls to report`, "config");
 
@@ -185,6 +188,7 @@ export async function runSimReport(store: TrajectoryStore, o: RunReportOptions):
   };
   // The engines computed them too (the throughput plot's quiet stretch in a sync run is often an evaluation).
   if (heldOutCalls > 0) scale.heldOutCalls = `${heldOutCalls}, of the held-out evaluation: in none of these figures`;
+  if (cutCalls > 0) scale.cutCalls = `${cutCalls}, of what a kill cut and the resumed run rolled out again: in none of these figures`;
   if (Array.isArray(cfg.engines)) scale.engines = cfg.engines.length;
   if (typeof cfg.rollout?.groupSize === "number") scale.groupSize = cfg.rollout.groupSize;
   if (typeof cfg.rollout?.mode === "string") scale.rolloutMode = cfg.rollout.mode;
