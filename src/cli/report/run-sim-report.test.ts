@@ -132,17 +132,25 @@ describe("runSimReport of a run with one id (its groups record their iteration)"
     try {
       await store.createRun({ id: "one", name: "one-run", configJson: "{}", startedAt: T0 });
       const ends = [4000, 10_000, 16_000, 22_000];
+      // A first attempt at iteration 2 a kill cut at 11 s (one call made): the resumed run rolled it out again.
+      const cut = { ...fixtureGroup("one/it2/g0", "one", 1), iteration: 2 };
       for (const k of [1, 2]) {
-        const g = { ...fixtureGroup(`one/it${k}/g0`, "one", 2), iteration: k };
+        const g = { ...fixtureGroup(`one/it${k}${k === 2 ? "-r1" : ""}/g0`, "one", 2), iteration: k, ...(k === 2 ? { attempt: 1 } : {}) };
+        if (k === 2) {
+          await store.createGroup(cut);
+          await programsOf(cut, 10_500, [{ calls: [[9, 10_500, 11_000, "abort"]], end: 11_000 }]);
+        }
         await store.createGroup(g);
         // Iteration 1 runs 0-10 s; iteration 2's programs are created at 12 s and end at 16 s and 22 s.
         const start = k === 1 ? 0 : 12_000;
         await programsOf(g, start, [0, 1].map((i) => ({ calls: [[5, start, ends[2 * (k - 1) + i]!]], end: ends[2 * (k - 1) + i]! })));
       }
       const r = await runSimReport(store, { label: "one store" });
-      // 10 s and 10 s: not the 22 s from the run's start to its last end.
+      // 10 s and 10 s: not the 22 s from the run's start to its last end, nor 11.5 s from the cut attempt's start.
       expect(r.systems[0]!.summary.iterationMs).toBe(10_000);
       expect(r.systems[0]!.summary.makespanMs).toBe(22_000);
+      expect(r.systems[0]!.summary).toMatchObject({ requests: 4, programs: 4, outputTokens: 20 });
+      expect(r.workload.scale.cutCalls).toBe("1, of what a kill cut and the resumed run rolled out again: in none of these figures");
       expect(r.workload.scale.heldOutCalls).toBeUndefined();
     } finally {
       store = saved;
