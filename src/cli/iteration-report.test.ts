@@ -118,10 +118,15 @@ describe("a resumed run's reward plot", () => {
         { iteration: 2, meanReward: 0.5, components: { outcome: 0.5 } },
       ],
       heldOut: [{ iteration: 1, version: 1, solved: 0.5, se: 0.05 }],
+      firstPolicyVersion: 0,
     });
     const svg = readFileSync(writeRewardPlot(dir, [it3], v0, earlier), "utf8");
     const whole = heldOutPoints([it1, it2, it3], v0);
     expect(svg).toBe(rewardPlotSvg([1, 2, 3].map((k) => ({ iteration: k, meanReward: k / 4, components: { outcome: k / 4 } })), undefined, whole));
-    expect(earlierPlotPoints(join(dir, "none.jsonl"), 3)).toEqual({ points: [], heldOut: [] });
+    expect(earlierPlotPoints(join(dir, "none.jsonl"), 3)).toEqual({ points: [], heldOut: [], firstPolicyVersion: null });
+    // The summary's rows are the whole run's too, saying how many iterations this process ran.
+    const rows = Object.fromEntries(summaryTrainingRows({ iterations: [it3], rewardPlot: "/r.svg", policyVersion: 3, earlier }));
+    expect(rows.iterations).toBe("3 (1 after the resume), policy v0 → v3");
+    expect(rows.reward).toMatch(/^0\.250 → 0\.750 {2}\S{3} {2}\(0\.25 0\.50 0\.75\)$/);
   });
 });

@@ -12,6 +12,11 @@ function meanReward(r: IterationResult): number {
   return r.stats.meanReward ?? 0;
 }
 
+/** An iteration as a point of the reward curve. */
+function rewardPoint(r: IterationResult): RewardPoint {
+  return { iteration: r.iteration, meanReward: meanReward(r), ...(r.rewardComponents ? { components: r.rewardComponents } : {}) };
+}
+
 function rewardText(r: IterationResult): string {
   const parts = Object.entries(r.rewardComponents ?? {}).map(([n, v]) => `${n} ${v.toFixed(3)}`);
   // One component is the total itself: nothing to break down.
@@ -79,7 +84,11 @@ export function heldOutPoints(results: readonly IterationResult[], start?: HeldO
 export interface EarlierPoints {
   points: RewardPoint[];
   heldOut: HeldOutPoint[];
+  /** The policy version the first of them started from (null: none read). */
+  firstPolicyVersion: number | null;
 }
+
+const NO_EARLIER: EarlierPoints = { points: [], heldOut: [], firstPolicyVersion: null };
 
 /**
  * A resumed run's iterations before `first` as the plot draws them, read back from its metrics.jsonl (its lines of
@@ -87,13 +96,14 @@ export interface EarlierPoints {
  * run's `heldOutStart` is). Lines that do not parse (cut by a kill) are skipped.
  */
 export function earlierPlotPoints(metricsPath: string, first: number): EarlierPoints {
-  const out: EarlierPoints = { points: [], heldOut: [] };
+  const out: EarlierPoints = { points: [], heldOut: [], firstPolicyVersion: null };
   if (!existsSync(metricsPath)) return out;
   for (const { fields: r } of parseMetricsLines(readFileSync(metricsPath, "utf8"))) {
     const index = numberField(r, "index");
     if ((r.kind !== "iteration" && r.kind !== "step") || index === null || index >= first) continue;
     const components = typeof r.rewardComponents === "object" && r.rewardComponents !== null ? (r.rewardComponents as Record<string, number>) : undefined;
     out.points.push({ iteration: index, meanReward: numberField(r, "meanReward") ?? 0, ...(components ? { components } : {}) });
+    out.firstPolicyVersion ??= numberField(r, "policyVersion");
     const h = heldOutOfLine(r);
     if (h) out.heldOut.push({ iteration: index, version: h.version, solved: h.solved, se: h.solvedSe ?? 0 });
   }
@@ -104,9 +114,9 @@ export function earlierPlotPoints(metricsPath: string, first: number): EarlierPo
  * Write `reward.svg` (mean reward per iteration, and the held-out solved rate with error bars) into `dir`; returns
  * its path. `earlier`: a resumed run's iterations before this process's, so the curve is the whole run's.
  */
-export function writeRewardPlot(dir: string, results: readonly IterationResult[], heldOutStart?: HeldOutScore, earlier: EarlierPoints = { points: [], heldOut: [] }): string {
+export function writeRewardPlot(dir: string, results: readonly IterationResult[], heldOutStart?: HeldOutScore, earlier: EarlierPoints = NO_EARLIER): string {
   const path = join(dir, "reward.svg");
-  const points = results.map((r) => ({ iteration: r.iteration, meanReward: meanReward(r), ...(r.rewardComponents ? { components: r.rewardComponents } : {}) }));
+  const points = results.map(rewardPoint);
   const held = heldOutPoints(results, heldOutStart);
   // The starting policy's point (iteration 0) first, then the earlier iterations', then this process's.
   const start = held.filter((p) => p.iteration === 0);
@@ -114,18 +124,23 @@ export function writeRewardPlot(dir: string, results: readonly IterationResult[]
   return path;
 }
 
-/** Summary rows of a training run (none for a plain rollout). */
-export function summaryTrainingRows(s: { iterations: readonly IterationResult[]; rewardPlot?: string; policyVersion?: number; heldOut?: readonly HeldOutScore[] }): [string, string][] {
+/**
+ * Summary rows of a training run (none for a plain rollout): the whole run's, a resumed run's iterations before this
+ * process's (`earlier`) included, as its reward.svg draws them.
+ */
+export function summaryTrainingRows(s: { iterations: readonly IterationResult[]; rewardPlot?: string; policyVersion?: number; heldOut?: readonly HeldOutScore[]; earlier?: EarlierPoints }): [string, string][] {
   if (s.rewardPlot === undefined) return [];
-  const rewards = s.iterations.map(meanReward);
+  const earlier = s.earlier ?? NO_EARLIER;
+  const points: RewardPoint[] = [...earlier.points, ...s.iterations.map(rewardPoint)];
   const row = (values: number[]): string => `${(values[0] ?? 0).toFixed(3)} → ${(values[values.length - 1] ?? 0).toFixed(3)}  ${sparkline(values)}  (${values.map((x) => x.toFixed(2)).join(" ")})`;
-  const names = [...new Set(s.iterations.flatMap((r) => Object.keys(r.rewardComponents ?? {})))].sort();
+  const names = [...new Set(points.flatMap((p) => Object.keys(p.components ?? {})))].sort();
+  const from = earlier.firstPolicyVersion ?? s.iterations[0]?.policyVersion ?? 0;
+  const resumed = earlier.points.length > 0 ? ` (${s.iterations.length} after the resume)` : "";
   return [
-    // A resumed run's first iteration starts from the version the killed run reached.
-    ["iterations", `${s.iterations.length}, policy v${s.iterations[0]?.policyVersion ?? 0} → v${s.policyVersion ?? 0}`],
-    ["reward", row(rewards)],
+    ["iterations", `${points.length}${resumed}, policy v${from} → v${s.policyVersion ?? 0}`],
+    ["reward", row(points.map((p) => p.meanReward))],
     // Each component's own curve: a total can rise through one part alone (e.g. fewer malformed calls).
-    ...(names.length > 1 ? names.map((n): [string, string] => [`  ${n}`, row(s.iterations.map((r) => r.rewardComponents?.[n] ?? 0))]) : []),
+    ...(names.length > 1 ? names.map((n): [string, string] => [`  ${n}`, row(points.map((p) => p.components?.[n] ?? 0))]) : []),
     ...heldOutRows(s.heldOut ?? []),
     ["plot", s.rewardPlot],
   ];

@@ -45,7 +45,7 @@ import { writeResumeState, type ResumeState } from "../loop/resume-state.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
 import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
-import { asyncStepLine, earlierPlotPoints, iterationLine, summaryTrainingRows, writeRewardPlot } from "./iteration-report.js";
+import { asyncStepLine, earlierPlotPoints, iterationLine, summaryTrainingRows, writeRewardPlot, type EarlierPoints } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
 
@@ -71,6 +71,8 @@ export interface RunSummary {
   iterations: IterationResult[];
   /** SVG of mean reward per iteration and the held-out solved rate per version (training runs). */
   rewardPlot?: string;
+  /** A resumed run's iterations before this process's, read back from metrics.jsonl (the summary's curves draw them). */
+  earlier?: EarlierPoints;
   /** Held-out evaluation (`eval`): each scored version's solved rate, SE and paired difference against version 0. */
   heldOut?: HeldOutScore[];
   /** One JSON line of metrics per iteration (sync) or trainer step (async): `loop/metrics-log.ts`. */
@@ -315,7 +317,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const last = results[results.length - 1];
     if (last === undefined) throw new ArborError(`the rollout ended before its first batch; programs recorded in ${storePath}`, "aborted");
     // A resumed run's curve starts with the iterations it did before (metrics.jsonl keeps them).
-    const rewardPlot = cfg.train ? writeRewardPlot(outDir, results, loop.heldOutStart, done > 0 ? earlierPlotPoints(metrics.path, done + 1) : undefined) : undefined;
+    const earlier = done > 0 ? earlierPlotPoints(metrics.path, done + 1) : undefined;
+    const rewardPlot = cfg.train ? writeRewardPlot(outDir, results, loop.heldOutStart, earlier) : undefined;
     // Async: the summary describes the whole run (every program, consumed by a batch or not), sync the last iteration.
     // Held-out programs share the run's id but are no part of its rollout: left out here.
     const rolledOut = sync ? [] : await trainingTrajectories(store, baseRunId);
@@ -337,6 +340,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       ...(sync ? { statsIteration: last.iteration } : {}),
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
+      ...(earlier ? { earlier } : {}),
       ...(held ? { heldOut: held.evaluation.scores } : {}),
       metricsPath: metrics.path,
       tensorboardPath: metrics.tensorboard.path,
