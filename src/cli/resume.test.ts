@@ -94,7 +94,7 @@ it("a run killed mid-iteration 2 and resumed trains every iteration's groups onc
   for (const l of resumed.stderr().split("\n").filter((x) => x.startsWith("iteration"))) expect(l).toMatch(/held-out v\d solved .* Δ vs v0 /);
   // The summary is the whole run's: its iterations (the one before the kill read back from metrics.jsonl) and versions.
   expect(resumed.stdout()).toMatch(new RegExp(`\n  iterations +${ITERATIONS} \\(2 after the resume\\), policy v0 → v${ITERATIONS}\n`));
-  expect(resumed.stdout()).toMatch(/\n  reward +-?\d\.\d{3} → -?\d\.\d{3} +\S{3} +\(\S+ \S+ \S+\)\n/);
+  expect(resumed.stdout()).toMatch(/\n {2}reward +-?\d\.\d{3} → -?\d\.\d{3} +\S{3} +\(\S+ \S+ \S+\)\n/);
 
   const state = readResumeState(out);
   expect(state).toMatchObject({ runId: before.runId, completedIterations: ITERATIONS, policyVersion: ITERATIONS, taskCursor: ITERATIONS * 4, resumes: 1 });
