@@ -174,6 +174,7 @@ describe.skipIf(missing !== undefined)("dashboard in headless Chromium", () => {
       });
       await page.waitForSelector('.program-row[data-program="sim/p0999"]');
       expect(await page.textContent('.program-row[data-program="sim/p0999"] span:nth-child(1)')).toBe("held-out v0 · p0999");
+      expect(await page.textContent('.program-row[data-program="sim/p0998"] span:nth-child(1)')).toBe("cut · p0998");
       expect((await count()).rowsInDom).toBeLessThanOrEqual(60);
       await page.close();
     } finally {
@@ -206,7 +207,8 @@ class SimulatedRun implements DashboardSource {
       iteration: null,
       // The last program is a held-out evaluation's.
       heldOutVersion: i === this.n - 1 ? 0 : null,
-      superseded: false,
+      // The one before it is of an iteration a kill cut (rolled out again on resume).
+      superseded: i === this.n - 2,
       taskId: `t${Math.floor(i / 8)}`,
       state: "active",
       termination: null,
