@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
+import { z } from "../core/zod.js";
 import type { Tool } from "./tool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { defineTool, fromEnvTool, parseToolInput, toolParameters } from "./agent-tool.js";

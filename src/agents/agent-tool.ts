@@ -1,7 +1,7 @@
 // Agent tools: a name, a description, a zod schema of the input and a run function working in the
 // program's sandbox. The schema gives both the JSON Schema declared to native tool-calling models
 // and the validation of whatever the model wrote. Environment tools (raw text input) adapt in.
-import { z } from "zod";
+import { z } from "../core/zod.js";
 import type { Tool } from "./tool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { mentionsOutOfMemory } from "./sandbox-outcome.js";

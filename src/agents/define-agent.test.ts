@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
+import { z } from "../core/zod.js";
 import { VirtualClock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
 import type { ChatMessage } from "../core/types.js";

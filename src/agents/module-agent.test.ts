@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { z } from "zod";
+import { z } from "../core/zod.js";
 import type { AgentDefinition } from "./define-agent.js";
 import { checkAgentDefinition, loadModuleAgent } from "./module-agent.js";
 

@@ -9,7 +9,7 @@
 //                                   (wired by the lead to the engines' /v1/load_weights)
 //   GET  /v1/stats               → queue counters, token totals, the current policy version and its weights' path
 import Fastify, { type FastifyInstance } from "fastify";
-import { z } from "zod";
+import { z } from "../core/zod.js";
 import { ArborError, CapacityError } from "../core/errors.js";
 import { BatchQueue, type BatchQueueStats } from "./batch-queue.js";
 import { ARROW_SCHEMA_VERSION, batchToArrow, type ExportedBatch } from "./export-arrow.js";

@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import { z } from "../core/zod.js";
 import { ArborError } from "../core/errors.js";
 import { getScenario } from "../sim/scenario/registry.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";

@@ -2,7 +2,7 @@
 // starts one of its engines, `arbor serve gateway` its gateway over its backends, recording into its
 // networked store. It reuses the run config's schemas (engines, backends, gateway, model), so one engine
 // or gateway block means the same in both files; an invalid file fails with the field and the reason.
-import { z } from "zod";
+import { z } from "./zod.js";
 import { applyOverrides, type ConfigOverride } from "./config-overrides.js";
 import { BackendConfigSchema, EngineConfigSchema, formatZodError, GatewayConfigSchema, ModelConfigSchema, parseRunConfig, readYamlFile, resolveConfigPaths, type RunConfig } from "./config.js";
 import { ArborError } from "./errors.js";

@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { parse as parseYaml, YAMLParseError } from "yaml";
-import { z } from "zod";
+import { z } from "./zod.js";
 import { applyOverrides, type ConfigOverride } from "./config-overrides.js";
 import { ArborError } from "./errors.js";
 import { AdvantageShapingSchema, splitShapingOptions } from "./estimator-options.js";

@@ -3,7 +3,7 @@
 // (batch/estimators/advantage-shaping.ts), which applies them after the estimator's own advantages:
 // issue 20's asymmetric negative advantages, no reward for form in groups with no solved program, and
 // positive-only (rejection-sampling) updates.
-import { z } from "zod";
+import { z } from "./zod.js";
 
 export const AdvantageShapingSchema = z
   .object({

@@ -1,7 +1,7 @@
 // Request bodies of the OpenAI-compatible endpoints, validated with zod. Fields Arbor does not
 // implement are rejected when set to a non-default value rather than silently ignored; vLLM's
 // sampling controls (logit_bias, repetition_penalty, min_tokens, ignore_eos, stop_token_ids) are honoured.
-import { z } from "zod";
+import { z } from "../core/zod.js";
 import type { ChatMessage } from "../core/types.js";
 import { invalidRequest } from "./openai-errors.js";
 import type { SamplingControls } from "./sampling.js";

@@ -3,7 +3,7 @@
 // policy is untrained and never calls tools, so the scripted executor writes the policy's markup.
 import { Agent, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool } from "@openai/agents";
 import OpenAI from "openai";
-import { z } from "zod";
+import { z } from "../core/zod.js";
 import { ScriptedExecutor } from "./scripted-executor.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 

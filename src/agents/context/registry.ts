@@ -1,5 +1,5 @@
 // The context-management policies, selected by name: none, discard-all, clear-thinking, summarize.
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { ArborError } from "../../core/errors.js";
 import { createClearThinkingPolicy } from "./clear-thinking.js";
 import type { ContextPolicy } from "./context-policy.js";

@@ -1,7 +1,7 @@
 // Reading a SimReport back from `report.json` (what `arbor sim` wrote, or an earlier `arbor report`), checked
 // against the shape of sim-report.ts so a truncated or foreign file fails with the field and the reason instead of
 // drawing empty plots. Extra fields are kept: a later simulator may add some, and the renderer ignores them.
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { ArborError } from "../../core/errors.js";
 import { SIM_REPORT_FORMAT, type SimReport } from "../../sim/scenario/sim-report.js";
 

@@ -13,7 +13,7 @@
 // from the GGUF of the current policy version. The level is validated and reported, not acted
 // on differently. While asleep, inference requests get 503 and /v1/load_weights is refused (503).
 import type { FastifyInstance } from "fastify";
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { fromZodError, invalidRequest } from "../openai-errors.js";
 import type { ExecutorSlot, InFlightPolicy } from "./executor-slot.js";
 

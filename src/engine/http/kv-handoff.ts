@@ -25,7 +25,7 @@
 // without `do_remote_decode`, a decode engine those without `do_remote_prefill`; a mixed engine with
 // a pool serves plain requests and either half.
 import { randomUUID } from "node:crypto";
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { ArborError } from "../../core/errors.js";
 import type { Executor, GenerateRequest, GenerateResult, KvTransfer } from "../executor.js";
 import type { KvStatePool } from "../kv/state-pool.js";

@@ -2,7 +2,7 @@
 // KV to L2/L3 or drop it), restore it, and say where its KV is. Only executors with the `programs`
 // capability (the scheduled ones) serve them; the others answer 501.
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { ArborError } from "../../core/errors.js";
 import type { ProgramControl, ProgramInfo } from "../executor.js";
 import { fromZodError, HttpError, invalidRequest } from "../openai-errors.js";

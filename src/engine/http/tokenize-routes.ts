@@ -5,7 +5,7 @@
 // Chat takes vLLM's `tools` and, as an Arbor extension, `tool_choice`: the ids are what
 // /v1/chat/completions renders for the same request, a forced tool call's opening included.
 import type { FastifyInstance } from "fastify";
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { renderChatPrompt, type ChatParsers } from "../chat-prompt.js";
 import { fromZodError, invalidRequest } from "../openai-errors.js";
 import { ChatCompletionRequestSchema, ChatMessageSchema, ChatToolsSchema, toChatMessages } from "../openai-schemas.js";

@@ -9,7 +9,7 @@
 // Errors have OpenAI's shape with the field in `param` (snake_case): 400 for a bad field, a gap or a
 // budget, 404 for an unknown group, 409 for tokens that differ from those recorded.
 import type { FastifyInstance, FastifyPluginAsync } from "fastify";
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { ArborError } from "../../core/errors.js";
 import { fromZodError, HttpError } from "../openai-errors.js";
 import type { DraftService } from "./draft-service.js";

@@ -1,6 +1,6 @@
 // Filter: drop backends whose KV cache cannot hold the prompt at all (hard), and backends whose
 // KV usage is at or above `maxKvUsage` unless every backend is (soft: the engines then queue).
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { promptLengthOf, type BackendView, type RoutingFilter } from "./types.js";
 
 export const CapacityFilterOptionsSchema = z

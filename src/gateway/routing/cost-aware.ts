@@ -4,7 +4,7 @@
 // Overlap comes from the router's approximate prefix trees (Dynamo's no-kv-events mode), counted in
 // whole blocks as engines cache whole blocks. Dynamo's decode term adds only the request's blocks not
 // already active on the worker; the router does not track active blocks, so it adds them all.
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { lowerIsBetter } from "./normalize.js";
 import type { BackendView, RoutingScorer, ScoreContext } from "./types.js";
 

@@ -2,7 +2,7 @@
 // approximate radix trees. Imbalanced load → least loaded; else the longest prefix match when its
 // ratio exceeds the cache threshold; else the backend with the smallest tree (most room).
 // Defaults are sgl-router's: cache_threshold 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5.
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { lowerIsBetter } from "./normalize.js";
 import { requestLoad, type RoutingScorer } from "./types.js";
 

@@ -1,6 +1,6 @@
 // Routing plugin registry: config names to filter and scorer factories, and the config-driven
 // construction of a PluginRouter (`gateway.routing` in the run config; weights live there).
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { ArborError } from "../../core/errors.js";
 import { createCapacityFilter } from "./capacity-filter.js";
 import { createCostAwareScorer } from "./cost-aware.js";

@@ -5,7 +5,7 @@
 // tools → functions. Bad input fails with Anthropic's 400, naming the field. Every field a client
 // sends is either served or refused (400 naming it), never dropped: unknown top-level fields, unknown
 // keys of blocks, tools and metadata, and server tools are refused (the table in docs/architecture.md).
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { AnthropicError } from "./anthropic-error.js";
 
 const cacheControl = z.unknown().optional();

@@ -2,7 +2,7 @@
 // the chat.completions body the backends speak: instructions → system message, function_call items →
 // assistant tool_calls, function_call_output items → tool messages. Bad input is a 400 naming the field;
 // so is every top-level field this surface does not serve (never dropped: the table in docs/architecture.md).
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { InvalidRequestError } from "../http-errors.js";
 import type { ChatRequestBody, ChatRequestMessage, ChatToolCall } from "./anthropic-request.js";
 

@@ -1,7 +1,7 @@
 // The `kind: agent` workload file of `arbor sim` (issue 18): a cluster and a population of multi-turn
 // agent programs (turns, context growth, heavy-tailed tool latency, sandbox start, context resets),
 // each figure with its source. Parsed with zod; every error names the file and the field.
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { ArborError } from "../../core/errors.js";
 
 const intRange = (min: number) =>

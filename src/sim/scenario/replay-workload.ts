@@ -3,7 +3,7 @@
 // the next call's start is its tool time; a next prompt that does not extend the previous context is
 // a context reset. The programs then run as an agent workload's do, for every agent system.
 import { dirname, isAbsolute, resolve } from "node:path";
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import type { Trajectory } from "../../core/types.js";
 import { ArborError } from "../../core/errors.js";
 import { trainingTrajectories } from "../../store/held-out-groups.js";

@@ -1,7 +1,7 @@
 // The `rollout` kind of workload file: synchronous RL iterations of groups of samples with heavy-tailed
 // output lengths (Seer's Table 3 workloads), on a cluster of cost-model engines, under the systems of
 // rollout-systems.ts. Parses the kind's fields and builds the SimScenario that runs them.
-import { z } from "zod";
+import { z } from "../../core/zod.js";
 import { ArborError } from "../../core/errors.js";
 import { getCostProfile } from "../../engine/costmodel/profile.js";
 import { runRolloutSim } from "../rollout-sim.js";

@@ -40,6 +40,16 @@ describe("workload files", () => {
     expect(() => parseWorkload(GOOD.replace("meanTokens: 30", "meanTokens: 300"), "w.yaml")).toThrow(/meanTokens must be below maxTokens/);
     expect(() => parseWorkload("[1, 2]", "w.yaml")).toThrow(/must be a YAML mapping/);
     expect(() => parseWorkload("a: [", "w.yaml")).toThrow(/not valid YAML/);
+    // A modelled workload says what it models and where its figures come from; zod's messages name the value.
+    expect(() => parseWorkload(GOOD.replace("description: d\n", ""), "w.yaml")).toThrow("workload file w.yaml: description: required: a sentence saying what the workload models");
+    expect(() => parseWorkload(GOOD.replace("sources: [s]\n", ""), "w.yaml")).toThrow(/^workload file w\.yaml: sources: required: a list naming where/);
+    expect(() => parseWorkload(GOOD.replace("prompts: 4", "prompts: four"), "w.yaml")).toThrow('workload file w.yaml: workload.prompts: expected a number, got "four"');
+  });
+
+  it("a replay needs neither description nor sources: the stored run is its source", () => {
+    const s = parseWorkload("name: r\nkind: replay\nstore: s.sqlite\nrunId: run-1\ncluster: { engines: 1 }\n", "/tmp/r.yaml");
+    expect(s.info).toMatchObject({ name: "r", kind: "replay", description: "a stored Arbor run replayed" });
+    expect(s.info.sources).toEqual(["Arbor run run-1 in /tmp/s.sqlite: prompt/output token counts and tool gaps of every call"]);
   });
 
   it("dispatches on kind: a kind without a parser is refused by name", () => {
