@@ -37,7 +37,10 @@ describe("createLogger", () => {
     expect(() => createLogger({ format: "xml" as "json" })).toThrow(/log format: must be text or json, got 'xml'/);
   });
 
-  it("Fastify logs requests only at debug and below", async () => {
+  it("Fastify logs requests only at debug and below, and warns of nothing deprecated", async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w.message);
+    process.on("warning", onWarning);
     for (const level of ["info", "debug"] as const) {
       const { logger, lines } = captured({ format: "json", level });
       const app = Fastify({ ...fastifyLogger(logger) });
@@ -48,5 +51,9 @@ describe("createLogger", () => {
       expect(requests.length, level).toBe(level === "debug" ? 1 : 0);
     }
     expect(fastifyLogger(undefined)).toEqual({ logger: false });
+    // Process warnings are emitted on the next tick.
+    await new Promise((resolve) => process.nextTick(resolve));
+    process.off("warning", onWarning);
+    expect(warnings.filter((w) => w.includes("deprecated"))).toEqual([]);
   });
 });

@@ -4,7 +4,7 @@
 // printed it; `json` writes pino's JSON lines (`level`, `time`, `component`, `msg`, …) for log collectors.
 // Both go to stderr (stdout keeps the commands' results). Servers hand the same logger to Fastify, which logs
 // requests only at `debug` and below (a gateway's every call at `info` would drown the rest).
-import type { FastifyBaseLogger } from "fastify";
+import { LogController, type FastifyBaseLogger } from "fastify";
 import { pino, type DestinationStream, type Logger } from "pino";
 import { ArborError } from "./errors.js";
 
@@ -70,7 +70,8 @@ export function lineLog(logger: Logger): (line: string) => void {
  * Fastify's logger options for a server: the process's pino logger when given (requests logged only at
  * `debug` and below), else none.
  */
-export function fastifyLogger(logger: Logger | undefined): { logger: false } | { loggerInstance: FastifyBaseLogger; disableRequestLogging: boolean } {
-  // Typed as Fastify's base logger: the servers' route helpers take the default logger type.
-  return logger ? { loggerInstance: logger as FastifyBaseLogger, disableRequestLogging: !logger.isLevelEnabled("debug") } : { logger: false };
+export function fastifyLogger(logger: Logger | undefined): { logger: false } | { loggerInstance: FastifyBaseLogger; logController: LogController } {
+  // Typed as Fastify's base logger: the servers' route helpers take the default logger type. Request logging is
+  // the log controller's (the top-level `disableRequestLogging` made every service print a deprecation warning).
+  return logger ? { loggerInstance: logger as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: !logger.isLevelEnabled("debug") }) } : { logger: false };
 }
