@@ -141,7 +141,9 @@ function byVersion(heldOut: readonly Trajectory[], groups: ReadonlyMap<string, G
   const of = new Map<number, Trajectory[]>();
   for (const t of heldOut) {
     const v = groups.get(t.program.groupId)?.heldOutVersion as number;
-    of.set(v, [...(of.get(v) ?? []), t]);
+    const list = of.get(v);
+    if (list) list.push(t);
+    else of.set(v, [t]);
   }
   return [...of].sort((a, b) => a[0] - b[0]).map(([version, ts]) => ({ version, programs: ts.length, meanReward: batchStats(ts).meanReward }));
 }
@@ -152,18 +154,19 @@ export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary
   for (const run of await store.listRuns()) {
     const { groups: groupList, all, training, heldOut, superseded } = await runTrajectories(store, run.id);
     const groups = new Map(groupList.map((g) => [g.id, g]));
+    const cut = new Set(superseded);
     out.push({
       id: run.id,
       name: run.name,
       env: envOf(run),
       startedAt: run.startedAt,
       endedAt: run.endedAt ?? null,
-      // The store's own aggregates where the run has no held-out programs; else the rollout's programs apart.
+      // The store's own aggregates where every program is the rollout's; else the rollout's programs apart.
       stats: heldOut.length + superseded.length === 0 ? await store.stats(run.id) : batchStats(training),
       heldOut: heldOut.length === 0 ? null : batchStats(heldOut),
       superseded: superseded.length === 0 ? null : batchStats(superseded),
       heldOutVersions: byVersion(heldOut, groups),
-      programs: all.map((t) => programSummary(t, groups, new Set(superseded))),
+      programs: all.map((t) => programSummary(t, groups, cut)),
     });
   }
   return out;
