@@ -1,10 +1,10 @@
 // A finished real run as a SimReport, so `arbor report <run dir>` draws it like a simulation: one system (the run),
-// requests = its model calls (how each finished), programs = its programs, the completion CDF over program end
-// times since their iteration started (the iterations pooled), throughput from each call's output tokens spread over the call's time, staleness
-// from the async trainer steps of metrics.jsonl. What a real run does not record (KV usage per engine,
-// preemptions, recomputed tokens) is left empty and said so in the workload's scale, never drawn as zero. The
-// iteration time is the mean over its iterations, each told apart by its groups' recorded iteration.
-// A sync run of several iterations is one store run per iteration (`<id>-it<k>`) in stores written before a run had
+// requests = its model calls (how each finished), programs = its programs, the completion CDF over program end times
+// since their iteration started (the iterations pooled), throughput from each call's output tokens spread over the
+// call's time, staleness from the async trainer steps of metrics.jsonl. What a real run does not record (KV usage
+// per engine, preemptions, recomputed tokens) is left empty and said so in the workload's scale, never drawn as
+// zero. The iteration time is the mean over its iterations, each told apart by its groups' recorded iteration. A
+// sync run of several iterations is one store run per iteration (`<id>-it<k>`) in stores written before a run had
 // one id: they are read together. A run's held-out evaluation programs (its held-out groups, or in older stores a
 // store run of their own) are no part of its rollout and are left out; the scale says how many calls they made. So
 // are the programs of an iteration a kill cut, which the resumed run rolled out again (a later Group.attempt).
