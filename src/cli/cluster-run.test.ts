@@ -165,6 +165,17 @@ describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as pro
       expect(many.length).toBeGreaterThan(0);
       expect(many).toEqual(one);
     }
+    // The trainer's reported loss, gradient norm and entropy reach metrics.jsonl through the trainer-api too.
+    const steps = (out: string): { loss: number | null; gradNorm: number | null; entropy: number | null }[] =>
+      readFileSync(join(dir, out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { loss: number | null; gradNorm: number | null; entropy: number | null });
+    const [viaApi, inProcess] = [steps("cluster-out"), steps("embedded-out")];
+    expect(viaApi).toHaveLength(2);
+    for (const [k, s] of viaApi.entries()) {
+      for (const f of ["loss", "gradNorm", "entropy"] as const) {
+        expect(s[f], `${f} of step ${k + 1}`).not.toBeNull();
+        expect(s[f]).toBeCloseTo(inProcess[k]![f]!, 9);
+      }
+    }
   }, 400_000);
 
   it("a worker killed mid-program: its programs end recorded on the other worker, none lost or made twice", async () => {

@@ -11,7 +11,7 @@ import { readFile } from "node:fs/promises";
 import { JetStreamEventBus } from "../broker/jetstream-event-bus.js";
 import { JetStreamWorkQueue } from "../broker/jetstream-work-queue.js";
 import type { WorkMessage } from "../broker/work-queue.js";
-import { createTrainerServer } from "../batch/trainer-server.js";
+import { createTrainerServer, type StepMetrics } from "../batch/trainer-server.js";
 import type { ExportedBatch } from "../batch/export-arrow.js";
 import { clusterBroker, clusterStreams, loadClusterConfig } from "../core/cluster-config.js";
 import { ArborError } from "../core/errors.js";
@@ -52,15 +52,16 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
     const published = new Set<string>();
     const replayed = await bus.subscribe("batch-acked", (ev) => void published.add(ev.data.batchId), { replay: "all" });
     closers.push(() => replayed.close());
-    const held = new Map<string, () => void>();
+    // A held batch's ack, with the step's metrics the trainer reported (passed on to the orchestrator).
+    const held = new Map<string, (metrics: StepMetrics | undefined) => void>();
     const server = createTrainerServer({
       capacity: BATCHES_AT_ONCE,
       onWeights: async (w) => {
         await weights.load(w.modelPath, w.policyVersion);
         log(`trainer-api: every engine serves policy version ${w.policyVersion} (${w.modelPath})`);
       },
-      onBatch: (event, id) => {
-        if (event === "acked") held.get(id)?.();
+      onBatch: (event, id, metrics) => {
+        if (event === "acked") held.get(id)?.(metrics);
       },
     });
     closers.push(() => server.app.close());
@@ -77,14 +78,14 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
       }
       // The orchestrator knows what the engines serve: the next announcement must be above it.
       server.setPolicy(w.policyVersion, w.modelPath);
-      const acked = new Promise<void>((resolve) => held.set(w.batchId, resolve));
+      const acked = new Promise<StepMetrics | undefined>((resolve) => held.set(w.batchId, resolve));
       const beat = setInterval(() => void m.inProgress().catch(() => undefined), Math.max(500, Math.floor(broker.ackWaitMs / 3)));
       try {
         server.offer(batch);
         log(`trainer-api: batch ${w.batchId} offered (${batch.samples.length} samples; engines at version ${w.policyVersion})`);
-        await acked;
+        const metrics = await acked;
         const stats = server.stats();
-        await bus.publish("batch-acked", { batchId: w.batchId, policyVersion: stats.policyVersion, modelPath: stats.modelPath }, `acked:${w.batchId}`);
+        await bus.publish("batch-acked", { batchId: w.batchId, policyVersion: stats.policyVersion, modelPath: stats.modelPath, ...(metrics ? { metrics } : {}) }, `acked:${w.batchId}`);
         published.add(w.batchId);
       } finally {
         clearInterval(beat);

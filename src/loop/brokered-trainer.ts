@@ -7,6 +7,7 @@
 import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ArborEvents, EventBus, EventSubscription } from "../broker/event-bus.js";
+import type { StepMetrics } from "../batch/trainer-server.js";
 import type { WorkQueue } from "../broker/work-queue.js";
 import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
@@ -29,6 +30,8 @@ export interface BatchAckedEvent {
   batchId: string;
   policyVersion: number;
   modelPath: string | null;
+  /** The step's loss, gradient norm and entropy as the trainer's ack reported them (absent: it reported none). */
+  metrics?: StepMetrics;
 }
 
 /** Events between the orchestrator and the trainer-api. */
@@ -72,6 +75,7 @@ export async function startBrokeredTrainer(o: BrokeredTrainerOptions): Promise<T
       const before = version;
       let timer: Timer | undefined;
       let onAbort: (() => void) | undefined;
+      let metrics: StepMetrics | undefined;
       const acked = new Promise<BatchAckedEvent>((resolve, reject) => {
         waiting.set(id, resolve);
         timer = o.clock.setTimer(o.waitMs, () => reject(new ArborError(`trainer-api: batch '${id}' was not acknowledged within ${o.waitMs} ms (train.external.waitMs); is arbor serve trainer-api running, and a trainer connected to it?`, "trainer_timeout")));
@@ -84,12 +88,13 @@ export async function startBrokeredTrainer(o: BrokeredTrainerOptions): Promise<T
         const ev = await acked;
         version = ev.policyVersion;
         if (ev.modelPath !== null) modelPath = ev.modelPath;
+        metrics = ev.metrics;
       } finally {
         timer?.cancel();
         if (onAbort) o.signal?.removeEventListener("abort", onAbort);
         waiting.delete(id);
       }
-      return externalUpdate(built, before, version, modelPath);
+      return externalUpdate(built, before, version, modelPath, metrics);
     },
     async close() {
       if (closed) return;
