@@ -176,7 +176,19 @@ describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as pro
         expect(s[f]).toBeCloseTo(inProcess[k]![f]!, 9);
       }
     }
-  }, 400_000);
+
+    // The engines now serve the trained version: a rollout on them records it, another training run is refused.
+    const top = Math.max(...served);
+    const rolloutYaml = writeYaml("after.yaml", [JSON.stringify({ ...RUN, iterations: 1, output: { dir: join(dir, "after-out") } })]);
+    const rollout = start(["run", rolloutYaml, "--cluster", cluster, "--no-progress"]);
+    expect(await exitOf(rollout, 300_000), rollout.log()).toBe(0);
+    expect(rollout.log()).toContain(`engines  serve policy version ${top} (an earlier run's weights): this rollout records it`);
+    const versions = readFileSync(join(dir, "after-out", "batch.jsonl"), "utf8").trim().split("\n").flatMap((l) => (JSON.parse(l) as { versions: number[] }).versions.filter((v) => v >= 0));
+    expect(new Set(versions)).toEqual(new Set([top]));
+    const again = start(["run", runYaml, "--cluster", cluster, "--no-progress"]);
+    expect(await exitOf(again, 120_000), again.log()).toBe(1);
+    expect(again.log()).toMatch(new RegExp(`arbor: error: cluster engines serve policy version ${top} \\(e0 v${top} \\(.*\\), e1 v${top} .*left by an earlier training run; a training run starts from version 0`));
+  }, 600_000);
 
   it("a worker killed mid-program: its programs end recorded on the other worker, none lost or made twice", async () => {
     const fault = { slow: await freePort(), gw: await freePort() };

@@ -3,7 +3,7 @@
 // only this, not the embedded run's engines and sandboxes.
 import type { ClusterConfig } from "../core/cluster-config.js";
 import { ArborError } from "../core/errors.js";
-import type { SyncedEngine } from "../loop/weight-sync.js";
+import { enginePolicy, type SyncedEngine } from "../loop/weight-sync.js";
 import { openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 
@@ -24,6 +24,23 @@ export function clusterSyncedEngines(cluster: ClusterConfig): SyncedEngine[] {
     if (b?.url === undefined) throw new ArborError(`cluster file: engine '${e.name}' needs a backend of the same name with its url (the gateway reaches it there, and weights are loaded there)`, "config");
     return { name: e.name, url: b.url.replace(/\/v1\/?$/, ""), inFlight: e.inFlightOnWeightSwitch };
   });
+}
+
+/**
+ * The policy version a cluster's engines serve as a run starts: a long-lived deployment's engines keep the weights
+ * of the last run that trained on them. A rollout takes them as they are (its calls record that version); a training
+ * run starts where its trainer does, at version 0 of its model, so engines serving a later version are refused,
+ * named, as are engines serving different versions.
+ */
+export async function clusterStartVersion(engines: readonly SyncedEngine[], training: boolean): Promise<number> {
+  const served = await Promise.all(engines.map(async (e) => ({ name: e.name, ...(await enginePolicy(e)) })));
+  const list = served.map((s) => `${s.name} v${s.version}${s.modelPath !== null ? ` (${s.modelPath})` : ""}`).join(", ");
+  if (new Set(served.map((s) => s.version)).size > 1) throw new ArborError(`cluster engines serve different policy versions (${list}): restart them (arbor serve engine) so that they serve one`, "config");
+  const version = served[0]?.version ?? 0;
+  if (training && version !== 0) {
+    throw new ArborError(`cluster engines serve policy version ${version} (${list}), left by an earlier training run; a training run starts from version 0 of its model.path: restart the engines (arbor serve engine) first`, "config");
+  }
+  return version;
 }
 
 /** The cluster file's mixed engines (each served by the backend of its name); prefill/decode ones pair up behind a disagg backend. */

@@ -29,7 +29,7 @@ import { createStore, openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { draftServiceHost, engineServerOptions, withDraftService, withV0Draft } from "./engine-start.js";
 import { startExternalEngine } from "./external-engines.js";
-import { clusterSyncedEngines, servedEngines } from "./cluster-services.js";
+import { clusterStartVersion, clusterSyncedEngines, servedEngines } from "./cluster-services.js";
 import { sandboxesFromConfig } from "./sandboxes-from-config.js";
 
 /** What the run's loop needs from wherever its parts are. */
@@ -48,6 +48,8 @@ export interface RunDeployment {
   instances: RolloutEngine[];
   /** Whether the engines serve this run's policy versions (they can then be tracked per call). */
   trackVersions: boolean;
+  /** The policy version the engines serve as the run starts (a cluster's may serve an earlier run's); absent: 0. */
+  startVersion?: number;
   programs: ProgramRunner;
   /** Called as each program ends (the embedded sandbox pool prepares one more). */
   programDone(): void;
@@ -231,6 +233,8 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
   c.onClose(() => programs.close());
   log(`workers  programs go to ${streams.programs} at ${broker.url} (arbor serve worker --cluster …)`);
   const engines = clusterSyncedEngines(cluster);
+  const startVersion = await clusterStartVersion(engines, cfg.train !== undefined);
+  if (startVersion > 0) log(`engines  serve policy version ${startVersion} (an earlier run's weights): this rollout records it`);
   return {
     store,
     storePath,
@@ -240,6 +244,7 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
     external: [],
     instances: instancesOf(cfg, servedEngines(cluster), backends),
     trackVersions: engines.length > 0,
+    startVersion,
     programs,
     programDone: () => {},
     engineStats: () => ({ queries: 0, hits: 0, preemptions: 0 }),

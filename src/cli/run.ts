@@ -252,7 +252,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       settings,
       scheduler: schedulerFromConfig(cfg.rollout),
       rng: new Rng(cfg.seed).fork("dataset"),
-      ...(resume !== undefined ? { baseVersion: resume.policyVersion } : {}),
+      ...(resume !== undefined ? { baseVersion: resume.policyVersion } : d.startVersion ? { baseVersion: d.startVersion } : {}),
       trackVersions: d.trackVersions,
       engines: d.instances,
       onProgramDone: (p) => {

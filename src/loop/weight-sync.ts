@@ -63,6 +63,18 @@ async function servedVersion(e: SyncedEngine): Promise<unknown> {
   return ((await (await fetch(`${root(e.url)}/v1/policy_version`)).json()) as { policy_version?: unknown }).policy_version;
 }
 
+/** The policy version and weights file an engine serves (`GET /v1/policy_version`); rejects naming the engine. */
+export async function enginePolicy(e: SyncedEngine): Promise<{ version: number; modelPath: string | null }> {
+  let body: { policy_version?: unknown; model_path?: unknown };
+  try {
+    body = (await (await fetch(`${root(e.url)}/v1/policy_version`)).json()) as typeof body;
+  } catch (err) {
+    throw new ArborError(`engine ${e.name} (${e.url}): cannot read its policy version: ${reason(err)}`, "weight_sync");
+  }
+  if (typeof body.policy_version !== "number") throw new ArborError(`engine ${e.name} (${e.url}): /v1/policy_version answered no policy_version`, "weight_sync");
+  return { version: body.policy_version, modelPath: typeof body.model_path === "string" ? body.model_path : null };
+}
+
 const root = (u: string): string => u.replace(/\/+$/, "");
 
 /** An error's message with its cause's (fetch says only "fetch failed"; the cause says why: refused, reset, timeout). */
