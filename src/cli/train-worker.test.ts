@@ -145,7 +145,10 @@ describe("arbor train-worker loop", () => {
     const s = createTrainerServer({ capacity: 1, onWeights: () => {} });
     const url = await s.app.listen({ host: "127.0.0.1", port: 0 });
     await s.app.close();
-    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), waitMs: 600 })).rejects.toThrow(/trainer protocol: cannot reach http:\/\/127\.0\.0\.1:\d+\/v1\/stats/);
+    const lines: string[] = [];
+    await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), waitMs: 600, log: (l) => lines.push(l) })).rejects.toThrow(/trainer protocol: cannot reach http:\/\/127\.0\.0\.1:\d+\/v1\/stats: ECONNREFUSED \(retried for 0\.6 s, --wait-ms\)$/);
+    // The wait is said once, as it starts.
+    expect(lines).toEqual([`train-worker  ${url}: not reachable yet (trainer protocol: cannot reach ${url}/v1/stats: ECONNREFUSED); retrying for up to 0.6 s (--wait-ms)`]);
     await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), waitMs: -1 })).rejects.toThrow(/--wait-ms must be an integer >= 0, got -1/);
     await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), lr: 0 })).rejects.toThrow(/--lr must be > 0, got 0/);
     await expect(runTrainWorker({ url, from: FROM, outDir: join(dir, "out-4"), batches: 0 })).rejects.toThrow(/--batches must be an integer >= 1/);

@@ -90,7 +90,10 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
   const pollMs = o.pollMs ?? 200;
   const client = new TrainerClient(o.url.replace(/\/+$/, ""));
   // Versions continue from the run's: the next announcement must exceed what the engines serve.
-  const start = await untilReachable(() => client.stats(), clock, o.waitMs ?? 120_000, o.signal);
+  const waitMs = o.waitMs ?? 120_000;
+  // Said once, so that a worker started before its run (or at a wrong URL) does not wait minutes in silence.
+  const onMiss = (e: Error): void => log(`train-worker  ${o.url}: not reachable yet (${e.message}); retrying for up to ${waitMs / 1000} s (--wait-ms)`);
+  const start = await untilReachable(() => client.stats(), clock, waitMs, o.signal, onMiss);
   mkdirSync(o.outDir, { recursive: true });
   const { Trainer } = await import("../trainer/trainer.js");
   const trainer = await Trainer.fromGguf(o.from, { lr: o.lr ?? 1e-3, maxGradNorm: o.maxGradNorm ?? 1, version: start.policyVersion, clock });
@@ -145,14 +148,19 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
   }
 }
 
-/** `call()`, retried every 500 ms while the server cannot be reached, for at most `waitMs`; then its last error. */
-async function untilReachable<T>(call: () => Promise<T>, clock: Clock, waitMs: number, signal?: AbortSignal): Promise<T> {
+/**
+ * `call()`, retried every 500 ms while the server cannot be reached, for at most `waitMs` (`onMiss` told of the first
+ * miss); then its last error, saying how long it was retried.
+ */
+async function untilReachable<T>(call: () => Promise<T>, clock: Clock, waitMs: number, signal?: AbortSignal, onMiss?: (e: Error) => void): Promise<T> {
   const deadline = clock.now() + waitMs;
-  for (;;) {
+  for (let missed = false; ; missed = true) {
     try {
       return await call();
     } catch (e) {
-      if (!serverGone(e) || clock.now() >= deadline || signal?.aborted) throw e;
+      if (!serverGone(e) || signal?.aborted) throw e;
+      if (clock.now() >= deadline) throw new ArborError(`${(e as Error).message} (retried for ${waitMs / 1000} s, --wait-ms)`, "trainer_protocol");
+      if (!missed) onMiss?.(e as Error);
     }
     await sleep(clock, 500, signal);
   }
