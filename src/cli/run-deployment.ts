@@ -29,6 +29,7 @@ import { createStore, openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { draftServiceHost, engineServerOptions, withDraftService, withV0Draft } from "./engine-start.js";
 import { startExternalEngine } from "./external-engines.js";
+import { waitReady } from "./wait-ready.js";
 import { clusterStartVersion, clusterSyncedEngines, servedEngines } from "./cluster-services.js";
 import { sandboxesFromConfig } from "./sandboxes-from-config.js";
 
@@ -221,7 +222,7 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
   const store = await openRunStore(cfg, c.outDir);
   c.onClose(() => store.close());
   const storePath = (store as { label?: string }).label ?? "postgres store";
-  await waitReady(gatewayUrl, clock, 60_000);
+  await waitReady(gatewayUrl, clock, 60_000, log);
   log(`gateway  ${gatewayUrl} (cluster ${cluster.name}; ready)`);
   const streams = clusterStreams(cluster);
   const queueOptions = { stream: streams.programs, ackWaitMs: broker.ackWaitMs, maxDeliver: broker.maxDeliver, duplicateWindowMs: broker.duplicateWindowMs };
@@ -283,22 +284,6 @@ function instancesOf(cfg: RunConfig, engines: readonly { name: string; sequences
     : backends.map((b) => ({ name: b.name, maxActive: cfg.rollout.concurrency, kvCapacityTokens: cfg.rollout.concurrency * Math.max(cfg.agent.maxTotalTokens, 1) }));
 }
 
-/** Resolves once GET `${url}/readyz` answers 200; throws with the last answer after `timeoutMs`. */
-async function waitReady(url: string, clock: Clock, timeoutMs: number): Promise<void> {
-  const until = clock.now() + timeoutMs;
-  for (;;) {
-    let last: string;
-    try {
-      const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(5000) });
-      if (res.ok) return;
-      last = `${res.status} ${await res.text()}`;
-    } catch (e) {
-      last = e instanceof Error ? e.message : String(e);
-    }
-    if (clock.now() >= until) throw new ArborError(`gateway ${url} is not ready after ${timeoutMs / 1000} s (${last}); is arbor serve gateway running?`, "backend_unreachable");
-    await clock.sleep(500);
-  }
-}
 
 function tapBackend<B extends Backend>(b: B, tap: (backend: string, reply: BackendReply) => void): B {
   const seen = (reply: BackendReply): BackendReply => {
