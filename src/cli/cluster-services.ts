@@ -30,10 +30,16 @@ export function clusterSyncedEngines(cluster: ClusterConfig): SyncedEngine[] {
  * The policy version a cluster's engines serve as a run starts: a long-lived deployment's engines keep the weights
  * of the last run that trained on them. A rollout takes them as they are (its calls record that version); a training
  * run starts where its trainer does, at version 0 of its model, so engines serving a later version are refused,
- * named, as are engines serving different versions.
+ * named, as are engines serving different versions. An engine that does not answer is left out (`log` says so): the
+ * gateway routes around a dead engine, and a run must not fail for one.
  */
-export async function clusterStartVersion(engines: readonly SyncedEngine[], training: boolean): Promise<number> {
-  const served = await Promise.all(engines.map(async (e) => ({ name: e.name, ...(await enginePolicy(e)) })));
+export async function clusterStartVersion(engines: readonly SyncedEngine[], training: boolean, log: (line: string) => void): Promise<number> {
+  const answers = await Promise.all(engines.map(async (e) => ({ name: e.name, policy: await enginePolicy(e).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err)))) })));
+  const served: { name: string; version: number; modelPath: string | null }[] = [];
+  for (const a of answers) {
+    if (a.policy instanceof Error) log(`engines  ${a.policy.message}: left out of the policy version check`);
+    else served.push({ name: a.name, ...a.policy });
+  }
   const list = served.map((s) => `${s.name} v${s.version}${s.modelPath !== null ? ` (${s.modelPath})` : ""}`).join(", ");
   if (new Set(served.map((s) => s.version)).size > 1) throw new ArborError(`cluster engines serve different policy versions (${list}): restart them (arbor serve engine) so that they serve one`, "config");
   const version = served[0]?.version ?? 0;

@@ -234,7 +234,7 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
   c.onClose(() => programs.close());
   log(`workers  programs go to ${streams.programs} at ${broker.url} (arbor serve worker --cluster …)`);
   const engines = clusterSyncedEngines(cluster);
-  const startVersion = await clusterStartVersion(engines, cfg.train !== undefined);
+  const startVersion = await clusterStartVersion(engines, cfg.train !== undefined, log);
   if (startVersion > 0) log(`engines  serve policy version ${startVersion} (an earlier run's weights): this rollout records it`);
   return {
     store,
