@@ -63,11 +63,14 @@ async function servedVersion(e: SyncedEngine): Promise<unknown> {
   return ((await (await fetch(`${root(e.url)}/v1/policy_version`)).json()) as { policy_version?: unknown }).policy_version;
 }
 
-/** The policy version and weights file an engine serves (`GET /v1/policy_version`); rejects naming the engine. */
-export async function enginePolicy(e: SyncedEngine): Promise<{ version: number; modelPath: string | null }> {
+/**
+ * The policy version and weights file an engine serves (`GET /v1/policy_version`, answered within `timeoutMs`);
+ * rejects naming the engine.
+ */
+export async function enginePolicy(e: SyncedEngine, timeoutMs = 5_000): Promise<{ version: number; modelPath: string | null }> {
   let body: { policy_version?: unknown; model_path?: unknown };
   try {
-    body = (await (await fetch(`${root(e.url)}/v1/policy_version`)).json()) as typeof body;
+    body = (await (await fetch(`${root(e.url)}/v1/policy_version`, { signal: AbortSignal.timeout(timeoutMs) })).json()) as typeof body;
   } catch (err) {
     throw new ArborError(`engine ${e.name} (${e.url}): cannot read its policy version: ${reason(err)}`, "weight_sync");
   }
