@@ -29,9 +29,9 @@ import { createStore, openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { draftServiceHost, engineServerOptions, withDraftService, withV0Draft } from "./engine-start.js";
 import { startExternalEngine } from "./external-engines.js";
-import { waitReady } from "./wait-ready.js";
 import { clusterStartVersion, clusterSyncedEngines, servedEngines } from "./cluster-services.js";
 import { sandboxesFromConfig } from "./sandboxes-from-config.js";
+import { waitReady } from "./wait-ready.js";
 
 /** What the run's loop needs from wherever its parts are. */
 export interface RunDeployment {
