@@ -59,8 +59,13 @@ async function postLoadWeights(e: SyncedEngine, body: { model_path: string; poli
   }
 }
 
+/** An engine's `GET /v1/policy_version` answer, unchecked. */
+async function policyAnswer(e: SyncedEngine, signal?: AbortSignal): Promise<{ policy_version?: unknown; model_path?: unknown }> {
+  return (await (await fetch(`${root(e.url)}/v1/policy_version`, signal ? { signal } : {})).json()) as { policy_version?: unknown; model_path?: unknown };
+}
+
 async function servedVersion(e: SyncedEngine): Promise<unknown> {
-  return ((await (await fetch(`${root(e.url)}/v1/policy_version`)).json()) as { policy_version?: unknown }).policy_version;
+  return (await policyAnswer(e)).policy_version;
 }
 
 /**
@@ -68,9 +73,9 @@ async function servedVersion(e: SyncedEngine): Promise<unknown> {
  * rejects naming the engine.
  */
 export async function enginePolicy(e: SyncedEngine, timeoutMs = 5_000): Promise<{ version: number; modelPath: string | null }> {
-  let body: { policy_version?: unknown; model_path?: unknown };
+  let body: Awaited<ReturnType<typeof policyAnswer>>;
   try {
-    body = (await (await fetch(`${root(e.url)}/v1/policy_version`, { signal: AbortSignal.timeout(timeoutMs) })).json()) as typeof body;
+    body = await policyAnswer(e, AbortSignal.timeout(timeoutMs));
   } catch (err) {
     throw new ArborError(`engine ${e.name} (${e.url}): cannot read its policy version: ${reason(err)}`, "weight_sync");
   }
