@@ -35,7 +35,7 @@ describe("backend type: disagg in the config", () => {
     [{ url: "http://p0:8101/v1" }, /backends\[0\]\.url: not used with type: disagg/],
     [{ decode: ["http://p0:8101/v1"] }, /backends\[0\]\.prefill: http:\/\/p0:8101\/v1 is listed twice/],
     [{ cost: { transferBytesPerMs: 0 } }, /backends\[0\]\.cost\.transferBytesPerMs: /],
-    [{ cost: { queueMs: 1 } }, /backends\[0\]\.cost: Unrecognized key: "queueMs"/],
+    [{ cost: { queueMs: 1 } }, /backends\[0\]\.cost: unknown key "queueMs"/],
     [{ weightSync: { kind: "sglang" } }, /backends\[0\]\.weightSync: not supported with type: disagg/],
   ])("refuses %j naming the field", (patch, message) => {
     expect(() => parseClusterConfig({ ...cluster, backends: [{ ...pd, ...patch }] })).toThrow(message);

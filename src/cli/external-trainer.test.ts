@@ -231,7 +231,7 @@ describe("train.trainer / train.external config", () => {
     expect(() => parseRunConfig({ engines, train: { trainer: "reference", external: {} } })).toThrow(/train\.external: only used with train\.trainer: external/);
     expect(() => parseRunConfig({ engines, train: { trainer: "external", external: { port: 70000 } } })).toThrow(/train\.external\.port: must be a TCP port/);
     expect(() => parseRunConfig({ engines, train: { trainer: "external", external: { waitMs: 0 } } })).toThrow(/train\.external\.waitMs/);
-    expect(() => parseRunConfig({ engines, train: { trainer: "external", external: { hots: "x" } } })).toThrow(/train\.external: Unrecognized key: "hots"/);
+    expect(() => parseRunConfig({ engines, train: { trainer: "external", external: { hots: "x" } } })).toThrow(/train\.external: unknown key "hots" \(did you mean "host"\?\)/);
     expect(() => parseRunConfig({ engines, rollout: { mode: "async" }, train: { trainer: "external" } })).toThrow(
       /train\.trainer: external trainers are not supported with rollout\.mode: async yet/,
     );

@@ -28,7 +28,7 @@ describe("cluster config", () => {
     [{ backends: [{ name: "e0", type: "builtin" }] }, /backends\[0\]\.url: required in a cluster file/],
     [{ backends: [] }, /backends: need at least one backend/],
     [{ engines: [{ name: "e0", port: 1 }, { name: "e0", port: 2 }] }, /engines\[1\]\.name: 'e0' is named twice/],
-    [{ engines: [{ name: "e0", hots: "x" }] }, /engines\[0\]: Unrecognized key: "hots"/],
+    [{ engines: [{ name: "e0", hots: "x" }] }, /engines\[0\]: unknown key "hots" \(did you mean "host"\?\)/],
     [{ gateway: { port: 99999 } }, /gateway\.port: /],
   ])("refuses %j naming the field", (patch, message) => {
     expect(() => parseClusterConfig({ ...base, ...patch })).toThrow(message);

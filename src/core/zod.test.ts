@@ -1,6 +1,6 @@
 // zod's messages as Arbor sets them (core/zod.ts): a missing field is "required", a wrong one names what was given.
 import { describe, expect, it } from "vitest";
-import { z } from "./zod.js";
+import { unknownKeysMessage, z } from "./zod.js";
 
 const messages = (schema: z.ZodType, value: unknown): string[] => {
   const r = schema.safeParse(value);
@@ -8,7 +8,7 @@ const messages = (schema: z.ZodType, value: unknown): string[] => {
 };
 
 describe("zod messages", () => {
-  const schema = z.object({ name: z.string(), seed: z.number().int(), mode: z.enum(["sync", "async"]), tags: z.array(z.string()), at: z.object({ x: z.number() }).optional() }).strict();
+  const schema = z.object({ name: z.string(), seed: z.number().int(), mode: z.enum(["sync", "async"]), tags: z.array(z.string()), at: z.object({ x: z.number() }).strict().optional() }).strict();
 
   it("say required for a missing field and name the value given otherwise", () => {
     expect(messages(schema, { seed: 1.5, mode: "sideways", tags: "a", at: [] })).toEqual([
@@ -27,6 +27,16 @@ describe("zod messages", () => {
 
   it("leave a schema's own messages alone", () => {
     expect(messages(z.number().min(1, "must be at least 1"), 0)).toEqual([": must be at least 1"]);
-    expect(messages(z.object({}).strict(), { extra: 1 })).toEqual([': Unrecognized key: "extra"']);
+  });
+
+  it("name the key a misspelt one was likely meant to be, or the keys the object takes", () => {
+    expect(messages(schema, { name: "a", seed: 1, mode: "sync", tags: [], sed: 2 })).toEqual([': unknown key "sed" (did you mean "seed"?)']);
+    expect(messages(schema, { name: "a", seed: 1, mode: "sync", tags: [], at: { x: 1, xx: 2 } })).toEqual(['at: unknown key "xx" (did you mean "x"?)']);
+    expect(messages(schema, { name: "a", seed: 1, mode: "sync", tags: [], colour: "red", nmae: "b" })).toEqual([
+      ': unknown keys "colour", "nmae" (known: name, seed, mode, tags, at)',
+    ]);
+    expect(messages(z.object({}).strict(), { extra: 1 })).toEqual([': unknown key "extra"']);
+    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`key${i}`, z.number()]));
+    expect(unknownKeysMessage(["zzzzzzzz"], Object.keys(many))).toBe(`unknown key "zzzzzzzz" (known: ${Object.keys(many).slice(0, 30).join(", ")}, …)`);
   });
 });

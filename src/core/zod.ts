@@ -1,8 +1,10 @@
 // zod as Arbor's schemas use it: every module imports `z` from here, so that zod's messages are set once, before
 // any schema parses. zod's defaults read "Invalid input: expected string, received undefined" for a missing field
 // and never show the value given; a person fixing a config wants "required: a string" and `expected a number, got
-// "abc"`. The messages are the same for configs, workload files and the servers' request bodies. Other issues
-// (custom refinements, bounds) keep their own messages.
+// "abc"`. A misspelt key names the key it was likely meant to be (`unknown key "concurency" (did you mean
+// "concurrency"?)`), or the keys the object takes. The messages are the same for configs, workload files and the
+// servers' request bodies. Other issues (custom refinements, bounds) keep their own messages.
+import { closest, distance } from "fastest-levenshtein";
 import { z } from "zod";
 
 /** `string` → `a string`, `int` → `an integer`: the name of what a schema expected. */
@@ -20,9 +22,36 @@ function given(input: unknown): string {
   return text.length > 40 ? `${text.slice(0, 37)}...` : text;
 }
 
+/** Keys an object schema takes (`inst` of an unrecognized_keys issue), or none when it is not one. */
+function knownKeys(inst: unknown): string[] {
+  const shape = (inst as { _zod?: { def?: { shape?: unknown } } } | undefined)?._zod?.def?.shape;
+  return shape !== null && typeof shape === "object" ? Object.keys(shape) : [];
+}
+
+/** Most known keys an unknown-key message lists. */
+const MAX_LISTED_KEYS = 30;
+
+/**
+ * `unknown key "x" (did you mean "y"?)` when a known key is a typo away (one edit for a key of up to 3 characters,
+ * else two or a third of its length: a swap of two letters is two edits), else the known keys.
+ */
+export function unknownKeysMessage(keys: readonly string[], known: readonly string[]): string {
+  const names = keys.map((k) => JSON.stringify(k)).join(", ");
+  const head = `unknown key${keys.length === 1 ? "" : "s"} ${names}`;
+  if (known.length === 0) return head;
+  const guesses = keys.flatMap((k) => {
+    const near = closest(k, known as string[]);
+    return distance(k, near) <= (k.length <= 3 ? 1 : Math.max(2, Math.floor(k.length / 3))) ? [`"${near}"`] : [];
+  });
+  if (guesses.length === keys.length) return `${head} (did you mean ${guesses.join(", ")}?)`;
+  const listed = known.slice(0, MAX_LISTED_KEYS).join(", ");
+  return `${head} (known: ${listed}${known.length > MAX_LISTED_KEYS ? ", …" : ""})`;
+}
+
 z.config({
   customError: (iss) => {
     if (iss.code === "invalid_type") return iss.input === undefined ? `required: ${noun(iss.expected)}` : `expected ${noun(iss.expected)}, got ${given(iss.input)}`;
+    if (iss.code === "unrecognized_keys") return unknownKeysMessage(iss.keys, knownKeys(iss.inst));
     if (iss.code === "invalid_value" && iss.values.length > 1) return `expected one of ${iss.values.map((v) => JSON.stringify(v)).join(", ")}, got ${given(iss.input)}`;
     return undefined;
   },
