@@ -2,7 +2,8 @@
 // KV usage per engine (small multiples, one per system), the completion CDF with the tail (last 10%) shaded and
 // each system's 90th percentile marked, preemptions and recomputed tokens, and staleness when a system has any.
 // Data are inlined (no URLs), so the SVG needs nothing from the network. A plot with nothing to draw is left out
-// and `notes` says why, so an empty frame never passes for a measured zero.
+// and `notes` says why, so an empty frame never passes for a measured zero; systems whose lines are the same are
+// named in the plot's subtitle (the last one drawn hides the others, and a legend entry without a line looks lost).
 import type { TopLevelSpec } from "vega-lite";
 import type { SeriesPoint, SimReport } from "../../sim/scenario/sim-report.js";
 
@@ -47,7 +48,7 @@ export function reportCharts(report: SimReport): ReportCharts {
     title,
     spec: {
       description: title,
-      title,
+      title: withSameLines(title, [], sameLines(report, pick)),
       width: WIDTH,
       height: HEIGHT,
       data: { values: report.systems.flatMap((s) => rows(s.system, pick(s))) },
@@ -143,7 +144,7 @@ function cdfChart(report: SimReport, color: object): ReportChart {
     title,
     spec: {
       description: title,
-      title: { text: title, subtitle: `tail (90th percentile → last): ${report.systems.map((s) => `${s.system} ${fmtSeconds(s.summary.tailMs)}`).join(", ")}` },
+      title: withSameLines(title, [`tail (90th percentile → last): ${report.systems.map((s) => `${s.system} ${fmtSeconds(s.summary.tailMs)}`).join(", ")}`], sameLines(report, (s) => s.completionPercentilesMs)),
       width: WIDTH,
       height: HEIGHT + 40,
       layer: [
@@ -170,6 +171,25 @@ function cdfChart(report: SimReport, color: object): ReportChart {
       ],
     } as TopLevelSpec,
   };
+}
+
+/**
+ * Groups of two or more systems whose series (`pick`) are equal, in the report's order, as "a and b" / "a, b and c":
+ * their lines lie on one another.
+ */
+export function sameLines(report: SimReport, pick: (s: SimReport["systems"][number]) => unknown): string[] {
+  const groups = new Map<string, string[]>();
+  for (const s of report.systems) {
+    const key = JSON.stringify(pick(s));
+    groups.set(key, [...(groups.get(key) ?? []), s.system]);
+  }
+  return [...groups.values()].filter((g) => g.length > 1).map((g) => `${g.slice(0, -1).join(", ")} and ${g[g.length - 1]}`);
+}
+
+/** A plot's title with its subtitle lines, and one more naming the systems drawn as one line, when any are. */
+function withSameLines(text: string, subtitle: string[], same: string[]): string | { text: string; subtitle: string[] } {
+  const lines = same.length === 0 ? subtitle : [...subtitle, `one line for ${same.join("; for ")} (the same figures)`];
+  return lines.length === 0 ? text : { text, subtitle: lines };
 }
 
 /** Milliseconds as seconds with three significant digits (`12.3 s`, `0.456 s`). */

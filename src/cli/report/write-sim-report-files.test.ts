@@ -8,6 +8,7 @@ import { PNG } from "pngjs";
 import { afterAll, describe, expect, it } from "vitest";
 import { SIM_REPORT_FORMAT, type SimReport, type SimSystemResult } from "../../sim/scenario/sim-report.js";
 import { parseSimReport } from "./read-sim-report.js";
+import { sameLines } from "./report-charts.js";
 import { simReportJson } from "./sim-report-json.js";
 import { writeSimReportFiles } from "./write-sim-report-files.js";
 
@@ -127,6 +128,23 @@ describe("writeSimReportFiles", () => {
     expect(html).not.toMatch(/<script|<link|@import/i);
     expect(html).not.toMatch(/(src|href)\s*=\s*["']?(https?:)?\/\//i);
     expect(html).not.toMatch(/url\(/i);
+  });
+
+  it("names the systems whose lines are the same, which one line draws", async () => {
+    const r = fixture();
+    const twin = { ...system("sglang-router", 8000), series: { ...system("sglang-router", 8000).series, throughput: system("verl-like", 8000).series.throughput.map((p) => ({ ...p, value: p.value + 1 })) } };
+    r.systems = [r.systems[0]!, twin, r.systems[1]!];
+    const out = join(dir, "same");
+    await writeSimReportFiles(r, out);
+    const svgs = readFileSync(join(out, "report.html"), "utf8").match(/<svg[\s\S]*?<\/svg>/g) ?? [];
+    const cdf = svgs.find((x) => x.includes("Completion CDF")) ?? "";
+    // (The subtitle's second line: a tspan.)
+    expect(cdf).toContain(">one line for verl-like and sglang-router (the same figures)</tspan>");
+    // Their throughput differs (the fixture's verl-like and seer have the same one).
+    const throughput = svgs.find((x) => x.includes("Throughput over time")) ?? "";
+    expect(throughput).toContain(">one line for verl-like and seer (the same figures)</text>");
+    expect(throughput).not.toContain("sglang-router (the same");
+    expect(sameLines(fixture(), (s) => s.completionPercentilesMs)).toEqual([]);
   });
 
   it("leaves out plots without data and says so instead of drawing an empty frame", async () => {
