@@ -16,8 +16,10 @@ export interface BenchOptions {
   /** Progress lines. */
   log: (line: string) => void;
   /**
-   * Runs `arbor run <config>` and returns its store's path, for benchmarks that read batches from a real run
-   * (the CLI passes its own run command in: benchmarks sit below the CLI in the layer order).
+   * Runs `arbor run` on one of the package's example configs (`configPath` relative to the package, e.g.
+   * `examples/quickstart.yaml`; its output under the working directory) and returns its store's path, for
+   * benchmarks that read batches from a real run (the CLI passes its own run command in: benchmarks sit below the
+   * CLI in the layer order).
    */
   runConfig?: (configPath: string, log: (line: string) => void) => Promise<string>;
   /** The argv that runs the `arbor` command (the CLI passes its own), for benchmarks that start Arbor's services. */

@@ -7,7 +7,7 @@
 // tokens flat / tree ≥ 8× (AReaL-DTA reports 8.31×) on the per-call SWE batch, and step time flat / tree ≥ 0.8 ×
 // the token ratio on every batch. The loss column shows both layouts computing the same loss.
 import { existsSync, readdirSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { buildTrainingBatch } from "../batch/build-batch.js";
 import { syntheticSweBatch, type SyntheticOptions } from "../batch/tree/synthetic.js";
 import type { TreeBatch } from "../batch/tree/tree-batch.js";
@@ -227,7 +227,7 @@ async function realRunStore(cfg: TreeBenchConfig, log: (line: string) => void, r
   if (found) return found;
   if (!runConfig) throw new ArborError(`tree bench: no run store under ${cfg.runsDir}; run \`arbor run ${cfg.quickstartConfig}\` first`, "bench");
   log(`no run store under ${cfg.runsDir}: running ${cfg.quickstartConfig} first`);
-  return runConfig(resolve(cfg.quickstartConfig), log);
+  return runConfig(cfg.quickstartConfig, log);
 }
 
 /** Run the benchmark. */
