@@ -212,8 +212,11 @@ function renderHighlights(hs: Highlight[]): void {
   );
 }
 
-/** One SVG line chart of the values, one point each in order (null values skipped). */
-function chart(values: readonly (number | null)[], label: string): HTMLElement {
+/**
+ * One SVG line chart of the values, one point each in order (null values skipped). `names[i]` says what point i is
+ * (`iteration 3`, `v2`): the first and last name label the x axis, and each point tells its name and value on hover.
+ */
+function chart(values: readonly (number | null)[], label: string, names: readonly string[]): HTMLElement {
   const w = 260;
   const h = 110;
   const pad = 24;
@@ -228,16 +231,23 @@ function chart(values: readonly (number | null)[], label: string): HTMLElement {
   const sy = (y: number): number => (hi === lo ? h / 2 : h - pad - ((h - 2 * pad) * (y - lo)) / (hi - lo));
   const path = xs.map(([i, y], k) => `${k === 0 ? "M" : "L"}${sx(i).toFixed(1)},${sy(y).toFixed(1)}`).join(" ");
   const last = ys[ys.length - 1];
-  box.innerHTML = `<div class="label">${label}: ${xs.length ? `${fmt(last)} (min ${fmt(lo)}, max ${fmt(hi)})` : "no data yet"}</div><svg width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><path d="${path}" fill="none" stroke="#3b6fd8" stroke-width="2"/>${xs.map(([i, y]) => `<circle cx="${sx(i).toFixed(1)}" cy="${sy(y).toFixed(1)}" r="2.5" fill="#3b6fd8"/>`).join("")}</svg>`;
+  const points = xs.map(([i, y]) => `<circle cx="${sx(i).toFixed(1)}" cy="${sy(y).toFixed(1)}" r="3" fill="#3b6fd8"><title>${names[i] ?? i}: ${fmt(y)}</title></circle>`).join("");
+  const axis =
+    xs.length === 0
+      ? ""
+      : `<text class="axis" x="${sx(xs[0]![0]).toFixed(1)}" y="${h - 6}" text-anchor="start">${names[xs[0]![0]] ?? ""}</text>` +
+        (xs.length > 1 ? `<text class="axis" x="${sx(xs.at(-1)![0]).toFixed(1)}" y="${h - 6}" text-anchor="end">${names[xs.at(-1)![0]] ?? ""}</text>` : "");
+  box.innerHTML = `<div class="label">${label}: ${xs.length ? `${fmt(last)} (min ${fmt(lo)}, max ${fmt(hi)})` : "no data yet"}</div><svg width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><path d="${path}" fill="none" stroke="#3b6fd8" stroke-width="2"/>${points}${axis}</svg>`;
   return box;
 }
 
 function renderCurves(points: CurvePoint[], heldOut: HeldOutPoint[]): void {
   counters.renders.curves++;
   const of = (pick: (p: CurvePoint) => number | null): (number | null)[] => points.map(pick);
-  const charts = [chart(of((p) => p.meanReward), "mean reward"), chart(of((p) => p.meanOutputTokens), "output tokens / program"), chart(of((p) => p.loss), "loss"), chart(of((p) => p.entropy), "entropy")];
+  const names = points.map((p) => `${p.kind} ${p.index}`);
+  const charts = [chart(of((p) => p.meanReward), "mean reward", names), chart(of((p) => p.meanOutputTokens), "output tokens / program", names), chart(of((p) => p.loss), "loss", names), chart(of((p) => p.entropy), "entropy", names)];
   // The score that says whether the policy learns its task (tasks never trained on): first where a run has it.
-  if (heldOut.length > 0) charts.unshift(chart(heldOut.map((p) => p.solved), `held-out solved (v${heldOut[0]!.version} → v${heldOut.at(-1)!.version})`));
+  if (heldOut.length > 0) charts.unshift(chart(heldOut.map((p) => p.solved), `held-out solved (v${heldOut[0]!.version} → v${heldOut.at(-1)!.version})`, heldOut.map((p) => `v${p.version}`)));
   $("curves").replaceChildren(...charts);
 }
 

@@ -155,6 +155,9 @@ describe.skipIf(missing !== undefined)("dashboard in headless Chromium", () => {
       // Counts per state, then the live phases; the held-out scores as the first curve.
       expect((await page.textContent("#program-counts"))?.trim()).toBe(`active 1000 (${source.phaseOf(0)} 500, ${source.phaseOf(1)} 500)`);
       expect(await page.textContent('[data-curve^="held-out solved"] .label')).toMatch(/^held-out solved \(v0 → v2\): 0\.5/);
+      // Its x axis names the first and last version scored, and each point its version and score on hover.
+      expect(await page.$$eval('[data-curve^="held-out solved"] .axis', (ts) => ts.map((t) => t.textContent))).toEqual(["v0", "v2"]);
+      expect(await page.textContent('[data-curve^="held-out solved"] circle:last-of-type title')).toMatch(/^v2: 0\.5/);
       // A row shows the id without its run's; the whole id on hover.
       expect(await page.textContent('.program-row[data-program="sim/p0000"] span:nth-child(1)')).toBe("p0000");
       expect(await page.getAttribute('.program-row[data-program="sim/p0000"] span:nth-child(1)', "title")).toBe("sim/p0000");
