@@ -216,8 +216,6 @@ try {
   process.exitCode = reportError(e, program.opts<{ debug?: boolean }>().debug === true || process.env.ARBOR_DEBUG === "1");
 }
 
-
-
 function reportError(e: unknown, debug: boolean): number {
   if (e instanceof CommanderError) return e.exitCode; // commander already printed the message
   if (debug && e instanceof Error) console.error(e.stack);

@@ -13,14 +13,20 @@ export type ProgramRequest = FastifyRequest<{ Params: { programId?: string } }>;
 
 /** Resolve the call's program, check its caller, and hold a slot of its limits while `serve` runs. */
 export async function admitted<T>(ctx: GatewayContext, req: ProgramRequest, prepared: PreparedRequest, serve: (programId: string) => Promise<T>): Promise<T> {
-  const programId = programIdOf(req, prepared.bodyProgramId);
-  ctx.auth?.requireCaller(req.headers as CredentialHeaders, programId);
+  const programId = callerProgram(ctx, req, prepared.bodyProgramId);
   const done = ctx.limiter.admit(programId);
   try {
     return await serve(programId);
   } finally {
     done();
   }
+}
+
+/** The request's program (path, header or body field `bodyId`, which must agree), once its caller may call as it. */
+export function callerProgram(ctx: GatewayContext, req: ProgramRequest, bodyId: string | undefined): string {
+  const programId = programIdOf(req, bodyId);
+  ctx.auth?.requireCaller(req.headers as CredentialHeaders, programId);
+  return programId;
 }
 
 function programIdOf(req: ProgramRequest, bodyId: string | undefined): string {

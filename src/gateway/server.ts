@@ -37,6 +37,7 @@ import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./
 import { serveCall } from "./serve-call.js";
 import { surfaceRoutes } from "./surface-routes.js";
 import { asAnthropicErrorBody } from "./surfaces/anthropic-error.js";
+import { countTokens } from "./surfaces/anthropic-count-tokens.js";
 import { fastifyLogger } from "../core/logger.js";
 import type { Logger } from "pino";
 import { MAX_TOKENS_POLICIES, type MaxTokensPolicy } from "./token-path/max-tokens.js";
@@ -279,7 +280,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   // Credentials are checked before the body is read: a stranger cannot make the gateway parse 32 MiB.
   if (auth) {
-    const inferenceRoute = /\/v1\/((chat\/)?completions|responses|messages)$/;
+    const inferenceRoute = /\/v1\/((chat\/)?completions|responses|messages(\/count_tokens)?)$/;
     app.addHook("onRequest", async (req) => {
       const route = req.routeOptions.url;
       const headers = req.headers as CredentialHeaders;
@@ -328,7 +329,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (reply.statusCode === 429 && !reply.hasHeader("retry-after")) reply.header("retry-after", String(CAPACITY_RETRY_AFTER_S));
     // Every error on the Anthropic surface in Anthropic's shape, whoever produced it (auth, limits,
     // fastify's parser, an engine's own 4xx relayed as is).
-    if (reply.statusCode < 400 || typeof payload !== "string" || !req.routeOptions.url?.endsWith("/v1/messages")) return payload;
+    if (reply.statusCode < 400 || typeof payload !== "string" || !/\/v1\/messages(\/count_tokens)?$/.test(req.routeOptions.url ?? "")) return payload;
     let parsed: unknown;
     try {
       parsed = JSON.parse(payload);
@@ -361,6 +362,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   for (const prefix of ["/p/:programId/v1", "/v1"]) {
     app.post(`${prefix}/responses`, (req: ProgramRequest, reply) => responses(req, reply));
     app.post(`${prefix}/messages`, (req: ProgramRequest, reply) => messages(req, reply));
+    app.post(`${prefix}/messages/count_tokens`, (req: ProgramRequest, reply) => countTokens(ctx, req, reply));
     app.post(`${prefix}/chat/completions`, (req: ProgramRequest, reply) => inference("chat", req, reply));
     app.post(`${prefix}/completions`, (req: ProgramRequest, reply) => inference("completions", req, reply));
     app.get(`${prefix}/models`, () => models());

@@ -1,0 +1,76 @@
+// Anthropic's count_tokens through the real @anthropic-ai/sdk against a gateway and a real engine: the count is the
+// prompt a program's first call of the same request is given, tools and system included; nothing is generated or
+// recorded; fields a count request does not take are refused as Anthropic refuses them; a program's key is needed
+// where keys are required.
+import Anthropic from "@anthropic-ai/sdk";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createArborBackend } from "../../backends/vllm.js";
+import type { Call } from "../../core/types.js";
+import { startTinyEngine, type TinyEngine } from "../../testing/real-engine-fixture.js";
+import { createGateway, type Gateway } from "../server.js";
+
+const ADMIN = "admin-token-for-count-tokens";
+let tiny: TinyEngine;
+let gateway: Gateway;
+let url: string;
+const calls: Call[] = [];
+
+beforeAll(async () => {
+  tiny = await startTinyEngine("arbor-count-tokens-");
+  gateway = createGateway({
+    backends: [createArborBackend({ name: "t0", url: `${tiny.engine.url}/v1` })],
+    sink: { recordCall: async (c) => void calls.push(c) },
+    auth: { adminToken: ADMIN, requireProgramKeys: true },
+  });
+  url = await gateway.listen("127.0.0.1", 0);
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await tiny?.close();
+});
+
+/** A program created at the gateway, and an Anthropic client calling as it. */
+async function program(): Promise<{ id: string; client: Anthropic }> {
+  const res = await fetch(`${url}/programs`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN}` }, body: "{}" });
+  const { id, api_key } = (await res.json()) as { id: string; api_key: string };
+  return { id, client: new Anthropic({ baseURL: `${url}/p/${id}`, apiKey: api_key, maxRetries: 0 }) };
+}
+
+const request = {
+  model: "claude-sonnet-4-5",
+  system: [{ type: "text" as const, text: "You solve arithmetic.", cache_control: { type: "ephemeral" as const } }],
+  tools: [{ name: "calc", description: "Evaluate an expression", input_schema: { type: "object" as const, properties: { expr: { type: "string" } } } }],
+  messages: [{ role: "user" as const, content: "What is 12 * 7?" }],
+};
+
+describe("POST /v1/messages/count_tokens", () => {
+  it("counts the prompt a program's first call of the request is given, generating and recording nothing", async () => {
+    const { id, client } = await program();
+    const counted = await client.messages.countTokens(request);
+    expect(calls.filter((c) => c.programId === id)).toHaveLength(0);
+    const msg = await client.messages.create({ ...request, max_tokens: 4 });
+    const [call] = calls.filter((c) => c.programId === id);
+    expect(counted.input_tokens).toBe(call!.promptTokenIds.length);
+    expect(msg.usage.input_tokens).toBe(counted.input_tokens);
+    // The system prompt and the tools are counted: without them, fewer tokens.
+    const bare = await client.messages.countTokens({ model: request.model, messages: request.messages });
+    expect(bare.input_tokens).toBeGreaterThan(0);
+    expect(bare.input_tokens).toBeLessThan(counted.input_tokens);
+  });
+
+  it("refuses a field a count request does not take, and a bad message, in Anthropic's error shape", async () => {
+    const { client } = await program();
+    const extra = client.messages.countTokens({ ...request, max_tokens: 8 } as Parameters<typeof client.messages.countTokens>[0]);
+    await expect(extra).rejects.toBeInstanceOf(Anthropic.BadRequestError);
+    await expect(extra).rejects.toThrow(/max_tokens: Extra inputs are not permitted/);
+    const empty = client.messages.countTokens({ model: request.model, messages: [] });
+    await expect(empty).rejects.toThrow(/messages: at least one message is required/);
+  });
+
+  it("needs the program's key where keys are required", async () => {
+    const { id } = await program();
+    const stranger = new Anthropic({ baseURL: `${url}/p/${id}`, apiKey: "arbor-pk-not-this-one", maxRetries: 0 });
+    await expect(stranger.messages.countTokens(request)).rejects.toBeInstanceOf(Anthropic.AuthenticationError);
+  });
+});
