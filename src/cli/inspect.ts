@@ -275,7 +275,7 @@ function printTrajectory(v: TrajectoryView): void {
     console.log(`── call ${t.callIndex}  ${t.callId}  (${t.backend}${t.servedModel ? `, ${t.servedModel}` : ""}, policy v${t.policyVersion}${versionSpan(t.tokenPolicyVersions)}, finish ${t.finishReason}, ${t.promptTokens} prompt + ${t.outputIds.length} output tokens)`);
     if (t.contextReset !== null) console.log(`  context reset: ${t.contextReset}`);
     if (t.requestedModel !== null && t.requestedModel !== t.servedModel) console.log(`  asked for model: ${t.requestedModel}`);
-    if (t.maxTokensClamped !== null) console.log(`  max_tokens clamped: ${t.maxTokensClamped.asked} → ${t.maxTokensClamped.granted} (what the context left)`);
+    if (t.maxTokensClamped !== null) console.log(`  max_tokens clamped: ${t.maxTokensClamped.asked} → ${t.maxTokensClamped.granted} (agent.maxTokensPerCall, or what the context left)`);
     const promptHead = t.newPromptFrom > 0 ? `  prompt (new after token ${t.newPromptFrom}):` : "  prompt:";
     console.log(promptHead);
     console.log(block(t.newPromptText ?? `ids ${JSON.stringify(t.newPromptIds)}`, "    "));

@@ -9,11 +9,19 @@ import type { PreparedRequest } from "./openai-request.js";
 /** Header naming the program when the client uses the plain /v1 routes. */
 export const PROGRAM_HEADER = "x-arbor-program";
 
+/**
+ * Header of Arbor's black-box proxy: the output budget the agent asked for before the proxy lowered it to
+ * agent.maxTokensPerCall (the call records it as clamped, asked → granted). The proxy strips it from what agents send.
+ */
+export const MAX_TOKENS_ASKED_HEADER = "x-arbor-max-tokens-asked";
+
 export type ProgramRequest = FastifyRequest<{ Params: { programId?: string } }>;
 
 /** Resolve the call's program, check its caller, and hold a slot of its limits while `serve` runs. */
 export async function admitted<T>(ctx: GatewayContext, req: ProgramRequest, prepared: PreparedRequest, serve: (programId: string) => Promise<T>): Promise<T> {
   const programId = callerProgram(ctx, req, prepared.bodyProgramId);
+  const asked = maxTokensAsked(req.headers[MAX_TOKENS_ASKED_HEADER]);
+  if (asked !== undefined) prepared.maxTokensAsked = asked;
   const done = ctx.limiter.admit(programId);
   try {
     return await serve(programId);
@@ -27,6 +35,14 @@ export function callerProgram(ctx: GatewayContext, req: ProgramRequest, bodyId: 
   const programId = programIdOf(req, bodyId);
   ctx.auth?.requireCaller(req.headers as CredentialHeaders, programId);
   return programId;
+}
+
+/** The proxy's header: a positive integer, sent once. */
+function maxTokensAsked(value: string | string[] | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Array.isArray(value) || !/^[1-9][0-9]{0,9}$/.test(value) ? NaN : Number(value);
+  if (!Number.isSafeInteger(n)) throw new InvalidRequestError(MAX_TOKENS_ASKED_HEADER, `must be one positive integer, got ${JSON.stringify(value)}`);
+  return n;
 }
 
 function programIdOf(req: ProgramRequest, bodyId: string | undefined): string {

@@ -161,6 +161,20 @@ describe("max_tokens larger than the context leaves, on every surface", () => {
     }
   });
 
+  it("a budget Arbor's black-box proxy lowered records the budget the agent asked for (its header), whichever clamped last", async () => {
+    const proxied = (program: string, asked: string) => new OpenAI({ baseURL: `${clampUrl}/p/${program}/v1`, apiKey: "unused", maxRetries: 0, defaultHeaders: { "x-arbor-max-tokens-asked": asked } });
+    // The proxy lowered 5000 to 3: served with 3, recorded as asked 5000.
+    await proxied("proxy-cap", "5000").chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 3 });
+    expect(only("proxy-cap").maxTokensClamped).toEqual({ asked: 5000, granted: 3 });
+    // Lowered by the proxy, then by the gateway to what the context leaves: asked is still the agent's.
+    await proxied("proxy-then-context", "90000").chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: ASKED });
+    const call = only("proxy-then-context");
+    expect(call.maxTokensClamped).toEqual({ asked: 90000, granted: context - call.promptTokenIds.length });
+    const e = (await proxied("proxy-bad", "lots").chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 3 }).catch((x: unknown) => x)) as { status?: number; message?: string };
+    expect(e.status).toBe(400);
+    expect(e.message).toMatch(/x-arbor-max-tokens-asked: must be one positive integer, got "lots"/);
+  });
+
   it("passthrough to a backend with the engine's tokenizer: the budget is fitted alike (clamped and recorded, or refused)", async () => {
     const clamp = await gateway({ tokenPath: false });
     const refuse = await gateway({ tokenPath: false, maxTokensPolicy: "refuse" });

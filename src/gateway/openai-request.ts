@@ -30,6 +30,8 @@ export interface PreparedRequest {
   clientNames?: ClientFieldNames;
   /** Set on a passthrough call whose max_tokens was clamped to what the context leaves (passthrough-budget.ts). */
   maxTokensClamped?: MaxTokensClamp;
+  /** The budget a black-box agent asked for before Arbor's proxy lowered it (admit-call.ts's MAX_TOKENS_ASKED_HEADER). */
+  maxTokensAsked?: number;
 }
 
 /** A surface's own names of the chat fields it translates into (absent: the chat name). */

@@ -22,6 +22,19 @@ export function tokenPathFlags(p: {
   return { contextReset: true, ...(p.contextResetReason !== undefined ? { contextResetReason: p.contextResetReason } : {}), ...clamp };
 }
 
+/**
+ * The clamp a call records: the gateway's own (to what the context left), reaching back to the budget the agent
+ * asked for where Arbor's black-box proxy had lowered it first (agent.maxTokensPerCall).
+ */
+function recordedClamp(prepared: PreparedRequest, clamp: MaxTokensClamp | undefined): MaxTokensClamp | undefined {
+  const asked = prepared.maxTokensAsked;
+  if (asked === undefined) return clamp;
+  const b = prepared.upstreamBody;
+  const sent = typeof b.max_completion_tokens === "number" ? b.max_completion_tokens : b.max_tokens;
+  const granted = clamp?.granted ?? (typeof sent === "number" ? sent : undefined);
+  return granted !== undefined && asked > granted ? { asked, granted } : clamp;
+}
+
 /** Record one finished call: start its write to the sink (tracked by the program table) and update the table. */
 export function recordCall(
   ctx: GatewayContext,
@@ -33,6 +46,8 @@ export function recordCall(
   flags: Pick<Call, "trainable" | "contextReset" | "contextResetReason" | "maxTokensClamped"> = {},
 ): Call {
   const { programId, index, start } = place;
+  const { maxTokensClamped: flagClamp, ...rest } = flags;
+  const clamp = recordedClamp(prepared, flagClamp ?? prepared.maxTokensClamped);
   const call: Call = {
     id,
     programId,
@@ -49,8 +64,8 @@ export function recordCall(
     policyVersion: trace.policyVersion,
     ...(trace.tokenPolicyVersions ? { tokenPolicyVersions: trace.tokenPolicyVersions } : {}),
     timings: { start, end: ctx.clock.now() },
-    ...(prepared.maxTokensClamped ? { maxTokensClamped: prepared.maxTokensClamped } : {}),
-    ...flags,
+    ...(clamp ? { maxTokensClamped: clamp } : {}),
+    ...rest,
   };
   let write: Promise<void>;
   try {

@@ -199,13 +199,14 @@ describe("runBlackBox isolation and terminations", () => {
 
   it("holds every call to maxTokensPerCall whatever max_tokens the agent asks for (or refuses it, naming the field)", async () => {
     const ask = `
-      const call = (body) => fetch(process.env.OPENAI_BASE_URL + "/chat/completions", {
-        method: "POST", headers: { "content-type": "application/json", authorization: "Bearer " + process.env.OPENAI_API_KEY },
+      const call = (body, extra = {}) => fetch(process.env.OPENAI_BASE_URL + "/chat/completions", {
+        method: "POST", headers: { "content-type": "application/json", authorization: "Bearer " + process.env.OPENAI_API_KEY, ...extra },
         body: JSON.stringify({ model: "arbor-tiny", messages: [{ role: "user", content: "What is 6*7?" }], ...body }),
       }).then(async (r) => ({ status: r.status, body: await r.json() }));
       (async () => {
         const asked = await call({ max_tokens: 4000 });
-        const unset = await call({});
+        // (The header only the proxy may send: an agent's own is dropped.)
+        const unset = await call({}, { "x-arbor-max-tokens-asked": "77" });
         const out = (r) => r.status === 200 ? [r.body.usage.completion_tokens, r.body.choices[0].finish_reason] : [r.status, r.body.error.param, r.body.error.message];
         console.log(JSON.stringify([out(asked), out(unset)]));
       })();
@@ -213,7 +214,10 @@ describe("runBlackBox isolation and terminations", () => {
     const clamped = await blackBox(["/usr/bin/node", "-e", ask], { maxTokensPerCall: 3 });
     expect(clamped.out.termination).toEqual({ kind: "completed" });
     expect(JSON.parse(clamped.out.stdout)).toEqual([[3, "length"], [3, "length"]]);
-    expect((await stack.store.getTrajectory(clamped.id))!.calls.map((c) => c.outputTokenIds.length)).toEqual([3, 3]);
+    const calls = (await stack.store.getTrajectory(clamped.id))!.calls;
+    expect(calls.map((c) => c.outputTokenIds.length)).toEqual([3, 3]);
+    // The call says why it stopped at 3: the budget asked, lowered by the cap; the one that named none has no clamp.
+    expect(calls.map((c) => c.maxTokensClamped)).toEqual([{ asked: 4000, granted: 3 }, undefined]);
     expect(clamped.out.proxy).toMatchObject({ forwarded: 2, clampedCalls: 1, cappedCalls: 1 });
 
     const refused = await blackBox(["/usr/bin/node", "-e", ask], { maxTokensPerCall: 3, overCap: "refuse" });

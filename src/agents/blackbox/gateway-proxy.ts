@@ -6,6 +6,7 @@ import { closeSync, chmodSync, openSync, unlinkSync } from "node:fs";
 import http from "node:http";
 import { basename, dirname } from "node:path";
 import { ArborError } from "../../core/errors.js";
+import { MAX_TOKENS_ASKED_HEADER } from "../../gateway/admit-call.js";
 import { AnswerUsageReader } from "./answer-usage.js";
 import { capRequestTokens, inferenceRoute, type OverCapPolicy } from "./token-cap.js";
 
@@ -206,14 +207,20 @@ export class GatewayProxy {
       if (!capped.ok) return refuse(400, "max_tokens_above_limit", capped.message, capped.field);
       if (capped.clamped.length > 0) this.stats.clampedCalls++;
       if (capped.added !== undefined) this.stats.cappedCalls++;
-      this.forward(req, res, path, true, Buffer.from(JSON.stringify(capped.body), "utf8"));
+      this.forward(req, res, path, true, Buffer.from(JSON.stringify(capped.body), "utf8"), capped.asked);
     });
   }
 
-  /** Send the request on to the gateway: piped as it comes, or `body` when the proxy has rewritten it. */
-  private forward(req: http.IncomingMessage, res: http.ServerResponse, path: string, inference: boolean, body?: Buffer): void {
+  /**
+   * Send the request on to the gateway: piped as it comes, or `body` when the proxy has rewritten it; `asked`: the
+   * budget the agent asked for before the cap lowered it, told to the gateway (which records the clamp).
+   */
+  private forward(req: http.IncomingMessage, res: http.ServerResponse, path: string, inference: boolean, body?: Buffer, asked?: number): void {
     this.stats.forwarded++;
     const headers: http.OutgoingHttpHeaders = { ...req.headers, host: this.upstream.host };
+    // Only the proxy says what the agent asked for.
+    delete headers[MAX_TOKENS_ASKED_HEADER];
+    if (asked !== undefined) headers[MAX_TOKENS_ASKED_HEADER] = String(asked);
     if (body !== undefined) {
       delete headers["transfer-encoding"];
       headers["content-length"] = String(body.length);

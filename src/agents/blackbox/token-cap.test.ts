@@ -16,9 +16,10 @@ describe("per-call token cap of black-box requests", () => {
       ok: true,
       body: { model: "m", max_tokens: 64, max_completion_tokens: 10 },
       clamped: ["max_tokens"],
+      asked: 900,
     });
-    expect(capRequestTokens("chat/completions", { max_completion_tokens: 65 }, 64, "clamp")).toEqual({ ok: true, body: { max_completion_tokens: 64 }, clamped: ["max_completion_tokens"] });
-    expect(capRequestTokens("responses", { max_output_tokens: 1e6 }, 64, "clamp")).toEqual({ ok: true, body: { max_output_tokens: 64 }, clamped: ["max_output_tokens"] });
+    expect(capRequestTokens("chat/completions", { max_completion_tokens: 65 }, 64, "clamp")).toEqual({ ok: true, body: { max_completion_tokens: 64 }, clamped: ["max_completion_tokens"], asked: 65 });
+    expect(capRequestTokens("responses", { max_output_tokens: 1e6 }, 64, "clamp")).toEqual({ ok: true, body: { max_output_tokens: 64 }, clamped: ["max_output_tokens"], asked: 1e6 });
     expect(capRequestTokens("messages", { max_tokens: 64 }, 64, "clamp")).toEqual({ ok: true, body: { max_tokens: 64 }, clamped: [] });
   });
 

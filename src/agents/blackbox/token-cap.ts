@@ -21,6 +21,8 @@ export type CapOutcome =
       body: Record<string, unknown>;
       /** Fields lowered to the cap. */
       clamped: string[];
+      /** The largest budget the request asked for, when a field was lowered (what the call records as asked). */
+      asked?: number;
       /** The field added because the request named no limit. */
       added?: string;
     }
@@ -40,6 +42,7 @@ export function capRequestTokens(route: InferenceRoute, body: Record<string, unk
   const fields = LIMIT_FIELDS[route];
   const out: Record<string, unknown> = { ...body };
   const clamped: string[] = [];
+  let asked: number | undefined;
   let named = false;
   for (const field of fields) {
     const v = body[field];
@@ -51,8 +54,9 @@ export function capRequestTokens(route: InferenceRoute, body: Record<string, unk
     }
     out[field] = cap;
     clamped.push(field);
+    asked = Math.max(asked ?? 0, v);
   }
-  if (named) return { ok: true, body: out, clamped };
+  if (named) return asked === undefined ? { ok: true, body: out, clamped } : { ok: true, body: out, clamped, asked };
   const added = fields[0];
   out[added] = cap;
   return { ok: true, body: out, clamped, added };
