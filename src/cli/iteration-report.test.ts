@@ -90,6 +90,9 @@ describe("iteration report", () => {
     expect(rows["held-out"]).toBe("solved v0 25.0% ± 4.1 → v3 30.0% ± 4.4, paired Δ +5.0 ± 2.1 pts (32 tasks × 4 samples, temperature 1, never trained on)");
     expect(rows["  versions"]).toMatch(/^v0 25\.0% {2}v2 31\.3% {2}v3 30\.0% {2}/);
     expect(summaryTrainingRows({ iterations: [it2], rewardPlot: "/r.svg" }).some(([k]) => k === "held-out")).toBe(false);
+    // An async run's points are trainer steps, and its summary says so.
+    expect(summaryTrainingRows({ iterations: [it2], rewardPlot: "/r.svg" })[0]?.[0]).toBe("iterations");
+    expect(summaryTrainingRows({ iterations: [it2], rewardPlot: "/r.svg", async: true })[0]).toEqual(["steps", "1, policy v1 → v0"]);
     // The plot's points: version 0 at iteration 0, then each scored step's version at its iteration.
     expect(heldOutPoints([iteration(1, 0, {}), it2], v0)).toEqual([
       { iteration: 0, version: 0, solved: 0.25, se: 0.041 },

@@ -128,7 +128,15 @@ export function writeRewardPlot(dir: string, results: readonly IterationResult[]
  * Summary rows of a training run (none for a plain rollout): the whole run's, a resumed run's iterations before this
  * process's (`earlier`) included, as its reward.svg draws them.
  */
-export function summaryTrainingRows(s: { iterations: readonly IterationResult[]; rewardPlot?: string; policyVersion?: number; heldOut?: readonly HeldOutScore[]; earlier?: EarlierPoints }): [string, string][] {
+export function summaryTrainingRows(s: {
+  iterations: readonly IterationResult[];
+  /** The run's rollout was async: its iterations are trainer steps. */
+  async?: true;
+  rewardPlot?: string;
+  policyVersion?: number;
+  heldOut?: readonly HeldOutScore[];
+  earlier?: EarlierPoints;
+}): [string, string][] {
   if (s.rewardPlot === undefined) return [];
   const earlier = s.earlier ?? NO_EARLIER;
   const points: RewardPoint[] = [...earlier.points, ...s.iterations.map(rewardPoint)];
@@ -137,7 +145,7 @@ export function summaryTrainingRows(s: { iterations: readonly IterationResult[];
   const from = earlier.firstPolicyVersion ?? s.iterations[0]?.policyVersion ?? 0;
   const resumed = earlier.points.length > 0 ? ` (${s.iterations.length} after the resume)` : "";
   return [
-    ["iterations", `${points.length}${resumed}, policy v${from} → v${s.policyVersion ?? 0}`],
+    [s.async ? "steps" : "iterations", `${points.length}${resumed}, policy v${from} → v${s.policyVersion ?? 0}`],
     ["reward", row(points.map((p) => p.meanReward))],
     // Each component's own curve: a total can rise through one part alone (e.g. fewer malformed calls).
     ...(names.length > 1 ? names.map((n): [string, string] => [`  ${n}`, row(points.map((p) => p.components?.[n] ?? 0))]) : []),

@@ -69,6 +69,8 @@ export interface RunSummary {
   statsIteration?: number;
   /** Every iteration (sync) or trainer step (async) of this process, in order. */
   iterations: IterationResult[];
+  /** An async run: `iterations` are trainer steps (the summary says `steps`). */
+  async?: true;
   /** SVG of mean reward per iteration and the held-out solved rate per version (training runs). */
   rewardPlot?: string;
   /** A resumed run's iterations before this process's, read back from metrics.jsonl (the summary's curves draw them). */
@@ -337,7 +339,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       prefixCache: cache.queries > 0 ? cache : undefined,
       elapsedMs: clock.now() - started,
       tokensPerSecond: (runStats.outputTokens * 1000) / (sync ? last.rolloutMs : loop.rolloutMs),
-      ...(sync ? { statsIteration: last.iteration } : {}),
+      ...(sync ? { statsIteration: last.iteration } : { async: true as const }),
       iterations: results,
       ...(rewardPlot ? { rewardPlot } : {}),
       ...(earlier ? { earlier } : {}),
