@@ -31,6 +31,7 @@ import type { CallGate } from "./pausing/call-gate.js";
 import { PauseGate, type PauseGateConfig } from "./pausing/pause-gate.js";
 import { programRelease } from "./program-release.js";
 import { registerProgramRoutes } from "./program-routes.js";
+import { registerRunRoutes, type RunStore } from "./run-routes.js";
 import { ProgramTable, type ProgramStore } from "./program-table.js";
 import type { PluginRouter } from "./routing/plugin-router.js";
 import { createPluginRouter, resolveRoutingConfig, type RoutingConfig } from "./routing/registry.js";
@@ -61,7 +62,7 @@ export interface GatewayOptions {
    * The trajectory store: the gateway's program table then owns the programs' rows — POST /programs
    * creates them, release ends them — and records calls into it; calls for unknown programs get 404.
    */
-  store?: ProgramStore & TraceSink;
+  store?: ProgramStore & TraceSink & RunStore;
   /** Run of programs created (store-backed) without a run_id. */
   runId?: string;
   clock?: Clock;
@@ -287,10 +288,10 @@ export function createGateway(opts: GatewayOptions): Gateway {
       const params = req.params as { id?: string; programId?: string };
       if (route === "/health" || route === "/healthz" || route === "/readyz") return;
       if (route === undefined) {
-        if (/^\/(admin|programs)(\/|$|\?)/.test(req.url)) auth.requireAdmin(headers);
+        if (/^\/(admin|programs|runs)(\/|$|\?)/.test(req.url)) auth.requireAdmin(headers);
         return;
       }
-      if (route === "/programs" || route === "/programs/:id/release" || route.startsWith("/admin")) return auth.requireAdmin(headers);
+      if (route === "/programs" || route === "/programs/:id/release" || route === "/runs" || route === "/runs/:id/end" || route.startsWith("/admin")) return auth.requireAdmin(headers);
       if (route === "/programs/:id" || route === "/programs/:id/trace") return auth.requireProgramReader(headers, params.id ?? "");
       if (route.endsWith("/v1/models")) return auth.requireAnyCaller(headers);
       if (inferenceRoute.test(route)) {
@@ -370,6 +371,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   app.get("/health", async () => ({ status: "ok" }));
   registerProgramRoutes(app, ctx, { traceSource: opts.traceSource, newProgramId: opts.newProgramId ?? newTimeOrderedId, release });
+  registerRunRoutes(app, opts.store, clock, () => `run-${newTimeOrderedId()}`);
   app.get("/metrics", async (_req, reply) => {
     const text = await metrics.registry.metrics();
     return reply.header("content-type", metrics.registry.contentType).send(text);

@@ -5,6 +5,7 @@ import { createBuiltinBackend } from "../backends/builtin.js";
 import type { Call } from "../core/types.js";
 import { startEngineServer, type ListeningEngineServer } from "../engine/server.js";
 import { createGateway, type Gateway } from "../gateway/server.js";
+import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { ScriptedExecutor } from "./scripted-executor.js";
 
 export interface ScriptedJudgeGateway {
@@ -21,7 +22,12 @@ export const JUDGE_ADMIN_TOKEN = "judge-admin-token-0123456789";
  * Start one scripted engine serving `model` and a gateway (admin token {@link JUDGE_ADMIN_TOKEN})
  * in front of it. The gateway does not route by model name, so each judge model gets its own.
  */
-export async function startScriptedJudgeGateway(model: string, answer: (prompt: string) => string): Promise<ScriptedJudgeGateway> {
+export async function startScriptedJudgeGateway(
+  model: string,
+  answer: (prompt: string) => string,
+  /** `store`: record into it as a deployment's gateway does (no default run: programs need a run_id); `calls` stays empty. */
+  o: { store?: TrajectoryStore } = {},
+): Promise<ScriptedJudgeGateway> {
   const engine: ListeningEngineServer = await startEngineServer({
     name: model,
     servedModelName: model,
@@ -37,7 +43,7 @@ export async function startScriptedJudgeGateway(model: string, answer: (prompt: 
   try {
     gateway = createGateway({
       backends: [createBuiltinBackend({ name: model, url: `${engine.url}/v1` })],
-      sink: { recordCall: async (c) => void calls.push(c) },
+      ...(o.store ? { store: o.store } : { sink: { recordCall: async (c: Call) => void calls.push(c) } }),
       auth: { adminToken: JUDGE_ADMIN_TOKEN, requireProgramKeys: true },
     });
   } catch (e) {

@@ -40,7 +40,11 @@ describe("validate datasets", () => {
     expect(bad("f.jsonl", [{ id: "x", env: "nope", prompt, meta: {} }])).toThrow(/unknown environment 'nope'/);
   });
   it("parses judge specs and names a judge without a gateway", () => {
-    expect(parseJudges(["m1", "m2@http://127.0.0.1:9/"], "http://127.0.0.1:8", undefined).map((j) => j.model)).toEqual(["m1", "m2"]);
+    const parsed = parseJudges(["m1", "m2@http://127.0.0.1:9/", "m3"], "http://127.0.0.1:8", undefined);
+    expect(parsed.judges.map((j) => j.model)).toEqual(["m1", "m2", "m3"]);
+    // One chat per gateway, shared by its judges.
+    expect(parsed.chats).toHaveLength(2);
+    expect(parsed.judges[2]!.chat).toBe(parsed.judges[0]!.chat);
     expect(() => parseJudges(["m1"], undefined, undefined)).toThrow("validate: judge 'm1' has no gateway: give --judge-gateway <url> or --judge m1@<url>");
     expect(() => parseJudges(["m1@ftp://x"], undefined, undefined)).toThrow(/gateway must be an http\(s\) URL/);
   });

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { evalExpr } from "../envs/calc/expr.js";
+import { openStore } from "../store/registry.js";
 import { startScriptedJudgeGateway, type ScriptedJudgeGateway } from "../testing/scripted-judge-gateway.js";
 import { arbor, repoRoot } from "../testing/validate-cli.js";
 import type { ValidationReport } from "./validate-tasks.js";
@@ -72,5 +73,33 @@ describe("arbor validate with a judge panel", () => {
     expect(judges.map((j, i) => j.calls.length - (before[i] as number))).toEqual([4, 4, 4]);
     const filtered = readFileSync(join(out, "calc-tasks.filtered.jsonl"), "utf8").trim().split("\n").map((l) => (JSON.parse(l) as { id: string }).id);
     expect(filtered).toEqual(["calc-product", "calc-grouped"]);
+  }, 120_000);
+
+  it("through a deployment's gateway (store-backed, no default run): the judges' programs go in a run of their own, ended after", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "arbor-validate-store-"));
+    const store = await openStore({ kind: "sqlite", path: join(dir, "store.sqlite") });
+    const judge = await startScriptedJudgeGateway("reviewer-s", reviewArithmetic, { store });
+    try {
+      const r = await arbor(
+        ["validate", join(repoRoot, "examples/flawed-dataset/calc-tasks.jsonl"), "--out", join(dir, "out"), "--judge-gateway", judge.url, "--judge", "reviewer-s", "--judge-admin-token-env", "TEST_JUDGE_TOKEN"],
+        { TEST_JUDGE_TOKEN: judge.adminToken },
+      );
+      expect(r.stderr).toBe("");
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/calc-wrong-answer\s+pass \(1\)\s+fails \(0\)\s+0\/1 consistent\s+dropped: judge-rejects/);
+      expect(r.stdout).toMatch(/calc-product\s+pass \(1\)\s+fails \(0\)\s+1\/1 consistent\s+kept/);
+      const runs = await store.listRuns();
+      expect(runs).toHaveLength(1);
+      expect(runs[0]!.name).toBe(`validate ${join(repoRoot, "examples/flawed-dataset/calc-tasks.jsonl")}`);
+      expect(runs[0]!.id).toMatch(/^validate-[0-9a-f]{8}$/);
+      expect(runs[0]!.endedAt).toBeGreaterThan(0);
+      // One judge program per task, each with its recorded call.
+      const programs = await store.listTrajectories(runs[0]!.id);
+      expect(programs).toHaveLength(4);
+      expect(programs.every((t) => t.calls.length === 1 && t.program.state === "terminated")).toBe(true);
+    } finally {
+      await judge.close();
+      await store.close();
+    }
   }, 120_000);
 });

@@ -6,7 +6,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ArborError } from "../core/errors.js";
-import { createGatewayChat } from "../reward/judge/gateway-chat.js";
+import { createGatewayChat, type GatewayChat } from "../reward/judge/gateway-chat.js";
 import { bwrapAvailable, createBwrapProvider } from "../sandbox/bwrap.js";
 import { isModuleSpec, loadDataset, moduleDataset } from "./dataset.js";
 import type { PanelJudge } from "./judge-panel.js";
@@ -34,17 +34,30 @@ export interface ValidateCommandOptions {
   sandboxRoot?: string;
 }
 
-/** The panel judges named on the command line. */
-export function parseJudges(specs: readonly string[], defaultGateway: string | undefined, adminToken: string | undefined): PanelJudge[] {
-  return specs.map((spec) => {
+/**
+ * The panel judges named on the command line: one chat per gateway, whose judge programs go in a run of their own
+ * (`run.id`, `-2`, `-3`… for further gateways) where a store-backed gateway needs one.
+ */
+export function parseJudges(specs: readonly string[], defaultGateway: string | undefined, adminToken: string | undefined, run?: { id: string; name: string }): { judges: PanelJudge[]; chats: GatewayChat[] } {
+  const chats = new Map<string, GatewayChat>();
+  const chatOf = (gatewayUrl: string): GatewayChat => {
+    const known = chats.get(gatewayUrl);
+    if (known) return known;
+    const id = chats.size === 0 ? run?.id : `${run?.id}-${chats.size + 1}`;
+    const chat = createGatewayChat({ gatewayUrl, ...(adminToken ? { adminToken } : {}), ...(run && id ? { run: { id, name: run.name } } : {}) });
+    chats.set(gatewayUrl, chat);
+    return chat;
+  };
+  const judges = specs.map((spec) => {
     const at = spec.indexOf("@");
     const model = at >= 0 ? spec.slice(0, at) : spec;
     const gatewayUrl = at >= 0 ? spec.slice(at + 1) : defaultGateway;
     if (!model) throw new ArborError(`validate: --judge '${spec}' names no model`, "config");
     if (!gatewayUrl) throw new ArborError(`validate: judge '${model}' has no gateway: give --judge-gateway <url> or --judge ${model}@<url>`, "config");
     if (!/^https?:\/\//.test(gatewayUrl)) throw new ArborError(`validate: judge '${model}': gateway must be an http(s) URL, got '${gatewayUrl}'`, "config");
-    return { model, chat: createGatewayChat({ gatewayUrl, ...(adminToken ? { adminToken } : {}) }) };
+    return { model, chat: chatOf(gatewayUrl) };
   });
+  return { judges, chats: [...chats.values()] };
 }
 
 /** Run the validation; prints the table to stdout and returns the report. */
@@ -57,7 +70,8 @@ export async function validateCommand(target: string, opts: ValidateCommandOptio
     adminToken = process.env[opts.judgeAdminTokenEnv];
     if (!adminToken) throw new ArborError(`validate: environment variable ${opts.judgeAdminTokenEnv} (the judge gateway's admin token) is not set`, "config");
   }
-  const judges = parseJudges(opts.judges ?? [], opts.judgeGateway, adminToken);
+  const runId = `validate-${randomUUID().slice(0, 8)}`;
+  const { judges, chats } = parseJudges(opts.judges ?? [], opts.judgeGateway, adminToken, { id: runId, name: `validate ${dataset.name}` });
   const probe = bwrapAvailable();
   if (!probe.ok) throw new ArborError(`validate: sandboxes unavailable: ${probe.message}`, "sandbox");
 
@@ -70,13 +84,15 @@ export async function validateCommand(target: string, opts: ValidateCommandOptio
   try {
     report = await validateDataset(dataset, {
       sandboxes,
-      runId: `validate-${randomUUID().slice(0, 8)}`,
+      runId,
       ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
       ...(opts.passScore !== undefined ? { passScore: opts.passScore } : {}),
       judges,
       panel: { ...(opts.judgeAttempts !== undefined ? { maxAttempts: opts.judgeAttempts } : {}), ...(opts.judgeMinApprovals !== undefined ? { minApprovals: opts.judgeMinApprovals } : {}) },
     });
   } finally {
+    // The judges' runs end with the validation (a gateway that needed none has none to end).
+    for (const chat of chats) await chat.endRun().catch((e: unknown) => console.error(`validate: ${e instanceof Error ? e.message : String(e)}`));
     await sandboxes.destroyAll();
     if (ownRoot) rmSync(root, { recursive: true, force: true });
   }
