@@ -106,11 +106,13 @@ program
   .option("--judge-admin-token-env <var>", "environment variable with the judge gateway's admin token")
   .option("--judge-attempts <n>", "attempts per judge and task", toPositiveInt, 3)
   .option("--judge-min-approvals <n>", "CONSISTENT votes needed to keep a task (default: a majority)", toPositiveInt)
-  .option("--strict", "exit with status 2 when any task is dropped")
+  .option("--strict", "exit with status 2 when any task is dropped (status 1 whenever judges could not be reached)")
   .action(async (target: string, o: { out?: string; env?: string; tasks?: number; seed?: number; concurrency: number; passScore: number; judge: string[]; judgeGateway?: string; judgeAdminTokenEnv?: string; judgeAttempts: number; judgeMinApprovals?: number; strict?: boolean }) => {
     const { validateCommand } = await import("../validate/validate-command.js");
     const report = await validateCommand(target, { ...o, judges: o.judge });
-    if (o.strict && report.summary.dropped > 0) process.exitCode = 2;
+    // Undecided tasks (judges unreachable) are a failure of the validation itself, whatever --strict says.
+    if (report.summary.byReason["judge-unreachable"] > 0) process.exitCode = 1;
+    else if (o.strict && report.summary.dropped > 0) process.exitCode = 2;
   });
 
 program

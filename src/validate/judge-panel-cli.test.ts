@@ -75,6 +75,25 @@ describe("arbor validate with a judge panel", () => {
     expect(filtered).toEqual(["calc-product", "calc-grouped"]);
   }, 120_000);
 
+  it("a judge that cannot be reached leaves the tasks its vote could have kept undecided, not rejected, and fails the command", async () => {
+    const out = mkdtempSync(join(tmpdir(), "arbor-validate-unreachable-"));
+    const [a] = judges as [ScriptedJudgeGateway];
+    // Nothing listens on port 9 of this machine: every request to the second judge fails.
+    const r = await arbor(
+      ["validate", join(repoRoot, "examples/flawed-dataset/calc-tasks.jsonl"), "--out", out, "--judge-attempts", "1", "--judge-gateway", a.url, "--judge", "reviewer-a", "--judge", "gone@http://127.0.0.1:9", "--judge-admin-token-env", "TEST_JUDGE_TOKEN"],
+      { TEST_JUDGE_TOKEN: a.adminToken },
+    );
+    expect(r.code).toBe(1);
+    // Two votes needed: reviewer-a's approval and the unreachable one's missing vote leave calc-product undecided;
+    // calc-wrong-answer is rejected by reviewer-a whatever the other would have said.
+    expect(r.stdout).toMatch(/calc-product\s+pass \(1\)\s+fails \(0\)\s+1\/2 consistent, 1 unreachable\s+dropped: judge-unreachable/);
+    expect(r.stdout).toMatch(/calc-wrong-answer\s+pass \(1\)\s+fails \(0\)\s+0\/2 consistent, 1 unreachable\s+dropped: judge-rejects/);
+    expect(r.stdout).toContain("0/4 tasks kept; dropped: 1 golden fails, 0 no-op passes, 1 judge rejects, 3 undecided (judges unreachable)");
+    expect(r.stderr).toMatch(/^validate: 3 task\(s\) undecided and left out: their judges could not be reached \(judge model 'gone' could not be reached \(VERDICT\) for task '[a-z-]+': 1 attempt\(s\) failed; last: request failed: /);
+    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as ValidationReport;
+    expect(report.tasks.find((t) => t.id === "calc-product")?.judge).toMatchObject({ ok: false, approvals: 1, needed: 2, undecided: true });
+  }, 120_000);
+
   it("through a deployment's gateway (store-backed, no default run): the judges' programs go in a run of their own, ended after", async () => {
     const dir = mkdtempSync(join(tmpdir(), "arbor-validate-store-"));
     const store = await openStore({ kind: "sqlite", path: join(dir, "store.sqlite") });

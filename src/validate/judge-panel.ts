@@ -1,7 +1,9 @@
 // The judge panel (TECHNIQUES §E: multi-model LLM-as-judge review of instruction/test pairs): k
 // judge models, each called through the gateway, read a task's instruction and what its checker
 // tests and vote whether they agree; the task stays when a strict majority of the k votes say
-// CONSISTENT. A judge that gives no usable vote (after bounded retries) counts as not approving.
+// CONSISTENT. A judge that gives no usable vote (after bounded retries) counts as not approving; one that
+// could not be reached at all says nothing about the task, and where its votes could have kept the task
+// the panel is undecided rather than rejecting.
 import { ArborError } from "../core/errors.js";
 import type { ChatMessage } from "../core/types.js";
 import { askParsed } from "../reward/judge/ask-parsed.js";
@@ -29,6 +31,8 @@ export interface Vote {
   verdict?: Verdict;
   /** Why the judge gave no vote. */
   error?: string;
+  /** Every request to the judge failed (gateway down or refusing): no answer, not a rejection. */
+  unreachable?: true;
 }
 
 export interface PanelResult {
@@ -36,6 +40,8 @@ export interface PanelResult {
   approvals: number;
   needed: number;
   votes: Vote[];
+  /** Too few approvals, but the unreachable judges' votes could have made enough: the panel did not decide. */
+  undecided?: true;
 }
 
 export const PANEL_SYSTEM_PROMPT = [
@@ -75,10 +81,13 @@ export async function reviewTask(judges: readonly PanelJudge[], t: DatasetTask, 
         const r = await askParsed(j.chat, { model: j.model, messages, maxTokens: 32, temperature: 0, label: `validate/${t.task.id}/${j.model}` }, parseVerdict, opts.maxAttempts ?? 3, `(VERDICT) for task '${t.task.id}'`);
         return { model: j.model, verdict: r.value };
       } catch (e) {
-        return { model: j.model, error: e instanceof Error ? e.message : String(e) };
+        const unreachable = e instanceof ArborError && e.code === "judge_unreachable";
+        return { model: j.model, error: e instanceof Error ? e.message : String(e), ...(unreachable ? { unreachable: true as const } : {}) };
       }
     }),
   );
   const approvals = votes.filter((v) => v.verdict === "consistent").length;
-  return { ok: approvals >= needed, approvals, needed, votes };
+  const unreachable = votes.filter((v) => v.unreachable).length;
+  const undecided = approvals < needed && approvals + unreachable >= needed;
+  return { ok: approvals >= needed, approvals, needed, votes, ...(undecided ? { undecided: true as const } : {}) };
 }

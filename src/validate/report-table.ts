@@ -1,5 +1,6 @@
 // The table `arbor validate` prints: one row per task with each check's result, then a summary.
 import type { CheckOutcome } from "./checks.js";
+import type { PanelResult } from "./judge-panel.js";
 import type { ValidationReport } from "./validate-tasks.js";
 
 function cell(c: CheckOutcome, good: string, bad: string): string {
@@ -14,7 +15,7 @@ export function formatValidationTable(r: ValidationReport): string {
     t.id,
     cell(t.groundTruth, "pass", "FAIL"),
     cell(t.noOp, "fails", "PASSES"),
-    ...(r.judges.length > 0 ? [t.judge ? `${t.judge.approvals}/${t.judge.votes.length} consistent` : "-"] : []),
+    ...(r.judges.length > 0 ? [t.judge ? judgeCell(t.judge) : "-"] : []),
     t.kept ? "kept" : `dropped: ${t.reasons.join(", ")}`,
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] as string).length)));
@@ -25,6 +26,13 @@ export function formatValidationTable(r: ValidationReport): string {
     line(widths.map((w) => "-".repeat(w))),
     ...rows.map(line),
     "",
-    `${s.kept}/${s.total} tasks kept; dropped: ${s.byReason["golden-fails"]} golden fails, ${s.byReason["no-op-passes"]} no-op passes, ${s.byReason["judge-rejects"]} judge rejects`,
+    `${s.kept}/${s.total} tasks kept; dropped: ${s.byReason["golden-fails"]} golden fails, ${s.byReason["no-op-passes"]} no-op passes, ${s.byReason["judge-rejects"]} judge rejects` +
+      (s.byReason["judge-unreachable"] > 0 ? `, ${s.byReason["judge-unreachable"]} undecided (judges unreachable)` : ""),
   ].join("\n");
+}
+
+/** `2/3 consistent`, and how many judges could not be reached. */
+function judgeCell(j: PanelResult): string {
+  const unreachable = j.votes.filter((v) => v.unreachable).length;
+  return `${j.approvals}/${j.votes.length} consistent${unreachable > 0 ? `, ${unreachable} unreachable` : ""}`;
 }

@@ -31,7 +31,7 @@ describe("arbor validate on the flawed sample dataset", () => {
 
     const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as ValidationReport;
     expect(report.env).toBe("swe-mini");
-    expect(report.summary).toEqual({ total: 7, kept: 3, dropped: 4, byReason: { "golden-fails": 2, "no-op-passes": 2, "judge-rejects": 0 } });
+    expect(report.summary).toEqual({ total: 7, kept: 3, dropped: 4, byReason: { "golden-fails": 2, "no-op-passes": 2, "judge-rejects": 0, "judge-unreachable": 0 } });
     const dropped = Object.fromEntries(report.tasks.filter((t) => !t.kept).map((t) => [t.id, t.reasons]));
     expect(dropped).toEqual({
       "swe-mini-range-count-down": ["golden-fails"],

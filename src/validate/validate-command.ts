@@ -105,5 +105,10 @@ export async function validateCommand(target: string, opts: ValidateCommandOptio
   console.log(formatValidationTable(report));
   console.log(`report: ${reportPath}`);
   console.log(`filtered dataset: ${filtered}`);
+  const undecided = report.tasks.filter((t) => t.judge?.undecided);
+  if (undecided.length > 0) {
+    const why = undecided[0]?.judge?.votes.find((v) => v.unreachable)?.error ?? "";
+    console.error(`validate: ${undecided.length} task(s) undecided and left out: their judges could not be reached (${why})`);
+  }
   return report;
 }

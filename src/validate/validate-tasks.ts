@@ -20,7 +20,8 @@ export interface ValidateOptions {
 }
 
 /** Why a task was dropped. */
-export type DropReason = "golden-fails" | "no-op-passes" | "judge-rejects";
+/** `judge-unreachable`: the panel could not decide, its judges unreachable (the task is left out, not judged). */
+export type DropReason = "golden-fails" | "no-op-passes" | "judge-rejects" | "judge-unreachable";
 
 export interface TaskReport {
   id: string;
@@ -65,12 +66,12 @@ export async function validateDataset(dataset: Dataset, opts: ValidateOptions): 
       const reasons: DropReason[] = [];
       if (!groundTruth.ok) reasons.push("golden-fails");
       if (!noOp.ok) reasons.push("no-op-passes");
-      if (judge && !judge.ok) reasons.push("judge-rejects");
+      if (judge && !judge.ok) reasons.push(judge.undecided ? "judge-unreachable" : "judge-rejects");
       reports[i] = { id: t.task.id, kept: reasons.length === 0, reasons, groundTruth, noOp, ...(judge ? { judge } : {}) };
     }
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, dataset.tasks.length) }, worker));
-  const byReason: Record<DropReason, number> = { "golden-fails": 0, "no-op-passes": 0, "judge-rejects": 0 };
+  const byReason: Record<DropReason, number> = { "golden-fails": 0, "no-op-passes": 0, "judge-rejects": 0, "judge-unreachable": 0 };
   for (const r of reports) for (const why of r.reasons) byReason[why]++;
   const kept = reports.filter((r) => r.kept).length;
   return {

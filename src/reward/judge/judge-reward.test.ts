@@ -69,7 +69,7 @@ describe("judge reward through the gateway", () => {
   it("names a gateway that refuses the judge (wrong admin token) after bounded attempts", async () => {
     const chat = createGatewayChat({ gatewayUrl: scripted.url, adminToken: "wrong-token-0123456789" });
     const judge = createJudgeReward(chat, { model: "judge-a", maxAttempts: 1 });
-    await expect(judge.compute(ctx(trajectory(["42"], { kind: "completed" })))).rejects.toThrow(/after 1 attempt\(s\); last: request failed: gateway refused to open judge program 'judge\/p\/[^']+': 401/);
+    await expect(judge.compute(ctx(trajectory(["42"], { kind: "completed" })))).rejects.toThrow(/could not be reached .*: 1 attempt\(s\) failed; last: request failed: gateway refused to open judge program 'judge\/p\/[^']+': 401/);
   });
 });
 
