@@ -77,7 +77,7 @@ describe("arbor inspect", () => {
       ["claude-sonnet-4-5", { asked: 64_000, granted: 900 }],
     ]);
     const text = arbor("inspect", fixture.path, "g1-p1");
-    expect(text.stdout).toContain("  asked for model: claude-sonnet-4-5\n  max_tokens clamped: 64000 → 900 (what the context left)");
+    expect(text.stdout).toContain("  asked for model: claude-sonnet-4-5\n  max_tokens clamped: 64000 → 900 (agent.maxTokensPerCall, or what the context left)");
     expect(v.turns[1]!.contextEvents).toEqual([expect.objectContaining({ policy: "discard-all", action: "discard", tokensAfter: 0 })]);
     expect(v.turns[1]!.newPromptText).toBe("<|user|>Again: 6*7?<|end|><|assistant|>");
     expect(v.turns[1]!.outputText).toBe("It is 42.<|end|>");
