@@ -259,11 +259,12 @@ describe("exportStore", () => {
       const samples = await readSamplesJsonl(r.batches[0]!.path);
       expect(new Set(samples.map((x) => x.groupId))).toEqual(new Set(["r/it2-r1/g0"]));
       const rows = readFileSync(r.trajectoriesPath, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
-      expect(rows.map((x) => [x.group_id, x.batch_id])).toEqual([
-        ["r/it2/g0", null],
-        ["r/it2/g0", null],
-        ["r/it2-r1/g0", "r-it2"],
-        ["r/it2-r1/g0", "r-it2"],
+      // Each row says its iteration and attempt, and whether a later attempt superseded its group.
+      expect(rows.map((x) => [x.group_id, x.iteration, x.attempt, x.superseded, x.batch_id])).toEqual([
+        ["r/it2/g0", 2, null, true, null],
+        ["r/it2/g0", 2, null, true, null],
+        ["r/it2-r1/g0", 2, 1, false, "r-it2"],
+        ["r/it2-r1/g0", 2, 1, false, "r-it2"],
       ]);
     } finally {
       await store.close();

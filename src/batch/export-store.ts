@@ -130,13 +130,15 @@ export async function exportStore(store: TrajectoryStore, opts: { format: Export
   mkdirSync(join(opts.out, "batches"), { recursive: true });
   const allTrajectories: Trajectory[] = [];
   const batches: ExportedBatch[] = [];
-  const heldOut = new Map<string, number>();
+  const groupsById = new Map<string, Group>();
+  const superseded = new Set<string>();
   const result: StoreExport = { trajectoriesPath: join(opts.out, `trajectories.${ext}`), rows: 0, batches: [], skipped: [] };
   for (const run of runs) {
     const trajectories = await store.listTrajectories(run.id);
     allTrajectories.push(...trajectories);
     const groups = await store.listGroups(run.id);
-    for (const g of groups) if (g.heldOutVersion !== undefined) heldOut.set(g.id, g.heldOutVersion);
+    for (const g of groups) groupsById.set(g.id, g);
+    for (const id of supersededGroupIds(groups)) superseded.add(id);
     for (const part of byIteration(run.id, groups)) {
       const at = part.iteration !== undefined ? { iteration: part.iteration } : {};
       const batch = runBatch(run, trajectories, part.groups, part.id);
@@ -150,7 +152,7 @@ export async function exportStore(store: TrajectoryStore, opts: { format: Export
       result.batches.push({ runId: run.id, ...at, path, samples: batch.samples.length });
     }
   }
-  const rows = trajectoryRows(allTrajectories, batches, heldOut);
+  const rows = trajectoryRows(allTrajectories, batches, groupsById, superseded);
   await writeTrajectories(result.trajectoriesPath, rows, opts.format);
   result.rows = rows.length;
   return result;

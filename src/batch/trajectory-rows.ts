@@ -1,8 +1,9 @@
 // Stored trajectories as flat rows, one per call (docs/batch-schema.md, "Trajectory export"): the exact prompt
 // and output ids the engine used, their logprobs and policy versions, the call's messages and answer text, and
 // the program's group, task, reward and termination. Where a batch built from the store covers the call, the row
-// carries that batch's advantage of each output token, so a dataset row and the trained-on sample agree.
-import type { Trajectory } from "../core/types.js";
+// carries that batch's advantage of each output token, so a dataset row and the trained-on sample agree. Each row
+// also says its group's iteration and attempt, and whether a kill cut that group (a later attempt's is the one trained).
+import type { Group, Trajectory } from "../core/types.js";
 import type { ExportedBatch } from "./export-arrow.js";
 
 /** One chat message of a call's prompt, as exported (tool calls travel inside the JSON of `prompt_json`). */
@@ -46,6 +47,12 @@ export interface TrajectoryRow {
   reward_components: string | null;
   termination: string | null;
   termination_detail: string | null;
+  /** The iteration of its run the program's group was rolled out in (Group.iteration); null where not known (async runs). */
+  iteration: number | null;
+  /** The resume whose process rolled the group out (Group.attempt: 1 for the first `--resume`); null: the run's first process. */
+  attempt: number | null;
+  /** The group was cut by a kill and rolled out again by a later attempt: not what the trainer stepped on. */
+  superseded: boolean;
   /** The policy version a held-out evaluation program scored (its group is held-out: never trained on); null for a training program. */
   held_out_version: number | null;
   /** The batch that covers this call (its id is the store run's), or null. */
@@ -70,9 +77,15 @@ function advantagesByCall(batch: ExportedBatch, chunkOf: ReadonlyMap<string, num
 /**
  * One row per call of `trajectories` (programs in the given order, calls by index). `batches` are the batches
  * built from the same trajectories; a call in one of them gets its batch id and per-token advantages.
- * `heldOut` maps the ids of held-out evaluation groups to the version they scored (Group.heldOutVersion).
+ * `groups`: the programs' groups by id (iteration, attempt, held-out version); `superseded`: the ids of groups cut
+ * by a kill and rolled out again (store/held-out-groups.ts's supersededGroupIds).
  */
-export function trajectoryRows(trajectories: readonly Trajectory[], batches: readonly ExportedBatch[] = [], heldOut: ReadonlyMap<string, number> = new Map()): TrajectoryRow[] {
+export function trajectoryRows(
+  trajectories: readonly Trajectory[],
+  batches: readonly ExportedBatch[] = [],
+  groups: ReadonlyMap<string, Pick<Group, "iteration" | "attempt" | "heldOutVersion">> = new Map(),
+  superseded: ReadonlySet<string> = new Set(),
+): TrajectoryRow[] {
   // Chunk = ordinal of the call among its program's trainable calls, as the sample builder numbers them.
   const chunkOf = new Map<string, number>();
   for (const t of trajectories) {
@@ -88,6 +101,7 @@ export function trajectoryRows(trajectories: readonly Trajectory[], batches: rea
     const p = t.program;
     for (const c of [...t.calls].sort((a, b) => a.index - b.index)) {
       const inBatch = covered.get(c.id);
+      const g = groups.get(p.groupId);
       rows.push({
         run_id: p.runId,
         program_id: p.id,
@@ -114,7 +128,10 @@ export function trajectoryRows(trajectories: readonly Trajectory[], batches: rea
         reward_components: t.reward ? JSON.stringify(t.reward.components) : null,
         termination: p.termination?.kind ?? null,
         termination_detail: p.termination?.detail ?? null,
-        held_out_version: heldOut.get(p.groupId) ?? null,
+        iteration: g?.iteration ?? null,
+        attempt: g?.attempt ?? null,
+        superseded: superseded.has(p.groupId),
+        held_out_version: g?.heldOutVersion ?? null,
         batch_id: inBatch?.batchId ?? null,
         advantages: inBatch && inBatch.advantages.length === c.outputTokenIds.length ? inBatch.advantages : null,
       });
