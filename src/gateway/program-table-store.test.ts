@@ -48,7 +48,7 @@ describe("ProgramTable with a store", () => {
   it("keeps nothing when the store refuses the row, and names what is missing", async () => {
     const store = await storeWithRun();
     const table = new ProgramTable({ clock: new VirtualClock(), maxPrograms: 4, store });
-    await expect(table.create("p")).rejects.toThrow("run_id: required, this gateway has no default run for its programs");
+    await expect(table.create("p")).rejects.toThrow("run_id: required, this gateway has no default run for its programs (create one with POST /runs)");
     await expect(table.create("p", { runId: "run", groupId: "g" })).rejects.toThrow("task_id: required with group_id (the group's task)");
     await expect(table.create("p", { runId: "nope" })).rejects.toThrow("program 'p' could not be created in the store: createGroup 'p': unknown run 'nope'");
     expect(table.get("p")).toBeUndefined();

@@ -185,7 +185,7 @@ export class ProgramTable {
       throw new ArborError(`${place.runId !== undefined ? "run_id" : "group_id"}: this gateway has no store to place the program in; start it with a store`, "invalid_request");
     }
     const runId = place.runId ?? this.runId;
-    if (store && runId === undefined) throw new ArborError("run_id: required, this gateway has no default run for its programs", "invalid_request");
+    if (store && runId === undefined) throw new ArborError("run_id: required, this gateway has no default run for its programs (create one with POST /runs)", "invalid_request");
     if (store && place.groupId !== undefined && place.taskId === undefined) {
       throw new ArborError("task_id: required with group_id (the group's task)", "invalid_request");
     }
