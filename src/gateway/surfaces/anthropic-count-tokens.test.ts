@@ -4,6 +4,7 @@
 // where keys are required.
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createBuiltinBackend } from "../../backends/builtin.js";
 import { createArborBackend } from "../../backends/vllm.js";
 import type { Call } from "../../core/types.js";
 import { startTinyEngine, type TinyEngine } from "../../testing/real-engine-fixture.js";
@@ -72,5 +73,21 @@ describe("POST /v1/messages/count_tokens", () => {
     const { id } = await program();
     const stranger = new Anthropic({ baseURL: `${url}/p/${id}`, apiKey: "arbor-pk-not-this-one", maxRetries: 0 });
     await expect(stranger.messages.countTokens(request)).rejects.toBeInstanceOf(Anthropic.AuthenticationError);
+  });
+});
+
+describe("POST /v1/messages/count_tokens without a tokenizer", () => {
+  it("answers 501 in Anthropic's shape, naming what it needs", async () => {
+    // A plain OpenAI-compatible backend (no /tokenize adapter): nothing is called.
+    const g = createGateway({ backends: [createBuiltinBackend({ name: "plain", url: "http://127.0.0.1:9/v1" })], sink: { recordCall: async () => {} } });
+    const base = await g.listen("127.0.0.1", 0);
+    try {
+      const client = new Anthropic({ baseURL: `${base}/p/any`, apiKey: "unused", maxRetries: 0 });
+      const e = (await client.messages.countTokens(request).catch((x: unknown) => x)) as { status?: number; message?: string };
+      expect(e.status).toBe(501);
+      expect(e.message).toMatch(/count_tokens needs a backend with the engine's tokenizer \(type builtin, vllm or llamacpp/);
+    } finally {
+      await g.close();
+    }
   });
 });

@@ -28,7 +28,7 @@ export async function countTokens(ctx: GatewayContext, req: ProgramRequest, repl
   const programId = callerProgram(ctx, req, prepared.bodyProgramId);
   const backend = tokenizingBackend(ctx, programId);
   if (backend === undefined) {
-    const e = new AnthropicError(501, "api_error", "count_tokens needs a backend with a tokenizer endpoint (builtin, vLLM, SGLang); this gateway has none");
+    const e = new AnthropicError(501, "api_error", "count_tokens needs a backend with the engine's tokenizer (type builtin, vllm or llamacpp, or one with backends[].tokenizer); this gateway has none");
     return reply.code(e.status).send(e.body);
   }
   const source = promptSource("chat", prepared);
