@@ -124,9 +124,7 @@ describe("runBlackBox isolation and terminations", () => {
       'const r = await client.messages.create({ model: "arbor-tiny", max_tokens: 64, messages: [{ role: "user", content: "What is 6*7?" }] });',
       "console.log(JSON.stringify({ type: r.type, text: r.content[0].text, out: r.usage.output_tokens }));",
     ].join("\n");
-    // A gateway without program keys: with keys on, its auth hook does not yet count /v1/messages as an
-    // inference route and answers a program key there with 403 (reported to the gateway's owner).
-    const open = await startTestStack(script, { auth: false });
+    const open = await startTestStack(script);
     const id = "claude/0";
     const sandbox = await provider.create(id);
     let out;
