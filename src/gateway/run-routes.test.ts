@@ -1,6 +1,7 @@
 // POST /runs and POST /runs/:id/end on a store-backed gateway without a default run: a run is created in the store
 // (then programs can be created in it), a second with its id is refused, ending is idempotent, an unknown run is a
-// 404, both need the admin token, and a gateway without a store says its programs need no run.
+// 404, a run the gateway did not create is not its to end, both need the admin token, and a gateway without a store
+// says its programs need no run.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -58,6 +59,10 @@ describe("run routes", () => {
     expect((await post(url, "/runs/judges-1/end")).status).toBe(200);
     expect((await store.getRun("judges-1"))?.endedAt).toBe(ended);
     expect((await post(url, "/runs/nope/end")).status).toBe(404);
+    // A run another process writes (an orchestrator's) is not the gateway's to end.
+    await store.createRun({ id: "orchestrated", name: "arbor run", configJson: "{}", startedAt: 1 });
+    expect(await post(url, "/runs/orchestrated/end")).toMatchObject({ status: 403, json: { error: { message: "run 'orchestrated' was not created through this gateway: its own process ends it" } } });
+    expect((await store.getRun("orchestrated"))?.endedAt).toBeUndefined();
     // Without an id, the gateway names the run.
     expect((await post(url, "/runs", { name: "unnamed" })).json.id).toMatch(/^run-/);
   });

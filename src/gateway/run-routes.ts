@@ -1,6 +1,7 @@
 // The run admin routes: a client that creates programs at a store-backed gateway without a default run (a
 // deployment's `arbor serve gateway`) first needs a run for them — `arbor validate`'s judge panel, an external
-// orchestrator. POST /runs creates one in the gateway's store, POST /runs/:id/end ends it.
+// orchestrator. POST /runs creates one in the gateway's store, POST /runs/:id/end ends it: only a run this gateway
+// created (a run an orchestrator writes itself is that process's to end; ending it here would cut its iterations).
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Clock } from "../core/clock.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
@@ -25,6 +26,8 @@ function textField(b: Record<string, unknown>, field: string, required: boolean)
 
 /** Register POST /runs and POST /runs/:id/end on `app` (store-backed gateways; others answer 400). */
 export function registerRunRoutes(app: FastifyInstance, store: RunStore | undefined, clock: Clock, newRunId: () => string): void {
+  /** The runs this gateway created and has not ended (bounded by the store: one row each). */
+  const created = new Set<string>();
   const storeOf = (): RunStore => {
     if (store === undefined) throw new InvalidRequestError(null, "this gateway has no store: its programs need no run (create them without run_id)");
     return store;
@@ -40,6 +43,7 @@ export function registerRunRoutes(app: FastifyInstance, store: RunStore | undefi
     if (typeof config !== "object" || config === null || Array.isArray(config)) throw new InvalidRequestError("config", "must be a JSON object (the run's settings, kept as its config)");
     if ((await s.getRun(id)) !== undefined) throw new GatewayRejection(409, "invalid_request_error", "run_exists", `run '${id}' already exists; create each run once`);
     await s.createRun({ id, name, configJson: JSON.stringify(config), startedAt: clock.now() });
+    created.add(id);
     return reply.code(201).send({ id });
   });
   app.post("/runs/:id/end", async (req: FastifyRequest<{ Params: { id: string } }>) => {
@@ -48,7 +52,10 @@ export function registerRunRoutes(app: FastifyInstance, store: RunStore | undefi
     const run = await s.getRun(id);
     if (run === undefined) throw new GatewayRejection(404, "invalid_request_error", "run_unknown", `run '${id}' is not in the gateway's store`);
     // Ending an ended run again is a no-op: a client's retry after a lost answer succeeds.
-    if (run.endedAt === undefined) await s.finishRun(id, clock.now());
+    if (run.endedAt !== undefined) return { id, ended: true };
+    if (!created.has(id)) throw new GatewayRejection(403, "permission_error", "forbidden", `run '${id}' was not created through this gateway: its own process ends it`);
+    await s.finishRun(id, clock.now());
+    created.delete(id);
     return { id, ended: true };
   });
 }
