@@ -38,6 +38,7 @@ describe("arbor report", () => {
     expect(r.status, r.stderr).toBe(0);
     const out = join(runDir, "report");
     expect(r.stdout).toContain(`wrote    ${join(out, "report.html")}`);
+    expect(r.stdout).toMatch(/^report {3}tiny \(real run\) — tiny: \d+ requests, 4 programs, /);
     const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as SimReport;
     // What the store holds, read directly.
     const store = new SqliteTrajectoryStore(join(runDir, "store.sqlite"));
@@ -75,6 +76,8 @@ describe("arbor report", () => {
     const again = join(dir, "again");
     const r = arbor("report", first, "--out", again);
     expect(r.status, r.stderr).toBe(0);
+    // Drawn from its report.json, it says the report's own kind.
+    expect(r.stdout).toMatch(/^report {3}tiny \(replay\) — /);
     expect(readFileSync(join(again, "report.json"), "utf8")).toBe(readFileSync(join(first, "report.json"), "utf8"));
     expect(readFileSync(join(again, "report.html"), "utf8")).toBe(readFileSync(join(first, "report.html"), "utf8"));
   });

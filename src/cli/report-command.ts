@@ -40,12 +40,15 @@ export async function reportCommand(dir: string, o: ReportCommandOptions = {}): 
   const hasStore = existsSync(join(dir, "store.sqlite"));
   let report: SimReport;
   let out: string;
+  /** What the report is of, as its first line says: a real run's report has the format's workload kind `replay`. */
+  let of: string;
   if (isSimReport(reportJson) || (!hasStore && existsSync(reportJson))) {
     if (o.run !== undefined) throw new ArborError(`report: --run applies to a run's folder; ${dir} holds a report.json`, "config");
     const size = statSync(reportJson).size;
     if (size > MAX_REPORT_BYTES) throw new ArborError(`report: ${reportJson} is ${size} bytes, more than the ${MAX_REPORT_BYTES} read`, "config");
     report = parseSimReport(readFileSync(reportJson, "utf8"), reportJson);
     out = o.out ?? dir;
+    of = report.workload.kind;
   } else if (hasStore) {
     const { store, label } = await openStoreArg(dir);
     try {
@@ -54,12 +57,13 @@ export async function reportCommand(dir: string, o: ReportCommandOptions = {}): 
       await store.close();
     }
     out = o.out ?? join(dir, "report");
+    of = "real run";
   } else {
     throw new ArborError(`report: ${dir} holds neither a run's store.sqlite nor a report.json of \`arbor sim\``, "config");
   }
   const paths = await writeSimReportFiles(report, out, { warn: (line) => console.error(line) });
   const s = report.systems.map((x) => `${x.system}: ${x.summary.requests} requests, ${x.summary.programs} programs, ${(x.summary.makespanMs / 1000).toFixed(1)} s, tail ${(x.summary.tailMs / 1000).toFixed(1)} s`).join("; ");
-  log(`report   ${report.workload.name} (${report.workload.kind}) — ${s}`);
+  log(`report   ${report.workload.name} (${of}) — ${s}`);
   for (const p of paths) log(`wrote    ${p}`);
   return paths;
 }
