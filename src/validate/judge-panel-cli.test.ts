@@ -116,6 +116,8 @@ describe("arbor validate with a judge panel", () => {
       const programs = await store.listTrajectories(runs[0]!.id);
       expect(programs).toHaveLength(4);
       expect(programs.every((t) => t.calls.length === 1 && t.program.state === "terminated")).toBe(true);
+      // Each judge program is stored under the task it judged.
+      expect(programs.map((t) => t.program.taskId).sort()).toEqual(["calc-bad-golden", "calc-grouped", "calc-product", "calc-wrong-answer"]);
     } finally {
       await judge.close();
       await store.close();

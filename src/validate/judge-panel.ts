@@ -78,7 +78,7 @@ export async function reviewTask(judges: readonly PanelJudge[], t: DatasetTask, 
   const votes = await Promise.all(
     judges.map(async (j): Promise<Vote> => {
       try {
-        const r = await askParsed(j.chat, { model: j.model, messages, maxTokens: 32, temperature: 0, label: `validate/${t.task.id}/${j.model}` }, parseVerdict, opts.maxAttempts ?? 3, `(VERDICT) for task '${t.task.id}'`);
+        const r = await askParsed(j.chat, { model: j.model, messages, maxTokens: 32, temperature: 0, label: `validate/${t.task.id}/${j.model}`, taskId: t.task.id }, parseVerdict, opts.maxAttempts ?? 3, `(VERDICT) for task '${t.task.id}'`);
         return { model: j.model, verdict: r.value };
       } catch (e) {
         const unreachable = e instanceof ArborError && e.code === "judge_unreachable";

@@ -15,6 +15,8 @@ export interface JudgeRequest {
   temperature: number;
   /** Names the gateway program (a unique suffix is added), e.g. `judge/<program>`. */
   label: string;
+  /** The task the request is about: the program's task where the gateway stores its programs. */
+  taskId?: string;
   signal?: AbortSignal;
 }
 
@@ -66,7 +68,7 @@ export function createGatewayChat(opts: GatewayChatOptions): GatewayChat {
     const bounded = (): AbortSignal => (req.signal ? AbortSignal.any([req.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs));
     const open = async (): Promise<{ status: number; body: { api_key?: unknown; error?: { message?: string } } }> => {
       const runId = run === undefined ? undefined : await run;
-      const res = await post("/programs", { id: programId, ...(runId === undefined ? {} : { run_id: runId }) }, bounded());
+      const res = await post("/programs", { id: programId, ...(runId === undefined ? {} : { run_id: runId }), ...(req.taskId === undefined ? {} : { task_id: req.taskId }) }, bounded());
       return { status: res.status, body: (await res.json().catch(() => ({}))) as { api_key?: unknown; error?: { message?: string } } };
     };
     let opened = await open();
