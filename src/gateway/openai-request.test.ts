@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { prepareRequest } from "./openai-request.js";
+import { budgetField, prepareRequest } from "./openai-request.js";
 
 describe("prepareRequest", () => {
   it("chat: forces token ids and logprobs, strips Arbor fields, records text messages", () => {
@@ -108,5 +108,14 @@ describe("prepareRequest", () => {
       ["completions", { model: "", prompt: "x" }, "model: must be a string of 1-256 characters"],
     ];
     for (const [endpoint, body, msg] of bad) expect(() => prepareRequest(endpoint, body)).toThrow(msg);
+  });
+});
+
+describe("budgetField", () => {
+  it("is chat's max_completion_tokens where set, else max_tokens; completions have only max_tokens", () => {
+    expect(budgetField("chat", { max_completion_tokens: 5, max_tokens: 9 })).toBe("max_completion_tokens");
+    expect(budgetField("chat", { max_completion_tokens: null, max_tokens: 9 })).toBe("max_tokens");
+    expect(budgetField("chat", {})).toBe("max_tokens");
+    expect(budgetField("completions", { max_completion_tokens: 5 })).toBe("max_tokens");
   });
 });

@@ -40,6 +40,14 @@ export interface ClientFieldNames {
   stop?: string;
 }
 
+/**
+ * The body field holding a request's output budget: chat's `max_completion_tokens` where the client set it (OpenAI's
+ * newer name, which wins over `max_tokens`), else `max_tokens`.
+ */
+export function budgetField(endpoint: Endpoint, body: Record<string, unknown>): "max_completion_tokens" | "max_tokens" {
+  return endpoint === "chat" && body.max_completion_tokens !== undefined && body.max_completion_tokens !== null ? "max_completion_tokens" : "max_tokens";
+}
+
 const ROLES = new Set<string>(["system", "user", "assistant", "tool"]);
 
 /** Validate a request body and derive the upstream body. Throws {@link InvalidRequestError}. */

@@ -8,7 +8,7 @@
 import { isTokenBackend, type Backend } from "../backends/backend.js";
 import type { MaxTokensClamp } from "../core/types.js";
 import type { GatewayContext } from "./gateway-context.js";
-import type { PreparedRequest } from "./openai-request.js";
+import { budgetField, type PreparedRequest } from "./openai-request.js";
 import { buildPrompt } from "./token-path/context-prompt.js";
 import { fitMaxTokens } from "./token-path/max-tokens.js";
 import { promptSource } from "./token-path/prompt-source.js";
@@ -25,7 +25,7 @@ export async function fitPassthroughBudget(
 ): Promise<{ body: Record<string, unknown>; clamped?: MaxTokensClamp }> {
   const body = prepared.upstreamBody;
   const tokenize = isTokenBackend(backend) ? backend.tokenize : undefined;
-  const field = prepared.endpoint === "chat" && body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
+  const field = budgetField(prepared.endpoint, body);
   const asked = body[field];
   // An absent budget is the engine's to fill; a malformed one the engine's to refuse.
   if (tokenize === undefined || !Number.isInteger(asked) || (asked as number) < 1) return { body };

@@ -6,7 +6,7 @@ import type { Backend } from "../backends/backend.js";
 import type { Call, MaxTokensClamp } from "../core/types.js";
 import { callRecorded, type CallPlace } from "./call-path.js";
 import type { GatewayContext } from "./gateway-context.js";
-import type { PreparedRequest } from "./openai-request.js";
+import { budgetField, type PreparedRequest } from "./openai-request.js";
 import type { ExtractedTrace } from "./trace-extract.js";
 
 export type { CallPlace } from "./call-path.js";
@@ -29,8 +29,7 @@ export function tokenPathFlags(p: {
 function recordedClamp(prepared: PreparedRequest, clamp: MaxTokensClamp | undefined): MaxTokensClamp | undefined {
   const asked = prepared.maxTokensAsked;
   if (asked === undefined) return clamp;
-  const b = prepared.upstreamBody;
-  const sent = typeof b.max_completion_tokens === "number" ? b.max_completion_tokens : b.max_tokens;
+  const sent = prepared.upstreamBody[budgetField(prepared.endpoint, prepared.upstreamBody)];
   const granted = clamp?.granted ?? (typeof sent === "number" ? sent : undefined);
   return granted !== undefined && asked > granted ? { asked, granted } : clamp;
 }

@@ -3,7 +3,7 @@
 // silently ignored sampling control would make the recorded behaviour policy wrong. vLLM's
 // logit_bias, repetition_penalty, min_tokens and ignore_eos go to backends that list them
 // (TokenBackend.samplingControls); token-call.ts refuses them for any other backend.
-import type { ClientFieldNames, Endpoint } from "../openai-request.js";
+import { budgetField, type ClientFieldNames, type Endpoint } from "../openai-request.js";
 import { InvalidRequestError } from "../http-errors.js";
 import { checkServedFields } from "./served-fields.js";
 
@@ -59,8 +59,9 @@ export function tokenSampling(endpoint: Endpoint, body: Record<string, unknown>,
   onlyDefault("top_k", (v) => v === 0 || v === -1, "is not supported on the token path (0 or -1: disabled)");
   onlyDefault("min_p", (v) => v === 0, "is not supported on the token path (must be 0)");
 
-  const maxField = names.max_tokens ?? (endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens");
-  const rawMax = body[endpoint === "chat" && !absent(body.max_completion_tokens) ? "max_completion_tokens" : "max_tokens"];
+  const bodyField = budgetField(endpoint, body);
+  const maxField = names.max_tokens ?? bodyField;
+  const rawMax = body[bodyField];
   let maxTokens: number | undefined;
   if (absent(rawMax)) maxTokens = endpoint === "completions" ? COMPLETIONS_DEFAULT_MAX_TOKENS : undefined;
   else if (Number.isInteger(rawMax) && (rawMax as number) >= 1) maxTokens = rawMax as number;
