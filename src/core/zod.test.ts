@@ -1,4 +1,5 @@
-// zod's messages as Arbor sets them (core/zod.ts): a missing field is "required", a wrong one names what was given.
+// zod's messages as Arbor sets them (core/zod.ts): a missing field is "required", a wrong one or one out of
+// bounds names what was given.
 import { describe, expect, it } from "vitest";
 import { unknownKeysMessage, z } from "./zod.js";
 
@@ -23,6 +24,30 @@ describe("zod messages", () => {
       `seed: expected a number, got "${"x".repeat(36)}...`,
       "tags.0: expected a string, got null",
     ]);
+  });
+
+  it("say a bound and the value given: numbers, strings' lengths, arrays' entries", () => {
+    const bounded = z.object({
+      groupSize: z.number().int().min(1),
+      lr: z.number().positive(),
+      port: z.number().int().max(65535),
+      top: z.number().lt(1),
+      name: z.string().min(1).max(8),
+      engines: z.array(z.string()).min(1),
+      pair: z.array(z.number()).max(2),
+    });
+    expect(messages(bounded, { groupSize: 0, lr: -1, port: 70000, top: 1, name: "", engines: [], pair: [1, 2, 3] })).toEqual([
+      "groupSize: must be >= 1, got 0",
+      "lr: must be > 0, got -1",
+      "port: must be <= 65535, got 70000",
+      "top: must be < 1, got 1",
+      "name: must be at least 1 character, got 0",
+      "engines: must have at least 1 entry, got 0",
+      "pair: must have at most 2 entries, got 3",
+    ]);
+    expect(messages(bounded.shape.name, "a-long-name")).toEqual([": must be at most 8 characters, got 11"]);
+    // Dates keep zod's own message.
+    expect(messages(z.date().min(new Date(1000)), new Date(0))[0]).toMatch(/Too small/);
   });
 
   it("leave a schema's own messages alone", () => {

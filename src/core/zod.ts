@@ -3,7 +3,8 @@
 // and never show the value given; a person fixing a config wants "required: a string" and `expected a number, got
 // "abc"`. A misspelt key names the key it was likely meant to be (`unknown key "concurency" (did you mean
 // "concurrency"?)`), or the keys the object takes. The messages are the same for configs, workload files and the
-// servers' request bodies. Other issues (custom refinements, bounds) keep their own messages.
+// servers' request bodies. A bound says it and the value given (`must be >= 1, got 0`, `must have at least 1
+// entry, got 0`). Other issues (custom refinements) keep their own messages.
 import { closest, distance } from "fastest-levenshtein";
 import { z } from "zod";
 
@@ -48,9 +49,43 @@ export function unknownKeysMessage(keys: readonly string[], known: readonly stri
   return `${head} (known: ${listed}${known.length > MAX_LISTED_KEYS ? ", …" : ""})`;
 }
 
+/** The `too_small` / `too_big` issue fields a bound message reads. */
+interface BoundIssue {
+  code: "too_small" | "too_big";
+  origin: string;
+  minimum?: number | bigint;
+  maximum?: number | bigint;
+  inclusive?: boolean;
+  input?: unknown;
+}
+
+/**
+ * `must be >= 1, got 0` for a number, `must be at most 64 characters, got 80` for a string, `must have at least 1
+ * entry, got 0` for an array or set; undefined for other origins (dates, files), which keep zod's message.
+ */
+export function boundMessage(iss: BoundIssue): string | undefined {
+  const small = iss.code === "too_small";
+  const bound = Number(small ? iss.minimum : iss.maximum);
+  const inclusive = iss.inclusive !== false;
+  const input = iss.input;
+  if (iss.origin === "number" || iss.origin === "int" || iss.origin === "bigint") {
+    return `must be ${small ? ">" : "<"}${inclusive ? "=" : ""} ${bound}, got ${given(input)}`;
+  }
+  // A length bound is a whole count: an exclusive one is the next count in.
+  const count = inclusive ? bound : small ? bound + 1 : bound - 1;
+  const side = small ? "at least" : "at most";
+  if (iss.origin === "string") return `must be ${side} ${count} character${count === 1 ? "" : "s"}, got ${typeof input === "string" ? input.length : given(input)}`;
+  if (iss.origin === "array" || iss.origin === "set") {
+    const n = Array.isArray(input) ? input.length : input instanceof Set ? input.size : undefined;
+    return `must have ${side} ${count} entr${count === 1 ? "y" : "ies"}${n === undefined ? "" : `, got ${n}`}`;
+  }
+  return undefined;
+}
+
 z.config({
   customError: (iss) => {
     if (iss.code === "invalid_type") return iss.input === undefined ? `required: ${noun(iss.expected)}` : `expected ${noun(iss.expected)}, got ${given(iss.input)}`;
+    if (iss.code === "too_small" || iss.code === "too_big") return boundMessage(iss as BoundIssue);
     if (iss.code === "unrecognized_keys") return unknownKeysMessage(iss.keys, knownKeys(iss.inst));
     if (iss.code === "invalid_value" && iss.values.length > 1) return `expected one of ${iss.values.map((v) => JSON.stringify(v)).join(", ")}, got ${given(iss.input)}`;
     return undefined;
