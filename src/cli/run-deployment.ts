@@ -30,6 +30,7 @@ import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { draftServiceHost, engineServerOptions, withDraftService, withV0Draft } from "./engine-start.js";
 import { startExternalEngine } from "./external-engines.js";
 import { clusterStartVersion, clusterSyncedEngines, servedEngines } from "./cluster-services.js";
+import { metricsEngines, remoteCacheStats, type CacheCounters } from "./engine-cache-stats.js";
 import { sandboxesFromConfig } from "./sandboxes-from-config.js";
 import { waitReady } from "./wait-ready.js";
 
@@ -54,8 +55,11 @@ export interface RunDeployment {
   programs: ProgramRunner;
   /** Called as each program ends (the embedded sandbox pool prepares one more). */
   programDone(): void;
-  /** Prompt tokens looked up and found in the in-process engines' prefix caches, and preemptions. */
-  engineStats(): { queries: number; hits: number; preemptions: number };
+  /**
+   * Prompt tokens looked up and found in the engines' prefix caches, and preemptions: the in-process engines'
+   * counters, and what engines reached by URL (vLLM, Arbor engines: engine-cache-stats.ts) added since the start.
+   */
+  engineStats(): Promise<CacheCounters>;
   /** The version each in-process engine serves. */
   engineVersions(): number[];
   /** With a cluster: tells its other parts (the event bus) that the engines serve a new policy version. */
@@ -181,6 +185,7 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
   // Asynchronous preparation: the first programs find warm sandboxes; each program that ends
   // starts the preparation of one more, for the program that will take its place.
   if (cfg.sandbox.poolSize > 0) sandboxPool.prepare(cfg.sandbox.poolSize);
+  const remoteStats = await remoteCacheStats(metricsEngines(backendCfgs));
   const programsInAll = c.tasksPerIteration * cfg.iterations * cfg.rollout.groupSize;
   let done = 0;
 
@@ -200,11 +205,12 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
       done++;
       if (cfg.sandbox.poolSize > 0 && done + cfg.sandbox.poolSize < programsInAll) sandboxPool.prepare(1);
     },
-    engineStats: () => {
-      // Scheduled executors only count their cache.
-      const stats = engines.map((e) => e.executor.stats());
+    engineStats: async () => {
+      // Scheduled executors only count their cache; an engine's counters cover every policy version it served.
+      const stats = engines.map((e) => e.slot.counters());
       const sum = (f: (x: (typeof stats)[number]) => number | undefined): number => stats.reduce((n, x) => n + (f(x) ?? 0), 0);
-      return { queries: sum((x) => x.prefixCacheQueries), hits: sum((x) => x.prefixCacheHits), preemptions: sum((x) => x.preemptions) };
+      const r = await remoteStats();
+      return { queries: sum((x) => x.prefixCacheQueries) + r.queries, hits: sum((x) => x.prefixCacheHits) + r.hits, preemptions: sum((x) => x.preemptions) + r.preemptions };
     },
     engineVersions: () => engines.map((e) => e.slot.policyVersion),
   };
@@ -236,6 +242,8 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
   const engines = clusterSyncedEngines(cluster);
   const startVersion = await clusterStartVersion(engines, cfg.train !== undefined, log);
   if (startVersion > 0) log(`engines  serve policy version ${startVersion} (an earlier run's weights): this rollout records it`);
+  // The engines outlive the run: the summary counts what their caches did from here on (other clients' requests too).
+  const remoteStats = await remoteCacheStats(metricsEngines(cfg.backends));
   return {
     store,
     storePath,
@@ -248,7 +256,7 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
     startVersion,
     programs,
     programDone: () => {},
-    engineStats: () => ({ queries: 0, hits: 0, preemptions: 0 }),
+    engineStats: remoteStats,
     engineVersions: () => [],
     announce: (sync) => announcedWeightSync(sync, bus),
     trainerApi: async ({ waitMs, signal }) => {

@@ -57,7 +57,10 @@ export interface RunSummary {
   batchPath: string;
   samples: number;
   toolCalls: number;
-  /** Prompt tokens looked up / found in the engines' prefix caches (scheduled engines only). */
+  /**
+   * Prompt tokens looked up / found in the engines' prefix caches, and preemptions, over the whole run (every
+   * iteration and evaluation): scheduled in-process engines, and engines reached by URL that count them on /metrics.
+   */
   prefixCache?: { queries: number; hits: number; preemptions: number };
   elapsedMs: number;
   /** Output tokens per second of rollout wall time. */
@@ -327,7 +330,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const runStats = sync ? last.stats : batchStats(rolledOut);
     const toolCalls = sync ? last.toolCalls : rolledOut.reduce((n, t) => n + t.tools.filter((x) => !x.tool.startsWith("arbor:")).length, 0);
     // Before the engines close: their executors' cache counters (scheduled executors only).
-    const cache = d.engineStats();
+    const cache = await d.engineStats();
     finished = true;
     return {
       runId: last.runId,
@@ -385,7 +388,7 @@ export function summaryRows(s: RunSummary): [string, string][] {
     ["calls", `${t.calls} model calls, ${s.toolCalls} tool calls${of}`],
     ["tokens", `${t.promptTokens} prompt, ${t.outputTokens} output${of}`],
     ...(s.prefixCache
-      ? ([["prefix cache", `${((100 * s.prefixCache.hits) / s.prefixCache.queries).toFixed(1)}% of prompt tokens served from cache, ${s.prefixCache.preemptions} preemptions`]] as [string, string][])
+      ? ([["prefix cache", `${((100 * s.prefixCache.hits) / s.prefixCache.queries).toFixed(1)}% of prompt tokens served from cache, ${s.prefixCache.preemptions} preemptions over the run`]] as [string, string][])
       : []),
     ["mean reward", `${t.meanReward === null ? "-" : t.meanReward.toFixed(3)}${of}`],
     ["tokens/s", `${s.tokensPerSecond.toFixed(0)} output tokens/s over the rollout${of}`],

@@ -6,7 +6,10 @@ import type { EngineFinishReason, ExecutorStats } from "./executor.js";
 export interface EngineMetricsOptions {
   /** Served model name, the `model_name` label on every series (as vLLM). */
   modelName: string;
-  /** Live executor load, read at scrape time. */
+  /**
+   * Live executor load, read at scrape time. Its counters (prefix cache, preemptions, speculation) must never go
+   * down: an engine sums them over every executor it served (ExecutorSlot.counters).
+   */
   stats: () => ExecutorStats;
   /** KV cache geometry reported in `vllm:cache_config_info`. */
   blockSize: number;
@@ -63,9 +66,6 @@ export class EngineMetrics {
     info.set({ block_size: String(opts.blockSize), num_gpu_blocks: String(opts.numGpuBlocks) }, 1);
     // Executors with a prefix cache and preemption (the scheduled ones) report these in their stats;
     // otherwise every prompt token counts as one query that missed, and nothing is preempted.
-    const queries = new Monotonic();
-    const hits = new Monotonic();
-    const preemptions = new Monotonic();
     const recorded = this.recordedQueries;
     new Counter({
       name: "vllm:prefix_cache_queries_total",
@@ -73,7 +73,7 @@ export class EngineMetrics {
       registers,
       collect() {
         this.reset();
-        this.inc(queries.of(stats().prefixCacheQueries ?? recorded.value));
+        this.inc(stats().prefixCacheQueries ?? recorded.value);
       },
     });
     new Counter({
@@ -82,7 +82,7 @@ export class EngineMetrics {
       registers,
       collect() {
         this.reset();
-        this.inc(hits.of(stats().prefixCacheHits ?? 0));
+        this.inc(stats().prefixCacheHits ?? 0);
       },
     });
     new Counter({
@@ -91,7 +91,7 @@ export class EngineMetrics {
       registers,
       collect() {
         this.reset();
-        this.inc(preemptions.of(stats().preemptions ?? 0));
+        this.inc(stats().preemptions ?? 0);
       },
     });
     // Speculative decoding's counters under the names vLLM's are scraped as (its counters get "_total"), on engines that speculate.
@@ -107,14 +107,13 @@ export class EngineMetrics {
         ["arbor_spec_decode_draft_service_local_steps_total", "Steps that drafted from the engine's own group trees because the shared draft service failed or was skipped.", "draftServiceLocalSteps"],
       ] as const;
       for (const [name, help, field] of [...spec, ...(stats().specDecode?.draftServiceFailures !== undefined ? shared : [])]) {
-        const m = new Monotonic();
         new Counter({
           name,
           help,
           registers,
           collect() {
             this.reset();
-            this.inc(m.of(stats().specDecode?.[field] ?? 0));
+            this.inc(stats().specDecode?.[field] ?? 0);
           },
         });
       }
@@ -153,20 +152,5 @@ export class EngineMetrics {
   /** Prometheus exposition text. */
   text(): Promise<string> {
     return this.registry.metrics();
-  }
-}
-
-/**
- * Keeps a counter monotonic over executor counters that restart at 0 (a weight switch or wake-up
- * loads a new executor): a drop means a new source, whose count adds to what was seen before.
- */
-class Monotonic {
-  private offset = 0;
-  private last = 0;
-
-  of(v: number): number {
-    if (v < this.last) this.offset += this.last;
-    this.last = v;
-    return this.offset + v;
   }
 }

@@ -247,16 +247,9 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
   let requestCounter = 0;
   const metrics = new EngineMetrics({
     modelName: servedModelName,
-    // Prefix-cache and preemption counters come from the serving executor (scheduled ones have them).
-    stats: () => {
-      const cur = slot.executor.stats();
-      const out = slot.stats();
-      if (cur.prefixCacheQueries !== undefined) out.prefixCacheQueries = cur.prefixCacheQueries;
-      if (cur.prefixCacheHits !== undefined) out.prefixCacheHits = cur.prefixCacheHits;
-      if (cur.preemptions !== undefined) out.preemptions = cur.preemptions;
-      if (cur.specDecode !== undefined) out.specDecode = cur.specDecode;
-      return out;
-    },
+    // Prefix-cache, preemption and speculation counters come from the executors (scheduled ones have them).
+    // Summed over every executor the slot served: a weight switch between two scrapes loses none of them.
+    stats: () => ({ ...slot.stats(), ...slot.counters() }),
     // The paged KV geometry of a scheduled executor; llama.cpp's own cache is per token cell.
     blockSize: executor instanceof ScheduledExecutor ? executor.kv.blockSize : 1,
     numGpuBlocks: executor instanceof ScheduledExecutor ? executor.kv.numBlocks : executor.contextSize * executor.sequences,

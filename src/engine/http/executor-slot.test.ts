@@ -74,3 +74,42 @@ describe("ExecutorSlot with in_flight resume", () => {
     await slot.close();
   });
 });
+
+describe("ExecutorSlot counters", () => {
+  it("sum every executor it served: a weight switch and a sleep lose none of their counts", async () => {
+    /** A fresh executor whose counters are `c` (mutable), as a scheduled one reports them. */
+    const counted = (letter: string, c: { q: number; h: number; p: number }, drafts?: number) => {
+      const ex = gatedExecutor(letter);
+      const base = ex.stats.bind(ex);
+      ex.stats = () => ({ ...base(), prefixCacheQueries: c.q, prefixCacheHits: c.h, preemptions: c.p, ...(drafts !== undefined ? { specDecode: { numDrafts: drafts, numDraftTokens: 2 * drafts, numAcceptedTokens: drafts } } : {}) });
+      return ex;
+    };
+    const ca = { q: 100, h: 60, p: 1 };
+    const loaded: { q: number; h: number; p: number }[] = [];
+    const slot = new ExecutorSlot({
+      executor: counted("a", ca),
+      policyVersion: 1,
+      modelPath: "/a.gguf",
+      owned: false,
+      load: async () => {
+        const c = { q: 0, h: 0, p: 0 };
+        loaded.push(c);
+        return counted("b", c, 3);
+      },
+    });
+    expect(slot.counters()).toEqual({ prefixCacheQueries: 100, prefixCacheHits: 60, preemptions: 1 });
+    await slot.loadWeights("/b.gguf", 2, "finish");
+    // The old executor drained at once; the new one starts at zero.
+    await until(() => loaded.length === 1);
+    Object.assign(loaded[0]!, { q: 40, h: 30, p: 2 });
+    expect(slot.counters()).toEqual({ prefixCacheQueries: 140, prefixCacheHits: 90, preemptions: 3, specDecode: { numDrafts: 3, numDraftTokens: 6, numAcceptedTokens: 3 } });
+    // The first executor's counts stay after it is gone, even if it went on counting elsewhere.
+    ca.q = 9999;
+    await slot.sleep(1);
+    expect(slot.counters()).toEqual({ prefixCacheQueries: 140, prefixCacheHits: 90, preemptions: 3, specDecode: { numDrafts: 3, numDraftTokens: 6, numAcceptedTokens: 3 } });
+    await slot.wakeUp();
+    Object.assign(loaded[1]!, { q: 10, h: 10, p: 0 });
+    expect(slot.counters()).toEqual({ prefixCacheQueries: 150, prefixCacheHits: 100, preemptions: 3, specDecode: { numDrafts: 6, numDraftTokens: 12, numAcceptedTokens: 6 } });
+    await slot.close();
+  });
+});

@@ -80,9 +80,30 @@ export interface LoadWeightsResult {
   in_flight_requests: number;
 }
 
+/** The counters of ExecutorStats (each only grows on one executor), summed over the executors a slot served. */
+export type ExecutorCounters = Pick<ExecutorStats, "prefixCacheQueries" | "prefixCacheHits" | "preemptions" | "specDecode">;
+
+/** Add `s`'s counters into `into` (a counter none of them has stays absent). */
+function addCounters(into: ExecutorCounters, s: ExecutorCounters): void {
+  for (const k of ["prefixCacheQueries", "prefixCacheHits", "preemptions"] as const) {
+    const v = s[k];
+    if (v !== undefined) into[k] = (into[k] ?? 0) + v;
+  }
+  const d = s.specDecode;
+  if (d === undefined) return;
+  const t = (into.specDecode ??= { numDrafts: 0, numDraftTokens: 0, numAcceptedTokens: 0 });
+  t.numDrafts += d.numDrafts;
+  t.numDraftTokens += d.numDraftTokens;
+  t.numAcceptedTokens += d.numAcceptedTokens;
+  if (d.draftServiceFailures !== undefined) t.draftServiceFailures = (t.draftServiceFailures ?? 0) + d.draftServiceFailures;
+  if (d.draftServiceLocalSteps !== undefined) t.draftServiceLocalSteps = (t.draftServiceLocalSteps ?? 0) + d.draftServiceLocalSteps;
+}
+
 /** Holds the serving executor; see the file header. */
 export class ExecutorSlot {
   private gen: Generation;
+  /** The counters of the executors this slot no longer serves (drained after a switch, or closed by sleep). */
+  private readonly pastCounters: ExecutorCounters = {};
   private readonly retiring = new Set<Generation>();
   private readonly retired: Promise<void>[] = [];
   private ops: Promise<unknown> = Promise.resolve();
@@ -133,6 +154,23 @@ export class ExecutorSlot {
       if (g === this.gen) out.totalTokens = s.totalTokens;
     }
     return out;
+  }
+
+  /**
+   * The executors' counters (prefix cache, preemptions, speculative decoding) since the slot was made: those of
+   * every executor it served, so that a weight switch or a sleep does not lose them (Prometheus counters, run
+   * summaries). Only counters some executor has are present.
+   */
+  counters(): ExecutorCounters {
+    const out: ExecutorCounters = {};
+    addCounters(out, this.pastCounters);
+    for (const g of [this.gen, ...this.retiring]) if (!g.released) addCounters(out, g.executor.stats());
+    return out;
+  }
+
+  /** Keep the counters of `g`'s executor as it stops counting here (closed, or a retired version drained). */
+  private settle(g: Generation): void {
+    if (!g.released) addCounters(this.pastCounters, g.executor.stats());
   }
 
   /** Admit one request on the current version; 503 while sleeping or shut down. */
@@ -247,6 +285,7 @@ export class ExecutorSlot {
       do await Promise.all([whenDrained(gen), ...this.retired]);
       while (gen.active.size > 0 || this.retiring.size > 0);
       if (gen.owned && !gen.released && this.sleeping) {
+        this.settle(gen);
         gen.released = true;
         await gen.executor.close();
       }
@@ -292,6 +331,7 @@ export class ExecutorSlot {
   private retire(old: Generation): void {
     this.retiring.add(old);
     const done = whenDrained(old).then(async () => {
+      this.settle(old);
       this.retiring.delete(old);
       if (old.owned && !old.released) {
         old.released = true;

@@ -61,6 +61,22 @@ describe("weight switch on real GGUFs", () => {
     expect(models.data[0]).toMatchObject({ root: pathA, policy_version: 3 });
   });
 
+  it("keeps counting what the executor a switch replaced did: /metrics scraped only after the switch", async () => {
+    const scheduled = await createEngineServer({ name: "c", modelPath: pathA, policyVersion: 1, sequences: 1, contextSize: 128, maxWaiting: 4, executorKind: "llamacpp-scheduled" });
+    try {
+      const counter = async (name: string): Promise<number> => Number(new RegExp(`^${name}\\S* (\\d+)$`, "m").exec((await scheduled.app.inject({ url: "/metrics" })).body)?.[1]);
+      expect((await post(scheduled, "/v1/completions", REQ)).status).toBe(200);
+      expect((await post(scheduled, "/v1/completions", REQ)).status).toBe(200);
+      expect((await post(scheduled, "/v1/load_weights", { model_path: pathB, policy_version: 2 })).status).toBe(200);
+      expect((await post(scheduled, "/v1/completions", REQ)).status).toBe(200);
+      // Every request's prompt was looked up once: two on version 1's executor, one on version 2's.
+      expect(await counter("vllm:prefix_cache_queries_total")).toBe(3 * REQ.prompt.length);
+      expect(scheduled.slot.counters().prefixCacheQueries).toBe(3 * REQ.prompt.length);
+    } finally {
+      await scheduled.close();
+    }
+  });
+
   it("refuses a version that is not newer, and keeps serving when the file cannot be loaded", async () => {
     const current = server.slot.policyVersion;
     const stale = await post(server, "/v1/load_weights", { model_path: pathB, policy_version: current });
