@@ -204,7 +204,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
       router.setHealthy(t.backend, t.up);
       void gateReady?.then((g) => g.setBackendUp(t.backend, t.up), () => undefined);
       healthMetrics.up.set({ backend: t.backend }, t.up ? 1 : 0);
-      if (t.up) return;
+      // An operator reads an outage in the gateway's log, not only in a counter.
+      if (t.up) {
+        opts.logger?.info(`backend ${t.backend} back in rotation (a health check passed)`);
+        return;
+      }
+      opts.logger?.warn(`backend ${t.backend} out of rotation: ${t.cause ?? "failed"}`);
       healthMetrics.downs.inc({ backend: t.backend });
       const b = backends.get(t.backend) as Backend;
       for (const ac of attemptsOn.get(t.backend) ?? []) ac.abort(new BackendUnreachableError(b.name, b.url, `taken out of rotation: ${t.cause ?? "failed"}`));

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createArborBackend } from "../../backends/vllm.js";
 import { VirtualClock } from "../../core/clock.js";
+import { createLogger } from "../../core/logger.js";
 import type { Call } from "../../core/types.js";
 import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
 import { ensurePolicy } from "../../model/policy.js";
@@ -71,7 +72,8 @@ async function metric(url: string, line: string): Promise<boolean> {
 
 describe("token path faults", () => {
   it("retries a call whose backend dies mid-call once on the other, with the same prompt ids, and records it once", async () => {
-    const s = await setup();
+    const logged: string[] = [];
+    const s = await setup({ logger: createLogger({ destination: { write: (l: string) => logged.push(l.trim()) } }) });
     s.a.set("/v1/completions", "reset");
     const r = await chat(s.url, "f1");
     expect(r.status).toBe(200);
@@ -89,6 +91,10 @@ describe("token path faults", () => {
       ["b", 0],
       ["b", 1],
     ]);
+    // The gateway's log says when 'a' left the rotation and why, and when a health check brought it back.
+    expect(logged).toContainEqual(expect.stringMatching(/^backend a out of rotation: .+/));
+    for (let i = 0; i < 100 && !s.gw.health.tracker.isUp("a"); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(logged).toContain("backend a back in rotation (a health check passed)");
   });
 
   it("retries on a 5xx answer too", async () => {
