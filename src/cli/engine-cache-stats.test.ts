@@ -2,7 +2,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { countersSince, metricsEngines, remoteCacheStats } from "./engine-cache-stats.js";
+import { countersSince, engineEndpoints, metricsEngines, remoteCacheStats } from "./engine-cache-stats.js";
 
 /** An engine whose /metrics page serves vLLM's counters at the values `counters` holds when asked. */
 async function metricsServer(counters: { queries: number; hits: number; preemptions: number } | null): Promise<{ url: string; server: Server }> {
@@ -71,6 +71,18 @@ describe("engine cache counters over a run", () => {
     ).toEqual([
       { name: "v", url: "http://v:8000" },
       { name: "e0", url: "http://engine:8101" },
+    ]);
+  });
+
+  it("give the dashboard the held engines and those reached by URL, each once", () => {
+    const held = [{ name: "e0", url: "http://engine:8101", inFlight: "finish" }];
+    const backends = [
+      { name: "e0", type: "builtin", url: "http://engine:8101/v1" },
+      { name: "v", type: "vllm", url: "http://v:8000/v1" },
+    ] as never;
+    expect(engineEndpoints(held, backends)).toEqual([
+      { name: "e0", url: "http://engine:8101" },
+      { name: "v", url: "http://v:8000" },
     ]);
   });
 });

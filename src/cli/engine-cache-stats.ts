@@ -21,6 +21,15 @@ export function metricsEngines(backends: readonly BackendConfig[]): { name: stri
   return backends.flatMap((b) => ((b.type === "vllm" || b.type === "builtin") && b.url !== undefined ? [{ name: b.name, url: b.url.replace(/\/v1\/?$/, "") }] : []));
 }
 
+/**
+ * The engines whose `/metrics` a run reads (its dashboard): `held` (in process, or a cluster's weight-synced ones)
+ * and those of `backends` reached by URL, each name once.
+ */
+export function engineEndpoints(held: readonly { name: string; url: string }[], backends: readonly BackendConfig[]): { name: string; url: string }[] {
+  const names = new Set(held.map((e) => e.name));
+  return [...held.map((e) => ({ name: e.name, url: e.url })), ...metricsEngines(backends).filter((e) => !names.has(e.name))];
+}
+
 async function readAll(engines: readonly { name: string; url: string }[]): Promise<Readings> {
   const rows = await Promise.all(engines.map((e) => probeEngine(e.name, e.url)));
   const out: Readings = new Map();

@@ -42,6 +42,7 @@ import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { MetricsLog } from "../loop/metrics-log.js";
 import { writeResumeState, type ResumeState } from "../loop/resume-state.js";
+import { engineEndpoints } from "./engine-cache-stats.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
 import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
@@ -189,7 +190,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const d = cluster ? await connectCluster(ctx, cluster) : await startEmbedded(ctx);
     const { store, storePath } = d;
     await judge.start(d.backends);
-    if (opts.dashboard) closers.push(await startRunDashboard({ listen: opts.dashboard, store, outDir, gatewayUrl: d.gatewayUrl, ...(adminToken ? { gatewayAdminToken: adminToken } : {}), engines: d.engines, clock, log }));
+    if (opts.dashboard) closers.push(await startRunDashboard({ listen: opts.dashboard, store, outDir, gatewayUrl: d.gatewayUrl, ...(adminToken ? { gatewayAdminToken: adminToken } : {}), engines: engineEndpoints(d.engines, cfg.backends), clock, log }));
 
     const baseRunId = resume?.runId ?? opts.runId ?? `${cfg.name}-${new Date(started).toISOString().replace(/[:.]/g, "-")}`;
     const sync = cfg.rollout.mode === "sync";
