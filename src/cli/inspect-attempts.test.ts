@@ -51,6 +51,8 @@ describe("summarizeStore of a run resumed after a kill", () => {
       expect(run?.superseded).toMatchObject({ programs: 4, calls: 4 });
       const cut = (run?.programs ?? []).filter((p) => p.superseded).map((p) => p.groupId);
       expect([...new Set(cut)]).toEqual(["r/it2/g0", "r/eval-v4/g0"]);
+      // Listed in the order they ran (the starting evaluation, iteration 1, …), a cut attempt before its redo.
+      expect([...new Set((run?.programs ?? []).map((p) => p.groupId))]).toEqual(["r/eval-v0/g0", "r/it1/g0", "r/it2/g0", "r/it2-r1/g0", "r/it3/g0", "r/eval-v4/g0", "r/eval-v4-r1/g0"]);
     } finally {
       await store.close();
     }

@@ -136,6 +136,26 @@ function programSummary(t: Trajectory, groups: ReadonlyMap<string, Group>, super
   };
 }
 
+/**
+ * The listing's order: the starting policy's evaluation, iteration 1, the evaluation after it, iteration 2, …, each
+ * by attempt, group and sample (the store keeps them in creation order, where an evaluation and the iteration
+ * beside it interleave); programs of neither (an async run's) keep their place after them.
+ */
+function listingOrder(all: readonly Trajectory[], groups: ReadonlyMap<string, Group>): Trajectory[] {
+  const rank = (t: Trajectory): number => {
+    const g = groups.get(t.program.groupId);
+    if (g?.heldOutVersion != null) return 2 * g.heldOutVersion + 1;
+    return g?.iteration != null ? 2 * g.iteration : Infinity;
+  };
+  // A cut attempt before the one that replaced it, then groups in their numeric order (g2 before g10).
+  const attempt = (t: Trajectory): number => groups.get(t.program.groupId)?.attempt ?? 0;
+  const byGroup = (a: Trajectory, b: Trajectory): number => attempt(a) - attempt(b) || a.program.groupId.localeCompare(b.program.groupId, "en", { numeric: true });
+  return all
+    .map((t, i) => ({ t, i, r: rank(t) }))
+    .sort((a, b) => a.r - b.r || (a.r === Infinity ? a.i - b.i : byGroup(a.t, b.t) || a.t.program.sampleIndex - b.t.program.sampleIndex || a.i - b.i))
+    .map((x) => x.t);
+}
+
 /** Held-out trajectories (their last attempts) per evaluated version: the versions' scores apart, not one mean. */
 function byVersion(heldOut: readonly Trajectory[], groups: ReadonlyMap<string, Group>): RunSummary["heldOutVersions"] {
   const of = new Map<number, Trajectory[]>();
@@ -166,7 +186,7 @@ export async function summarizeStore(store: TrajectoryStore): Promise<RunSummary
       heldOut: heldOut.length === 0 ? null : batchStats(heldOut),
       superseded: superseded.length === 0 ? null : batchStats(superseded),
       heldOutVersions: byVersion(heldOut, groups),
-      programs: all.map((t) => programSummary(t, groups, cut)),
+      programs: listingOrder(all, groups).map((t) => programSummary(t, groups, cut)),
     });
   }
   return out;
