@@ -194,8 +194,9 @@ program
   .description("write a report (report.json, a self-contained report.html with plots, key-plot.png) of a finished run's output folder, or draw again a folder holding an `arbor sim` report.json")
   .argument("<dir>", "a run's output folder (its store.sqlite and metrics.jsonl), or a folder holding a report.json")
   .option("--out <dir>", "where to write the files (default: <dir>/report for a run, <dir> for a report.json)")
-  .option("--run <id>", "which run of the store (default: the latest)")
-  .action(async (dir: string, o: { out?: string; run?: string }) => {
+  .option("--run <id>", "which run of the store (default: the run of <dir>/metrics.jsonl with --store, else the latest)")
+  .option("--store <store>", "the run's store when it is not <dir>/store.sqlite: a Postgres URL (postgres://…?schema=…, a cluster run's) or a SQLite file")
+  .action(async (dir: string, o: { out?: string; run?: string; store?: string }) => {
     const { reportCommand } = await import("./report-command.js");
     await reportCommand(dir, o);
   });

@@ -3,7 +3,7 @@
 // run's calls as requests and its programs' end times as the CDF, and says what a real run does not record; on
 // the folder it wrote (a report.json) it draws the same report again; bad folders fail with one line.
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PNG } from "pngjs";
@@ -12,6 +12,7 @@ import { parseRunConfig } from "../core/config.js";
 import type { SimReport } from "../sim/scenario/sim-report.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { smallRlConfig } from "../testing/rl-config.js";
+import { fixtureCall, fixtureGroup, fixtureProgram, fixtureRun } from "../testing/store-fixtures.js";
 import { reportCommand } from "./report-command.js";
 import { runIteration } from "./run.js";
 
@@ -86,6 +87,30 @@ describe("arbor report", () => {
     const r = arbor("report", join(dir, "nope"));
     expect(r.status).toBe(1);
     expect(r.stderr.trim().split("\n")).toEqual([`arbor: error: report: no such folder: ${join(dir, "nope")}`]);
+  });
+
+  it("reports a run whose store is elsewhere (--store), the one its folder's metrics.jsonl names, not the store's latest", async () => {
+    const folder = join(dir, "cluster-out");
+    mkdirSync(folder);
+    copyFileSync(join(runDir, "metrics.jsonl"), join(folder, "metrics.jsonl"));
+    const shared = join(dir, "shared.sqlite");
+    copyFileSync(join(runDir, "store.sqlite"), shared);
+    // Another run of the shared store, started later.
+    const store = new SqliteTrajectoryStore(shared);
+    await store.createRun({ ...fixtureRun("someone-else"), startedAt: Date.UTC(2100, 0, 1) });
+    const g = fixtureGroup("someone-else/it1/g0", "someone-else", 1);
+    await store.createGroup({ ...g, iteration: 1 });
+    await store.createProgram(fixtureProgram(g, 0));
+    await store.recordCall(fixtureCall(g.programIds[0]!, 0, [-0.5]));
+    await store.endProgram(g.programIds[0]!, { kind: "completed" }, Date.UTC(2100, 0, 1) + 10);
+    await store.close();
+    const quiet = { log: () => {} };
+    await expect(reportCommand(folder, quiet)).rejects.toThrow(/holds neither a run's store\.sqlite nor a report\.json .*pass --store <url>/);
+    await reportCommand(folder, { ...quiet, store: shared });
+    const report = JSON.parse(readFileSync(join(folder, "report", "report.json"), "utf8")) as SimReport;
+    expect(report.workload.scale).toMatchObject({ runId: "report-test", programs: 4 });
+    await reportCommand(folder, { ...quiet, store: shared, run: "someone-else", out: join(folder, "other") });
+    expect((JSON.parse(readFileSync(join(folder, "other", "report.json"), "utf8")) as SimReport).workload.scale).toMatchObject({ runId: "someone-else", programs: 1 });
   });
 
   it("names what is wrong with a folder without a run or report, a foreign report.json, an unknown run", async () => {
