@@ -63,7 +63,7 @@ interface BoundIssue {
  * `must be >= 1, got 0` for a number, `must be at most 64 characters, got 80` for a string, `must have at least 1
  * entry, got 0` for an array or set; undefined for other origins (dates, files), which keep zod's message.
  */
-export function boundMessage(iss: BoundIssue): string | undefined {
+function boundMessage(iss: BoundIssue): string | undefined {
   const small = iss.code === "too_small";
   const bound = Number(small ? iss.minimum : iss.maximum);
   const inclusive = iss.inclusive !== false;
