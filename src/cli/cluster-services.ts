@@ -1,6 +1,7 @@
 // What every service of a deployment derives from its cluster file alike: the shared store it opens, and the engines
 // weights are loaded on. Kept apart from run-deployment.ts so that `arbor serve gateway|worker|trainer-api` load
 // only this, not the embedded run's engines and sandboxes.
+import { splitBaseUrl } from "../backends/engine-http.js";
 import type { ClusterConfig } from "../core/cluster-config.js";
 import { ArborError } from "../core/errors.js";
 import { enginePolicy, type SyncedEngine } from "../loop/weight-sync.js";
@@ -22,7 +23,7 @@ export function clusterSyncedEngines(cluster: ClusterConfig): SyncedEngine[] {
   return servedEngines(cluster).map((e): SyncedEngine => {
     const b = cluster.backends.find((x) => x.name === e.name);
     if (b?.url === undefined) throw new ArborError(`cluster file: engine '${e.name}' needs a backend of the same name with its url (the gateway reaches it there, and weights are loaded there)`, "config");
-    return { name: e.name, url: b.url.replace(/\/v1\/?$/, ""), inFlight: e.inFlightOnWeightSwitch };
+    return { name: e.name, url: splitBaseUrl(b.name, b.url).root, inFlight: e.inFlightOnWeightSwitch };
   });
 }
 

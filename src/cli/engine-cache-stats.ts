@@ -3,6 +3,7 @@
 // names, which Arbor's engine serves too), read as the run starts and again as it ends: the summary takes the
 // difference, since such engines outlive the run. An engine that does not answer, or has no such counters
 // (SGLang, llama-server), is left out; a counter that went down (the engine restarted) counts from zero.
+import { splitBaseUrl } from "../backends/engine-http.js";
 import type { BackendConfig } from "../core/config.js";
 import { probeEngine } from "./dashboard/service-probe.js";
 
@@ -18,7 +19,7 @@ type Readings = Map<string, CacheCounters>;
 
 /** The backends whose engines serve vLLM's counters on /metrics: vLLM and Arbor engines reached by URL. */
 export function metricsEngines(backends: readonly BackendConfig[]): { name: string; url: string }[] {
-  return backends.flatMap((b) => ((b.type === "vllm" || b.type === "builtin") && b.url !== undefined ? [{ name: b.name, url: b.url.replace(/\/v1\/?$/, "") }] : []));
+  return backends.flatMap((b) => ((b.type === "vllm" || b.type === "builtin") && b.url !== undefined ? [{ name: b.name, url: splitBaseUrl(b.name, b.url).root }] : []));
 }
 
 /**
