@@ -52,8 +52,9 @@ export function createGatewayChat(opts: GatewayChatOptions): GatewayChat {
   const auth = opts.adminToken ? { authorization: `Bearer ${opts.adminToken}` } : undefined;
   const newId = opts.newId ?? randomUUID;
   const timeoutMs = opts.timeoutMs ?? 120_000;
+  /** POST to the gateway with the admin token (where given): `body` as JSON, or none (release, end). */
   const post = (path: string, body: unknown, signal: AbortSignal): Promise<Response> =>
-    fetch(`${base}${path}`, { method: "POST", headers: { "content-type": "application/json", ...auth }, body: JSON.stringify(body), signal });
+    fetch(`${base}${path}`, body === undefined ? { method: "POST", headers: { ...auth }, signal } : { method: "POST", headers: { "content-type": "application/json", ...auth }, body: JSON.stringify(body), signal });
   /** The run created for the judges' programs, once asked for (shared by concurrent requests). */
   let run: Promise<string> | undefined;
   const createRun = async (want: { id: string; name: string }, signal: AbortSignal): Promise<string> => {
@@ -102,13 +103,13 @@ export function createGatewayChat(opts: GatewayChatOptions): GatewayChat {
       );
       return answer.choices[0]?.message?.content ?? "";
     } finally {
-      await fetch(`${base}/programs/${encodeURIComponent(programId)}/release`, { method: "POST", signal: AbortSignal.timeout(timeoutMs), ...(auth ? { headers: auth } : {}) }).catch(() => undefined);
+      await post(`/programs/${encodeURIComponent(programId)}/release`, undefined, AbortSignal.timeout(timeoutMs)).catch(() => undefined);
     }
   };
   const endRun = async (): Promise<void> => {
     const created = await run?.catch(() => undefined);
     if (created === undefined) return;
-    const res = await fetch(`${base}/runs/${encodeURIComponent(created)}/end`, { method: "POST", signal: AbortSignal.timeout(timeoutMs), ...(auth ? { headers: auth } : {}) });
+    const res = await post(`/runs/${encodeURIComponent(created)}/end`, undefined, AbortSignal.timeout(timeoutMs));
     if (!res.ok) throw new Error(`gateway did not end the judges' run '${created}': ${res.status} ${await res.text().catch(() => "")}`.trim());
   };
   return Object.assign(chat, { endRun });
