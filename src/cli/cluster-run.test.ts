@@ -3,8 +3,9 @@
 // run there produces the same batches as the same run in one process (tokens, logprobs, advantages); and a
 // worker killed (SIGKILL) mid-program has its programs redelivered to the other worker, which ends them with a
 // recorded termination: every program ends, none twice, and the batch holds each once. So do an engine killed
-// mid-generation, the gateway killed and restarted (it takes its programs back from the store) and the broker cut.
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+// mid-generation, the gateway killed and restarted (it takes its programs back from the store) and the broker cut;
+// and an orchestrator killed mid-iteration goes on with `arbor run --resume <output.dir> --cluster <file>`.
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -113,15 +114,32 @@ afterAll(async () => {
 describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as processes${unreachable ? ` (skipped: ${unreachable})` : ""}`, () => {
   let cluster = "";
   let ports = { e0: 0, e1: 0, gw: 0, api: 0 };
+  const engines: Record<string, ArborProcess> = {};
+
+  /** Start (or, killing it first, restart) both engines: they serve version 0 of the model again. */
+  async function startEngines(): Promise<void> {
+    for (const name of ["e0", "e1"] as const) {
+      const old = engines[name];
+      if (old !== undefined && old.child.exitCode === null) {
+        old.child.kill("SIGKILL");
+        await old.exited;
+      }
+      engines[name] = start(["serve", "engine", "--cluster", cluster, "--name", name]);
+    }
+    await waitReady(`http://127.0.0.1:${ports.e0}`, engines.e0!);
+    await waitReady(`http://127.0.0.1:${ports.e1}`, engines.e1!);
+  }
+
+  /** The policy version each engine serves. */
+  async function servedVersions(): Promise<number[]> {
+    return Promise.all([ports.e0, ports.e1].map(async (port) => ((await (await fetch(`http://127.0.0.1:${port}/v1/policy_version`)).json()) as { policy_version: number }).policy_version));
+  }
 
   beforeAll(async () => {
     ports = { e0: await freePort(), e1: await freePort(), gw: await freePort(), api: await freePort() };
     cluster = clusterFile("cluster.yaml", clusterName, ports.gw, [{ name: "e0", port: ports.e0 }, { name: "e1", port: ports.e1 }], 3000, ports.api);
-    const e0 = start(["serve", "engine", "--cluster", cluster, "--name", "e0"]);
-    const e1 = start(["serve", "engine", "--cluster", cluster, "--name", "e1"]);
     const gw = start(["serve", "gateway", "--cluster", cluster]);
-    await waitReady(`http://127.0.0.1:${ports.e0}`, e0);
-    await waitReady(`http://127.0.0.1:${ports.e1}`, e1);
+    await startEngines();
     await waitReady(`http://127.0.0.1:${ports.gw}`, gw);
     await startWorker(cluster, "w0");
     await startWorker(cluster, "w1");
@@ -188,6 +206,67 @@ describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as pro
     const again = start(["run", runYaml, "--cluster", cluster, "--no-progress"]);
     expect(await exitOf(again, 120_000), again.log()).toBe(1);
     expect(again.log()).toMatch(new RegExp(`arbor: error: cluster engines serve policy version ${top} \\(e0 v${top} \\(.*\\), e1 v${top} .*left by an earlier training run; a training run starts from version 0`));
+  }, 600_000);
+
+  it("the orchestrator killed (SIGKILL) mid-iteration: --resume with the cluster file goes on, every task trained once", async () => {
+    // The engines serve version 0 again; the run trains in the orchestrator (the reference trainer).
+    await startEngines();
+    const out = join(dir, "resume-out");
+    const runYaml = writeYaml("resume.yaml", [JSON.stringify({ ...RUN, name: "resumed", train: { estimator: "grpo", lr: 0.003 }, output: { dir: out } })]);
+    const killed = start(["run", runYaml, "--cluster", cluster, "--no-progress"]);
+    // Killed once iteration 1 is recorded as done and a program of iteration 2 runs at the gateway.
+    const deadline = Date.now() + 180_000;
+    for (;;) {
+      if (Date.now() > deadline || killed.child.exitCode !== null) throw new Error(`iteration 2 never ran; log:\n${killed.log()}`);
+      const done = existsSync(join(out, "resume.json")) && (JSON.parse(readFileSync(join(out, "resume.json"), "utf8")) as { completedIterations: number }).completedIterations === 1;
+      const { programs } = (await (await fetch(`http://127.0.0.1:${ports.gw}/programs`)).json()) as { programs: { id: string; state: string }[] };
+      if (done && programs.some((p) => p.id.includes("/it2/") && p.state === "active")) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    killed.child.kill("SIGKILL");
+    await killed.exited;
+    expect(await servedVersions()).toEqual([1, 1]);
+
+    const resumed = start(["run", "--resume", out, "--cluster", cluster, "--no-progress"]);
+    expect(await exitOf(resumed, 240_000), resumed.log()).toBe(0);
+    expect(resumed.log()).toMatch(/resume {3}resumed-\S+: 1 of 2 iterations done, policy v1 \(the engines serve it still\)/);
+    expect(await servedVersions()).toEqual([2, 2]);
+    // Iteration 2 was rolled out again under fresh groups: its batch holds those only, each sample once.
+    const it2 = batch(join(out, "batch-it2.jsonl")) as { id: string; programId: string }[];
+    expect(it2.length).toBeGreaterThan(0);
+    expect(it2.every((x) => x.programId.includes("/it2-r1/g0/"))).toBe(true);
+    expect(new Set(it2.map((x) => x.id)).size).toBe(it2.length);
+    const store = await openStore({ kind: "postgres", url: POSTGRES_TEST_URL, schema });
+    try {
+      const runs = (await store.listRuns()).filter((r) => r.name === "resumed");
+      expect(runs).toHaveLength(1);
+      const trajectories = await store.listTrajectories(runs[0]!.id);
+      for (const t of trajectories) expect(t.program.state, t.program.id).toBe("terminated");
+      const groups = new Set(trajectories.map((t) => t.program.groupId.replace(/^[^/]*\//, "")));
+      expect([...groups].sort()).toEqual(["it1/g0", "it2-r1/g0", "it2/g0"]);
+    } finally {
+      await store.close();
+    }
+
+    // Engines restarted since (version 0): a further resume loads the run's checkpoint on them first.
+    await startEngines();
+    const further = start(["run", "--resume", out, "--cluster", cluster, "--no-progress", "--set", "iterations=3"]);
+    expect(await exitOf(further, 240_000), further.log()).toBe(0);
+    expect(further.log()).toMatch(/resume {3}resumed-\S+: 2 of 3 iterations done, policy v2\n/);
+    // Loaded before the rollout: iteration 3 (the second resume's groups) ran on version 2, and was not cut by the
+    // cut the first resumed orchestrator announced for the same run id as it closed (workers replay cuts).
+    const [v0, v1] = await servedVersions();
+    expect(v0 === v1 && v0! >= 2, `${v0} ${v1}`).toBe(true);
+    const check = await openStore({ kind: "postgres", url: POSTGRES_TEST_URL, schema });
+    try {
+      const runId = (await check.listRuns()).find((r) => r.name === "resumed")?.id as string;
+      const it3 = (await check.listTrajectories(runId)).filter((t) => t.program.groupId.includes("/it3-r2/"));
+      expect(it3).toHaveLength(3);
+      for (const t of it3) expect(t.program.termination?.kind, JSON.stringify(t.program.termination)).not.toBe("aborted");
+      expect(new Set(it3.flatMap((t) => t.calls.map((c) => c.policyVersion)))).toEqual(new Set([2]));
+    } finally {
+      await check.close();
+    }
   }, 600_000);
 
   it("a worker killed mid-program: its programs end recorded on the other worker, none lost or made twice", async () => {

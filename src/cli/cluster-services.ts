@@ -27,14 +27,22 @@ export function clusterSyncedEngines(cluster: ClusterConfig): SyncedEngine[] {
   });
 }
 
+/** The policy a resumed training run goes on from: its version and checkpoint (none at version 0). */
+export interface ResumedPolicy {
+  version: number;
+  checkpoint?: string;
+}
+
 /**
  * The policy version a cluster's engines serve as a run starts: a long-lived deployment's engines keep the weights
  * of the last run that trained on them. A rollout takes them as they are (its calls record that version); a training
  * run starts where its trainer does, at version 0 of its model, so engines serving a later version are refused,
- * named, as are engines serving different versions. An engine that does not answer is left out (`log` says so): the
- * gateway routes around a dead engine, and a run must not fail for one.
+ * named, as are engines serving different versions. A resumed training run (`resumed`) goes on from its checkpoint:
+ * engines serving it still (the version and that file) are taken as they are, engines at version 0 (restarted) load
+ * it, others are refused. An engine that does not answer is left out (`log` says so): the gateway routes around a
+ * dead engine, and a run must not fail for one.
  */
-export async function clusterStartVersion(engines: readonly SyncedEngine[], training: boolean, log: (line: string) => void): Promise<number> {
+export async function clusterStartVersion(engines: readonly SyncedEngine[], training: boolean, log: (line: string) => void, resumed?: ResumedPolicy): Promise<number> {
   const answers = await Promise.all(engines.map(async (e) => ({ name: e.name, policy: await enginePolicy(e).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err)))) })));
   const served: { name: string; version: number; modelPath: string | null }[] = [];
   for (const a of answers) {
@@ -44,8 +52,13 @@ export async function clusterStartVersion(engines: readonly SyncedEngine[], trai
   const list = served.map((s) => `${s.name} v${s.version}${s.modelPath !== null ? ` (${s.modelPath})` : ""}`).join(", ");
   if (new Set(served.map((s) => s.version)).size > 1) throw new ArborError(`cluster engines serve different policy versions (${list}): restart them (arbor serve engine) so that they serve one`, "config");
   const version = served[0]?.version ?? 0;
-  if (training && version !== 0) {
+  if (!training || version === 0) return version;
+  if (resumed === undefined) {
     throw new ArborError(`cluster engines serve policy version ${version} (${list}), left by an earlier training run; a training run starts from version 0 of its model.path: restart the engines (arbor serve engine) first`, "config");
+  }
+  if (version !== resumed.version || served.some((s) => s.modelPath !== null && s.modelPath !== resumed.checkpoint)) {
+    const from = resumed.version === 0 ? "version 0 of its model.path" : `policy version ${resumed.version} (${String(resumed.checkpoint)})`;
+    throw new ArborError(`cluster engines serve policy version ${version} (${list}); the resumed run goes on from ${from}: restart the engines (arbor serve engine) first${resumed.version > 0 ? " (it loads its checkpoint on engines at version 0)" : ""}`, "config");
   }
   return version;
 }

@@ -29,6 +29,20 @@ describe("clusterStartVersion", () => {
     await expect(clusterStartVersion([fresh[0]!, trained[1]!], false, () => {})).rejects.toThrow(/^cluster engines serve different policy versions \(e0 v0 \(models\/calc-sft\.gguf\), e1 v2 \(ckpt\/policy-v2\.gguf\)\): restart them/);
   });
 
+  it("lets a resumed training run go on on engines serving its version and file, or version 0 (it loads it there)", async () => {
+    const resumed = { version: 2, checkpoint: "ckpt/policy-v2.gguf" };
+    expect(await clusterStartVersion([await engine("e0", 2), await engine("e1", 2)], true, () => {}, resumed)).toBe(2);
+    expect(await clusterStartVersion([await engine("e0", 0)], true, () => {}, resumed)).toBe(0);
+    const ahead = [await engine("e0", 3)];
+    await expect(clusterStartVersion(ahead, true, () => {}, resumed)).rejects.toThrow(
+      "cluster engines serve policy version 3 (e0 v3 (ckpt/policy-v3.gguf)); the resumed run goes on from policy version 2 (ckpt/policy-v2.gguf): restart the engines (arbor serve engine) first (it loads its checkpoint on engines at version 0)",
+    );
+    // The same version from another run's checkpoint is not this run's policy.
+    await expect(clusterStartVersion([await engine("e0", 2)], true, () => {}, { version: 2, checkpoint: "other/policy-v2.gguf" })).rejects.toThrow(/the resumed run goes on from policy version 2 \(other\/policy-v2\.gguf\)/);
+    // Killed before its first step: it goes on from its model file.
+    await expect(clusterStartVersion(ahead, true, () => {}, { version: 0 })).rejects.toThrow(/the resumed run goes on from version 0 of its model\.path: restart the engines \(arbor serve engine\) first$/);
+  });
+
   it("leaves out an engine that does not answer, saying so", async () => {
     const dead = Fastify();
     const url = await dead.listen({ host: "127.0.0.1", port: 0 });

@@ -25,9 +25,8 @@ export function checkRunStart(cfg: RunConfig, opts: { cluster?: ClusterConfig; r
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
   }
   if (resume !== undefined) {
-    // What only a sync run in this process keeps in resume.json.
+    // What only a sync run training in its own process keeps in resume.json.
     if (cfg.rollout.mode !== "sync") throw new ArborError("--resume: rollout.mode 'async' runs cannot be resumed yet (sync runs can)", "config");
-    if (cluster !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
     if (cfg.train?.external) throw new ArborError("--resume: runs with an external trainer (train.external) cannot be resumed yet: its optimizer state is its own", "config");
   }
   if (cfg.rollout.mode === "async" && cfg.train === undefined) {

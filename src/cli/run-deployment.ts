@@ -29,7 +29,7 @@ import { createStore, openStore } from "../store/registry.js";
 import type { TrajectoryStore } from "../store/trajectory-store.js";
 import { draftServiceHost, engineServerOptions, withDraftService, withV0Draft } from "./engine-start.js";
 import { startExternalEngine } from "./external-engines.js";
-import { clusterStartVersion, clusterSyncedEngines, servedEngines } from "./cluster-services.js";
+import { clusterStartVersion, clusterSyncedEngines, servedEngines, type ResumedPolicy } from "./cluster-services.js";
 import { metricsEngines, remoteCacheStats, type CacheCounters } from "./engine-cache-stats.js";
 import { sandboxesFromConfig } from "./sandboxes-from-config.js";
 import { waitReady } from "./wait-ready.js";
@@ -219,8 +219,9 @@ export async function startEmbedded(c: DeploymentContext): Promise<RunDeployment
 /**
  * The deployment of `cluster` (run config `cfg` merged with it by `loadClusterRunConfig`): its Postgres store,
  * its gateway by URL (waited for until ready), its engines by their backends' URLs, programs on its workers.
+ * @param resumed a resumed training run's policy version and checkpoint (the engines must serve it or version 0)
  */
-export async function connectCluster(c: DeploymentContext, cluster: ClusterConfig): Promise<RunDeployment> {
+export async function connectCluster(c: DeploymentContext, cluster: ClusterConfig, resumed?: ResumedPolicy): Promise<RunDeployment> {
   const { cfg, clock, log } = c;
   const broker = clusterBroker(cluster, "arbor run --cluster");
   const gatewayUrl = clusterGatewayUrl(cluster);
@@ -240,8 +241,9 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
   c.onClose(() => programs.close());
   log(`workers  programs go to ${streams.programs} at ${broker.url} (arbor serve worker --cluster …)`);
   const engines = clusterSyncedEngines(cluster);
-  const startVersion = await clusterStartVersion(engines, cfg.train !== undefined, log);
-  if (startVersion > 0) log(`engines  serve policy version ${startVersion} (an earlier run's weights): this rollout records it`);
+  const startVersion = await clusterStartVersion(engines, cfg.train !== undefined, log, resumed);
+  // A resumed run's engines serving its own version are said so by its resume line.
+  if (startVersion > 0 && resumed === undefined) log(`engines  serve policy version ${startVersion} (an earlier run's weights): this rollout records it`);
   // The engines outlive the run: the summary counts what their caches did from here on (other clients' requests too).
   const remoteStats = await remoteCacheStats(metricsEngines(cfg.backends));
   return {

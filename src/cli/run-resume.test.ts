@@ -1,9 +1,11 @@
 // The config `arbor run --resume` continues with: the stored one (with --set), or the file given again; any
-// difference but more iterations is refused naming it, as are a run that is done and a moved folder.
+// difference but more iterations is refused naming it, as are a run that is done and a moved folder. A run on a
+// deployment resumes on it: its stored run part merged again with the cluster file given with --cluster.
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
+import { clusterRunConfig, parseClusterConfig, withoutDeploymentKeys } from "../core/cluster-config.js";
 import { parseRunConfig } from "../core/config.js";
 import { parseOverride } from "../core/config-overrides.js";
 import { writeResumeState } from "../loop/resume-state.js";
@@ -38,4 +40,31 @@ it("refuses another config, a finished run and a run folder that is not output.d
   mkdirSync(moved, { recursive: true });
   writeResumeState(moved, { ...base, completedIterations: 1 });
   expect(() => loadResumedRun(moved, undefined, [])).toThrow(`the run's output.dir is ${out}`);
+});
+
+it("resumes a run of a deployment on the same deployment only, its run part merged again with the cluster file", () => {
+  const file = {
+    name: "c1",
+    store: { kind: "postgres", url: "postgres://postgres@db:5432/arbor" },
+    engines: [{ name: "e0", host: "0.0.0.0", port: 8101, sequences: 4 }],
+    backends: [{ name: "e0", type: "builtin", url: "http://e0:8101/v1" }],
+    gateway: { host: "0.0.0.0", port: 8100 },
+  };
+  const cluster = parseClusterConfig(file);
+  const onCluster = clusterRunConfig(withoutDeploymentKeys(raw), cluster, "test");
+  const dir = join(root, "c");
+  mkdirSync(dir, { recursive: true });
+  writeResumeState(dir, { ...base, config: { ...onCluster, output: { dir } }, completedIterations: 1, cluster: "c1" });
+  const cfg = { ...onCluster, output: { dir } };
+  expect(loadResumedRun(dir, undefined, [], cluster).cfg).toEqual(cfg);
+  expect(loadResumedRun(dir, undefined, [parseOverride("iterations=4")], cluster).cfg.iterations).toBe(4);
+  expect(() => loadResumedRun(dir, undefined, [])).toThrow(`--resume ${dir}: the run ran on the deployment 'c1': give its cluster file (--cluster <file>)`);
+  expect(() => loadResumedRun(dir, undefined, [], parseClusterConfig({ ...file, name: "c2" }))).toThrow("the run ran on the deployment 'c1', and this cluster file is 'c2' (its name)");
+  // The deployment's parts come from the file: a changed one is another run, and --set cannot reach them.
+  const bigger = parseClusterConfig({ ...file, engines: [{ ...file.engines[0], sequences: 8 }] });
+  expect(() => loadResumedRun(dir, undefined, [], bigger)).toThrow("the config is not the run's (engines.0.sequences: stored 4, given 8)");
+  expect(() => loadResumedRun(dir, undefined, [parseOverride("store.schema=x")], cluster)).toThrow(/store: given by the cluster file with --cluster/);
+  // A run in one process is resumed in one process.
+  writeResumeState(out, { ...base, completedIterations: 1 });
+  expect(() => loadResumedRun(out, undefined, [], cluster)).toThrow(`--resume ${out}: the run ran in one process, not on a deployment: resume it without --cluster`);
 });

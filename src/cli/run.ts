@@ -125,15 +125,14 @@ export interface RunOptions {
 export async function runCommand(configPath: string | undefined, opts: Omit<RunOptions, "cluster" | "resume"> & { cluster?: string; sets?: readonly string[]; resume?: string }): Promise<void> {
   const { sets = [], resume: resumeDir, cluster: clusterPath, ...rest } = opts;
   const overrides = sets.map(parseOverride);
+  const cluster = clusterPath !== undefined ? loadClusterConfig(clusterPath) : undefined;
   if (resumeDir !== undefined) {
-    if (clusterPath !== undefined) throw new ArborError("--resume: runs with --cluster cannot be resumed yet", "config");
-    const { cfg, state } = loadResumedRun(resumeDir, configPath, overrides);
-    const summary = await runIteration(cfg, { ...rest, resume: state, log: lineLog(processLog("run")) });
+    const { cfg, state } = loadResumedRun(resumeDir, configPath, overrides, cluster);
+    const summary = await runIteration(cfg, { ...rest, ...(cluster ? { cluster } : {}), resume: state, log: lineLog(processLog("run")) });
     printSummary(summary);
     return;
   }
   if (configPath === undefined) throw new ArborError("arbor run: give a config file, or --resume <run dir>", "config");
-  const cluster = clusterPath !== undefined ? loadClusterConfig(clusterPath) : undefined;
   const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
   const summary = await runIteration(cfg, { ...rest, cluster, log: lineLog(processLog("run")) });
   printSummary(summary);
@@ -187,7 +186,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const modelPath = policyPath(cfg.model, log);
     if (cfg.env.module !== undefined || typeof cfg.env.tasks === "string") log(`env      ${env.name}${cfg.env.module !== undefined ? ` (${cfg.env.module})` : ""}: ${taskSource}`);
     const ctx = { cfg, tasksPerIteration, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
-    const d = cluster ? await connectCluster(ctx, cluster) : await startEmbedded(ctx);
+    const d = cluster ? await connectCluster(ctx, cluster, resume && cfg.train ? { version: resume.policyVersion, checkpoint: resume.checkpoint } : undefined) : await startEmbedded(ctx);
     const { store, storePath } = d;
     await judge.start(d.backends);
     if (opts.dashboard) closers.push(await startRunDashboard({ listen: opts.dashboard, store, outDir, gatewayUrl: d.gatewayUrl, ...(adminToken ? { gatewayAdminToken: adminToken } : {}), engines: engineEndpoints(d.engines, cfg.backends), clock, log }));
@@ -213,19 +212,20 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       return { iteration: k, key: `it${k}${attempt !== undefined && k === done + 1 ? `-r${attempt}` : ""}`, ...(attempt !== undefined ? { attempt } : {}) };
     };
     const checkpointDir = join(outDir, "checkpoints");
-    // Sync runs in this process can be resumed: resume.json says what is done, rewritten after each iteration.
-    const resumable = sync && cluster === undefined && !cfg.train?.external;
+    // Sync runs training here (or not training) can be resumed: resume.json says what is done, rewritten after each iteration.
+    const resumable = sync && !cfg.train?.external;
     let state: ResumeState = resume
       ? { ...resume, config: cfg, resumes: attempt as number, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() }
-      : { format: 1, runId: baseRunId, config: cfg, completedIterations: 0, taskCursor: 0, policyVersion: 0, resumes: 0, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() };
+      : { format: 1, runId: baseRunId, config: cfg, completedIterations: 0, taskCursor: 0, policyVersion: 0, resumes: 0, ...(cfg.eval ? { heldOutAfter } : {}), ...(cluster ? { cluster: cluster.name } : {}), updatedAt: clock.now() };
     if (resumable) writeResumeState(outDir, state);
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     const weights = d.announce ? d.announce(fleet) : fleet;
     trainer = await startRunTrainer({ cfg, ...(d.trainerApi ? { trainerApi: d.trainerApi } : {}), weights, modelPath, clock, checkpointDir, signal: abort.signal, log, ...(resume ? { resume } : {}) });
     if (resume?.checkpoint !== undefined && resume.policyVersion > 0) {
-      // The engines started from the model file: they serve the resumed version before any program runs.
-      await weights.load(resume.checkpoint, resume.policyVersion);
-      log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done, policy v${resume.policyVersion}`);
+      // Engines started from the model file serve the resumed version before any program runs; a deployment's may
+      // serve it still (connectCluster checked that they serve it or version 0).
+      if (d.startVersion !== resume.policyVersion) await weights.load(resume.checkpoint, resume.policyVersion);
+      log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done, policy v${resume.policyVersion}${d.startVersion === resume.policyVersion ? " (the engines serve it still)" : ""}`);
     } else if (resume !== undefined) log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done`);
     const progress = opts.progress ? progressBar(cfg, settings.batchGroups * cfg.rollout.groupSize) : undefined;
     // How every program runs (the rollout's and the held-out evaluation's alike).
@@ -258,7 +258,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       settings,
       scheduler: schedulerFromConfig(cfg.rollout),
       rng: new Rng(cfg.seed).fork("dataset"),
-      ...(resume !== undefined ? { baseVersion: resume.policyVersion } : d.startVersion ? { baseVersion: d.startVersion } : {}),
+      // A rollout without training records the version the engines serve (a deployment's may serve an earlier run's).
+      ...(resume !== undefined && cfg.train ? { baseVersion: resume.policyVersion } : d.startVersion ? { baseVersion: d.startVersion } : {}),
       trackVersions: d.trackVersions,
       engines: d.instances,
       onProgramDone: (p) => {

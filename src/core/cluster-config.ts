@@ -137,6 +137,11 @@ export function loadClusterConfig(path: string): ClusterConfig {
 /** The parts of a run config a deployment file gives instead (`arbor run --cluster`). */
 const DEPLOYMENT_KEYS = ["engines", "backends", "gateway", "store", "model"] as const;
 
+/** A run config without the keys a deployment file gives (a cluster run's stored config, merged again on resume). */
+export function withoutDeploymentKeys(config: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(config).filter(([k]) => !(DEPLOYMENT_KEYS as readonly string[]).includes(k)));
+}
+
 /**
  * The run config at `path` for a run on `cluster`'s services: the deployment's engines (without their listen
  * host), backends, gateway, store and model merged in, so the config means what the services serve. A run

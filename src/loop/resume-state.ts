@@ -41,6 +41,8 @@ export interface ResumeState {
    * that raising `iterations` on resume leaves the held-out tasks as they were.
    */
   heldOutAfter?: number;
+  /** The deployment (cluster file `name`) a run with `--cluster` ran on; absent for a run in one process. */
+  cluster?: string;
   /** Clock time of the write (ms). */
   updatedAt: number;
 }
@@ -78,6 +80,7 @@ export function readResumeState(dir: string): ResumeState {
   for (const f of ["checkpoint", "optimizer"]) if (s[f] !== undefined && typeof s[f] !== "string") bad(f, "must be a path");
   if ((s.policyVersion as number) > 0 && s.checkpoint === undefined) bad("checkpoint", `is missing for policy version ${String(s.policyVersion)}`);
   if (s.heldOut !== undefined) checkHeldOut(s.heldOut, bad);
+  if (s.cluster !== undefined && (typeof s.cluster !== "string" || s.cluster === "")) bad("cluster", "must be the deployment's name");
   if (s.heldOutAfter !== undefined && !(Number.isInteger(s.heldOutAfter) && (s.heldOutAfter as number) >= 1)) bad("heldOutAfter", "must be an integer >= 1");
   return s as unknown as ResumeState;
 }

@@ -20,6 +20,16 @@ export interface ProgramWork {
   group: Group;
   programId: string;
   sampleIndex: number;
+  /**
+   * The orchestrator process that published it: its cut names it, so that a run resumed by another process (same run
+   * id) is not cut by an earlier one's. Absent in messages of older orchestrators (cut by run id alone).
+   */
+  session?: string;
+}
+
+/** The key a cut applies to: the run, in the orchestrator process (session) that cut it. */
+export function cutScope(runId: string, session: string | undefined): string {
+  return session === undefined ? runId : `${runId}#${session}`;
 }
 
 /** A worker's report that a program ended (its termination is in the store; the reward is the orchestrator's). */
@@ -36,6 +46,8 @@ export interface ProgramEndedEvent extends ProgramEnd {
 export interface RunCancelledEvent {
   runId: string;
   reason: string;
+  /** The cutting orchestrator's {@link ProgramWork.session}: only its programs are cut. */
+  session?: string;
 }
 
 /** The events of a rollout run on workers. */
@@ -53,6 +65,7 @@ export function checkProgramWork(w: unknown): ProgramWork {
   if (o === null || typeof o !== "object") return bad("message", "must be an object");
   if (o.v !== 1) bad("v", `must be 1, got ${JSON.stringify(o.v)}`);
   for (const f of ["runId", "config", "programId"] as const) if (typeof o[f] !== "string" || o[f] === "") bad(f, "must be a non-empty string");
+  if (o.session !== undefined && (typeof o.session !== "string" || o.session === "")) bad("session", "must be a non-empty string");
   if (!Number.isInteger(o.sampleIndex) || (o.sampleIndex as number) < 0) bad("sampleIndex", "must be an integer >= 0");
   if (typeof o.task?.id !== "string" || !Array.isArray(o.task.prompt)) bad("task", "must be a task with an id and a prompt");
   if (typeof o.group?.id !== "string" || !Array.isArray(o.group.programIds)) bad("group", "must be a group with an id and programIds");

@@ -10,7 +10,7 @@ import type { WorkConsumer, WorkMessage, WorkQueue } from "../../broker/work-que
 import type { Clock, Timer } from "../../core/clock.js";
 import { runProgram, endUnrunProgram, type ProgramRunOptions } from "../sync-rollout.js";
 import { retrying } from "../../core/retry.js";
-import { checkProgramWork, recordedJudgement, workerLost, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
+import { checkProgramWork, cutScope, recordedJudgement, workerLost, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
 
 /** Runs whose cancellation a worker keeps track of at once. */
 const MAX_RUNS = 1024;
@@ -39,7 +39,7 @@ export class ProgramWorker {
   private subscription: EventSubscription | undefined;
   /** Aborts every program still running when a drain runs out of time. */
   private readonly stop = new AbortController();
-  /** Per run: aborted when the orchestrator cancels the run. */
+  /** Per run and orchestrator process: aborted when that orchestrator cancels the run. */
   private readonly runs = new Map<string, AbortController>();
   private endedCount = 0;
   /** Programs being handled now, by id. */
@@ -51,7 +51,7 @@ export class ProgramWorker {
   static async start(o: ProgramWorkerOptions): Promise<ProgramWorker> {
     const w = new ProgramWorker(o);
     w.subscription = await o.bus.subscribe("run-cancelled", (ev) => {
-      w.runSignal(ev.data.runId, ev.data.reason);
+      w.runSignal(ev.data.runId, ev.data.session, ev.data.reason);
     }, {
       replay: "all",
       onError: (e) => w.log(`run-cancelled events: ${e.message}`),
@@ -111,11 +111,13 @@ export class ProgramWorker {
     this.o.log?.(`worker ${this.o.name}: ${line}`);
   }
 
-  private runSignal(runId: string, cancelReason?: string): AbortSignal {
-    let c = this.runs.get(runId);
+  /** The signal of a run's programs from one orchestrator process (`session`), aborted when it cuts the run. */
+  private runSignal(runId: string, session: string | undefined, cancelReason?: string): AbortSignal {
+    const scope = cutScope(runId, session);
+    let c = this.runs.get(scope);
     if (c === undefined) {
       c = new AbortController();
-      this.runs.set(runId, c);
+      this.runs.set(scope, c);
       // Bounded: the oldest run's signal is forgotten (its programs ended long ago, or it was cut already).
       if (this.runs.size > MAX_RUNS) this.runs.delete(this.runs.keys().next().value as string);
     }
@@ -136,7 +138,7 @@ export class ProgramWorker {
   private async handleWork(m: WorkMessage<ProgramWork>): Promise<void> {
     const w = checkProgramWork(m.payload);
     const ctx = await this.o.contextOf(w.config);
-    const signal = AbortSignal.any([this.stop.signal, this.runSignal(w.runId)]);
+    const signal = AbortSignal.any([this.stop.signal, this.runSignal(w.runId, w.session)]);
     const o: ProgramRunOptions = { ...ctx, runId: w.runId, signal, recordJudgement: true };
     const beat = this.heartbeat(m);
     this.current.add(w.programId);

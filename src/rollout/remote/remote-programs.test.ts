@@ -142,4 +142,20 @@ describe("programs on workers (in-process queue and bus)", () => {
     const ended = await Promise.all(g.programIds.map((id, i) => remote.run({ ...o, signal: cut.signal }, env.tasks(1, 5)[0]!, g, id, i)));
     for (const e of ended) expect(e.result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started" });
   });
+
+  it("a run resumed by another orchestrator process (same run id) is not cut by the earlier one's cut", async () => {
+    const { queue, bus, remote } = await deployment("resumed", [async () => ctx]);
+    const { group: g, o } = await group("resumed", 1);
+    const cut = new AbortController();
+    cut.abort(new Error("received SIGINT"));
+    const [first] = await Promise.all(g.programIds.map((id, i) => remote.run({ ...o, signal: cut.signal }, env.tasks(1, 5)[0]!, g, id, i)));
+    expect(first?.result.termination.kind).toBe("aborted");
+    // The resumed process: the same run id and bus (the cut stays on it, replayed to workers that start later).
+    const again = await RemotePrograms.start({ queue, bus, config: "{}", clock: realClock, pollMs: 50 });
+    closing.push(() => again.close());
+    const g1: Group = { ...g, id: "resumed/g1", programIds: ["resumed/g1/s0"] };
+    await store.createGroup(g1);
+    const ended = await again.run({ ...o, signal: new AbortController().signal }, env.tasks(1, 5)[0]!, g1, "resumed/g1/s0", 0);
+    expect(ended.result.termination.kind).toBe("completed");
+  });
 });

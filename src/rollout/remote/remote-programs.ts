@@ -4,6 +4,8 @@
 // Nothing waits forever: a program whose work ran out of deliveries (dead-lettered) is ended here with the dead
 // letter's reason; when the run is cut, workers are told (run-cancelled) and whatever no worker ended within
 // `cancelGraceMs` is ended here as aborted. Every program the rollout started thus ends with a recorded outcome.
+// A cut names this process (its session): a run resumed by another process keeps the run id, not the cut.
+import { randomUUID } from "node:crypto";
 import type { EventBus, EventSubscription } from "../../broker/event-bus.js";
 import { retrying } from "../../core/retry.js";
 import type { WorkQueue } from "../../broker/work-queue.js";
@@ -11,7 +13,7 @@ import type { Clock, Timer } from "../../core/clock.js";
 import type { Group, Termination } from "../../core/types.js";
 import type { Task } from "../../envs/env.js";
 import { endedProgram, endUnrunProgram, type EndedProgram, type ProgramRunner, type ProgramRunOptions } from "../sync-rollout.js";
-import type { ProgramEndedEvent, ProgramWork, RolloutEvents } from "./program-work.js";
+import { cutScope, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
 
 export interface RemoteProgramsOptions {
   queue: WorkQueue<ProgramWork>;
@@ -46,6 +48,8 @@ export class RemotePrograms implements ProgramRunner {
   private readonly pending = new Map<string, Pending>();
   private readonly cancelled = new Set<string>();
   private readonly watched = new Set<string>();
+  /** This orchestrator process's id on its work and its cuts (program-work.ts `ProgramWork.session`). */
+  private readonly session = randomUUID();
   private subscription: EventSubscription | undefined;
   private poll: Timer | undefined;
   private lastReport: number;
@@ -75,7 +79,7 @@ export class RemotePrograms implements ProgramRunner {
     const ended = new Promise<EndedProgram>((resolve, reject) => {
       this.pending.set(programId, { o, task, group, sampleIndex, resolve, reject, ending: false });
     });
-    const work: ProgramWork = { v: 1, runId: o.runId, config: this.o.config, task, group, programId, sampleIndex };
+    const work: ProgramWork = { v: 1, runId: o.runId, config: this.o.config, task, group, programId, sampleIndex, session: this.session };
     retrying(`publishing program ${programId}`, () => this.o.queue.publish(programId, work), this.o.clock, { onRetry: (e) => this.log(`publishing ${programId}: ${e.message}; retrying`) }).then(
       () => this.watch(o),
       (e: unknown) => this.settle(programId, (p) => p.reject(e)),
@@ -122,7 +126,8 @@ export class RemotePrograms implements ProgramRunner {
         if (this.cancelled.has(o.runId)) return;
         this.cancelled.add(o.runId);
         const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "cut");
-        retrying(`announcing the cut of ${o.runId}`, () => this.o.bus.publish("run-cancelled", { runId: o.runId, reason }, `cancel:${o.runId}`), this.o.clock).catch((e: unknown) => this.log(`cannot announce the cut of ${o.runId}: ${String(e)}`));
+        const event = { runId: o.runId, reason, session: this.session };
+        retrying(`announcing the cut of ${o.runId}`, () => this.o.bus.publish("run-cancelled", event, `cancel:${cutScope(o.runId, this.session)}`), this.o.clock).catch((e: unknown) => this.log(`cannot announce the cut of ${o.runId}: ${String(e)}`));
         this.o.clock.setTimer(this.o.cancelGraceMs ?? 60_000, () => this.endLeft(o.runId, reason));
       };
       if (signal.aborted) cancel();
