@@ -84,4 +84,10 @@ describe("arbor run errors", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
     expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);
   });
+
+  it("--continue without a config file, or beside --resume", () => {
+    const run = (...args: string[]): { status: number | null; stderr: string } => spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", ...args], { encoding: "utf8" });
+    expectOneLineError(run("--continue"), /arbor run: give a config file with --continue$/);
+    expectOneLineError(run("c.yaml", "--continue", "--resume", "out"), /give --continue \(the config's output\.dir\) or --resume <run dir>, not both/);
+  });
 });

@@ -213,7 +213,8 @@ describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as pro
     await startEngines();
     const out = join(dir, "resume-out");
     const runYaml = writeYaml("resume.yaml", [JSON.stringify({ ...RUN, name: "resumed", train: { estimator: "grpo", lr: 0.003 }, output: { dir: out } })]);
-    const killed = start(["run", runYaml, "--cluster", cluster, "--no-progress"]);
+    // --continue: the output folder holds no resume.json yet, so the run starts.
+    const killed = start(["run", runYaml, "--cluster", cluster, "--no-progress", "--continue"]);
     // Killed once iteration 1 is recorded as done and a program of iteration 2 runs at the gateway.
     const deadline = Date.now() + 180_000;
     for (;;) {
@@ -225,10 +226,13 @@ describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as pro
     }
     killed.child.kill("SIGKILL");
     await killed.exited;
+    expect(killed.log()).not.toContain("resuming that run");
     expect(await servedVersions()).toEqual([1, 1]);
 
-    const resumed = start(["run", "--resume", out, "--cluster", cluster, "--no-progress"]);
+    // As a retried job does: the same command, which now finds the run's resume.json.
+    const resumed = start(["run", runYaml, "--cluster", cluster, "--no-progress", "--continue"]);
     expect(await exitOf(resumed, 240_000), resumed.log()).toBe(0);
+    expect(resumed.log()).toContain(`continue ${out} holds a resume.json: resuming that run`);
     expect(resumed.log()).toMatch(/resume {3}resumed-\S+: 1 of 2 iterations done, policy v1 \(the engines serve it still\)/);
     expect(await servedVersions()).toEqual([2, 2]);
     // Iteration 2 was rolled out again under fresh groups: its batch holds those only, each sample once.

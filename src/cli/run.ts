@@ -4,7 +4,7 @@
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
 import { lineLog, processLog } from "../core/logger.js";
 import { setMaxListeners } from "node:events";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { loadClusterConfig, loadClusterRunConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { loadRunConfig, servedModelOf, type RunConfig } from "../core/config.js";
@@ -41,7 +41,7 @@ import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { MetricsLog } from "../loop/metrics-log.js";
-import { writeResumeState, type ResumeState } from "../loop/resume-state.js";
+import { RESUME_FILE, writeResumeState, type ResumeState } from "../loop/resume-state.js";
 import { engineEndpoints } from "./engine-cache-stats.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
@@ -121,21 +121,29 @@ export interface RunOptions {
   dashboard?: DashboardListen;
 }
 
-/** CLI entry: load the config (or, with `resume`, the run's stored one), run, print the summary. */
-export async function runCommand(configPath: string | undefined, opts: Omit<RunOptions, "cluster" | "resume"> & { cluster?: string; sets?: readonly string[]; resume?: string }): Promise<void> {
-  const { sets = [], resume: resumeDir, cluster: clusterPath, ...rest } = opts;
+/**
+ * CLI entry: load the config (or, with `resume`, the run's stored one), run, print the summary. With `continue`, the
+ * config's run is resumed where its output.dir holds a resume.json (a retried job, a restarted service), else started.
+ */
+export async function runCommand(configPath: string | undefined, opts: Omit<RunOptions, "cluster" | "resume"> & { cluster?: string; sets?: readonly string[]; resume?: string; continue?: boolean }): Promise<void> {
+  const { sets = [], resume, cluster: clusterPath, continue: goOn = false, ...rest } = opts;
   const overrides = sets.map(parseOverride);
   const cluster = clusterPath !== undefined ? loadClusterConfig(clusterPath) : undefined;
-  if (resumeDir !== undefined) {
-    const { cfg, state } = loadResumedRun(resumeDir, configPath, overrides, cluster);
-    const summary = await runIteration(cfg, { ...rest, ...(cluster ? { cluster } : {}), resume: state, log: lineLog(processLog("run")) });
-    printSummary(summary);
-    return;
+  const log = lineLog(processLog("run"));
+  if (goOn && resume !== undefined) throw new ArborError("arbor run: give --continue (the config's output.dir) or --resume <run dir>, not both", "config");
+  let resumeDir = resume;
+  if (resumeDir === undefined) {
+    if (configPath === undefined) throw new ArborError(`arbor run: give a config file${goOn ? " with --continue" : ", or --resume <run dir>"}`, "config");
+    const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
+    if (!goOn || !existsSync(join(resolve(cfg.output.dir), RESUME_FILE))) {
+      printSummary(await runIteration(cfg, { ...rest, cluster, log }));
+      return;
+    }
+    log(`continue ${cfg.output.dir} holds a resume.json: resuming that run`);
+    resumeDir = cfg.output.dir;
   }
-  if (configPath === undefined) throw new ArborError("arbor run: give a config file, or --resume <run dir>", "config");
-  const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
-  const summary = await runIteration(cfg, { ...rest, cluster, log: lineLog(processLog("run")) });
-  printSummary(summary);
+  const { cfg, state } = loadResumedRun(resumeDir, configPath, overrides, cluster);
+  printSummary(await runIteration(cfg, { ...rest, ...(cluster ? { cluster } : {}), resume: state, log }));
 }
 
 /**
