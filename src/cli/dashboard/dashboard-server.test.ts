@@ -200,6 +200,14 @@ describe("dashboard API", () => {
     expect(page.body).toMatch(/web UI is not built .*run `npm run build`/);
   });
 
+  it("answers an unknown API path with 404 and the routes there are (not the web UI's page)", async () => {
+    const r = await dash.app.inject({ method: "GET", url: "/api/run" });
+    expect(r.statusCode).toBe(404);
+    expect(r.json<{ error: string }>().error).toBe(
+      "no API route GET /api/run; the API: /api/overview, /api/runs, /api/programs, /api/programs/:id, /api/engines, /api/sandbox-pool, /api/curves, /api/highlights, /api/events",
+    );
+  });
+
   it("reads the store again only once storeRefreshMs have passed (default 3 s)", async () => {
     const g = fixtureGroup("g5", "run-3", 1, "swe-2");
     await store.createGroup(g);

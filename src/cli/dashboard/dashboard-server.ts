@@ -78,6 +78,11 @@ export function createDashboardServer(o: DashboardServerOptions): DashboardServe
     });
   }
 
+  // Named in the answer to an unknown API path.
+  const apiRoutes: string[] = [];
+  app.addHook("onRoute", (r) => {
+    if (r.url.startsWith("/api/") && [r.method].flat().includes("GET")) apiRoutes.push(r.url);
+  });
   app.get("/api/overview", async () => overview);
   app.get("/api/runs", async () => ({ runs: snapshot.runs }));
   app.get("/api/programs", async (req, reply) => {
@@ -108,6 +113,10 @@ export function createDashboardServer(o: DashboardServerOptions): DashboardServe
   });
   app.get("/*", async (req, reply) => {
     const path = (req.params as { "*": string })["*"] || "index.html";
+    // The web UI's own paths fall back to its page; a client of the JSON API gets an error, not that page.
+    if (path === "api" || path.startsWith("api/")) {
+      return reply.code(404).send({ error: `no API route GET /${path}; the API: ${apiRoutes.join(", ")}` });
+    }
     const file = normalize(join(webRoot, path));
     if (!file.startsWith(webRoot + sep) && file !== webRoot) return reply.code(404).send({ error: "not found" });
     if (!existsSync(join(webRoot, "index.html"))) {
