@@ -37,6 +37,18 @@ describe("createLogger", () => {
     expect(() => createLogger({ format: "xml" as "json" })).toThrow(/log format: must be text or json, got 'xml'/);
   });
 
+  it("Fastify says where it listens only at debug (the service's own line says it), and passes its warnings", async () => {
+    for (const level of ["info", "debug", "error"] as const) {
+      const { logger, lines } = captured({ level });
+      const app = Fastify({ ...fastifyLogger(logger) });
+      await app.listen({ host: "127.0.0.1", port: 0 });
+      app.log.warn("a warning");
+      await app.close();
+      expect(lines.some((l) => l.startsWith("Server listening at http://127.0.0.1:")), level).toBe(level === "debug");
+      expect(lines.some((l) => l.startsWith("a warning")), level).toBe(level !== "error");
+    }
+  });
+
   it("Fastify logs requests only at debug and below, and warns of nothing deprecated", async () => {
     const warnings: string[] = [];
     const onWarning = (w: Error): void => void warnings.push(w.message);

@@ -67,11 +67,16 @@ export function lineLog(logger: Logger): (line: string) => void {
 }
 
 /**
- * Fastify's logger options for a server: the process's pino logger when given (requests logged only at
- * `debug` and below), else none.
+ * Fastify's logger options for a server: the process's pino logger when given (requests, and Fastify's own info
+ * lines, logged only at `debug` and below), else none.
  */
 export function fastifyLogger(logger: Logger | undefined): { logger: false } | { loggerInstance: FastifyBaseLogger; logController: LogController } {
-  // Typed as Fastify's base logger: the servers' route helpers take the default logger type. Request logging is
-  // the log controller's (the top-level `disableRequestLogging` made every service print a deprecation warning).
-  return logger ? { loggerInstance: logger as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: !logger.isLevelEnabled("debug") }) } : { logger: false };
+  if (!logger) return { logger: false };
+  const debug = logger.isLevelEnabled("debug");
+  // Above debug, Fastify's own info lines only repeat what the service says better (`Server listening at …` before
+  // its fuller line): its warnings and errors pass. Typed as Fastify's base logger: the servers' route helpers take
+  // the default logger type. Request logging is the log controller's (the top-level `disableRequestLogging` made
+  // every service print a deprecation warning).
+  const own = debug || !logger.isLevelEnabled("info") ? logger : logger.child({}, { level: "warn" });
+  return { loggerInstance: own as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: !debug }) };
 }
