@@ -1,6 +1,7 @@
 // The config `arbor run --resume` continues with: the stored one (with --set), or the file given again; any
 // difference but more iterations is refused naming it, as are a run that is done and a moved folder. A run on a
 // deployment resumes on it: its stored run part merged again with the cluster file given with --cluster.
+import { spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -67,4 +68,12 @@ it("resumes a run of a deployment on the same deployment only, its run part merg
   // A run in one process is resumed in one process.
   writeResumeState(out, { ...base, completedIterations: 1 });
   expect(() => loadResumedRun(out, undefined, [], cluster)).toThrow(`--resume ${out}: the run ran in one process, not on a deployment: resume it without --cluster`);
+});
+
+it("--continue on a run that has done all its iterations: nothing to do, said, exit 0 (a job retried after its end)", () => {
+  mkdirSync(out, { recursive: true });
+  writeResumeState(out, { ...base, completedIterations: 3 });
+  const r = spawnSync(process.execPath, [join(import.meta.dirname, "../../bin/arbor.mjs"), "run", join(root, "r.yaml"), "--continue"], { encoding: "utf8", timeout: 60_000 });
+  expect(r.status, r.stderr).toBe(0);
+  expect(r.stderr.trim()).toBe(`continue ${out}: its run has done all 3 iterations, nothing to continue (raise iterations, e.g. --set iterations=4, to go further)`);
 });

@@ -41,7 +41,7 @@ import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { MetricsLog } from "../loop/metrics-log.js";
-import { RESUME_FILE, writeResumeState, type ResumeState } from "../loop/resume-state.js";
+import { readResumeState, RESUME_FILE, writeResumeState, type ResumeState } from "../loop/resume-state.js";
 import { engineEndpoints } from "./engine-cache-stats.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
@@ -137,6 +137,12 @@ export async function runCommand(configPath: string | undefined, opts: Omit<RunO
     const cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
     if (!goOn || !existsSync(join(resolve(cfg.output.dir), RESUME_FILE))) {
       printSummary(await runIteration(cfg, { ...rest, cluster, log }));
+      return;
+    }
+    // The same command run again after the run ended (a job retried after its last iteration) has nothing to do.
+    const done = readResumeState(cfg.output.dir).completedIterations;
+    if (done >= cfg.iterations) {
+      log(`continue ${cfg.output.dir}: its run has done all ${cfg.iterations} iterations, nothing to continue (raise iterations, e.g. --set iterations=${cfg.iterations + 1}, to go further)`);
       return;
     }
     log(`continue ${cfg.output.dir} holds a resume.json: resuming that run`);
