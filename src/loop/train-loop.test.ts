@@ -297,6 +297,14 @@ describe("runTrainLoop (async rollout)", () => {
     expect((await store.stats("drain")).unfinished).toBe(0);
   }, 60_000);
 
+  it("a resumed rollout whose run its killed predecessor never created creates it", async () => {
+    const env = createCalcEnvironment();
+    const base = await servedVersion(engines[0]!);
+    const out = await runLoop(options("never-created", join(dir, "sb-never-created"), { tasks: env.tasks(2, 9), baseVersion: base, maxTrainerSteps: 1, reopen: true }));
+    expect(out.results.length).toBeGreaterThan(0);
+    expect((await store.getRun("never-created"))?.endedAt).toBeDefined();
+  }, 60_000);
+
   it("counts a step whose batch gave nothing to learn from without touching the engines' weights", async () => {
     const base = await servedVersion(engines[0]!);
     let calls = 0;

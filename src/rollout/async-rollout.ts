@@ -72,7 +72,7 @@ export interface OrchestratedRolloutOptions extends Omit<RolloutOptions, "groupS
   iterationOf?: (position: number) => { iteration: number; key: string; attempt?: number };
   /** Name and config of the store run this rollout creates. */
   run: { name: string; configJson: string };
-  /** The store run exists already, finished (`arbor run --resume`): it is reopened instead of created. */
+  /** Resuming (`arbor run --resume`): the store run, finished, is reopened instead of created (created if it never was). */
   reopen?: boolean;
   onProgramDone?: (p: ProgramResult) => void;
 }
@@ -355,12 +355,10 @@ export class OrchestratedRollout {
    */
   runReady(): Promise<void> {
     const runId = this.o.runId;
-    this.run ??= {
-      created: Promise.resolve(
-        this.o.reopen ? this.o.store.reopenRun(runId) : this.o.store.createRun({ id: runId, name: this.o.run.name, configJson: this.o.run.configJson, startedAt: this.o.clock.now() }),
-      ),
-      finished: false,
-    };
+    const create = (): Promise<void> => this.o.store.createRun({ id: runId, name: this.o.run.name, configJson: this.o.run.configJson, startedAt: this.o.clock.now() });
+    // A resumed process whose killed predecessor never got as far as creating the run creates it.
+    const reopen = async (): Promise<void> => ((await this.o.store.getRun(runId)) === undefined ? create() : this.o.store.reopenRun(runId));
+    this.run ??= { created: this.o.reopen ? reopen() : create(), finished: false };
     return this.run.created;
   }
 

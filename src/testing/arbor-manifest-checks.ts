@@ -13,7 +13,7 @@ import { clusterRunConfig, parseClusterConfig, type ClusterConfig } from "../cor
 import { parseRunConfig, type RunConfig } from "../core/config.js";
 import type { K8sObject } from "./kustomize-build.js";
 
-/** One `arbor serve` subcommand as the CLI defines it. */
+/** One `arbor serve` subcommand (or `arbor run`) as the CLI defines it. */
 export interface ServeCommandSpec {
   /** Long options (`--cluster`) and whether each takes a value. */
   options: Map<string, { takesValue: boolean; mandatory: boolean }>;
@@ -22,6 +22,8 @@ export interface ServeCommandSpec {
 export interface ManifestCheckOptions {
   /** The `arbor serve` subcommands, by name. */
   serveCommands: Map<string, ServeCommandSpec>;
+  /** `arbor run`. */
+  runCommand: ServeCommandSpec;
   /** Source text of src/sandbox/k8s.ts: the API calls the workers' Role must allow are read from it. */
   sandboxProviderSource: string;
 }
@@ -263,7 +265,7 @@ export function arborManifestProblems(objects: K8sObject[], o: ManifestCheckOpti
       }
       const spec: ServeCommandSpec | undefined = isServe
         ? o.serveCommands.get(sub ?? "")
-        : { options: new Map([["--cluster", { takesValue: true, mandatory: true }]]) };
+        : o.runCommand;
       if (!spec) {
         problems.push(`${where}: \`arbor serve ${sub ?? ""}\` is not a command (arbor serve has ${[...o.serveCommands.keys()].join(", ")})`);
         continue;

@@ -14,6 +14,7 @@ import { Command } from "commander";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { describe, expect, it } from "vitest";
 import { registerServeCommands } from "../cli/serve.js";
+import { registerRunCommand } from "../cli/register-run.js";
 import { arborManifestProblems, type ManifestCheckOptions, type ServeCommandSpec } from "./arbor-manifest-checks.js";
 import { k8sSchemaProblems } from "./k8s-schema.js";
 import { buildKustomization, type K8sObject, type KustomizeBuild } from "./kustomize-build.js";
@@ -42,16 +43,18 @@ const AWAITED_SERVE_COMMANDS: Record<string, ServeCommandSpec> = {
   },
 };
 
+/** A command's long options as the CLI registers them. */
+function specOf(cmd: Command): ServeCommandSpec {
+  return { options: new Map(cmd.options.filter((op) => op.long !== undefined).map((op) => [op.long as string, { takesValue: op.required || op.optional, mandatory: op.mandatory }])) };
+}
+
 /** The `arbor serve` subcommands as the CLI registers them (with their long options). */
 function serveCommands(): Map<string, ServeCommandSpec> {
   const program = new Command();
   registerServeCommands(program);
   const serve = program.commands.find((c) => c.name() === "serve");
   const out = new Map<string, ServeCommandSpec>();
-  for (const sub of serve?.commands ?? []) {
-    const options = new Map(sub.options.filter((op) => op.long !== undefined).map((op) => [op.long as string, { takesValue: op.required || op.optional, mandatory: op.mandatory }]));
-    out.set(sub.name(), { options });
-  }
+  for (const sub of serve?.commands ?? []) out.set(sub.name(), specOf(sub));
   for (const [name, spec] of Object.entries(AWAITED_SERVE_COMMANDS)) if (!out.has(name)) out.set(name, spec);
   return out;
 }
@@ -73,8 +76,16 @@ function yamlFiles(dir: string): string[] {
   });
 }
 
+/** `arbor run` as the CLI registers it. */
+function runCommand(): ServeCommandSpec {
+  const program = new Command();
+  registerRunCommand(program);
+  return specOf(program.commands[0] as Command);
+}
+
 const options: ManifestCheckOptions = {
   serveCommands: serveCommands(),
+  runCommand: runCommand(),
   sandboxProviderSource: readFileSync(join(REPO, "src/sandbox/k8s.ts"), "utf8"),
 };
 
