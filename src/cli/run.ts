@@ -226,7 +226,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       return { iteration: k, key: `it${k}${attempt !== undefined && k === done + 1 ? `-r${attempt}` : ""}`, ...(attempt !== undefined ? { attempt } : {}) };
     };
     const checkpointDir = join(outDir, "checkpoints");
-    // Sync runs training here (or not training) can be resumed: resume.json says what is done, rewritten after each iteration.
+    // Sync runs training here (or not at all) can be resumed: resume.json, rewritten after each iteration, says what is done.
     const resumable = sync && !cfg.train?.external;
     let state: ResumeState = resume
       ? { ...resume, config: cfg, resumes: attempt as number, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() }
