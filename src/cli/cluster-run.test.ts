@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseRunConfig } from "../core/config.js";
+import { enginePolicy } from "../loop/weight-sync.js";
 import { openStore } from "../store/registry.js";
 import { deleteStreams, freePort, natsUnreachable, NATS_TEST_URL, spawnArbor, waitReady, type ArborProcess } from "../testing/arbor-services.js";
 import { startTcpFaultProxy, type TcpFaultProxy } from "../testing/tcp-fault-proxy.js";
@@ -132,7 +133,7 @@ describe.skipIf(unreachable !== undefined)(`arbor run --cluster: services as pro
 
   /** The policy version each engine serves. */
   async function servedVersions(): Promise<number[]> {
-    return Promise.all([ports.e0, ports.e1].map(async (port) => ((await (await fetch(`http://127.0.0.1:${port}/v1/policy_version`)).json()) as { policy_version: number }).policy_version));
+    return Promise.all((["e0", "e1"] as const).map(async (name) => (await enginePolicy({ name, url: `http://127.0.0.1:${ports[name]}` })).version));
   }
 
   beforeAll(async () => {

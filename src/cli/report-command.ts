@@ -11,6 +11,7 @@ import { SIM_REPORT_FORMAT, type SimReport } from "../sim/scenario/sim-report.js
 import { parseSimReport } from "./report/read-sim-report.js";
 import { runSimReport } from "./report/run-sim-report.js";
 import { writeSimReportFiles } from "./report/write-sim-report-files.js";
+import { parseMetricsLines } from "../loop/metrics-lines.js";
 import { openStoreArg } from "./store-arg.js";
 
 /** Options of `arbor report`. */
@@ -39,14 +40,7 @@ function metricsRunId(dir: string): string | undefined {
   const path = join(dir, "metrics.jsonl");
   if (!existsSync(path)) return undefined;
   let last: string | undefined;
-  for (const line of readFileSync(path, "utf8").split("\n")) {
-    try {
-      const id = (JSON.parse(line) as { runId?: unknown }).runId;
-      if (typeof id === "string") last = id;
-    } catch {
-      // An empty line, or one cut by a kill.
-    }
-  }
+  for (const { fields } of parseMetricsLines(readFileSync(path, "utf8"))) if (typeof fields.runId === "string") last = fields.runId;
   return last;
 }
 

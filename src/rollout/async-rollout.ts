@@ -354,12 +354,15 @@ export class OrchestratedRollout {
    * may do so before the first group; the rollout still finishes the run in {@link finish}.
    */
   runReady(): Promise<void> {
-    const runId = this.o.runId;
-    const create = (): Promise<void> => this.o.store.createRun({ id: runId, name: this.o.run.name, configJson: this.o.run.configJson, startedAt: this.o.clock.now() });
-    // A resumed process whose killed predecessor never got as far as creating the run creates it.
-    const reopen = async (): Promise<void> => ((await this.o.store.getRun(runId)) === undefined ? create() : this.o.store.reopenRun(runId));
-    this.run ??= { created: this.o.reopen ? reopen() : create(), finished: false };
+    this.run ??= { created: this.openRun(), finished: false };
     return this.run.created;
+  }
+
+  /** Create the store run, or reopen it when resuming (a killed predecessor may not have got as far as creating it). */
+  private async openRun(): Promise<void> {
+    const { store, runId } = this.o;
+    if (this.o.reopen && (await store.getRun(runId)) !== undefined) return store.reopenRun(runId);
+    return store.createRun({ id: runId, name: this.o.run.name, configJson: this.o.run.configJson, startedAt: this.o.clock.now() });
   }
 
   private admit(orchId: string, taskIndex: number, requests: readonly { id: string; index: number }[]): void {
