@@ -13,7 +13,7 @@ export function registerRunCommand(program: Command): void {
     .option("--no-progress", "do not draw a progress bar")
     .option("--cluster <file>", "run on a deployment's services (cluster.yaml: its store, gateway, engines; programs on its workers)")
     .option("--set <key=value>", "override one setting of the run config: a dotted path, a YAML value (repeatable; e.g. --set train.lr=1e-4)", (v: string, acc: string[] | undefined) => [...(acc ?? []), v])
-    .option("--resume <run dir>", "continue a killed or finished sync run from its output folder (resume.json): same config, only iterations may be raised (a run on a deployment: with its --cluster file again)")
+    .option("--resume <run dir>", "continue a killed or finished run from its output folder (resume.json): same config, only iterations may be raised (a run on a deployment: with its --cluster file again)")
     .option("--continue", "resume the config's run where its output.dir holds a resume.json left by a killed or finished process of it, else start it; a run with all its iterations done is left as it is (for a job that is retried or a service that is restarted)")
     .option("--dashboard [port]", "serve the live dashboard (web UI and JSON/SSE API) on 127.0.0.1 beside the run (default port 8600; 0 for any free port); prints its URL", toPort)
     .action(async (config: string | undefined, opts: { progress: boolean; cluster?: string; set?: string[]; resume?: string; continue?: boolean; dashboard?: number | true }) => {

@@ -25,8 +25,7 @@ export function checkRunStart(cfg: RunConfig, opts: { cluster?: ClusterConfig; r
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
   }
   if (resume !== undefined) {
-    // What only a sync run training in its own process keeps in resume.json.
-    if (cfg.rollout.mode !== "sync") throw new ArborError("--resume: rollout.mode 'async' runs cannot be resumed yet (sync runs can)", "config");
+    // What only a run training in its own process keeps in resume.json.
     if (cfg.train?.external) throw new ArborError("--resume: runs with an external trainer (train.external) cannot be resumed yet: its optimizer state is its own", "config");
   }
   if (cfg.rollout.mode === "async" && cfg.train === undefined) {

@@ -113,7 +113,7 @@ export interface RunOptions {
    */
   cluster?: ClusterConfig;
   /**
-   * Continue the run whose state this is (`--resume <run dir>`, sync runs): its id, the iterations after the
+   * Continue the run whose state this is (`--resume <run dir>`): its id, the iterations (or steps) after the
    * done ones, from its checkpoint and optimizer state; the config must be the run's (run-resume.ts).
    */
   resume?: ResumeState;
@@ -218,29 +218,45 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     // iteration a kill interrupted is rolled out again from its start under a fresh key (`it{k}-r{n}`, so fresh
     // group ids): the killed attempt's programs stay in the store, ended as aborted, and no batch holds them, so
     // every task slot trains once.
+    // An async run keeps every task (the same shuffle) and leaves out the ones its steps trained on, in whatever
+    // order its window took them; the groups the kill cut are admitted again under fresh ids (`${run}/r{n}/g{i}`).
     const done = resume?.completedIterations ?? 0;
-    const tasks = done > 0 ? allTasks.slice(done * settings.batchGroups) : allTasks;
+    const tasks = sync && done > 0 ? allTasks.slice(done * settings.batchGroups) : allTasks;
     const attempt = resume === undefined ? undefined : resume.resumes + 1;
     const iterationOf = (position: number): { iteration: number; key: string; attempt?: number } => {
       const k = done + Math.floor(position / settings.batchGroups) + 1;
       return { iteration: k, key: `it${k}${attempt !== undefined && k === done + 1 ? `-r${attempt}` : ""}`, ...(attempt !== undefined ? { attempt } : {}) };
     };
     const checkpointDir = join(outDir, "checkpoints");
-    // Sync runs training here (or not at all) can be resumed: resume.json, rewritten after each iteration, says what is done.
-    const resumable = sync && !cfg.train?.external;
+    // Runs training here (or not at all) can be resumed: resume.json, rewritten after each iteration or step, says what is done.
+    const resumable = !cfg.train?.external;
+    const trainedOn = resume?.consumedTasks ?? [];
     let state: ResumeState = resume
       ? { ...resume, config: cfg, resumes: attempt as number, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() }
-      : { format: 1, runId: baseRunId, config: cfg, completedIterations: 0, taskCursor: 0, policyVersion: 0, resumes: 0, ...(cfg.eval ? { heldOutAfter } : {}), ...(cluster ? { cluster: cluster.name } : {}), updatedAt: clock.now() };
+      : {
+          format: 1,
+          runId: baseRunId,
+          config: cfg,
+          completedIterations: 0,
+          taskCursor: 0,
+          ...(sync ? {} : { consumedTasks: [] }),
+          policyVersion: 0,
+          resumes: 0,
+          ...(cfg.eval ? { heldOutAfter } : {}),
+          ...(cluster ? { cluster: cluster.name } : {}),
+          updatedAt: clock.now(),
+        };
     if (resumable) writeResumeState(outDir, state);
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     const weights = d.announce ? d.announce(fleet) : fleet;
     trainer = await startRunTrainer({ cfg, ...(d.trainerApi ? { trainerApi: d.trainerApi } : {}), weights, modelPath, clock, checkpointDir, signal: abort.signal, log, ...(resume ? { resume } : {}) });
+    const units = sync ? "iterations" : "trainer steps";
     if (resume?.checkpoint !== undefined && resume.policyVersion > 0) {
       // Engines started from the model file serve the resumed version before any program runs; a deployment's may
       // serve it still (connectCluster checked that they serve it or version 0).
       if (d.startVersion !== resume.policyVersion) await weights.load(resume.checkpoint, resume.policyVersion);
-      log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done, policy v${resume.policyVersion}${d.startVersion === resume.policyVersion ? " (the engines serve it still)" : ""}`);
-    } else if (resume !== undefined) log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} iterations done`);
+      log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} ${units} done, policy v${resume.policyVersion}${d.startVersion === resume.policyVersion ? " (the engines serve it still)" : ""}`);
+    } else if (resume !== undefined) log(`resume   ${baseRunId}: ${done} of ${cfg.iterations} ${units} done`);
     const progress = opts.progress ? progressBar(cfg, settings.batchGroups * cfg.rollout.groupSize) : undefined;
     // How every program runs (the rollout's and the held-out evaluation's alike).
     const programOptions = {
@@ -261,6 +277,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       runId: baseRunId,
       ...(sync ? { iterationOf } : {}),
       ...(resume !== undefined ? { reopen: true } : {}),
+      ...(resume !== undefined && !sync ? { resumed: { exclude: new Set(trainedOn), attempt: attempt as number, stepsBefore: done } } : {}),
       run: { name: cfg.name, configJson: JSON.stringify(cfg) },
       tasks,
       shuffle: !sync,
@@ -319,7 +336,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
             const u = r.update;
             if (u?.stepped && u.checkpoint !== undefined) state = { ...state, checkpoint: u.checkpoint, optimizer: join(checkpointDir, optimizerFileName(u.version)) };
             const heldOutState = held?.evaluation.state();
-            state = { ...state, completedIterations: r.iteration, taskCursor: r.iteration * settings.batchGroups, policyVersion: u?.version ?? state.policyVersion, ...(heldOutState ? { heldOut: heldOutState } : {}), updatedAt: clock.now() };
+            // (Async: this step's batch is the last the rollout took; the next is taken after this call.)
+            const consumed = sync ? undefined : [...trainedOn, ...rollout.consumedTasks()];
+            const cursor = consumed === undefined ? { taskCursor: r.iteration * settings.batchGroups } : { taskCursor: consumed.length, consumedTasks: consumed };
+            state = { ...state, completedIterations: r.iteration, ...cursor, policyVersion: u?.version ?? state.policyVersion, ...(heldOutState ? { heldOut: heldOutState } : {}), updatedAt: clock.now() };
             writeResumeState(outDir, state);
           }
           metrics.append(r, sync ? "iteration" : "step");
@@ -333,7 +353,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     }
     const { iterations: results, end } = loop;
     if (end.stoppedBy === "aborted") throw new ArborError(`run aborted (${String((abort.signal.reason as Error | undefined)?.message)}); programs recorded as aborted in ${storePath}`, "aborted");
-    if (!sync && end.stoppedBy === "drained" && results.length < cfg.iterations) log(`async    dataset drained after ${results.length} of ${cfg.iterations} trainer steps`);
+    if (!sync && end.stoppedBy === "drained" && done + results.length < cfg.iterations) log(`async    dataset drained after ${done + results.length} of ${cfg.iterations} trainer steps`);
     if (end.unconsumedGroups.length > 0) log(`async    ${end.unconsumedGroups.length} group(s) admitted but not trained on (cut or left when the run stopped)`);
     const last = results[results.length - 1];
     if (last === undefined) throw new ArborError(`the rollout ended before its first batch; programs recorded in ${storePath}`, "aborted");

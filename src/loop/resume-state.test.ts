@@ -52,6 +52,10 @@ describe("resume state file", () => {
     expect(() => readResumeState(dir)).toThrow(/heldOut\.scores must be a list of scores with their version/);
     put({ ...state, heldOut: { scores: [] } });
     expect(() => readResumeState(dir)).toThrow(/heldOut\.base\.version must be an integer/);
+    put({ ...state, consumedTasks: [0, -1] });
+    expect(() => readResumeState(dir)).toThrow(/consumedTasks must be a list of task indices \(integers >= 0\)/);
+    put({ ...state, consumedTasks: [3, 0] });
+    expect(readResumeState(dir).consumedTasks).toEqual([3, 0]);
   });
 
   it("keeps a run's held-out evaluation state", () => {

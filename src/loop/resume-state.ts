@@ -1,12 +1,13 @@
-// `arbor run --resume <run dir>`: the small state file a sync run writes to its output folder after each
-// completed iteration (`resume.json`, written atomically), and the checks that a resumed run is the same run.
+// `arbor run --resume <run dir>`: the small state file a run writes to its output folder after each completed
+// iteration or trainer step (`resume.json`, written atomically), and the checks that a resumed run is the same run.
 // It holds what the next iteration needs and the store does not: the run's config and id, the iterations
-// done (the task cursor follows: iteration k rolls out the k-th slice of the dataset), the policy version
-// with its checkpoint and the trainer's optimizer state beside it, the held-out evaluation's base samples and
-// scores (with `eval`), and how many times the run was resumed (fresh group ids for the iteration a kill
-// interrupted and the evaluations after it). Random state needs no entry: a sync run takes
-// its tasks in order, and each program's sampling seed is derived from the config seed, its task and its
-// sample index (rollout/sync-rollout.ts), never from a generator's position.
+// done (a sync run's task cursor follows: iteration k rolls out the k-th slice of the dataset; an async run lists
+// the tasks its steps trained on), the policy version with its checkpoint and the trainer's optimizer state beside
+// it, the held-out evaluation's base samples and scores (with `eval`), and how many times the run was resumed
+// (fresh group ids for the groups a kill interrupted and the evaluations after it). Random state needs no entry: a
+// sync run takes its tasks in order, an async run in the order its seed shuffles them, and each program's
+// sampling seed is derived from the config seed, its task and its sample index (rollout/sync-rollout.ts), never
+// from a generator's position.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../core/errors.js";
@@ -24,8 +25,16 @@ export interface ResumeState {
   config: unknown;
   /** Iterations whose step completed (batch exported, trainer stepped, engines synced). */
   completedIterations: number;
-  /** Tasks the completed iterations rolled out: the next iteration starts at this index of the dataset. */
+  /**
+   * Tasks the completed iterations rolled out: a sync run's next iteration starts at this index of the dataset (an
+   * async run's count of `consumedTasks`).
+   */
   taskCursor: number;
+  /**
+   * Async runs: the indices of the tasks whose groups the completed steps trained on (their window takes groups out
+   * of admission order, so no cursor says which); a resumed run leaves them out of its shuffled order.
+   */
+  consumedTasks?: number[];
   /** Policy version after the last completed iteration (0: the starting model). */
   policyVersion: number;
   /** Checkpoint GGUF of `policyVersion` (absent at version 0 or without training). */
@@ -59,7 +68,7 @@ export function writeResumeState(dir: string, state: ResumeState): void {
 export function readResumeState(dir: string): ResumeState {
   const path = join(dir, RESUME_FILE);
   if (!existsSync(path)) {
-    throw new ArborError(`--resume ${dir}: no ${RESUME_FILE} there (a sync run writes it after its first completed iteration; is this the run's output.dir?)`, "config");
+    throw new ArborError(`--resume ${dir}: no ${RESUME_FILE} there (a run writes it as it starts and after each completed iteration or step; is this the run's output.dir?)`, "config");
   }
   let s: Record<string, unknown>;
   try {
@@ -80,6 +89,9 @@ export function readResumeState(dir: string): ResumeState {
   for (const f of ["checkpoint", "optimizer"]) if (s[f] !== undefined && typeof s[f] !== "string") bad(f, "must be a path");
   if ((s.policyVersion as number) > 0 && s.checkpoint === undefined) bad("checkpoint", `is missing for policy version ${String(s.policyVersion)}`);
   if (s.heldOut !== undefined) checkHeldOut(s.heldOut, bad);
+  if (s.consumedTasks !== undefined && !(Array.isArray(s.consumedTasks) && s.consumedTasks.every((i) => Number.isInteger(i) && (i as number) >= 0))) {
+    bad("consumedTasks", "must be a list of task indices (integers >= 0)");
+  }
   if (s.cluster !== undefined && (typeof s.cluster !== "string" || s.cluster === "")) bad("cluster", "must be the deployment's name");
   if (s.heldOutAfter !== undefined && !(Number.isInteger(s.heldOutAfter) && (s.heldOutAfter as number) >= 1)) bad("heldOutAfter", "must be an integer >= 1");
   return s as unknown as ResumeState;

@@ -74,6 +74,13 @@ export interface OrchestratedRolloutOptions extends Omit<RolloutOptions, "groupS
   run: { name: string; configJson: string };
   /** Resuming (`arbor run --resume`): the store run, finished, is reopened instead of created (created if it never was). */
   reopen?: boolean;
+  /**
+   * A resumed async run: the indices (into `tasks`) of the tasks its earlier processes trained on, left out of the
+   * shuffled order (the rest keep theirs); `attempt` (its resumes so far, >= 1) keys its group ids
+   * (`${runId}/r${attempt}/g${i}`, fresh beside the killed process's) and records on them (Group.attempt); its
+   * batches are numbered after the `stepsBefore` steps done (`${runId}-step${k}`).
+   */
+  resumed?: { exclude: ReadonlySet<number>; attempt: number; stepsBefore: number };
   onProgramDone?: (p: ProgramResult) => void;
 }
 
@@ -109,6 +116,8 @@ interface GroupState {
   group: Group;
   /** The iteration key of its id (sync runs), else undefined. */
   key: string | undefined;
+  /** Its task's index in `tasks`. */
+  taskIndex: number;
   /** Resolves once the group (and its run) is in the store. */
   ready: Promise<void>;
 }
@@ -126,6 +135,8 @@ export class OrchestratedRollout {
   private readonly programs = new Map<string, ProgramState>();
   private readonly groups = new Map<string, GroupState>();
   private readonly consumed = new Set<string>();
+  /** Indices (into `tasks`) of the tasks whose groups were taken into batches, in the order they were taken. */
+  private readonly consumedTaskIndices: number[] = [];
   private readonly running = new Set<Promise<void>>();
   private readonly active: Map<string, number>;
   private readonly placed = new Map<string, Placement>();
@@ -156,6 +167,7 @@ export class OrchestratedRollout {
       tasks: o.tasks.map((t, i) => ({ id: String(i), promptTokens: estimateTokens(t), maxTokens: this.maxTokens })),
       rng: o.rng,
       ...(o.shuffle === false ? { shuffle: false } : {}),
+      ...(o.resumed ? { exclude: new Set([...o.resumed.exclude].map(String)) } : {}),
       scheduler: o.scheduler ?? createRolloutScheduler("fifo-group"),
       clock: o.clock,
       idPrefix: `${o.runId}/g`,
@@ -170,6 +182,11 @@ export class OrchestratedRollout {
     if (o.signal?.aborted) this.onAbort();
     else o.signal?.addEventListener("abort", this.onAbort, { once: true });
     this.tick();
+  }
+
+  /** Indices (into `tasks`) of the tasks whose groups batches took so far, in the order taken (an async run's resume state). */
+  consumedTasks(): readonly number[] {
+    return this.consumedTaskIndices;
   }
 
   /** True once the rollout stopped (aborted, failed, drained or finished): no more batches come. */
@@ -372,15 +389,18 @@ export class OrchestratedRollout {
     const it = this.o.iterationOf?.(position);
     if (it !== undefined && !this.keyStart.has(it.key)) this.keyStart.set(it.key, position);
     const task = this.o.tasks[taskIndex] as Task;
-    const id = it === undefined ? `${runId}/g${position}` : `${runId}/${it.key}/g${position - (this.keyStart.get(it.key) as number)}`;
-    const group: Group = { id, runId, taskId: task.id, programIds: requests.map((r) => `${id}/s${r.index}`), ...(it !== undefined ? { iteration: it.iteration } : {}), ...(it?.attempt !== undefined ? { attempt: it.attempt } : {}) };
+    const resumed = this.o.resumed;
+    const id =
+      it !== undefined ? `${runId}/${it.key}/g${position - (this.keyStart.get(it.key) as number)}` : resumed !== undefined ? `${runId}/r${resumed.attempt}/g${position}` : `${runId}/g${position}`;
+    const attempt = it?.attempt ?? resumed?.attempt;
+    const group: Group = { id, runId, taskId: task.id, programIds: requests.map((r) => `${id}/s${r.index}`), ...(it !== undefined ? { iteration: it.iteration } : {}), ...(attempt !== undefined ? { attempt } : {}) };
     const ready = (async () => {
       await created;
       await this.o.store.createGroup(group);
     })();
     // A failed store write stops the rollout; the programs waiting on it end as failed jobs.
     ready.catch((e: unknown) => this.halt("aborted", e));
-    const gs: GroupState = { group, key: it?.key, ready };
+    const gs: GroupState = { group, key: it?.key, taskIndex, ready };
     this.groups.set(orchId, gs);
     requests.forEach((r, i) => this.programs.set(r.id, { task, group: gs, programId: group.programIds[i] as string, sampleIndex: r.index, started: false }));
   }
@@ -392,7 +412,10 @@ export class OrchestratedRollout {
   /** The batch with store ids and engine versions, its programs read back from the store. */
   private async take(batch: RolloutBatch): Promise<TakenBatch> {
     const gs = batch.groups.map((g) => this.groups.get(g.id) as GroupState);
-    for (const g of gs) this.consumed.add(g.group.id);
+    for (const g of gs) {
+      this.consumed.add(g.group.id);
+      this.consumedTaskIndices.push(g.taskIndex);
+    }
     const programId = (requestId: string): string => (this.programs.get(requestId) as ProgramState).programId;
     const abs: RolloutBatch = {
       ...batch,
@@ -410,7 +433,7 @@ export class OrchestratedRollout {
     const keys = new Set(gs.map((g) => g.key));
     const [key] = keys;
     const whole = this.o.settings.mode === "sync" && keys.size === 1 && key !== undefined && [...this.groups.values()].every((g) => g.key !== key || gs.includes(g));
-    return { id: whole ? `${this.o.runId}-${key}` : `${this.o.runId}-step${batch.index + 1}`, batch: abs, groups, trajectories };
+    return { id: whole ? `${this.o.runId}-${key}` : `${this.o.runId}-step${(this.o.resumed?.stepsBefore ?? 0) + batch.index + 1}`, batch: abs, groups, trajectories };
   }
 
   private async finishRun(): Promise<void> {

@@ -12,16 +12,18 @@ export function isHeldOutGroup(g: Group): boolean {
 
 /**
  * The ids of the groups superseded by a later attempt: an iteration's (or a held-out version's) groups of every
- * attempt but its last. Groups without an iteration or version (async runs) are never superseded.
+ * attempt but its last. An async run's groups (no iteration) count per task: a resumed async run rolls out again
+ * exactly the tasks its killed process had not trained on (admitted, cut or finished but in no batch), so a task's
+ * group of an earlier attempt is superseded where a later attempt has one.
  */
 export function supersededGroupIds(groups: readonly Group[]): Set<string> {
-  const keyOf = (g: Group): string | undefined => (g.heldOutVersion !== undefined ? `v${g.heldOutVersion}` : g.iteration !== undefined ? `it${g.iteration}` : undefined);
+  const keyOf = (g: Group): string => (g.heldOutVersion !== undefined ? `v${g.heldOutVersion}` : g.iteration !== undefined ? `it${g.iteration}` : `task:${g.taskId}`);
   const last = new Map<string, number>();
   for (const g of groups) {
     const k = keyOf(g);
-    if (k !== undefined) last.set(k, Math.max(last.get(k) ?? 0, g.attempt ?? 0));
+    last.set(k, Math.max(last.get(k) ?? 0, g.attempt ?? 0));
   }
-  return new Set(groups.filter((g) => (g.attempt ?? 0) < (last.get(keyOf(g) ?? "") ?? 0)).map((g) => g.id));
+  return new Set(groups.filter((g) => (g.attempt ?? 0) < (last.get(keyOf(g)) ?? 0)).map((g) => g.id));
 }
 
 /** The run's trajectories of its training groups (held-out and superseded groups' programs left out), in creation order. */

@@ -70,6 +70,18 @@ describe("rollout orchestrator", () => {
     expect(o.pump().map((g) => g.id)).toEqual(["g2"]);
   });
 
+  it("async: excluded tasks leave the shuffled order, the others keep their places (a resumed run)", () => {
+    const order = (exclude?: ReadonlySet<string>): string[] => {
+      const o = make({ mode: "async", batchGroups: 1, maxInFlightGroups: 4, groupSize: 1, ...(exclude ? { exclude } : {}) });
+      return o.pump().map((g) => g.taskId);
+    };
+    const all = order();
+    expect([...all].sort()).toEqual(["t0", "t1", "t2", "t3"]);
+    expect(all).not.toEqual(["t0", "t1", "t2", "t3"]); // shuffled (seed 1)
+    const gone = new Set([all[0] as string, all[2] as string]);
+    expect(order(gone)).toEqual(all.filter((t) => !gone.has(t)));
+  });
+
   it("refuses inconsistent reports and bad options with the field named", () => {
     const o = make({});
     o.pump();

@@ -92,6 +92,11 @@ export interface OrchestratorOptions {
   maxStaleness?: number;
   /** Prefix of group ids (default "g"). */
   idPrefix?: string;
+  /**
+   * Ids of tasks left out of every pass, after its shuffle (a resumed async run's tasks already trained on): the
+   * other tasks keep the order they had, so the resumed run admits what the killed one would have.
+   */
+  exclude?: ReadonlySet<string>;
   /** Called by publishVersion: engines reload the weights (and may interrupt chunks in flight). */
   onWeightSync?: (version: number) => void;
 }
@@ -164,7 +169,10 @@ export class RolloutOrchestrator {
     for (let e = 0; e < (o.epochs ?? 1); e++) {
       const idx = o.tasks.map((_, i) => i);
       if (o.shuffle !== false) o.rng.fork(`epoch:${e}`).shuffle(idx);
-      for (const i of idx) this.order.push(o.tasks[i] as OrchestratorTask);
+      for (const i of idx) {
+        const task = o.tasks[i] as OrchestratorTask;
+        if (!o.exclude?.has(task.id)) this.order.push(task);
+      }
     }
   }
 
