@@ -32,6 +32,11 @@ LAYOUTS = ("tree", "flat")
 #: Tokens one forward/backward pass may run (tree nodes, or Σ sample lengths in the flat layout) by default.
 DEFAULT_MAX_PASS_TOKENS = 4096
 
+#: Adam's state and the step count, written into each ``policy-v{N}/`` beside the weights (torch.save): a trainer
+#: started again from that directory takes the very step the uninterrupted one would have.
+OPTIMIZER_FILE = "adam.pt"
+OPTIMIZER_FORMAT = "arbor-torch-adam-1"
+
 #: The per-term arrays a sub-batch slices.
 _TERM_FIELDS = ("term_target", "term_unit", "term_token", "term_advantage", "term_old_logprob", "term_weight")
 
@@ -256,4 +261,18 @@ class TorchTrainer:
         """Write the current weights as ``out_dir/policy-v{version}/`` (HF layout, F32, tokenizer files copied
         from the starting checkpoint); returns that directory's path."""
         path = os.path.join(out_dir, f"policy-v{self.version}")
-        return save_hf_checkpoint(path, self.hf_config, self.tensors(), source_dir=self.hf_dir)
+        saved = save_hf_checkpoint(path, self.hf_config, self.tensors(), source_dir=self.hf_dir)
+        state = {"format": OPTIMIZER_FORMAT, "steps": self.steps, "optimizer": self.optimizer.state_dict()}
+        tmp = os.path.join(saved, f".{OPTIMIZER_FILE}.tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, os.path.join(saved, OPTIMIZER_FILE))
+        return saved
+
+    def load_optimizer_state(self, path: str) -> None:
+        """Restore Adam's state and the step count that :meth:`save` wrote (``policy-v{N}/adam.pt``) into a trainer
+        started from that directory; raises ValueError when the file is not such a state."""
+        state = torch.load(path, map_location="cpu")
+        if not (isinstance(state, dict) and state.get("format") == OPTIMIZER_FORMAT):
+            raise ValueError(f"trainer: {path} is not an Arbor optimizer state (format {OPTIMIZER_FORMAT!r})")
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = int(state["steps"])

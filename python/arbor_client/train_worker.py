@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from .torch_trainer import DEFAULT_MAX_PASS_TOKENS, LAYOUTS, TorchTrainer
+from .torch_trainer import DEFAULT_MAX_PASS_TOKENS, LAYOUTS, OPTIMIZER_FILE, TorchTrainer
 
 __all__ = ["parse_args", "has_signal", "make_step_fn", "main"]
 
@@ -91,7 +91,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     client = TrainerClient(args.url)
     version = args.version if args.version is not None else int(client.stats().get("policyVersion", 0))
     trainer = TorchTrainer(args.from_dir, lr=args.lr, max_grad_norm=args.max_grad_norm, layout=args.layout, dtype=DTYPES[args.dtype], version=version, max_pass_tokens=args.max_pass_tokens)
-    print(f"train-worker  {args.url}: training {args.from_dir} ({args.layout}, {args.dtype}) from policy version {version}, checkpoints in {args.out_dir}", flush=True)
+    # A policy-v{N}/ this worker wrote holds Adam's state: a worker started again on a resumed run goes on with it.
+    adam = os.path.join(args.from_dir, OPTIMIZER_FILE)
+    resumed = os.path.exists(adam)
+    if resumed:
+        trainer.load_optimizer_state(adam)
+    with_state = f" with its optimizer state ({adam})" if resumed else ""
+    print(f"train-worker  {args.url}: training {args.from_dir} ({args.layout}, {args.dtype}) from policy version {version}{with_state}, checkpoints in {args.out_dir}", flush=True)
     summary = train_loop(client, make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True)), batches=args.batches, poll_s=args.poll_s)
     print(f"train-worker: {summary.batches} batch(es), {len(summary.versions)} step(s), policy v{trainer.version}", flush=True)
     return 0

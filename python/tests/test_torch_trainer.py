@@ -1,5 +1,5 @@
 """TorchTrainer and the train worker's step function: gradients against finite differences, clipping, Adam,
-versions, checkpoints (HF layout, tokenizer files copied), and batches without signal."""
+versions, checkpoints (HF layout, tokenizer files copied, Adam's state beside them), and batches without signal."""
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +15,7 @@ try:
     import torch
 
     from arbor_client.hf_checkpoint import load_hf_checkpoint
-    from arbor_client.torch_trainer import TorchTrainer, micro_batches, sub_batch
+    from arbor_client.torch_trainer import OPTIMIZER_FILE, TorchTrainer, micro_batches, sub_batch
     from arbor_client.train_worker import has_signal, make_step_fn, parse_args
 except ImportError:
     torch = None
@@ -126,6 +126,28 @@ class TorchTrainerTest(unittest.TestCase):
         self.assertEqual(back.config, load_hf_checkpoint(self.hf).config)
         for k, v in tr.tensors().items():
             self.assertTrue(torch.equal(back.tensors[k], v), k)
+
+    def test_a_trainer_started_from_a_saved_policy_dir_with_its_adam_state_takes_the_same_step(self):
+        out = os.path.join(self.dir, "out")
+        first = TorchTrainer(self.hf, lr=1e-2)
+        first.step(tiny_batch(GRPO))
+        v1 = first.save(out)
+        self.assertTrue(os.path.exists(os.path.join(v1, OPTIMIZER_FILE)))
+        first.step(tiny_batch(GSPO))
+        # Started again from policy-v1/ (a resumed run): with the moments it steps as the uninterrupted trainer did.
+        again = TorchTrainer(v1, lr=1e-2, version=1)
+        again.load_optimizer_state(os.path.join(v1, OPTIMIZER_FILE))
+        self.assertEqual(again.steps, 1)
+        again.step(tiny_batch(GSPO))
+        for k, v in first.tensors().items():
+            self.assertTrue(torch.equal(again.tensors()[k], v), k)
+        # Without them Adam's second step is a first step again: the weights differ.
+        fresh = TorchTrainer(v1, lr=1e-2, version=1)
+        fresh.step(tiny_batch(GSPO))
+        self.assertFalse(torch.equal(fresh.tensors()["lm_head.weight"], first.tensors()["lm_head.weight"]))
+        with self.assertRaisesRegex(ValueError, "not an Arbor optimizer state"):
+            torch.save({"format": "other"}, os.path.join(self.dir, "x.pt"))
+            again.load_optimizer_state(os.path.join(self.dir, "x.pt"))
 
     def test_rejects_batches_without_terms_and_bad_options(self):
         tr = TorchTrainer(self.hf)

@@ -1,8 +1,9 @@
 // `arbor run` with train.trainer: external end to end on the real stack (the shipped SFT policy on two
 // llama.cpp engines behind the gateway, bwrap sandboxes, SQLite store), trained by `arbor train-worker`'s
 // loop in the same process over HTTP: each iteration's batch is taken, stepped on, announced (both engines
-// load it) and acked, and the next iteration runs on the announced version. Then the wait's limits (on a
-// virtual clock), a run nobody trains, and the config's errors.
+// load it) and acked, and the next iteration runs on the announced version; the finished run resumed one iteration
+// further with a worker started again without --from (it goes on from v2 with its optimizer state). Then the wait's
+// limits (on a virtual clock), a run nobody trains, and the config's errors.
 import { chmodSync, existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,6 +20,9 @@ import { runIteration, type RunSummary } from "./run.js";
 import { smallRlConfig } from "../testing/rl-config.js";
 import { runTrainWorker, type TrainWorkerResult } from "./train-worker.js";
 import { iterationTrajectories } from "../testing/iteration-trajectories.js";
+import { parseOverride } from "../core/config-overrides.js";
+import { readResumeState } from "../loop/resume-state.js";
+import { loadResumedRun } from "./run-resume.js";
 
 const dir = mkdtempSync(join(tmpdir(), "arbor-external-"));
 // Sandboxes run as uid 65534 when we are root: their root must be reachable by it.
@@ -100,6 +104,33 @@ describe("arbor run with train.trainer: external and arbor train-worker (end to 
     }
     for (const backend of ["e0", "e1"]) expect(new Set(replies.filter((r) => r.backend === backend).map((r) => r.version))).toEqual(new Set([0, 1]));
   });
+
+  it("resumed one iteration further, a worker started again without --from goes on from v2 with its optimizer state", async () => {
+    const out = join(dir, "ext-e2e");
+    expect(readResumeState(out)).toMatchObject({ completedIterations: 2, policyVersion: 2, checkpoint: join(workerOut, "policy-v2.gguf") });
+    // An external trainer keeps its optimizer state itself: the run records none.
+    expect(readResumeState(out).optimizer).toBeUndefined();
+    const { cfg, state } = loadResumedRun(out, undefined, [parseOverride("iterations=3")]);
+    const logged: string[] = [];
+    let started: Promise<TrainWorkerResult> | undefined;
+    const resumed = await runIteration(cfg, {
+      progress: false,
+      resume: state,
+      log: (line) => {
+        logged.push(line);
+        const url = /^trainer {2}(http:\/\/\S+) \(external: waiting for a trainer at policy v2\)$/.exec(line)?.[1];
+        if (url !== undefined) started = runTrainWorker({ url, outDir: workerOut, lr: 3e-3, pollMs: 20, log: (l) => logged.push(l) });
+      },
+    });
+    expect(started, logged.join("\n")).toBeDefined();
+    const again = await (started as Promise<TrainWorkerResult>);
+    expect(logged).toContain(`resume   ext-e2e: 2 of 3 iterations done, policy v2`);
+    expect(logged.some((l) => l.includes(`training ${join(workerOut, "policy-v2.gguf")} from policy version 2 with its optimizer state`))).toBe(true);
+    expect(again.batches.map((b) => [b.id, b.version])).toEqual([["ext-e2e-it3-r1", 3]]);
+    expect(resumed.iterations.map((r) => [r.iteration, r.policyVersion, r.update?.version])).toEqual([[3, 2, 3]]);
+    expect(resumed.engineVersions).toEqual([3, 3]);
+    expect(readResumeState(out)).toMatchObject({ completedIterations: 3, policyVersion: 3, checkpoint: join(workerOut, "policy-v3.gguf"), resumes: 1 });
+  }, 400_000);
 
   it("prints the trainer URL once and a line per iteration with the version after the ack", async () => {
     expect(lines.filter((l) => l.startsWith("trainer "))).toHaveLength(1);

@@ -10,12 +10,11 @@ import type { RunConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
 import type { Environment } from "../envs/env.js";
 import { checkRoutingConfig } from "../gateway/routing/registry.js";
-import type { ResumeState } from "../loop/resume-state.js";
 import { bwrapAvailable } from "../sandbox/bwrap.js";
 
-/** Throws an ArborError for a config this run cannot carry out (the sandbox, routing, estimator, `--resume`, async, `--cluster`). */
-export function checkRunStart(cfg: RunConfig, opts: { cluster?: ClusterConfig; resume?: ResumeState }): void {
-  const { cluster, resume } = opts;
+/** Throws an ArborError for a config this run cannot carry out (the sandbox, routing, estimator, async, `--cluster`). */
+export function checkRunStart(cfg: RunConfig, opts: { cluster?: ClusterConfig }): void {
+  const { cluster } = opts;
   // The embedded gateway's routing (a cluster's gateway is a service of its own, checked where it starts).
   if (cluster === undefined) checkRoutingConfig(cfg.gateway.routing);
   // The estimator and its options, which the first batch would otherwise meet after a whole rollout.
@@ -23,10 +22,6 @@ export function checkRunStart(cfg: RunConfig, opts: { cluster?: ClusterConfig; r
   if (cfg.sandbox.provider === "bwrap" && cluster === undefined) {
     const bw = bwrapAvailable();
     if (!bw.ok) throw new ArborError(bw.message, "sandbox");
-  }
-  if (resume !== undefined) {
-    // What only a run training in its own process keeps in resume.json.
-    if (cfg.train?.external) throw new ArborError("--resume: runs with an external trainer (train.external) cannot be resumed yet: its optimizer state is its own", "config");
   }
   if (cfg.rollout.mode === "async" && cfg.train === undefined) {
     // Async batches exist only for a trainer to take them.

@@ -6,7 +6,7 @@ import type { Clock } from "../core/clock.js";
 import { startExternalTrainer } from "../loop/external-trainer.js";
 import { startReferenceTrainer } from "../loop/reference-trainer.js";
 import type { ResumeState } from "../loop/resume-state.js";
-import type { Trainer, WeightSync } from "../loop/trainer-port.js";
+import type { Trainer, TrainerStart, WeightSync } from "../loop/trainer-port.js";
 import { scheduledLr } from "../trainer/lr-schedule.js";
 
 export interface RunTrainerOptions {
@@ -28,10 +28,13 @@ export async function startRunTrainer(o: RunTrainerOptions): Promise<Trainer | u
   const { cfg, resume } = o;
   const t = cfg.train;
   if (t === undefined) return undefined;
-  if (t.external && o.trainerApi) return o.trainerApi({ waitMs: t.external.waitMs, signal: o.signal });
+  // A resumed run's external trainer goes on from its last version (the trainer protocol says which, and its
+  // checkpoint); the trainer keeps its own optimizer state (`arbor train-worker` beside its checkpoints).
+  const start: TrainerStart | undefined = resume?.checkpoint !== undefined && resume.policyVersion > 0 ? { version: resume.policyVersion, modelPath: resume.checkpoint } : undefined;
+  if (t.external && o.trainerApi) return o.trainerApi({ waitMs: t.external.waitMs, signal: o.signal, ...(start ? { start } : {}) });
   if (t.external) {
-    const trainer = await startExternalTrainer({ config: t.external, weights: o.weights, modelPath: o.modelPath, clock: o.clock, signal: o.signal });
-    o.log(`trainer  ${trainer.url} (external: waiting for a trainer)`);
+    const trainer = await startExternalTrainer({ config: t.external, weights: o.weights, modelPath: start?.modelPath ?? o.modelPath, ...(start ? { version: start.version } : {}), clock: o.clock, signal: o.signal });
+    o.log(`trainer  ${trainer.url} (external: waiting for a trainer${start ? ` at policy v${start.version}` : ""})`);
     return trainer;
   }
   const lrAt = t.lrSchedule === "constant" ? undefined : (step: number) => scheduledLr(t.lr, step, cfg.iterations * t.epochs, t.lrSchedule, t.warmupSteps);

@@ -228,8 +228,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       return { iteration: k, key: `it${k}${attempt !== undefined && k === done + 1 ? `-r${attempt}` : ""}`, ...(attempt !== undefined ? { attempt } : {}) };
     };
     const checkpointDir = join(outDir, "checkpoints");
-    // Runs training here (or not at all) can be resumed: resume.json, rewritten after each iteration or step, says what is done.
-    const resumable = !cfg.train?.external;
+    // resume.json, rewritten after each iteration or step, says what is done.
     const trainedOn = resume?.consumedTasks ?? [];
     let state: ResumeState = resume
       ? { ...resume, config: cfg, resumes: attempt as number, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() }
@@ -246,7 +245,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           ...(cluster ? { cluster: cluster.name } : {}),
           updatedAt: clock.now(),
         };
-    if (resumable) writeResumeState(outDir, state);
+    writeResumeState(outDir, state);
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     const weights = d.announce ? d.announce(fleet) : fleet;
     trainer = await startRunTrainer({ cfg, ...(d.trainerApi ? { trainerApi: d.trainerApi } : {}), weights, modelPath, clock, checkpointDir, signal: abort.signal, log, ...(resume ? { resume } : {}) });
@@ -332,16 +331,15 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         clock,
         ...(held ? { evaluate: held.evaluate } : {}),
         onStep: (r) => {
-          if (resumable) {
-            const u = r.update;
-            if (u?.stepped && u.checkpoint !== undefined) state = { ...state, checkpoint: u.checkpoint, optimizer: join(checkpointDir, optimizerFileName(u.version)) };
-            const heldOutState = held?.evaluation.state();
-            // (Async: this step's batch is the last the rollout took; the next is taken after this call.)
-            const consumed = sync ? undefined : [...trainedOn, ...rollout.consumedTasks()];
-            const cursor = consumed === undefined ? { taskCursor: r.iteration * settings.batchGroups } : { taskCursor: consumed.length, consumedTasks: consumed };
-            state = { ...state, completedIterations: r.iteration, ...cursor, policyVersion: u?.version ?? state.policyVersion, ...(heldOutState ? { heldOut: heldOutState } : {}), updatedAt: clock.now() };
-            writeResumeState(outDir, state);
-          }
+          const u = r.update;
+          // (An external trainer keeps its optimizer state itself.)
+          if (u?.stepped && u.checkpoint !== undefined) state = { ...state, checkpoint: u.checkpoint, ...(u.external ? {} : { optimizer: join(checkpointDir, optimizerFileName(u.version)) }) };
+          const heldOutState = held?.evaluation.state();
+          // (Async: this step's batch is the last the rollout took; the next is taken after this call.)
+          const consumed = sync ? undefined : [...trainedOn, ...rollout.consumedTasks()];
+          const cursor = consumed === undefined ? { taskCursor: r.iteration * settings.batchGroups } : { taskCursor: consumed.length, consumedTasks: consumed };
+          state = { ...state, completedIterations: r.iteration, ...cursor, policyVersion: u?.version ?? state.policyVersion, ...(heldOutState ? { heldOut: heldOutState } : {}), updatedAt: clock.now() };
+          writeResumeState(outDir, state);
           metrics.append(r, sync ? "iteration" : "step");
           progress?.step();
           if (!sync) log(asyncStepLine(r, cfg.iterations));

@@ -1,7 +1,8 @@
 // The train-worker loop against a real trainer protocol server (createTrainerServer over HTTP) with batches
 // from the real batch builder: a batch with signal is stepped on, checkpointed, announced and only then
-// acked; a batch without signal is acked without an announcement; --batches, a server that goes away, a
-// failing announcement (the batch is requeued) and bad options.
+// acked; a batch without signal is acked without an announcement; a worker started again on a resumed run (from
+// the server's model path with Adam's state: the same step); --batches, a server that goes away, a failing
+// announcement (the batch is requeued) and bad options.
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -115,6 +116,30 @@ describe("arbor train-worker loop", () => {
     expect(r.reason).toBe("server-gone");
     expect(r.batches.map((b) => [b.id, b.version])).toEqual([["late", 5]]);
     expect(existsSync(join(dir, "out-2", "policy-v5.gguf"))).toBe(true);
+  }, 120_000);
+
+  it("started again on a resumed run: from the run's checkpoint with Adam's state, its later checkpoints removed, the same step", async () => {
+    const outDir = join(dir, "out-resume");
+    // The uninterrupted worker: b1 → v1, b2 → v2, Adam's state beside each checkpoint.
+    const first = await serve([batch("b1", [0, 1, 0.5]), batch("b2", [1, 0, 0.25])]);
+    const r1 = await runTrainWorker({ url: first.url, from: FROM, outDir, batches: 2, pollMs: 5 });
+    expect(r1.batches.map((b) => b.version)).toEqual([1, 2]);
+    for (const v of [1, 2]) expect(existsSync(join(outDir, `policy-v${v}.adam.safetensors`))).toBe(true);
+    const uninterrupted = readGguf(join(outDir, "policy-v2.gguf")).tensors;
+    // The run was killed before it recorded b2's step: resumed at v1, it offers b2 again. The worker gets no --from.
+    const v1 = join(outDir, "policy-v1.gguf");
+    const resumed = createTrainerServer({ capacity: 2, initialPolicyVersion: 1, initialModelPath: v1, onWeights: () => {} });
+    servers.push(resumed);
+    resumed.offer(batch("b2", [1, 0, 0.25]));
+    const url = await resumed.app.listen({ host: "127.0.0.1", port: 0 });
+    const lines: string[] = [];
+    const r2 = await runTrainWorker({ url, outDir, batches: 1, pollMs: 5, log: (l) => lines.push(l) });
+    expect(lines[0]).toBe(`train-worker  ${url}: training ${v1} from policy version 1 with its optimizer state (${join(outDir, "policy-v1.adam.safetensors")}), checkpoints in ${outDir}`);
+    expect(r2.batches.map((b) => [b.id, b.version])).toEqual([["b2", 2]]);
+    // Step for step what the uninterrupted worker trained (without the moments, Adam's step would differ).
+    const again = readGguf(join(outDir, "policy-v2.gguf")).tensors;
+    expect(again.map((t) => t.name)).toEqual(uninterrupted.map((t) => t.name));
+    again.forEach((t, i) => expect(Array.from(t.data), t.name).toEqual(Array.from((uninterrupted[i] as typeof t).data)));
   }, 120_000);
 
   it("requeues the batch and fails when the announcement is refused", async () => {

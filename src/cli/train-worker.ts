@@ -2,23 +2,31 @@
 // trainer protocol to `arbor run` (train.trainer: external): pull a batch, step on the samples that carry an
 // advantage (packed as a prefix tree, as the in-process path does), write `policy-v{N}.gguf`, announce it and
 // only then ack the batch with the step's loss, gradient norm and entropy (docs/batch-schema.md). A batch
-// without signal is acked without a step. It is also the reference for writing such a loop around another trainer.
+// without signal is acked without a step. Adam's state is written beside each checkpoint
+// (`policy-v{N}.adam.safetensors`), so a worker started again on a resumed run (`arbor run --resume`) goes on from the
+// run's last version with the moments the uninterrupted worker would have had: by default it starts from the weights
+// the run's engines serve (GET /v1/stats), and loads the optimizer state found beside them. It is also the
+// reference for writing such a loop around another trainer.
 import { lineLog, processLog } from "../core/logger.js";
-import { mkdirSync } from "node:fs";
-import { resolve } from "node:path";
+import { existsSync, mkdirSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 import { TrainerClient } from "../batch/trainer-client.js";
 import { buildTreeBatch } from "../batch/tree/tree-batch.js";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { samplesWithSignal } from "../loop/rl-update.js";
+import { checkpointFileName, optimizerFileName, removeCheckpointsAfter } from "../trainer/checkpoint.js";
 
 /** Options of {@link runTrainWorker}. */
 export interface TrainWorkerOptions {
   /** Trainer protocol URL (what `arbor run` printed), e.g. http://127.0.0.1:8400. */
   url: string;
-  /** GGUF of the weights the run's engines serve now (the run's `model.path`, or the latest checkpoint). */
-  from: string;
+  /**
+   * GGUF of the weights the run's engines serve now (the run's `model.path`, or the latest checkpoint); default: the
+   * `modelPath` the run's trainer server reports (GET /v1/stats).
+   */
+  from?: string;
   /** Where checkpoints `policy-v{N}.gguf` (+ manifest.json) are written; the run's engines must be able to read them. */
   outDir: string;
   /** Adam learning rate (default 1e-3). */
@@ -94,10 +102,23 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
   // Said once, so that a worker started before its run (or at a wrong URL) does not wait minutes in silence.
   const onMiss = (e: Error): void => log(`train-worker  ${o.url}: not reachable yet (${e.message}); retrying for up to ${waitMs / 1000} s (--wait-ms)`);
   const start = await untilReachable(() => client.stats(), clock, waitMs, o.signal, onMiss);
+  const from = o.from ?? start.modelPath;
+  if (from === null) throw new ArborError(`train-worker: ${o.url} reports no model path; give --from <gguf> (the weights the run's engines serve)`, "config");
   mkdirSync(o.outDir, { recursive: true });
+  // Versions after the run's are a killed run's unrecorded steps (or an earlier run's): the next step publishes anew.
+  removeCheckpointsAfter(o.outDir, start.policyVersion);
   const { Trainer } = await import("../trainer/trainer.js");
-  const trainer = await Trainer.fromGguf(o.from, { lr: o.lr ?? 1e-3, maxGradNorm: o.maxGradNorm ?? 1, version: start.policyVersion, clock });
-  log(`train-worker  ${o.url}: training ${o.from} from policy version ${start.policyVersion}, checkpoints in ${o.outDir}`);
+  const trainer = await Trainer.fromGguf(from, { lr: o.lr ?? 1e-3, maxGradNorm: o.maxGradNorm ?? 1, version: start.policyVersion, clock });
+  // A checkpoint of the run's version with Adam's state beside it (this worker's own, written at that step).
+  const adam = basename(from) === checkpointFileName(start.policyVersion) ? join(dirname(from), optimizerFileName(start.policyVersion)) : undefined;
+  const resumed = adam !== undefined && existsSync(adam);
+  try {
+    if (resumed) await trainer.loadOptimizerState(adam);
+  } catch (e) {
+    trainer.dispose();
+    throw e;
+  }
+  log(`train-worker  ${o.url}: training ${from} from policy version ${start.policyVersion}${resumed ? ` with its optimizer state (${adam})` : ""}, checkpoints in ${o.outDir}`);
   const done: TrainedBatch[] = [];
   const end = (reason: TrainWorkerResult["reason"]): TrainWorkerResult => ({ reason, batches: done, version: trainer.version });
   try {
@@ -129,6 +150,7 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
         const tb = buildTreeBatch(useful, batch.loss);
         const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
         const { path } = trainer.checkpoint(o.outDir, o.keepCheckpoints);
+        await trainer.saveOptimizerState(join(o.outDir, optimizerFileName(r.version)));
         // The protocol's order: the engines serve the new weights before the batch counts as trained.
         await client.announceWeights(r.version, path);
         // The run records what the step measured as it does its in-process trainer's (metrics.jsonl, TensorBoard).
@@ -185,7 +207,7 @@ function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
 /** Options of the `arbor train-worker` command (commander's names). */
 export interface TrainWorkerCommandOptions {
   url: string;
-  from: string;
+  from?: string;
   outDir: string;
   lr: number;
   maxGradNorm: number;
@@ -204,7 +226,7 @@ export async function trainWorkerCommand(o: TrainWorkerCommandOptions): Promise<
   try {
     const r = await runTrainWorker({
       url: o.url,
-      from: resolve(o.from),
+      ...(o.from !== undefined ? { from: resolve(o.from) } : {}),
       outDir: resolve(o.outDir),
       lr: o.lr,
       maxGradNorm: o.maxGradNorm,

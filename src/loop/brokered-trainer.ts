@@ -46,6 +46,8 @@ export interface BrokeredTrainerOptions {
   dir: string;
   /** The weights the engines serve at the start. */
   modelPath: string;
+  /** Their policy version (a resumed run's; default 0). */
+  version?: number;
   /** How long a batch may wait for its ack before the run fails (train.external.waitMs). */
   waitMs: number;
   clock: Clock;
@@ -55,7 +57,7 @@ export interface BrokeredTrainerOptions {
 /** Start listening for acks and return the Trainer; `close()` stops listening. */
 export async function startBrokeredTrainer(o: BrokeredTrainerOptions): Promise<Trainer> {
   mkdirSync(o.dir, { recursive: true });
-  let version = 0;
+  let version = o.version ?? 0;
   let modelPath = o.modelPath;
   const waiting = new Map<string, (ev: BatchAckedEvent) => void>();
   const subscription: EventSubscription = await o.bus.subscribe("batch-acked", (ev) => waiting.get(ev.data.batchId)?.(ev.data), { replay: "new" });

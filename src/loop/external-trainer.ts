@@ -24,6 +24,8 @@ export interface ExternalTrainerOptions {
   weights: WeightSync;
   /** The GGUF the engines start from (GET /v1/stats's `modelPath` until a trainer announces weights; named in the hint of a timeout error). */
   modelPath: string;
+  /** Its policy version (GET /v1/stats's `policyVersion` until a trainer announces weights): a resumed run's; default 0. */
+  version?: number;
   clock: Clock;
   /** Aborts a wait (SIGINT/SIGTERM of the run). */
   signal?: AbortSignal;
@@ -60,7 +62,7 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
   const server = createTrainerServer({
     // One batch is out per iteration; a second slot only absorbs a trainer that requeues at the wrong time.
     capacity: 2,
-    initialPolicyVersion: 0,
+    initialPolicyVersion: o.version ?? 0,
     initialModelPath: o.modelPath,
     onWeights: async (w) => {
       if (pending === undefined) {

@@ -3,11 +3,11 @@
 // with the optimizer state beside it (`policy-v{N}.adam.safetensors`), so a killed run can resume. With
 // `draftModel` (config `train.draftModel`), each step also distils the draft model from the new policy on
 // the batch's sequences and writes `draft-v{N}.gguf` beside the checkpoint (draft-alignment.ts).
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
-import { MANIFEST_FILE, optimizerFileName, readManifest } from "../trainer/checkpoint.js";
+import { optimizerFileName, removeCheckpointsAfter } from "../trainer/checkpoint.js";
 import type { Trainer as TfTrainer } from "../trainer/trainer.js";
 import type { DraftModelOptions } from "../trainer/draft-distiller.js";
 import { DraftAlignment } from "./draft-alignment.js";
@@ -68,7 +68,7 @@ export async function startReferenceTrainer(modelPath: string, o: ReferenceTrain
     for (const path of [r.checkpoint, r.optimizer]) {
       if (path !== undefined && !existsSync(path)) throw new ArborError(`--resume: ${path} (policy version ${r.version}) is gone; train.keepCheckpoints may have removed it`, "config");
     }
-    removeNewerThan(o.checkpointDir, r.version);
+    removeCheckpointsAfter(o.checkpointDir, r.version);
   }
   // tfjs loads only when a run trains.
   const { Trainer: Tf } = await import("../trainer/trainer.js");
@@ -83,16 +83,4 @@ export async function startReferenceTrainer(modelPath: string, o: ReferenceTrain
     throw err;
   }
   return referenceTrainer(tf, o, draft);
-}
-
-/** Remove checkpoints and optimizer states of versions after `version`, and a manifest that names one. */
-function removeNewerThan(dir: string, version: number): void {
-  if (!existsSync(dir)) return;
-  for (const f of readdirSync(dir)) {
-    const v = /^policy-v(\d+)\./.exec(f)?.[1];
-    if (v !== undefined && Number(v) > version) rmSync(join(dir, f), { force: true });
-  }
-  const manifest = readManifest(dir);
-  // The next checkpoint must be newer than the manifest's version: the next step writes a fresh one.
-  if (manifest !== undefined && manifest.version > version) rmSync(join(dir, MANIFEST_FILE), { force: true });
 }

@@ -20,6 +20,12 @@ export interface Trainer {
   close(): Promise<void>;
 }
 
+/** Where a trainer of another process starts: a resumed run's last version and its checkpoint (absent: the model file at 0). */
+export interface TrainerStart {
+  version: number;
+  modelPath: string;
+}
+
 /** Has every engine of the run serve a published checkpoint. */
 export interface WeightSync {
   /** Resolves once every engine serves `version` from `modelPath`; rejects naming the engine that did not. */

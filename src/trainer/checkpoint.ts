@@ -100,3 +100,18 @@ export function readManifest(dir: string): CheckpointManifest | undefined {
   }
   return m as CheckpointManifest;
 }
+
+/**
+ * Remove checkpoints and optimizer states of versions after `version`, and a manifest that names one: what a killed
+ * run published after its last recorded step, which the resumed run publishes again (versions must increase).
+ */
+export function removeCheckpointsAfter(dir: string, version: number): void {
+  if (!existsSync(dir)) return;
+  for (const f of readdirSync(dir)) {
+    const v = /^policy-v(\d+)\./.exec(f)?.[1];
+    if (v !== undefined && Number(v) > version) rmSync(join(dir, f), { force: true });
+  }
+  const manifest = readManifest(dir);
+  // The next checkpoint must be newer than the manifest's version: the next step writes a fresh one.
+  if (manifest !== undefined && manifest.version > version) rmSync(join(dir, MANIFEST_FILE), { force: true });
+}
