@@ -69,6 +69,15 @@ export class BatchQueue {
     this.counts.requeued++;
   }
 
+  /** Take a batch out, queued or in flight (its ack or requeue is then refused as unknown); false when it is neither. */
+  withdraw(id: string): boolean {
+    const at = this.queue.findIndex((b) => b.id === id);
+    if (at >= 0) this.queue.splice(at, 1);
+    else if (!this.inFlight.delete(id)) return false;
+    this.ids.delete(id);
+    return true;
+  }
+
   stats(): BatchQueueStats {
     return { capacity: this.capacity, queued: this.queue.length, inFlight: this.inFlight.size, ...this.counts };
   }

@@ -69,6 +69,8 @@ export interface TrainerServer {
    * orchestrator says so with each batch (a new run starts at 0; a restarted trainer-api learns the version).
    */
   setPolicy(version: number, modelPath: string): void;
+  /** Take an offered batch back, queued or with a trainer (whose ack or requeue of it is then refused); false when unknown. */
+  withdraw(id: string): boolean;
   stats(): TrainerServerStats;
 }
 
@@ -177,6 +179,10 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
     setPolicy(version, path) {
       policyVersion = version;
       modelPath = path;
+    },
+    withdraw(id) {
+      safetensors.delete(id);
+      return queue.withdraw(id);
     },
     stats,
   };

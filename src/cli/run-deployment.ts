@@ -65,7 +65,7 @@ export interface RunDeployment {
   /** With a cluster: tells its other parts (the event bus) that the engines serve a new policy version. */
   announce?: (sync: WeightSync) => WeightSync;
   /** With a cluster, train.trainer: external goes through its trainer-api service (else the protocol is served here). */
-  trainerApi?: (o: { waitMs: number; signal: AbortSignal; start?: TrainerStart }) => Promise<Trainer>;
+  trainerApi?: (o: { runId: string; waitMs: number; signal: AbortSignal; start?: TrainerStart }) => Promise<Trainer>;
 }
 
 export interface DeploymentContext {
@@ -261,10 +261,10 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
     engineStats: remoteStats,
     engineVersions: () => [],
     announce: (sync) => announcedWeightSync(sync, bus),
-    trainerApi: async ({ waitMs, signal, start }) => {
+    trainerApi: async ({ runId, waitMs, signal, start }) => {
       const batches = await JetStreamWorkQueue.connect<BatchWork>(broker.url, { ...queueOptions, stream: streams.batches });
       c.onClose(() => batches.close());
-      const trainer = await startBrokeredTrainer({ queue: batches, bus, dir: join(c.outDir, "batches"), modelPath: start?.modelPath ?? c.modelPath, ...(start ? { version: start.version } : {}), waitMs, clock, signal });
+      const trainer = await startBrokeredTrainer({ queue: batches, bus, dir: join(c.outDir, "batches"), modelPath: start?.modelPath ?? c.modelPath, ...(start ? { version: start.version } : {}), runId, waitMs, clock, signal });
       log(`trainer  batches go to ${streams.batches} for arbor serve trainer-api (files in ${join(c.outDir, "batches")})`);
       return trainer;
     },

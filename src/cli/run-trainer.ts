@@ -12,7 +12,9 @@ import { scheduledLr } from "../trainer/lr-schedule.js";
 export interface RunTrainerOptions {
   cfg: RunConfig;
   /** The deployment's trainer-api (--cluster): trains for an external trainer behind that service. */
-  trainerApi?: (o: { waitMs: number; signal: AbortSignal }) => Promise<Trainer>;
+  trainerApi?: (o: { runId: string; waitMs: number; signal: AbortSignal; start?: TrainerStart }) => Promise<Trainer>;
+  /** The run's id (the trainer-api's orchestrator announces it). */
+  runId: string;
   /** Loads each new version on the engines (the external trainer announces them through it). */
   weights: WeightSync;
   modelPath: string;
@@ -31,7 +33,7 @@ export async function startRunTrainer(o: RunTrainerOptions): Promise<Trainer | u
   // A resumed run's external trainer goes on from its last version (the trainer protocol says which, and its
   // checkpoint); the trainer keeps its own optimizer state (`arbor train-worker` beside its checkpoints).
   const start: TrainerStart | undefined = resume?.checkpoint !== undefined && resume.policyVersion > 0 ? { version: resume.policyVersion, modelPath: resume.checkpoint } : undefined;
-  if (t.external && o.trainerApi) return o.trainerApi({ waitMs: t.external.waitMs, signal: o.signal, ...(start ? { start } : {}) });
+  if (t.external && o.trainerApi) return o.trainerApi({ runId: o.runId, waitMs: t.external.waitMs, signal: o.signal, ...(start ? { start } : {}) });
   if (t.external) {
     const trainer = await startExternalTrainer({ config: t.external, weights: o.weights, modelPath: start?.modelPath ?? o.modelPath, ...(start ? { version: start.version } : {}), clock: o.clock, signal: o.signal });
     o.log(`trainer  ${trainer.url} (external: waiting for a trainer${start ? ` at policy v${start.version}` : ""})`);

@@ -248,7 +248,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     writeResumeState(outDir, state);
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     const weights = d.announce ? d.announce(fleet) : fleet;
-    trainer = await startRunTrainer({ cfg, ...(d.trainerApi ? { trainerApi: d.trainerApi } : {}), weights, modelPath, clock, checkpointDir, signal: abort.signal, log, ...(resume ? { resume } : {}) });
+    trainer = await startRunTrainer({ cfg, runId: baseRunId, ...(d.trainerApi ? { trainerApi: d.trainerApi } : {}), weights, modelPath, clock, checkpointDir, signal: abort.signal, log, ...(resume ? { resume } : {}) });
     const units = sync ? "iterations" : "trainer steps";
     if (resume?.checkpoint !== undefined && resume.policyVersion > 0) {
       // Engines started from the model file serve the resumed version before any program runs; a deployment's may

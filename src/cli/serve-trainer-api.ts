@@ -4,8 +4,11 @@
 // loaded on every engine of the cluster file before its POST /v1/weights answers, and its ack of a batch is
 // published (`batch-acked`, with the version the engines serve) before the batch's work is acked, so the
 // orchestrator's step ends exactly once. A batch whose ack was already published (the trainer-api died after
-// publishing) is acked without being served again. GET /healthz, /readyz; SIGTERM drains: no new batch is taken,
-// a batch out with a trainer gets `--drain-ms` for its ack, else it goes back to the queue for another instance.
+// publishing) is acked without being served again. One run trains at a time: the batches of an orchestrator that a
+// later one superseded (`orchestrator-started`: a killed run's batch, never acked) are dropped, taken back from
+// trainers if offered, and no weights are announced while no batch is out. GET /healthz, /readyz; SIGTERM drains: no
+// new batch is taken, a batch out with a trainer gets `--drain-ms` for its ack, else it goes back to the queue for
+// another instance.
 import { lineLog, processLog } from "../core/logger.js";
 import { readFile } from "node:fs/promises";
 import { JetStreamEventBus } from "../broker/jetstream-event-bus.js";
@@ -33,6 +36,9 @@ export interface ServeTrainerApiOptions {
 /** Batches out at once (taken from the broker and offered to trainers). */
 const BATCHES_AT_ONCE = 2;
 
+/** A held batch's end when its orchestrator was superseded: no ack is published, the work is done. */
+const DROPPED = Symbol("dropped");
+
 /** Connect, serve the trainer protocol and take batches until a signal; resolves once drained and closed. */
 export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise<void> {
   const log = o.log ?? lineLog(processLog("trainer-api"));
@@ -52,24 +58,48 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
     const published = new Set<string>();
     const replayed = await bus.subscribe("batch-acked", (ev) => void published.add(ev.data.batchId), { replay: "all" });
     closers.push(() => replayed.close());
-    // A held batch's ack, with the step's metrics the trainer reported (passed on to the orchestrator).
-    const held = new Map<string, (metrics: StepMetrics | undefined) => void>();
+    // A held batch's ack, with the step's metrics the trainer reported (passed on to the orchestrator), or its drop.
+    const held = new Map<string, { session: string | undefined; settle: (metrics: StepMetrics | undefined | typeof DROPPED) => void }>();
+    // Orchestrator sessions a later one superseded (in the order they started, replayed from the bus at start).
+    const superseded = new Set<string>();
+    let current: string | undefined;
     const server = createTrainerServer({
       capacity: BATCHES_AT_ONCE,
       onWeights: async (w) => {
+        // Weights are trained on a batch out with a trainer: one withdrawn meanwhile must not reach the engines.
+        if (server.stats().inFlight === 0) throw new ArborError("no batch is out with a trainer (one withdrawn because its run was superseded, or none taken): weights are announced for a batch being trained", "trainer_protocol");
         await weights.load(w.modelPath, w.policyVersion);
         log(`trainer-api: every engine serves policy version ${w.policyVersion} (${w.modelPath})`);
       },
       onBatch: (event, id, metrics) => {
-        if (event === "acked") held.get(id)?.(metrics);
+        if (event === "acked") held.get(id)?.settle(metrics);
       },
     });
     closers.push(() => server.app.close());
+    const started = await bus.subscribe(
+      "orchestrator-started",
+      (ev) => {
+        if (current !== undefined) superseded.add(current);
+        current = ev.data.session;
+        for (const [id, h] of held) {
+          if (h.session === undefined || !superseded.has(h.session)) continue;
+          server.withdraw(id);
+          h.settle(DROPPED);
+          log(`trainer-api: batch ${id} withdrawn: its orchestrator was superseded (run ${ev.data.runId} started)`);
+        }
+      },
+      { replay: "all" },
+    );
+    closers.push(() => started.close());
     const queue = await JetStreamWorkQueue.connect<BatchWork>(broker.url, { stream: streams.batches, ackWaitMs: broker.ackWaitMs, maxDeliver: broker.maxDeliver, duplicateWindowMs: broker.duplicateWindowMs });
     closers.push(() => queue.close());
     const serveBatch = async (m: WorkMessage<BatchWork>): Promise<void> => {
       const w = m.payload;
       if (published.has(w.batchId)) return;
+      if (w.session !== undefined && superseded.has(w.session)) {
+        log(`trainer-api: batch ${w.batchId} dropped: its orchestrator was superseded by a later one`);
+        return;
+      }
       let batch: ExportedBatch;
       try {
         batch = JSON.parse(await readFile(w.path, "utf8")) as ExportedBatch;
@@ -78,12 +108,13 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
       }
       // The orchestrator knows what the engines serve: the next announcement must be above it.
       server.setPolicy(w.policyVersion, w.modelPath);
-      const acked = new Promise<StepMetrics | undefined>((resolve) => held.set(w.batchId, resolve));
+      const acked = new Promise<StepMetrics | undefined | typeof DROPPED>((settle) => held.set(w.batchId, { session: w.session, settle }));
       const beat = setInterval(() => void m.inProgress().catch(() => undefined), Math.max(500, Math.floor(broker.ackWaitMs / 3)));
       try {
         server.offer(batch);
         log(`trainer-api: batch ${w.batchId} offered (${batch.samples.length} samples; engines at version ${w.policyVersion})`);
         const metrics = await acked;
+        if (metrics === DROPPED) return;
         const stats = server.stats();
         await bus.publish("batch-acked", { batchId: w.batchId, policyVersion: stats.policyVersion, modelPath: stats.modelPath, ...(metrics ? { metrics } : {}) }, `acked:${w.batchId}`);
         published.add(w.batchId);

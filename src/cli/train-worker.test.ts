@@ -134,12 +134,50 @@ describe("arbor train-worker loop", () => {
     const url = await resumed.app.listen({ host: "127.0.0.1", port: 0 });
     const lines: string[] = [];
     const r2 = await runTrainWorker({ url, outDir, batches: 1, pollMs: 5, log: (l) => lines.push(l) });
-    expect(lines[0]).toBe(`train-worker  ${url}: training ${v1} from policy version 1 with its optimizer state (${join(outDir, "policy-v1.adam.safetensors")}), checkpoints in ${outDir}`);
+    expect(lines[0]).toBe(`train-worker  removed checkpoints v2 from ${outDir}: the run serves version 1 (a killed run's unrecorded steps, or an earlier run's)`);
+    expect(lines[1]).toBe(`train-worker  ${url}: training ${v1} from policy version 1 with its optimizer state (${join(outDir, "policy-v1.adam.safetensors")}), checkpoints in ${outDir}`);
     expect(r2.batches.map((b) => [b.id, b.version])).toEqual([["b2", 2]]);
     // Step for step what the uninterrupted worker trained (without the moments, Adam's step would differ).
     const again = readGguf(join(outDir, "policy-v2.gguf")).tensors;
     expect(again.map((t) => t.name)).toEqual(uninterrupted.map((t) => t.name));
     again.forEach((t, i) => expect(Array.from(t.data), t.name).toEqual(Array.from((uninterrupted[i] as typeof t).data)));
+  }, 120_000);
+
+  it("follows the run's version when it is not the worker's (a trainer-api's next run), and needs a model path", async () => {
+    const { server, url } = await serve([batch("b1", [0, 1, 0.5])]);
+    const outDir = join(dir, "out-follow");
+    const lines: string[] = [];
+    const worker = runTrainWorker({
+      url,
+      from: FROM,
+      outDir,
+      batches: 2,
+      pollMs: 5,
+      log: (l) => {
+        lines.push(l);
+        // A new run on the same trainer protocol service: its engines serve the model again, at version 0.
+        if (l.includes("batch b1:")) {
+          server.setPolicy(0, FROM);
+          server.offer(batch("b2", [1, 0, 0.5]));
+        }
+      },
+    });
+    const r = await worker;
+    expect(r.batches.map((b) => [b.id, b.version])).toEqual([
+      ["b1", 1],
+      ["b2", 1],
+    ]);
+    expect(lines).toContain(`train-worker  ${url}: the run serves policy version 0, not this worker's 1: starting again from ${FROM}`);
+    expect(lines).toContain(`train-worker  removed checkpoints v1 from ${outDir}: the run serves version 0 (a killed run's unrecorded steps, or an earlier run's)`);
+    expect(server.stats()).toMatchObject({ policyVersion: 1, modelPath: join(outDir, "policy-v1.gguf") });
+    // A server that names no weights, and no --from: the batch goes back, the error says what to give.
+    const bare = createTrainerServer({ capacity: 1, onWeights: () => {} });
+    servers.push(bare);
+    bare.offer(batch("b3", [0, 1, 1]));
+    const bareUrl = await bare.app.listen({ host: "127.0.0.1", port: 0 });
+    await expect(runTrainWorker({ url: bareUrl, outDir, pollMs: 5 })).rejects.toThrow(/reports no model path; give --from <gguf>/);
+    expect(bare.stats()).toMatchObject({ queued: 1, requeued: 1 });
+    await expect(runTrainWorker({ url: bareUrl, from: "models/none.gguf", outDir })).rejects.toThrow(/--from models\/none\.gguf: no such file/);
   }, 120_000);
 
   it("requeues the batch and fails when the announcement is refused", async () => {

@@ -16,6 +16,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { samplesWithSignal } from "../loop/rl-update.js";
+import type { Trainer as TfTrainer } from "../trainer/trainer.js";
 import { checkpointFileName, optimizerFileName, removeCheckpointsAfter } from "../trainer/checkpoint.js";
 
 /** Options of {@link runTrainWorker}. */
@@ -102,25 +103,28 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
   // Said once, so that a worker started before its run (or at a wrong URL) does not wait minutes in silence.
   const onMiss = (e: Error): void => log(`train-worker  ${o.url}: not reachable yet (${e.message}); retrying for up to ${waitMs / 1000} s (--wait-ms)`);
   const start = await untilReachable(() => client.stats(), clock, waitMs, o.signal, onMiss);
-  const from = o.from ?? start.modelPath;
-  if (from === null) throw new ArborError(`train-worker: ${o.url} reports no model path; give --from <gguf> (the weights the run's engines serve)`, "config");
+  if (o.from !== undefined && !existsSync(o.from)) throw new ArborError(`train-worker: --from ${o.from}: no such file`, "config");
   mkdirSync(o.outDir, { recursive: true });
-  // Versions after the run's are a killed run's unrecorded steps (or an earlier run's): the next step publishes anew.
-  removeCheckpointsAfter(o.outDir, start.policyVersion);
-  const { Trainer } = await import("../trainer/trainer.js");
-  const trainer = await Trainer.fromGguf(from, { lr: o.lr ?? 1e-3, maxGradNorm: o.maxGradNorm ?? 1, version: start.policyVersion, clock });
-  // A checkpoint of the run's version with Adam's state beside it (this worker's own, written at that step).
-  const adam = basename(from) === checkpointFileName(start.policyVersion) ? join(dirname(from), optimizerFileName(start.policyVersion)) : undefined;
-  const resumed = adam !== undefined && existsSync(adam);
-  try {
-    if (resumed) await trainer.loadOptimizerState(adam);
-  } catch (e) {
-    trainer.dispose();
-    throw e;
-  }
-  log(`train-worker  ${o.url}: training ${from} from policy version ${start.policyVersion}${resumed ? ` with its optimizer state (${adam})` : ""}, checkpoints in ${o.outDir}`);
+  /** The weights being trained: loaded at the first batch, and again whenever the run's version is not theirs. */
+  let trainer: TfTrainer | undefined;
+  /**
+   * The trainer for the version the run's engines serve now (GET /v1/stats, read once a batch is taken: a trainer-api
+   * learns the run's version with its batch): this worker's own weights while they are that version, else loaded
+   * from `--from` (first) or the server's model path — a resumed run's checkpoint, a new run's model.
+   */
+  const follow = async (): Promise<TfTrainer> => {
+    const s = await client.stats();
+    if (trainer !== undefined && trainer.version === s.policyVersion) return trainer;
+    const from = trainer === undefined && o.from !== undefined ? o.from : s.modelPath;
+    if (from === null) throw new ArborError(`train-worker: ${o.url} reports no model path; give --from <gguf> (the weights the run's engines serve)`, "config");
+    if (trainer !== undefined) log(`train-worker  ${o.url}: the run serves policy version ${s.policyVersion}, not this worker's ${trainer.version}: starting again from ${from}`);
+    trainer?.dispose();
+    trainer = undefined;
+    trainer = await loadTrainer(from, s.policyVersion, o, clock, log);
+    return trainer;
+  };
   const done: TrainedBatch[] = [];
-  const end = (reason: TrainWorkerResult["reason"]): TrainWorkerResult => ({ reason, batches: done, version: trainer.version });
+  const end = (reason: TrainWorkerResult["reason"]): TrainWorkerResult => ({ reason, batches: done, version: trainer?.version ?? start.policyVersion });
   try {
     for (;;) {
       if (o.batches !== undefined && done.length >= o.batches) return end("batches");
@@ -140,17 +144,18 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
         continue;
       }
       try {
+        const tf = await follow();
         const useful = samplesWithSignal(batch.samples);
         if (useful.length === 0) {
           await client.ack(batch.id);
-          done.push({ id: batch.id, stepped: false, version: trainer.version, samples: batch.samples.length, trainedSamples: 0 });
-          log(`train-worker  batch ${batch.id}: no sample carries an advantage; acked without a step (policy v${trainer.version})`);
+          done.push({ id: batch.id, stepped: false, version: tf.version, samples: batch.samples.length, trainedSamples: 0 });
+          log(`train-worker  batch ${batch.id}: no sample carries an advantage; acked without a step (policy v${tf.version})`);
           continue;
         }
         const tb = buildTreeBatch(useful, batch.loss);
-        const r = trainer.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
-        const { path } = trainer.checkpoint(o.outDir, o.keepCheckpoints);
-        await trainer.saveOptimizerState(join(o.outDir, optimizerFileName(r.version)));
+        const r = tf.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
+        const { path } = tf.checkpoint(o.outDir, o.keepCheckpoints);
+        await tf.saveOptimizerState(join(o.outDir, optimizerFileName(r.version)));
         // The protocol's order: the engines serve the new weights before the batch counts as trained.
         await client.announceWeights(r.version, path);
         // The run records what the step measured as it does its in-process trainer's (metrics.jsonl, TensorBoard).
@@ -166,8 +171,30 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
       }
     }
   } finally {
-    trainer.dispose();
+    trainer?.dispose();
   }
+}
+
+/**
+ * The reference trainer on `from` at `version`, with Adam's state when `from` is this worker's checkpoint of that
+ * version (`policy-v{N}.gguf` with `policy-v{N}.adam.safetensors` beside it); checkpoints of later versions in the
+ * output folder are removed first (a killed run's unrecorded steps, or an earlier run's: versions must increase).
+ */
+async function loadTrainer(from: string, version: number, o: TrainWorkerOptions, clock: Clock, log: (line: string) => void): Promise<TfTrainer> {
+  const removed = removeCheckpointsAfter(o.outDir, version);
+  if (removed.length > 0) log(`train-worker  removed checkpoints ${removed.map((v) => `v${v}`).join(", ")} from ${o.outDir}: the run serves version ${version} (a killed run's unrecorded steps, or an earlier run's)`);
+  const { Trainer } = await import("../trainer/trainer.js");
+  const trainer = await Trainer.fromGguf(from, { lr: o.lr ?? 1e-3, maxGradNorm: o.maxGradNorm ?? 1, version, clock });
+  const adam = basename(from) === checkpointFileName(version) ? join(dirname(from), optimizerFileName(version)) : undefined;
+  const resumed = adam !== undefined && existsSync(adam);
+  try {
+    if (resumed) await trainer.loadOptimizerState(adam);
+  } catch (e) {
+    trainer.dispose();
+    throw e;
+  }
+  log(`train-worker  ${o.url}: training ${from} from policy version ${version}${resumed ? ` with its optimizer state (${adam})` : ""}, checkpoints in ${o.outDir}`);
+  return trainer;
 }
 
 /**

@@ -3,7 +3,11 @@
 // publishes it as work on the broker under the batch's id, and waits for the trainer-api's `batch-acked` event —
 // sent once a trainer took the batch, announced its weights (which the trainer-api loaded on every engine) and
 // acked it. The trainer-api acks the work only after that event, and skips a batch whose ack it has seen, so a
-// trainer-api that dies mid-batch loses nothing and trains nothing twice.
+// trainer-api that dies mid-batch loses nothing and trains nothing twice. A deployment trains one run at a time: each
+// orchestrator process announces itself as it starts (`orchestrator-started`, its session, which its batches carry),
+// and the trainer-api drops the batches of the ones before it (a killed orchestrator's batch, never acked, would
+// otherwise be trained later and change the engines' weights under the next run).
+import { randomUUID } from "node:crypto";
 import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ArborEvents, EventBus, EventSubscription } from "../broker/event-bus.js";
@@ -23,6 +27,14 @@ export interface BatchWork {
   /** The policy version the engines serve now: the trainer-api's next announcement must be above it. */
   policyVersion: number;
   modelPath: string;
+  /** The orchestrator process that published it (absent: an orchestrator from before sessions; never dropped). */
+  session?: string;
+}
+
+/** An orchestrator process started training on the deployment: batches of the ones before it are stale. */
+export interface OrchestratorStartedEvent {
+  session: string;
+  runId: string;
 }
 
 /** The trainer-api's report that a trainer acked a batch, with the version the engines serve from then on. */
@@ -37,6 +49,7 @@ export interface BatchAckedEvent {
 /** Events between the orchestrator and the trainer-api. */
 export interface TrainerEvents extends ArborEvents {
   "batch-acked": BatchAckedEvent;
+  "orchestrator-started": OrchestratorStartedEvent;
 }
 
 export interface BrokeredTrainerOptions {
@@ -48,6 +61,8 @@ export interface BrokeredTrainerOptions {
   modelPath: string;
   /** Their policy version (a resumed run's; default 0). */
   version?: number;
+  /** The run's id (announced with the orchestrator's start). */
+  runId: string;
   /** How long a batch may wait for its ack before the run fails (train.external.waitMs). */
   waitMs: number;
   clock: Clock;
@@ -61,6 +76,8 @@ export async function startBrokeredTrainer(o: BrokeredTrainerOptions): Promise<T
   let modelPath = o.modelPath;
   const waiting = new Map<string, (ev: BatchAckedEvent) => void>();
   const subscription: EventSubscription = await o.bus.subscribe("batch-acked", (ev) => waiting.get(ev.data.batchId)?.(ev.data), { replay: "new" });
+  const session = randomUUID();
+  await o.bus.publish("orchestrator-started", { session, runId: o.runId }, `started:${session}`);
   let closed = false;
   return {
     kind: "external",
@@ -86,7 +103,7 @@ export async function startBrokeredTrainer(o: BrokeredTrainerOptions): Promise<T
         else o.signal?.addEventListener("abort", onAbort, { once: true });
       });
       try {
-        await o.queue.publish(id, { v: 1, batchId: id, path, policyVersion: version, modelPath });
+        await o.queue.publish(id, { v: 1, batchId: id, path, policyVersion: version, modelPath, session });
         const ev = await acked;
         version = ev.policyVersion;
         if (ev.modelPath !== null) modelPath = ev.modelPath;

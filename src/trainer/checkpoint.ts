@@ -104,14 +104,19 @@ export function readManifest(dir: string): CheckpointManifest | undefined {
 /**
  * Remove checkpoints and optimizer states of versions after `version`, and a manifest that names one: what a killed
  * run published after its last recorded step, which the resumed run publishes again (versions must increase).
+ * Returns the versions whose checkpoints it removed, in increasing order.
  */
-export function removeCheckpointsAfter(dir: string, version: number): void {
-  if (!existsSync(dir)) return;
+export function removeCheckpointsAfter(dir: string, version: number): number[] {
+  if (!existsSync(dir)) return [];
+  const removed = new Set<number>();
   for (const f of readdirSync(dir)) {
     const v = /^policy-v(\d+)\./.exec(f)?.[1];
-    if (v !== undefined && Number(v) > version) rmSync(join(dir, f), { force: true });
+    if (v === undefined || Number(v) <= version) continue;
+    rmSync(join(dir, f), { force: true });
+    if (f === checkpointFileName(Number(v))) removed.add(Number(v));
   }
   const manifest = readManifest(dir);
   // The next checkpoint must be newer than the manifest's version: the next step writes a fresh one.
   if (manifest !== undefined && manifest.version > version) rmSync(join(dir, MANIFEST_FILE), { force: true });
+  return [...removed].sort((a, b) => a - b);
 }
