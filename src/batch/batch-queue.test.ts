@@ -20,6 +20,22 @@ describe("BatchQueue", () => {
     expect(q.stats()).toEqual({ capacity: 2, queued: 0, inFlight: 2, enqueued: 3, delivered: 4, acked: 1, requeued: 1, ackedFlatTokens: 10, ackedTreeTokens: 4 });
   });
 
+  it("withdraws a queued or in-flight batch: its room is free, its ack and requeue refused", () => {
+    const q = new BatchQueue(2);
+    q.push(b("a"));
+    q.push(b("b"));
+    expect(q.next()?.id).toBe("a");
+    expect(q.withdraw("a")).toBe(true);
+    expect(q.withdraw("b")).toBe(true);
+    expect(q.withdraw("c")).toBe(false);
+    expect(() => q.ack("a")).toThrow(/batch 'a' is not in flight/);
+    expect(() => q.requeue("a")).toThrow(/batch 'a' is not in flight/);
+    expect(q.next()).toBeUndefined();
+    q.push(b("a"));
+    q.push(b("c"));
+    expect(q.stats()).toMatchObject({ queued: 2, inFlight: 0 });
+  });
+
   it("refuses unknown acks, duplicate ids and a bad capacity", () => {
     const q = new BatchQueue(3);
     q.push(b("a"));

@@ -5,8 +5,9 @@
 // without signal is acked without a step. Adam's state is written beside each checkpoint
 // (`policy-v{N}.adam.safetensors`), so a worker started again on a resumed run (`arbor run --resume`) goes on from the
 // run's last version with the moments the uninterrupted worker would have had: by default it starts from the weights
-// the run's engines serve (GET /v1/stats), and loads the optimizer state found beside them. It is also the
-// reference for writing such a loop around another trainer.
+// the run's engines serve (GET /v1/stats, read with its first batch), and loads the optimizer state found beside them;
+// a later batch from a run at another version (a trainer-api's next or resumed run) makes it start again from the
+// weights the server names. It is also the reference for writing such a loop around another trainer.
 import { lineLog, processLog } from "../core/logger.js";
 import { existsSync, mkdirSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
