@@ -262,7 +262,9 @@ class TorchTrainer:
         from the starting checkpoint); returns that directory's path."""
         path = os.path.join(out_dir, f"policy-v{self.version}")
         saved = save_hf_checkpoint(path, self.hf_config, self.tensors(), source_dir=self.hf_dir)
-        state = {"format": OPTIMIZER_FORMAT, "steps": self.steps, "optimizer": self.optimizer.state_dict()}
+        # Adam's state is keyed by parameter position, which follows the order a checkpoint's tensors load in (an HF
+        # export's and this save's differ): the names go with it.
+        state = {"format": OPTIMIZER_FORMAT, "steps": self.steps, "names": list(self.model.params), "optimizer": self.optimizer.state_dict()}
         tmp = os.path.join(saved, f".{OPTIMIZER_FILE}.tmp")
         torch.save(state, tmp)
         os.replace(tmp, os.path.join(saved, OPTIMIZER_FILE))
@@ -274,5 +276,12 @@ class TorchTrainer:
         state = torch.load(path, map_location="cpu")
         if not (isinstance(state, dict) and state.get("format") == OPTIMIZER_FORMAT):
             raise ValueError(f"trainer: {path} is not an Arbor optimizer state (format {OPTIMIZER_FORMAT!r})")
-        self.optimizer.load_state_dict(state["optimizer"])
+        names, current = list(state["names"]), list(self.model.params)
+        if sorted(names) != sorted(current):
+            raise ValueError(f"trainer: {path}: its parameters are not this model's ({len(names)} saved, {len(current)} here)")
+        # Moments by name, into this trainer's positions; the hyperparameters (lr, betas) stay this trainer's.
+        at = {name: i for i, name in enumerate(current)}
+        mine = self.optimizer.state_dict()
+        mine["state"] = {at[names[int(k)]]: v for k, v in state["optimizer"]["state"].items()}
+        self.optimizer.load_state_dict(mine)
         self.steps = int(state["steps"])

@@ -2,7 +2,8 @@
 // batches from the real batch builder, as src/cli/train-worker.test.ts runs the TS worker: it starts from the HF
 // export of models/calc-sft.gguf, steps on the batch with signal, writes policy-v1/ (an HF checkpoint that
 // `arbor hf convert` turns into a GGUF the TS trainer loads, with moved weights), announces it while the batch
-// is in flight and then acks; the batch without signal is acked unannounced. Needs an interpreter with torch
+// is in flight and then acks; the batch without signal is acked unannounced; started again from that policy-v1/ (a
+// resumed run), it loads the Adam state written there. Needs an interpreter with torch
 // and numpy (testing/python.ts); skipped, saying why, otherwise.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -110,5 +111,20 @@ describe.skipIf(MISSING !== "")(`python -m arbor_client.train_worker${MISSING ? 
     expect(after.some((t) => t.data.some((x, i) => x !== start.get(t.name)?.[i]))).toBe(true);
     const tr = await Trainer.fromGguf(gguf);
     tr.dispose();
+  });
+
+  it("started again on a resumed run from policy-v1/, at the server's version, with the Adam state written there", async () => {
+    const outDir = join(dir, "out");
+    const server = createTrainerServer({ capacity: 2, initialPolicyVersion: 1, initialModelPath: join(outDir, "policy-v1"), onWeights: () => {} });
+    server.offer(batch("b3", [1, 0, 0.5]));
+    const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      const r = await runWorker(["--url", url, "--from", join(outDir, "policy-v1"), "--out-dir", outDir, "--batches", "1", "--poll-s", "0.05"]);
+      expect(r.code, r.out).toBe(0);
+      expect(r.out).toContain(`from policy version 1 with its optimizer state (${join(outDir, "policy-v1", "adam.pt")})`);
+      expect(server.stats()).toMatchObject({ acked: 1, policyVersion: 2, modelPath: join(outDir, "policy-v2") });
+    } finally {
+      await server.app.close();
+    }
   });
 });
