@@ -53,6 +53,8 @@ export interface RunDeployment {
   /** The policy version the engines serve as the run starts (a cluster's may serve an earlier run's); absent: 0. */
   startVersion?: number;
   programs: ProgramRunner;
+  /** With a cluster: this orchestrator process on the workers, and the cut of an earlier one's work (a resumed run). */
+  workers?: Pick<RemotePrograms, "session" | "cutEarlier">;
   /** Called as each program ends (the embedded sandbox pool prepares one more). */
   programDone(): void;
   /**
@@ -257,6 +259,7 @@ export async function connectCluster(c: DeploymentContext, cluster: ClusterConfi
     trackVersions: engines.length > 0,
     startVersion,
     programs,
+    workers: programs,
     programDone: () => {},
     engineStats: remoteStats,
     engineVersions: () => [],

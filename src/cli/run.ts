@@ -230,8 +230,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     const checkpointDir = join(outDir, "checkpoints");
     // resume.json, rewritten after each iteration or step, says what is done.
     const trainedOn = resume?.consumedTasks ?? [];
+    const session = d.workers ? { session: d.workers.session } : {};
     let state: ResumeState = resume
-      ? { ...resume, config: cfg, resumes: attempt as number, ...(cfg.eval ? { heldOutAfter } : {}), updatedAt: clock.now() }
+      ? { ...resume, config: cfg, resumes: attempt as number, ...(cfg.eval ? { heldOutAfter } : {}), ...session, updatedAt: clock.now() }
       : {
           format: 1,
           runId: baseRunId,
@@ -243,9 +244,15 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           resumes: 0,
           ...(cfg.eval ? { heldOutAfter } : {}),
           ...(cluster ? { cluster: cluster.name } : {}),
+          ...session,
           updatedAt: clock.now(),
         };
     writeResumeState(outDir, state);
+    if (resume?.session !== undefined && d.workers) {
+      // The killed process's programs still queued or running on the workers would take the engines beside this one's.
+      await d.workers.cutEarlier(baseRunId, resume.session, "the run was resumed by another orchestrator process");
+      log(`resume   ${baseRunId}: what its earlier orchestrator left on the workers ends as aborted`);
+    }
     const fleet = fleetWeightSync({ engines: d.engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: d.external, log });
     const weights = d.announce ? d.announce(fleet) : fleet;
     trainer = await startRunTrainer({ cfg, runId: baseRunId, ...(d.trainerApi ? { trainerApi: d.trainerApi } : {}), weights, modelPath, clock, checkpointDir, signal: abort.signal, log, ...(resume ? { resume } : {}) });

@@ -54,6 +54,8 @@ describe("resume state file", () => {
     expect(() => readResumeState(dir)).toThrow(/heldOut\.base\.version must be an integer/);
     put({ ...state, consumedTasks: [0, -1] });
     expect(() => readResumeState(dir)).toThrow(/consumedTasks must be a list of task indices \(integers >= 0\)/);
+    put({ ...state, session: "" });
+    expect(() => readResumeState(dir)).toThrow(/session must be the orchestrator's session id/);
     put({ ...state, consumedTasks: [3, 0] });
     expect(readResumeState(dir).consumedTasks).toEqual([3, 0]);
   });

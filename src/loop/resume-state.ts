@@ -52,6 +52,11 @@ export interface ResumeState {
   heldOutAfter?: number;
   /** The deployment (cluster file `name`) a run with `--cluster` ran on; absent for a run in one process. */
   cluster?: string;
+  /**
+   * With `--cluster`: the orchestrator process that last ran the run (its program work and cuts carry this session);
+   * a resumed run cuts what that process left on the workers.
+   */
+  session?: string;
   /** Clock time of the write (ms). */
   updatedAt: number;
 }
@@ -93,6 +98,7 @@ export function readResumeState(dir: string): ResumeState {
     bad("consumedTasks", "must be a list of task indices (integers >= 0)");
   }
   if (s.cluster !== undefined && (typeof s.cluster !== "string" || s.cluster === "")) bad("cluster", "must be the deployment's name");
+  if (s.session !== undefined && (typeof s.session !== "string" || s.session === "")) bad("session", "must be the orchestrator's session id");
   if (s.heldOutAfter !== undefined && !(Number.isInteger(s.heldOutAfter) && (s.heldOutAfter as number) >= 1)) bad("heldOutAfter", "must be an integer >= 1");
   return s as unknown as ResumeState;
 }

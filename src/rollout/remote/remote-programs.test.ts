@@ -1,7 +1,8 @@
 // Programs run on workers over a work queue and an event bus (in process here; JetStream in cli/cluster-run.test.ts),
 // against the real engine HTTP surface (scripted), gateway, SQLite store and bwrap sandboxes: programs run once and
 // are reported once; a delivery that keeps failing is dead-lettered and ended by the orchestrator; a program a dead
-// worker left active is ended, not run again; the programs of a cut run end as aborted.
+// worker left active is ended, not run again; the programs of a cut run end as aborted, and so do those a killed
+// orchestrator left queued once its run is resumed.
 import { chmodSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -141,6 +142,23 @@ describe("programs on workers (in-process queue and bus)", () => {
     cut.abort(new Error("received SIGTERM"));
     const ended = await Promise.all(g.programIds.map((id, i) => remote.run({ ...o, signal: cut.signal }, env.tasks(1, 5)[0]!, g, id, i)));
     for (const e of ended) expect(e.result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started" });
+  });
+
+  it("a resumed run cuts the work its killed orchestrator left queued: it ends unrun as aborted, the new work runs", async () => {
+    // No worker yet: the killed process's program waits in the queue.
+    const { queue, bus, remote: killed, logs } = await deployment("left", []);
+    const { group: g, o } = await group("left", 2);
+    const task = env.tasks(1, 5)[0]!;
+    const stale = killed.run(o, task, g, g.programIds[0]!, 0);
+    const resumed = await RemotePrograms.start({ queue, bus, config: "{}", clock: realClock, pollMs: 50 });
+    closing.push(() => resumed.close());
+    await resumed.cutEarlier("left", killed.session, "the run was resumed by another orchestrator process");
+    const worker = await ProgramWorker.start({ name: "w5", queue: queue.connect(), bus, contextOf: async () => ctx, concurrency: 2, heartbeatMs: 100, clock: realClock, log: (l) => logs.push(l) });
+    closing.push(() => worker.close(1000));
+    const fresh = await resumed.run({ ...o, signal: new AbortController().signal }, task, g, g.programIds[1]!, 1);
+    expect(fresh.result.termination.kind).toBe("completed");
+    expect((await stale).result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started" });
+    expect((await store.getTrajectory(g.programIds[0]!))?.calls).toHaveLength(0);
   });
 
   it("a run resumed by another orchestrator process (same run id) is not cut by the earlier one's cut", async () => {

@@ -4,7 +4,8 @@
 // Nothing waits forever: a program whose work ran out of deliveries (dead-lettered) is ended here with the dead
 // letter's reason; when the run is cut, workers are told (run-cancelled) and whatever no worker ended within
 // `cancelGraceMs` is ended here as aborted. Every program the rollout started thus ends with a recorded outcome.
-// A cut names this process (its session): a run resumed by another process keeps the run id, not the cut.
+// A cut names this process (its session): a run resumed by another process keeps the run id, not the cut; the
+// resumed process cuts what the killed one left (`cutEarlier`).
 import { randomUUID } from "node:crypto";
 import type { EventBus, EventSubscription } from "../../broker/event-bus.js";
 import { retrying } from "../../core/retry.js";
@@ -49,7 +50,7 @@ export class RemotePrograms implements ProgramRunner {
   private readonly cancelled = new Set<string>();
   private readonly watched = new Set<string>();
   /** This orchestrator process's id on its work and its cuts (program-work.ts `ProgramWork.session`). */
-  private readonly session = randomUUID();
+  readonly session = randomUUID();
   private subscription: EventSubscription | undefined;
   private poll: Timer | undefined;
   private lastReport: number;
@@ -85,6 +86,16 @@ export class RemotePrograms implements ProgramRunner {
       (e: unknown) => this.settle(programId, (p) => p.reject(e)),
     );
     return ended;
+  }
+
+  /**
+   * Cut what an earlier orchestrator process of run `runId` left on the workers (`session`: its work's, which the
+   * run's resume.json keeps): its queued programs end unrun and its running ones are aborted, with `reason`. A
+   * resumed run does this as it starts, so that the killed process's programs do not take the engines beside its own.
+   */
+  async cutEarlier(runId: string, session: string, reason: string): Promise<void> {
+    const event = { runId, reason, session };
+    await retrying(`announcing the cut of ${runId}'s earlier orchestrator`, () => this.o.bus.publish("run-cancelled", event, `cancel:${cutScope(runId, session)}`), this.o.clock);
   }
 
   /** Stop listening and polling; programs still out are rejected (the rollout is over). */
