@@ -11,6 +11,7 @@ import { expect, it } from "vitest";
 import { readResumeState } from "../loop/resume-state.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { smallRlConfig } from "../testing/rl-config.js";
+import { batchGroups } from "../testing/batch-groups.js";
 import { summarizeStore } from "./inspect.js";
 
 const root = join(import.meta.dirname, "../..");
@@ -25,17 +26,6 @@ function arbor(args: string[]): { stderr: () => string; exited: Promise<{ code: 
   child.stdout.resume();
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
   return { stderr: () => stderr, exited, kill: () => child.kill("SIGKILL") };
-}
-
-/** Group id → task id of every sample of an exported batch. */
-function batchGroups(path: string): Map<string, string> {
-  const groups = new Map<string, string>();
-  for (const line of readFileSync(path, "utf8").split("\n")) {
-    if (line === "") continue;
-    const s = JSON.parse(line) as { groupId: string; taskId: string };
-    groups.set(s.groupId, s.taskId);
-  }
-  return groups;
 }
 
 it("an async run killed after step 1 and resumed trains each task at most once, the cut groups again under fresh ids", async () => {

@@ -15,6 +15,7 @@ import { readResumeState } from "../loop/resume-state.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
 import { summarizeStore } from "./inspect.js";
 import { smallRlConfig } from "../testing/rl-config.js";
+import { batchGroups } from "../testing/batch-groups.js";
 
 const root = join(import.meta.dirname, "../..");
 const ITERATIONS = 3;
@@ -43,17 +44,6 @@ function arbor(args: string[]): Child {
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
   return { stderr: () => stderr, stdout: () => stdout, exited, kill: (sig) => child.kill(sig) };
-}
-
-/** Group id → task id of every sample of an exported batch. */
-function batchGroups(path: string): Map<string, string> {
-  const groups = new Map<string, string>();
-  for (const line of readFileSync(path, "utf8").split("\n")) {
-    if (line === "") continue;
-    const s = JSON.parse(line) as { groupId: string; taskId: string };
-    groups.set(s.groupId, s.taskId);
-  }
-  return groups;
 }
 
 it("a run killed mid-iteration 2 and resumed trains every iteration's groups once, as the uninterrupted run does", async () => {
