@@ -91,4 +91,8 @@ it("an async run killed after step 1 and resumed trains each task at most once, 
   } finally {
     await store.close();
   }
+  // The same command retried after the end (a job's retry) has nothing to do.
+  const again = arbor(["run", path, "--continue", "--no-progress"]);
+  expect((await again.exited).code, again.stderr()).toBe(0);
+  expect(again.stderr()).toContain(`continue ${out}: its run has done all ${STEPS} trainer steps, nothing to continue`);
 }, 600_000);

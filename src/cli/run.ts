@@ -142,7 +142,7 @@ export async function runCommand(configPath: string | undefined, opts: Omit<RunO
     // The same command run again after the run ended (a job retried after its last iteration) has nothing to do.
     const done = readResumeState(cfg.output.dir).completedIterations;
     if (done >= cfg.iterations) {
-      log(`continue ${cfg.output.dir}: its run has done all ${cfg.iterations} iterations, nothing to continue (raise iterations, e.g. --set iterations=${cfg.iterations + 1}, to go further)`);
+      log(`continue ${cfg.output.dir}: its run has done all ${cfg.iterations} ${cfg.rollout.mode === "sync" ? "iterations" : "trainer steps"}, nothing to continue (raise iterations, e.g. --set iterations=${cfg.iterations + 1}, to go further)`);
       return;
     }
     log(`continue ${cfg.output.dir} holds a resume.json: resuming that run`);
