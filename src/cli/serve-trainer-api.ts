@@ -22,6 +22,7 @@ import { realClock } from "../core/real-clock.js";
 import { registerServiceProbes } from "../core/service-probes.js";
 import type { BatchWork, TrainerEvents } from "../loop/brokered-trainer.js";
 import { announcedWeightSync } from "../loop/announced-weight-sync.js";
+import { OrchestratorSessions } from "../loop/orchestrator-sessions.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
 import { clusterSyncedEngines } from "./cluster-services.js";
 import { serveUntilSignalled, workProbes } from "./service-lifecycle.js";
@@ -61,8 +62,7 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
     // A held batch's ack, with the step's metrics the trainer reported (passed on to the orchestrator), or its drop.
     const held = new Map<string, { session: string | undefined; settle: (metrics: StepMetrics | undefined | typeof DROPPED) => void }>();
     // Orchestrator sessions a later one superseded (in the order they started, replayed from the bus at start).
-    const superseded = new Set<string>();
-    let current: string | undefined;
+    const sessions = new OrchestratorSessions();
     const server = createTrainerServer({
       capacity: BATCHES_AT_ONCE,
       onWeights: async (w) => {
@@ -79,10 +79,9 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
     const started = await bus.subscribe(
       "orchestrator-started",
       (ev) => {
-        if (current !== undefined) superseded.add(current);
-        current = ev.data.session;
+        sessions.started(ev.data.session);
         for (const [id, h] of held) {
-          if (h.session === undefined || !superseded.has(h.session)) continue;
+          if (!sessions.isSuperseded(h.session)) continue;
           server.withdraw(id);
           h.settle(DROPPED);
           log(`trainer-api: batch ${id} withdrawn: its orchestrator was superseded (run ${ev.data.runId} started)`);
@@ -96,7 +95,7 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
     const serveBatch = async (m: WorkMessage<BatchWork>): Promise<void> => {
       const w = m.payload;
       if (published.has(w.batchId)) return;
-      if (w.session !== undefined && superseded.has(w.session)) {
+      if (sessions.isSuperseded(w.session)) {
         log(`trainer-api: batch ${w.batchId} dropped: its orchestrator was superseded by a later one`);
         return;
       }
