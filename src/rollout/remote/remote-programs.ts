@@ -93,9 +93,14 @@ export class RemotePrograms implements ProgramRunner {
    * run's resume.json keeps): its queued programs end unrun and its running ones are aborted, with `reason`. A
    * resumed run does this as it starts, so that the killed process's programs do not take the engines beside its own.
    */
-  async cutEarlier(runId: string, session: string, reason: string): Promise<void> {
+  cutEarlier(runId: string, session: string, reason: string): Promise<void> {
+    return this.announceCut(runId, session, reason);
+  }
+
+  /** Tell the workers that the programs of `runId` from orchestrator `session` are cut (once per run and session). */
+  private async announceCut(runId: string, session: string, reason: string): Promise<void> {
     const event = { runId, reason, session };
-    await retrying(`announcing the cut of ${runId}'s earlier orchestrator`, () => this.o.bus.publish("run-cancelled", event, `cancel:${cutScope(runId, session)}`), this.o.clock);
+    await retrying(`announcing the cut of ${runId}`, () => this.o.bus.publish("run-cancelled", event, `cancel:${cutScope(runId, session)}`), this.o.clock);
   }
 
   /** Stop listening and polling; programs still out are rejected (the rollout is over). */
@@ -137,8 +142,7 @@ export class RemotePrograms implements ProgramRunner {
         if (this.cancelled.has(o.runId)) return;
         this.cancelled.add(o.runId);
         const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "cut");
-        const event = { runId: o.runId, reason, session: this.session };
-        retrying(`announcing the cut of ${o.runId}`, () => this.o.bus.publish("run-cancelled", event, `cancel:${cutScope(o.runId, this.session)}`), this.o.clock).catch((e: unknown) => this.log(`cannot announce the cut of ${o.runId}: ${String(e)}`));
+        this.announceCut(o.runId, this.session, reason).catch((e: unknown) => this.log(`cannot announce the cut of ${o.runId}: ${String(e)}`));
         this.o.clock.setTimer(this.o.cancelGraceMs ?? 60_000, () => this.endLeft(o.runId, reason));
       };
       if (signal.aborted) cancel();
