@@ -4,9 +4,12 @@
 
 It starts from the Hugging Face checkpoint ``--from`` (``arbor hf export`` of the GGUF the engines serve) at the
 server's current policy version, then loops over the trainer protocol (docs/batch-schema.md): next batch → one
-TorchTrainer step → ``policy-v{N}/`` in ``--out-dir`` → announce → ack. A batch in which no term has a non-zero
-advantage·weight teaches nothing: it is acked without a step or an announcement. ``arbor hf convert`` turns a
-``policy-v{N}/`` directory into the GGUF an engine loads.
+TorchTrainer step → ``policy-v{N}/`` in ``--out-dir``/<run id> (the run the server names: runs never share a folder,
+as with ``arbor train-worker``) → announce → ack. A batch in which no term has a non-zero advantage·weight teaches
+nothing: it is acked without a step or an announcement. A batch of another run than the worker's first (a
+trainer-api's next run) is given back and the worker exits (status 2) saying so: that run starts from its own
+weights, so the worker must be started again with them. ``arbor hf convert`` turns a ``policy-v{N}/`` directory
+into the GGUF an engine loads.
 
 Argument parsing (:func:`parse_args`) and the step function (:func:`make_step_fn`) work without a server.
 """
@@ -14,15 +17,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 
 from .torch_trainer import DEFAULT_MAX_PASS_TOKENS, LAYOUTS, OPTIMIZER_FILE, TorchTrainer
 
-__all__ = ["parse_args", "has_signal", "make_step_fn", "main"]
+__all__ = ["parse_args", "has_signal", "run_dir", "RunChanged", "make_step_fn", "main"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -64,18 +68,49 @@ def has_signal(batch: object) -> bool:
     return bool(np.any(adv * weight != 0))
 
 
-def make_step_fn(trainer: TorchTrainer, out_dir: str, log: Callable[[str], None] = print) -> Callable[[object], Optional[Tuple[int, str, Dict[str, float]]]]:
+def run_dir(out_dir: str, run_id: Optional[str]) -> str:
+    """Where a run's checkpoints go: ``<out_dir>/<run id>/`` (characters other than letters, digits, ``.``, ``_`` and
+    ``-`` made ``_``), or ``out_dir`` itself when the server names no run."""
+    return out_dir if not run_id else os.path.join(out_dir, re.sub(r"[^A-Za-z0-9._-]", "_", run_id))
+
+
+class RunChanged(RuntimeError):
+    """The server serves another run's batches than the worker trained on: its weights are not that run's."""
+
+
+def make_step_fn(
+    trainer: TorchTrainer,
+    out_dir: str,
+    log: Callable[[str], None] = print,
+    stats: Optional[Callable[[], Dict[str, Any]]] = None,
+) -> Callable[[object], Optional[Tuple[int, str, Dict[str, float]]]]:
     """``step_fn(batch)`` for ``arbor_client.loop.train_loop``: None for a batch without signal, otherwise one
-    step, a checkpoint in ``out_dir`` and ``(policy_version, absolute checkpoint path, metrics)``, the metrics
-    (``loss``, ``grad_norm``, ``entropy``: the policy's mean token entropy before the step) for the ack."""
+    step, a checkpoint in ``out_dir`` (``stats``: the server's GET /v1/stats, read at each batch — in the folder of
+    the run it names, :func:`run_dir`) and ``(policy_version, absolute checkpoint path, metrics)``, the metrics
+    (``loss``, ``grad_norm``, ``entropy``: the policy's mean token entropy before the step) for the ack. Raises
+    :class:`RunChanged`, before stepping, for a batch of another run than the first batch's."""
+    runs: List[Optional[str]] = []
 
     def step_fn(batch: object) -> Optional[Tuple[int, str, Dict[str, float]]]:
         batch_id = getattr(batch, "batch_id", "?")
+        dest = out_dir
+        if stats is not None:
+            s = stats()
+            run_id = s.get("runId")
+            if not runs:
+                runs.append(run_id)
+            if run_id != runs[0]:
+                raise RunChanged(
+                    f"train-worker: batch {batch_id} is of run {run_id}, not of run {runs[0]} this worker trained to "
+                    f"policy v{trainer.version}; it was given back. Start the worker again from that run's weights "
+                    f"(`arbor hf export {s.get('modelPath')}`) at version {s.get('policyVersion')}"
+                )
+            dest = run_dir(out_dir, run_id)
         if not has_signal(batch):
             log(f"train-worker  batch {batch_id}: no term carries an advantage; acked without a step (policy v{trainer.version})")
             return None
         r = trainer.step(batch)
-        path = os.path.abspath(trainer.save(out_dir))
+        path = os.path.abspath(trainer.save(dest))
         log(f"train-worker  batch {batch_id}: loss {r['loss']:.4f}  grad {r['grad_norm']:.3f}  entropy {r['entropy']:.3f}  {r['terms']} terms  policy v{r['version']} ({path})")
         return int(r["version"]), path, {"loss": float(r["loss"]), "grad_norm": float(r["grad_norm"]), "entropy": float(r["entropy"])}
 
@@ -98,7 +133,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         trainer.load_optimizer_state(adam)
     with_state = f" with its optimizer state ({adam})" if resumed else ""
     print(f"train-worker  {args.url}: training {args.from_dir} ({args.layout}, {args.dtype}) from policy version {version}{with_state}, checkpoints in {args.out_dir}", flush=True)
-    summary = train_loop(client, make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True)), batches=args.batches, poll_s=args.poll_s)
+    try:
+        summary = train_loop(client, make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True), client.stats), batches=args.batches, poll_s=args.poll_s)
+    except RunChanged as e:
+        print(str(e), file=sys.stderr, flush=True)
+        return 2
     print(f"train-worker: {summary.batches} batch(es), {len(summary.versions)} step(s), policy v{trainer.version}", flush=True)
     return 0
 

@@ -16,7 +16,7 @@ try:
 
     from arbor_client.hf_checkpoint import load_hf_checkpoint
     from arbor_client.torch_trainer import OPTIMIZER_FILE, TorchTrainer, micro_batches, sub_batch
-    from arbor_client.train_worker import has_signal, make_step_fn, parse_args
+    from arbor_client.train_worker import RunChanged, has_signal, make_step_fn, parse_args, run_dir
 except ImportError:
     torch = None
 
@@ -201,6 +201,21 @@ class TrainWorkerTest(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(path, "config.json")))
         self.assertIn("without a step", logs[0])
         self.assertIn("policy v4", logs[1])
+
+    def test_step_fn_saves_into_the_runs_folder_and_refuses_another_runs_batch(self):
+        tr = TorchTrainer(self.hf, version=0)
+        out = os.path.join(self.dir, "out")
+        served = {"runId": "run/a", "policyVersion": 0, "modelPath": "/m/start.gguf"}
+        step = make_step_fn(tr, out, lambda _: None, lambda: dict(served))
+        version, path, _ = step(tiny_batch(GRPO))
+        self.assertEqual((version, path), (1, os.path.abspath(os.path.join(out, "run_a", "policy-v1"))))
+        self.assertEqual(run_dir(out, None), out)
+        # The server's next run (a trainer-api's) starts from its own weights: no step, nothing written, a clear error.
+        served.update(runId="run-b", policyVersion=0)
+        with self.assertRaisesRegex(RunChanged, r"batch .* is of run run-b, not of run run/a this worker trained to policy v1; .*arbor hf export /m/start.gguf"):
+            step(tiny_batch(GRPO))
+        self.assertEqual(tr.version, 1)
+        self.assertFalse(os.path.exists(os.path.join(out, "run-b")))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 //   POST /v1/batches/:id/requeue → give it back (e.g. the trainer is shutting down)
 //   POST /v1/weights             → {policy_version, model_path}: a new version is ready; calls the onWeights hook
 //                                   (wired by the lead to the engines' /v1/load_weights)
-//   GET  /v1/stats               → queue counters, token totals, the current policy version and its weights' path
+//   GET  /v1/stats               → queue counters, token totals, the current policy version, its weights' path and the run
 import Fastify, { type FastifyInstance } from "fastify";
 import { z } from "../core/zod.js";
 import { ArborError, CapacityError } from "../core/errors.js";
@@ -26,6 +26,11 @@ export interface WeightsAnnouncement {
 export interface TrainerServerStats extends BatchQueueStats {
   policyVersion: number;
   modelPath: string | null;
+  /**
+   * The run whose batches are served (null: not known yet — a trainer-api learns it with a run's first batch). A
+   * trainer keeps each run's checkpoints apart by it (`arbor train-worker` writes into `<out-dir>/<run id>/`).
+   */
+  runId: string | null;
 }
 
 /** Options of {@link createTrainerServer}. */
@@ -36,6 +41,8 @@ export interface TrainerServerOptions {
   initialPolicyVersion?: number;
   /** Path of the weights the engines serve at the start (`model.path`), shown by GET /v1/stats until a trainer announces new ones. */
   initialModelPath?: string;
+  /** The run whose batches this server serves, shown by GET /v1/stats (`setPolicy` changes it). */
+  initialRunId?: string;
   /** Called on POST /v1/weights; its rejection becomes a 502 naming the error. */
   onWeights: (w: WeightsAnnouncement) => Promise<void> | void;
   /**
@@ -66,9 +73,10 @@ export interface TrainerServer {
   offer(batch: ExportedBatch): void;
   /**
    * The engines serve `version` from `modelPath` now, whatever was announced here before: the trainer-api's
-   * orchestrator says so with each batch (a new run starts at 0; a restarted trainer-api learns the version).
+   * orchestrator says so with each batch (a new run starts at 0; a restarted trainer-api learns the version), and
+   * of which run the batch is (`runId`, left as it was when absent).
    */
-  setPolicy(version: number, modelPath: string): void;
+  setPolicy(version: number, modelPath: string, runId?: string): void;
   /** Take an offered batch back, queued or with a trainer (whose ack or requeue of it is then refused); false when unknown. */
   withdraw(id: string): boolean;
   stats(): TrainerServerStats;
@@ -88,11 +96,12 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
   const queue = new BatchQueue(opts.capacity);
   let policyVersion = opts.initialPolicyVersion ?? 0;
   let modelPath: string | null = opts.initialModelPath ?? null;
+  let runId: string | null = opts.initialRunId ?? null;
   // The safetensors form of each queued or in-flight batch, made at offer() from the same tree as the stats
   // (the tree is small beside the Arrow rows); dropped on ack.
   const safetensors = new Map<string, Uint8Array>();
   const app = Fastify({ logger: false, bodyLimit: 1 << 20 });
-  const stats = (): TrainerServerStats => ({ ...queue.stats(), policyVersion, modelPath });
+  const stats = (): TrainerServerStats => ({ ...queue.stats(), policyVersion, modelPath, runId });
 
   app.setErrorHandler((err, _req, reply) => {
     if (err instanceof CapacityError) return reply.code(503).send({ error: err.message });
@@ -176,9 +185,10 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
       queue.push({ id: batch.id, bytes: batchToArrow(batch), samples: s.samples, flatTokens: s.flatTokens, treeTokens: s.treeTokens });
       safetensors.set(batch.id, tensors);
     },
-    setPolicy(version, path) {
+    setPolicy(version, path, run) {
       policyVersion = version;
       modelPath = path;
+      if (run !== undefined) runId = run;
     },
     withdraw(id) {
       safetensors.delete(id);

@@ -46,6 +46,8 @@ describe("arbor run with train.trainer: external and arbor train-worker (end to 
   const lines: string[] = [];
   const replies: { backend: string; version: number }[] = [];
   const workerOut = join(dir, "worker");
+  /** The worker writes each run's checkpoints in a folder of their own (the run GET /v1/stats names). */
+  const runOut = join(workerOut, "ext-e2e");
   let summary: RunSummary;
   let worker: TrainWorkerResult;
 
@@ -85,8 +87,8 @@ describe("arbor run with train.trainer: external and arbor train-worker (end to 
       ["ext-e2e-it1", true, 1],
       ["ext-e2e-it2", true, 2],
     ]);
-    for (const v of [1, 2]) expect(existsSync(join(workerOut, `policy-v${v}.gguf`))).toBe(true);
-    expect(summary.iterations.map((r) => r.update?.checkpoint)).toEqual([join(workerOut, "policy-v1.gguf"), join(workerOut, "policy-v2.gguf")]);
+    for (const v of [1, 2]) expect(existsSync(join(runOut, `policy-v${v}.gguf`))).toBe(true);
+    expect(summary.iterations.map((r) => r.update?.checkpoint)).toEqual([join(runOut, "policy-v1.gguf"), join(runOut, "policy-v2.gguf")]);
     // The run's own checkpoint directory stays empty: the worker wrote them.
     expect(existsSync(join(dir, "ext-e2e", "checkpoints"))).toBe(false);
   });
@@ -107,7 +109,7 @@ describe("arbor run with train.trainer: external and arbor train-worker (end to 
 
   it("resumed one iteration further, a worker started again without --from goes on from v2 with its optimizer state", async () => {
     const out = join(dir, "ext-e2e");
-    expect(readResumeState(out)).toMatchObject({ completedIterations: 2, policyVersion: 2, checkpoint: join(workerOut, "policy-v2.gguf") });
+    expect(readResumeState(out)).toMatchObject({ completedIterations: 2, policyVersion: 2, checkpoint: join(runOut, "policy-v2.gguf") });
     // An external trainer keeps its optimizer state itself: the run records none.
     expect(readResumeState(out).optimizer).toBeUndefined();
     const { cfg, state } = loadResumedRun(out, undefined, [parseOverride("iterations=3")]);
@@ -125,11 +127,11 @@ describe("arbor run with train.trainer: external and arbor train-worker (end to 
     expect(started, logged.join("\n")).toBeDefined();
     const again = await (started as Promise<TrainWorkerResult>);
     expect(logged).toContain(`resume   ext-e2e: 2 of 3 iterations done, policy v2`);
-    expect(logged.some((l) => l.includes(`training ${join(workerOut, "policy-v2.gguf")} from policy version 2 with its optimizer state`))).toBe(true);
+    expect(logged.some((l) => l.includes(`training ${join(runOut, "policy-v2.gguf")} from policy version 2 with its optimizer state`))).toBe(true);
     expect(again.batches.map((b) => [b.id, b.version])).toEqual([["ext-e2e-it3-r1", 3]]);
     expect(resumed.iterations.map((r) => [r.iteration, r.policyVersion, r.update?.version])).toEqual([[3, 2, 3]]);
     expect(resumed.engineVersions).toEqual([3, 3]);
-    expect(readResumeState(out)).toMatchObject({ completedIterations: 3, policyVersion: 3, checkpoint: join(workerOut, "policy-v3.gguf"), resumes: 1 });
+    expect(readResumeState(out)).toMatchObject({ completedIterations: 3, policyVersion: 3, checkpoint: join(runOut, "policy-v3.gguf"), resumes: 1 });
   }, 400_000);
 
   it("prints the trainer URL once and a line per iteration with the version after the ack", async () => {
@@ -153,6 +155,7 @@ describe("waiting for the external trainer", () => {
       config: { host: "127.0.0.1", port: 0, waitMs: 1000 },
       weights: { load: async () => {} }, // no engines: only the protocol is under test
       modelPath: "models/x.gguf",
+      runId: "ext-run",
       clock,
       ...(signal ? { signal } : {}),
     });
@@ -162,8 +165,8 @@ describe("waiting for the external trainer", () => {
     const ext = await start(new VirtualClock());
     try {
       const client = new TrainerClient(ext.url);
-      // GET /v1/stats names the weights the engines serve from the start (model.path), then the announced ones.
-      expect(await client.stats()).toMatchObject({ policyVersion: 0, modelPath: "models/x.gguf" });
+      // GET /v1/stats names the weights the engines serve from the start (model.path), then the announced ones, and the run.
+      expect(await client.stats()).toMatchObject({ policyVersion: 0, modelPath: "models/x.gguf", runId: "ext-run" });
       await expect(client.announceWeights(1, "/w/v1.gguf")).rejects.toThrow(/HTTP 502 .*not waiting for a batch; announce the weights trained on a batch before acking/);
       const trained = ext.step(rollout("b1"));
       const b = await client.nextBatch();

@@ -66,7 +66,7 @@ program
   .description("train a run's policy in this process over the HTTP trainer protocol (arbor run with train.trainer: external): pull a batch, step the reference trainer, write a checkpoint, announce it, ack the batch")
   .requiredOption("--url <url>", "trainer protocol URL that `arbor run` printed (its `trainer` line)")
   .option("--from <gguf>", "the weights the run's engines serve now (default: the model path the run's trainer server reports: its model.path, or a resumed run's checkpoint)")
-  .requiredOption("--out-dir <dir>", "where to write policy-v{N}.gguf checkpoints (readable by the run's engines)")
+  .requiredOption("--out-dir <dir>", "where to write policy-v{N}.gguf checkpoints, in a folder per run (readable by the run's engines)")
   .option("--lr <x>", "Adam learning rate", toPositiveNumber, 1e-3)
   .option("--max-grad-norm <x>", "global gradient-norm limit", toNumber, 1)
   .option("--batches <n>", "stop after this many batches (default: until the run's server is gone)", toInt)

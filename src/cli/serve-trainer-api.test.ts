@@ -26,12 +26,12 @@ afterAll(async () => {
 });
 
 /** A batch file of one group whose rewards differ (it has signal), and its work message from orchestrator `session`. */
-function work(id: string, session: string): BatchWork {
+function work(id: string, session: string, runId: string): BatchWork {
   const call = { output: [50, 60], tool: [40], logprobs: [-2, -2] };
   const { trajectories, groups } = specTrajectories({ prompts: [[30, 31]], groups: [[0, 1].map((p) => ({ forkFrom: 0, forkDepth: p, calls: [call], reward: p }))], estimator: "grpo", mode: "merged" });
   const path = join(dir, `${id}.json`);
   writeFileSync(path, JSON.stringify(buildTrainingBatch({ id, trajectories, groups, estimator: "grpo" }).batch));
-  return { v: 1, batchId: id, path, policyVersion: 0, modelPath: "models/calc-sft.gguf", session };
+  return { v: 1, batchId: id, path, policyVersion: 0, modelPath: "models/calc-sft.gguf", session, runId };
 }
 
 async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
@@ -68,12 +68,14 @@ describe.skipIf(unreachable !== undefined)("arbor serve trainer-api with a super
     const streams = clusterStreams(cfg);
     const bus = await JetStreamEventBus.connect<TrainerEvents>(broker.url, { stream: streams.events, duplicateWindowMs: broker.duplicateWindowMs });
     const queue = await JetStreamWorkQueue.connect<BatchWork>(broker.url, { stream: streams.batches, ackWaitMs: broker.ackWaitMs, maxDeliver: broker.maxDeliver, duplicateWindowMs: broker.duplicateWindowMs });
-    const stats = async (): Promise<{ queued: number; inFlight: number }> => (await (await fetch(`${url}/v1/stats`)).json()) as { queued: number; inFlight: number };
+    const stats = async (): Promise<{ queued: number; inFlight: number; runId: string | null }> => (await (await fetch(`${url}/v1/stats`)).json()) as { queued: number; inFlight: number; runId: string | null };
     try {
       // The first orchestrator offers a batch, and a trainer takes it.
       await bus.publish("orchestrator-started", { session: "A", runId: "run-a" }, "started:A");
-      await queue.publish("a-it1", work("a-it1", "A"));
+      await queue.publish("a-it1", work("a-it1", "A", "run-a"));
       await until("batch a-it1 offered", async () => (await stats()).queued === 1);
+      // The trainers learn the run with its batch (a train-worker keeps each run's checkpoints apart by it).
+      expect((await stats()).runId).toBe("run-a");
       expect((await fetch(`${url}/v1/batches/next`)).headers.get("x-arbor-batch-id")).toBe("a-it1");
       // It is killed; the next orchestrator starts: the batch is taken back from the trainer.
       await bus.publish("orchestrator-started", { session: "B", runId: "run-b" }, "started:B");
@@ -84,10 +86,11 @@ describe.skipIf(unreachable !== undefined)("arbor serve trainer-api with a super
       expect(((await weights.json()) as { error: string }).error).toMatch(/no batch is out with a trainer/);
       expect((await fetch(`${url}/v1/batches/a-it1/ack`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(404);
       // A batch of the earlier orchestrator arriving now is dropped; the later one's is served.
-      await queue.publish("a-it2", work("a-it2", "A"));
+      await queue.publish("a-it2", work("a-it2", "A", "run-a"));
       await until("batch a-it2 dropped", async () => api?.log().includes("trainer-api: batch a-it2 dropped: its orchestrator was superseded") === true);
-      await queue.publish("b-it1", work("b-it1", "B"));
+      await queue.publish("b-it1", work("b-it1", "B", "run-b"));
       await until("batch b-it1 offered", async () => (await stats()).queued === 1);
+      expect((await stats()).runId).toBe("run-b");
       expect((await fetch(`${url}/v1/batches/next`)).headers.get("x-arbor-batch-id")).toBe("b-it1");
     } finally {
       await queue.close();

@@ -106,7 +106,7 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
         throw new ArborError(`trainer-api: batch ${w.batchId}: cannot read ${w.path} (the orchestrator's output folder must be shared with the trainer-api): ${(e as Error).message}`, "trainer_protocol");
       }
       // The orchestrator knows what the engines serve: the next announcement must be above it.
-      server.setPolicy(w.policyVersion, w.modelPath);
+      server.setPolicy(w.policyVersion, w.modelPath, w.runId);
       const acked = new Promise<StepMetrics | undefined | typeof DROPPED>((settle) => held.set(w.batchId, { session: w.session, settle }));
       const beat = setInterval(() => void m.inProgress().catch(() => undefined), Math.max(500, Math.floor(broker.ackWaitMs / 3)));
       try {

@@ -1,8 +1,9 @@
 // The train-worker loop against a real trainer protocol server (createTrainerServer over HTTP) with batches
 // from the real batch builder: a batch with signal is stepped on, checkpointed, announced and only then
 // acked; a batch without signal is acked without an announcement; a worker started again on a resumed run (from
-// the server's model path with Adam's state: the same step); --batches, a server that goes away, a failing
-// announcement (the batch is requeued) and bad options.
+// the server's model path with Adam's state: the same step); the server's next run (checkpoints in a folder per
+// run, the earlier run's kept); --batches, a server that goes away, a failing announcement (the batch is requeued)
+// and bad options.
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -45,12 +46,13 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.app.close()));
 });
 
-async function serve(batches: ExportedBatch[], onWeights?: (w: WeightsAnnouncement) => void): Promise<Served> {
+async function serve(batches: ExportedBatch[], onWeights?: (w: WeightsAnnouncement) => void, runId?: string): Promise<Served> {
   const announced: Served["announced"] = [];
   const acks: Served["acks"] = [];
   const server = createTrainerServer({
     capacity: 4,
     initialPolicyVersion: 0,
+    ...(runId !== undefined ? { initialRunId: runId } : {}),
     onBatch: (event, id, metrics) => {
       if (event === "acked") acks.push({ id, ...(metrics ? { metrics } : {}) });
     },
@@ -120,31 +122,32 @@ describe("arbor train-worker loop", () => {
 
   it("started again on a resumed run: from the run's checkpoint with Adam's state, its later checkpoints removed, the same step", async () => {
     const outDir = join(dir, "out-resume");
-    // The uninterrupted worker: b1 → v1, b2 → v2, Adam's state beside each checkpoint.
-    const first = await serve([batch("b1", [0, 1, 0.5]), batch("b2", [1, 0, 0.25])]);
+    const runDir = join(outDir, "run-a");
+    // The uninterrupted worker: b1 → v1, b2 → v2 in the run's folder, Adam's state beside each checkpoint.
+    const first = await serve([batch("b1", [0, 1, 0.5]), batch("b2", [1, 0, 0.25])], undefined, "run-a");
     const r1 = await runTrainWorker({ url: first.url, from: FROM, outDir, batches: 2, pollMs: 5 });
     expect(r1.batches.map((b) => b.version)).toEqual([1, 2]);
-    for (const v of [1, 2]) expect(existsSync(join(outDir, `policy-v${v}.adam.safetensors`))).toBe(true);
-    const uninterrupted = readGguf(join(outDir, "policy-v2.gguf")).tensors;
+    for (const v of [1, 2]) expect(existsSync(join(runDir, `policy-v${v}.adam.safetensors`))).toBe(true);
+    const uninterrupted = readGguf(join(runDir, "policy-v2.gguf")).tensors;
     // The run was killed before it recorded b2's step: resumed at v1, it offers b2 again. The worker gets no --from.
-    const v1 = join(outDir, "policy-v1.gguf");
-    const resumed = createTrainerServer({ capacity: 2, initialPolicyVersion: 1, initialModelPath: v1, onWeights: () => {} });
+    const v1 = join(runDir, "policy-v1.gguf");
+    const resumed = createTrainerServer({ capacity: 2, initialPolicyVersion: 1, initialModelPath: v1, initialRunId: "run-a", onWeights: () => {} });
     servers.push(resumed);
     resumed.offer(batch("b2", [1, 0, 0.25]));
     const url = await resumed.app.listen({ host: "127.0.0.1", port: 0 });
     const lines: string[] = [];
     const r2 = await runTrainWorker({ url, outDir, batches: 1, pollMs: 5, log: (l) => lines.push(l) });
-    expect(lines[0]).toBe(`train-worker  removed checkpoints v2 from ${outDir}: the run serves version 1 (a killed run's unrecorded steps, or an earlier run's)`);
-    expect(lines[1]).toBe(`train-worker  ${url}: training ${v1} from policy version 1 with its optimizer state (${join(outDir, "policy-v1.adam.safetensors")}), checkpoints in ${outDir}`);
+    expect(lines[0]).toBe(`train-worker  removed checkpoints v2 from ${runDir}: the run serves version 1 (a killed run's unrecorded steps)`);
+    expect(lines[1]).toBe(`train-worker  ${url}: training ${v1} from policy version 1 with its optimizer state (${join(runDir, "policy-v1.adam.safetensors")}), checkpoints in ${runDir}`);
     expect(r2.batches.map((b) => [b.id, b.version])).toEqual([["b2", 2]]);
     // Step for step what the uninterrupted worker trained (without the moments, Adam's step would differ).
-    const again = readGguf(join(outDir, "policy-v2.gguf")).tensors;
+    const again = readGguf(join(runDir, "policy-v2.gguf")).tensors;
     expect(again.map((t) => t.name)).toEqual(uninterrupted.map((t) => t.name));
     again.forEach((t, i) => expect(Array.from(t.data), t.name).toEqual(Array.from((uninterrupted[i] as typeof t).data)));
   }, 120_000);
 
-  it("follows the run's version when it is not the worker's (a trainer-api's next run), and needs a model path", async () => {
-    const { server, url } = await serve([batch("b1", [0, 1, 0.5])]);
+  it("follows the server to the next run (a trainer-api's) in a folder of its own, keeping the earlier run's checkpoints, and needs a model path", async () => {
+    const { server, url } = await serve([batch("b1", [0, 1, 0.5])], undefined, "run/a");
     const outDir = join(dir, "out-follow");
     const lines: string[] = [];
     const worker = runTrainWorker({
@@ -157,7 +160,7 @@ describe("arbor train-worker loop", () => {
         lines.push(l);
         // A new run on the same trainer protocol service: its engines serve the model again, at version 0.
         if (l.includes("batch b1:")) {
-          server.setPolicy(0, FROM);
+          server.setPolicy(0, FROM, "run-b");
           server.offer(batch("b2", [1, 0, 0.5]));
         }
       },
@@ -167,9 +170,12 @@ describe("arbor train-worker loop", () => {
       ["b1", 1],
       ["b2", 1],
     ]);
-    expect(lines).toContain(`train-worker  ${url}: the run serves policy version 0, not this worker's 1: starting again from ${FROM}`);
-    expect(lines).toContain(`train-worker  removed checkpoints v1 from ${outDir}: the run serves version 0 (a killed run's unrecorded steps, or an earlier run's)`);
-    expect(server.stats()).toMatchObject({ policyVersion: 1, modelPath: join(outDir, "policy-v1.gguf") });
+    expect(lines).toContain(`train-worker  ${url}: the server serves run run-b: starting again from ${FROM}`);
+    expect(lines.filter((l) => l.includes("removed checkpoints"))).toEqual([]);
+    // Each run's v1 in its own folder (a run id's "/" made "_"): the first run's checkpoint and optimizer state stay.
+    expect(r.batches.map((b) => b.checkpoint)).toEqual([join(outDir, "run_a", "policy-v1.gguf"), join(outDir, "run-b", "policy-v1.gguf")]);
+    for (const run of ["run_a", "run-b"]) expect(existsSync(join(outDir, run, "policy-v1.adam.safetensors"))).toBe(true);
+    expect(server.stats()).toMatchObject({ policyVersion: 1, modelPath: join(outDir, "run-b", "policy-v1.gguf"), runId: "run-b" });
     // A server that names no weights, and no --from: the batch goes back, the error says what to give.
     const bare = createTrainerServer({ capacity: 1, onWeights: () => {} });
     servers.push(bare);

@@ -1,6 +1,7 @@
 // `arbor train-worker`: Arbor's reference trainer as an external trainer in its own process, speaking the HTTP
 // trainer protocol to `arbor run` (train.trainer: external): pull a batch, step on the samples that carry an
-// advantage (packed as a prefix tree, as the in-process path does), write `policy-v{N}.gguf`, announce it and
+// advantage (packed as a prefix tree, as the in-process path does), write `policy-v{N}.gguf` into the run's folder of
+// `--out-dir` (`<out-dir>/<run id>/`: a later run's versions never replace an earlier run's), announce it and
 // only then ack the batch with the step's loss, gradient norm and entropy (docs/batch-schema.md). A batch
 // without signal is acked without a step. Adam's state is written beside each checkpoint
 // (`policy-v{N}.adam.safetensors`), so a worker started again on a resumed run (`arbor run --resume`) goes on from the
@@ -29,7 +30,10 @@ export interface TrainWorkerOptions {
    * `modelPath` the run's trainer server reports (GET /v1/stats).
    */
   from?: string;
-  /** Where checkpoints `policy-v{N}.gguf` (+ manifest.json) are written; the run's engines must be able to read them. */
+  /**
+   * Where checkpoints `policy-v{N}.gguf` (+ manifest.json) are written, in a folder per run (`<outDir>/<run id>/`, the
+   * run GET /v1/stats names); the run's engines must be able to read them.
+   */
   outDir: string;
   /** Adam learning rate (default 1e-3). */
   lr?: number;
@@ -108,21 +112,30 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
   mkdirSync(o.outDir, { recursive: true });
   /** The weights being trained: loaded at the first batch, and again whenever the run's version is not theirs. */
   let trainer: TfTrainer | undefined;
+  /** The run they are trained for, and where its checkpoints go (`<out-dir>/<run id>/`: runs never share one). */
+  let run: { id: string | null; dir: string } | undefined;
   /**
-   * The trainer for the version the run's engines serve now (GET /v1/stats, read once a batch is taken: a trainer-api
-   * learns the run's version with its batch): this worker's own weights while they are that version, else loaded
-   * from `--from` (first) or the server's model path — a resumed run's checkpoint, a new run's model.
+   * The trainer for the run and version the engines serve now (GET /v1/stats, read once a batch is taken: a
+   * trainer-api learns the run and its version with its batch): this worker's own weights while they are that run's
+   * at that version, else loaded from `--from` (first) or the server's model path — a resumed run's checkpoint, a
+   * new run's model.
    */
-  const follow = async (): Promise<TfTrainer> => {
+  const follow = async (): Promise<{ tf: TfTrainer; dir: string }> => {
     const s = await client.stats();
-    if (trainer !== undefined && trainer.version === s.policyVersion) return trainer;
+    const runId = s.runId ?? null;
+    if (trainer !== undefined && run !== undefined && trainer.version === s.policyVersion && run.id === runId) return { tf: trainer, dir: run.dir };
     const from = trainer === undefined && o.from !== undefined ? o.from : s.modelPath;
     if (from === null) throw new ArborError(`train-worker: ${o.url} reports no model path; give --from <gguf> (the weights the run's engines serve)`, "config");
-    if (trainer !== undefined) log(`train-worker  ${o.url}: the run serves policy version ${s.policyVersion}, not this worker's ${trainer.version}: starting again from ${from}`);
+    if (trainer !== undefined) {
+      const what = run?.id !== runId ? `run ${runId ?? "(unnamed)"}` : `policy version ${s.policyVersion}, not this worker's ${trainer.version}`;
+      log(`train-worker  ${o.url}: the server serves ${what}: starting again from ${from}`);
+    }
     trainer?.dispose();
     trainer = undefined;
-    trainer = await loadTrainer(from, s.policyVersion, o, clock, log);
-    return trainer;
+    const dir = runCheckpointDir(o.outDir, runId);
+    trainer = await loadTrainer(from, s.policyVersion, dir, o, clock, log);
+    run = { id: runId, dir };
+    return { tf: trainer, dir };
   };
   const done: TrainedBatch[] = [];
   const end = (reason: TrainWorkerResult["reason"]): TrainWorkerResult => ({ reason, batches: done, version: trainer?.version ?? start.policyVersion });
@@ -145,7 +158,7 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
         continue;
       }
       try {
-        const tf = await follow();
+        const { tf, dir } = await follow();
         const useful = samplesWithSignal(batch.samples);
         if (useful.length === 0) {
           await client.ack(batch.id);
@@ -155,8 +168,8 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
         }
         const tb = buildTreeBatch(useful, batch.loss);
         const r = tf.step({ tree: tb.tree, termUnit: tb.termUnit, loss: tb.loss, sampleIds: useful.map((s) => s.id) });
-        const { path } = tf.checkpoint(o.outDir, o.keepCheckpoints);
-        await tf.saveOptimizerState(join(o.outDir, optimizerFileName(r.version)));
+        const { path } = tf.checkpoint(dir, o.keepCheckpoints);
+        await tf.saveOptimizerState(join(dir, optimizerFileName(r.version)));
         // The protocol's order: the engines serve the new weights before the batch counts as trained.
         await client.announceWeights(r.version, path);
         // The run records what the step measured as it does its in-process trainer's (metrics.jsonl, TensorBoard).
@@ -177,13 +190,23 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
 }
 
 /**
+ * Where a run's checkpoints go: `<out-dir>/<run id>/` (characters other than letters, digits, `.`, `_` and `-` made
+ * `_`), or `out-dir` itself for a server that names no run. A run's folder holds its versions alone, so a run's
+ * removal of its later versions (below) never touches another run's.
+ */
+export function runCheckpointDir(outDir: string, runId: string | null): string {
+  return runId === null ? outDir : join(outDir, runId.replace(/[^A-Za-z0-9._-]/g, "_"));
+}
+
+/**
  * The reference trainer on `from` at `version`, with Adam's state when `from` is this worker's checkpoint of that
  * version (`policy-v{N}.gguf` with `policy-v{N}.adam.safetensors` beside it); checkpoints of later versions in the
- * output folder are removed first (a killed run's unrecorded steps, or an earlier run's: versions must increase).
+ * run's folder `dir` are removed first (a killed run's unrecorded steps: versions must increase).
  */
-async function loadTrainer(from: string, version: number, o: TrainWorkerOptions, clock: Clock, log: (line: string) => void): Promise<TfTrainer> {
-  const removed = removeCheckpointsAfter(o.outDir, version);
-  if (removed.length > 0) log(`train-worker  removed checkpoints ${removed.map((v) => `v${v}`).join(", ")} from ${o.outDir}: the run serves version ${version} (a killed run's unrecorded steps, or an earlier run's)`);
+async function loadTrainer(from: string, version: number, dir: string, o: TrainWorkerOptions, clock: Clock, log: (line: string) => void): Promise<TfTrainer> {
+  mkdirSync(dir, { recursive: true });
+  const removed = removeCheckpointsAfter(dir, version);
+  if (removed.length > 0) log(`train-worker  removed checkpoints ${removed.map((v) => `v${v}`).join(", ")} from ${dir}: the run serves version ${version} (a killed run's unrecorded steps)`);
   const { Trainer } = await import("../trainer/trainer.js");
   const trainer = await Trainer.fromGguf(from, { lr: o.lr ?? 1e-3, maxGradNorm: o.maxGradNorm ?? 1, version, clock });
   const adam = basename(from) === checkpointFileName(version) ? join(dirname(from), optimizerFileName(version)) : undefined;
@@ -194,7 +217,7 @@ async function loadTrainer(from: string, version: number, o: TrainWorkerOptions,
     trainer.dispose();
     throw e;
   }
-  log(`train-worker  ${o.url}: training ${from} from policy version ${version}${resumed ? ` with its optimizer state (${adam})` : ""}, checkpoints in ${o.outDir}`);
+  log(`train-worker  ${o.url}: training ${from} from policy version ${version}${resumed ? ` with its optimizer state (${adam})` : ""}, checkpoints in ${dir}`);
   return trainer;
 }
 

@@ -29,6 +29,8 @@ export interface BatchWork {
   modelPath: string;
   /** The orchestrator process that published it (absent: an orchestrator from before sessions; never dropped). */
   session?: string;
+  /** The run the batch is of (absent: an orchestrator from before this field). */
+  runId?: string;
 }
 
 /** An orchestrator process started training on the deployment: batches of the ones before it are stale. */
@@ -103,7 +105,7 @@ export async function startBrokeredTrainer(o: BrokeredTrainerOptions): Promise<T
         else o.signal?.addEventListener("abort", onAbort, { once: true });
       });
       try {
-        await o.queue.publish(id, { v: 1, batchId: id, path, policyVersion: version, modelPath, session });
+        await o.queue.publish(id, { v: 1, batchId: id, path, policyVersion: version, modelPath, session, runId: o.runId });
         const ev = await acked;
         version = ev.policyVersion;
         if (ev.modelPath !== null) modelPath = ev.modelPath;

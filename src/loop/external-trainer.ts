@@ -26,6 +26,8 @@ export interface ExternalTrainerOptions {
   modelPath: string;
   /** Its policy version (GET /v1/stats's `policyVersion` until a trainer announces weights): a resumed run's; default 0. */
   version?: number;
+  /** The run's id (GET /v1/stats's `runId`: a trainer keeps each run's checkpoints apart by it). */
+  runId?: string;
   clock: Clock;
   /** Aborts a wait (SIGINT/SIGTERM of the run). */
   signal?: AbortSignal;
@@ -64,6 +66,7 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
     capacity: 2,
     initialPolicyVersion: o.version ?? 0,
     initialModelPath: o.modelPath,
+    ...(o.runId !== undefined ? { initialRunId: o.runId } : {}),
     onWeights: async (w) => {
       if (pending === undefined) {
         throw new ArborError("arbor run is not waiting for a batch; announce the weights trained on a batch before acking that batch", "trainer_protocol");
