@@ -20,8 +20,13 @@ export interface AgentTurnSpec {
 
 export interface AgentProgramSpec {
   programId: string;
-  /** When the program's first turn arrives, ms. */
+  /** When the program's first turn arrives, ms after its wave started. */
   arrivalMs: number;
+  /**
+   * Programs run in waves, one after another (a sync RL run's iterations): wave 0 starts at time 0, and each later
+   * wave when the last program of the wave before it ended. Absent: 0.
+   */
+  wave?: number;
   /** Shared system prompt followed by the program's task. */
   promptTokenIds: number[];
   turns: AgentTurnSpec[];

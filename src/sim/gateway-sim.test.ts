@@ -36,6 +36,17 @@ describe("gateway simulation over the production call path", () => {
     expect(r.heldMs).toBeGreaterThan(0);
   });
 
+  it("runs waves one after another: a wave's programs arrive after the wave before it ended", async () => {
+    const [a, b] = programs as [(typeof programs)[0], (typeof programs)[0]];
+    const one = await runGatewaySim([a], { engines: 1, kvTokensPerEngine: 16_384, routing: "least-load", seed: 3 });
+    const r = await runGatewaySim([a, { ...b, wave: 1, arrivalMs: 250 }], { engines: 1, kvTokensPerEngine: 16_384, routing: "least-load", seed: 3 });
+    // b arrives 250 ms after a's end (its latency is its own run, not a wait for a).
+    const [aEnd, bEnd] = r.programEndsMs as [number, number];
+    expect(aEnd).toBe(one.makespanMs);
+    expect(r.meanProgramLatencyMs).toBeCloseTo((aEnd - a.arrivalMs + (bEnd - aEnd - 250)) / 2, 6);
+    await expect(runGatewaySim([{ ...a, wave: -1 }], { engines: 1, kvTokensPerEngine: 16_384, routing: "least-load", seed: 3 })).rejects.toThrow(/program .*: wave must be an integer >= 0, got -1/);
+  });
+
   it("refuses a workload that uses one program id twice", async () => {
     await expect(runGatewaySim([programs[0]!, programs[0]!], { engines: 1, kvTokensPerEngine: 16_384, routing: "least-load", seed: 1 })).rejects.toThrow(/used twice/);
   });

@@ -223,6 +223,7 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
   /** One agent program: its calls through the gateway's call path, tool time between them, then release. */
   const runProgram = async (spec: AgentProgramSpec): Promise<void> => {
     const id = spec.programId;
+    const arrival = clock.now();
     let prompt = spec.promptTokenIds;
     // What a perfect cache holds for this program: its last context less the last output token.
     let cached: readonly number[] = spec === programs[0] ? [] : (programs[0] as AgentProgramSpec).promptTokenIds;
@@ -251,7 +252,7 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
     }
     ends.set(id, clock.now());
     o.onProgramEnded?.(ends.size);
-    latencies.push(clock.now() - spec.arrivalMs);
+    latencies.push(clock.now() - arrival);
     table.release(id);
     programForgotten(path, id);
     for (const b of backends) b.endProgram(id);
@@ -262,14 +263,27 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
     monitor?.cancel();
     void gateReady?.then((g) => g.close());
   };
-  for (const p of programs) {
-    clock.setTimer(p.arrivalMs, () => {
-      runProgram(p).then(finishOne, (e: unknown) => {
-        errors.push(e);
-        finishOne();
+  // Waves run one after another (a sync run's iterations): a wave's programs arrive after its start as they say.
+  const waves = programWaves(programs);
+  let wave = 0;
+  let waveLeft = 0;
+  const startWave = (): void => {
+    const members = waves[wave] as AgentProgramSpec[];
+    waveLeft = members.length;
+    const ended = (): void => {
+      finishOne();
+      if (--waveLeft === 0 && ++wave < waves.length) startWave();
+    };
+    for (const p of members) {
+      clock.setTimer(p.arrivalMs, () => {
+        runProgram(p).then(ended, (e: unknown) => {
+          errors.push(e);
+          ended();
+        });
       });
-    });
-  }
+    }
+  };
+  if (waves.length > 0) startWave();
 
   scrape();
   const loop = (): void => {
@@ -319,3 +333,15 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
   };
 }
 
+/** Programs by wave (AgentProgramSpec.wave, absent: 0), waves in ascending order, each in the given order. */
+export function programWaves(programs: readonly AgentProgramSpec[]): AgentProgramSpec[][] {
+  const byWave = new Map<number, AgentProgramSpec[]>();
+  for (const p of programs) {
+    const w = p.wave ?? 0;
+    if (!Number.isInteger(w) || w < 0) throw new ArborError(`gateway sim: program ${p.programId}: wave must be an integer >= 0, got ${w}`, "config");
+    let members = byWave.get(w);
+    if (members === undefined) byWave.set(w, (members = []));
+    members.push(p);
+  }
+  return [...byWave].sort((a, b) => a[0] - b[0]).map(([, members]) => members);
+}

@@ -92,6 +92,47 @@ describe("replay of a stored Arbor run", () => {
     expect((await sc.run("verl-like", { seed: 1, scale: 0.5 })).summary.programs).toBe(1);
   }, 60_000);
 
+  it("replays a sync run's iterations one after another: each as it began, without the training steps between them", async () => {
+    const path = join(dir, "c.sqlite");
+    const store = new SqliteTrajectoryStore(path);
+    await store.createRun(fixtureRun("run-2"));
+    const sys = range(1000, 300);
+    // Iteration 1: one program, 3 s of tools. Iteration 2 began 60 s later (the training step): two programs, 2 s.
+    const rounds: [number, number, number][] = [
+      [1, 0, 10_000],
+      [2, 0, 70_000],
+      [2, 1, 70_500],
+    ];
+    for (const [iteration, k, start] of rounds) {
+      const g = { ...fixtureGroup(`it${iteration}-${k}`, "run-2", 1), iteration };
+      await store.createGroup(g);
+      await store.createProgram(fixtureProgram(g, 0));
+      const p = g.programIds[0] as string;
+      const a0 = [...sys, ...range(5000 + 100 * k + 1000 * iteration, 50)];
+      const o0 = range(9000, 20);
+      const tool = iteration === 1 ? 3000 : 2000;
+      await store.recordCall(call(p, 0, a0, o0, start, start + 100));
+      await store.recordCall(call(p, 1, [...a0, ...o0, ...range(6000, 30)], range(9100, 10), start + 100 + tool, start + 200 + tool));
+      await store.endProgram(p, { kind: "completed" }, start + 300 + tool);
+    }
+    await store.close();
+    const programs = await loadReplayPrograms({ store: path, runId: "run-2" });
+    expect(programs.map((p) => [p.programId, p.wave, p.arrivalMs])).toEqual([
+      ["it1-0-p0", undefined, 0],
+      ["it2-0-p0", 1, 0],
+      ["it2-1-p0", 1, 500],
+    ]);
+    const sc = replayScenarioFromDoc({ kind: "replay", name: "sync", store: "c.sqlite", runId: "run-2", cluster: { engines: 2, kvTokensPerEngine: 4096 } }, join(dir, "sync.yaml"));
+    for (const system of sc.systems) {
+      const r = await sc.run(system, { seed: 1, scale: 1 });
+      expect(r.summary).toMatchObject({ requests: 6, completed: 6, programs: 3 });
+      // Iteration 2 starts when iteration 1 ended (after its 3 s of tools): its programs' 0.5 s + 2 s come after.
+      expect(r.summary.makespanMs).toBeGreaterThan(3000 + 500 + 2000);
+      // The 60 s between the iterations (the run's training step) is not replayed.
+      expect(r.summary.makespanMs).toBeLessThan(10_000);
+    }
+  }, 60_000);
+
   it("names the file and field of a bad replay document", () => {
     expect(() => parseReplayWorkload({ kind: "replay", name: "x", store: "s.sqlite", cluster: { engines: 1 } }, "r.yaml")).toThrow(/^r\.yaml: runId: /);
   });

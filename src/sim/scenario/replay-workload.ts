@@ -1,12 +1,15 @@
 // `kind: replay` workloads (issue 18): a stored Arbor run's programs replayed on the simulated cluster.
 // Each program's calls keep their prompt and output token counts; the gap between one call's end and
 // the next call's start is its tool time; a next prompt that does not extend the previous context is
-// a context reset. The programs then run as an agent workload's do, for every agent system.
+// a context reset. A sync run's iterations are replayed one after another, each starting when the one
+// before it ended on the simulated cluster (its programs arriving as they did after the iteration's
+// first call), so neither the run's training steps nor its own rollout times are replayed as gaps.
+// The programs then run as an agent workload's do, for every agent system.
 import { dirname, isAbsolute, resolve } from "node:path";
 import { z } from "../../core/zod.js";
-import type { Trajectory } from "../../core/types.js";
+import type { Group, Trajectory } from "../../core/types.js";
 import { ArborError } from "../../core/errors.js";
-import { trainingTrajectories } from "../../store/held-out-groups.js";
+import { runTrajectories } from "../../store/held-out-groups.js";
 import { openStore } from "../../store/registry.js";
 import type { AgentProgramSpec, AgentTurnSpec } from "../agent-workload.js";
 import { agentScale, runAgentSystem } from "./agent-scenario.js";
@@ -43,16 +46,29 @@ export function parseReplayWorkload(doc: unknown, file: string): ReplayWorkloadS
 const startsWith = (a: readonly number[], prefix: readonly number[]): boolean => prefix.length <= a.length && prefix.every((t, i) => a[i] === t);
 
 /**
- * A stored run's trajectories as agent programs: arrivals relative to the run's first call, one turn
- * per call with its output length, the next prompt's new tokens as tool output (or a reset), and the
- * gap between calls as tool time. Programs without calls are skipped; calls with no output count as one token.
+ * A stored run's trajectories as agent programs: one turn per call with its output length, the next prompt's new
+ * tokens as tool output (or a reset), and the gap between calls as tool time. With `groups` (the run's), a program
+ * of a group of the k-th iteration present (Group.iteration, ascending) is of wave k−1, arriving after its
+ * iteration's first call as it did; without, or for groups that record no iteration (an async run), one wave with
+ * arrivals relative to the run's first call. Programs without calls are skipped; calls with no output count as one
+ * token.
  */
-export function programsFromTrajectories(trajectories: readonly Trajectory[]): AgentProgramSpec[] {
-  const withCalls = trajectories.filter((t) => t.calls.length > 0).map((t) => ({ id: t.program.id, calls: [...t.calls].sort((a, b) => a.index - b.index) }));
+export function programsFromTrajectories(trajectories: readonly Trajectory[], groups: readonly Group[] = []): AgentProgramSpec[] {
+  const iterationOf = new Map(groups.map((g) => [g.id, g.iteration]));
+  const withCalls = trajectories
+    .filter((t) => t.calls.length > 0)
+    .map((t) => ({ id: t.program.id, iteration: iterationOf.get(t.program.groupId) ?? 0, calls: [...t.calls].sort((a, b) => a.index - b.index) }));
   if (withCalls.length === 0) return [];
-  const t0 = Math.min(...withCalls.map((t) => (t.calls[0] as Trajectory["calls"][number]).timings.start));
+  const iterations = [...new Set(withCalls.map((t) => t.iteration))].sort((a, b) => a - b);
+  const waveOf = new Map(iterations.map((it, w) => [it, w]));
+  // Each wave's first call: its programs arrive that long after the wave starts.
+  const t0 = new Map<number, number>();
+  for (const t of withCalls) {
+    const start = (t.calls[0] as Trajectory["calls"][number]).timings.start;
+    t0.set(t.iteration, Math.min(t0.get(t.iteration) ?? Infinity, start));
+  }
   return withCalls
-    .map(({ id, calls }) => {
+    .map(({ id, iteration, calls }) => {
       const turns: AgentTurnSpec[] = calls.map((c, i) => {
         const next = calls[i + 1];
         const outputLength = Math.max(1, c.outputTokenIds.length);
@@ -63,9 +79,10 @@ export function programsFromTrajectories(trajectories: readonly Trajectory[]): A
         return { outputLength, toolTokens: [], toolMs, resetPromptTokenIds: [...next.promptTokenIds] };
       });
       const first = calls[0] as Trajectory["calls"][number];
-      return { programId: id, arrivalMs: first.timings.start - t0, promptTokenIds: [...first.promptTokenIds], turns };
+      const wave = waveOf.get(iteration) as number;
+      return { programId: id, arrivalMs: first.timings.start - (t0.get(iteration) as number), ...(wave > 0 ? { wave } : {}), promptTokenIds: [...first.promptTokenIds], turns };
     })
-    .sort((a, b) => a.arrivalMs - b.arrivalMs || (a.programId < b.programId ? -1 : a.programId > b.programId ? 1 : 0));
+    .sort((a, b) => (a.wave ?? 0) - (b.wave ?? 0) || a.arrivalMs - b.arrivalMs || (a.programId < b.programId ? -1 : a.programId > b.programId ? 1 : 0));
 }
 
 /** Read the run's trajectories from the store and convert them (the store is closed again). */
@@ -73,7 +90,8 @@ export async function loadReplayPrograms(spec: Pick<ReplayWorkloadSpec, "store" 
   const store = await openStore({ kind: "sqlite", path: spec.store });
   try {
     if ((await store.getRun(spec.runId)) === undefined) throw new ArborError(`replay: run '${spec.runId}' is not in the store ${spec.store}`, "config");
-    const programs = programsFromTrajectories(await trainingTrajectories(store, spec.runId));
+    const run = await runTrajectories(store, spec.runId);
+    const programs = programsFromTrajectories(run.training, run.groups);
     if (programs.length === 0) throw new ArborError(`replay: run '${spec.runId}' in ${spec.store} has no program with a call`, "config");
     return programs;
   } finally {
@@ -81,7 +99,7 @@ export async function loadReplayPrograms(spec: Pick<ReplayWorkloadSpec, "store" 
   }
 }
 
-/** A replay workload as a scenario over the agent systems; `scale` < 1 replays the first programs by arrival. */
+/** A replay workload as a scenario over the agent systems; `scale` < 1 replays the first programs (by wave, then arrival). */
 export function replayScenario(spec: ReplayWorkloadSpec): SimScenario {
   let loaded: Promise<AgentProgramSpec[]> | undefined;
   /** The run's programs, read from the store once (for the scale and for every system's run). */
