@@ -96,19 +96,30 @@ class TrainerClient:
         """Give an in-flight batch back untrained: it returns to the head of the queue."""
         self._request("POST", f"/v1/batches/{_quote(batch_id)}/requeue", f"requeue {batch_id}")
 
-    def announce_weights(self, policy_version: int, model_path: str) -> Dict[str, Any]:
-        """Announce new weights; returns once the server's hook (the engines' weight load) has succeeded.
+    def heartbeat(self, batch_id: str) -> None:
+        """The trainer still works on a batch it took: the server keeps it out with this trainer (its lease,
+        ``leaseMs`` in :meth:`stats`, starts again); 404 once the batch is no longer this trainer's."""
+        self._request("POST", f"/v1/batches/{_quote(batch_id)}/heartbeat", f"heartbeat {batch_id}")
 
-        ``policy_version`` must exceed the server's current one (409 otherwise); 502 when the engines refuse.
+    def announce_weights(self, policy_version: int, model_path: str, batch_id: Optional[str] = None) -> Dict[str, Any]:
+        """Announce new weights, trained on ``batch_id`` when given; returns once the server's hook (the engines'
+        weight load) has succeeded.
+
+        ``policy_version`` must exceed the server's current one (409 otherwise, and for a ``batch_id`` no longer out
+        with a trainer); 502 when the engines refuse.
         """
         if isinstance(policy_version, bool) or not isinstance(policy_version, int):
             raise TypeError(f"policy_version: must be an int, got {type(policy_version).__name__}")
-        body = json.dumps({"policy_version": policy_version, "model_path": model_path}).encode()
+        fields: Dict[str, Any] = {"policy_version": policy_version, "model_path": model_path}
+        if batch_id is not None:
+            fields["batch_id"] = batch_id
+        body = json.dumps(fields).encode()
         _, _, answer = self._request("POST", "/v1/weights", "POST /v1/weights", body)
         return _json(answer, "POST /v1/weights")
 
     def stats(self) -> Dict[str, Any]:
-        """The server's counters (``queued``, ``inFlight``, ``acked``, …), ``policyVersion`` and ``modelPath``."""
+        """The server's counters (``queued``, ``inFlight``, ``acked``, …), ``policyVersion``, ``modelPath``, ``runId``
+        and ``leaseMs``."""
         _, _, body = self._request("GET", "/v1/stats", "GET /v1/stats")
         return _json(body, "GET /v1/stats")
 

@@ -9,6 +9,7 @@ to the head of the server's queue, untrained as far as the rollout knows) and th
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple, Union
@@ -53,18 +54,24 @@ def train_loop(
     format: str = "safetensors",
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    heartbeat_s: Optional[float] = None,
 ) -> LoopSummary:
     """Pull, step, announce, ack until ``batches`` batches are acked or ``stop()`` is true (checked before each pull).
 
     ``step_fn(batch)`` trains on the batch and returns ``(policy_version, model_path)`` of the weights it wrote,
     or None for nothing to learn. With neither ``batches`` nor ``stop`` the loop runs until an error.
     ``idle_timeout_s`` bounds the wait for a batch: no batch for that long raises :class:`TrainerProtocolError`.
+    ``heartbeat_s``: while a batch is stepped on and its weights announced, a thread tells the server every that
+    many seconds that the trainer still holds it (``client.heartbeat``): a server gives a batch it hears nothing of
+    for its lease (``leaseMs`` in ``client.stats()``) to another trainer; a third of the lease is a good value.
     ``sleep`` and ``clock`` are injectable for tests. Returns a :class:`LoopSummary`.
     """
     if batches is not None and batches < 0:
         raise ValueError(f"batches: must be >= 0, got {batches}")
     if not poll_s >= 0:
         raise ValueError(f"poll_s: must be >= 0, got {poll_s}")
+    if heartbeat_s is not None and not heartbeat_s > 0:
+        raise ValueError(f"heartbeat_s: must be > 0, got {heartbeat_s}")
     summary = LoopSummary()
     idle_since = clock()
     while (batches is None or summary.batches < batches) and not (stop is not None and stop()):
@@ -78,13 +85,14 @@ def train_loop(
                 )
             sleep(poll_s)
             continue
+        beats = _Heartbeats(client, batch.batch_id, heartbeat_s) if heartbeat_s is not None else None
         try:
             result = step_fn(batch)
             metrics: Optional[Dict[str, float]] = None
             if result is not None:
                 version, model_path = result[0], result[1]
                 metrics = result[2] if len(result) > 2 else None  # type: ignore[misc]
-                client.announce_weights(version, model_path)
+                client.announce_weights(version, model_path, batch_id=batch.batch_id)
         except BaseException as e:
             # Give the batch back before surfacing the error: the rollout must not wait for an ack that never comes.
             try:
@@ -92,6 +100,9 @@ def train_loop(
             except TrainerProtocolError as requeue_error:
                 e.add_note(f"requeueing batch {batch.batch_id} failed too: {requeue_error}")
             raise
+        finally:
+            if beats is not None:
+                beats.stop()
         if metrics:
             client.ack(batch.batch_id, metrics)
         else:
@@ -103,3 +114,25 @@ def train_loop(
             summary.versions.append(result[0])
         idle_since = clock()
     return summary
+
+
+class _Heartbeats:
+    """Heartbeats for one batch from a daemon thread every ``every_s`` seconds until :meth:`stop` (a failed one is
+    left to the batch's ack or requeue to report)."""
+
+    def __init__(self, client: TrainerClient, batch_id: str, every_s: float) -> None:
+        self._stopped = threading.Event()
+
+        def beat() -> None:
+            while not self._stopped.wait(every_s):
+                try:
+                    client.heartbeat(batch_id)
+                except TrainerProtocolError:
+                    pass
+
+        self._thread = threading.Thread(target=beat, name=f"heartbeat {batch_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()

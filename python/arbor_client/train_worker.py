@@ -124,7 +124,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .loop import train_loop
 
     client = TrainerClient(args.url)
-    version = args.version if args.version is not None else int(client.stats().get("policyVersion", 0))
+    served = client.stats()
+    version = args.version if args.version is not None else int(served.get("policyVersion", 0))
+    # A third of the server's lease: a batch it hears nothing of for its lease goes to another trainer.
+    lease_ms = served.get("leaseMs")
+    heartbeat_s = lease_ms / 3000 if isinstance(lease_ms, (int, float)) and lease_ms > 0 else None
     trainer = TorchTrainer(args.from_dir, lr=args.lr, max_grad_norm=args.max_grad_norm, layout=args.layout, dtype=DTYPES[args.dtype], version=version, max_pass_tokens=args.max_pass_tokens)
     # A policy-v{N}/ this worker wrote holds Adam's state: a worker started again on a resumed run goes on with it.
     adam = os.path.join(args.from_dir, OPTIMIZER_FILE)
@@ -134,7 +138,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     with_state = f" with its optimizer state ({adam})" if resumed else ""
     print(f"train-worker  {args.url}: training {args.from_dir} ({args.layout}, {args.dtype}) from policy version {version}{with_state}, checkpoints in {args.out_dir}", flush=True)
     try:
-        summary = train_loop(client, make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True), client.stats), batches=args.batches, poll_s=args.poll_s)
+        summary = train_loop(client, make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True), client.stats), batches=args.batches, poll_s=args.poll_s, heartbeat_s=heartbeat_s)
     except RunChanged as e:
         print(str(e), file=sys.stderr, flush=True)
         return 2

@@ -35,12 +35,15 @@ class RecordingClient:
         self.calls.append(("next", format))
         return self.batches.pop(0) if self.batches else None
 
-    def announce_weights(self, version: int, path: str) -> dict:
-        self.calls.append(("announce", version, path))
+    def announce_weights(self, version: int, path: str, batch_id: Optional[str] = None) -> dict:
+        self.calls.append(("announce", version, path, batch_id))
         return {"ok": True}
 
     def ack(self, batch_id: str, metrics: Optional[dict] = None) -> None:
         self.calls.append(("ack", batch_id) if metrics is None else ("ack", batch_id, metrics))
+
+    def heartbeat(self, batch_id: str) -> None:
+        self.calls.append(("heartbeat", batch_id))
 
     def requeue(self, batch_id: str) -> None:
         self.calls.append(("requeue", batch_id))
@@ -62,8 +65,8 @@ class TrainLoopTest(unittest.TestCase):
         summary = train_loop(client, lambda b: next(steps), batches=3, poll_s=0.5, sleep=sleeps.append)
         self.assertEqual(
             client.calls,
-            [("next", "safetensors"), ("announce", 1, "/w/v1"), ("ack", "b1"), ("next", "safetensors"), ("next", "safetensors"), ("ack", "b2"),
-             ("next", "safetensors"), ("announce", 2, "/w/v2"), ("ack", "b3")],
+            [("next", "safetensors"), ("announce", 1, "/w/v1", "b1"), ("ack", "b1"), ("next", "safetensors"), ("next", "safetensors"), ("ack", "b2"),
+             ("next", "safetensors"), ("announce", 2, "/w/v2", "b3"), ("ack", "b3")],
         )
         self.assertEqual(sleeps, [0.5])
         self.assertEqual((summary.batch_ids, summary.versions, summary.skipped, summary.empty_polls, summary.batches), (["b1", "b2", "b3"], [1, 2], 1, 1, 3))
@@ -74,8 +77,29 @@ class TrainLoopTest(unittest.TestCase):
         train_loop(client, lambda b: next(steps), batches=2)
         self.assertEqual(
             client.calls,
-            [("next", "safetensors"), ("announce", 1, "/w/v1"), ("ack", "b1", {"loss": 0.5, "grad_norm": 2.0, "entropy": 1.25}), ("next", "safetensors"), ("ack", "b2")],
+            [("next", "safetensors"), ("announce", 1, "/w/v1", "b1"), ("ack", "b1", {"loss": 0.5, "grad_norm": 2.0, "entropy": 1.25}), ("next", "safetensors"), ("ack", "b2")],
         )
+
+    def test_heartbeats_while_a_step_runs_and_stops_at_its_end(self) -> None:
+        client = RecordingClient([batch("b1"), batch("b2")])
+
+        def step(b: Batch):
+            # A long step: the loop's thread says the trainer is alive meanwhile.
+            deadline = threading.Event()
+            for _ in range(200):
+                if sum(1 for c in client.calls if c == ("heartbeat", b.batch_id)) >= 2:
+                    break
+                deadline.wait(0.01)
+            return None
+
+        train_loop(client, step, batches=2, heartbeat_s=0.02)
+        beats = [c for c in client.calls if c[0] == "heartbeat"]
+        self.assertGreaterEqual(beats.count(("heartbeat", "b1")), 2)
+        self.assertGreaterEqual(beats.count(("heartbeat", "b2")), 2)
+        # No heartbeat for a batch after its ack.
+        for b in ("b1", "b2"):
+            ack = client.calls.index(("ack", b))
+            self.assertNotIn(("heartbeat", b), client.calls[ack + 1 :])
 
     def test_requeues_on_a_failed_step_and_reraises(self) -> None:
         client = RecordingClient([batch("b1")])

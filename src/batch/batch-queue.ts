@@ -78,6 +78,11 @@ export class BatchQueue {
     return true;
   }
 
+  /** The ids of the batches in flight, in the order they were handed out. */
+  inFlightIds(): string[] {
+    return [...this.inFlight.keys()];
+  }
+
   stats(): BatchQueueStats {
     return { capacity: this.capacity, queued: this.queue.length, inFlight: this.inFlight.size, ...this.counts };
   }

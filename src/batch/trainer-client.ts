@@ -51,12 +51,18 @@ export class TrainerClient {
     if (!res.ok) await errorOf(res, `requeue ${batchId}`);
   }
 
-  /** Announce new weights: `policyVersion` must exceed the current one. */
-  async announceWeights(policyVersion: number, modelPath: string): Promise<void> {
+  /** The trainer still works on a batch it took: the server keeps it out with this trainer (its lease starts again). */
+  async heartbeat(batchId: string): Promise<void> {
+    const res = await this.fetch(`/v1/batches/${encodeURIComponent(batchId)}/heartbeat`, { method: "POST" });
+    if (!res.ok) await errorOf(res, `heartbeat ${batchId}`);
+  }
+
+  /** Announce new weights, trained on `batchId` when given: `policyVersion` must exceed the current one. */
+  async announceWeights(policyVersion: number, modelPath: string, batchId?: string): Promise<void> {
     const res = await this.fetch(`/v1/weights`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ policy_version: policyVersion, model_path: modelPath }),
+      body: JSON.stringify({ policy_version: policyVersion, model_path: modelPath, ...(batchId !== undefined ? { batch_id: batchId } : {}) }),
     });
     if (!res.ok) await errorOf(res, "POST /v1/weights");
   }

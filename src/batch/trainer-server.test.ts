@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { VirtualClock } from "../core/clock.js";
 import { CapacityError } from "../core/errors.js";
 import type { Call } from "../core/types.js";
 import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
@@ -112,6 +113,57 @@ describe("trainer protocol over HTTP", () => {
       // Non-finite values travel as null (JSON has no NaN) and are left out.
       await c.ack("m1", { loss: 0.5, gradNorm: NaN, entropy: 1.75 });
       expect(seen.filter(([e]) => e === "acked")).toEqual([["acked", "m1", { loss: 0.5, entropy: 1.75 }]]);
+    } finally {
+      await srv.app.close();
+    }
+  });
+
+  it("a batch whose trainer is gone (no heartbeat for its lease) goes to another trainer; after its weights were announced, it is acked", async () => {
+    const clock = new VirtualClock();
+    const seen: [string, string][] = [];
+    const logged: string[] = [];
+    const srv = createTrainerServer({ capacity: 2, leaseMs: 1000, clock, log: (l) => logged.push(l), onWeights: () => undefined, onBatch: (event, id) => void seen.push([event, id]) });
+    const loss = createGrpo().loss;
+    srv.offer({ id: "l1", samples: scored, loss });
+    const url = await srv.app.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      const dead = new TrainerClient(url);
+      expect((await dead.stats()).leaseMs).toBe(1000);
+      expect((await dead.nextBatch())?.id).toBe("l1");
+      // Heartbeats keep it: 2 × 700 ms is past one lease.
+      clock.advance(700);
+      await dead.heartbeat("l1");
+      clock.advance(700);
+      expect((await dead.stats()).inFlight).toBe(1);
+      // Then the trainer dies: one lease later the batch is back in the queue, and another trainer gets it.
+      clock.advance(300);
+      expect(await dead.stats()).toMatchObject({ inFlight: 0, queued: 1, requeued: 1 });
+      expect(logged).toEqual(["trainer protocol: batch l1: no heartbeat for 1 s (its trainer is gone): back in the queue for another trainer"]);
+      await expect(dead.heartbeat("l1")).rejects.toThrow(/HTTP 404 .*batch 'l1' is not out with a trainer/);
+      // A late announcement of weights trained on it is refused: the batch is another trainer's to train now.
+      await expect(dead.announceWeights(1, "/w/late.gguf", "l1")).rejects.toThrow(/HTTP 409 .*batch_id: batch 'l1' is not out with a trainer/);
+      const next = new TrainerClient(url);
+      expect((await next.nextBatch())?.id).toBe("l1");
+      // This one announces the weights it trained on the batch, then dies before its ack: acked when the lease runs out
+      // (training the batch again would count it twice: the engines serve what it learnt).
+      await next.announceWeights(1, "/w/v1.gguf", "l1");
+      clock.advance(1000);
+      expect(await next.stats()).toMatchObject({ inFlight: 0, queued: 0, acked: 1, policyVersion: 1 });
+      expect(logged[1]).toBe("trainer protocol: batch l1: no ack nor heartbeat for 1 s after the weights trained on it were announced (its trainer is gone): acked without metrics");
+      expect(seen).toEqual([
+        ["taken", "l1"],
+        ["requeued", "l1"],
+        ["taken", "l1"],
+        ["acked", "l1"],
+      ]);
+      // An announcement that names no batch goes with the one batch out; an ack ends the lease (no expiry after it).
+      srv.offer({ id: "l2", samples: scored, loss });
+      await next.nextBatch();
+      await next.announceWeights(2, "/w/v2.gguf");
+      await next.ack("l2");
+      clock.advance(5000);
+      expect(await next.stats()).toMatchObject({ acked: 2, requeued: 1 });
+      expect(logged).toHaveLength(2);
     } finally {
       await srv.app.close();
     }

@@ -5,12 +5,16 @@
 //   POST /v1/batches/:id/ack     → the trainer consumed the batch; optional JSON body {metrics: {loss, grad_norm,
 //                                   entropy}}: what its step measured (numbers or null), handed to onBatch
 //   POST /v1/batches/:id/requeue → give it back (e.g. the trainer is shutting down)
-//   POST /v1/weights             → {policy_version, model_path}: a new version is ready; calls the onWeights hook
-//                                   (wired by the lead to the engines' /v1/load_weights)
+//   POST /v1/batches/:id/heartbeat → the trainer still works on it: its lease (batch-leases.ts) starts again
+//   POST /v1/weights             → {policy_version, model_path, batch_id?}: a new version, trained on the batch, is
+//                                   ready; calls the onWeights hook (wired by the lead to the engines' /v1/load_weights)
 //   GET  /v1/stats               → queue counters, token totals, the current policy version, its weights' path and the run
 import Fastify, { type FastifyInstance } from "fastify";
 import { z } from "../core/zod.js";
+import type { Clock } from "../core/clock.js";
 import { ArborError, CapacityError } from "../core/errors.js";
+import { realClock } from "../core/real-clock.js";
+import { BatchLeases, DEFAULT_BATCH_LEASE_MS, type LeaseOutcome } from "./batch-leases.js";
 import { BatchQueue, type BatchQueueStats } from "./batch-queue.js";
 import { ARROW_SCHEMA_VERSION, batchToArrow, type ExportedBatch } from "./export-arrow.js";
 import { batchToSafetensors, SAFETENSORS_SCHEMA_VERSION } from "./export-safetensors.js";
@@ -31,6 +35,8 @@ export interface TrainerServerStats extends BatchQueueStats {
    * trainer keeps each run's checkpoints apart by it (`arbor train-worker` writes into `<out-dir>/<run id>/`).
    */
   runId: string | null;
+  /** How long a batch stays with a trainer that sends no heartbeat (POST /v1/batches/:id/heartbeat), ms. */
+  leaseMs: number;
 }
 
 /** Options of {@link createTrainerServer}. */
@@ -50,6 +56,15 @@ export interface TrainerServerOptions {
    * ack passes the step's metrics when the trainer sent them.
    */
   onBatch?: (event: BatchEvent, batchId: string, metrics?: StepMetrics) => void;
+  /**
+   * A batch taken and then neither acked, requeued nor heartbeaten for this long goes back to the queue (acked, when
+   * weights trained on it were announced): its trainer is gone. Default {@link DEFAULT_BATCH_LEASE_MS}.
+   */
+  leaseMs?: number;
+  /** Runs the leases (default the real clock). */
+  clock?: Clock;
+  /** Told when a lease runs out and what became of the batch. */
+  log?: (line: string) => void;
 }
 
 /** What a trainer's step measured, as an ack reports it (docs/batch-schema.md); a metric not sent is absent. */
@@ -89,6 +104,8 @@ type BatchFormat = (typeof FORMATS)[number];
 const WeightsSchema = z.object({
   policy_version: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).min(0),
   model_path: z.string({ error: "must be the path of the new weights" }).min(1, { error: "must not be empty" }),
+  /** The batch the weights were trained on (absent: the one batch out with a trainer, when there is one). */
+  batch_id: z.string({ error: "must be the id of the batch the weights were trained on" }).min(1, { error: "must not be empty" }).optional(),
 });
 
 /** Build the server (call `app.listen` to serve). */
@@ -101,7 +118,28 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
   // (the tree is small beside the Arrow rows); dropped on ack.
   const safetensors = new Map<string, Uint8Array>();
   const app = Fastify({ logger: false, bodyLimit: 1 << 20 });
-  const stats = (): TrainerServerStats => ({ ...queue.stats(), policyVersion, modelPath, runId });
+  const leases = new BatchLeases({
+    leaseMs: opts.leaseMs ?? DEFAULT_BATCH_LEASE_MS,
+    clock: opts.clock ?? realClock,
+    onExpired: (id: string, outcome: LeaseOutcome) => {
+      const s = `${leases.leaseMs / 1000} s`;
+      if (outcome === "ack") {
+        queue.ack(id);
+        safetensors.delete(id);
+        opts.log?.(`trainer protocol: batch ${id}: no ack nor heartbeat for ${s} after the weights trained on it were announced (its trainer is gone): acked without metrics`);
+        opts.onBatch?.("acked", id);
+      } else {
+        queue.requeue(id);
+        opts.log?.(`trainer protocol: batch ${id}: no heartbeat for ${s} (its trainer is gone): back in the queue for another trainer`);
+        opts.onBatch?.("requeued", id);
+      }
+    },
+  });
+  // The leases' timers end with the server.
+  app.addHook("onClose", async () => {
+    for (const id of queue.inFlightIds()) leases.end(id);
+  });
+  const stats = (): TrainerServerStats => ({ ...queue.stats(), policyVersion, modelPath, runId, leaseMs: leases.leaseMs });
 
   app.setErrorHandler((err, _req, reply) => {
     if (err instanceof CapacityError) return reply.code(503).send({ error: err.message });
@@ -118,6 +156,7 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
     }
     const b = queue.next();
     if (!b) return reply.code(204).send();
+    leases.start(b.id);
     opts.onBatch?.("taken", b.id);
     const [type, schema, bytes] =
       (format as BatchFormat) === "safetensors"
@@ -138,6 +177,7 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
       return reply.code(400).send({ error: `ack body: ${issue?.path.join(".") || "body"}: ${issue?.message}` });
     }
     queue.ack(req.params.id);
+    leases.end(req.params.id);
     safetensors.delete(req.params.id);
     const m = parsed.data.metrics;
     const metrics: StepMetrics | undefined =
@@ -150,8 +190,14 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
 
   app.post<{ Params: { id: string } }>("/v1/batches/:id/requeue", async (req) => {
     queue.requeue(req.params.id);
+    leases.end(req.params.id);
     opts.onBatch?.("requeued", req.params.id);
     return { ok: true };
+  });
+
+  app.post<{ Params: { id: string } }>("/v1/batches/:id/heartbeat", async (req, reply) => {
+    if (!leases.renew(req.params.id)) return reply.code(404).send({ error: `batch '${req.params.id}' is not out with a trainer (acked, requeued, withdrawn, or its lease ran out)` });
+    return { ok: true, lease_ms: leases.leaseMs };
   });
 
   app.post("/v1/weights", async (req, reply) => {
@@ -160,15 +206,24 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
       const issue = parsed.error.issues[0];
       return reply.code(400).send({ error: `${issue?.path.join(".") || "body"}: ${issue?.message}` });
     }
-    const { policy_version, model_path } = parsed.data;
+    const { policy_version, model_path, batch_id } = parsed.data;
     if (policy_version <= policyVersion) {
       return reply.code(409).send({ error: `policy_version: ${policy_version} must be greater than the current policy version ${policyVersion}` });
     }
+    const out = queue.inFlightIds();
+    if (batch_id !== undefined && !out.includes(batch_id)) {
+      // Its lease ran out (another trainer may train it now) or it was withdrawn: its weights must not be served.
+      return reply.code(409).send({ error: `batch_id: batch '${batch_id}' is not out with a trainer (acked, requeued, withdrawn, or its lease ran out)` });
+    }
+    const trainedOn = batch_id ?? (out.length === 1 ? out[0] : undefined);
+    if (trainedOn !== undefined) leases.hold(trainedOn);
     try {
       await opts.onWeights({ policyVersion: policy_version, modelPath: model_path });
     } catch (e) {
+      if (trainedOn !== undefined) leases.announced(trainedOn, false);
       return reply.code(502).send({ error: `weights hook failed for version ${policy_version}: ${(e as Error).message}` });
     }
+    if (trainedOn !== undefined) leases.announced(trainedOn, true);
     policyVersion = policy_version;
     modelPath = model_path;
     return { ok: true, policy_version: policyVersion };
@@ -192,6 +247,7 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
     },
     withdraw(id) {
       safetensors.delete(id);
+      leases.end(id);
       return queue.withdraw(id);
     },
     stats,

@@ -152,7 +152,7 @@ describe("waiting for the external trainer", () => {
 
   async function start(clock: VirtualClock, signal?: AbortSignal): Promise<ExternalTrainer> {
     return startExternalTrainer({
-      config: { host: "127.0.0.1", port: 0, waitMs: 1000 },
+      config: { host: "127.0.0.1", port: 0, waitMs: 1000, leaseMs: 300_000 },
       weights: { load: async () => {} }, // no engines: only the protocol is under test
       modelPath: "models/x.gguf",
       runId: "ext-run",
@@ -255,8 +255,8 @@ describe("train.trainer / train.external config", () => {
   const engines = [{ name: "e0" }];
   it("defaults to the reference trainer and fills the external defaults", async () => {
     expect(parseRunConfig({ engines, train: {} }).train?.trainer).toBe("reference");
-    expect(parseRunConfig({ engines, train: { trainer: "external" } }).train?.external).toEqual({ host: "127.0.0.1", port: 0, waitMs: 600_000 });
-    expect(parseRunConfig({ engines, train: { trainer: "external", external: { port: 8400 } } }).train?.external).toEqual({ host: "127.0.0.1", port: 8400, waitMs: 600_000 });
+    expect(parseRunConfig({ engines, train: { trainer: "external" } }).train?.external).toEqual({ host: "127.0.0.1", port: 0, waitMs: 600_000, leaseMs: 300_000 });
+    expect(parseRunConfig({ engines, train: { trainer: "external", external: { port: 8400 } } }).train?.external).toEqual({ host: "127.0.0.1", port: 8400, waitMs: 600_000, leaseMs: 300_000 });
   });
 
   it("rejects bad values, external without trainer external, and async rollout, naming the field", async () => {

@@ -35,7 +35,7 @@ export async function startRunTrainer(o: RunTrainerOptions): Promise<Trainer | u
   const start: TrainerStart | undefined = resume?.checkpoint !== undefined && resume.policyVersion > 0 ? { version: resume.policyVersion, modelPath: resume.checkpoint } : undefined;
   if (t.external && o.trainerApi) return o.trainerApi({ runId: o.runId, waitMs: t.external.waitMs, signal: o.signal, ...(start ? { start } : {}) });
   if (t.external) {
-    const trainer = await startExternalTrainer({ config: t.external, weights: o.weights, modelPath: start?.modelPath ?? o.modelPath, ...(start ? { version: start.version } : {}), runId: o.runId, clock: o.clock, signal: o.signal });
+    const trainer = await startExternalTrainer({ config: t.external, weights: o.weights, modelPath: start?.modelPath ?? o.modelPath, ...(start ? { version: start.version } : {}), runId: o.runId, clock: o.clock, signal: o.signal, log: o.log });
     o.log(`trainer  ${trainer.url} (external: waiting for a trainer${start ? ` at policy v${start.version}` : ""})`);
     return trainer;
   }

@@ -65,6 +65,8 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
     const sessions = new OrchestratorSessions();
     const server = createTrainerServer({
       capacity: BATCHES_AT_ONCE,
+      leaseMs: cfg.trainerApi.leaseMs,
+      log,
       onWeights: async (w) => {
         // Weights are trained on a batch out with a trainer: one withdrawn meanwhile must not reach the engines.
         if (server.stats().inFlight === 0) throw new ArborError("no batch is out with a trainer (one withdrawn because its run was superseded, or none taken): weights are announced for a batch being trained", "trainer_protocol");

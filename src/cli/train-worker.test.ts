@@ -11,6 +11,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { buildTrainingBatch } from "../batch/build-batch.js";
 import type { ExportedBatch } from "../batch/export-arrow.js";
 import { createTrainerServer, type TrainerServer, type StepMetrics, type TrainerServerStats, type WeightsAnnouncement } from "../batch/trainer-server.js";
+import { TrainerClient } from "../batch/trainer-client.js";
 import { readGguf } from "../model/gguf.js";
 import { specTrajectories, type BatchSpec } from "../testing/test-batches.js";
 import { runTrainWorker } from "./train-worker.js";
@@ -96,6 +97,27 @@ describe("arbor train-worker loop", () => {
     expect(m.gradNorm).toBeGreaterThan(0);
     expect(m.entropy).toBeGreaterThan(0);
     expect(acks[1]!.metrics).toBeUndefined();
+  }, 120_000);
+
+  it("takes over the batch of a trainer that died holding it, and keeps its own through heartbeats and a slow announcement", async () => {
+    const lines: string[] = [];
+    const s = createTrainerServer({
+      capacity: 2,
+      leaseMs: 1500,
+      log: (l) => lines.push(l),
+      // The engines take longer than a lease to load the weights: the lease is held meanwhile.
+      onWeights: () => new Promise((r) => setTimeout(r, 2000)),
+    });
+    servers.push(s);
+    s.offer(batch("orphan", [0, 1, 0.5]));
+    const url = await s.app.listen({ host: "127.0.0.1", port: 0 });
+    // A trainer takes the batch and dies: no ack, no requeue, no heartbeat.
+    expect((await new TrainerClient(url).nextBatch())?.id).toBe("orphan");
+    const r = await runTrainWorker({ url, from: FROM, outDir: join(dir, "out-orphan"), batches: 1, pollMs: 20 });
+    expect(r.batches.map((b) => [b.id, b.stepped, b.version])).toEqual([["orphan", true, 1]]);
+    // Once back in the queue, the batch was trained once, by this worker; its own lease never ran out.
+    expect(lines).toEqual(["trainer protocol: batch orphan: no heartbeat for 1.5 s (its trainer is gone): back in the queue for another trainer"]);
+    expect(s.stats()).toMatchObject({ delivered: 2, requeued: 1, acked: 1, inFlight: 0, policyVersion: 1 });
   }, 120_000);
 
   it("continues the server's versions, polls while nothing is queued, and stops cleanly when the server goes away", async () => {

@@ -14,7 +14,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { TrainerClient } from "../batch/trainer-client.js";
 import { buildTreeBatch } from "../batch/tree/tree-batch.js";
-import type { Clock } from "../core/clock.js";
+import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { samplesWithSignal } from "../loop/rl-update.js";
@@ -157,6 +157,8 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
         await sleep(clock, pollMs, o.signal);
         continue;
       }
+      // The server gives a batch that it hears nothing of for its lease to another trainer: say this one is alive.
+      const stopBeats = start.leaseMs !== undefined ? heartbeats(client, batch.id, Math.max(1, Math.floor(start.leaseMs / 3)), clock, log) : () => {};
       try {
         const { tf, dir } = await follow();
         const useful = samplesWithSignal(batch.samples);
@@ -171,7 +173,7 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
         const { path } = tf.checkpoint(dir, o.keepCheckpoints);
         await tf.saveOptimizerState(join(dir, optimizerFileName(r.version)));
         // The protocol's order: the engines serve the new weights before the batch counts as trained.
-        await client.announceWeights(r.version, path);
+        await client.announceWeights(r.version, path, batch.id);
         // The run records what the step measured as it does its in-process trainer's (metrics.jsonl, TensorBoard).
         await client.ack(batch.id, { loss: r.loss, gradNorm: r.gradNorm, entropy: r.entropy });
         done.push({ id: batch.id, stepped: true, version: r.version, checkpoint: path, loss: r.loss, samples: batch.samples.length, trainedSamples: useful.length });
@@ -182,6 +184,8 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
         // Give the batch back so that it is not stuck in flight; the server may be gone already.
         await client.requeue(batch.id).catch(() => {});
         throw e;
+      } finally {
+        stopBeats();
       }
     }
   } finally {
@@ -219,6 +223,31 @@ async function loadTrainer(from: string, version: number, dir: string, o: TrainW
   }
   log(`train-worker  ${o.url}: training ${from} from policy version ${version}${resumed ? ` with its optimizer state (${adam})` : ""}, checkpoints in ${dir}`);
   return trainer;
+}
+
+/**
+ * Heartbeats for `batchId` every `everyMs` until the returned function is called (a failed one is said, not thrown:
+ * the batch's ack or requeue tells the worker what the server thinks). They go out between the step's synchronous
+ * parts; the server's lease is longer than such a part.
+ */
+function heartbeats(client: TrainerClient, batchId: string, everyMs: number, clock: Clock, log: (line: string) => void): () => void {
+  let timer: Timer | undefined;
+  let stopped = false;
+  const beat = (): void => {
+    timer = clock.setTimer(everyMs, () => {
+      void client
+        .heartbeat(batchId)
+        .catch((e: unknown) => log(`train-worker  batch ${batchId}: heartbeat failed: ${(e as Error).message}`))
+        .finally(() => {
+          if (!stopped) beat();
+        });
+    });
+  };
+  beat();
+  return () => {
+    stopped = true;
+    timer?.cancel();
+  };
 }
 
 /**

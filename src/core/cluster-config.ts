@@ -77,7 +77,12 @@ export const ClusterConfigSchema = z
     worker: ClusterWorkerConfigSchema.prefault({}),
     /** `arbor serve trainer-api`: the trainer protocol for trainers outside the deployment. */
     trainerApi: z
-      .object({ host: z.string().min(1).default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(0) })
+      .object({
+        host: z.string().min(1).default("127.0.0.1"),
+        port: z.number().int().min(0).max(65535).default(0),
+        /** As `train.external.leaseMs`: how long a batch stays with a trainer that sends no heartbeat, ms. */
+        leaseMs: z.number().int().min(1).default(300_000),
+      })
       .strict()
       .prefault({}),
   })

@@ -18,6 +18,11 @@ export const ExternalTrainerConfigSchema = z
     port: z.number().int().min(0).max(65535, { error: "must be a TCP port (0-65535; 0 = any free port)" }).default(0),
     /** How long the run waits for the trainer to acknowledge a batch (ms; a requeue restarts the wait) before failing. */
     waitMs: positiveInt.default(600_000),
+    /**
+     * How long a batch stays with a trainer that neither acks, requeues nor sends a heartbeat (ms): then it goes to
+     * another trainer (acked instead, when weights trained on it were announced: its trainer died before its ack).
+     */
+    leaseMs: positiveInt.default(300_000),
   })
   .strict();
 

@@ -28,6 +28,8 @@ export interface ExternalTrainerOptions {
   version?: number;
   /** The run's id (GET /v1/stats's `runId`: a trainer keeps each run's checkpoints apart by it). */
   runId?: string;
+  /** Told when a batch's lease runs out (its trainer is gone) and what became of the batch. */
+  log?: (line: string) => void;
   clock: Clock;
   /** Aborts a wait (SIGINT/SIGTERM of the run). */
   signal?: AbortSignal;
@@ -67,6 +69,9 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
     initialPolicyVersion: o.version ?? 0,
     initialModelPath: o.modelPath,
     ...(o.runId !== undefined ? { initialRunId: o.runId } : {}),
+    leaseMs: o.config.leaseMs,
+    clock: o.clock,
+    ...(o.log ? { log: o.log } : {}),
     onWeights: async (w) => {
       if (pending === undefined) {
         throw new ArborError("arbor run is not waiting for a batch; announce the weights trained on a batch before acking that batch", "trainer_protocol");
