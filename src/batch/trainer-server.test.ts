@@ -152,7 +152,7 @@ describe("trainer protocol over HTTP", () => {
       expect(logged[1]).toBe("trainer protocol: batch l1: no ack nor heartbeat for 1 s after the weights trained on it were announced (its trainer is gone): acked without metrics");
       expect(seen).toEqual([
         ["taken", "l1"],
-        ["requeued", "l1"],
+        ["expired", "l1"],
         ["taken", "l1"],
         ["acked", "l1"],
       ]);

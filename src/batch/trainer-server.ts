@@ -78,8 +78,11 @@ export interface StepMetrics {
 const MetricValue = z.number().finite().nullable().optional();
 const AckSchema = z.object({ metrics: z.object({ loss: MetricValue, grad_norm: MetricValue, entropy: MetricValue }).strict().optional() }).strict();
 
-/** What a trainer did with a batch: took it (GET /v1/batches/next), acked it, or gave it back. */
-export type BatchEvent = "taken" | "acked" | "requeued";
+/**
+ * What a trainer did with a batch: took it (GET /v1/batches/next), acked it, or gave it back — or went away with it:
+ * its lease ran out and the batch is back in the queue ("expired"; acked instead after an announcement).
+ */
+export type BatchEvent = "taken" | "acked" | "requeued" | "expired";
 
 /** A running (or ready-to-listen) trainer protocol server. */
 export interface TrainerServer {
@@ -131,7 +134,7 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
       } else {
         queue.requeue(id);
         opts.log?.(`trainer protocol: batch ${id}: no heartbeat for ${s} (its trainer is gone): back in the queue for another trainer`);
-        opts.onBatch?.("requeued", id);
+        opts.onBatch?.("expired", id);
       }
     },
   });

@@ -150,9 +150,9 @@ describe("waiting for the external trainer", () => {
   // The batch the loop builds of such a rollout, named `id`.
   const rollout = (id: string) => buildTrainingBatch({ id, ...specTrajectories({ prompts: [[30, 31]], groups: [[program(0, 0), program(1, 1)]], estimator: "grpo", mode: "merged" }), estimator: "grpo", mode: "merged" });
 
-  async function start(clock: VirtualClock, signal?: AbortSignal): Promise<ExternalTrainer> {
+  async function start(clock: VirtualClock, signal?: AbortSignal, leaseMs = 300_000): Promise<ExternalTrainer> {
     return startExternalTrainer({
-      config: { host: "127.0.0.1", port: 0, waitMs: 1000, leaseMs: 300_000 },
+      config: { host: "127.0.0.1", port: 0, waitMs: 1000, leaseMs },
       weights: { load: async () => {} }, // no engines: only the protocol is under test
       modelPath: "models/x.gguf",
       runId: "ext-run",
@@ -220,6 +220,35 @@ describe("waiting for the external trainer", () => {
       await client.requeue("given-back");
       clock.advance(1000);
       await expect(back).rejects.toThrow(/batch 'given-back' .*: a trainer gave it back \(requeue\) and none took it again/);
+    } finally {
+      await ext.close();
+    }
+  });
+
+  it("a trainer gone with the batch: its lease gives the batch to the next trainer, or acks it after its announcement", async () => {
+    const clock = new VirtualClock();
+    const ext = await start(clock, undefined, 400);
+    try {
+      const client = new TrainerClient(ext.url);
+      // Taken, then nothing: at 400 ms the batch is back and the wait starts again; nobody takes it by 1400 ms.
+      const lost = ext.step(rollout("lost"));
+      await client.nextBatch();
+      clock.advance(400);
+      expect(await client.stats()).toMatchObject({ queued: 1, inFlight: 0, requeued: 1 });
+      clock.advance(999);
+      expect(await client.stats()).toMatchObject({ queued: 1 });
+      clock.advance(1);
+      await expect(lost).rejects.toThrow(/batch 'lost' was not acknowledged within 1000 ms .*: a trainer took it and went away \(no heartbeat for train\.external\.leaseMs 400 ms\) and none took it again/);
+      await client.ack((await client.nextBatch())!.id);
+      // Announced, then gone before the ack: the lease acks it, and the step ends with the announced version.
+      const trained = ext.step(rollout("trained"));
+      await client.nextBatch();
+      await client.announceWeights(1, "/w/v1.gguf", "trained");
+      clock.advance(400);
+      const u = await trained;
+      expect(ext.version).toBe(1);
+      expect(u.stepped).toBe(true);
+      expect(Number.isNaN(u.loss)).toBe(true);
     } finally {
       await ext.close();
     }

@@ -53,6 +53,8 @@ interface Pending {
   id: string;
   taken: number;
   requeued: number;
+  /** Of the requeues, those of a lease that ran out (the trainer holding it went away). */
+  expired: number;
   announced: number[];
   acked: (metrics: StepMetrics | undefined) => void;
   restart: () => void;
@@ -89,8 +91,9 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       const p = pending;
       if (p === undefined || id !== p.id) return;
       if (event === "taken") p.taken++;
-      else if (event === "requeued") {
+      else if (event === "requeued" || event === "expired") {
         p.requeued++;
+        if (event === "expired") p.expired++;
         p.restart();
       } else p.acked(metrics);
     },
@@ -109,7 +112,8 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       return `no trainer took it (GET /v1/batches/next); start one, e.g. \`arbor train-worker --url ${url} --from ${o.modelPath} --out-dir <dir>\``;
     }
     const last = p.announced[p.announced.length - 1];
-    const state = p.taken === p.requeued ? "a trainer gave it back (requeue) and none took it again" : last !== undefined ? `a trainer took it and announced version ${last} but did not ack it (POST /v1/batches/${p.id}/ack)` : `a trainer took it but announced no weights and did not ack it (POST /v1/weights, then POST /v1/batches/${p.id}/ack)`;
+    const gone = `a trainer took it and went away (no heartbeat for train.external.leaseMs ${o.config.leaseMs} ms) and none took it again`;
+    const state = p.taken === p.requeued ? (p.expired > 0 && p.expired === p.requeued ? gone : "a trainer gave it back (requeue) and none took it again") : last !== undefined ? `a trainer took it and announced version ${last} but did not ack it (POST /v1/batches/${p.id}/ack)` : `a trainer took it but announced no weights and did not ack it (POST /v1/weights, then POST /v1/batches/${p.id}/ack)`;
     return lastWeightsError === undefined ? state : `${state}; the last weights announcement failed: ${lastWeightsError}`;
   };
 
@@ -134,6 +138,7 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       id,
       taken: 0,
       requeued: 0,
+      expired: 0,
       announced: [],
       acked: (metrics) => {
         reported = metrics;
