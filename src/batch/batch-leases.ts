@@ -8,8 +8,11 @@
 import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 
-/** Default lease of a batch out with a trainer, ms: longer than a step that sends no heartbeat (arbor train-worker's). */
-export const DEFAULT_BATCH_LEASE_MS = 300_000;
+/**
+ * Default lease of a batch out with a trainer, ms: the run's default wait for an ack (`train.external.waitMs`), so a
+ * trainer that sends no heartbeat loses its batch no sooner than the run would have given up on it.
+ */
+export const DEFAULT_BATCH_LEASE_MS = 600_000;
 
 /** What becomes of a batch whose lease ran out. */
 export type LeaseOutcome = "requeue" | "ack";

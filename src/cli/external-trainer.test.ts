@@ -235,6 +235,9 @@ describe("waiting for the external trainer", () => {
       await client.nextBatch();
       clock.advance(400);
       expect(await client.stats()).toMatchObject({ queued: 1, inFlight: 0, requeued: 1 });
+      // The gone trainer's late announcement (naming no batch) finds none out: refused, nothing loaded.
+      await expect(client.announceWeights(1, "/w/late.gguf")).rejects.toThrow(/HTTP 502 .*no batch is out with a trainer \(batch 'lost' is queued: given back, or its lease ran out\)/);
+      expect(ext.version).toBe(0);
       clock.advance(999);
       expect(await client.stats()).toMatchObject({ queued: 1 });
       clock.advance(1);
@@ -284,8 +287,8 @@ describe("train.trainer / train.external config", () => {
   const engines = [{ name: "e0" }];
   it("defaults to the reference trainer and fills the external defaults", async () => {
     expect(parseRunConfig({ engines, train: {} }).train?.trainer).toBe("reference");
-    expect(parseRunConfig({ engines, train: { trainer: "external" } }).train?.external).toEqual({ host: "127.0.0.1", port: 0, waitMs: 600_000, leaseMs: 300_000 });
-    expect(parseRunConfig({ engines, train: { trainer: "external", external: { port: 8400 } } }).train?.external).toEqual({ host: "127.0.0.1", port: 8400, waitMs: 600_000, leaseMs: 300_000 });
+    expect(parseRunConfig({ engines, train: { trainer: "external" } }).train?.external).toEqual({ host: "127.0.0.1", port: 0, waitMs: 600_000, leaseMs: 600_000 });
+    expect(parseRunConfig({ engines, train: { trainer: "external", external: { port: 8400 } } }).train?.external).toEqual({ host: "127.0.0.1", port: 8400, waitMs: 600_000, leaseMs: 600_000 });
   });
 
   it("rejects bad values, external without trainer external, and async rollout, naming the field", async () => {

@@ -81,7 +81,7 @@ export const ClusterConfigSchema = z
         host: z.string().min(1).default("127.0.0.1"),
         port: z.number().int().min(0).max(65535).default(0),
         /** As `train.external.leaseMs`: how long a batch stays with a trainer that sends no heartbeat, ms. */
-        leaseMs: z.number().int().min(1).default(300_000),
+        leaseMs: z.number().int().min(1).default(600_000),
       })
       .strict()
       .prefault({}),

@@ -22,7 +22,7 @@ export const ExternalTrainerConfigSchema = z
      * How long a batch stays with a trainer that neither acks, requeues nor sends a heartbeat (ms): then it goes to
      * another trainer (acked instead, when weights trained on it were announced: its trainer died before its ack).
      */
-    leaseMs: positiveInt.default(300_000),
+    leaseMs: positiveInt.default(600_000),
   })
   .strict();
 

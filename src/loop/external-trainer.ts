@@ -78,6 +78,8 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       if (pending === undefined) {
         throw new ArborError("arbor run is not waiting for a batch; announce the weights trained on a batch before acking that batch", "trainer_protocol");
       }
+      // Its batch back in the queue (requeued, or its lease ran out): weights are announced for a batch being trained.
+      if (server.stats().inFlight === 0) throw new ArborError(`no batch is out with a trainer (batch '${pending.id}' is queued: given back, or its lease ran out); announce the weights trained on a batch you hold`, "trainer_protocol");
       try {
         await o.weights.load(w.modelPath, w.policyVersion);
       } catch (e) {
