@@ -38,6 +38,8 @@ interface WorkerExit {
 
 describe.skipIf(PYTHON === undefined)(`arbor run trained by the PyTorch worker${PYTHON === undefined ? ` (skipped: ${noPythonReason(MODULES)})` : ""}${LLAMA ? "" : ` (without the managed llama-server: ${(llama as { missing: string }).missing})`}`, () => {
   const workerOut = join(dir, "worker");
+  /** The worker writes the run's checkpoints in a folder of their own (the run GET /v1/stats names). */
+  const runOut = join(workerOut, "py-e2e");
   const lines: string[] = [];
   /** Every successful engine answer, as the adapter received it (before the version is stamped): backend and ids. */
   const replies: string[] = [];
@@ -88,9 +90,9 @@ describe.skipIf(PYTHON === undefined)(`arbor run trained by the PyTorch worker${
       [0, true, 1],
       [1, true, 2],
     ]);
-    expect(summary.iterations.map((r) => r.update?.checkpoint)).toEqual([join(workerOut, "policy-v1"), join(workerOut, "policy-v2")]);
+    expect(summary.iterations.map((r) => r.update?.checkpoint)).toEqual([join(runOut, "policy-v1"), join(runOut, "policy-v2")]);
     // The HF checkpoints were converted once to the GGUF the llama.cpp engines load.
-    for (const v of [1, 2]) expect(existsSync(join(workerOut, `policy-v${v}.gguf`))).toBe(true);
+    for (const v of [1, 2]) expect(existsSync(join(runOut, `policy-v${v}.gguf`))).toBe(true);
     expect(summary.policyVersion).toBe(2);
     expect(summary.engineVersions).toEqual([2]);
     if (LLAMA) expect(summary.backendVersions).toEqual([{ name: "ls0", version: 2 }]);
