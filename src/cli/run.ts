@@ -40,13 +40,13 @@ import { startRunTrainer } from "./run-trainer.js";
 import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
-import { MetricsLog } from "../loop/metrics-log.js";
-import { readResumeState, RESUME_FILE, writeResumeState, type ResumeState } from "../loop/resume-state.js";
+import { heldOutFields, MetricsLog, metricsRecord, type MetricsRecord } from "../loop/metrics-log.js";
+import { adoptTrained, readResumeState, RESUME_FILE, writeResumeState, type ResumeState, type TrainedStep } from "../loop/resume-state.js";
 import { engineEndpoints } from "./engine-cache-stats.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
 import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
-import { asyncStepLine, earlierPlotPoints, iterationLine, summaryTrainingRows, writeRewardPlot, type EarlierPoints } from "./iteration-report.js";
+import { asyncStepLine, earlierPlotPoints, heldOutText, iterationLine, summaryTrainingRows, writeRewardPlot, type EarlierPoints } from "./iteration-report.js";
 
 export type { IterationResult } from "../loop/iteration-result.js";
 
@@ -160,7 +160,12 @@ export async function runCommand(configPath: string | undefined, opts: Omit<RunO
 export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<RunSummary> {
   const clock = realClock;
   const started = clock.now();
-  const { cluster, resume } = opts;
+  const { cluster } = opts;
+  // An iteration trained before a kill cut its evaluation counts as done: the run evaluates and reports it first. (The
+  // run's last one is done again instead: no step would be left to evaluate and report it beside.)
+  const trainedBefore = opts.resume?.trained;
+  const adopted = opts.resume !== undefined && trainedBefore !== undefined && trainedBefore.completedIterations < cfg.iterations ? adoptTrained(opts.resume) : undefined;
+  const resume = adopted?.state ?? opts.resume;
   checkRunStart(cfg, opts);
   // With a cluster nothing listens here (the trainer protocol is the trainer-api service's).
   if (cluster === undefined) await checkPortsFree(runPorts(cfg));
@@ -231,8 +236,9 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
     // resume.json, rewritten after each iteration or step, says what is done.
     const trainedOn = resume?.consumedTasks ?? [];
     const session = d.workers ? { session: d.workers.session } : {};
-    let state: ResumeState = resume
-      ? { ...resume, config: cfg, resumes: attempt as number, ...(cfg.eval ? { heldOutAfter } : {}), ...session, updatedAt: clock.now() }
+    // (Written with the adopted iteration still as `trained`, until its report is out.)
+    let state: ResumeState = opts.resume
+      ? { ...opts.resume, config: cfg, resumes: attempt as number, ...(cfg.eval ? { heldOutAfter } : {}), ...session, updatedAt: clock.now() }
       : {
           format: 1,
           runId: baseRunId,
@@ -323,6 +329,38 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           ...(resume !== undefined ? { attempt, ...(resume.heldOut ? { restore: resume.heldOut } : {}) } : {}),
         })
       : undefined;
+    /** What iteration `r` changes in resume.json: the task cursor, the policy version and its checkpoint. */
+    const stepFields = (r: IterationResult): Omit<TrainedStep, "record"> => {
+      const u = r.update;
+      // (An external trainer keeps its optimizer state itself.)
+      const ckpt = u?.stepped && u.checkpoint !== undefined ? { checkpoint: u.checkpoint, ...(u.external ? {} : { optimizer: join(checkpointDir, optimizerFileName(u.version)) }) } : {};
+      // (Async: this step's batch is the last the rollout took; the next is taken after this call.)
+      const consumed = sync ? undefined : [...trainedOn, ...rollout.consumedTasks()];
+      const cursor = consumed === undefined ? { taskCursor: r.iteration * settings.batchGroups } : { taskCursor: consumed.length, consumedTasks: consumed };
+      return { completedIterations: r.iteration, ...cursor, policyVersion: u?.version ?? state.policyVersion, ...ckpt };
+    };
+    const kind = sync ? "iteration" : "step";
+    /** The adopted iteration's line and state, with its held-out score when one was due. */
+    const reportAdopted = (record: MetricsRecord, score: HeldOutScore | undefined, evalMs: number): void => {
+      metrics.appendRecord({ ...record, time: clock.now(), ...(score ? { heldOut: heldOutFields(score), evalMs } : {}) });
+      const heldOutState = held?.evaluation.state();
+      state = { ...adoptTrained(state).state, ...(heldOutState ? { heldOut: heldOutState } : {}), updatedAt: clock.now() };
+      writeResumeState(outDir, state);
+      log(`resume   ${kind} ${record.index} was trained before the kill cut its report: recorded now${score ? `, ${heldOutText(score)}` : ""}`);
+    };
+    const unreported = adopted?.unreported;
+    if (unreported !== undefined && held === undefined) reportAdopted(unreported, undefined, 0);
+    // With `eval`, the adopted iteration's version is scored first, where the starting policy's would be.
+    const evaluate =
+      held && unreported !== undefined
+        ? async (step: number, version: number, last: boolean): Promise<HeldOutScore | undefined> => {
+            if (step === 0) {
+              const t0 = clock.now();
+              reportAdopted(unreported, await held.evaluate(unreported.index, version, false), clock.now() - t0);
+            }
+            return held.evaluate(step, version, last);
+          }
+        : held?.evaluate;
     const batchName = (k: number): string => (cfg.iterations === 1 ? "batch.jsonl" : sync ? `batch-it${k}.jsonl` : `batch-step${k}.jsonl`);
     let loop: TrainLoopResult;
     try {
@@ -336,18 +374,18 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
         weights,
         exportBatch: jsonlBatchExporter(outDir, batchName),
         clock,
-        ...(held ? { evaluate: held.evaluate } : {}),
-        onStep: (r) => {
-          const u = r.update;
-          // (An external trainer keeps its optimizer state itself.)
-          if (u?.stepped && u.checkpoint !== undefined) state = { ...state, checkpoint: u.checkpoint, ...(u.external ? {} : { optimizer: join(checkpointDir, optimizerFileName(u.version)) }) };
+        ...(evaluate ? { evaluate } : {}),
+        // Recorded as trained before its evaluation: a kill during it leaves the step to report, not to redo.
+        onTrained: (r) => {
           const heldOutState = held?.evaluation.state();
-          // (Async: this step's batch is the last the rollout took; the next is taken after this call.)
-          const consumed = sync ? undefined : [...trainedOn, ...rollout.consumedTasks()];
-          const cursor = consumed === undefined ? { taskCursor: r.iteration * settings.batchGroups } : { taskCursor: consumed.length, consumedTasks: consumed };
-          state = { ...state, completedIterations: r.iteration, ...cursor, policyVersion: u?.version ?? state.policyVersion, ...(heldOutState ? { heldOut: heldOutState } : {}), updatedAt: clock.now() };
+          state = { ...state, trained: { ...stepFields(r), record: metricsRecord(r, kind, clock.now()) }, ...(heldOutState ? { heldOut: heldOutState } : {}), updatedAt: clock.now() };
           writeResumeState(outDir, state);
-          metrics.append(r, sync ? "iteration" : "step");
+        },
+        onStep: (r) => {
+          const heldOutState = held?.evaluation.state();
+          state = { ...adoptTrained(state).state, ...(heldOutState ? { heldOut: heldOutState } : {}), updatedAt: clock.now() };
+          writeResumeState(outDir, state);
+          metrics.append(r, kind);
           progress?.step();
           if (!sync) log(asyncStepLine(r, cfg.iterations));
           else if (cfg.train || cfg.iterations > 1) log(iterationLine(r, cfg.iterations));

@@ -91,6 +91,8 @@ describe("the exported batch of an iteration", () => {
         weights: { load: async (path, v) => void loaded.push([path, v]) },
         exportBatch: jsonlBatchExporter(join(dir, "out"), (k) => `batch-it${k}.jsonl`),
         // A score returned (here for every version but 1) goes into the step's record, the start's into the result.
+        // Each step is recorded as trained (its weights served, no held-out score yet) before its evaluation.
+        onTrained: (r) => void evaluated.push([r.iteration, r.update?.version ?? -1, r.heldOut === undefined ? loaded.length : -1]),
         evaluate: async (step, version) => {
           evaluated.push([step, version, loaded.length]);
           return version === 1 ? undefined : { version, solved: { mean: version / 10, se: 0, n: 1 }, baseVersion: 0, tasks: 1, samples: 1, temperature: 1 };
@@ -101,6 +103,8 @@ describe("the exported batch of an iteration", () => {
       expect(evaluated).toEqual([
         [0, 0, 0],
         [1, 1, 1],
+        [1, 1, 1],
+        [2, 2, 2],
         [2, 2, 2],
       ]);
       expect(out.iterations.map((r) => r.update?.stepped)).toEqual([true, true]);

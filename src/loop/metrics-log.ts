@@ -228,7 +228,11 @@ export class MetricsLog {
 
   /** Append `r`'s line and scalars now (synchronously: on disk when the step's report is printed). */
   append(r: IterationResult, kind: MetricsRecord["kind"]): MetricsRecord {
-    const rec = metricsRecord(r, kind, this.clock.now());
+    return this.appendRecord(metricsRecord(r, kind, this.clock.now()));
+  }
+
+  /** Append a line made before (a resumed run's iteration whose report a kill cut) and its scalars. */
+  appendRecord(rec: MetricsRecord): MetricsRecord {
     appendFileSync(this.path, `${JSON.stringify(rec)}\n`);
     const scalars = tensorboardScalars(rec);
     this.tensorboard.scalars(rec.index, scalars);

@@ -4,7 +4,8 @@ import { mkdtempSync, rmSync, writeFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { configDifference, readResumeState, RESUME_FILE, writeResumeState, type ResumeState } from "./resume-state.js";
+import { adoptTrained, configDifference, readResumeState, RESUME_FILE, writeResumeState, type ResumeState } from "./resume-state.js";
+import type { MetricsRecord } from "./metrics-log.js";
 
 const root = mkdtempSync(join(tmpdir(), "arbor-resume-state-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -58,6 +59,27 @@ describe("resume state file", () => {
     expect(() => readResumeState(dir)).toThrow(/session must be the orchestrator's session id/);
     put({ ...state, consumedTasks: [3, 0] });
     expect(readResumeState(dir).consumedTasks).toEqual([3, 0]);
+  });
+
+  it("keeps an iteration trained before a kill cut its evaluation, which a resumed run takes as done", () => {
+    const dir = mkdtempSync(join(root, "trained-"));
+    const record = { kind: "iteration", index: 3, heldOut: null } as unknown as MetricsRecord;
+    const trained = { completedIterations: 3, taskCursor: 12, policyVersion: 3, checkpoint: "/x/checkpoints/policy-v3.gguf", optimizer: "/x/checkpoints/policy-v3.adam.safetensors", record };
+    writeResumeState(dir, { ...state, trained });
+    const read = readResumeState(dir);
+    expect(read.trained).toEqual(trained);
+    const { state: adopted, unreported } = adoptTrained(read);
+    expect(adopted).toEqual({ ...state, completedIterations: 3, taskCursor: 12, policyVersion: 3, checkpoint: trained.checkpoint, optimizer: trained.optimizer });
+    expect(unreported).toEqual(record);
+    expect(adoptTrained(state)).toEqual({ state });
+    // Only the iteration after the completed ones, with its own metrics line.
+    const put = (v: unknown): void => writeFileSync(join(dir, RESUME_FILE), JSON.stringify(v));
+    put({ ...state, trained: { ...trained, completedIterations: 4 } });
+    expect(() => readResumeState(dir)).toThrow(/trained\.completedIterations must be 3 \(the iteration after the 2 completed\)/);
+    put({ ...state, trained: { ...trained, record: { ...record, index: 2 } } });
+    expect(() => readResumeState(dir)).toThrow(/trained\.record must be the metrics line of iteration 3/);
+    put({ ...state, trained: { ...trained, checkpoint: undefined } });
+    expect(() => readResumeState(dir)).toThrow(/trained\.checkpoint is missing for policy version 3/);
   });
 
   it("keeps a run's held-out evaluation state", () => {

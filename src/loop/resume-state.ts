@@ -3,16 +3,18 @@
 // It holds what the next iteration needs and the store does not: the run's config and id, the iterations
 // done (a sync run's task cursor follows: iteration k rolls out the k-th slice of the dataset; an async run lists
 // the tasks its steps trained on), the policy version with its checkpoint and the trainer's optimizer state beside
-// it, the held-out evaluation's base samples and scores (with `eval`), and how many times the run was resumed
-// (fresh group ids for the groups a kill interrupted and the evaluations after it). Random state needs no entry: a
-// sync run takes its tasks in order, an async run in the order its seed shuffles them, and each program's
-// sampling seed is derived from the config seed, its task and its sample index (rollout/sync-rollout.ts), never
-// from a generator's position.
+// it, the held-out evaluation's base samples and scores (with `eval`), how many times the run was resumed (fresh
+// group ids for the groups a kill interrupted and the evaluations after it), and an iteration trained and synced
+// whose held-out evaluation or report a kill cut (`trained`: taken as done on resume, then evaluated and reported).
+// Random state needs no entry: a sync run takes its tasks in order, an async run in the order its seed shuffles
+// them, and each program's sampling seed is derived from the config seed, its task and its sample index
+// (rollout/sync-rollout.ts), never from a generator's position.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../core/errors.js";
 import { writeFileAtomic } from "../model/atomic-file.js";
 import type { HeldOutState } from "./held-out-eval.js";
+import type { MetricsRecord } from "./metrics-log.js";
 
 export const RESUME_FILE = "resume.json";
 
@@ -57,8 +59,38 @@ export interface ResumeState {
    * a resumed run cuts what that process left on the workers.
    */
   session?: string;
+  /**
+   * The iteration (or step) after the completed ones when it was trained and its weights loaded but a kill cut its
+   * held-out evaluation or report: written before the evaluation. A resumed run takes it as done
+   * ({@link adoptTrained}) instead of rolling it out and training it again, then evaluates and reports it.
+   */
+  trained?: TrainedStep;
   /** Clock time of the write (ms). */
   updatedAt: number;
+}
+
+/** What a trained iteration changes in the state, and its metrics line before its held-out evaluation. */
+export interface TrainedStep {
+  /** completedIterations + 1. */
+  completedIterations: number;
+  taskCursor: number;
+  consumedTasks?: number[];
+  policyVersion: number;
+  checkpoint?: string;
+  optimizer?: string;
+  /** Its metrics.jsonl line, `heldOut` and `evalMs` still null. */
+  record: MetricsRecord;
+}
+
+/**
+ * The state a resumed run goes on from: with a {@link TrainedStep}, that iteration counts as done (its fields taken
+ * over) and comes back as `unreported`, for the run to evaluate and report it before going on.
+ */
+export function adoptTrained(state: ResumeState): { state: ResumeState; unreported?: MetricsRecord } {
+  const { trained, ...rest } = state;
+  if (trained === undefined) return { state };
+  const { record, ...fields } = trained;
+  return { state: { ...rest, ...fields }, unreported: record };
 }
 
 /** Write `dir/resume.json` whole or not at all. */
@@ -100,7 +132,20 @@ export function readResumeState(dir: string): ResumeState {
   if (s.cluster !== undefined && (typeof s.cluster !== "string" || s.cluster === "")) bad("cluster", "must be the deployment's name");
   if (s.session !== undefined && (typeof s.session !== "string" || s.session === "")) bad("session", "must be the orchestrator's session id");
   if (s.heldOutAfter !== undefined && !(Number.isInteger(s.heldOutAfter) && (s.heldOutAfter as number) >= 1)) bad("heldOutAfter", "must be an integer >= 1");
+  if (s.trained !== undefined) checkTrained(s.trained, s.completedIterations as number, bad);
   return s as unknown as ResumeState;
+}
+
+/** Refuses a `trained` entry that is not the iteration after the completed ones with its metrics line. */
+function checkTrained(t: unknown, completed: number, bad: (field: string, why: string) => never): void {
+  if (typeof t !== "object" || t === null) bad("trained", "must be an object");
+  const o = t as Record<string, unknown>;
+  if (o.completedIterations !== completed + 1) bad("trained.completedIterations", `must be ${completed + 1} (the iteration after the ${completed} completed)`);
+  for (const f of ["taskCursor", "policyVersion"]) if (!(Number.isInteger(o[f]) && (o[f] as number) >= 0)) bad(`trained.${f}`, "must be an integer >= 0");
+  for (const f of ["checkpoint", "optimizer"]) if (o[f] !== undefined && typeof o[f] !== "string") bad(`trained.${f}`, "must be a path");
+  if ((o.policyVersion as number) > 0 && o.checkpoint === undefined) bad("trained.checkpoint", `is missing for policy version ${String(o.policyVersion)}`);
+  const r = o.record as { index?: unknown } | undefined;
+  if (typeof r !== "object" || r === null || r.index !== completed + 1) bad("trained.record", `must be the metrics line of iteration ${completed + 1}`);
 }
 
 /** Refuses a `heldOut` entry that is not a held-out state (the fields the evaluation reads again). */

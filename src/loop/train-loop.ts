@@ -39,6 +39,11 @@ export interface TrainLoopOptions {
    */
   evaluate?: (step: number, version: number, last: boolean) => Promise<HeldOutScore | undefined | void>;
   clock: Clock;
+  /**
+   * Each step's record once its weights are served, before its held-out evaluation (no `heldOut` yet): the CLI
+   * records the step as trained, so that a kill during the evaluation does not lose it.
+   */
+  onTrained?: (r: IterationResult) => void;
   /** Each step's record as soon as it is complete (the CLI prints a line). */
   onStep?: (r: IterationResult) => void;
 }
@@ -80,9 +85,7 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
       } else o.rollout.skipped();
       // 6. Evaluation of the policy the engines now serve: timed on its own, not as part of the training step.
       const evalStart = o.clock.now();
-      const heldOut = (await o.evaluate?.(step, update?.version ?? taken.batch.version, step === o.steps)) ?? undefined;
-      const now = o.clock.now();
-      const r: IterationResult = {
+      const trained: IterationResult = {
         iteration: step,
         runId: taken.groups[0]?.runId ?? taken.id,
         stats: batchStats(taken.trajectories),
@@ -96,8 +99,10 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
         policyVersion: taken.batch.version,
         ...(update ? { update } : {}),
         staleness: batchStaleness(taken),
-        ...(heldOut ? { heldOut, evalMs: now - evalStart } : {}),
       };
+      o.onTrained?.(trained);
+      const heldOut = (await o.evaluate?.(step, update?.version ?? taken.batch.version, step === o.steps)) ?? undefined;
+      const r: IterationResult = heldOut ? { ...trained, heldOut, evalMs: o.clock.now() - evalStart } : trained;
       // The next rollout runs on the new weights from the evaluation's start, beside it (the orchestrator admits again
       // once they are published): its wall time starts there, as the first one's starts beside the step-0 evaluation.
       stepStart = evalStart;
