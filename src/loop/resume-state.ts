@@ -69,18 +69,13 @@ export interface ResumeState {
   updatedAt: number;
 }
 
-/** What a trained iteration changes in the state, and its metrics line before its held-out evaluation. */
-export interface TrainedStep {
-  /** completedIterations + 1. */
-  completedIterations: number;
-  taskCursor: number;
-  consumedTasks?: number[];
-  policyVersion: number;
-  checkpoint?: string;
-  optimizer?: string;
-  /** Its metrics.jsonl line, `heldOut` and `evalMs` still null. */
+/**
+ * What a trained iteration changes in the state (its `completedIterations` is the completed ones + 1), and its metrics
+ * line before its held-out evaluation (`heldOut` and `evalMs` still null).
+ */
+export type TrainedStep = Pick<ResumeState, "completedIterations" | "taskCursor" | "consumedTasks" | "policyVersion" | "checkpoint" | "optimizer"> & {
   record: MetricsRecord;
-}
+};
 
 /**
  * The state a resumed run goes on from: with a {@link TrainedStep}, that iteration counts as done (its fields taken

@@ -119,6 +119,8 @@ export interface GatewaySimResult {
 export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: GatewaySimOptions): Promise<GatewaySimResult> {
   if (!(Number.isInteger(o.engines) && o.engines >= 1)) throw new ArborError(`gateway sim: engines must be an integer >= 1, got ${o.engines}`, "config");
   if (programs.length === 0) throw new ArborError("gateway sim: the workload has no programs", "config");
+  // Waves run one after another (a sync run's iterations): a wave's programs arrive after its start as they say.
+  const waves = programWaves(programs);
   const profile = getCostProfile(o.profile ?? "llama-3-8b/h100");
   const numBlocks = Math.floor(o.kvTokensPerEngine / profile.blockSize);
   if (!(numBlocks >= 1)) throw new ArborError(`gateway sim: kvTokensPerEngine must hold at least one block, got ${o.kvTokensPerEngine}`, "config");
@@ -263,8 +265,6 @@ export async function runGatewaySim(programs: readonly AgentProgramSpec[], o: Ga
     monitor?.cancel();
     void gateReady?.then((g) => g.close());
   };
-  // Waves run one after another (a sync run's iterations): a wave's programs arrive after its start as they say.
-  const waves = programWaves(programs);
   let wave = 0;
   let waveLeft = 0;
   const startWave = (): void => {
