@@ -22,6 +22,7 @@ import { batchToParquet } from "./export-parquet.js";
 import { batchToSafetensors } from "./export-safetensors.js";
 import { EXPORT_FORMATS, formatExtension, writeTrajectories, type ExportFormat } from "./export-trajectories.js";
 import { trajectoryRows } from "./trajectory-rows.js";
+import { fileSafeName } from "../core/file-safe-name.js";
 
 /** What `exportStore` wrote. */
 export interface StoreExport {
@@ -97,11 +98,6 @@ function byIteration(runId: string, groups: readonly Group[]): { id: string; ite
   return out.sort((a, b) => (a.iteration ?? 0) - (b.iteration ?? 0));
 }
 
-/** A run id as a file name: characters other than letters, digits, `.`, `_` and `-` become `_`. */
-function fileName(runId: string): string {
-  return runId.replace(/[^A-Za-z0-9._-]/g, "_");
-}
-
 async function writeBatch(path: string, batch: ExportedBatch, format: ExportFormat): Promise<void> {
   switch (format) {
     case "jsonl":
@@ -146,7 +142,7 @@ export async function exportStore(store: TrajectoryStore, opts: { format: Export
         result.skipped.push({ runId: run.id, ...at, reason: batch });
         continue;
       }
-      const path = join(opts.out, "batches", `${fileName(part.id)}.${ext}`);
+      const path = join(opts.out, "batches", `${fileSafeName(part.id)}.${ext}`);
       await writeBatch(path, batch, opts.format);
       batches.push(batch);
       result.batches.push({ runId: run.id, ...at, path, samples: batch.samples.length });

@@ -20,6 +20,7 @@ import { realClock } from "../core/real-clock.js";
 import { samplesWithSignal } from "../loop/rl-update.js";
 import type { Trainer as TfTrainer } from "../trainer/trainer.js";
 import { checkpointFileName, optimizerFileName, removeCheckpointsAfter } from "../trainer/checkpoint.js";
+import { fileSafeName } from "../core/file-safe-name.js";
 
 /** Options of {@link runTrainWorker}. */
 export interface TrainWorkerOptions {
@@ -194,12 +195,12 @@ export async function runTrainWorker(o: TrainWorkerOptions): Promise<TrainWorker
 }
 
 /**
- * Where a run's checkpoints go: `<out-dir>/<run id>/` (characters other than letters, digits, `.`, `_` and `-` made
- * `_`), or `out-dir` itself for a server that names no run. A run's folder holds its versions alone, so a run's
- * removal of its later versions (below) never touches another run's.
+ * Where a run's checkpoints go: `<out-dir>/<run id>/` (the id as one folder name, `fileSafeName`), or `out-dir`
+ * itself for a server that names no run. A run's folder holds its versions alone, so a run's removal of its later
+ * versions (below) never touches another run's.
  */
 export function runCheckpointDir(outDir: string, runId: string | null): string {
-  return runId === null ? outDir : join(outDir, runId.replace(/[^A-Za-z0-9._-]/g, "_"));
+  return runId === null ? outDir : join(outDir, fileSafeName(runId));
 }
 
 /**

@@ -17,6 +17,7 @@ import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { externalUpdate } from "./external-trainer.js";
 import type { Trainer } from "./trainer-port.js";
+import { fileSafeName } from "../core/file-safe-name.js";
 
 /** One batch for the trainer-api: where its JSON is, and the weights the engines serve as it is offered. */
 export interface BatchWork {
@@ -89,7 +90,7 @@ export async function startBrokeredTrainer(o: BrokeredTrainerOptions): Promise<T
     async step(built) {
       if (closed) throw new ArborError("the trainer-api client is closed", "trainer_protocol");
       const id = built.batch.id;
-      const path = join(o.dir, `${id.replace(/[^A-Za-z0-9._-]/g, "_")}.json`);
+      const path = join(o.dir, `${fileSafeName(id)}.json`);
       // Whole or absent: the trainer-api never reads half a batch.
       writeFileSync(`${path}.tmp`, JSON.stringify(built.batch));
       renameSync(`${path}.tmp`, path);

@@ -8,6 +8,7 @@ import { existsSync, statSync } from "node:fs";
 import { chmod, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { ArborError } from "../../core/errors.js";
+import { fileSafeName } from "../../core/file-safe-name.js";
 
 /** Where every sandbox sees the install (read-only). */
 export const AGENT_MOUNT = "/opt/agent";
@@ -59,7 +60,7 @@ export function parseNpmSpec(spec: string): { name: string; version: string } | 
 export function npmInstallDir(cacheDir: string, name: string, version: string): string {
   const key = `${name}@${version}|${process.platform}-${process.arch}|node${process.versions.node.split(".")[0]}`;
   const hash = createHash("sha256").update(key).digest("hex").slice(0, 16);
-  return join(resolve(cacheDir), `${name.replace(/[^A-Za-z0-9._-]/g, "_")}-${version}-${hash}`);
+  return join(resolve(cacheDir), `${fileSafeName(name)}-${version}-${hash}`);
 }
 
 /**
