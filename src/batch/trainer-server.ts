@@ -127,17 +127,27 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
     onExpired: (id: string, outcome: LeaseOutcome) => {
       const s = `${leases.leaseMs / 1000} s`;
       if (outcome === "ack") {
-        queue.ack(id);
-        safetensors.delete(id);
+        ack(id);
         opts.log?.(`trainer protocol: batch ${id}: no ack nor heartbeat for ${s} after the weights trained on it were announced (its trainer is gone): acked without metrics`);
         opts.onBatch?.("acked", id);
       } else {
-        queue.requeue(id);
+        requeue(id);
         opts.log?.(`trainer protocol: batch ${id}: no heartbeat for ${s} (its trainer is gone): back in the queue for another trainer`);
         opts.onBatch?.("expired", id);
       }
     },
   });
+  /** The batch is done: its queue entry, lease and safetensors form go (a trainer's ack, or its lease's). */
+  const ack = (id: string): void => {
+    queue.ack(id);
+    leases.end(id);
+    safetensors.delete(id);
+  };
+  /** The batch goes back to the head of the queue, without a lease (a trainer's requeue, or its lease's end). */
+  const requeue = (id: string): void => {
+    queue.requeue(id);
+    leases.end(id);
+  };
   // The leases' timers end with the server.
   app.addHook("onClose", async () => {
     for (const id of queue.inFlightIds()) leases.end(id);
@@ -179,9 +189,7 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
       const issue = parsed.error.issues[0];
       return reply.code(400).send({ error: `ack body: ${issue?.path.join(".") || "body"}: ${issue?.message}` });
     }
-    queue.ack(req.params.id);
-    leases.end(req.params.id);
-    safetensors.delete(req.params.id);
+    ack(req.params.id);
     const m = parsed.data.metrics;
     const metrics: StepMetrics | undefined =
       m === undefined
@@ -192,8 +200,7 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
   });
 
   app.post<{ Params: { id: string } }>("/v1/batches/:id/requeue", async (req) => {
-    queue.requeue(req.params.id);
-    leases.end(req.params.id);
+    requeue(req.params.id);
     opts.onBatch?.("requeued", req.params.id);
     return { ok: true };
   });
