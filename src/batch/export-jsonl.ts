@@ -1,8 +1,8 @@
 // A batch's scored samples as JSON Lines, one sample per line (exactly the samples the trainer is given:
 // the batch builder's, build-batch.ts): streamed to disk (atomic rename when done) and read back with every
 // field validated, so a trainer never sees a half-written or malformed batch.
-import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, rename, rm } from "node:fs/promises";
+import { createReadStream } from "node:fs";
+import { mkdir, open, rename, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
@@ -59,8 +59,11 @@ function* lines(samples: readonly ScoredSample[]): Generator<string> {
 export async function writeSamplesJsonl(path: string, samples: readonly ScoredSample[]): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
   const partial = `${path}.partial`;
+  // Opened before the first line is made: a stream that opens its file itself may create it after a bad sample
+  // failed the pipeline and the partial file was removed, leaving it behind.
+  const file = await open(partial, "w");
   try {
-    await pipeline(Readable.from(lines(samples)), createWriteStream(partial));
+    await pipeline(Readable.from(lines(samples)), file.createWriteStream());
     await rename(partial, path);
   } catch (e) {
     await rm(partial, { force: true });
