@@ -51,6 +51,18 @@ describe("the gateway's call path (I/O-free; the HTTP gateway and the simulator 
     expect(path.router.route({ programId: "p", promptTokens: [1, 2, 3, 4, 5] }).backend).toBeDefined();
   });
 
+  it("keeps no history for a program released while its call ran (its release forgot it; nothing would again)", async () => {
+    const path = makePath();
+    await runCall(path, { programId: "p", start: 0, estimateTokens: () => 3 }, async (c) => {
+      path.table.release("p");
+      programForgotten(path, "p");
+      callRecorded(path, "p", [1, 2, 3], [4, 5]);
+      c.recorded({ promptTokens: [1, 2, 3], outputTokens: [4, 5] });
+    });
+    expect(path.table.get("p")).toMatchObject({ state: "terminated", calls: 1, inFlight: 0 });
+    expect(path.history.has("p")).toBe(false);
+  });
+
   it("fails an unrecorded call in the table, reports it failed and forgets the program it opened, when serving throws", async () => {
     const path = makePath();
     await expect(

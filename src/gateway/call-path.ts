@@ -160,10 +160,13 @@ export async function runCall<T>(path: CallPath, call: PathCall, serve: (c: Open
   }
 }
 
-/** A call's tokens were recorded: the table ends the call and the program's history is its context. */
+/**
+ * A call's tokens were recorded: the table ends the call and the program's history is its context. A program
+ * released while the call ran keeps none: its release has forgotten it already, and nothing would again.
+ */
 export function callRecorded(path: Pick<CallPath, "table" | "history">, programId: string, promptTokenIds: readonly number[], outputTokenIds: readonly number[]): void {
   path.table.endCall(programId, promptTokenIds.length + outputTokenIds.length);
-  path.history.set(programId, promptTokenIds.concat(outputTokenIds));
+  if (path.table.isActive(programId)) path.history.set(programId, promptTokenIds.concat(outputTokenIds));
 }
 
 /** A released program: its history, router binding and gate state go (the table keeps a tombstone). */

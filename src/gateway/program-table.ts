@@ -413,6 +413,11 @@ export class ProgramTable {
     }
   }
 
+  /** Whether the program is open and not terminated (no snapshot: the call path asks once per call). */
+  isActive(id: string): boolean {
+    return this.active.has(id);
+  }
+
   /** The program's entry (active or remembered released), or undefined. */
   get(id: string): ProgramEntry | undefined {
     const row = this.find(id);

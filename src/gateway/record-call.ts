@@ -77,8 +77,9 @@ export function recordCall(
   callRecorded(ctx, programId, trace.promptTokenIds, trace.outputTokenIds);
   ctx.metrics.promptTokens.inc(trace.promptTokenIds.length);
   ctx.metrics.outputTokens.inc(trace.outputTokenIds.length);
-  if (flags.trainable === false) {
-    // No engine token ids to continue from: the next call starts afresh.
+  // No engine token ids to continue from: the next call starts afresh. A program released while the call ran
+  // keeps none either: its release has forgotten it already, so a context kept now would never go.
+  if (flags.trainable === false || !ctx.table.isActive(programId)) {
     ctx.history.delete(programId);
     ctx.contexts.delete(programId);
   } else {
