@@ -413,6 +413,36 @@ describe("program pause and restore", () => {
   });
 });
 
+describe("bounded program state (an engine behind a gateway is never told that a program ended)", () => {
+  const l2 = () => new InProcessKvTier({ name: "L2", capacityBlocks: 64, bandwidthBytesPerMs: 1e6 });
+
+  it("keeps programs' last tokens up to maxProgramTailTokens: a program finished before the bound's worth of others pauses without a move", () => {
+    const h = makeHarness({ maxModelLen: 64, maxProgramTailTokens: 40 }, { l2: l2() });
+    for (const [k, pid] of ["a", "b", "c"].entries()) {
+      h.sched.addRequest({ requestId: `${pid}1`, programId: pid, promptTokenIds: toks(16, 700 + 100 * k), maxTokens: 4 });
+      h.runToEnd();
+    }
+    // 20 tokens each: c's tail pushed a's out (60 > 40); a's blocks are still cached in L1.
+    h.sched.pauseProgram("a", "L2");
+    expect(h.step().plan.transfers).toEqual([]);
+    h.sched.pauseProgram("c", "L2");
+    expect(h.step().plan.transfers).toContainEqual({ from: "L1", to: "L2", blocks: 4, bytes: 32 });
+    expect(() => makeHarness({ maxProgramTailTokens: -1 })).toThrow("maxProgramTailTokens must be an integer >= 0");
+  });
+
+  it("refuses a pause beyond maxPausedPrograms with a capacity error; re-pausing and restoring make room as expected", () => {
+    const h = makeHarness({ maxPausedPrograms: 2 });
+    h.sched.pauseProgram("a", "drop");
+    h.sched.pauseProgram("b", "drop");
+    h.sched.pauseProgram("b", "drop");
+    expect(() => h.sched.pauseProgram("c", "drop")).toThrow(CapacityError);
+    expect(() => h.sched.pauseProgram("c", "drop")).toThrow("the engine's paused programs (scheduler maxPausedPrograms) is full (limit 2)");
+    h.sched.restoreProgram("a");
+    h.sched.pauseProgram("c", "drop");
+    expect(h.sched.stats().pausedPrograms).toBe(2);
+  });
+});
+
 describe("recordLogprobs", () => {
   it("off, finished requests carry the same tokens and no logprobs", () => {
     const run = (recordLogprobs: boolean | undefined): FinishedRequest[] => {

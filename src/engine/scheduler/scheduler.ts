@@ -9,9 +9,12 @@ import type { ComputedBlocks, KvBlockManager, KvRequestHandle } from "../kv/bloc
 import type { StopRule } from "../sampling.js";
 import type { DraftBudget, DraftCandidate } from "../specdec/draft-budget.js";
 import { RequestQueue, compareQueued, type SchedulingPolicy } from "./request-queue.js";
+import { ProgramTails } from "./program-tails.js";
 import { MAX_INITIAL_ROOM, MAX_TOKEN_ID, adoptBuffer, bufferWithRoom, grownBuffer, type TokenMemory } from "./token-buffer.js";
 import type { KvTransfer, SampledTokenOut, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
 
+/** Programs paused at once unless SchedulerConfig.maxPausedPrograms says otherwise. */
+export const DEFAULT_MAX_PAUSED_PROGRAMS = 65_536;
 /** The draft of a request with none: shared, never mutated (draft lists are only replaced or sliced). */
 const NO_DRAFT: number[] = [];
 /** No prefix-cache hits (a running request's allocation): shared, never mutated. */
@@ -49,6 +52,13 @@ export interface SchedulerConfig {
   recordLogprobs?: boolean;
   /** Memory of the requests' token buffers (default "counted"; "uncounted" for a simulation: see TokenMemory). */
   tokenMemory?: TokenMemory;
+  /**
+   * Tokens of programs' last requests kept for pauses to move (ProgramTails; default 4× the KV cache's
+   * tokens, more than it can still hold): beyond it the least recently finished program's go.
+   */
+  maxProgramTailTokens?: number;
+  /** Programs paused at once (default 65,536): pauseProgram throws CapacityError beyond it. */
+  maxPausedPrograms?: number;
 }
 
 export interface NewRequest {
@@ -212,8 +222,9 @@ export class Scheduler {
   /** KV moves decided outside a step (program pauses), charged to the next plan. */
   private pendingTransfers: KvTransfer[] = [];
   private readonly pausedPrograms = new Map<string, PauseTarget>();
+  private readonly maxPausedPrograms: number;
   /** Per program, the tokens of its last finished request, whose KV may still be cached (see pauseProgram). */
-  private readonly lastTokensOfProgram = new Map<string, Uint32Array>();
+  private readonly programTails: ProgramTails;
   private numPreemptions = 0;
   /** Where the read-ahead loops (touchTails, touchRunning) leave their sum, so the reads are not dropped. */
   private touchSink = 0;
@@ -240,6 +251,8 @@ export class Scheduler {
       );
     }
     this.waiting = new RequestQueue<Req>(config.policy);
+    this.programTails = new ProgramTails(config.maxProgramTailTokens ?? 4 * kv.numBlocks * kv.blockSize);
+    this.maxPausedPrograms = config.maxPausedPrograms ?? DEFAULT_MAX_PAUSED_PROGRAMS;
     this.stopIds = new Set(config.stopTokenIds);
     this.recordLogprobs = config.recordLogprobs ?? true;
   }
@@ -707,9 +720,11 @@ export class Scheduler {
     if (to !== "L2" && to !== "L3" && to !== "drop") {
       throw new ArborError(`pauseProgram ${programId}: to must be "L2", "L3" or "drop", got ${String(to)}`, "invalid_request");
     }
+    if (this.pausedPrograms.size >= this.maxPausedPrograms && !this.pausedPrograms.has(programId)) {
+      throw new CapacityError("the engine's paused programs (scheduler maxPausedPrograms)", this.maxPausedPrograms);
+    }
     this.pausedPrograms.set(programId, to);
-    const last = this.lastTokensOfProgram.get(programId);
-    this.lastTokensOfProgram.delete(programId);
+    const last = this.programTails.take(programId);
     if (last !== undefined && to !== "drop") {
       const t = this.kv.offloadPrefix(last, to);
       if (t && t.blocks > 0) this.pendingTransfers.push(t);
@@ -725,7 +740,7 @@ export class Scheduler {
   /** Forget a program that has ended: its pause and its last request's tokens (bounded memory). */
   endProgram(programId: string): void {
     this.pausedPrograms.delete(programId);
-    this.lastTokensOfProgram.delete(programId);
+    this.programTails.delete(programId);
   }
 
   /** Whether a program is paused, and where its KV went. */
@@ -779,7 +794,7 @@ export class Scheduler {
         return;
       }
     } else if (pid !== undefined && to === undefined) {
-      this.lastTokensOfProgram.set(pid, r.tokenIds.subarray(0, r.numTokens));
+      this.programTails.set(pid, r.tokenIds.subarray(0, r.numTokens));
     }
     this.kv.free(r.requestId);
   }
@@ -833,6 +848,8 @@ function validateConfig(c: SchedulerConfig): void {
   posInt("maxModelLen", c.maxModelLen, 2);
   posInt("maxWaiting", c.maxWaiting, 1);
   if (c.longPrefillTokenThreshold !== undefined) posInt("longPrefillTokenThreshold", c.longPrefillTokenThreshold, 0);
+  if (c.maxProgramTailTokens !== undefined) posInt("maxProgramTailTokens", c.maxProgramTailTokens, 0);
+  if (c.maxPausedPrograms !== undefined) posInt("maxPausedPrograms", c.maxPausedPrograms, 1);
   if (c.policy !== "fcfs" && c.policy !== "priority") {
     throw new ArborError(`scheduler config: policy must be "fcfs" or "priority", got ${String(c.policy)}`, "config");
   }
