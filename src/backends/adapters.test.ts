@@ -1,7 +1,8 @@
 // Error paths of the token-level adapters that the shared contract does not reach: upstream error
 // answers, answers missing the fields a trainable trace needs, bad requests and bad urls.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BackendHttpError, BackendProtocolError, isTokenBackend } from "./backend.js";
+import { VirtualClock } from "../core/clock.js";
+import { BackendHttpError, BackendProtocolError, BackendUnreachableError, isTokenBackend } from "./backend.js";
 import { createBuiltinBackend } from "./builtin.js";
 import { startFixtureServer, type FixtureReply, type FixtureServer } from "../testing/fixture-server.js";
 import { createLlamacppBackend } from "./llamacpp.js";
@@ -66,6 +67,31 @@ describe("token-level adapters", () => {
     next = { json: { total_slots: 2, default_generation_settings: { n_ctx: 512 } } };
     await expect(l.pause!("ghost")).rejects.toThrow("program 'ghost' holds no slot to pause");
     await expect(l.restore!("ghost")).rejects.toThrow("program 'ghost' is not paused here");
+  });
+
+  it("fail a program's pause or restore that the engine does not answer within the admin timeout, on the clock", async () => {
+    const clock = new VirtualClock();
+    const a = createArborBackend({ name: "a", url: server.root, clock, adminTimeoutMs: 500 });
+    server.hold();
+    try {
+      const before = server.requests.length;
+      const p = a.pause!("p1");
+      await server.waitForRequests(before + 1);
+      clock.advance(499);
+      let settled = false;
+      void p.then(
+        () => (settled = true),
+        () => (settled = true),
+      );
+      await new Promise((r) => setImmediate(r));
+      expect(settled).toBe(false);
+      clock.advance(1);
+      const e = await p.catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(BackendUnreachableError);
+      expect((e as Error).message).toBe(`backend 'a' at ${server.root}/v1 is not reachable: no answer to POST /v1/programs/p1/pause within 500 ms`);
+    } finally {
+      server.release();
+    }
   });
 
   it("accept a root or /v1 url and reject bad ones", () => {

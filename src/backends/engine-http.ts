@@ -16,7 +16,12 @@ export interface EngineHttpOptions {
   clock?: Clock;
   /** Limit for GETs (metrics, info); inference calls are bounded by the caller's signal. */
   probeTimeoutMs?: number;
+  /** Limit for operations outside inference (a program's pause or restore, a slot's save), which no caller bounds (default 60 s). */
+  adminTimeoutMs?: number;
 }
+
+/** EngineHttpOptions.adminTimeoutMs unless given: a pause saves a program's KV, which may take seconds, never a minute. */
+export const DEFAULT_ADMIN_TIMEOUT_MS = 60_000;
 
 export interface EngineHttp {
   /** POST JSON to `root + path`; a 2xx JSON answer is returned, anything else thrown as a Backend error. */
@@ -27,6 +32,12 @@ export interface EngineHttp {
    * holds them exactly as sent (prompt-echo.ts).
    */
   postEchoingPrompt(path: string, promptIds: readonly number[], rest: object, signal?: AbortSignal): Promise<unknown>;
+  /**
+   * postJson for an operation outside inference (pause, restore, a slot's save): an engine that does not answer
+   * within the admin timeout fails it as unreachable, so a wedged engine cannot hold a program's pauses, or the
+   * gateway's close, for good.
+   */
+  postAdmin(path: string, body: object): Promise<unknown>;
   /** GET `root + path` as text within the probe timeout. */
   getText(path: string): Promise<string>;
   /** GET `root + path` as JSON within the probe timeout. */
@@ -88,6 +99,7 @@ export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
   const { name, url, root } = opts;
   const clock = opts.clock ?? realClock;
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5_000;
+  const adminTimeoutMs = opts.adminTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS;
 
   const target: EngineTarget = { name, url, base: httpBase(root) };
 
@@ -106,16 +118,23 @@ export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
     return new BackendHttpError(name, url, status, `${path}: ${errorDetail(text)}`, body);
   }
 
-  async function probe(path: string): Promise<string> {
+  /** `run` with a signal that fails it as unreachable after `ms` on the clock. */
+  async function within<T>(what: string, ms: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const ac = new AbortController();
-    const timer = clock.setTimer(probeTimeoutMs, () => ac.abort(new BackendUnreachableError(name, url, `no answer to GET ${path} within ${probeTimeoutMs} ms`)));
+    const timer = clock.setTimer(ms, () => ac.abort(new BackendUnreachableError(name, url, `no answer to ${what} within ${ms} ms`)));
     try {
-      const r = await send("GET", path, undefined, ac.signal);
-      if (r.status < 200 || r.status >= 300) throw failure(`GET ${path}`, r.status, r.text);
-      return r.text;
+      return await run(ac.signal);
     } finally {
       timer.cancel();
     }
+  }
+
+  function probe(path: string): Promise<string> {
+    return within(`GET ${path}`, probeTimeoutMs, async (signal) => {
+      const r = await send("GET", path, undefined, signal);
+      if (r.status < 200 || r.status >= 300) throw failure(`GET ${path}`, r.status, r.text);
+      return r.text;
+    });
   }
 
   const parse = (path: string, text: string): unknown => {
@@ -142,6 +161,9 @@ export function createEngineHttp(opts: EngineHttpOptions): EngineHttp {
       const { payload, idsJson } = echoingPayload(promptIds, serializeRequestBody(path, rest));
       const text = await post(path, payload, signal);
       return readEchoing(text, idsJson, promptIds) ?? parse(path, text);
+    },
+    postAdmin(path, body) {
+      return within(`POST ${path}`, adminTimeoutMs, async (signal) => parse(path, await post(path, serializeRequestBody(path, body), signal)));
     },
     getText: probe,
     async getJson(path) {

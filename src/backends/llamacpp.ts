@@ -32,6 +32,8 @@ export interface LlamacppBackendOptions {
   url: string;
   clock?: Clock;
   probeTimeoutMs?: number;
+  /** Limit for a slot's save, erase or restore (default DEFAULT_ADMIN_TIMEOUT_MS, 60 s). */
+  adminTimeoutMs?: number;
 }
 
 /** Create a {@link TokenBackend} for a llama-server (slot save/restore needs it started with --slot-save-path). */
@@ -39,7 +41,7 @@ export function createLlamacppBackend(opts: LlamacppBackendOptions): TokenBacken
   const { root, v1 } = splitBaseUrl(opts.name, opts.url);
   const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
   const { name, url } = base;
-  const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
+  const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, adminTimeoutMs: opts.adminTimeoutMs });
   let props: { slots: number; slotCtx: number } | undefined;
   let table: LlamaSlotTable | undefined;
   const saved = new Map<string, string>();
@@ -240,8 +242,8 @@ export function createLlamacppBackend(opts: LlamacppBackendOptions): TokenBacken
     const slot = t.get(programId);
     if (slot === undefined) throw new ArborError(`backend '${name}' at ${url}: program '${programId}' holds no slot to pause`, "backend_state");
     const filename = fileFor(programId);
-    await http.postJson(`/slots/${slot}?action=save`, { filename });
-    await http.postJson(`/slots/${slot}?action=erase`, {});
+    await http.postAdmin(`/slots/${slot}?action=save`, { filename });
+    await http.postAdmin(`/slots/${slot}?action=erase`, {});
     t.release(programId);
     saved.set(programId, filename);
   }
@@ -250,7 +252,7 @@ export function createLlamacppBackend(opts: LlamacppBackendOptions): TokenBacken
     const filename = saved.get(programId);
     if (filename === undefined) throw new ArborError(`backend '${name}' at ${url}: program '${programId}' is not paused here`, "backend_state");
     const slot = (await slots()).slotFor(programId);
-    await http.postJson(`/slots/${slot}?action=restore`, { filename });
+    await http.postAdmin(`/slots/${slot}?action=restore`, { filename });
     saved.delete(programId);
   }
 

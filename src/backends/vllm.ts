@@ -32,6 +32,8 @@ export interface VllmBackendOptions {
   model?: string;
   clock?: Clock;
   probeTimeoutMs?: number;
+  /** Limit for a program's pause or restore (default DEFAULT_ADMIN_TIMEOUT_MS, 60 s). */
+  adminTimeoutMs?: number;
 }
 
 /** Create a {@link TokenBackend} for a vLLM server (>= 0.10.2 for return_token_ids); policyVersion is null. */
@@ -52,7 +54,7 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
   const { root, v1 } = splitBaseUrl(opts.name, opts.url);
   const base = createBuiltinBackend({ name: opts.name, url: v1, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, ...(opts.model !== undefined ? { model: opts.model } : { discoverModel: true }) });
   const { name, url } = base;
-  const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs });
+  const http = createEngineHttp({ name, url, root, clock: opts.clock, probeTimeoutMs: opts.probeTimeoutMs, adminTimeoutMs: opts.adminTimeoutMs });
   const arbor = type === "builtin";
 
   /** The /v1/completions body but its prompt (which every body sends first). */
@@ -174,7 +176,7 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
 
   const programCall = async (programId: string, action: "pause" | "restore", body: object): Promise<{ kvTokens: number }> => {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const json: any = await http.postJson(`/v1/programs/${encodeURIComponent(programId)}/${action}`, body);
+    const json: any = await http.postAdmin(`/v1/programs/${encodeURIComponent(programId)}/${action}`, body);
     return { kvTokens: Number.isInteger(json?.kv_tokens) ? json.kv_tokens : 0 };
   };
 
