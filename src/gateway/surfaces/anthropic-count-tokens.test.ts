@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBuiltinBackend } from "../../backends/builtin.js";
 import { createArborBackend } from "../../backends/vllm.js";
 import type { Call } from "../../core/types.js";
+import { startFixtureServer } from "../../testing/fixture-server.js";
 import { startTinyEngine, type TinyEngine } from "../../testing/real-engine-fixture.js";
 import { createGateway, type Gateway } from "../server.js";
 
@@ -73,6 +74,25 @@ describe("POST /v1/messages/count_tokens", () => {
     const { id } = await program();
     const stranger = new Anthropic({ baseURL: `${url}/p/${id}`, apiKey: "arbor-pk-not-this-one", maxRetries: 0 });
     await expect(stranger.messages.countTokens(request)).rejects.toBeInstanceOf(Anthropic.AuthenticationError);
+  });
+});
+
+describe("POST /v1/messages/count_tokens on an engine that does not answer", () => {
+  it("gives up after the call timeout with 504, naming the backend", async () => {
+    const silent = await startFixtureServer(() => ({ json: {} }));
+    silent.hold();
+    const g = createGateway({ backends: [createArborBackend({ name: "stuck", url: `${silent.root}/v1`, model: "m" })], sink: { recordCall: async () => {} }, callTimeoutMs: 300 });
+    const base = await g.listen("127.0.0.1", 0);
+    try {
+      const client = new Anthropic({ baseURL: `${base}/p/any`, apiKey: "unused", maxRetries: 0 });
+      const e = (await client.messages.countTokens(request).catch((x: unknown) => x)) as { status?: number; message?: string };
+      expect(e.status).toBe(504);
+      expect(e.message).toMatch(/backend 'stuck' did not answer within 300 ms/);
+      expect(silent.requests.map((r) => r.path)).toEqual(["/tokenize"]);
+    } finally {
+      await g.close();
+      await silent.close();
+    }
   });
 });
 
