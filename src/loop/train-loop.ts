@@ -9,6 +9,7 @@ import { buildTrainingBatch, type BuiltBatch } from "../batch/build-batch.js";
 import type { Clock } from "../core/clock.js";
 import type { OrchestratedRollout, RolloutEnd } from "../rollout/async-rollout.js";
 import type { HeldOutScore } from "./held-out-eval.js";
+import { infrastructureFailure } from "./infrastructure-failure.js";
 import { batchStaleness, batchStats, meanRewardComponents, type IterationResult } from "./iteration-result.js";
 import type { Trainer, WeightSync } from "./trainer-port.js";
 
@@ -72,6 +73,8 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
       // 1. Rollout and 2. rewards: programs run and are rewarded as they end, until the orchestrator has a batch.
       const taken = await o.rollout.next();
       if (taken === undefined) break; // drained, aborted or failed: finish() below says which
+      const failed = infrastructureFailure(step, taken.trajectories);
+      if (failed) throw failed;
       const trainStart = o.clock.now();
       // 3. Batch: built once; the file and the trainer get the same samples.
       const built = buildTrainingBatch({ id: taken.id, trajectories: taken.trajectories, groups: taken.groups, estimator: o.estimator, ...(o.estimatorOptions ? { estimatorOptions: o.estimatorOptions } : {}), mode: "merged" });
