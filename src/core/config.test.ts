@@ -40,6 +40,16 @@ describe("run config", () => {
     expect(() => parseRunConfig({ engines: [{ name: "e0" }], rollot: {} })).toThrowError(/rollot/);
   });
 
+  it("rejects an engine name used twice, an empty output.dir, and too little memory for a black-box agent under bwrap", () => {
+    expect(() => parseRunConfig({ engines: [{ name: "e0" }, { name: "e1" }, { name: "e0" }] })).toThrowError(/engines\[2\]\.name: 'e0' is used twice/);
+    expect(() => parseRunConfig({ engines: [{ name: "e0" }], output: { dir: "" } })).toThrowError(/output\.dir: must not be empty/);
+    const blackBox = { engines: [{ name: "e0" }], agent: { kind: "black-box", command: ["/bin/sh", "-c", "echo hi"] } };
+    expect(() => parseRunConfig(blackBox)).toThrowError(/sandbox\.memoryMb: 256 is too little for a black-box agent: .*set at least 1024/);
+    expect(parseRunConfig({ ...blackBox, sandbox: { memoryMb: 1024 } }).sandbox.memoryMb).toBe(1024);
+    // Docker and Kubernetes limit the container's memory, not its address space.
+    expect(parseRunConfig({ ...blackBox, sandbox: { provider: "docker" } }).sandbox.memoryMb).toBe(256);
+  });
+
   it("rejects a backend with neither url nor in-process engine", () => {
     expect(() => parseRunConfig({ backends: [{ name: "x", type: "builtin" }] })).toThrowError(
       /backends\[0\]\.url: backend 'x' has no url/,

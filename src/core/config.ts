@@ -10,6 +10,9 @@ import { AdvantageShapingSchema, splitShapingOptions } from "./estimator-options
 
 const positiveInt = z.number().int().min(1);
 
+/** The least sandbox.memoryMb (RLIMIT_AS under bwrap) a black-box agent's launcher, a Node process, starts in. */
+export const BLACK_BOX_MIN_MEMORY_MB = 1024;
+
 /** Where `arbor run` serves the trainer protocol to an external trainer (`train.external`). */
 export const ExternalTrainerConfigSchema = z
   .object({
@@ -752,7 +755,7 @@ export const RunConfigSchema = z
     output: z
       .object({
         /** Directory for the store, the batch and the model (relative to the working directory). */
-        dir: z.string().default(".arbor/runs/run"),
+        dir: z.string().min(1, "must not be empty (the run's folder: its store, checkpoints and batches)").default(".arbor/runs/run"),
       })
       .strict()
       .prefault({}),
@@ -760,6 +763,9 @@ export const RunConfigSchema = z
   .strict()
   .superRefine((cfg, ctx) => {
     cfg.engines.forEach((e, i) => {
+      if (cfg.engines.findIndex((o) => o.name === e.name) < i) {
+        ctx.addIssue({ code: "custom", path: ["engines", i, "name"], message: `'${e.name}' is used twice (engine names must be unique)` });
+      }
       if (e.executor === "costmodel" && e.costProfile === undefined) {
         ctx.addIssue({ code: "custom", path: ["engines", i, "costProfile"], message: "required when executor is costmodel" });
       }
@@ -804,6 +810,15 @@ export const RunConfigSchema = z
         });
       }
     });
+    if (cfg.agent.kind === "black-box" && cfg.sandbox.provider === "bwrap" && cfg.sandbox.memoryMb < BLACK_BOX_MIN_MEMORY_MB) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["sandbox", "memoryMb"],
+        message:
+          `${cfg.sandbox.memoryMb} is too little for a black-box agent: under bwrap it is the sandbox's address-space limit (RLIMIT_AS), ` +
+          `and the agent's launcher runs Node there, which reserves most of a GiB as it starts; set at least ${BLACK_BOX_MIN_MEMORY_MB}`,
+      });
+    }
     if (cfg.eval !== undefined && cfg.train === undefined) {
       ctx.addIssue({ code: "custom", path: ["eval"], message: "held-out evaluation compares policy versions: it needs `train`" });
     }
