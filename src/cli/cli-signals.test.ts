@@ -1,5 +1,5 @@
 // Nothing lost on Ctrl-C: an interrupted `arbor run` ends every program it created with a recorded
-// outcome, removes every sandbox, and exits with one line and status 130. Nothing left active after
+// outcome, removes every sandbox, and exits with one line and status 130 (143 on SIGTERM). Nothing left active after
 // SIGKILL either: the next run to open the store ends the killed run's programs as aborted.
 import { spawn } from "node:child_process";
 import { chmodSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
@@ -30,8 +30,11 @@ function runDir(name: string): string {
   return dir;
 }
 
-it("SIGINT mid-run: every program ends recorded, no sandbox left, exit 130", async () => {
-  const dir = runDir("sigint");
+it.each([
+  ["SIGINT", 130],
+  ["SIGTERM", 143],
+] as const)("%s mid-run: every program ends recorded, no sandbox left, exit %i", async (signal, status) => {
+  const dir = runDir(signal.toLowerCase());
   const cfgPath = join(dir, "c.yaml");
   const child = spawn(process.execPath, [join(root, "bin/arbor.mjs"), "run", cfgPath, "--no-progress"], { cwd: root });
   let stderr = "";
@@ -41,15 +44,15 @@ it("SIGINT mid-run: every program ends recorded, no sandbox left, exit 130", asy
     if (!interrupted && stderr.includes("gateway ")) {
       interrupted = true;
       // Let a few programs start, then interrupt.
-      globalThis.setTimeout(() => child.kill("SIGINT"), 700);
+      globalThis.setTimeout(() => child.kill(signal), 700);
     }
   });
   const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
   expect(interrupted).toBe(true);
-  expect(code).toBe(130);
+  expect(code).toBe(status);
   const errors = stderr.split("\n").filter((l) => l.startsWith("arbor:"));
   expect(errors).toHaveLength(1);
-  expect(errors[0]).toMatch(/^arbor: error: run aborted \(received SIGINT\)/);
+  expect(errors[0]).toBe(`arbor: error: run aborted (received ${signal}); programs recorded as aborted in ${join(dir, "out", "store.sqlite")}`);
 
   const store = new SqliteTrajectoryStore(join(dir, "out", "store.sqlite"));
   try {

@@ -1,7 +1,7 @@
 // `arbor inspect` and `arbor export` as a user runs them, on a small real store (testing/inspect-store.ts): the
 // run listing, one trajectory as decoded turns (text and --json), an export through the command, and the
 // one-line errors for an unknown store, program and format.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -35,6 +35,17 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("arbor inspect", () => {
+  it("stops quietly, exit 0, when its reader closes the pipe (`arbor inspect … | head`)", async () => {
+    const child = spawn(process.execPath, [join(root, "bin/arbor.mjs"), "inspect", fixture.path], { cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
+    // The reader is gone before the first line: every write meets a closed pipe.
+    child.stdout.destroy();
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+    expect(stderr).toBe("");
+    expect(code).toBe(0);
+  });
+
   it("lists runs and programs with terminations, rewards and components (--json has the same)", () => {
     const r = arbor("inspect", fixture.path);
     expect(r.status, r.stderr).toBe(0);

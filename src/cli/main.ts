@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { Command, CommanderError, Option } from "commander";
-import { ArborError } from "../core/errors.js";
+import { ArborError, SignalledError } from "../core/errors.js";
 import { BENCHMARK_NAMES } from "../bench/benchmark-names.js";
 import type { sftCommand } from "./sft.js";
 import type { TrainWorkerCommandOptions } from "./train-worker.js";
@@ -30,6 +30,13 @@ const program = new Command()
     if (o.logLevel !== undefined) process.env.ARBOR_LOG_LEVEL = o.logLevel;
     if (o.logFormat !== undefined) process.env.ARBOR_LOG_FORMAT = o.logFormat;
   });
+
+// A reader that stops early (`arbor inspect … | head`) closes the pipe: the rest of the output is not wanted, which
+// is no error (an unhandled EPIPE printed Node's stack trace).
+process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+  if (e.code !== "EPIPE") throw e;
+  process.exit(0);
+});
 
 registerRunCommand(program);
 registerServeCommands(program);
@@ -211,7 +218,8 @@ function reportError(e: unknown, debug: boolean): number {
   if (debug && e instanceof Error) console.error(e.stack);
   else if (e instanceof ArborError) console.error(`arbor: error: ${e.message}`);
   else console.error(`arbor: unexpected error: ${e instanceof Error ? e.message : String(e)} (run with --debug for the stack trace)`);
-  // 130 is the shell convention for "ended by SIGINT".
+  // The shell's convention for "ended by a signal": 130 for SIGINT (and an abort that names none), 143 for SIGTERM.
+  if (e instanceof SignalledError && e.signal === "SIGTERM") return 143;
   return e instanceof ArborError && e.code === "aborted" ? 130 : 1;
 }
 

@@ -9,7 +9,7 @@ import { dirname, join, resolve } from "node:path";
 import { loadClusterConfig, loadClusterRunConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { loadRunConfig, servedModelOf, type RunConfig } from "../core/config.js";
 import { parseOverride } from "../core/config-overrides.js";
-import { ArborError } from "../core/errors.js";
+import { ArborError, SignalledError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
 import { environmentFromConfig, runTasks } from "../envs/from-config.js";
@@ -197,7 +197,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   const abort = new AbortController();
   // Every program's client listens on this one signal.
   setMaxListeners(0, abort.signal);
-  const onSignal = (sig: NodeJS.Signals): void => abort.abort(new Error(`received ${sig}`));
+  const onSignal = (sig: "SIGINT" | "SIGTERM"): void => abort.abort(new SignalledError(`received ${sig}`, sig));
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
   try {
@@ -395,7 +395,11 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
       progress?.stop();
     }
     const { iterations: results, end } = loop;
-    if (end.stoppedBy === "aborted") throw new ArborError(`run aborted (${String((abort.signal.reason as Error | undefined)?.message)}); programs recorded as aborted in ${storePath}`, "aborted");
+    if (end.stoppedBy === "aborted") {
+      const reason = abort.signal.reason as Error | undefined;
+      const message = `run aborted (${String(reason?.message)}); programs recorded as aborted in ${storePath}`;
+      throw reason instanceof SignalledError ? new SignalledError(message, reason.signal) : new ArborError(message, "aborted");
+    }
     if (!sync && end.stoppedBy === "drained" && done + results.length < cfg.iterations) log(`async    dataset drained after ${done + results.length} of ${cfg.iterations} trainer steps`);
     if (end.unconsumedGroups.length > 0) log(`async    ${end.unconsumedGroups.length} group(s) admitted but not trained on (cut or left when the run stopped)`);
     const last = results[results.length - 1];

@@ -12,6 +12,16 @@ export class ArborError extends Error {
   }
 }
 
+/** A command stopped by a signal (code "aborted"): the CLI exits with the shell's code for it, 128 + its number. */
+export class SignalledError extends ArborError {
+  constructor(
+    message: string,
+    readonly signal: "SIGINT" | "SIGTERM",
+  ) {
+    super(message, "aborted");
+  }
+}
+
 /** Raised when a bounded queue or pool is at its limit. */
 export class CapacityError extends ArborError {
   constructor(what: string, limit: number) {
