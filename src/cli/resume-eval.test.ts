@@ -1,7 +1,8 @@
 // `arbor run --resume` after a kill during a held-out evaluation: the iteration before it was trained and its
 // weights loaded (resume.json records it as `trained` before the evaluation starts), so the resumed run takes it as
 // done — no rollout or trainer step again, its groups in its batch as they were — scores its version first, where
-// the starting policy's score would be, writes its metrics line, and goes on with the next iteration.
+// the starting policy's score would be, writes its metrics line, and goes on with the next iteration. And after a
+// kill before iteration 1 was trained: the starting policy's score, once taken, is in resume.json already.
 import { spawn } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -89,3 +90,21 @@ it("a run killed during iteration 1's held-out evaluation resumes from iteration
     await store.close();
   }
 }, 600_000);
+
+it("a run killed during iteration 1's rollout, after the starting policy was scored, has that score in resume.json (not taken again)", async () => {
+  const out = join(dir, "early");
+  const config = join(dir, "early.yaml");
+  writeFileSync(config, JSON.stringify(smallRlConfig(dir, "early", { iterations: 2, eval: { tasks: 4, samples: 2, every: 1 } })));
+  const killed = arbor(["run", config, "--no-progress"]);
+  for (let waited = 0; !killed.stderr().includes("held-out v0 solved") && waited < 240_000; waited += 20) await new Promise((r) => globalThis.setTimeout(r, 20));
+  killed.kill();
+  expect((await killed.exited).signal).toBe("SIGKILL");
+  expect(killed.stderr()).toMatch(/held-out v0 solved/);
+  const state = readResumeState(out);
+  // Killed before iteration 1 was trained; the resumed run reads the starting policy's score from here.
+  expect(state).toMatchObject({ completedIterations: 0, policyVersion: 0 });
+  expect(state.trained).toBeUndefined();
+  expect(state.heldOut?.scores.map((s) => s.version)).toEqual([0]);
+  const metrics = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { kind: string; index: number });
+  expect(metrics.map((m) => [m.kind, m.index])).toEqual([["held-out", 0]]);
+}, 300_000);

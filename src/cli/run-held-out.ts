@@ -15,6 +15,11 @@ export interface RunEvaluationOptions extends Omit<HeldOutProgramsOptions, "temp
   log: (line: string) => void;
   /** A resumed run's evaluation state (resume.json): the starting policy is not scored again. */
   restore?: HeldOutState;
+  /**
+   * The starting policy was scored (its metrics line written): the run records the state in resume.json at once,
+   * so that a kill before the first step's end does not have the resumed run score it again.
+   */
+  onBaseScored?: (state: HeldOutState) => void;
 }
 
 /** The run's evaluation and the train loop's `evaluate` hook over it. */
@@ -22,7 +27,7 @@ export function runEvaluation(o: RunEvaluationOptions): {
   evaluation: HeldOutEvaluation;
   evaluate: (step: number, version: number, last: boolean) => Promise<HeldOutScore | undefined>;
 } {
-  const { cfg, tasks, metrics, log, restore, ...programs } = o;
+  const { cfg, tasks, metrics, log, restore, onBaseScored, ...programs } = o;
   const temperature = cfg.eval.temperature ?? cfg.agent.temperature;
   const run = heldOutPrograms({ ...programs, temperature, samples: cfg.eval.samples });
   const evaluation = new HeldOutEvaluation({ tasks, samples: cfg.eval.samples, every: cfg.eval.every, concurrency: cfg.rollout.concurrency, temperature, run, ...(restore ? { restore } : {}) });
@@ -39,6 +44,8 @@ export function runEvaluation(o: RunEvaluationOptions): {
     }
     if (step === 0) {
       metrics.appendHeldOut(score);
+      const state = evaluation.state();
+      if (state) onBaseScored?.(state);
       log(heldOutStartLine(score));
     }
     return score;

@@ -327,6 +327,10 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
           metrics,
           log,
           ...(resume !== undefined ? { attempt, ...(resume.heldOut ? { restore: resume.heldOut } : {}) } : {}),
+          onBaseScored: (heldOut) => {
+            state = { ...state, heldOut, updatedAt: clock.now() };
+            writeResumeState(outDir, state);
+          },
         })
       : undefined;
     /** What iteration `r` changes in resume.json: the task cursor, the policy version and its checkpoint. */
