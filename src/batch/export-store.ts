@@ -6,9 +6,9 @@
 // evaluation groups (Group.heldOutVersion) are in its trajectory rows, marked by `held_out_version`, and in no
 // batch: they were never trained on. (Stores written before held-out programs joined their run's id keep them
 // in a run of their own, `<run>-eval`, marked in its config: that run has no batch either.)
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../core/errors.js";
+import { makeOutputDir } from "../core/output-dir.js";
 import { heldOutRunOf } from "../core/held-out-run.js";
 import type { Group, Trajectory } from "../core/types.js";
 import { writeFileAtomic } from "../model/atomic-file.js";
@@ -123,7 +123,7 @@ export async function exportStore(store: TrajectoryStore, opts: { format: Export
   const runs = await store.listRuns();
   if (runs.length === 0) throw new ArborError("the store has no run to export", "config");
   const ext = formatExtension(opts.format);
-  mkdirSync(join(opts.out, "batches"), { recursive: true });
+  makeOutputDir(join(opts.out, "batches"), "--out");
   const allTrajectories: Trajectory[] = [];
   const batches: ExportedBatch[] = [];
   const groupsById = new Map<string, Group>();

@@ -90,4 +90,17 @@ describe("arbor run errors", () => {
     expectOneLineError(run("--continue"), /arbor run: give a config file with --continue$/);
     expectOneLineError(run("c.yaml", "--continue", "--resume", "out"), /give --continue \(the config's output\.dir\) or --resume <run dir>, not both/);
   });
+
+  it("an output folder that is a file: names the field or option, before any work (sim, validate, run)", () => {
+    const dir = mkdtempSync(join(tmpdir(), "arbor-cli-out-"));
+    const file = join(dir, "a-file");
+    writeFileSync(file, "x");
+    const cmd = (...args: string[]): { status: number | null; stderr: string } => spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), ...args], { cwd: dir, encoding: "utf8", timeout: 60_000 });
+    const fileMessage = (field: string) => new RegExp(`${field.replace(/[.]/g, "\\.")}: cannot use ${file} as the output folder: it is a file, not a folder$`);
+    // A whole simulation used to run before the folder failed.
+    const sim = cmd("sim", "seer-moonlight", "--systems", "verl-like", "--scale", "0.02", "--out", file, "--no-progress");
+    expectOneLineError(sim, fileMessage("--out"));
+    expectOneLineError(cmd("validate", join(root, "examples/flawed-dataset/calc-tasks.jsonl"), "--out", file), fileMessage("--out"));
+    expectOneLineError(arbor(`engines: [{name: e0}]\noutput: {dir: ${file}}\n`), fileMessage("output.dir"));
+  });
 });

@@ -1,8 +1,9 @@
 // `arbor hf export` and `arbor hf convert`: Hugging Face checkpoints out of and into Arbor
 // (src/model/hf/). Errors about the input files are the user's to fix, so they print as one line.
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { ArborError } from "../core/errors.js";
+import { makeOutputDir } from "../core/output-dir.js";
 import { convertHfToGguf } from "../model/hf/hf-convert.js";
 import { exportHfCheckpoint } from "../model/hf/hf-export.js";
 
@@ -11,6 +12,7 @@ export function hfExportCommand(gguf: string, outDir: string, log: (line: string
   const src = resolve(gguf);
   if (!existsSync(src)) throw new ArborError(`${src}: no such file`, "config");
   const out = resolve(outDir);
+  makeOutputDir(out, "<dir>");
   const r = asUserError(() => exportHfCheckpoint(src, out));
   log(`exported ${src} → ${out}`);
   log(`  ${r.files.join(", ")} (${r.tensors} tensors, F32${r.tiedEmbeddings ? ", tied embeddings" : ""})`);
@@ -20,7 +22,7 @@ export function hfExportCommand(gguf: string, outDir: string, log: (line: string
 export function hfConvertCommand(hfDir: string, outGguf: string, log: (line: string) => void = console.log): void {
   const src = resolve(hfDir);
   const out = resolve(outGguf);
-  mkdirSync(dirname(out), { recursive: true });
+  makeOutputDir(dirname(out), "<out>'s folder");
   const r = asUserError(() => convertHfToGguf(src, out));
   const dtypes = Object.entries(r.dtypes)
     .map(([d, n]) => `${n} ${d}`)

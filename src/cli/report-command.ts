@@ -7,6 +7,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { ArborError } from "../core/errors.js";
+import { makeOutputDir } from "../core/output-dir.js";
 import { SIM_REPORT_FORMAT, type SimReport } from "../sim/scenario/sim-report.js";
 import { parseSimReport } from "./report/read-sim-report.js";
 import { runSimReport } from "./report/run-sim-report.js";
@@ -77,6 +78,7 @@ export async function reportCommand(dir: string, o: ReportCommandOptions = {}): 
     const elsewhere = existsSync(join(dir, "metrics.jsonl")) ? " (a run whose store is elsewhere, e.g. a cluster's Postgres: pass --store <url>)" : "";
     throw new ArborError(`report: ${dir} holds neither a run's store.sqlite nor a report.json of \`arbor sim\`${elsewhere}`, "config");
   }
+  makeOutputDir(out, o.out !== undefined ? "--out" : "report folder");
   const paths = await writeSimReportFiles(report, out, { warn: (line) => console.error(line) });
   const s = report.systems.map((x) => `${x.system}: ${x.summary.requests} requests, ${x.summary.programs} programs, ${(x.summary.makespanMs / 1000).toFixed(1)} s, tail ${(x.summary.tailMs / 1000).toFixed(1)} s`).join("; ");
   log(`report   ${report.workload.name} (${of}) — ${s}`);

@@ -4,12 +4,13 @@
 // runs rollout → rewards → batch → trainer step → weight sync; prints a line per step and a summary.
 import { lineLog, processLog } from "../core/logger.js";
 import { setMaxListeners } from "node:events";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { loadClusterConfig, loadClusterRunConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { loadRunConfig, servedModelOf, type RunConfig } from "../core/config.js";
 import { parseOverride } from "../core/config-overrides.js";
 import { ArborError, SignalledError } from "../core/errors.js";
+import { makeOutputDir } from "../core/output-dir.js";
 import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
 import { environmentFromConfig, runTasks } from "../envs/from-config.js";
@@ -170,7 +171,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   // With a cluster nothing listens here (the trainer protocol is the trainer-api service's).
   if (cluster === undefined) await checkPortsFree(runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
-  mkdirSync(outDir, { recursive: true });
+  makeOutputDir(outDir, "output.dir");
   // The user's environment module, task file and reward modules load here: a bad one fails before anything starts.
   const env = await environmentFromConfig(cfg.env);
   // With `eval`, the held-out tasks come after the training ones (or at the end of a task file), none sharing a training task's prompt.

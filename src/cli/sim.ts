@@ -2,11 +2,12 @@
 // clock, shows its progress (stderr: a bar per running system on a terminal, else a line as each starts and
 // ends), prints a summary table with ratios against the baseline and the papers' targets (stdout), and writes
 // <out>/report.json (byte-identical for the same seed).
-import { mkdir, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { formatTable } from "../bench/format-table.js";
 import type { BenchTable } from "../bench/bench.js";
 import { ArborError } from "../core/errors.js";
+import { makeOutputDir } from "../core/output-dir.js";
 import { getScenario } from "../sim/scenario/registry.js";
 import { runSim } from "../sim/scenario/run-sim.js";
 import { runSystemInWorker, workerHeapMb } from "../sim/scenario/worker-run.js";
@@ -95,6 +96,8 @@ export async function runSeed(
   /** `workload`: the name or file the scenario was loaded from (what a worker thread loads it from again). */
   o: Omit<SimCommandOptions, "seed"> & { out: string; workload: string },
 ): Promise<{ report: SimReport; files: string[] }> {
+  // Before the systems run: a folder that cannot be one must not cost a whole simulation.
+  makeOutputDir(o.out, "--out");
   let report: SimReport;
   const progress = simProgress(scenario.info.name, o.progress === true);
   try {
@@ -114,7 +117,6 @@ export async function runSeed(
   } finally {
     progress.stop();
   }
-  await mkdir(o.out, { recursive: true });
   // The renderer (main.ts hands it over) writes report.json with the HTML and PNG; without one, the JSON alone.
   if (o.writeReportFiles !== undefined) return { report, files: await o.writeReportFiles(report, o.out) };
   const jsonPath = join(o.out, "report.json");

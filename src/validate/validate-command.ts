@@ -2,10 +2,11 @@
 // sandboxes and the optional judge panel through the gateway, print the table, and write the JSON
 // report and the filtered dataset (only the tasks that passed) into the output folder.
 import { randomUUID } from "node:crypto";
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ArborError } from "../core/errors.js";
+import { makeOutputDir } from "../core/output-dir.js";
 import { createGatewayChat, type GatewayChat } from "../reward/judge/gateway-chat.js";
 import { bwrapAvailable, createBwrapProvider } from "../sandbox/bwrap.js";
 import { isModuleSpec, loadDataset, moduleDataset } from "./dataset.js";
@@ -65,6 +66,8 @@ export async function validateCommand(target: string, opts: ValidateCommandOptio
   const load = { ...(opts.tasks !== undefined ? { count: opts.tasks } : {}), ...(opts.seed !== undefined ? { seed: opts.seed } : {}), ...(opts.env ? { env: opts.env } : {}) };
   // A module path (`./my-env.ts`, `./envs.mjs#shop`) is a user's environment, loaded as `env.module` loads it.
   const dataset = isModuleSpec(target) ? await moduleDataset(target, load) : loadDataset(target, load);
+  const out = resolve(opts.out ?? join(".arbor", "validate", dataset.name.replace(/[^A-Za-z0-9_.-]+/g, "_").replace(/^[._]+/, "") || "dataset"));
+  makeOutputDir(out, "--out");
   let adminToken: string | undefined;
   if (opts.judgeAdminTokenEnv) {
     adminToken = process.env[opts.judgeAdminTokenEnv];
@@ -97,8 +100,6 @@ export async function validateCommand(target: string, opts: ValidateCommandOptio
     if (ownRoot) rmSync(root, { recursive: true, force: true });
   }
 
-  const out = resolve(opts.out ?? join(".arbor", "validate", dataset.name.replace(/[^A-Za-z0-9_.-]+/g, "_").replace(/^[._]+/, "") || "dataset"));
-  mkdirSync(out, { recursive: true });
   const reportPath = join(out, "report.json");
   writeFileSync(reportPath, `${JSON.stringify(report, null, 2)}\n`);
   const filtered = dataset.writeFiltered(new Set(report.tasks.filter((t) => t.kept).map((t) => t.id)), join(out, dataset.filteredName));
