@@ -76,4 +76,13 @@ it("--continue on a run that has done all its iterations: nothing to do, said, e
   const r = spawnSync(process.execPath, [join(import.meta.dirname, "../../bin/arbor.mjs"), "run", join(root, "r.yaml"), "--continue"], { encoding: "utf8", timeout: 60_000 });
   expect(r.status, r.stderr).toBe(0);
   expect(r.stderr.trim()).toBe(`continue ${out}: its run has done all 3 iterations, nothing to continue (raise iterations, e.g. --set iterations=4, to go further)`);
+  // Resumed further since (--resume … --set iterations=4): the count is the run's, and the advice goes beyond it.
+  writeResumeState(out, { ...base, config: { ...cfg, iterations: 4 }, completedIterations: 4 });
+  const further = spawnSync(process.execPath, [join(import.meta.dirname, "../../bin/arbor.mjs"), "run", join(root, "r.yaml"), "--continue"], { encoding: "utf8", timeout: 60_000 });
+  expect(further.status, further.stderr).toBe(0);
+  expect(further.stderr.trim()).toBe(`continue ${out}: its run has done all 4 iterations, nothing to continue (raise iterations, e.g. --set iterations=5, to go further)`);
+  // Another config is not a retried job: refused as --resume refuses it.
+  const changed = spawnSync(process.execPath, [join(import.meta.dirname, "../../bin/arbor.mjs"), "run", join(root, "r.yaml"), "--continue", "--set", "train.lr=0.01"], { encoding: "utf8", timeout: 60_000 });
+  expect(changed.status).toBe(1);
+  expect(changed.stderr.trim()).toBe(`arbor: error: --continue ${out}: the config is not the run's (train.lr: stored 0.003, given 0.01); only iterations may be raised`);
 });

@@ -42,7 +42,7 @@ import { policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { heldOutFields, MetricsLog, metricsRecord, type MetricsRecord } from "../loop/metrics-log.js";
-import { adoptTrained, readResumeState, RESUME_FILE, writeResumeState, type ResumeState, type TrainedStep } from "../loop/resume-state.js";
+import { adoptTrained, configDifference, readResumeState, RESUME_FILE, writeResumeState, type ResumeState, type TrainedStep } from "../loop/resume-state.js";
 import { engineEndpoints } from "./engine-cache-stats.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
 import { loadResumedRun } from "./run-resume.js";
@@ -140,10 +140,14 @@ export async function runCommand(configPath: string | undefined, opts: Omit<RunO
       printSummary(await runIteration(cfg, { ...rest, cluster, log }));
       return;
     }
-    // The same command run again after the run ended (a job retried after its last iteration) has nothing to do.
-    const done = readResumeState(cfg.output.dir).completedIterations;
+    // The same command run again after the run ended (a job retried after its last iteration) has nothing to do,
+    // unless its config is not the run's any more (anything but iterations changed): that is refused as --resume does.
+    const stored = readResumeState(cfg.output.dir);
+    const done = stored.completedIterations;
     if (done >= cfg.iterations) {
-      log(`continue ${cfg.output.dir}: its run has done all ${cfg.iterations} ${cfg.rollout.mode === "sync" ? "iterations" : "trainer steps"}, nothing to continue (raise iterations, e.g. --set iterations=${cfg.iterations + 1}, to go further)`);
+      const diff = configDifference(stored.config, { ...cfg, iterations: done }, done);
+      if (diff !== undefined) throw new ArborError(`--continue ${cfg.output.dir}: the config is not the run's (${diff}); only iterations may be raised`, "config");
+      log(`continue ${cfg.output.dir}: its run has done all ${done} ${cfg.rollout.mode === "sync" ? "iterations" : "trainer steps"}, nothing to continue (raise iterations, e.g. --set iterations=${done + 1}, to go further)`);
       return;
     }
     log(`continue ${cfg.output.dir} holds a resume.json: resuming that run`);
