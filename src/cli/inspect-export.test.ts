@@ -9,7 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresTrajectoryStore } from "../store/postgres-store.js";
 import { fillInspectStore, writeInspectStore, type InspectStore } from "../testing/inspect-store.js";
 import { dropTestSchema, POSTGRES_TEST_URL, postgresUnreachable, testSchemaName } from "../testing/postgres-test-db.js";
-import type { RunSummary, TrajectoryView } from "./inspect.js";
+import { SqliteTrajectoryStore } from "../store/sqlite-store.js";
+import { trajectoryView, type RunSummary, type TrajectoryView } from "./inspect.js";
+import { runTokenizer } from "./run-tokenizer.js";
 
 const root = join(import.meta.dirname, "../..");
 let dir: string;
@@ -95,11 +97,24 @@ describe("arbor inspect", () => {
     expect(v.turns[0]!.tools.map((x) => x.tool)).toEqual(["calc"]);
   });
 
-  it("without a tokenizer for the ids, prints them and says why", () => {
-    const r = arbor("inspect", fixture.path, "g1-p0", "--model", join(dir, "missing.gguf"));
-    expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/token ids shown: --model .*missing\.gguf does not exist/);
-    expect(r.stdout).toContain(`ids ${JSON.stringify(fixture.calls[0]!.outputTokenIds)}`);
+  it("without a tokenizer for the run's ids (its model.path gone), shows the ids and says why", async () => {
+    const store = new SqliteTrajectoryStore(fixture.path);
+    let t;
+    try {
+      t = await store.getTrajectory("g1-p0");
+    } finally {
+      await store.close();
+    }
+    const v = trajectoryView(t!, runTokenizer(JSON.stringify({ model: { path: join(dir, "gone.gguf") } })));
+    expect(v.tokenizer).toEqual({ unavailable: `the run's model.path ${join(dir, "gone.gguf")} does not exist (pass --model <gguf>)` });
+    expect(v.turns[0]!.outputText).toBeNull();
+    expect(v.turns[0]!.outputIds).toEqual(fixture.calls[0]!.outputTokenIds);
+  });
+
+  it("--model that gives no tokenizer, or without a program: one line naming --model, exit 1", () => {
+    expectOneLineError(arbor("inspect", fixture.path, "g1-p0", "--model", join(dir, "missing.gguf")), /^arbor: error: --model .*missing\.gguf does not exist$/);
+    expectOneLineError(arbor("inspect", fixture.path, "g1-p0", "--model", join(root, "README.md")), /^arbor: error: --model .*README\.md: no tokenizer could be read/);
+    expectOneLineError(arbor("inspect", fixture.path, "--model", join(root, "models/calc-sft.gguf")), /--model decodes one program's trajectory: give a program id after the store/);
   });
 
   it("errors: unknown store, unknown program, one line each", () => {

@@ -311,6 +311,7 @@ function printTrajectory(v: TrajectoryView): void {
 
 /** `arbor inspect`: print the store's runs, or one program's trajectory. Throws an {@link ArborError} for an unknown program. */
 export async function inspectCommand(storeArg: string, programId: string | undefined, opts: InspectOptions = {}): Promise<void> {
+  if (programId === undefined && opts.model !== undefined) throw new ArborError("--model decodes one program's trajectory: give a program id after the store", "config");
   const { store, label } = await openStoreArg(storeArg);
   try {
     if (programId === undefined) {

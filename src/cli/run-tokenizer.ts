@@ -4,6 +4,7 @@
 // served by external backends only (vLLM, SGLang…) records no tokenizer: `--model <gguf>` names one.
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
+import { ArborError } from "../core/errors.js";
 import { readGgufMetadata } from "../model/gguf.js";
 import { madeTokenizerSpec, type MadeModelKind } from "../model/made/made-models.js";
 import { tokenizerFromGguf, tokenizerFromSpec } from "../model/made/tokenizer-from-spec.js";
@@ -15,7 +16,7 @@ export type RunTokenizer = { tokenizer: ModelTokenizer; source: string } | { tok
 
 function fromGguf(path: string, what: string): RunTokenizer {
   const p = resolve(path);
-  if (!existsSync(p)) return { reason: `${what} ${p} does not exist (pass --model <gguf>)` };
+  if (!existsSync(p)) return { reason: `${what} ${p} does not exist${what === "--model" ? "" : " (pass --model <gguf>)"}` };
   try {
     return { tokenizer: tokenizerFromGguf(readGgufMetadata(p).metadata), source: `${what} ${p}` };
   } catch (e) {
@@ -25,10 +26,15 @@ function fromGguf(path: string, what: string): RunTokenizer {
 
 /**
  * The tokenizer of a run from its stored config JSON, or of the GGUF `model` when given (it wins). Relative
- * `model.path`s resolve against the working directory, as `arbor run` resolved them.
+ * `model.path`s resolve against the working directory, as `arbor run` resolved them. A `model` that gives no
+ * tokenizer is the user's to fix: ArborError "config" naming --model (the run's own may be missing: ids are shown).
  */
 export function runTokenizer(configJson: string, model?: string): RunTokenizer {
-  if (model !== undefined) return fromGguf(model, "--model");
+  if (model !== undefined) {
+    const given = fromGguf(model, "--model");
+    if (given.tokenizer === undefined) throw new ArborError(given.reason, "config");
+    return given;
+  }
   let cfg: { model?: { path?: unknown; vocab?: unknown }; engines?: unknown[]; backends?: unknown[] };
   try {
     cfg = JSON.parse(configJson) as typeof cfg;
