@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -72,6 +72,10 @@ describe("replay of a stored Arbor run", () => {
       [20, 0, undefined],
     ]);
     await expect(loadReplayPrograms({ store: path, runId: "nope" })).rejects.toThrow("replay: run 'nope' is not in the store");
+    // A mistyped store path is said as such, and no empty store is left there.
+    const missing = join(dir, "missing.sqlite");
+    await expect(loadReplayPrograms({ store: missing, runId: "run-1" })).rejects.toThrow(`replay: store ${missing}: no such file`);
+    expect(existsSync(missing)).toBe(false);
   });
 
   it("runs the replayed programs for every agent system, every call completed", async () => {

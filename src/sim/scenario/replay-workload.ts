@@ -9,6 +9,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import { z } from "../../core/zod.js";
 import type { Group, Trajectory } from "../../core/types.js";
 import { ArborError } from "../../core/errors.js";
+import { existsSync } from "node:fs";
 import { runTrajectories } from "../../store/held-out-groups.js";
 import { openStore } from "../../store/registry.js";
 import type { AgentProgramSpec, AgentTurnSpec } from "../agent-workload.js";
@@ -87,6 +88,8 @@ export function programsFromTrajectories(trajectories: readonly Trajectory[], gr
 
 /** Read the run's trajectories from the store and convert them (the store is closed again). */
 export async function loadReplayPrograms(spec: Pick<ReplayWorkloadSpec, "store" | "runId">): Promise<AgentProgramSpec[]> {
+  // Opening a SQLite store creates it: a mistyped path would leave an empty store there and blame the run id.
+  if (!existsSync(spec.store)) throw new ArborError(`replay: store ${spec.store}: no such file`, "config");
   const store = await openStore({ kind: "sqlite", path: spec.store });
   try {
     if ((await store.getRun(spec.runId)) === undefined) throw new ArborError(`replay: run '${spec.runId}' is not in the store ${spec.store}`, "config");

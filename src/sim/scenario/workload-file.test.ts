@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { ArborError } from "../../core/errors.js";
 import { SEER_TABLE3 } from "../seer-workload.js";
 import { getScenario, scenarioNames } from "./registry.js";
 import { parseWorkload, WORKLOAD_PARSERS } from "./workload-file.js";
@@ -58,7 +59,8 @@ describe("workload files", () => {
     expect(parseWorkload(GOOD, "w.yaml").info.name).toBe("w");
   });
 
-  it("an unknown workload name lists the shipped ones", async () => {
+  it("an unknown workload name lists the shipped ones; a workload file that is not there is said so", async () => {
     await expect(getScenario("seer-nope")).rejects.toThrow(/unknown sim workload 'seer-nope' \(known: .*seer-moonlight/);
+    await expect(getScenario("/nonexistent/w.yaml")).rejects.toThrow(new ArborError("workload file /nonexistent/w.yaml: no such file", "config"));
   });
 });

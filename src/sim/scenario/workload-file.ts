@@ -73,5 +73,12 @@ export function parseWorkload(text: string, file: string): SimScenario {
 
 /** Read and parse a workload file. */
 export async function loadWorkloadFile(path: string): Promise<SimScenario> {
-  return parseWorkload(await readFile(path, "utf8"), path);
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ArborError(`workload file ${path}: ${code === "ENOENT" ? "no such file" : code === "EISDIR" ? "a folder, not a file" : (e as Error).message}`, "config");
+  }
+  return parseWorkload(text, path);
 }
