@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -39,6 +39,20 @@ describe("validate datasets", () => {
     expect(bad("e.jsonl", [{ id: "x", env: "calc", prompt, meta: {} }, { id: "y", env: "swe-mini", prompt, meta: {} }])).toThrow(/e.jsonl:2: env 'swe-mini' differs from earlier lines' 'calc'/);
     expect(bad("f.jsonl", [{ id: "x", env: "nope", prompt, meta: {} }])).toThrow(/unknown environment 'nope'/);
   });
+  it("reads a folder of swe-mini task folders, files beside them left out; names a folder that is no task and what it lacks", () => {
+    const tasks = join(dir, "swe-tasks");
+    cpSync(join(import.meta.dirname, "../../examples/flawed-dataset/tasks/slugify-trim"), join(tasks, "slugify-trim"), { recursive: true });
+    writeFileSync(join(tasks, "README.md"), "my tasks\n");
+    expect(loadDataset(tasks).tasks.map((t) => t.task.id)).toEqual(["swe-mini-slugify-trim"]);
+    const junk = join(dir, "junk");
+    mkdirSync(join(junk, "sub"), { recursive: true });
+    expect(() => loadDataset(junk)).toThrow(`swe-mini: ${join(junk, "sub")} is not a task folder: it has no task.json`);
+    const broken = join(dir, "broken-tasks");
+    cpSync(tasks, broken, { recursive: true });
+    rmSync(join(broken, "slugify-trim", "fix.patch"));
+    expect(() => loadDataset(broken)).toThrow(`swe-mini: ${join(broken, "slugify-trim")} is not a task folder: it has no fix.patch`);
+  });
+
   it("parses judge specs and names a judge without a gateway", () => {
     const parsed = parseJudges(["m1", "m2@http://127.0.0.1:9/", "m3"], "http://127.0.0.1:8", undefined);
     expect(parsed.judges.map((j) => j.model)).toEqual(["m1", "m2", "m3"]);

@@ -1,7 +1,7 @@
 // Loads the swe-mini task data shipped under tasks/<id>/: the package as released upstream
 // (repo/), the golden patch that fixes the planted bug (fix.patch; set-up applies it in reverse to
 // plant the bug), the hidden test file (hidden.test.mjs) and the issue text (task.json).
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ArborError } from "../../core/errors.js";
@@ -40,15 +40,32 @@ export function readTree(dir: string): Record<string, string> {
 
 const cache = new Map<string, SweTask[]>();
 
-/** All tasks under `dir`, sorted by id. */
+/** The path of a task folder's part, or an ArborError naming the folder and the part (a folder that is no task has none). */
+function taskPart(d: string, name: string): string {
+  const p = join(d, name);
+  if (!existsSync(p)) throw new ArborError(`swe-mini: ${d} is not a task folder: it has no ${name}`, "env");
+  return p;
+}
+
+const taskFile = (d: string, name: string): string => readFileSync(taskPart(d, name), "utf8");
+
+/** All tasks under `dir` (its folders; files beside them, a README, are no tasks), sorted by id. */
 export function loadSweTasks(dir: string = TASKS_DIR): SweTask[] {
   let tasks = cache.get(dir);
   if (tasks) return tasks;
-  tasks = readdirSync(dir)
+  tasks = readdirSync(dir, { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name)
     .sort()
     .map((id) => {
       const d = join(dir, id);
-      const meta = JSON.parse(readFileSync(join(d, "task.json"), "utf8")) as Partial<SweTask>;
+      let meta: Partial<SweTask>;
+      try {
+        meta = JSON.parse(taskFile(d, "task.json")) as Partial<SweTask>;
+      } catch (e) {
+        if (e instanceof ArborError) throw e;
+        throw new ArborError(`swe-mini: ${d}/task.json is not JSON: ${(e as Error).message}`, "env");
+      }
       const { package: pkg, title, issue, hiddenTests } = meta;
       if (meta.id !== id || typeof pkg !== "string" || typeof title !== "string" || typeof issue !== "string" || !Number.isInteger(hiddenTests)) {
         throw new ArborError(`swe-mini: ${d}/task.json must have id '${id}', package, title, issue and hiddenTests`, "env");
@@ -59,9 +76,9 @@ export function loadSweTasks(dir: string = TASKS_DIR): SweTask[] {
         title,
         issue,
         hiddenTests: hiddenTests as number,
-        files: readTree(join(d, "repo")),
-        fixPatch: readFileSync(join(d, "fix.patch"), "utf8"),
-        hiddenTest: readFileSync(join(d, "hidden.test.mjs"), "utf8"),
+        files: readTree(taskPart(d, "repo")),
+        fixPatch: taskFile(d, "fix.patch"),
+        hiddenTest: taskFile(d, "hidden.test.mjs"),
       };
     });
   cache.set(dir, tasks);
