@@ -2,7 +2,7 @@
 // run listing, one trajectory as decoded turns (text and --json), an export through the command, and the
 // one-line errors for an unknown store, program and format.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -119,6 +119,11 @@ describe("arbor inspect", () => {
 
   it("errors: unknown store, unknown program, one line each", () => {
     expectOneLineError(arbor("inspect", join(dir, "nope.sqlite")), /store: no such file: .*nope\.sqlite/);
+    // An empty file is no store, and stays empty (opening it as one would write the schema into it).
+    const empty = join(dir, "empty.sqlite");
+    writeFileSync(empty, "");
+    expectOneLineError(arbor("inspect", empty), /store: .*empty\.sqlite is an empty file, not an Arbor store$/);
+    expect(statSync(empty).size).toBe(0);
     expect(existsSync(join(dir, "nope.sqlite"))).toBe(false);
     expectOneLineError(arbor("inspect", fixture.path, "no-such-program"), /program 'no-such-program' is not in .*store\.sqlite/);
   });

@@ -27,5 +27,8 @@ export async function openStoreArg(arg: string): Promise<{ store: TrajectoryStor
   let path = arg;
   if (existsSync(path) && statSync(path).isDirectory()) path = join(path, "store.sqlite");
   if (!existsSync(path)) throw new ArborError(`store: no such file: ${path}`, "config");
+  // SQLite takes an empty file for a new database, and opening a store writes its schema: reading commands
+  // (inspect, export, report) would turn any empty file into a store.
+  if (statSync(path).size === 0) throw new ArborError(`store: ${path} is an empty file, not an Arbor store`, "config");
   return { store: await openStore({ kind: "sqlite", path }), label: path, path };
 }
