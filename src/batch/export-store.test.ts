@@ -2,7 +2,7 @@
 // share no code with the writers: Parquet with hyparquet (pure JS), Arrow with apache-arrow, safetensors with
 // the safetensors reader, JSONL parsed. Every row must equal the call the store recorded, and the batch files
 // must carry the batch builder's samples.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tableFromIPC } from "apache-arrow";
@@ -209,6 +209,33 @@ describe("exportStore", () => {
       ]);
       const it2 = await readSamplesJsonl(r.batches[1]!.path);
       expect(new Set(it2.map((x) => x.groupId))).toEqual(new Set(["sync/it2/g0"]));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("an iteration a kill or an abort cut before its batch (a group without a reward for every program) has no batch: it was never trained on", async () => {
+    const path = join(dir, "cut.sqlite");
+    const store = new SqliteTrajectoryStore(path);
+    try {
+      await store.createRun({ ...fixtureRun("cut"), configJson: JSON.stringify({ train: { estimator: "grpo" } }) });
+      await storeCompletedGroup(store, { ...fixtureGroup("cut/it1/g0", "cut", 2, "t1"), iteration: 1 });
+      // Iteration 2: one group ended and rewarded, the other's second program aborted by the stop, unrewarded.
+      await storeCompletedGroup(store, { ...fixtureGroup("cut/it2/g0", "cut", 2, "t2"), iteration: 2 });
+      const cut = { ...fixtureGroup("cut/it2/g1", "cut", 2, "t3"), iteration: 2 };
+      await store.createGroup(cut);
+      for (const [i, id] of cut.programIds.entries()) {
+        await store.createProgram(fixtureProgram(cut, i));
+        await store.recordCall(fixtureCall(id, 0, [-0.5]));
+        await store.endProgram(id, i === 0 ? { kind: "completed" } : { kind: "aborted", detail: "run aborted (received SIGTERM)" }, 10);
+        if (i === 0) await store.setReward(id, { total: 1, components: { outcome: 1 } });
+      }
+      const r = await exportStore(store, { format: "jsonl", out: join(dir, "cut") });
+      expect(r.batches.map((b) => [b.iteration, b.samples])).toEqual([[1, 2]]);
+      expect(r.skipped).toEqual([
+        { runId: "cut", iteration: 2, reason: "iteration 2 was cut before its batch was taken (1 of its 2 groups have a reward for every program): never trained on" },
+      ]);
+      expect(existsSync(join(dir, "cut", "batches", "cut-it2.jsonl"))).toBe(false);
     } finally {
       await store.close();
     }

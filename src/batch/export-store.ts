@@ -56,14 +56,19 @@ function estimatorOf(run: RunRecord): { estimator: string; estimatorOptions: Rec
 
 /**
  * The batch of one run over its groups whose every program has a finite reward, or why there is none (a held-out
- * evaluation's run never has one: its programs are never trained on).
+ * evaluation's run never has one: its programs are never trained on). `iteration`: the groups are a sync
+ * iteration's, whose batch had them all (every ended program is rewarded); one without a reward for every program
+ * means a kill or an abort cut the iteration before its batch was taken, so there is none.
  */
-export function runBatch(run: RunRecord, trajectories: readonly Trajectory[], groups: readonly Group[], id: string = run.id): ExportedBatch | string {
+export function runBatch(run: RunRecord, trajectories: readonly Trajectory[], groups: readonly Group[], id: string = run.id, iteration?: number): ExportedBatch | string {
   const of = heldOutRunOf(run.configJson);
   if (of !== undefined) return `held-out evaluation of run ${of}: never trained on`;
   const byId = new Map(trajectories.map((t) => [t.program.id, t]));
   const complete = groups.filter((g) => g.programIds.length > 0 && g.programIds.every((id) => Number.isFinite(byId.get(id)?.reward?.total)));
   if (complete.length === 0) return "no group has a reward for every program";
+  if (iteration !== undefined && complete.length < groups.length) {
+    return `iteration ${iteration} was cut before its batch was taken (${complete.length} of its ${groups.length} groups have a reward for every program): never trained on`;
+  }
   const estimator = estimatorOf(run);
   // A run stored before its estimator's options were checked (a misspelt key was ignored then) has no batch to
   // rebuild, which is that run's outcome, not the whole export's: the other runs and every trajectory row still go out.
@@ -137,7 +142,7 @@ export async function exportStore(store: TrajectoryStore, opts: { format: Export
     for (const id of supersededGroupIds(groups)) superseded.add(id);
     for (const part of byIteration(run.id, groups)) {
       const at = part.iteration !== undefined ? { iteration: part.iteration } : {};
-      const batch = runBatch(run, trajectories, part.groups, part.id);
+      const batch = runBatch(run, trajectories, part.groups, part.id, part.iteration);
       if (typeof batch === "string") {
         result.skipped.push({ runId: run.id, ...at, reason: batch });
         continue;
