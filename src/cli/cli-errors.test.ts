@@ -80,6 +80,13 @@ describe("arbor run errors", () => {
     expect(s.stderr).not.toMatch(/^(engine|gateway) /m);
   });
 
+  it("a model.path that is not there, or a folder: names model.path, starts nothing", () => {
+    const r = arbor("engines: [{name: e0}]\nmodel: {path: /nonexistent/m.gguf}\n");
+    expectOneLineError(r, /^arbor: error: model\.path: \/nonexistent\/m\.gguf does not exist \(a GGUF file\)$/);
+    expect(r.stderr).not.toMatch(/^(engine|gateway) /m);
+    expectOneLineError(arbor(`engines: [{name: e0}]\nmodel: {path: ${tmpdir()}}\n`), /^arbor: error: model\.path: .* is a folder, not a GGUF file/);
+  });
+
   it("missing config file", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
     expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);

@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, statSync } from "node:fs";
 import { basename, resolve } from "node:path";
 import type { Clock } from "../core/clock.js";
 import type { EngineConfig, ModelConfig } from "../core/config.js";
+import { ArborError } from "../core/errors.js";
 import { RedisStatePool } from "../engine/kv/redis-state-pool.js";
 import type { EngineServerOptions } from "../engine/server.js";
 import { cutDraftModel } from "../model/draft-cut.js";
@@ -20,6 +21,15 @@ export function policyPath(model: ModelConfig, log: (line: string) => void): str
   const policy = vocab === "arbor" ? ensurePolicy(dir, model.init) : makeModel(vocab, dir, model.init);
   log(`policy   ${policy.path} (${policy.created ? "created" : "cached"}, ${vocab} vocabulary, seed ${model.init.seed})`);
   return policy.path;
+}
+
+/**
+ * Refuse a `model.path` an engine of this process cannot load before anything starts, naming the field: the loader's
+ * own error (ENOENT, EISDIR) named neither the field nor what to give.
+ */
+export function checkModelFile(path: string): void {
+  if (!existsSync(path)) throw new ArborError(`model.path: ${resolve(path)} does not exist (a GGUF file)`, "config");
+  if (!statSync(path).isFile()) throw new ArborError(`model.path: ${resolve(path)} is a folder, not a GGUF file (a Hugging Face checkpoint folder converts with \`arbor hf convert\`)`, "config");
 }
 
 /**

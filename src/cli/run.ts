@@ -38,7 +38,7 @@ import { runEvaluation } from "./run-held-out.js";
 import { progressBar } from "./run-progress.js";
 import { startTrackingSinks } from "./run-tracking.js";
 import { startRunTrainer } from "./run-trainer.js";
-import { policyPath } from "./engine-start.js";
+import { checkModelFile, policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { heldOutFields, MetricsLog, metricsRecord, type MetricsRecord } from "../loop/metrics-log.js";
@@ -208,6 +208,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   try {
     const log = opts.log ?? (() => {});
     const modelPath = policyPath(cfg.model, log);
+    // The in-process engines load it (a deployment's engines have their own machines and checks).
+    if (cluster === undefined && cfg.engines.length > 0) checkModelFile(modelPath);
     if (cfg.env.module !== undefined || typeof cfg.env.tasks === "string") log(`env      ${env.name}${cfg.env.module !== undefined ? ` (${cfg.env.module})` : ""}: ${taskSource}`);
     const ctx = { cfg, tasksPerIteration, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
     const d = cluster ? await connectCluster(ctx, cluster, resume && cfg.train ? { version: resume.policyVersion, checkpoint: resume.checkpoint } : undefined) : await startEmbedded(ctx);

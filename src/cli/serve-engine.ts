@@ -5,7 +5,7 @@ import { clusterEngine, loadClusterConfig } from "../core/cluster-config.js";
 import { realClock } from "../core/real-clock.js";
 import type { EngineRole } from "../engine/http/kv-handoff.js";
 import { startEngineServer } from "../engine/server.js";
-import { engineServerOptions, policyPath, withV0Draft } from "./engine-start.js";
+import { checkModelFile, engineServerOptions, policyPath, withV0Draft } from "./engine-start.js";
 import { serveUntilSignalled } from "./service-lifecycle.js";
 
 export interface ServeEngineOptions {
@@ -27,6 +27,7 @@ export async function serveEngineCommand(o: ServeEngineOptions): Promise<void> {
   const index = cfg.engines.indexOf(fileEngine);
   const e = o.role !== undefined ? { ...fileEngine, role: o.role } : fileEngine;
   const modelPath = policyPath(cfg.model, log);
+  checkModelFile(modelPath);
   // As `arbor run`: each engine of the file draws from its own seed.
   const engine = await startEngineServer({ ...engineServerOptions(withV0Draft(e, modelPath, 1, log), { modelPath, host: e.host, seed: cfg.seed + index, clock: realClock }), logger: processLog("engine") });
   const pool = e.kvPool ? `, KV pool ${e.kvPool.url} "${e.kvPool.name}"` : "";
