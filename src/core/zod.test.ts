@@ -1,5 +1,5 @@
 // zod's messages as Arbor sets them (core/zod.ts): a missing field is "required", a wrong one or one out of
-// bounds names what was given.
+// bounds names what was given, and a union says what its options expected.
 import { describe, expect, it } from "vitest";
 import { unknownKeysMessage, z } from "./zod.js";
 
@@ -48,6 +48,16 @@ describe("zod messages", () => {
     expect(messages(bounded.shape.name, "a-long-name")).toEqual([": must be at most 8 characters, got 11"]);
     // Dates keep zod's own message.
     expect(messages(z.date().min(new Date(1000)), new Date(0))[0]).toMatch(/Too small/);
+  });
+
+  it("say what a union's options expected (zod says 'Invalid input')", () => {
+    const union = z.object({ tasks: z.union([z.number().int().min(1), z.string()]), custom: z.union([z.string(), z.object({ a: z.number() }), z.array(z.string())]) });
+    expect(messages(union, { tasks: 2.5, custom: 5 })).toEqual(["tasks: expected an integer or a string, got 2.5", "custom: expected a string, an object or an array, got 5"]);
+    // The option of the value's type fails otherwise: its message alone.
+    expect(messages(union, { tasks: 0, custom: "x" })).toEqual(["tasks: must be >= 1, got 0"]);
+    // Options that fail otherwise than by type: each one's message.
+    const refined = z.object({ v: z.union([z.string().min(3), z.string().regex(/^x/, "must start with x")]) });
+    expect(messages(refined, { v: "ab" })).toEqual(["v: must be at least 3 characters, got 2; or must start with x"]);
   });
 
   it("leave a schema's own messages alone", () => {

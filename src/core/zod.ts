@@ -4,7 +4,8 @@
 // "abc"`. A misspelt key names the key it was likely meant to be (`unknown key "concurency" (did you mean
 // "concurrency"?)`), or the keys the object takes. The messages are the same for configs, workload files and the
 // servers' request bodies. A bound says it and the value given (`must be >= 1, got 0`, `must have at least 1
-// entry, got 0`). Other issues (custom refinements) keep their own messages.
+// entry, got 0`). A union none of whose options took the value says what they expected (`expected an integer or a
+// string, got 2.5`; zod's own is "Invalid input"). Other issues (custom refinements) keep their own messages.
 import { closest, distance } from "fastest-levenshtein";
 import { z } from "zod";
 
@@ -82,8 +83,25 @@ function boundMessage(iss: BoundIssue): string | undefined {
   return undefined;
 }
 
+/**
+ * A union none of whose options took the value: `expected an integer or a string, got 2.5` where each option
+ * expected a type, else each option's first message, `; or `-joined (zod says "Invalid input" alone).
+ */
+function unionMessage(branches: readonly (readonly { message: string }[])[], input: unknown): string | undefined {
+  const messages = [...new Set(branches.flatMap((b) => (b[0] ? [b[0].message] : [])))];
+  if (messages.length === 0) return undefined;
+  const got = ` got ${given(input)}`;
+  const expected = messages.map((m) => /^expected (.*),( got .*)$/.exec(m));
+  if (expected.every((x) => x !== null && x[2] === got)) {
+    const kinds = [...new Set(expected.map((x) => (x as RegExpExecArray)[1]))];
+    return `expected ${kinds.length > 1 ? `${kinds.slice(0, -1).join(", ")} or ${kinds[kinds.length - 1]}` : kinds[0]},${got}`;
+  }
+  return messages.join("; or ");
+}
+
 z.config({
   customError: (iss) => {
+    if (iss.code === "invalid_union" && "errors" in iss && Array.isArray(iss.errors)) return unionMessage(iss.errors as { message: string }[][], iss.input);
     if (iss.code === "invalid_type") return iss.input === undefined ? `required: ${noun(iss.expected)}` : `expected ${noun(iss.expected)}, got ${given(iss.input)}`;
     if (iss.code === "too_small" || iss.code === "too_big") return boundMessage(iss as BoundIssue);
     if (iss.code === "unrecognized_keys") return unknownKeysMessage(iss.keys, knownKeys(iss.inst));
