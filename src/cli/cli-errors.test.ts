@@ -87,6 +87,13 @@ describe("arbor run errors", () => {
     expectOneLineError(arbor(`engines: [{name: e0}]\nmodel: {path: ${tmpdir()}}\n`), /^arbor: error: model\.path: .* is a folder, not a GGUF file/);
   });
 
+  it("an option of another mode is refused, not ignored: sim's --reproduction options, validate's judge options", () => {
+    const cmd = (...args: string[]): { status: number | null; stderr: string } => spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), ...args], { encoding: "utf8", timeout: 60_000 });
+    expectOneLineError(cmd("sim", "seer-moonlight", "--scale", "0.02", "--reuse"), /^arbor: error: --reuse applies with --reproduction only$/);
+    expectOneLineError(cmd("sim", "seer-moonlight", "--scale", "0.02", "--doc", "x.md"), /^arbor: error: --doc applies with --reproduction only$/);
+    expectOneLineError(cmd("validate", "calc", "--judge-min-approvals", "2"), /^arbor: error: --judge-min-approvals applies to the judge panel: give --judge <model> too$/);
+  });
+
   it("missing config file", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
     expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);

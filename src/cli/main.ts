@@ -101,7 +101,11 @@ program
   .option("--judge-attempts <n>", "attempts per judge and task", toPositiveInt, 3)
   .option("--judge-min-approvals <n>", "CONSISTENT votes needed to keep a task (default: a majority)", toPositiveInt)
   .option("--strict", "exit with status 2 when any task is dropped (status 1 whenever judges could not be reached)")
-  .action(async (target: string, o: { out?: string; env?: string; tasks?: number; seed?: number; concurrency: number; passScore: number; judge: string[]; judgeGateway?: string; judgeAdminTokenEnv?: string; judgeAttempts: number; judgeMinApprovals?: number; strict?: boolean }) => {
+  .action(async (target: string, o: { out?: string; env?: string; tasks?: number; seed?: number; concurrency: number; passScore: number; judge: string[]; judgeGateway?: string; judgeAdminTokenEnv?: string; judgeAttempts: number; judgeMinApprovals?: number; strict?: boolean }, cmd: Command) => {
+    if (o.judge.length === 0) {
+      const judging = (["judgeGateway", "judgeAdminTokenEnv", "judgeMinApprovals", "judgeAttempts"] as const).find((k) => cmd.getOptionValueSource(k) === "cli");
+      if (judging !== undefined) throw new ArborError(`--${judging.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies to the judge panel: give --judge <model> too`, "config");
+    }
     const { validateCommand } = await import("../validate/validate-command.js");
     const report = await validateCommand(target, { ...o, judges: o.judge });
     // Undecided tasks (judges unreachable) are a failure of the validation itself, whatever --strict says.
@@ -142,6 +146,10 @@ program
     if (o.seeds !== undefined && cmd.getOptionValueSource("seed") === "cli") throw new ArborError("--seed and --seeds: give one of them", "config");
     const { parseSeedList, simSeedsCommand } = await import("./sim-seeds.js");
     const seeds = o.seeds === undefined ? undefined : parseSeedList(o.seeds);
+    if (o.reproduction !== true) {
+      const only = (["doc", "notes", "workloads", "reuse"] as const).find((k) => cmd.getOptionValueSource(k) === "cli");
+      if (only !== undefined) throw new ArborError(`--${only} applies with --reproduction only`, "config");
+    }
     if (o.reproduction === true) {
       if (workload !== undefined || o.systems !== undefined) throw new ArborError("--reproduction runs the table's own workloads and systems: give no workload and no --systems", "config");
       const { reproduceCommand } = await import("./reproduce.js");

@@ -53,6 +53,14 @@ describe("validate datasets", () => {
     expect(() => loadDataset(broken)).toThrow(`swe-mini: ${join(broken, "slugify-trim")} is not a task folder: it has no fix.patch`);
   });
 
+  it("refuses an option that would not apply rather than ignoring it", () => {
+    const p = jsonl("opts.jsonl", [{ id: "a", env: "calc", prompt, meta: { expression: "1+1", answer: 2 } }]);
+    expect(() => loadDataset(p, { count: 2 })).toThrow(`validate: --tasks applies to an environment's own tasks; ${p} is a dataset, validated whole`);
+    expect(() => loadDataset(p, { seed: 5 })).toThrow(`validate: --seed applies to an environment's own tasks`);
+    expect(() => loadDataset("calc", { env: "swe-mini" })).toThrow("validate: --env names the environment of JSONL lines that name none; 'calc' is an environment itself");
+    expect(() => loadDataset(dir, { env: "calc" })).toThrow(/validate: --env names the environment of a \.jsonl file's lines; .* is a folder/);
+  });
+
   it("parses judge specs and names a judge without a gateway", () => {
     const parsed = parseJudges(["m1", "m2@http://127.0.0.1:9/", "m3"], "http://127.0.0.1:8", undefined);
     expect(parsed.judges.map((j) => j.model)).toEqual(["m1", "m2", "m3"]);

@@ -42,11 +42,18 @@ export interface LoadOptions {
 
 /** Load `target`: an environment name, a `.jsonl` file, a swe-mini tasks folder or a dataset folder. */
 export function loadDataset(target: string, opts: LoadOptions = {}): Dataset {
-  if (environmentNames.includes(target) && !existsSync(target)) return envDataset(target, opts);
+  if (environmentNames.includes(target) && !existsSync(target)) {
+    // An option that would not apply is refused rather than ignored.
+    if (opts.env !== undefined) throw new ArborError(`validate: --env names the environment of JSONL lines that name none; '${target}' is an environment itself`, "config");
+    return envDataset(target, opts);
+  }
   if (!existsSync(target)) {
     throw new ArborError(`validate: '${target}' is neither an environment (${environmentNames.join(", ")}) nor an existing file or folder`, "config");
   }
+  const taken = opts.count !== undefined ? "--tasks" : opts.seed !== undefined ? "--seed" : undefined;
+  if (taken !== undefined) throw new ArborError(`validate: ${taken} applies to an environment's own tasks; ${target} is a dataset, validated whole`, "config");
   if (statSync(target).isFile()) return jsonlDataset(target, opts.env);
+  if (opts.env !== undefined) throw new ArborError(`validate: --env names the environment of a .jsonl file's lines; ${target} is a folder (its dataset.json or its task folders say the environment)`, "config");
   const manifest = join(target, "dataset.json");
   if (existsSync(manifest)) {
     let m: { env?: unknown; tasks?: unknown };
