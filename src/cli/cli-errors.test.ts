@@ -94,6 +94,13 @@ describe("arbor run errors", () => {
     expectOneLineError(cmd("validate", "calc", "--judge-min-approvals", "2"), /^arbor: error: --judge-min-approvals applies to the judge panel: give --judge <model> too$/);
   });
 
+  it("a bad ARBOR_LOG_LEVEL or ARBOR_LOG_FORMAT is refused by every command, not only those that log", () => {
+    const cmd = (env: Record<string, string>, ...args: string[]): { status: number | null; stderr: string } =>
+      spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), ...args], { encoding: "utf8", timeout: 60_000, env: { ...process.env, ...env } });
+    expectOneLineError(cmd({ ARBOR_LOG_LEVEL: "bogus" }, "validate", "/nonexistent"), /^arbor: error: ARBOR_LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent, got 'bogus'$/);
+    expectOneLineError(cmd({ ARBOR_LOG_FORMAT: "xml" }, "inspect", "/nonexistent"), /^arbor: error: ARBOR_LOG_FORMAT: must be one of text, json, got 'xml'$/);
+  });
+
   it("missing config file", () => {
     const r = spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), "run", "/nonexistent.yaml"], { encoding: "utf8" });
     expectOneLineError({ status: r.status, stderr: r.stderr }, /no such file/);

@@ -16,19 +16,27 @@ import { registerServeCommands } from "./serve.js";
 // src/cli/ and dist/cli/ are both two levels below the package root.
 const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
 
+const LOG_LEVEL_CHOICES = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+const LOG_FORMAT_CHOICES = ["text", "json"] as const;
+
 const program = new Command()
   .name("arbor")
   .description("Agentic reinforcement-learning infrastructure for LLMs")
   .version(version, "-V, --version", "print the version of arbor")
   .option("--debug", "print stack traces of errors")
-  .addOption(new Option("--log-level <level>", "lowest level of the logs written to stderr (env ARBOR_LOG_LEVEL)").choices(["fatal", "error", "warn", "info", "debug", "trace", "silent"]))
-  .addOption(new Option("--log-format <format>", "text: plain lines; json: pino's JSON lines for log collectors (env ARBOR_LOG_FORMAT)").choices(["text", "json"]))
+  .addOption(new Option("--log-level <level>", "lowest level of the logs written to stderr (env ARBOR_LOG_LEVEL)").choices(LOG_LEVEL_CHOICES))
+  .addOption(new Option("--log-format <format>", "text: plain lines; json: pino's JSON lines for log collectors (env ARBOR_LOG_FORMAT)").choices(LOG_FORMAT_CHOICES))
   .exitOverride()
   // The logger (core/logger.ts, loaded by the commands that log) reads these, so --help loads no logging library.
   .hook("preAction", (root) => {
     const o = root.opts<{ logLevel?: string; logFormat?: string }>();
     if (o.logLevel !== undefined) process.env.ARBOR_LOG_LEVEL = o.logLevel;
     if (o.logFormat !== undefined) process.env.ARBOR_LOG_FORMAT = o.logFormat;
+    // Checked for every command, not only those that log (which would refuse it) or ignore it (which would not).
+    for (const [name, choices] of [["ARBOR_LOG_LEVEL", LOG_LEVEL_CHOICES], ["ARBOR_LOG_FORMAT", LOG_FORMAT_CHOICES]] as const) {
+      const v = process.env[name];
+      if (v && !(choices as readonly string[]).includes(v)) throw new ArborError(`${name}: must be one of ${choices.join(", ")}, got '${v}'`, "config");
+    }
   });
 
 // A reader that stops early (`arbor inspect … | head`) closes the pipe: the rest of the output is not wanted, which
