@@ -4,7 +4,7 @@ import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { BackendHttpError, BackendProtocolError, BackendUnreachableError } from "./backend.js";
-import { httpBase, httpText, type HttpBase, type TextReply } from "./http-text.js";
+import { httpBase, httpText, ResponseTooLargeError, type HttpBase, type TextReply } from "./http-text.js";
 import { echoingPayload, readEchoing } from "./prompt-echo.js";
 
 export interface EngineHttpOptions {
@@ -90,6 +90,7 @@ export async function exchange(
     return await httpText(target.base, method, path, payload, headers, signal);
   } catch (e) {
     if (signal?.aborted) throw signal.reason ?? e;
+    if (e instanceof ResponseTooLargeError) throw new BackendProtocolError(target.name, target.url, e.message);
     throw new BackendUnreachableError(target.name, target.url, describeNetworkError(e));
   }
 }

@@ -3,7 +3,7 @@
 // an unreachable engine rejecting with the socket's error.
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { httpBase, httpText } from "./http-text.js";
+import { httpBase, httpText, ResponseTooLargeError } from "./http-text.js";
 
 let app: FastifyInstance;
 let root: string;
@@ -33,6 +33,14 @@ describe("httpText", () => {
     const post = await httpText(base, "POST", "/v1/echo", '{"a":[1,2]}', { "content-type": "application/json" });
     expect(post).toEqual({ status: 201, text: 'POST application/json {"a":[1,2]}', contentType: "text/plain" });
     expect(await httpText(base, "GET", "/v1/missing", undefined, {})).toMatchObject({ status: 404 });
+  });
+
+  it("cuts an answer longer than its bound and says so", async () => {
+    const long = httpText(httpBase(root), "GET", "/bom", undefined, {}, undefined, 1000);
+    await expect(long).rejects.toBeInstanceOf(ResponseTooLargeError);
+    await expect(long).rejects.toThrow("the answer to GET /bom is longer than 1000 bytes");
+    // The connection pool is fine afterwards.
+    expect((await httpText(httpBase(root), "GET", "/v1/echo", undefined, {})).status).toBe(200);
   });
 
   it("decodes the whole body as UTF-8 without its byte order mark", async () => {

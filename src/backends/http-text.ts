@@ -12,6 +12,15 @@ import { Agent, type Dispatcher } from "undici";
  */
 let agent: Agent | undefined;
 
+/**
+ * The largest answer read (256 MiB): a whole generation's JSON (ids, logprobs, a prompt echo of a long context) is
+ * a few MB; a misbehaving engine or a proxy streaming an endless page must not fill the gateway's memory.
+ */
+export const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
+
+/** An answer longer than the exchange's bound (the engine answered, wrongly: no sign that it is unreachable). */
+export class ResponseTooLargeError extends Error {}
+
 /** What an exchange answered: its status, its body decoded as UTF-8 and the body's content type (when it says). */
 export interface TextReply {
   status: number;
@@ -34,12 +43,22 @@ export function httpBase(root: string): HttpBase {
 /**
  * Send `method` `base.prefix + path` (a path, with its query string if any) with `payload` as the body (none
  * for a GET) and resolve with the answer; rejects with undici's error when the exchange fails (no
- * connection, reset, timeout) and with the signal's reason when `signal` aborts it.
+ * connection, reset, timeout), with the signal's reason when `signal` aborts it, and with an error saying so when
+ * the answer is longer than `maxBytes` (its exchange is cut there).
  */
-export function httpText(base: HttpBase, method: "GET" | "POST", path: string, payload: string | undefined, headers: Record<string, string>, signal?: AbortSignal): Promise<TextReply> {
+export function httpText(
+  base: HttpBase,
+  method: "GET" | "POST",
+  path: string,
+  payload: string | undefined,
+  headers: Record<string, string>,
+  signal?: AbortSignal,
+  maxBytes: number = MAX_RESPONSE_BYTES,
+): Promise<TextReply> {
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise<TextReply>((resolve, reject) => {
     const chunks: Buffer[] = [];
+    let bytes = 0;
     let status = 0;
     let contentType: string | undefined;
     let settled = false;
@@ -70,7 +89,14 @@ export function httpText(base: HttpBase, method: "GET" | "POST", path: string, p
           const type = headers["content-type"];
           if (typeof type === "string") contentType = type;
         },
-        onResponseData(_c, chunk) {
+        onResponseData(c, chunk) {
+          bytes += chunk.length;
+          if (bytes > maxBytes) {
+            const error = new ResponseTooLargeError(`the answer to ${method} ${path} is longer than ${maxBytes} bytes`);
+            c.abort(error);
+            settle(() => reject(error));
+            return;
+          }
           chunks.push(chunk);
         },
         onResponseEnd() {
