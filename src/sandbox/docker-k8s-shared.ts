@@ -8,6 +8,13 @@ import type { SandboxLimits } from "./sandbox.js";
 import type { CappedOutput } from "./sandbox-process.js";
 
 /**
+ * How long an exec killed at its wall-clock limit may keep its stream open before it is cut (ms). A process the
+ * kill misses (a background one, re-parented to the container's init) still holds the output pipe, and Docker and
+ * the Kubernetes API keep the exec's stream open until it closes: without a cut the exec never ended.
+ */
+export const EXEC_KILL_GRACE_MS = 5_000;
+
+/**
  * A provider's live sandboxes, at most `max` (a CapacityError naming `provider` beyond), torn down
  * together by destroyAll.
  */

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { ContainerCreateOptions, ExecCreateOptions } from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
+import { EXEC_KILL_GRACE_MS } from "./docker-k8s-shared.js";
 import { describeSandboxContract, waitFor } from "./sandbox.contract.js";
 import { createDockerProvider, dockerAvailable, type DockerClientLike, type DockerContainerLike, type DockerExecLike } from "./docker.js";
 import { parseCounters } from "./docker-spec.js";
@@ -29,6 +30,8 @@ interface Reply {
   exitCode: number;
   /** Never ends on its own: only a kill exec (or removal) ends it, with exit 137. */
   hang?: boolean;
+  /** With hang: the kill ends the command (exit 137) but not its stream, which a process it missed holds open. */
+  orphan?: boolean;
 }
 
 /** A fake engine: records every request, answers execs with `handler`. */
@@ -69,7 +72,7 @@ class FakeContainer implements DockerContainerLike {
   readonly id = "c0ffee";
   started = 0;
   removed: { force: boolean; v: boolean }[] = [];
-  readonly execs: { spec: ExecCreateOptions; stdin: string; exit: number | null; stream?: FakeStream }[] = [];
+  readonly execs: { spec: ExecCreateOptions; stdin: string; exit: number | null; stream?: FakeStream; orphan?: boolean }[] = [];
 
   constructor(
     private readonly engine: FakeDocker,
@@ -97,10 +100,11 @@ class FakeContainer implements DockerContainerLike {
               const victim = this.execs.find((e) => (e.spec.Cmd as string[])[3] === cmd[3] && e.exit === null && e !== rec);
               if (victim) {
                 victim.exit = 137;
-                victim.stream?.finish({ exitCode: 137 });
+                if (!victim.orphan) victim.stream?.finish({ exitCode: 137 });
               }
             }
             const r = this.engine.handler(cmd, rec.stdin);
+            if (r.orphan) rec.orphan = true;
             if (r.hang) return;
             rec.exit = r.exitCode;
             s.finish(r);
@@ -203,6 +207,25 @@ describe("docker provider request mapping (fake engine)", () => {
     expect(r).toMatchObject({ timedOut: true, signal: "SIGKILL", exitCode: null, limit: "wall" });
     const kill = engine.containers[0]!.execs.find((e) => (e.spec.Cmd as string[])[2]?.includes("kill -KILL"));
     expect((kill?.spec.Cmd as string[])[3]).toBe("1");
+    await p.destroyAll();
+  });
+
+  it("ends an exec killed at its wall-clock limit after a grace period, even while a process the kill missed holds its stream open", async () => {
+    const { engine, clock, p } = setup();
+    engine.handler = (cmd) => (cmd.at(-1) === "300" ? { exitCode: 0, hang: true, orphan: true } : { exitCode: 0 });
+    const sb = await p.create("prog-orphan");
+    const run = sb.exec(["sleep", "300"]);
+    await waitFor(() => engine.containers[0]!.execs[0]?.stream !== undefined);
+    await new Promise((r) => setImmediate(r));
+    let settled = false;
+    void run.then(() => (settled = true));
+    clock.advance(1000);
+    await waitFor(() => engine.containers[0]!.execs.some((e) => (e.spec.Cmd as string[])[2]?.includes("kill -KILL")));
+    await new Promise((r) => setImmediate(r));
+    // Killed, but the stream is still open: the exec waits out the grace period.
+    expect(settled).toBe(false);
+    clock.advance(EXEC_KILL_GRACE_MS);
+    expect(await run).toMatchObject({ timedOut: true, signal: "SIGKILL", exitCode: null, limit: "wall" });
     await p.destroyAll();
   });
 

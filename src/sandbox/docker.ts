@@ -9,12 +9,12 @@ import { tmpdir } from "node:os";
 import { join, posix, resolve } from "node:path";
 import type { ContainerCreateOptions, ExecCreateOptions } from "dockerode";
 import Dockerode from "dockerode";
-import type { Clock } from "../core/clock.js";
+import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { SANDBOX_WORKSPACE } from "./bwrap-args.js";
 import { argumentsLimitResult, execSizeProblem } from "./exec-size.js";
-import { checkLimits, counterGrowth, LiveSandboxes, outputSink, positive, withinMs } from "./docker-k8s-shared.js";
+import { checkLimits, counterGrowth, EXEC_KILL_GRACE_MS, LiveSandboxes, outputSink, positive, withinMs } from "./docker-k8s-shared.js";
 import { containerSpec, countersSpec, execSpec, killSpec, parseCounters } from "./docker-spec.js";
 import { classifyLimit } from "./limit-flags.js";
 import { checkReadOnlyMounts } from "./read-only-mounts.js";
@@ -134,15 +134,22 @@ class DockerSandbox implements Sandbox {
     const done = ended(stream);
     stream.end(opts.stdin ?? "");
     let timedOut = false;
+    let cutOff = (): void => {};
+    const cut = new Promise<void>((res) => (cutOff = res));
+    let grace: Timer | undefined;
     const timer = this.ctx.clock.setTimer(wallMs, () => {
       timedOut = true;
       void this.killExec(id);
+      // The exec ends after the grace period even if a process the kill missed holds its stream open.
+      grace = this.ctx.clock.setTimer(EXEC_KILL_GRACE_MS, cutOff);
     });
     try {
-      await done;
+      await Promise.race([done, cut]);
     } finally {
       timer.cancel();
+      grace?.cancel();
       this.running.delete(stream);
+      (stream as unknown as { destroy?: () => void }).destroy?.();
     }
     let status: { exitCode: number | null; signal: string | null };
     if (this.destroyed) status = { exitCode: null, signal: "SIGKILL" };

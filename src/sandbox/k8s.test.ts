@@ -5,6 +5,7 @@ import type { V1NetworkPolicy, V1Pod, V1Status } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { realClock } from "../core/real-clock.js";
+import { EXEC_KILL_GRACE_MS } from "./docker-k8s-shared.js";
 import { describeSandboxContract, waitFor } from "./sandbox.contract.js";
 import { createK8sProvider, k8sAvailable, type K8sClients } from "./k8s.js";
 import { exitCodeOf, labelValue } from "./k8s-spec.js";
@@ -21,6 +22,8 @@ interface Reply {
   stderr?: string;
   exitCode: number;
   hang?: boolean;
+  /** With hang: the kill misses a process that holds the exec's socket open (only closing the socket ends it). */
+  orphan?: boolean;
 }
 
 const status = (code: number): V1Status =>
@@ -35,6 +38,7 @@ function fakeCluster(o: { pendingReads?: number; waiting?: string } = {}) {
   const policies: V1NetworkPolicy[] = [];
   const execs: { pod: string; container: string; cmd: string[]; stdin: string; killed: boolean }[] = [];
   const open = new Map<number, () => void>();
+  const orphans = new Set<number>();
   let reads = 0;
   let handler: (cmd: string[], stdin: string) => Reply = () => ({ exitCode: 0 });
   const clients: K8sClients = {
@@ -82,10 +86,11 @@ function fakeCluster(o: { pendingReads?: number; waiting?: string } = {}) {
           const victim = execs.findIndex((e) => e.cmd.includes(`ARBOR_EXEC=${cmd[3]}`));
           if (victim >= 0) {
             execs[victim]!.killed = true;
-            open.get(victim + 1)?.();
+            if (!orphans.has(victim + 1)) open.get(victim + 1)?.();
           }
         }
         const r = handler(cmd, input);
+        if (r.orphan) orphans.add(i);
         const socket = { close: () => open.get(i)?.() };
         if (r.hang) {
           open.set(i, () => {
@@ -187,6 +192,25 @@ describe("k8s provider request mapping (fake cluster)", () => {
     const r = await run;
     expect(r).toMatchObject({ timedOut: true, signal: "SIGKILL", limit: "wall" });
     expect(f.execs[0]!.killed).toBe(true);
+    await p.destroyAll();
+  });
+
+  it("ends an exec killed at its wall-clock limit after a grace period, closing a socket a process the kill missed holds open", async () => {
+    const f = fakeCluster();
+    const clock = new VirtualClock();
+    const p = createK8sProvider({ limits: LIMITS, clients: f.clients, clock });
+    f.setHandler((cmd) => (cmd.at(-1) === "300" ? { exitCode: 0, hang: true, orphan: true } : { exitCode: 0 }));
+    const sb = await p.create("prog");
+    const run = sb.exec(["sleep", "300"]);
+    let settled = false;
+    void run.then(() => (settled = true));
+    await waitFor(() => f.execs.length === 1);
+    clock.advance(1000);
+    await waitFor(() => f.execs[0]!.killed);
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    clock.advance(EXEC_KILL_GRACE_MS);
+    expect(await run).toMatchObject({ timedOut: true, signal: "SIGKILL", limit: "wall" });
     await p.destroyAll();
   });
 

@@ -10,12 +10,12 @@ import { homedir } from "node:os";
 import { join, posix } from "node:path";
 import { Readable, type Writable } from "node:stream";
 import type { V1NetworkPolicy, V1Pod, V1Status } from "@kubernetes/client-node";
-import type { Clock } from "../core/clock.js";
+import type { Clock, Timer } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { SANDBOX_WORKSPACE } from "./bwrap-args.js";
 import { argumentsLimitResult, execSizeProblem } from "./exec-size.js";
-import { checkLimits, counterGrowth, LiveSandboxes, outputSink, positive, withinMs } from "./docker-k8s-shared.js";
+import { checkLimits, counterGrowth, EXEC_KILL_GRACE_MS, LiveSandboxes, outputSink, positive, withinMs } from "./docker-k8s-shared.js";
 import { countersSpec, parseCounters } from "./docker-spec.js";
 import { exitCodeOf, execCommand, killCommand, networkPolicySpec, podSpec, SANDBOX_CONTAINER, writeCommand } from "./k8s-spec.js";
 import { classifyLimit } from "./limit-flags.js";
@@ -119,14 +119,22 @@ class K8sSandbox implements Sandbox {
     let socket: { close(): void } | undefined;
     let timedOut = false;
     const done = new Promise<V1Status | undefined>((resolve, reject) => {
+      let grace: Timer | undefined;
       const timer = this.ctx.clock.setTimer(wallMs, () => {
         timedOut = true;
         onTimeout?.();
+        // The command ends after the grace period even if a process the kill missed holds the socket open.
+        grace = this.ctx.clock.setTimer(EXEC_KILL_GRACE_MS, () => {
+          socket?.close();
+          finish(undefined);
+        });
       });
       let finished = false;
       const finish = (s: V1Status | undefined): void => {
+        if (finished) return;
         finished = true;
         timer.cancel();
+        grace?.cancel();
         if (socket) this.sockets.delete(socket);
         resolve(s);
       };
