@@ -98,12 +98,9 @@ function adminTokenOf(env: string | undefined): string | undefined {
   return token;
 }
 
-/** The programs active in the store, with their recorded calls: those of runs not finished yet. */
+/** The programs active in the store, with their recorded calls: those of runs not finished yet (ids and counts only). */
 async function activePrograms(store: TrajectoryStore): Promise<{ id: string; calls: number }[]> {
   const out: { id: string; calls: number }[] = [];
-  for (const run of await store.listRuns()) {
-    if (run.endedAt !== undefined) continue;
-    for (const t of await store.listTrajectories(run.id)) if (t.program.state === "active") out.push({ id: t.program.id, calls: t.calls.length });
-  }
+  for (const run of await store.listRuns()) if (run.endedAt === undefined) out.push(...(await store.activePrograms(run.id)));
   return out;
 }

@@ -590,6 +590,18 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
     });
   }
 
+  activePrograms(runId: string): Promise<{ id: string; calls: number }[]> {
+    return this.read("activePrograms", async (c) => {
+      await requireRun(c, runId, "activePrograms");
+      const rows = await c.query<{ id: string; calls: number }>(
+        `SELECT p.id, (SELECT count(*) FROM calls x WHERE x.program_id = p.id)::int AS calls
+         FROM programs p WHERE p.run_id = $1 AND p.termination_kind IS NULL ORDER BY p.seq`,
+        [runId],
+      );
+      return rows.rows;
+    });
+  }
+
   stats(runId: string): Promise<RunStats> {
     return this.read("stats", async (c) => {
       await requireRun(c, runId, "stats");

@@ -664,6 +664,19 @@ export class SqliteTrajectoryStore implements TrajectoryStore {
     })();
   }
 
+  async activePrograms(runId: string): Promise<{ id: string; calls: number }[]> {
+    const db = await this.reader();
+    return db.transaction(() => {
+      SqliteTrajectoryStore.requireRun(db, runId, "activePrograms");
+      return db
+        .prepare(
+          `SELECT p.id AS id, (SELECT count(*) FROM calls c WHERE c.program_id = p.id) AS calls
+           FROM programs p WHERE p.run_id = ? AND p.termination_kind IS NULL ORDER BY p.rowid`,
+        )
+        .all(runId) as { id: string; calls: number }[];
+    })();
+  }
+
   async stats(runId: string): Promise<RunStats> {
     const db = await this.reader();
     return db.transaction(() => {

@@ -255,6 +255,16 @@ export function describeTrajectoryStoreContract(
       expect(s.meanReward).toBe(0.5);
     });
 
+    it("lists a run's programs not ended yet with their recorded calls, in creation order", async () => {
+      await populate();
+      await store.recordCall(fixtureCall("g2-p0", 0, [-1]));
+      await store.recordCall(fixtureCall("g2-p0", 1, [-1], 0));
+      expect(await store.activePrograms("run-1")).toEqual([{ id: "g2-p0", calls: 2 }]);
+      await store.createRun(fixtureRun("empty"));
+      expect(await store.activePrograms("empty")).toEqual([]);
+      await expect(store.activePrograms("no-run")).rejects.toThrow(/unknown run/);
+    });
+
     it("reports no mean reward for a run without rewards", async () => {
       await store.createRun(fixtureRun("empty"));
       expect(await store.stats("empty")).toMatchObject({ programs: 0, calls: 0, promptTokens: 0, rewarded: 0, meanReward: null });

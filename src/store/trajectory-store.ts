@@ -112,6 +112,12 @@ export interface TrajectoryStore extends TraceSink {
   /** Aggregates over a run. Rejects if the run is unknown. */
   stats(runId: string): Promise<RunStats>;
   /**
+   * A run's programs not ended yet, in creation order, with how many calls each has recorded: what a restarted
+   * gateway takes back (ids and counts only: reading the trajectories of a long run would be its whole store).
+   * Rejects if the run is unknown.
+   */
+  activePrograms(runId: string): Promise<{ id: string; calls: number }[]>;
+  /**
    * What opening the store ended: unfinished runs whose process is gone are finished, and their
    * active programs ended as `aborted` with the reason, before the store is handed out.
    */
