@@ -17,6 +17,7 @@ import type { WorkMessage } from "../broker/work-queue.js";
 import { createTrainerServer, type StepMetrics } from "../batch/trainer-server.js";
 import type { ExportedBatch } from "../batch/export-arrow.js";
 import { clusterBroker, clusterStreams, loadClusterConfig } from "../core/cluster-config.js";
+import { RecentSet } from "../core/recent-set.js";
 import { ArborError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { registerServiceProbes } from "../core/service-probes.js";
@@ -26,6 +27,9 @@ import { OrchestratorSessions } from "../loop/orchestrator-sessions.js";
 import { fleetWeightSync } from "../loop/fleet-weight-sync.js";
 import { clusterSyncedEngines } from "./cluster-services.js";
 import { serveUntilSignalled, workProbes } from "./service-lifecycle.js";
+
+/** Acked batch ids remembered (the event stream keeps 10,000 events; a redelivery is of a recent batch). */
+const MAX_REMEMBERED_ACKS = 10_000;
 
 export interface ServeTrainerApiOptions {
   cluster: string;
@@ -55,8 +59,9 @@ export async function serveTrainerApiCommand(o: ServeTrainerApiOptions): Promise
     const bus = await JetStreamEventBus.connect<TrainerEvents>(broker.url, { stream: streams.events, duplicateWindowMs: broker.duplicateWindowMs });
     closers.push(() => bus.close());
     const weights = announcedWeightSync(fleetWeightSync({ engines, inFlight: cfg.engines[0]?.inFlightOnWeightSwitch ?? "finish", external: [], log }), bus);
-    // Acks already published (replayed from the bus), so a redelivered batch is never served twice.
-    const published = new Set<string>();
+    // Acks already published (replayed from the bus), so a redelivered batch is never served twice: as many as the
+    // bus keeps, not one per batch for as long as the service runs.
+    const published = new RecentSet<string>(MAX_REMEMBERED_ACKS);
     const replayed = await bus.subscribe("batch-acked", (ev) => void published.add(ev.data.batchId), { replay: "all" });
     closers.push(() => replayed.close());
     // A held batch's ack, with the step's metrics the trainer reported (passed on to the orchestrator), or its drop.
