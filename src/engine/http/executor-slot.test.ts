@@ -75,6 +75,40 @@ describe("ExecutorSlot with in_flight resume", () => {
   });
 });
 
+describe("ExecutorSlot with in_flight finish", () => {
+  it("keeps at most maxRetiringVersions old versions: at a switch beyond it, the oldest one's requests are aborted and it closes", async () => {
+    const loaded = new Map<string, ReturnType<typeof gatedExecutor>>();
+    const v1 = gatedExecutor("a");
+    const slot = new ExecutorSlot({
+      executor: v1,
+      policyVersion: 1,
+      modelPath: "/v1.gguf",
+      owned: true,
+      maxRetiringVersions: 2,
+      load: async (path) => {
+        const ex = gatedExecutor("b");
+        loaded.set(path, ex);
+        return ex;
+      },
+    });
+    // A request in flight on each version, none finishing: versions 1, 2 and 3 retire in turn.
+    const leases = [slot.acquire()];
+    for (const v of [2, 3]) {
+      await slot.loadWeights(`/v${v}.gguf`, v, "finish");
+      leases.push(slot.acquire());
+    }
+    expect(leases.map((l) => [l.policyVersion, l.signal.aborted])).toEqual([[1, false], [2, false], [3, false]]);
+    await slot.loadWeights("/v4.gguf", 4, "finish");
+    // Three old versions now: the oldest's request is aborted by the switch, the others finish on theirs.
+    expect(leases.map((l) => [l.signal.aborted, l.abortedBySwitch])).toEqual([[true, true], [false, false], [false, false]]);
+    leases[0]!.release();
+    await until(() => v1.closed);
+    expect(loaded.get("/v2.gguf")!.closed).toBe(false);
+    for (const l of leases) l.release();
+    await slot.close();
+  });
+});
+
 describe("ExecutorSlot counters", () => {
   it("sum every executor it served: a weight switch and a sleep lose none of their counts", async () => {
     /** A fresh executor whose counters are `c` (mutable), as a scheduled one reports them. */

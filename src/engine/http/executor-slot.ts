@@ -46,7 +46,16 @@ export interface ExecutorSlotOptions {
   check?: (executor: Executor, modelPath: string) => void;
   /** Tokens that end a generation (default: Arbor's), so a resumed request that ended just finishes. */
   stopTokenIds?: Iterable<number>;
+  /**
+   * Old versions kept loaded at once while their requests finish (default 2): at a switch beyond it, the oldest
+   * one's requests are aborted (as `in_flight: abort` does), so its executor closes. Weight switches faster than
+   * the longest generations would otherwise keep a whole model and its KV per version resident.
+   */
+  maxRetiringVersions?: number;
 }
+
+/** ExecutorSlotOptions.maxRetiringVersions unless given. */
+export const DEFAULT_MAX_RETIRING_VERSIONS = 2;
 
 interface Generation {
   executor: Executor;
@@ -330,6 +339,15 @@ export class ExecutorSlot {
 
   private retire(old: Generation): void {
     this.retiring.add(old);
+    // The oldest versions beyond the bound: their requests end now (aborted by the switch), and they close once drained.
+    let over = this.retiring.size - (this.opts.maxRetiringVersions ?? DEFAULT_MAX_RETIRING_VERSIONS);
+    for (const g of this.retiring) {
+      if (over-- <= 0) break;
+      for (const hold of g.active) {
+        hold.bySwitch = true;
+        hold.controller.abort();
+      }
+    }
     const done = whenDrained(old).then(async () => {
       this.settle(old);
       this.retiring.delete(old);
