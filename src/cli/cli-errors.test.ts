@@ -1,6 +1,6 @@
 // The CLI's user-facing failures: one line naming the problem, non-zero exit, no stack trace.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -80,10 +80,14 @@ describe("arbor run errors", () => {
     expect(s.stderr).not.toMatch(/^(engine|gateway) /m);
   });
 
-  it("a model.path that is not there, or a folder: names model.path, starts nothing", () => {
-    const r = arbor("engines: [{name: e0}]\nmodel: {path: /nonexistent/m.gguf}\n");
+  it("a model.path that is not there, or a folder: names model.path, starts nothing, leaves no output folder", () => {
+    const out = join(mkdtempSync(join(tmpdir(), "arbor-cli-model-")), "out");
+    const r = arbor(`engines: [{name: e0}]\nmodel: {path: /nonexistent/m.gguf}\noutput: {dir: ${out}}\n`);
     expectOneLineError(r, /^arbor: error: model\.path: \/nonexistent\/m\.gguf does not exist \(a GGUF file\)$/);
     expect(r.stderr).not.toMatch(/^(engine|gateway) /m);
+    expect(existsSync(out)).toBe(false);
+    expectOneLineError(arbor(`engines: [{name: e0}]\nreward: {custom: ./missing-reward.ts}\noutput: {dir: ${out}}\n`), /missing-reward/);
+    expect(existsSync(out)).toBe(false);
     expectOneLineError(arbor(`engines: [{name: e0}]\nmodel: {path: ${tmpdir()}}\n`), /^arbor: error: model\.path: .* is a folder, not a GGUF file/);
   });
 

@@ -175,7 +175,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   // With a cluster nothing listens here (the trainer protocol is the trainer-api service's).
   if (cluster === undefined) await checkPortsFree(runPorts(cfg));
   const outDir = resolve(cfg.output.dir);
-  makeOutputDir(outDir, "output.dir");
+  // The in-process engines load it (a deployment's engines have their own machines and checks).
+  if (cluster === undefined && cfg.engines.length > 0 && cfg.model.path !== undefined) checkModelFile(cfg.model.path);
   // The user's environment module, task file and reward modules load here: a bad one fails before anything starts.
   const env = await environmentFromConfig(cfg.env);
   // With `eval`, the held-out tasks come after the training ones (or at the end of a task file), none sharing a training task's prompt.
@@ -192,6 +193,8 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   const reward = createRewardFromConfig(cfg.reward, { ...judge.deps, ...(custom ? { custom } : {}) });
   const rewarder = new GroupRewarder(reward);
   const adminToken = gatewayAdminToken(cfg);
+  // Made once the config's own checks passed: a run refused for a bad module or file leaves no empty folder.
+  makeOutputDir(outDir, "output.dir");
 
   /** What the deployment started or opened, closed in reverse order whatever happens. */
   const closers: (() => Promise<void>)[] = [];
@@ -208,8 +211,6 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   try {
     const log = opts.log ?? (() => {});
     const modelPath = policyPath(cfg.model, log);
-    // The in-process engines load it (a deployment's engines have their own machines and checks).
-    if (cluster === undefined && cfg.engines.length > 0) checkModelFile(modelPath);
     if (cfg.env.module !== undefined || typeof cfg.env.tasks === "string") log(`env      ${env.name}${cfg.env.module !== undefined ? ` (${cfg.env.module})` : ""}: ${taskSource}`);
     const ctx = { cfg, tasksPerIteration, modelPath, outDir, clock, adminToken, log, onClose: (c: () => Promise<void>) => void closers.push(c), ...(opts.onBackendReply ? { onBackendReply: opts.onBackendReply } : {}) };
     const d = cluster ? await connectCluster(ctx, cluster, resume && cfg.train ? { version: resume.policyVersion, checkpoint: resume.checkpoint } : undefined) : await startEmbedded(ctx);
