@@ -25,7 +25,7 @@ describe("a run whose programs the infrastructure failed, every one", () => {
       else process.env.DOCKER_HOST = before;
     }
     expect(error).toMatchObject({ code: "rollout_failed" });
-    expect((error as Error).message).toMatch(/^iteration 1: all 16 programs ended in infrastructure failures \(sandbox_error 16\), none by the policy's doing, so there is nothing to learn from; the first, \S+: .*no-docker\.sock/);
+    expect((error as Error).message).toMatch(/^iteration 1: all 16 programs ended in sandbox failures \(sandbox_error 16\), none by the policy's doing, so there is nothing to learn from; the first, \S+: .*no-docker\.sock/);
     const store = new SqliteTrajectoryStore(join(dir, "infra", "store.sqlite"));
     try {
       const programs = (await store.listTrajectories("infra")).map((t) => t.program.termination?.kind);

@@ -196,7 +196,8 @@ describe("black-box programs under the environment's hygiene monitor", () => {
 });
 
 describe("agent config", () => {
-  const base = { backends: [{ name: "b", type: "openai", url: "http://127.0.0.1:1/v1" }] };
+  // A black box runs its Node launcher in the sandbox: bwrap's default memoryMb (its address-space limit) is too little.
+  const base = { backends: [{ name: "b", type: "openai", url: "http://127.0.0.1:1/v1" }], sandbox: { memoryMb: 4096 } };
   const agentOf = (agent: object) => parseRunConfig({ ...base, agent }).agent;
 
   it("defaults to the white-box tool loop and checks the black-box fields by kind", async () => {
