@@ -3,9 +3,9 @@
 import type { FastifyReply } from "fastify";
 import { BackendProtocolError, type Backend } from "../backends/backend.js";
 import { isStreamingBackend, type BackendStreamReply } from "../backends/sse.js";
-import { abortOnClientClose } from "./client-close.js";
+import { boundedCall } from "./client-close.js";
 import type { GatewayContext } from "./gateway-context.js";
-import { CallTimeoutError, InvalidRequestError } from "./http-errors.js";
+import { InvalidRequestError } from "./http-errors.js";
 import type { Endpoint, PreparedRequest } from "./openai-request.js";
 import { readTrace } from "./protocol-trace.js";
 import { recordCall, type CallPlace } from "./record-call.js";
@@ -29,9 +29,7 @@ export async function relayStream(
   place: CallPlace,
   reply: FastifyReply,
 ): Promise<{ trace?: ExtractedTrace; result: unknown }> {
-  const ac = new AbortController();
-  const timer = ctx.clock.setTimer(ctx.callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, ctx.callTimeoutMs)));
-  const detach = abortOnClientClose(reply.raw, ac);
+  const { signal, done } = boundedCall(ctx, backend.name, reply.raw);
   const callId = ctx.newCallId();
   const surface = ctx.streamSurfaces.get(prepared)?.(backend, callId) ?? openAiStreamSurface();
   const sse = sseResponse(reply.raw, callId, place.index);
@@ -40,8 +38,8 @@ export async function relayStream(
     try {
       if (!isStreamingBackend(backend)) throw new InvalidRequestError("stream", `backend '${backend.name}' cannot stream; send stream: false`);
       upstream = endpoint === "chat"
-        ? await backend.chatCompletionsStream(prepared.upstreamBody, ac.signal)
-        : await backend.completionsStream(prepared.upstreamBody, ac.signal);
+        ? await backend.chatCompletionsStream(prepared.upstreamBody, signal)
+        : await backend.completionsStream(prepared.upstreamBody, signal);
     } catch (err) {
       // Surface routes answer in their own error shape; chat errors go to the OpenAI error handler.
       if (!ctx.streamSurfaces.has(prepared)) throw err;
@@ -73,7 +71,7 @@ export async function relayStream(
         const visible = readTrace(backend, () => st.push(chunk));
         sse.write(surface.chunk(visible, chunk as StreamChunk));
       }
-      if (ac.signal.aborted) throw ac.signal.reason;
+      if (signal.aborted) throw signal.reason;
       if (!finished) throw new BackendProtocolError(backend.name, backend.url, "ended the event stream without [DONE]");
       const trace = readTrace(backend, () => st.finish());
       // Translated before recording: an answer the surface cannot close is a failed call.
@@ -86,7 +84,6 @@ export async function relayStream(
       return { result: undefined };
     }
   } finally {
-    timer.cancel();
-    detach();
+    done();
   }
 }

@@ -6,9 +6,8 @@ import type { FastifyReply } from "fastify";
 import type { Backend, TokenBackend } from "../backends/backend.js";
 import { ArborError } from "../core/errors.js";
 import type { ToolPlan } from "../model/tool-markup.js";
-import { abortOnClientClose } from "./client-close.js";
+import { boundedCall } from "./client-close.js";
 import type { GatewayContext, RouteRef } from "./gateway-context.js";
-import { CallTimeoutError, ClientClosedError } from "./http-errors.js";
 import type { Endpoint, PreparedRequest } from "./openai-request.js";
 import type { CallPlace } from "./record-call.js";
 import { routeOrUnavailable } from "./route-or-unavailable.js";
@@ -89,11 +88,8 @@ export function tokenRouting(ctx: GatewayContext, call: RoutedTokenCall, takes: 
  */
 function startTokenAttempt(ctx: GatewayContext, r: RouteRef, res: ServerResponse): Attempt {
   const backend = ctx.backends.get(r.backend) as TokenBackend;
-  const ac = new AbortController();
-  const timer = ctx.clock.setTimer(ctx.callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, ctx.callTimeoutMs)));
-  // A client that left between attempts (while the call was re-routed) ends the next one at once.
-  if (res.closed && !res.writableFinished) ac.abort(new ClientClosedError());
-  const detach = abortOnClientClose(res, ac);
+  const bounded = boundedCall(ctx, backend.name, res);
+  const ac = bounded.controller;
   const inFlight = ctx.attemptsOn.get(backend.name) ?? new Set<AbortController>();
   ctx.attemptsOn.set(backend.name, inFlight);
   inFlight.add(ac);
@@ -102,8 +98,7 @@ function startTokenAttempt(ctx: GatewayContext, r: RouteRef, res: ServerResponse
     backend,
     signal: ac.signal,
     done: () => {
-      timer.cancel();
-      detach();
+      bounded.done();
       inFlight.delete(ac);
     },
   };

@@ -6,9 +6,8 @@
 import type { FastifyReply } from "fastify";
 import { isTokenBackend, type TokenBackend } from "../../backends/backend.js";
 import { callerProgram, type ProgramRequest } from "../admit-call.js";
-import { abortOnClientClose } from "../client-close.js";
+import { boundedCall } from "../client-close.js";
 import type { GatewayContext } from "../gateway-context.js";
-import { CallTimeoutError } from "../http-errors.js";
 import { prepareRequest } from "../openai-request.js";
 import { promptSource } from "../token-path/prompt-source.js";
 import { AnthropicError } from "./anthropic-error.js";
@@ -36,20 +35,17 @@ export async function countTokens(ctx: GatewayContext, req: ProgramRequest, repl
   const source = promptSource("chat", prepared);
   if (source.endpoint !== "chat") throw new Error("count_tokens: a chat request's prompt source is its messages");
   // Bounded as a call is (agents count often): the call timeout, and the client staying connected.
-  const ac = new AbortController();
-  const timer = ctx.clock.setTimer(ctx.callTimeoutMs, () => ac.abort(new CallTimeoutError(backend.name, ctx.callTimeoutMs)));
-  const detach = abortOnClientClose(reply.raw, ac);
+  const { signal, done } = boundedCall(ctx, backend.name, reply.raw);
   try {
     const { tokens } = await (backend.tokenize as NonNullable<TokenBackend["tokenize"]>).call(backend, {
       messages: source.messages,
       addGenerationPrompt: true,
       ...(source.tools ? { tools: source.tools } : {}),
-      signal: ac.signal,
+      signal,
     });
     return { input_tokens: tokens.length };
   } finally {
-    timer.cancel();
-    detach();
+    done();
   }
 }
 
