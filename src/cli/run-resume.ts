@@ -24,8 +24,7 @@ export function loadResumedRun(dir: string, configPath: string | undefined, over
   if (configPath !== undefined) cfg = cluster ? loadClusterRunConfig(configPath, cluster, overrides) : loadRunConfig(configPath, overrides);
   else if (cluster) cfg = clusterRunConfig(applyOverrides(withoutDeploymentKeys(state.config as Record<string, unknown>), overrides, source), cluster, source);
   else cfg = parseRunConfig(applyOverrides(state.config, overrides, source), source);
-  const diff = configDifference(state.config, cfg, state.completedIterations);
-  if (diff !== undefined) throw new ArborError(`--resume ${dir}: the config is not the run's (${diff}); only iterations may be raised`, "config");
+  checkSameRun(`--resume ${dir}`, state, cfg);
   if (resolve(cfg.output.dir) !== resolve(dir)) {
     throw new ArborError(`--resume ${dir}: the run's output.dir is ${cfg.output.dir}; resume it from there`, "config");
   }
@@ -33,6 +32,15 @@ export function loadResumedRun(dir: string, configPath: string | undefined, over
     throw new ArborError(`--resume ${dir}: the run has done all ${cfg.iterations} iterations; raise iterations (e.g. --set iterations=${cfg.iterations + 1}) to continue it`, "config");
   }
   return { cfg, state };
+}
+
+/**
+ * Refuse `cfg` when it is not the config of the run `state` belongs to, naming the first difference.
+ * @param option the option that gave the run, as the message starts (`--resume <dir>`, `--continue <dir>`)
+ */
+export function checkSameRun(option: string, state: ResumeState, cfg: RunConfig): void {
+  const diff = configDifference(state.config, cfg, state.completedIterations);
+  if (diff !== undefined) throw new ArborError(`${option}: the config is not the run's (${diff}); only iterations may be raised`, "config");
 }
 
 /** A run resumes where it ran: on the same deployment (by the cluster file's name), or in one process. */

@@ -42,10 +42,10 @@ import { checkModelFile, policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { heldOutFields, MetricsLog, metricsRecord, type MetricsRecord } from "../loop/metrics-log.js";
-import { adoptTrained, configDifference, readResumeState, RESUME_FILE, writeResumeState, type ResumeState, type TrainedStep } from "../loop/resume-state.js";
+import { adoptTrained, readResumeState, RESUME_FILE, writeResumeState, type ResumeState, type TrainedStep } from "../loop/resume-state.js";
 import { engineEndpoints } from "./engine-cache-stats.js";
 import { optimizerFileName } from "../trainer/checkpoint.js";
-import { loadResumedRun } from "./run-resume.js";
+import { checkSameRun, loadResumedRun } from "./run-resume.js";
 import { startRunDashboard, type DashboardListen } from "./dashboard/dashboard-command.js";
 import { asyncStepLine, earlierPlotPoints, heldOutText, iterationLine, summaryTrainingRows, writeRewardPlot, type EarlierPoints } from "./iteration-report.js";
 
@@ -145,8 +145,7 @@ export async function runCommand(configPath: string | undefined, opts: Omit<RunO
     const stored = readResumeState(cfg.output.dir);
     const done = stored.completedIterations;
     if (done >= cfg.iterations) {
-      const diff = configDifference(stored.config, { ...cfg, iterations: done }, done);
-      if (diff !== undefined) throw new ArborError(`--continue ${cfg.output.dir}: the config is not the run's (${diff}); only iterations may be raised`, "config");
+      checkSameRun(`--continue ${cfg.output.dir}`, stored, { ...cfg, iterations: done });
       log(`continue ${cfg.output.dir}: its run has done all ${done} ${cfg.rollout.mode === "sync" ? "iterations" : "trainer steps"}, nothing to continue (raise iterations, e.g. --set iterations=${done + 1}, to go further)`);
       return;
     }
