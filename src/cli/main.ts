@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { Command, CommanderError, Option } from "commander";
-import { ArborError, SignalledError } from "../core/errors.js";
+import { ArborError, SIGNAL_EXIT, SignalledError } from "../core/errors.js";
 import { BENCHMARK_NAMES } from "../bench/benchmark-names.js";
 import type { sftCommand } from "./sft.js";
 import type { TrainWorkerCommandOptions } from "./train-worker.js";
@@ -234,9 +234,9 @@ function reportError(e: unknown, debug: boolean): number {
   if (debug && e instanceof Error) console.error(e.stack);
   else if (e instanceof ArborError) console.error(`arbor: error: ${e.message}`);
   else console.error(`arbor: unexpected error: ${e instanceof Error ? e.message : String(e)} (run with --debug for the stack trace)`);
-  // The shell's convention for "ended by a signal": 130 for SIGINT (and an abort that names none), 143 for SIGTERM.
-  if (e instanceof SignalledError && e.signal === "SIGTERM") return 143;
-  return e instanceof ArborError && e.code === "aborted" ? 130 : 1;
+  // An abort that names no signal counts as SIGINT (the user's ctrl-C).
+  if (e instanceof SignalledError) return SIGNAL_EXIT[e.signal];
+  return e instanceof ArborError && e.code === "aborted" ? SIGNAL_EXIT.SIGINT : 1;
 }
 
 // Native handles (llama.cpp, sockets) must not keep a finished command alive; the timer is unref'd,

@@ -2,6 +2,7 @@
 // then drain — readiness 503 at once, new work refused, the requests in flight given `drainMs` to
 // finish (what is left is cut and said in the log) — close everything and return, so the process
 // exits 0. A second signal exits at once with the shell's code for it (130 for SIGINT, 143 for SIGTERM).
+import { SIGNAL_EXIT } from "../core/errors.js";
 import type { ServiceProbes } from "../core/service-probes.js";
 
 export interface ServiceLifecycleOptions {
@@ -14,9 +15,6 @@ export interface ServiceLifecycleOptions {
   close(): Promise<void>;
   log(line: string): void;
 }
-
-/** Exit codes of a second signal: 128 + the signal's number. */
-const SIGNAL_EXIT: Record<"SIGINT" | "SIGTERM", number> = { SIGINT: 130, SIGTERM: 143 };
 
 /** Resolve once the service received a signal, drained and closed. */
 export function serveUntilSignalled(o: ServiceLifecycleOptions): Promise<void> {

@@ -3,7 +3,7 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import cliProgress from "cli-progress";
-import { ArborError } from "../core/errors.js";
+import { ArborError, SIGNAL_EXIT, SignalledError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
 import { createEnvironment } from "../envs/registry.js";
 import { runSft, type SftOptions } from "../sft/sft.js";
@@ -89,7 +89,7 @@ export async function sftCommand(o: SftCommandOptions): Promise<void> {
     : undefined;
   bar?.start(o.steps, 0, { loss: "-", evalLoss: "-", evalAcc: "-" });
   const stop = new AbortController();
-  const onSignal = (sig: NodeJS.Signals): void => stop.abort(new Error(sig));
+  const onSignal = (sig: "SIGINT" | "SIGTERM"): void => stop.abort(new SignalledError(`received ${sig}`, sig));
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
   const opts: SftOptions = {
@@ -124,13 +124,13 @@ export async function sftCommand(o: SftCommandOptions): Promise<void> {
     bar?.stop();
     console.log(`\nArbor SFT`);
     console.log(`  checkpoint     ${r.out}`);
-    console.log(`  steps          ${r.steps}${r.stopped ? ` of ${o.steps} (stopped by ${(stop.signal.reason as Error).message}; the weights so far were written)` : ""} (batch ${d.batchSize}, lr ${o.lr} ${o.schedule}, seed ${o.seed})`);
+    console.log(`  steps          ${r.steps}${r.stopped ? ` of ${o.steps} (stopped by ${(stop.signal.reason as SignalledError).signal}; the weights so far were written)` : ""} (batch ${d.batchSize}, lr ${o.lr} ${o.schedule}, seed ${o.seed})`);
     console.log(`  data           ${o.env}: ${r.samples} training conversations${r.truncated > 0 ? `, ${r.truncated} cut to the model's context` : ""}, ${d.evalTasks} held out`);
     console.log(`  loss           ${r.firstLoss.toFixed(3)} → ${r.lastLoss.toFixed(3)}`);
     if (r.evalLoss !== undefined) console.log(`  held-out       loss ${r.evalLoss.toFixed(3)}, token accuracy ${(r.evalAccuracy ?? 0).toFixed(3)}`);
     console.log(`  elapsed        ${((realClock.now() - started) / 1000).toFixed(1)} s`);
     // Stopped early is not finished: a script chaining on `arbor sft` must not take this for the full run.
-    if (r.stopped) process.exitCode = (stop.signal.reason as Error).message === "SIGINT" ? 130 : 143;
+    if (r.stopped) process.exitCode = SIGNAL_EXIT[(stop.signal.reason as SignalledError).signal];
   } finally {
     bar?.stop();
     process.off("SIGINT", onSignal);

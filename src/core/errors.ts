@@ -12,6 +12,9 @@ export class ArborError extends Error {
   }
 }
 
+/** The shell's exit code for a command ended by a signal: 128 + the signal's number. */
+export const SIGNAL_EXIT: Readonly<Record<"SIGINT" | "SIGTERM", number>> = { SIGINT: 130, SIGTERM: 143 };
+
 /** A command stopped by a signal (code "aborted"): the CLI exits with the shell's code for it, 128 + its number. */
 export class SignalledError extends ArborError {
   constructor(
