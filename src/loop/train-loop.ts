@@ -9,7 +9,7 @@ import { buildTrainingBatch, type BuiltBatch } from "../batch/build-batch.js";
 import type { Clock } from "../core/clock.js";
 import type { OrchestratedRollout, RolloutEnd } from "../rollout/async-rollout.js";
 import type { HeldOutScore } from "./held-out-eval.js";
-import { infrastructureFailure } from "./infrastructure-failure.js";
+import { InfrastructureWatch } from "./infrastructure-failure.js";
 import { batchStaleness, batchStats, meanRewardComponents, type IterationResult } from "./iteration-result.js";
 import type { Trainer, WeightSync } from "./trainer-port.js";
 
@@ -66,6 +66,7 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
   let stepStart = started;
   let heldOutStart: HeldOutScore | undefined;
   const first = o.firstStep ?? 1;
+  const infrastructure = new InfrastructureWatch();
   try {
     // 0. Evaluation of the starting policy: the first rollout may already run, but no weights change before it ends.
     heldOutStart = (await o.evaluate?.(0, o.trainer?.version ?? 0, false)) ?? undefined;
@@ -73,7 +74,7 @@ export async function runTrainLoop(o: TrainLoopOptions): Promise<TrainLoopResult
       // 1. Rollout and 2. rewards: programs run and are rewarded as they end, until the orchestrator has a batch.
       const taken = await o.rollout.next();
       if (taken === undefined) break; // drained, aborted or failed: finish() below says which
-      const failed = infrastructureFailure(step, taken.trajectories);
+      const failed = infrastructure.check(step, taken.trajectories);
       if (failed) throw failed;
       const trainStart = o.clock.now();
       // 3. Batch: built once; the file and the trainer get the same samples.
