@@ -79,6 +79,7 @@ describe("LlamaCppExecutor with sampler llama.cpp", () => {
 
   it("temperature 1: every logprob is the token's exact log-probability under llama.cpp's whole distribution", async () => {
     const got = await run(native, PROMPT, T1, 7);
+    expect(got.tokens.length).toBeGreaterThan(0);
     const ids = got.tokens.map((t) => t.id);
     const p = await probabilities(PROMPT, ids);
     got.tokens.forEach((t, i) => {

@@ -122,7 +122,7 @@ export async function runProgram(o: ProgramRunOptions, task: Task, group: Group,
   let zeroReward = false;
   let sandbox: Sandbox | undefined;
   try {
-    if (o.signal?.aborted) throw new AbortedBeforeStart();
+    if (o.signal?.aborted) throw new AbortedBeforeStart(o.signal.reason);
     sandbox = await o.sandboxes.create(programId);
     const setup = setupEvent(programId, await o.env.setup(task, sandbox, { variant }));
     const outcome =
@@ -183,7 +183,7 @@ export async function runProgram(o: ProgramRunOptions, task: Task, group: Group,
     const detail = e instanceof Error ? e.message : String(e);
     termination =
       e instanceof AbortedBeforeStart
-        ? { kind: "aborted", detail: "run aborted before the program started" }
+        ? { kind: "aborted", detail: `run aborted before the program started (${e.message})` }
         : o.signal?.aborted && o.agent?.kind === "black-box"
           ? // The black box is stopped by tearing its sandbox down: what failed then failed for the abort.
             { kind: "aborted", detail }
@@ -296,7 +296,12 @@ async function endAtGateway(o: ProgramRunOptions, programId: string, termination
   }
 }
 
-class AbortedBeforeStart extends Error {}
+/** The run was cut before the program's sandbox was asked for; the message is the cut's reason. */
+class AbortedBeforeStart extends Error {
+  constructor(reason: unknown) {
+    super(reason instanceof Error ? reason.message : String(reason ?? "aborted"));
+  }
+}
 
 function hashString(s: string): number {
   let h = 0x811c9dc5;

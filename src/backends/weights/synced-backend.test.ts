@@ -180,7 +180,11 @@ describe("SyncedBackend", () => {
     clock.advance(5000);
     await failed;
     expect(log).toEqual(["prepare finish"]);
-    expect(s.retired).toBeDefined();
+    expect(s.retired).toMatch(/still has 1 call\(s\) in flight after 5000 ms/);
+    // Out of rotation for good: calls, health checks and further switches fail naming why.
+    await expect(s.backend.generate(req)).rejects.toThrow(/out of rotation: .*still has 1 call\(s\) in flight after 5000 ms/);
+    await expect(s.backend.health()).rejects.toThrow(/out of rotation: .*still has 1 call\(s\) in flight after 5000 ms/);
+    await expect(s.switchTo("/v2", 2)).rejects.toThrow(/backend ext is out of rotation: .*in flight after 5000 ms/);
   });
 
   it("switching to the version served is a no-op; a second switch while one runs is refused", async () => {

@@ -2,6 +2,8 @@
 // prompt a program's first call of the same request is given, tools and system included; nothing is generated or
 // recorded; fields a count request does not take are refused as Anthropic refuses them; a program's key is needed
 // where keys are required.
+import { createServer, type IncomingMessage } from "node:http";
+import type { AddressInfo } from "node:net";
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBuiltinBackend } from "../../backends/builtin.js";
@@ -92,6 +94,35 @@ describe("POST /v1/messages/count_tokens on an engine that does not answer", () 
     } finally {
       await g.close();
       await silent.close();
+    }
+  });
+
+  it("drops the engine's tokenize when the client goes away, long before the call timeout", async () => {
+    // An engine that never answers and says when the gateway hung up on it.
+    let arrived!: () => void;
+    let hungUp!: (path: string) => void;
+    const reached = new Promise<void>((r) => (arrived = r));
+    const dropped = new Promise<string>((r) => (hungUp = r));
+    const silent = createServer((req: IncomingMessage) => {
+      arrived();
+      req.socket.once("close", () => hungUp(req.url ?? ""));
+    });
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const root = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const g = createGateway({ backends: [createArborBackend({ name: "stuck", url: `${root}/v1`, model: "m" })], sink: { recordCall: async () => {} }, callTimeoutMs: 600_000 });
+    const base = await g.listen("127.0.0.1", 0);
+    try {
+      const client = new Anthropic({ baseURL: `${base}/p/any`, apiKey: "unused", maxRetries: 0 });
+      const ac = new AbortController();
+      const counting = client.messages.countTokens(request, { signal: ac.signal });
+      await reached;
+      ac.abort();
+      await expect(counting).rejects.toThrow();
+      expect(await dropped).toBe("/tokenize");
+    } finally {
+      await g.close();
+      silent.closeAllConnections();
+      await new Promise((r) => silent.close(r));
     }
   });
 });

@@ -62,11 +62,11 @@ afterAll(async () => {
 });
 
 /** A queue, a bus, the orchestrator's runner and `workers` workers with their context factories. */
-async function deployment(name: string, contexts: (() => Promise<WorkerRunContext>)[], o: { ackWaitMs?: number; maxDeliver?: number } = {}) {
+async function deployment(name: string, contexts: (() => Promise<WorkerRunContext>)[], o: { ackWaitMs?: number; maxDeliver?: number; cancelGraceMs?: number } = {}) {
   const queue = MemoryWorkQueue.create<ProgramWork>(name, { ackWaitMs: o.ackWaitMs ?? 5000, maxDeliver: o.maxDeliver ?? 3, duplicateWindowMs: 60_000 }, realClock);
   const bus = new MemoryEventBus<RolloutEvents>(name);
   const logs: string[] = [];
-  const remote = await RemotePrograms.start({ queue, bus, config: "{}", clock: realClock, pollMs: 50, cancelGraceMs: 10_000, log: (l) => logs.push(l) });
+  const remote = await RemotePrograms.start({ queue, bus, config: "{}", clock: realClock, pollMs: 50, cancelGraceMs: o.cancelGraceMs ?? 10_000, log: (l) => logs.push(l) });
   const workers = await Promise.all(
     contexts.map((contextOf, i) => ProgramWorker.start({ name: `w${i}`, queue: queue.connect(), bus, contextOf, concurrency: 2, heartbeatMs: 100, clock: realClock, log: (l) => logs.push(l) })),
   );
@@ -141,7 +141,20 @@ describe("programs on workers (in-process queue and bus)", () => {
     const cut = new AbortController();
     cut.abort(new Error("received SIGTERM"));
     const ended = await Promise.all(g.programIds.map((id, i) => remote.run({ ...o, signal: cut.signal }, env.tasks(1, 5)[0]!, g, id, i)));
-    for (const e of ended) expect(e.result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started" });
+    for (const e of ended) expect(e.result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started (run cut cancelled: received SIGTERM)" });
+  });
+
+  it("a cut run whose programs no worker ends within the grace: they end here as aborted, recorded, with the cut's reason", async () => {
+    // No worker: the programs wait in the queue when the run is cut.
+    const { remote } = await deployment("grace", [], { cancelGraceMs: 200 });
+    const { group: g, o } = await group("grace", 2);
+    const cut = new AbortController();
+    const running = Promise.all(g.programIds.map((id, i) => remote.run({ ...o, signal: cut.signal }, env.tasks(1, 5)[0]!, g, id, i)));
+    cut.abort(new Error("received SIGINT"));
+    const ended = await running;
+    const detail = "run cut (received SIGINT); no worker ended it in time";
+    for (const e of ended) expect(e.result.termination).toEqual({ kind: "aborted", detail });
+    for (const id of g.programIds) expect((await store.getTrajectory(id))?.program).toMatchObject({ state: "terminated", termination: { kind: "aborted", detail } });
   });
 
   it("a resumed run cuts the work its killed orchestrator left queued: it ends unrun as aborted, the new work runs", async () => {
@@ -157,7 +170,7 @@ describe("programs on workers (in-process queue and bus)", () => {
     closing.push(() => worker.close(1000));
     const fresh = await resumed.run({ ...o, signal: new AbortController().signal }, task, g, g.programIds[1]!, 1);
     expect(fresh.result.termination.kind).toBe("completed");
-    expect((await stale).result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started" });
+    expect((await stale).result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started (run left cancelled: the run was resumed by another orchestrator process)" });
     expect((await store.getTrajectory(g.programIds[0]!))?.calls).toHaveLength(0);
   });
 
