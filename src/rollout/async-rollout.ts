@@ -120,6 +120,11 @@ interface GroupState {
   taskIndex: number;
   /** Resolves once the group (and its run) is in the store. */
   ready: Promise<void>;
+  /**
+   * Aborted when one of its programs has no outcome (its runner threw): a group reward then never comes, and its
+   * siblings stop waiting for it.
+   */
+  broken: AbortController;
 }
 
 /** The orchestrator driven on the real stack; see the file header. */
@@ -283,10 +288,15 @@ export class OrchestratedRollout {
   private start(id: string, st: ProgramState): void {
     st.started = true;
     const ro = this.optionsOf(st.group.group.runId);
+    const { group, broken } = st.group;
     const job = st.group.ready
-      .then(() => this.sem.with(() => this.runner.run(ro, st.task, st.group.group, st.programId, st.sampleIndex)))
+      .then(() => this.sem.with(() => this.runner.run(ro, st.task, group, st.programId, st.sampleIndex)))
+      .catch((e: unknown) => {
+        broken.abort(new ArborError(`program ${st.programId} of group ${group.id} has no outcome, so its group has no reward: ${e instanceof Error ? e.message : String(e)}`, "rollout_failed"));
+        throw e;
+      })
       .then(async (ended) => {
-        const r = await rewardProgram(ro, st.group.group, ended);
+        const r = await unlessAborted(rewardProgram(ro, group, ended), broken.signal);
         this.results.push(r);
         this.o.onProgramDone?.(r);
         const { spans, inverted } = callVersionSpans(ended.ctx.trajectory.calls, this.base);
@@ -400,7 +410,7 @@ export class OrchestratedRollout {
     })();
     // A failed store write stops the rollout; the programs waiting on it end as failed jobs.
     ready.catch((e: unknown) => this.halt("aborted", e));
-    const gs: GroupState = { group, key: it?.key, taskIndex, ready };
+    const gs: GroupState = { group, key: it?.key, taskIndex, ready, broken: new AbortController() };
     this.groups.set(orchId, gs);
     requests.forEach((r, i) => this.programs.set(r.id, { task, group: gs, programId: group.programIds[i] as string, sampleIndex: r.index, started: false }));
   }
@@ -448,4 +458,14 @@ export class OrchestratedRollout {
 /** Prompt tokens of a task, estimated from its text (the scheduler's KV view; programs grow past it). */
 function estimateTokens(t: Task): number {
   return Math.max(1, Math.ceil(t.prompt.reduce((n, m) => n + m.content.length, 0) / 4));
+}
+
+/** `work`'s result, or `signal`'s reason as soon as it is aborted (the work itself is left to settle unheard). */
+function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }
