@@ -129,3 +129,44 @@ describe("ProgramTable with a store", () => {
     expect((await table.create("q")).state).toBe("active");
   });
 });
+
+describe("ProgramTable when the store refuses a program's end", () => {
+  /** The store, whose next `refusals` endProgram writes fail as a full write queue fails them. */
+  function refusing(store: SqliteTrajectoryStore, refusals: number): SqliteTrajectoryStore {
+    let left = refusals;
+    return new Proxy(store, {
+      get(target, key, receiver) {
+        if (key === "endProgram") {
+          return (...args: Parameters<SqliteTrajectoryStore["endProgram"]>) => (left-- > 0 ? Promise.reject(new Error("endProgram: write queue is full")) : target.endProgram(...args));
+        }
+        const v: unknown = Reflect.get(target, key, receiver);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+  }
+
+  it("writes the end again when it is asked again, with the program's own termination", async () => {
+    const store = await storeWithRun();
+    const errors: string[] = [];
+    const table = new ProgramTable({ clock: new VirtualClock(5), maxPrograms: 4, store: refusing(store, 1), runId: "run", onStoreError: (id, e) => errors.push(`${id}: ${e.message}`) });
+    await table.create("p");
+    await expect(table.end("p", { kind: "completed" })).rejects.toThrow("write queue is full");
+    expect(errors).toEqual(["p: endProgram: write queue is full"]);
+    expect((await store.getTrajectory("p"))?.program.state).toBe("active");
+    // The caller retries (a retried release): the end is written now, once.
+    await table.end("p", { kind: "aborted", detail: "a retry's own termination is not the program's" });
+    expect((await store.getTrajectory("p"))?.program).toMatchObject({ state: "terminated", termination: { kind: "completed" } });
+  });
+
+  it("writes a refused end again when the gateway closes (endAll), beside the active programs it ends", async () => {
+    const store = await storeWithRun();
+    const table = new ProgramTable({ clock: new VirtualClock(5), maxPrograms: 4, store: refusing(store, 1), runId: "run" });
+    await table.create("refused");
+    await table.create("open");
+    await table.end("refused", { kind: "max_turns" }).catch(() => {});
+    table.endAll({ kind: "aborted", detail: "gateway closed" });
+    await table.drain();
+    expect((await store.getTrajectory("refused"))?.program.termination).toEqual({ kind: "max_turns" });
+    expect((await store.getTrajectory("open"))?.program.termination).toEqual({ kind: "aborted", detail: "gateway closed" });
+  });
+});

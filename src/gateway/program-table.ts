@@ -93,6 +93,8 @@ interface Row extends ProgramEntry {
   unrecorded?: string;
   /** Store-backed: the write that ends the program's row, once it was terminated. */
   ended?: Promise<void>;
+  /** Store-backed: the end the store refused (a full write queue, an outage), written again when next asked. */
+  endRefused?: { termination: Termination; at: number };
 }
 
 /** Per-program state machine driven by the gateway around each upstream call. */
@@ -337,16 +339,27 @@ export class ProgramTable {
     return entry;
   }
 
-  /** Resolves once a terminated program's row has ended (at once without a store); rejects if the store refused. */
+  /**
+   * Resolves once a terminated program's row has ended (at once without a store); rejects if the store refused.
+   * An end the store refused before is written again first: a caller retrying the end (a retried release) is
+   * what gets the program its recorded outcome.
+   */
   async ended(id: string): Promise<void> {
-    await this.find(id)?.ended;
+    const row = this.find(id);
+    if (row?.endRefused !== undefined && this.store) this.writeEnd(this.store, row, row.endRefused.termination, row.endRefused.at);
+    await row?.ended;
   }
 
-  /** Store-backed: end every active program with `termination` (the gateway is closing). */
+  /**
+   * Store-backed: end every active program with `termination` (the gateway is closing), and write again the ends
+   * the store refused before (each with its own termination).
+   */
   endAll(termination: Termination): void {
-    if (!this.store) return;
+    const store = this.store;
+    if (!store) return;
     const now = this.clock.now();
     for (const row of [...this.active.values()]) this.terminate(row, now, termination);
+    for (const row of [...this.ending.values()]) if (row.endRefused !== undefined) this.writeEnd(store, row, row.endRefused.termination, row.endRefused.at);
   }
 
   /** Resolves once every store write the table started has settled. */
@@ -388,17 +401,7 @@ export class ProgramTable {
   }
 
   private terminate(row: Row, at: number, termination: Termination): void {
-    if (this.store) {
-      this.ending.set(row.id, row);
-      row.ended = this.tracked(this.endInStore(this.store, row, termination, at));
-      const done = (): void => {
-        this.ending.delete(row.id);
-      };
-      row.ended.then(done, (e: unknown) => {
-        done();
-        this.onStoreError(row.id, e instanceof Error ? e : new Error(String(e)));
-      });
-    }
+    if (this.store) this.writeEnd(this.store, row, termination, at);
     this.active.delete(row.id);
     this.terminatedTotal++;
     row.state = "terminated";
@@ -411,6 +414,23 @@ export class ProgramTable {
         this.released.delete(oldest);
       }
     }
+  }
+
+  /** Write a terminated program's end; one the store refuses stays in `ending` to be written again. */
+  private writeEnd(store: ProgramStore, row: Row, termination: Termination, at: number): void {
+    this.ending.set(row.id, row);
+    row.endRefused = undefined;
+    const ended = this.tracked(this.endInStore(store, row, termination, at));
+    row.ended = ended;
+    ended.then(
+      () => {
+        if (row.ended === ended) this.ending.delete(row.id);
+      },
+      (e: unknown) => {
+        if (row.ended === ended) row.endRefused = { termination, at };
+        this.onStoreError(row.id, e instanceof Error ? e : new Error(String(e)));
+      },
+    );
   }
 
   /** Whether the program is open and not terminated (no snapshot: the call path asks once per call). */
