@@ -157,6 +157,20 @@ describe("programs on workers (in-process queue and bus)", () => {
     for (const id of g.programIds) expect((await store.getTrajectory(id))?.program).toMatchObject({ state: "terminated", termination: { kind: "aborted", detail } });
   });
 
+  it("a program published after its run's cut and grace (the rollout ends its unstarted ones so) gets a grace too", async () => {
+    const { remote } = await deployment("late", [], { cancelGraceMs: 100 });
+    const { group: g, o } = await group("late", 2);
+    const cut = new AbortController();
+    cut.abort(new Error("received SIGTERM"));
+    const first = await remote.run({ ...o, signal: cut.signal }, env.tasks(1, 5)[0]!, g, g.programIds[0]!, 0);
+    // The first grace has fired and ended the first program; the second is published only now.
+    const late = await remote.run({ ...o, signal: cut.signal }, env.tasks(1, 5)[0]!, g, g.programIds[1]!, 1);
+    const detail = "run cut (received SIGTERM); no worker ended it in time";
+    expect(first.result.termination).toEqual({ kind: "aborted", detail });
+    expect(late.result.termination).toEqual({ kind: "aborted", detail });
+    expect((await store.getTrajectory(g.programIds[1]!))?.program.termination).toEqual({ kind: "aborted", detail });
+  });
+
   it("a resumed run cuts the work its killed orchestrator left queued: it ends unrun as aborted, the new work runs", async () => {
     // No worker yet: the killed process's program waits in the queue.
     const { queue, bus, remote: killed, logs } = await deployment("left", []);

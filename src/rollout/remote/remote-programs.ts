@@ -47,7 +47,10 @@ interface Pending {
 /** Programs run on workers; see the file header. Open with {@link RemotePrograms.start}. */
 export class RemotePrograms implements ProgramRunner {
   private readonly pending = new Map<string, Pending>();
-  private readonly cancelled = new Set<string>();
+  /** Cut runs and the cut's reason. */
+  private readonly cancelled = new Map<string, string>();
+  /** Cut runs whose grace timer is armed and has not fired. */
+  private readonly graceArmed = new Set<string>();
   private readonly watched = new Set<string>();
   /** This orchestrator process's id on its work and its cuts (program-work.ts `ProgramWork.session`). */
   readonly session = randomUUID();
@@ -132,7 +135,10 @@ export class RemotePrograms implements ProgramRunner {
     endedProgram(p.o, p.task, p.group, ev.programId, ev).then(p.resolve, p.reject);
   }
 
-  /** On the run's cut, tell the workers once and arm the grace period; keep the dead-letter poll running. */
+  /**
+   * On the run's cut, tell the workers once and arm the grace period; keep the dead-letter poll running. A program
+   * published once its run was cut (the rollout ends its unstarted programs so) is under a grace period too.
+   */
   private watch(o: RunOptions): void {
     const signal = o.signal;
     // One listener per run, not per program: the run's cut signal is shared by all its programs.
@@ -140,15 +146,27 @@ export class RemotePrograms implements ProgramRunner {
       this.watched.add(o.runId);
       const cancel = (): void => {
         if (this.cancelled.has(o.runId)) return;
-        this.cancelled.add(o.runId);
         const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "cut");
+        this.cancelled.set(o.runId, reason);
         this.announceCut(o.runId, this.session, reason).catch((e: unknown) => this.log(`cannot announce the cut of ${o.runId}: ${String(e)}`));
-        this.o.clock.setTimer(this.o.cancelGraceMs ?? 60_000, () => this.endLeft(o.runId, reason));
+        this.armGrace(o.runId, reason);
       };
       if (signal.aborted) cancel();
       else signal.addEventListener("abort", cancel, { once: true });
     }
+    const cut = this.cancelled.get(o.runId);
+    if (cut !== undefined) this.armGrace(o.runId, cut);
     this.schedulePoll();
+  }
+
+  /** End the cut run's programs no worker ended within the grace (one timer at a time per run). */
+  private armGrace(runId: string, reason: string): void {
+    if (this.graceArmed.has(runId)) return;
+    this.graceArmed.add(runId);
+    this.o.clock.setTimer(this.o.cancelGraceMs ?? 60_000, () => {
+      this.graceArmed.delete(runId);
+      this.endLeft(runId, reason);
+    });
   }
 
   private schedulePoll(): void {
