@@ -14,6 +14,7 @@ import { realClock } from "../../core/real-clock.js";
 import type { Group } from "../../core/types.js";
 import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
 import { createCalcEnvironment } from "../../envs/calc/calc.js";
+import { JUDGEMENT_EVENT_TOOL } from "../../envs/judge-program.js";
 import { createGateway, type Gateway } from "../../gateway/server.js";
 import { TOOL_CALL_CLOSE, TOOL_CALL_OPEN } from "../../model/markup.js";
 import { createBwrapProvider } from "../../sandbox/bwrap.js";
@@ -169,6 +170,26 @@ describe("programs on workers (in-process queue and bus)", () => {
     expect(first.result.termination).toEqual({ kind: "aborted", detail });
     expect(late.result.termination).toEqual({ kind: "aborted", detail });
     expect((await store.getTrajectory(g.programIds[1]!))?.program.termination).toEqual({ kind: "aborted", detail });
+  });
+
+  it("a program a worker ended and judged, whose report was lost, is ended here with that judgement", async () => {
+    const { remote } = await deployment("judged", [], { cancelGraceMs: 100 });
+    const { group: g, o } = await group("judged", 1);
+    const id = g.programIds[0]!;
+    const cut = new AbortController();
+    const pending = remote.run({ ...o, signal: cut.signal }, env.tasks(1, 5)[0]!, g, id, 0);
+    // What a worker did before its report was lost: the program created, judged (recorded) and ended as completed.
+    const post = (path: string, body: object) =>
+      fetch(`${ctx.gatewayUrl}${path}`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` }, body: JSON.stringify(body) });
+    expect((await post("/programs", { id, run_id: "judged", group_id: g.id, task_id: g.taskId, sample_index: 0 })).status).toBe(201);
+    const check = { score: 1, detail: "42 is right" };
+    await store.recordTool({ programId: id, callIndex: 0, tool: JUDGEMENT_EVENT_TOOL, input: "", output: JSON.stringify({ finalAnswer: "42", check, zeroReward: false }), ok: true, durationMs: 0 });
+    expect((await post(`/programs/${encodeURIComponent(id)}/release`, { termination: { kind: "completed" } })).status).toBe(200);
+    cut.abort(new Error("received SIGTERM"));
+    const ended = await pending;
+    expect(ended.result.termination).toEqual({ kind: "completed" });
+    expect(ended.ctx.finalAnswer).toBe("42");
+    expect(ended.ctx.check).toEqual(check);
   });
 
   it("a resumed run cuts the work its killed orchestrator left queued: it ends unrun as aborted, the new work runs", async () => {

@@ -14,7 +14,7 @@ import type { Clock, Timer } from "../../core/clock.js";
 import type { Group, Termination } from "../../core/types.js";
 import type { Task } from "../../envs/env.js";
 import { endedProgram, endUnrunProgram, type EndedProgram, type ProgramRunner, type ProgramRunOptions } from "../sync-rollout.js";
-import { cutScope, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
+import { cutScope, recordedJudgement, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
 
 export interface RemoteProgramsOptions {
   queue: WorkQueue<ProgramWork>;
@@ -213,8 +213,10 @@ export class RemotePrograms implements ProgramRunner {
     p.ending = true;
     const finish = async (): Promise<EndedProgram> => {
       const recorded = await endUnrunProgram(p.o, p.task, p.group, programId, p.sampleIndex, termination);
-      const calls = (await p.o.store.getTrajectory(programId))?.calls.length ?? 0;
-      return endedProgram(p.o, p.task, p.group, programId, { termination: recorded, calls, finalAnswer: "", zeroReward: false });
+      const t = await p.o.store.getTrajectory(programId);
+      // A worker may have ended and judged it, then failed to report: its recorded judgement is the program's.
+      const judged = recordedJudgement(t?.tools ?? []) ?? { finalAnswer: "", zeroReward: false };
+      return endedProgram(p.o, p.task, p.group, programId, { termination: recorded, calls: t?.calls.length ?? 0, ...judged });
     };
     finish().then(
       (ended) => this.settle(programId, (x) => x.resolve(ended)),
