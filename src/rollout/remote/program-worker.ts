@@ -12,6 +12,9 @@ import { runProgram, endUnrunProgram, type ProgramRunOptions } from "../sync-rol
 import { retrying } from "../../core/retry.js";
 import { checkProgramWork, cutScope, recordedJudgement, workerLost, type ProgramEndedEvent, type ProgramWork, type RolloutEvents } from "./program-work.js";
 
+/** How long a drain waits for the programs it aborted to record their end, ms. */
+export const ABORTED_END_MS = 30_000;
+
 /** Runs whose cancellation a worker keeps track of at once. */
 const MAX_RUNS = 1024;
 
@@ -44,6 +47,8 @@ export class ProgramWorker {
   private endedCount = 0;
   /** Programs being handled now, by id. */
   private readonly current = new Set<string>();
+  /** The handlers running now (they outlive a consumer that gave up on them at its own drain timeout). */
+  private readonly handling = new Set<Promise<void>>();
 
   private constructor(private readonly o: ProgramWorkerOptions) {}
 
@@ -85,12 +90,18 @@ export class ProgramWorker {
     const closing = consumer.close();
     let timer: Timer | undefined;
     const ranOut = new Promise<"timeout">((resolve) => (timer = this.o.clock.setTimer(timeoutMs, () => resolve("timeout"))));
-    const first = await Promise.race([closing.then(() => "closed" as const, () => "closed" as const), ranOut]);
+    // The consumer may give up first, at its own drain timeout: its handlers still run, and are aborted here as well.
+    const first = await Promise.race([closing.then(() => "closed" as const, () => "given up" as const), ranOut]);
     timer?.cancel();
     if (first === "closed") return 0;
-    const left = consumer.inFlight;
+    const left = this.handling.size;
     this.stop.abort(new Error(`worker ${this.o.name} is stopping (drain ran out after ${timeoutMs} ms)`));
-    await closing.catch(() => undefined);
+    // Each aborted program ends recorded as aborted and is reported before the worker stops (bounded: a handler
+    // stuck where the abort does not reach is left to the queue's redelivery).
+    let bound: Timer | undefined;
+    const boundOver = new Promise<void>((resolve) => (bound = this.o.clock.setTimer(ABORTED_END_MS, resolve)));
+    await Promise.race([Promise.allSettled([closing, ...this.handling]), boundOver]);
+    bound?.cancel();
     return left;
   }
 
@@ -126,12 +137,20 @@ export class ProgramWorker {
   }
 
   private async handle(m: WorkMessage<ProgramWork>): Promise<void> {
+    const work = this.handleWork(m);
+    const settled = work.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.handling.add(settled);
     try {
-      await this.handleWork(m);
+      await work;
     } catch (e) {
       // The queue redelivers it (or dead-letters it on the last delivery); the reason is said here too.
       this.log(`program ${m.id} (delivery ${m.delivery} of ${m.maxDeliver}) failed: ${e instanceof Error ? e.message : String(e)}`);
       throw e;
+    } finally {
+      this.handling.delete(settled);
     }
   }
 

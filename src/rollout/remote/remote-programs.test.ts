@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBuiltinBackend } from "../../backends/builtin.js";
 import { MemoryEventBus } from "../../broker/memory-event-bus.js";
 import { MemoryWorkQueue } from "../../broker/memory-work-queue.js";
+import { VirtualClock } from "../../core/clock.js";
 import { realClock } from "../../core/real-clock.js";
 import type { Group } from "../../core/types.js";
 import { startEngineServer, type ListeningEngineServer } from "../../engine/server.js";
@@ -190,6 +191,36 @@ describe("programs on workers (in-process queue and bus)", () => {
     expect(ended.result.termination).toEqual({ kind: "completed" });
     expect(ended.ctx.finalAnswer).toBe("42");
     expect(ended.ctx.check).toEqual(check);
+  });
+
+  it("a worker's drain longer than its queue consumer's own (30 s) still aborts the programs left; each ends recorded", async () => {
+    // The worker's queue runs on a virtual clock, so the consumer's 30 s drain timeout can be passed at once.
+    const clock = new VirtualClock();
+    const queue = MemoryWorkQueue.create<ProgramWork>("drain", { ackWaitMs: 600_000, maxDeliver: 3, duplicateWindowMs: 60_000 }, clock);
+    const bus = new MemoryEventBus<RolloutEvents>("drain");
+    const remote = await RemotePrograms.start({ queue, bus, config: "{}", clock: realClock, pollMs: 50 });
+    // The program is slow to start (its context comes late): it is still in flight when the drain runs out.
+    let entered!: () => void;
+    let proceed!: () => void;
+    const inHandler = new Promise<void>((r) => (entered = r));
+    const gate = new Promise<void>((r) => (proceed = r));
+    const worker = await ProgramWorker.start({ name: "wd", queue: queue.connect(), bus, contextOf: async () => (entered(), await gate, ctx), concurrency: 1, heartbeatMs: 600_000, clock });
+    closing.push(async () => {
+      await remote.close();
+      await queue.close();
+    });
+    const { group: g, o } = await group("drain", 1);
+    const ended = remote.run(o, env.tasks(1, 5)[0]!, g, g.programIds[0]!, 0);
+    await inHandler;
+    const draining = worker.drain(45_000);
+    clock.advance(30_000); // the consumer gives up on its handler
+    await new Promise((r) => setTimeout(r, 20));
+    clock.advance(15_000); // the worker's drain runs out: the program is aborted
+    proceed();
+    expect(await draining).toBe(1);
+    const { result } = await ended;
+    expect(result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started (worker wd is stopping (drain ran out after 45000 ms))" });
+    expect((await store.getTrajectory(g.programIds[0]!))?.program.termination).toEqual(result.termination);
   });
 
   it("a resumed run cuts the work its killed orchestrator left queued: it ends unrun as aborted, the new work runs", async () => {
