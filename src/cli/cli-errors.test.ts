@@ -91,6 +91,14 @@ describe("arbor run errors", () => {
     expectOneLineError(arbor(`engines: [{name: e0}]\nmodel: {path: ${tmpdir()}}\n`), /^arbor: error: model\.path: .* is a folder, not a GGUF file/);
   });
 
+  it("a cost profile no cost model has: names engines[i].costProfile and the profiles there are, starts nothing", () => {
+    const out = join(mkdtempSync(join(tmpdir(), "arbor-cli-cost-")), "out");
+    const r = arbor(`engines: [{name: e0}, {name: e1, executor: costmodel, costProfile: llama-3-8b/h999}]\noutput: {dir: ${out}}\n`);
+    expectOneLineError(r, /^arbor: error: engines\[1\]\.costProfile: no cost profile 'llama-3-8b\/h999' \(known: llama-3-8b\/h100, .*\)$/);
+    expect(r.stderr).not.toMatch(/^(engine|gateway) /m);
+    expect(existsSync(out)).toBe(false);
+  });
+
   it("an option of another mode is refused, not ignored: sim's --reproduction options, validate's judge options", () => {
     const cmd = (...args: string[]): { status: number | null; stderr: string } => spawnSync(process.execPath, [join(root, "bin/arbor.mjs"), ...args], { encoding: "utf8", timeout: 60_000 });
     expectOneLineError(cmd("sim", "seer-moonlight", "--scale", "0.02", "--reuse"), /^arbor: error: --reuse applies with --reproduction only$/);

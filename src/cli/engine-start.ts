@@ -7,6 +7,7 @@ import { basename, resolve } from "node:path";
 import type { Clock } from "../core/clock.js";
 import type { EngineConfig, ModelConfig } from "../core/config.js";
 import { ArborError } from "../core/errors.js";
+import { COST_PROFILES } from "../engine/costmodel/profile.js";
 import { RedisStatePool } from "../engine/kv/redis-state-pool.js";
 import type { EngineServerOptions } from "../engine/server.js";
 import { cutDraftModel } from "../model/draft-cut.js";
@@ -30,6 +31,15 @@ export function policyPath(model: ModelConfig, log: (line: string) => void): str
 export function checkModelFile(path: string): void {
   if (!existsSync(path)) throw new ArborError(`model.path: ${resolve(path)} does not exist (a GGUF file)`, "config");
   if (!statSync(path).isFile()) throw new ArborError(`model.path: ${resolve(path)} is a folder, not a GGUF file (a Hugging Face checkpoint folder converts with \`arbor hf convert\`)`, "config");
+}
+
+/**
+ * Refuse a `costProfile` no cost model has before an engine starts, naming the field (`engines[i].costProfile`) and
+ * the profiles there are; the engine's own error named neither. `index` is the engine's place in its file.
+ */
+export function checkCostProfile(e: EngineConfig, index: number): void {
+  if (e.costProfile === undefined || Object.hasOwn(COST_PROFILES, e.costProfile)) return;
+  throw new ArborError(`engines[${index}].costProfile: no cost profile '${e.costProfile}' (known: ${Object.keys(COST_PROFILES).join(", ")})`, "config");
 }
 
 /**

@@ -13,12 +13,26 @@ export async function startTrackingSinks(cfg: RunConfig, runId: string, clock: C
   if (mlflow) {
     const url = mlflow.url ?? process.env.MLFLOW_TRACKING_URI;
     if (!url) throw new ArborError("tracking.mlflow.url: set it, or MLFLOW_TRACKING_URI, to the tracking server's URL", "config");
-    sinks.push(await MlflowSink.start({ url, experiment: mlflow.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log }));
+    sinks.push(await named("tracking.mlflow", url, () => MlflowSink.start({ url, experiment: mlflow.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log })));
   }
   if (wandb) {
+    const where = wandb.baseUrl ?? process.env.WANDB_BASE_URL ?? "https://api.wandb.ai";
     sinks.push(
-      await WandbSink.start({ project: wandb.project, ...(wandb.entity ? { entity: wandb.entity } : {}), ...(wandb.baseUrl ? { baseUrl: wandb.baseUrl } : {}), runId, displayName: runId, config: flattenParams(cfg), clock, log }),
+      await named("tracking.wandb", where, () =>
+        WandbSink.start({ project: wandb.project, ...(wandb.entity ? { entity: wandb.entity } : {}), ...(wandb.baseUrl ? { baseUrl: wandb.baseUrl } : {}), runId, displayName: runId, config: flattenParams(cfg), clock, log }),
+      ),
     );
   }
   return sinks;
+}
+
+/** A tracker's start whose failure names its config field and server ("MLflow GET …: failed 5 times" named neither). */
+async function named<T>(field: string, url: string, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    if (message.startsWith(`${field}`)) throw e;
+    throw new ArborError(`${field}: cannot start tracking at ${url}: ${message}`, e instanceof ArborError ? e.code : "unreachable");
+  }
 }

@@ -38,7 +38,7 @@ import { runEvaluation } from "./run-held-out.js";
 import { progressBar } from "./run-progress.js";
 import { startTrackingSinks } from "./run-tracking.js";
 import { startRunTrainer } from "./run-trainer.js";
-import { checkModelFile, policyPath } from "./engine-start.js";
+import { checkCostProfile, checkModelFile, policyPath } from "./engine-start.js";
 import { createRunJudge } from "./run-judge.js";
 import { connectCluster, startEmbedded } from "./run-deployment.js";
 import { heldOutFields, MetricsLog, metricsRecord, type MetricsRecord } from "../loop/metrics-log.js";
@@ -176,6 +176,7 @@ export async function runIteration(cfg: RunConfig, opts: RunOptions): Promise<Ru
   const outDir = resolve(cfg.output.dir);
   // The in-process engines load it (a deployment's engines have their own machines and checks).
   if (cluster === undefined && cfg.engines.length > 0 && cfg.model.path !== undefined) checkModelFile(cfg.model.path);
+  if (cluster === undefined) cfg.engines.forEach(checkCostProfile);
   // The user's environment module, task file and reward modules load here: a bad one fails before anything starts.
   const env = await environmentFromConfig(cfg.env);
   // With `eval`, the held-out tasks come after the training ones (or at the end of a task file), none sharing a training task's prompt.

@@ -5,7 +5,7 @@ import { clusterEngine, loadClusterConfig } from "../core/cluster-config.js";
 import { realClock } from "../core/real-clock.js";
 import type { EngineRole } from "../engine/http/kv-handoff.js";
 import { startEngineServer } from "../engine/server.js";
-import { checkModelFile, engineServerOptions, policyPath, withV0Draft } from "./engine-start.js";
+import { checkCostProfile, checkModelFile, engineServerOptions, policyPath, withV0Draft } from "./engine-start.js";
 import { serveUntilSignalled } from "./service-lifecycle.js";
 
 export interface ServeEngineOptions {
@@ -26,6 +26,7 @@ export async function serveEngineCommand(o: ServeEngineOptions): Promise<void> {
   const fileEngine = clusterEngine(cfg, o.name);
   const index = cfg.engines.indexOf(fileEngine);
   const e = o.role !== undefined ? { ...fileEngine, role: o.role } : fileEngine;
+  checkCostProfile(fileEngine, index);
   const modelPath = policyPath(cfg.model, log);
   checkModelFile(modelPath);
   // As `arbor run`: each engine of the file draws from its own seed.
