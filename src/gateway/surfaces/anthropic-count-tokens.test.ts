@@ -72,6 +72,30 @@ describe("POST /v1/messages/count_tokens", () => {
     await expect(empty).rejects.toThrow(/messages: at least one message is required/);
   });
 
+  it("takes the program from body field program_id, as the no-program 400 advises, on Messages and count_tokens", async () => {
+    const { id, client } = await program();
+    const key = client.apiKey as string;
+    const send = (path: string, body: object) =>
+      fetch(`${url}/v1/messages${path}`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
+    const nameless = await send("", { ...request, max_tokens: 4 });
+    expect(nameless.status).toBe(400);
+    expect(((await nameless.json()) as { error: { message: string } }).error.message).toMatch(/or body field program_id/);
+
+    const created = await send("", { ...request, max_tokens: 4, program_id: id });
+    expect(created.status).toBe(200);
+    expect(calls.filter((c) => c.programId === id)).toHaveLength(1);
+    const counted = await send("/count_tokens", { ...request, program_id: id });
+    expect(counted.status).toBe(200);
+    expect(((await counted.json()) as { input_tokens: number }).input_tokens).toBe(calls.find((c) => c.programId === id)!.promptTokenIds.length);
+    // It must agree with the path, as on chat.
+    const clash = await fetch(`${url}/p/${id}/v1/messages/count_tokens`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": key },
+      body: JSON.stringify({ ...request, program_id: "another" }),
+    });
+    expect(clash.status).toBe(400);
+  });
+
   it("needs the program's key where keys are required", async () => {
     const { id } = await program();
     const stranger = new Anthropic({ baseURL: `${url}/p/${id}`, apiKey: "arbor-pk-not-this-one", maxRetries: 0 });

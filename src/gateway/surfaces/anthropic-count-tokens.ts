@@ -13,8 +13,11 @@ import { promptSource } from "../token-path/prompt-source.js";
 import { AnthropicError } from "./anthropic-error.js";
 import { anthropicToChat } from "./anthropic-request.js";
 
-/** The fields of a count_tokens request (Anthropic's API refuses others, generation settings included). */
-const COUNT_FIELDS = new Set(["model", "messages", "system", "tools", "tool_choice", "thinking"]);
+/**
+ * The fields of a count_tokens request (Anthropic's API refuses others, generation settings included), and Arbor's
+ * program_id, which names the program as on the Messages surface.
+ */
+const COUNT_FIELDS = new Set(["model", "messages", "system", "tools", "tool_choice", "thinking", "program_id"]);
 
 /** Answer a count_tokens request: `{input_tokens}`, or Anthropic's error shape. */
 export async function countTokens(ctx: GatewayContext, req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
@@ -56,7 +59,7 @@ export async function countTokens(ctx: GatewayContext, req: ProgramRequest, repl
 function asMessagesRequest(body: unknown): unknown {
   if (body === null || typeof body !== "object" || Array.isArray(body)) return body;
   const extra = Object.keys(body).find((k) => !COUNT_FIELDS.has(k));
-  if (extra !== undefined) throw AnthropicError.invalidRequest(extra, "Extra inputs are not permitted (count_tokens takes model, messages, system, tools, tool_choice, thinking)");
+  if (extra !== undefined) throw AnthropicError.invalidRequest(extra, "Extra inputs are not permitted (count_tokens takes model, messages, system, tools, tool_choice, thinking; and program_id)");
   // Above any thinking budget, which must stay below max_tokens.
   return { ...body, max_tokens: Number.MAX_SAFE_INTEGER };
 }

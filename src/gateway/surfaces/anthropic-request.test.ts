@@ -120,6 +120,13 @@ describe("anthropicToChat", () => {
     ]);
   });
 
+  it("passes Arbor's program_id on (as chat and Responses take it); refuses one that is not a string", () => {
+    const chat = anthropicToChat({ model: "m", max_tokens: 5, messages: [{ role: "user", content: "x" }], program_id: "p1" });
+    expect(chat.program_id).toBe("p1");
+    expect(anthropicToChat({ model: "m", max_tokens: 5, messages: [{ role: "user", content: "x" }], program_id: null })).not.toHaveProperty("program_id");
+    expect(errorOf({ model: "m", max_tokens: 5, messages: [{ role: "user", content: "x" }], program_id: 7 }).message).toMatch(/^program_id: /);
+  });
+
   it("rejects bad requests in Anthropic's error shape, naming the field", () => {
     const missing = errorOf({ model: "m", messages: [{ role: "user", content: "x" }] });
     expect(missing.status).toBe(400);

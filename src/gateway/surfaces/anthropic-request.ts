@@ -5,6 +5,7 @@
 // tools → functions. Bad input fails with Anthropic's 400, naming the field. Every field a client
 // sends is either served or refused (400 naming it), never dropped: unknown top-level fields, unknown
 // keys of blocks, tools and metadata, and server tools are refused (the table in docs/architecture.md).
+// Arbor's own `program_id` (the program a call belongs to, as on chat and Responses) is passed on.
 import { z } from "../../core/zod.js";
 import { AnthropicError } from "./anthropic-error.js";
 
@@ -78,6 +79,8 @@ const requestSchema = z.strictObject({
       z.object({ type: z.literal("none") }),
     ])
     .optional(),
+  // Arbor's, not Anthropic's: the call's program, as the chat and Responses surfaces take it (the "no program" 400 offers it).
+  program_id: z.string().nullable().optional(),
 });
 
 export type AnthropicRequest = z.infer<typeof requestSchema>;
@@ -111,6 +114,8 @@ export interface ChatRequestBody {
   tools?: { type: "function"; function: { name: string; description?: string; parameters: Record<string, unknown> } }[];
   tool_choice?: "auto" | "required" | "none" | { type: "function"; function: { name: string } };
   parallel_tool_calls?: boolean;
+  /** Arbor's: the call's program (prepareRequest takes it off what goes upstream). */
+  program_id?: string;
 }
 
 /**
@@ -166,6 +171,7 @@ export function anthropicToChat(raw: unknown): ChatRequestBody {
     body.stream_options = { include_usage: true };
   }
   if (req.metadata?.user_id) body.user = req.metadata.user_id;
+  if (typeof req.program_id === "string") body.program_id = req.program_id;
   if (req.tools !== undefined && req.tools.length > 0) {
     body.tools = req.tools.map((t) => ({
       type: "function" as const,
