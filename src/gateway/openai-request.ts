@@ -119,7 +119,7 @@ function parseMessages(raw: unknown): ChatMessage[] {
     if (!ROLES.has(mapped)) {
       throw new InvalidRequestError(`${where}.role`, `unknown role '${role}' (known: system, developer, user, assistant, tool)`);
     }
-    const msg: ChatMessage = { role: mapped as ChatRole, content: contentText(content, `${where}.content`) };
+    const msg: ChatMessage = { role: mapped as ChatRole, content: contentText(content, `${where}.content`, mapped === "assistant") };
     if (typeof name === "string") msg.name = name;
     // Kept so that the next call can tell that the conversation continues (token path) and the
     // trace holds what the agent sent.
@@ -162,10 +162,14 @@ function parseToolCalls(raw: unknown, where: string, message: number): MessageTo
   });
 }
 
-function contentText(content: unknown, where: string): string {
+function contentText(content: unknown, where: string, assistant: boolean): string {
   if (typeof content === "string") return content;
-  // An assistant turn that only made tool calls has null content.
-  if (content === null || content === undefined) return "";
+  if (content === null || content === undefined) {
+    // An assistant turn that only made tool calls (or, from the Messages surface, only thought) has null content;
+    // OpenAI, vLLM and the engine refuse any other turn without it (it would be rendered as an empty turn).
+    if (assistant) return "";
+    throw new InvalidRequestError(where, "must be a string or a list of text parts (only an assistant message may leave it out)");
+  }
   if (Array.isArray(content)) {
     return content
       .map((part, j) => {

@@ -42,4 +42,19 @@ describe("fields the token path serves", () => {
       expect(() => tokenSampling(endpoint, body, false)).toThrow(msg);
     }
   });
+
+  it("refuses stream_options the engine, vLLM and OpenAI refuse, and the engine's continuous usage it would drop", () => {
+    const refused: [Record<string, unknown>, RegExp][] = [
+      [{ stream_options: { include_usage: true } }, /^stream_options: can only be set when stream is true/],
+      [{ stream: false, stream_options: {} }, /^stream_options: can only be set when stream is true/],
+      [{ stream: true, stream_options: "yes" }, /^stream_options: expected an object, got "yes"/],
+      [{ stream: true, stream_options: [] }, /^stream_options: expected an object/],
+      [{ stream: true, stream_options: { include_usage: "yes" } }, /^stream_options\.include_usage: must be a boolean/],
+      [{ stream: true, stream_options: { continuous_usage_stats: true } }, /^stream_options\.continuous_usage_stats: is not supported on the token path/],
+    ];
+    for (const [body, msg] of refused) expect(() => checkServedFields("chat", body)).toThrow(msg);
+    for (const ok of [{ stream_options: null }, { stream: true, stream_options: { include_usage: false, continuous_usage_stats: false } }]) {
+      expect(() => checkServedFields("completions", ok)).not.toThrow();
+    }
+  });
 });

@@ -49,12 +49,34 @@ const HINTS: Record<string, string> = {
   reasoning_effort: "the policy's reasoning cannot be steered by the gateway",
 };
 
-/** Refuse (400 naming it) the first field of `body` the token path does not serve for `endpoint`. */
+/**
+ * Refuse (400 naming it) the first field of `body` the token path does not serve for `endpoint`, and a
+ * `stream_options` the engine would refuse.
+ */
 export function checkServedFields(endpoint: Endpoint, body: Record<string, unknown>): void {
   const served = SERVED[endpoint];
   for (const [key, value] of Object.entries(body)) {
     // An absent value asks for nothing.
     if (value === undefined || value === null || served.has(key)) continue;
     throw new InvalidRequestError(key, `${HINTS[key] ?? "is not supported"} on the token path (fields served: ${[...served].join(", ")})`);
+  }
+  checkStreamOptions(body);
+}
+
+// The engine, vLLM and OpenAI refuse stream_options that is not an object or comes without stream: true;
+// the token path reads only include_usage, so the engine's continuous_usage_stats would be dropped.
+function checkStreamOptions(body: Record<string, unknown>): void {
+  const options = body.stream_options;
+  if (options === undefined || options === null) return;
+  if (typeof options !== "object" || Array.isArray(options)) {
+    throw new InvalidRequestError("stream_options", `expected an object, got ${JSON.stringify(options)}`);
+  }
+  if (body.stream !== true) throw new InvalidRequestError("stream_options", "can only be set when stream is true");
+  const { include_usage: includeUsage, continuous_usage_stats: continuous } = options as Record<string, unknown>;
+  if (includeUsage !== undefined && includeUsage !== null && typeof includeUsage !== "boolean") {
+    throw new InvalidRequestError("stream_options.include_usage", `must be a boolean, got ${JSON.stringify(includeUsage)}`);
+  }
+  if (continuous !== undefined && continuous !== null && continuous !== false) {
+    throw new InvalidRequestError("stream_options.continuous_usage_stats", "is not supported on the token path (usage comes in the last chunk: include_usage)");
   }
 }

@@ -180,6 +180,36 @@ describe("token path on the real engine", () => {
     expect(unstopped.choices[0]!.stop_reason).toBeNull();
   });
 
+  it("refuses, as the engine does, stream_options without stream or not an object and a user turn without content", async () => {
+    const post = async (root: string, body: object) => {
+      const res = await fetch(`${root}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      return { status: res.status, error: ((await res.json()) as { error: { message: string; type: string; param: string | null } }).error };
+    };
+    const base = { model: "arbor-tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 2 };
+    for (const [body, param, message] of [
+      [{ ...base, stream_options: { include_usage: true } }, "stream_options", /^stream_options: can only be set when stream is true/],
+      [{ ...base, stream: true, stream_options: "yes" }, "stream_options", /^stream_options: expected an object, got "yes"/],
+      [{ ...base, messages: [{ role: "user", content: null }] }, "messages[0].content", /^messages\[0\]\.content: must be a string or a list of text parts/],
+      [{ ...base, messages: [{ role: "system", content: "s" }, { role: "user" }] }, "messages[1].content", /^messages\[1\]\.content: /],
+    ] as const) {
+      const gateway = await post(`${url}/p/tp-lax/v1`, body);
+      const own = await post(`${engine.url}/v1`, body);
+      expect(gateway.status, param).toBe(400);
+      expect(gateway.error, param).toMatchObject({ type: "invalid_request_error", param, message: expect.stringMatching(message) });
+      expect(own, param).toMatchObject({ status: 400, error: { param } });
+    }
+    expect(callsOf("tp-lax")).toEqual([]);
+    // An assistant turn that only made tool calls has null content, as OpenAI allows.
+    const toolTurn = { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }] };
+    const tools = [{ type: "function", function: { name: "f", parameters: { type: "object" } } }];
+    const served = await fetch(`${url}/p/tp-lax/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ...base, tools, messages: [{ role: "user", content: "hi" }, toolTurn, { role: "tool", tool_call_id: "c1", content: "ok" }] }),
+    });
+    expect(served.status).toBe(200);
+  });
+
   it("serves Anthropic Messages and OpenAI Responses through the token path too", async () => {
     const anthropic = new Anthropic({ baseURL: `${url}/p/tp-e`, apiKey: "unused", maxRetries: 0 });
     const msg = await anthropic.messages.create({ model: "arbor-tiny", max_tokens: 6, messages: [{ role: "user", content: "What is 2+3?" }] });
