@@ -38,6 +38,19 @@ describe("/v1/responses + real engine", () => {
     await expect(client.responses.create({ model: "arbor-tiny", input: "x", max_output_tokens: 0 })).rejects.toMatchObject({ status: 400, param: "max_output_tokens" });
   });
 
+  it("echoes the request's metadata in the Response, plain and streamed, as OpenAI does", async () => {
+    const client = new OpenAI({ baseURL: `${url}/p/resp-md/v1`, apiKey: "unused", maxRetries: 0 });
+    const metadata = { run: "42", task: "sum" };
+    const res = await client.responses.create({ model: "arbor-tiny", input: "hi", max_output_tokens: 3, metadata });
+    expect(res.metadata).toEqual(metadata);
+    const stream = client.responses.stream({ model: "arbor-tiny", input: "hi", max_output_tokens: 3, metadata });
+    const events: { type: string; response?: { metadata?: unknown } }[] = [];
+    for await (const e of stream) events.push(e);
+    expect(events.find((e) => e.type === "response.created")?.response?.metadata).toEqual(metadata);
+    expect((await stream.finalResponse()).metadata).toEqual(metadata);
+    expect((await client.responses.create({ model: "arbor-tiny", input: "hi", max_output_tokens: 3 })).metadata).toEqual({});
+  });
+
   it("runs an OpenAI Agents SDK agent with only the base URL changed", async () => {
     setTracingDisabled(true);
     setOpenAIAPI("responses");

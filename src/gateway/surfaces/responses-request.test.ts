@@ -122,6 +122,26 @@ describe("responsesToChat", () => {
     expect(chat).toEqual({ model: "m", messages: [{ role: "user", content: "x" }], user: "u" });
   });
 
+  it("keeps metadata for the Response to echo, refusing what OpenAI refuses (16 keys of 64 characters, values of 512)", () => {
+    expect(responsesToChat({ model: "m", input: "x", metadata: { run: "r1" } }).echo.metadata).toEqual({ run: "r1" });
+    expect(responsesToChat({ model: "m", input: "x", metadata: null }).echo.metadata).toEqual({});
+    expect(responsesToChat({ model: "m", input: "x" }).echo.metadata).toEqual({});
+    const most = Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`k${i}`.padEnd(64, "k"), "v".repeat(512)]));
+    expect(responsesToChat({ model: "m", input: "x", metadata: most }).echo.metadata).toEqual(most);
+    const refused: [unknown, string, RegExp][] = [
+      [{ ...most, extra: "v" }, "metadata", /at most 16 keys, got 17/],
+      [{ ["k".repeat(65)]: "v" }, "metadata", /keys must be at most 64 characters, got 65/],
+      [{ run: "v".repeat(513) }, "metadata.run", /at most 512 characters, got 513/],
+      [{ run: 42 }, "metadata.run", /string/],
+      ["run", "metadata", /.+/],
+    ];
+    for (const [metadata, param, message] of refused) {
+      const e = rejection({ model: "m", input: "x", metadata });
+      expect(e.param, param).toBe(param);
+      expect(e.message, param).toMatch(message);
+    }
+  });
+
   it("refuses what it does not serve, naming the field", () => {
     const base = { model: "m", input: "x" };
     const refused: [Record<string, unknown>, string][] = [

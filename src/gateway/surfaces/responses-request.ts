@@ -61,6 +61,7 @@ const requestSchema = z.strictObject({
   // and conversation are refused), tags and cache/safety identifiers change no token, every call is
   // served at one tier.
   store: z.boolean().nullable().optional(),
+  // Echoed in the Response, as OpenAI does (checked as OpenAI checks it: checkMetadata).
   metadata: z.record(z.string(), z.string()).nullable().optional(),
   prompt_cache_key: z.string().nullable().optional(),
   prompt_cache_retention: z.string().nullable().optional(),
@@ -92,6 +93,8 @@ export interface ResponsesEcho {
   tool_choice: "auto" | "none" | "required" | { type: "function"; name: string };
   tools: z.infer<typeof functionTool>[];
   parallel_tool_calls: boolean;
+  /** The request's metadata ({} when it sent none). */
+  metadata: Record<string, string>;
 }
 
 /** A translated Responses request: the upstream chat body plus what the answer echoes. */
@@ -119,6 +122,7 @@ export function responsesToChat(raw: unknown): TranslatedResponsesRequest {
   const parsed = requestSchema.safeParse(raw);
   if (!parsed.success) throw fromZod(parsed.error.issues[0], []);
   const req = parsed.data;
+  if (req.metadata != null) checkMetadata(req.metadata);
   if (req.previous_response_id != null) {
     throw new InvalidRequestError("previous_response_id", "the gateway stores no responses; send the whole conversation in input");
   }
@@ -178,8 +182,23 @@ export function responsesToChat(raw: unknown): TranslatedResponsesRequest {
     tool_choice: typeof choice === "object" ? { type: "function", name: choice.name } : (choice ?? "auto"),
     tools,
     parallel_tool_calls: req.parallel_tool_calls ?? true,
+    metadata: req.metadata ?? {},
   };
   return { chat, echo };
+}
+
+/** OpenAI's bounds on metadata: at most this many keys, of at most KEY chars, with values of at most VALUE chars. */
+const METADATA = { keys: 16, key: 64, value: 512 };
+
+// OpenAI refuses metadata past its bounds; the echo should not hold what OpenAI would never have taken.
+function checkMetadata(metadata: Record<string, string>): void {
+  const keys = Object.keys(metadata);
+  if (keys.length > METADATA.keys) throw new InvalidRequestError("metadata", `must have at most ${METADATA.keys} keys, got ${keys.length}`);
+  for (const key of keys) {
+    if (key.length > METADATA.key) throw new InvalidRequestError("metadata", `keys must be at most ${METADATA.key} characters, got ${key.length} in '${key.slice(0, 64)}…'`);
+    const value = metadata[key] as string;
+    if (value.length > METADATA.value) throw new InvalidRequestError(`metadata.${key}`, `must be at most ${METADATA.value} characters, got ${value.length}`);
+  }
 }
 
 function fromZod(issue: { path: PropertyKey[]; message: string; code?: string; keys?: string[] } | undefined, prefix: PropertyKey[]): InvalidRequestError {

@@ -105,7 +105,7 @@ export function chatToResponse(chat: ChatCompletionLike, echo: ResponsesEcho, cr
       total_tokens: input + out,
     },
     instructions: echo.instructions,
-    metadata: {},
+    metadata: echo.metadata,
     temperature: echo.temperature,
     top_p: echo.top_p,
     max_output_tokens: echo.max_output_tokens,
