@@ -19,6 +19,7 @@ import type { MaxTokensClamp } from "../../core/types.js";
 import { fitMaxTokens, type MaxTokensPolicy } from "./max-tokens.js";
 import type { TokenSampling } from "./sampling.js";
 import { contentTokenIds, type DecodedOutput } from "./token-response.js";
+import { tokenTexts } from "./token-texts.js";
 
 /** Attempts per call: the first and one retry (bounded: a failing fleet is not hammered). */
 export const MAX_ATTEMPTS = 2;
@@ -246,22 +247,13 @@ function samplingControls(backend: TokenBackend, s: TokenCallInput["sampling"], 
   return out;
 }
 
-/** Per-token texts are decoded in bounded batches of parallel requests. */
-const DECODE_PARALLEL = 16;
-
 async function decode(backend: TokenBackend, result: GenerateResult, logprobs: boolean, signal: AbortSignal): Promise<DecodedOutput> {
   const detok = backend.detokenize;
   if (!detok) throw new InvalidRequestError(null, `backend '${backend.name}' has no detokenizer endpoint; the token path cannot serve it`);
   const content = contentTokenIds(result);
   const text = content.length > 0 ? await detok.call(backend, content, signal) : "";
   if (!logprobs) return { text };
-  const tokenTexts: string[] = [];
-  const ids = result.outputTokenIds;
-  for (let i = 0; i < ids.length; i += DECODE_PARALLEL) {
-    const batch = ids.slice(i, i + DECODE_PARALLEL);
-    tokenTexts.push(...(await Promise.all(batch.map((id) => detok.call(backend, [id], signal)))));
-  }
-  return { text, tokenTexts };
+  return { text, tokenTexts: await tokenTexts(result.outputTokenIds, (ids, s) => detok.call(backend, ids, s), signal) };
 }
 
 /** The rejection after every attempt failed (or no backend could take the retry). */

@@ -13,6 +13,7 @@ import { IncrementalText } from "./incremental-text.js";
 import { buildCallPrompt, generateRequest, isTransportFailure, retryAfter, routeAttempt, type CallPrompt, type TokenCallDeps, type TokenCallInput } from "./token-call.js";
 import { TokenChunks, type TokenChunksOptions } from "./token-chunks.js";
 import { contentTokenIds } from "./token-response.js";
+import { tokenTexts as decodeTokenTexts } from "./token-texts.js";
 
 /** A generation whose stream is open; {@link OpenedTokenStream.done} must be called once it ended. */
 export interface OpenedTokenStream {
@@ -82,9 +83,6 @@ export async function openTokenStream(input: TokenCallInput, deps: Omit<TokenCal
   }
 }
 
-/** Per-token texts are decoded in bounded batches of parallel requests (as for whole answers). */
-const DECODE_PARALLEL = 16;
-
 /**
  * Read the opened stream to its end, handing each batch of chunks to `emit` as it is decoded.
  * Returns the engine's result and the answer's whole text (what a non-streamed call decodes).
@@ -143,7 +141,7 @@ export async function streamTokenAnswer(
       started = true;
       ids.push(...newIds);
       // The last id may be the stop token that ends the answer: it is decoded only once known not to be.
-      const [delta, tokenTexts] = await Promise.all([text.next(ids.slice(0, -1)), options.logprobs ? tokenTextsOf(newIds, decode) : undefined]);
+      const [delta, tokenTexts] = await Promise.all([text.next(ids.slice(0, -1)), options.logprobs ? decodeTokenTexts(newIds, (ids, s) => detok.call(backend, ids, s), signal) : undefined]);
       emit(chunks.delta({ ids: newIds, logprobs, text: delta, ...(tokenTexts ? { tokenTexts } : {}) }, version));
     }
     if (failed) throw failed.error;
@@ -159,12 +157,4 @@ export async function streamTokenAnswer(
       await pump;
     }
   }
-}
-
-async function tokenTextsOf(ids: number[], decode: (ids: number[]) => Promise<string>): Promise<string[]> {
-  const out: string[] = [];
-  for (let i = 0; i < ids.length; i += DECODE_PARALLEL) {
-    out.push(...(await Promise.all(ids.slice(i, i + DECODE_PARALLEL).map((id) => decode([id])))));
-  }
-  return out;
 }
