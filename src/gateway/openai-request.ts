@@ -38,6 +38,13 @@ export interface PreparedRequest {
 export interface ClientFieldNames {
   max_tokens?: string;
   stop?: string;
+  /** The client's name of the whole prompt (Responses: input; absent: messages). */
+  messages?: string;
+  /**
+   * Per chat message (by index), the client's field it was translated from, e.g. `system`, `messages.0.content`,
+   * `input` (absent: the client sent the chat messages themselves).
+   */
+  messageFields?: readonly string[];
 }
 
 /**

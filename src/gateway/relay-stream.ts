@@ -4,6 +4,7 @@ import type { FastifyReply } from "fastify";
 import { BackendProtocolError, type Backend } from "../backends/backend.js";
 import { isStreamingBackend, type BackendStreamReply } from "../backends/sse.js";
 import { boundedCall } from "./client-close.js";
+import { inClientTerms } from "./client-fields.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { InvalidRequestError } from "./http-errors.js";
 import type { Endpoint, PreparedRequest } from "./openai-request.js";
@@ -46,7 +47,9 @@ export async function relayStream(
       const { status, body } = surface.errorResponse(err);
       return { result: reply.code(status).send(body) };
     }
-    if (!upstream.ok) return { result: reply.code(upstream.status).send(surface.upstreamErrorBody(upstream.status, upstream.json)) };
+    if (!upstream.ok) {
+      return { result: reply.code(upstream.status).send(surface.upstreamErrorBody(upstream.status, inClientTerms(upstream.json, endpoint, prepared.clientNames))) };
+    }
     // From here the gateway writes the response itself; nothing below may throw to fastify.
     reply.hijack();
     try {

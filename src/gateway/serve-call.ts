@@ -6,6 +6,7 @@ import { isTokenBackend, type Backend } from "../backends/backend.js";
 import { GatewayRejection } from "./auth/auth-errors.js";
 import { beginCall, type PathCall } from "./call-path.js";
 import { abortOnClientClose } from "./client-close.js";
+import { inClientTerms } from "./client-fields.js";
 import type { GatewayContext, RouteRef } from "./gateway-context.js";
 import { toOpenAiError } from "./http-errors.js";
 import type { Endpoint, PreparedRequest } from "./openai-request.js";
@@ -98,7 +99,7 @@ async function serveRouted(ctx: GatewayContext, admitted: AdmittedCall, onRouted
     const textOnly = isTokenBackend(backend) && !backend.capabilities.tokenIds;
     const upstream = await callUpstream(ctx, backend, endpoint, textOnly ? textOnlyBody(prepared) : prepared.upstreamBody, reply);
     if (upstream.status < 200 || upstream.status >= 300) {
-      return reply.code(upstream.status).send(upstream.json);
+      return reply.code(upstream.status).send(inClientTerms(upstream.json, endpoint, prepared.clientNames));
     }
     // A generic provider without token ids: the call is recorded with its text, never trained on.
     const trace = textOnly ? textOnlyTrace(upstream.json) : readTrace(backend, () => extractTrace(endpoint, upstream.json));

@@ -2,6 +2,7 @@
 // the program's context, generates (retrying once elsewhere after a transport failure), and records
 // exactly the ids and logprobs the engine produced under a call id fixed up front.
 import { BackendHttpError, type GenerateRequest, type TokenBackend } from "../backends/backend.js";
+import { inClientTerms } from "./client-fields.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { openAiError, openAiErrorType } from "./http-errors.js";
 import { recordCall, tokenPathFlags } from "./record-call.js";
@@ -78,9 +79,10 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
     });
     return { recorded: true, result: answer };
   } catch (e) {
-    // The engine refused the request itself (a 4xx): the client gets its answer as is.
+    // The engine refused the request itself (a 4xx): the client gets its answer, naming the client's fields.
     if (e instanceof BackendHttpError && e.status < 500) {
-      return { recorded: false, result: reply.code(e.status).send(e.body ?? openAiError(e.message, openAiErrorType(e.status), null, "upstream_error")) };
+      const body = e.body !== undefined ? inClientTerms(e.body, endpoint, prepared.clientNames) : undefined;
+      return { recorded: false, result: reply.code(e.status).send(body ?? openAiError(e.message, openAiErrorType(e.status), null, "upstream_error")) };
     }
     throw e;
   } finally {

@@ -2,6 +2,7 @@
 // streams token ids, and the gateway writes the chunks itself through the call's StreamSurface
 // (OpenAI chunks, or Anthropic / Responses events).
 import { BackendHttpError, BackendUnreachableError, type Backend } from "../backends/backend.js";
+import { inClientTerms } from "./client-fields.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { openAiError, openAiErrorType } from "./http-errors.js";
 import { recordCall, tokenPathFlags } from "./record-call.js";
@@ -41,7 +42,7 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
       // Before the stream began: answered with a status, in the surface's shape (the engine's own 4xx as it sent it).
       const surface = surfaceFor(ctx.backends.get(call.first.backend) as Backend);
       if (e instanceof BackendHttpError && e.status < 500) {
-        const body = e.body ?? openAiError(e.message, openAiErrorType(e.status), null, "upstream_error");
+        const body = e.body !== undefined ? inClientTerms(e.body, endpoint, prepared.clientNames) : openAiError(e.message, openAiErrorType(e.status), null, "upstream_error");
         return { recorded: false, result: reply.code(e.status).send(makeSurface ? surface.upstreamErrorBody(e.status, body) : body) };
       }
       if (!makeSurface) throw e;

@@ -6,7 +6,7 @@ import type { GatewayContext } from "./gateway-context.js";
 import { prepareRequest } from "./openai-request.js";
 import { serveCall } from "./serve-call.js";
 import { AnthropicError } from "./surfaces/anthropic-error.js";
-import { anthropicToChat } from "./surfaces/anthropic-request.js";
+import { translateAnthropic } from "./surfaces/anthropic-request.js";
 import { chatToAnthropic } from "./surfaces/anthropic-response.js";
 import { anthropicStreamSurface } from "./surfaces/anthropic-stream-surface.js";
 import { responsesToChat } from "./surfaces/responses-request.js";
@@ -23,15 +23,17 @@ export function surfaceRoutes(ctx: GatewayContext): { messages: RouteHandler; re
    */
   async function messages(req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
     const start = ctx.clock.now();
-    let chatBody: ReturnType<typeof anthropicToChat>;
+    let translated: ReturnType<typeof translateAnthropic>;
     try {
-      chatBody = anthropicToChat(req.body);
+      translated = translateAnthropic(req.body);
     } catch (e) {
       if (e instanceof AnthropicError) return reply.code(e.status).send(e.body);
       throw e;
     }
+    const { chat: chatBody, messageFields } = translated;
     const prepared = prepareRequest("chat", chatBody);
-    prepared.clientNames = { stop: "stop_sequences" };
+    // An engine's refusal names Anthropic's fields, in its dotted paths.
+    prepared.clientNames = { stop: "stop_sequences", messageFields };
     if (prepared.stream) ctx.streamSurfaces.set(prepared, () => anthropicStreamSurface(chatBody.model));
     return admitted(ctx, req, prepared, async (programId) => {
       const result = await serveCall(ctx, { endpoint: "chat", prepared, programId, start, reply, surface: "messages" });
@@ -49,9 +51,9 @@ export function surfaceRoutes(ctx: GatewayContext): { messages: RouteHandler; re
   /** OpenAI Responses (the OpenAI Agents SDK's default API); streamed answers are relayed as Responses events. */
   async function responses(req: ProgramRequest, reply: FastifyReply): Promise<unknown> {
     const start = ctx.clock.now();
-    const { chat, echo } = responsesToChat(req.body);
+    const { chat, echo, messageFields } = responsesToChat(req.body);
     const prepared = prepareRequest("chat", chat);
-    prepared.clientNames = { max_tokens: "max_output_tokens" };
+    prepared.clientNames = { max_tokens: "max_output_tokens", messages: "input", messageFields };
     if (prepared.stream) {
       ctx.streamSurfaces.set(prepared, (backend, callId) =>
         responsesStreamSurface(echo, Math.floor(ctx.clock.now() / 1000), callId, { backend: backend.name, url: backend.url }),

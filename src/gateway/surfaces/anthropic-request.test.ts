@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { AnthropicError } from "./anthropic-error.js";
-import { anthropicToChat } from "./anthropic-request.js";
+import { anthropicToChat, translateAnthropic } from "./anthropic-request.js";
 
 function errorOf(body: unknown): AnthropicError {
   try {
@@ -125,6 +125,22 @@ describe("anthropicToChat", () => {
     expect(chat.program_id).toBe("p1");
     expect(anthropicToChat({ model: "m", max_tokens: 5, messages: [{ role: "user", content: "x" }], program_id: null })).not.toHaveProperty("program_id");
     expect(errorOf({ model: "m", max_tokens: 5, messages: [{ role: "user", content: "x" }], program_id: 7 }).message).toMatch(/^program_id: /);
+  });
+
+  it("says which of the request's fields each chat message came from, so errors can name it", () => {
+    const { chat, messageFields } = translateAnthropic({
+      model: "m",
+      max_tokens: 5,
+      system: "Be brief.",
+      messages: [
+        { role: "user", content: "hi" },
+        { role: "assistant", content: [{ type: "tool_use", id: "a", name: "t", input: {} }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "a", content: "r" }, { type: "text", text: "and?" }] },
+      ],
+    });
+    expect(chat.messages.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "user"]);
+    expect(messageFields).toEqual(["system", "messages.0.content", "messages.1.content", "messages.2.content.0.content", "messages.2.content"]);
+    expect(translateAnthropic({ model: "m", max_tokens: 5, system: "", messages: [{ role: "user", content: "x" }] }).messageFields).toEqual(["messages.0.content"]);
   });
 
   it("rejects bad requests in Anthropic's error shape, naming the field", () => {

@@ -118,13 +118,20 @@ export interface ChatRequestBody {
   program_id?: string;
 }
 
+/** Validate an Anthropic Messages request and translate it to an OpenAI chat.completions body (see {@link translateAnthropic}). */
+export function anthropicToChat(raw: unknown): ChatRequestBody {
+  return translateAnthropic(raw).chat;
+}
+
 /**
- * Validate an Anthropic Messages request and translate it to an OpenAI chat.completions body.
+ * Validate an Anthropic Messages request and translate it to an OpenAI chat.completions body, with the
+ * request's field each chat message came from (`system`, `messages.0.content`, a tool_result's
+ * `messages.2.content.0.content`), so that an engine's refusal can name the client's field.
  * Fields it does not serve (top-level ones such as container or mcp_servers, unknown keys of blocks,
  * tools and metadata, server tools, image and document blocks) are refused, never ignored. Throws
  * {@link AnthropicError} (400) naming the field.
  */
-export function anthropicToChat(raw: unknown): ChatRequestBody {
+export function translateAnthropic(raw: unknown): { chat: ChatRequestBody; messageFields: string[] } {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw AnthropicError.invalidRequest(null, "request body must be a JSON object");
   }
@@ -142,20 +149,29 @@ export function anthropicToChat(raw: unknown): ChatRequestBody {
   }
 
   const messages: ChatRequestMessage[] = [];
+  const messageFields: string[] = [];
   if (req.system !== undefined) {
     const text = typeof req.system === "string" ? req.system : joinText(req.system);
-    if (text !== "") messages.push({ role: "system", content: text });
+    if (text !== "") {
+      messages.push({ role: "system", content: text });
+      messageFields.push("system");
+    }
   }
   let lastToolUseIds = new Set<string>();
   req.messages.forEach((m, i) => {
     if (m.role === "system") {
       messages.push({ role: "system", content: typeof m.content === "string" ? m.content : textOnly(m.content, i) });
+      messageFields.push(`messages.${i}.content`);
       lastToolUseIds = new Set();
     } else if (m.role === "assistant") {
       messages.push(assistantMessage(m.content, i));
+      messageFields.push(`messages.${i}.content`);
       lastToolUseIds = new Set(typeof m.content === "string" ? [] : m.content.flatMap((b) => (b.type === "tool_use" ? [b.id] : [])));
     } else {
-      messages.push(...userMessages(m.content, i, lastToolUseIds));
+      for (const u of userMessages(m.content, i, lastToolUseIds)) {
+        messages.push(u.message);
+        messageFields.push(u.field);
+      }
       lastToolUseIds = new Set();
     }
   });
@@ -187,7 +203,7 @@ export function anthropicToChat(raw: unknown): ChatRequestBody {
       choice.type === "auto" ? "auto" : choice.type === "any" ? "required" : choice.type === "none" ? "none" : { type: "function", function: { name: choice.name } };
     if (choice.type !== "none" && choice.disable_parallel_tool_use === true) body.parallel_tool_calls = false;
   }
-  return body;
+  return { chat: body, messageFields };
 }
 
 type Issue = { path: PropertyKey[]; message: string; code?: string; errors?: Issue[][]; keys?: string[] };
@@ -276,10 +292,10 @@ function assistantMessage(content: string | Block[], i: number): ChatRequestMess
 }
 
 // OpenAI wants each tool message right after the assistant turn that called the tool, so a user turn's
-// tool_results come first, then its text.
-function userMessages(content: string | Block[], i: number, openToolUses: Set<string>): ChatRequestMessage[] {
-  if (typeof content === "string") return [{ role: "user", content }];
-  const tools: ChatRequestMessage[] = [];
+// tool_results come first, then its text. Each with the field it came from.
+function userMessages(content: string | Block[], i: number, openToolUses: Set<string>): { message: ChatRequestMessage; field: string }[] {
+  if (typeof content === "string") return [{ message: { role: "user", content }, field: `messages.${i}.content` }];
+  const tools: { message: ChatRequestMessage; field: string }[] = [];
   const texts: string[] = [];
   content.forEach((b, j) => {
     if (b.type === "text") texts.push(b.text);
@@ -292,8 +308,9 @@ function userMessages(content: string | Block[], i: number, openToolUses: Set<st
       }
       const text = b.content === undefined ? "" : typeof b.content === "string" ? b.content : joinText(b.content);
       // OpenAI has no is_error flag; keep the fact in the text the model reads.
-      tools.push({ role: "tool", tool_call_id: b.tool_use_id, content: b.is_error === true ? `[tool error] ${text}` : text });
+      const message: ChatRequestMessage = { role: "tool", tool_call_id: b.tool_use_id, content: b.is_error === true ? `[tool error] ${text}` : text };
+      tools.push({ message, field: `messages.${i}.content.${j}.content` });
     } else throw AnthropicError.invalidRequest(`messages.${i}.content.${j}.type`, `${b.type} blocks belong in assistant messages`);
   });
-  return texts.length > 0 ? [...tools, { role: "user", content: texts.join("\n") }] : tools;
+  return texts.length > 0 ? [...tools, { message: { role: "user", content: texts.join("\n") }, field: `messages.${i}.content` }] : tools;
 }

@@ -142,6 +142,23 @@ describe("responsesToChat", () => {
     }
   });
 
+  it("says which of the request's fields each chat message came from, so errors can name it", () => {
+    expect(responsesToChat({ model: "m", instructions: "Be brief.", input: "x" }).messageFields).toEqual(["instructions", "input"]);
+    const { chat, messageFields } = responsesToChat({
+      model: "m",
+      input: [
+        { role: "user", content: "hi" },
+        { type: "function_call", call_id: "c1", name: "f", arguments: "{}" },
+        { type: "function_call", call_id: "c2", name: "f", arguments: "{}" },
+        { type: "function_call_output", call_id: "c1", output: "r1" },
+        { type: "function_call_output", call_id: "c2", output: "r2" },
+        { role: "assistant", content: "done" },
+      ],
+    });
+    expect(chat.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "tool", "assistant"]);
+    expect(messageFields).toEqual(["input.0.content", "input.1", "input.3.output", "input.4.output", "input.5.content"]);
+  });
+
   it("refuses what it does not serve, naming the field", () => {
     const base = { model: "m", input: "x" };
     const refused: [Record<string, unknown>, string][] = [

@@ -102,6 +102,8 @@ export interface TranslatedResponsesRequest {
   /** Includes `program_id` when the request named one, so the gateway can address the program. */
   chat: Omit<ChatRequestBody, "max_tokens"> & { max_tokens?: number; program_id?: string };
   echo: ResponsesEcho;
+  /** Per chat message, the request's field it came from (`instructions`, `input`, `input.2.content`), for errors naming it. */
+  messageFields: string[];
 }
 
 /**
@@ -128,9 +130,15 @@ export function responsesToChat(raw: unknown): TranslatedResponsesRequest {
   }
 
   const messages: ChatRequestMessage[] = [];
-  if (req.instructions != null && req.instructions !== "") messages.push({ role: "system", content: req.instructions });
-  if (typeof req.input === "string") messages.push({ role: "user", content: req.input });
-  else req.input.forEach((item, i) => addItem(messages, item, i));
+  const messageFields: string[] = [];
+  if (req.instructions != null && req.instructions !== "") {
+    messages.push({ role: "system", content: req.instructions });
+    messageFields.push("instructions");
+  }
+  if (typeof req.input === "string") {
+    messages.push({ role: "user", content: req.input });
+    messageFields.push("input");
+  } else req.input.forEach((item, i) => addItem(messages, messageFields, item, i));
   if (messages.length === 0) throw new InvalidRequestError("input", "at least one input item is required");
 
   const tools = (req.tools ?? []).map((t, i) => {
@@ -184,7 +192,7 @@ export function responsesToChat(raw: unknown): TranslatedResponsesRequest {
     parallel_tool_calls: req.parallel_tool_calls ?? true,
     metadata: req.metadata ?? {},
   };
-  return { chat, echo };
+  return { chat, echo, messageFields };
 }
 
 /** OpenAI's bounds on metadata: at most this many keys, of at most KEY chars, with values of at most VALUE chars. */
@@ -211,8 +219,9 @@ function fromZod(issue: { path: PropertyKey[]; message: string; code?: string; k
 }
 
 // Consecutive function_call items (and the assistant text before them) form one assistant turn,
-// as chat completions expects: one assistant message carrying all of that turn's tool_calls.
-function addItem(messages: ChatRequestMessage[], item: unknown, i: number): void {
+// as chat completions expects: one assistant message carrying all of that turn's tool_calls (named
+// in `fields` by the item that began it).
+function addItem(messages: ChatRequestMessage[], fields: string[], item: unknown, i: number): void {
   if (typeof item !== "object" || item === null || Array.isArray(item)) {
     throw new InvalidRequestError(`input.${i}`, "must be an object (a message, function_call or function_call_output item)");
   }
@@ -228,6 +237,7 @@ function addItem(messages: ChatRequestMessage[], item: unknown, i: number): void
     const role = m.data.role === "developer" ? "system" : m.data.role;
     if (role === "assistant") messages.push({ role: "assistant", content: text });
     else messages.push({ role, content: text });
+    fields.push(`input.${i}.content`);
     return;
   }
   if (type === "function_call") {
@@ -236,7 +246,10 @@ function addItem(messages: ChatRequestMessage[], item: unknown, i: number): void
     const call: ChatToolCall = { id: c.data.call_id, type: "function", function: { name: c.data.name, arguments: c.data.arguments } };
     const last = messages.at(-1);
     if (last?.role === "assistant") last.tool_calls = [...(last.tool_calls ?? []), call];
-    else messages.push({ role: "assistant", content: null, tool_calls: [call] });
+    else {
+      messages.push({ role: "assistant", content: null, tool_calls: [call] });
+      fields.push(`input.${i}`);
+    }
     return;
   }
   rejectUnsupportedParts((item as { output?: unknown }).output, `input.${i}.output`);
@@ -246,6 +259,7 @@ function addItem(messages: ChatRequestMessage[], item: unknown, i: number): void
   if (!known) throw new InvalidRequestError(`input.${i}.call_id`, `'${o.data.call_id}' matches no earlier function_call item`);
   const output = typeof o.data.output === "string" ? o.data.output : o.data.output.map((p) => p.text).join("");
   messages.push({ role: "tool", tool_call_id: o.data.call_id, content: output });
+  fields.push(`input.${i}.output`);
 }
 
 // Images, files and audio have no text-only equivalent: name the part instead of zod's generic message.

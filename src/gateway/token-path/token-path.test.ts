@@ -224,6 +224,40 @@ describe("token path on the real engine", () => {
     expect(r.usage?.output_tokens).toBe(c2.outputTokenIds.length);
   });
 
+  it("names the client's own field when the engine refuses a prompt for the context, on every surface", async () => {
+    const long = "x".repeat(2000);
+    const openai = new OpenAI({ baseURL: `${url}/p/tp-names/v1`, apiKey: "unused", maxRetries: 0 });
+    const anthropic = new Anthropic({ baseURL: `${url}/p/tp-names`, apiKey: "unused", maxRetries: 0 });
+    const failure = (p: Promise<unknown>) => p.then(() => ({}) as { status?: number; message?: string; param?: string }, (e: { status?: number; message?: string; param?: string }) => e);
+    // A chat prompt (sent as token ids, which the engine names `prompt`) that exactly fills the context: the client sent messages.
+    const full = await failure(openai.chat.completions.create({ model: "arbor-tiny", messages: [{ role: "user", content: "x".repeat(1020) }], max_tokens: 3 }));
+    expect(full).toMatchObject({ status: 400, param: "messages", message: expect.stringMatching(/^400 messages: the prompt has \d+ tokens, over the context of 1024/) });
+    // Messages: the system prompt is the chat request's first message, and Anthropic's paths are dotted.
+    const anth = await failure(anthropic.messages.create({ model: "arbor-tiny", max_tokens: 3, system: "Be brief.", messages: [{ role: "user", content: long }] }));
+    expect(anth).toMatchObject({ status: 400, message: expect.stringContaining('"message":"messages.0.content: has at least 2000 tokens') });
+    const toolResult = await failure(
+      anthropic.messages.create({
+        model: "arbor-tiny",
+        max_tokens: 3,
+        messages: [
+          { role: "user", content: "hi" },
+          { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "f", input: {} }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: long }] },
+        ],
+      }),
+    );
+    expect(toolResult.message).toContain('"message":"messages.2.content.0.content: has at least 2000 tokens');
+    // Responses: instructions and a string input.
+    const resp = await failure(openai.responses.create({ model: "arbor-tiny", instructions: "Be brief.", input: long, max_output_tokens: 3 }));
+    expect(resp).toMatchObject({ status: 400, param: "input", message: expect.stringMatching(/^400 input: has at least 2000 tokens/) });
+    // Streamed, refused before the stream begins.
+    const streamed = await failure(openai.responses.create({ model: "arbor-tiny", instructions: "Be brief.", input: long, max_output_tokens: 3, stream: true }));
+    expect(streamed).toMatchObject({ status: 400, param: "input" });
+    const items = await failure(openai.responses.create({ model: "arbor-tiny", input: [{ role: "user", content: "hi" }, { role: "user", content: long }], max_output_tokens: 3 }));
+    expect(items).toMatchObject({ status: 400, param: "input.1.content" });
+    expect(callsOf("tp-names")).toEqual([]);
+  });
+
   it("passes calls through unchanged when the token path is off", async () => {
     const proxy = await startFaultProxy(engine.url);
     const local: Call[] = [];
