@@ -11,6 +11,7 @@ import type { IProbe } from "kubernetes-models/v1/Probe";
 import { parse as parseYaml } from "yaml";
 import { clusterRunConfig, parseClusterConfig, type ClusterConfig } from "../core/cluster-config.js";
 import { parseRunConfig, type RunConfig } from "../core/config.js";
+import { ABORTED_END_MS } from "../rollout/remote/program-worker.js";
 import type { K8sObject } from "./kustomize-build.js";
 
 /** One `arbor serve` subcommand (or `arbor run`) as the CLI defines it. */
@@ -326,7 +327,12 @@ export function arborManifestProblems(objects: K8sObject[], o: ManifestCheckOpti
       problems.push(...probeProblems(c, c.livenessProbe, "liveness", "/healthz", listen.port, where));
       const drainMs = opts.has("--drain-ms") ? Number(opts.get("--drain-ms")) : DEFAULT_DRAIN_MS;
       const graceS = w.pod.terminationGracePeriodSeconds ?? DEFAULT_GRACE_S;
-      if (!(graceS * 1000 > drainMs)) problems.push(`${where}: terminationGracePeriodSeconds ${graceS} is not longer than its drain (--drain-ms ${drainMs}); the kubelet would kill it mid-drain`);
+      // A worker then aborts the programs left and waits for them to record their end (up to ABORTED_END_MS).
+      const stopMs = drainMs + (role === "worker" ? ABORTED_END_MS : 0);
+      if (!(graceS * 1000 > stopMs)) {
+        const what = role === "worker" ? `its drain (--drain-ms ${drainMs}) and the ${ABORTED_END_MS} ms its aborted programs get to record their end` : `its drain (--drain-ms ${drainMs})`;
+        problems.push(`${where}: terminationGracePeriodSeconds ${graceS} is not longer than ${what}; the kubelet would kill it mid-drain`);
+      }
     }
   }
 

@@ -222,8 +222,8 @@ describe("deploy/k8s manifests", () => {
     });
 
     it("a grace period shorter than the drain", async () => {
-      expect(await problemsOf((o) => (podOf(find(o, "Deployment", "worker")).terminationGracePeriodSeconds = 60))).toMatch(
-        /Deployment worker container worker: terminationGracePeriodSeconds 60 is not longer than its drain \(--drain-ms 120000\)/,
+      expect(await problemsOf((o) => (podOf(find(o, "Deployment", "worker")).terminationGracePeriodSeconds = 150))).toMatch(
+        /Deployment worker container worker: terminationGracePeriodSeconds 150 is not longer than its drain \(--drain-ms 120000\) and the 30000 ms its aborted programs get to record their end/,
       );
     });
 
