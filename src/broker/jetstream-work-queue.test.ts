@@ -113,6 +113,23 @@ describe.skipIf(!natsUp)(`JetStreamWorkQueue (nats at ${NATS})`, () => {
     expect((await later.deadLetters()).map((d) => d.id).sort()).toEqual(["fails", "hangs"]);
   });
 
+  it("an advisory whose message cannot be read at first (the broker busy) is retried: the dead letter still comes", async () => {
+    fresh();
+    const q = await open();
+    const streams = (q as unknown as { jsm: JetStreamManager }).jsm.streams;
+    const read = streams.getMessage.bind(streams);
+    let reads = 0;
+    streams.getMessage = ((...args: Parameters<typeof read>) => (reads++ === 0 ? Promise.reject(new Error("TIMEOUT")) : read(...args))) as typeof streams.getMessage;
+    await q.publish("hangs", { n: 1 });
+    // Free slots beside both deliveries keep a pull open: the server finds the message out of deliveries on a pull.
+    const c = q.consume(() => new Promise<void>(() => undefined), { maxInFlight: 4 });
+    await until("the dead letter", () => dead.length === 1, 30_000);
+    await c.abandon();
+    expect(reads).toBeGreaterThanOrEqual(2);
+    expect(dead.map((d) => [d.id, d.reason])).toEqual([["hangs", expect.stringContaining("ack wait") as unknown]]);
+    expect((await (await admin()).streams.info(stream)).state.messages).toBe(0);
+  });
+
   it("a payload that is not JSON is dead-lettered at once, naming why", async () => {
     fresh();
     const q = await open();

@@ -22,6 +22,7 @@ import { connect, nanos, type Msg, type NatsConnection, type Subscription } from
 import type { Clock } from "../core/clock.js";
 import { ArborError, CapacityError } from "../core/errors.js";
 import { realClock } from "../core/real-clock.js";
+import { retrying } from "../core/retry.js";
 import { DeliveryCounts } from "./delivery-counts.js";
 import { runDelivery, type Delivery } from "./run-delivery.js";
 import {
@@ -254,11 +255,27 @@ export class JetStreamWorkQueue<T> implements WorkQueue<T> {
     if (this.closed) throw new ArborError(`work queue ${this.o.stream}: this client is closed`, "broker_closed");
   }
 
-  /** The server gave up on a message (ack waits ran out): publish its dead letter, then delete it. */
+  /**
+   * The server gave up on a message (ack waits ran out): publish its dead letter, then delete it. The advisory comes
+   * once, so a failure here (the broker busy, a reconnect) is retried: given up, the message would stay in the work
+   * stream with nobody told.
+   */
   private async onMaxDeliveries(msg: Msg): Promise<void> {
     const advisory = msg.json<MaxDeliveriesAdvisory>();
+    await retrying(`work queue ${this.o.stream}: dead-lettering message ${advisory.stream_seq}`, () => this.deadLetterGivenUp(advisory), this.o.clock, {
+      onRetry: (e) => this.report(e),
+    });
+  }
+
+  private async deadLetterGivenUp(advisory: MaxDeliveriesAdvisory): Promise<void> {
     const seq = advisory.stream_seq;
-    const stored = await this.jsm.streams.getMessage(this.o.stream, { seq }).catch(() => null);
+    let stored: Awaited<ReturnType<JetStreamManager["streams"]["getMessage"]>>;
+    try {
+      stored = await this.jsm.streams.getMessage(this.o.stream, { seq });
+    } catch (e) {
+      if (/no message found|not found/i.test(describe(e))) return;
+      throw e;
+    }
     if (!stored) return; // Already dead-lettered by a handler (termed) or by another client.
     const id = stored.header?.get(MSG_ID) || `seq-${seq}`;
     const payload = decode<T>(stored.data);
