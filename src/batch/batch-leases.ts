@@ -74,6 +74,17 @@ export class BatchLeases {
     this.arm(batchId, lease);
   }
 
+  /**
+   * Where the weights trained on the batch are: being announced now, announced (the engines serve them), or
+   * neither (undefined, also for a batch holding no lease).
+   */
+  weightsOf(batchId: string): "announcing" | "announced" | undefined {
+    const lease = this.leases.get(batchId);
+    if (lease === undefined) return undefined;
+    if (lease.timer === undefined) return "announcing";
+    return lease.announced ? "announced" : undefined;
+  }
+
   /** The batch was acked, requeued or withdrawn: its lease ends. */
   end(batchId: string): void {
     this.leases.get(batchId)?.timer?.cancel();

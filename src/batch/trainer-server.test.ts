@@ -169,6 +169,40 @@ describe("trainer protocol over HTTP", () => {
     }
   });
 
+  it("a batch whose weights are being or were announced is not requeued (it would be trained twice): refused, then acked", async () => {
+    const logged: string[] = [];
+    const seen: [string, string][] = [];
+    // The engines' load answers when the test says (a real one can take minutes: a client may time out first).
+    let loaded!: () => void;
+    let started!: () => void;
+    const loading = new Promise<void>((r) => (loaded = r));
+    const loadStarted = new Promise<void>((r) => (started = r));
+    const srv = createTrainerServer({ capacity: 2, log: (l) => logged.push(l), onWeights: () => (started(), loading), onBatch: (event, id) => void seen.push([event, id]) });
+    srv.offer({ id: "r1", samples: scored, loss: createGrpo().loss });
+    const url = await srv.app.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      const trainer = new TrainerClient(url);
+      await trainer.nextBatch();
+      const announcing = trainer.announceWeights(1, "/w/v1.gguf", "r1");
+      await loadStarted;
+      // The trainer's client gave up on the announcement and gives the batch back: refused while it loads.
+      await expect(trainer.requeue("r1")).rejects.toThrow(/HTTP 409 .*batch 'r1': the weights trained on it are being announced, so it cannot go back to the queue/);
+      loaded();
+      await announcing;
+      // Announced: a requeue acks it without metrics instead.
+      await expect(trainer.requeue("r1")).rejects.toThrow(/HTTP 409 .*batch 'r1': the weights trained on it were announced, so it was acked without metrics, not requeued/);
+      expect(await trainer.stats()).toMatchObject({ inFlight: 0, queued: 0, acked: 1, requeued: 0, policyVersion: 1 });
+      expect(await trainer.nextBatch()).toBeNull();
+      expect(seen).toEqual([
+        ["taken", "r1"],
+        ["acked", "r1"],
+      ]);
+      expect(logged).toEqual(["trainer protocol: batch r1: requeued after the weights trained on it were announced: acked without metrics"]);
+    } finally {
+      await srv.app.close();
+    }
+  });
+
   it("bounds the queue: offering past capacity is a CapacityError", () => {
     const b = { samples: scored, loss: createGrpo().loss };
     server.offer({ id: "b2", ...b });

@@ -199,9 +199,23 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
     return { ok: true };
   });
 
-  app.post<{ Params: { id: string } }>("/v1/batches/:id/requeue", async (req) => {
-    requeue(req.params.id);
-    opts.onBatch?.("requeued", req.params.id);
+  // A batch whose weights were (or are being) announced never goes back: the engines serve what was learnt from it,
+  // and a second step on it would count it twice. Its trainer gave up after announcing (an ack that failed, a client
+  // timeout shorter than the engines' load): the batch is acked without metrics, as its lease's end would ack it.
+  app.post<{ Params: { id: string } }>("/v1/batches/:id/requeue", async (req, reply) => {
+    const id = req.params.id;
+    const weights = leases.weightsOf(id);
+    if (weights === "announcing") {
+      return reply.code(409).send({ error: `batch '${id}': the weights trained on it are being announced, so it cannot go back to the queue (a second step on it would count it twice); ack it once the announcement answers` });
+    }
+    if (weights === "announced") {
+      ack(id);
+      opts.log?.(`trainer protocol: batch ${id}: requeued after the weights trained on it were announced: acked without metrics`);
+      opts.onBatch?.("acked", id);
+      return reply.code(409).send({ error: `batch '${id}': the weights trained on it were announced, so it was acked without metrics, not requeued (a second step on it would count it twice)` });
+    }
+    requeue(id);
+    opts.onBatch?.("requeued", id);
     return { ok: true };
   });
 
