@@ -154,6 +154,11 @@ export type TokenizeRequest =
   | {
       messages: ChatMessage[];
       addGenerationPrompt: boolean;
+      /**
+       * Leave the final (assistant) message open, its content continued: vLLM's `continue_final_message`
+       * (with `addGenerationPrompt` false). A backend whose engine cannot render it refuses it.
+       */
+      continueFinalMessage?: boolean;
       /** OpenAI tool definitions, for templates that render them (as the engine's chat endpoint would). */
       tools?: unknown[];
       /**

@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import type { Clock } from "../core/clock.js";
 import { ArborError } from "../core/errors.js";
 import {
+  BackendHttpError,
   BackendProtocolError,
   type BackendMetrics,
   type GenerateRequest,
@@ -187,6 +188,12 @@ export function createLlamacppBackend(opts: LlamacppBackendOptions): TokenBacken
     let addSpecial: boolean;
     let parseSpecial = true;
     if ("messages" in req) {
+      if (req.continueFinalMessage === true) {
+        // /apply-template has no continue_final_message (its assistant prefill differs across
+        // llama-server versions): refused, naming the client's field, rather than closed as a turn.
+        const message = "continuing the final assistant message is not supported by llama-server's /apply-template";
+        throw new BackendHttpError(name, url, 400, message, { error: { message, type: "invalid_request_error", param: "continue_final_message", code: null } });
+      }
       // OpenAI's shape: the template renders earlier tool calls, tool results and reasoning.
       const messages = req.messages.map(openAiMessage);
       const body = { messages, add_generation_prompt: req.addGenerationPrompt, ...(req.tools?.length ? { tools: req.tools } : {}) };

@@ -75,7 +75,11 @@ export function localTokenizer(served: ServedTokenizer): LocalTokenizer {
         const tools = req.tools?.length ? templateTools(req.tools) : [];
         if (tools === undefined) return undefined;
         try {
-          return chat.render(req.messages as ChatMessage[], { addGenerationPrompt: req.addGenerationPrompt, ...(tools.length ? { tools } : {}) });
+          return chat.render(req.messages as ChatMessage[], {
+            addGenerationPrompt: req.addGenerationPrompt,
+            ...(req.continueFinalMessage === true ? { continueFinalMessage: true } : {}),
+            ...(tools.length ? { tools } : {}),
+          });
         } catch (e) {
           // The engine refuses it in its own words (a role the template rejects, say).
           if (e instanceof ChatTemplateError) return undefined;

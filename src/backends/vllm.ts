@@ -149,6 +149,7 @@ function createVllmProtocolBackend(opts: VllmBackendOptions, type: "vllm" | "bui
         ? {
             messages: req.messages.map(openAiMessage),
             add_generation_prompt: req.addGenerationPrompt,
+            ...(req.continueFinalMessage === true ? { continue_final_message: true } : {}),
             add_special_tokens: false,
             ...(req.tools?.length ? { tools: req.tools } : {}),
             ...(arbor && req.tools?.length && req.toolChoice != null ? { tool_choice: req.toolChoice } : {}),

@@ -142,6 +142,9 @@ export const ChatCompletionRequestSchema = z.object({
   tools: ChatToolsSchema,
   tool_choice: toolChoice,
   parallel_tool_calls: z.boolean().nullish(),
+  /** vLLM's prompt ending: a generation prompt (default), or the final assistant message continued (chat-prompt.ts promptEnding). */
+  add_generation_prompt: z.boolean().nullish(),
+  continue_final_message: z.boolean().nullish(),
   ...samplingControls,
   ...unsupported,
 });

@@ -19,7 +19,7 @@ import { realClock } from "../core/real-clock.js";
 import { Rng } from "../core/rng.js";
 import { ChatTemplateError } from "../model/chat-format.js";
 import { Vocab } from "../model/vocab.js";
-import { renderChatPrompt, type ChatParsers } from "./chat-prompt.js";
+import { promptEnding, renderChatPrompt, type ChatParsers } from "./chat-prompt.js";
 import { EngineMetrics } from "./engine-metrics.js";
 import type { Executor, GenerateResult } from "./executor.js";
 import { registerAdminRoutes } from "./http/admin-routes.js";
@@ -479,9 +479,10 @@ export async function createEngineServer(opts: EngineServerOptions): Promise<Eng
       handoff.mode(body.kv_transfer_params, body.stream === true, lease.executor.vocabSize);
       const messages = toChatMessages(body.messages);
       checkChatPromptFits(messages, body.tools, lease.executor.contextSize, served.maxTokenChars);
-      // The same render as /tokenize (a forced tool call's opening included), so token-level
-      // clients (the gateway's token path) build exactly this prompt.
-      const { prompt, tools } = renderChatPrompt(messages, body, served, true, parsers);
+      // The same render as /tokenize (a forced tool call's opening included, a continued final
+      // message left open), so token-level clients (the gateway's token path) build exactly this prompt.
+      // A continuation's answer is only what the model adds, as vLLM's.
+      const { prompt, tools } = renderChatPrompt(messages, body, served, promptEnding(body, messages), parsers);
       // As vLLM's tool parsers (adjust_request: skip_special_tokens=false): a call's markers may be special tokens.
       const special = tools?.parse === true;
       const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";

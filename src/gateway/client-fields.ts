@@ -13,6 +13,8 @@ export function clientParam(param: string, endpoint: Endpoint, names: ClientFiel
   if (message && names.messageFields) return names.messageFields[Number(message[1])] ?? names.messages ?? param;
   if ((param === "max_tokens" || param === "max_completion_tokens") && names.max_tokens) return names.max_tokens;
   if (param === "stop" && names.stop) return names.stop;
+  // A surface's prefill (Messages: a final assistant message) is continued through continue_final_message.
+  if (param === "continue_final_message" && names.messageFields) return names.messageFields.at(-1) ?? param;
   return param;
 }
 

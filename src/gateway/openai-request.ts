@@ -32,6 +32,11 @@ export interface PreparedRequest {
   maxTokensClamped?: MaxTokensClamp;
   /** The budget a black-box agent asked for before Arbor's proxy lowered it (admit-call.ts's MAX_TOKENS_ASKED_HEADER). */
   maxTokensAsked?: number;
+  /**
+   * vLLM's `continue_final_message` (chat): the final message is an assistant "prefill" the answer
+   * continues. The answer holds only the continuation; the recorded prompt ids include the prefill.
+   */
+  continueFinalMessage?: true;
 }
 
 /** A surface's own names of the chat fields it translates into (absent: the chat name). */
@@ -94,7 +99,8 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
     }
     // Arbor needs the behaviour policy's logprob of every output token, asked for or not.
     upstreamBody.logprobs = true;
-    return { endpoint, upstreamBody, messages, clientWantsLogprobs: body.logprobs === true, clientWantsTokenIds, stream, bodyProgramId, ...requestedModel };
+    const continued = continuesFinalMessage(body, messages) ? { continueFinalMessage: true as const } : {};
+    return { endpoint, upstreamBody, messages, clientWantsLogprobs: body.logprobs === true, clientWantsTokenIds, stream, bodyProgramId, ...requestedModel, ...continued };
   }
 
   if (body.echo === true) {
@@ -112,6 +118,33 @@ export function prepareRequest(endpoint: Endpoint, raw: unknown): PreparedReques
     throw new InvalidRequestError("logprobs", "must be an integer >= 0 for completions");
   }
   return { endpoint, upstreamBody, messages: promptMessages(body.prompt), clientWantsLogprobs, clientWantsTokenIds, stream, bodyProgramId, ...requestedModel };
+}
+
+/** The final message a chat request continues (its assistant prefill), if it does. */
+export function prefillOf(prepared: Pick<PreparedRequest, "continueFinalMessage" | "messages">): ChatMessage | undefined {
+  return prepared.continueFinalMessage ? prepared.messages.at(-1) : undefined;
+}
+
+/**
+ * Whether a chat request continues its final message (vLLM's `continue_final_message`), checked as the
+ * engines check it on every path: refused (400 naming the field) with `add_generation_prompt` true (vLLM's
+ * check_generation_prompt), after a message that is not the assistant's or one that makes tool calls, and
+ * with a forced tool call (whose opening follows a generation prompt).
+ */
+function continuesFinalMessage(body: Record<string, unknown>, messages: readonly ChatMessage[]): boolean {
+  const { continue_final_message: continued, add_generation_prompt: generation } = body;
+  if (generation !== undefined && generation !== null && typeof generation !== "boolean") throw new InvalidRequestError("add_generation_prompt", "must be a boolean");
+  if (continued === undefined || continued === null || continued === false) return false;
+  if (continued !== true) throw new InvalidRequestError("continue_final_message", "must be a boolean");
+  if (generation === true) throw new InvalidRequestError("continue_final_message", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
+  const last = messages.at(-1) as ChatMessage;
+  if (last.role !== "assistant") throw new InvalidRequestError("continue_final_message", `the final message must be the assistant's to continue, got role '${last.role}'`);
+  if (last.toolCalls !== undefined && last.toolCalls.length > 0) throw new InvalidRequestError("continue_final_message", "cannot continue an assistant message that makes tool calls");
+  const choice = body.tool_choice;
+  if (choice === "required" || (typeof choice === "object" && choice !== null)) {
+    throw new InvalidRequestError("continue_final_message", "cannot be combined with a forced tool_choice (the call's opening follows a generation prompt)");
+  }
+  return true;
 }
 
 function parseMessages(raw: unknown): ChatMessage[] {

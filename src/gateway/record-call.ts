@@ -6,7 +6,7 @@ import type { Backend } from "../backends/backend.js";
 import type { Call, MaxTokensClamp } from "../core/types.js";
 import { callRecorded, type CallPlace } from "./call-path.js";
 import type { GatewayContext } from "./gateway-context.js";
-import { budgetField, type PreparedRequest } from "./openai-request.js";
+import { budgetField, prefillOf, type PreparedRequest } from "./openai-request.js";
 import type { ExtractedTrace } from "./trace-extract.js";
 
 export type { CallPlace } from "./call-path.js";
@@ -83,12 +83,15 @@ export function recordCall(
     ctx.history.delete(programId);
     ctx.contexts.delete(programId);
   } else {
+    // A continued final message is the answer turn's start: the context's answer turn is the prefill
+    // followed by the continuation, as the client sends it back (the recorded call keeps the request as sent).
+    const prefill = prefillOf(prepared);
     ctx.contexts.set(programId, {
       endpoint: prepared.endpoint,
-      messages: prepared.messages,
+      messages: prefill ? prepared.messages.slice(0, -1) : prepared.messages,
       promptTokenIds: trace.promptTokenIds,
       outputTokenIds: trace.outputTokenIds,
-      outputText: trace.outputText,
+      outputText: (prefill?.content ?? "") + trace.outputText,
       finishReason: trace.finishReason,
       ...(Array.isArray(prepared.upstreamBody.tools) && prepared.upstreamBody.tools.length > 0 ? { tools: prepared.upstreamBody.tools } : {}),
     });

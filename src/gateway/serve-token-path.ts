@@ -5,6 +5,7 @@ import { BackendHttpError, type GenerateRequest, type TokenBackend } from "../ba
 import { inClientTerms } from "./client-fields.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { openAiError, openAiErrorType } from "./http-errors.js";
+import { prefillOf } from "./openai-request.js";
 import { recordCall, tokenPathFlags } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { usesTokenPath } from "./token-path-choice.js";
@@ -61,7 +62,7 @@ export async function serveTokenPath(ctx: GatewayContext, call: RoutedTokenCall)
       ...tokenVersionsOf(out.result.tokenPolicyVersions, out.result.policyVersion ?? 0),
     };
     const recorded = recordCall(ctx, trace, callId, out.backend, prepared, place, tokenPathFlags(out));
-    rememberAnswer(ctx, programId, endpoint, { callId, result: out.result, decoded: out.decoded, answer: out.answer });
+    rememberAnswer(ctx, programId, endpoint, { callId, result: out.result, decoded: out.decoded, answer: out.answer }, prefillOf(prepared));
     const context = ctx.contexts.get(programId);
     if (context && out.answerRendered) context.answerRenderNeeded = true;
     reply.header("x-arbor-call-id", recorded.id).header("x-arbor-call-index", String(index));

@@ -5,6 +5,7 @@ import { BackendHttpError, BackendUnreachableError, type Backend } from "../back
 import { inClientTerms } from "./client-fields.js";
 import type { GatewayContext } from "./gateway-context.js";
 import { openAiError, openAiErrorType } from "./http-errors.js";
+import { prefillOf } from "./openai-request.js";
 import { recordCall, tokenPathFlags } from "./record-call.js";
 import { rememberAnswer } from "./remember-answer.js";
 import { sseResponse } from "./sse-response.js";
@@ -85,7 +86,7 @@ export async function serveTokenStream(ctx: GatewayContext, call: RoutedTokenCal
       recordCall(ctx, trace, callId, opened.backend, prepared, place, tokenPathFlags(opened));
       routed = true;
       ctx.router.onFinished(opened.routeId, { promptTokens: trace.promptTokenIds, outputTokens: trace.outputTokenIds, ok: true });
-      rememberAnswer(ctx, programId, endpoint, { callId, result, decoded: { text }, answer: opened.answer });
+      rememberAnswer(ctx, programId, endpoint, { callId, result, decoded: { text }, answer: opened.answer }, prefillOf(prepared));
       sse.write(closing, true);
       return { recorded: true, result: undefined };
     } catch (err) {

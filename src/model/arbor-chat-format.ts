@@ -16,6 +16,7 @@ export class ArborChatFormat implements ChatFormat {
   render(messages: readonly ChatMessage[], opts: ChatRenderOptions): number[] {
     return renderChat(withMarkup(messages), (t) => this.vocab.encode(t), this.vocab, {
       addGenerationPrompt: opts.addGenerationPrompt,
+      ...(opts.continueFinalMessage === true ? { continueFinalMessage: true } : {}),
       ...(opts.tools ? { tools: opts.tools } : {}),
     });
   }

@@ -8,6 +8,12 @@ import type { ChatToolSpec } from "./chat-template.js";
 export interface ChatRenderOptions {
   /** Open an assistant turn at the end so the model continues as the assistant. */
   addGenerationPrompt: boolean;
+  /**
+   * Leave the final message (an assistant turn) open so the model continues its content: vLLM's and
+   * transformers' `continue_final_message` (the "prefill" of Anthropic's Messages API). Only with
+   * `addGenerationPrompt` false; the caller checks that the last message is the assistant's.
+   */
+  continueFinalMessage?: boolean;
   /** Tools declared to the model (the template decides where and how they appear). */
   tools?: readonly ChatToolSpec[];
 }

@@ -19,6 +19,8 @@ const TOOL_MARKERS: readonly ControlTokenName[] = ["<|tool_call|>", "<|/tool_cal
 export interface RenderChatOptions {
   /** Append `<|assistant|>` so the model continues as the assistant (default true). */
   addGenerationPrompt?: boolean;
+  /** Leave the final message's turn open (no `<|end|>` after it): the model continues its content. */
+  continueFinalMessage?: boolean;
   /** Tools the model may call: rendered by {@link renderToolsPrompt} as a system turn before the messages. */
   tools?: readonly ChatToolSpec[];
 }
@@ -78,7 +80,8 @@ export function renderChat(
     ids.push(vocab.controlId(roleToken));
     if (m.role === "assistant") pushWithToolMarkers(ids, m.content, tokenize, vocab);
     else ids.push(...tokenize(m.content));
-    ids.push(end);
+    // A continued final message is the turn the model is still writing: no ending yet.
+    if (!(opts.continueFinalMessage === true && i === messages.length - 1)) ids.push(end);
   });
   if (opts.addGenerationPrompt ?? true) ids.push(vocab.controlId("<|assistant|>"));
   return ids;

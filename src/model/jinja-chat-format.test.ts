@@ -75,6 +75,34 @@ describe("JinjaChatFormat", () => {
   });
 });
 
+describe("continueFinalMessage", () => {
+  const chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  const msgs = [
+    { role: "user" as const, content: "What is 2+2?" },
+    { role: "assistant" as const, content: "The answer is" },
+  ];
+
+  it("Jinja: cuts the render right after the final message's content, as transformers does", () => {
+    expect(jinja(chatml).renderText(msgs, { addGenerationPrompt: false, continueFinalMessage: true })).toBe(
+      "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\nThe answer is",
+    );
+    // Trailing whitespace the template trimmed is not put back (transformers cuts after the stripped content).
+    expect(jinja(chatml).renderText([msgs[0]!, { role: "assistant", content: "The answer is " }], { addGenerationPrompt: false, continueFinalMessage: true })).toMatch(/The answer is$/);
+  });
+
+  it("Jinja: refuses a final message the render does not hold", () => {
+    const drops = jinja("{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}");
+    expect(() => drops.renderText(msgs, { addGenerationPrompt: false, continueFinalMessage: true })).toThrow(ChatTemplateError);
+  });
+
+  it("Arbor: the final turn has no <|end|>", () => {
+    const f = new ArborChatFormat(vocab);
+    const closed = f.render(msgs, { addGenerationPrompt: false });
+    expect(f.render(msgs, { addGenerationPrompt: false, continueFinalMessage: true })).toEqual(closed.slice(0, -1));
+    expect(closed.at(-1)).toBe(vocab.controlId("<|end|>"));
+  });
+});
+
 describe("ArborChatFormat", () => {
   it("is renderChat, with assistant tool calls written as the policy's markup", () => {
     const f = new ArborChatFormat(vocab);

@@ -76,11 +76,28 @@ export class JinjaChatFormat implements ChatFormat {
       };
       for (const [k, v] of Object.entries({ ...globals, ...vars })) env.set(k, v);
       const out = new Interpreter(env).run(this.template.parsed);
-      return String(out.value);
+      const text = String(out.value);
+      return opts.continueFinalMessage === true ? this.cutAfterFinalMessage(text, messages) : text;
     } catch (err) {
       if (err instanceof ChatTemplateError) throw err;
       throw new ChatTemplateError(this.opts.source, `fails to render: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * The render cut right after the final message's content, as transformers' apply_chat_template does
+   * with continue_final_message (and so vLLM): the last occurrence of the stripped content; the
+   * content's trailing whitespace kept only where the template kept it.
+   */
+  private cutAfterFinalMessage(text: string, messages: readonly ChatMessage[]): string {
+    const content = messages.at(-1)?.content ?? "";
+    const stripped = content.trim();
+    const at = stripped === "" ? -1 : text.lastIndexOf(stripped);
+    if (at < 0) {
+      throw new ChatTemplateError(this.opts.source, "continue_final_message: the final message does not appear in the render (the template drops or rewrites it)");
+    }
+    const kept = text.slice(at, at + content.trimStart().length) === content.trimStart();
+    return text.slice(0, at + (kept ? content.trimStart().length : stripped.length));
   }
 
   render(messages: readonly ChatMessage[], opts: ChatRenderOptions): number[] {

@@ -19,8 +19,8 @@ import { CONTROL_TOKENS, Vocab } from "../model/vocab.js";
 /** A model's chat format and tokenizer, as its engine's /tokenize and /detokenize use them. */
 export interface ChatModel {
   readonly name: string;
-  /** Prompt ids of a conversation (tools in OpenAI's shape), as the engine's chat template renders it. */
-  render(messages: readonly ChatMessage[], addGenerationPrompt: boolean, tools?: readonly unknown[]): number[];
+  /** Prompt ids of a conversation (tools in OpenAI's shape), as the engine's chat template renders it (`continueFinal`: the final message left open). */
+  render(messages: readonly ChatMessage[], addGenerationPrompt: boolean, tools?: readonly unknown[], continueFinal?: boolean): number[];
   /** Ids of a text; with `parseSpecial` the text of special tokens becomes their ids. */
   encode(text: string, parseSpecial: boolean): number[];
   /** Text of ids as /detokenize gives it (control tokens as nothing for Jinja models). */
@@ -100,7 +100,8 @@ export function jinjaChatModel(name: string, template: string, control: readonly
   const format: ChatFormat = new JinjaChatFormat({ template, source: name, tokenizer: tok, bosToken: "", eosToken: stop[0] ?? "" });
   return {
     name,
-    render: (messages, addGenerationPrompt, tools) => format.render(messages, { addGenerationPrompt, ...specsOf(tools) }),
+    render: (messages, addGenerationPrompt, tools, continueFinal) =>
+      format.render(messages, { addGenerationPrompt, ...(continueFinal === true ? { continueFinalMessage: true } : {}), ...specsOf(tools) }),
     encode: (text, parseSpecial) => tok.encode(text, { special: parseSpecial }),
     decode: (ids) => tok.decode(ids),
     stopIds: tok.stopIds,
@@ -113,7 +114,8 @@ export function arborChatModel(): ChatModel {
   const format = new ArborChatFormat(vocab);
   return {
     name: "arbor",
-    render: (messages, addGenerationPrompt, tools) => format.render(messages, { addGenerationPrompt, ...specsOf(tools) }),
+    render: (messages, addGenerationPrompt, tools, continueFinal) =>
+      format.render(messages, { addGenerationPrompt, ...(continueFinal === true ? { continueFinalMessage: true } : {}), ...specsOf(tools) }),
     encode: (text, parseSpecial) => (parseSpecial ? encodeParsingControl(vocab, text) : vocab.encode(text)),
     decode: (ids) => vocab.decode(ids),
     stopIds: [vocab.controlId("<|end|>")],
@@ -229,7 +231,7 @@ export function templateBackend(opts: { name: string; model: ChatModel; toolPars
       return { deltas: deltas(), result: () => result };
     },
     async tokenize(req: TokenizeRequest): Promise<TokenizeResult> {
-      if ("messages" in req) return { tokens: model.render(req.messages, req.addGenerationPrompt, req.tools), maxModelLen: 1_000_000 };
+      if ("messages" in req) return { tokens: model.render(req.messages, req.addGenerationPrompt, req.tools, req.continueFinalMessage === true), maxModelLen: 1_000_000 };
       return { tokens: model.encode(req.text, req.parseSpecial === true), maxModelLen: 1_000_000 };
     },
     async detokenize(ids) {

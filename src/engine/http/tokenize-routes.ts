@@ -6,7 +6,7 @@
 // /v1/chat/completions renders for the same request, a forced tool call's opening included.
 import type { FastifyInstance } from "fastify";
 import { z } from "../../core/zod.js";
-import { renderChatPrompt, type ChatParsers } from "../chat-prompt.js";
+import { promptEnding, renderChatPrompt, type ChatParsers } from "../chat-prompt.js";
 import { fromZodError, invalidRequest } from "../openai-errors.js";
 import { ChatCompletionRequestSchema, ChatMessageSchema, ChatToolsSchema, toChatMessages } from "../openai-schemas.js";
 import type { ServedModel } from "../served-model.js";
@@ -30,7 +30,8 @@ const TokenizeChatSchema = z.object({
   model: z.string().nullish(),
   messages: z.array(ChatMessageSchema).min(1, { error: "must contain at least one message" }),
   add_generation_prompt: z.boolean().nullish(),
-  continue_final_message: z.literal(false, { error: "continue_final_message is not supported (must be false)" }).nullish(),
+  /** vLLM's: leave the final (assistant) message open, its content continued (chat-prompt.ts promptEnding). */
+  continue_final_message: z.boolean().nullish(),
   /** vLLM default false: the chat template already starts with `<s>`; true adds another. */
   add_special_tokens: z.boolean().nullish(),
   return_token_strs: z.boolean().nullish(),
@@ -71,7 +72,7 @@ export function registerTokenizeRoutes(app: FastifyInstance, deps: TokenizeRoute
       const messages = toChatMessages(b.messages);
       // A prompt that cannot fit is refused before rendering (which would overflow on a huge one).
       checkChatPromptFits(messages, b.tools, deps.maxModelLen(), served.maxTokenChars);
-      tokens = renderChatPrompt(messages, b, served, b.add_generation_prompt ?? true, deps.parsers).prompt;
+      tokens = renderChatPrompt(messages, b, served, promptEnding(b, messages), deps.parsers).prompt;
       if (b.add_special_tokens === true && tok.addBos && tok.bosId !== undefined) tokens.unshift(tok.bosId);
       returnStrs = b.return_token_strs === true;
     } else {

@@ -42,7 +42,8 @@ export async function countTokens(ctx: GatewayContext, req: ProgramRequest, repl
   try {
     const { tokens } = await (backend.tokenize as NonNullable<TokenBackend["tokenize"]>).call(backend, {
       messages: source.messages,
-      addGenerationPrompt: true,
+      // A prefill (final assistant message) is counted as the call renders it: its turn left open.
+      ...(source.continueFinal ? { addGenerationPrompt: false, continueFinalMessage: true } : { addGenerationPrompt: true }),
       ...(source.tools ? { tools: source.tools } : {}),
       signal,
     });

@@ -6,6 +6,8 @@
 // sends is either served or refused (400 naming it), never dropped: unknown top-level fields, unknown
 // keys of blocks, tools and metadata, and server tools are refused (the table in docs/architecture.md).
 // Arbor's own `program_id` (the program a call belongs to, as on chat and Responses) is passed on.
+// A final assistant message is a prefill, as on Anthropic's API: the answer continues it (chat's
+// vLLM `continue_final_message`), and holds only the continuation.
 import { z } from "../../core/zod.js";
 import { AnthropicError } from "./anthropic-error.js";
 
@@ -114,6 +116,9 @@ export interface ChatRequestBody {
   tools?: { type: "function"; function: { name: string; description?: string; parameters: Record<string, unknown> } }[];
   tool_choice?: "auto" | "required" | "none" | { type: "function"; function: { name: string } };
   parallel_tool_calls?: boolean;
+  /** vLLM's: a final assistant message (Anthropic's prefill) left open and continued, no generation prompt. */
+  add_generation_prompt?: false;
+  continue_final_message?: true;
   /** Arbor's: the call's program (prepareRequest takes it off what goes upstream). */
   program_id?: string;
 }
@@ -177,6 +182,8 @@ export function translateAnthropic(raw: unknown): { chat: ChatRequestBody; messa
   });
 
   const body: ChatRequestBody = { model: req.model, messages, max_tokens: req.max_tokens };
+  const last = req.messages.length - 1;
+  if (req.messages[last]?.role === "assistant") prefill(body, messageFields, last);
   if (req.temperature !== undefined) body.temperature = req.temperature;
   if (req.top_p !== undefined) body.top_p = req.top_p;
   if (req.top_k !== undefined) body.top_k = req.top_k;
@@ -262,6 +269,26 @@ function rejectUnsupportedBlocks(body: Record<string, unknown>): void {
       }
     });
   });
+}
+
+/**
+ * A final assistant message is Anthropic's prefill: the answer continues its text. Checked as Anthropic checks it
+ * (no trailing whitespace), and refused where it makes tool calls (there is no text of the model's to continue). An
+ * empty one (no text, no thinking) continues nothing: the turn is opened as usual.
+ */
+function prefill(body: ChatRequestBody, messageFields: string[], i: number): void {
+  const msg = body.messages.at(-1) as Extract<ChatRequestMessage, { role: "assistant" }>;
+  if (msg.tool_calls !== undefined) throw AnthropicError.invalidRequest(`messages.${i}.content`, "a final assistant message (prefill) cannot hold tool_use blocks; its answer would continue no text");
+  const text = msg.content ?? "";
+  if (/\s$/.test(text)) throw AnthropicError.invalidRequest("messages", "final assistant content cannot end with trailing whitespace");
+  if (text === "" && msg.reasoning_content === undefined) {
+    body.messages.pop();
+    messageFields.pop();
+    return;
+  }
+  msg.content = text;
+  body.add_generation_prompt = false;
+  body.continue_final_message = true;
 }
 
 function joinText(blocks: { text: string }[]): string {

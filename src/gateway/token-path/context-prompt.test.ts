@@ -12,6 +12,8 @@ async function tokenize(req: TokenizeRequest): Promise<TokenizeResult> {
   if ("text" in req) return { tokens: [...(req.addSpecialTokens ? [1] : []), ...text(req.text)], maxModelLen: 500 };
   const ids = [1];
   for (const m of req.messages) ids.push(ROLE[m.role], ...text(m.content), 5);
+  // A continued final message's turn stays open.
+  if (req.continueFinalMessage) ids.pop();
   if (req.addGenerationPrompt) ids.push(4);
   return { tokens: ids, maxModelLen: 500 };
 }
@@ -200,6 +202,26 @@ describe("buildPrompt with tool calls", () => {
     requests.length = 0;
     await buildPrompt({ endpoint: "chat", messages: [user("hi"), asked("ok"), result], tools, prefill: "<call>" }, prev, engine);
     expect(requests.filter((r) => "text" in r)).toEqual([{ text: "<call>", addSpecialTokens: false, parseSpecial: true, signal: undefined }]);
+  });
+});
+
+describe("buildPrompt continuing a final message", () => {
+  const prefilled = [user("hi"), assistant("The")];
+
+  it("renders the final turn open, with no generation prompt", async () => {
+    const p = await buildPrompt({ endpoint: "chat", messages: prefilled, continueFinal: true }, undefined, engine);
+    expect(p.promptTokenIds).toEqual([1, 3, ...text("hi"), 5, 4, ...text("The")]);
+  });
+
+  it("continues a cut-off answer sent back as the prefill on the engine's own ids, where they are the same text", async () => {
+    // The engine wrote "ok" as 900, 901 (not text("ok")) and was cut off; the client continues "ok".
+    const prev = chatContext([user("hi")], [900, 901], "ok", "length");
+    const p = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("ok")], continueFinal: true }, prev, engine);
+    expect(p).toMatchObject({ contextReset: false, promptTokenIds: [...prev.promptTokenIds, 900, 901] });
+    // An answer that ended with its stop token closed its turn: continuing it is a new context.
+    const stopped = chatContext([user("hi")], [900, 901, 5], "ok", "stop");
+    const q = await buildPrompt({ endpoint: "chat", messages: [user("hi"), assistant("ok")], continueFinal: true }, stopped, engine);
+    expect(q).toMatchObject({ contextReset: true, contextResetReason: "answer differs from the engine's output" });
   });
 });
 

@@ -12,6 +12,9 @@
 // turns differently once more follow (Qwen3 drops earlier reasoning), or a cut-off answer's turn
 // ending is unknown. A forced tool call's opening (the backend's parser's prefill) ends the prompt,
 // tokenized by the engine with special tokens read as such, the same way for every engine.
+// A request that continues its final message (an assistant "prefill", vLLM's continue_final_message)
+// is rendered with that turn left open; its call's context holds the messages before the prefill and
+// the prefill followed by the continuation as the answer turn, which is how a client sends it back.
 import type { TokenizeRequest, TokenizeResult } from "../../backends/backend.js";
 import type { ChatMessage, FinishReason, MessageToolCall } from "../../core/types.js";
 import type { Endpoint } from "../openai-request.js";
@@ -19,11 +22,14 @@ import type { Endpoint } from "../openai-request.js";
 /** What the gateway keeps of a program's latest recorded call. */
 export interface ProgramContext {
   endpoint: Endpoint;
-  /** The request's messages (completions with a text prompt: one user message holding it). */
+  /**
+   * The request's messages (completions with a text prompt: one user message holding it); a call that
+   * continued its final message keeps the messages before it (the prefill is the answer turn's start).
+   */
   messages: ChatMessage[];
   promptTokenIds: number[];
   outputTokenIds: number[];
-  /** The answer text the client got (stop token not included). */
+  /** The answer text the client got (stop token not included), after the prefill of a continued final message. */
   outputText: string;
   finishReason: FinishReason;
   /** The chat request's tool definitions (rendered into the prompt by some templates). */
@@ -42,8 +48,11 @@ export interface ProgramContext {
 
 /** The new request, as the prompt builder needs it. */
 export type PromptSource =
-  /** `prefill`: a forced tool call's opening in the backend's format, which ends the prompt. */
-  | { endpoint: "chat"; messages: ChatMessage[]; tools?: unknown[]; prefill?: string }
+  /**
+   * `prefill`: a forced tool call's opening in the backend's format, which ends the prompt.
+   * `continueFinal`: the final (assistant) message is left open and continued (no generation prompt).
+   */
+  | { endpoint: "chat"; messages: ChatMessage[]; tools?: unknown[]; prefill?: string; continueFinal?: true }
   | { endpoint: "completions"; prompt: string | number[] };
 
 export interface BuiltPrompt {
@@ -100,12 +109,14 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
     return reset(whole, prev.endpoint === "completions" ? RESET_REASONS.prompt : RESET_REASONS.endpoint);
   }
 
-  const { messages, tools, prefill } = src;
+  const { messages, tools, prefill, continueFinal } = src;
   const chat = (m: ChatMessage[], addGenerationPrompt: boolean): TokenizeRequest => ({ messages: m, addGenerationPrompt, ...(tools?.length ? { tools } : {}), signal });
+  // The final message's turn left open: the engine generates its continuation.
+  const continuing = (m: ChatMessage[]): TokenizeRequest => ({ ...chat(m, false), continueFinalMessage: true });
   // Only the render this call generates from ends with a forced tool call's opening.
   const generating = async (): Promise<TokenizeResult> => {
     const [gen, open] = await Promise.all([
-      tokenize(chat(messages, true)),
+      tokenize(continueFinal ? continuing(messages) : chat(messages, true)),
       prefill !== undefined && prefill !== "" ? tokenize({ text: prefill, addSpecialTokens: false, parseSpecial: true, signal }) : undefined,
     ]);
     return open ? { tokens: [...gen.tokens, ...open.tokens], maxModelLen: gen.maxModelLen } : gen;
@@ -132,6 +143,7 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
   // common case: the answer re-tokenizes to what the engine produced): it continues the context as
   // it is, and the render up to the answer (one more upstream round trip) would only confirm it.
   if (continues(full.tokens, prev)) return { promptTokenIds: full.tokens, contextReset: false, maxModelLen: full.maxModelLen };
+  if (continueFinal && upToAnswer.length === messages.length) return continueAnswer(prev, messages, full, detokenize, signal, why);
   const before = await (early ?? renderUpToAnswer());
   const rendered = { answerRendered: true } as const;
   // A template that renders history differently once more turns follow: no continuation exists.
@@ -157,6 +169,26 @@ export async function buildPrompt(src: PromptSource, prev: ProgramContext | unde
   const continued = prev.promptTokenIds.concat(prev.outputTokenIds, closing);
   if (!(await sameText(continued, before.tokens, detokenize, signal))) return { ...reset(full, why(RESET_REASONS.rerender)), ...rendered };
   return { promptTokenIds: [...continued, ...full.tokens.slice(before.tokens.length)], contextReset: false, maxModelLen: full.maxModelLen, ...rendered };
+}
+
+/**
+ * The prompt of a call that continues the previous answer's own turn (an answer cut off at max_tokens,
+ * sent back as the prefill): the engine's ids stand where the client sent the answer it got and they
+ * are the same text as the render; an answer that ended with its stop token has a closed turn, which
+ * the open render is not.
+ */
+async function continueAnswer(
+  prev: ProgramContext,
+  messages: readonly ChatMessage[],
+  full: TokenizeResult,
+  detokenize: Detokenize | undefined,
+  signal: AbortSignal | undefined,
+  why: (reason: string) => string,
+): Promise<BuiltPrompt> {
+  if (prev.finishReason === "stop" || !extendsConversation(prev, messages)) return reset(full, why(RESET_REASONS.answer));
+  const continued = prev.promptTokenIds.concat(prev.outputTokenIds);
+  if (!(await sameText(continued, full.tokens, detokenize, signal))) return reset(full, why(RESET_REASONS.rerender));
+  return { promptTokenIds: continued, contextReset: false, maxModelLen: full.maxModelLen };
 }
 
 /**

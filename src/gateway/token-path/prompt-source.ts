@@ -8,8 +8,9 @@ export function promptSource(endpoint: Endpoint, prepared: PreparedRequest): Pro
   if (endpoint === "chat") {
     // A forced call's opening is added where the backend (and so its parser's format) is known.
     const { tools } = prepared.upstreamBody;
-    if (!(Array.isArray(tools) && tools.length > 0)) return { endpoint, messages: prepared.messages };
-    return { endpoint, messages: prepared.messages, tools };
+    const continued = prepared.continueFinalMessage ? { continueFinal: true as const } : {};
+    if (!(Array.isArray(tools) && tools.length > 0)) return { endpoint, messages: prepared.messages, ...continued };
+    return { endpoint, messages: prepared.messages, tools, ...continued };
   }
   let p: unknown = prepared.upstreamBody.prompt;
   if (Array.isArray(p) && p.length === 1 && (typeof p[0] === "string" || Array.isArray(p[0]))) p = p[0];

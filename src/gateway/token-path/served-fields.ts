@@ -38,7 +38,19 @@ const COMMON = [
 ];
 
 const SERVED: Record<Endpoint, ReadonlySet<string>> = {
-  chat: new Set([...COMMON, "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls"]),
+  chat: new Set([
+    ...COMMON,
+    "messages",
+    "max_completion_tokens",
+    "top_logprobs",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    // vLLM's prompt ending: a generation prompt, or the final assistant message continued (checked by prepareRequest).
+    "add_generation_prompt",
+    "continue_final_message",
+  ]),
   completions: new Set([...COMMON, "prompt", "echo", "best_of", "suffix"]),
 };
 
@@ -61,6 +73,11 @@ export function checkServedFields(endpoint: Endpoint, body: Record<string, unkno
     throw new InvalidRequestError(key, `${HINTS[key] ?? "is not supported"} on the token path (fields served: ${[...served].join(", ")})`);
   }
   checkStreamOptions(body);
+  // The token path continues a program's context after a generation prompt or a continued final message;
+  // a conversation rendered with neither (a closed last turn the model would follow) it does not build.
+  if (endpoint === "chat" && body.add_generation_prompt === false && body.continue_final_message !== true) {
+    throw new InvalidRequestError("add_generation_prompt", "false is served on the token path only with continue_final_message: true");
+  }
 }
 
 // The engine, vLLM and OpenAI refuse stream_options that is not an object or comes without stream: true;
