@@ -89,9 +89,9 @@ describe("responsesToChat", () => {
   });
 
   it("rejects unsupported item, part and tool types clearly", () => {
-    const item = rejection({ model: "m", input: [{ type: "reasoning", summary: [] }] });
+    const item = rejection({ model: "m", input: [{ type: "web_search_call", id: "ws_1" }] });
     expect(item.param).toBe("input.0.type");
-    expect(item.message).toMatch(/'?"reasoning"'? is not supported.*message, function_call, function_call_output/);
+    expect(item.message).toMatch(/'?"web_search_call"'? is not supported.*message, function_call, function_call_output, reasoning/);
     const part = rejection({ model: "m", input: [{ role: "user", content: [{ type: "input_image", image_url: "x" }] }] });
     expect(part.param).toBe("input.0.content.0.type");
     expect(part.message).toMatch(/input_image/);
@@ -180,5 +180,31 @@ describe("responsesToChat", () => {
       expect(e.message, param).toMatch(new RegExp(`^${param.replace(/\./g, "\\.")}: `));
     }
     expect(rejection({ ...base, conversation: "c" }).message).toMatch(/is not supported by this gateway \(supported: model, input, /);
+  });
+});
+
+describe("responsesToChat reasoning items", () => {
+  const reasoning = { type: "reasoning", id: "rs_1", summary: [], content: [{ type: "reasoning_text", text: "Let me see." }] };
+
+  it("gives a reasoning item sent back to the assistant turn after it, as its reasoning_content", () => {
+    const { chat } = responsesToChat({
+      model: "m",
+      input: [{ role: "user", content: "hi" }, reasoning, { type: "message", role: "assistant", content: [{ type: "output_text", text: "The answer." }] }, { role: "user", content: "more" }],
+    });
+    expect(chat.messages).toEqual([
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "The answer.", reasoning_content: "Let me see." },
+      { role: "user", content: "more" },
+    ]);
+    const calls = responsesToChat({ model: "m", input: [{ role: "user", content: "hi" }, reasoning, { type: "function_call", call_id: "c1", name: "f", arguments: "{}" }] });
+    expect(calls.chat.messages[1]).toMatchObject({ role: "assistant", content: null, reasoning_content: "Let me see.", tool_calls: [{ id: "c1" }] });
+  });
+
+  it("refuses a reasoning item no assistant turn follows, a summary, or encrypted content, naming the item", () => {
+    expect(() => responsesToChat({ model: "m", input: [reasoning, { role: "user", content: "hi" }] })).toThrow(expect.objectContaining({ param: "input.0" }));
+    expect(() => responsesToChat({ model: "m", input: [{ role: "user", content: "hi" }, { ...reasoning, summary: [{ type: "summary_text", text: "s" }] }] })).toThrow(
+      expect.objectContaining({ param: "input.1.summary" }),
+    );
+    expect(() => responsesToChat({ model: "m", input: [{ role: "user", content: "hi" }, { ...reasoning, encrypted_content: "x" }] })).toThrow(expect.objectContaining({ param: "input.1.encrypted_content" }));
   });
 });

@@ -1,6 +1,7 @@
 // Translates an OpenAI Responses request (POST /v1/responses, the OpenAI Agents SDK's default API) into
 // the chat.completions body the backends speak: instructions → system message, function_call items →
-// assistant tool_calls, function_call_output items → tool messages. Bad input is a 400 naming the field;
+// assistant tool_calls, function_call_output items → tool messages, reasoning items (the answer's own,
+// sent back) → the next assistant turn's reasoning_content, so the token path sees the turn it answered. Bad input is a 400 naming the field;
 // so is every top-level field this surface does not serve (never dropped: the table in docs/architecture.md).
 import { z } from "../../core/zod.js";
 import { InvalidRequestError } from "../http-errors.js";
@@ -25,7 +26,20 @@ const functionCallOutputItem = z
   })
   .loose();
 
-const ITEM_TYPES = ["message", "function_call", "function_call_output"] as const;
+// A reasoning item as the gateway returns it (and vLLM, OpenAI): its text in reasoning_text parts; an
+// encrypted one has nothing the gateway could render, and a summary is not the policy's text.
+const reasoningItem = z
+  .object({
+    type: z.literal("reasoning"),
+    id: z.string().optional(),
+    summary: z.array(z.unknown()).max(0, "a reasoning summary is not the policy's text; send the reasoning_text content").optional(),
+    content: z.array(z.object({ type: z.literal("reasoning_text"), text: z.string() }).loose()).optional(),
+    encrypted_content: z.null().optional(),
+    status: z.string().nullable().optional(),
+  })
+  .strict();
+
+const ITEM_TYPES = ["message", "function_call", "function_call_output", "reasoning"] as const;
 const PART_TYPES = ["input_text", "output_text"] as const;
 
 const functionTool = z
@@ -138,7 +152,11 @@ export function responsesToChat(raw: unknown): TranslatedResponsesRequest {
   if (typeof req.input === "string") {
     messages.push({ role: "user", content: req.input });
     messageFields.push("input");
-  } else req.input.forEach((item, i) => addItem(messages, messageFields, item, i));
+  } else {
+    const pending: PendingReasoning = {};
+    req.input.forEach((item, i) => addItem(messages, messageFields, item, i, pending));
+    if (pending.text !== undefined) throw new InvalidRequestError(`input.${pending.index}`, "a reasoning item must be followed by the assistant message or function_call it preceded");
+  }
   if (messages.length === 0) throw new InvalidRequestError("input", "at least one input item is required");
 
   const tools = (req.tools ?? []).map((t, i) => {
@@ -221,7 +239,13 @@ function fromZod(issue: { path: PropertyKey[]; message: string; code?: string; k
 // Consecutive function_call items (and the assistant text before them) form one assistant turn,
 // as chat completions expects: one assistant message carrying all of that turn's tool_calls (named
 // in `fields` by the item that began it).
-function addItem(messages: ChatRequestMessage[], fields: string[], item: unknown, i: number): void {
+/** A reasoning item not yet given to the assistant turn it precedes. */
+interface PendingReasoning {
+  text?: string;
+  index?: number;
+}
+
+function addItem(messages: ChatRequestMessage[], fields: string[], item: unknown, i: number, pending: PendingReasoning): void {
   if (typeof item !== "object" || item === null || Array.isArray(item)) {
     throw new InvalidRequestError(`input.${i}`, "must be an object (a message, function_call or function_call_output item)");
   }
@@ -229,13 +253,29 @@ function addItem(messages: ChatRequestMessage[], fields: string[], item: unknown
   if (typeof type !== "string" || !(ITEM_TYPES as readonly string[]).includes(type)) {
     throw new InvalidRequestError(`input.${i}.type`, `input item type ${JSON.stringify(type)} is not supported by this gateway (supported: ${ITEM_TYPES.join(", ")})`);
   }
+  if (type === "reasoning") {
+    const r = reasoningItem.safeParse(item);
+    if (!r.success) throw fromZod(r.error.issues[0], ["input", i]);
+    pending.text = (pending.text ?? "") + (r.data.content ?? []).map((p) => p.text).join("");
+    pending.index ??= i;
+    return;
+  }
+  // The reasoning sent back belongs to the assistant turn it came before (an answer's items: reasoning, then message or calls).
+  const thought = pending.text;
+  if (thought !== undefined) {
+    const opensTurn = type === "function_call" || (type === "message" && (item as { role?: unknown }).role === "assistant");
+    if (!opensTurn) throw new InvalidRequestError(`input.${pending.index}`, "a reasoning item must be followed by the assistant message or function_call it preceded");
+    delete pending.text;
+    delete pending.index;
+  }
+  const withReasoning = (m: ChatRequestMessage): ChatRequestMessage => (thought !== undefined && m.role === "assistant" ? { ...m, reasoning_content: thought } : m);
   if (type === "message") {
     rejectUnsupportedParts((item as { content?: unknown }).content, `input.${i}.content`);
     const m = messageItem.safeParse(item);
     if (!m.success) throw fromZod(m.error.issues[0], ["input", i]);
     const text = typeof m.data.content === "string" ? m.data.content : m.data.content.map((p) => p.text).join("");
     const role = m.data.role === "developer" ? "system" : m.data.role;
-    if (role === "assistant") messages.push({ role: "assistant", content: text });
+    if (role === "assistant") messages.push(withReasoning({ role: "assistant", content: text }));
     else messages.push({ role, content: text });
     fields.push(`input.${i}.content`);
     return;
@@ -245,9 +285,9 @@ function addItem(messages: ChatRequestMessage[], fields: string[], item: unknown
     if (!c.success) throw fromZod(c.error.issues[0], ["input", i]);
     const call: ChatToolCall = { id: c.data.call_id, type: "function", function: { name: c.data.name, arguments: c.data.arguments } };
     const last = messages.at(-1);
-    if (last?.role === "assistant") last.tool_calls = [...(last.tool_calls ?? []), call];
+    if (last?.role === "assistant" && thought === undefined) last.tool_calls = [...(last.tool_calls ?? []), call];
     else {
-      messages.push({ role: "assistant", content: null, tool_calls: [call] });
+      messages.push(withReasoning({ role: "assistant", content: null, tool_calls: [call] }));
       fields.push(`input.${i}`);
     }
     return;

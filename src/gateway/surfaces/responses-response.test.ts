@@ -52,3 +52,12 @@ describe("chatToResponse", () => {
     expect(() => chatToResponse({ choices: [{ message: { content: "a" }, finish_reason: "weird" }] }, echo, 1, "f", upstream)).toThrow(/weird/);
   });
 });
+
+describe("chatToResponse reasoning", () => {
+  it("puts the answer's reasoning first, as a reasoning item in vLLM's shape", () => {
+    const chat = { id: "chatcmpl-r", choices: [{ message: { content: "The answer.", reasoning_content: "Let me see." }, finish_reason: "stop" }] };
+    const res = chatToResponse(chat, echo, 1, "fallback", upstream);
+    expect(res.output.map((o) => o.type)).toEqual(["reasoning", "message"]);
+    expect(res.output[0]).toEqual({ type: "reasoning", id: "rs_r", summary: [], content: [{ type: "reasoning_text", text: "Let me see." }], status: "completed" });
+  });
+});

@@ -1,5 +1,7 @@
 // Translates an OpenAI chat.completion (what the backends answer) into a Responses API `Response`:
-// text becomes a message item, tool_calls become function_call items, finish_reason "length" marks
+// the reasoning (reasoning_content, the backend's reasoning parser) becomes a reasoning item before the
+// rest, in vLLM's shape (summary [], the text as one reasoning_text part), text becomes a message item,
+// tool_calls become function_call items, finish_reason "length" marks
 // the response incomplete, usage is renamed. The SDKs compute `output_text` themselves.
 import { BackendProtocolError } from "../../backends/backend.js";
 import type { ChatCompletionLike } from "./anthropic-response.js";
@@ -11,6 +13,15 @@ export interface ResponseOutputMessage {
   role: "assistant";
   status: "completed" | "incomplete";
   content: { type: "output_text"; text: string; annotations: never[] }[];
+}
+
+/** The policy's reasoning, as vLLM's Responses API returns it (no summary: the gateway writes none). */
+export interface ResponseReasoningItem {
+  type: "reasoning";
+  id: string;
+  summary: never[];
+  content: { type: "reasoning_text"; text: string }[];
+  status: "completed" | "incomplete";
 }
 
 export interface ResponseFunctionCall {
@@ -31,7 +42,7 @@ export interface ResponseObject {
   error: null;
   incomplete_details: { reason: "max_output_tokens" | "content_filter" } | null;
   model: string;
-  output: (ResponseOutputMessage | ResponseFunctionCall)[];
+  output: (ResponseReasoningItem | ResponseOutputMessage | ResponseFunctionCall)[];
   usage: {
     input_tokens: number;
     input_tokens_details: { cached_tokens: number };
@@ -66,6 +77,10 @@ export function chatToResponse(chat: ChatCompletionLike, echo: ResponsesEcho, cr
   const incomplete = incompleteReason(choice.finish_reason, upstream);
   const core = idCore(chat.id) || idCore(fallbackId) || "0";
   const output: ResponseObject["output"] = [];
+  const reasoning = choice.message.reasoning_content;
+  if (typeof reasoning === "string" && reasoning !== "") {
+    output.push({ type: "reasoning", id: `rs_${core}`, summary: [], content: [{ type: "reasoning_text", text: reasoning }], status: incomplete ? "incomplete" : "completed" });
+  }
   const text = choice.message.content;
   if (typeof text === "string" && text !== "") {
     output.push({
