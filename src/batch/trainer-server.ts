@@ -245,6 +245,8 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
       await opts.onWeights({ policyVersion: policy_version, modelPath: model_path });
     } catch (e) {
       if (trainedOn !== undefined) leases.announced(trainedOn, false);
+      // The run refused the announcement itself (no batch out, none awaited): the trainer's mistake, not an engine's.
+      if (e instanceof ArborError && e.code === "trainer_protocol") return reply.code(409).send({ error: `version ${policy_version}: ${e.message}` });
       return reply.code(502).send({ error: `weights hook failed for version ${policy_version}: ${(e as Error).message}` });
     }
     if (trainedOn !== undefined) leases.announced(trainedOn, true);

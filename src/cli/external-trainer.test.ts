@@ -167,7 +167,7 @@ describe("waiting for the external trainer", () => {
       const client = new TrainerClient(ext.url);
       // GET /v1/stats names the weights the engines serve from the start (model.path), then the announced ones, and the run.
       expect(await client.stats()).toMatchObject({ policyVersion: 0, modelPath: "models/x.gguf", runId: "ext-run" });
-      await expect(client.announceWeights(1, "/w/v1.gguf")).rejects.toThrow(/HTTP 502 .*not waiting for a batch; announce the weights trained on a batch before acking/);
+      await expect(client.announceWeights(1, "/w/v1.gguf")).rejects.toThrow(/HTTP 409 .*not waiting for a batch; announce the weights trained on a batch before acking/);
       const trained = ext.step(rollout("b1"));
       const b = await client.nextBatch();
       expect(b?.id).toBe("b1");
@@ -236,12 +236,21 @@ describe("waiting for the external trainer", () => {
       clock.advance(400);
       expect(await client.stats()).toMatchObject({ queued: 1, inFlight: 0, requeued: 1 });
       // The gone trainer's late announcement (naming no batch) finds none out: refused, nothing loaded.
-      await expect(client.announceWeights(1, "/w/late.gguf")).rejects.toThrow(/HTTP 502 .*no batch is out with a trainer \(batch 'lost' is queued: given back, or its lease ran out\)/);
+      await expect(client.announceWeights(1, "/w/late.gguf")).rejects.toThrow(/HTTP 409 .*no batch is out with a trainer \(batch 'lost' is queued: given back, or its lease ran out\)/);
       expect(ext.version).toBe(0);
       clock.advance(999);
       expect(await client.stats()).toMatchObject({ queued: 1 });
       clock.advance(1);
       await expect(lost).rejects.toThrow(/batch 'lost' was not acknowledged within 1000 ms .*: a trainer took it and went away \(no heartbeat for train\.external\.leaseMs 400 ms\) and none took it again/);
+      await client.ack((await client.nextBatch())!.id);
+      // Given back once (a failed step's requeue), then taken by a trainer that went away: the last of it is said.
+      const twice = ext.step(rollout("twice"));
+      await client.nextBatch();
+      await client.requeue("twice");
+      await client.nextBatch();
+      clock.advance(400);
+      clock.advance(1000);
+      await expect(twice).rejects.toThrow(/batch 'twice' was not acknowledged within 1000 ms .*: a trainer took it and went away \(no heartbeat/);
       await client.ack((await client.nextBatch())!.id);
       // Announced, then gone before the ack: the lease acks it, and the step ends with the announced version.
       const trained = ext.step(rollout("trained"));

@@ -82,7 +82,7 @@ describe.skipIf(unreachable !== undefined)("arbor serve trainer-api with a super
       await until("batch a-it1 withdrawn", async () => (await stats()).inFlight === 0);
       expect(api.log()).toContain("trainer-api: batch a-it1 withdrawn: its orchestrator was superseded (run run-b started)");
       const weights = await fetch(`${url}/v1/weights`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ policy_version: 1, model_path: "/x/policy-v1.gguf" }) });
-      expect(weights.status).toBe(502);
+      expect(weights.status).toBe(409);
       expect(((await weights.json()) as { error: string }).error).toMatch(/no batch is out with a trainer/);
       expect((await fetch(`${url}/v1/batches/a-it1/ack`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(404);
       // A batch of the earlier orchestrator arriving now is dropped; the later one's is served.

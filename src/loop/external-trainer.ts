@@ -53,8 +53,8 @@ interface Pending {
   id: string;
   taken: number;
   requeued: number;
-  /** Of the requeues, those of a lease that ran out (the trainer holding it went away). */
-  expired: number;
+  /** How the batch last came back: given back by its trainer, or its lease ran out. */
+  lastBack?: "requeued" | "expired";
   announced: number[];
   acked: (metrics: StepMetrics | undefined) => void;
   restart: () => void;
@@ -95,7 +95,7 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       if (event === "taken") p.taken++;
       else if (event === "requeued" || event === "expired") {
         p.requeued++;
-        if (event === "expired") p.expired++;
+        p.lastBack = event;
         p.restart();
       } else p.acked(metrics);
     },
@@ -115,7 +115,7 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
     }
     const last = p.announced[p.announced.length - 1];
     const gone = `a trainer took it and went away (no heartbeat for train.external.leaseMs ${o.config.leaseMs} ms) and none took it again`;
-    const state = p.taken === p.requeued ? (p.expired > 0 && p.expired === p.requeued ? gone : "a trainer gave it back (requeue) and none took it again") : last !== undefined ? `a trainer took it and announced version ${last} but did not ack it (POST /v1/batches/${p.id}/ack)` : `a trainer took it but announced no weights and did not ack it (POST /v1/weights, then POST /v1/batches/${p.id}/ack)`;
+    const state = p.taken === p.requeued ? (p.lastBack === "expired" ? gone : "a trainer gave it back (requeue) and none took it again") : last !== undefined ? `a trainer took it and announced version ${last} but did not ack it (POST /v1/batches/${p.id}/ack)` : `a trainer took it but announced no weights and did not ack it (POST /v1/weights, then POST /v1/batches/${p.id}/ack)`;
     return lastWeightsError === undefined ? state : `${state}; the last weights announcement failed: ${lastWeightsError}`;
   };
 
@@ -140,7 +140,6 @@ export async function startExternalTrainer(o: ExternalTrainerOptions): Promise<E
       id,
       taken: 0,
       requeued: 0,
-      expired: 0,
       announced: [],
       acked: (metrics) => {
         reported = metrics;
