@@ -187,6 +187,26 @@ describe("SyncedBackend", () => {
     await expect(s.switchTo("/v2", 2)).rejects.toThrow(/backend ext is out of rotation: .*in flight after 5000 ms/);
   });
 
+  it("stays healthy while it switches (its engine restarting fails its own probe): calls wait for the switch", async () => {
+    const e = heldEngine();
+    let restarting = false;
+    e.backend.health = async () => {
+      if (restarting) throw new Error("connect ECONNREFUSED (llama-server restarting)");
+    };
+    let loaded!: () => void;
+    const { loader } = scriptedLoader();
+    loader.load = () => ((restarting = true), new Promise<void>((r) => (loaded = r)));
+    const s = new SyncedBackend({ makeBackend: () => e.backend, loader, inFlight: "finish", clock: realClock });
+    const switching = s.switchTo("/v1", 1);
+    await tick();
+    await expect(e.backend.health()).rejects.toThrow(/restarting/);
+    await expect(s.backend.health()).resolves.toBeUndefined();
+    restarting = false;
+    loaded();
+    await switching;
+    await expect(s.backend.health()).resolves.toBeUndefined();
+  });
+
   it("switching to the version served is a no-op; a second switch while one runs is refused", async () => {
     const e = heldEngine();
     const { loader, log } = scriptedLoader();

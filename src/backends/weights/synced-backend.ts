@@ -246,6 +246,10 @@ export class SyncedBackend {
       models: () => this.inner.models(),
       health: async () => {
         if (this.retiredBecause !== undefined) throw new BackendUnreachableError(this.name, this.inner.url, `out of rotation: ${this.retiredBecause}`);
+        // Switching weights is a planned pause (a managed llama-server restarts): calls wait for it, so the backend
+        // stays in rotation; a probe of the restarting engine would take it out, and the programs that start
+        // meanwhile would all go to the other backends. A switch that fails retires it.
+        if (this.gate !== undefined) return;
         await this.inner.health();
       },
       generate: async (req) => {
