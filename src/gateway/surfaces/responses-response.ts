@@ -78,10 +78,13 @@ export function chatToResponse(chat: ChatCompletionLike, echo: ResponsesEcho, cr
   const core = idCore(chat.id) || idCore(fallbackId) || "0";
   const output: ResponseObject["output"] = [];
   const reasoning = choice.message.reasoning_content;
-  if (typeof reasoning === "string" && reasoning !== "") {
-    output.push({ type: "reasoning", id: `rs_${core}`, summary: [], content: [{ type: "reasoning_text", text: reasoning }], status: incomplete ? "incomplete" : "completed" });
-  }
   const text = choice.message.content;
+  if (typeof reasoning === "string" && reasoning !== "") {
+    // Cut off only when nothing came after it (a length stop inside the reasoning), as the stream
+    // marks the one item still open when the answer ended.
+    const last = !(typeof text === "string" && text !== "") && (choice.message.tool_calls ?? []).length === 0;
+    output.push({ type: "reasoning", id: `rs_${core}`, summary: [], content: [{ type: "reasoning_text", text: reasoning }], status: incomplete && last ? "incomplete" : "completed" });
+  }
   if (typeof text === "string" && text !== "") {
     output.push({
       type: "message",

@@ -1,20 +1,33 @@
 // Converts a stream of OpenAI chat.completion.chunk objects into the Responses API's stream events
 // (response.created, response.in_progress, output_item.added, content_part.added,
-// output_text.delta / function_call_arguments.delta, their .done events, then response.completed
-// or response.incomplete), numbered by sequence_number. A pure state machine plus the SSE framing;
-// the final Response is built by chatToResponse, so streamed and plain answers agree.
+// reasoning_text.delta / output_text.delta / function_call_arguments.delta, their .done events,
+// then response.completed or response.incomplete), numbered by sequence_number. A pure state
+// machine plus the SSE framing; the final Response is built by chatToResponse, so streamed and
+// plain answers agree. The chunks' `reasoning_content` deltas become a reasoning item before the
+// rest, streamed as vLLM streams one (reasoning_text.delta events with content_index 0), except
+// that its reasoning_text part is announced with OpenAI's content_part.added / .done where vLLM
+// sends its own response.reasoning_part.added / .done: the openai SDKs' stream helpers accumulate
+// reasoning_text deltas into a part only content_part.added created, and fail on vLLM's.
 import { BackendProtocolError } from "../../backends/backend.js";
 import { toOpenAiError } from "../http-errors.js";
 import type { ChatChunkLike } from "./anthropic-stream.js";
 import type { OpenAiUsage } from "./anthropic-response.js";
 import type { ResponsesEcho } from "./responses-request.js";
-import { chatToResponse, type ResponseFunctionCall, type ResponseObject, type ResponseOutputMessage, type UpstreamRef } from "./responses-response.js";
+import {
+  chatToResponse,
+  type ResponseFunctionCall,
+  type ResponseObject,
+  type ResponseOutputMessage,
+  type ResponseReasoningItem,
+  type UpstreamRef,
+} from "./responses-response.js";
 import { UpstreamStreamError, type StreamSurface } from "./stream-surface.js";
 
 /** One Responses stream event (`type` plus its fields; `sequence_number` is added on emit). */
 export type ResponsesStreamEvent = { type: string; sequence_number: number } & Record<string, unknown>;
 
 type OpenItem =
+  | { kind: "reasoning"; outputIndex: number; item: ResponseReasoningItem; text: string }
   | { kind: "message"; outputIndex: number; item: ResponseOutputMessage; text: string }
   | { kind: "call"; outputIndex: number; item: ResponseFunctionCall; toolIndex: number };
 
@@ -26,7 +39,7 @@ export class ChatChunkToResponseEvents {
   private seq = 0;
   private started = false;
   private core = "";
-  private readonly output: (ResponseOutputMessage | ResponseFunctionCall)[] = [];
+  private readonly output: ResponseObject["output"] = [];
   private open: OpenItem | null = null;
   private readonly closedTools = new Set<number>();
   private finishReason: string | null = null;
@@ -48,6 +61,13 @@ export class ChatChunkToResponseEvents {
     if (chunk.usage) this.usage = chunk.usage;
     const choice = chunk.choices?.[0];
     if (!choice) return out;
+    const reasoning = choice.delta?.reasoning_content;
+    if (typeof reasoning === "string" && reasoning !== "") {
+      if (this.open?.kind !== "reasoning") this.openReasoning(out);
+      const open = this.open as Extract<OpenItem, { kind: "reasoning" }>;
+      open.text += reasoning;
+      out.push(this.event("response.reasoning_text.delta", { item_id: open.item.id, output_index: open.outputIndex, content_index: 0, delta: reasoning }));
+    }
     const text = choice.delta?.content;
     if (typeof text === "string" && text !== "") {
       if (this.open?.kind !== "message") this.openMessage(out);
@@ -108,6 +128,19 @@ export class ChatChunkToResponseEvents {
     out.push(this.event("response.in_progress", { response: inProgress }));
   }
 
+  private openReasoning(out: ResponsesStreamEvent[]): void {
+    this.close(out, false);
+    // One reasoning item per answer, as the plain answer has (the reasoning comes before the rest).
+    if (this.output.some((o) => o.type === "reasoning")) throw this.protocol("reasoning continued after the answer began");
+    const id = `rs_${this.core}`;
+    const item: ResponseReasoningItem = { type: "reasoning", id, summary: [], content: [], status: "completed" };
+    const outputIndex = this.output.length;
+    this.output.push(item);
+    this.open = { kind: "reasoning", outputIndex, item, text: "" };
+    out.push(this.event("response.output_item.added", { output_index: outputIndex, item: { ...item, status: "in_progress", content: [] } }));
+    out.push(this.event("response.content_part.added", { item_id: id, output_index: outputIndex, content_index: 0, part: { type: "reasoning_text", text: "" } }));
+  }
+
   private openMessage(out: ResponsesStreamEvent[]): void {
     this.close(out, false);
     const id = this.messages === 0 ? `msg_${this.core}` : `msg_${this.core}_${this.messages}`;
@@ -133,7 +166,13 @@ export class ChatChunkToResponseEvents {
     const open = this.open;
     if (!open) return;
     this.open = null;
-    if (open.kind === "message") {
+    if (open.kind === "reasoning") {
+      const part = { type: "reasoning_text" as const, text: open.text };
+      open.item.content = [part];
+      if (incomplete) open.item.status = "incomplete";
+      out.push(this.event("response.reasoning_text.done", { item_id: open.item.id, output_index: open.outputIndex, content_index: 0, text: open.text }));
+      out.push(this.event("response.content_part.done", { item_id: open.item.id, output_index: open.outputIndex, content_index: 0, part }));
+    } else if (open.kind === "message") {
       const part = { type: "output_text" as const, text: open.text, annotations: [] as never[] };
       open.item.content = [part];
       if (incomplete) open.item.status = "incomplete";
