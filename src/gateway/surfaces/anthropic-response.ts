@@ -25,6 +25,8 @@ export interface OpenAiUsage {
   prompt_tokens: number;
   completion_tokens: number;
   prompt_tokens_details?: { cached_tokens?: number | null } | null;
+  /** The token path's count with a reasoning parser; an engine's own where it reports one (passthrough). */
+  completion_tokens_details?: { reasoning_tokens?: number | null } | null;
 }
 
 /**

@@ -1,6 +1,7 @@
 // The official `openai` client's Responses API against the gateway's token path in front of a
 // Qwen3-like model whose answers reason in `<think>…</think>` (the backend's `think` parser): the
-// reasoning comes back as a reasoning item before the message, plain and streamed alike.
+// reasoning comes back as a reasoning item before the message, plain and streamed alike, and its
+// tokens are counted in usage.output_tokens_details.reasoning_tokens.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reasoningParserNamed } from "../../backends/answer-parsers.js";
@@ -70,5 +71,24 @@ describe("openai client: Responses reasoning on the token path of a think model"
     const done = events.at(-1);
     expect(done?.type).toBe("response.completed");
     expect(done?.type === "response.completed" && done.response.output.map((o) => o.type)).toEqual(["reasoning", "message"]);
+  });
+
+  it("counts the reasoning's tokens in usage, plain and streamed: those between <think> and </think>", async () => {
+    // The test tokenizer has one id per character and `<think>`, `</think>` as added tokens.
+    const ids = model.render([...history, { role: "assistant", content: turn.content, reasoning: turn.reasoning }], false);
+    expect(model.decode(ids)).toContain(`<think>${reasoning}</think>`);
+    backend.script({ history, turn });
+    const plain = await client("rs-usage").responses.create({ model: "qwen", input: "2+2?" });
+    expect(plain.usage?.output_tokens_details.reasoning_tokens).toBe([...reasoning].length);
+    expect(plain.usage?.output_tokens).toBeGreaterThan([...reasoning].length + 2);
+
+    backend.script({ history, turn });
+    const streamed = await client("rs-usage-s").responses.stream({ model: "qwen", input: "2+2?" }).finalResponse();
+    expect(streamed.usage).toEqual(plain.usage);
+
+    // The chat surface reports the same count, as OpenAI's completion_tokens_details.
+    backend.script({ history, turn });
+    const chat = await client("rs-usage-c").chat.completions.create({ model: "qwen", messages: [{ role: "user", content: "2+2?" }] });
+    expect(chat.usage?.completion_tokens_details?.reasoning_tokens).toBe([...reasoning].length);
   });
 });

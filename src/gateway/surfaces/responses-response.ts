@@ -2,7 +2,8 @@
 // the reasoning (reasoning_content, the backend's reasoning parser) becomes a reasoning item before the
 // rest, in vLLM's shape (summary [], the text as one reasoning_text part), text becomes a message item,
 // tool_calls become function_call items, finish_reason "length" marks
-// the response incomplete, usage is renamed. The SDKs compute `output_text` themselves.
+// the response incomplete, usage is renamed (completion_tokens_details.reasoning_tokens becomes
+// output_tokens_details.reasoning_tokens). The SDKs compute `output_text` themselves.
 import { BackendProtocolError } from "../../backends/backend.js";
 import type { ChatCompletionLike } from "./anthropic-response.js";
 import type { ResponsesEcho } from "./responses-request.js";
@@ -119,7 +120,10 @@ export function chatToResponse(chat: ChatCompletionLike, echo: ResponsesEcho, cr
       input_tokens: input,
       input_tokens_details: { cached_tokens: chat.usage?.prompt_tokens_details?.cached_tokens ?? 0 },
       output_tokens: out,
-      output_tokens_details: { reasoning_tokens: 0 },
+      // Counted on the output ids where the gateway generated the answer with a reasoning parser
+      // (token path); relayed from an engine that reports it; 0 where neither knows (a passthrough
+      // answer whose engine reports none: the split in token ids is not the gateway's to see).
+      output_tokens_details: { reasoning_tokens: chat.usage?.completion_tokens_details?.reasoning_tokens ?? 0 },
       total_tokens: input + out,
     },
     instructions: echo.instructions,

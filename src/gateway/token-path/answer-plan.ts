@@ -5,6 +5,7 @@
 // deltas, so both add up to the same message, for every engine type.
 import type { TokenBackend } from "../../backends/backend.js";
 import type { ReasoningParser } from "../../model/reasoning/reasoning-parser.js";
+import { reasoningTokenCount, type ReasoningMarkerIds } from "../../model/reasoning/reasoning-tokens.js";
 import type { ToolPlan } from "../../model/tool-markup.js";
 import type { ParsedCall, ToolCallParser, ToolCallStream } from "../../model/tool-parsers/tool-parser.js";
 
@@ -15,6 +16,18 @@ export interface AnswerPlan {
   /** A forced call's opening in the parser's format: it ends the prompt, and the answer continues it. */
   prefill?: string;
   reasoning?: ReasoningParser;
+  /** The reasoning parser's markers as the served model's ids (reasoning-markers.ts): its tokens can be counted. */
+  reasoningMarkers?: ReasoningMarkerIds;
+}
+
+/**
+ * The answer's reasoning tokens among its content ids (model/reasoning/reasoning-tokens.ts), for
+ * usage's `reasoning_tokens`; undefined where the backend splits out no reasoning (usage then has
+ * no such detail), 0 where its parser marks none.
+ */
+export function reasoningTokensOf(plan: AnswerPlan | undefined, contentIds: readonly number[]): number | undefined {
+  if (!plan?.reasoning) return undefined;
+  return plan.reasoningMarkers ? reasoningTokenCount(plan.reasoning, contentIds, plan.reasoningMarkers) : 0;
 }
 
 /**

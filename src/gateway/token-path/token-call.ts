@@ -16,6 +16,7 @@ import type { ToolPlan } from "../../model/tool-markup.js";
 import { answerPlan, type AnswerPlan } from "./answer-plan.js";
 import { buildPrompt, type BuiltPrompt, type ProgramContext, type PromptEngine, type PromptSource } from "./context-prompt.js";
 import type { MaxTokensClamp } from "../../core/types.js";
+import { reasoningMarkerIds } from "./reasoning-markers.js";
 import { fitMaxTokens, type MaxTokensPolicy } from "./max-tokens.js";
 import type { TokenSampling } from "./sampling.js";
 import { contentTokenIds, type DecodedOutput } from "./token-response.js";
@@ -88,6 +89,8 @@ export async function buildCallPrompt(input: TokenCallInput, backend: TokenBacke
   const src = input.source;
   if (src.endpoint !== "chat") return { ...(await buildPrompt(src, input.previous, promptEngine(backend), signal)), answer: {} };
   const answer = answerPlan(backend, input.tools?.plan, input.tools?.choice);
+  const markers = answer.reasoning ? await reasoningMarkerIds(backend, signal) : undefined;
+  if (markers) answer.reasoningMarkers = markers;
   const source = answer.prefill !== undefined ? { ...src, prefill: answer.prefill } : src;
   return { ...(await buildPrompt(source, input.previous, promptEngine(backend), signal)), answer };
 }

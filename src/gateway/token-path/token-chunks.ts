@@ -10,7 +10,7 @@ import type { GenerateResult } from "../../backends/backend.js";
 import type { Endpoint } from "../openai-request.js";
 import type { StreamChunk } from "../surfaces/stream-surface.js";
 import { AnswerReader, type AnswerPlan } from "./answer-plan.js";
-import { stopReasonOf, toolCallIdPrefix } from "./token-response.js";
+import { stopReasonOf, toolCallIdPrefix, usageOf } from "./token-response.js";
 
 export interface TokenChunksOptions {
   endpoint: Endpoint;
@@ -69,11 +69,7 @@ export class TokenChunks {
     const last = this.chunk(d, result.finishReason, result.policyVersion);
     (last.choices as Record<string, unknown>[])[0]!.stop_reason = stopReasonOf(result, this.o.stops);
     const out = [last];
-    if (this.o.includeUsage) {
-      const prompt = this.o.promptTokenIds.length;
-      const completion = result.outputTokenIds.length;
-      out.push({ ...this.envelope(result.policyVersion, []), usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion } });
-    }
+    if (this.o.includeUsage) out.push({ ...this.envelope(result.policyVersion, []), usage: usageOf(this.o.promptTokenIds.length, result, this.o.answer) });
     return out;
   }
 

@@ -4,7 +4,7 @@
 // reasoning read out with the backend's parsers (answer-plan.ts) as vLLM's parsers do.
 import type { GenerateResult } from "../../backends/backend.js";
 import type { Endpoint } from "../openai-request.js";
-import { readAnswer, type AnswerPlan, type ChatAnswer } from "./answer-plan.js";
+import { readAnswer, reasoningTokensOf, type AnswerPlan, type ChatAnswer } from "./answer-plan.js";
 
 /** Text the engine decoded for one call: the answer and, when logprobs were asked, each token. */
 export interface DecodedOutput {
@@ -49,11 +49,26 @@ export function contentTokenIds(result: GenerateResult): number[] {
   return result.finishReason === "stop" && result.outputTokenIds.length > 0 ? result.outputTokenIds.slice(0, -1) : result.outputTokenIds;
 }
 
+/**
+ * An answer's usage; with a reasoning parser (chat), OpenAI's `completion_tokens_details.reasoning_tokens`
+ * counted on the output ids (the Responses surface reports it as `output_tokens_details.reasoning_tokens`).
+ */
+export function usageOf(promptTokens: number, result: GenerateResult, answer: AnswerPlan | undefined): Record<string, unknown> {
+  const completion = result.outputTokenIds.length;
+  const reasoning = reasoningTokensOf(answer, contentTokenIds(result));
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completion,
+    total_tokens: promptTokens + completion,
+    ...(reasoning !== undefined ? { completion_tokens_details: { reasoning_tokens: reasoning } } : {}),
+  };
+}
+
 /** Build the chat.completion or text_completion body. */
 export function tokenAnswer(a: TokenAnswerInput): Record<string, unknown> {
   const { result, decoded } = a;
   const ids = result.outputTokenIds;
-  const usage = { prompt_tokens: a.promptTokenIds.length, completion_tokens: ids.length, total_tokens: a.promptTokenIds.length + ids.length };
+  const usage = usageOf(a.promptTokenIds.length, result, a.answer);
   const texts = decoded.tokenTexts ?? [];
   const common = { created: a.created, model: a.model };
   const policy = result.policyVersion !== null ? { policy_version: result.policyVersion } : {};

@@ -30,6 +30,11 @@ export interface ReasoningParser {
   /** Registry name (`think`, `none`). */
   readonly name: string;
   readonly startsInReasoning: boolean;
+  /**
+   * The texts that open and close the reasoning (`<think>`, `</think>`), which the gateway finds as
+   * token ids to count the reasoning's tokens (reasoning-tokens.ts); absent where the parser marks none.
+   */
+  readonly markers?: { open: string; close: string };
   /** A reader for one answer. */
   stream(): ReasoningStream;
   /** How an answer with this reasoning and content reads (golden data, scripted models). */

@@ -56,6 +56,7 @@ export function createThinkParser(opts: ReasoningParserOptions = {}): ReasoningP
   return {
     name: "think",
     startsInReasoning,
+    markers: { open: OPEN, close: CLOSE },
     stream: () => new ThinkStream(startsInReasoning),
     format: (reasoning, content) => (startsInReasoning ? `${reasoning}${CLOSE}${content}` : `${OPEN}${reasoning}${CLOSE}${content}`),
   };
