@@ -11,6 +11,11 @@ trainer-api's next run) is given back and the worker exits (status 2) saying so:
 weights, so the worker must be started again with them. ``arbor hf convert`` turns a ``policy-v{N}/`` directory
 into the GGUF an engine loads.
 
+SIGTERM or SIGINT stops it as they stop ``arbor train-worker``, with the shell's status for the signal (143, 130): a
+batch being stepped on is given back to the server (``requeue``) at once; one whose weights are being announced is
+announced and acked first (a batch whose weights were announced cannot go back: the server refuses with 409 and acks
+it without metrics), and a second signal stops at once.
+
 Argument parsing (:func:`parse_args`) and the step function (:func:`make_step_fn`) work without a server.
 """
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -26,7 +32,7 @@ import torch
 
 from .torch_trainer import DEFAULT_MAX_PASS_TOKENS, LAYOUTS, OPTIMIZER_FILE, TorchTrainer
 
-__all__ = ["parse_args", "has_signal", "run_dir", "RunChanged", "make_step_fn", "main"]
+__all__ = ["parse_args", "has_signal", "run_dir", "RunChanged", "Interrupted", "make_step_fn", "main"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -78,6 +84,106 @@ class RunChanged(RuntimeError):
     """The server serves another run's batches than the worker trained on: its weights are not that run's."""
 
 
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT reached the worker. A BaseException, as KeyboardInterrupt: a step's ``except Exception``
+    must not swallow it, and ``train_loop`` gives the batch in hand back on any exception."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"received {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class _Signals:
+    """While entered: SIGTERM and SIGINT raise :class:`Interrupted` in the main thread, except while ``holding``
+    (a batch's announcement and ack, or a pull, are under way), when the first one is only recorded (``signum``)
+    for the worker to stop at the next safe point; a second one raises at once. The previous handlers come back
+    on exit."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self.holding = False
+        self._prior: Dict[int, Any] = {}
+
+    def __enter__(self) -> "_Signals":
+        for sig in self.SIGNALS:
+            self._prior[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, prior in self._prior.items():
+            signal.signal(sig, prior)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        first = self.signum is None
+        self.signum = signum
+        if first and self.holding:
+            return
+        raise Interrupted(signum)
+
+
+class _WorkerClient:
+    """The worker's client: a :class:`TrainerClient` whose calls that must not be cut in two defer a signal.
+
+    A pull cut short after the server handed out a batch would leave it in flight for the whole lease, and so would
+    an announcement cut short (the server refuses to requeue a batch whose weights are being announced). So a signal
+    during a pull gives the pulled batch back and then stops the worker; one during an announcement lets it finish
+    and the batch be acked (the loop's ``stop`` then ends the loop before the next pull).
+    """
+
+    def __init__(self, client: Any, signals: _Signals) -> None:
+        self.client = client
+        self.signals = signals
+        #: Batches given back to the server (requeue accepted), in order.
+        self.requeued: List[str] = []
+
+    @property
+    def base_url(self) -> str:
+        return str(self.client.base_url)
+
+    def next_batch(self, format: str = "safetensors") -> Any:
+        self.signals.holding = True
+        try:
+            batch = self.client.next_batch(format=format)
+        finally:
+            self.signals.holding = False
+        if self.signals.signum is not None and batch is not None:
+            # Pulled as the signal came: back to the server untouched (with no batch, the loop's stop ends it).
+            self.requeue(batch.batch_id)
+            raise Interrupted(self.signals.signum)
+        return batch
+
+    def announce_weights(self, policy_version: int, model_path: str, batch_id: Optional[str] = None) -> Dict[str, Any]:
+        # Held from here through the batch's ack: the engines serve these weights, so the batch must count as trained.
+        self.signals.holding = True
+        try:
+            return dict(self.client.announce_weights(policy_version, model_path, batch_id=batch_id))
+        except BaseException:
+            self.signals.holding = False
+            raise
+
+    def ack(self, batch_id: str, metrics: Optional[Dict[str, float]] = None) -> None:
+        self.signals.holding = True
+        try:
+            if metrics is None:
+                self.client.ack(batch_id)
+            else:
+                self.client.ack(batch_id, metrics)
+        finally:
+            self.signals.holding = False
+
+    def requeue(self, batch_id: str) -> None:
+        self.client.requeue(batch_id)
+        self.requeued.append(batch_id)
+
+    def heartbeat(self, batch_id: str) -> None:
+        self.client.heartbeat(batch_id)
+
+    def stats(self) -> Dict[str, Any]:
+        return dict(self.client.stats())
+
+
 def make_step_fn(
     trainer: TorchTrainer,
     out_dir: str,
@@ -118,12 +224,27 @@ def make_step_fn(
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Run the worker against a live server (uses ``arbor_client.client`` and ``arbor_client.loop``)."""
+    """Run the worker against a live server (uses ``arbor_client.client`` and ``arbor_client.loop``); returns its exit
+    status (128 + the signal's number after SIGTERM or SIGINT)."""
     args = parse_args(argv)
-    from .client import TrainerClient
+    with _Signals() as signals:
+        client = None
+        try:
+            from .client import TrainerClient
+
+            client = _WorkerClient(TrainerClient(args.url), signals)
+            return _work(args, client, signals)
+        except Interrupted as e:
+            name = signal.Signals(e.signum).name
+            notes = list(getattr(e, "__notes__", []))
+            back = f"; batch {client.requeued[-1]} given back to the server" if client is not None and client.requeued else ""
+            print(f"train-worker: {name}: stopped{back}" + "".join(f"; {n}" for n in notes), file=sys.stderr, flush=True)
+            return 128 + e.signum
+
+
+def _work(args: argparse.Namespace, client: _WorkerClient, signals: _Signals) -> int:
     from .loop import train_loop
 
-    client = TrainerClient(args.url)
     served = client.stats()
     version = args.version if args.version is not None else int(served.get("policyVersion", 0))
     # A third of the server's lease: a batch it hears nothing of for its lease goes to another trainer.
@@ -137,13 +258,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         trainer.load_optimizer_state(adam)
     with_state = f" with its optimizer state ({adam})" if resumed else ""
     print(f"train-worker  {args.url}: training {args.from_dir} ({args.layout}, {args.dtype}) from policy version {version}{with_state}, checkpoints in {args.out_dir}", flush=True)
+    step_fn = make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True), client.stats)
     try:
-        summary = train_loop(client, make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True), client.stats), batches=args.batches, poll_s=args.poll_s, heartbeat_s=heartbeat_s)
+        # stop: a signal that came while a batch was announced and acked ends the loop before the next pull.
+        summary = train_loop(client, step_fn, batches=args.batches, poll_s=args.poll_s, heartbeat_s=heartbeat_s, stop=lambda: signals.signum is not None)  # type: ignore[arg-type]
     except RunChanged as e:
         print(str(e), file=sys.stderr, flush=True)
         return 2
-    print(f"train-worker: {summary.batches} batch(es), {len(summary.versions)} step(s), policy v{trainer.version}", flush=True)
-    return 0
+    why = f" (stopped by {signal.Signals(signals.signum).name})" if signals.signum is not None else ""
+    print(f"train-worker: {summary.batches} batch(es), {len(summary.versions)} step(s), policy v{trainer.version}{why}", flush=True)
+    return 128 + signals.signum if signals.signum is not None else 0
 
 
 if __name__ == "__main__":
