@@ -16,6 +16,10 @@ batch being stepped on is given back to the server (``requeue``) at once; one wh
 announced and acked first (a batch whose weights were announced cannot go back: the server refuses with 409 and acks
 it without metrics), and a second signal stops at once.
 
+Without ``--batches`` it runs until the server is gone (the run is over: its next poll finds nobody), then exits 0,
+as ``arbor train-worker``; a server gone before any batch was acked, or another protocol failure, is one line on
+stderr and status 1.
+
 Argument parsing (:func:`parse_args`) and the step function (:func:`make_step_fn`) work without a server.
 """
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from .client import TrainerProtocolError
 from .torch_trainer import DEFAULT_MAX_PASS_TOKENS, LAYOUTS, OPTIMIZER_FILE, TorchTrainer
 
 __all__ = ["parse_args", "has_signal", "run_dir", "RunChanged", "Interrupted", "make_step_fn", "main"]
@@ -137,6 +142,10 @@ class _WorkerClient:
         self.signals = signals
         #: Batches given back to the server (requeue accepted), in order.
         self.requeued: List[str] = []
+        #: Batches acked.
+        self.acked = 0
+        #: Why a poll found the server gone after at least one ack (the loop's ``stop`` then ends the loop).
+        self.gone: Optional[str] = None
 
     @property
     def base_url(self) -> str:
@@ -146,6 +155,12 @@ class _WorkerClient:
         self.signals.holding = True
         try:
             batch = self.client.next_batch(format=format)
+        except TrainerProtocolError as e:
+            # The run is over once it served a batch: its server closed (refused, or 503 while closing).
+            if not (self.acked > 0 and (e.status is None or e.status == 503)):
+                raise
+            self.gone = str(e)
+            return None
         finally:
             self.signals.holding = False
         if self.signals.signum is not None and batch is not None:
@@ -170,6 +185,7 @@ class _WorkerClient:
                 self.client.ack(batch_id)
             else:
                 self.client.ack(batch_id, metrics)
+            self.acked += 1
         finally:
             self.signals.holding = False
 
@@ -234,6 +250,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
             client = _WorkerClient(TrainerClient(args.url), signals)
             return _work(args, client, signals)
+        except TrainerProtocolError as e:
+            # The server's own words say what went wrong; where in the worker is not the question.
+            print(f"train-worker: {e}" + "".join(f"; {n}" for n in getattr(e, "__notes__", [])), file=sys.stderr, flush=True)
+            return 1
         except Interrupted as e:
             name = signal.Signals(e.signum).name
             notes = list(getattr(e, "__notes__", []))
@@ -260,12 +280,18 @@ def _work(args: argparse.Namespace, client: _WorkerClient, signals: _Signals) ->
     print(f"train-worker  {args.url}: training {args.from_dir} ({args.layout}, {args.dtype}) from policy version {version}{with_state}, checkpoints in {args.out_dir}", flush=True)
     step_fn = make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True), client.stats)
     try:
-        # stop: a signal that came while a batch was announced and acked ends the loop before the next pull.
-        summary = train_loop(client, step_fn, batches=args.batches, poll_s=args.poll_s, heartbeat_s=heartbeat_s, stop=lambda: signals.signum is not None)  # type: ignore[arg-type]
+        # stop: a signal that came while a batch was announced and acked, or the server gone, ends the loop.
+        summary = train_loop(client, step_fn, batches=args.batches, poll_s=args.poll_s, heartbeat_s=heartbeat_s, stop=lambda: signals.signum is not None or client.gone is not None)  # type: ignore[arg-type]
     except RunChanged as e:
         print(str(e), file=sys.stderr, flush=True)
         return 2
-    why = f" (stopped by {signal.Signals(signals.signum).name})" if signals.signum is not None else ""
+    if signals.signum is not None:
+        why = f" (stopped by {signal.Signals(signals.signum).name})"
+    elif client.gone is not None:
+        print(f"train-worker  {args.url} is gone after {summary.batches} batch(es) ({client.gone}); stopping", flush=True)
+        why = " (the run's trainer server is gone)"
+    else:
+        why = f" (--batches {args.batches} reached)"
     print(f"train-worker: {summary.batches} batch(es), {len(summary.versions)} step(s), policy v{trainer.version}{why}", flush=True)
     return 128 + signals.signum if signals.signum is not None else 0
 

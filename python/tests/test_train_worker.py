@@ -159,6 +159,24 @@ class TrainWorkerMainTest(unittest.TestCase):
         self.assertEqual(len(err.strip().splitlines()), 1)
         self.assertIn("requeueing batch b1 failed too: trainer protocol: requeue b1: HTTP 409", err)
 
+    def test_without_batches_it_runs_until_the_server_is_gone_and_exits_0(self) -> None:
+        quiet = tiny_batch(GRPO, advantage=(0.0, 0.0, 0.0))
+        quiet.batch_id = "b2"
+        server = ScriptedServer([batch("b1"), None, quiet], self.served())
+        code, out, err = self.run_main(server)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(err, "")
+        self.assertEqual([c for c in server.calls if c[0] in ("ack", "requeue")], [("ack", "b1", ["entropy", "grad_norm", "loss"]), ("ack", "b2", None)])
+        lines = out.strip().splitlines()
+        self.assertRegex(lines[-2], r"^train-worker  http://scripted is gone after 2 batch\(es\) \(trainer protocol: cannot reach .*refused\); stopping$")
+        self.assertEqual(lines[-1], "train-worker: 2 batch(es), 1 step(s), policy v1 (the run's trainer server is gone)")
+
+    def test_a_server_gone_before_any_batch_is_one_line_and_status_1(self) -> None:
+        server = ScriptedServer([None], self.served())
+        code, _, err = self.run_main(server)
+        self.assertEqual(code, 1)
+        self.assertEqual(err, "train-worker: trainer protocol: cannot reach http://scripted/v1/batches/next: [Errno 111] Connection refused\n")
+
 
 if __name__ == "__main__":
     unittest.main()
