@@ -5,7 +5,7 @@ trainer (``python -m arbor_client.train_worker``).
 """
 from .adapters import split_samples, to_slime, to_trl, to_verl
 from .batch import Batch, BatchFormatError, FlatSample
-from .client import TrainerClient, TrainerProtocolError
+from .client import METRICS, TrainerClient, TrainerProtocolError
 from .loop import LoopSummary, train_loop
 
 __version__ = "0.1.0"
@@ -15,6 +15,7 @@ __all__ = [
     "BatchFormatError",
     "FlatSample",
     "LoopSummary",
+    "METRICS",
     "TrainerClient",
     "TrainerProtocolError",
     "split_samples",

@@ -15,10 +15,33 @@ from typing import Any, Dict, Optional
 
 from .batch import Batch
 
-__all__ = ["TrainerClient", "TrainerProtocolError", "FORMATS"]
+__all__ = ["TrainerClient", "TrainerProtocolError", "FORMATS", "METRICS", "check_metrics"]
 
 #: Batch formats the server answers: safetensors needs numpy only, arrow needs pyarrow.
 FORMATS = ("safetensors", "arrow")
+
+#: The metrics an ack may carry (the server's AckSchema, src/batch/trainer-server.ts): any other is a 400.
+METRICS = ("loss", "grad_norm", "entropy")
+
+
+def check_metrics(metrics: Dict[str, Any]) -> Dict[str, Optional[float]]:
+    """``metrics`` as an ack sends them (a non-finite value or None as null); raises ValueError naming a key the
+    server does not take or a value that is not a number, before anything is sent."""
+    clean: Dict[str, Optional[float]] = {}
+    for key, value in metrics.items():
+        if key not in METRICS:
+            raise ValueError(f"metrics: '{key}' is not a metric the server records (known: {', '.join(METRICS)}); the ack would be refused (400)")
+        if value is None:
+            clean[key] = None
+            continue
+        if isinstance(value, (bool, str, bytes)):
+            raise ValueError(f"metrics: '{key}' must be a number, got {type(value).__name__}")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"metrics: '{key}' must be a number, got {type(value).__name__}") from None
+        clean[key] = number if math.isfinite(number) else None
+    return clean
 
 
 class TrainerProtocolError(RuntimeError):
@@ -84,12 +107,12 @@ class TrainerClient:
         """Mark an in-flight batch as trained on (after announcing the weights trained on it, if any).
 
         ``metrics``: what the step measured (``loss``, ``grad_norm``, ``entropy``; docs/batch-schema.md), sent as
-        the ack's JSON body ``{"metrics": {...}}`` so the run records them; a non-finite value is sent as null.
+        the ack's JSON body ``{"metrics": {...}}`` so the run records them; a non-finite value is sent as null, and
+        another key is a ValueError before anything is sent (:func:`check_metrics`).
         """
         body = None
         if metrics:
-            clean = {str(k): (float(v) if v is not None and math.isfinite(float(v)) else None) for k, v in metrics.items()}
-            body = json.dumps({"metrics": clean}).encode()
+            body = json.dumps({"metrics": check_metrics(metrics)}).encode()
         self._request("POST", f"/v1/batches/{_quote(batch_id)}/ack", f"ack {batch_id}", body)
 
     def requeue(self, batch_id: str) -> None:

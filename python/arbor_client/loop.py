@@ -4,8 +4,12 @@
 
 A step that brings no new weights (``step_fn`` returns None: e.g. no sample carries a non-zero advantage) is
 acked without an announcement. A step may also return what it measured (``loss``, ``grad_norm``, ``entropy``):
-the ack carries it to the run, whose metrics.jsonl records it as the in-process trainer's. If the step or the announcement raises, the batch is requeued (it goes back
-to the head of the server's queue, untrained as far as the rollout knows) and the error re-raised.
+the ack carries it to the run, whose metrics.jsonl records it as the in-process trainer's; they are checked against
+the keys the server takes (``client.METRICS``) before the announcement, so a step's unknown metric is an error while
+the batch can still go back. If the step, the announcement or the ack raises, the batch is requeued (it goes back
+to the head of the server's queue, untrained as far as the rollout knows) and the error re-raised; after an
+announcement the server refuses that requeue (409) and acks the batch without metrics instead, since the engines
+serve what was learnt from it.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from .batch import Batch
-from .client import TrainerClient, TrainerProtocolError
+from .client import TrainerClient, TrainerProtocolError, check_metrics
 
 __all__ = ["train_loop", "LoopSummary", "StepResult"]
 
@@ -87,26 +91,32 @@ def train_loop(
             continue
         beats = _Heartbeats(client, batch.batch_id, heartbeat_s) if heartbeat_s is not None else None
         try:
-            result = step_fn(batch)
-            metrics: Optional[Dict[str, float]] = None
-            if result is not None:
-                version, model_path = result[0], result[1]
-                metrics = result[2] if len(result) > 2 else None  # type: ignore[misc]
-                client.announce_weights(version, model_path, batch_id=batch.batch_id)
+            try:
+                result = step_fn(batch)
+                metrics: Optional[Dict[str, float]] = None
+                if result is not None:
+                    version, model_path = result[0], result[1]
+                    metrics = result[2] if len(result) > 2 else None  # type: ignore[misc]
+                    if metrics:
+                        # Before the announcement: the server refuses an unknown metric only at the ack, when the
+                        # engines serve the new weights already and the batch can no longer go back.
+                        check_metrics(metrics)
+                    client.announce_weights(version, model_path, batch_id=batch.batch_id)
+            finally:
+                if beats is not None:
+                    beats.stop()
+            if metrics:
+                client.ack(batch.batch_id, metrics)
+            else:
+                client.ack(batch.batch_id)
         except BaseException as e:
             # Give the batch back before surfacing the error: the rollout must not wait for an ack that never comes.
+            # After an announcement the server acks it without metrics instead (and answers 409).
             try:
                 client.requeue(batch.batch_id)
             except TrainerProtocolError as requeue_error:
                 e.add_note(f"requeueing batch {batch.batch_id} failed too: {requeue_error}")
             raise
-        finally:
-            if beats is not None:
-                beats.stop()
-        if metrics:
-            client.ack(batch.batch_id, metrics)
-        else:
-            client.ack(batch.batch_id)
         summary.batch_ids.append(batch.batch_id)
         if result is None:
             summary.skipped += 1

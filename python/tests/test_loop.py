@@ -26,10 +26,11 @@ class RecordingClient:
 
     base_url = "http://recorder"
 
-    def __init__(self, batches: List[Optional[Batch]], fail_requeue: bool = False) -> None:
+    def __init__(self, batches: List[Optional[Batch]], fail_requeue: bool = False, fail_ack: bool = False) -> None:
         self.batches = list(batches)
         self.calls: List[tuple] = []
         self.fail_requeue = fail_requeue
+        self.fail_ack = fail_ack
 
     def next_batch(self, format: str = "safetensors") -> Optional[Batch]:
         self.calls.append(("next", format))
@@ -41,6 +42,8 @@ class RecordingClient:
 
     def ack(self, batch_id: str, metrics: Optional[dict] = None) -> None:
         self.calls.append(("ack", batch_id) if metrics is None else ("ack", batch_id, metrics))
+        if self.fail_ack:
+            raise TrainerProtocolError(f"trainer protocol: ack {batch_id}: HTTP 500", 500, "boom")
 
     def heartbeat(self, batch_id: str) -> None:
         self.calls.append(("heartbeat", batch_id))
@@ -120,6 +123,23 @@ class TrainLoopTest(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "diverged") as ctx:
             train_loop(client, step, batches=1)
         self.assertIn("requeueing batch b1 failed too: trainer protocol: requeue b: HTTP 404", ctx.exception.__notes__[0])
+
+    def test_an_unknown_metric_is_an_error_before_the_announcement_and_the_batch_goes_back(self) -> None:
+        client = RecordingClient([batch("b1")])
+        with self.assertRaisesRegex(ValueError, r"metrics: 'clip_fraction' is not a metric the server records \(known: loss, grad_norm, entropy\)"):
+            train_loop(client, lambda b: (1, "/w/v1", {"loss": 0.1, "clip_fraction": 0.02}), batches=1)
+        self.assertEqual(client.calls, [("next", "safetensors"), ("requeue", "b1")])
+        client = RecordingClient([batch("b2")])
+        with self.assertRaisesRegex(ValueError, "metrics: 'loss' must be a number, got str"):
+            train_loop(client, lambda b: (1, "/w/v1", {"loss": "low"}), batches=1)
+        self.assertEqual(client.calls, [("next", "safetensors"), ("requeue", "b2")])
+
+    def test_a_failed_ack_after_the_announcement_is_followed_by_a_requeue(self) -> None:
+        # The server answers that requeue by acking the batch without metrics: it is not left in flight.
+        client = RecordingClient([batch("b1")], fail_ack=True)
+        with self.assertRaisesRegex(TrainerProtocolError, "ack b1: HTTP 500"):
+            train_loop(client, lambda b: (1, "/w/v1", {"loss": 0.5}), batches=1)
+        self.assertEqual(client.calls, [("next", "safetensors"), ("announce", 1, "/w/v1", "b1"), ("ack", "b1", {"loss": 0.5}), ("requeue", "b1")])
 
     def test_stop_is_checked_before_each_pull(self) -> None:
         client = RecordingClient([batch("b1"), batch("b2")])
@@ -225,6 +245,12 @@ class TrainerClientTest(unittest.TestCase):
         with self.assertRaisesRegex(TrainerProtocolError, rf"cannot reach http://127.0.0.1:{port}/v1/stats: .*refused") as ctx:
             client.stats()
         self.assertIsNone(ctx.exception.status)
+
+    def test_an_ack_with_an_unknown_metric_sends_nothing(self) -> None:
+        with ScriptedServer({}) as server:
+            with self.assertRaisesRegex(ValueError, "metrics: 'clip_fraction' is not a metric"):
+                TrainerClient(server.url).ack("b1", {"loss": 1.0, "clip_fraction": 0.5})
+            self.assertEqual(server.requests, [])
 
     def test_checks_its_arguments(self) -> None:
         with self.assertRaisesRegex(ValueError, "base_url: 'localhost:1' must be an http"):
