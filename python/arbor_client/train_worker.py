@@ -1,9 +1,13 @@
-"""The PyTorch reference external trainer: ``python -m arbor_client.train_worker --url URL --from HF_DIR
---out-dir DIR [--lr 1e-3 --max-grad-norm 1 --batches N --poll-s 0.2 --layout tree|flat --dtype float32|float64
+"""The PyTorch reference external trainer: ``python -m arbor_client.train_worker --url URL --out-dir DIR
+[--from HF_DIR --lr 1e-3 --max-grad-norm 1 --batches N --poll-s 0.2 --layout tree|flat --dtype float32|float64
 --max-pass-tokens 4096 --version N]``.
 
-It starts from the Hugging Face checkpoint ``--from`` (``arbor hf export`` of the GGUF the engines serve) at the
-server's current policy version, then loops over the trainer protocol (docs/batch-schema.md): next batch → one
+It starts from the weights the engines serve, at the server's current policy version: a Hugging Face checkpoint
+folder, so by default the server's ``modelPath`` where that is one (or was converted from or to one beside it), else
+``--from`` (``arbor hf export`` of the GGUF the engines serve). A ``--from`` that is not the server's weights at a
+version above 0 (neither its ``modelPath`` nor the ``policy-v{N}/`` this worker wrote for that version) is refused
+(status 2), saying what to pass: training other weights than the engines serve would announce a policy that never
+learnt from what they sampled. Then it loops over the trainer protocol (docs/batch-schema.md): next batch → one
 TorchTrainer step → ``policy-v{N}/`` in ``--out-dir``/<run id> (the run the server names: runs never share a folder,
 as with ``arbor train-worker``) → announce → ack. A batch in which no term has a non-zero advantage·weight teaches
 nothing: it is acked without a step or an announcement. A batch of another run than the worker's first (a
@@ -46,7 +50,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """The worker's options (``argv`` defaults to ``sys.argv[1:]``); exits with a usage message on bad input."""
     p = argparse.ArgumentParser(prog="python -m arbor_client.train_worker", description="PyTorch reference trainer for Arbor's trainer protocol")
     p.add_argument("--url", required=True, help="trainer protocol server, e.g. http://127.0.0.1:8400")
-    p.add_argument("--from", dest="from_dir", required=True, help="Hugging Face checkpoint directory to start from")
+    p.add_argument("--from", dest="from_dir", default=None, help="Hugging Face checkpoint directory of the weights the engines serve (default: the server's modelPath, where it is one)")
     p.add_argument("--out-dir", required=True, help="where policy-v{N}/ checkpoints are written")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="global gradient-norm limit (default 1)")
@@ -55,7 +59,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--layout", choices=LAYOUTS, default="tree", help="prefix tree (default) or every sample separately")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="training precision (default float32)")
     p.add_argument("--max-pass-tokens", type=int, default=DEFAULT_MAX_PASS_TOKENS, help=f"tokens per forward/backward pass; larger batches are split by sample and their gradients summed (default {DEFAULT_MAX_PASS_TOKENS})")
-    p.add_argument("--version", type=int, default=None, help="policy version of --from (default: the server's current version)")
+    p.add_argument("--version", type=int, default=None, help="policy version of --from, trusted without checking --from against the server's weights (default: the server's current version)")
     args = p.parse_args(argv)
     if not args.lr > 0:
         p.error(f"--lr must be > 0, got {args.lr}")
@@ -155,6 +159,9 @@ class _WorkerClient:
         self.signals.holding = True
         try:
             batch = self.client.next_batch(format=format)
+        except WrongWeights as e:
+            print(str(e), file=sys.stderr, flush=True)
+            return 2
         except TrainerProtocolError as e:
             # The run is over once it served a batch: its server closed (refused, or 503 while closing).
             if not (self.acked > 0 and (e.status is None or e.status == 503)):
@@ -198,6 +205,50 @@ class _WorkerClient:
 
     def stats(self) -> Dict[str, Any]:
         return dict(self.client.stats())
+
+
+class WrongWeights(RuntimeError):
+    """The worker would start from other weights than the engines serve, or cannot load theirs."""
+
+
+def _hf_dir(path: str) -> Optional[str]:
+    """The Hugging Face checkpoint folder of a served ``modelPath``: itself, or the conversion beside it (the run
+    writes ``policy-v3.gguf`` from ``policy-v3/`` and ``policy-v3.gguf.hf/`` from ``policy-v3.gguf``); None if none."""
+    candidates = [path, path + ".hf"] + ([path[: -len(".gguf")]] if path.endswith(".gguf") else [])
+    return next((c for c in candidates if os.path.isfile(os.path.join(c, "config.json"))), None)
+
+
+def start_weights(from_dir: Optional[str], served: Dict[str, Any], out_dir: str) -> str:
+    """The checkpoint folder to start from, given ``--from`` and the server's GET /v1/stats: the server's weights when
+    ``from_dir`` is None; ``from_dir`` at version 0 (the run's model, exported to HF: nothing to compare it with) or
+    when it is the server's weights or this worker's ``policy-v{N}/`` of the server's version. Raises
+    :class:`WrongWeights` saying what to pass otherwise."""
+    version = int(served.get("policyVersion") or 0)
+    model = served.get("modelPath")
+    serving = _hf_dir(model) if isinstance(model, str) and model else None
+    mine = os.path.join(run_dir(out_dir, served.get("runId")), f"policy-v{version}")
+    if from_dir is None:
+        if serving is None:
+            raise WrongWeights(
+                f"train-worker: the server serves {model or 'no model path'} at policy version {version}, which this worker cannot load "
+                f"(it loads Hugging Face checkpoint folders): pass --from DIR, its export (`arbor hf export {model or '<gguf>'} DIR`)"
+            )
+        return serving
+    if version == 0:
+        return from_dir
+    same = {os.path.realpath(p) for p in (serving, mine) if p is not None and os.path.isdir(p)}
+    if os.path.realpath(from_dir) not in same:
+        if serving is not None:
+            what = f"pass --from {serving} (or leave --from out)"
+        elif os.path.isdir(mine):
+            what = f"pass --from {mine}"
+        else:
+            what = f"pass --from DIR, the export of those weights (`arbor hf export {model} DIR`)"
+        raise WrongWeights(
+            f"train-worker: --from {from_dir} is not the weights the server serves at policy version {version} ({model}): {what}; "
+            f"--version N starts from --from at version N without this check"
+        )
+    return from_dir
 
 
 def make_step_fn(
@@ -250,6 +301,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
             client = _WorkerClient(TrainerClient(args.url), signals)
             return _work(args, client, signals)
+        except WrongWeights as e:
+            print(str(e), file=sys.stderr, flush=True)
+            return 2
         except TrainerProtocolError as e:
             # The server's own words say what went wrong; where in the worker is not the question.
             print(f"train-worker: {e}" + "".join(f"; {n}" for n in getattr(e, "__notes__", [])), file=sys.stderr, flush=True)
@@ -270,14 +324,16 @@ def _work(args: argparse.Namespace, client: _WorkerClient, signals: _Signals) ->
     # A third of the server's lease: a batch it hears nothing of for its lease goes to another trainer.
     lease_ms = served.get("leaseMs")
     heartbeat_s = lease_ms / 3000 if isinstance(lease_ms, (int, float)) and lease_ms > 0 else None
-    trainer = TorchTrainer(args.from_dir, lr=args.lr, max_grad_norm=args.max_grad_norm, layout=args.layout, dtype=DTYPES[args.dtype], version=version, max_pass_tokens=args.max_pass_tokens)
+    # An explicit --version vouches for --from; otherwise --from must be what the engines serve at that version.
+    from_dir = args.from_dir if args.version is not None and args.from_dir is not None else start_weights(args.from_dir, served, args.out_dir)
+    trainer = TorchTrainer(from_dir, lr=args.lr, max_grad_norm=args.max_grad_norm, layout=args.layout, dtype=DTYPES[args.dtype], version=version, max_pass_tokens=args.max_pass_tokens)
     # A policy-v{N}/ this worker wrote holds Adam's state: a worker started again on a resumed run goes on with it.
-    adam = os.path.join(args.from_dir, OPTIMIZER_FILE)
+    adam = os.path.join(from_dir, OPTIMIZER_FILE)
     resumed = os.path.exists(adam)
     if resumed:
         trainer.load_optimizer_state(adam)
     with_state = f" with its optimizer state ({adam})" if resumed else ""
-    print(f"train-worker  {args.url}: training {args.from_dir} ({args.layout}, {args.dtype}) from policy version {version}{with_state}, checkpoints in {args.out_dir}", flush=True)
+    print(f"train-worker  {args.url}: training {from_dir} ({args.layout}, {args.dtype}) from policy version {version}{with_state}, checkpoints in {args.out_dir}", flush=True)
     step_fn = make_step_fn(trainer, args.out_dir, lambda s: print(s, flush=True), client.stats)
     try:
         # stop: a signal that came while a batch was announced and acked, or the server gone, ends the loop.

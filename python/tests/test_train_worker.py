@@ -102,9 +102,10 @@ class TrainWorkerMainTest(unittest.TestCase):
     def tearDown(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def run_main(self, server: ScriptedServer, *extra: str) -> "tuple[int, str, str]":
+    def run_main(self, server: ScriptedServer, *extra: str, from_dir: Optional[str] = "") -> "tuple[int, str, str]":
         out, err = io.StringIO(), io.StringIO()
-        argv = ["--url", server.base_url, "--from", self.hf, "--out-dir", self.out, "--poll-s", "0", *extra]
+        start = self.hf if from_dir == "" else from_dir
+        argv = ["--url", server.base_url, *(["--from", start] if start is not None else []), "--out-dir", self.out, "--poll-s", "0", *extra]
         with mock.patch("arbor_client.client.TrainerClient", lambda url: server), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = train_worker.main(argv)
         # Whatever happened, the process's own handlers are back.
@@ -176,6 +177,55 @@ class TrainWorkerMainTest(unittest.TestCase):
         code, _, err = self.run_main(server)
         self.assertEqual(code, 1)
         self.assertEqual(err, "train-worker: trainer protocol: cannot reach http://scripted/v1/batches/next: [Errno 111] Connection refused\n")
+
+    def policy(self, version: int, run: Optional[str] = None) -> str:
+        """A checkpoint folder as this worker writes it for ``version`` (in ``run``'s folder of --out-dir)."""
+        return write_tiny_checkpoint(os.path.join(self.out, run or "", f"policy-v{version}"), seed=version)
+
+    def test_without_from_it_starts_from_the_weights_the_server_serves(self) -> None:
+        served = dict(self.served(), policyVersion=2, modelPath=self.policy(2))
+        server = ScriptedServer([batch("b1")], served)
+        code, out, err = self.run_main(server, "--batches", "1", from_dir=None)
+        self.assertEqual(code, 0, err)
+        self.assertIn(f"training {self.policy(2)} (tree, float32) from policy version 2", out)
+        self.assertIn(("announce", 3, "b1"), server.calls)
+
+    def test_without_from_a_served_gguf_is_read_from_the_hf_folder_beside_it(self) -> None:
+        # The run converted the announced policy-v2/ into policy-v2.gguf and reports that.
+        folder = self.policy(2)
+        served = dict(self.served(), policyVersion=2, modelPath=folder + ".gguf")
+        code, out, err = self.run_main(ScriptedServer([batch("b1")], served), "--batches", "1", from_dir=None)
+        self.assertEqual(code, 0, err)
+        self.assertIn(f"training {folder} ", out)
+
+    def test_without_from_a_served_gguf_it_cannot_load_is_refused_saying_what_to_pass(self) -> None:
+        served = dict(self.served(), modelPath="/models/calc-sft.gguf")
+        server = ScriptedServer([batch("b1")], served)
+        code, _, err = self.run_main(server, from_dir=None)
+        self.assertEqual(code, 2)
+        self.assertEqual(err.strip(), "train-worker: the server serves /models/calc-sft.gguf at policy version 0, which this worker cannot load (it loads Hugging Face checkpoint folders): pass --from DIR, its export (`arbor hf export /models/calc-sft.gguf DIR`)")
+        self.assertEqual(server.calls, [("stats",)])
+
+    def test_a_from_that_is_not_the_served_version_is_refused_before_any_batch(self) -> None:
+        # A restarted worker given the run's start weights while the engines serve v2: it would train stale weights.
+        served = dict(self.served(), policyVersion=2, modelPath="/runs/r/policy-v2.gguf", runId="r")
+        self.policy(2, run="r")
+        server = ScriptedServer([batch("b1")], served)
+        code, _, err = self.run_main(server)
+        self.assertEqual(code, 2)
+        mine = os.path.join(self.out, "r", "policy-v2")
+        self.assertEqual(
+            err.strip(),
+            f"train-worker: --from {self.hf} is not the weights the server serves at policy version 2 (/runs/r/policy-v2.gguf): pass --from {mine}; "
+            "--version N starts from --from at version N without this check",
+        )
+        self.assertEqual(server.calls, [("stats",)])
+        # The checkpoint this worker wrote for v2 is accepted, and so is an explicit --version.
+        code, out, err = self.run_main(ScriptedServer([batch("b1")], dict(served)), "--batches", "1", from_dir=mine)
+        self.assertEqual(code, 0, err)
+        code, out, err = self.run_main(ScriptedServer([batch("b1")], dict(served)), "--batches", "1", "--version", "2")
+        self.assertEqual(code, 0, err)
+        self.assertIn(f"training {self.hf} (tree, float32) from policy version 2", out)
 
 
 if __name__ == "__main__":
