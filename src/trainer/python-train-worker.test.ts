@@ -3,9 +3,9 @@
 // export of models/calc-sft.gguf, steps on the batch with signal, writes policy-v1/ (an HF checkpoint that
 // `arbor hf convert` turns into a GGUF the TS trainer loads, with moved weights), announces it while the batch
 // is in flight and then acks; the batch without signal is acked unannounced; started again from that policy-v1/ (a
-// resumed run), it loads the Adam state written there. Needs an interpreter with torch
-// and numpy (testing/python.ts); skipped, saying why, otherwise.
-import { spawn } from "node:child_process";
+// resumed run), it loads the Adam state written there; SIGTERM once it holds a batch gives the batch back and exits
+// 143. Needs an interpreter with torch and numpy (testing/python.ts); skipped, saying why, otherwise.
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -44,8 +44,11 @@ function batch(id: string, rewards: number[]): ExportedBatch {
   return buildTrainingBatch({ id, trajectories, groups, estimator: "grpo" }).batch;
 }
 
-/** Run the worker to its exit (killed after WORKER_TIMEOUT_MS); resolves with its exit code, signal and output. */
-function runWorker(args: string[]): Promise<{ code: number | null; signal: string | null; out: string }> {
+/**
+ * Run the worker to its exit (killed after WORKER_TIMEOUT_MS); resolves with its exit code, signal and output.
+ * `started` receives the process (to signal it).
+ */
+function runWorker(args: string[], started?: (child: ChildProcess) => void): Promise<{ code: number | null; signal: string | null; out: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(PYTHON as string, ["-m", "arbor_client.train_worker", ...args], {
       env: { ...process.env, PYTHONPATH: PYTHON_DIR },
@@ -57,6 +60,7 @@ function runWorker(args: string[]): Promise<{ code: number | null; signal: strin
     child.stderr.on("data", (d: Buffer) => (out += d.toString()));
     child.on("error", reject);
     child.on("exit", (code, signal) => resolve({ code, signal, out }));
+    started?.(child);
   });
 }
 
@@ -123,6 +127,25 @@ describe.skipIf(MISSING !== "")(`python -m arbor_client.train_worker${MISSING ? 
       expect(r.code, r.out).toBe(0);
       expect(r.out).toContain(`from policy version 1 with its optimizer state (${join(outDir, "policy-v1", "adam.pt")})`);
       expect(server.stats()).toMatchObject({ acked: 1, policyVersion: 2, modelPath: join(outDir, "policy-v2") });
+    } finally {
+      await server.app.close();
+    }
+  });
+
+  it("SIGTERM while it holds a batch gives the batch back at once and exits 143", async () => {
+    const hf = join(dir, "hf");
+    let worker: ChildProcess | undefined;
+    // The signal goes out as the batch is taken: the worker is then between its pull and its announcement.
+    const server = createTrainerServer({ capacity: 2, initialPolicyVersion: 0, onWeights: () => {}, onBatch: (event) => void (event === "taken" && worker?.kill("SIGTERM")) });
+    server.offer(batch("b4", [1, 0, 0.5]));
+    const url = await server.app.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      const r = await runWorker(["--url", url, "--from", hf, "--out-dir", join(dir, "out-term"), "--poll-s", "0.05"], (child) => (worker = child));
+      expect(r.code, r.out).toBe(143);
+      expect(r.out).toContain("train-worker: SIGTERM: stopped; batch b4 given back to the server");
+      expect(r.out).not.toContain("Traceback");
+      // Back in the queue for the next trainer, not in flight for the whole lease.
+      expect(server.stats()).toMatchObject({ queued: 1, inFlight: 0, acked: 0, requeued: 1, policyVersion: 0 });
     } finally {
       await server.app.close();
     }
