@@ -13,6 +13,7 @@ import { setMaxListeners } from "node:events";
 import type { Group, Trajectory } from "../core/types.js";
 import type { Task } from "../envs/env.js";
 import { ArborError } from "../core/errors.js";
+import { untilAborted } from "../core/until-aborted.js";
 import type { Rng } from "../core/rng.js";
 import { callVersionSpans } from "./async-rollout-versions.js";
 import type { OrchestratorSettings } from "./orchestrator/from-config.js";
@@ -296,7 +297,7 @@ export class OrchestratedRollout {
         throw e;
       })
       .then(async (ended) => {
-        const r = await unlessAborted(rewardProgram(ro, group, ended), broken.signal);
+        const r = await untilAborted(rewardProgram(ro, group, ended), broken.signal);
         this.results.push(r);
         this.o.onProgramDone?.(r);
         const { spans, inverted } = callVersionSpans(ended.ctx.trajectory.calls, this.base);
@@ -458,14 +459,4 @@ export class OrchestratedRollout {
 /** Prompt tokens of a task, estimated from its text (the scheduler's KV view; programs grow past it). */
 function estimateTokens(t: Task): number {
   return Math.max(1, Math.ceil(t.prompt.reduce((n, m) => n + m.content.length, 0) / 4));
-}
-
-/** `work`'s result, or `signal`'s reason as soon as it is aborted (the work itself is left to settle unheard). */
-function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason as Error);
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
 }

@@ -2,6 +2,7 @@
 // once per backend with its tokenizer (special tokens parsed, as the model generates them), so the
 // token path can count an answer's reasoning tokens on its output ids (model/reasoning/reasoning-tokens.ts).
 import type { TokenBackend } from "../../backends/backend.js";
+import { untilAborted } from "../../core/until-aborted.js";
 import type { ReasoningMarkerIds } from "../../model/reasoning/reasoning-tokens.js";
 
 // A backend serves one model: its markers' ids do not change between calls (nor with new weights).
@@ -24,13 +25,4 @@ export function reasoningMarkerIds(backend: TokenBackend, signal: AbortSignal): 
     found.catch(() => cache.delete(backend));
   }
   return untilAborted(found, signal);
-}
-
-function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const abort = (): void => reject(signal.reason as Error);
-    signal.addEventListener("abort", abort, { once: true });
-    p.then(resolve, reject).finally(() => signal.removeEventListener("abort", abort));
-  });
 }
