@@ -159,9 +159,6 @@ class _WorkerClient:
         self.signals.holding = True
         try:
             batch = self.client.next_batch(format=format)
-        except WrongWeights as e:
-            print(str(e), file=sys.stderr, flush=True)
-            return 2
         except TrainerProtocolError as e:
             # The run is over once it served a batch: its server closed (refused, or 503 while closing).
             if not (self.acked > 0 and (e.status is None or e.status == 503)):

@@ -16,12 +16,8 @@ export async function startTrackingSinks(cfg: RunConfig, runId: string, clock: C
     sinks.push(await named("tracking.mlflow", url, () => MlflowSink.start({ url, experiment: mlflow.experiment ?? cfg.name, runName: runId, params: flattenParams(cfg), tags: { "arbor.run_id": runId }, clock, log })));
   }
   if (wandb) {
-    const where = wandb.baseUrl ?? process.env.WANDB_BASE_URL ?? "https://api.wandb.ai";
-    sinks.push(
-      await named("tracking.wandb", where, () =>
-        WandbSink.start({ project: wandb.project, ...(wandb.entity ? { entity: wandb.entity } : {}), ...(wandb.baseUrl ? { baseUrl: wandb.baseUrl } : {}), runId, displayName: runId, config: flattenParams(cfg), clock, log }),
-      ),
-    );
+    const options = { project: wandb.project, ...(wandb.entity ? { entity: wandb.entity } : {}), ...(wandb.baseUrl ? { baseUrl: wandb.baseUrl } : {}), runId, displayName: runId, config: flattenParams(cfg), clock, log };
+    sinks.push(await named("tracking.wandb", WandbSink.baseUrl(options), () => WandbSink.start(options)));
   }
   return sinks;
 }

@@ -5,6 +5,7 @@
 // recognised, which the answer continues. Without a generation prompt the final message may be
 // continued instead (vLLM's `continue_final_message`: an assistant "prefill" left open).
 import type { ChatMessage } from "../core/types.js";
+import { continueFinalRefusal } from "../model/continue-final.js";
 import type { ToolFields } from "../model/tool-markup.js";
 import { invalidRequest } from "./openai-errors.js";
 import { toolPlan, type ChatPrompt } from "./openai-tools.js";
@@ -54,21 +55,12 @@ export interface PromptEndingFields {
 }
 
 /**
- * The ending a request asks for (vLLM's defaults: a generation prompt, no continuation). Continuing
- * the final message is refused, 400 naming the field, together with add_generation_prompt true (as
- * vLLM's check_generation_prompt), after a message that is not the assistant's (there is no turn of
- * the model's to continue), after tool calls, and with a forced tool call (its opening follows a
- * generation prompt, which a continuation has not).
+ * The ending a request asks for (vLLM's defaults: a generation prompt, no continuation); continuing the final
+ * message is refused, 400 naming the field, where vLLM refuses it (model/continue-final.ts).
  */
 export function promptEnding(body: PromptEndingFields, messages: readonly ChatMessage[]): PromptEnding {
   if (body.continue_final_message !== true) return body.add_generation_prompt ?? true;
-  if (body.add_generation_prompt === true) throw invalidRequest("continue_final_message", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
-  const last = messages.at(-1);
-  if (last?.role !== "assistant") throw invalidRequest("continue_final_message", `the final message must be the assistant's to continue, got role '${last?.role ?? "none"}'`);
-  if (last.toolCalls !== undefined && last.toolCalls.length > 0) throw invalidRequest("continue_final_message", "cannot continue an assistant message that makes tool calls");
-  const choice = body.tool_choice;
-  if (choice === "required" || (typeof choice === "object" && choice !== null)) {
-    throw invalidRequest("continue_final_message", "cannot be combined with a forced tool_choice (the call's opening follows a generation prompt)");
-  }
+  const refused = continueFinalRefusal(body.add_generation_prompt, body.tool_choice, messages);
+  if (refused !== undefined) throw invalidRequest("continue_final_message", refused);
   return "continue";
 }

@@ -1,6 +1,7 @@
 // Turns a client's OpenAI request into the upstream request Arbor needs (token ids and logprobs
 // always on, Arbor-only fields stripped) plus what the trace records about the prompt.
 import type { ChatMessage, ChatRole, MaxTokensClamp, MessageToolCall } from "../core/types.js";
+import { continueFinalRefusal } from "../model/continue-final.js";
 import { InvalidRequestError } from "./http-errors.js";
 
 export type Endpoint = "chat" | "completions";
@@ -136,14 +137,8 @@ function continuesFinalMessage(body: Record<string, unknown>, messages: readonly
   if (generation !== undefined && generation !== null && typeof generation !== "boolean") throw new InvalidRequestError("add_generation_prompt", "must be a boolean");
   if (continued === undefined || continued === null || continued === false) return false;
   if (continued !== true) throw new InvalidRequestError("continue_final_message", "must be a boolean");
-  if (generation === true) throw new InvalidRequestError("continue_final_message", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
-  const last = messages.at(-1) as ChatMessage;
-  if (last.role !== "assistant") throw new InvalidRequestError("continue_final_message", `the final message must be the assistant's to continue, got role '${last.role}'`);
-  if (last.toolCalls !== undefined && last.toolCalls.length > 0) throw new InvalidRequestError("continue_final_message", "cannot continue an assistant message that makes tool calls");
-  const choice = body.tool_choice;
-  if (choice === "required" || (typeof choice === "object" && choice !== null)) {
-    throw new InvalidRequestError("continue_final_message", "cannot be combined with a forced tool_choice (the call's opening follows a generation prompt)");
-  }
+  const refused = continueFinalRefusal(generation, body.tool_choice, messages);
+  if (refused !== undefined) throw new InvalidRequestError("continue_final_message", refused);
   return true;
 }
 

@@ -24,7 +24,7 @@ export class InfrastructureWatch {
   /**
    * The error to stop the run with at batch `step` (naming the kinds, counts and the first program's detail), else
    * undefined: every program failed by its sandbox, or every program of the last `engineIterations` batches by
-   * its sandbox or an engine. An empty batch is not judged here.
+   * its sandbox or an engine. An empty batch stops nothing (and, as any batch not all failed, ends a streak).
    */
   check(step: number, trajectories: readonly Trajectory[]): ArborError | undefined {
     const counts = failureCounts(trajectories);

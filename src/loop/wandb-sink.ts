@@ -68,10 +68,15 @@ export class WandbSink {
     });
   }
 
+  /** The W&B server a sink with these options reports to: `baseUrl`, else WANDB_BASE_URL, else W&B's cloud. */
+  static baseUrl(o: Pick<WandbSinkOptions, "baseUrl" | "env">): string {
+    return (o.baseUrl ?? (o.env ?? process.env).WANDB_BASE_URL ?? "https://api.wandb.ai").replace(/\/+$/, "");
+  }
+
   /** Create (upsert) the run with its config. */
   static async start(o: WandbSinkOptions): Promise<WandbSink> {
     const env = o.env ?? process.env;
-    const baseUrl = (o.baseUrl ?? env.WANDB_BASE_URL ?? "https://api.wandb.ai").replace(/\/+$/, "");
+    const baseUrl = WandbSink.baseUrl(o);
     if (!/^https?:\/\//.test(baseUrl)) throw new ArborError(`tracking.wandb.baseUrl: must be an http(s) URL, got '${baseUrl}'`, "config");
     const key = env.WANDB_API_KEY;
     if (!key) throw new ArborError("tracking.wandb: set WANDB_API_KEY to your W&B API key", "config");

@@ -90,6 +90,11 @@ describe("continueFinalMessage", () => {
     expect(jinja(chatml).renderText([msgs[0]!, { role: "assistant", content: "The answer is " }], { addGenerationPrompt: false, continueFinalMessage: true })).toMatch(/The answer is$/);
   });
 
+  it("Jinja: a final message without text (a thinking-only prefill) leaves the render as it is, as transformers does", () => {
+    const empty = [msgs[0]!, { role: "assistant" as const, content: "" }];
+    expect(jinja(chatml).renderText(empty, { addGenerationPrompt: false, continueFinalMessage: true })).toBe(jinja(chatml).renderText(empty, { addGenerationPrompt: false }));
+  });
+
   it("Jinja: refuses a final message the render does not hold", () => {
     const drops = jinja("{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}");
     expect(() => drops.renderText(msgs, { addGenerationPrompt: false, continueFinalMessage: true })).toThrow(ChatTemplateError);

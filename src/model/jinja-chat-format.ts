@@ -92,7 +92,9 @@ export class JinjaChatFormat implements ChatFormat {
   private cutAfterFinalMessage(text: string, messages: readonly ChatMessage[]): string {
     const content = messages.at(-1)?.content ?? "";
     const stripped = content.trim();
-    const at = stripped === "" ? -1 : text.lastIndexOf(stripped);
+    // No text to cut after (a thinking-only prefill): the render as it is, as transformers' rindex("") leaves it.
+    if (stripped === "") return text;
+    const at = text.lastIndexOf(stripped);
     if (at < 0) {
       throw new ChatTemplateError(this.opts.source, "continue_final_message: the final message does not appear in the render (the template drops or rewrites it)");
     }

@@ -7,6 +7,7 @@ import { BackendHttpError, isTokenBackend, type Backend, type TokenBackend } fro
 import { canMoveProgramKv, moveProgramKv, type KvOrigin } from "../../backends/program-kv-move.js";
 import type { Clock } from "../../core/clock.js";
 import { ArborError, CapacityError } from "../../core/errors.js";
+import { untilAborted } from "../../core/until-aborted.js";
 import type { CallGate } from "./call-gate.js";
 import type { DecayScope, PauseConfig, RestorePlacement } from "./pause-config.js";
 import { PauseController, type PauseAction } from "./pause-controller.js";
@@ -195,7 +196,7 @@ export class PauseGate implements CallGate {
       const pending = this.ops.get(programId);
       if (pending) {
         try {
-          await untilAborted(pending, signal);
+          await (signal ? untilAborted(pending, signal) : pending);
         } catch (e) {
           this.onCallAbort(programId);
           throw e;
@@ -416,18 +417,4 @@ export class PauseGate implements CallGate {
       return false;
     }
   }
-}
-
-/** Wait for `p`, or reject with the signal's reason when it aborts first. */
-function untilAborted(p: Promise<void>, signal?: AbortSignal): Promise<void> {
-  if (!signal) return p;
-  signal.throwIfAborted();
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    void p.then(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    });
-  });
 }

@@ -90,8 +90,12 @@ export class ProgramWorker {
     const closing = consumer.close();
     let timer: Timer | undefined;
     const ranOut = new Promise<"timeout">((resolve) => (timer = this.o.clock.setTimer(timeoutMs, () => resolve("timeout"))));
-    // The consumer may give up first, at its own drain timeout: its handlers still run, and are aborted here as well.
-    const first = await Promise.race([closing.then(() => "closed" as const, () => "given up" as const), ranOut]);
+    let first = await Promise.race([closing.then(() => "closed" as const, () => "given up" as const), ranOut]);
+    if (first === "given up") {
+      // The consumer gave up at its own drain timeout (30 s by default), before this drain's: its handlers still
+      // run; they get the rest of this drain's time, then are aborted here.
+      first = await Promise.race([Promise.allSettled([...this.handling]).then(() => "closed" as const), ranOut]);
+    }
     timer?.cancel();
     if (first === "closed") return 0;
     const left = this.handling.size;

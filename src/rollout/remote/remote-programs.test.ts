@@ -193,25 +193,40 @@ describe("programs on workers (in-process queue and bus)", () => {
     expect(ended.ctx.check).toEqual(check);
   });
 
-  it("a worker's drain longer than its queue consumer's own (30 s) still aborts the programs left; each ends recorded", async () => {
-    // The worker's queue runs on a virtual clock, so the consumer's 30 s drain timeout can be passed at once.
+  /** A worker whose queue runs on a virtual clock (its consumer's 30 s drain timeout passes at once) and one program slow to start. */
+  async function slowProgramOnWorker(name: string) {
     const clock = new VirtualClock();
-    const queue = MemoryWorkQueue.create<ProgramWork>("drain", { ackWaitMs: 600_000, maxDeliver: 3, duplicateWindowMs: 60_000 }, clock);
-    const bus = new MemoryEventBus<RolloutEvents>("drain");
+    const queue = MemoryWorkQueue.create<ProgramWork>(name, { ackWaitMs: 600_000, maxDeliver: 3, duplicateWindowMs: 60_000 }, clock);
+    const bus = new MemoryEventBus<RolloutEvents>(name);
     const remote = await RemotePrograms.start({ queue, bus, config: "{}", clock: realClock, pollMs: 50 });
-    // The program is slow to start (its context comes late): it is still in flight when the drain runs out.
+    // Its context comes when the test says: until then the program is in flight.
     let entered!: () => void;
     let proceed!: () => void;
     const inHandler = new Promise<void>((r) => (entered = r));
     const gate = new Promise<void>((r) => (proceed = r));
-    const worker = await ProgramWorker.start({ name: "wd", queue: queue.connect(), bus, contextOf: async () => (entered(), await gate, ctx), concurrency: 1, heartbeatMs: 600_000, clock });
+    const worker = await ProgramWorker.start({ name: `w-${name}`, queue: queue.connect(), bus, contextOf: async () => (entered(), await gate, ctx), concurrency: 1, heartbeatMs: 600_000, clock });
     closing.push(async () => {
       await remote.close();
       await queue.close();
     });
-    const { group: g, o } = await group("drain", 1);
+    const { group: g, o } = await group(name, 1);
     const ended = remote.run(o, env.tasks(1, 5)[0]!, g, g.programIds[0]!, 0);
     await inHandler;
+    return { clock, worker, proceed, ended, programId: g.programIds[0]! };
+  }
+
+  it("a worker's drain longer than its queue consumer's own (30 s) lets the program run past 30 s to its end", async () => {
+    const { clock, worker, proceed, ended } = await slowProgramOnWorker("drain-ends");
+    const draining = worker.drain(120_000);
+    clock.advance(30_000); // the consumer gives up on its handler; the worker's drain has 90 s left
+    await new Promise((r) => setTimeout(r, 20));
+    proceed();
+    expect((await ended).result.termination.kind).toBe("completed");
+    expect(await draining).toBe(0);
+  });
+
+  it("a worker's drain longer than its queue consumer's own (30 s) aborts the programs left at its own end; each ends recorded", async () => {
+    const { clock, worker, proceed, ended, programId } = await slowProgramOnWorker("drain-cut");
     const draining = worker.drain(45_000);
     clock.advance(30_000); // the consumer gives up on its handler
     await new Promise((r) => setTimeout(r, 20));
@@ -219,8 +234,8 @@ describe("programs on workers (in-process queue and bus)", () => {
     proceed();
     expect(await draining).toBe(1);
     const { result } = await ended;
-    expect(result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started (worker wd is stopping (drain ran out after 45000 ms))" });
-    expect((await store.getTrajectory(g.programIds[0]!))?.program.termination).toEqual(result.termination);
+    expect(result.termination).toEqual({ kind: "aborted", detail: "run aborted before the program started (worker w-drain-cut is stopping (drain ran out after 45000 ms))" });
+    expect((await store.getTrajectory(programId))?.program.termination).toEqual(result.termination);
   });
 
   it("a resumed run cuts the work its killed orchestrator left queued: it ends unrun as aborted, the new work runs", async () => {
