@@ -127,9 +127,7 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
     onExpired: (id: string, outcome: LeaseOutcome) => {
       const s = `${leases.leaseMs / 1000} s`;
       if (outcome === "ack") {
-        ack(id);
-        opts.log?.(`trainer protocol: batch ${id}: no ack nor heartbeat for ${s} after the weights trained on it were announced (its trainer is gone): acked without metrics`);
-        opts.onBatch?.("acked", id);
+        ackUnmeasured(id, `no ack nor heartbeat for ${s} after the weights trained on it were announced (its trainer is gone)`);
       } else {
         requeue(id);
         opts.log?.(`trainer protocol: batch ${id}: no heartbeat for ${s} (its trainer is gone): back in the queue for another trainer`);
@@ -142,6 +140,12 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
     queue.ack(id);
     leases.end(id);
     safetensors.delete(id);
+  };
+  /** The batch counts as trained without its trainer's metrics (its weights were announced; the trainer gave up), saying why. */
+  const ackUnmeasured = (id: string, why: string): void => {
+    ack(id);
+    opts.log?.(`trainer protocol: batch ${id}: ${why}: acked without metrics`);
+    opts.onBatch?.("acked", id);
   };
   /** The batch goes back to the head of the queue, without a lease (a trainer's requeue, or its lease's end). */
   const requeue = (id: string): void => {
@@ -209,9 +213,7 @@ export function createTrainerServer(opts: TrainerServerOptions): TrainerServer {
       return reply.code(409).send({ error: `batch '${id}': the weights trained on it are being announced, so it cannot go back to the queue (a second step on it would count it twice); ack it once the announcement answers` });
     }
     if (weights === "announced") {
-      ack(id);
-      opts.log?.(`trainer protocol: batch ${id}: requeued after the weights trained on it were announced: acked without metrics`);
-      opts.onBatch?.("acked", id);
+      ackUnmeasured(id, "requeued after the weights trained on it were announced");
       return reply.code(409).send({ error: `batch '${id}': the weights trained on it were announced, so it was acked without metrics, not requeued (a second step on it would count it twice)` });
     }
     requeue(id);
